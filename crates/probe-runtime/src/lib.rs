@@ -1,0 +1,2 @@
+//! Probe providers, BPF load/attach, ring-buffer and map consumers, aggregation printing, output formats.
+#![deny(missing_docs)]

@@ -1,0 +1,120 @@
+//! Test helpers shared by the workspace.
+//!
+//! The project's rules for tests that need something the machine may lack:
+//!
+//! - **Privileges** (BPF, uprobes, ptrace of non-children need root): [`privileged`] returns `false`
+//!   and prints the reason when the test cannot run, so the test returns early; with
+//!   `SIGHTLINE_REQUIRE_PRIVILEGED=1` (set by `.ci/run`) it panics instead, so CI never skips silently.
+//! - **Shared data** (`../shared/data` beside the checkout): [`shared_data`] returns the path, or prints
+//!   why it is absent and returns `None`; with `CI=true` it panics instead.
+//!
+//! Use them as the first line of a test:
+//!
+//! ```no_run
+//! # fn demo() {
+//! if !test_support::privileged("attaches a BPF program") { return; }
+//! let Some(dir) = test_support::shared_data("xtrace") else { return };
+//! # let _ = dir; }
+//! ```
+#![deny(missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+/// True when `name` is set to `1` or `true` in the environment.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// True when this process runs with effective uid 0.
+///
+/// Reads `/proc/self/status` (the `Uid:` line's second field is the effective uid; proc(5)) so that
+/// this crate needs no `unsafe` and no libc.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Gate for a test that needs root. `what` says what the test does that needs it.
+///
+/// Returns `true` when the test may run. Otherwise prints `skipped: <what>: needs root` to stderr and
+/// returns `false`, or panics when `SIGHTLINE_REQUIRE_PRIVILEGED=1` (a skip is a failure in CI).
+pub fn privileged(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    let msg = format!("skipped: {what}: needs root (BPF, uprobes and ptrace need CAP_SYS_ADMIN/CAP_BPF)");
+    if env_flag("SIGHTLINE_REQUIRE_PRIVILEGED") {
+        panic!("{msg}; SIGHTLINE_REQUIRE_PRIVILEGED=1 makes this a failure");
+    }
+    eprintln!("{msg}");
+    false
+}
+
+/// The workspace root (the directory holding the top-level `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    // This crate lives at <root>/crates/test-support.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/test-support has two ancestors")
+        .to_path_buf()
+}
+
+/// Path of `../shared/data/<rel>` beside the workspace, if present.
+///
+/// Returns `None` after printing a reason when it is absent; panics under `CI=true`, where the shared
+/// data must be there. The directory can be moved with `SIGHTLINE_SHARED_DATA`.
+pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("SIGHTLINE_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/data"));
+    let path = base.join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!("skipped: shared data {} is absent", path.display());
+    if env_flag("CI") {
+        panic!("{msg}; CI=true makes this a failure");
+    }
+    eprintln!("{msg}");
+    None
+}
+
+/// Path of the `sightline` binary built by Cargo for this test run, building it when needed.
+///
+/// Integration tests of other crates call the binary through this. It runs
+/// `cargo build -p sightline` (same profile and target directory as the running test) once per
+/// test process, then returns `<target>/<profile>/sightline`.
+pub fn sightline_bin() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // The test executable lives in <target>/<profile>/deps/; the binary in <target>/<profile>/.
+            let exe = std::env::current_exe().expect("current_exe");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("test binary in <target>/<profile>/deps")
+                .to_path_buf();
+            let release = profile_dir.file_name().is_some_and(|n| n == "release");
+            let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.current_dir(workspace_root())
+                .args(["build", "-q", "-p", "sightline"])
+                .env("CARGO_TARGET_DIR", &target_dir);
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build -p sightline");
+            assert!(status.success(), "cargo build -p sightline failed");
+            profile_dir.join("sightline")
+        })
+        .clone()
+}

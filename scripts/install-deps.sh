@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what Sightline's build, tests and benchmarks need on a fresh Debian machine (as root).
+# Idempotent: installs only what is missing, so a second run costs a second.
+set -euo pipefail
+need=()
+for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc python3.11 gdb binutils curl; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# Sightline mounts tracefs itself when a probe needs it; nothing to do here.
+command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.95+) is required" >&2; exit 1; }
