@@ -1,0 +1,84 @@
+//! Kernel-layer tests: maps, program load, test runs, ring buffer, raw tracepoints (root only).
+
+use probe_codegen::insn::*;
+use probe_runtime::{ringbuf::RingBuf, sys};
+
+fn load(asm: Asm, maps: &[&std::os::fd::OwnedFd]) -> std::os::fd::OwnedFd {
+    use std::os::fd::AsRawFd;
+    let (mut insns, refs) = asm.finish();
+    for r in refs {
+        insns[r.insn].imm = maps[r.map].as_raw_fd();
+    }
+    let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
+    match sys::prog_load(sys::prog_type::RAW_TRACEPOINT, &bytes, "t", false) {
+        Ok(fd) => fd,
+        Err(e) => panic!("{e}\n{}", e.log),
+    }
+}
+
+#[test]
+fn test_run_writes_our_tgid_to_the_ring_buffer() {
+    if !test_support::privileged("loads a BPF program") {
+        return;
+    }
+    let rb = sys::map_create(sys::map_type::RINGBUF, 0, 0, 4096 * 4, "rb").unwrap();
+    let mut a = Asm::new();
+    a.call(helper::GET_CURRENT_PID_TGID);
+    a.alu_imm(Alu::Rsh, R0, 32);
+    a.stx(Size::DW, R10, -8, R0);
+    a.ld_map(R1, 0);
+    a.mov(R2, R10);
+    a.alu_imm(Alu::Add, R2, -8);
+    a.mov_imm(R3, 8);
+    a.mov_imm(R4, 0);
+    a.call(helper::RINGBUF_OUTPUT);
+    a.mov_imm(R0, 7);
+    a.exit();
+    let prog = load(a, &[&rb]);
+    let ret = sys::prog_test_run_raw_tp(&prog, &[]).unwrap();
+    assert_eq!(ret, 7);
+    let mut ring = RingBuf::new(rb, 4096 * 4).unwrap();
+    let mut got = Vec::new();
+    ring.consume(|r| got.push(u64::from_le_bytes(r[..8].try_into().unwrap())));
+    assert_eq!(got, vec![std::process::id() as u64]);
+}
+
+#[test]
+fn verifier_rejection_returns_the_log() {
+    if !test_support::privileged("loads a BPF program") {
+        return;
+    }
+    let mut a = Asm::new();
+    a.ldx(Size::DW, R0, R2, 0); // r2 is uninitialized
+    a.exit();
+    let (insns, _) = a.finish();
+    let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
+    let err = sys::prog_load(sys::prog_type::RAW_TRACEPOINT, &bytes, "bad", false).unwrap_err();
+    assert_eq!(err.error.call, "bpf(BPF_PROG_LOAD)");
+    assert!(err.log.contains("R2 !read_ok"), "log: {}", err.log);
+}
+
+#[test]
+fn hash_map_update_lookup_iterate_delete() {
+    if !test_support::privileged("creates a BPF map") {
+        return;
+    }
+    let m = sys::map_create(sys::map_type::HASH, 4, 8, 16, "h").unwrap();
+    for k in 1u32..=3 {
+        sys::map_update(&m, &k.to_le_bytes(), &(k as u64 * 10).to_le_bytes()).unwrap();
+    }
+    let mut v = [0u8; 8];
+    assert!(sys::map_lookup(&m, &2u32.to_le_bytes(), &mut v).unwrap());
+    assert_eq!(u64::from_le_bytes(v), 20);
+    let mut keys = Vec::new();
+    let mut cur: Option<[u8; 4]> = None;
+    let mut next = [0u8; 4];
+    while sys::map_next_key(&m, cur.as_ref().map(|k| &k[..]), &mut next).unwrap() {
+        keys.push(u32::from_le_bytes(next));
+        cur = Some(next);
+    }
+    keys.sort();
+    assert_eq!(keys, vec![1, 2, 3]);
+    assert!(sys::map_delete(&m, &2u32.to_le_bytes()).unwrap());
+    assert!(!sys::map_lookup(&m, &2u32.to_le_bytes(), &mut v).unwrap());
+}
