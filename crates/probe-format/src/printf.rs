@@ -1,0 +1,1355 @@
+//! DTrace's `printf()`/`printa()` format strings: [`parse`] into [`Piece`]s, check argument kinds
+//! with [`Conversion::arg_kind`] / [`arg_slots`], and render with [`format`] / [`format_printa`].
+//!
+//! Follows the DTrace guide, chapter "Output Formatting" (printf: conversion specifications, flag
+//! specifiers, width and precision specifiers, size prefixes, conversion formats) and the consumer
+//! in libdtrace `dt_printf.c` for the details the guide leaves open:
+//!
+//! - Flags, width and precision may appear in any order before the size prefix; a `0` seen before
+//!   any digit is the zero-pad flag; `-` and `0` cancel each other, the later one wins
+//!   (`dt_printf_create`). `?` sets the width to 16 (a 64-bit pointer's hex digits).
+//! - A size prefix (`h`, `hh`, `l`, `ll`, `L`, `w`) only selects the conversion for type checking;
+//!   the printed width follows the argument's own type (`dt_printf_validate` re-derives the C size
+//!   prefix from the argument's size). `%hh`/`%h` also truncate like C (`char`/`short`).
+//! - `%d` prints an unsigned argument as unsigned (`pfcheck_dint` turns it into `%u`); `%i` is always
+//!   signed.
+//! - A precision of 0 (`%.0d`, `%.0f`) is not passed on: it behaves as if absent (`dt_printf_format`
+//!   only emits a precision greater than 0).
+//! - `%p` prints hexadecimal digits without `0x` (its C format is `%x`).
+//! - `%'` (thousands grouping) is accepted and, as in the C locale, inserts nothing.
+//! - `%Y` prints `YYYY Mon DD HH:MM:SS` and `%T` RFC 822 time; both in UTC (DTrace uses the local
+//!   time zone: Sightline does not read the time-zone database).
+//! - Backslash escapes (`\n`, `\t`, `\\`, octal) belong to the D string literal and are already
+//!   decoded by the front end: the text given to [`parse`] is the string's value.
+
+use crate::value::{Int, Stack, Value};
+use std::fmt::Write as _;
+use std::ops::Range;
+
+/// A parse or formatting error of a printf-style format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The format string is empty (`printf("")`; DTrace: "format string is empty").
+    #[error("format string is empty")]
+    Empty,
+    /// A `%` at the end of the string with no conversion name.
+    #[error("format conversion #{index} name expected before end of format string")]
+    MissingName {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// A conversion name that DTrace does not define (e.g. `%q`, `%lf`).
+    #[error("format conversion #{index} is undefined: %{name}")]
+    Undefined {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// The name as written, size prefix included (`lq`).
+        name: String,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// Two `*` for the width or for the precision.
+    #[error("format conversion #{index} has more than one '*' specified for the output {what}")]
+    TwoStars {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// `width` or `precision`.
+        what: &'static str,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// Two `.` in one conversion.
+    #[error("format conversion #{index} has more than one '.' specified")]
+    TwoDots {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// A positional conversion (`%1$d`), which DTrace does not support.
+    #[error("format conversion #{index} uses unsupported positional format (%n$)")]
+    Positional {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// `%%` written with flags (`%-%`).
+    #[error("format conversion #{index} cannot be combined with other format flags: %%")]
+    PercentWithFlags {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// Byte range of the conversion in the format string.
+        span: Range<usize>,
+    },
+    /// Fewer arguments than the conversions consume (at format time).
+    #[error("conversion #{index} (%{name}) is missing a corresponding value argument")]
+    MissingArgument {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// The conversion name.
+        name: String,
+    },
+    /// An argument of a kind the conversion cannot print (at format time).
+    #[error("argument for conversion #{index} (%{name}) is {found}, expected {expected}")]
+    WrongArgument {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// The conversion name.
+        name: String,
+        /// What the conversion expects.
+        expected: &'static str,
+        /// What was given.
+        found: &'static str,
+    },
+    /// `%@` outside `printa()`, or `printa()` without an aggregation value.
+    #[error("%@ conversion requires an aggregation")]
+    AggWithoutAggregation,
+}
+
+/// The flags of one conversion (guide: "Flag Specifiers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Flags {
+    /// `-`: left-justify within the width.
+    pub left: bool,
+    /// `0`: pad with zeros instead of spaces (numeric conversions).
+    pub zero: bool,
+    /// `+`: always print a sign for signed conversions.
+    pub plus: bool,
+    /// ` `: a space before a non-negative signed value.
+    pub space: bool,
+    /// `#`: alternate form (`0` prefix for `%o`, `0x`/`0X` for nonzero `%x`/`%X`).
+    pub alt: bool,
+    /// `'`: thousands grouping (no effect in the C locale, which Sightline uses).
+    pub group: bool,
+}
+
+/// A width or precision: absent, a number, or `*` (taken from the next argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Count {
+    /// Not given.
+    #[default]
+    None,
+    /// A literal number.
+    Fixed(u32),
+    /// `*`: an `int` argument supplies it (a negative width means left-justify).
+    Star,
+}
+
+/// The size prefix written before the conversion letter (guide: "Size Prefixes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SizePrefix {
+    /// None.
+    #[default]
+    None,
+    /// `hh` (`char`; a Sightline extension, as in C99).
+    Hh,
+    /// `h` (`short`).
+    H,
+    /// `l` (`long`, or `wint_t`/wide string with `c`/`s`).
+    L,
+    /// `ll` (`long long`).
+    Ll,
+    /// `L` (`long double`).
+    BigL,
+    /// `w` (`wchar_t` with `c`, wide string with `s`).
+    W,
+}
+
+impl SizePrefix {
+    /// The prefix as written (`""`, `"hh"`, `"h"`, `"l"`, `"ll"`, `"L"`, `"w"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SizePrefix::None => "",
+            SizePrefix::Hh => "hh",
+            SizePrefix::H => "h",
+            SizePrefix::L => "l",
+            SizePrefix::Ll => "ll",
+            SizePrefix::BigL => "L",
+            SizePrefix::W => "w",
+        }
+    }
+}
+
+/// What a conversion prints (guide: "Conversion Formats").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConvKind {
+    /// `%a`: kernel address as ``module`symbol+0xoffset``.
+    KernelAddr,
+    /// `%A`: user address as ``object`symbol+0xoffset``.
+    UserAddr,
+    /// `%c`: an integer as an ASCII character.
+    Char,
+    /// `%C`: an integer as an ASCII character, non-printables as C escapes.
+    EscapedChar,
+    /// `%d`: signed decimal for signed types, unsigned for unsigned types.
+    Decimal,
+    /// `%i`: signed decimal.
+    SignedDecimal,
+    /// `%u`: unsigned decimal.
+    Unsigned,
+    /// `%o`: unsigned octal.
+    Octal,
+    /// `%x`: unsigned hexadecimal, lowercase.
+    HexLower,
+    /// `%X`: unsigned hexadecimal, uppercase.
+    HexUpper,
+    /// `%p`: a pointer as hexadecimal (no `0x`; with `#`, `0x`).
+    Pointer,
+    /// `%e` / `%E`: floating point, exponent form.
+    FloatExp {
+        /// `%E`.
+        upper: bool,
+    },
+    /// `%f`: floating point, fixed form.
+    FloatFixed,
+    /// `%g` / `%G`: shortest of `%e` and `%f`.
+    FloatShortest {
+        /// `%G`.
+        upper: bool,
+    },
+    /// `%s`: a string.
+    Str,
+    /// `%S`: a string with non-printables as C escapes.
+    EscapedStr,
+    /// `%k`: a stack (`stack()`/`ustack()` result).
+    Stack,
+    /// `%I`: an IPv4/IPv6 address string (printed as given: no name lookup).
+    InetAddr,
+    /// `%P`: a port number (`uint16_t`; printed as a number: no service lookup).
+    Port,
+    /// `%Y`: a time in ns since the epoch as `YYYY Mon DD HH:MM:SS` (UTC).
+    Time,
+    /// `%T`: a time in ns since the epoch in RFC 822 form (UTC).
+    Time822,
+    /// `%lc` / `%wc`: a wide character (printed as the Unicode scalar).
+    WideChar,
+    /// `%ls` / `%ws`: a wide string (Sightline's strings are UTF-8: printed as `%s`).
+    WideStr,
+    /// `%%`: a literal percent sign; consumes no argument.
+    Percent,
+}
+
+/// The kind of argument a conversion consumes, for semantic checks (DTrace's `pfc_check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    /// Any integer type (`char, short, int, long, or long long`).
+    Int,
+    /// An integer of at most 4 bytes (`char, short, or int`): `%c`, `%C`.
+    SmallInt,
+    /// A pointer or integer address (`%a`, `%A`, `%p`).
+    Addr,
+    /// A floating-point value (D on BPF has none; sema rejects these).
+    Float,
+    /// A string (`char []` or `string`).
+    Str,
+    /// A stack (`stack()`, `ustack()`).
+    Stack,
+    /// A 64-bit time (`int64_t`) for `%Y`, `%T`.
+    Time,
+    /// A `uint16_t` port for `%P`.
+    Port,
+    /// Nothing (`%%`).
+    None,
+}
+
+/// One `%...` conversion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    /// Flags.
+    pub flags: Flags,
+    /// Field width.
+    pub width: Count,
+    /// Precision.
+    pub precision: Count,
+    /// Size prefix as written.
+    pub size: SizePrefix,
+    /// What it prints.
+    pub kind: ConvKind,
+    /// `%@...`: prints the aggregation's value in `printa()`, consumes no argument.
+    pub aggregation: bool,
+    /// The conversion's name as DTrace looks it up (size prefix + letter, e.g. `lld`).
+    pub name: String,
+    /// Byte range of the whole conversion (from `%`) in the format string.
+    pub span: Range<usize>,
+}
+
+impl Conversion {
+    /// The kind of value argument this conversion consumes (ignoring `*` width/precision, which
+    /// consume `int`s before it, and ignoring `%@`, which consumes the aggregation value).
+    pub fn arg_kind(&self) -> ArgKind {
+        match self.kind {
+            ConvKind::KernelAddr | ConvKind::UserAddr | ConvKind::Pointer => ArgKind::Addr,
+            ConvKind::Char | ConvKind::EscapedChar | ConvKind::WideChar => ArgKind::SmallInt,
+            ConvKind::Decimal
+            | ConvKind::SignedDecimal
+            | ConvKind::Unsigned
+            | ConvKind::Octal
+            | ConvKind::HexLower
+            | ConvKind::HexUpper => ArgKind::Int,
+            ConvKind::FloatExp { .. } | ConvKind::FloatFixed | ConvKind::FloatShortest { .. } => {
+                ArgKind::Float
+            }
+            ConvKind::Str | ConvKind::EscapedStr | ConvKind::InetAddr | ConvKind::WideStr => {
+                ArgKind::Str
+            }
+            ConvKind::Stack => ArgKind::Stack,
+            ConvKind::Time | ConvKind::Time822 => ArgKind::Time,
+            ConvKind::Port => ArgKind::Port,
+            ConvKind::Percent => ArgKind::None,
+        }
+    }
+}
+
+/// A piece of a parsed format: literal text or a conversion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Text printed as is.
+    Literal(String),
+    /// A conversion.
+    Conversion(Conversion),
+}
+
+/// What one argument position of a format consumes, in order (see [`arg_slots`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgSlot {
+    /// A `*` width of conversion `conv` (0-based index among conversions): an integer.
+    Width {
+        /// 0-based conversion index.
+        conv: usize,
+    },
+    /// A `*` precision of conversion `conv`: an integer.
+    Precision {
+        /// 0-based conversion index.
+        conv: usize,
+    },
+    /// The value of conversion `conv`, of kind `kind`.
+    Value {
+        /// 0-based conversion index.
+        conv: usize,
+        /// The kind it must be.
+        kind: ArgKind,
+    },
+}
+
+/// The arguments a parsed format consumes, in order: for each conversion, its `*` width, then its
+/// `*` precision (both `int`), then its value (except `%%` and `%@`, which take none). Sema compares
+/// these with the call's arguments; `printf` must supply exactly this many (DTrace: "prototype
+/// mismatch"), `printa` supplies the aggregation's keys (extra keys are not printed).
+pub fn arg_slots(pieces: &[Piece]) -> Vec<ArgSlot> {
+    let mut out = Vec::new();
+    for (conv, c) in conversions(pieces).enumerate() {
+        if c.kind == ConvKind::Percent {
+            continue;
+        }
+        if c.width == Count::Star {
+            out.push(ArgSlot::Width { conv });
+        }
+        if c.precision == Count::Star {
+            out.push(ArgSlot::Precision { conv });
+        }
+        if !c.aggregation {
+            out.push(ArgSlot::Value {
+                conv,
+                kind: c.arg_kind(),
+            });
+        }
+    }
+    out
+}
+
+/// The conversions of a parsed format, in order.
+pub fn conversions(pieces: &[Piece]) -> impl Iterator<Item = &Conversion> {
+    pieces.iter().filter_map(|p| match p {
+        Piece::Conversion(c) => Some(c),
+        Piece::Literal(_) => None,
+    })
+}
+
+/// True when the format has a `%@` conversion (a `printa()` format that prints the value itself).
+pub fn has_aggregation_conversion(pieces: &[Piece]) -> bool {
+    conversions(pieces).any(|c| c.aggregation)
+}
+
+fn lookup(name: &str) -> Option<ConvKind> {
+    use ConvKind::*;
+    Some(match name {
+        "a" => KernelAddr,
+        "A" => UserAddr,
+        "c" => Char,
+        "C" => EscapedChar,
+        "d" | "hd" | "hhd" | "ld" | "lld" => Decimal,
+        "i" | "hi" | "hhi" | "li" | "lli" => SignedDecimal,
+        "u" | "hu" | "hhu" | "lu" | "llu" => Unsigned,
+        "o" | "ho" | "hho" | "lo" | "llo" => Octal,
+        "x" | "hx" | "hhx" | "lx" | "llx" => HexLower,
+        "X" | "hX" | "hhX" | "lX" | "llX" => HexUpper,
+        "e" | "Le" => FloatExp { upper: false },
+        "E" | "LE" => FloatExp { upper: true },
+        "f" | "Lf" => FloatFixed,
+        "g" | "Lg" => FloatShortest { upper: false },
+        "G" | "LG" => FloatShortest { upper: true },
+        "I" => InetAddr,
+        "k" => Stack,
+        "lc" | "wc" => WideChar,
+        "ls" | "ws" => WideStr,
+        "p" => Pointer,
+        "P" => Port,
+        "s" => Str,
+        "S" => EscapedStr,
+        "T" => Time822,
+        "Y" => Time,
+        "%" => Percent,
+        _ => return None,
+    })
+}
+
+fn size_of_name(name: &str) -> SizePrefix {
+    let prefix: String = name
+        .chars()
+        .take_while(|c| matches!(c, 'h' | 'l' | 'L' | 'w'))
+        .collect();
+    match prefix.as_str() {
+        "hh" => SizePrefix::Hh,
+        "h" => SizePrefix::H,
+        "l" => SizePrefix::L,
+        "ll" => SizePrefix::Ll,
+        "L" => SizePrefix::BigL,
+        "w" => SizePrefix::W,
+        _ => SizePrefix::None,
+    }
+}
+
+/// Parses a D format string (its decoded value) into literal and conversion pieces.
+///
+/// Errors as DTrace's `dt_printf_create`: empty format, `%` at the end, an undefined conversion
+/// name, two `*` for one field, two `.`, positional `%n$`, `%%` with flags. Adjacent literal text
+/// is one [`Piece::Literal`]; `%%` is a [`ConvKind::Percent`] conversion.
+pub fn parse(fmt: &str) -> Result<Vec<Piece>, FormatError> {
+    if fmt.is_empty() {
+        return Err(FormatError::Empty);
+    }
+    let b = fmt.as_bytes();
+    let mut pieces = Vec::new();
+    let mut lit_start = 0;
+    let mut i = 0;
+    let mut index = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if i > lit_start {
+            pieces.push(Piece::Literal(fmt[lit_start..i].to_string()));
+        }
+        index += 1;
+        let start = i;
+        let mut flags = Flags::default();
+        let mut width = Count::None;
+        let mut precision = Count::None;
+        let mut aggregation = false;
+        let mut dot = false;
+        let mut digits = 0;
+        let mut name = String::new();
+        i += 1;
+        let kind = loop {
+            let Some(&c) = b.get(i) else {
+                return Err(FormatError::MissingName {
+                    index,
+                    span: start..i,
+                });
+            };
+            match c {
+                b'0'..=b'9' => {
+                    if !dot && digits == 0 && c == b'0' {
+                        flags.zero = true;
+                        flags.left = false;
+                        i += 1;
+                        continue;
+                    }
+                    let mut n: u32 = 0;
+                    while let Some(d @ b'0'..=b'9') = b.get(i).copied() {
+                        n = n.saturating_mul(10).saturating_add(u32::from(d - b'0'));
+                        i += 1;
+                    }
+                    if dot {
+                        precision = Count::Fixed(n)
+                    } else {
+                        width = Count::Fixed(n)
+                    }
+                    digits += 1;
+                    continue;
+                }
+                b'#' => flags.alt = true,
+                b'*' => {
+                    let slot = if dot { &mut precision } else { &mut width };
+                    if *slot == Count::Star {
+                        return Err(FormatError::TwoStars {
+                            index,
+                            what: if dot { "precision" } else { "width" },
+                            span: start..i + 1,
+                        });
+                    }
+                    *slot = Count::Star;
+                }
+                b'+' => flags.plus = true,
+                b'-' => {
+                    flags.left = true;
+                    flags.zero = false;
+                }
+                b'.' => {
+                    if dot {
+                        return Err(FormatError::TwoDots {
+                            index,
+                            span: start..i + 1,
+                        });
+                    }
+                    dot = true;
+                    digits = 0;
+                }
+                b'?' => width = Count::Fixed(16),
+                b'@' => aggregation = true,
+                b'\'' => flags.group = true,
+                b' ' => flags.space = true,
+                b'$' => {
+                    return Err(FormatError::Positional {
+                        index,
+                        span: start..i + 1,
+                    });
+                }
+                b'%' if i == start + 1 => {
+                    i += 1;
+                    break ConvKind::Percent;
+                }
+                b'%' => {
+                    return Err(FormatError::PercentWithFlags {
+                        index,
+                        span: start..i + 1,
+                    });
+                }
+                b'h' | b'l' | b'L' | b'w' => {
+                    if name.len() < 6 {
+                        name.push(c as char);
+                    }
+                }
+                _ => {
+                    // The conversion letter (any character, possibly multi-byte).
+                    let ch = fmt[i..].chars().next().expect("in bounds");
+                    name.push(ch);
+                    i += ch.len_utf8();
+                    match lookup(&name) {
+                        Some(k) => break k,
+                        None => {
+                            return Err(FormatError::Undefined {
+                                index,
+                                name,
+                                span: start..i,
+                            });
+                        }
+                    }
+                }
+            }
+            i += 1;
+        };
+        if kind == ConvKind::Percent {
+            name = "%".into();
+        }
+        pieces.push(Piece::Conversion(Conversion {
+            flags,
+            width,
+            precision,
+            size: size_of_name(&name),
+            kind,
+            aggregation,
+            name,
+            span: start..i,
+        }));
+        lit_start = i;
+    }
+    if lit_start < b.len() {
+        pieces.push(Piece::Literal(fmt[lit_start..].to_string()));
+    }
+    Ok(pieces)
+}
+
+/// Formats `args` with a parsed format, as `printf()` prints them.
+///
+/// `args` are consumed in [`arg_slots`] order. Errors: [`FormatError::MissingArgument`] when
+/// `args` runs out, [`FormatError::WrongArgument`] when a value cannot be printed by its
+/// conversion (e.g. a string for `%d`), [`FormatError::AggWithoutAggregation`] for `%@`. Extra
+/// arguments are ignored (sema rejects them before).
+pub fn format(pieces: &[Piece], args: &[Value]) -> Result<String, FormatError> {
+    format_inner(pieces, args, None)
+}
+
+/// Formats one `printa()` line: the keys are the arguments, each `%@` prints `agg_value` (already
+/// reduced to the integer the aggregating function reports, e.g. the average), and
+/// `agg_text` (when `Some`) replaces it for quantize-family aggregations, whose `%@` prints the
+/// whole distribution table (dt_printf.c `pfprint_quantize`).
+///
+/// Keys beyond those the format consumes are not printed (as DTrace).
+pub fn format_printa(
+    pieces: &[Piece],
+    keys: &[Value],
+    agg_value: &AggArg,
+) -> Result<String, FormatError> {
+    format_inner(pieces, keys, Some(agg_value))
+}
+
+/// The aggregation value a `%@` conversion prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AggArg {
+    /// An integer result (count, sum, min, max, avg, stddev), printed with the conversion.
+    Int(Int),
+    /// A pre-rendered distribution table (quantize, lquantize, llquantize): printed verbatim.
+    Text(String),
+}
+
+fn found_name(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "an integer",
+        Value::Str(_) => "a string",
+        Value::Bytes(_) => "raw bytes",
+        Value::Sym(_) => "a kernel symbol",
+        Value::Usym { .. } => "a user symbol",
+        Value::Stack(_) => "a stack",
+    }
+}
+
+fn take_int(
+    args: &mut std::slice::Iter<'_, Value>,
+    index: usize,
+    name: &str,
+) -> Result<i64, FormatError> {
+    match args.next() {
+        None => Err(FormatError::MissingArgument {
+            index,
+            name: name.to_string(),
+        }),
+        Some(Value::Int(i)) => Ok(i.as_i64()),
+        Some(v) => Err(FormatError::WrongArgument {
+            index,
+            name: name.to_string(),
+            expected: "an integer",
+            found: found_name(v),
+        }),
+    }
+}
+
+fn format_inner(
+    pieces: &[Piece],
+    args: &[Value],
+    agg: Option<&AggArg>,
+) -> Result<String, FormatError> {
+    let mut out = String::new();
+    let mut args = args.iter();
+    let mut index = 0;
+    for piece in pieces {
+        let c = match piece {
+            Piece::Literal(s) => {
+                out.push_str(s);
+                continue;
+            }
+            Piece::Conversion(c) => c,
+        };
+        index += 1;
+        if c.kind == ConvKind::Percent {
+            out.push('%');
+            continue;
+        }
+        let mut flags = c.flags;
+        let mut width: u32 = match c.width {
+            Count::None => 0,
+            Count::Fixed(n) => n,
+            Count::Star => {
+                let w = take_int(&mut args, index, &c.name)?;
+                if w < 0 {
+                    flags.left = true;
+                }
+                u32::try_from(w.unsigned_abs()).unwrap_or(u32::MAX)
+            }
+        };
+        let precision: Option<u32> = match c.precision {
+            Count::None => None,
+            Count::Fixed(n) => Some(n),
+            Count::Star => {
+                let p = take_int(&mut args, index, &c.name)?;
+                u32::try_from(p).ok()
+            }
+        }
+        // dt_printf_format passes a precision on only when it is > 0.
+        .filter(|&p| p > 0);
+        if c.kind == ConvKind::Stack && flags.left {
+            // A left-justified %k uses the width as the stack's indent (pfprint_stack).
+            width = 0;
+        }
+        let spec = Spec {
+            flags,
+            width: width as usize,
+            precision: precision.map(|p| p as usize),
+        };
+        if c.aggregation {
+            match agg {
+                None => return Err(FormatError::AggWithoutAggregation),
+                Some(AggArg::Text(t)) => out.push_str(t),
+                Some(AggArg::Int(i)) => format_value(&mut out, c, &spec, &Value::Int(*i), index)?,
+            }
+            continue;
+        }
+        let Some(v) = args.next() else {
+            return Err(FormatError::MissingArgument {
+                index,
+                name: c.name.clone(),
+            });
+        };
+        format_value(&mut out, c, &spec, v, index)?;
+    }
+    Ok(out)
+}
+
+/// Flags, width and precision after `*` resolution.
+#[derive(Debug, Clone, Copy)]
+struct Spec {
+    flags: Flags,
+    width: usize,
+    precision: Option<usize>,
+}
+
+fn wrong(c: &Conversion, index: usize, expected: &'static str, v: &Value) -> FormatError {
+    FormatError::WrongArgument {
+        index,
+        name: c.name.clone(),
+        expected,
+        found: found_name(v),
+    }
+}
+
+fn format_value(
+    out: &mut String,
+    c: &Conversion,
+    spec: &Spec,
+    v: &Value,
+    index: usize,
+) -> Result<(), FormatError> {
+    use ConvKind::*;
+    match c.kind {
+        Decimal | SignedDecimal | Unsigned | Octal | HexLower | HexUpper | Pointer => {
+            let Value::Int(i) = v else {
+                // %p of a symbolized address prints the address.
+                if let (Pointer, Value::Sym(s)) = (c.kind, v) {
+                    let s = format_int(s.addr as i128, 16, false, c.kind, spec);
+                    out.push_str(&s);
+                    return Ok(());
+                }
+                return Err(wrong(c, index, "an integer", v));
+            };
+            let i = truncate(*i, c.size);
+            let (mag, radix, upper) = match c.kind {
+                Decimal if i.signed => (i.as_i64() as i128, 10, false),
+                Decimal | Unsigned => (i.as_u64() as i128, 10, false),
+                SignedDecimal => (i.as_i64() as i128, 10, false),
+                Octal => (i.as_u64() as i128, 8, false),
+                HexLower | Pointer => (i.as_u64() as i128, 16, false),
+                _ => (i.as_u64() as i128, 16, true),
+            };
+            out.push_str(&format_int(mag, radix, upper, c.kind, spec));
+        }
+        Char | WideChar => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "an integer", v));
+            };
+            let ch = if c.kind == Char {
+                char::from(i.as_u64() as u8)
+            } else {
+                char::from_u32(i.as_u64() as u32).unwrap_or('\u{fffd}')
+            };
+            pad_str(out, &ch.to_string(), spec, false);
+        }
+        EscapedChar => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "an integer", v));
+            };
+            pad_str(out, &escape_bytes(&[i.as_u64() as u8]), spec, true);
+        }
+        Str | WideStr | InetAddr => {
+            let s = match v {
+                Value::Str(s) => s.clone(),
+                Value::Sym(s) => s.without_offset(),
+                Value::Usym { sym, .. } => sym.without_offset(),
+                Value::Int(i) if c.kind == InetAddr => i.as_u64().to_string(),
+                _ => return Err(wrong(c, index, "a string", v)),
+            };
+            pad_str(out, &s, spec, true);
+        }
+        EscapedStr => {
+            let Value::Str(s) = v else {
+                return Err(wrong(c, index, "a string", v));
+            };
+            pad_str(out, &escape_bytes(s.as_bytes()), spec, true);
+        }
+        KernelAddr | UserAddr => {
+            let s = match v {
+                Value::Sym(s) => s.with_offset(),
+                Value::Usym { sym, .. } => sym.with_offset(),
+                Value::Int(i) => format!("0x{:x}", i.as_u64()),
+                _ => return Err(wrong(c, index, "an address", v)),
+            };
+            pad_str(out, &s, spec, true);
+        }
+        Port => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "an integer", v));
+            };
+            pad_str(out, &(i.as_u64() as u16).to_string(), spec, true);
+        }
+        Time | Time822 => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "an integer", v));
+            };
+            let secs = i.as_i64().div_euclid(1_000_000_000);
+            let s = if c.kind == Time {
+                format_time_y(secs)
+            } else {
+                format_time_822(secs)
+            };
+            pad_str(out, &s, spec, true);
+        }
+        FloatExp { upper } | FloatShortest { upper } => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "a number", v));
+            };
+            let f = i.as_i128() as f64;
+            let s = if matches!(c.kind, FloatExp { .. }) {
+                fmt_exp(f, spec.precision.unwrap_or(6), upper, spec.flags.alt)
+            } else {
+                fmt_general(f, spec.precision.unwrap_or(6), upper, spec.flags.alt)
+            };
+            out.push_str(&pad_number(s, spec));
+        }
+        FloatFixed => {
+            let Value::Int(i) = v else {
+                return Err(wrong(c, index, "a number", v));
+            };
+            let f = i.as_i128() as f64;
+            let mut s = format!("{:.*}", spec.precision.unwrap_or(6), f);
+            if spec.flags.alt && !s.contains('.') {
+                s.push('.');
+            }
+            out.push_str(&pad_number(s, spec));
+        }
+        Stack => {
+            let Value::Stack(st) = v else {
+                return Err(wrong(c, index, "a stack", v));
+            };
+            let indent = if c.flags.left {
+                spec_width_for_stack(c)
+            } else {
+                0
+            };
+            out.push_str(&format_stack(st, indent));
+        }
+        Percent => out.push('%'),
+    }
+    Ok(())
+}
+
+fn spec_width_for_stack(c: &Conversion) -> usize {
+    match c.width {
+        Count::Fixed(n) => n as usize,
+        _ => 0,
+    }
+}
+
+/// Renders a stack as DTrace's `stack()` does: a newline, then one frame per line, each indented
+/// by `indent` spaces (DTrace's `stackindent` option, default 14) and printed with its offset
+/// (dt_consume.c `dt_print_stack`).
+pub fn format_stack(stack: &Stack, indent: usize) -> String {
+    let mut s = String::from("\n");
+    for f in &stack.frames {
+        let _ = writeln!(s, "{:indent$}{}", "", f.with_offset());
+    }
+    s
+}
+
+/// C's `%hh`/`%h` truncation of the argument.
+fn truncate(i: Int, size: SizePrefix) -> Int {
+    match size {
+        SizePrefix::Hh if i.bytes > 1 => Int {
+            bits: i.bits & 0xff,
+            bytes: 1,
+            signed: i.signed,
+        },
+        SizePrefix::H if i.bytes > 2 => Int {
+            bits: i.bits & 0xffff,
+            bytes: 2,
+            signed: i.signed,
+        },
+        _ => i,
+    }
+}
+
+/// C printf integer formatting of `v` (sign included) in `radix`.
+fn format_int(v: i128, radix: u32, upper: bool, kind: ConvKind, spec: &Spec) -> String {
+    let neg = v < 0;
+    let mag = v.unsigned_abs();
+    let mut digits = match radix {
+        8 => format!("{mag:o}"),
+        16 if upper => format!("{mag:X}"),
+        16 => format!("{mag:x}"),
+        _ => mag.to_string(),
+    };
+    if let Some(p) = spec.precision
+        && digits.len() < p
+    {
+        digits = format!("{}{digits}", "0".repeat(p - digits.len()));
+    }
+    let signed_conv = matches!(kind, ConvKind::Decimal | ConvKind::SignedDecimal);
+    let mut prefix = String::new();
+    if neg {
+        prefix.push('-');
+    } else if signed_conv && spec.flags.plus {
+        prefix.push('+');
+    } else if signed_conv && spec.flags.space {
+        prefix.push(' ');
+    }
+    if spec.flags.alt {
+        match radix {
+            8 if !digits.starts_with('0') => digits.insert(0, '0'),
+            16 if mag != 0 => prefix.push_str(if upper { "0X" } else { "0x" }),
+            _ => {}
+        }
+    }
+    let len = prefix.len() + digits.len();
+    if len >= spec.width {
+        return prefix + &digits;
+    }
+    let pad = spec.width - len;
+    if spec.flags.left {
+        format!("{prefix}{digits}{}", " ".repeat(pad))
+    } else if spec.flags.zero && spec.precision.is_none() {
+        format!("{prefix}{}{digits}", "0".repeat(pad))
+    } else {
+        format!("{}{prefix}{digits}", " ".repeat(pad))
+    }
+}
+
+/// Pads an already-formatted number (floats) to the width, honouring `-` and `0`.
+fn pad_number(s: String, spec: &Spec) -> String {
+    let mut s = s;
+    if !s.starts_with('-') {
+        if spec.flags.plus {
+            s.insert(0, '+');
+        } else if spec.flags.space {
+            s.insert(0, ' ');
+        }
+    }
+    let n = s.chars().count();
+    if n >= spec.width {
+        return s;
+    }
+    let pad = spec.width - n;
+    if spec.flags.left {
+        s + &" ".repeat(pad)
+    } else if spec.flags.zero && !s.contains("inf") && !s.contains("nan") {
+        let sign_len = usize::from(s.starts_with(['-', '+', ' ']));
+        format!("{}{}{}", &s[..sign_len], "0".repeat(pad), &s[sign_len..])
+    } else {
+        " ".repeat(pad) + &s
+    }
+}
+
+/// `%s`-style padding; `use_precision` truncates to the precision (characters).
+fn pad_str(out: &mut String, s: &str, spec: &Spec, use_precision: bool) {
+    let s: String = match spec.precision {
+        Some(p) if use_precision => s.chars().take(p).collect(),
+        _ => s.to_string(),
+    };
+    let n = s.chars().count();
+    if n >= spec.width {
+        out.push_str(&s);
+    } else if spec.flags.left {
+        out.push_str(&s);
+        out.push_str(&" ".repeat(spec.width - n));
+    } else {
+        out.push_str(&" ".repeat(spec.width - n));
+        out.push_str(&s);
+    }
+}
+
+/// C escapes for `%S`/`%C`: `\0 \a \b \f \n \r \t \v \" \\` and `\ooo` (3 octal digits) for other
+/// bytes outside `!`..=`~`; a space is kept (libdtrace `strchr2esc`).
+pub fn escape_bytes(b: &[u8]) -> String {
+    let mut s = String::new();
+    for &c in b {
+        match c {
+            0 => s.push_str("\\0"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            12 => s.push_str("\\f"),
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            11 => s.push_str("\\v"),
+            b'"' => s.push_str("\\\""),
+            b'\\' => s.push_str("\\\\"),
+            b' ' => s.push(' '),
+            b'!'..=b'~' => s.push(c as char),
+            _ => {
+                let _ = write!(s, "\\{c:03o}");
+            }
+        }
+    }
+    s
+}
+
+/// C's `%e`: `d.ddde±XX` with at least two exponent digits.
+fn fmt_exp(f: f64, prec: usize, upper: bool, alt: bool) -> String {
+    if !f.is_finite() {
+        return nonfinite(f, upper);
+    }
+    let s = format!("{f:.prec$e}");
+    let (mant, exp) = s.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("exponent is an integer");
+    let mut mant = mant.to_string();
+    if alt && prec == 0 {
+        mant.push('.');
+    }
+    let sign = if exp < 0 { '-' } else { '+' };
+    let e = if upper { 'E' } else { 'e' };
+    format!("{mant}{e}{sign}{:02}", exp.abs())
+}
+
+/// C's `%g`: `%e` if the exponent is < -4 or >= the precision, else `%f`; trailing zeros removed
+/// unless `#`.
+fn fmt_general(f: f64, prec: usize, upper: bool, alt: bool) -> String {
+    if !f.is_finite() {
+        return nonfinite(f, upper);
+    }
+    let p = prec.max(1);
+    let probe = format!("{f:.*e}", p - 1);
+    let exp: i64 = probe
+        .split_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    let mut s = if exp < -4 || exp >= p as i64 {
+        fmt_exp(f, p - 1, upper, alt)
+    } else {
+        format!("{f:.*}", (p as i64 - 1 - exp).max(0) as usize)
+    };
+    if !alt {
+        let (mant, rest) = match s.find(['e', 'E']) {
+            Some(i) => (s[..i].to_string(), s[i..].to_string()),
+            None => (s.clone(), String::new()),
+        };
+        if mant.contains('.') {
+            let m = mant.trim_end_matches('0').trim_end_matches('.');
+            s = format!("{m}{rest}");
+        }
+    }
+    s
+}
+
+fn nonfinite(f: f64, upper: bool) -> String {
+    let s = if f.is_nan() {
+        "nan"
+    } else if f < 0.0 {
+        "-inf"
+    } else {
+        "inf"
+    };
+    if upper {
+        s.to_uppercase()
+    } else {
+        s.to_string()
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+
+/// Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days` algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `%Y`: `YYYY Mon DD HH:MM:SS` with the day space-padded, as ctime(3) fields rearranged
+/// (dt_printf.c `pfprint_time`), in UTC.
+pub fn format_time_y(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    format!(
+        "{y} {} {d:>2} {:02}:{:02}:{:02}",
+        MONTHS[(m - 1) as usize],
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+/// `%T`: RFC 822 `Day, DD Mon YYYY HH:MM:SS UTC` (dt_printf.c `pfprint_time822`), in UTC.
+pub fn format_time_822(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil(days);
+    format!(
+        "{}, {d:02} {} {y} {:02}:{:02}:{:02} UTC",
+        DAYS[days.rem_euclid(7) as usize],
+        MONTHS[(m - 1) as usize],
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(fmt: &str, args: &[Value]) -> String {
+        format(&parse(fmt).unwrap(), args).unwrap()
+    }
+
+    #[test]
+    fn parse_splits_literals_and_conversions() {
+        let p = parse("a %-8.3ld b %%").unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[0], Piece::Literal("a ".into()));
+        let Piece::Conversion(c) = &p[1] else {
+            panic!()
+        };
+        assert!(c.flags.left);
+        assert_eq!(c.width, Count::Fixed(8));
+        assert_eq!(c.precision, Count::Fixed(3));
+        assert_eq!(c.size, SizePrefix::L);
+        assert_eq!(c.kind, ConvKind::Decimal);
+        assert_eq!(c.name, "ld");
+        assert_eq!(c.span, 2..9);
+        assert_eq!(p[2], Piece::Literal(" b ".into()));
+        let Piece::Conversion(pc) = &p[3] else {
+            panic!()
+        };
+        assert_eq!(pc.kind, ConvKind::Percent);
+    }
+
+    #[test]
+    fn parse_errors_match_dtrace() {
+        assert_eq!(parse(""), Err(FormatError::Empty));
+        assert!(matches!(
+            parse("x %"),
+            Err(FormatError::MissingName { index: 1, .. })
+        ));
+        assert!(
+            matches!(parse("%d %q"), Err(FormatError::Undefined { index: 2, ref name, .. }) if name == "q")
+        );
+        assert!(matches!(parse("%lf"), Err(FormatError::Undefined { .. })));
+        assert!(matches!(parse("%**d"), Err(FormatError::TwoStars { .. })));
+        assert!(matches!(parse("%1.2.3d"), Err(FormatError::TwoDots { .. })));
+        assert!(matches!(parse("%1$d"), Err(FormatError::Positional { .. })));
+        assert!(matches!(
+            parse("%-%"),
+            Err(FormatError::PercentWithFlags { .. })
+        ));
+    }
+
+    #[test]
+    fn arg_slots_count_stars_and_skip_agg() {
+        let p = parse("%*.*d %s %@d %%").unwrap();
+        assert_eq!(
+            arg_slots(&p),
+            vec![
+                ArgSlot::Width { conv: 0 },
+                ArgSlot::Precision { conv: 0 },
+                ArgSlot::Value {
+                    conv: 0,
+                    kind: ArgKind::Int
+                },
+                ArgSlot::Value {
+                    conv: 1,
+                    kind: ArgKind::Str
+                },
+            ]
+        );
+    }
+
+    // Guide, "Output Formatting" > printf > "Conversion Formats" and "Flag Specifiers".
+    #[test]
+    fn integer_conversions() {
+        assert_eq!(
+            f(
+                "%d|%i|%u",
+                &[Value::i64(-5), Value::i64(-5), Value::i64(-5)]
+            ),
+            "-5|-5|18446744073709551611"
+        );
+        // %d of an unsigned type prints unsigned (pfcheck_dint).
+        assert_eq!(f("%d", &[Value::u64(u64::MAX)]), "18446744073709551615");
+        // The argument's own width decides: a 32-bit -1 in hex is 8 digits.
+        assert_eq!(f("%x", &[Value::Int(Int::i32(-1))]), "ffffffff");
+        assert_eq!(
+            f(
+                "%x %X %o",
+                &[Value::i64(255), Value::i64(255), Value::i64(8)]
+            ),
+            "ff FF 10"
+        );
+        assert_eq!(
+            f(
+                "%#x %#o %#x",
+                &[Value::i64(255), Value::i64(8), Value::i64(0)]
+            ),
+            "0xff 010 0"
+        );
+        assert_eq!(
+            f(
+                "[%5d][%-5d][%05d]",
+                &[Value::i64(42), Value::i64(42), Value::i64(-42)]
+            ),
+            "[   42][42   ][-0042]"
+        );
+        assert_eq!(
+            f(
+                "[%+d][% d][%+d]",
+                &[Value::i64(3), Value::i64(3), Value::i64(-3)]
+            ),
+            "[+3][ 3][-3]"
+        );
+        assert_eq!(
+            f("[%.4d][%8.4d]", &[Value::i64(7), Value::i64(-7)]),
+            "[0007][   -0007]"
+        );
+        // %.0d is treated as no precision (dt_printf_format emits only prec > 0).
+        assert_eq!(f("[%.0d]", &[Value::i64(0)]), "[0]");
+        assert_eq!(
+            f(
+                "%lld %ld %hd %hhd",
+                &[
+                    Value::i64(1),
+                    Value::i64(2),
+                    Value::i64(65537),
+                    Value::i64(257)
+                ]
+            ),
+            "1 2 1 1"
+        );
+        assert_eq!(f("%'d", &[Value::i64(1234567)]), "1234567");
+        assert_eq!(f("%p", &[Value::u64(0xffff_8000_1234)]), "ffff80001234");
+        assert_eq!(f("%?p|", &[Value::u64(0x10)]), "              10|");
+    }
+
+    #[test]
+    fn star_width_and_precision() {
+        assert_eq!(f("[%*d]", &[Value::i64(6), Value::i64(12)]), "[    12]");
+        assert_eq!(f("[%*d]", &[Value::i64(-6), Value::i64(12)]), "[12    ]");
+        assert_eq!(f("[%.*s]", &[Value::i64(3), Value::str("abcdef")]), "[abc]");
+        assert_eq!(
+            f(
+                "[%-*.*s]",
+                &[Value::i64(5), Value::i64(2), Value::str("xyz")]
+            ),
+            "[xy   ]"
+        );
+    }
+
+    #[test]
+    fn strings_and_chars() {
+        assert_eq!(
+            f(
+                "[%s][%10s][%-10s][%.2s]",
+                &[
+                    Value::str("bash"),
+                    Value::str("bash"),
+                    Value::str("bash"),
+                    Value::str("bash")
+                ]
+            ),
+            "[bash][      bash][bash      ][ba]"
+        );
+        assert_eq!(
+            f("%c%c", &[Value::i64(104), Value::Int(Int::i32(105))]),
+            "hi"
+        );
+        assert_eq!(
+            f("%S", &[Value::str("a\tb\n\"q\" \x01")]),
+            "a\\tb\\n\\\"q\\\" \\001"
+        );
+        assert_eq!(f("%C", &[Value::i64(10)]), "\\n");
+    }
+
+    #[test]
+    fn floats_follow_c() {
+        assert_eq!(
+            f(
+                "%f %e %g",
+                &[Value::i64(3), Value::i64(1500), Value::i64(100000)]
+            ),
+            "3.000000 1.500000e+03 100000"
+        );
+        assert_eq!(
+            f(
+                "%g %G %E",
+                &[Value::i64(1000000), Value::i64(1234567), Value::i64(-2)]
+            ),
+            "1e+06 1.23457E+06 -2.000000E+00"
+        );
+        assert_eq!(f("[%8.2f]", &[Value::i64(5)]), "[    5.00]");
+    }
+
+    #[test]
+    fn addresses_and_times() {
+        let sym = crate::value::Symbol {
+            addr: 0x1010,
+            module: Some("vmlinux".into()),
+            name: Some("do_sys_open".into()),
+            offset: 0x10,
+        };
+        assert_eq!(
+            f("%a", &[Value::Sym(sym.clone())]),
+            "vmlinux`do_sys_open+0x10"
+        );
+        assert_eq!(f("%a", &[Value::i64(0x1234)]), "0x1234");
+        // 2026-11-30 10:00:00 UTC = 1796032800 s.
+        assert_eq!(
+            f("%Y", &[Value::i64(1_796_032_800_000_000_000)]),
+            "2026 Nov 30 10:00:00"
+        );
+        assert_eq!(f("%T", &[Value::i64(0)]), "Thu, 01 Jan 1970 00:00:00 UTC");
+        assert_eq!(
+            f("%Y", &[Value::i64(86_400 * 4 * 1_000_000_000)]),
+            "1970 Jan  5 00:00:00"
+        );
+    }
+
+    #[test]
+    fn argument_errors() {
+        let p = parse("%d %d").unwrap();
+        assert!(matches!(
+            format(&p, &[Value::i64(1)]),
+            Err(FormatError::MissingArgument { index: 2, .. })
+        ));
+        let p = parse("%d").unwrap();
+        assert!(matches!(
+            format(&p, &[Value::str("x")]),
+            Err(FormatError::WrongArgument { index: 1, .. })
+        ));
+        let p = parse("%@d").unwrap();
+        assert_eq!(format(&p, &[]), Err(FormatError::AggWithoutAggregation));
+        assert_eq!(
+            format_printa(&p, &[], &AggArg::Int(Int::i64(9))).unwrap(),
+            "9"
+        );
+    }
+}
