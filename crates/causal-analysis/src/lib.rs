@@ -1,2 +1,22 @@
-//! Causal graph reconstruction, critical path, comparison and resource accounting (pure).
+//! Causal graph reconstruction, critical path and views (pure: no I/O, no system calls).
+//!
+//! The main types:
+//! - [`Event`] (with its incoming edges, [`Parent`]): one X-Trace report or one OTLP span boundary;
+//! - [`TaskGraph`]: one task rebuilt from its events, with the structural [`Problem`]s found
+//!   (cycles, edges from unknown events, several roots, clock skew between hosts);
+//! - [`CriticalPath`]: the path X-Trace's swimlane view found (walk back from the last event, at each
+//!   join follow the parent that finished last), with time per agent, host and process;
+//! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON.
+//!
+//! The model follows X-Trace (Fonseca, Porter, Katz, Shenker, Stoica, "X-Trace: A Pervasive
+//! Network Tracing Framework", NSDI 2007) and its Report ver 1.0 fields.
 #![deny(missing_docs)]
+
+pub mod critical;
+pub mod graph;
+pub mod model;
+pub mod render;
+
+pub use critical::{CriticalPath, Share, Step};
+pub use graph::{Edge, Problem, TaskGraph, fmt_duration};
+pub use model::{EdgeKind, Event, Parent, parse_pid, parse_xtrace_timestamp};

@@ -1,0 +1,195 @@
+//! The event model: what one report (X-Trace) or one span boundary (OTLP) becomes.
+//!
+//! An [`Event`] is a point in time in one task, reported by one agent in one thread of one process
+//! on one host, with edges to the events that caused it ([`Parent`]). This is the X-Trace report
+//! model (Fonseca et al., "X-Trace: A Pervasive Network Tracing Framework", NSDI 2007, §3; the
+//! field names are those of X-Trace Report ver 1.0: `X-Trace`, `Edge`, `Agent`, `Label`, `Host`,
+//! `ProcessID`, `ThreadID`, `ThreadName`, `Timestamp`, `HRT`).
+
+use serde::{Deserialize, Serialize};
+
+/// The kind of an edge between two events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// A happens-before edge: an X-Trace `Edge` entry, an OTLP parent span, or the edge from a
+    /// span's start event to its end event.
+    Causal,
+    /// An extra edge from an OTLP span link (or a `tracing` `follows_from`): the linked work
+    /// contributed to this event.
+    Link,
+}
+
+impl EdgeKind {
+    /// The name stored in the collector's database and printed in JSON: `causal` or `link`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::Causal => "causal",
+            EdgeKind::Link => "link",
+        }
+    }
+
+    /// Parses [`EdgeKind::as_str`]'s names; anything else is `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "causal" => Some(EdgeKind::Causal),
+            "link" => Some(EdgeKind::Link),
+            _ => None,
+        }
+    }
+}
+
+/// One incoming edge of an event: the id of the event that caused it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Parent {
+    /// Event id of the parent (same id space as [`Event::id`]).
+    pub id: String,
+    /// What kind of edge this is.
+    pub kind: EdgeKind,
+}
+
+impl Parent {
+    /// A [`EdgeKind::Causal`] edge from `id`.
+    pub fn causal(id: impl Into<String>) -> Self {
+        Parent { id: id.into(), kind: EdgeKind::Causal }
+    }
+
+    /// A [`EdgeKind::Link`] edge from `id`.
+    pub fn link(id: impl Into<String>) -> Self {
+        Parent { id: id.into(), kind: EdgeKind::Link }
+    }
+}
+
+/// One event of a task.
+///
+/// Ids are text: for X-Trace, the TaskId and OpId in uppercase hex (as in the `X-Trace` field);
+/// for OTLP, see `docs/otlp-mapping.md` (trace id as the task, `<SPANID>:start` / `<SPANID>:end` as
+/// the events).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Event {
+    /// The task (X-Trace TaskId, uppercase hex).
+    pub task: String,
+    /// The event id, unique within the task (X-Trace OpId, uppercase hex).
+    pub id: String,
+    /// The reporting agent (X-Trace `Agent`; OTLP: the resource's `service.name`).
+    pub agent: Option<String>,
+    /// Host name (X-Trace `Host`; OTLP `host.name`).
+    pub host: Option<String>,
+    /// The process as reported (X-Trace `ProcessID`, e.g. `8201@manny`; OTLP `process.pid`).
+    pub process: Option<String>,
+    /// Process id (pid, the thread-group id), parsed from `process` when it starts with digits.
+    pub pid: Option<u32>,
+    /// Thread id (X-Trace `ThreadID`: a kernel tid or a language runtime's thread number).
+    pub tid: Option<u64>,
+    /// Thread name (X-Trace `ThreadName`).
+    pub thread_name: Option<String>,
+    /// Wall-clock time of the event in ns since the Unix epoch (X-Trace `Timestamp`, normalized
+    /// from s/ms/µs by [`parse_xtrace_timestamp`]).
+    pub timestamp_ns: Option<i64>,
+    /// Monotonic high-resolution time in ns (X-Trace `HRT`); comparable only within one host.
+    pub hrt_ns: Option<u64>,
+    /// Labels (X-Trace `Label`, OTLP span name with ` start`/` end`), in report order.
+    pub labels: Vec<String>,
+    /// All other key/values in report order; a key may repeat (X-Trace fields are lists).
+    pub fields: Vec<(String, String)>,
+    /// Incoming edges, in report order.
+    pub parents: Vec<Parent>,
+}
+
+impl Event {
+    /// The first label, if any.
+    pub fn label(&self) -> Option<&str> {
+        self.labels.first().map(String::as_str)
+    }
+
+    /// The first value of key `key` among [`Event::fields`].
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// A short name of the process for accounting: `process`, else `pid`, else `?`, prefixed by
+    /// the host when the process string does not already name it (`manny/8201@manny` is avoided).
+    pub fn process_key(&self) -> String {
+        let proc = match (&self.process, self.pid) {
+            (Some(p), _) => p.clone(),
+            (None, Some(pid)) => pid.to_string(),
+            (None, None) => "?".to_string(),
+        };
+        match &self.host {
+            Some(h) if !proc.contains(h.as_str()) => format!("{h}/{proc}"),
+            _ => proc,
+        }
+    }
+}
+
+/// The pid at the start of an X-Trace `ProcessID` (`8201@manny` → 8201; Java's
+/// `ManagementFactory.getRuntimeMXBean().getName()` form), or of a plain number.
+pub fn parse_pid(process: &str) -> Option<u32> {
+    let digits: &str = process.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+    if digits.is_empty() { None } else { digits.parse().ok() }
+}
+
+/// Normalizes an X-Trace `Timestamp` value to ns since the Unix epoch.
+///
+/// Real reports differ in unit: the Java X-Trace of the Hadoop traces writes milliseconds
+/// (`1384989788371`), its MapReduce instrumentation seconds with a decimal fraction
+/// (`1364280059.495`), and Sightline's own library nanoseconds. A value with a `.` is seconds; an
+/// integer is read by magnitude: below 10^11 seconds, below 10^14 milliseconds, below 10^17
+/// microseconds, else nanoseconds (this holds for any date between 1973 and 5138). Returns `None`
+/// for text that is not a non-negative decimal number.
+pub fn parse_xtrace_timestamp(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if let Some((int, frac)) = s.split_once('.') {
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let secs: i64 = if int.is_empty() { 0 } else { digits_only(int)?.parse().ok()? };
+        let frac = digits_only(frac)?;
+        // Up to 9 fractional digits are ns; further digits are dropped.
+        let mut ns: i64 = 0;
+        for (i, c) in frac.bytes().take(9).enumerate() {
+            ns += i64::from(c - b'0') * 10i64.pow(8 - i as u32);
+        }
+        return secs.checked_mul(1_000_000_000)?.checked_add(ns);
+    }
+    let v: i64 = digits_only(s)?.parse().ok()?;
+    if v < 100_000_000_000 {
+        v.checked_mul(1_000_000_000)
+    } else if v < 100_000_000_000_000 {
+        v.checked_mul(1_000_000)
+    } else if v < 100_000_000_000_000_000 {
+        v.checked_mul(1_000)
+    } else {
+        Some(v)
+    }
+}
+
+fn digits_only(s: &str) -> Option<&str> {
+    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then_some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_in_every_unit_of_the_real_traces() {
+        // ms (hdfs_download.json), s.fraction (mapreduce_*.json), ns (our library).
+        assert_eq!(parse_xtrace_timestamp("1384989788371"), Some(1_384_989_788_371_000_000));
+        assert_eq!(parse_xtrace_timestamp("1364280059.495"), Some(1_364_280_059_495_000_000));
+        assert_eq!(parse_xtrace_timestamp("1364280059.5"), Some(1_364_280_059_500_000_000));
+        assert_eq!(parse_xtrace_timestamp("1700000000123456789"), Some(1_700_000_000_123_456_789));
+        assert_eq!(parse_xtrace_timestamp("1700000000123456"), Some(1_700_000_000_123_456_000));
+        assert_eq!(parse_xtrace_timestamp("1700000000"), Some(1_700_000_000_000_000_000));
+        assert_eq!(parse_xtrace_timestamp("12a"), None);
+        assert_eq!(parse_xtrace_timestamp("-5"), None);
+        assert_eq!(parse_xtrace_timestamp("."), None);
+    }
+
+    #[test]
+    fn pids_from_java_process_ids() {
+        assert_eq!(parse_pid("8201@manny"), Some(8201));
+        assert_eq!(parse_pid("77"), Some(77));
+        assert_eq!(parse_pid("manny"), None);
+    }
+}
