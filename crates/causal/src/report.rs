@@ -1,0 +1,625 @@
+//! Reports: one per event, as X-Trace reports them, with the 1.0 text codec and the native binary
+//! codec.
+//!
+//! # The X-Trace Report 1.0 text format
+//! As written and read by the Berkeley X-Trace library (`edu.berkeley.xtrace.reporting.Report`): a
+//! header line `X-Trace Report ver 1.0`, then one `Key: value` line per value; a key may repeat
+//! (one `Edge` line per parent). Readers split each line at its first `:` and trim both sides.
+//! The format has no escaping, so [`Report::to_xtrace_text`] replaces CR and LF inside keys and
+//! values by spaces and `:` inside keys by `_`; the native binary format
+//! ([`Report::encode_binary`]) is lossless. Both are specified in `docs/causal-wire.md`.
+//!
+//! # Units
+//! [`Report::timestamp_ns`] is wall-clock time in ns since the Unix epoch; [`Report::hrt_ns`] is a
+//! monotonic clock (`CLOCK_MONOTONIC`) in ns. Older agents wrote `Timestamp` in ms (the Hadoop data
+//! in `shared/data/xtrace`) or as `seconds.millis` (the C++ library); [`parse_timestamp_ns`]
+//! normalises all three to ns.
+
+use std::fmt::Write as _;
+
+use crate::metadata::{Metadata, MetadataError, OpId};
+
+/// The first line of every X-Trace 1.0 text report.
+pub const XTRACE_TEXT_HEADER: &str = "X-Trace Report ver 1.0";
+
+/// The first four bytes of a native binary report (`\0SLR`; a text report starts with `X-Tr`).
+pub const BINARY_MAGIC: [u8; 4] = [0x00, b'S', b'L', b'R'];
+
+/// The native binary format version this crate writes and reads.
+pub const BINARY_VERSION: u8 = 1;
+
+/// Why a report could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// A text report whose first line is not `X-Trace Report ver 1.0`.
+    #[error("X-Trace text report: first line is {found:?}, expected \"X-Trace Report ver 1.0\"")]
+    MissingHeader {
+        /// The first line (at most 64 characters of it).
+        found: String,
+    },
+    /// A text report line without a `:`.
+    #[error("X-Trace text report line {line}: no ':' separating key and value")]
+    BadLine {
+        /// 1-based line number.
+        line: usize,
+    },
+    /// No `X-Trace` key.
+    #[error("report has no X-Trace metadata")]
+    MissingMetadata,
+    /// The `X-Trace` value does not parse.
+    #[error("report X-Trace metadata {value:?}: {source}")]
+    BadMetadata {
+        /// The value.
+        value: String,
+        /// The parse error.
+        source: MetadataError,
+    },
+    /// An `Edge` value does not parse as an OpId.
+    #[error("report Edge {value:?}: {source}")]
+    BadEdge {
+        /// The value.
+        value: String,
+        /// The parse error.
+        source: MetadataError,
+    },
+    /// A report that is not UTF-8 text.
+    #[error("report is not UTF-8 (byte {offset})")]
+    NotUtf8 {
+        /// Offset of the first invalid byte.
+        offset: usize,
+    },
+    /// A payload that is neither a text report nor a native binary report.
+    #[error("payload starts with {prefix:02X?}: neither an X-Trace text report nor a native binary report")]
+    UnknownFormat {
+        /// Up to the first four bytes.
+        prefix: Vec<u8>,
+    },
+    /// A native binary report of another version.
+    #[error("native binary report version {version} is not supported (only {BINARY_VERSION})")]
+    BinaryVersion {
+        /// The version byte found.
+        version: u8,
+    },
+    /// A native binary report ending inside a field.
+    #[error("native binary report truncated in {field} at byte {offset}")]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+        /// Offset where more bytes were needed.
+        offset: usize,
+    },
+    /// A native binary report with bytes after its last field.
+    #[error("native binary report has {extra} trailing byte(s)")]
+    TrailingBytes {
+        /// Count of extra bytes.
+        extra: usize,
+    },
+    /// A native binary string field that is not UTF-8.
+    #[error("native binary report field {field} is not UTF-8")]
+    FieldNotUtf8 {
+        /// The field.
+        field: &'static str,
+    },
+    /// A native binary edge whose width is not 4 or 8.
+    #[error("native binary report edge {index} has width {width} (must be 4 or 8)")]
+    EdgeWidth {
+        /// Edge index.
+        index: usize,
+        /// Width found.
+        width: u8,
+    },
+}
+
+/// One event's report: X-Trace's fields plus any key/values.
+///
+/// Field names follow the X-Trace report keys: `X-Trace` ([`Report::metadata`]: TaskId and this
+/// event's OpId), `Edge` (one per parent), `Agent`, `Label`, `Host`, `ProcessID`, `ThreadID`,
+/// `ThreadName`, `Timestamp`, `HRT`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// `X-Trace`: the task and this event's OpId.
+    pub metadata: Metadata,
+    /// `Edge`: the OpIds of this event's parents, in order (several for a join). Reports from the
+    /// Berkeley library may hold a zero OpId meaning "no parent"; it is kept as given.
+    pub edges: Vec<OpId>,
+    /// `Agent`: the layer or component that reported (e.g. `frontend`, `DataNode`).
+    pub agent: Option<String>,
+    /// `Label`: what happened.
+    pub label: Option<String>,
+    /// `Host`: host name.
+    pub host: Option<String>,
+    /// `ProcessID`: this library writes the decimal pid; Java agents wrote `pid@host`.
+    pub process_id: Option<String>,
+    /// `ThreadID`: this library writes the kernel thread id (tid, `gettid(2)`).
+    pub thread_id: Option<u64>,
+    /// `ThreadName`.
+    pub thread_name: Option<String>,
+    /// `Timestamp`: wall-clock time, ns since the Unix epoch.
+    pub timestamp_ns: Option<u64>,
+    /// `HRT`: monotonic clock, ns (`CLOCK_MONOTONIC`; comparable within one host).
+    pub hrt_ns: Option<u64>,
+    /// Other key/values in order; keys may repeat.
+    pub fields: Vec<(String, String)>,
+}
+
+impl Report {
+    /// A report with only metadata.
+    pub fn new(metadata: Metadata) -> Report {
+        Report {
+            metadata,
+            edges: Vec::new(),
+            agent: None,
+            label: None,
+            host: None,
+            process_id: None,
+            thread_id: None,
+            thread_name: None,
+            timestamp_ns: None,
+            hrt_ns: None,
+            fields: Vec::new(),
+        }
+    }
+
+    /// The parents, skipping zero OpIds (which old agents wrote to mean "no parent").
+    pub fn parents(&self) -> impl Iterator<Item = OpId> + '_ {
+        self.edges.iter().copied().filter(|e| !e.is_zero())
+    }
+
+    /// The first value of a key among [`Report::fields`].
+    pub fn field(&self, key: &str) -> Option<&str> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// Builds a report from key/value pairs as found in a text report or an X-Trace JSON export
+    /// (where each key maps to a list of values: pass one pair per value).
+    ///
+    /// Standard keys fill their fields; the first `X-Trace` value is the metadata. A standard key
+    /// seen again, or a numeric key (`ThreadID`, `Timestamp`, `HRT`) whose value does not parse,
+    /// goes to [`Report::fields`] so nothing is lost. `Timestamp` is normalised by
+    /// [`parse_timestamp_ns`]. The JSON exports' `version` key is not a report key: skip it.
+    ///
+    /// # Errors
+    /// [`ReportError::MissingMetadata`], [`ReportError::BadMetadata`], [`ReportError::BadEdge`].
+    pub fn from_pairs<K, V, I>(pairs: I) -> Result<Report, ReportError>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+        I: IntoIterator<Item = (K, V)>,
+    {
+        let mut md: Option<Metadata> = None;
+        let mut r = Report::new(Metadata::new(
+            crate::metadata::TaskId::from_u64(1).expect("non-zero"),
+            OpId::new(0),
+        ));
+        for (k, v) in pairs {
+            let (k, v) = (k.as_ref(), v.as_ref());
+            let taken = match k {
+                "X-Trace" if md.is_none() => {
+                    md = Some(Metadata::parse_text(v).map_err(|source| ReportError::BadMetadata {
+                        value: v.to_string(),
+                        source,
+                    })?);
+                    true
+                }
+                "Edge" => {
+                    let e = OpId::parse_hex(v)
+                        .map_err(|source| ReportError::BadEdge { value: v.to_string(), source })?;
+                    r.edges.push(e);
+                    true
+                }
+                "Agent" => set_str(&mut r.agent, v),
+                "Label" => set_str(&mut r.label, v),
+                "Host" => set_str(&mut r.host, v),
+                "ProcessID" => set_str(&mut r.process_id, v),
+                "ThreadName" => set_str(&mut r.thread_name, v),
+                "ThreadID" => set_num(&mut r.thread_id, v.trim().parse().ok()),
+                "Timestamp" => set_num(&mut r.timestamp_ns, parse_timestamp_ns(v)),
+                "HRT" => set_num(&mut r.hrt_ns, v.trim().parse().ok()),
+                _ => false,
+            };
+            if !taken {
+                r.fields.push((k.to_string(), v.to_string()));
+            }
+        }
+        r.metadata = md.ok_or(ReportError::MissingMetadata)?;
+        Ok(r)
+    }
+
+    /// The X-Trace Report 1.0 text form: header, then `Key: value` lines, each ending in `\n`.
+    ///
+    /// Order: `X-Trace`, `Agent`, `Label`, `Host`, `ProcessID`, `ThreadID`, `ThreadName`,
+    /// `Timestamp` (ns), `HRT` (ns), one `Edge` per parent, then [`Report::fields`].
+    pub fn to_xtrace_text(&self) -> String {
+        let mut s = String::with_capacity(256);
+        self.write_xtrace_text(&mut s);
+        s
+    }
+
+    /// Appends the text form to `out` (see [`Report::to_xtrace_text`]).
+    pub fn write_xtrace_text(&self, out: &mut String) {
+        out.push_str(XTRACE_TEXT_HEADER);
+        out.push_str("\nX-Trace: ");
+        crate::metadata::push_hex_upper(out, &self.metadata.to_binary());
+        out.push('\n');
+        let strs = [
+            ("Agent", &self.agent),
+            ("Label", &self.label),
+            ("Host", &self.host),
+            ("ProcessID", &self.process_id),
+        ];
+        for (k, v) in strs {
+            if let Some(v) = v {
+                push_line(out, k, v);
+            }
+        }
+        if let Some(t) = self.thread_id {
+            let _ = writeln!(out, "ThreadID: {t}");
+        }
+        if let Some(v) = &self.thread_name {
+            push_line(out, "ThreadName", v);
+        }
+        if let Some(t) = self.timestamp_ns {
+            let _ = writeln!(out, "Timestamp: {t}");
+        }
+        if let Some(t) = self.hrt_ns {
+            let _ = writeln!(out, "HRT: {t}");
+        }
+        for e in &self.edges {
+            let _ = writeln!(out, "Edge: {e}");
+        }
+        for (k, v) in &self.fields {
+            push_line(out, k, v);
+        }
+    }
+
+    /// Parses an X-Trace Report 1.0 text report (`\n` or `\r\n` line ends; blank lines ignored).
+    ///
+    /// # Errors
+    /// [`ReportError::MissingHeader`], [`ReportError::BadLine`], then those of
+    /// [`Report::from_pairs`].
+    pub fn parse_xtrace_text(text: &str) -> Result<Report, ReportError> {
+        let mut lines = text.lines().enumerate();
+        let first = lines.next().map(|(_, l)| l.trim()).unwrap_or("");
+        if first != XTRACE_TEXT_HEADER {
+            return Err(ReportError::MissingHeader { found: first.chars().take(64).collect() });
+        }
+        let mut pairs = Vec::with_capacity(16);
+        for (i, line) in lines {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (k, v) = line.split_once(':').ok_or(ReportError::BadLine { line: i + 1 })?;
+            pairs.push((k.trim(), v.trim()));
+        }
+        Report::from_pairs(pairs)
+    }
+
+    /// Appends the native binary form to `out` (layout in `docs/causal-wire.md`).
+    pub fn encode_binary(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&BINARY_MAGIC);
+        out.push(BINARY_VERSION);
+        let mut present = 0u8;
+        let bits = [
+            self.agent.is_some(),
+            self.label.is_some(),
+            self.host.is_some(),
+            self.process_id.is_some(),
+            self.thread_id.is_some(),
+            self.thread_name.is_some(),
+            self.timestamp_ns.is_some(),
+            self.hrt_ns.is_some(),
+        ];
+        for (i, b) in bits.iter().enumerate() {
+            if *b {
+                present |= 1 << i;
+            }
+        }
+        out.push(present);
+        out.push(self.metadata.binary_len() as u8);
+        self.metadata.write_binary(out);
+        put_varint(out, self.edges.len() as u64);
+        for e in &self.edges {
+            out.push(e.len() as u8);
+            e.write_bytes(out);
+        }
+        for v in [self.timestamp_ns, self.hrt_ns, self.thread_id].into_iter().flatten() {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        for s in [&self.agent, &self.label, &self.host, &self.process_id, &self.thread_name]
+            .into_iter()
+            .flatten()
+        {
+            put_str(out, s);
+        }
+        put_varint(out, self.fields.len() as u64);
+        for (k, v) in &self.fields {
+            put_str(out, k);
+            put_str(out, v);
+        }
+    }
+
+    /// The native binary form as a new buffer.
+    pub fn to_binary(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(128);
+        self.encode_binary(&mut v);
+        v
+    }
+
+    /// Decodes one native binary report; the whole input must be that report.
+    ///
+    /// # Errors
+    /// [`ReportError::UnknownFormat`] (bad magic), [`ReportError::BinaryVersion`],
+    /// [`ReportError::Truncated`], [`ReportError::BadMetadata`], [`ReportError::EdgeWidth`],
+    /// [`ReportError::FieldNotUtf8`], [`ReportError::TrailingBytes`].
+    pub fn decode_binary(bytes: &[u8]) -> Result<Report, ReportError> {
+        let mut c = Cursor { b: bytes, off: 0 };
+        if c.take(4, "magic")? != BINARY_MAGIC {
+            return Err(ReportError::UnknownFormat { prefix: bytes[..4].to_vec() });
+        }
+        let version = c.u8("version")?;
+        if version != BINARY_VERSION {
+            return Err(ReportError::BinaryVersion { version });
+        }
+        let present = c.u8("presence")?;
+        let has = |i: u8| present & (1 << i) != 0;
+        let mlen = c.u8("metadata length")? as usize;
+        let mbytes = c.take(mlen, "metadata")?;
+        let metadata = Metadata::parse_binary(mbytes).map_err(|source| ReportError::BadMetadata {
+            value: crate::metadata::hex_upper(mbytes),
+            source,
+        })?;
+        let mut r = Report::new(metadata);
+        let n = c.varint("edge count")?;
+        for index in 0..n as usize {
+            let width = c.u8("edge width")?;
+            if width != 4 && width != 8 {
+                return Err(ReportError::EdgeWidth { index, width });
+            }
+            let b = c.take(width as usize, "edge")?;
+            r.edges.push(OpId::from_bytes(b).expect("width checked"));
+        }
+        if has(6) {
+            r.timestamp_ns = Some(c.u64("Timestamp")?);
+        }
+        if has(7) {
+            r.hrt_ns = Some(c.u64("HRT")?);
+        }
+        if has(4) {
+            r.thread_id = Some(c.u64("ThreadID")?);
+        }
+        if has(0) {
+            r.agent = Some(c.string("Agent")?);
+        }
+        if has(1) {
+            r.label = Some(c.string("Label")?);
+        }
+        if has(2) {
+            r.host = Some(c.string("Host")?);
+        }
+        if has(3) {
+            r.process_id = Some(c.string("ProcessID")?);
+        }
+        if has(5) {
+            r.thread_name = Some(c.string("ThreadName")?);
+        }
+        let n = c.varint("field count")?;
+        for _ in 0..n {
+            let k = c.string("field key")?;
+            let v = c.string("field value")?;
+            r.fields.push((k, v));
+        }
+        if c.off != bytes.len() {
+            return Err(ReportError::TrailingBytes { extra: bytes.len() - c.off });
+        }
+        Ok(r)
+    }
+
+    /// Decodes a payload in either format, told apart by its first bytes: [`BINARY_MAGIC`] for the
+    /// native format, `X-Trace Report ver 1.0` (after optional whitespace) for text.
+    ///
+    /// # Errors
+    /// [`ReportError::UnknownFormat`], [`ReportError::NotUtf8`], then those of the format's decoder.
+    pub fn decode(payload: &[u8]) -> Result<Report, ReportError> {
+        if payload.starts_with(&BINARY_MAGIC) {
+            return Report::decode_binary(payload);
+        }
+        let trimmed = payload.trim_ascii_start();
+        if trimmed.starts_with(b"X-Trace") {
+            let text = std::str::from_utf8(payload)
+                .map_err(|e| ReportError::NotUtf8 { offset: e.valid_up_to() })?;
+            return Report::parse_xtrace_text(text.trim_start());
+        }
+        Err(ReportError::UnknownFormat { prefix: payload[..payload.len().min(4)].to_vec() })
+    }
+}
+
+/// Parses a `Timestamp` value into ns since the Unix epoch.
+///
+/// Accepts `seconds.fraction` (the C++ library's `%ld.%03d`), integer milliseconds (values below
+/// 10^14, as in the Hadoop reports: 10^14 ms is the year 5138, 10^14 ns is 1970-01-02) and integer
+/// nanoseconds (this library). Returns `None` for anything else.
+pub fn parse_timestamp_ns(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if let Some((sec, frac)) = s.split_once('.') {
+        let sec: u64 = sec.parse().ok()?;
+        if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let scale = 10u64.pow(9 - frac.len() as u32);
+        let frac: u64 = frac.parse().ok()?;
+        return sec.checked_mul(1_000_000_000)?.checked_add(frac * scale);
+    }
+    let v: u64 = s.parse().ok()?;
+    if v < 100_000_000_000_000 { v.checked_mul(1_000_000) } else { Some(v) }
+}
+
+fn set_str(slot: &mut Option<String>, v: &str) -> bool {
+    if slot.is_some() {
+        return false;
+    }
+    *slot = Some(v.to_string());
+    true
+}
+
+fn set_num(slot: &mut Option<u64>, v: Option<u64>) -> bool {
+    match (slot.is_some(), v) {
+        (false, Some(v)) => {
+            *slot = Some(v);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn push_line(out: &mut String, k: &str, v: &str) {
+    for c in k.chars() {
+        out.push(match c {
+            '\r' | '\n' => ' ',
+            ':' => '_',
+            c => c,
+        });
+    }
+    out.push_str(": ");
+    for c in v.trim().chars() {
+        out.push(if c == '\r' || c == '\n' { ' ' } else { c });
+    }
+    out.push('\n');
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_varint(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    off: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ReportError> {
+        if self.b.len() - self.off < n {
+            return Err(ReportError::Truncated { field, offset: self.b.len() });
+        }
+        let s = &self.b[self.off..self.off + n];
+        self.off += n;
+        Ok(s)
+    }
+    fn u8(&mut self, field: &'static str) -> Result<u8, ReportError> {
+        Ok(self.take(1, field)?[0])
+    }
+    fn u64(&mut self, field: &'static str) -> Result<u64, ReportError> {
+        Ok(u64::from_be_bytes(self.take(8, field)?.try_into().expect("8 bytes")))
+    }
+    fn varint(&mut self, field: &'static str) -> Result<u64, ReportError> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8(field)?;
+            v |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(ReportError::Truncated { field, offset: self.off })
+    }
+    fn string(&mut self, field: &'static str) -> Result<String, ReportError> {
+        let n = self.varint(field)?;
+        let n = usize::try_from(n).map_err(|_| ReportError::Truncated { field, offset: self.off })?;
+        let b = self.take(n, field)?;
+        String::from_utf8(b.to_vec()).map_err(|_| ReportError::FieldNotUtf8 { field })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::TaskId;
+
+    fn sample() -> Report {
+        let md = Metadata::new(TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap(), OpId::new(0xEDA1_05F6_B0ED_1BD9));
+        let mut r = Report::new(md);
+        r.edges = vec![OpId::new(0x24E4_4608_F9C6_A944), OpId::new4(0xDEAD_BEEF)];
+        r.agent = Some("frontend".into());
+        r.label = Some("join".into());
+        r.host = Some("manny".into());
+        r.process_id = Some("8017".into());
+        r.thread_id = Some(7);
+        r.thread_name = Some("Service Thread".into());
+        r.timestamp_ns = Some(1_384_989_789_057_000_123);
+        r.hrt_ns = Some(791_526_908_438_914);
+        r.fields = vec![("GcName".into(), "PS Scavenge".into()), ("Tag".into(), "a".into()), ("Tag".into(), "b".into())];
+        r
+    }
+
+    #[test]
+    fn text_format_exact() {
+        let text = sample().to_xtrace_text();
+        assert_eq!(
+            text,
+            "X-Trace Report ver 1.0\nX-Trace: 196944B2AA0D09FE8AEDA105F6B0ED1BD9\nAgent: frontend\n\
+             Label: join\nHost: manny\nProcessID: 8017\nThreadID: 7\nThreadName: Service Thread\n\
+             Timestamp: 1384989789057000123\nHRT: 791526908438914\nEdge: 24E44608F9C6A944\n\
+             Edge: DEADBEEF\nGcName: PS Scavenge\nTag: a\nTag: b\n"
+        );
+        assert_eq!(Report::parse_xtrace_text(&text).unwrap(), sample());
+    }
+
+    #[test]
+    fn binary_round_trip_and_detection() {
+        let r = sample();
+        let bin = r.to_binary();
+        assert_eq!(&bin[..4], &BINARY_MAGIC);
+        assert_eq!(Report::decode_binary(&bin).unwrap(), r);
+        assert_eq!(Report::decode(&bin).unwrap(), r);
+        assert_eq!(Report::decode(r.to_xtrace_text().as_bytes()).unwrap(), r);
+        for cut in 0..bin.len() {
+            assert!(Report::decode_binary(&bin[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = bin.clone();
+        long.push(0);
+        assert_eq!(Report::decode_binary(&long), Err(ReportError::TrailingBytes { extra: 1 }));
+    }
+
+    #[test]
+    fn text_newlines_are_flattened() {
+        let mut r = sample();
+        r.label = Some("two\nlines".into());
+        let back = Report::parse_xtrace_text(&r.to_xtrace_text()).unwrap();
+        assert_eq!(back.label.as_deref(), Some("two lines"));
+    }
+
+    #[test]
+    fn timestamps_normalised() {
+        assert_eq!(parse_timestamp_ns("1384989788371"), Some(1_384_989_788_371_000_000));
+        assert_eq!(parse_timestamp_ns("1384989788.371"), Some(1_384_989_788_371_000_000));
+        assert_eq!(parse_timestamp_ns("1384989788371000123"), Some(1_384_989_788_371_000_123));
+        assert_eq!(parse_timestamp_ns("soon"), None);
+    }
+
+    #[test]
+    fn errors_are_typed() {
+        assert!(matches!(Report::parse_xtrace_text("hello\n"), Err(ReportError::MissingHeader { .. })));
+        assert_eq!(
+            Report::parse_xtrace_text("X-Trace Report ver 1.0\nLabel: x\n"),
+            Err(ReportError::MissingMetadata)
+        );
+        assert_eq!(
+            Report::parse_xtrace_text("X-Trace Report ver 1.0\nno colon\n"),
+            Err(ReportError::BadLine { line: 2 })
+        );
+        assert!(matches!(
+            Report::parse_xtrace_text("X-Trace Report ver 1.0\nX-Trace: 19\n"),
+            Err(ReportError::BadMetadata { .. })
+        ));
+        assert!(matches!(Report::decode(b"GET / HTTP/1.1"), Err(ReportError::UnknownFormat { .. })));
+    }
+}
