@@ -1,2 +1,40 @@
-//! D semantic analysis: name resolution, types, probe-description matching, checks (pure).
+//! D semantic analysis: name resolution, types, probe-description matching, checks (pure, no system
+//! calls).
+//!
+//! Main types: [`ProbeCatalog`] (implemented by the runtime: which probes exist and what their
+//! arguments are, [`ProbeInfo`], [`ProbeArgs`], [`ProbeKind`]), [`SemaOptions`] (macro arguments,
+//! `$target`, `-x` options), and the output [`CheckedProgram`] (typed clauses, resolved variables and
+//! aggregations, see [`checked`]). [`parse_tracepoint_format`] reads tracefs `format` files;
+//! [`glob_match`] is DTrace's probe-description field matching.
 #![deny(missing_docs)]
+
+pub mod catalog;
+pub mod checked;
+pub mod tracefs;
+pub mod types;
+
+pub use catalog::{
+    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
+    field_matches, glob_match,
+};
+pub use checked::{
+    Action, AggFunc, AggId, Aggregation, Builtin, CheckedClause, CheckedProgram, Options, Subr, TExpr, TExprKind,
+    TStmt, VarAccess, VarId, VarScope, Variable,
+};
+pub use tracefs::{FormatFileError, TracepointFormat, parse_tracepoint_format, parse_tracepoint_format_full};
+pub use types::{SymKind, Type, usual_arithmetic};
+
+/// Inputs to the analysis besides the program and the catalog.
+#[derive(Clone, Debug, Default)]
+pub struct SemaOptions {
+    /// Macro arguments `$1`, `$2`, ... (index 0 is `$1`). `$0` is [`SemaOptions::script_name`].
+    pub macro_args: Vec<String>,
+    /// The script name for `$0` (e.g. the `-s` path).
+    pub script_name: Option<String>,
+    /// `$target` (from `-c` or `-p`); using `$target` without it is an error.
+    pub target_pid: Option<u32>,
+    /// The consumer's own pid, for `$pid`.
+    pub pid: Option<u32>,
+    /// Options given with `-x name[=value]` (they override `#pragma D option`).
+    pub options: Vec<(String, Option<String>)>,
+}
