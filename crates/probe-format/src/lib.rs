@@ -12,6 +12,7 @@
 //! `docs/probe-output.md`, JSON records in `docs/probe-json.md`.
 #![deny(missing_docs)]
 
+pub mod agg;
 pub mod printf;
 pub mod value;
 
