@@ -9,7 +9,11 @@
 
 pub mod ast;
 pub mod diag;
+pub mod dump;
+pub mod lexer;
+pub mod parser;
 pub mod source;
 
 pub use diag::{Diagnostic, Label, Severity, render_all};
+pub use parser::parse;
 pub use source::{FileId, SourceFile, SourceMap, Span};

@@ -1,0 +1,892 @@
+//! The D parser: recursive descent for programs, clauses and statements, Pratt parsing for
+//! expressions. Functions are named after the grammar productions of the DTrace guide ("Program
+//! Structure", "Types, Operators, and Expressions" → "Precedence and Associativity").
+//!
+//! Errors are collected, and the parser resynchronizes so that one run reports every error of a
+//! script: a bad statement skips to its `;` (or the clause's `}`), a bad clause header skips to its
+//! `{`, and a stray token at the top level is skipped.
+
+use crate::ast::*;
+use crate::diag::Diagnostic;
+use crate::lexer::{Lexer, Tok, Token, peek_after};
+use crate::source::{SourceFile, Span};
+
+/// Parses one source file into a program and the diagnostics found (empty when it parsed cleanly).
+///
+/// The program holds everything that parsed, even when there are errors, so that later stages can
+/// report more problems; a caller must not run a program that has error diagnostics.
+pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
+    let mut p = Parser::new(file.text(), file.base());
+    let program = p.program();
+    (program, p.diags)
+}
+
+/// Binding powers, loosest to tightest (C precedence; D puts `^^` between `&&` and `||`).
+mod bp {
+    pub const ASSIGN: u8 = 2;
+    pub const TERNARY: u8 = 4;
+    pub const LOG_OR: u8 = 6;
+    pub const LOG_XOR: u8 = 8;
+    pub const LOG_AND: u8 = 10;
+    pub const BIT_OR: u8 = 12;
+    pub const BIT_XOR: u8 = 14;
+    pub const BIT_AND: u8 = 16;
+    pub const EQUALITY: u8 = 18;
+    pub const RELATIONAL: u8 = 20;
+    pub const SHIFT: u8 = 22;
+    pub const ADDITIVE: u8 = 24;
+    pub const MULTIPLICATIVE: u8 = 26;
+    pub const UNARY: u8 = 28;
+}
+
+/// A parse failure already reported as a diagnostic; the caller resynchronizes.
+struct Reported;
+
+type PResult<T> = Result<T, Reported>;
+
+/// C type keywords and the typedef names D predefines (a name here starts a cast `(T)`).
+fn is_type_word(s: &str) -> bool {
+    matches!(
+        s,
+        "char" | "short" | "int" | "long" | "signed" | "unsigned" | "void" | "string" | "int8_t" | "int16_t"
+            | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t" | "intptr_t" | "uintptr_t"
+            | "size_t" | "ssize_t" | "pid_t" | "id_t" | "uid_t" | "gid_t" | "processorid_t" | "uchar_t"
+            | "ushort_t" | "uint_t" | "ulong_t" | "u8" | "u16" | "u32" | "u64" | "s8" | "s16" | "s32" | "s64"
+    )
+}
+
+/// Words the parser treats as reserved (they can't name variables).
+fn is_reserved(s: &str) -> bool {
+    is_type_word(s)
+        || matches!(
+            s,
+            "self" | "this" | "sizeof" | "stringof" | "if" | "else" | "struct" | "union" | "enum" | "typedef"
+                | "inline" | "translator" | "xlate" | "offsetof" | "return" | "for" | "while" | "do"
+        )
+}
+
+struct Parser<'s> {
+    lexer: Lexer<'s>,
+    tok: Token,
+    prev_end: u32,
+    diags: Vec<Diagnostic>,
+    /// Inside a predicate, outside any brackets: `/` ends the predicate rather than dividing.
+    no_slash: bool,
+}
+
+impl<'s> Parser<'s> {
+    fn new(text: &'s str, base: u32) -> Parser<'s> {
+        let mut lexer = Lexer::new(text, base);
+        let mut diags = Vec::new();
+        let tok = lexer.next_token(&mut diags);
+        Parser { lexer, tok, prev_end: base, diags, no_slash: false }
+    }
+
+    // ----- token helpers -----
+
+    fn bump(&mut self) -> Token {
+        let next = self.lexer.next_token(&mut self.diags);
+        self.prev_end = self.tok.span.end;
+        std::mem::replace(&mut self.tok, next)
+    }
+
+    fn is_punct(&self, p: &str) -> bool {
+        matches!(&self.tok.tok, Tok::Punct(q) if *q == p)
+    }
+
+    fn is_ident(&self, s: &str) -> bool {
+        matches!(&self.tok.tok, Tok::Ident(q) if q == s)
+    }
+
+    fn eat_punct(&mut self, p: &str) -> bool {
+        if self.is_punct(p) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// An empty span just after the previous token (where a missing token belongs).
+    fn after_prev(&self) -> Span {
+        Span::new(self.prev_end, self.prev_end)
+    }
+
+    fn expect_punct(&mut self, p: &str, what: &str) -> PResult<Span> {
+        if self.is_punct(p) {
+            return Ok(self.bump().span);
+        }
+        let found = self.tok.tok.describe();
+        let d = Diagnostic::error(format!("expected `{p}` {what}, found {found}"), self.tok.span);
+        self.diags.push(d);
+        Err(Reported)
+    }
+
+    fn error_here(&mut self, msg: impl Into<String>) -> Reported {
+        self.diags.push(Diagnostic::error(msg, self.tok.span));
+        Reported
+    }
+
+    // ----- program structure -----
+
+    /// program := item*
+    fn program(&mut self) -> Program {
+        let mut items = Vec::new();
+        loop {
+            match &self.tok.tok {
+                Tok::Eof => break,
+                Tok::Directive(_) => {
+                    if let Some(item) = self.directive() {
+                        items.push(item);
+                    }
+                }
+                Tok::Ident(w) if is_type_word(w) || ((w == "self" || w == "this") && self.next_is_type_word()) => {
+                    match self.declaration() {
+                        Ok(d) => items.push(Item::Decl(d)),
+                        Err(Reported) => self.recover_statement(),
+                    }
+                }
+                Tok::Punct(p) if !matches!(*p, "-" | "*" | "?" | "[" | ":" | "." | "!") => {
+                    let found = self.tok.tok.describe();
+                    self.diags.push(
+                        Diagnostic::error(format!("expected a probe description, found {found}"), self.tok.span)
+                            .with_hint("a clause starts with a probe description such as `syscall::read:entry` or `BEGIN`"),
+                    );
+                    self.bump();
+                }
+                _ => {
+                    let c = self.clause();
+                    items.push(Item::Clause(c));
+                }
+            }
+        }
+        Program { items }
+    }
+
+    fn next_is_type_word(&self) -> bool {
+        matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w))
+    }
+
+    /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
+    fn directive(&mut self) -> Option<Item> {
+        let tok = self.bump();
+        let Tok::Directive(line) = tok.tok else { return None };
+        let words: Vec<&str> = line[1..].split_whitespace().collect();
+        match words.as_slice() {
+            ["pragma", "D", "option", opt] => {
+                let (name, value) = match opt.split_once('=') {
+                    Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                    None => (opt.to_string(), None),
+                };
+                if name.is_empty() || value.as_deref() == Some("") {
+                    self.diags.push(Diagnostic::error("malformed `#pragma D option`", tok.span).with_hint("write `#pragma D option name` or `#pragma D option name=value`"));
+                    return None;
+                }
+                Some(Item::Option(OptionPragma { name, value, span: tok.span }))
+            }
+            ["pragma", "D", "option", ..] => {
+                self.diags.push(
+                    Diagnostic::error("malformed `#pragma D option`", tok.span)
+                        .with_hint("write `#pragma D option name=value` without spaces around `=`"),
+                );
+                None
+            }
+            ["pragma", "D", ..] | ["pragma", ..] | ["ident", ..] => {
+                self.diags.push(Diagnostic::warning("pragma ignored", tok.span).with_hint("only `#pragma D option` is supported"));
+                None
+            }
+            _ => {
+                self.diags.push(
+                    Diagnostic::error("preprocessor directives are not supported", tok.span)
+                        .with_hint("DTrace runs the C preprocessor only with -C; Sightline has no preprocessor"),
+                );
+                None
+            }
+        }
+    }
+
+    /// declaration := [`self`|`this`] type-name IDENT [`[` type-name {`,` type-name} `]`] `;`
+    fn declaration(&mut self) -> PResult<VarDecl> {
+        let start = self.tok.span;
+        let scope = if self.is_ident("self") {
+            self.bump();
+            DeclScope::Thread
+        } else if self.is_ident("this") {
+            self.bump();
+            DeclScope::Clause
+        } else {
+            DeclScope::Global
+        };
+        let ty = self.type_name()?;
+        let name = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) => n.clone(),
+            _ => return Err(self.error_here(format!("expected a variable name, found {}", self.tok.tok.describe()))),
+        };
+        self.bump();
+        let mut keys = Vec::new();
+        if self.eat_punct("[") {
+            loop {
+                keys.push(self.type_name()?);
+                if !self.eat_punct(",") {
+                    break;
+                }
+            }
+            self.expect_punct("]", "after the key types")?;
+        }
+        let end = self.expect_punct(";", "after the declaration")?;
+        Ok(VarDecl { scope, ty, name, keys, span: start.to(end) })
+    }
+
+    /// clause := probe-descriptions [predicate] [`{` statement* `}`]
+    fn clause(&mut self) -> Clause {
+        let start = self.tok.span;
+        let mut probes = Vec::new();
+        let mut ok = true;
+        loop {
+            match self.probe_description() {
+                Ok(d) => probes.push(d),
+                Err(Reported) => {
+                    ok = false;
+                    break;
+                }
+            }
+            if !self.eat_punct(",") {
+                break;
+            }
+        }
+        let mut predicate = None;
+        if ok && self.is_punct("/") {
+            match self.predicate() {
+                Ok(p) => predicate = Some(p),
+                Err(Reported) => ok = false,
+            }
+        }
+        if !ok {
+            // Skip the rest of the header; parse the body if there is one so its errors show too.
+            while !matches!(self.tok.tok, Tok::Eof) && !self.is_punct("{") && !self.is_punct("}") {
+                self.bump();
+            }
+        }
+        let mut body = Vec::new();
+        let mut end = self.after_prev();
+        if self.is_punct("{") {
+            let open = self.bump().span;
+            body = self.statement_list();
+            if self.is_punct("}") {
+                end = self.bump().span;
+            } else {
+                let found = self.tok.tok.describe();
+                self.diags.push(
+                    Diagnostic::error(format!("expected `}}` at the end of the clause, found {found}"), self.tok.span)
+                        .with_label(open, "the clause's body starts here"),
+                );
+                end = self.after_prev();
+            }
+        } else if ok && !matches!(self.tok.tok, Tok::Eof) && !self.token_starts_clause() {
+            let found = self.tok.tok.describe();
+            self.diags.push(
+                Diagnostic::error(format!("expected `{{`, `/` or `,` after the probe description, found {found}"), self.tok.span)
+                    .with_hint("a clause is `probe /predicate/ { statements }`"),
+            );
+            self.bump();
+        }
+        Clause { probes, predicate, body, span: start.to(end) }
+    }
+
+    /// True when the current token could begin a new clause (a bodiless clause may be followed by
+    /// another).
+    fn token_starts_clause(&self) -> bool {
+        matches!(&self.tok.tok, Tok::Ident(_) | Tok::Int(_) | Tok::Directive(_))
+            || matches!(&self.tok.tok, Tok::Punct(p) if matches!(*p, ":" | "*" | "?" | "["))
+    }
+
+    /// probe-description := field [`:` field [`:` field [`:` field]]] — lexed as one word, then split.
+    fn probe_description(&mut self) -> PResult<ProbeDesc> {
+        // Re-lex from the current token's start in probe-description mode.
+        self.lexer.seek(self.tok.span.start);
+        let (text, span) = self.lexer.probe_spec(&mut self.diags);
+        self.prev_end = span.end;
+        self.tok = self.lexer.next_token(&mut self.diags);
+        if text.is_empty() {
+            let found = self.tok.tok.describe();
+            self.diags.push(Diagnostic::error(format!("expected a probe description, found {found}"), self.tok.span));
+            return Err(Reported);
+        }
+        let parts: Vec<&str> = text.split(':').collect();
+        if parts.len() > 4 {
+            self.diags.push(
+                Diagnostic::error(format!("probe description has {} fields; at most 4 are allowed", parts.len()), span)
+                    .with_hint("write provider:module:function:name"),
+            );
+            return Err(Reported);
+        }
+        // Fields fill from the right: `BEGIN` is `:::BEGIN`.
+        let mut fields: Vec<PatField> = Vec::with_capacity(4);
+        let mut off = span.start;
+        for part in &parts {
+            fields.push(PatField { text: part.to_string(), span: Span::new(off, off + part.len() as u32) });
+            off += part.len() as u32 + 1;
+        }
+        while fields.len() < 4 {
+            fields.insert(0, PatField { text: String::new(), span: Span::new(span.start, span.start) });
+        }
+        let mut it = fields.into_iter();
+        let (provider, module, function, name) =
+            (it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field));
+        Ok(ProbeDesc { provider, module, function, name, text, span })
+    }
+
+    /// predicate := `/` expression `/`
+    fn predicate(&mut self) -> PResult<Expr> {
+        let open = self.bump().span;
+        let saved = std::mem::replace(&mut self.no_slash, true);
+        let e = self.expression();
+        self.no_slash = saved;
+        let e = e?;
+        if !self.is_punct("/") {
+            let found = self.tok.tok.describe();
+            self.diags.push(
+                Diagnostic::error(format!("expected `/` to end the predicate, found {found}"), self.tok.span)
+                    .with_label(open, "predicate starts here")
+                    .with_hint("inside a predicate, put a division in parentheses: /(a / b) > 1/"),
+            );
+            return Err(Reported);
+        }
+        let close = self.bump().span;
+        // `/a / b > 1/` ends the predicate at the division. An operand right after the closing `/`
+        // on the same line gives it away.
+        let operand_follows = matches!(self.tok.tok, Tok::Ident(_) | Tok::Int(_) | Tok::Punct("("))
+            && !self.lexer.text_between(close.end, self.tok.span.start).contains('\n');
+        if operand_follows {
+            self.diags.push(
+                Diagnostic::error("`/` ends the predicate here; a division inside a predicate needs parentheses", close)
+                    .with_label(open, "predicate starts here")
+                    .with_hint("write the division in parentheses: /(a / b) > 1/"),
+            );
+            return Err(Reported);
+        }
+        Ok(e)
+    }
+
+    // ----- statements -----
+
+    /// statement-list := statement* (up to `}` or end of input)
+    fn statement_list(&mut self) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        while !self.is_punct("}") && !matches!(self.tok.tok, Tok::Eof) {
+            if matches!(self.tok.tok, Tok::Directive(_)) {
+                // A directive inside a clause: most likely a missing `}` above it.
+                self.diags.push(
+                    Diagnostic::error("preprocessor directive inside a clause", self.tok.span)
+                        .with_hint("is a `}` missing before it?"),
+                );
+                return out;
+            }
+            match self.statement() {
+                Ok(s) => out.push(s),
+                Err(Reported) => self.recover_statement(),
+            }
+        }
+        out
+    }
+
+    /// Skips to just after the next `;` at bracket depth 0, or to the `}` closing the clause.
+    fn recover_statement(&mut self) {
+        let mut depth = 0i32;
+        loop {
+            match &self.tok.tok {
+                Tok::Eof => return,
+                Tok::Directive(_) => return,
+                Tok::Punct(";") if depth <= 0 => {
+                    self.bump();
+                    return;
+                }
+                Tok::Punct("}") if depth <= 0 => return,
+                Tok::Punct("(" | "[" | "{") => depth += 1,
+                Tok::Punct(")" | "]" | "}") => depth -= 1,
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    /// statement := `;` | if-statement | aggregation-statement terminator | expression terminator
+    ///
+    /// The terminator is `;`, optional before the clause's `}` (as in DTrace).
+    fn statement(&mut self) -> PResult<Stmt> {
+        let start = self.tok.span;
+        if self.is_punct(";") {
+            self.bump();
+            return Ok(Stmt { kind: StmtKind::Empty, span: start });
+        }
+        if self.is_ident("if") {
+            return self.if_statement();
+        }
+        if self.is_punct("{") {
+            let found = self.tok.tok.describe();
+            return Err(self.error_here(format!("unexpected {found}: blocks are only allowed after `if`/`else`")));
+        }
+        let kind = if let Tok::Agg(_) = self.tok.tok {
+            if matches!(peek_after(&self.lexer), Tok::Punct("=" | "[")) {
+                StmtKind::Aggregate(self.aggregation_statement()?)
+            } else {
+                StmtKind::Expr(self.expression()?)
+            }
+        } else {
+            StmtKind::Expr(self.expression()?)
+        };
+        let end = self.statement_terminator()?;
+        Ok(Stmt { kind, span: start.to(end) })
+    }
+
+    /// Consumes the statement's `;`. When it is missing, reports it and carries on as if it were
+    /// there (the next statement most often starts on the next line), except before `{`, which
+    /// usually means a clause's `}` is missing.
+    fn statement_terminator(&mut self) -> PResult<Span> {
+        if self.is_punct(";") {
+            return Ok(self.bump().span);
+        }
+        if self.is_punct("}") {
+            return Ok(self.after_prev());
+        }
+        let found = self.tok.tok.describe();
+        let mut d = Diagnostic::error(format!("expected `;` after the statement, found {found}"), self.after_prev())
+            .with_label(self.tok.span, "next token");
+        if self.is_punct("{") {
+            d = d.with_hint("if this starts a new clause, a `}` is missing before it");
+            self.diags.push(d);
+            return Err(Reported);
+        }
+        d = d.with_hint("statements in a clause end with `;`");
+        self.diags.push(d);
+        if matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) {
+            return Err(Reported);
+        }
+        Ok(self.after_prev())
+    }
+
+    /// if-statement := `if` `(` expression `)` block-or-statement [`else` block-or-statement]
+    fn if_statement(&mut self) -> PResult<Stmt> {
+        let start = self.bump().span;
+        self.expect_punct("(", "after `if`")?;
+        let cond = self.nested(|p| p.expression())?;
+        self.expect_punct(")", "after the `if` condition")?;
+        let then = self.block_or_statement()?;
+        let els = if self.is_ident("else") {
+            self.bump();
+            Some(self.block_or_statement()?)
+        } else {
+            None
+        };
+        Ok(Stmt { kind: StmtKind::If { cond, then, els }, span: start.to(self.after_prev()) })
+    }
+
+    /// block-or-statement := `{` statement* `}` | statement
+    fn block_or_statement(&mut self) -> PResult<Vec<Stmt>> {
+        if self.eat_punct("{") {
+            let body = self.statement_list();
+            self.expect_punct("}", "at the end of the block")?;
+            Ok(body)
+        } else {
+            Ok(vec![self.statement()?])
+        }
+    }
+
+    /// aggregation-statement := AGG [`[` argument-list `]`] `=` IDENT `(` [argument-list] `)`
+    fn aggregation_statement(&mut self) -> PResult<AggStmt> {
+        let tok = self.bump();
+        let Tok::Agg(name) = tok.tok else { unreachable!("caller checked for an aggregation token") };
+        let name_span = tok.span;
+        let mut keys = Vec::new();
+        if self.eat_punct("[") {
+            keys = self.nested(|p| p.argument_list("]"))?;
+            self.expect_punct("]", "after the aggregation keys")?;
+        }
+        self.expect_punct("=", "after the aggregation")?;
+        let (func, func_span) = match &self.tok.tok {
+            Tok::Ident(f) => (f.clone(), self.tok.span),
+            _ => {
+                let found = self.tok.tok.describe();
+                self.diags.push(
+                    Diagnostic::error(format!("expected an aggregating function, found {found}"), self.tok.span)
+                        .with_hint("aggregations are assigned a function call: @a = count(), @b = sum(x), @c = quantize(x)"),
+                );
+                return Err(Reported);
+            }
+        };
+        self.bump();
+        self.expect_punct("(", "after the aggregating function")?;
+        let args = self.nested(|p| p.argument_list(")"))?;
+        self.expect_punct(")", "after the arguments")?;
+        Ok(AggStmt { name, name_span, keys, func, func_span, args })
+    }
+
+    /// argument-list := [assignment-expression {`,` assignment-expression}] (stops before `close`)
+    fn argument_list(&mut self, close: &str) -> PResult<Vec<Expr>> {
+        let mut args = Vec::new();
+        if self.is_punct(close) {
+            return Ok(args);
+        }
+        loop {
+            args.push(self.expr_bp(bp::ASSIGN)?);
+            if !self.eat_punct(",") {
+                break;
+            }
+        }
+        Ok(args)
+    }
+
+    /// Runs `f` with `/` meaning division again (inside brackets in a predicate).
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PResult<T>) -> PResult<T> {
+        let saved = std::mem::replace(&mut self.no_slash, false);
+        let r = f(self);
+        self.no_slash = saved;
+        r
+    }
+
+    // ----- expressions -----
+
+    /// expression := assignment-expression (D has no comma operator outside argument lists)
+    fn expression(&mut self) -> PResult<Expr> {
+        self.expr_bp(0)
+    }
+
+    /// The Pratt loop: a prefix/primary expression, then postfix and infix operators binding tighter
+    /// than `min_bp`.
+    fn expr_bp(&mut self, min_bp: u8) -> PResult<Expr> {
+        let mut lhs = self.unary_expression()?;
+        loop {
+            let Tok::Punct(op) = self.tok.tok else { break };
+            if let Some(aop) = assign_op(op) {
+                if bp::ASSIGN < min_bp {
+                    break;
+                }
+                self.bump();
+                let rhs = self.expr_bp(bp::ASSIGN)?;
+                let span = lhs.span.to(rhs.span);
+                lhs = Expr { kind: ExprKind::Assign(aop, Box::new(lhs), Box::new(rhs)), span };
+                continue;
+            }
+            if op == "?" {
+                if bp::TERNARY < min_bp {
+                    break;
+                }
+                self.bump();
+                let then = self.nested(|p| p.expression())?;
+                self.expect_punct(":", "in the conditional expression")?;
+                let els = self.expr_bp(bp::TERNARY)?;
+                let span = lhs.span.to(els.span);
+                lhs = Expr { kind: ExprKind::Ternary(Box::new(lhs), Box::new(then), Box::new(els)), span };
+                continue;
+            }
+            if op == "/" && self.no_slash {
+                break;
+            }
+            let Some((bop, lbp)) = binary_op(op) else { break };
+            if lbp <= min_bp {
+                break;
+            }
+            self.bump();
+            let rhs = self.expr_bp(lbp)?;
+            let span = lhs.span.to(rhs.span);
+            lhs = Expr { kind: ExprKind::Binary(bop, Box::new(lhs), Box::new(rhs)), span };
+        }
+        Ok(lhs)
+    }
+
+    /// unary-expression := postfix-expression | (`++`|`--`) unary-expression
+    ///   | unary-operator cast-expression | `sizeof` ... | `stringof` unary-expression | cast-expression
+    fn unary_expression(&mut self) -> PResult<Expr> {
+        let start = self.tok.span;
+        match self.tok.tok.clone() {
+            Tok::Punct(op @ ("++" | "--")) => {
+                self.bump();
+                let e = self.unary_expression()?;
+                let span = start.to(e.span);
+                Ok(Expr { kind: ExprKind::IncDec { increment: op == "++", prefix: true, expr: Box::new(e) }, span })
+            }
+            Tok::Punct(op @ ("-" | "+" | "!" | "~" | "*" | "&")) => {
+                self.bump();
+                let e = self.unary_expression()?;
+                let uop = match op {
+                    "-" => UnaryOp::Neg,
+                    "+" => UnaryOp::Plus,
+                    "!" => UnaryOp::Not,
+                    "~" => UnaryOp::BitNot,
+                    "*" => UnaryOp::Deref,
+                    _ => UnaryOp::AddrOf,
+                };
+                let span = start.to(e.span);
+                Ok(Expr { kind: ExprKind::Unary(uop, Box::new(e)), span })
+            }
+            Tok::Punct("(") if matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) => {
+                self.bump();
+                let ty = self.type_name()?;
+                self.expect_punct(")", "after the type in the cast")?;
+                let e = self.unary_expression()?;
+                let span = start.to(e.span);
+                Ok(Expr { kind: ExprKind::Cast(ty, Box::new(e)), span })
+            }
+            Tok::Ident(w) if w == "sizeof" => {
+                self.bump();
+                if self.is_punct("(") && matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) {
+                    self.bump();
+                    let ty = self.type_name()?;
+                    let end = self.expect_punct(")", "after the type")?;
+                    return Ok(Expr { kind: ExprKind::SizeofType(ty), span: start.to(end) });
+                }
+                let e = self.unary_expression()?;
+                let span = start.to(e.span);
+                Ok(Expr { kind: ExprKind::SizeofExpr(Box::new(e)), span })
+            }
+            Tok::Ident(w) if w == "stringof" => {
+                self.bump();
+                let e = self.unary_expression()?;
+                let span = start.to(e.span);
+                Ok(Expr { kind: ExprKind::Stringof(Box::new(e)), span })
+            }
+            _ => self.postfix_expression(),
+        }
+    }
+
+    /// postfix-expression := primary-expression { `[` argument-list `]` | `(` argument-list `)`
+    ///   | `->` IDENT | `.` IDENT | `++` | `--` }
+    fn postfix_expression(&mut self) -> PResult<Expr> {
+        let mut e = self.primary_expression()?;
+        loop {
+            match self.tok.tok {
+                Tok::Punct("[") => {
+                    self.bump();
+                    let idx = self.nested(|p| p.argument_list("]"))?;
+                    let end = self.expect_punct("]", "after the subscript")?;
+                    if idx.is_empty() {
+                        self.diags.push(Diagnostic::error("empty subscript", e.span.to(end)));
+                    }
+                    let span = e.span.to(end);
+                    e = Expr { kind: ExprKind::Index(Box::new(e), idx), span };
+                }
+                Tok::Punct("(") => {
+                    let ExprKind::Ident(name) = &e.kind else {
+                        return Err(self.error_here("only named functions can be called"));
+                    };
+                    let (func, func_span) = (name.clone(), e.span);
+                    self.bump();
+                    let args = self.nested(|p| p.argument_list(")"))?;
+                    let end = self.expect_punct(")", "after the arguments")?;
+                    e = Expr { kind: ExprKind::Call { func, func_span, args }, span: func_span.to(end) };
+                }
+                Tok::Punct(op @ ("->" | ".")) => {
+                    self.bump();
+                    let (field, field_span) = self.member_name()?;
+                    let span = e.span.to(field_span);
+                    e = Expr { kind: ExprKind::Member { base: Box::new(e), field, field_span, arrow: op == "->" }, span };
+                }
+                Tok::Punct(op @ ("++" | "--")) => {
+                    let end = self.bump().span;
+                    let span = e.span.to(end);
+                    e = Expr { kind: ExprKind::IncDec { increment: op == "++", prefix: false, expr: Box::new(e) }, span };
+                }
+                _ => break,
+            }
+        }
+        Ok(e)
+    }
+
+    fn member_name(&mut self) -> PResult<(String, Span)> {
+        match &self.tok.tok {
+            Tok::Ident(n) => {
+                let r = (n.clone(), self.tok.span);
+                self.bump();
+                Ok(r)
+            }
+            _ => {
+                let found = self.tok.tok.describe();
+                Err(self.error_here(format!("expected a member name, found {found}")))
+            }
+        }
+    }
+
+    /// primary-expression := IDENT | INTEGER | STRING | MACRO | AGG | `self->` IDENT | `this->` IDENT
+    ///   | `(` expression `)`
+    fn primary_expression(&mut self) -> PResult<Expr> {
+        let t = self.tok.clone();
+        let kind = match t.tok {
+            Tok::Int(i) => ExprKind::Int(i),
+            Tok::Str(s) => {
+                // Adjacent string constants concatenate, as in C.
+                self.bump();
+                let mut s = s;
+                let mut span = t.span;
+                while let Tok::Str(more) = &self.tok.tok {
+                    s.push_str(more);
+                    span = span.to(self.tok.span);
+                    self.bump();
+                }
+                return Ok(Expr { kind: ExprKind::Str(s), span });
+            }
+            Tok::Macro(m) => ExprKind::Macro(m),
+            Tok::Agg(name) => ExprKind::AggRef(name),
+            Tok::Ident(w) if w == "self" || w == "this" => {
+                self.bump();
+                if !self.is_punct("->") {
+                    let found = self.tok.tok.describe();
+                    self.diags.push(
+                        Diagnostic::error(format!("expected `->` after `{w}`, found {found}"), self.tok.span)
+                            .with_hint(format!("{w} variables are written `{w}->name`")),
+                    );
+                    return Err(Reported);
+                }
+                self.bump();
+                let (name, nspan) = self.member_name()?;
+                let kind = if w == "self" { ExprKind::SelfVar(name) } else { ExprKind::ThisVar(name) };
+                return Ok(Expr { kind, span: t.span.to(nspan) });
+            }
+            Tok::Ident(w) if is_reserved(&w) => {
+                self.diags.push(Diagnostic::error(format!("unexpected keyword `{w}` in an expression"), t.span));
+                return Err(Reported);
+            }
+            Tok::Ident(w) => ExprKind::Ident(w),
+            Tok::Punct("(") => {
+                self.bump();
+                let e = self.nested(|p| p.expression())?;
+                let end = self.expect_punct(")", "to close the parenthesis")?;
+                return Ok(Expr { kind: e.kind, span: t.span.to(end) });
+            }
+            ref other => {
+                let found = other.describe();
+                let mut d = Diagnostic::error(format!("expected an expression, found {found}"), t.span);
+                if matches!(other, Tok::Punct(";" | ")" | "]" | "}")) {
+                    d = d.with_hint("an operand is missing");
+                }
+                self.diags.push(d);
+                return Err(Reported);
+            }
+        };
+        self.bump();
+        Ok(Expr { kind, span: t.span })
+    }
+
+    /// type-name := type-specifier+ `*`*
+    fn type_name(&mut self) -> PResult<TypeName> {
+        let start = self.tok.span;
+        let mut words: Vec<String> = Vec::new();
+        while let Tok::Ident(w) = &self.tok.tok {
+            if !is_type_word(w) {
+                break;
+            }
+            words.push(w.clone());
+            self.bump();
+        }
+        if words.is_empty() {
+            let found = self.tok.tok.describe();
+            return Err(self.error_here(format!("expected a type name, found {found}")));
+        }
+        let mut pointer = 0u8;
+        while self.is_punct("*") {
+            self.bump();
+            pointer += 1;
+        }
+        let span = start.to(self.after_prev());
+        let text = format!("{}{}", words.join(" "), if pointer > 0 { format!(" {}", "*".repeat(pointer as usize)) } else { String::new() });
+        let Some(base) = base_type(&words) else {
+            self.diags.push(Diagnostic::error(format!("invalid type `{}`", words.join(" ")), span));
+            return Err(Reported);
+        };
+        Ok(TypeName { base, pointer, text, span })
+    }
+}
+
+fn empty_field() -> PatField {
+    PatField { text: String::new(), span: Span::default() }
+}
+
+/// Maps C type words to a base type (LP64). `None` for an invalid combination.
+fn base_type(words: &[String]) -> Option<BaseType> {
+    let int = |bytes, signed| Some(BaseType::Int { bytes, signed });
+    if words.len() == 1 {
+        return match words[0].as_str() {
+            "void" => Some(BaseType::Void),
+            "string" => Some(BaseType::String),
+            "char" | "int8_t" | "s8" => int(1, true),
+            "uint8_t" | "uchar_t" | "u8" => int(1, false),
+            "short" | "int16_t" | "s16" => int(2, true),
+            "uint16_t" | "ushort_t" | "u16" => int(2, false),
+            "int" | "signed" | "int32_t" | "pid_t" | "id_t" | "processorid_t" | "s32" => int(4, true),
+            "unsigned" | "uint32_t" | "uid_t" | "gid_t" | "uint_t" | "u32" => int(4, false),
+            "long" | "int64_t" | "intptr_t" | "ssize_t" | "s64" => int(8, true),
+            "uint64_t" | "uintptr_t" | "size_t" | "ulong_t" | "u64" => int(8, false),
+            _ => None,
+        };
+    }
+    // Combinations of C keywords: [signed|unsigned] (char | short [int] | int | long [long] [int]).
+    let mut signed = None;
+    let (mut chars, mut shorts, mut ints, mut longs) = (0, 0, 0, 0);
+    for w in words {
+        match w.as_str() {
+            "signed" if signed.is_none() => signed = Some(true),
+            "unsigned" if signed.is_none() => signed = Some(false),
+            "char" => chars += 1,
+            "short" => shorts += 1,
+            "int" => ints += 1,
+            "long" => longs += 1,
+            _ => return None,
+        }
+    }
+    let s = signed.unwrap_or(true);
+    match (chars, shorts, ints, longs) {
+        (1, 0, 0, 0) => int(1, s),
+        (0, 1, 0..=1, 0) => int(2, s),
+        (0, 0, 0..=1, 0) => int(4, s),
+        (0, 0, 0..=1, 1..=2) => int(8, s),
+        _ => None,
+    }
+}
+
+/// Assignment operators: `=` (None) and compound `op=`.
+fn assign_op(p: &str) -> Option<Option<BinaryOp>> {
+    Some(match p {
+        "=" => None,
+        "+=" => Some(BinaryOp::Add),
+        "-=" => Some(BinaryOp::Sub),
+        "*=" => Some(BinaryOp::Mul),
+        "/=" => Some(BinaryOp::Div),
+        "%=" => Some(BinaryOp::Mod),
+        "&=" => Some(BinaryOp::BitAnd),
+        "|=" => Some(BinaryOp::BitOr),
+        "^=" => Some(BinaryOp::BitXor),
+        "<<=" => Some(BinaryOp::Shl),
+        ">>=" => Some(BinaryOp::Shr),
+        _ => return None,
+    })
+}
+
+/// Binary (non-assignment) operators and their binding power; all are left-associative.
+fn binary_op(p: &str) -> Option<(BinaryOp, u8)> {
+    use BinaryOp::*;
+    Some(match p {
+        "*" => (Mul, bp::MULTIPLICATIVE),
+        "/" => (Div, bp::MULTIPLICATIVE),
+        "%" => (Mod, bp::MULTIPLICATIVE),
+        "+" => (Add, bp::ADDITIVE),
+        "-" => (Sub, bp::ADDITIVE),
+        "<<" => (Shl, bp::SHIFT),
+        ">>" => (Shr, bp::SHIFT),
+        "<" => (Lt, bp::RELATIONAL),
+        "<=" => (Le, bp::RELATIONAL),
+        ">" => (Gt, bp::RELATIONAL),
+        ">=" => (Ge, bp::RELATIONAL),
+        "==" => (Eq, bp::EQUALITY),
+        "!=" => (Ne, bp::EQUALITY),
+        "&" => (BitAnd, bp::BIT_AND),
+        "^" => (BitXor, bp::BIT_XOR),
+        "|" => (BitOr, bp::BIT_OR),
+        "&&" => (LogAnd, bp::LOG_AND),
+        "^^" => (LogXor, bp::LOG_XOR),
+        "||" => (LogOr, bp::LOG_OR),
+        _ => return None,
+    })
+}
+
+// `bp::UNARY` documents where unary operators sit; the recursive descent in `unary_expression`
+// implements it.
+const _: u8 = bp::UNARY;

@@ -1,0 +1,8 @@
+BEGIN
+{
+	x = 1;
+
+END
+{
+	trace(x);
+}

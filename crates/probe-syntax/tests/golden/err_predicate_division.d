@@ -1,0 +1,11 @@
+syscall::read:entry
+/arg2 / 2 > 10/
+{
+	trace(arg2);
+}
+
+syscall::write:entry
+/(arg2 / 2) > 10/
+{
+	trace(arg2);
+}

@@ -1,0 +1,5 @@
+BEGIN
+{
+	printf("hello
+	exit(0);
+}
