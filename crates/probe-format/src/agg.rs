@@ -365,9 +365,9 @@ pub enum AggData {
         /// Their sum.
         sum: i64,
     },
-    /// `min()`: `None` until a value is recorded.
+    /// `min()`: `None` until a value is recorded (and after `clear()`; prints as 0, as DTrace's zeroed data).
     Min(Option<i64>),
-    /// `max()`: `None` until a value is recorded.
+    /// `max()`: `None` until a value is recorded (and after `clear()`; prints as 0).
     Max(Option<i64>),
     /// `stddev()`: number, sum, and sum of squares (128-bit).
     Stddev {
@@ -526,8 +526,8 @@ impl AggData {
         Some(match self {
             AggData::Count(c) => (*c as i64) / n,
             AggData::Sum(s) => s / n,
-            AggData::Min(m) => m.unwrap_or(i64::MAX) / n,
-            AggData::Max(m) => m.unwrap_or(i64::MIN) / n,
+            AggData::Min(m) => m.unwrap_or(0) / n,
+            AggData::Max(m) => m.unwrap_or(0) / n,
             AggData::Avg { count, sum } => {
                 if *count == 0 {
                     0

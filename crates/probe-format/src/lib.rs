@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod agg;
+pub mod output;
 pub mod printf;
 pub mod value;
 

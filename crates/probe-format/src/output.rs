@@ -1,0 +1,344 @@
+//! DTrace's text output, byte for byte: the per-probe lines of non-quiet mode, `trace()` data,
+//! stacks, and aggregations (`printa()` and the print at exit) with their distributions.
+//!
+//! Layouts follow the DTrace guide (chapters "Data Recording Actions", "Aggregations", "Output
+//! Formatting") and, for exact widths, libdtrace's consumer: `dt_consume.c` (`dt_print_datum`,
+//! `dt_print_bytes`, `dt_print_quantize`, `dt_print_lquantize`, `dt_print_llquantize`,
+//! `dt_print_quantline`, `dt_print_stack`, `dt_print_aggs`) and the `dtrace` command's `chew`
+//! callback. Every layout is described in `docs/probe-output.md`.
+
+use crate::agg::{
+    AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
+    compare_entries, llquantize_bucket_values, quantize_bucket_value,
+};
+use crate::printf::{AggArg, FormatError, Piece, format_printa, format_stack};
+use crate::value::{Int, Value};
+use std::fmt::Write as _;
+
+/// The heading printed once, before the first probe line, in non-quiet mode (`%3s %6s %32s`).
+pub const TRACE_HEADER: &str = "CPU     ID                    FUNCTION:NAME\n";
+
+/// Default indent of stack frames (DTrace's `stackindent` option).
+pub const STACK_INDENT: usize = 14;
+
+/// The start of a probe's line in non-quiet mode: `%3d %6d %32s ` with `FUNCTION:NAME` (e.g.
+/// `  0      1                           :BEGIN `). The records' data follows on the same line,
+/// then [`end_of_record`].
+pub fn probe_prefix(cpu: u32, probe_id: u32, function: &str, name: &str) -> String {
+    format!(
+        "{cpu:>3} {probe_id:>6} {:>32} ",
+        format!("{function}:{name}")
+    )
+}
+
+/// What ends a probe's output: a newline in non-quiet mode, nothing in quiet mode.
+pub fn end_of_record(quiet: bool) -> &'static str {
+    if quiet { "" } else { "\n" }
+}
+
+/// An integer as `trace()` and aggregation keys print it: the C format is chosen by width
+/// (8 bytes: `%lld` of the signed value; 4: `%d` of the signed 32-bit value; 2 and 1: `%d` of the
+/// unsigned value, as the consumer reads `uint16_t`/`uint8_t`), padded to 16, 8, 5 or 3
+/// characters after one space unless `quiet`.
+pub fn format_int_datum(i: &Int, quiet: bool) -> String {
+    let (text, width) = match i.bytes {
+        1 => ((i.bits & 0xff).to_string(), 3),
+        2 => ((i.bits & 0xffff).to_string(), 5),
+        4 => ((i.bits as u32 as i32).to_string(), 8),
+        _ => ((i.bits as i64).to_string(), 16),
+    };
+    if quiet {
+        text
+    } else {
+        format!(" {text:>width$}")
+    }
+}
+
+/// `trace(v)` output (the record's part of the line). Integers as [`format_int_datum`]; strings
+/// `"  %-33s"` (quiet: `%s`); symbols `"  %-50s"`; stacks as [`format_stack`] with the default
+/// indent; raw bytes as a hex dump ([`format_bytes_dump`]).
+pub fn format_trace(v: &Value, quiet: bool) -> String {
+    match v {
+        Value::Int(i) => format_int_datum(i, quiet),
+        Value::Str(s) if quiet => s.clone(),
+        Value::Str(s) => format!("  {s:<33}"),
+        Value::Sym(s) => format!("  {:<50}", s.without_offset()),
+        Value::Usym { sym, .. } => format!("  {:<50}", sym.without_offset()),
+        Value::Stack(st) => format_stack(st, STACK_INDENT),
+        Value::Bytes(b) => format_bytes_dump(b),
+    }
+}
+
+/// DTrace's hex dump of raw bytes (`tracemem()`, non-string data): a column header, then per 16
+/// bytes the offset, the bytes in hex and their printable characters (dt_consume.c
+/// `dt_print_bytes`).
+pub fn format_bytes_dump(b: &[u8]) -> String {
+    let mut s = String::from("\n           ");
+    for d in "0123456789abcdef".chars() {
+        let _ = write!(s, "  {d}");
+    }
+    s.push_str("  0123456789abcdef\n");
+    for (row, chunk) in b.chunks(16).enumerate() {
+        let _ = write!(s, "     {:>5x}:", row * 16);
+        for byte in chunk {
+            let _ = write!(s, " {byte:02x}");
+        }
+        s.push_str(&"   ".repeat(16 - chunk.len()));
+        s.push_str("  ");
+        for &c in chunk {
+            s.push(if (b' '..=b'~').contains(&c) {
+                c as char
+            } else {
+                '.'
+            });
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// An aggregation key as `printa()`/the exit print shows it (dt_print_datum): integers as
+/// [`format_int_datum`], strings and symbols `"  %-50s"`, stacks one frame per line.
+pub fn format_key(v: &Value) -> String {
+    match v {
+        Value::Str(s) => format!("  {s:<50}"),
+        other => format_trace(other, false),
+    }
+}
+
+const DIST_HEADER: &str = "------------- Distribution -------------";
+
+fn dist_header() -> String {
+    format!("\n{:>16} {DIST_HEADER:>41} {:<9}\n", "value", "count")
+}
+
+/// One distribution row's bar and count (dt_print_quantline): 40 columns of `@` scaled to the
+/// total of the absolute counts of the printed rows, rounded half up; with negative counts the bar
+/// grows left of `|`; with both signs, each half is 20 columns around a centre `|`. The count is
+/// divided by `normal` and left-justified in 9 columns.
+fn quant_line(val: i64, normal: u64, total: f64, positives: bool, negatives: bool) -> String {
+    let ats = |n: usize| "@".repeat(n);
+    let sp = |n: usize| " ".repeat(n);
+    let shown = val / normal.max(1) as i64;
+    let depth = |len: usize| -> usize {
+        if total == 0.0 {
+            0
+        } else {
+            ((val.unsigned_abs() as f64 * len as f64) / total + 0.5) as usize
+        }
+        .min(len)
+    };
+    if !negatives {
+        let d = if positives { depth(40) } else { 0 };
+        return format!("|{}{} {shown:<9}\n", ats(d), sp(40 - d));
+    }
+    if !positives {
+        let d = depth(40);
+        return format!("{}{}| {shown:<9}\n", sp(40 - d), ats(d));
+    }
+    let d = depth(20);
+    if val <= 0 {
+        format!("{}{}|{} {shown:<9}\n", sp(20 - d), ats(d), sp(20))
+    } else {
+        format!("{}|{}{} {shown:<9}\n", sp(20), ats(d), sp(20 - d))
+    }
+}
+
+/// The rows DTrace shows: from one before the first nonzero bucket to one after the last (within
+/// the array); `empty` when all are zero.
+fn shown_range(b: &[i64], empty: (usize, usize)) -> (usize, usize) {
+    let Some(first) = b.iter().position(|&c| c != 0) else {
+        return empty;
+    };
+    let last = b.iter().rposition(|&c| c != 0).unwrap_or(first);
+    (first.saturating_sub(1), (last + 1).min(b.len() - 1))
+}
+
+fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
+    let rows = &b[lo..=hi];
+    let total = rows.iter().map(|&c| c.unsigned_abs() as f64).sum();
+    (
+        total,
+        rows.iter().any(|&c| c > 0),
+        rows.iter().any(|&c| c < 0),
+    )
+}
+
+/// A `quantize()` table (dt_print_quantize): a blank line, the `value  ---- Distribution ----
+/// count` header, then rows labelled with the power of two nearest zero of each bucket
+/// ([`quantize_bucket_value`]), `%16lld ` then the bar. Shows one zero row before and after the
+/// nonzero buckets; with no data, the rows -1, 0 and 1.
+pub fn format_quantize(b: &[i64], normal: u64) -> String {
+    let mut s = dist_header();
+    if b.len() != QUANTIZE_NBUCKETS {
+        return s;
+    }
+    // As dt_print_quantize: the scan for the first nonzero bucket stops before the last bucket
+    // (a value ≥ 2^62 alone shows the empty-table rows, as in DTrace).
+    let (lo, hi) = match b[..QUANTIZE_NBUCKETS - 1].iter().position(|&c| c != 0) {
+        None => (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1),
+        Some(first) => {
+            let last = b.iter().rposition(|&c| c != 0).unwrap_or(first);
+            (
+                first.saturating_sub(1),
+                (last + 1).min(QUANTIZE_NBUCKETS - 1),
+            )
+        }
+    };
+    let (total, pos, neg) = totals(b, lo, hi);
+    for i in lo..=hi {
+        let _ = write!(s, "{:>16} ", quantize_bucket_value(i));
+        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+    }
+    s
+}
+
+/// An `lquantize()` table (dt_print_lquantize): rows `< base`, then `base + i·step` for each
+/// level, then `>= base + levels·step`, each label right-aligned in 16 columns. Shows one zero row
+/// around the nonzero buckets; with no data, the first three rows.
+pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64) -> String {
+    let mut s = dist_header();
+    if b.len() < 2 {
+        return s;
+    }
+    let levels = b.len() - 2;
+    let (lo, hi) = shown_range(b, (0, 2.min(b.len() - 1)));
+    let (total, pos, neg) = totals(b, lo, hi);
+    for i in lo..=hi {
+        let label = if i == 0 {
+            format!("< {base}")
+        } else if i == levels + 1 {
+            format!(">= {}", base + levels as i64 * step)
+        } else {
+            (base + (i as i64 - 1) * step).to_string()
+        };
+        let _ = write!(s, "{label:>16} ");
+        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+    }
+    s
+}
+
+/// An `llquantize()` table (dt_print_llquantize): row `< factor^low`, then each bucket's lower
+/// bound ([`llquantize_bucket_values`]), then `>= factor^(high+1)`. Shows one zero row around the
+/// nonzero buckets; with no data, the first two rows.
+pub fn format_llquantize(
+    b: &[i64],
+    factor: u16,
+    low: u16,
+    high: u16,
+    nsteps: u16,
+    normal: u64,
+) -> String {
+    let mut s = dist_header();
+    let labels = llquantize_bucket_values(factor, low, high, nsteps);
+    if b.len() != labels.len() || b.len() < 2 {
+        return s;
+    }
+    let last = b.len() - 1;
+    let (lo, hi) = shown_range(b, (0, 1));
+    let (total, pos, neg) = totals(b, lo, hi);
+    for i in lo..=hi {
+        let label = if i == 0 {
+            format!("< {}", labels[0])
+        } else if i == last {
+            format!(">= {}", labels[last])
+        } else {
+            labels[i].to_string()
+        };
+        let _ = write!(s, "{label:>16} ");
+        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+    }
+    s
+}
+
+/// An aggregation's value as the default print shows it after the keys (dt_print_datum):
+/// count/sum/min/max/avg `" %16lld"`, stddev `" %16llu"`, distributions as their table.
+/// Values are divided by `normal`.
+pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64) -> String {
+    match (func, data) {
+        (AggFunc::Quantize, AggData::Quantize(b)) => format_quantize(b, normal),
+        (AggFunc::Lquantize { base, step, .. }, AggData::Lquantize(b)) => {
+            format_lquantize(b, *base, *step, normal)
+        }
+        (
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+            },
+            AggData::Llquantize(b),
+        ) => format_llquantize(b, *factor, *low, *high, *nsteps, normal),
+        (_, d) => {
+            let v = d.scalar(normal).unwrap_or(0);
+            if d.scalar_is_unsigned() && matches!(d, AggData::Stddev { .. }) {
+                format!(" {:>16}", v as u64)
+            } else {
+                format!(" {v:>16}")
+            }
+        }
+    }
+}
+
+/// The entries of one aggregation in DTrace's order and layout (dt_print_aggs per entry): the
+/// keys ([`format_key`]), the value ([`format_agg_value`]), a newline.
+pub fn format_aggregation(agg: &Aggregation, opts: &SortOptions) -> String {
+    let mut s = String::new();
+    for e in agg.sorted(opts) {
+        for k in &e.keys {
+            s.push_str(&format_key(k));
+        }
+        s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal));
+        s.push('\n');
+    }
+    s
+}
+
+/// `printa(@x)` without a format: a blank line, then [`format_aggregation`] (dt_consume.c prints
+/// `"\n"` before walking the aggregation).
+pub fn printa(agg: &Aggregation, opts: &SortOptions) -> String {
+    format!("\n{}", format_aggregation(agg, opts))
+}
+
+/// `printa(format, @x)`: for each entry in print order, the format with the keys as arguments and
+/// `%@` as the value (distributions print their table). No blank line first (dt_printf.c
+/// `dt_fprinta`).
+pub fn printa_formatted(
+    pieces: &[Piece],
+    agg: &Aggregation,
+    opts: &SortOptions,
+) -> Result<String, FormatError> {
+    let mut s = String::new();
+    for e in agg.sorted(opts) {
+        let arg = match e.data.scalar(agg.normal) {
+            Some(v) if e.data.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
+            Some(v) => AggArg::Int(Int::i64(v)),
+            None => AggArg::Text(format_agg_value(&agg.func, &e.data, agg.normal)),
+        };
+        s.push_str(&format_printa(pieces, &e.keys, &arg)?);
+    }
+    Ok(s)
+}
+
+/// What DTrace prints once tracing stops (the `dtrace` command: a newline, then every
+/// aggregation not yet printed by `printa()`): `aggs` should be exactly those. Variables print in
+/// [`Aggregation::id`] order (reversed under `aggsortrev`), each one's entries sorted.
+pub fn print_at_exit(aggs: &[&Aggregation], opts: &SortOptions) -> String {
+    let mut order: Vec<&Aggregation> = aggs.to_vec();
+    order.sort_by_key(|a| a.id);
+    if opts.rev {
+        order.reverse();
+    }
+    let mut s = String::from("\n");
+    for a in order {
+        s.push_str(&format_aggregation(a, opts));
+    }
+    s
+}
+
+/// Compares entries of one aggregation in print order (re-exported for consumers that stream).
+pub fn entry_order(agg: &Aggregation, opts: &SortOptions) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..agg.entries.len()).collect();
+    idx.sort_by(|&a, &b| compare_entries(&agg.func, &agg.entries[a], &agg.entries[b], opts));
+    idx
+}
