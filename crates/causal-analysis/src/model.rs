@@ -84,7 +84,7 @@ pub struct Event {
     /// Thread name (X-Trace `ThreadName`).
     pub thread_name: Option<String>,
     /// Wall-clock time of the event in ns since the Unix epoch (X-Trace `Timestamp`, normalized
-    /// from s/ms/µs by [`parse_xtrace_timestamp`]).
+    /// to ns by `causal::report::parse_timestamp_ns`; OTLP `start`/`end_time_unix_nano`).
     pub timestamp_ns: Option<i64>,
     /// Monotonic high-resolution time in ns (X-Trace `HRT`); comparable only within one host.
     pub hrt_ns: Option<u64>,
@@ -129,62 +129,9 @@ pub fn parse_pid(process: &str) -> Option<u32> {
     if digits.is_empty() { None } else { digits.parse().ok() }
 }
 
-/// Normalizes an X-Trace `Timestamp` value to ns since the Unix epoch.
-///
-/// Real reports differ in unit: the Java X-Trace of the Hadoop traces writes milliseconds
-/// (`1384989788371`), its MapReduce instrumentation seconds with a decimal fraction
-/// (`1364280059.495`), and Sightline's own library nanoseconds. A value with a `.` is seconds; an
-/// integer is read by magnitude: below 10^11 seconds, below 10^14 milliseconds, below 10^17
-/// microseconds, else nanoseconds (this holds for any date between 1973 and 5138). Returns `None`
-/// for text that is not a non-negative decimal number.
-pub fn parse_xtrace_timestamp(s: &str) -> Option<i64> {
-    let s = s.trim();
-    if let Some((int, frac)) = s.split_once('.') {
-        if int.is_empty() && frac.is_empty() {
-            return None;
-        }
-        let secs: i64 = if int.is_empty() { 0 } else { digits_only(int)?.parse().ok()? };
-        let frac = digits_only(frac)?;
-        // Up to 9 fractional digits are ns; further digits are dropped.
-        let mut ns: i64 = 0;
-        for (i, c) in frac.bytes().take(9).enumerate() {
-            ns += i64::from(c - b'0') * 10i64.pow(8 - i as u32);
-        }
-        return secs.checked_mul(1_000_000_000)?.checked_add(ns);
-    }
-    let v: i64 = digits_only(s)?.parse().ok()?;
-    if v < 100_000_000_000 {
-        v.checked_mul(1_000_000_000)
-    } else if v < 100_000_000_000_000 {
-        v.checked_mul(1_000_000)
-    } else if v < 100_000_000_000_000_000 {
-        v.checked_mul(1_000)
-    } else {
-        Some(v)
-    }
-}
-
-fn digits_only(s: &str) -> Option<&str> {
-    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then_some(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_in_every_unit_of_the_real_traces() {
-        // ms (hdfs_download.json), s.fraction (mapreduce_*.json), ns (our library).
-        assert_eq!(parse_xtrace_timestamp("1384989788371"), Some(1_384_989_788_371_000_000));
-        assert_eq!(parse_xtrace_timestamp("1364280059.495"), Some(1_364_280_059_495_000_000));
-        assert_eq!(parse_xtrace_timestamp("1364280059.5"), Some(1_364_280_059_500_000_000));
-        assert_eq!(parse_xtrace_timestamp("1700000000123456789"), Some(1_700_000_000_123_456_789));
-        assert_eq!(parse_xtrace_timestamp("1700000000123456"), Some(1_700_000_000_123_456_000));
-        assert_eq!(parse_xtrace_timestamp("1700000000"), Some(1_700_000_000_000_000_000));
-        assert_eq!(parse_xtrace_timestamp("12a"), None);
-        assert_eq!(parse_xtrace_timestamp("-5"), None);
-        assert_eq!(parse_xtrace_timestamp("."), None);
-    }
 
     #[test]
     fn pids_from_java_process_ids() {

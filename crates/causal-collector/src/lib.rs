@@ -1,2 +1,24 @@
-//! X-Trace/OTLP collector: ingest, embedded SQLite store, queries.
+//! The causal-tracing collector: ingest, embedded store, and file import.
+//!
+//! The main types:
+//! - [`server::Collector`] (configured by [`server::Config`]): listens for X-Trace reports over TCP
+//!   and UDP (port 7831; 4-byte big-endian length, then an X-Trace 1.0 text or native binary
+//!   report, decoded by the `causal` crate) and OTLP/HTTP (`POST /v1/traces` on port 4318,
+//!   protobuf or JSON, chunked, gzip), and writes events through a bounded queue to
+//! - [`store::Store`]: one SQLite file in WAL mode (schema in `docs/collector-store.md`), which
+//!   lists tasks ([`store::TaskSummary`]) and loads a task's events for `causal_analysis`;
+//! - [`import::import_file`]: X-Trace JSON exports and OTLP requests from files;
+//! - [`otlp`]: the OTLP messages and the span → event mapping (`docs/otlp-mapping.md`);
+//! - [`xtrace`]: X-Trace reports → events.
 #![deny(missing_docs)]
+
+pub mod error;
+pub mod import;
+pub mod otlp;
+pub mod server;
+pub mod store;
+pub mod xtrace;
+
+pub use error::{CollectorError, ImportError, OtlpError, StoreError};
+pub use server::{BoundAddrs, Collector, Config, StatsSnapshot};
+pub use store::{Store, TaskFilter, TaskSummary};

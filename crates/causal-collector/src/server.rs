@@ -1,0 +1,611 @@
+//! The running collector: X-Trace over TCP and UDP, OTLP/HTTP, and the store writer.
+//!
+//! ```text
+//!  TCP 7831 ─ frames ─┐                      ┌──────────────┐
+//!  UDP 7831 ─ datagrams ─┼─► bounded channel ─►│ writer thread │─► SQLite (WAL), one transaction
+//!  HTTP 4318 /v1/traces ┘   (batches)          └──────────────┘    per drained group of batches
+//! ```
+//!
+//! # Bounded memory and backpressure
+//! Ingest tasks decode reports into batches and hand them to one writer thread through a channel
+//! of [`Config::queue_batches`] batches. When the writer falls behind, the channel fills:
+//! - a TCP connection then waits before reading more, so the sender's socket buffer fills and
+//!   its writes block (TCP flow control is the backpressure);
+//! - UDP has no flow control: a datagram that finds the channel full is dropped and counted in
+//!   [`StatsSnapshot::udp_dropped_events`];
+//! - an OTLP request waits for room, then for the commit, before it is answered.
+//!
+//! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
+//! buffer; connections are capped at [`MAX_TCP_CONNECTIONS`]; OTLP bodies at [`MAX_HTTP_BODY`]
+//! (and [`MAX_GZIP_EXPANSION`] once decompressed).
+//!
+//! # Nothing acknowledged is lost
+//! An OTLP request is answered `200` only after its events are committed. On shutdown
+//! ([`Collector::shutdown`], which `sightline collect` calls on SIGTERM and SIGINT) the listeners
+//! stop accepting, every TCP connection reads what has already arrived on its socket, in-flight
+//! HTTP requests finish, and the writer drains the channel and commits before the call returns.
+//!
+//! # Malformed input
+//! Never a crash: a report that does not decode is counted ([`StatsSnapshot::xtrace_malformed`])
+//! and logged (the first ten, then at every power of two, through `tracing`); a TCP frame whose
+//! length exceeds the maximum closes that connection; an OTLP body that does not decode is
+//! answered `400` with a `google.rpc.Status`.
+
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::{Buf, BytesMut};
+use causal_analysis::Event;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+use crate::error::{CollectorError, OtlpError};
+use crate::otlp;
+use crate::store::Store;
+use crate::xtrace;
+
+/// Most TCP report connections served at once; further connections wait in the accept queue.
+pub const MAX_TCP_CONNECTIONS: usize = 1024;
+/// Largest OTLP/HTTP request body accepted, bytes (larger: `413`).
+pub const MAX_HTTP_BODY: usize = 16 << 20;
+/// Largest OTLP/HTTP body after gzip decompression, bytes (larger: `400`).
+pub const MAX_GZIP_EXPANSION: u64 = 64 << 20;
+/// Events the writer commits in one transaction at most.
+pub const MAX_TRANSACTION_EVENTS: usize = 16_384;
+
+/// Where to listen and where to store.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// X-Trace TCP listener (`None`: off). Default `127.0.0.1:7831`.
+    pub xtrace_tcp: Option<SocketAddr>,
+    /// X-Trace UDP socket (`None`: off). Default `127.0.0.1:7831`.
+    pub xtrace_udp: Option<SocketAddr>,
+    /// OTLP/HTTP listener (`None`: off). Default `127.0.0.1:4318`.
+    pub otlp_http: Option<SocketAddr>,
+    /// The SQLite file.
+    pub db: PathBuf,
+    /// Capacity of the channel to the writer, in batches. Default 64.
+    pub queue_batches: usize,
+    /// Most events in one batch from one connection. Default 1024.
+    pub batch_events: usize,
+}
+
+impl Config {
+    /// Loopback defaults (`127.0.0.1`, ports 7831 and 4318) with store `db`.
+    pub fn loopback(db: impl Into<PathBuf>) -> Config {
+        let lo = std::net::Ipv4Addr::LOCALHOST;
+        Config {
+            xtrace_tcp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
+            xtrace_udp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
+            otlp_http: Some(SocketAddr::from((lo, 4318))),
+            db: db.into(),
+            queue_batches: 64,
+            batch_events: 1024,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Stats {
+    tcp_connections: AtomicU64,
+    xtrace_reports: AtomicU64,
+    xtrace_malformed: AtomicU64,
+    udp_datagrams: AtomicU64,
+    udp_dropped_events: AtomicU64,
+    otlp_requests: AtomicU64,
+    otlp_bad_requests: AtomicU64,
+    otlp_spans: AtomicU64,
+    otlp_rejected_spans: AtomicU64,
+    events_stored: AtomicU64,
+    events_lost: AtomicU64,
+    transactions: AtomicU64,
+}
+
+/// Counters of a running collector (totals since start).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StatsSnapshot {
+    /// TCP connections accepted.
+    pub tcp_connections: u64,
+    /// X-Trace reports decoded (TCP and UDP).
+    pub xtrace_reports: u64,
+    /// X-Trace frames or datagrams that did not decode.
+    pub xtrace_malformed: u64,
+    /// UDP datagrams received.
+    pub udp_datagrams: u64,
+    /// Events from UDP dropped because the writer's queue was full.
+    pub udp_dropped_events: u64,
+    /// OTLP/HTTP requests received.
+    pub otlp_requests: u64,
+    /// OTLP/HTTP requests answered 4xx (undecodable body, unsupported type or encoding).
+    pub otlp_bad_requests: u64,
+    /// OTLP spans accepted.
+    pub otlp_spans: u64,
+    /// OTLP spans rejected (reported back in `partial_success`).
+    pub otlp_rejected_spans: u64,
+    /// Events committed to the store.
+    pub events_stored: u64,
+    /// Events lost because the store failed to write them (e.g. disk full); logged.
+    pub events_lost: u64,
+    /// Store transactions committed.
+    pub transactions: u64,
+}
+
+impl Stats {
+    fn snapshot(&self) -> StatsSnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            tcp_connections: g(&self.tcp_connections),
+            xtrace_reports: g(&self.xtrace_reports),
+            xtrace_malformed: g(&self.xtrace_malformed),
+            udp_datagrams: g(&self.udp_datagrams),
+            udp_dropped_events: g(&self.udp_dropped_events),
+            otlp_requests: g(&self.otlp_requests),
+            otlp_bad_requests: g(&self.otlp_bad_requests),
+            otlp_spans: g(&self.otlp_spans),
+            otlp_rejected_spans: g(&self.otlp_rejected_spans),
+            events_stored: g(&self.events_stored),
+            events_lost: g(&self.events_lost),
+            transactions: g(&self.transactions),
+        }
+    }
+}
+
+fn bump(c: &AtomicU64, n: u64) -> u64 {
+    c.fetch_add(n, Ordering::Relaxed) + n
+}
+
+/// Logs the first ten occurrences, then those whose count is a power of two.
+fn worth_logging(count: u64) -> bool {
+    count <= 10 || count.is_power_of_two()
+}
+
+/// A batch of events for the writer; `ack` is answered after the commit (OTLP requests).
+struct Batch {
+    events: Vec<Event>,
+    ack: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+/// Addresses actually bound (useful with port 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BoundAddrs {
+    /// X-Trace TCP.
+    pub xtrace_tcp: Option<SocketAddr>,
+    /// X-Trace UDP.
+    pub xtrace_udp: Option<SocketAddr>,
+    /// OTLP/HTTP.
+    pub otlp_http: Option<SocketAddr>,
+}
+
+/// A running collector. Must be shut down with [`Collector::shutdown`] for a clean stop.
+#[derive(Debug)]
+pub struct Collector {
+    addrs: BoundAddrs,
+    stats: Arc<Stats>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    tx: mpsc::Sender<Batch>,
+    writer: std::thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Batch({} events)", self.events.len())
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+impl Collector {
+    /// Opens the store, binds the listeners and starts serving. Must be called inside a Tokio
+    /// runtime (multi-threaded or not).
+    ///
+    /// # Errors
+    /// [`CollectorError::Store`] when the store cannot be opened, [`CollectorError::Bind`] when a
+    /// listener cannot be bound, [`CollectorError::Writer`] when the writer thread cannot start.
+    pub async fn start(config: Config) -> Result<Collector, CollectorError> {
+        let store = Store::open(&config.db)?;
+        let stats = Arc::new(Stats::default());
+        let (tx, rx) = mpsc::channel::<Batch>(config.queue_batches.max(1));
+        let (stop, _) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut addrs = BoundAddrs::default();
+        let batch_events = config.batch_events.max(1);
+
+        if let Some(addr) = config.xtrace_tcp {
+            let l = TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace TCP", addr, source })?;
+            addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
+            tasks.spawn(tcp_accept(l, tx.clone(), stats.clone(), stop.subscribe(), batch_events));
+        }
+        if let Some(addr) = config.xtrace_udp {
+            let s = UdpSocket::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace UDP", addr, source })?;
+            addrs.xtrace_udp = Some(s.local_addr().unwrap_or(addr));
+            tasks.spawn(udp_loop(s, tx.clone(), stats.clone(), stop.subscribe(), batch_events));
+        }
+        if let Some(addr) = config.otlp_http {
+            let l = TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind { what: "OTLP/HTTP", addr, source })?;
+            addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
+            let app = axum::Router::new()
+                .route("/v1/traces", axum::routing::post(otlp_traces))
+                .layer(DefaultBodyLimit::max(MAX_HTTP_BODY))
+                .with_state(HttpState { tx: tx.clone(), stats: stats.clone() });
+            let mut stop_rx = stop.subscribe();
+            tasks.spawn(async move {
+                let shutdown = async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                };
+                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(shutdown).await {
+                    tracing::error!("OTLP/HTTP server failed: {e}");
+                }
+            });
+        }
+
+        let wstats = stats.clone();
+        let writer = std::thread::Builder::new()
+            .name("sightline-store".into())
+            .spawn(move || writer_loop(store, rx, wstats))
+            .map_err(|e| CollectorError::Writer(e.to_string()))?;
+        Ok(Collector { addrs, stats, stop, tasks, tx, writer })
+    }
+
+    /// The addresses bound.
+    pub fn addrs(&self) -> BoundAddrs {
+        self.addrs
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Stops accepting, finishes reading what has arrived, commits everything queued, and returns
+    /// the final counters.
+    ///
+    /// # Errors
+    /// [`CollectorError::Writer`] when the writer thread panicked.
+    pub async fn shutdown(self) -> Result<StatsSnapshot, CollectorError> {
+        let Collector { stats, stop, mut tasks, tx, writer, .. } = self;
+        let _ = stop.send(true);
+        while tasks.join_next().await.is_some() {}
+        drop(tx);
+        tokio::task::spawn_blocking(move || writer.join())
+            .await
+            .map_err(|e| CollectorError::Writer(e.to_string()))?
+            .map_err(|_| CollectorError::Writer("the writer thread panicked".into()))?;
+        Ok(stats.snapshot())
+    }
+}
+
+fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut events = first.events;
+        let mut acks: Vec<oneshot::Sender<Result<(), String>>> = first.ack.into_iter().collect();
+        while events.len() < MAX_TRANSACTION_EVENTS {
+            match rx.try_recv() {
+                Ok(b) => {
+                    events.extend(b.events);
+                    acks.extend(b.ack);
+                }
+                Err(_) => break,
+            }
+        }
+        let n = events.len() as u64;
+        let mut result = store.insert(&events, now_ns());
+        if let Err(e) = &result {
+            // One retry: a busy database (another writer, e.g. `sightline import`) usually clears.
+            tracing::warn!("store write failed, retrying once: {e}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            result = store.insert(&events, now_ns());
+        }
+        let outcome = match result {
+            Ok(_) => {
+                bump(&stats.events_stored, n);
+                bump(&stats.transactions, 1);
+                Ok(())
+            }
+            Err(e) => {
+                bump(&stats.events_lost, n);
+                tracing::error!("store write failed; {n} events lost: {e}");
+                Err(e.to_string())
+            }
+        };
+        for a in acks {
+            let _ = a.send(outcome.clone());
+        }
+    }
+}
+
+async fn tcp_accept(
+    listener: TcpListener,
+    tx: mpsc::Sender<Batch>,
+    stats: Arc<Stats>,
+    mut stop: watch::Receiver<bool>,
+    batch_events: usize,
+) {
+    let limit = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+    let mut conns = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+        };
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                bump(&stats.tcp_connections, 1);
+                let (tx, stats, stop) = (tx.clone(), stats.clone(), stop.clone());
+                conns.spawn(async move {
+                    tcp_conn(stream, peer, tx, stats, stop, batch_events).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("X-Trace TCP accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        while conns.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
+/// Read buffer growth step for a TCP connection, bytes.
+const READ_CHUNK: usize = 256 << 10;
+
+async fn tcp_conn(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    tx: mpsc::Sender<Batch>,
+    stats: Arc<Stats>,
+    mut stop: watch::Receiver<bool>,
+    batch_events: usize,
+) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut batch: Vec<Event> = Vec::with_capacity(batch_events.min(4096));
+    let mut stopping = false;
+    'conn: loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = if stopping {
+            // Shutting down: take only what has already arrived.
+            match stream.try_read_buf(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                r => r,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                r = stream.read_buf(&mut buf) => r,
+                _ = stop.wait_for(|s| *s) => { stopping = true; continue; }
+            }
+        };
+        match read {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!("X-Trace TCP {peer}: read failed: {e}");
+                break;
+            }
+        }
+        loop {
+            match causal::wire::split_frame(&buf) {
+                Ok(Some((range, used))) => {
+                    match xtrace::decode_payload(&buf[range]) {
+                        Ok(e) => batch.push(e),
+                        Err(e) => {
+                            let n = bump(&stats.xtrace_malformed, 1);
+                            if worth_logging(n) {
+                                tracing::warn!("X-Trace TCP {peer}: malformed report (#{n}): {e}");
+                            }
+                        }
+                    }
+                    buf.advance(used);
+                    if batch.len() >= batch_events && !send(&tx, &stats, &mut batch).await {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    let n = bump(&stats.xtrace_malformed, 1);
+                    if worth_logging(n) {
+                        tracing::warn!("X-Trace TCP {peer}: closing the connection (#{n}): {e}");
+                    }
+                    break 'conn;
+                }
+            }
+        }
+        if !batch.is_empty() && !send(&tx, &stats, &mut batch).await {
+            return;
+        }
+    }
+    if !batch.is_empty() {
+        send(&tx, &stats, &mut batch).await;
+    }
+}
+
+/// Sends the batch to the writer, waiting for room (backpressure). False when the writer is gone.
+async fn send(tx: &mpsc::Sender<Batch>, stats: &Stats, batch: &mut Vec<Event>) -> bool {
+    let events = std::mem::take(batch);
+    bump(&stats.xtrace_reports, events.len() as u64);
+    tx.send(Batch { events, ack: None }).await.is_ok()
+}
+
+async fn udp_loop(
+    sock: UdpSocket,
+    tx: mpsc::Sender<Batch>,
+    stats: Arc<Stats>,
+    mut stop: watch::Receiver<bool>,
+    batch_events: usize,
+) {
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let mut batch = Vec::new();
+        let first = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            r = sock.recv_from(&mut buf) => r,
+        };
+        let mut got = first.map(|(n, peer)| (n, Some(peer)));
+        loop {
+            match got {
+                Ok((n, peer)) => {
+                    bump(&stats.udp_datagrams, 1);
+                    let mut payload = &buf[..n];
+                    // Accept a datagram with the TCP length prefix too.
+                    if n >= 4 && u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize == n - 4 {
+                        payload = &buf[4..n];
+                    }
+                    match xtrace::decode_payload(payload) {
+                        Ok(e) => batch.push(e),
+                        Err(e) => {
+                            let c = bump(&stats.xtrace_malformed, 1);
+                            if worth_logging(c) {
+                                tracing::warn!("X-Trace UDP {peer:?}: malformed report (#{c}): {e}");
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::debug!("X-Trace UDP receive failed: {e}");
+                    break;
+                }
+            }
+            if batch.len() >= batch_events {
+                break;
+            }
+            got = sock.try_recv_from(&mut buf).map(|(n, p)| (n, Some(p)));
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let n = batch.len() as u64;
+        bump(&stats.xtrace_reports, n);
+        if let Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) =
+            tx.try_send(Batch { events: batch, ack: None })
+        {
+            let d = bump(&stats.udp_dropped_events, n);
+            if worth_logging(d) {
+                tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+struct HttpState {
+    tx: mpsc::Sender<Batch>,
+    stats: Arc<Stats>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Protobuf,
+    Json,
+}
+
+fn reply(enc: Encoding, status: StatusCode, proto: Vec<u8>, json: String) -> Response {
+    match enc {
+        Encoding::Protobuf => (status, [(header::CONTENT_TYPE, "application/x-protobuf")], proto).into_response(),
+        Encoding::Json => (status, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+    }
+}
+
+fn error_reply(enc: Encoding, status: StatusCode, code: i32, message: String) -> Response {
+    let proto = prost::Message::encode_to_vec(&otlp::RpcStatus { code, message: message.clone() });
+    let json = serde_json::json!({"code": code, "message": message}).to_string();
+    reply(enc, status, proto, json)
+}
+
+fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
+    let mut out = Vec::new();
+    let mut d = flate2::read::GzDecoder::new(body).take(MAX_GZIP_EXPANSION + 1);
+    d.read_to_end(&mut out).map_err(|e| OtlpError::Gzip(e.to_string()))?;
+    if out.len() as u64 > MAX_GZIP_EXPANSION {
+        return Err(OtlpError::Gzip(format!("decompresses beyond {MAX_GZIP_EXPANSION} bytes")));
+    }
+    Ok(out)
+}
+
+/// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
+async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let n = bump(&st.stats.otlp_requests, 1);
+    let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+    let enc = if ctype.starts_with("application/x-protobuf") || ctype.starts_with("application/protobuf") {
+        Encoding::Protobuf
+    } else if ctype.starts_with("application/json") {
+        Encoding::Json
+    } else {
+        bump(&st.stats.otlp_bad_requests, 1);
+        return (StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content type {ctype:?}\n")).into_response();
+    };
+    let cenc = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let body: std::borrow::Cow<'_, [u8]> = match cenc.as_str() {
+        "" | "identity" => body.as_ref().into(),
+        "gzip" | "x-gzip" => match gunzip(&body) {
+            Ok(b) => b.into(),
+            Err(e) => {
+                bump(&st.stats.otlp_bad_requests, 1);
+                return error_reply(enc, StatusCode::BAD_REQUEST, 3, e.to_string());
+            }
+        },
+        other => {
+            bump(&st.stats.otlp_bad_requests, 1);
+            return error_reply(enc, StatusCode::UNSUPPORTED_MEDIA_TYPE, 3, format!("unsupported content encoding {other:?}"));
+        }
+    };
+    let req = match enc {
+        Encoding::Protobuf => otlp::decode_protobuf(&body),
+        Encoding::Json => otlp::decode_json(&body),
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err(e) => {
+            let c = bump(&st.stats.otlp_bad_requests, 1);
+            if worth_logging(c) {
+                tracing::warn!("OTLP/HTTP request #{n}: {e}");
+            }
+            return error_reply(enc, StatusCode::BAD_REQUEST, 3, e.to_string());
+        }
+    };
+    let conv = otlp::to_events(&req);
+    bump(&st.stats.otlp_spans, conv.spans);
+    if conv.rejected > 0 {
+        bump(&st.stats.otlp_rejected_spans, conv.rejected);
+    }
+    if !conv.events.is_empty() {
+        let (ack, done) = oneshot::channel();
+        let stored = match st.tx.send(Batch { events: conv.events, ack: Some(ack) }).await {
+            Ok(()) => done.await.unwrap_or_else(|_| Err("the store writer stopped".into())),
+            Err(_) => Err("the collector is shutting down".into()),
+        };
+        if let Err(e) = stored {
+            return error_reply(enc, StatusCode::SERVICE_UNAVAILABLE, 14, format!("events not stored: {e}"));
+        }
+    }
+    let resp = otlp::ExportTraceServiceResponse {
+        partial_success: (conv.rejected > 0).then(|| otlp::ExportTracePartialSuccess {
+            rejected_spans: conv.rejected as i64,
+            error_message: conv.first_error.unwrap_or_default(),
+        }),
+    };
+    reply(enc, StatusCode::OK, prost::Message::encode_to_vec(&resp), otlp::response_json(&resp))
+}

@@ -1,0 +1,503 @@
+//! The embedded store: one SQLite file in WAL mode (no server), schema in `docs/collector-store.md`.
+//!
+//! Writes come in batches ([`Store::insert`]: one transaction per batch, prepared statements),
+//! which is what makes sustained ingest fast; reads rebuild a task's events in arrival order
+//! ([`Store::load_task`]) and list tasks with their summary ([`Store::tasks`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use causal_analysis::{EdgeKind, Event, Parent};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::StoreError;
+
+/// Schema version written in `meta.schema_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks(
+    id          INTEGER PRIMARY KEY,
+    task_id     TEXT NOT NULL UNIQUE,
+    received_ns INTEGER NOT NULL,
+    first_ts_ns INTEGER,
+    last_ts_ns  INTEGER,
+    events      INTEGER NOT NULL,
+    title       TEXT,
+    title_rank  INTEGER,
+    title_ts_ns INTEGER
+);
+CREATE TABLE IF NOT EXISTS events(
+    seq         INTEGER PRIMARY KEY,
+    task        INTEGER NOT NULL REFERENCES tasks(id),
+    event_id    TEXT NOT NULL,
+    ts_ns       INTEGER,
+    hrt_ns      INTEGER,
+    agent       TEXT,
+    label       TEXT,
+    host        TEXT,
+    process     TEXT,
+    pid         INTEGER,
+    tid         INTEGER,
+    thread_name TEXT,
+    parents     TEXT,
+    links       TEXT,
+    fields      TEXT
+);
+CREATE INDEX IF NOT EXISTS events_by_task ON events(task);
+CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL, PRIMARY KEY(task, host)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
+";
+
+/// One row of `sightline tasks`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TaskSummary {
+    /// Task id (uppercase hex).
+    pub task_id: String,
+    /// When the collector first stored an event of this task, ns since the Unix epoch.
+    pub received_ns: i64,
+    /// Earliest event timestamp, ns since the Unix epoch.
+    pub first_ts_ns: Option<i64>,
+    /// Latest event timestamp, ns.
+    pub last_ts_ns: Option<i64>,
+    /// Reports stored (a report sent twice counts twice; `show` keeps one).
+    pub events: i64,
+    /// The `Title` key's value, else the label of the earliest labelled event.
+    pub title: Option<String>,
+    /// Hosts that reported events, sorted.
+    pub hosts: Vec<String>,
+}
+
+impl TaskSummary {
+    /// The task's first-seen time: its earliest event timestamp, else when it was received (ns).
+    pub fn first_seen_ns(&self) -> i64 {
+        self.first_ts_ns.unwrap_or(self.received_ns)
+    }
+
+    /// Duration from the earliest to the latest event, ns.
+    pub fn duration_ns(&self) -> Option<i64> {
+        Some(self.last_ts_ns? - self.first_ts_ns?)
+    }
+}
+
+/// Filters of [`Store::tasks`]; `None` means no filter.
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    /// Only tasks first seen at or after this time (ns since the Unix epoch).
+    pub since_ns: Option<i64>,
+    /// Only tasks first seen before this time (ns).
+    pub until_ns: Option<i64>,
+    /// Only tasks with this `Tag` value (exact).
+    pub tag: Option<String>,
+    /// Only tasks whose title contains this text (case-insensitive for ASCII).
+    pub title: Option<String>,
+    /// At most this many tasks (the most recent ones).
+    pub limit: Option<usize>,
+}
+
+/// What one [`Store::insert`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InsertStats {
+    /// Events written.
+    pub events: usize,
+    /// Distinct tasks touched.
+    pub tasks: usize,
+}
+
+/// The store: an open SQLite connection.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+fn sql(what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sql { what, source }
+}
+
+/// Per-task aggregate of one batch.
+#[derive(Default)]
+struct Agg<'a> {
+    first: Option<i64>,
+    last: Option<i64>,
+    events: i64,
+    title: Option<(i64, i64, &'a str)>, // (rank, ts, text)
+    hosts: Vec<&'a str>,
+    tags: Vec<&'a str>,
+}
+
+impl Store {
+    /// Opens (creating when absent) the store at `path`: WAL journal, `synchronous=NORMAL` (a
+    /// committed batch survives a crash of the collector; see the doc for power loss), a 5 s busy
+    /// timeout so `import` and `collect` can share a file.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`], [`StoreError::SchemaVersion`], [`StoreError::Sql`].
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
+        conn.execute_batch(SCHEMA).map_err(open_err)?;
+        let found: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .optional()
+            .map_err(sql("reading the schema version"))?;
+        match found {
+            None => {
+                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
+                    .map_err(sql("writing the schema version"))?;
+            }
+            Some(v) if v == SCHEMA_VERSION.to_string() => {}
+            Some(found) => {
+                return Err(StoreError::SchemaVersion { path: path.to_path_buf(), found, expected: SCHEMA_VERSION });
+            }
+        }
+        Ok(Store { conn, path: path.to_path_buf() })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `events` in one transaction; `received_ns` is the arrival time (ns since the Unix
+    /// epoch) recorded for tasks seen for the first time. Either every event is stored or none.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`] (e.g. the disk is full); the transaction is rolled back.
+    pub fn insert(&mut self, events: &[Event], received_ns: i64) -> Result<InsertStats, StoreError> {
+        if events.is_empty() {
+            return Ok(InsertStats::default());
+        }
+        let mut aggs: HashMap<&str, Agg<'_>> = HashMap::new();
+        for e in events {
+            let a = aggs.entry(e.task.as_str()).or_default();
+            a.events += 1;
+            if let Some(t) = e.timestamp_ns {
+                a.first = Some(a.first.map_or(t, |f| f.min(t)));
+                a.last = Some(a.last.map_or(t, |l| l.max(t)));
+            }
+            let ts = e.timestamp_ns.unwrap_or(i64::MAX);
+            let cand = e.field("Title").map(|t| (0, ts, t)).or_else(|| e.label().map(|l| (1, ts, l)));
+            if let Some(c) = cand
+                && a.title.is_none_or(|cur| (c.0, c.1) < (cur.0, cur.1))
+            {
+                a.title = Some(c);
+            }
+            if let Some(h) = e.host.as_deref()
+                && !a.hosts.contains(&h)
+            {
+                a.hosts.push(h);
+            }
+            for (k, v) in &e.fields {
+                if k == "Tag" && !a.tags.contains(&v.as_str()) {
+                    a.tags.push(v);
+                }
+            }
+        }
+        let tx = self.conn.transaction().map_err(sql("beginning a transaction"))?;
+        let mut ids: HashMap<&str, i64> = HashMap::with_capacity(aggs.len());
+        {
+            let mut up = tx
+                .prepare_cached(
+                    "INSERT INTO tasks(task_id, received_ns, first_ts_ns, last_ts_ns, events, title, title_rank, title_ts_ns)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT(task_id) DO UPDATE SET
+                       first_ts_ns = min(coalesce(tasks.first_ts_ns, excluded.first_ts_ns), coalesce(excluded.first_ts_ns, tasks.first_ts_ns)),
+                       last_ts_ns = max(coalesce(tasks.last_ts_ns, excluded.last_ts_ns), coalesce(excluded.last_ts_ns, tasks.last_ts_ns)),
+                       events = tasks.events + excluded.events,
+                       title = CASE WHEN excluded.title IS NOT NULL AND (tasks.title IS NULL
+                           OR excluded.title_rank < tasks.title_rank
+                           OR (excluded.title_rank = tasks.title_rank AND excluded.title_ts_ns < tasks.title_ts_ns))
+                         THEN excluded.title ELSE tasks.title END,
+                       title_ts_ns = CASE WHEN excluded.title IS NOT NULL AND (tasks.title IS NULL
+                           OR excluded.title_rank < tasks.title_rank
+                           OR (excluded.title_rank = tasks.title_rank AND excluded.title_ts_ns < tasks.title_ts_ns))
+                         THEN excluded.title_ts_ns ELSE tasks.title_ts_ns END,
+                       title_rank = CASE WHEN excluded.title IS NOT NULL AND (tasks.title IS NULL
+                           OR excluded.title_rank < tasks.title_rank
+                           OR (excluded.title_rank = tasks.title_rank AND excluded.title_ts_ns < tasks.title_ts_ns))
+                         THEN excluded.title_rank ELSE tasks.title_rank END
+                     RETURNING id",
+                )
+                .map_err(sql("preparing the task upsert"))?;
+            let mut host = tx
+                .prepare_cached("INSERT OR IGNORE INTO task_hosts(task, host) VALUES (?1, ?2)")
+                .map_err(sql("preparing the host insert"))?;
+            let mut tag = tx
+                .prepare_cached("INSERT OR IGNORE INTO task_tags(task, tag) VALUES (?1, ?2)")
+                .map_err(sql("preparing the tag insert"))?;
+            for (task, a) in &aggs {
+                let (rank, tts, title) = match a.title {
+                    Some((r, t, s)) => (Some(r), Some(t), Some(s)),
+                    None => (None, None, None),
+                };
+                let id: i64 = up
+                    .query_row(params![task, received_ns, a.first, a.last, a.events, title, rank, tts], |r| r.get(0))
+                    .map_err(sql("upserting a task"))?;
+                for h in &a.hosts {
+                    host.execute(params![id, h]).map_err(sql("inserting a task host"))?;
+                }
+                for t in &a.tags {
+                    tag.execute(params![id, t]).map_err(sql("inserting a task tag"))?;
+                }
+                ids.insert(task, id);
+            }
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO events(task, event_id, ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                )
+                .map_err(sql("preparing the event insert"))?;
+            let mut ps: Vec<&str> = Vec::new();
+            let mut ls: Vec<&str> = Vec::new();
+            let mut fs: Vec<(&str, &str)> = Vec::new();
+            for e in events {
+                ps.clear();
+                ls.clear();
+                fs.clear();
+                for p in &e.parents {
+                    match p.kind {
+                        EdgeKind::Causal => ps.push(&p.id),
+                        EdgeKind::Link => ls.push(&p.id),
+                    }
+                }
+                for l in e.labels.iter().skip(1) {
+                    fs.push(("Label", l));
+                }
+                fs.extend(e.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                let json_or_null = |empty: bool, s: String| (!empty).then_some(s);
+                let parents = json_or_null(ps.is_empty(), serde_json::to_string(&ps).expect("strings serialize"));
+                let links = json_or_null(ls.is_empty(), serde_json::to_string(&ls).expect("strings serialize"));
+                let fields = json_or_null(fs.is_empty(), serde_json::to_string(&fs).expect("strings serialize"));
+                let hrt = e.hrt_ns.map(|h| i64::try_from(h).unwrap_or(i64::MAX));
+                let tid = e.tid.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+                ins.execute(params![
+                    ids[e.task.as_str()],
+                    e.id,
+                    e.timestamp_ns,
+                    hrt,
+                    e.agent,
+                    e.labels.first(),
+                    e.host,
+                    e.process,
+                    e.pid,
+                    tid,
+                    e.thread_name,
+                    parents,
+                    links,
+                    fields
+                ])
+                .map_err(sql("inserting an event"))?;
+            }
+        }
+        tx.commit().map_err(sql("committing a batch"))?;
+        Ok(InsertStats { events: events.len(), tasks: aggs.len() })
+    }
+
+    /// Resolves a task id or a unique prefix of one (hex, either case) to the full id.
+    ///
+    /// # Errors
+    /// [`StoreError::NoSuchTask`], [`StoreError::AmbiguousTask`], [`StoreError::Sql`].
+    pub fn resolve_task(&self, prefix: &str) -> Result<String, StoreError> {
+        let p = prefix.trim().to_ascii_uppercase();
+        let exact: Option<String> = self
+            .conn
+            .query_row("SELECT task_id FROM tasks WHERE task_id = ?1", [&p], |r| r.get(0))
+            .optional()
+            .map_err(sql("looking up a task"))?;
+        if let Some(t) = exact {
+            return Ok(t);
+        }
+        let escaped = p.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        let mut st = self
+            .conn
+            .prepare("SELECT task_id FROM tasks WHERE task_id LIKE ?1 || '%' ESCAPE '\\' ORDER BY task_id LIMIT 6")
+            .map_err(sql("preparing the task lookup"))?;
+        let found: Vec<String> = st
+            .query_map([&escaped], |r| r.get(0))
+            .map_err(sql("looking up a task prefix"))?
+            .collect::<Result<_, _>>()
+            .map_err(sql("reading task ids"))?;
+        match found.len() {
+            0 => Err(StoreError::NoSuchTask(prefix.to_string())),
+            1 => Ok(found.into_iter().next().expect("one")),
+            count => Err(StoreError::AmbiguousTask {
+                prefix: prefix.to_string(),
+                count,
+                examples: found.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    /// All stored events of task `task_id` (exact id), in arrival order.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub fn load_task(&self, task_id: &str) -> Result<Vec<Event>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT e.event_id, e.ts_ns, e.hrt_ns, e.agent, e.label, e.host, e.process, e.pid, e.tid, e.thread_name,
+                        e.parents, e.links, e.fields
+                 FROM events e JOIN tasks t ON e.task = t.id WHERE t.task_id = ?1 ORDER BY e.seq",
+            )
+            .map_err(sql("preparing the event query"))?;
+        let rows = st
+            .query_map([task_id], |r| {
+                let parents: Option<String> = r.get(10)?;
+                let links: Option<String> = r.get(11)?;
+                let fields: Option<String> = r.get(12)?;
+                let label: Option<String> = r.get(4)?;
+                let hrt: Option<i64> = r.get(2)?;
+                let tid: Option<i64> = r.get(8)?;
+                let mut ev = Event {
+                    task: task_id.to_string(),
+                    id: r.get(0)?,
+                    timestamp_ns: r.get(1)?,
+                    hrt_ns: hrt.map(|h| h as u64),
+                    agent: r.get(3)?,
+                    labels: label.into_iter().collect(),
+                    host: r.get(5)?,
+                    process: r.get(6)?,
+                    pid: r.get(7)?,
+                    tid: tid.map(|t| t as u64),
+                    thread_name: r.get(9)?,
+                    ..Event::default()
+                };
+                let list = |s: Option<String>| -> Vec<String> {
+                    s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
+                };
+                ev.parents.extend(list(parents).into_iter().map(Parent::causal));
+                ev.parents.extend(list(links).into_iter().map(Parent::link));
+                let pairs: Vec<(String, String)> = fields.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
+                for (k, v) in pairs {
+                    if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
+                        ev.labels.push(v);
+                    } else {
+                        ev.fields.push((k, v));
+                    }
+                }
+                Ok(ev)
+            })
+            .map_err(sql("querying events"))?;
+        rows.collect::<Result<_, _>>().map_err(sql("reading events"))
+    }
+
+    /// Tasks matching `filter`, ordered by first-seen time (oldest first).
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskSummary>, StoreError> {
+        let mut q = String::from(
+            "SELECT t.task_id, t.received_ns, t.first_ts_ns, t.last_ts_ns, t.events, t.title,
+                    (SELECT group_concat(host, char(10)) FROM (SELECT host FROM task_hosts h WHERE h.task = t.id ORDER BY host))
+             FROM tasks t WHERE 1=1",
+        );
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(s) = filter.since_ns {
+            args.push(s.into());
+            q.push_str(&format!(" AND coalesce(t.first_ts_ns, t.received_ns) >= ?{}", args.len()));
+        }
+        if let Some(u) = filter.until_ns {
+            args.push(u.into());
+            q.push_str(&format!(" AND coalesce(t.first_ts_ns, t.received_ns) < ?{}", args.len()));
+        }
+        if let Some(tag) = &filter.tag {
+            args.push(tag.clone().into());
+            q.push_str(&format!(" AND EXISTS (SELECT 1 FROM task_tags g WHERE g.task = t.id AND g.tag = ?{})", args.len()));
+        }
+        if let Some(title) = &filter.title {
+            args.push(title.clone().into());
+            q.push_str(&format!(" AND instr(lower(t.title), lower(?{})) > 0", args.len()));
+        }
+        q.push_str(" ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id");
+        if let Some(l) = filter.limit {
+            q.push_str(&format!(" LIMIT {l}"));
+        }
+        let mut st = self.conn.prepare(&q).map_err(sql("preparing the task list"))?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), |r| {
+                let hosts: Option<String> = r.get(6)?;
+                Ok(TaskSummary {
+                    task_id: r.get(0)?,
+                    received_ns: r.get(1)?,
+                    first_ts_ns: r.get(2)?,
+                    last_ts_ns: r.get(3)?,
+                    events: r.get(4)?,
+                    title: r.get(5)?,
+                    hosts: hosts.map(|h| h.split('\n').map(str::to_string).collect()).unwrap_or_default(),
+                })
+            })
+            .map_err(sql("listing tasks"))?;
+        let mut v: Vec<TaskSummary> = rows.collect::<Result<_, _>>().map_err(sql("reading tasks"))?;
+        v.reverse();
+        Ok(v)
+    }
+
+    /// Total events stored.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub fn event_count(&self) -> Result<i64, StoreError> {
+        self.conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).map_err(sql("counting events"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(task: &str, id: &str, ts: i64, label: &str, parents: &[Parent]) -> Event {
+        Event {
+            task: task.into(),
+            id: id.into(),
+            timestamp_ns: Some(ts),
+            labels: vec![label.into()],
+            host: Some(format!("host-{}", id.len())),
+            hrt_ns: Some(77),
+            tid: Some(5),
+            fields: vec![("k".into(), "v".into()), ("Tag".into(), "GC".into())],
+            parents: parents.to_vec(),
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn events_round_trip_and_tasks_summarize() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        let a = ev("AAAA", "01", 100, "second label", &[]);
+        let mut b = ev("AAAA", "02", 50, "first", &[Parent::causal("01"), Parent::link("09")]);
+        b.labels.push("extra".into());
+        let c = ev("BBBB", "03", 7, "other", &[]);
+        assert_eq!(s.insert(&[a.clone(), b.clone(), c], 1).unwrap(), InsertStats { events: 3, tasks: 2 });
+        let mut t = ev("AAAA", "04", 500, "late", &[Parent::causal("02")]);
+        t.fields.push(("Title".into(), "The title".into()));
+        s.insert(std::slice::from_ref(&t), 2).unwrap();
+        assert_eq!(s.load_task("AAAA").unwrap(), vec![a, b, t]);
+        let all = s.tasks(&TaskFilter::default()).unwrap();
+        assert_eq!(all.len(), 2);
+        let aaaa = &all[1];
+        assert_eq!(aaaa.task_id, "AAAA");
+        assert_eq!((aaaa.first_ts_ns, aaaa.last_ts_ns, aaaa.events), (Some(50), Some(500), 3));
+        assert_eq!(aaaa.title.as_deref(), Some("The title"));
+        assert_eq!(aaaa.hosts, vec!["host-2".to_string()]);
+        assert_eq!(aaaa.received_ns, 1);
+        assert_eq!(all[0].title.as_deref(), Some("other"));
+        let f = |tf: TaskFilter| s.tasks(&tf).unwrap().into_iter().map(|t| t.task_id).collect::<Vec<_>>();
+        assert_eq!(f(TaskFilter { since_ns: Some(10), ..Default::default() }), ["AAAA"]);
+        assert_eq!(f(TaskFilter { until_ns: Some(10), ..Default::default() }), ["BBBB"]);
+        assert_eq!(f(TaskFilter { title: Some("THE T".into()), ..Default::default() }), ["AAAA"]);
+        assert_eq!(f(TaskFilter { tag: Some("GC".into()), ..Default::default() }).len(), 2);
+        assert!(f(TaskFilter { tag: Some("nope".into()), ..Default::default() }).is_empty());
+        assert_eq!(s.resolve_task("aa").unwrap(), "AAAA");
+        assert!(matches!(s.resolve_task("C"), Err(StoreError::NoSuchTask(_))));
+        s.insert(&[ev("AAAB", "05", 1, "x", &[])], 3).unwrap();
+        assert!(matches!(s.resolve_task("AAA"), Err(StoreError::AmbiguousTask { count: 2, .. })));
+        assert_eq!(s.event_count().unwrap(), 5);
+    }
+}

@@ -1,0 +1,186 @@
+//! X-Trace reports → events: wire payloads (decoded by `causal::Report`) and JSON exports.
+//!
+//! A report's `X-Trace` metadata gives the task (TaskId) and the event (OpId); each non-zero
+//! `Edge` is a parent (old agents wrote the zero OpId to mean "no parent": it is not an edge).
+//!
+//! The JSON export (the format of `shared/data/xtrace`, as X-Trace's web front end served it) is
+//! a list of tasks, `[{"id": …, "reports": [report…]}…]`, each report an object from key to the
+//! list of its values (`{"X-Trace": ["19…"], "Edge": ["…", "…"], "Label": ["…"], …}`) plus a
+//! `"version"` string that is not a report key. A bare list of reports, or one
+//! `{"reports": […]}` object, is accepted too.
+
+use causal::Report;
+use causal_analysis::{Event, Parent, parse_pid};
+use serde_json::Value;
+
+/// The event a report describes.
+pub fn report_to_event(r: Report) -> Event {
+    let mut labels: Vec<String> = r.label.into_iter().collect();
+    let mut fields = Vec::with_capacity(r.fields.len());
+    for (k, v) in r.fields {
+        // A repeated Label is kept as a further label.
+        if k == "Label" {
+            labels.push(v);
+        } else {
+            fields.push((k, v));
+        }
+    }
+    let parents = r
+        .edges
+        .iter()
+        .filter(|e| !e.is_zero())
+        .map(|e| Parent::causal(e.to_hex()))
+        .collect();
+    Event {
+        task: r.metadata.task_id().to_hex(),
+        id: r.metadata.op_id().to_hex(),
+        pid: r.process_id.as_deref().and_then(parse_pid),
+        process: r.process_id,
+        agent: r.agent,
+        host: r.host,
+        tid: r.thread_id,
+        thread_name: r.thread_name,
+        timestamp_ns: r.timestamp_ns.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+        hrt_ns: r.hrt_ns,
+        labels,
+        fields,
+        parents,
+    }
+}
+
+/// Decodes one wire payload (X-Trace 1.0 text or the native binary format) into an event.
+///
+/// # Errors
+/// Those of [`causal::Report::decode`].
+pub fn decode_payload(payload: &[u8]) -> Result<Event, causal::ReportError> {
+    Report::decode(payload).map(report_to_event)
+}
+
+/// Result of reading an X-Trace JSON export.
+#[derive(Debug, Default)]
+pub struct JsonExport {
+    /// The events, in file order.
+    pub events: Vec<Event>,
+    /// Reports that could not be read, with why (report index in the file, 0-based).
+    pub malformed: Vec<(usize, String)>,
+}
+
+/// True when `v` looks like an X-Trace export (a task list, a report list, or one task).
+pub fn is_export(v: &Value) -> bool {
+    match v {
+        Value::Array(a) => a.first().is_none_or(|x| x.get("reports").is_some() || x.get("X-Trace").is_some()),
+        Value::Object(o) => o.contains_key("reports"),
+        _ => false,
+    }
+}
+
+/// Reads the reports of an X-Trace JSON export (see the module docs). Reports that do not parse
+/// are listed in [`JsonExport::malformed`] and skipped.
+pub fn read_export(v: &Value) -> JsonExport {
+    let mut out = JsonExport::default();
+    let mut reports: Vec<&Value> = Vec::new();
+    fn task_reports<'v>(t: &'v Value, reports: &mut Vec<&'v Value>) {
+        if let Some(rs) = t.get("reports").and_then(Value::as_array) {
+            reports.extend(rs.iter());
+        }
+    }
+    match v {
+        Value::Array(items) => {
+            for it in items {
+                if it.get("reports").is_some() {
+                    task_reports(it, &mut reports);
+                } else {
+                    reports.push(it);
+                }
+            }
+        }
+        Value::Object(_) => task_reports(v, &mut reports),
+        _ => {}
+    }
+    for (i, r) in reports.into_iter().enumerate() {
+        match report_from_json(r) {
+            Ok(e) => out.events.push(e),
+            Err(why) => out.malformed.push((i, why)),
+        }
+    }
+    out
+}
+
+/// One report object (`{"Key": ["value", …], …}`) to an event.
+fn report_from_json(r: &Value) -> Result<Event, String> {
+    let obj = r.as_object().ok_or_else(|| "report is not a JSON object".to_string())?;
+    let mut pairs: Vec<(&str, String)> = Vec::with_capacity(obj.len() + 4);
+    for (k, v) in obj {
+        if k == "version" {
+            continue;
+        }
+        match v {
+            Value::Array(vals) => {
+                for x in vals {
+                    pairs.push((k, scalar(x)));
+                }
+            }
+            other => pairs.push((k, scalar(other))),
+        }
+    }
+    // X-Trace first so that a report's metadata is read before anything that depends on it.
+    pairs.sort_by_key(|(k, _)| *k != "X-Trace");
+    Report::from_pairs(pairs).map(report_to_event).map_err(|e| e.to_string())
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_report_with_two_edges_and_ms_timestamp() {
+        let v: Value = serde_json::from_str(
+            r#"[{"id":"57C1C4A67A6A88FD","reports":[
+              {"HRT":["791539301182319"],"Host":["manny"],"ThreadID":["1"],"Agent":["DFSClient"],
+               "Edge":["47B4E72042F9B7FF","368E43613754F869"],"ProcessID":["8201@manny"],"Timestamp":["1384989801450"],
+               "ThreadName":["main"],"version":"X-Trace Report ver 1.0","X-Trace":["1957C1C4A67A6A88FD1D95BCD3961B6234"],
+               "Tag":["getFileInfo","/user/user/temp.txt"],"Label":["Start Trace: GetFileInfo"]},
+              {"X-Trace":["1957C1C4A67A6A88FD47B4E72042F9B7FF"],"Edge":["0000000000000000"]},
+              {"Edge":["00"]}
+            ]}]"#,
+        )
+        .unwrap();
+        assert!(is_export(&v));
+        let x = read_export(&v);
+        assert_eq!(x.events.len(), 2);
+        assert_eq!(x.malformed.len(), 1);
+        assert_eq!(x.malformed[0].0, 2);
+        let e = &x.events[0];
+        assert_eq!(e.task, "57C1C4A67A6A88FD");
+        assert_eq!(e.id, "1D95BCD3961B6234");
+        assert_eq!(e.parents, vec![Parent::causal("47B4E72042F9B7FF"), Parent::causal("368E43613754F869")]);
+        assert_eq!(e.timestamp_ns, Some(1_384_989_801_450_000_000));
+        assert_eq!(e.hrt_ns, Some(791_539_301_182_319));
+        assert_eq!((e.pid, e.tid), (Some(8201), Some(1)));
+        assert_eq!(e.process.as_deref(), Some("8201@manny"));
+        assert_eq!(e.label(), Some("Start Trace: GetFileInfo"));
+        let tags: Vec<&str> = e.fields.iter().filter(|(k, _)| k == "Tag").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(tags, ["getFileInfo", "/user/user/temp.txt"]);
+        // The zero OpId is "no parent", not an edge.
+        assert!(x.events[1].parents.is_empty());
+    }
+
+    #[test]
+    fn wire_payloads_in_both_formats() {
+        let text = "X-Trace Report ver 1.0\nX-Trace: 19438AE15464ED9BC37EF82CE98B84355D\nAgent: a\nEdge: 1111111111111111\nLabel: l1\nLabel: l2\n";
+        let e = decode_payload(text.as_bytes()).unwrap();
+        assert_eq!((e.task.as_str(), e.id.as_str()), ("438AE15464ED9BC3", "7EF82CE98B84355D"));
+        assert_eq!(e.labels, ["l1", "l2"]);
+        let r = Report::decode(text.as_bytes()).unwrap();
+        let bin = r.to_binary();
+        assert_eq!(decode_payload(&bin).unwrap(), e);
+        assert!(decode_payload(b"garbage").is_err());
+    }
+}
