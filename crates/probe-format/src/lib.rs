@@ -1,18 +1,28 @@
 //! DTrace output formats for `sightline probe` (pure: no system calls).
 //!
 //! - [`value`]: [`Value`], one decoded record field or aggregation key ([`Int`] with its C width and
-//!   signedness, strings, symbols, stacks).
+//!   signedness, strings, [`Symbol`]s, [`Stack`]s).
 //! - [`printf`]: [`printf::parse`] a format into [`printf::Piece`]s (sema checks argument kinds with
 //!   [`printf::arg_slots`]) and [`printf::format`] / [`printf::format_printa`] with DTrace's
 //!   conversions.
+//! - [`agg`]: the aggregating functions ([`agg::AggFunc`]), the BPF value layout and its decoding
+//!   ([`agg::AggData`]), the bucket index functions the code generator mirrors
+//!   ([`agg::quantize_bucket`], [`agg::lquantize_bucket`], [`agg::llquantize_bucket`]), the
+//!   consumer's model ([`agg::Aggregation`]) with normalize/denormalize/trunc/clear, and DTrace's
+//!   sort order ([`agg::SortOptions`]).
+//! - [`output`]: DTrace's text layouts byte for byte: the `CPU ID FUNCTION:NAME` lines,
+//!   `trace()` data, keys, distribution tables, `printa()` and the print at exit.
+//! - [`json`]: strict JSON Lines records (`--json`).
 //!
 //! Sources: the DTrace guide (chapters "Output Formatting", "Aggregations", "Data Recording
 //! Actions", "Options and Tunables") and, for byte-level layout, libdtrace's consumer
-//! (`dt_consume.c`, `dt_printf.c`, `dt_aggregate.c`). Text layouts are documented in
-//! `docs/probe-output.md`, JSON records in `docs/probe-json.md`.
+//! (`dt_consume.c`, `dt_printf.c`, `dt_aggregate.c`, `dt_handle.c`) and the DTrace kernel's
+//! aggregating functions. Text layouts are documented in `docs/probe-output.md`, JSON records in
+//! `docs/probe-json.md`.
 #![deny(missing_docs)]
 
 pub mod agg;
+pub mod json;
 pub mod output;
 pub mod printf;
 pub mod value;

@@ -186,9 +186,9 @@ pub fn format_quantize(b: &[i64], normal: u64) -> String {
         }
     };
     let (total, pos, neg) = totals(b, lo, hi);
-    for i in lo..=hi {
+    for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let _ = write!(s, "{:>16} ", quantize_bucket_value(i));
-        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+        s.push_str(&quant_line(count, normal, total, pos, neg));
     }
     s
 }
@@ -204,7 +204,7 @@ pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64) -> String 
     let levels = b.len() - 2;
     let (lo, hi) = shown_range(b, (0, 2.min(b.len() - 1)));
     let (total, pos, neg) = totals(b, lo, hi);
-    for i in lo..=hi {
+    for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {base}")
         } else if i == levels + 1 {
@@ -213,7 +213,7 @@ pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64) -> String 
             (base + (i as i64 - 1) * step).to_string()
         };
         let _ = write!(s, "{label:>16} ");
-        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+        s.push_str(&quant_line(count, normal, total, pos, neg));
     }
     s
 }
@@ -237,7 +237,7 @@ pub fn format_llquantize(
     let last = b.len() - 1;
     let (lo, hi) = shown_range(b, (0, 1));
     let (total, pos, neg) = totals(b, lo, hi);
-    for i in lo..=hi {
+    for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {}", labels[0])
         } else if i == last {
@@ -246,7 +246,7 @@ pub fn format_llquantize(
             labels[i].to_string()
         };
         let _ = write!(s, "{label:>16} ");
-        s.push_str(&quant_line(b[i], normal, total, pos, neg));
+        s.push_str(&quant_line(count, normal, total, pos, neg));
     }
     s
 }

@@ -1,5 +1,5 @@
 //! DTrace's `printf()`/`printa()` format strings: [`parse`] into [`Piece`]s, check argument kinds
-//! with [`Conversion::arg_kind`] / [`arg_slots`], and render with [`format`] / [`format_printa`].
+//! with [`Conversion::arg_kind`] / [`arg_slots`], and render with [`format()`] / [`format_printa`].
 //!
 //! Follows the DTrace guide, chapter "Output Formatting" (printf: conversion specifications, flag
 //! specifiers, width and precision specifiers, size prefixes, conversion formats) and the consumer

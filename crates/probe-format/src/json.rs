@@ -1,0 +1,505 @@
+//! Strict JSON Lines output (`sightline probe --json`): one complete JSON object per line, one
+//! line per probe record, aggregation, drop report or run-time error. Schemas (and examples) are in
+//! `docs/probe-json.md`; every object has a `"type"` field naming its schema.
+//!
+//! The functions return the object ([`serde_json::Value`]) or the line without its trailing
+//! newline (`*_line`); the caller writes `line + "\n"` and nothing else to stdout.
+
+use crate::agg::{
+    AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
+    llquantize_bucket_values, quantize_bucket_value,
+};
+use crate::value::{Symbol, Value};
+use serde_json::{Map, Value as Json, json};
+
+/// A value as JSON: integers as numbers (unsigned types as unsigned), strings as strings, raw
+/// bytes as `{"bytes": "<hex>"}`, symbols as `{"addr", "module", "symbol", "offset", "text"}`
+/// (user symbols add `"pid"`), stacks as `{"user": bool, "frames": [symbol, ...]}`.
+pub fn value_json(v: &Value) -> Json {
+    match v {
+        Value::Int(i) if i.signed => json!(i.as_i64()),
+        Value::Int(i) => json!(i.as_u64()),
+        Value::Str(s) => json!(s),
+        Value::Bytes(b) => {
+            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            json!({ "bytes": hex })
+        }
+        Value::Sym(s) => symbol_json(s, None),
+        Value::Usym { pid, sym } => symbol_json(sym, Some(*pid)),
+        Value::Stack(st) => json!({
+            "user": st.user,
+            "frames": st.frames.iter().map(|f| symbol_json(f, None)).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+fn symbol_json(s: &Symbol, pid: Option<u32>) -> Json {
+    let mut m = Map::new();
+    m.insert("addr".into(), json!(s.addr));
+    m.insert("module".into(), json!(s.module));
+    m.insert("symbol".into(), json!(s.name));
+    m.insert("offset".into(), json!(s.offset));
+    m.insert("text".into(), json!(s.with_offset()));
+    if let Some(pid) = pid {
+        m.insert("pid".into(), json!(pid));
+    }
+    Json::Object(m)
+}
+
+/// One bucket of a distribution: the inclusive range of values it holds (`None` = unbounded) and
+/// its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Smallest value in the bucket, `None` for an underflow bucket.
+    pub min: Option<i64>,
+    /// Largest value in the bucket, `None` for an overflow bucket.
+    pub max: Option<i64>,
+    /// The count (may be negative with a negative increment).
+    pub count: i64,
+}
+
+/// The nonzero buckets of a distribution with their value ranges, lowest first (empty for
+/// scalars). quantize: bucket 63 is `[0, 0]`, positive buckets `[2^k, 2^(k+1) − 1]`, negative
+/// ones `[−2^(k+1) + 1, −2^k]`, the extremes reach `i64::MIN`/`i64::MAX`. lquantize: `[null,
+/// base − 1]`, `[base + i·step, base + (i+1)·step − 1]`, `[base + levels·step, null]`.
+/// llquantize: `[null, factor^low − 1]`, each bucket up to the next one's start − 1, then
+/// `[factor^(high+1), null]`.
+pub fn buckets(func: &AggFunc, data: &AggData) -> Vec<Bucket> {
+    let Some(counts) = data.buckets() else {
+        return Vec::new();
+    };
+    let range = |i: usize| -> (Option<i64>, Option<i64>) {
+        match *func {
+            AggFunc::Quantize => {
+                let lo = if i == 0 {
+                    i64::MIN
+                } else if i <= QUANTIZE_ZERO_BUCKET {
+                    quantize_bucket_value(i - 1) + 1
+                } else {
+                    quantize_bucket_value(i)
+                };
+                let hi = if i == QUANTIZE_NBUCKETS - 1 {
+                    i64::MAX
+                } else if i < QUANTIZE_ZERO_BUCKET {
+                    quantize_bucket_value(i)
+                } else {
+                    quantize_bucket_value(i + 1) - 1
+                };
+                // The zero bucket holds exactly 0; negative buckets are (next lower label, label].
+                if i == QUANTIZE_ZERO_BUCKET {
+                    (Some(0), Some(0))
+                } else {
+                    (Some(lo), Some(hi))
+                }
+            }
+            AggFunc::Lquantize { base, step, .. } => {
+                let levels = counts.len() - 2;
+                if i == 0 {
+                    (None, Some(base - 1))
+                } else if i == levels + 1 {
+                    (Some(base + levels as i64 * step), None)
+                } else {
+                    let lo = base + (i as i64 - 1) * step;
+                    (Some(lo), Some(lo + step - 1))
+                }
+            }
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+            } => {
+                let labels = llquantize_bucket_values(factor, low, high, nsteps);
+                let last = labels.len() - 1;
+                if i == 0 {
+                    (None, Some(labels[0] - 1))
+                } else if i >= last {
+                    (Some(labels[last]), None)
+                } else {
+                    (Some(labels[i]), Some(labels[i + 1] - 1))
+                }
+            }
+            _ => (None, None),
+        }
+    };
+    counts
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| **c != 0)
+        .map(|(i, &count)| {
+            let (min, max) = range(i);
+            Bucket { min, max, count }
+        })
+        .collect()
+}
+
+/// The parameters of a function as a JSON object (`{}` for the scalar functions).
+fn params_json(func: &AggFunc) -> Json {
+    match *func {
+        AggFunc::Lquantize { base, limit, step } => {
+            json!({ "base": base, "limit": limit, "step": step })
+        }
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => {
+            json!({ "factor": factor, "low": low, "high": high, "nsteps": nsteps })
+        }
+        _ => json!({}),
+    }
+}
+
+/// One aggregation entry's value fields: `"value"` (what DTrace prints; `null` for
+/// distributions) plus, per function, `"count"`/`"sum"` (avg), `"count"`/`"sum"`/
+/// `"sum_of_squares"` (stddev; the 128-bit sum as a decimal string), `"buckets"` (distributions,
+/// nonzero buckets as `{"min", "max", "count"}`, `null` = unbounded).
+fn entry_json(func: &AggFunc, data: &AggData, normal: u64) -> Map<String, Json> {
+    let mut m = Map::new();
+    match data.scalar(normal) {
+        Some(v) if data.scalar_is_unsigned() => m.insert("value".into(), json!(v as u64)),
+        Some(v) => m.insert("value".into(), json!(v)),
+        None => m.insert("value".into(), Json::Null),
+    };
+    match data {
+        AggData::Avg { count, sum } => {
+            m.insert("count".into(), json!(count));
+            m.insert("sum".into(), json!(sum));
+        }
+        AggData::Stddev { count, sum, sum_sq } => {
+            m.insert("count".into(), json!(count));
+            m.insert("sum".into(), json!(sum));
+            m.insert("sum_of_squares".into(), json!(sum_sq.to_string()));
+        }
+        _ => {}
+    }
+    if func.is_distribution() {
+        let b: Vec<Json> = buckets(func, data)
+            .into_iter()
+            .map(|b| json!({ "min": b.min, "max": b.max, "count": b.count / normal.max(1) as i64 }))
+            .collect();
+        m.insert("buckets".into(), Json::Array(b));
+    }
+    m
+}
+
+/// An aggregation as one JSON object:
+/// `{"type": "aggregation", "name", "function", "params", "normal", "entries": [{"keys": [...],
+/// "value", ...}]}` with entries in DTrace's print order under `opts`.
+pub fn aggregation_json(agg: &Aggregation, opts: &SortOptions) -> Json {
+    let entries: Vec<Json> = agg
+        .sorted(opts)
+        .into_iter()
+        .map(|e| {
+            let mut m = Map::new();
+            m.insert(
+                "keys".into(),
+                Json::Array(e.keys.iter().map(value_json).collect()),
+            );
+            m.extend(entry_json(&agg.func, &e.data, agg.normal));
+            Json::Object(m)
+        })
+        .collect();
+    json!({
+        "type": "aggregation",
+        "name": agg.name,
+        "function": agg.func.name(),
+        "params": params_json(&agg.func),
+        "normal": agg.normal,
+        "entries": entries,
+    })
+}
+
+/// [`aggregation_json`] as one line (no trailing newline).
+pub fn aggregation_line(agg: &Aggregation, opts: &SortOptions) -> String {
+    aggregation_json(agg, opts).to_string()
+}
+
+/// The probe a record came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRef {
+    /// The probe's ID (as `-l` lists it).
+    pub id: u32,
+    /// Provider (`syscall`, `profile`, `dtrace`, tracepoint category providers, ...).
+    pub provider: String,
+    /// Module.
+    pub module: String,
+    /// Function.
+    pub function: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ProbeRef {
+    fn json(&self) -> Json {
+        json!({
+            "id": self.id,
+            "provider": self.provider,
+            "module": self.module,
+            "function": self.function,
+            "name": self.name,
+        })
+    }
+}
+
+/// One piece of data a probe firing recorded, in clause order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordItem {
+    /// `trace(v)` (also `stack()`, `ustack()`, `sym()` ... used as statements).
+    Trace(Value),
+    /// `printf(fmt, args...)`: the formatted text and the arguments.
+    Printf {
+        /// The format string.
+        format: String,
+        /// The output text.
+        text: String,
+        /// The arguments as recorded.
+        args: Vec<Value>,
+    },
+    /// `exit(status)`.
+    Exit(i32),
+}
+
+/// A probe record as one JSON object:
+/// `{"type": "record", "cpu", "probe": {"id", "provider", "module", "function", "name"},
+/// "timestamp_ns", "data": [{"action": "trace", "value"} | {"action": "printf", "format", "text",
+/// "args"} | {"action": "exit", "status"}]}`. `timestamp_ns` is the BPF `bpf_ktime_get_ns()` time
+/// of the firing (CLOCK_MONOTONIC, ns), `null` when not recorded.
+pub fn record_json(
+    cpu: u32,
+    probe: &ProbeRef,
+    timestamp_ns: Option<u64>,
+    items: &[RecordItem],
+) -> Json {
+    let data: Vec<Json> = items
+        .iter()
+        .map(|it| match it {
+            RecordItem::Trace(v) => json!({ "action": "trace", "value": value_json(v) }),
+            RecordItem::Printf { format, text, args } => json!({
+                "action": "printf",
+                "format": format,
+                "text": text,
+                "args": args.iter().map(value_json).collect::<Vec<_>>(),
+            }),
+            RecordItem::Exit(status) => json!({ "action": "exit", "status": status }),
+        })
+        .collect();
+    json!({
+        "type": "record",
+        "cpu": cpu,
+        "probe": probe.json(),
+        "timestamp_ns": timestamp_ns,
+        "data": data,
+    })
+}
+
+/// [`record_json`] as one line.
+pub fn record_line(
+    cpu: u32,
+    probe: &ProbeRef,
+    timestamp_ns: Option<u64>,
+    items: &[RecordItem],
+) -> String {
+    record_json(cpu, probe, timestamp_ns, items).to_string()
+}
+
+/// Kinds of drops DTrace reports (dt_handle.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropKind {
+    /// Records lost because the principal buffer (ring buffer) was full, on one CPU.
+    Principal,
+    /// Aggregation updates lost (map full), on one CPU.
+    Aggregation,
+    /// Dynamic variable drops (associative arrays, thread-locals: map full).
+    Dynamic,
+    /// Speculation drops.
+    Speculative,
+}
+
+impl DropKind {
+    fn name(self) -> &'static str {
+        match self {
+            DropKind::Principal => "principal",
+            DropKind::Aggregation => "aggregation",
+            DropKind::Dynamic => "dynamic",
+            DropKind::Speculative => "speculative",
+        }
+    }
+}
+
+/// DTrace's drop message (without the `dtrace: ` prefix or newline): per CPU
+/// `"N drops on CPU k"` / `"N aggregation drops on CPU k"`, global `"N dynamic variable drops"`,
+/// `"N speculative drops"` (singular when N = 1) (dt_handle.c `dt_handle_cpudrop`,
+/// `dt_handle_status`).
+pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
+    let s = if count > 1 { "s" } else { "" };
+    match kind {
+        DropKind::Principal | DropKind::Aggregation => {
+            let what = if kind == DropKind::Aggregation {
+                "aggregation "
+            } else {
+                ""
+            };
+            match cpu {
+                Some(c) => format!("{count} {what}drop{s} on CPU {c}"),
+                None => format!("{count} {what}drop{s}"),
+            }
+        }
+        DropKind::Dynamic => format!("{count} dynamic variable drop{s}"),
+        DropKind::Speculative => format!("{count} speculative drop{s}"),
+    }
+}
+
+/// A drop report as one line: `{"type": "drops", "kind", "cpu", "count", "message"}` (`cpu` null
+/// for the global kinds).
+pub fn drops_line(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
+    json!({
+        "type": "drops",
+        "kind": kind.name(),
+        "cpu": cpu,
+        "count": count,
+        "message": drop_message(kind, cpu, count),
+    })
+    .to_string()
+}
+
+/// A run-time error (what fires the ERROR probe: a bad address in `copyinstr()`, a division by
+/// zero) as one line: `{"type": "error", "probe": {...}, "message"}`.
+pub fn error_line(probe: &ProbeRef, message: &str) -> String {
+    json!({ "type": "error", "probe": probe.json(), "message": message }).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Int;
+
+    #[test]
+    fn values() {
+        assert_eq!(value_json(&Value::i64(-3)), json!(-3));
+        assert_eq!(value_json(&Value::u64(u64::MAX)), json!(u64::MAX));
+        assert_eq!(value_json(&Value::Int(Int::i32(-1))), json!(-1));
+        assert_eq!(value_json(&Value::str("a\"b")), json!("a\"b"));
+        assert_eq!(
+            value_json(&Value::Bytes(vec![0, 255])),
+            json!({"bytes": "00ff"})
+        );
+        let s = Symbol {
+            addr: 16,
+            module: Some("vmlinux".into()),
+            name: Some("f".into()),
+            offset: 4,
+        };
+        assert_eq!(value_json(&Value::Sym(s))["text"], json!("vmlinux`f+0x4"));
+    }
+
+    // Guide, "Aggregations" > quantize(): each row counts values ≥ its value and < the next.
+    #[test]
+    fn quantize_bucket_ranges() {
+        let mut a = Aggregation::new("q", 0, AggFunc::Quantize);
+        for v in [0, 1, 3, -3, 1 << 40] {
+            a.add(vec![], v, 1);
+        }
+        let b = buckets(&a.func, &a.entries[0].data);
+        let got: Vec<(Option<i64>, Option<i64>, i64)> =
+            b.iter().map(|b| (b.min, b.max, b.count)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(-3), Some(-2), 1),
+                (Some(0), Some(0), 1),
+                (Some(1), Some(1), 1),
+                (Some(2), Some(3), 1),
+                (Some(1 << 40), Some((1 << 41) - 1), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn lquantize_and_llquantize_ranges() {
+        let f = AggFunc::Lquantize {
+            base: 0,
+            limit: 10,
+            step: 5,
+        };
+        let mut d = AggData::zero(&f);
+        for v in [-1, 7, 100] {
+            d.add(&f, v, 1);
+        }
+        let got: Vec<_> = buckets(&f, &d).iter().map(|b| (b.min, b.max)).collect();
+        assert_eq!(
+            got,
+            vec![(None, Some(-1)), (Some(5), Some(9)), (Some(10), None)]
+        );
+        let f = AggFunc::Llquantize {
+            factor: 10,
+            low: 0,
+            high: 2,
+            nsteps: 10,
+        };
+        let mut d = AggData::zero(&f);
+        for v in [0, 25, 5000] {
+            d.add(&f, v, 1);
+        }
+        let got: Vec<_> = buckets(&f, &d).iter().map(|b| (b.min, b.max)).collect();
+        assert_eq!(
+            got,
+            vec![(None, Some(0)), (Some(20), Some(29)), (Some(1000), None)]
+        );
+    }
+
+    #[test]
+    fn lines_are_single_json_objects() {
+        let mut a = Aggregation::new("lat", 0, AggFunc::Avg);
+        a.add(vec![Value::str("bash")], 10, 1);
+        a.add(vec![Value::str("bash")], 21, 1);
+        let line = aggregation_line(&a, &SortOptions::default());
+        assert!(!line.contains('\n'));
+        let v: Json = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "aggregation");
+        assert_eq!(v["function"], "avg");
+        assert_eq!(v["entries"][0]["keys"], json!(["bash"]));
+        assert_eq!(v["entries"][0]["value"], json!(15));
+        assert_eq!(v["entries"][0]["count"], json!(2));
+        assert_eq!(v["entries"][0]["sum"], json!(31));
+        let p = ProbeRef {
+            id: 1,
+            provider: "dtrace".into(),
+            module: "".into(),
+            function: "".into(),
+            name: "BEGIN".into(),
+        };
+        let r = record_line(
+            0,
+            &p,
+            Some(5),
+            &[
+                RecordItem::Printf {
+                    format: "%d\n".into(),
+                    text: "1\n".into(),
+                    args: vec![Value::i64(1)],
+                },
+                RecordItem::Exit(0),
+            ],
+        );
+        assert!(!r.contains('\n'));
+        let v: Json = serde_json::from_str(&r).unwrap();
+        assert_eq!(v["data"][0]["text"], "1\n");
+        assert_eq!(v["data"][1], json!({"action": "exit", "status": 0}));
+        assert_eq!(
+            drop_message(DropKind::Principal, Some(1), 3),
+            "3 drops on CPU 1"
+        );
+        assert_eq!(
+            drop_message(DropKind::Aggregation, Some(0), 1),
+            "1 aggregation drop on CPU 0"
+        );
+        assert_eq!(
+            drop_message(DropKind::Dynamic, None, 2),
+            "2 dynamic variable drops"
+        );
+        let v: Json = serde_json::from_str(&drops_line(DropKind::Dynamic, None, 2)).unwrap();
+        assert_eq!(v["cpu"], Json::Null);
+    }
+}
