@@ -8,6 +8,8 @@
 /// Declares a USDT provider and its probes, with typed arguments.
 ///
 /// ```
+/// use sightline_usdt::Json;
+///
 /// #[derive(serde::Serialize)]
 /// struct Job { id: u64, queue: &'static str }
 ///
@@ -25,7 +27,7 @@
 ///     }
 /// }
 ///
-/// use sightline_usdt::Json;
+/// # fn main() {
 /// let job = Job { id: 7, queue: "mail" };
 /// jobrunner::job__start::fire(job.id, job.queue, b"hello");   // eager: arguments always evaluated
 /// sightline_usdt::probe!(jobrunner::job__done, || (job.id, true)); // closure: evaluated only when enabled
@@ -35,6 +37,7 @@
 /// }
 /// assert_eq!(jobrunner::PROVIDER, "jobrunner");
 /// assert_eq!(jobrunner::job__start::ARG_SIZES, &[8, 8, 8, 8]);
+/// # }
 /// ```
 ///
 /// # What it generates
@@ -61,8 +64,9 @@
 /// registers the site can use). Probe names use `__` where DTrace shows `-` (`job__start` is
 /// `job-start`), as sys/sdt.h users do.
 ///
-/// Item names resolve as in the module around the macro (each generated module does
-/// `use super::*`).
+/// Item names in argument types resolve as in the module around the macro (each generated module
+/// does `use super::*`), so declare providers at module level, not inside a function body (names
+/// local to a function are not visible to `super::*`).
 #[macro_export]
 macro_rules! provider {
     (
