@@ -595,7 +595,7 @@ pub(crate) fn decode_hex_into(s: &str, out: &mut [u8], pos_base: usize) -> Resul
     if let Some((i, ch)) = s.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
         return Err(MetadataError::InvalidHex { pos: pos_base + i, ch });
     }
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(MetadataError::OddLength { len: b.len() });
     }
     let n = b.len() / 2;

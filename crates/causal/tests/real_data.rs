@@ -4,7 +4,9 @@ use causal::{Metadata, Report};
 use serde_json::Value;
 
 /// Every report of every file, as (key, value) pairs in file order, one pair per value.
-fn all_reports() -> Option<Vec<(String, Vec<(String, String)>)>> {
+type Pairs = Vec<(String, String)>;
+
+fn all_reports() -> Option<Vec<(String, Pairs)>> {
     let dir = test_support::shared_data("xtrace")?;
     let mut out = Vec::new();
     let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();

@@ -1,0 +1,609 @@
+//! Contexts (a task and the events the next event follows), the per-thread current context, and
+//! the event-reporting API.
+//!
+//! X-Trace's model (Fonseca et al., NSDI 2007, §3): every event of a task carries the task's id and
+//! its own id, and names the events that caused it (its edges). A [`Context`] is what travels with
+//! the work: the TaskId, the ids of the latest event(s) on this path ("parents" of the next event),
+//! the options, the sampling decision and the W3C values carried along. Reporting an event through a
+//! context makes that event the context's only parent, so successive events chain; [`Context::join`]
+//! merges several paths so that the next event has several parents (a fan-in).
+//!
+//! Each thread has a current context ([`current`], [`Context::attach`]); [`report`] and [`event`]
+//! report through it. Explicit contexts move between threads, queues and tasks by value.
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::metadata::{Metadata, OpId, TaskId};
+use crate::w3c::TraceParent;
+
+/// Parents kept inline before spilling to the heap: a join of up to this many paths allocates
+/// nothing.
+const INLINE_PARENTS: usize = 4;
+
+/// The event ids the next event of a context follows.
+#[derive(Clone)]
+enum Parents {
+    Inline { len: u8, ids: [OpId; INLINE_PARENTS] },
+    Many(Arc<[OpId]>),
+}
+
+impl Parents {
+    const EMPTY: Parents = Parents::Inline { len: 0, ids: [OpId::new(0); INLINE_PARENTS] };
+
+    fn one(id: OpId) -> Parents {
+        let mut ids = [OpId::new(0); INLINE_PARENTS];
+        ids[0] = id;
+        Parents::Inline { len: 1, ids }
+    }
+
+    fn as_slice(&self) -> &[OpId] {
+        match self {
+            Parents::Inline { len, ids } => &ids[..*len as usize],
+            Parents::Many(v) => v,
+        }
+    }
+
+    fn from_slice(ids: &[OpId]) -> Parents {
+        if ids.len() <= INLINE_PARENTS {
+            let mut a = [OpId::new(0); INLINE_PARENTS];
+            a[..ids.len()].copy_from_slice(ids);
+            Parents::Inline { len: ids.len() as u8, ids: a }
+        } else {
+            Parents::Many(Arc::from(ids))
+        }
+    }
+}
+
+/// W3C values carried along unchanged.
+#[derive(Debug, PartialEq, Eq)]
+struct Carried {
+    tracestate: Option<String>,
+    baggage: Option<String>,
+}
+
+/// A task and the events its next event follows; cheap to clone (no allocation unless the task
+/// has options, W3C tracestate/baggage or a join of more than 4 paths, and then one atomic
+/// increment per shared part).
+#[derive(Clone)]
+pub struct Context {
+    task: TaskId,
+    parents: Parents,
+    sampled: bool,
+    options: Option<Arc<[u8]>>,
+    carried: Option<Arc<Carried>>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("task", &self.task)
+            .field("parents", &self.parents.as_slice())
+            .field("sampled", &self.sampled)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for Context {
+    fn eq(&self, o: &Context) -> bool {
+        self.task == o.task
+            && self.parents.as_slice() == o.parents.as_slice()
+            && self.sampled == o.sampled
+            && self.options == o.options
+            && self.carried == o.carried
+    }
+}
+
+impl Context {
+    /// A context of a new task with no events yet (its first event has no edges).
+    ///
+    /// The TaskId is random (8 bytes). `sampled == false` makes an unsampled task: its events cost
+    /// a thread-local read and report nothing, while propagation still carries the trace-id with
+    /// the sampled flag clear. Most programs call [`start_task`], which also decides sampling.
+    pub fn new_task(sampled: bool) -> Context {
+        Context::with_task(TaskId::random(), sampled)
+    }
+
+    /// A context of task `task` with no events yet.
+    pub fn with_task(task: TaskId, sampled: bool) -> Context {
+        Context { task, parents: Parents::EMPTY, sampled, options: None, carried: None }
+    }
+
+    /// The context that received X-Trace metadata stands for: its task and options, the metadata's
+    /// event as the only parent. Sampled: X-Trace metadata is only sent for traced tasks.
+    pub fn from_metadata(md: &Metadata) -> Context {
+        Context {
+            task: md.task_id(),
+            parents: Parents::one(md.op_id()),
+            sampled: true,
+            options: md.options_arc().cloned(),
+            carried: None,
+        }
+    }
+
+    /// The context a W3C `traceparent` stands for (trace-id mapped to a TaskId as in
+    /// [`crate::w3c`]; parent-id as the only parent; sampled as the trace-flags say), carrying
+    /// `tracestate` and `baggage` unchanged when they are valid.
+    pub fn from_traceparent(tp: &TraceParent, tracestate: Option<&str>, baggage: Option<&str>) -> Context {
+        let mut c = Context {
+            task: tp.task_id(),
+            parents: Parents::one(tp.parent_op()),
+            sampled: tp.sampled(),
+            options: None,
+            carried: None,
+        };
+        c.set_carried(tracestate, baggage);
+        c
+    }
+
+    pub(crate) fn set_carried(&mut self, tracestate: Option<&str>, baggage: Option<&str>) {
+        let tracestate = tracestate.and_then(crate::w3c::check_tracestate).map(str::to_string);
+        let baggage = baggage.and_then(crate::w3c::check_baggage).map(str::to_string);
+        self.carried = if tracestate.is_none() && baggage.is_none() {
+            None
+        } else {
+            Some(Arc::new(Carried { tracestate, baggage }))
+        };
+    }
+
+    /// The thread's current context, cloned (capture it to move work elsewhere).
+    pub fn current() -> Option<Context> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// The TaskId.
+    pub fn task_id(&self) -> TaskId {
+        self.task
+    }
+
+    /// The events the next event will follow (empty before a task's first event; several after a
+    /// join).
+    pub fn parents(&self) -> &[OpId] {
+        self.parents.as_slice()
+    }
+
+    /// Whether this task's events are reported.
+    pub fn is_sampled(&self) -> bool {
+        self.sampled
+    }
+
+    /// The raw X-Trace options block carried with the task (empty when none).
+    pub fn options_bytes(&self) -> &[u8] {
+        self.options.as_deref().unwrap_or(&[])
+    }
+
+    /// The W3C `tracestate` carried along, if any.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.carried.as_ref().and_then(|c| c.tracestate.as_deref())
+    }
+
+    /// The W3C `baggage` carried along, if any.
+    pub fn baggage(&self) -> Option<&str> {
+        self.carried.as_ref().and_then(|c| c.baggage.as_deref())
+    }
+
+    /// X-Trace metadata to send with a message: the task, the options and the *latest* parent.
+    ///
+    /// X-Trace metadata names one event; after a join, report an event (e.g. "send") first so
+    /// that one event stands for all paths. `None` before the task's first event and for unsampled
+    /// tasks (X-Trace metadata is only sent for traced tasks).
+    pub fn metadata(&self) -> Option<Metadata> {
+        if !self.sampled {
+            return None;
+        }
+        let op = *self.parents().last()?;
+        Some(Metadata::from_parts(self.task, op, self.options.clone()))
+    }
+
+    /// The W3C `traceparent` to send: trace-id mapped from the TaskId, parent-id the latest parent,
+    /// sampled flag from the sampling decision. `None` before the task's first event.
+    pub fn traceparent(&self) -> Option<TraceParent> {
+        let op = *self.parents().last()?;
+        Some(TraceParent::from_task(self.task, op, self.sampled))
+    }
+
+    /// This context with the parents of `other` added (no duplicates), so that the next event
+    /// follows both paths. A context of another task is ignored (an event belongs to one task):
+    /// the result is then `self` unchanged.
+    pub fn join(&self, other: &Context) -> Context {
+        let mut c = self.clone();
+        c.join_in(other);
+        c
+    }
+
+    /// [`Context::join`] of many: the first context's task; others of that task add their parents.
+    /// `None` when `contexts` is empty.
+    pub fn join_all<'a, I: IntoIterator<Item = &'a Context>>(contexts: I) -> Option<Context> {
+        let mut it = contexts.into_iter();
+        let mut c = it.next()?.clone();
+        for o in it {
+            c.join_in(o);
+        }
+        Some(c)
+    }
+
+    /// Adds `other`'s parents to this context in place (see [`Context::join`]).
+    pub fn join_in(&mut self, other: &Context) {
+        if other.task != self.task {
+            return;
+        }
+        let mine = self.parents.as_slice();
+        if other.parents().iter().all(|p| mine.contains(p)) {
+            return;
+        }
+        let mut v: Vec<OpId> = mine.to_vec();
+        for p in other.parents() {
+            if !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        self.parents = Parents::from_slice(&v);
+        self.sampled |= other.sampled;
+        if self.carried.is_none() {
+            self.carried.clone_from(&other.carried);
+        }
+    }
+
+    /// Removes `ids` from the parents (events superseded by a later event on the same path).
+    pub(crate) fn remove_parents(&mut self, ids: &[OpId]) {
+        if ids.is_empty() || !self.parents().iter().any(|p| ids.contains(p)) {
+            return;
+        }
+        let v: Vec<OpId> = self.parents().iter().copied().filter(|p| !ids.contains(p)).collect();
+        self.parents = Parents::from_slice(&v);
+    }
+
+    /// Makes this the thread's current context until the guard is dropped, which restores the
+    /// previous one. Events reported meanwhile update the current context, not `self`: read it
+    /// back with [`ContextGuard::context`] or [`Context::current`].
+    pub fn attach(self) -> ContextGuard {
+        let prev = CURRENT.with(|c| c.replace(Some(self)));
+        ContextGuard { prev: Some(prev), _not_send: std::marker::PhantomData }
+    }
+
+    /// Reports an event through this explicit context (not the thread's): its parents are this
+    /// context's parents, and it becomes the only parent. Returns the event's OpId, or `None` when
+    /// the task is unsampled. Use this in code that owns its context (async tasks, queues).
+    pub fn report<I>(&mut self, label: impl Into<Cow<'static, str>>, fields: I) -> Option<OpId>
+    where
+        I: IntoIterator<Item = (&'static str, Value)>,
+    {
+        if !self.sampled {
+            return None;
+        }
+        emit(self, label.into(), None, Fields::collect(fields))
+    }
+
+    /// An event builder reporting through this explicit context.
+    pub fn event(&mut self, label: impl Into<Cow<'static, str>>) -> EventBuilder<'_> {
+        EventBuilder { target: Target::Explicit(self), label: label.into(), agent: None, fields: Fields::new() }
+    }
+}
+
+/// Restores the previous current context when dropped (see [`Context::attach`]). Not `Send`: it
+/// belongs to the thread whose context it changed.
+#[derive(Debug)]
+#[must_use = "the context is detached again when the guard is dropped"]
+pub struct ContextGuard {
+    prev: Option<Option<Context>>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl ContextGuard {
+    /// The thread's current context now (including events reported since `attach`).
+    pub fn context(&self) -> Option<Context> {
+        Context::current()
+    }
+
+    /// Detaches now and returns the context as it ended up (with the events reported meanwhile),
+    /// restoring the previous one.
+    pub fn detach(mut self) -> Option<Context> {
+        let prev = self.prev.take().expect("guard not yet detached");
+        CURRENT.with(|c| c.replace(prev))
+    }
+}
+
+impl Drop for ContextGuard {
+    fn drop(&mut self) {
+        if let Some(prev) = self.prev.take() {
+            // `try_with`: during thread teardown the slot may already be gone; nothing to restore.
+            let _ = CURRENT.try_with(|c| c.replace(prev));
+        }
+    }
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Context>> = const { RefCell::new(None) };
+    static TID: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Replaces the thread's current context, returning the previous one.
+pub fn set_current(ctx: Option<Context>) -> Option<Context> {
+    CURRENT.with(|c| c.replace(ctx))
+}
+
+/// The thread's current context, cloned.
+pub fn current() -> Option<Context> {
+    Context::current()
+}
+
+/// Removes and returns the thread's current context.
+pub fn take_current() -> Option<Context> {
+    CURRENT.with(|c| c.borrow_mut().take())
+}
+
+/// Joins `others` into the thread's current context (which becomes the first of them when there
+/// is none), so that the next event has parents on every path: the fan-in after parallel work.
+pub fn join_current<'a, I: IntoIterator<Item = &'a Context>>(others: I) {
+    CURRENT.with(|c| {
+        let mut cur = c.borrow_mut();
+        for o in others {
+            match cur.as_mut() {
+                Some(cur) => cur.join_in(o),
+                None => *cur = Some(o.clone()),
+            }
+        }
+    })
+}
+
+/// Starts a new task on this thread: decides head sampling (the reporter's sample rate), makes a
+/// context with a random TaskId current, and reports the task's first event, `label`, with no
+/// edges. Returns the context (the current one, after the event).
+///
+/// An unsampled task still becomes current (so propagation carries the trace-id with the sampled
+/// flag clear and downstream services skip it too), but reports nothing.
+pub fn start_task<I>(label: impl Into<Cow<'static, str>>, fields: I) -> Context
+where
+    I: IntoIterator<Item = (&'static str, Value)>,
+{
+    let sampled = crate::reporter::sample_new_task();
+    let mut ctx = Context::new_task(sampled);
+    if sampled {
+        emit(&mut ctx, label.into(), None, Fields::collect(fields));
+    }
+    set_current(Some(ctx.clone()));
+    ctx
+}
+
+/// A key/value's value. `&'static str` and `String` convert without copying; numbers and bools are
+/// formatted by the reporter thread, off the caller's path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Unsigned integer.
+    U64(u64),
+    /// Signed integer.
+    I64(i64),
+    /// Float.
+    F64(f64),
+    /// Boolean (`true`/`false`).
+    Bool(bool),
+    /// String (borrowed when static: no allocation).
+    Str(Cow<'static, str>),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::U64(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v}"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::Str(v) => f.write_str(v),
+        }
+    }
+}
+
+macro_rules! value_from {
+    ($($t:ty => $v:ident as $as:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(x: $t) -> Value { Value::$v(x as $as) }
+        }
+    )*};
+}
+value_from!(u8 => U64 as u64, u16 => U64 as u64, u32 => U64 as u64, u64 => U64 as u64, usize => U64 as u64,
+            i8 => I64 as i64, i16 => I64 as i64, i32 => I64 as i64, i64 => I64 as i64, isize => I64 as i64,
+            f32 => F64 as f64, f64 => F64 as f64);
+
+impl From<bool> for Value {
+    fn from(x: bool) -> Value {
+        Value::Bool(x)
+    }
+}
+impl From<&'static str> for Value {
+    fn from(x: &'static str) -> Value {
+        Value::Str(Cow::Borrowed(x))
+    }
+}
+impl From<String> for Value {
+    fn from(x: String) -> Value {
+        Value::Str(Cow::Owned(x))
+    }
+}
+
+/// Key/values kept inline before spilling to the heap.
+const INLINE_FIELDS: usize = 4;
+
+/// An event's key/values: up to 4 inline, more on the heap.
+#[derive(Debug, Clone)]
+pub(crate) struct Fields {
+    len: u8,
+    inline: [(&'static str, Value); INLINE_FIELDS],
+    spill: Vec<(&'static str, Value)>,
+}
+
+const EMPTY_FIELD: (&str, Value) = ("", Value::Bool(false));
+
+impl Fields {
+    pub(crate) fn new() -> Fields {
+        Fields { len: 0, inline: [EMPTY_FIELD; INLINE_FIELDS], spill: Vec::new() }
+    }
+
+    #[inline]
+    pub(crate) fn collect<I: IntoIterator<Item = (&'static str, Value)>>(it: I) -> Fields {
+        let mut f = Fields::new();
+        for kv in it {
+            f.push(kv.0, kv.1);
+        }
+        f
+    }
+
+    #[inline]
+    pub(crate) fn push(&mut self, k: &'static str, v: Value) {
+        if (self.len as usize) < INLINE_FIELDS {
+            self.inline[self.len as usize] = (k, v);
+            self.len += 1;
+        } else {
+            self.spill.push((k, v));
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(&'static str, Value)> {
+        self.inline[..self.len as usize].iter().chain(self.spill.iter())
+    }
+}
+
+/// One event on its way from the instrumented thread to the reporter thread: everything the
+/// report needs that is cheap to copy; the reporter adds host, process, thread name and wall time.
+#[derive(Debug)]
+pub(crate) struct RawEvent {
+    pub(crate) task: TaskId,
+    pub(crate) op: OpId,
+    parents: Parents,
+    pub(crate) options: Option<Arc<[u8]>>,
+    pub(crate) label: Cow<'static, str>,
+    pub(crate) agent: Option<&'static str>,
+    pub(crate) fields: Fields,
+    pub(crate) hrt_ns: u64,
+    pub(crate) tid: u32,
+}
+
+impl fmt::Debug for Parents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl RawEvent {
+    pub(crate) fn parents(&self) -> &[OpId] {
+        self.parents.as_slice()
+    }
+}
+
+/// This thread's kernel tid, looked up once per thread (and the thread's name registered with
+/// the reporter then).
+#[inline]
+fn thread_tid() -> u32 {
+    TID.with(|t| {
+        let v = t.get();
+        if v != 0 {
+            return v;
+        }
+        let tid = crate::sys::gettid();
+        crate::reporter::register_thread(tid, std::thread::current().name());
+        t.set(tid);
+        tid
+    })
+}
+
+/// Reports one event through `ctx` (sampled checked by callers) and makes it `ctx`'s only parent.
+#[inline]
+fn emit(ctx: &mut Context, label: Cow<'static, str>, agent: Option<&'static str>, fields: Fields) -> Option<OpId> {
+    let op = OpId::new(crate::ids::random_nonzero_u64());
+    let parents = std::mem::replace(&mut ctx.parents, Parents::one(op));
+    crate::probes::event_fired(ctx.task, op, &label);
+    let ev = RawEvent {
+        task: ctx.task,
+        op,
+        parents,
+        options: ctx.options.clone(),
+        label,
+        agent,
+        fields,
+        hrt_ns: crate::sys::monotonic_ns(),
+        tid: thread_tid(),
+    };
+    crate::reporter::submit(ev);
+    Some(op)
+}
+
+/// Reports an event through the thread's current context: its edges go to the current context's
+/// parents, and it becomes the only parent. Returns its OpId; `None` (and nothing reported) when
+/// the thread has no context or its task is unsampled.
+///
+/// Costs no allocation for a static label and up to 4 key/values of numbers or static strings.
+#[inline]
+pub fn report<I>(label: impl Into<Cow<'static, str>>, fields: I) -> Option<OpId>
+where
+    I: IntoIterator<Item = (&'static str, Value)>,
+{
+    CURRENT.with(|c| {
+        let mut cur = c.borrow_mut();
+        match cur.as_mut() {
+            Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
+            _ => None,
+        }
+    })
+}
+
+/// An event builder reporting through the thread's current context.
+///
+/// ```
+/// causal::event("cache miss").agent("cache").kv("key_len", 12u32).report();
+/// ```
+pub fn event(label: impl Into<Cow<'static, str>>) -> EventBuilder<'static> {
+    EventBuilder { target: Target::Current, label: label.into(), agent: None, fields: Fields::new() }
+}
+
+enum Target<'a> {
+    Current,
+    Explicit(&'a mut Context),
+}
+
+/// Builds one event: label, optional agent, key/values; [`EventBuilder::report`] sends it.
+#[must_use = "an event is reported only by .report()"]
+pub struct EventBuilder<'a> {
+    target: Target<'a>,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: Fields,
+}
+
+impl fmt::Debug for EventBuilder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventBuilder").field("label", &self.label).field("agent", &self.agent).finish()
+    }
+}
+
+impl EventBuilder<'_> {
+    /// The `Agent` of this event (default: the reporter's agent, see `Config::agent`).
+    pub fn agent(mut self, agent: &'static str) -> Self {
+        self.agent = Some(agent);
+        self
+    }
+
+    /// Adds a key/value.
+    pub fn kv(mut self, key: &'static str, value: impl Into<Value>) -> Self {
+        self.fields.push(key, value.into());
+        self
+    }
+
+    /// Reports the event; returns its OpId, or `None` when there is no context or the task is
+    /// unsampled.
+    pub fn report(self) -> Option<OpId> {
+        let EventBuilder { target, label, agent, fields } = self;
+        match target {
+            Target::Explicit(ctx) => {
+                if !ctx.sampled {
+                    return None;
+                }
+                emit(ctx, label, agent, fields)
+            }
+            Target::Current => CURRENT.with(|c| match c.borrow_mut().as_mut() {
+                Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
+                _ => None,
+            }),
+        }
+    }
+}

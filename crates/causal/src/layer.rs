@@ -1,0 +1,195 @@
+//! A `tracing` layer: code instrumented with the `tracing` crate reports X-Trace events without
+//! changes.
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! tracing_subscriber::registry().with(causal::layer::CausalLayer::new()).init();
+//! ```
+//!
+//! # Mapping
+//! - Entering a span reports an event labelled with the span's name and `span: enter` (plus the
+//!   span's fields on its first entry); exiting reports `span: exit`.
+//! - A span keeps its own context: it starts as its parent's (explicit parent) or the thread's
+//!   (contextual), becomes the thread's current context while the span is entered, and keeps the
+//!   events reported inside. So an async task instrumented with a span carries its causality
+//!   across polls and threads.
+//! - When a span exits and the context restored is of the same task, the span's last event is
+//!   joined into it: sequential children chain, children that ran concurrently (e.g. two futures
+//!   polled by `join!`) both become parents of the parent's next event (a fan-in).
+//! - `follows_from(a, b)` joins `b`'s context into `a`'s: `a`'s next event gets an extra edge.
+//! - `tracing` events (`info!` …) become events labelled with their message, with their fields.
+//! - A root span entered with no current context starts a new task (head sampling applies), unless
+//!   disabled with [`CausalLayer::start_tasks`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context as LayerCx, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::context::{self, Context, Value};
+use crate::metadata::OpId;
+
+/// The layer (see the module docs).
+#[derive(Debug, Clone)]
+pub struct CausalLayer {
+    start_tasks: bool,
+}
+
+impl Default for CausalLayer {
+    fn default() -> Self {
+        CausalLayer::new()
+    }
+}
+
+impl CausalLayer {
+    /// A layer that starts a task at a root span entered without a context.
+    pub fn new() -> CausalLayer {
+        CausalLayer { start_tasks: true }
+    }
+
+    /// Whether a root span entered with no current context starts a new task (default true).
+    pub fn start_tasks(mut self, yes: bool) -> CausalLayer {
+        self.start_tasks = yes;
+        self
+    }
+}
+
+/// Per-span state kept in the registry's extensions.
+struct SpanState {
+    ctx: Option<Context>,
+    /// The parents of `ctx` when the span was created, to tell on exit whether the context being
+    /// restored moved on meanwhile (concurrent siblings: join) or not (sequential: replace).
+    created_from: Vec<OpId>,
+    /// Thread contexts saved at each (possibly nested) entry.
+    saved: Vec<Option<Context>>,
+    /// The span's last events joined into the restored context at its previous exit; superseded
+    /// by the span's next exit, so removed from the restored context then.
+    contributed: Vec<OpId>,
+    fields: Vec<(&'static str, String)>,
+    entered_once: bool,
+}
+
+#[derive(Default)]
+struct FieldCollector {
+    fields: Vec<(&'static str, String)>,
+    message: Option<String>,
+}
+
+impl Visit for FieldCollector {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.message = Some(format!("{value:?}"));
+        } else {
+            self.fields.push((field.name(), format!("{value:?}")));
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message = Some(value.to_string());
+        } else {
+            self.fields.push((field.name(), value.to_string()));
+        }
+    }
+}
+
+impl<S> Layer<S> for CausalLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: LayerCx<'_, S>) {
+        let Some(span) = cx.span(id) else { return };
+        let ctx = match attrs.parent() {
+            Some(p) => cx.span(p).and_then(|p| p.extensions().get::<SpanState>().and_then(|s| s.ctx.clone())),
+            None if attrs.is_contextual() => Context::current(),
+            None => None,
+        };
+        let mut fc = FieldCollector::default();
+        attrs.record(&mut fc);
+        let created_from = ctx.as_ref().map(|c| c.parents().to_vec()).unwrap_or_default();
+        span.extensions_mut().insert(SpanState { ctx, created_from, saved: Vec::new(), contributed: Vec::new(), fields: fc.fields, entered_once: false });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, cx: LayerCx<'_, S>) {
+        let Some(span) = cx.span(id) else { return };
+        let mut fc = FieldCollector::default();
+        values.record(&mut fc);
+        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
+            st.fields.extend(fc.fields);
+        }
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, cx: LayerCx<'_, S>) {
+        let other = cx.span(follows).and_then(|s| s.extensions().get::<SpanState>().and_then(|s| s.ctx.clone()));
+        let (Some(span), Some(other)) = (cx.span(id), other) else { return };
+        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
+            match st.ctx.as_mut() {
+                Some(c) => c.join_in(&other),
+                None => st.ctx = Some(other),
+            }
+        }
+    }
+
+    fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
+        let Some(span) = cx.span(id) else { return };
+        let name = span.name();
+        let mut ext = span.extensions_mut();
+        let Some(st) = ext.get_mut::<SpanState>() else { return };
+        let mut ctx = st.ctx.take();
+        if ctx.is_none() && self.start_tasks && span.parent().is_none() {
+            let sampled = crate::reporter::sample_new_task();
+            ctx = Some(Context::new_task(sampled));
+        }
+        let prev = context::set_current(ctx);
+        st.saved.push(prev);
+        let mut fields: Vec<(&'static str, Value)> = vec![("span", Value::from("enter"))];
+        if !st.entered_once {
+            st.entered_once = true;
+            fields.extend(st.fields.iter().map(|(k, v)| (*k, Value::Str(Cow::Owned(v.clone())))));
+        }
+        context::report(name, fields);
+    }
+
+    fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
+        let Some(span) = cx.span(id) else { return };
+        context::report(span.name(), [("span", Value::from("exit"))]);
+        let mut ext = span.extensions_mut();
+        let Some(st) = ext.get_mut::<SpanState>() else { return };
+        let mine = context::take_current();
+        let mut restored = st.saved.pop().flatten();
+        if let (Some(r), Some(m)) = (restored.as_mut(), mine.as_ref())
+            && r.task_id() == m.task_id() {
+                r.remove_parents(&st.contributed);
+                if r.parents().is_empty() || r.parents() == st.created_from.as_slice() {
+                    // Nothing else happened on the restored path since this span began: continue
+                    // from the span's last event.
+                    *r = m.clone();
+                } else {
+                    // A sibling ran meanwhile: both paths lead to the parent's next event.
+                    r.join_in(m);
+                }
+                st.contributed = m.parents().to_vec();
+            }
+        st.ctx = mine;
+        context::set_current(restored);
+    }
+
+    fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {
+        if Context::current().is_none_or(|c| !c.is_sampled()) {
+            return;
+        }
+        let mut fc = FieldCollector::default();
+        event.record(&mut fc);
+        let label: Cow<'static, str> = match fc.message {
+            Some(m) => Cow::Owned(m),
+            None => Cow::Borrowed(event.metadata().name()),
+        };
+        let level = event.metadata().level().as_str();
+        let fields = std::iter::once(("level", Value::from(level)))
+            .chain(fc.fields.into_iter().map(|(k, v)| (k, Value::Str(Cow::Owned(v)))));
+        context::report(label, fields);
+    }
+}

@@ -1,0 +1,603 @@
+//! The reporter: a bounded lock-free queue, a background thread that batches reports to a sink,
+//! and counters the program can read.
+//!
+//! # Never block the program
+//! An event is pushed onto a fixed-size queue (`crossbeam_queue::ArrayQueue`, allocated once); when
+//! the queue is full the event is dropped and counted ([`Stats::dropped_queue_full`]). The reporter
+//! thread wakes every `flush_interval` (or when the queue is half full), turns queued events into
+//! [`Report`]s, encodes a batch and writes it to the sink. A sink that fails (collector down) costs
+//! the batch, counted in [`Stats::dropped_sink`]; the thread retries the connection at most once a
+//! second. Reports are flushed at a normal exit (an `atexit(3)` handler) and by [`flush`].
+//!
+//! # Configuration
+//! By code ([`init`] with a [`Config`]) or, on first use, from the environment ([`Config::from_env`]):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SIGHTLINE_CAUSAL_SINK` | `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH`, or `off` | `tcp://127.0.0.1:7831` |
+//! | `SIGHTLINE_CAUSAL_FORMAT` | `text` (X-Trace Report 1.0) or `binary` (native) | `text` |
+//! | `SIGHTLINE_CAUSAL_SAMPLE` | probability in [0, 1] that a new task is sampled | `1` |
+//! | `SIGHTLINE_CAUSAL_AGENT` | `Agent` of events that name none | program name |
+//! | `SIGHTLINE_CAUSAL_QUEUE` | queue capacity, in events | `16384` |
+//! | `SIGHTLINE_CAUSAL_FLUSH_MS` | batching interval, ms | `20` |
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::ArrayQueue;
+
+use crate::context::RawEvent;
+use crate::metadata::Metadata;
+use crate::report::Report;
+use crate::wire::{DEFAULT_PORT, WireFormat, encode_frame};
+
+/// A callback sink: receives every report on the reporter thread.
+pub type Callback = Arc<dyn Fn(&Report) + Send + Sync>;
+
+/// Where reports go.
+#[derive(Clone)]
+pub enum Sink {
+    /// TCP to a collector, each report framed with a 4-byte big-endian length.
+    Tcp(SocketAddr),
+    /// UDP, one report per datagram, no length prefix.
+    Udp(SocketAddr),
+    /// Frames (as over TCP) appended to a file.
+    File(PathBuf),
+    /// A function called on the reporter thread with each report (tests, custom exporters).
+    Callback(Callback),
+    /// Nowhere: events are still built and counted as sent (for measuring the library itself).
+    Off,
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sink::Tcp(a) => write!(f, "tcp://{a}"),
+            Sink::Udp(a) => write!(f, "udp://{a}"),
+            Sink::File(p) => write!(f, "file:{}", p.display()),
+            Sink::Callback(_) => f.write_str("callback"),
+            Sink::Off => f.write_str("off"),
+        }
+    }
+}
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A `SIGHTLINE_CAUSAL_*` variable (or a `Sink::parse` input) has a value that does not parse.
+    #[error("{var}={value:?}: {why}")]
+    BadValue {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What was expected.
+        why: &'static str,
+    },
+    /// [`init`] was called after the reporter had started (explicitly or by a first event).
+    #[error("the causal reporter is already running (init must come before the first event)")]
+    AlreadyInitialized,
+    /// The reporter thread could not be spawned.
+    #[error("spawning the causal reporter thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+impl Sink {
+    /// Parses `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH` (or `file://PATH`) or `off`.
+    ///
+    /// # Errors
+    /// [`ConfigError::BadValue`] naming `SIGHTLINE_CAUSAL_SINK`.
+    pub fn parse(s: &str) -> Result<Sink, ConfigError> {
+        let bad = |why| ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SINK", value: s.to_string(), why };
+        let s = s.trim();
+        let addr = |rest: &str| -> Result<SocketAddr, ConfigError> {
+            let with_port =
+                if rest.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) { rest.to_string() } else { format!("{rest}:{DEFAULT_PORT}") };
+            with_port
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| bad("HOST:PORT that resolves"))
+        };
+        if s == "off" || s == "none" {
+            Ok(Sink::Off)
+        } else if let Some(rest) = s.strip_prefix("tcp://") {
+            Ok(Sink::Tcp(addr(rest)?))
+        } else if let Some(rest) = s.strip_prefix("udp://") {
+            Ok(Sink::Udp(addr(rest)?))
+        } else if let Some(rest) = s.strip_prefix("file://").or_else(|| s.strip_prefix("file:")) {
+            if rest.is_empty() {
+                return Err(bad("a file path after file:"));
+            }
+            Ok(Sink::File(PathBuf::from(rest)))
+        } else {
+            Err(bad("tcp://HOST:PORT, udp://HOST:PORT, file:PATH or off"))
+        }
+    }
+}
+
+/// Reporter configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where reports go.
+    pub sink: Sink,
+    /// Payload format for TCP, UDP and file sinks.
+    pub format: WireFormat,
+    /// Probability in [0, 1] that [`crate::start_task`] samples a new task.
+    pub sample_rate: f64,
+    /// `Agent` of events that name none.
+    pub agent: String,
+    /// Queue capacity in events (at least 16).
+    pub queue_capacity: usize,
+    /// How long the reporter thread sleeps between batches when the queue is not filling up.
+    pub flush_interval: Duration,
+}
+
+impl Default for Config {
+    /// TCP to 127.0.0.1:7831, text format, every task sampled, agent = program name, 16384 events,
+    /// 20 ms.
+    fn default() -> Config {
+        Config {
+            sink: Sink::Tcp(SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT))),
+            format: WireFormat::Text,
+            sample_rate: 1.0,
+            agent: program_name(),
+            queue_capacity: 16384,
+            flush_interval: Duration::from_millis(20),
+        }
+    }
+}
+
+fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+impl Config {
+    /// The default configuration with `SIGHTLINE_CAUSAL_*` variables applied (table in the module
+    /// docs).
+    ///
+    /// # Errors
+    /// [`ConfigError::BadValue`] for a variable that does not parse.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        let var = |name: &'static str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if let Some(v) = var("SIGHTLINE_CAUSAL_SINK") {
+            c.sink = Sink::parse(&v)?;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_FORMAT") {
+            c.format = WireFormat::parse(&v).ok_or(ConfigError::BadValue {
+                var: "SIGHTLINE_CAUSAL_FORMAT",
+                value: v.clone(),
+                why: "text or binary",
+            })?;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_SAMPLE") {
+            c.sample_rate = v.trim().parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r)).ok_or(
+                ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SAMPLE", value: v.clone(), why: "a number in [0, 1]" },
+            )?;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_AGENT") {
+            c.agent = v;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_QUEUE") {
+            c.queue_capacity = v.trim().parse::<usize>().ok().filter(|&n| n >= 16).ok_or(ConfigError::BadValue {
+                var: "SIGHTLINE_CAUSAL_QUEUE",
+                value: v.clone(),
+                why: "an integer >= 16",
+            })?;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_FLUSH_MS") {
+            let ms = v.trim().parse::<u64>().ok().filter(|&n| n >= 1).ok_or(ConfigError::BadValue {
+                var: "SIGHTLINE_CAUSAL_FLUSH_MS",
+                value: v.clone(),
+                why: "an integer >= 1",
+            })?;
+            c.flush_interval = Duration::from_millis(ms);
+        }
+        Ok(c)
+    }
+}
+
+/// Counters of the reporter since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events accepted onto the queue.
+    pub queued: u64,
+    /// Events dropped because the queue was full (the program outran the reporter).
+    pub dropped_queue_full: u64,
+    /// Reports dropped because the sink failed (collector unreachable, disk full, report too
+    /// large for a datagram).
+    pub dropped_sink: u64,
+    /// Reports written to the sink.
+    pub sent: u64,
+}
+
+impl Stats {
+    /// All drops.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_queue_full + self.dropped_sink
+    }
+}
+
+struct Shared {
+    queue: ArrayQueue<RawEvent>,
+    sample_threshold: u64,
+    queued: AtomicU64,
+    dropped_queue_full: AtomicU64,
+    dropped_sink: AtomicU64,
+    sent: AtomicU64,
+    worker: Thread,
+    flush_requested: AtomicU64,
+    flush_done: Mutex<u64>,
+    flush_cv: Condvar,
+    stopping: AtomicBool,
+    threads: Mutex<HashMap<u32, String>>,
+}
+
+static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
+static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+/// Starts the reporter with `config`. Call it before the first event; otherwise the reporter
+/// starts on first use with [`Config::from_env`].
+///
+/// # Errors
+/// [`ConfigError::AlreadyInitialized`], [`ConfigError::Spawn`].
+pub fn init(config: Config) -> Result<(), ConfigError> {
+    let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if SHARED.get().is_some() {
+        return Err(ConfigError::AlreadyInitialized);
+    }
+    start(config)
+}
+
+/// Starts the reporter from the environment unless it runs already; returns the configuration
+/// error, if any (the reporter then runs with the defaults).
+pub fn init_from_env() -> Result<(), ConfigError> {
+    let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if SHARED.get().is_some() {
+        return Ok(());
+    }
+    match Config::from_env() {
+        Ok(c) => start(c),
+        Err(e) => {
+            start(Config::default())?;
+            Err(e)
+        }
+    }
+}
+
+fn start(config: Config) -> Result<(), ConfigError> {
+    let cap = config.queue_capacity.max(16);
+    let rate = config.sample_rate.clamp(0.0, 1.0);
+    let sample_threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
+    let (tx, rx) = std::sync::mpsc::channel::<Arc<Shared>>();
+    let worker_config = config.clone();
+    let handle = std::thread::Builder::new()
+        .name("causal-reporter".into())
+        .spawn(move || {
+            let Ok(shared) = rx.recv() else { return };
+            Worker::new(worker_config, shared).run();
+        })
+        .map_err(ConfigError::Spawn)?;
+    let shared = Arc::new(Shared {
+        queue: ArrayQueue::new(cap),
+        sample_threshold,
+        queued: AtomicU64::new(0),
+        dropped_queue_full: AtomicU64::new(0),
+        dropped_sink: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+        worker: handle.thread().clone(),
+        flush_requested: AtomicU64::new(0),
+        flush_done: Mutex::new(0),
+        flush_cv: Condvar::new(),
+        stopping: AtomicBool::new(false),
+        threads: Mutex::new(HashMap::new()),
+    });
+    let _ = tx.send(shared.clone());
+    if SHARED.set(shared).is_err() {
+        return Err(ConfigError::AlreadyInitialized);
+    }
+    // A failed registration only loses the exit-time flush; `flush()` still works.
+    let _ = crate::sys::at_exit(flush_at_exit);
+    Ok(())
+}
+
+extern "C" fn flush_at_exit() {
+    shutdown(Duration::from_secs(2));
+}
+
+#[inline]
+fn shared() -> &'static Arc<Shared> {
+    if let Some(s) = SHARED.get() {
+        return s;
+    }
+    if let Err(e) = init_from_env() {
+        eprintln!("causal: {e}; using the defaults");
+    }
+    SHARED.get().expect("reporter started")
+}
+
+/// Head sampling for a new task: true with the configured probability.
+pub(crate) fn sample_new_task() -> bool {
+    let t = shared().sample_threshold;
+    t == u64::MAX || crate::ids::random_u64() < t
+}
+
+/// Queues one event, or counts it dropped when the queue is full.
+#[inline]
+pub(crate) fn submit(ev: RawEvent) {
+    let s = shared();
+    match s.queue.push(ev) {
+        Ok(()) => {
+            s.queued.fetch_add(1, Ordering::Relaxed);
+            if s.queue.len() > s.queue.capacity() / 2 {
+                s.worker.unpark();
+            }
+        }
+        Err(_) => {
+            s.dropped_queue_full.fetch_add(1, Ordering::Relaxed);
+            s.worker.unpark();
+        }
+    }
+}
+
+pub(crate) fn register_thread(tid: u32, name: Option<&str>) {
+    if let Some(name) = name {
+        let s = shared();
+        s.threads.lock().unwrap_or_else(|e| e.into_inner()).insert(tid, name.to_string());
+    }
+}
+
+/// The reporter's counters (zero before it starts).
+pub fn stats() -> Stats {
+    match SHARED.get() {
+        None => Stats::default(),
+        Some(s) => Stats {
+            queued: s.queued.load(Ordering::Relaxed),
+            dropped_queue_full: s.dropped_queue_full.load(Ordering::Relaxed),
+            dropped_sink: s.dropped_sink.load(Ordering::Relaxed),
+            sent: s.sent.load(Ordering::Relaxed),
+        },
+    }
+}
+
+/// Events and reports dropped so far (queue full plus sink failures).
+pub fn dropped() -> u64 {
+    stats().dropped()
+}
+
+/// Waits until every event queued before the call has been written to the sink, or `timeout`
+/// passes. Returns true when flushed. Does nothing (true) before the reporter starts.
+pub fn flush(timeout: Duration) -> bool {
+    let Some(s) = SHARED.get() else { return true };
+    let ticket = s.flush_requested.fetch_add(1, Ordering::AcqRel) + 1;
+    s.worker.unpark();
+    let deadline = Instant::now() + timeout;
+    let mut done = s.flush_done.lock().unwrap_or_else(|e| e.into_inner());
+    while *done < ticket {
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        done = s.flush_cv.wait_timeout(done, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+    }
+    true
+}
+
+/// Flushes (see [`flush`]) and stops the reporter thread; later events are queued but not sent
+/// until the process exits. Runs automatically at a normal exit.
+pub fn shutdown(timeout: Duration) -> bool {
+    let ok = flush(timeout);
+    if let Some(s) = SHARED.get() {
+        s.stopping.store(true, Ordering::Release);
+        s.worker.unpark();
+    }
+    ok
+}
+
+/// Per-process values the reporter adds to every report.
+struct ProcessInfo {
+    host: String,
+    pid: String,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` in ns, to turn an event's HRT into wall time without a
+    /// second clock read on the caller's path.
+    wall_offset_ns: i128,
+}
+
+impl ProcessInfo {
+    fn now() -> ProcessInfo {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        let mono = crate::sys::monotonic_ns();
+        let wall = crate::sys::realtime_ns();
+        ProcessInfo { host, pid: std::process::id().to_string(), wall_offset_ns: wall as i128 - mono as i128 }
+    }
+}
+
+enum Conn {
+    Tcp { addr: SocketAddr, stream: Option<TcpStream>, retry_at: Option<Instant> },
+    Udp { addr: SocketAddr, socket: Option<UdpSocket> },
+    File { path: PathBuf, file: Option<File> },
+    Callback(Callback),
+    Off,
+}
+
+struct Worker {
+    config: Config,
+    shared: Arc<Shared>,
+    info: ProcessInfo,
+    conn: Conn,
+    buf: Vec<u8>,
+    reports: Vec<Report>,
+}
+
+/// Most events turned into reports per batch.
+const BATCH: usize = 1024;
+
+impl Worker {
+    fn new(config: Config, shared: Arc<Shared>) -> Worker {
+        let conn = match &config.sink {
+            Sink::Tcp(addr) => Conn::Tcp { addr: *addr, stream: None, retry_at: None },
+            Sink::Udp(addr) => Conn::Udp { addr: *addr, socket: None },
+            Sink::File(path) => Conn::File { path: path.clone(), file: None },
+            Sink::Callback(f) => Conn::Callback(f.clone()),
+            Sink::Off => Conn::Off,
+        };
+        Worker { config, shared, info: ProcessInfo::now(), conn, buf: Vec::with_capacity(64 << 10), reports: Vec::new() }
+    }
+
+    fn run(mut self) {
+        loop {
+            let flush_ticket = self.shared.flush_requested.load(Ordering::Acquire);
+            let mut drained = 0;
+            while let Some(ev) = self.shared.queue.pop() {
+                let r = self.to_report(ev);
+                self.reports.push(r);
+                drained += 1;
+                if self.reports.len() >= BATCH {
+                    self.send_batch();
+                }
+            }
+            if !self.reports.is_empty() {
+                self.send_batch();
+            }
+            if let Conn::File { file: Some(f), .. } = &mut self.conn {
+                let _ = f.flush();
+            }
+            {
+                let mut done = self.shared.flush_done.lock().unwrap_or_else(|e| e.into_inner());
+                if *done < flush_ticket {
+                    *done = flush_ticket;
+                    self.shared.flush_cv.notify_all();
+                }
+            }
+            if self.shared.stopping.load(Ordering::Acquire) && self.shared.queue.is_empty() {
+                return;
+            }
+            if drained == 0 && self.shared.flush_requested.load(Ordering::Acquire) == flush_ticket {
+                std::thread::park_timeout(self.config.flush_interval);
+            }
+        }
+    }
+
+    fn to_report(&self, ev: RawEvent) -> Report {
+        let mut r = Report::new(Metadata::from_parts(ev.task, ev.op, ev.options.clone()));
+        r.edges = ev.parents().to_vec();
+        r.agent = Some(ev.agent.map(str::to_string).unwrap_or_else(|| self.config.agent.clone()));
+        r.label = Some(ev.label.into_owned());
+        r.host = Some(self.info.host.clone());
+        r.process_id = Some(self.info.pid.clone());
+        r.thread_id = Some(u64::from(ev.tid));
+        r.thread_name = self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()).get(&ev.tid).cloned();
+        r.hrt_ns = Some(ev.hrt_ns);
+        r.timestamp_ns = u64::try_from(ev.hrt_ns as i128 + self.info.wall_offset_ns).ok();
+        r.fields = ev.fields.iter().map(|(k, v)| ((*k).to_string(), v.to_string())).collect();
+        r
+    }
+
+    fn send_batch(&mut self) {
+        let n = self.reports.len() as u64;
+        let format = self.config.format;
+        let ok: u64 = match &mut self.conn {
+            Conn::Off => n,
+            Conn::Callback(f) => {
+                for r in &self.reports {
+                    f(r);
+                }
+                n
+            }
+            Conn::Tcp { addr, stream, retry_at } => {
+                self.buf.clear();
+                for r in &self.reports {
+                    encode_frame(&mut self.buf, r, format);
+                }
+                if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
+                    match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
+                        Ok(s) => {
+                            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                            let _ = s.set_nodelay(true);
+                            *stream = Some(s);
+                            *retry_at = None;
+                        }
+                        Err(_) => *retry_at = Some(Instant::now() + Duration::from_secs(1)),
+                    }
+                }
+                match stream {
+                    Some(s) => match s.write_all(&self.buf) {
+                        Ok(()) => n,
+                        Err(_) => {
+                            *stream = None;
+                            *retry_at = Some(Instant::now() + Duration::from_secs(1));
+                            0
+                        }
+                    },
+                    None => 0,
+                }
+            }
+            Conn::Udp { addr, socket } => {
+                if socket.is_none() {
+                    let bind: SocketAddr = if addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+                    *socket = UdpSocket::bind(bind).ok();
+                }
+                let mut sent = 0;
+                if let Some(sock) = socket {
+                    for r in &self.reports {
+                        self.buf.clear();
+                        format.encode(r, &mut self.buf);
+                        if self.buf.len() <= 65_507 && sock.send_to(&self.buf, *addr).is_ok() {
+                            sent += 1;
+                        }
+                    }
+                }
+                sent
+            }
+            Conn::File { path, file } => {
+                if file.is_none() {
+                    *file = std::fs::OpenOptions::new().create(true).append(true).open(&*path).ok();
+                }
+                self.buf.clear();
+                for r in &self.reports {
+                    encode_frame(&mut self.buf, r, format);
+                }
+                match file {
+                    Some(f) => match f.write_all(&self.buf) {
+                        Ok(()) => n,
+                        Err(_) => {
+                            *file = None;
+                            0
+                        }
+                    },
+                    None => 0,
+                }
+            }
+        };
+        self.shared.sent.fetch_add(ok, Ordering::Relaxed);
+        self.shared.dropped_sink.fetch_add(n - ok, Ordering::Relaxed);
+        self.reports.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sink_parsing() {
+        assert!(matches!(Sink::parse("tcp://127.0.0.1:9000").unwrap(), Sink::Tcp(a) if a.port() == 9000));
+        assert!(matches!(Sink::parse("udp://127.0.0.1").unwrap(), Sink::Udp(a) if a.port() == 7831));
+        assert!(matches!(Sink::parse("file:/tmp/x.frames").unwrap(), Sink::File(p) if p == std::path::Path::new("/tmp/x.frames")));
+        assert!(matches!(Sink::parse("off").unwrap(), Sink::Off));
+        assert!(matches!(Sink::parse("http://x"), Err(ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SINK", .. })));
+    }
+}

@@ -1,0 +1,258 @@
+//! W3C Trace Context (`traceparent`, `tracestate`) and W3C Baggage, and the mapping between a
+//! 16-byte trace-id and an X-Trace TaskId.
+//!
+//! Follows W3C Recommendation "Trace Context" (2021-11-23), §3.2 `traceparent` and §3.3
+//! `tracestate`, and W3C "Baggage" (Candidate Recommendation). `tracestate` and `baggage` are
+//! carried opaquely: this library neither edits nor interprets them, it only passes them on.
+//!
+//! # trace-id ↔ TaskId (documented in `docs/causal-metadata.md`)
+//! - trace-id → TaskId: when the first 8 bytes are zero (a 64-bit id padded as §3.2.2.3 suggests),
+//!   the TaskId is the last 8 bytes (8-byte TaskId, X-Trace's usual length); otherwise it is the
+//!   20-byte TaskId `trace-id ‖ 00 00 00 00`.
+//! - TaskId → trace-id: a 20-byte TaskId gives its first 16 bytes; a 4-, 8- or 12-byte TaskId is
+//!   left-padded with zeros to 16 bytes.
+//!
+//! So trace-id → TaskId → trace-id is the identity for every valid trace-id: a request entering
+//! with a `traceparent` leaves with the same trace-id. TaskId → trace-id → TaskId is the identity
+//! for 8-byte TaskIds and for 20-byte TaskIds ending in four zero bytes.
+
+use std::fmt;
+
+use crate::metadata::{MetadataError, OpId, TaskId, decode_hex_into};
+
+/// The `sampled` bit of trace-flags (§3.2.2.5).
+pub const FLAG_SAMPLED: u8 = 0x01;
+
+/// Why a `traceparent` value could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TraceParentError {
+    /// Not `version-traceid-parentid-flags` with 2, 32, 16 and 2 hex digits.
+    #[error("traceparent {value:?} is not version-trace_id-parent_id-flags (2-32-16-2 hex digits)")]
+    Shape {
+        /// The value (at most 64 characters of it).
+        value: String,
+    },
+    /// A field holds a non-hex character.
+    #[error("traceparent field {field}: {source}")]
+    Hex {
+        /// Which field.
+        field: &'static str,
+        /// The hex error.
+        source: MetadataError,
+    },
+    /// Version `ff` is forbidden (§3.2.2.1).
+    #[error("traceparent version ff is invalid")]
+    VersionFF,
+    /// The trace-id is all zeros (§3.2.2.3).
+    #[error("traceparent trace-id is all zeros")]
+    ZeroTraceId,
+    /// The parent-id is all zeros (§3.2.2.4).
+    #[error("traceparent parent-id is all zeros")]
+    ZeroParentId,
+}
+
+/// A parsed `traceparent` header.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceParent {
+    /// Version (00 is the only one defined; higher versions are parsed by their 00 prefix, §3.2.4).
+    pub version: u8,
+    /// The 16-byte trace-id, never all zeros.
+    pub trace_id: [u8; 16],
+    /// The 8-byte parent-id (the caller's span or event), never all zeros.
+    pub parent_id: [u8; 8],
+    /// trace-flags; bit 0 is `sampled`.
+    pub flags: u8,
+}
+
+impl TraceParent {
+    /// Parses a `traceparent` value (lowercase is what the spec emits; uppercase is accepted).
+    ///
+    /// For version 00 the value must be exactly 55 characters; for a higher version, extra fields
+    /// after the flags (separated by `-`) are ignored, as §3.2.4 requires.
+    ///
+    /// # Errors
+    /// [`TraceParentError`] naming the problem.
+    pub fn parse(value: &str) -> Result<TraceParent, TraceParentError> {
+        let v = value.trim();
+        let shape = || TraceParentError::Shape { value: v.chars().take(64).collect() };
+        let b = v.as_bytes();
+        if b.len() < 55 || b[2] != b'-' || b[35] != b'-' || b[52] != b'-' {
+            return Err(shape());
+        }
+        let mut ver = [0u8; 1];
+        hex(&v[0..2], &mut ver, "version")?;
+        if ver[0] == 0xFF {
+            return Err(TraceParentError::VersionFF);
+        }
+        if (ver[0] == 0 && b.len() != 55) || (b.len() > 55 && b[55] != b'-') {
+            return Err(shape());
+        }
+        let mut trace_id = [0u8; 16];
+        hex(&v[3..35], &mut trace_id, "trace-id")?;
+        let mut parent_id = [0u8; 8];
+        hex(&v[36..52], &mut parent_id, "parent-id")?;
+        let mut flags = [0u8; 1];
+        hex(&v[53..55], &mut flags, "trace-flags")?;
+        if trace_id == [0; 16] {
+            return Err(TraceParentError::ZeroTraceId);
+        }
+        if parent_id == [0; 8] {
+            return Err(TraceParentError::ZeroParentId);
+        }
+        Ok(TraceParent { version: ver[0], trace_id, parent_id, flags: flags[0] })
+    }
+
+    /// True when the sampled flag is set.
+    pub fn sampled(&self) -> bool {
+        self.flags & FLAG_SAMPLED != 0
+    }
+
+    /// The TaskId this trace-id maps to (see the module docs).
+    pub fn task_id(&self) -> TaskId {
+        task_from_trace_id(&self.trace_id).expect("trace-id checked non-zero")
+    }
+
+    /// The parent-id as an 8-byte OpId.
+    pub fn parent_op(&self) -> OpId {
+        OpId::new(u64::from_be_bytes(self.parent_id))
+    }
+
+    /// A version-00 `traceparent` for `task`, pointing at event `op`.
+    pub fn from_task(task: TaskId, op: OpId, sampled: bool) -> TraceParent {
+        TraceParent {
+            version: 0,
+            trace_id: trace_id_from_task(task),
+            parent_id: op.value().to_be_bytes(),
+            flags: if sampled { FLAG_SAMPLED } else { 0 },
+        }
+    }
+}
+
+impl fmt::Display for TraceParent {
+    /// The header value, lowercase, always written as version 00 (§3.2.4: a caller that does not
+    /// know a higher version sends 00).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("00-")?;
+        for b in self.trace_id {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str("-")?;
+        for b in self.parent_id {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "-{:02x}", self.flags)
+    }
+}
+
+impl fmt::Debug for TraceParent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TraceParent({self})")
+    }
+}
+
+fn hex(s: &str, out: &mut [u8], field: &'static str) -> Result<(), TraceParentError> {
+    let n = decode_hex_into(s, out, 0).map_err(|source| TraceParentError::Hex { field, source })?;
+    debug_assert_eq!(n, out.len());
+    Ok(())
+}
+
+/// The TaskId a trace-id maps to; `None` for the all-zero (invalid) trace-id.
+pub fn task_from_trace_id(trace_id: &[u8; 16]) -> Option<TaskId> {
+    if trace_id[..8] == [0; 8] {
+        TaskId::from_bytes(&trace_id[8..]).ok()
+    } else {
+        let mut b = [0u8; 20];
+        b[..16].copy_from_slice(trace_id);
+        TaskId::from_bytes(&b).ok()
+    }
+}
+
+/// The trace-id a TaskId maps to.
+pub fn trace_id_from_task(task: TaskId) -> [u8; 16] {
+    let t = task.as_bytes();
+    let mut out = [0u8; 16];
+    if t.len() == 20 {
+        out.copy_from_slice(&t[..16]);
+    } else {
+        out[16 - t.len()..].copy_from_slice(t);
+    }
+    out
+}
+
+/// Checks a `tracestate` value loosely (§3.3: at most 32 list members, printable ASCII) and
+/// returns it trimmed, or `None` when it must be dropped (the spec lets a vendor drop an invalid
+/// tracestate rather than fail the request).
+pub fn check_tracestate(value: &str) -> Option<&str> {
+    let v = value.trim();
+    if v.is_empty() || v.len() > 512 || v.split(',').count() > 32 {
+        return None;
+    }
+    v.bytes().all(|b| (0x20..=0x7E).contains(&b)).then_some(v)
+}
+
+/// Checks a `baggage` value loosely (W3C Baggage §3.3.1: at most 8192 bytes, printable ASCII) and
+/// returns it trimmed, or `None` when it must be dropped.
+pub fn check_baggage(value: &str) -> Option<&str> {
+    let v = value.trim();
+    if v.is_empty() || v.len() > 8192 {
+        return None;
+    }
+    v.bytes().all(|b| (0x20..=0x7E).contains(&b)).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_formats_the_spec_example() {
+        let s = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let tp = TraceParent::parse(s).unwrap();
+        assert!(tp.sampled());
+        assert_eq!(tp.parent_op(), OpId::new(0x00f0_67aa_0ba9_02b7));
+        assert_eq!(tp.to_string(), s);
+        assert_eq!(TraceParent::parse(&s.to_uppercase()).unwrap(), tp);
+        // trace-id → TaskId (20 bytes) → trace-id is the identity.
+        let task = tp.task_id();
+        assert_eq!(task.len(), 20);
+        assert_eq!(task.to_hex(), "4BF92F3577B34DA6A3CE929D0E0E473600000000");
+        assert_eq!(TraceParent::from_task(task, tp.parent_op(), true).to_string(), s);
+    }
+
+    #[test]
+    fn sixty_four_bit_ids_map_to_8_byte_taskids() {
+        let task = TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap();
+        let tid = trace_id_from_task(task);
+        assert_eq!(tid[..8], [0; 8]);
+        assert_eq!(task_from_trace_id(&tid), Some(task));
+        let tp = TraceParent::from_task(task, OpId::new(5), false);
+        assert_eq!(tp.to_string(), "00-00000000000000006944b2aa0d09fe8a-0000000000000005-00");
+        assert_eq!(TraceParent::parse(&tp.to_string()).unwrap().task_id(), task);
+    }
+
+    #[test]
+    fn rejects_invalid_values() {
+        let z = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
+        assert_eq!(TraceParent::parse(z), Err(TraceParentError::ZeroTraceId));
+        let z = "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01";
+        assert_eq!(TraceParent::parse(z), Err(TraceParentError::ZeroParentId));
+        let f = "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(TraceParent::parse(f), Err(TraceParentError::VersionFF));
+        assert!(matches!(TraceParent::parse("00-abc"), Err(TraceParentError::Shape { .. })));
+        let x = "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01";
+        assert!(matches!(TraceParent::parse(x), Err(TraceParentError::Hex { field: "trace-id", .. })));
+        // Version 00 with extra fields is invalid; a future version with extra fields is fine.
+        let extra = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
+        assert!(matches!(TraceParent::parse(extra), Err(TraceParentError::Shape { .. })));
+        let future = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
+        assert_eq!(TraceParent::parse(future).unwrap().version, 1);
+    }
+
+    #[test]
+    fn tracestate_and_baggage_checks() {
+        assert_eq!(check_tracestate(" rojo=00f067aa0ba902b7,congo=t61rcWkgMzE "), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+        assert_eq!(check_tracestate(&vec!["a=b"; 33].join(",")), None);
+        assert_eq!(check_baggage("userId=alice,serverNode=DF%2028"), Some("userId=alice,serverNode=DF%2028"));
+        assert_eq!(check_baggage("bad\u{7}"), None);
+    }
+}
