@@ -1,0 +1,363 @@
+//! Probe sites and listings for the user-space providers: what `pid$target:MOD:FUNC:NAME` and
+//! `PROVIDER$target:MOD:FUNC:NAME` descriptions select, and the rows `sightline probe -l` prints.
+//!
+//! The pid provider's names (DTrace guide, "pid Provider"): `entry` (first instruction), `return`
+//! (every return site: `ret` instructions and tail calls, see [`crate::disasm`]), a hexadecimal
+//! offset (`1a`: the instruction at that offset, which must be an instruction boundary), and an
+//! empty name or `*`-patterns over the offsets for every instruction.
+
+use std::path::{Path, PathBuf};
+
+use crate::disasm::{DisasmError, InsnKind, decode_function};
+use crate::elf::{ElfError, ElfFile, Function};
+use crate::glob::{glob_match, is_glob};
+use crate::maps::{MapsError, ProcessMaps};
+use crate::usdt::{UsdtError, UsdtProbe, probes};
+use crate::FileOffset;
+
+/// Errors selecting user-space probe sites.
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    /// Reading the process's mappings failed.
+    #[error(transparent)]
+    Maps(#[from] MapsError),
+    /// Reading a file failed.
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    /// Reading USDT notes failed.
+    #[error(transparent)]
+    Usdt(#[from] Box<UsdtError>),
+    /// A function named exactly (no glob) cannot be decoded for instruction or return probes.
+    #[error(transparent)]
+    Disasm(#[from] DisasmError),
+    /// An offset probe does not start an instruction.
+    #[error("{function}+{offset:#x} is not an instruction boundary in {path}")]
+    NotBoundary {
+        /// The file.
+        path: PathBuf,
+        /// The function.
+        function: String,
+        /// The offset.
+        offset: u64,
+    },
+    /// The kernel refuses a uprobe on the instruction at an offset (see
+    /// [`crate::disasm::kernel_can_probe`]).
+    #[error("{function}+{offset:#x}: the kernel cannot place a uprobe on this instruction (LOCK/segment prefix or a privileged opcode)")]
+    NotProbeable {
+        /// The function.
+        function: String,
+        /// The offset.
+        offset: u64,
+    },
+    /// An offset beyond the function's end.
+    #[error("offset {offset:#x} is beyond the end of {function} ({size} bytes)")]
+    BeyondEnd {
+        /// The function.
+        function: String,
+        /// The offset.
+        offset: u64,
+        /// The function's size.
+        size: u64,
+    },
+}
+
+/// What a pid-provider probe name selects in each function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidName {
+    /// `entry`.
+    Entry,
+    /// `return`.
+    Return,
+    /// A hexadecimal instruction offset (`1a`, `0x1a`).
+    Offset(u64),
+    /// An empty name, or a glob over hexadecimal offsets (`*`, `1?`): instruction probes.
+    Instructions(String),
+}
+
+impl PidName {
+    /// Classifies a probe-name field of a pid-provider description.
+    pub fn parse(name: &str) -> PidName {
+        match name {
+            "entry" => PidName::Entry,
+            "return" => PidName::Return,
+            _ => {
+                let hex = name.strip_prefix("0x").unwrap_or(name);
+                match u64::from_str_radix(hex, 16) {
+                    Ok(v) if !hex.is_empty() && !is_glob(name) => PidName::Offset(v),
+                    _ => PidName::Instructions(name.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// The kind of a pid-provider site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidSiteKind {
+    /// The function's first instruction; arg0..arg5 are the argument registers.
+    Entry,
+    /// A return site at `offset` from the function's start (DTrace's `return` arg0); `tail_call`
+    /// when it is a jump to another function (arg1, the return value, is then not yet known).
+    Return {
+        /// Offset of the returning instruction.
+        offset: u64,
+        /// True for a tail-call jump.
+        tail_call: bool,
+    },
+    /// The instruction at `offset`.
+    Instruction {
+        /// Offset from the function's start.
+        offset: u64,
+    },
+}
+
+/// One uprobe site of the pid provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PidSite {
+    /// The file.
+    pub path: PathBuf,
+    /// The function (as in the symbol table).
+    pub function: String,
+    /// The probe name as DTrace shows it: `entry`, `return`, or the offset in lowercase hex.
+    pub name: String,
+    /// What the site is.
+    pub kind: PidSiteKind,
+    /// File offset of the probed instruction.
+    pub offset: FileOffset,
+}
+
+/// Functions of `elf` matching `pattern`, ifunc resolvers and aliases included, one per address
+/// (the lowest name of aliases, so a wildcard never probes the same instruction twice) unless the
+/// pattern names one exactly.
+fn select_functions<'a>(elf: &'a ElfFile, pattern: &'a str) -> Vec<&'a Function> {
+    if !is_glob(pattern) && !pattern.is_empty() {
+        return elf.functions().iter().filter(|f| f.name == pattern).take(1).collect();
+    }
+    let mut out: Vec<&Function> = Vec::new();
+    for f in elf.functions_matching(pattern) {
+        if out.last().is_some_and(|l| l.addr == f.addr) {
+            continue;
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// The pid-provider sites of `elf` for a function pattern and probe name.
+///
+/// A function named exactly must decode for `return` and instruction probes (else the
+/// [`DisasmError`]); under a glob, functions that do not decode are skipped and counted in the
+/// second element of the result.
+///
+/// # Errors
+/// [`SiteError`] as described, or for an offset that is not an instruction boundary.
+pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSite>, usize), SiteError> {
+    let exact = !is_glob(function) && !function.is_empty();
+    let name = PidName::parse(name);
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for f in select_functions(elf, function) {
+        let site = |name: String, kind, off: u64| PidSite {
+            path: elf.path().to_path_buf(),
+            function: f.name.clone(),
+            name,
+            kind,
+            offset: FileOffset(f.offset.0 + off),
+        };
+        if name == PidName::Entry {
+            out.push(site("entry".into(), PidSiteKind::Entry, 0));
+            continue;
+        }
+        let code = match decode_function(elf, f) {
+            Ok(c) => c,
+            Err(e) if exact => return Err(e.into()),
+            Err(_) => {
+                skipped += 1;
+                continue;
+            }
+        };
+        match &name {
+            PidName::Entry => unreachable!("handled above"),
+            PidName::Return => {
+                for i in code.return_sites() {
+                    if !i.probeable {
+                        skipped += 1;
+                        continue;
+                    }
+                    let kind = PidSiteKind::Return { offset: i.offset, tail_call: i.kind == InsnKind::TailCall };
+                    out.push(site("return".into(), kind, i.offset));
+                }
+            }
+            PidName::Offset(o) => {
+                if *o >= f.size {
+                    return Err(SiteError::BeyondEnd { function: f.name.clone(), offset: *o, size: f.size });
+                }
+                if !code.is_boundary(*o) {
+                    return Err(SiteError::NotBoundary { path: elf.path().into(), function: f.name.clone(), offset: *o });
+                }
+                if code.insns.iter().any(|i| i.offset == *o && !i.probeable) {
+                    return Err(SiteError::NotProbeable { function: f.name.clone(), offset: *o });
+                }
+                out.push(site(format!("{o:x}"), PidSiteKind::Instruction { offset: *o }, *o));
+            }
+            PidName::Instructions(pat) => {
+                for i in &code.insns {
+                    let o = i.offset;
+                    if !i.probeable {
+                        skipped += 1;
+                        continue;
+                    }
+                    let n = format!("{o:x}");
+                    if glob_match(pat, &n) {
+                        out.push(site(n, PidSiteKind::Instruction { offset: o }, o));
+                    }
+                }
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
+/// What to list or attach to: a running process, or a file by path (every process mapping it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A process id.
+    Process(u32),
+    /// A binary or shared object.
+    File(PathBuf),
+}
+
+/// The files of a target that a module pattern selects: for a process, its mapped files resolved
+/// by [`ProcessMaps::resolve_module`]; for a file, the file itself when the pattern is empty,
+/// `a.out`, or matches its basename or path.
+///
+/// # Errors
+/// [`SiteError::Maps`] when the process's maps cannot be read.
+pub fn target_files(target: &Target, module: &str) -> Result<Vec<PathBuf>, SiteError> {
+    match target {
+        Target::Process(pid) => Ok(ProcessMaps::read(*pid)?.resolve_module(module)),
+        Target::File(p) => {
+            let base = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let hit = module.is_empty()
+                || module == "a.out"
+                || glob_match(module, base)
+                || glob_match(module, p.to_str().unwrap_or(""));
+            Ok(if hit { vec![p.clone()] } else { vec![] })
+        }
+    }
+}
+
+/// The USDT probes of the files a target maps (or of the file), with the file's notes parsed
+/// once each; files without notes are left out.
+///
+/// # Errors
+/// [`SiteError`] when the process or a file cannot be read; a mapped file whose notes do not
+/// parse is an error too (naming it), since silently dropping its probes would mislead.
+pub fn usdt_probes(target: &Target, module: &str) -> Result<Vec<UsdtProbe>, SiteError> {
+    let mut out = Vec::new();
+    for path in target_files(target, module)? {
+        let elf = match ElfFile::open(&path) {
+            Ok(e) => e,
+            // Mapped non-ELF files (locale archives, caches) have no probes.
+            Err(ElfError::Parse { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        out.extend(probes(&elf).map_err(Box::new)?);
+    }
+    Ok(out)
+}
+
+/// A row of `-l` output: DTrace's PROVIDER MODULE FUNCTION NAME columns.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProbeRow {
+    /// `python1234` for a process (provider name + pid, as DTrace names USDT and pid providers of
+    /// a process), `python` for a file.
+    pub provider: String,
+    /// The module's basename.
+    pub module: String,
+    /// The function containing the site.
+    pub function: String,
+    /// The probe name (USDT names with `-` for `__`).
+    pub name: String,
+}
+
+/// `-l` rows of the USDT probes of a target matching provider and name patterns, one row per
+/// (provider, module, function, name) however many sites it has, sorted.
+///
+/// # Errors
+/// As [`usdt_probes`].
+pub fn list_usdt(target: &Target, provider: &str, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
+    let suffix = match target {
+        Target::Process(pid) => pid.to_string(),
+        Target::File(_) => String::new(),
+    };
+    let mut rows: Vec<ProbeRow> = usdt_probes(target, module)?
+        .into_iter()
+        .filter(|p| p.matches(provider, name) && glob_match(function, &p.function))
+        .map(|p| ProbeRow {
+            provider: format!("{}{suffix}", p.provider),
+            module: p.module().to_string(),
+            function: p.function.clone(),
+            name: p.dtrace_name(),
+        })
+        .collect();
+    rows.sort();
+    rows.dedup();
+    Ok(rows)
+}
+
+/// `-l` rows of pid-provider probes: `entry` and `return` of every function matching the
+/// patterns (plus instruction probes when `name` asks for them), in address order per file.
+///
+/// # Errors
+/// As [`target_files`] and [`pid_sites`].
+pub fn list_pid(target: &Target, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
+    let provider = match target {
+        Target::Process(pid) => format!("pid{pid}"),
+        Target::File(_) => "pid".to_string(),
+    };
+    let mut rows = Vec::new();
+    for path in target_files(target, module)? {
+        let Ok(elf) = ElfFile::open(&path) else { continue };
+        let module = Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+        let names: Vec<&str> = if name.is_empty() { vec!["entry", "return"] } else { vec![name] };
+        for n in names {
+            let (sites, _) = pid_sites(&elf, function, n)?;
+            let mut last: Option<(String, String)> = None;
+            for s in sites {
+                let key = (s.function.clone(), s.name.clone());
+                if last.as_ref() == Some(&key) {
+                    continue; // several return sites are one probe
+                }
+                rows.push(ProbeRow { provider: provider.clone(), module: module.clone(), function: s.function, name: s.name });
+                last = Some(key);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_names() {
+        assert_eq!(PidName::parse("entry"), PidName::Entry);
+        assert_eq!(PidName::parse("return"), PidName::Return);
+        assert_eq!(PidName::parse("1a"), PidName::Offset(0x1a));
+        assert_eq!(PidName::parse("0x1a"), PidName::Offset(0x1a));
+        assert_eq!(PidName::parse(""), PidName::Instructions(String::new()));
+        assert_eq!(PidName::parse("*"), PidName::Instructions("*".into()));
+        assert_eq!(PidName::parse("foo"), PidName::Instructions("foo".into()));
+    }
+
+    #[test]
+    fn file_targets() {
+        let t = Target::File(PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6"));
+        assert_eq!(target_files(&t, "").unwrap().len(), 1);
+        assert_eq!(target_files(&t, "libc.so.6").unwrap().len(), 1);
+        assert_eq!(target_files(&t, "libc*").unwrap().len(), 1);
+        assert!(target_files(&t, "libm.so.6").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,315 @@
+//! Uprobe attach on a real process (root): uprobe_multi links and perf-event uprobes, entry,
+//! return sites, uretprobes, USDT sites with kernel-maintained and self-maintained semaphores,
+//! instruction probes at scale, and symbolization.
+
+mod common;
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use probe_user::argspec::{ArgLocation, Reg};
+use probe_user::elf::ElfFile;
+use probe_user::list::{PidSite, pid_sites};
+use probe_user::maps::ProcessMaps;
+use probe_user::semaphore::{self, SemaphoreGuard, repair_stale};
+use probe_user::symbolize::Symbolizer;
+use probe_user::sys::{self, BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, UprobeSite};
+use probe_user::usdt::probes;
+use probe_user::{AbsAddr, FileOffset};
+
+const N: u64 = 10;
+
+struct Prog {
+    map: OwnedFd,
+    prog: OwnedFd,
+}
+
+impl Prog {
+    fn new(reg: Reg, multi: bool) -> Prog {
+        let map = sys::array_map_create(64).unwrap();
+        let insns = common::counter_program(map.as_raw_fd(), reg.pt_regs_offset() as i16);
+        let attach = if multi { BPF_TRACE_UPROBE_MULTI } else { 0 };
+        let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, attach, &insns, "sl_test_count")
+            .unwrap_or_else(|e| panic!("{e}\n{}", e.log.clone().unwrap_or_default()));
+        Prog { map, prog }
+    }
+    /// (hits, register sum) for cookie `c`.
+    fn get(&self, c: u32) -> (u64, u64) {
+        (sys::map_lookup(self.map.as_raw_fd(), c).unwrap(), sys::map_lookup(self.map.as_raw_fd(), c + 8).unwrap())
+    }
+}
+
+/// Starts `target N wait`: it blocks reading stdin until `go` is called.
+/// Returns once the target is blocked in its read (so its libraries are mapped).
+fn start(bin: &Path) -> Child {
+    let mut child = Command::new(bin).args([&N.to_string(), "wait"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    for _ in 0..400 {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
+        if maps.contains("libc.so.6") && state == "S" {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().ok();
+    child.wait().ok();
+    panic!("target {pid} did not reach its read");
+}
+
+/// Lets the target run and returns its output line.
+fn go(mut child: Child) -> String {
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "target failed: {:?}", out.status);
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn sites(s: &[PidSite], cookie: u64) -> Vec<UprobeSite> {
+    s.iter().map(|s| UprobeSite { offset: s.offset, ref_ctr_offset: None, cookie }).collect()
+}
+
+fn build(flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_target(dir.path(), "t", flags);
+    (dir, bin)
+}
+
+#[test]
+fn multi_link_entry_return_and_uretprobe_are_exact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    assert!(sys::uprobe_multi_supported());
+    let (_d, bin) = build(&[]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let entry = pid_sites(&elf, "add", "entry").unwrap().0;
+    let rets = pid_sites(&elf, "add", "return").unwrap().0;
+    let child = start(&bin);
+    let pid = child.id();
+    let p_entry = Prog::new(Reg::Rdi, true);
+    let p_ret = Prog::new(Reg::Rax, true);
+    let p_uret = Prog::new(Reg::Rax, true);
+    let _l1 = sys::attach_uprobe_multi(p_entry.prog.as_raw_fd(), &bin, &sites(&entry, 0), Some(pid), false).unwrap();
+    let _l2 = sys::attach_uprobe_multi(p_ret.prog.as_raw_fd(), &bin, &sites(&rets, 1), Some(pid), false).unwrap();
+    let _l3 = sys::attach_uprobe_multi(p_uret.prog.as_raw_fd(), &bin, &sites(&entry, 2), Some(pid), true).unwrap();
+    let out = go(child);
+    assert_eq!(out, "10 60");
+    // add(i, 1) for i in 0..10: arg0 sums to 45, the return value to 55.
+    assert_eq!(p_entry.get(0), (N, 45));
+    assert_eq!(p_ret.get(1), (N, 55));
+    assert_eq!(p_uret.get(2), (N, 55));
+}
+
+#[test]
+fn pid_filter_excludes_other_processes() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&[]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let entry = pid_sites(&elf, "add", "entry").unwrap().0;
+    let a = start(&bin);
+    let b = start(&bin);
+    let p = Prog::new(Reg::Rdi, true);
+    let _l = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &sites(&entry, 0), Some(a.id()), false).unwrap();
+    go(b);
+    go(a);
+    assert_eq!(p.get(0).0, N);
+    // By path (no pid): every process running the file.
+    let p2 = Prog::new(Reg::Rdi, true);
+    let _l2 = sys::attach_uprobe_multi(p2.prog.as_raw_fd(), &bin, &sites(&entry, 0), None, false).unwrap();
+    let (c, d) = (start(&bin), start(&bin));
+    go(c);
+    go(d);
+    assert_eq!(p2.get(0).0, 2 * N);
+}
+
+#[test]
+fn perf_event_fallback_attaches() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&[]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let entry = pid_sites(&elf, "add", "entry").unwrap().0;
+    let rets = pid_sites(&elf, "classify", "return").unwrap().0;
+    let child = start(&bin);
+    let pid = child.id();
+    let p = Prog::new(Reg::Rdi, false);
+    let q = Prog::new(Reg::Rax, false);
+    let site = sites(&entry, 0)[0];
+    let _e = sys::attach_uprobe_perf(p.prog.as_raw_fd(), &bin, site, Some(pid), false).unwrap();
+    let _r: Vec<_> = sites(&rets, 0)
+        .into_iter()
+        .map(|s| sys::attach_uprobe_perf(q.prog.as_raw_fd(), &bin, s, Some(pid), false).unwrap())
+        .collect();
+    assert_eq!(go(child), "10 60");
+    assert_eq!(p.get(0), (N, 45));
+    // classify(i - 2): -1, -1, 0, then 1 seven times.
+    assert_eq!(q.get(0), (N, 5u64.wrapping_sub(0)));
+    // A bad offset: the error names bpf(BPF_LINK_CREATE).
+    let m = Prog::new(Reg::Rdi, true);
+    let bad = UprobeSite { offset: FileOffset(1 << 40), ref_ctr_offset: None, cookie: 0 };
+    let err = sys::attach_uprobe_multi(m.prog.as_raw_fd(), &bin, &[bad], None, false).unwrap_err().to_string();
+    assert!(err.contains("bpf(BPF_LINK_CREATE"), "{err}");
+}
+
+#[test]
+fn usdt_with_kernel_semaphore_fires_and_reads_args() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&["-DWITH_SEM"]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let probe = probes(&elf).unwrap().remove(0);
+    let ArgLocation::Register { reg, byte: 0 } = probe.args[0].loc else { panic!("arg0 {:?}", probe.args[0]) };
+    let child = start(&bin);
+    let pid = child.id();
+    let maps = ProcessMaps::read(pid).unwrap();
+    let module = maps.module(&bin, &elf).unwrap();
+    let sem_addr = module.abs(probe.semaphore.unwrap());
+    assert_eq!(semaphore::read(pid, sem_addr).unwrap(), 0);
+    let p = Prog::new(reg, true);
+    let site = UprobeSite { offset: probe.pc_offset, ref_ctr_offset: probe.semaphore_offset, cookie: 3 };
+    let link = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    // The kernel incremented the semaphore in the running process.
+    assert_eq!(semaphore::read(pid, sem_addr).unwrap(), 1);
+    let out = go(child);
+    drop(link);
+    // The program saw the semaphore set on every iteration, and the probe fired every time with
+    // arg0 = i.
+    assert_eq!(out, "10 60");
+    let (hits, sum) = p.get(3);
+    assert_eq!(hits, N);
+    assert_eq!(sum & 0xffff_ffff, 45);
+}
+
+#[test]
+fn usdt_semaphore_through_proc_mem_is_restored() {
+    if !test_support::privileged("writes /proc/PID/mem") {
+        return;
+    }
+    let (_d, bin) = build(&["-DWITH_SEM"]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let probe = probes(&elf).unwrap().remove(0);
+    let rec = tempfile::tempdir().unwrap();
+    let child = start(&bin);
+    let pid = child.id();
+    let module = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap();
+    let sem = module.abs(probe.semaphore.unwrap());
+    let p = Prog::new(Reg::Rax, true);
+    let site = UprobeSite { offset: probe.pc_offset, ref_ctr_offset: None, cookie: 0 };
+    let _link = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    let mut guard = SemaphoreGuard::new(rec.path());
+    assert_eq!(guard.increment(pid, sem).unwrap(), 1);
+    assert!(guard.record_path().exists());
+    // Restore while the process still runs (as on Ctrl-C): back to 0, record gone.
+    assert_eq!(guard.restore(), 1);
+    assert_eq!(semaphore::read(pid, sem).unwrap(), 0);
+    assert!(!guard.record_path().exists());
+    // Set again, then let the program run: every iteration sees it, the probe fires each time.
+    guard.increment(pid, sem).unwrap();
+    let out = go(child);
+    assert_eq!(out, "10 60");
+    assert_eq!(p.get(0).0, N);
+    drop(guard); // the process is gone: nothing to undo, no error.
+}
+
+#[test]
+fn stale_semaphore_records_are_repaired() {
+    if !test_support::privileged("writes /proc/PID/mem") {
+        return;
+    }
+    let (_d, bin) = build(&["-DWITH_SEM"]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let probe = probes(&elf).unwrap().remove(0);
+    let rec = tempfile::tempdir().unwrap();
+    let child = start(&bin);
+    let pid = child.id();
+    let sem = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap().abs(probe.semaphore.unwrap());
+    // A "crashed" owner: a process that has exited, whose record says it incremented `sem`.
+    let dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let dead_start = semaphore::start_time(dead_pid).unwrap_or(1);
+    let mut dead = dead;
+    dead.wait().unwrap();
+    semaphore::adjust(pid, sem, 1).unwrap();
+    let start = semaphore::start_time(pid).unwrap();
+    std::fs::write(rec.path().join(format!("{dead_pid}.sem")), format!("{dead_pid} {dead_start}\n{pid} {start} {:x}\n", sem.0)).unwrap();
+    // A live owner's record (ours) is left alone.
+    let me = std::process::id();
+    let live = rec.path().join(format!("{me}.sem"));
+    std::fs::write(&live, format!("{me} {}\n", semaphore::start_time(me).unwrap())).unwrap();
+    let repairs = repair_stale(rec.path());
+    assert_eq!(repairs.len(), 1);
+    assert_eq!((repairs[0].restored, repairs[0].gone), (1, 0));
+    assert_eq!(semaphore::read(pid, sem).unwrap(), 0);
+    assert!(live.exists());
+    assert_eq!(go(child), "0 60");
+}
+
+#[test]
+fn every_instruction_at_scale_leaves_target_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&[]);
+    let unprobed = go(start(&bin));
+    let elf = ElfFile::open(&bin).unwrap();
+    let (own, _) = pid_sites(&elf, "*", "").unwrap();
+    let libc_path = Path::new("/usr/lib/x86_64-linux-gnu/libc.so.6");
+    let libc = ElfFile::open(libc_path).unwrap();
+    // Every instruction of libc's malloc/free family and string functions that decode.
+    let mut lib_sites = Vec::new();
+    for pat in ["*malloc*", "*free*", "str*", "__libc_start*", "exit", "_IO_*"] {
+        lib_sites.extend(pid_sites(&libc, pat, "").unwrap().0);
+    }
+    lib_sites.sort_by_key(|s| s.offset);
+    lib_sites.dedup_by_key(|s| s.offset);
+    assert!(own.len() + lib_sites.len() > 2000, "{} + {}", own.len(), lib_sites.len());
+    let child = start(&bin);
+    let pid = child.id();
+    let p = Prog::new(Reg::Rax, true);
+    let l1 = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &sites(&own, 0), Some(pid), false).unwrap();
+    let l2 = sys::attach_uprobe_multi(p.prog.as_raw_fd(), libc_path, &sites(&lib_sites, 1), Some(pid), false).unwrap();
+    let out = go(child);
+    drop((l1, l2));
+    assert_eq!(out, unprobed);
+    assert!(p.get(0).0 > 10 * N, "own hits {}", p.get(0).0);
+    assert!(p.get(1).0 > 0, "libc hits");
+}
+
+#[test]
+fn symbolizes_process_addresses_after_exit() {
+    if !test_support::privileged("reads another process's maps") {
+        return;
+    }
+    let (_d, bin) = build(&[]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let add = elf.function("add").unwrap().clone();
+    let child = start(&bin);
+    let pid = child.id();
+    let module = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap();
+    let libc = ElfFile::open("/usr/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+    let maps = ProcessMaps::read(pid).unwrap();
+    let libc_path = maps.resolve_module("libc.so.6").remove(0);
+    let libc_mod = maps.module(&libc_path, &libc).unwrap();
+    let malloc = libc.function("malloc").unwrap();
+    let mut s = Symbolizer::new();
+    assert!(s.remember(pid));
+    go(child);
+    // The process has exited; its remembered maps still resolve.
+    let main = elf.function("main").unwrap();
+    assert_eq!(s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).frame(), "t`main+0x4");
+    assert_eq!(s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).sym(), "t`main");
+    assert_eq!(s.resolve(pid, module.abs(add.addr)).frame(), "t`add");
+    let m = s.resolve(pid, AbsAddr(libc_mod.abs(malloc.addr).0 + 0x10));
+    assert_eq!(m.module.as_deref(), Some("libc.so.6"));
+    assert_eq!(m.offset, 0x10);
+    assert!(m.function.is_some());
+    assert_eq!(s.resolve(pid, AbsAddr(0x10)).frame(), "0x10");
+}

@@ -1,0 +1,62 @@
+//! Helpers shared by probe-user's integration tests: building the C test target, and a tiny BPF
+//! program that counts hits and sums a register per attach cookie.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Compiles `tests/common/target.c` into `dir` with extra gcc flags; returns the binary.
+pub fn build_target(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/target.c");
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O1", "-g0", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc {flags:?} failed");
+    out
+}
+
+fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    u64::from(op) | (u64::from(dst | (src << 4)) << 8) | (u64::from(off as u16) << 16) | (u64::from(imm as u32) << 32)
+}
+
+/// A kprobe-type program: `slot[cookie] += 1; slot[cookie + 8] += *(u64 *)(ctx + reg_off)`.
+pub fn counter_program(map_fd: i32, reg_off: i16) -> Vec<u64> {
+    let ld_map = |v: &mut Vec<u64>| {
+        v.push(insn(0x18, 1, 1, 0, map_fd)); // r1 = map (BPF_PSEUDO_MAP_FD)
+        v.push(0);
+    };
+    let mut v = vec![
+        insn(0xbf, 6, 1, 0, 0),   // r6 = r1 (ctx)
+        insn(0x85, 0, 0, 0, 174), // call bpf_get_attach_cookie
+        insn(0xbf, 7, 0, 0, 0),   // r7 = r0
+        insn(0x63, 10, 7, -4, 0), // *(u32 *)(r10 - 4) = r7
+    ];
+    ld_map(&mut v);
+    v.extend([
+        insn(0xbf, 2, 10, 0, 0), // r2 = r10
+        insn(0x07, 2, 0, 0, -4), // r2 += -4
+        insn(0x85, 0, 0, 0, 1),  // call bpf_map_lookup_elem
+        insn(0x15, 0, 0, 2, 0),  // if r0 == 0 goto +2
+        insn(0xb7, 1, 0, 0, 1),  // r1 = 1
+        insn(0xdb, 0, 1, 0, 0),  // lock *(u64 *)(r0 + 0) += r1
+        insn(0x07, 7, 0, 0, 8),  // r7 += 8
+        insn(0x63, 10, 7, -4, 0),
+    ]);
+    ld_map(&mut v);
+    v.extend([
+        insn(0xbf, 2, 10, 0, 0),
+        insn(0x07, 2, 0, 0, -4),
+        insn(0x85, 0, 0, 0, 1),
+        insn(0x15, 0, 0, 2, 0),
+        insn(0x79, 1, 6, reg_off, 0), // r1 = *(u64 *)(r6 + reg_off)
+        insn(0xdb, 0, 1, 0, 0),
+        insn(0xb7, 0, 0, 0, 0), // r0 = 0
+        insn(0x95, 0, 0, 0, 0), // exit
+    ]);
+    v
+}
