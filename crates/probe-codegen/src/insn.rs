@@ -340,6 +340,11 @@ impl Asm {
             _ => {}
         }
     }
+    /// Byte swap to big-endian of the low `bits` (16, 32, 64) bits, zero-extending the result
+    /// (`BPF_END | BPF_TO_BE`; on little-endian x86-64 this is a swap: `htons`, `htonl`, `htonll`).
+    pub fn to_be(&mut self, dst: Reg, bits: i32) {
+        self.push(ALU | 0xd0 | 0x08, dst, R0, 0, bits);
+    }
     /// `dst = *(size *)(src + off)`, zero-extended.
     pub fn ldx(&mut self, size: Size, dst: Reg, src: Reg, off: i16) {
         self.push(LDX | MEM | size.bits(), dst, src, off, 0);
@@ -403,6 +408,8 @@ pub mod helper {
     pub const MAP_UPDATE_ELEM: i32 = 2;
     /// `long bpf_map_delete_elem(map, key)`
     pub const MAP_DELETE_ELEM: i32 = 3;
+    /// `u32 bpf_get_prandom_u32(void)`
+    pub const GET_PRANDOM_U32: i32 = 7;
     /// `u64 bpf_ktime_get_ns(void)` (CLOCK_MONOTONIC)
     pub const KTIME_GET_NS: i32 = 5;
     /// `u32 bpf_get_smp_processor_id(void)`

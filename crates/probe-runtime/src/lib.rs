@@ -1,8 +1,14 @@
 //! Probe providers, BPF load/attach, ring-buffer and map consumers.
 //!
 //! Main modules: [`sys`] (every kernel call: bpf(2), perf_event_open(2), mount(2)), [`ringbuf`]
-//! (the mmap'd ring-buffer consumer).
+//! (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
+//! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
+//! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
+//! aggregations read).
 #![deny(missing_docs)]
 
+pub mod catalog;
 pub mod ringbuf;
+pub mod session;
+pub mod syscalls;
 pub mod sys;

@@ -60,6 +60,8 @@ pub mod map_type {
 
 /// Program types (enum bpf_prog_type).
 pub mod prog_type {
+    /// BPF_PROG_TYPE_KPROBE: context is `struct pt_regs` (kprobes and uprobes).
+    pub const KPROBE: u32 = 2;
     /// BPF_PROG_TYPE_TRACEPOINT: context is the tracefs record (format file layout).
     pub const TRACEPOINT: u32 = 5;
     /// BPF_PROG_TYPE_PERF_EVENT: context is `struct bpf_perf_event_data`.
@@ -114,8 +116,27 @@ fn obj_name(name: &str) -> [u8; 16] {
 /// For a ring buffer `key_size = value_size = 0` and `max_entries` is the data size in bytes
 /// (a power-of-two multiple of the page size).
 pub fn map_create(map_type: u32, key_size: u32, value_size: u32, max_entries: u32, name: &str) -> SysResult<OwnedFd> {
-    let mut attr =
-        MapCreateAttr { map_type, key_size, value_size, max_entries, map_name: obj_name(name), ..Default::default() };
+    map_create_flags(map_type, key_size, value_size, max_entries, 0, name)
+}
+
+/// [`map_create`] with `map_flags` (e.g. `BPF_F_NO_PREALLOC` = 1 for hash maps).
+pub fn map_create_flags(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+    name: &str,
+) -> SysResult<OwnedFd> {
+    let mut attr = MapCreateAttr {
+        map_type,
+        key_size,
+        value_size,
+        max_entries,
+        map_flags,
+        map_name: obj_name(name),
+        ..Default::default()
+    };
     bpf(BPF_MAP_CREATE, &mut attr, "bpf(BPF_MAP_CREATE)").map(fd_from)
 }
 

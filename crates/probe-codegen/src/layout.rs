@@ -1,0 +1,560 @@
+//! What the code generator hands the runtime: maps to create, programs to load and where to attach
+//! them, and the layouts of ring-buffer records and aggregation entries (documented for users in
+//! `docs/probe-internals.md`).
+
+use crate::insn::{Insn, MapRef};
+
+/// Kind of a BPF map (the runtime maps these to `enum bpf_map_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapKind {
+    /// `BPF_MAP_TYPE_HASH`.
+    Hash,
+    /// `BPF_MAP_TYPE_ARRAY`.
+    Array,
+    /// `BPF_MAP_TYPE_PERCPU_HASH` (aggregations: one value slot per CPU, merged in user space).
+    PercpuHash,
+    /// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+    PercpuArray,
+    /// `BPF_MAP_TYPE_RINGBUF` (`max_entries` = data size in bytes).
+    RingBuf,
+}
+
+/// What a map holds (for the runtime's reader and for `docs/probe-internals.md`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapRole {
+    /// The record ring buffer shared by all programs.
+    Records,
+    /// Per-CPU counters, 8 bytes each, indexed by [`Stat`].
+    Stats,
+    /// Scratch memory of one program, one `value_size` slot per CPU (key = CPU number): strings,
+    /// keys and records are built here because the BPF stack has only 512 bytes.
+    Scratch,
+    /// All global scalar variables, one element at key 0, each at its [`GlobalVar::offset`].
+    Globals,
+    /// An associative array (key = its tuple keys, value = its value).
+    Assoc(String),
+    /// A thread-local variable `self->name`, keyed by thread id (`u64`).
+    ThreadLocal(String),
+    /// Aggregation number `n` of [`Layout::aggs`].
+    Aggregation(usize),
+    /// Syscall-number → probe-function-name table (`probefunc` of syscall probes), 64 bytes each.
+    SyscallNames,
+}
+
+/// Per-CPU counters in the [`MapRole::Stats`] map, reported at exit the DTrace way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Stat {
+    /// Ring buffer full: a record was lost ("N drops on CPU k").
+    RecordDrops = 0,
+    /// A hash map (associative array, thread-local) was full ("N dynamic variable drops").
+    DynvarDrops = 1,
+    /// An aggregation map was full ("N aggregation drops on CPU k").
+    AggDrops = 2,
+    /// A clause faulted (division by zero, bad address); also reported through the ERROR record.
+    Errors = 3,
+}
+
+/// Number of [`Stat`] slots.
+pub const STAT_COUNT: u32 = 4;
+
+/// A map the runtime creates before loading programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapSpec {
+    /// Short name (shown by the kernel in fdinfo; at most 15 characters kept).
+    pub name: String,
+    /// Map kind.
+    pub kind: MapKind,
+    /// Key size in bytes (0 for ring buffers).
+    pub key_size: u32,
+    /// Value size in bytes (per CPU for per-CPU maps; 0 for ring buffers).
+    pub value_size: u32,
+    /// Capacity in entries (bytes for ring buffers).
+    pub max_entries: u32,
+    /// Create with `BPF_F_NO_PREALLOC` (hash maps that may be large but are usually sparse).
+    pub no_prealloc: bool,
+    /// What the map holds.
+    pub role: MapRole,
+}
+
+/// How a program is loaded and attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attach {
+    /// Raw tracepoint `raw_syscalls:sys_enter` (context: `u64[2]` = `{struct pt_regs *, long nr}`).
+    SysEnter,
+    /// Raw tracepoint `raw_syscalls:sys_exit` (context: `u64[2]` = `{struct pt_regs *, long ret}`).
+    SysExit,
+    /// A tracefs tracepoint through a perf event (context: the record in its format-file layout).
+    Tracepoint {
+        /// tracefs category.
+        category: String,
+        /// Event name.
+        event: String,
+    },
+    /// A cpu-clock perf event (context: `struct bpf_perf_event_data`).
+    Profile {
+        /// Period in ns.
+        period_ns: u64,
+        /// One event per online CPU (`profile-N`) or only CPU 0 (`tick-N`).
+        every_cpu: bool,
+    },
+    /// `dtrace:::BEGIN`: run once by `BPF_PROG_TEST_RUN` before anything else is attached.
+    Begin,
+    /// `dtrace:::END`: run once by `BPF_PROG_TEST_RUN` after everything is detached.
+    End,
+    /// `dtrace:::ERROR`: run by `BPF_PROG_TEST_RUN` for each error record, context
+    /// `u64[6]` = DTrace's `arg0..arg5` (arg1 = enabled probe id, arg4 = fault, arg5 = address).
+    Error,
+    /// A uprobe or USDT probe (context: `struct pt_regs`); attached by probe-user.
+    Uprobe {
+        /// ELF object path.
+        path: String,
+        /// File offset.
+        offset: u64,
+        /// Return probe?
+        ret: bool,
+        /// Restrict to one process.
+        pid: Option<u32>,
+        /// USDT semaphore file offset to increment while attached.
+        semaphore: Option<u64>,
+    },
+}
+
+/// Program types (the runtime maps these to `enum bpf_prog_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgKind {
+    /// `BPF_PROG_TYPE_RAW_TRACEPOINT`.
+    RawTracepoint,
+    /// `BPF_PROG_TYPE_TRACEPOINT`.
+    Tracepoint,
+    /// `BPF_PROG_TYPE_PERF_EVENT`.
+    PerfEvent,
+    /// `BPF_PROG_TYPE_KPROBE` (uprobes).
+    Kprobe,
+}
+
+/// One program to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgSpec {
+    /// Name for the kernel (`sl_<attach>`).
+    pub name: String,
+    /// Program type.
+    pub kind: ProgKind,
+    /// Where it attaches.
+    pub attach: Attach,
+    /// Instructions; `lddw` map references carry the map index in `imm` until patched.
+    pub insns: Vec<Insn>,
+    /// Where the map references are.
+    pub map_refs: Vec<MapRef>,
+    /// Clause indexes (program order) compiled into this program.
+    pub clauses: Vec<usize>,
+    /// Probe ids (indexes into [`Layout::probes`]) this program serves.
+    pub probes: Vec<usize>,
+}
+
+/// How a value sits in a record, an aggregation key, or a variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldKind {
+    /// An integer stored in 8 bytes (sign- or zero-extended), of C width `bytes`.
+    Int {
+        /// Width of the C type (1, 2, 4, 8).
+        bytes: u8,
+        /// Signed?
+        signed: bool,
+    },
+    /// A NUL-padded string of `len` bytes.
+    Str {
+        /// Bytes reserved (the string's capacity).
+        len: u32,
+    },
+    /// A kernel (`user == false`) or user stack: `frames` 8-byte addresses, zero-terminated.
+    Stack {
+        /// User stack?
+        user: bool,
+        /// Frames reserved.
+        frames: u32,
+    },
+    /// An address printed as a symbol of this kind.
+    Sym(probe_sema_kind::SymKind),
+}
+
+/// Re-export of the symbol kinds, kept local so `layout` reads on its own.
+pub mod probe_sema_kind {
+    pub use probe_sema::types::SymKind;
+}
+
+impl FieldKind {
+    /// Bytes this field takes (a multiple of 8).
+    pub fn size(&self) -> u32 {
+        match self {
+            FieldKind::Int { .. } | FieldKind::Sym(_) => 8,
+            FieldKind::Str { len } => (len + 7) & !7,
+            FieldKind::Stack { frames, .. } => 8 * frames,
+        }
+    }
+}
+
+/// A field of a record or key at a byte offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// Offset from the start of the record (header included) or of the key.
+    pub offset: u32,
+    /// What is stored there.
+    pub kind: FieldKind,
+}
+
+/// The layout of one kind of ring-buffer record: everything one clause recorded in one firing
+/// (DTrace's EPID buffer), or one run-time error. Every record starts with a
+/// [`RECORD_HEADER`]-byte header: `u32 record id` (index into [`Layout::records`]), `u32 cpu`,
+/// `u64 probe key` (the syscall number in syscall programs, else 0), `u64 executed-actions mask`
+/// (bit `i` set when `actions[i]` ran; actions under an `if` may not), `u64 timestamp`
+/// (`bpf_ktime_get_ns`, CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordDesc {
+    /// The clause (program order) that emits it.
+    pub clause: usize,
+    /// Index of the program (in [`Layout::programs`]) that emits it.
+    pub program: usize,
+    /// The data-recording actions in clause order (empty for a clause without any: DTrace's default
+    /// action prints just the probe line).
+    pub actions: Vec<ActionRec>,
+    /// Total size including the header.
+    pub size: u32,
+}
+
+/// Bytes of the record header.
+pub const RECORD_HEADER: u32 = 32;
+
+/// One action's part of a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRec {
+    /// What it does in user space.
+    pub action: RecordAction,
+    /// Its fields; offsets count from the start of the record (header included).
+    pub fields: Vec<Field>,
+}
+
+/// The action a record carries out in user space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordAction {
+    /// `printf(fmt, args...)`: `fields` are the arguments.
+    Printf {
+        /// The format string.
+        format: String,
+    },
+    /// `trace(expr)`: one field.
+    Trace,
+    /// `stack()`/`ustack()` as a statement: one stack field.
+    Stack,
+    /// `exit(status)`: one int field.
+    Exit,
+    /// `printa([fmt,] @a, ...)`: no fields; the runtime prints the aggregations now.
+    Printa {
+        /// Optional format.
+        format: Option<String>,
+        /// Aggregation ids.
+        aggs: Vec<usize>,
+    },
+    /// `clear(@a)`: zero the aggregation's values now.
+    Clear {
+        /// Aggregation id.
+        agg: usize,
+    },
+    /// `trunc(@a[, n])`: keep the top `n` (or none).
+    Trunc {
+        /// Aggregation id.
+        agg: usize,
+        /// Entries to keep (`None`: all removed).
+        keep: Option<i64>,
+    },
+    /// `normalize(@a, n)` / `denormalize(@a)`.
+    Normalize {
+        /// Aggregation id.
+        agg: usize,
+        /// Divisor (`None` = denormalize).
+        factor: Option<i64>,
+    },
+    /// A run-time fault, in a record of its own: fields are `u64 fault kind` ([`Fault`]) and
+    /// `u64 address`.
+    Error,
+}
+
+/// Run-time faults a clause can report (DTrace's `DTRACEFLT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u64)]
+pub enum Fault {
+    /// Invalid address (`DTRACEFLT_BADADDR`).
+    BadAddr = 1,
+    /// Division by zero (`DTRACEFLT_DIVZERO`).
+    DivZero = 4,
+}
+
+impl Fault {
+    /// The fault from its number.
+    pub fn from_u64(v: u64) -> Option<Fault> {
+        match v {
+            1 => Some(Fault::BadAddr),
+            4 => Some(Fault::DivZero),
+            _ => None,
+        }
+    }
+    /// DTrace's wording ("invalid address (0x0)", "divide-by-zero").
+    pub fn describe(self, addr: u64) -> String {
+        match self {
+            Fault::BadAddr => format!("invalid address (0x{addr:x})"),
+            Fault::DivZero => "divide-by-zero".to_string(),
+        }
+    }
+}
+
+/// One aggregation: its function, key layout and value layout in its per-CPU map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggDesc {
+    /// Name without `@` (empty for `@`).
+    pub name: String,
+    /// The function and its constant parameters.
+    pub func: AggFunc,
+    /// Key fields (an unkeyed aggregation has one 8-byte zero key).
+    pub keys: Vec<Field>,
+    /// Key size in bytes.
+    pub key_size: u32,
+    /// Index of its map in [`Layout::maps`].
+    pub map: usize,
+}
+
+/// An aggregating function and its value layout (all slots `u64`/`i64`, per CPU).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AggFunc {
+    /// `[count]`
+    Count,
+    /// `[sum]`
+    Sum,
+    /// `[count, sum]`
+    Avg,
+    /// `[count, min]` (min valid when count > 0)
+    Min,
+    /// `[count, max]`
+    Max,
+    /// `[count, sum, sum of squares low 64 bits, high 64 bits]`
+    Stddev,
+    /// `[bucket counts; 127]` indexed as probe-format's quantize buckets.
+    Quantize,
+    /// `[bucket counts; (limit - base) / step + 3]`.
+    Lquantize {
+        /// Lower bound.
+        base: i64,
+        /// Upper bound.
+        limit: i64,
+        /// Step.
+        step: i64,
+    },
+    /// `[bucket counts; n]` for factor/low/high/steps.
+    Llquantize {
+        /// Factor.
+        factor: i64,
+        /// Low magnitude.
+        low: i64,
+        /// High magnitude.
+        high: i64,
+        /// Steps per magnitude.
+        steps: i64,
+    },
+}
+
+/// A probe a program serves, as the runtime prints it in errors and `-l`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeRef {
+    /// `provider:module:function:name`.
+    pub name: String,
+}
+
+/// A global scalar in the globals map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobalVar {
+    /// Name.
+    pub name: String,
+    /// Offset in the globals value.
+    pub offset: u32,
+    /// Its layout.
+    pub kind: FieldKind,
+}
+
+/// Everything the code generator produced for one D program.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Layout {
+    /// Maps, indexed by the numbers in [`MapRef::map`].
+    pub maps: Vec<MapSpec>,
+    /// Programs to load.
+    pub programs: Vec<ProgSpec>,
+    /// Record kinds, indexed by the record id in each record's header.
+    pub records: Vec<RecordDesc>,
+    /// Aggregations, indexed by aggregation id.
+    pub aggs: Vec<AggDesc>,
+    /// Global scalar variables.
+    pub globals: Vec<GlobalVar>,
+    /// Probes served (for messages), indexed by probe id.
+    pub probes: Vec<ProbeRef>,
+    /// Index of the ring buffer in `maps`.
+    pub ringbuf: usize,
+    /// Index of the stats map in `maps`.
+    pub stats: usize,
+}
+
+/// How `argN` is read at a probe (`arg0..arg9` are `int64_t` in D): the probe kinds differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgAccess {
+    /// Absent: reads as 0.
+    Zero,
+    /// `ctx[index]` as `u64` (raw tracepoints, BEGIN/END/ERROR test runs).
+    CtxU64 {
+        /// Index into the context's `u64` array.
+        index: u16,
+    },
+    /// A `struct pt_regs` field through the pointer at `ctx[ptr_index]`, read with
+    /// `bpf_probe_read_kernel` (syscall arguments at `raw_syscalls:sys_enter`).
+    RegsViaPtr {
+        /// Index of the `struct pt_regs *` in the context.
+        ptr_index: u16,
+        /// Byte offset of the register in `struct pt_regs` (x86-64: di 112, si 104, ...).
+        reg_offset: i16,
+    },
+    /// A `struct pt_regs` field of the context itself (uprobes; profile: `bpf_perf_event_data`
+    /// starts with the registers).
+    Regs {
+        /// Byte offset of the register.
+        reg_offset: i16,
+    },
+    /// A USDT argument per its stapsdt spec.
+    Usdt(UsdtArgSpec),
+}
+
+/// A USDT argument location (stapsdt `size@location`, x86-64 AT&T syntax), resolved to register
+/// offsets in `struct pt_regs` so codegen reads them from the uprobe's context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsdtArgSpec {
+    /// Where the value is.
+    pub loc: UsdtLoc,
+    /// Size in bytes (1, 2, 4, 8).
+    pub size: u8,
+    /// Sign-extend (`-N@...`)?
+    pub signed: bool,
+}
+
+/// The location forms of a stapsdt argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UsdtLoc {
+    /// `%reg`: the register's value.
+    Reg {
+        /// Offset in `struct pt_regs`.
+        reg_offset: i16,
+    },
+    /// `disp(%base)`: memory at base + disp (user memory).
+    Mem {
+        /// Base register's offset in `struct pt_regs`.
+        base_offset: i16,
+        /// Displacement in bytes.
+        disp: i64,
+    },
+    /// `disp(%base,%index,scale)`.
+    MemIndexed {
+        /// Base register offset.
+        base_offset: i16,
+        /// Index register offset.
+        index_offset: i16,
+        /// Scale (1, 2, 4, 8).
+        scale: u8,
+        /// Displacement.
+        disp: i64,
+    },
+    /// `sym(%rip)` or an absolute address: memory at this run-time address (the attacher adds the
+    /// load bias).
+    Addr {
+        /// Absolute virtual address in the traced process.
+        addr: u64,
+    },
+    /// `$imm`: a constant.
+    Imm(i64),
+}
+
+/// x86-64 `struct pt_regs` byte offsets (arch/x86/include/asm/ptrace.h), for [`ArgAccess`].
+pub mod pt_regs {
+    /// r15
+    pub const R15: i16 = 0;
+    /// r14
+    pub const R14: i16 = 8;
+    /// r13
+    pub const R13: i16 = 16;
+    /// r12
+    pub const R12: i16 = 24;
+    /// rbp
+    pub const BP: i16 = 32;
+    /// rbx
+    pub const BX: i16 = 40;
+    /// r11
+    pub const R11: i16 = 48;
+    /// r10 (4th syscall argument)
+    pub const R10: i16 = 56;
+    /// r9
+    pub const R9: i16 = 64;
+    /// r8
+    pub const R8: i16 = 72;
+    /// rax (return value)
+    pub const AX: i16 = 80;
+    /// rcx
+    pub const CX: i16 = 88;
+    /// rdx
+    pub const DX: i16 = 96;
+    /// rsi
+    pub const SI: i16 = 104;
+    /// rdi
+    pub const DI: i16 = 112;
+    /// orig_rax (system call number)
+    pub const ORIG_AX: i16 = 120;
+    /// rip
+    pub const IP: i16 = 128;
+    /// cs
+    pub const CS: i16 = 136;
+    /// eflags
+    pub const FLAGS: i16 = 144;
+    /// rsp
+    pub const SP: i16 = 152;
+    /// ss
+    pub const SS: i16 = 160;
+    /// Offset of register `name` (`rdi`, `edi`, `di`, `r8d`, ...), for USDT specs.
+    pub fn by_name(name: &str) -> Option<i16> {
+        let n = name.trim_start_matches('%');
+        Some(match n {
+            "rax" | "eax" | "ax" | "al" => AX,
+            "rbx" | "ebx" | "bx" | "bl" => BX,
+            "rcx" | "ecx" | "cx" | "cl" => CX,
+            "rdx" | "edx" | "dx" | "dl" => DX,
+            "rsi" | "esi" | "si" | "sil" => SI,
+            "rdi" | "edi" | "di" | "dil" => DI,
+            "rbp" | "ebp" | "bp" | "bpl" => BP,
+            "rsp" | "esp" | "sp" | "spl" => SP,
+            "rip" => IP,
+            _ => {
+                let rest = n.strip_prefix('r')?;
+                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                match digits.parse::<u8>().ok()? {
+                    8 => R8,
+                    9 => R9,
+                    10 => R10,
+                    11 => R11,
+                    12 => R12,
+                    13 => R13,
+                    14 => R14,
+                    15 => R15,
+                    _ => return None,
+                }
+            }
+        })
+    }
+}
+
+/// The x86-64 system-call argument registers in order (arg0..arg5), as offsets in `struct pt_regs`.
+pub const SYSCALL_ARG_REGS: [i16; 6] =
+    [pt_regs::DI, pt_regs::SI, pt_regs::DX, pt_regs::R10, pt_regs::R8, pt_regs::R9];
+
+/// The x86-64 SysV function argument registers in order (uprobe arg0..arg5).
+pub const CALL_ARG_REGS: [i16; 6] = [pt_regs::DI, pt_regs::SI, pt_regs::DX, pt_regs::CX, pt_regs::R8, pt_regs::R9];

@@ -1,0 +1,331 @@
+//! The kernel probe catalog: the providers `dtrace`, `profile`, `syscall`, `proc` and every tracefs
+//! tracepoint, as sema's [`ProbeCatalog`].
+//!
+//! Naming (see `docs/probe-providers.md`):
+//! - `dtrace:::BEGIN`, `dtrace:::END`, `dtrace:::ERROR`;
+//! - `profile:::tick-N[unit]` (one CPU) and `profile:::profile-N[unit]` (every CPU); units `ns`,
+//!   `nsec`, `us`, `usec`, `ms`, `msec`, `s`, `sec`, `m`, `min`, `h`, `hour`, `d`, `day`, `hz`
+//!   (the default); any N is accepted, the listing shows DTrace's usual rates;
+//! - `syscall::NAME:entry` / `syscall::NAME:return` for every x86-64 system call;
+//! - `proc:::exec-success`, `proc:::exit`, `proc:::create`, `proc:::signal-send` (on the
+//!   `sched_process_exec`, `sched_process_exit`, `sched_process_fork` and `signal_generate`
+//!   tracepoints; `args->` are those tracepoints' fields);
+//! - tracepoints as `CATEGORY:::EVENT` (e.g. `sched:::sched_switch`), `args->` typed from the
+//!   event's tracefs `format` file.
+
+use std::path::{Path, PathBuf};
+
+use probe_sema::catalog::{
+    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, TpField, field_matches,
+};
+
+use crate::syscalls::SYSCALLS_X86_64;
+
+/// Where tracefs is (mounted on demand by [`tracefs_dir`]).
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Returns the tracefs directory, mounting tracefs there if it is not mounted yet.
+/// `None` when it cannot be found or mounted (no privileges, no tracefs in the kernel).
+pub fn tracefs_dir() -> Option<PathBuf> {
+    let dir = Path::new(TRACEFS);
+    if dir.join("events").is_dir() {
+        return Some(dir.to_path_buf());
+    }
+    if crate::sys::mount_tracefs(TRACEFS).is_ok() && dir.join("events").is_dir() {
+        return Some(dir.to_path_buf());
+    }
+    let old = Path::new("/sys/kernel/debug/tracing");
+    old.join("events").is_dir().then(|| old.to_path_buf())
+}
+
+/// The tracefs `id` of `category/event` (for `perf_event_open`).
+pub fn tracepoint_id(category: &str, event: &str) -> Option<u64> {
+    let dir = tracefs_dir()?;
+    std::fs::read_to_string(dir.join("events").join(category).join(event).join("id")).ok()?.trim().parse().ok()
+}
+
+/// The fields of `category/event` from its tracefs format file (common fields excluded).
+pub fn tracepoint_fields(category: &str, event: &str) -> Option<Vec<TpField>> {
+    let dir = tracefs_dir()?;
+    let text = std::fs::read_to_string(dir.join("events").join(category).join(event).join("format")).ok()?;
+    probe_sema::tracefs::parse_tracepoint_format(&text).ok()
+}
+
+/// The `proc` provider's probes and the tracepoints they are built on.
+pub const PROC_PROBES: &[(&str, &str, &str)] = &[
+    ("create", "sched", "sched_process_fork"),
+    ("exec-success", "sched", "sched_process_exec"),
+    ("exit", "sched", "sched_process_exit"),
+    ("signal-send", "signal", "signal_generate"),
+];
+
+/// Providers that are not tracefs categories.
+const BUILTIN_PROVIDERS: &[&str] = &["dtrace", "profile", "syscall", "proc"];
+
+/// The syscall number of `name` in the x86-64 table.
+pub fn syscall_nr(name: &str) -> Option<u32> {
+    SYSCALLS_X86_64.iter().find(|(_, n)| *n == name).map(|(nr, _)| *nr)
+}
+
+/// The name of syscall `nr`.
+pub fn syscall_name(nr: u32) -> Option<&'static str> {
+    SYSCALLS_X86_64.iter().find(|(n, _)| *n == nr).map(|(_, name)| *name)
+}
+
+/// Parses a profile probe name `tick-N[unit]` / `profile-N[unit]` into (period in ns, every CPU).
+/// A rate in hz (the default unit) becomes `1e9 / N` ns.
+pub fn parse_profile_name(name: &str) -> Option<(u64, bool)> {
+    let (every_cpu, rest) = if let Some(r) = name.strip_prefix("tick-") {
+        (false, r)
+    } else if let Some(r) = name.strip_prefix("profile-") {
+        (true, r)
+    } else {
+        return None;
+    };
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let n: u64 = digits.parse().ok().filter(|&n| n > 0)?;
+    let unit = &rest[digits.len()..];
+    let ns = match unit {
+        "ns" | "nsec" => n,
+        "us" | "usec" => n.checked_mul(1_000)?,
+        "ms" | "msec" => n.checked_mul(1_000_000)?,
+        "s" | "sec" => n.checked_mul(1_000_000_000)?,
+        "m" | "min" => n.checked_mul(60_000_000_000)?,
+        "h" | "hour" => n.checked_mul(3_600_000_000_000)?,
+        "d" | "day" => n.checked_mul(86_400_000_000_000)?,
+        "" | "hz" => 1_000_000_000 / n,
+        _ => return None,
+    };
+    (ns > 0).then_some((ns, every_cpu))
+}
+
+/// The catalog of kernel probes on this machine.
+#[derive(Debug, Default, Clone)]
+pub struct KernelCatalog {
+    _private: (),
+}
+
+impl KernelCatalog {
+    /// A catalog reading tracefs on demand.
+    pub fn new() -> KernelCatalog {
+        KernelCatalog::default()
+    }
+
+    fn dtrace(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        for (name, p) in [("BEGIN", DtraceProbe::Begin), ("END", DtraceProbe::End), ("ERROR", DtraceProbe::Error)] {
+            if desc.matches("dtrace", "", "", name) {
+                let args = if p == DtraceProbe::Error { ProbeArgs::DtraceError } else { ProbeArgs::None };
+                out.push(probe("dtrace", "", name, args, ProbeKind::Dtrace(p)));
+            }
+        }
+    }
+
+    fn profile(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        if !field_matches(&desc.provider, "profile") || !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
+            return;
+        }
+        let mut names: Vec<String> = Vec::new();
+        if parse_profile_name(&desc.name).is_some() {
+            names.push(desc.name.clone());
+        } else {
+            // The rates DTrace's profile provider lists by default.
+            for r in ["97", "199", "499", "997", "1999", "4001", "4999"] {
+                names.push(format!("profile-{r}"));
+            }
+            for r in ["1", "10", "100", "500", "1000", "5000"] {
+                names.push(format!("tick-{r}"));
+            }
+            names.push("tick-1s".into());
+            names.push("tick-10s".into());
+            names.retain(|n| field_matches(&desc.name, n));
+        }
+        for n in names {
+            if let Some((period_ns, every_cpu)) = parse_profile_name(&n) {
+                out.push(probe("profile", "", &n, ProbeArgs::Profile, ProbeKind::Profile { period_ns, every_cpu }));
+            }
+        }
+    }
+
+    fn syscall(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        if !field_matches(&desc.provider, "syscall") || !field_matches(&desc.module, "") {
+            return;
+        }
+        let literal = desc.is_literal() && !desc.function.is_empty();
+        for &(nr, name) in SYSCALLS_X86_64 {
+            if !field_matches(&desc.function, name) {
+                continue;
+            }
+            for (pname, entry) in [("entry", true), ("return", false)] {
+                if !field_matches(&desc.name, pname) {
+                    continue;
+                }
+                let args = if entry {
+                    // Typed args[] only when one system call is named (reading hundreds of format
+                    // files would slow down `syscall:::entry`).
+                    let typed = if literal { syscall_args(name) } else { None };
+                    match typed {
+                        Some(args) => ProbeArgs::SyscallEntry { nargs: args.len().min(6) as u8, args },
+                        None => ProbeArgs::SyscallEntry { nargs: 6, args: Vec::new() },
+                    }
+                } else {
+                    ProbeArgs::SyscallReturn
+                };
+                out.push(ProbeInfo {
+                    provider: "syscall".into(),
+                    module: String::new(),
+                    function: name.into(),
+                    name: pname.into(),
+                    args,
+                    kind: ProbeKind::Syscall { nr, entry },
+                });
+            }
+        }
+    }
+
+    fn proc(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        for &(name, cat, ev) in PROC_PROBES {
+            if desc.matches("proc", "", "", name) {
+                let fields = tracepoint_fields(cat, ev).unwrap_or_default();
+                out.push(probe(
+                    "proc",
+                    "",
+                    name,
+                    ProbeArgs::Tracepoint { fields },
+                    ProbeKind::Tracepoint { category: cat.into(), event: ev.into() },
+                ));
+            }
+        }
+    }
+
+    fn tracepoints(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        if BUILTIN_PROVIDERS.contains(&desc.provider.as_str()) {
+            return;
+        }
+        if !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
+            return;
+        }
+        for (cat, ev) in list_tracepoints(&desc.provider, &desc.name) {
+            let fields = tracepoint_fields(&cat, &ev).unwrap_or_default();
+            out.push(probe(&cat, "", &ev, ProbeArgs::Tracepoint { fields }, ProbeKind::Tracepoint {
+                category: cat.clone(),
+                event: ev.clone(),
+            }));
+        }
+    }
+}
+
+fn probe(provider: &str, function: &str, name: &str, args: ProbeArgs, kind: ProbeKind) -> ProbeInfo {
+    ProbeInfo {
+        provider: provider.into(),
+        module: String::new(),
+        function: function.into(),
+        name: name.into(),
+        args,
+        kind,
+    }
+}
+
+/// Typed entry arguments of syscall `name` from `syscalls/sys_enter_NAME/format` (tracefs names a
+/// few differently: `newfstat` for `fstat`, ...).
+fn syscall_args(name: &str) -> Option<Vec<TpField>> {
+    let alt = match name {
+        "stat" | "fstat" | "lstat" | "uname" => format!("new{name}"),
+        "sendfile" => "sendfile64".into(),
+        _ => name.into(),
+    };
+    let fields = tracepoint_fields("syscalls", &format!("sys_enter_{name}"))
+        .or_else(|| tracepoint_fields("syscalls", &format!("sys_enter_{alt}")))?;
+    Some(fields.into_iter().filter(|f| f.name != "__syscall_nr").collect())
+}
+
+/// `(category, event)` of every tracefs tracepoint whose category matches `cat_pat` and event
+/// matches `ev_pat`, sorted.
+pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
+    let Some(dir) = tracefs_dir() else { return Vec::new() };
+    let mut out = Vec::new();
+    let Ok(cats) = std::fs::read_dir(dir.join("events")) else { return out };
+    for c in cats.flatten() {
+        let cat = c.file_name().to_string_lossy().into_owned();
+        if !c.path().is_dir() || !field_matches(cat_pat, &cat) || BUILTIN_PROVIDERS.contains(&cat.as_str()) {
+            continue;
+        }
+        let Ok(evs) = std::fs::read_dir(c.path()) else { continue };
+        for e in evs.flatten() {
+            let ev = e.file_name().to_string_lossy().into_owned();
+            if e.path().join("format").is_file() && field_matches(ev_pat, &ev) {
+                out.push((cat.clone(), ev));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+impl ProbeCatalog for KernelCatalog {
+    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
+        let mut out = Vec::new();
+        self.dtrace(desc, &mut out);
+        self.profile(desc, &mut out);
+        self.syscall(desc, &mut out);
+        self.proc(desc, &mut out);
+        self.tracepoints(desc, &mut out);
+        out
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = ["dtrace:::BEGIN", "dtrace:::END", "dtrace:::ERROR", "profile:::tick-1s", "profile:::profile-97"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for &(_, name) in SYSCALLS_X86_64 {
+            v.push(format!("syscall::{name}:entry"));
+            v.push(format!("syscall::{name}:return"));
+        }
+        for &(name, _, _) in PROC_PROBES {
+            v.push(format!("proc:::{name}"));
+        }
+        for (c, e) in list_tracepoints("*", "*") {
+            v.push(format!("{c}:::{e}"));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_names_parse_with_dtrace_units() {
+        assert_eq!(parse_profile_name("tick-1s"), Some((1_000_000_000, false)));
+        assert_eq!(parse_profile_name("tick-5ms"), Some((5_000_000, false)));
+        assert_eq!(parse_profile_name("profile-97"), Some((1_000_000_000 / 97, true)));
+        assert_eq!(parse_profile_name("profile-1000hz"), Some((1_000_000, true)));
+        assert_eq!(parse_profile_name("tick-100us"), Some((100_000, false)));
+        assert_eq!(parse_profile_name("tick-1min"), Some((60_000_000_000, false)));
+        assert_eq!(parse_profile_name("tick-"), None);
+        assert_eq!(parse_profile_name("tick-3parsecs"), None);
+    }
+
+    #[test]
+    fn syscall_table_knows_common_calls() {
+        assert_eq!(syscall_nr("read"), Some(0));
+        assert_eq!(syscall_nr("getpid"), Some(39));
+        assert_eq!(syscall_name(59), Some("execve"));
+        assert_eq!(syscall_nr("openat"), Some(257));
+    }
+
+    #[test]
+    fn syscall_wildcards_match_entry_and_return() {
+        let c = KernelCatalog::new();
+        let all = c.matching(&ProbeDescPattern::new("syscall", "", "", "entry"));
+        assert_eq!(all.len(), SYSCALLS_X86_64.len());
+        let reads = c.matching(&ProbeDescPattern::new("syscall", "", "read", ""));
+        assert_eq!(reads.len(), 2);
+        assert_eq!(reads[0].kind, ProbeKind::Syscall { nr: 0, entry: true });
+        assert_eq!(reads[1].kind, ProbeKind::Syscall { nr: 0, entry: false });
+        let begin = c.matching(&ProbeDescPattern::new("", "", "", "BEGIN"));
+        assert_eq!(begin.len(), 1);
+        assert_eq!(begin[0].kind, ProbeKind::Dtrace(DtraceProbe::Begin));
+    }
+}

@@ -1,0 +1,382 @@
+//! A loaded D program: its maps, programs and attachments, the ring-buffer consumer and the
+//! aggregation reader. Dropping a [`Session`] closes every descriptor, which detaches everything
+//! (raw tracepoint links and perf events are released with their last fd).
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use probe_codegen::layout::{Attach, Layout, MapKind, ProgKind, STAT_COUNT};
+
+use crate::catalog;
+use crate::ringbuf::RingBuf;
+use crate::sys::{self, LoadError, PerfKind, SyscallError};
+
+/// Errors of loading, attaching and reading a program.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// A kernel call failed.
+    #[error(transparent)]
+    Sys(#[from] SyscallError),
+    /// The verifier rejected a program.
+    #[error("{what}: the BPF verifier rejected the program: {reason}")]
+    Verifier {
+        /// Which clause(s) and probe(s) the program holds.
+        what: String,
+        /// The verifier's last message (its reason).
+        reason: String,
+        /// The full verifier log.
+        log: String,
+        /// The failed call.
+        #[source]
+        source: SyscallError,
+    },
+    /// A tracepoint could not be found in tracefs.
+    #[error("tracepoint {category}:{event}: not found in tracefs ({dir})")]
+    NoTracepoint {
+        /// Category.
+        category: String,
+        /// Event.
+        event: String,
+        /// Where we looked.
+        dir: String,
+    },
+    /// Attaching a probe failed.
+    #[error("attaching {probe}: {source}")]
+    Attach {
+        /// The probe or attach point.
+        probe: String,
+        /// The failed call.
+        #[source]
+        source: SyscallError,
+    },
+    /// A uprobe/USDT probe needs the user-space attacher, which this session lacks.
+    #[error("{0}: uprobes and USDT probes are attached by probe-user, not available here")]
+    Unsupported(String),
+}
+
+impl RuntimeError {
+    /// True when the failure is a missing privilege (EPERM/EACCES).
+    pub fn is_permission(&self) -> bool {
+        match self {
+            RuntimeError::Sys(e) | RuntimeError::Attach { source: e, .. } | RuntimeError::Verifier { source: e, .. } => {
+                e.is_permission()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One ring-buffer record with its header decoded (layout: [`probe_codegen::layout::RecordDesc`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    /// Index into [`Layout::records`].
+    pub record: u32,
+    /// CPU that produced it.
+    pub cpu: u32,
+    /// Probe key: the syscall number for syscall programs, 0 otherwise.
+    pub probe_key: u64,
+    /// Bit `i` set when action `i` of the record ran.
+    pub mask: u64,
+    /// `bpf_ktime_get_ns()` at the firing (CLOCK_MONOTONIC ns).
+    pub timestamp: u64,
+    /// The whole record, header included (field offsets count from its start).
+    pub bytes: &'a [u8],
+}
+
+/// Size of the record header.
+pub const RECORD_HEADER: usize = probe_codegen::layout::RECORD_HEADER as usize;
+
+/// A loaded program and what attaches it.
+#[derive(Debug)]
+struct Loaded {
+    fd: OwnedFd,
+    attach: Attach,
+    what: String,
+}
+
+/// A loaded, possibly attached, D program.
+#[derive(Debug)]
+pub struct Session {
+    /// What the code generator produced.
+    pub layout: Layout,
+    maps: Vec<Option<OwnedFd>>,
+    progs: Vec<Loaded>,
+    links: Vec<OwnedFd>,
+    ring: RingBuf,
+    ncpus: usize,
+}
+
+/// One aggregation entry as the kernel holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggEntry {
+    /// Raw key bytes (layout in [`probe_codegen::layout::AggDesc::keys`]).
+    pub key: Vec<u8>,
+    /// Value words per CPU (`words[cpu][slot]`, layout per [`probe_codegen::layout::AggFunc`]).
+    pub words: Vec<Vec<u64>>,
+}
+
+/// Per-CPU counters read from the stats map: `stats[cpu][Stat as usize]`.
+pub type Stats = Vec<[u64; STAT_COUNT as usize]>;
+
+impl Session {
+    /// Creates the maps, patches their fds into the programs and loads the programs (nothing is
+    /// attached yet). `verbose` keeps the full verifier log of a rejection.
+    pub fn load(layout: Layout, verbose: bool) -> Result<Session, RuntimeError> {
+        sys::raise_memlock();
+        let ncpus = sys::possible_cpus();
+        let mut maps = Vec::with_capacity(layout.maps.len());
+        for m in &layout.maps {
+            let t = match m.kind {
+                MapKind::Hash => sys::map_type::HASH,
+                MapKind::Array => sys::map_type::ARRAY,
+                MapKind::PercpuHash => sys::map_type::PERCPU_HASH,
+                MapKind::PercpuArray => sys::map_type::PERCPU_ARRAY,
+                MapKind::RingBuf => sys::map_type::RINGBUF,
+            };
+            let fd = sys::map_create_flags(t, m.key_size, m.value_size, m.max_entries, if m.no_prealloc { 1 } else { 0 }, &m.name)?;
+            maps.push(Some(fd));
+        }
+        // The syscall name table, when the code generator asked for it.
+        for (i, m) in layout.maps.iter().enumerate() {
+            if m.role == probe_codegen::layout::MapRole::SyscallNames {
+                let fd = maps[i].as_ref().expect("just created");
+                for &(nr, name) in crate::syscalls::SYSCALLS_X86_64 {
+                    if nr < m.max_entries {
+                        let mut v = vec![0u8; m.value_size as usize];
+                        let n = name.len().min(v.len() - 1);
+                        v[..n].copy_from_slice(&name.as_bytes()[..n]);
+                        sys::map_update(fd, &nr.to_le_bytes(), &v)?;
+                    }
+                }
+            }
+        }
+        let mut progs = Vec::new();
+        for p in &layout.programs {
+            let mut insns = p.insns.clone();
+            for r in &p.map_refs {
+                insns[r.insn].imm = maps[r.map].as_ref().expect("map exists").as_raw_fd();
+            }
+            let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
+            let t = match p.kind {
+                ProgKind::RawTracepoint => sys::prog_type::RAW_TRACEPOINT,
+                ProgKind::Tracepoint => sys::prog_type::TRACEPOINT,
+                ProgKind::PerfEvent => sys::prog_type::PERF_EVENT,
+                ProgKind::Kprobe => sys::prog_type::KPROBE,
+            };
+            let what = describe_program(&layout, p);
+            let fd = sys::prog_load(t, &bytes, &p.name, verbose).map_err(|LoadError { error, log }| {
+                RuntimeError::Verifier { what: what.clone(), reason: verifier_reason(&log), log, source: error }
+            })?;
+            progs.push(Loaded { fd, attach: p.attach.clone(), what });
+        }
+        let rb_fd = maps[layout.ringbuf].take().expect("ring buffer map");
+        let ring = RingBuf::new(rb_fd, layout.maps[layout.ringbuf].max_entries)?;
+        Ok(Session { layout, maps, progs, links: Vec::new(), ring, ncpus })
+    }
+
+    /// Runs the BEGIN (or END) programs once, on this thread, via `BPF_PROG_TEST_RUN`.
+    pub fn run_dtrace(&self, which: Attach) -> Result<(), RuntimeError> {
+        for p in self.progs.iter().filter(|p| p.attach == which) {
+            sys::prog_test_run_raw_tp(&p.fd, &[0; 6])?;
+        }
+        Ok(())
+    }
+
+    /// True when the program has ERROR clauses.
+    pub fn has_error_clauses(&self) -> bool {
+        self.progs.iter().any(|p| p.attach == Attach::Error)
+    }
+
+    /// Runs the ERROR programs with DTrace's ERROR arguments (arg1 = enabled probe id,
+    /// arg2 = action index, arg3 = offset, arg4 = fault, arg5 = address).
+    pub fn run_error(&self, args: [u64; 6]) -> Result<(), RuntimeError> {
+        for p in self.progs.iter().filter(|p| p.attach == Attach::Error) {
+            sys::prog_test_run_raw_tp(&p.fd, &args)?;
+        }
+        Ok(())
+    }
+
+    /// Attaches every probe program (not BEGIN/END/ERROR). Each attachment is an fd kept until
+    /// [`Session::detach`] or drop.
+    pub fn attach(&mut self) -> Result<(), RuntimeError> {
+        for p in &self.progs {
+            match &p.attach {
+                Attach::Begin | Attach::End | Attach::Error => {}
+                Attach::SysEnter => self.links.push(
+                    sys::raw_tracepoint_open("sys_enter", &p.fd)
+                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?,
+                ),
+                Attach::SysExit => self.links.push(
+                    sys::raw_tracepoint_open("sys_exit", &p.fd)
+                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?,
+                ),
+                Attach::Tracepoint { category, event } => {
+                    let id = catalog::tracepoint_id(category, event).ok_or_else(|| RuntimeError::NoTracepoint {
+                        category: category.clone(),
+                        event: event.clone(),
+                        dir: catalog::TRACEFS.into(),
+                    })?;
+                    let ev = sys::perf_event_open(PerfKind::Tracepoint { id }, 0)
+                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                    sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                    sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                    self.links.push(ev);
+                }
+                Attach::Profile { period_ns, every_cpu } => {
+                    let cpus = if *every_cpu { sys::online_cpus() } else { vec![sys::online_cpus().first().copied().unwrap_or(0)] };
+                    for cpu in cpus {
+                        let ev = sys::perf_event_open(PerfKind::CpuClock { period_ns: *period_ns }, cpu as i32)
+                            .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                        sys::perf_event_set_bpf(&ev, &p.fd)
+                            .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                        sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                        self.links.push(ev);
+                    }
+                }
+                Attach::Uprobe { .. } => return Err(RuntimeError::Unsupported(p.what.clone())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of attachments (links and perf events) currently held.
+    pub fn attachments(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Detaches every probe (closes the link and perf-event fds). Maps stay readable.
+    pub fn detach(&mut self) {
+        self.links.clear();
+    }
+
+    /// Waits up to `timeout_ms` for records.
+    pub fn wait(&self, timeout_ms: i32) -> Result<bool, RuntimeError> {
+        Ok(self.ring.wait(timeout_ms)?)
+    }
+
+    /// Hands every pending record to `f`; returns how many. `f` returns `false` to stop after the
+    /// current record (e.g. on `exit()`); the rest stays queued.
+    pub fn consume(&mut self, mut f: impl FnMut(RawRecord<'_>) -> bool) -> usize {
+        let mut stop = false;
+        self.ring.consume(|rec| {
+            if stop || rec.len() < RECORD_HEADER {
+                return;
+            }
+            let u64at = |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().expect("8 bytes"));
+            let r = RawRecord {
+                record: u32::from_le_bytes(rec[0..4].try_into().expect("4 bytes")),
+                cpu: u32::from_le_bytes(rec[4..8].try_into().expect("4 bytes")),
+                probe_key: u64at(8),
+                mask: u64at(16),
+                timestamp: u64at(24),
+                bytes: rec,
+            };
+            if !f(r) {
+                stop = true;
+            }
+        })
+    }
+
+    fn map(&self, i: usize) -> &OwnedFd {
+        self.maps[i].as_ref().expect("map fd kept")
+    }
+
+    /// Reads the per-CPU counters.
+    pub fn stats(&self) -> Result<Stats, RuntimeError> {
+        let m = self.map(self.layout.stats);
+        let mut out = vec![[0u64; STAT_COUNT as usize]; self.ncpus];
+        for s in 0..STAT_COUNT {
+            let mut buf = vec![0u8; 8 * self.ncpus];
+            if sys::map_lookup(m, &s.to_le_bytes(), &mut buf)? {
+                for (cpu, slot) in out.iter_mut().enumerate() {
+                    slot[s as usize] = u64::from_le_bytes(buf[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads aggregation `id`: every key with its per-CPU value words (`words[cpu][slot]`). An
+    /// unkeyed aggregation that never fired has no entry (DTrace prints nothing for it).
+    pub fn read_agg(&self, id: usize) -> Result<Vec<AggEntry>, RuntimeError> {
+        let desc = &self.layout.aggs[id];
+        let spec = &self.layout.maps[desc.map];
+        let m = self.map(desc.map);
+        let slots = (spec.value_size / 8) as usize;
+        let stride = spec.value_size as usize; // a multiple of 8
+        let mut buf = vec![0u8; stride * self.ncpus];
+        let mut keys = Vec::new();
+        match spec.kind {
+            MapKind::PercpuArray => keys.push(vec![0u8; spec.key_size as usize]),
+            _ => {
+                let mut cur: Option<Vec<u8>> = None;
+                let mut next = vec![0u8; spec.key_size as usize];
+                while sys::map_next_key(m, cur.as_deref(), &mut next)? {
+                    keys.push(next.clone());
+                    cur = Some(next.clone());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for key in keys {
+            if !sys::map_lookup(m, &key, &mut buf)? {
+                continue;
+            }
+            let words: Vec<Vec<u64>> = (0..self.ncpus)
+                .map(|c| {
+                    (0..slots)
+                        .map(|s| {
+                            let o = c * stride + s * 8;
+                            u64::from_le_bytes(buf[o..o + 8].try_into().expect("8 bytes"))
+                        })
+                        .collect()
+                })
+                .collect();
+            if matches!(spec.kind, MapKind::PercpuArray) && words.iter().all(|v| v.iter().all(|&x| x == 0)) {
+                continue;
+            }
+            out.push(AggEntry { key, words });
+        }
+        Ok(out)
+    }
+
+    /// Empties aggregation `id` (`clear()` zeroes values; `trunc()` removes entries).
+    pub fn clear_agg(&self, id: usize, remove: bool) -> Result<(), RuntimeError> {
+        let desc = &self.layout.aggs[id];
+        let spec = &self.layout.maps[desc.map];
+        let m = self.map(desc.map);
+        let zero = vec![0u8; spec.value_size as usize * self.ncpus];
+        let entries = self.read_agg(id)?;
+        for e in entries {
+            if remove && spec.kind != MapKind::PercpuArray {
+                sys::map_delete(m, &e.key)?;
+            } else {
+                sys::map_update(m, &e.key, &zero)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes one aggregation entry (used by `trunc(@a, n)`).
+    pub fn delete_agg_key(&self, id: usize, key: &[u8]) -> Result<(), RuntimeError> {
+        let desc = &self.layout.aggs[id];
+        sys::map_delete(self.map(desc.map), key)?;
+        Ok(())
+    }
+}
+
+fn describe_program(layout: &Layout, p: &probe_codegen::layout::ProgSpec) -> String {
+    let clauses: Vec<String> = p.clauses.iter().map(|c| format!("clause {}", c + 1)).collect();
+    let probes: Vec<&str> = p.probes.iter().take(3).map(|&i| layout.probes[i].name.as_str()).collect();
+    let more = if p.probes.len() > 3 { format!(" and {} more", p.probes.len() - 3) } else { String::new() };
+    format!("{} ({}{})", clauses.join(", "), probes.join(", "), more)
+}
+
+/// The verifier's reason: the last non-empty log line that is not a statistics line.
+pub fn verifier_reason(log: &str) -> String {
+    log.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .unwrap_or("no verifier log (the kernel refused the program before verification)")
+        .to_string()
+}
