@@ -51,9 +51,14 @@ fn location(e: &Event) -> String {
     s
 }
 
+/// `[loc]  ` or nothing when the event says nothing about where it ran.
+fn bracket(loc: &str) -> String {
+    if loc.is_empty() { String::new() } else { format!("[{loc}]  ") }
+}
+
 fn offset(e: &Event, t0: Option<i64>) -> String {
     match (e.timestamp_ns, t0) {
-        (Some(t), Some(t0)) => format!("+{:.3}ms", (t - t0) as f64 / 1e6),
+        (Some(t), Some(t0)) => format!("+{}", fmt_duration(t - t0)),
         _ => "+?".to_string(),
     }
 }
@@ -103,7 +108,7 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
                 let others: Vec<&str> = ps.iter().filter(|&&p| Some(p) != home[i]).map(|&p| g.events[p].id.as_str()).collect();
                 let _ = writeln!(out, "{mark}{pad}join of {} parents (also after {})", ps.len(), others.join(", "));
             }
-            let _ = writeln!(out, "{mark}{pad}{} {}  [{}]  {}", offset(e, t0), describe(e), location(e), e.id);
+            let _ = writeln!(out, "{mark}{pad}{} {}  {}{}", offset(e, t0), describe(e), bracket(&location(e)), e.id);
             for &c in g.children_of(i) {
                 if home[c] != Some(i) {
                     let _ = writeln!(out, "  {pad}-> joins {} ({})", g.events[c].id, describe(&g.events[c]));
@@ -142,11 +147,11 @@ pub fn critical_path_text(g: &TaskGraph, cp: &CriticalPath) -> String {
         let e = &g.events[s.index];
         let _ = writeln!(
             out,
-            "  {:>12}  {}{}  [{}]  {}",
+            "  {:>12}  {}{}  {}{}",
             format!("+{}", fmt_duration(s.delta_ns)),
             if s.join { "(join) " } else { "" },
             describe(e),
-            location(e),
+            bracket(&location(e)),
             e.id
         );
     }
@@ -263,7 +268,7 @@ mod tests {
         let t = text(&g, Some(&cp));
         let want = "\
 task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
-* +0.000ms ag: label A  [h]  A
+* +0ns ag: label A  [h]  A
   fork into 2 branches
     +1.000ms ag: label B  [h]  B
     -> joins D (ag: label D)

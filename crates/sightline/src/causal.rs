@@ -1,45 +1,349 @@
 //! `sightline collect|import|tasks|show`, dispatched to `causal-collector` and `causal-analysis`.
+//!
+//! The store is one SQLite file: `--db FILE`, else `$SIGHTLINE_DB`, else `./sightline.db`
+//! (schema in `docs/collector-store.md`).
 
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use causal_analysis::{CriticalPath, TaskGraph, fmt_duration, render};
+use causal_collector::{Collector, Config, Store, TaskFilter};
+
+/// Where the store is.
+#[derive(Debug, clap::Args)]
+pub struct DbArg {
+    /// The store (SQLite file). Default: $SIGHTLINE_DB, else ./sightline.db.
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+}
+
+impl DbArg {
+    fn path(&self) -> PathBuf {
+        self.db
+            .clone()
+            .or_else(|| std::env::var_os("SIGHTLINE_DB").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("sightline.db"))
+    }
+}
 
 /// Options of `sightline collect`.
 #[derive(Debug, clap::Args)]
-pub struct CollectArgs {}
+pub struct CollectArgs {
+    /// Address to listen on for every protocol (loopback by default; 0.0.0.0 for all interfaces).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub listen: IpAddr,
+    /// X-Trace report port, TCP and UDP (0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = causal::wire::DEFAULT_PORT)]
+    pub xtrace_port: u16,
+    /// OTLP/HTTP port (0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 4318)]
+    pub otlp_port: u16,
+    /// Do not listen for X-Trace reports over UDP.
+    #[arg(long)]
+    pub no_udp: bool,
+    /// Do not serve OTLP/HTTP.
+    #[arg(long)]
+    pub no_otlp: bool,
+    #[command(flatten)]
+    pub db: DbArg,
+}
 
 /// Options of `sightline import`.
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// Files to import.
-    pub files: Vec<std::path::PathBuf>,
+    /// Files to import: X-Trace JSON exports, OTLP/JSON or OTLP protobuf trace requests.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
 }
 
 /// Options of `sightline tasks`.
 #[derive(Debug, clap::Args)]
-pub struct TasksArgs {}
+pub struct TasksArgs {
+    /// Only tasks first seen at or after TIME (unix seconds, YYYY-MM-DD[THH:MM[:SS]] UTC, or an
+    /// age such as 30m, 2h, 7d).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only tasks first seen before TIME (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only tasks with this X-Trace Tag value.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Only tasks whose title contains this text (ASCII case-insensitive).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// At most N tasks (the most recent).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Print JSON (one array of task objects) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub db: DbArg,
+}
+
+/// Output format of `sightline show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShowFormat {
+    /// Indented text that shows forks and joins.
+    Text,
+    /// Graphviz DOT (`| dot -Tsvg > task.svg`).
+    Dot,
+    /// JSON: events, edges, problems (and the critical path).
+    Json,
+}
 
 /// Options of `sightline show`.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The task id.
+    /// The task id, or a unique prefix of it (hex, either case).
     pub task: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: ShowFormat,
+    /// Mark and list the critical path, with its time per agent, host and process.
+    #[arg(long)]
+    pub critical_path: bool,
+    #[command(flatten)]
+    pub db: DbArg,
 }
 
-/// Runs `sightline collect`.
-pub fn collect(_args: CollectArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("collect: not built yet")
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Runs `sightline collect`: serves until SIGINT or SIGTERM, then drains and commits.
+pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SIGHTLINE_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .try_init();
+    let db = args.db.path();
+    let xtrace = SocketAddr::new(args.listen, args.xtrace_port);
+    let config = Config {
+        xtrace_tcp: Some(xtrace),
+        xtrace_udp: (!args.no_udp).then_some(xtrace),
+        otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
+        ..Config::loopback(&db)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the Tokio runtime")?;
+    rt.block_on(async move {
+        let collector = Collector::start(config).await?;
+        let a = collector.addrs();
+        let mut out = std::io::stdout().lock();
+        let show = |s: Option<SocketAddr>| s.map(|s| s.to_string()).unwrap_or_else(|| "off".into());
+        writeln!(
+            out,
+            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; store {}",
+            show(a.xtrace_tcp),
+            show(a.xtrace_udp),
+            a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
+            db.display()
+        )?;
+        out.flush()?;
+        drop(out);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        let s = collector.shutdown().await?;
+        println!(
+            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {}); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}",
+            s.events_stored,
+            s.transactions,
+            s.xtrace_reports,
+            s.xtrace_malformed,
+            s.udp_dropped_events,
+            s.otlp_requests,
+            s.otlp_bad_requests,
+            s.otlp_spans,
+            s.otlp_rejected_spans,
+            s.events_lost
+        );
+        Ok(if s.events_lost > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    })
 }
 
 /// Runs `sightline import`.
-pub fn import(_args: ImportArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("import: not built yet")
+pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let db = args.db.path();
+    let mut store = Store::open(&db)?;
+    let mut failed = 0;
+    for f in &args.files {
+        match causal_collector::import::import_file(&mut store, f, now_ns()) {
+            Ok(s) => {
+                print!("{}: {} events in {} tasks ({:?})", f.display(), s.events, s.tasks, s.format);
+                if s.skipped > 0 {
+                    print!("; {} skipped, first: {}", s.skipped, s.first_problem.unwrap_or_default());
+                }
+                println!();
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("sightline import: {e}");
+            }
+        }
+    }
+    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant, "chrono-compatible
+/// low-level date algorithms", civil_from_days).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01 (Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// ns since the epoch → `YYYY-MM-DD HH:MM:SS.mmm` UTC.
+fn fmt_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
+    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// Parses a --since/--until TIME into ns since the epoch.
+fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
+    let s = s.trim();
+    let unit = |c: char| match c {
+        's' => Some(1i64),
+        'm' => Some(60),
+        'h' => Some(3600),
+        'd' => Some(86_400),
+        _ => None,
+    };
+    if let Some(last) = s.chars().last()
+        && let Some(mult) = unit(last)
+        && let Ok(n) = s[..s.len() - 1].parse::<i64>()
+    {
+        return Ok(now_ns - n * mult * 1_000_000_000);
+    }
+    if let Ok(secs) = s.parse::<i64>() {
+        return Ok(secs * 1_000_000_000);
+    }
+    let (date, time) = s.trim_end_matches('Z').split_once(['T', ' ']).unwrap_or((s, ""));
+    let mut dp = date.splitn(3, '-').map(str::parse::<u32>);
+    let (Some(Ok(y)), Some(Ok(mo)), Some(Ok(d))) = (dp.next(), dp.next(), dp.next()) else {
+        bail!("time {s:?}: expected unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or an age like 30m, 2h, 7d");
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        bail!("time {s:?}: no such date");
+    }
+    let mut secs = days_from_civil(i64::from(y), mo, d) * 86_400;
+    if !time.is_empty() {
+        let mut tp = time.splitn(3, ':').map(|p| p.parse::<i64>());
+        let h = tp.next().transpose().ok().flatten().unwrap_or(-1);
+        let mi = tp.next().transpose().ok().flatten().unwrap_or(0);
+        let se = tp.next().transpose().ok().flatten().unwrap_or(0);
+        if !(0..24).contains(&h) || !(0..60).contains(&mi) || !(0..61).contains(&se) {
+            bail!("time {s:?}: bad time of day");
+        }
+        secs += h * 3600 + mi * 60 + se;
+    }
+    Ok(secs * 1_000_000_000)
 }
 
 /// Runs `sightline tasks`.
-pub fn tasks(_args: TasksArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("tasks: not built yet")
+pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
+    let now = now_ns();
+    let filter = TaskFilter {
+        since_ns: args.since.as_deref().map(|s| parse_time(s, now)).transpose()?,
+        until_ns: args.until.as_deref().map(|s| parse_time(s, now)).transpose()?,
+        tag: args.tag,
+        title: args.title,
+        limit: args.limit,
+    };
+    let store = Store::open(&args.db.path())?;
+    let list = store.tasks(&filter)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &list)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "{:<20} {:<23} {:>7} {:>11}  {:<20} TITLE", "TASK", "FIRST SEEN (UTC)", "EVENTS", "DURATION", "HOSTS")?;
+    for t in &list {
+        let hosts = t.hosts.join(",");
+        writeln!(
+            out,
+            "{:<20} {:<23} {:>7} {:>11}  {:<20} {}",
+            t.task_id,
+            fmt_time(t.first_seen_ns()),
+            t.events,
+            t.duration_ns().map(fmt_duration).unwrap_or_else(|| "?".into()),
+            if hosts.is_empty() { "-".to_string() } else { hosts },
+            t.title.as_deref().unwrap_or("-")
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `sightline show`.
-pub fn show(_args: ShowArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("show: not built yet")
+pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&args.db.path())?;
+    let task = store.resolve_task(&args.task)?;
+    let events = store.load_task(&task)?;
+    let g = TaskGraph::build(task, events);
+    let cp = if args.critical_path { CriticalPath::compute(&g) } else { None };
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        ShowFormat::Text => out.write_all(render::text(&g, cp.as_ref()).as_bytes())?,
+        ShowFormat::Dot => out.write_all(render::dot(&g, cp.as_ref()).as_bytes())?,
+        ShowFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &render::json(&g, cp.as_ref()))?;
+            writeln!(out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_and_format() {
+        assert_eq!(fmt_time(1_384_989_788_371_000_000), "2013-11-20 23:23:08.371");
+        assert_eq!(parse_time("2013-11-20T23:23:08Z", 0).unwrap(), 1_384_989_788_000_000_000);
+        assert_eq!(parse_time("2013-11-20", 0).unwrap(), 1_384_905_600_000_000_000);
+        assert_eq!(parse_time("1384989788", 0).unwrap(), 1_384_989_788_000_000_000);
+        assert_eq!(parse_time("2h", 10_000_000_000_000).unwrap(), 10_000_000_000_000 - 7_200_000_000_000);
+        assert!(parse_time("2013-13-01", 0).is_err());
+        assert!(parse_time("yesterday", 0).is_err());
+    }
 }
