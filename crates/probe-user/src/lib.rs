@@ -17,18 +17,22 @@
 //! - [`sys`]: the kernel interface: uprobe_multi links and perf-event uprobes for a loaded BPF
 //!   program.
 //! - [`symbolize::Symbolizer`]: addresses → `module`function+0xoff`, lazily and cached.
-//! - [`list`]: the data behind `sightline probe -l` for user-space providers.
+//! - [`list`]: pid-provider sites and the data behind `sightline probe -l`.
+//! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
+//! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
 //!
 //! Addresses have their own types: [`VirtAddr`] (link-time, as in symbol tables), [`FileOffset`]
 //! (where the kernel places uprobes) and [`AbsAddr`] (an address in a running process).
 #![deny(missing_docs)]
 
 pub mod argspec;
+pub mod attach;
 pub mod disasm;
 pub mod elf;
 pub mod glob;
 pub mod list;
 pub mod maps;
+pub mod provider;
 pub mod semaphore;
 pub mod symbolize;
 pub mod sys;

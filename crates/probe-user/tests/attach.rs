@@ -313,3 +313,42 @@ fn symbolizes_process_addresses_after_exit() {
     assert!(m.function.is_some());
     assert_eq!(s.resolve(pid, AbsAddr(0x10)).frame(), "0x10");
 }
+
+/// The catalog and the attach module together, as the runtime uses them.
+#[test]
+fn catalog_probes_attach_through_attach_module() {
+    use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
+    use probe_user::attach::{AttachRequest, attach};
+    use probe_user::provider::UserCatalog;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&["-DWITH_SEM"]);
+    let child = start(&bin);
+    let pid = child.id();
+    let cat = UserCatalog::new();
+    // pid$target:a.out:add:return -> a uretprobe; arg1 (rax) sums to 55.
+    let ret = cat.matching(&ProbeDescPattern::new(&format!("pid{pid}"), "a.out", "add", "return"));
+    assert_eq!(ret.len(), 1);
+    let ProbeKind::Uprobe { path, offset, ret: true, pid: Some(p) } = &ret[0].kind else { panic!("{:?}", ret[0].kind) };
+    assert_eq!(*p, pid);
+    let pr = Prog::new(Reg::Rax, false);
+    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: true, pid: Some(pid), semaphore: None, multi_prog: false };
+    let a1 = attach(pr.prog.as_raw_fd(), &req).unwrap();
+    assert_eq!(a1.len(), 1);
+    // sl_test$target:::tick with its semaphore, through a uprobe_multi link.
+    let usdt = cat.matching(&ProbeDescPattern::new(&format!("sl_test{pid}"), "", "", "tick"));
+    assert_eq!(usdt.len(), 1);
+    assert_eq!(usdt[0].provider, format!("sl_test{pid}"));
+    assert_eq!((usdt[0].module.as_str(), usdt[0].function.as_str()), ("t", "main"));
+    let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &usdt[0].kind else { panic!() };
+    let pu = Prog::new(Reg::Rax, true);
+    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true };
+    let a2 = attach(pu.prog.as_raw_fd(), &req).unwrap();
+    // The kernel's counter took: nothing set by hand.
+    assert_eq!(a2.self_set_semaphores, 0);
+    assert_eq!(go(child), "10 60");
+    assert_eq!(pr.get(0), (N, 55));
+    assert_eq!(pu.get(0).0, N);
+    drop((a1, a2));
+}

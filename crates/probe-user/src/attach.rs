@@ -1,0 +1,144 @@
+//! Attaching a loaded BPF program to a user-space probe of the catalog ([`crate::provider`]),
+//! with its USDT semaphore.
+//!
+//! [`attach`] takes what the runtime knows after code generation (the program fd, the file, the
+//! offsets, return or not, the pid filter, the semaphore's file offset) and returns a
+//! [`UserAttachment`] that detaches everything and restores self-set semaphores when dropped.
+//!
+//! Order of attempts: one uprobe_multi link for all offsets of the file (when the kernel has it
+//! and the program was loaded with `expected_attach_type = BPF_TRACE_UPROBE_MULTI`, see
+//! [`crate::sys::BPF_TRACE_UPROBE_MULTI`]); otherwise one perf-event uprobe per offset. Semaphores
+//! go through the kernel's reference counter; for a probe on one process, the semaphore is then
+//! read back through `/proc/PID/mem` and, if the kernel did not set it (the lld double-mapping
+//! case), incremented by a [`SemaphoreGuard`]. For a probe by path, the processes already
+//! mapping the file are checked the same way; later processes rely on the kernel's counter.
+
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use crate::elf::ElfFile;
+use crate::maps::ProcessMaps;
+use crate::semaphore::{self, SemaphoreGuard};
+use crate::sys::{self, PerfUprobe, SysError, UprobeSite};
+use crate::FileOffset;
+
+/// Errors attaching.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The kernel refused (the error names the call).
+    #[error("attaching {path}: {source}")]
+    Sys {
+        /// The file.
+        path: PathBuf,
+        /// The failed call.
+        source: SysError,
+    },
+}
+
+/// Everything one [`attach`] call created. Dropping it detaches (closes the link / perf fds) and
+/// undoes self-set semaphore increments.
+#[derive(Debug, Default)]
+pub struct UserAttachment {
+    links: Vec<OwnedFd>,
+    perf: Vec<PerfUprobe>,
+    semaphores: Option<SemaphoreGuard>,
+    /// Semaphores set through `/proc/PID/mem` because the kernel's counter did not take.
+    pub self_set_semaphores: usize,
+}
+
+impl UserAttachment {
+    /// Number of kernel attachments held (links + perf events).
+    pub fn len(&self) -> usize {
+        self.links.len() + self.perf.len()
+    }
+
+    /// True when nothing is attached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What to attach: one file, a set of offsets sharing one program.
+#[derive(Debug, Clone)]
+pub struct AttachRequest<'a> {
+    /// The ELF file.
+    pub path: &'a Path,
+    /// File offsets of the probed instructions (function entries when `ret`).
+    pub offsets: &'a [FileOffset],
+    /// Return probes (uretprobes).
+    pub ret: bool,
+    /// Only this process (all threads); `None`: every process mapping the file.
+    pub pid: Option<u32>,
+    /// File offset of a USDT semaphore to hold while attached.
+    pub semaphore: Option<FileOffset>,
+    /// The program was loaded with `expected_attach_type = BPF_TRACE_UPROBE_MULTI`.
+    pub multi_prog: bool,
+}
+
+/// Attaches `prog` per `req` (see the module docs).
+///
+/// # Errors
+/// [`AttachError::Sys`] when the kernel refuses both ways of attaching.
+pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, AttachError> {
+    let err = |source| AttachError::Sys { path: req.path.to_path_buf(), source };
+    let mut out = UserAttachment::default();
+    let sites: Vec<UprobeSite> = req
+        .offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &offset)| UprobeSite { offset, ref_ctr_offset: req.semaphore, cookie: i as u64 })
+        .collect();
+    if sites.is_empty() {
+        return Ok(out);
+    }
+    let multi = if req.multi_prog && sys::uprobe_multi_supported() {
+        sys::attach_uprobe_multi(prog, req.path, &sites, req.pid, req.ret).ok()
+    } else {
+        None
+    };
+    match multi {
+        Some(link) => out.links.push(link),
+        None => {
+            for s in &sites {
+                out.perf.push(sys::attach_uprobe_perf(prog, req.path, *s, req.pid, req.ret).map_err(err)?);
+            }
+        }
+    }
+    if let Some(sem) = req.semaphore {
+        let pids = match req.pid {
+            Some(p) => vec![p],
+            None => processes_mapping(req.path),
+        };
+        if let Ok(elf) = ElfFile::open(req.path)
+            && let Some(vaddr) = elf.vaddr_of_offset(sem)
+        {
+            for pid in pids {
+                let Ok(maps) = ProcessMaps::read(pid) else { continue };
+                let Some(module) = maps.module(req.path, &elf) else { continue };
+                let addr = module.abs(vaddr);
+                if matches!(semaphore::read(pid, addr), Ok(0)) {
+                    let guard = out.semaphores.get_or_insert_with(|| SemaphoreGuard::new(&semaphore::default_record_dir()));
+                    if guard.increment(pid, addr).is_ok() {
+                        out.self_set_semaphores += 1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Pids of the processes that currently map `path` (scans `/proc/*/maps`).
+pub fn processes_mapping(path: &Path) -> Vec<u32> {
+    let Some(p) = path.to_str() else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.lines().any(|l| l.ends_with(p)))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}

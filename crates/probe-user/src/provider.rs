@@ -1,0 +1,216 @@
+//! The pid and USDT providers as a [`ProbeCatalog`]: probe descriptions → [`ProbeInfo`]s whose
+//! [`ProbeKind::Uprobe`] / [`ProbeKind::Usdt`] the runtime attaches with [`crate::attach`].
+//!
+//! Descriptions (DTrace guide, "pid Provider" and "User Process Tracing"; `$target` already
+//! substituted by the analysis):
+//!
+//! - `pidPID:MODULE:FUNCTION:NAME`: functions of process PID. NAME is `entry`, `return`, a hex
+//!   instruction offset, or empty/a glob (every matching one of `entry`, `return` and the
+//!   instruction offsets). `return` is attached as a uretprobe on the function's entry, so it
+//!   fires once per call on every return path (tail calls included) with the return value in
+//!   `arg0` and `arg1` (FIXME: DTrace's `arg0` is the offset of the returning instruction; the
+//!   return sites are known ([`crate::list::pid_sites`]) but the code generator reads `arg0` from
+//!   `%rax` for return probes).
+//! - `pid:/path/to/binary:FUNCTION:NAME`: the same by path, for every process that maps the file,
+//!   now and later.
+//! - `PROVIDERPID:MODULE:FUNCTION:NAME`: USDT probes of process PID whose provider matches
+//!   PROVIDER (for example `python1234:::function-return`); NAME with `-` or `__`.
+//! - `PROVIDER:/path:FUNCTION:NAME`: USDT probes of a file, for every process that maps it.
+//!
+//! A provider without a pid and a module that is not a path matches nothing here.
+
+use std::path::PathBuf;
+
+use probe_sema::catalog::{ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, UsdtArg};
+
+use crate::elf::ElfFile;
+use crate::glob::{glob_match, is_glob};
+use crate::list::{Target, pid_sites, target_files, usdt_probes};
+
+/// Splits `pid1234` into (`pid`, 1234) and `python1234` into (`python`, 1234); a provider without
+/// trailing digits has no pid.
+pub fn split_provider(provider: &str) -> (&str, Option<u32>) {
+    let digits = provider.len() - provider.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 || digits == provider.len() {
+        return (provider, None);
+    }
+    let (name, pid) = provider.split_at(provider.len() - digits);
+    (name, pid.parse().ok())
+}
+
+/// The user-space providers' catalog. Holds nothing: every query reads `/proc` and the ELF files
+/// afresh, so it sees libraries loaded since the last query.
+#[derive(Debug, Clone, Default)]
+pub struct UserCatalog {
+    /// Cap on the probes one description may match (instruction probes of a large library run to
+    /// millions); 0 means no cap.
+    pub max_probes: usize,
+}
+
+impl UserCatalog {
+    /// A catalog with the default cap of 100 000 probes per description.
+    pub fn new() -> Self {
+        UserCatalog { max_probes: 100_000 }
+    }
+
+    /// True when this catalog answers for `desc` (a pid provider, or a provider with a pid or a
+    /// path module), so the caller need not ask its kernel catalog.
+    pub fn handles(desc: &ProbeDescPattern) -> bool {
+        let (prov, pid) = split_provider(&desc.provider);
+        pid.is_some() || (!is_glob(prov) && !prov.is_empty() && desc.module.starts_with('/')) || prov == "pid"
+    }
+
+    fn target(desc: &ProbeDescPattern) -> Option<(Target, &str, Option<u32>)> {
+        let (prov, pid) = split_provider(&desc.provider);
+        match pid {
+            Some(p) => Some((Target::Process(p), prov, Some(p))),
+            None if desc.module.starts_with('/') && !is_glob(&desc.module) => {
+                Some((Target::File(PathBuf::from(&desc.module)), prov, None))
+            }
+            None => None,
+        }
+    }
+
+    fn pid_probes(&self, desc: &ProbeDescPattern, target: &Target, pid: Option<u32>) -> Vec<ProbeInfo> {
+        let Ok(files) = target_files(target, &desc.module) else { return Vec::new() };
+        let name = desc.name.as_str();
+        let mut out = Vec::new();
+        for path in files {
+            let Ok(elf) = ElfFile::open(&path) else { continue };
+            let module = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+            let path_s = path.to_string_lossy().into_owned();
+            let mk = |function: &str, pname: &str, offset: u64, ret: bool| ProbeInfo {
+                provider: desc.provider.clone(),
+                module: module.clone(),
+                function: function.to_string(),
+                name: pname.to_string(),
+                args: ProbeArgs::Uprobe { ret },
+                kind: ProbeKind::Uprobe { path: path_s.clone(), offset, ret, pid },
+            };
+            let wants = |n: &str| name.is_empty() || glob_match(name, n);
+            let literal = !name.is_empty() && !is_glob(name);
+            if (wants("entry") || wants("return"))
+                && let Ok((entries, _)) = pid_sites(&elf, &desc.function, "entry")
+            {
+                for s in &entries {
+                    if wants("entry") {
+                        out.push(mk(&s.function, "entry", s.offset.0, false));
+                    }
+                    if wants("return") {
+                        out.push(mk(&s.function, "return", s.offset.0, true));
+                    }
+                }
+            }
+            if (name.is_empty() || !literal || (name != "entry" && name != "return"))
+                && let Ok((sites, _)) = pid_sites(&elf, &desc.function, if name.is_empty() { "*" } else { name })
+            {
+                for s in sites {
+                    if s.name != "entry" && s.name != "return" {
+                        out.push(mk(&s.function, &s.name, s.offset.0, false));
+                    }
+                }
+            }
+            if self.max_probes > 0 && out.len() > self.max_probes {
+                out.truncate(self.max_probes);
+                break;
+            }
+        }
+        out
+    }
+
+    fn usdt(&self, desc: &ProbeDescPattern, target: &Target, prov: &str, pid: Option<u32>) -> Vec<ProbeInfo> {
+        let Ok(probes) = usdt_probes(target, &desc.module) else { return Vec::new() };
+        let suffix = pid.map(|p| p.to_string()).unwrap_or_default();
+        probes
+            .into_iter()
+            .filter(|p| p.matches(prov, &desc.name) && (desc.function.is_empty() || glob_match(&desc.function, &p.function)))
+            .map(|p| ProbeInfo {
+                provider: format!("{}{suffix}", p.provider),
+                module: p.module().to_string(),
+                function: p.function.clone(),
+                name: p.dtrace_name(),
+                args: ProbeArgs::Usdt { args: p.args.iter().map(|a| UsdtArg { size: a.size, signed: a.signed }).collect() },
+                kind: ProbeKind::Usdt {
+                    path: p.path.to_string_lossy().into_owned(),
+                    offset: p.pc_offset.0,
+                    semaphore: p.semaphore_offset.map(|o| o.0),
+                    arg_specs: p.args.iter().map(|a| a.text.clone()).collect(),
+                    pid,
+                },
+            })
+            .collect()
+    }
+}
+
+impl ProbeCatalog for UserCatalog {
+    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
+        let Some((target, prov, pid)) = Self::target(desc) else { return Vec::new() };
+        if prov == "pid" {
+            self.pid_probes(desc, &target, pid)
+        } else {
+            self.usdt(desc, &target, prov, pid)
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        // Without a target there is nothing to enumerate; the kernel catalog answers for the rest.
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_pids() {
+        assert_eq!(split_provider("pid1234"), ("pid", Some(1234)));
+        assert_eq!(split_provider("python42"), ("python", Some(42)));
+        assert_eq!(split_provider("pid"), ("pid", None));
+        assert_eq!(split_provider("python"), ("python", None));
+        assert_eq!(split_provider("123"), ("123", None));
+        assert!(UserCatalog::handles(&ProbeDescPattern::new("pid7", "a.out", "main", "entry")));
+        assert!(UserCatalog::handles(&ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "")));
+        assert!(!UserCatalog::handles(&ProbeDescPattern::new("syscall", "", "read", "entry")));
+    }
+
+    #[test]
+    fn usdt_by_path() {
+        let c = UserCatalog::new();
+        let d = ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "function-return");
+        let m = c.matching(&d);
+        assert_eq!(m.len(), 1);
+        assert_eq!((m[0].provider.as_str(), m[0].module.as_str(), m[0].name.as_str()), ("python", "python3.11", "function-return"));
+        match &m[0].kind {
+            ProbeKind::Usdt { semaphore, arg_specs, pid, .. } => {
+                assert!(semaphore.is_some());
+                assert_eq!(arg_specs.len(), 3);
+                assert_eq!(*pid, None);
+            }
+            k => panic!("{k:?}"),
+        }
+        assert_eq!(m[0].args, ProbeArgs::Usdt { args: vec![UsdtArg { size: 8, signed: false }, UsdtArg { size: 8, signed: false }, UsdtArg { size: 4, signed: true }] });
+        // The `__` spelling matches too.
+        assert_eq!(c.matching(&ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "function__return")).len(), 1);
+    }
+
+    #[test]
+    fn pid_by_path() {
+        let c = UserCatalog::new();
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        let m = c.matching(&ProbeDescPattern::new("pid", libc, "malloc", "entry"));
+        assert_eq!(m.len(), 1);
+        let malloc = ElfFile::open(libc).unwrap().function("malloc").unwrap().offset.0;
+        assert_eq!(m[0].kind, ProbeKind::Uprobe { path: libc.into(), offset: malloc, ret: false, pid: None });
+        let r = c.matching(&ProbeDescPattern::new("pid", libc, "malloc", "return"));
+        assert_eq!(r[0].kind, ProbeKind::Uprobe { path: libc.into(), offset: malloc, ret: true, pid: None });
+        assert_eq!(r[0].args, ProbeArgs::Uprobe { ret: true });
+        // Empty name: entry, return and every instruction.
+        let all = c.matching(&ProbeDescPattern::new("pid", libc, "getpid", ""));
+        assert!(all.len() >= 3);
+        assert_eq!(all.iter().filter(|p| p.name == "entry").count(), 1);
+        assert_eq!(all.iter().filter(|p| p.name == "0").count(), 1);
+        // Not a path, no pid: not ours.
+        assert!(c.matching(&ProbeDescPattern::new("pid", "libc.so.6", "malloc", "entry")).is_empty());
+    }
+}
