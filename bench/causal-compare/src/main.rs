@@ -1,0 +1,204 @@
+//! Cost on the calling thread of one reported event: `causal` vs a `tracing` span with the
+//! Registry vs an OpenTelemetry SDK span, side by side in one run.
+//!
+//! Each case runs in rounds of `ROUND` operations; only the loop is timed. Between rounds each
+//! library is flushed (its background thread drains its queue), so no case gets cheaper by
+//! dropping work on a full queue; drops are read back and printed. Allocations on the calling
+//! thread are counted by a counting global allocator (a thread-local counter, so the reporters'
+//! background threads do not count).
+//!
+//! Usage: causal-compare [ROUNDS]   (default 30 rounds of 10,000 operations per case)
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use causal::{Config, Context, Sink, Value};
+use opentelemetry::trace::{Span as _, Tracer as _, TracerProvider as _};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: defers every operation to the system allocator unchanged; the only addition is a
+// thread-local counter with a const initialiser and no destructor, which never allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+const ROUND: u64 = 10_000;
+
+struct Result {
+    name: &'static str,
+    /// Median over rounds of ns per operation.
+    ns: f64,
+    /// Best round's ns per operation.
+    best: f64,
+    allocs_per_op: f64,
+}
+
+/// Runs `op` in `rounds` timed rounds of ROUND calls, calling `between` untimed after each.
+fn measure(name: &'static str, rounds: u32, mut op: impl FnMut(u64), mut between: impl FnMut()) -> Result {
+    // Warm-up round.
+    for i in 0..ROUND {
+        op(i);
+    }
+    between();
+    let mut per_op = Vec::new();
+    let mut total_allocs = 0;
+    for _ in 0..rounds {
+        let a0 = allocs();
+        let t0 = Instant::now();
+        for i in 0..ROUND {
+            op(black_box(i));
+        }
+        let dt = t0.elapsed();
+        total_allocs += allocs() - a0;
+        per_op.push(dt.as_nanos() as f64 / ROUND as f64);
+        between();
+    }
+    per_op.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    Result {
+        name,
+        ns: per_op[per_op.len() / 2],
+        best: per_op[0],
+        allocs_per_op: total_allocs as f64 / (rounds as u64 * ROUND) as f64,
+    }
+}
+
+fn main() {
+    let rounds: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(30);
+    // causal: reports are built into full `Report`s by the background thread and then discarded
+    // (sink off), so the background work is real but no socket is involved.
+    causal::reporter::init(Config {
+        sink: Sink::Off,
+        queue_capacity: 4 * ROUND as usize,
+        flush_interval: Duration::from_millis(5),
+        ..Config::default()
+    })
+    .expect("reporter");
+
+    let mut results = Vec::new();
+
+    // 1. causal, sampled: one event with a label and two key/values through the thread's context.
+    let _ctx = causal::start_task("bench", []);
+    let flush = || assert!(causal::flush(Duration::from_secs(30)), "causal flush");
+    results.push(measure(
+        "causal event (label + 2 key/values)",
+        rounds,
+        |i| {
+            black_box(causal::report("op", [("i", Value::U64(i)), ("kind", Value::from("bench"))]));
+        },
+        flush,
+    ));
+    results.push(measure(
+        "causal event (label only)",
+        rounds,
+        |_| {
+            black_box(causal::report("op", []));
+        },
+        flush,
+    ));
+    let causal_drops = causal::dropped();
+    let causal_queued = causal::stats().queued;
+
+    // 2. causal, unsampled task.
+    let unsampled = Context::new_task(false).attach();
+    results.push(measure(
+        "causal event, unsampled task",
+        rounds,
+        |i| {
+            black_box(causal::report("op", [("i", Value::U64(i)), ("kind", Value::from("bench"))]));
+        },
+        || {},
+    ));
+    drop(unsampled);
+    assert_eq!(causal::stats().queued, causal_queued, "unsampled events queued nothing");
+
+    // 3. tracing: a span with one field through the Registry, created, entered, exited, closed.
+    let registry = tracing_subscriber::registry();
+    let dispatch = tracing::Dispatch::new(registry);
+    results.push(tracing::dispatcher::with_default(&dispatch, || {
+        measure(
+            "tracing span (Registry): new+enter+exit+close",
+            rounds,
+            |i| {
+                let span = tracing::info_span!("op", i);
+                let g = span.enter();
+                black_box(&g);
+            },
+            || {},
+        )
+    }));
+
+    // 4. OpenTelemetry SDK: a span with one attribute, batch processor with a no-op exporter.
+    let exporter = opentelemetry_sdk::testing::trace::NoopSpanExporter::new();
+    let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+        .with_batch_config(
+            opentelemetry_sdk::trace::BatchConfigBuilder::default()
+                .with_max_queue_size(4 * ROUND as usize)
+                .build(),
+        )
+        .build();
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().with_span_processor(batch).build();
+    let tracer = provider.tracer("bench");
+    results.push(measure(
+        "OpenTelemetry SDK span: start+attribute+end",
+        rounds,
+        |i| {
+            let mut span = tracer.start("op");
+            span.set_attribute(opentelemetry::KeyValue::new("i", i as i64));
+            span.end();
+        },
+        || {
+            let _ = provider.force_flush();
+        },
+    ));
+    let _ = provider.shutdown();
+
+    println!("{} rounds x {} operations per case; ns per operation on the calling thread", rounds, ROUND);
+    println!("{:<48} {:>10} {:>10} {:>12} {:>14}", "case", "median ns", "best ns", "allocs/op", "vs causal");
+    let base = results[0].ns;
+    for r in &results {
+        println!(
+            "{:<48} {:>10.1} {:>10.1} {:>12.3} {:>13.2}x",
+            r.name,
+            r.ns,
+            r.best,
+            r.allocs_per_op,
+            r.ns / base
+        );
+    }
+    println!("causal events queued: {causal_queued}, dropped: {causal_drops} (must be 0 for a fair comparison)");
+    let targets = [
+        ("causal event <= 100 ns", results[0].ns <= 100.0),
+        ("no allocation on the hot path", results[0].allocs_per_op == 0.0 && results[1].allocs_per_op == 0.0),
+        ("unsampled event <= 5 ns", results[2].ns <= 5.0),
+    ];
+    for (t, ok) in targets {
+        println!("target {t}: {}", if ok { "met" } else { "NOT met" });
+    }
+}
