@@ -301,12 +301,36 @@ impl TpField {
             let inner = if is_char(pointee) { Type::CHAR } else if pointee.ends_with("void") { Type::Void } else { Type::U64 };
             return Type::Ptr(Box::new(inner));
         }
+        // System call arguments are 8-byte slots typed by the C prototype (`unsigned int fd`):
+        // the C type decides when it is narrower than the slot.
+        if let Some((bytes, signed)) = c_int_type(base)
+            && u32::from(bytes) <= self.size
+        {
+            return Type::Int { bytes, signed };
+        }
         let bytes = match self.size {
             1 | 2 | 4 | 8 => self.size as u8,
             _ => 8,
         };
         Type::Int { bytes, signed: self.signed }
     }
+}
+
+/// Width and signedness of common C and kernel integer type names (LP64), `const` ignored.
+fn c_int_type(c_type: &str) -> Option<(u8, bool)> {
+    let t = c_type.trim_start_matches("const ").trim();
+    Some(match t {
+        "char" | "signed char" | "s8" | "__s8" | "int8_t" => (1, true),
+        "unsigned char" | "u8" | "__u8" | "uint8_t" | "bool" => (1, false),
+        "short" | "short int" | "s16" | "__s16" | "int16_t" => (2, true),
+        "unsigned short" | "unsigned short int" | "u16" | "__u16" | "uint16_t" | "umode_t" => (2, false),
+        "int" | "signed int" | "s32" | "__s32" | "int32_t" | "pid_t" | "key_t" | "clockid_t" | "timer_t" | "mqd_t" => (4, true),
+        "unsigned int" | "unsigned" | "u32" | "__u32" | "uint32_t" | "uid_t" | "gid_t" | "qid_t" | "rwf_t" => (4, false),
+        "long" | "long int" | "long long" | "s64" | "__s64" | "int64_t" | "ssize_t" | "loff_t" | "off_t" | "time_t" => (8, true),
+        "unsigned long" | "unsigned long int" | "unsigned long long" | "u64" | "__u64" | "uint64_t" | "size_t"
+        | "aio_context_t" | "cap_user_header_t" | "cap_user_data_t" => (8, false),
+        _ => return None,
+    })
 }
 
 /// How a probe is attached. The runtime creates these in its catalog and reads them back from the
@@ -459,5 +483,9 @@ mod tests {
         assert_eq!(f("pid_t", 4, true, None, false).d_type(), Type::INT);
         assert_eq!(f("const char *", 8, false, None, false).d_type(), Type::Ptr(Box::new(Type::CHAR)));
         assert_eq!(f("u32", 24, false, Some(6), false).d_type(), Type::Array(Box::new(Type::UINT), 6));
+        // A syscall slot of 8 bytes typed `unsigned int` by the prototype.
+        assert_eq!(f("unsigned int", 8, false, None, false).d_type(), Type::UINT);
+        assert_eq!(f("size_t", 8, false, None, false).d_type(), Type::U64);
+        assert_eq!(f("long", 8, true, None, false).d_type(), Type::I64);
     }
 }

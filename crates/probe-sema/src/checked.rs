@@ -19,6 +19,7 @@
 //! target's signedness"; a cast to a wider type of the same value is a no-op.
 
 use crate::catalog::ProbeInfo;
+pub use probe_format::agg::AggFunc;
 use crate::types::{SymKind, Type};
 use probe_syntax::Span;
 use probe_syntax::ast::{BinaryOp, UnaryOp};
@@ -125,7 +126,8 @@ pub struct Aggregation {
     pub id: AggId,
     /// Name without `@` (empty for the anonymous `@`).
     pub name: String,
-    /// The aggregating function and its constant parameters (the same at every use).
+    /// The aggregating function and its constant parameters (the same at every use; the type is
+    /// probe-format's, shared with the code generator and the printers).
     pub func: AggFunc,
     /// Key types (empty for an unkeyed aggregation).
     pub keys: Vec<Type>,
@@ -134,63 +136,6 @@ pub struct Aggregation {
     pub arg_ty: Type,
     /// First use.
     pub span: Span,
-}
-
-/// Aggregating functions with their constant parameters (DTrace guide, "Aggregations" → table of
-/// aggregating functions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum AggFunc {
-    /// `count()`.
-    Count,
-    /// `sum(expr)`.
-    Sum,
-    /// `avg(expr)`.
-    Avg,
-    /// `min(expr)`.
-    Min,
-    /// `max(expr)`.
-    Max,
-    /// `stddev(expr)`.
-    Stddev,
-    /// `quantize(expr)`: power-of-two buckets.
-    Quantize,
-    /// `lquantize(expr, base, limit, step)`: linear buckets.
-    Lquantize {
-        /// Lower bound.
-        base: i32,
-        /// Upper bound (exclusive of the overflow bucket).
-        limit: i32,
-        /// Bucket width (default 1).
-        step: u32,
-    },
-    /// `llquantize(expr, factor, low, high, nsteps)`: log-linear buckets.
-    Llquantize {
-        /// Base of the logarithm.
-        factor: u16,
-        /// Lowest magnitude (power of factor).
-        low: u16,
-        /// Highest magnitude.
-        high: u16,
-        /// Linear steps per magnitude.
-        nsteps: u16,
-    },
-}
-
-impl AggFunc {
-    /// The function's D name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            AggFunc::Count => "count",
-            AggFunc::Sum => "sum",
-            AggFunc::Avg => "avg",
-            AggFunc::Min => "min",
-            AggFunc::Max => "max",
-            AggFunc::Stddev => "stddev",
-            AggFunc::Quantize => "quantize",
-            AggFunc::Lquantize { .. } => "lquantize",
-            AggFunc::Llquantize { .. } => "llquantize",
-        }
-    }
 }
 
 /// Options (DTrace guide, "Options and Tunables"); sizes in bytes, rates in nanoseconds.

@@ -8,11 +8,14 @@
 //! [`glob_match`] is DTrace's probe-description field matching.
 #![deny(missing_docs)]
 
+pub mod analyze;
 pub mod catalog;
 pub mod checked;
+pub mod dump;
 pub mod tracefs;
 pub mod types;
 
+pub use analyze::analyze;
 pub use catalog::{
     DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
     field_matches, glob_match,
@@ -37,4 +40,6 @@ pub struct SemaOptions {
     pub pid: Option<u32>,
     /// Options given with `-x name[=value]` (they override `#pragma D option`).
     pub options: Vec<(String, Option<String>)>,
+    /// Accept probe descriptions that match no probes (DTrace's `-Z`); such clauses are dropped.
+    pub allow_zero_matches: bool,
 }

@@ -125,9 +125,9 @@ impl<'s> Lexer<'s> {
             let rest = &self.text[self.pos..];
             if rest.starts_with("#!") && self.pos == 0 {
                 self.pos += rest.find('\n').unwrap_or(rest.len());
-            } else if rest.starts_with("/*") {
+            } else if let Some(body) = rest.strip_prefix("/*") {
                 let start = self.pos;
-                match rest[2..].find("*/") {
+                match body.find("*/") {
                     Some(i) => self.pos += i + 4,
                     None => {
                         self.pos = self.text.len();

@@ -555,8 +555,7 @@ impl<'s> Parser<'s> {
     /// than `min_bp`.
     fn expr_bp(&mut self, min_bp: u8) -> PResult<Expr> {
         let mut lhs = self.unary_expression()?;
-        loop {
-            let Tok::Punct(op) = self.tok.tok else { break };
+        while let Tok::Punct(op) = self.tok.tok {
             if let Some(aop) = assign_op(op) {
                 if bp::ASSIGN < min_bp {
                     break;

@@ -1,0 +1,6 @@
+// target: 1234
+syscall::getpid:entry
+/pid == $target/
+{
+	@ = count();
+}
