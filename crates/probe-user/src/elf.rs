@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use object::read::elf::{ElfFile64, FileHeader, ProgramHeader};
+use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind, elf};
 
 use crate::{FileOffset, VirtAddr};
@@ -107,6 +107,20 @@ pub struct ElfFile {
     segments: Vec<Segment>,
     functions: Vec<Function>,
     sections: Vec<SectionInfo>,
+    dynamic: DynamicInfo,
+}
+
+/// What the dynamic loader reads: `PT_INTERP` and the `.dynamic` entries that name libraries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DynamicInfo {
+    /// `PT_INTERP`: the dynamic loader's path (`/lib64/ld-linux-x86-64.so.2`), if any.
+    pub interp: Option<String>,
+    /// `DT_NEEDED` names in order (`libc.so.6`).
+    pub needed: Vec<String>,
+    /// `DT_RPATH` directories (`:`-separated in the file).
+    pub rpath: Vec<String>,
+    /// `DT_RUNPATH` directories.
+    pub runpath: Vec<String>,
 }
 
 /// Name, address and file range of a section.
@@ -189,10 +203,34 @@ impl ElfFile {
                 });
             }
         }
+        let mut dynamic = DynamicInfo::default();
+        for ph in file.elf_program_headers() {
+            if let Ok(Some(i)) = ph.interpreter(endian, &*data) {
+                dynamic.interp = Some(String::from_utf8_lossy(i).into_owned());
+            }
+        }
+        let table = file.elf_section_table();
+        if let Ok(Some((dyns, link))) = table.dynamic(endian, &*data)
+            && let Ok(strings) = table.strings(endian, &*data, link)
+        {
+            for d in dyns {
+                let tag = d.d_tag(endian);
+                let Ok(text) = d.string(endian, strings) else { continue };
+                let text = String::from_utf8_lossy(text).into_owned();
+                let dirs = || text.split(':').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>();
+                if tag == elf::DT_NEEDED {
+                    dynamic.needed.push(text.clone());
+                } else if tag == elf::DT_RPATH {
+                    dynamic.rpath.extend(dirs());
+                } else if tag == elf::DT_RUNPATH {
+                    dynamic.runpath.extend(dirs());
+                }
+            }
+        }
         // One entry per (name, address): .symtab comes first, so dedup keeps it.
         functions.sort_by(|a, b| (a.addr, &a.name, a.table as u8).cmp(&(b.addr, &b.name, b.table as u8)));
         functions.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
-        Ok(ElfFile { path, data, kind, segments, functions, sections })
+        Ok(ElfFile { path, data, kind, segments, functions, sections, dynamic })
     }
 
     /// The path the file was opened from.
@@ -203,6 +241,11 @@ impl ElfFile {
     /// `ET_EXEC` or `ET_DYN` (PIE executables and shared objects).
     pub fn kind(&self) -> ElfKind {
         self.kind
+    }
+
+    /// `PT_INTERP`, `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH`.
+    pub fn dynamic(&self) -> &DynamicInfo {
+        &self.dynamic
     }
 
     /// The `PT_LOAD` segments in program-header order.

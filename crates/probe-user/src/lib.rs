@@ -17,6 +17,8 @@
 //! - [`sys`]: the kernel interface: uprobe_multi links and perf-event uprobes for a loaded BPF
 //!   program.
 //! - [`symbolize::Symbolizer`]: addresses → `module`function+0xoff`, lazily and cached.
+//! - [`loader`]: the files a command will map (executable, loader, `DT_NEEDED` closure), for
+//!   attaching before it runs.
 //! - [`list`]: pid-provider sites and the data behind `sightline probe -l`.
 //! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
 //! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
@@ -31,6 +33,7 @@ pub mod disasm;
 pub mod elf;
 pub mod glob;
 pub mod list;
+pub mod loader;
 pub mod maps;
 pub mod provider;
 pub mod semaphore;

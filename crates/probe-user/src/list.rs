@@ -218,11 +218,20 @@ pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSi
     Ok((out, skipped))
 }
 
-/// What to list or attach to: a running process, or a file by path (every process mapping it).
+/// What to list or attach to: a running process, a command about to be executed, or a file by
+/// path (every process mapping it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// A process id.
     Process(u32),
+    /// A process held before `execve` of `exe` (`-c`): its modules are the files it will map
+    /// ([`crate::loader::load_closure`]).
+    Command {
+        /// The process id (the same after the exec).
+        pid: u32,
+        /// The executable it will run.
+        exe: PathBuf,
+    },
     /// A binary or shared object.
     File(PathBuf),
 }
@@ -236,6 +245,18 @@ pub enum Target {
 pub fn target_files(target: &Target, module: &str) -> Result<Vec<PathBuf>, SiteError> {
     match target {
         Target::Process(pid) => Ok(ProcessMaps::read(*pid)?.resolve_module(module)),
+        Target::Command { exe, .. } => Ok(crate::loader::load_closure(exe)
+            .into_iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                let base = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                module.is_empty()
+                    || (module == "a.out" && *i == 0)
+                    || glob_match(module, base)
+                    || (module.contains('/') && glob_match(module, p.to_str().unwrap_or("")))
+            })
+            .map(|(_, p)| p)
+            .collect()),
         Target::File(p) => {
             let base = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let hit = module.is_empty()
@@ -288,7 +309,7 @@ pub struct ProbeRow {
 /// As [`usdt_probes`].
 pub fn list_usdt(target: &Target, provider: &str, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
     let suffix = match target {
-        Target::Process(pid) => pid.to_string(),
+        Target::Process(pid) | Target::Command { pid, .. } => pid.to_string(),
         Target::File(_) => String::new(),
     };
     let mut rows: Vec<ProbeRow> = usdt_probes(target, module)?
@@ -313,7 +334,7 @@ pub fn list_usdt(target: &Target, provider: &str, module: &str, function: &str, 
 /// As [`target_files`] and [`pid_sites`].
 pub fn list_pid(target: &Target, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
     let provider = match target {
-        Target::Process(pid) => format!("pid{pid}"),
+        Target::Process(pid) | Target::Command { pid, .. } => format!("pid{pid}"),
         Target::File(_) => "pid".to_string(),
     };
     let mut rows = Vec::new();
@@ -359,5 +380,9 @@ mod tests {
         assert_eq!(target_files(&t, "libc.so.6").unwrap().len(), 1);
         assert_eq!(target_files(&t, "libc*").unwrap().len(), 1);
         assert!(target_files(&t, "libm.so.6").unwrap().is_empty());
+        let c = Target::Command { pid: 1, exe: PathBuf::from("/usr/bin/python3.11") };
+        assert_eq!(target_files(&c, "a.out").unwrap(), vec![PathBuf::from("/usr/bin/python3.11")]);
+        assert_eq!(target_files(&c, "libc.so.6").unwrap().len(), 1);
+        assert!(target_files(&c, "").unwrap().len() >= 5);
     }
 }

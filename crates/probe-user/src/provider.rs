@@ -45,12 +45,16 @@ pub struct UserCatalog {
     /// Cap on the probes one description may match (instruction probes of a large library run to
     /// millions); 0 means no cap.
     pub max_probes: usize,
+    /// A `-c` command held before its `execve`: (pid, executable). Descriptions for that pid resolve
+    /// modules against the files the command will map ([`Target::Command`]), not against the
+    /// held process's current maps.
+    pub held: Option<(u32, PathBuf)>,
 }
 
 impl UserCatalog {
     /// A catalog with the default cap of 100 000 probes per description.
     pub fn new() -> Self {
-        UserCatalog { max_probes: 100_000 }
+        UserCatalog { max_probes: 100_000, held: None }
     }
 
     /// True when this catalog answers for `desc` (a pid provider, or a provider with a pid or a
@@ -60,10 +64,18 @@ impl UserCatalog {
         pid.is_some() || (!is_glob(prov) && !prov.is_empty() && desc.module.starts_with('/')) || prov == "pid"
     }
 
-    fn target(desc: &ProbeDescPattern) -> Option<(Target, &str, Option<u32>)> {
+    /// The same catalog for a `-c` command held before executing `exe`.
+    pub fn with_held_command(pid: u32, exe: PathBuf) -> Self {
+        UserCatalog { held: Some((pid, exe)), ..Self::new() }
+    }
+
+    fn target<'a>(&self, desc: &'a ProbeDescPattern) -> Option<(Target, &'a str, Option<u32>)> {
         let (prov, pid) = split_provider(&desc.provider);
         match pid {
-            Some(p) => Some((Target::Process(p), prov, Some(p))),
+            Some(p) => match &self.held {
+                Some((hp, exe)) if *hp == p => Some((Target::Command { pid: p, exe: exe.clone() }, prov, Some(p))),
+                _ => Some((Target::Process(p), prov, Some(p))),
+            },
             None if desc.module.starts_with('/') && !is_glob(&desc.module) => {
                 Some((Target::File(PathBuf::from(&desc.module)), prov, None))
             }
@@ -144,7 +156,7 @@ impl UserCatalog {
 
 impl ProbeCatalog for UserCatalog {
     fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        let Some((target, prov, pid)) = Self::target(desc) else { return Vec::new() };
+        let Some((target, prov, pid)) = self.target(desc) else { return Vec::new() };
         if prov == "pid" {
             self.pid_probes(desc, &target, pid)
         } else {

@@ -352,3 +352,57 @@ fn catalog_probes_attach_through_attach_module() {
     assert_eq!(pu.get(0).0, N);
     drop((a1, a2));
 }
+
+/// `-c`: probes resolved against the files a held command will map, attached before it execs,
+/// catch its first calls; the USDT semaphore is set from its first instruction.
+#[test]
+fn held_command_probes_fire_from_the_start() {
+    use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
+    use probe_user::attach::{AttachRequest, attach};
+    use probe_user::provider::UserCatalog;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&["-DWITH_SEM"]);
+    // Held before exec: a shell waiting for a line, then exec'ing the target (same pid).
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("read x; exec {} {N}", bin.display())])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let cat = UserCatalog::with_held_command(pid, bin.clone());
+    let one = |prov: &str, module: &str, func: &str, name: &str| {
+        let m = cat.matching(&ProbeDescPattern::new(prov, module, func, name));
+        assert_eq!(m.len(), 1, "{prov}:{module}:{func}:{name}");
+        m.into_iter().next().unwrap()
+    };
+    let add = one(&format!("pid{pid}"), "a.out", "add", "entry");
+    let malloc = one(&format!("pid{pid}"), "libc.so.6", "malloc", "entry");
+    let tick = one(&format!("sl_test{pid}"), "", "", "tick");
+    let mut held = Vec::new();
+    let mut progs = Vec::new();
+    for (info, reg) in [(&add, Reg::Rdi), (&malloc, Reg::Rdi), (&tick, Reg::Rax)] {
+        let p = Prog::new(reg, true);
+        let (path, offset, sem) = match &info.kind {
+            ProbeKind::Uprobe { path, offset, .. } => (path.clone(), *offset, None),
+            ProbeKind::Usdt { path, offset, semaphore, .. } => (path.clone(), *offset, semaphore.map(FileOffset)),
+            k => panic!("{k:?}"),
+        };
+        let req = AttachRequest { path: Path::new(&path), offsets: &[FileOffset(offset)], ret: false, pid: Some(pid), semaphore: sem, multi_prog: true };
+        held.push(attach(p.prog.as_raw_fd(), &req).unwrap());
+        progs.push(p);
+    }
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "10 60", "the semaphore was set from the start");
+    assert_eq!(progs[0].get(0), (N, 45));
+    // malloc(16 * (i % 4 + 1)) ten times: sizes sum to 16 * (1+2+3+4+1+2+3+4+1+2) = 368; the
+    // shell before exec and stdio add a few more calls.
+    let (mallocs, sizes) = progs[1].get(0);
+    assert!(mallocs >= N, "malloc entries {mallocs}");
+    assert!(sizes >= 368, "malloc sizes {sizes}");
+    assert_eq!(progs[2].get(0).0, N);
+    drop(held);
+}

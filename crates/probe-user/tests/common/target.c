@@ -12,6 +12,7 @@ unsigned short sl_test_tick_semaphore __attribute__((unused)) __attribute__((sec
 #include <sys/sdt.h>
 
 long counter = 5;
+void *volatile sink; /* keeps malloc/free from being optimized away */
 
 __attribute__((noinline)) int add(int a, int b) { return a + b; }
 
@@ -33,8 +34,8 @@ int main(int argc, char **argv) {
         if (TICK_ENABLED()) enabled++;
         DTRACE_PROBE3(sl_test, tick, i, (long)-i, counter);
         counter++;
-        void *p = malloc(16 * (i % 4 + 1));
-        free(p);
+        sink = malloc(16 * (i % 4 + 1));
+        free(sink);
     }
     printf("%d %ld\n", enabled, total);
     return 0;
