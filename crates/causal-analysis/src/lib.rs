@@ -19,4 +19,4 @@ pub mod render;
 
 pub use critical::{CriticalPath, Share, Step};
 pub use graph::{Edge, Problem, TaskGraph, fmt_duration};
-pub use model::{EdgeKind, Event, Parent, parse_pid};
+pub use model::{EdgeKind, Event, Parent, infer_span_nesting, parse_pid};

@@ -18,6 +18,10 @@ pub enum EdgeKind {
     /// An extra edge from an OTLP span link (or a `tracing` `follows_from`): the linked work
     /// contributed to this event.
     Link,
+    /// From a child span's end event to its parent span's end event, inferred by
+    /// [`infer_span_nesting`] when the child ended no later than the parent (the parent waited
+    /// for it, as a synchronous call does). Never stored; added when a task is rebuilt.
+    Nested,
 }
 
 impl EdgeKind {
@@ -26,6 +30,7 @@ impl EdgeKind {
         match self {
             EdgeKind::Causal => "causal",
             EdgeKind::Link => "link",
+            EdgeKind::Nested => "nested",
         }
     }
 
@@ -34,6 +39,7 @@ impl EdgeKind {
         match s {
             "causal" => Some(EdgeKind::Causal),
             "link" => Some(EdgeKind::Link),
+            "nested" => Some(EdgeKind::Nested),
             _ => None,
         }
     }
@@ -122,6 +128,42 @@ impl Event {
     }
 }
 
+/// Adds the [`EdgeKind::Nested`] edges of OTLP-derived events (ids `<SPANID>:start` and
+/// `<SPANID>:end`, see `docs/otlp-mapping.md`): for every span whose start event has a causal
+/// parent `<P>:start`, an edge from `<SPANID>:end` to `<P>:end` when both end events exist and the
+/// child's end timestamp is not after the parent's.
+///
+/// # Why is this needed?
+/// OTLP records a span's parent but not that the parent waited for it. Without these edges a
+/// parent span's end has a single parent (its own start), so the critical path of a request that
+/// fanned out and joined would skip the work it waited for. A child that ended after its parent
+/// (fire-and-forget work) gets no such edge. Returns the number of edges added.
+pub fn infer_span_nesting(events: &mut [Event]) -> usize {
+    use std::collections::HashMap;
+    let index: HashMap<&str, usize> = events.iter().enumerate().map(|(i, e)| (e.id.as_str(), i)).collect();
+    let mut add: Vec<(usize, String)> = Vec::new();
+    for e in events.iter() {
+        let Some(span) = e.id.strip_suffix(":start") else { continue };
+        let Some(child_end) = index.get(format!("{span}:end").as_str()).copied() else { continue };
+        for p in e.parents.iter().filter(|p| p.kind == EdgeKind::Causal) {
+            let Some(parent_span) = p.id.strip_suffix(":start") else { continue };
+            let Some(parent_end) = index.get(format!("{parent_span}:end").as_str()).copied() else { continue };
+            let (Some(ct), Some(pt)) = (events[child_end].timestamp_ns, events[parent_end].timestamp_ns) else { continue };
+            if ct <= pt {
+                add.push((parent_end, events[child_end].id.clone()));
+            }
+        }
+    }
+    let mut added = 0;
+    for (pe, child) in add {
+        if !events[pe].parents.iter().any(|p| p.id == child) {
+            events[pe].parents.push(Parent { id: child, kind: EdgeKind::Nested });
+            added += 1;
+        }
+    }
+    added
+}
+
 /// The pid at the start of an X-Trace `ProcessID` (`8201@manny` → 8201; Java's
 /// `ManagementFactory.getRuntimeMXBean().getName()` form), or of a plain number.
 pub fn parse_pid(process: &str) -> Option<u32> {
@@ -132,6 +174,23 @@ pub fn parse_pid(process: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_edges_only_for_children_that_ended_inside_their_parent() {
+        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event { id: id.into(), timestamp_ns: Some(ts), parents, ..Event::default() };
+        let mut evs = vec![
+            ev("P:start", 0, vec![]),
+            ev("A:start", 1, vec![Parent::causal("P:start")]),
+            ev("A:end", 5, vec![Parent::causal("A:start")]),
+            ev("B:start", 2, vec![Parent::causal("P:start")]),
+            ev("B:end", 20, vec![Parent::causal("B:start")]), // outlives P
+            ev("P:end", 10, vec![Parent::causal("P:start")]),
+        ];
+        assert_eq!(infer_span_nesting(&mut evs), 1);
+        assert_eq!(evs[5].parents, vec![Parent::causal("P:start"), Parent { id: "A:end".into(), kind: EdgeKind::Nested }]);
+        // Idempotent.
+        assert_eq!(infer_span_nesting(&mut evs), 0);
+    }
 
     #[test]
     fn pids_from_java_process_ids() {

@@ -181,7 +181,7 @@ fn dot_escape(s: &str) -> String {
 }
 
 /// The task as a Graphviz DOT digraph (`dot -Tsvg`). Joins are drawn as double octagons, link edges
-/// dashed, unknown parents as dashed grey ellipses, and the critical path (when given) in red.
+/// dashed, nested-span edges dotted, unknown parents as dashed grey ellipses, and the critical path (when given) in red.
 pub fn dot(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let n = g.len();
     let on_path = cp.map(|c| c.mask(n)).unwrap_or_else(|| vec![false; n]);
@@ -210,8 +210,10 @@ pub fn dot(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     }
     for e in &g.edges {
         let mut attrs = Vec::new();
-        if e.kind == EdgeKind::Link {
-            attrs.push("style=dashed".to_string());
+        match e.kind {
+            EdgeKind::Causal => {}
+            EdgeKind::Link => attrs.push("style=dashed".to_string()),
+            EdgeKind::Nested => attrs.push("style=dotted".to_string()),
         }
         if e.from_index.is_some_and(|f| path_edges.contains(&(f, e.to_index))) {
             attrs.push("color=red, penwidth=2".to_string());

@@ -466,6 +466,14 @@ pub fn end_id(span_id: &[u8]) -> String {
     format!("{}:end", hex_upper(span_id))
 }
 
+/// The task of a trace: the TaskId that `causal::w3c::task_from_trace_id` maps the trace id to
+/// (so spans and X-Trace reports of a request that crossed a `traceparent` boundary land in the
+/// same task), in uppercase hex. `trace_id` must be 16 non-zero bytes.
+pub fn task_of_trace_id(trace_id: &[u8]) -> String {
+    let t: [u8; 16] = trace_id.try_into().expect("checked: 16 bytes");
+    causal::w3c::task_from_trace_id(&t).map(|t| t.to_hex()).unwrap_or_else(|| hex_upper(trace_id))
+}
+
 fn valid_id(id: &[u8], len: usize) -> bool {
     id.len() == len && id.iter().any(|&b| b != 0)
 }
@@ -504,7 +512,7 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                     continue;
                 }
                 out.spans += 1;
-                let task = hex_upper(&span.trace_id);
+                let task = task_of_trace_id(&span.trace_id);
                 let base = Event {
                     task: task.clone(),
                     agent: agent.clone(),
@@ -629,7 +637,8 @@ mod tests {
         assert_eq!(c.events.len(), 4);
         let ids: Vec<&str> = c.events.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["1EE2F319F50A7406:start", "1EE2F319F50A7406:end", "75A3333C86293E0D:start", "75A3333C86293E0D:end"]);
-        assert!(c.events.iter().all(|e| e.task == "8591D7138ADDD9177ACBFCEBE886FE31"));
+        // The 20-byte TaskId of causal's trace-id mapping: trace id, then four zero bytes.
+        assert!(c.events.iter().all(|e| e.task == "8591D7138ADDD9177ACBFCEBE886FE3100000000"));
         assert_eq!(c.events[0].timestamp_ns, Some(1000));
         assert_eq!(c.events[1].timestamp_ns, Some(2000));
         assert_eq!(c.events[0].field("span.kind"), Some("server"));
@@ -656,7 +665,7 @@ mod tests {
                 scope_spans: vec![ScopeSpans {
                     scope: None,
                     spans: vec![Span {
-                        trace_id: vec![1; 16],
+                        trace_id: [[0; 8], [1; 8]].concat(),
                         span_id: vec![2; 8],
                         name: "x".into(),
                         start_time_unix_nano: 5,
@@ -671,6 +680,8 @@ mod tests {
         let back = decode_protobuf(&bytes).unwrap();
         assert_eq!(back, req);
         let c = to_events(&back);
+        // A trace id whose first 8 bytes are zero maps to the 8-byte TaskId of its last 8.
+        assert!(c.events.iter().all(|e| e.task == "0101010101010101"));
         let ids: Vec<&str> = c.events.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["0202020202020202:start", "0202020202020202:event1", "0202020202020202:end"]);
         assert_eq!(c.events[2].parents, vec![Parent::causal("0202020202020202:event1")]);

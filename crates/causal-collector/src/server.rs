@@ -11,8 +11,9 @@
 //! of [`Config::queue_batches`] batches. When the writer falls behind, the channel fills:
 //! - a TCP connection then waits before reading more, so the sender's socket buffer fills and
 //!   its writes block (TCP flow control is the backpressure);
-//! - UDP has no flow control: a datagram that finds the channel full is dropped and counted in
-//!   [`StatsSnapshot::udp_dropped_events`];
+//! - UDP has no flow control: while the channel is full the socket keeps up to
+//!   [`UDP_PENDING_MAX`] events aside and retries every 20 ms; beyond that a report is dropped
+//!   and counted in [`StatsSnapshot::udp_dropped_events`];
 //! - an OTLP request waits for room, then for the commit, before it is answered.
 //!
 //! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
@@ -449,6 +450,9 @@ async fn send(tx: &mpsc::Sender<Batch>, stats: &Stats, batch: &mut Vec<Event>) -
     tx.send(Batch { events, ack: None }).await.is_ok()
 }
 
+/// Events a UDP socket holds while the writer's queue is full, before it starts dropping.
+pub const UDP_PENDING_MAX: usize = 8192;
+
 async fn udp_loop(
     sock: UdpSocket,
     tx: mpsc::Sender<Batch>,
@@ -457,13 +461,23 @@ async fn udp_loop(
     batch_events: usize,
 ) {
     let mut buf = vec![0u8; 65_536];
+    // Events received but not yet queued (the queue was full): bounded by UDP_PENDING_MAX.
+    let mut pending: Vec<Event> = Vec::new();
+    let mut retry = tokio::time::interval(std::time::Duration::from_millis(20));
     loop {
-        let mut batch = Vec::new();
         let first = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
-            r = sock.recv_from(&mut buf) => r,
+            r = sock.recv_from(&mut buf) => Some(r),
+            _ = retry.tick(), if !pending.is_empty() => None,
         };
-        let mut got = first.map(|(n, peer)| (n, Some(peer)));
+        let mut got = match first {
+            Some(r) => r,
+            None => {
+                pending = udp_flush(&tx, pending);
+                continue;
+            }
+        };
+        let mut received = 0usize;
         loop {
             match got {
                 Ok((n, peer)) => {
@@ -474,11 +488,21 @@ async fn udp_loop(
                         payload = &buf[4..n];
                     }
                     match xtrace::decode_payload(payload) {
-                        Ok(e) => batch.push(e),
+                        Ok(e) => {
+                            bump(&stats.xtrace_reports, 1);
+                            if pending.len() < UDP_PENDING_MAX {
+                                pending.push(e);
+                            } else {
+                                let d = bump(&stats.udp_dropped_events, 1);
+                                if worth_logging(d) {
+                                    tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
+                                }
+                            }
+                        }
                         Err(e) => {
                             let c = bump(&stats.xtrace_malformed, 1);
                             if worth_logging(c) {
-                                tracing::warn!("X-Trace UDP {peer:?}: malformed report (#{c}): {e}");
+                                tracing::warn!("X-Trace UDP {peer}: malformed report (#{c}): {e}");
                             }
                         }
                     }
@@ -489,24 +513,27 @@ async fn udp_loop(
                     break;
                 }
             }
-            if batch.len() >= batch_events {
+            received += 1;
+            if received >= batch_events {
                 break;
             }
-            got = sock.try_recv_from(&mut buf).map(|(n, p)| (n, Some(p)));
+            got = sock.try_recv_from(&mut buf);
         }
-        if batch.is_empty() {
-            continue;
+        if !pending.is_empty() {
+            pending = udp_flush(&tx, pending);
         }
-        let n = batch.len() as u64;
-        bump(&stats.xtrace_reports, n);
-        if let Err(mpsc::error::TrySendError::Full(_) | mpsc::error::TrySendError::Closed(_)) =
-            tx.try_send(Batch { events: batch, ack: None })
-        {
-            let d = bump(&stats.udp_dropped_events, n);
-            if worth_logging(d) {
-                tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
-            }
-        }
+    }
+    // Shutting down: what is pending goes to the writer (waiting for room is fine now).
+    if !pending.is_empty() {
+        let _ = tx.send(Batch { events: pending, ack: None }).await;
+    }
+}
+
+/// Queues `pending` if the writer has room; gives it back otherwise (UDP never waits).
+fn udp_flush(tx: &mpsc::Sender<Batch>, pending: Vec<Event>) -> Vec<Event> {
+    match tx.try_send(Batch { events: pending, ack: None }) {
+        Ok(()) => Vec::new(),
+        Err(mpsc::error::TrySendError::Full(b) | mpsc::error::TrySendError::Closed(b)) => b.events,
     }
 }
 

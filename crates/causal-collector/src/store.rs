@@ -261,7 +261,9 @@ impl Store {
                 fs.clear();
                 for p in &e.parents {
                     match p.kind {
-                        EdgeKind::Causal => ps.push(&p.id),
+                        // Nested edges are inferred when a task is rebuilt; stored as causal
+                        // if a caller passes them in.
+                        EdgeKind::Causal | EdgeKind::Nested => ps.push(&p.id),
                         EdgeKind::Link => ls.push(&p.id),
                     }
                 }

@@ -317,7 +317,9 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.db.path())?;
     let task = store.resolve_task(&args.task)?;
-    let events = store.load_task(&task)?;
+    let mut events = store.load_task(&task)?;
+    // OTLP spans: a parent's end waits for the children that ended inside it (docs/otlp-mapping.md).
+    causal_analysis::infer_span_nesting(&mut events);
     let g = TaskGraph::build(task, events);
     let cp = if args.critical_path { CriticalPath::compute(&g) } else { None };
     let mut out = std::io::stdout().lock();

@@ -1,0 +1,127 @@
+//! The `sightline` binary: `import`, `tasks`, `show` on the real HDFS trace, and `collect` on
+//! ephemeral loopback ports stopped by SIGTERM with nothing lost.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn run(args: &[&str], db: &Path) -> String {
+    let out = Command::new(test_support::sightline_bin()).args(args).arg("--db").arg(db).output().unwrap();
+    assert!(out.status.success(), "sightline {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn import_tasks_and_show_the_hdfs_trace() {
+    let Some(f) = test_support::shared_data("xtrace/hdfs_download.json") else { return };
+    let Some(gc) = test_support::shared_data("xtrace/jvm_gc.json") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("cli.db");
+    let out = run(&["import", f.to_str().unwrap(), gc.to_str().unwrap()], &db);
+    assert!(out.contains("hdfs_download.json: 839 events in 1 tasks"), "{out}");
+    assert!(out.contains("jvm_gc.json: 31 events in 8 tasks"), "{out}");
+
+    let tasks = run(&["tasks"], &db);
+    let line = tasks.lines().find(|l| l.starts_with("57C1C4A67A6A88FD")).unwrap();
+    assert!(line.contains("2013-11-20 23:23:20.278") && line.contains(" 839 ") && line.contains("1.638s"), "{line}");
+    assert!(line.contains("manny") && line.ends_with("Start Trace: Executing Command"), "{line}");
+    assert_eq!(tasks.lines().count(), 1 + 9);
+    // Filters: by tag, by title, by time.
+    assert_eq!(run(&["tasks", "--tag", "GC"], &db).lines().count(), 1 + 8);
+    assert_eq!(run(&["tasks", "--title", "executing"], &db).lines().count(), 1 + 1);
+    assert_eq!(run(&["tasks", "--since", "2013-11-20T23:23:20"], &db).lines().count(), 1 + 3);
+    let json: Value = serde_json::from_str(&run(&["tasks", "--json", "--until", "2013-11-20T23:23:00"], &db)).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+
+    let text = run(&["show", "57c1", "--critical-path"], &db);
+    assert!(text.starts_with("task 57C1C4A67A6A88FD: 839 events, 887 edges"), "{}", &text[..200]);
+    assert_eq!(text.matches("has an edge from unknown event").count(), 3);
+    assert!(text.contains("join of 2 parents"));
+    assert!(text.contains("\ncritical path: "));
+    assert!(text.contains("time by process:"));
+    // Every event is printed once.
+    let ids = text.lines().filter(|l| l.trim_end().len() > 16 && !l.contains("->") && !l.contains("join of"));
+    assert!(ids.count() >= 839);
+
+    let dot = run(&["show", "57C1C4A67A6A88FD", "--format", "dot", "--critical-path"], &db);
+    assert!(dot.starts_with("digraph \"57C1C4A67A6A88FD\" {"));
+    assert_eq!(dot.lines().filter(|l| l.contains("\" -> \"")).count(), 887);
+    assert!(dot.contains("color=red"));
+
+    let json: Value = serde_json::from_str(&run(&["show", "57C1C4A67A6A88FD", "--format", "json"], &db)).unwrap();
+    assert_eq!(json["events"].as_array().unwrap().len(), 839);
+    assert_eq!(json["edges"].as_array().unwrap().len(), 887);
+    assert!(json["critical_path"].is_null());
+
+    let bad = Command::new(test_support::sightline_bin()).args(["show", "ZZ", "--db"]).arg(&db).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no task matches"));
+}
+
+#[test]
+fn collect_over_loopback_then_sigterm_loses_nothing() {
+    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("collect.db");
+    let mut child = Command::new(test_support::sightline_bin())
+        .args(["collect", "--xtrace-port", "0", "--otlp-port", "0", "--db"])
+        .arg(&db)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    // "sightline collect: X-Trace TCP 127.0.0.1:P UDP 127.0.0.1:P; OTLP/HTTP http://127.0.0.1:P/v1/traces; …"
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let tcp = words[words.iter().position(|w| *w == "TCP").unwrap() + 1].to_string();
+    let http = words.iter().find(|w| w.starts_with("http://")).unwrap();
+    let http = http.trim_start_matches("http://").trim_end_matches(';').trim_end_matches("/v1/traces").to_string();
+
+    // X-Trace: a three-event diamond-free chain plus a join, in text reports.
+    let mut frames = Vec::new();
+    let reports = [
+        "X-Trace: 19AAAABBBBCCCCDDDD0000000000000001\nAgent: front\nLabel: request\nHost: h1\nTimestamp: 1000000000000000000\n",
+        "X-Trace: 19AAAABBBBCCCCDDDD0000000000000002\nAgent: back\nLabel: a\nHost: h1\nTimestamp: 1000000000001000000\nEdge: 0000000000000001\n",
+        "X-Trace: 19AAAABBBBCCCCDDDD0000000000000003\nAgent: back\nLabel: b\nHost: h1\nTimestamp: 1000000000005000000\nEdge: 0000000000000001\n",
+        "X-Trace: 19AAAABBBBCCCCDDDD0000000000000004\nAgent: front\nLabel: joined\nHost: h1\nTimestamp: 1000000000006000000\nEdge: 0000000000000002\nEdge: 0000000000000003\n",
+    ];
+    for r in reports {
+        let payload = format!("X-Trace Report ver 1.0\n{r}");
+        frames.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        frames.extend_from_slice(payload.as_bytes());
+    }
+    let mut s = TcpStream::connect(&tcp).unwrap();
+    s.write_all(&frames).unwrap();
+    drop(s);
+
+    // OTLP: the captured Python request; a 200 means committed.
+    let body = std::fs::read(&py).unwrap();
+    let mut h = TcpStream::connect(&http).unwrap();
+    write!(h, "POST /v1/traces HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+    h.write_all(&body).unwrap();
+    let mut resp = String::new();
+    h.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+
+    // Give the TCP connection a moment to be accepted, then SIGTERM.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("stopped; 13 events stored"), "{rest}");
+
+    let text = run(&["show", "AAAABBBBCCCCDDDD", "--critical-path"], &db);
+    assert!(text.starts_with("task AAAABBBBCCCCDDDD: 4 events, 4 edges, 1 joins, 1 roots"), "{text}");
+    let cp: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("critical path")).skip(1).take(3).collect();
+    assert!(cp[0].contains("front: request") && cp[1].contains("back: b") && cp[2].contains("(join) front: joined"), "{cp:?}");
+    let tasks = run(&["tasks"], &db);
+    assert_eq!(tasks.lines().count(), 1 + 2, "{tasks}");
+}

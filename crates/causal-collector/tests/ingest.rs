@@ -1,0 +1,374 @@
+//! A running collector on 127.0.0.1 (ephemeral ports): the captured OTLP/HTTP requests of
+//! `shared/data/otlp` replayed byte for byte with their captured headers (the Node one chunked),
+//! X-Trace reports over TCP and UDP, malformed input, and a shutdown that loses nothing.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use causal::Report;
+use causal::wire::{WireFormat, encode_frame, write_frame};
+use causal_analysis::{CriticalPath, EdgeKind, TaskGraph};
+use causal_collector::{Collector, Config, Store, TaskFilter};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn config(db: &Path) -> Config {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    Config { xtrace_tcp: Some(any), xtrace_udp: Some(any), otlp_http: Some(any), ..Config::loopback(db) }
+}
+
+/// The captured request line and headers (`*.headers.txt`), as lines.
+fn captured_headers(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap().lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect()
+}
+
+/// Sends one HTTP/1.1 request made of `head` lines and `body` (chunked in pieces of `chunk` bytes
+/// when `chunk` is set), returns (status, body). Reads until the response is complete.
+async fn http(addr: SocketAddr, head: &[String], body: &[u8], chunk: Option<usize>) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut req = Vec::new();
+    for (i, l) in head.iter().enumerate() {
+        // The captured request line says `POST /v1/traces`; HTTP/1.1 is implied by the headers.
+        if i == 0 && !l.contains("HTTP/") {
+            req.extend_from_slice(format!("{l} HTTP/1.1\r\n").as_bytes());
+        } else {
+            req.extend_from_slice(format!("{l}\r\n").as_bytes());
+        }
+    }
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).await.unwrap();
+    match chunk {
+        None => s.write_all(body).await.unwrap(),
+        Some(n) => {
+            for c in body.chunks(n) {
+                s.write_all(format!("{:x}\r\n", c.len()).as_bytes()).await.unwrap();
+                s.write_all(c).await.unwrap();
+                s.write_all(b"\r\n").await.unwrap();
+                s.flush().await.unwrap();
+            }
+            s.write_all(b"0\r\n\r\n").await.unwrap();
+        }
+    }
+    // Read the response head, then Content-Length bytes.
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    let (status, body_start, len) = loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut tmp)).await.unwrap().unwrap();
+        assert!(n > 0, "connection closed before a response: {:?}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..p]).to_string();
+            let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .unwrap_or(0);
+            break (status, p + 4, len);
+        }
+    };
+    while buf.len() < body_start + len {
+        let n = s.read(&mut tmp).await.unwrap();
+        assert!(n > 0);
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    (status, buf[body_start..body_start + len].to_vec())
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+/// Checks the task built from a captured request: span names, parents and links as edges.
+fn check_demo_task(store: &Store, task: &str, spans: &[(String, String, Option<String>, Vec<String>, usize)], nested: usize) {
+    let mut events = store.load_task(task).unwrap();
+    let stored_edges: usize = events.iter().map(|e| e.parents.len()).sum();
+    assert_eq!(causal_analysis::infer_span_nesting(&mut events), nested);
+    let g = TaskGraph::build(task, events);
+    let span_events: usize = spans.iter().map(|s| s.4).sum();
+    assert_eq!(g.len(), 2 * spans.len() + span_events, "{:?}", g.events);
+    let parents = spans.iter().filter(|s| s.2.is_some()).count();
+    let links: usize = spans.iter().map(|s| s.3.len()).sum();
+    // Each span: a chain start -> (its span events) -> end; plus parent edges and link edges.
+    assert_eq!(stored_edges, spans.len() + span_events + parents + links);
+    assert_eq!(g.edges.len(), stored_edges + nested);
+    assert_eq!(g.edges.iter().filter(|e| e.kind == EdgeKind::Nested).count(), nested);
+    assert_eq!(g.edges.iter().filter(|e| e.kind == EdgeKind::Link).count(), links);
+    assert!(g.problems.is_empty(), "{:?}", g.problems);
+    for (id, name, parent, link_ids, _) in spans {
+        let start = g.index_of(&format!("{}:start", id.to_ascii_uppercase())).unwrap();
+        assert_eq!(g.events[start].label(), Some(format!("{name} start").as_str()));
+        let ps: HashSet<String> = g.parents_of(start).iter().map(|&p| g.events[p].id.clone()).collect();
+        let mut want: HashSet<String> = link_ids.iter().map(|l| format!("{}:end", l.to_ascii_uppercase())).collect();
+        if let Some(p) = parent {
+            want.insert(format!("{}:start", p.to_ascii_uppercase()));
+        }
+        assert_eq!(ps, want, "parents of {name}");
+    }
+    // The span with two links is a join; with nesting edges the parent's end is one too.
+    assert_eq!(g.joins().len(), 1 + usize::from(nested >= 2));
+    // The critical path: from the root to the last event, through the join span, taking at
+    // each join the input that finished last.
+    let cp = CriticalPath::compute(&g).unwrap();
+    assert!(cp.reached_root);
+    assert!(g.parents_of(cp.steps[0].index).is_empty());
+    let last_ts = g.events.iter().filter_map(|e| e.timestamp_ns).max().unwrap();
+    assert_eq!(g.events[cp.steps.last().unwrap().index].timestamp_ns, Some(last_ts));
+    assert!(cp.steps.iter().any(|s| s.id.ends_with(":start") && g.events[s.index].label() == Some("join start")));
+    for w in cp.steps.windows(2) {
+        assert!(g.parents_of(w[1].index).contains(&w[0].index));
+        let t = g.events[w[0].index].timestamp_ns.unwrap();
+        assert!(g.parents_of(w[1].index).iter().all(|&p| g.events[p].timestamp_ns.unwrap() <= t));
+    }
+}
+
+/// (span id, name, parent span id, link span ids, span events) from an OTLP/JSON body, read
+/// here with serde_json independently of the collector.
+fn spans_of_json(v: &Value) -> Vec<(String, String, Option<String>, Vec<String>, usize)> {
+    let mut out = Vec::new();
+    for rs in v["resourceSpans"].as_array().unwrap() {
+        for ss in rs["scopeSpans"].as_array().unwrap() {
+            for s in ss["spans"].as_array().unwrap() {
+                let parent = s.get("parentSpanId").and_then(Value::as_str).filter(|p| !p.is_empty()).map(str::to_string);
+                let links = s["links"].as_array().unwrap().iter().map(|l| l["spanId"].as_str().unwrap().to_string()).collect();
+                let events = s["events"].as_array().map_or(0, Vec::len);
+                out.push((s["spanId"].as_str().unwrap().to_string(), s["name"].as_str().unwrap().to_string(), parent, links, events));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn captured_otlp_requests_arrive_as_events_and_edges() {
+    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
+    let Some(node_head) = test_support::shared_data("otlp/node_sdk_traces.json.headers.txt") else { return };
+    let Some(py_body) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
+    let Some(py_head) = test_support::shared_data("otlp/python_sdk_traces.pb.headers.txt") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("otlp.db");
+    let node_bytes = std::fs::read(&node_body).unwrap();
+    let py_bytes = std::fs::read(&py_body).unwrap();
+    let node_head = captured_headers(&node_head);
+    let py_head = captured_headers(&py_head);
+    assert!(node_head.iter().any(|h| h.eq_ignore_ascii_case("Transfer-Encoding: chunked")));
+    assert!(py_head.iter().any(|h| h == &format!("Content-Length: {}", py_bytes.len())));
+
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let addr = c.addrs().otlp_http.unwrap();
+        // Node: JSON, chunked (in 500-byte chunks, so the body spans several).
+        let (status, body) = http(addr, &node_head, &node_bytes, Some(500)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(body, b"{}");
+        // Python: protobuf with Content-Length, as captured.
+        let (status, body) = http(addr, &py_head, &py_bytes, None).await;
+        assert_eq!(status, 200);
+        assert!(body.is_empty(), "an empty ExportTraceServiceResponse encodes to no bytes: {body:?}");
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.otlp_requests, 2);
+    assert_eq!(stats.otlp_rejected_spans, 0);
+    assert_eq!(stats.otlp_spans, 8);
+
+    let store = Store::open(&db).unwrap();
+    let tasks = store.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(tasks.len(), 2);
+    // Node: expectations from the JSON itself.
+    let v: Value = serde_json::from_slice(&node_bytes).unwrap();
+    let spans = spans_of_json(&v);
+    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str().unwrap();
+    let node_task = store.resolve_task(trace).unwrap();
+    // The Node demo's handle_request ended before its children: no nesting edge.
+    check_demo_task(&store, &node_task, &spans, 0);
+    // Python: the same demo (fanout_a, fanout_b, join linking both, under handle_request); ids
+    // are read back from the stored start events by name.
+    let py_task = tasks.iter().map(|t| t.task_id.clone()).find(|t| *t != node_task).unwrap();
+    let g = TaskGraph::build(py_task.clone(), store.load_task(&py_task).unwrap());
+    let id_of = |name: &str| {
+        g.events.iter().find(|e| e.label() == Some(&format!("{name} start"))).unwrap().id.trim_end_matches(":start").to_string()
+    };
+    let (a, b, j, h) = (id_of("fanout_a"), id_of("fanout_b"), id_of("join"), id_of("handle_request"));
+    let py_spans = vec![
+        (a.clone(), "fanout_a".to_string(), Some(h.clone()), vec![], 1),
+        (b.clone(), "fanout_b".to_string(), Some(h.clone()), vec![], 0),
+        (j, "join".to_string(), Some(h.clone()), vec![a, b], 0),
+        (h, "handle_request".to_string(), None, vec![], 0),
+    ];
+    // The Python demo's handle_request ended after all three children: three nesting edges.
+    check_demo_task(&store, &py_task, &py_spans, 3);
+    let cache_miss = g.events.iter().find(|e| e.label() == Some("cache.miss")).unwrap();
+    assert_eq!(cache_miss.field("key"), Some("k1"));
+    assert_eq!(cache_miss.agent.as_deref(), Some("research-py-demo"));
+}
+
+#[test]
+fn gzip_partial_success_and_bad_requests() {
+    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("g.db");
+    let body = std::fs::read(&node_body).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &body).unwrap();
+    let gz = gz.finish().unwrap();
+    let head = |ct: &str, extra: &str, len: usize| -> Vec<String> {
+        let mut h = vec!["POST /v1/traces".to_string(), "Host: 127.0.0.1".into(), format!("Content-Type: {ct}")];
+        if !extra.is_empty() {
+            h.push(extra.to_string());
+        }
+        h.push(format!("Content-Length: {len}"));
+        h
+    };
+    // One good span and one with an all-zero trace id; span ids in uppercase, times as numbers.
+    let partial = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[
+        {"traceId":"0AF7651916CD43DD8448EB211C80319C","spanId":"B7AD6B7169203331","name":"ok","startTimeUnixNano":1,"endTimeUnixNano":2},
+        {"traceId":"00000000000000000000000000000000","spanId":"B7AD6B7169203332","name":"bad"}]}]}]}"#;
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let addr = c.addrs().otlp_http.unwrap();
+        let (s, _) = http(addr, &head("application/json", "Content-Encoding: gzip", gz.len()), &gz, None).await;
+        assert_eq!(s, 200);
+        let (s, b) = http(addr, &head("application/json", "", partial.len()), partial, None).await;
+        assert_eq!(s, 200);
+        let v: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["partialSuccess"]["rejectedSpans"], "1");
+        assert!(v["partialSuccess"]["errorMessage"].as_str().unwrap().contains("trace id"));
+        let (s, _) = http(addr, &head("application/json", "", 5), b"{oops", None).await;
+        assert_eq!(s, 400);
+        let (s, _) = http(addr, &head("application/x-protobuf", "", 3), &[0xff, 0xff, 0xff], None).await;
+        assert_eq!(s, 400);
+        let (s, _) = http(addr, &head("text/plain", "", 2), b"hi", None).await;
+        assert_eq!(s, 415);
+        let (s, _) = http(addr, &head("application/json", "Content-Encoding: gzip", 4), b"nope", None).await;
+        assert_eq!(s, 400);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.otlp_requests, 6);
+    assert_eq!(stats.otlp_bad_requests, 4);
+    assert_eq!(stats.otlp_rejected_spans, 1);
+    assert_eq!(stats.otlp_spans, 4 + 1);
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.event_count().unwrap(), 9 + 2);
+    let task = store.resolve_task("0AF7651916CD43DD8448EB211C80319C").unwrap();
+    assert_eq!(task, "0AF7651916CD43DD8448EB211C80319C00000000");
+    assert_eq!(store.load_task(&task).unwrap().len(), 2);
+}
+
+/// Reports of the real HDFS trace, as `causal::Report`s (built from the JSON pairs).
+fn hdfs_reports() -> Option<Vec<Report>> {
+    let f = test_support::shared_data("xtrace/hdfs_download.json")?;
+    let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+    let reports = v[0]["reports"].as_array().unwrap();
+    Some(
+        reports
+            .iter()
+            .map(|r| {
+                let mut pairs: Vec<(String, String)> = Vec::new();
+                for (k, vals) in r.as_object().unwrap() {
+                    if k == "version" {
+                        continue;
+                    }
+                    for x in vals.as_array().unwrap() {
+                        pairs.push((k.clone(), x.as_str().unwrap().to_string()));
+                    }
+                }
+                pairs.sort_by_key(|(k, _)| k != "X-Trace");
+                Report::from_pairs(pairs).unwrap()
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn xtrace_over_tcp_and_udp_in_both_formats_with_malformed_input() {
+    let Some(reports) = hdfs_reports() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("x.db");
+    let n = reports.len();
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let tcp = c.addrs().xtrace_tcp.unwrap();
+        let udp = c.addrs().xtrace_udp.unwrap();
+        // First half over TCP: text and binary alternating, a malformed frame in the middle.
+        let mut bytes = Vec::new();
+        for (i, r) in reports[..n / 2].iter().enumerate() {
+            encode_frame(&mut bytes, r, if i % 2 == 0 { WireFormat::Text } else { WireFormat::Binary });
+            if i == 10 {
+                write_frame(&mut bytes, b"X-Trace Report ver 1.0\nAgent: no metadata\n");
+            }
+        }
+        let mut s = TcpStream::connect(tcp).await.unwrap();
+        // Written in odd-sized pieces so frames straddle reads.
+        for piece in bytes.chunks(777) {
+            s.write_all(piece).await.unwrap();
+        }
+        drop(s);
+        // Second half over UDP, one report per datagram (some with the length prefix).
+        let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        for (i, r) in reports[n / 2..].iter().enumerate() {
+            let mut d = Vec::new();
+            if i % 3 == 0 {
+                encode_frame(&mut d, r, WireFormat::Binary);
+            } else {
+                WireFormat::Text.encode(r, &mut d);
+            }
+            sock.send_to(&d, udp).await.unwrap();
+            // Paced: UDP has no flow control, and a full socket buffer drops in the kernel.
+            if i % 8 == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        sock.send_to(b"\x00garbage", udp).await.unwrap();
+        // Wait until everything has been received (UDP on loopback is not lossy at this rate).
+        for _ in 0..500 {
+            let st = c.stats();
+            if st.xtrace_reports as usize == n && st.xtrace_malformed == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.xtrace_malformed, 2);
+    assert_eq!(stats.udp_dropped_events, 0);
+    assert_eq!(stats.xtrace_reports as usize, n);
+    assert_eq!(stats.events_stored as usize, n);
+    let store = Store::open(&db).unwrap();
+    let g = TaskGraph::build("57C1C4A67A6A88FD", store.load_task("57C1C4A67A6A88FD").unwrap());
+    assert_eq!(g.len(), n);
+    let edges: usize = reports.iter().map(|r| r.parents().count()).sum();
+    assert_eq!(g.edges.len(), edges);
+}
+
+#[test]
+fn shutdown_commits_everything_already_sent() {
+    let Some(reports) = hdfs_reports() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("s.db");
+    // Many reports, small queue: the writer is behind when shutdown starts.
+    let rounds = 20;
+    let cfg = Config { queue_batches: 2, batch_events: 64, ..config(&db) };
+    let stats = rt().block_on(async {
+        let c = Collector::start(cfg).await.unwrap();
+        let tcp = c.addrs().xtrace_tcp.unwrap();
+        let mut bytes = Vec::new();
+        for _ in 0..rounds {
+            for r in &reports {
+                encode_frame(&mut bytes, r, WireFormat::Binary);
+            }
+        }
+        let mut s = TcpStream::connect(tcp).await.unwrap();
+        s.write_all(&bytes).await.unwrap();
+        s.shutdown().await.unwrap();
+        // Accepted, then stop at once.
+        while c.stats().tcp_connections == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    let want = rounds * reports.len();
+    assert_eq!(stats.events_stored as usize, want);
+    assert_eq!(Store::open(&db).unwrap().event_count().unwrap() as usize, want);
+}
