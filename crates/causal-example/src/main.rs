@@ -1,0 +1,256 @@
+//! Example system for the causal library: a front end that calls two back ends in parallel over
+//! HTTP and joins their answers, each a separate process on loopback.
+//!
+//! ```text
+//! causal-example backend NAME DELAY_MS     serve GET /work on 127.0.0.1:<free port>
+//! causal-example frontend URL_A URL_B      serve GET /request; calls both back ends in parallel
+//! causal-example demo                      start two back ends and a front end, send one request,
+//!                                          print the task id and the answer, stop them
+//! ```
+//!
+//! Servers print `listening on 127.0.0.1:PORT` as their first line and stop on `GET /shutdown`
+//! (a clean exit, so their reporters flush). Reports go where `SIGHTLINE_CAUSAL_SINK` says
+//! (default `tcp://127.0.0.1:7831`, `sightline collect`); each process's `Agent` is its role.
+//!
+//! The task's graph: `client request` → `frontend recv` → (`call backend` → `backend recv` →
+//! `backend done` → `backend answered`) ×2 in parallel → `join answers` (a join: parents on both
+//! paths) → `client done`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use causal::propagation;
+use causal::{Context, InContextExt};
+use http::HeaderMap;
+use tokio::sync::Notify;
+
+fn usage() -> ! {
+    eprintln!("usage: causal-example backend NAME DELAY_MS | frontend URL_A URL_B | demo");
+    std::process::exit(2);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("backend") if args.len() == 3 => {
+            let delay = args[2].parse().unwrap_or_else(|_| usage());
+            start_reporter(&format!("backend-{}", args[1]));
+            serve(backend_router(args[1].clone(), Duration::from_millis(delay)));
+        }
+        Some("frontend") if args.len() == 3 => {
+            start_reporter("frontend");
+            serve(frontend_router(args[1].clone(), args[2].clone()));
+        }
+        Some("demo") => {
+            start_reporter("client");
+            match demo() {
+                Ok(()) => {}
+                Err(e) => {
+                    eprintln!("demo: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        _ => usage(),
+    }
+}
+
+/// Starts the reporter from `SIGHTLINE_CAUSAL_*` with this process's role as its `Agent`.
+fn start_reporter(agent: &str) {
+    let mut config = causal::Config::from_env().unwrap_or_else(|e| {
+        eprintln!("causal-example: {e}; using the defaults");
+        causal::Config::default()
+    });
+    config.agent = agent.to_string();
+    causal::reporter::init(config).expect("reporter starts before any event");
+}
+
+/// Runs `router` on 127.0.0.1 on a free port until `GET /shutdown`.
+fn serve(router: Router<Arc<Notify>>) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+        println!("listening on {}", listener.local_addr().expect("local addr"));
+        let stop = Arc::new(Notify::new());
+        let app = router
+            .route(
+                "/shutdown",
+                get(|State(stop): State<Arc<Notify>>| async move {
+                    stop.notify_one();
+                    "bye"
+                }),
+            )
+            .with_state(stop.clone());
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.notified().await })
+            .await
+            .expect("serve");
+    });
+    // A normal exit: the reporter's exit hook flushes; flushing here too makes it explicit.
+    causal::flush(Duration::from_secs(5));
+}
+
+fn backend_router(name: String, delay: Duration) -> Router<Arc<Notify>> {
+    let name: &'static str = Box::leak(name.into_boxed_str());
+    Router::new().route(
+        "/work",
+        get(move |headers: HeaderMap| async move {
+            // Server side, two lines: extract the caller's context and run the handler in it.
+            let ctx = propagation::extract(&headers).unwrap_or_else(|| Context::new_task(true));
+            let (answer, ctx) = async move {
+                causal::event("backend recv").kv("backend", name).report();
+                tokio::time::sleep(delay).await;
+                let answer = format!("{name}:{}", delay.as_millis());
+                causal::event("backend done").kv("backend", name).kv("answer", answer.clone()).report();
+                (answer, causal::current())
+            }
+            .in_context(ctx)
+            .await;
+            // The response carries the back end's last event, so the caller can join it.
+            let mut out = HeaderMap::new();
+            if let Some(ctx) = ctx {
+                propagation::inject(&ctx, &mut out);
+            }
+            (out, answer)
+        }),
+    )
+}
+
+fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
+    Router::new().route(
+        "/request",
+        get(move |headers: HeaderMap| {
+            let (a, b) = (a.clone(), b.clone());
+            async move {
+                let ctx = propagation::extract(&headers);
+                // The blocking HTTP client runs on its own threads; the context goes with them.
+                let res = tokio::task::spawn_blocking(move || fan_out(ctx, &a, &b)).await;
+                match res {
+                    Ok(Ok((answer, ctx))) => {
+                        let mut out = HeaderMap::new();
+                        propagation::inject(&ctx, &mut out);
+                        (http::StatusCode::OK, out, answer).into_response()
+                    }
+                    Ok(Err(e)) => (http::StatusCode::BAD_GATEWAY, e).into_response(),
+                    Err(e) => (http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+                }
+            }
+        }),
+    )
+}
+
+/// Calls both back ends in parallel (one thread each) and joins their answers.
+fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> Result<(String, Context), String> {
+    match ctx {
+        Some(c) => {
+            causal::set_current(Some(c));
+        }
+        None => {
+            causal::start_task("frontend request", []);
+        }
+    }
+    causal::event("frontend recv").report();
+    let calls: Vec<_> = [("a", a.to_string()), ("b", b.to_string())]
+        .into_iter()
+        .map(|(name, url)| causal::thread::spawn_named(Some(format!("call-{name}")), move || call(name, &url)))
+        .collect();
+    let mut answers = Vec::new();
+    for c in calls {
+        // Joining the thread joins its last event into this thread's context.
+        answers.push(c.join().map_err(|_| "a call thread panicked".to_string())??);
+    }
+    causal::event("join answers").kv("answers", answers.len()).report();
+    let ctx = causal::take_current().ok_or("no context after join")?;
+    Ok((answers.join(","), ctx))
+}
+
+/// One back-end call: report, send with the context's headers, join the answer's context.
+fn call(name: &'static str, url: &str) -> Result<String, String> {
+    causal::event("call backend").kv("backend", name).report();
+    // Client side, two lines: the request carries the context ...
+    let mut req = ureq::get(&format!("{url}/work"));
+    propagation::inject_current(req.headers_mut().ok_or("request builder")?);
+    let mut resp = req.call().map_err(|e| format!("GET {url}/work: {e}"))?;
+    // ... and the response's context is joined, so the next event follows the back end's last.
+    let mut cur = causal::take_current().ok_or("no context")?;
+    propagation::join_response(&mut cur, resp.headers());
+    causal::set_current(Some(cur));
+    let body = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    causal::event("backend answered").kv("backend", name).kv("answer", body.clone()).report();
+    Ok(body)
+}
+
+/// A child server process and its address.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Result<Server, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("spawn {args:?}: {e}"))?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().ok_or("stdout")?)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        let addr = line.trim().strip_prefix("listening on ").ok_or_else(|| format!("{args:?} said {line:?}"))?;
+        Ok(Server { child, url: format!("http://{addr}") })
+    }
+
+    /// Asks the server to exit cleanly and waits for it.
+    fn stop(mut self) -> Result<(), String> {
+        let _ = ureq::get(&format!("{}/shutdown", self.url)).call();
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        if status.success() { Ok(()) } else { Err(format!("{} exited with {status}", self.url)) }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Only reached when `stop` was not: do not leave a server behind.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn demo() -> Result<(), String> {
+    let a = Server::start(&["backend", "a", "30"])?;
+    let b = Server::start(&["backend", "b", "60"])?;
+    let front = Server::start(&["frontend", &a.url, &b.url])?;
+    let ctx = causal::start_task("client request", [("path", "/request".into())]);
+    let mut req = ureq::get(&format!("{}/request", front.url));
+    propagation::inject_current(req.headers_mut().ok_or("request builder")?);
+    let sent_traceparent = ctx.traceparent().map(|t| t.to_string()).unwrap_or_default();
+    let mut resp = req.call().map_err(|e| format!("GET /request: {e}"))?;
+    let mut cur = causal::take_current().ok_or("no context")?;
+    propagation::join_response(&mut cur, resp.headers());
+    let back_traceparent =
+        resp.headers().get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    causal::set_current(Some(cur));
+    let answer = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
+    causal::event("client done").kv("answer", answer.clone()).report();
+    println!("task {}", ctx.task_id());
+    println!("answer {answer}");
+    println!("traceparent sent {sent_traceparent}");
+    println!("traceparent back {back_traceparent}");
+    front.stop()?;
+    a.stop()?;
+    b.stop()?;
+    causal::flush(Duration::from_secs(5));
+    let stats = causal::stats();
+    println!("client reports sent {} dropped {}", stats.sent, stats.dropped());
+    Ok(())
+}
