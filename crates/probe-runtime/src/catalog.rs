@@ -99,6 +99,40 @@ pub fn parse_profile_name(name: &str) -> Option<(u64, bool)> {
     (ns > 0).then_some((ns, every_cpu))
 }
 
+/// A stable display id for a probe (the ID column of `-l` and of non-quiet output): dtrace's
+/// BEGIN, END, ERROR are 1, 2, 3 as in DTrace; system calls follow in table order (entry, return);
+/// profile and proc probes come next; a tracepoint's id is 100000 + its tracefs id.
+pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
+    let nsys = SYSCALLS_X86_64.len() as u32;
+    match provider {
+        "dtrace" => match name {
+            "BEGIN" => 1,
+            "END" => 2,
+            _ => 3,
+        },
+        "syscall" => {
+            let i = SYSCALLS_X86_64.iter().position(|(_, n)| *n == function).unwrap_or(0) as u32;
+            4 + 2 * i + u32::from(name == "return")
+        }
+        "profile" => {
+            let h = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+            4 + 2 * nsys + (h % 1000)
+        }
+        "proc" => 4 + 2 * nsys + 1000 + PROC_PROBES.iter().position(|p| p.0 == name).unwrap_or(0) as u32,
+        cat => {
+            thread_local! {
+                static IDS: std::cell::RefCell<std::collections::HashMap<(String, String), u32>> =
+                    std::cell::RefCell::new(std::collections::HashMap::new());
+            }
+            IDS.with(|ids| {
+                *ids.borrow_mut()
+                    .entry((cat.to_string(), name.to_string()))
+                    .or_insert_with(|| tracepoint_id(cat, name).map_or(0, |id| 100_000 + id as u32))
+            })
+        }
+    }
+}
+
 /// The catalog of kernel probes on this machine.
 #[derive(Debug, Default, Clone)]
 pub struct KernelCatalog {

@@ -4,11 +4,13 @@
 //! (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
 //! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
 //! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
-//! aggregations read).
+//! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
+//! through probe-format).
 #![deny(missing_docs)]
 
 pub mod catalog;
 pub mod ringbuf;
+pub mod run;
 pub mod session;
 pub mod syscalls;
 pub mod sys;

@@ -461,3 +461,150 @@ pub fn raise_memlock() {
     // SAFETY: `lim` is a valid rlimit; failure is ignored (memcg accounting makes it moot on 5.11+).
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
+
+/// `CLOCK_REALTIME - CLOCK_MONOTONIC` in ns (clock_gettime(2)), for `walltimestamp`.
+pub fn wall_offset_ns() -> i64 {
+    let read = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `ts` is a valid timespec to fill.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    };
+    read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)
+}
+
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Installs a SIGINT/SIGTERM handler (sigaction(2), without `SA_RESTART` so blocking waits return
+/// EINTR) that only sets a flag; [`interrupted`] reads it.
+pub fn install_interrupt_handler() -> SysResult<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is valid; the handler only stores to an atomic, which is
+        // async-signal-safe.
+        let r = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_sigint as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(SyscallError::last("sigaction(SIGINT)"));
+        }
+    }
+    Ok(())
+}
+
+/// True once SIGINT or SIGTERM arrived.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// A child process created held: it waits, before exec, until [`HeldChild::release`].
+#[derive(Debug)]
+pub struct HeldChild {
+    /// The child's pid (`$target`).
+    pub pid: u32,
+    release: Option<OwnedFd>,
+}
+
+/// fork(2)s a child that blocks reading a pipe, then execv(2)s `path` with `argv`; so probes can
+/// be attached before the command runs its first instruction. `path` must be resolved already
+/// (only async-signal-safe calls happen in the child).
+pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChild> {
+    use std::os::unix::ffi::OsStrExt;
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SyscallError { call: "execv", source: io::Error::from(io::ErrorKind::InvalidInput) })?;
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_str()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| SyscallError { call: "execv", source: io::Error::from(io::ErrorKind::InvalidInput) })?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(SyscallError::last("pipe2"));
+    }
+    // SAFETY: fork; the child only calls async-signal-safe functions (read, close, execv, _exit)
+    // on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(SyscallError::last("fork"));
+    }
+    if pid == 0 {
+        // SAFETY: in the child: wait for the release byte (or EOF when the parent died), then exec.
+        unsafe {
+            libc::close(fds[1]);
+            let mut b = 0u8;
+            let n = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
+            if n != 1 {
+                libc::_exit(127);
+            }
+            libc::execv(cpath.as_ptr(), ptrs.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: the parent owns both pipe ends; close the read end, keep the write end.
+    unsafe { libc::close(fds[0]) };
+    Ok(HeldChild { pid: pid as u32, release: Some(fd_from(fds[1] as libc::c_long)) })
+}
+
+impl HeldChild {
+    /// Lets the child exec its command.
+    pub fn release(&mut self) -> SysResult<()> {
+        if let Some(fd) = self.release.take() {
+            let b = 1u8;
+            // SAFETY: writing one byte from a live local to an open pipe.
+            let r = unsafe { libc::write(fd.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
+            if r != 1 {
+                return Err(SyscallError::last("write(release pipe)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Non-blocking wait (waitpid(2) with `WNOHANG`): `Some(status)` once the child exited
+    /// (the exit code, or 128 + signal).
+    pub fn try_wait(&self) -> SysResult<Option<i32>> {
+        let mut status = 0;
+        // SAFETY: waiting for our own child; `status` is a valid int.
+        let r = unsafe { libc::waitpid(self.pid as libc::pid_t, &mut status, libc::WNOHANG) };
+        if r < 0 {
+            return Err(SyscallError::last("waitpid"));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        if libc::WIFEXITED(status) {
+            Ok(Some(libc::WEXITSTATUS(status)))
+        } else {
+            Ok(Some(128 + libc::WTERMSIG(status)))
+        }
+    }
+}
+
+impl Drop for HeldChild {
+    fn drop(&mut self) {
+        // Never leave the target held: release it (it then runs its command) if still waiting.
+        let _ = self.release();
+    }
+}
+
+/// True while process `pid` exists and is not a zombie (kill(2) with signal 0, then
+/// `/proc/PID/stat`).
+pub fn process_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 performs only the existence/permission check.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')).unwrap_or(true),
+        Err(_) => false,
+    }
+}

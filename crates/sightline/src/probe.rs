@@ -1,16 +1,281 @@
-//! `sightline probe`: options in DTrace's style (dtrace(1M)), dispatched to `probe-runtime`.
+//! `sightline probe`: DTrace's command line (dtrace(1M)) over the probe pipeline:
+//! probe-syntax (parse) → probe-sema (check against the kernel catalog) → probe-codegen (BPF) →
+//! probe-runtime (load, attach, consume) → probe-format (output).
 
+use std::io::Write;
 use std::process::ExitCode;
 
-/// Options of `sightline probe`.
+use anyhow::{Context, bail};
+use probe_runtime::catalog::KernelCatalog;
+use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
+use probe_runtime::session::RuntimeError;
+use probe_runtime::sys;
+use probe_sema::{ProbeCatalog, ProbeDescPattern, SemaOptions};
+use probe_syntax::SourceMap;
+
+/// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall")]
 pub struct ProbeArgs {
-    /// A probe clause, as in `dtrace -n`.
-    #[arg(short = 'n')]
+    /// A probe clause or probe description, as in `dtrace -n` (repeatable).
+    #[arg(short = 'n', value_name = "CLAUSE")]
     pub clauses: Vec<String>,
+    /// A D script file (a `#!` first line is ignored).
+    #[arg(short = 's', value_name = "FILE")]
+    pub script: Vec<std::path::PathBuf>,
+    /// Run CMD (held until every probe is attached), set `$target` to its pid, and stop when it exits.
+    #[arg(short = 'c', value_name = "CMD")]
+    pub command: Option<String>,
+    /// Set `$target` to PID and stop when that process exits.
+    #[arg(short = 'p', value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Quiet: print only explicit output (no probe lines), like `-x quiet`.
+    #[arg(short = 'q')]
+    pub quiet: bool,
+    /// Write output to FILE instead of stdout.
+    #[arg(short = 'o', value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    /// List the probes matching `-n`/`-P`/`-f`/`-m` (all probes when none is given).
+    #[arg(short = 'l')]
+    pub list: bool,
+    /// Probes of this provider (enables `provider:::` or, with `-l`, lists them).
+    #[arg(short = 'P', value_name = "PROVIDER")]
+    pub providers: Vec<String>,
+    /// Probes of this function (`::FUNC:`).
+    #[arg(short = 'f', value_name = "FUNC")]
+    pub functions: Vec<String>,
+    /// Probes of this module (`:MOD::`).
+    #[arg(short = 'm', value_name = "MODULE")]
+    pub modules: Vec<String>,
+    /// Set an option: quiet, bufsize, strsize, aggsortkey, aggsortrev, aggsortpos, aggsortkeypos,
+    /// switchrate, aggrate, dynvarsize, aggsize, stackframes.
+    #[arg(short = 'x', value_name = "OPT[=VAL]")]
+    pub options: Vec<String>,
+    /// Verbose: print the full BPF verifier log when a program is rejected.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+    /// Strict JSON Lines on stdout (records, aggregations, drops, errors); messages on stderr.
+    #[arg(long)]
+    pub json: bool,
+    /// Macro arguments `$1`..`$9`.
+    #[arg(value_name = "ARG")]
+    pub args: Vec<String>,
 }
 
 /// Runs `sightline probe`.
-pub fn run(_args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("probe: not built yet")
+pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+    let catalog = KernelCatalog::new();
+    if args.list {
+        return list(&args, &catalog);
+    }
+    // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
+    let mut map = SourceMap::new();
+    for path in &args.script {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = if text.starts_with("#!") {
+            // Keep line numbers: blank the interpreter line.
+            let end = text.find('\n').unwrap_or(text.len());
+            format!("{}{}", " ".repeat(end), &text[end..])
+        } else {
+            text
+        };
+        map.add(path.display().to_string(), text);
+    }
+    for (i, c) in args.clauses.iter().enumerate() {
+        map.add(if args.clauses.len() == 1 { "-n".to_string() } else { format!("-n#{}", i + 1) }, c.clone());
+    }
+    for d in descriptions(&args) {
+        map.add("-P/-m/-f", d.to_string());
+    }
+    if map.files().is_empty() {
+        bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
+    }
+    let mut program = probe_syntax::ast::Program::default();
+    let mut diags = Vec::new();
+    for f in map.files() {
+        let (p, d) = probe_syntax::parse(f);
+        program.extend(p);
+        diags.extend(d);
+    }
+    if diags.iter().any(|d| d.is_error()) {
+        eprint!("{}", probe_syntax::render_all(&diags, &map));
+        return Ok(ExitCode::from(2));
+    }
+    // The target: -c spawns it held, -p names it.
+    let mut child = None;
+    let target_pid = match (&args.command, args.pid) {
+        (Some(cmd), _) => {
+            let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+            let Some(first) = words.first() else { bail!("-c: empty command") };
+            let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
+            let c = sys::spawn_held(&path, &words).context("-c: starting the command")?;
+            let pid = c.pid;
+            child = Some(c);
+            Some(pid)
+        }
+        (None, Some(pid)) => {
+            if !sys::process_alive(pid) {
+                bail!("-p {pid}: no such process");
+            }
+            Some(pid)
+        }
+        _ => None,
+    };
+    let mut options: Vec<(String, Option<String>)> = args
+        .options
+        .iter()
+        .map(|o| match o.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (o.clone(), None),
+        })
+        .collect();
+    if args.quiet {
+        options.push(("quiet".into(), None));
+    }
+    let sema_opts = SemaOptions {
+        macro_args: args.args.clone(),
+        script_name: args.script.first().map(|p| p.display().to_string()),
+        target_pid,
+        pid: Some(std::process::id()),
+        options,
+        ..SemaOptions::default()
+    };
+    let checked = match probe_sema::analyze(&program, &catalog, &sema_opts) {
+        Ok(c) => c,
+        Err(diags) => {
+            eprint!("{}", probe_syntax::render_all(&diags, &map));
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if !checked.warnings.is_empty() {
+        eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
+    }
+    let probes: usize = checked.clauses.iter().map(|c| c.probes.len()).sum();
+    let cfg = RunConfig {
+        quiet: checked.options.quiet || args.json,
+        json: args.json,
+        verbose: args.verbose,
+        watch_pid: if args.command.is_none() { args.pid } else { None },
+    };
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("-o {}", p.display()))?,
+        )),
+        None => Box::new(std::io::LineWriter::new(std::io::stdout())),
+    };
+    let mut err = std::io::stderr();
+    sys::install_interrupt_handler().context("installing the SIGINT handler")?;
+    let mut consumer = match Consumer::new(&checked, cfg, &mut *out, &mut err) {
+        Ok(c) => c,
+        Err(e) => return Err(explain(e, args.verbose)),
+    };
+    if !args.json {
+        eprintln!("sightline: description '{}' matched {probes} probe{}", describe(&args), if probes == 1 { "" } else { "s" });
+    }
+    let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
+    let reason = match consumer.run(target) {
+        Ok(r) => r,
+        Err(e) => return Err(explain(e, args.verbose)),
+    };
+    drop(consumer);
+    out.flush()?;
+    if let (StopReason::TargetExited, Some(pid)) = (reason, target_pid) {
+        if !args.json {
+            eprintln!("sightline: pid {pid} has exited");
+        }
+    }
+    Ok(match reason {
+        StopReason::Exit(s) => ExitCode::from(s.clamp(0, 255) as u8),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// Turns a run error into the message a user needs (privileges in one line; verifier reasons
+/// with the full log under `-v`).
+fn explain(e: RunError, verbose: bool) -> anyhow::Error {
+    if let RunError::Runtime(r) = &e {
+        if r.is_permission() {
+            return anyhow::anyhow!(
+                "permission denied: loading BPF programs needs root (or CAP_BPF and CAP_PERFMON; tracefs access for tracepoints)"
+            );
+        }
+        if let RuntimeError::Verifier { log, .. } = r {
+            if verbose {
+                eprintln!("{log}");
+            } else {
+                eprintln!("sightline: rerun with -v for the full verifier log");
+            }
+        }
+    }
+    anyhow::Error::new(e)
+}
+
+fn descriptions(args: &ProbeArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    for p in &args.providers {
+        v.push(format!("{p}:::"));
+    }
+    for m in &args.modules {
+        v.push(format!(":{m}::"));
+    }
+    for f in &args.functions {
+        v.push(format!("::{f}:"));
+    }
+    v
+}
+
+fn describe(args: &ProbeArgs) -> String {
+    let mut parts: Vec<String> = args.clauses.iter().map(|c| c.split(['{', '/']).next().unwrap_or("").trim().to_string()).collect();
+    parts.extend(args.script.iter().map(|p| p.display().to_string()));
+    parts.extend(descriptions(args));
+    parts.join(" ")
+}
+
+fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
+    if name.contains('/') {
+        return Some(std::path::PathBuf::from(name));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// `-l`: the probes matching the descriptions, in DTrace's columns.
+fn list(args: &ProbeArgs, catalog: &KernelCatalog) -> anyhow::Result<ExitCode> {
+    let mut pats: Vec<ProbeDescPattern> = Vec::new();
+    for c in &args.clauses {
+        let desc = c.split(['{', '/']).next().unwrap_or("").trim();
+        for d in desc.split(',') {
+            pats.push(pattern(d.trim()));
+        }
+    }
+    for d in descriptions(args) {
+        pats.push(pattern(&d));
+    }
+    if pats.is_empty() {
+        pats.push(ProbeDescPattern::new("", "", "", ""));
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "{:>5} {:>10} {:>15} {:>32} {}", "ID", "PROVIDER", "MODULE", "FUNCTION", "NAME")?;
+    let mut seen = std::collections::HashSet::new();
+    for p in &pats {
+        for info in catalog.matching(p) {
+            let full = info.full_name();
+            if !seen.insert(full.clone()) {
+                continue;
+            }
+            let id = probe_runtime::run::probe_display_id(&full);
+            writeln!(out, "{:>5} {:>10} {:>15} {:>32} {}", id, info.provider, info.module, info.function, info.name)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A probe description as a pattern: fields fill from the right (`BEGIN` = `:::BEGIN`).
+fn pattern(d: &str) -> ProbeDescPattern {
+    let mut f: Vec<&str> = d.split(':').collect();
+    while f.len() < 4 {
+        f.insert(0, "");
+    }
+    ProbeDescPattern::new(f[0], f[1], f[2], f[3])
 }

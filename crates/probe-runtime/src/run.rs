@@ -1,0 +1,599 @@
+//! The consumer: compiles a checked program, loads and attaches it, prints records as they arrive
+//! and the aggregations at the end, the way the `dtrace` command does (dtrace(1M); libdtrace
+//! `dt_consume.c`), through probe-format's text and JSON layouts.
+//!
+//! Order of events: BEGIN runs (by `BPF_PROG_TEST_RUN`) before anything is attached; then every
+//! probe is attached and the `-c` command released; records print as they arrive; tracing stops on
+//! `exit()`, SIGINT/SIGTERM, or the target's exit; everything is detached; END runs; the remaining
+//! records print; aggregations not yet printed by `printa()` print; drops are reported.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use probe_codegen::layout::{
+    AggFunc as CAgg, Attach, Field, FieldKind, Fault, Layout, RecordAction, Stat,
+};
+use probe_codegen::{CodegenOptions, compile};
+use probe_format::agg::{AggData, AggEntry as FEntry, AggFunc as FAgg, Aggregation, SortOptions};
+use probe_format::json::{DropKind, ProbeRef, RecordItem};
+use probe_format::value::{Int, Stack, Symbol, Value};
+use probe_sema::CheckedProgram;
+
+use crate::catalog;
+use crate::session::{RawRecord, RuntimeError, Session};
+use crate::sys;
+
+/// How the consumer prints and when it stops.
+#[derive(Debug, Clone, Default)]
+pub struct RunConfig {
+    /// `-q` / `quiet`: only explicit output.
+    pub quiet: bool,
+    /// `--json`: JSON Lines on stdout.
+    pub json: bool,
+    /// `-v`: full verifier logs.
+    pub verbose: bool,
+    /// `$target` when given by `-p` (stop when it exits).
+    pub watch_pid: Option<u32>,
+}
+
+/// Why tracing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// `exit(status)` ran.
+    Exit(i32),
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// The `-c`/`-p` target exited.
+    TargetExited,
+}
+
+/// Errors of a run: code generation, or the kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The code generator cannot lower the program.
+    #[error(transparent)]
+    Codegen(#[from] probe_codegen::CodegenError),
+    /// Loading, attaching or reading failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Writing the output failed.
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Compiles `prog` for this machine.
+pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
+    let o = &prog.options;
+    let opts = CodegenOptions {
+        ncpus: sys::possible_cpus() as u32,
+        bufsize: o.bufsize.unwrap_or(4 << 20),
+        wall_offset_ns: sys::wall_offset_ns(),
+        dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
+        aggsize: o.aggsize.unwrap_or(4 << 20),
+        syscall_count: crate::syscalls::SYSCALLS_X86_64.len(),
+    };
+    Ok(compile(prog, &opts)?)
+}
+
+/// A target the consumer released after attaching and watches for exit (`-c`).
+pub trait Target {
+    /// Called once every probe is attached.
+    fn release(&mut self) -> Result<(), RuntimeError>;
+    /// `Some(status)` once the target exited.
+    fn exited(&mut self) -> Option<i32>;
+}
+
+impl Target for sys::HeldChild {
+    fn release(&mut self) -> Result<(), RuntimeError> {
+        Ok(sys::HeldChild::release(self)?)
+    }
+    fn exited(&mut self) -> Option<i32> {
+        self.try_wait().ok().flatten()
+    }
+}
+
+/// Kernel symbols from `/proc/kallsyms`, sorted by address, for `stack()` and `sym()`.
+#[derive(Debug, Default)]
+pub struct Kallsyms {
+    syms: Vec<(u64, String, Option<String>)>,
+}
+
+impl Kallsyms {
+    /// Reads `/proc/kallsyms` (addresses are zero without root/kptr_restrict: then nothing
+    /// symbolizes).
+    pub fn load() -> Kallsyms {
+        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+        Kallsyms::parse(&text)
+    }
+
+    /// Parses kallsyms text: `addr type name [module]` per line; only text symbols are kept.
+    pub fn parse(text: &str) -> Kallsyms {
+        let mut syms = Vec::new();
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(a), Some(t), Some(n)) = (it.next(), it.next(), it.next()) else { continue };
+            if !matches!(t, "t" | "T" | "w" | "W") {
+                continue;
+            }
+            let Ok(addr) = u64::from_str_radix(a, 16) else { continue };
+            if addr == 0 {
+                continue;
+            }
+            let module = it.next().map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
+            syms.push((addr, n.to_string(), module));
+        }
+        syms.sort_by_key(|s| s.0);
+        Kallsyms { syms }
+    }
+
+    /// The symbol containing `addr` (the nearest one at or below it).
+    pub fn resolve(&self, addr: u64) -> Symbol {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        if i == 0 {
+            return Symbol::unknown(addr);
+        }
+        let (start, name, module) = &self.syms[i - 1];
+        Symbol {
+            addr,
+            module: Some(module.clone().unwrap_or_else(|| "vmlinux".into())),
+            name: Some(name.clone()),
+            offset: addr - start,
+        }
+    }
+}
+
+/// Display id of a probe (`-l`'s ID column and the non-quiet probe lines).
+pub fn probe_display_id(full_name: &str) -> u32 {
+    let mut parts = full_name.splitn(4, ':');
+    let (p, _m, f, n) = (parts.next().unwrap_or(""), parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    catalog::probe_id(p, f, n)
+}
+
+/// The consumer state of one run.
+pub struct Consumer<'a> {
+    prog: &'a CheckedProgram,
+    session: Session,
+    cfg: RunConfig,
+    out: &'a mut dyn Write,
+    err: &'a mut dyn Write,
+    aggs: Vec<Aggregation>,
+    normals: Vec<u64>,
+    printed: HashSet<usize>,
+    header_done: bool,
+    stopped: Option<StopReason>,
+    ksyms: Option<Kallsyms>,
+    reported: BTreeMap<(u32, usize), u64>,
+    sort: SortOptions,
+}
+
+impl std::fmt::Debug for Consumer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Consumer").field("session", &self.session).finish_non_exhaustive()
+    }
+}
+
+fn fagg(f: &CAgg) -> FAgg {
+    match *f {
+        CAgg::Count => FAgg::Count,
+        CAgg::Sum => FAgg::Sum,
+        CAgg::Avg => FAgg::Avg,
+        CAgg::Min => FAgg::Min,
+        CAgg::Max => FAgg::Max,
+        CAgg::Stddev => FAgg::Stddev,
+        CAgg::Quantize => FAgg::Quantize,
+        CAgg::Lquantize { base, limit, step } => FAgg::Lquantize { base, limit, step },
+        CAgg::Llquantize { factor, low, high, steps } => FAgg::Llquantize {
+            factor: factor as u16,
+            low: low as u16,
+            high: high as u16,
+            nsteps: steps as u16,
+        },
+    }
+}
+
+impl<'a> Consumer<'a> {
+    /// Compiles and loads `prog` (nothing attached yet).
+    pub fn new(
+        prog: &'a CheckedProgram,
+        cfg: RunConfig,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
+    ) -> Result<Consumer<'a>, RunError> {
+        let layout = codegen(prog)?;
+        let session = Session::load(layout, cfg.verbose)?;
+        let aggs = session
+            .layout
+            .aggs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| Aggregation::new(a.name.clone(), i as u32, fagg(&a.func)))
+            .collect::<Vec<_>>();
+        let o = &prog.options;
+        let sort = SortOptions {
+            key: o.aggsortkey,
+            rev: o.aggsortrev,
+            keypos: o.aggsortkeypos.unwrap_or(0) as usize,
+            pos: o.aggsortpos.unwrap_or(0) as usize,
+        };
+        let n = aggs.len();
+        Ok(Consumer {
+            prog,
+            session,
+            cfg,
+            out,
+            err,
+            aggs,
+            normals: vec![1; n],
+            printed: HashSet::new(),
+            header_done: false,
+            stopped: None,
+            ksyms: None,
+            reported: BTreeMap::new(),
+            sort,
+        })
+    }
+
+    /// The loaded session (for tests: attachment counts, aggregation reads).
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Runs the whole life cycle and returns why it stopped. `target` is released once attached.
+    pub fn run(&mut self, mut target: Option<&mut dyn Target>) -> Result<StopReason, RunError> {
+        self.session.run_dtrace(Attach::Begin)?;
+        self.drain()?;
+        if self.stopped.is_none() {
+            self.session.attach()?;
+            if let Some(t) = target.as_deref_mut() {
+                t.release()?;
+            }
+        }
+        let switch_ms = self
+            .prog
+            .options
+            .switchrate
+            .map(|ns| (ns / 1_000_000).clamp(1, 1000) as i32)
+            .unwrap_or(50);
+        let mut last_status = Instant::now();
+        while self.stopped.is_none() {
+            if sys::interrupted() {
+                self.stopped = Some(StopReason::Interrupted);
+                break;
+            }
+            self.session.wait(switch_ms)?;
+            self.drain()?;
+            if self.stopped.is_some() {
+                break;
+            }
+            if let Some(t) = target.as_deref_mut() {
+                if t.exited().is_some() {
+                    self.drain()?;
+                    self.stopped.get_or_insert(StopReason::TargetExited);
+                }
+            }
+            if let Some(pid) = self.cfg.watch_pid {
+                if !sys::process_alive(pid) {
+                    self.drain()?;
+                    self.stopped.get_or_insert(StopReason::TargetExited);
+                }
+            }
+            if last_status.elapsed() > Duration::from_secs(1) {
+                self.report_drops()?;
+                last_status = Instant::now();
+            }
+        }
+        let reason = self.stopped.expect("loop ends stopped");
+        self.session.detach();
+        if matches!(reason, StopReason::Exit(_)) {
+            // Records after exit() are not printed (DTrace stops consuming at exit).
+            self.session.consume(|_| true);
+        } else {
+            self.drain()?;
+        }
+        // END runs after everything is detached; its records print normally.
+        self.session.run_dtrace(Attach::End)?;
+        self.drain()?;
+        self.stopped = Some(reason);
+        self.print_aggregations_at_exit()?;
+        self.report_drops()?;
+        self.out.flush()?;
+        Ok(reason)
+    }
+
+    /// Consumes every pending record.
+    fn drain(&mut self) -> Result<(), RunError> {
+        let mut recs: Vec<(u32, u32, u64, u64, u64, Vec<u8>)> = Vec::new();
+        // Copy out first: printing needs &mut self (aggregation reads happen while printing).
+        let exits: Vec<u64> = self
+            .session
+            .layout
+            .records
+            .iter()
+            .map(|d| {
+                d.actions
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| a.action == RecordAction::Exit)
+                    .fold(0u64, |m, (i, _)| m | (1 << i))
+            })
+            .collect();
+        self.session.consume(|r: RawRecord<'_>| {
+            recs.push((r.record, r.cpu, r.probe_key, r.mask, r.timestamp, r.bytes.to_vec()));
+            // Stop consuming after a record whose exit() ran.
+            exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
+        });
+        for (id, cpu, key, mask, ts, bytes) in recs {
+            self.record(id, cpu, key, mask, ts, &bytes)?;
+        }
+        Ok(())
+    }
+
+    fn probe_of(&self, rec: usize, key: u64) -> ProbeRef {
+        let d = &self.session.layout.records[rec];
+        let prog = &self.session.layout.programs[d.program];
+        let name = match prog.attach {
+            Attach::SysEnter | Attach::SysExit => {
+                let func = catalog::syscall_name(key as u32).unwrap_or("unknown");
+                let n = if prog.attach == Attach::SysEnter { "entry" } else { "return" };
+                format!("syscall::{func}:{n}")
+            }
+            _ => {
+                // The first probe of this clause in this program.
+                let clause = &self.prog.clauses[d.clause];
+                let pname = prog
+                    .probes
+                    .iter()
+                    .map(|&i| self.session.layout.probes[i].name.clone())
+                    .find(|n| clause.probes.iter().any(|p| p.full_name() == *n));
+                pname.unwrap_or_default()
+            }
+        };
+        let mut parts = name.splitn(4, ':');
+        let provider = parts.next().unwrap_or("").to_string();
+        let module = parts.next().unwrap_or("").to_string();
+        let function = parts.next().unwrap_or("").to_string();
+        let pname = parts.next().unwrap_or("").to_string();
+        ProbeRef { id: catalog::probe_id(&provider, &function, &pname), provider, module, function, name: pname }
+    }
+
+    fn decode(&mut self, f: &Field, bytes: &[u8]) -> Value {
+        let o = f.offset as usize;
+        let u64at = |o: usize| bytes.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        match &f.kind {
+            FieldKind::Int { bytes: w, signed } => Value::Int(Int { bits: u64at(o), bytes: *w, signed: *signed }),
+            FieldKind::Str { len } => {
+                let s = bytes.get(o..o + *len as usize).unwrap_or(&[]);
+                let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+                Value::Str(String::from_utf8_lossy(&s[..end]).into_owned())
+            }
+            FieldKind::Stack { user, frames } => {
+                let ks = self.ksyms.get_or_insert_with(Kallsyms::load);
+                let mut st = Stack { user: *user, frames: Vec::new() };
+                for i in 0..*frames as usize {
+                    let a = u64at(o + 8 * i);
+                    if a == 0 {
+                        break;
+                    }
+                    st.frames.push(if *user { Symbol::unknown(a) } else { ks.resolve(a) });
+                }
+                Value::Stack(st)
+            }
+            FieldKind::Sym(_) => {
+                let a = u64at(o);
+                let ks = self.ksyms.get_or_insert_with(Kallsyms::load);
+                Value::Sym(ks.resolve(a))
+            }
+        }
+    }
+
+    fn record(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
+        let Some(desc) = self.session.layout.records.get(id as usize).cloned() else { return Ok(()) };
+        let probe = self.probe_of(id as usize, key);
+        // A run-time error: report it, fire ERROR clauses.
+        if let Some(a) = desc.actions.first() {
+            if a.action == RecordAction::Error {
+                let fault = self.decode(&a.fields[0], bytes);
+                let addr = self.decode(&a.fields[1], bytes);
+                let (Value::Int(fault), Value::Int(addr)) = (fault, addr) else { return Ok(()) };
+                let what = Fault::from_u64(fault.bits).map_or("fault".to_string(), |f| f.describe(addr.bits));
+                let msg = format!(
+                    "error on enabled probe ID {} ({}:{}:{}:{}): {}",
+                    desc.clause + 1,
+                    probe.provider,
+                    probe.module,
+                    probe.function,
+                    probe.name,
+                    what
+                );
+                if self.cfg.json {
+                    writeln!(self.out, "{}", probe_format::json::error_line(&probe, &what))?;
+                } else {
+                    writeln!(self.err, "sightline: {msg}")?;
+                }
+                if self.session.has_error_clauses() {
+                    self.session.run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
+                }
+                return Ok(());
+            }
+        }
+        let mut text = String::new();
+        let mut items = Vec::new();
+        if !self.cfg.quiet && !self.cfg.json {
+            if !self.header_done {
+                text.push_str(probe_format::output::TRACE_HEADER);
+                self.header_done = true;
+            }
+            text.push_str(&probe_format::output::probe_prefix(cpu, probe.id, &probe.function, &probe.name));
+        }
+        for (i, a) in desc.actions.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            match &a.action {
+                RecordAction::Trace | RecordAction::Stack => {
+                    let v = self.decode(&a.fields[0], bytes);
+                    text.push_str(&probe_format::output::format_trace(&v, self.cfg.quiet));
+                    items.push(RecordItem::Trace(v));
+                }
+                RecordAction::Printf { format } => {
+                    let args: Vec<Value> = a.fields.iter().map(|f| self.decode(f, bytes)).collect();
+                    let s = match probe_format::printf::parse(format) {
+                        Ok(pieces) => probe_format::printf::format(&pieces, &args).unwrap_or_else(|e| format!("<{e}>")),
+                        Err(e) => format!("<{e}>"),
+                    };
+                    text.push_str(&s);
+                    items.push(RecordItem::Printf { format: format.clone(), text: s, args });
+                }
+                RecordAction::Exit => {
+                    let v = self.decode(&a.fields[0], bytes);
+                    let status = if let Value::Int(i) = v { i.as_i64() as i32 } else { 0 };
+                    items.push(RecordItem::Exit(status));
+                    self.stopped.get_or_insert(StopReason::Exit(status));
+                }
+                RecordAction::Printa { format, aggs } => {
+                    // Flush what the record printed so far, then the aggregations.
+                    self.emit(&mut text, &mut items, cpu, &probe, ts)?;
+                    for &ag in aggs {
+                        self.refresh_agg(ag)?;
+                        self.printed.insert(ag);
+                        let agg = &self.aggs[ag];
+                        if self.cfg.json {
+                            writeln!(self.out, "{}", probe_format::json::aggregation_line(agg, &self.sort))?;
+                        } else {
+                            let s = match format {
+                                None => probe_format::output::printa(agg, &self.sort),
+                                Some(f) => match probe_format::printf::parse(f) {
+                                    Ok(p) => probe_format::output::printa_formatted(&p, agg, &self.sort)
+                                        .unwrap_or_else(|e| format!("<{e}>")),
+                                    Err(e) => format!("<{e}>"),
+                                },
+                            };
+                            self.out.write_all(s.as_bytes())?;
+                        }
+                    }
+                }
+                RecordAction::Clear { agg } => self.session.clear_agg(*agg, false)?,
+                RecordAction::Trunc { agg, keep } => {
+                    match keep {
+                        None | Some(0) => self.session.clear_agg(*agg, true)?,
+                        Some(n) => {
+                            self.refresh_agg(*agg)?;
+                            let mut model = self.aggs[*agg].clone();
+                            let before: Vec<Vec<Value>> = model.entries.iter().map(|e| e.keys.clone()).collect();
+                            model.trunc(Some(*n));
+                            let kept: Vec<Vec<Value>> = model.entries.iter().map(|e| e.keys.clone()).collect();
+                            let raw = self.session.read_agg(*agg)?;
+                            for (k, r) in before.iter().zip(raw.iter()) {
+                                if !kept.contains(k) {
+                                    self.session.delete_agg_key(*agg, &r.key)?;
+                                }
+                            }
+                        }
+                    }
+                }
+                RecordAction::Normalize { agg, factor } => {
+                    self.normals[*agg] = factor.map_or(1, |f| f.max(1) as u64);
+                }
+                RecordAction::Error => {}
+            }
+        }
+        self.emit(&mut text, &mut items, cpu, &probe, ts)?;
+        Ok(())
+    }
+
+    /// Writes the text (or JSON record) gathered for a record.
+    fn emit(&mut self, text: &mut String, items: &mut Vec<RecordItem>, cpu: u32, probe: &ProbeRef, ts: u64) -> Result<(), RunError> {
+        if self.cfg.json {
+            if !items.is_empty() {
+                writeln!(self.out, "{}", probe_format::json::record_line(cpu, probe, Some(ts), items))?;
+            }
+            items.clear();
+            return Ok(());
+        }
+        if !text.is_empty() {
+            if !self.cfg.quiet {
+                text.push_str(probe_format::output::end_of_record(false));
+            }
+            self.out.write_all(text.as_bytes())?;
+            text.clear();
+        }
+        items.clear();
+        Ok(())
+    }
+
+    /// Reads aggregation `id` from the kernel into the printing model.
+    fn refresh_agg(&mut self, id: usize) -> Result<(), RunError> {
+        let raw = self.session.read_agg(id)?;
+        let desc = self.session.layout.aggs[id].clone();
+        let func = fagg(&desc.func);
+        let mut entries = Vec::new();
+        for e in raw {
+            let keys: Vec<Value> = desc.keys.iter().map(|f| self.decode(f, &e.key)).collect();
+            let mut data = AggData::zero(&func);
+            for w in &e.words {
+                if let Ok(d) = AggData::from_words(&func, w) {
+                    data.merge(&d);
+                }
+            }
+            entries.push(FEntry { keys, data });
+        }
+        let agg = &mut self.aggs[id];
+        agg.entries = entries;
+        agg.normal = self.normals[id];
+        Ok(())
+    }
+
+    fn print_aggregations_at_exit(&mut self) -> Result<(), RunError> {
+        let ids: Vec<usize> = (0..self.aggs.len()).filter(|i| !self.printed.contains(i)).collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for &i in &ids {
+            self.refresh_agg(i)?;
+        }
+        if self.cfg.json {
+            for &i in &ids {
+                writeln!(self.out, "{}", probe_format::json::aggregation_line(&self.aggs[i], &self.sort))?;
+            }
+        } else {
+            let list: Vec<&Aggregation> = ids.iter().map(|&i| &self.aggs[i]).collect();
+            let s = probe_format::output::print_at_exit(&list, &self.sort);
+            self.out.write_all(s.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Reports drops counted since the last report, DTrace's way.
+    fn report_drops(&mut self) -> Result<(), RunError> {
+        let stats = self.session.stats()?;
+        let mut dynamic = 0u64;
+        for (cpu, s) in stats.iter().enumerate() {
+            for (stat, kind) in [(Stat::RecordDrops, Some(DropKind::Principal)), (Stat::AggDrops, Some(DropKind::Aggregation)), (Stat::DynvarDrops, None)] {
+                let now = s[stat as usize];
+                let prev = self.reported.insert((stat as u32, cpu), now).unwrap_or(0);
+                let n = now.saturating_sub(prev);
+                if n == 0 {
+                    continue;
+                }
+                match kind {
+                    Some(k) => self.drop_line(k, Some(cpu as u32), n)?,
+                    None => dynamic += n,
+                }
+            }
+        }
+        if dynamic > 0 {
+            self.drop_line(DropKind::Dynamic, None, dynamic)?;
+        }
+        Ok(())
+    }
+
+    fn drop_line(&mut self, kind: DropKind, cpu: Option<u32>, n: u64) -> Result<(), RunError> {
+        if self.cfg.json {
+            writeln!(self.out, "{}", probe_format::json::drops_line(kind, cpu, n))?;
+        } else {
+            writeln!(self.err, "sightline: {}", probe_format::json::drop_message(kind, cpu, n))?;
+        }
+        Ok(())
+    }
+}
