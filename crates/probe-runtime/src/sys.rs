@@ -540,6 +540,10 @@ pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChil
         // SAFETY: in the child: wait for the release byte (or EOF when the parent died), then exec.
         unsafe {
             libc::close(fds[1]);
+            // Rust ignores SIGPIPE in our process; ignored signals survive exec, so restore the
+            // default the command expects (as std::process::Command does). Done before waiting so
+            // that no system call of ours runs after the probes are attached.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             let mut b = 0u8;
             let n = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
             if n != 1 {

@@ -105,7 +105,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut child = None;
     let target_pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
-            let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+            let words = split_words(cmd);
             let Some(first) = words.first() else { bail!("-c: empty command") };
             let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
             let c = sys::spawn_held(&path, &words).context("-c: starting the command")?;
@@ -231,6 +231,57 @@ fn describe(args: &ProbeArgs) -> String {
     parts.join(" ")
 }
 
+/// Splits `-c`'s command into words as a shell would for simple commands: whitespace separates,
+/// `'...'` and `"..."` quote, `\` escapes the next character. No expansions (dtrace(1M) also runs
+/// the command directly, without a shell).
+fn split_words(cmd: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = cmd.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    cur.push(q);
+                }
+            }
+            '"' => {
+                in_word = true;
+                while let Some(q) = chars.next() {
+                    match q {
+                        '"' => break,
+                        '\\' => cur.extend(chars.next()),
+                        _ => cur.push(q),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                cur.extend(chars.next());
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    words
+}
+
 fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
     if name.contains('/') {
         return Some(std::path::PathBuf::from(name));
@@ -278,4 +329,16 @@ fn pattern(d: &str) -> ProbeDescPattern {
         f.insert(0, "");
     }
     ProbeDescPattern::new(f[0], f[1], f[2], f[3])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_words_split_like_a_shell() {
+        assert_eq!(split_words("python3 -c 'import json'"), vec!["python3", "-c", "import json"]);
+        assert_eq!(split_words(r#"a b\ c "d e""#), vec!["a", "b c", "d e"]);
+        assert_eq!(split_words("  x   ''  "), vec!["x", ""]);
+    }
 }
