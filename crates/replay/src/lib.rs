@@ -1,2 +1,123 @@
-//! Scribe-style record and replay: recorder, recording format, replayer, divergence detection, go-live.
+//! Scribe-style record and replay of unmodified Linux programs, without hardware performance counters.
+//!
+//! Scribe (Laadan, Viennot, Nieh; SIGMETRICS 2010) showed that recording a program's nondeterministic
+//! interactions with the kernel (system call results, signals, the order of interactions between
+//! processes) suffices to replay it deterministically. This crate is the policy on top of
+//! `replay-ptrace`'s mechanism:
+//!
+//! - [`format`]: the recording (a directory with `meta.json` and a chunked zstd event stream;
+//!   [`format::Writer`], [`format::Recording`], [`format::Record`]), documented in
+//!   `docs/recording-format.md`.
+//! - [`syscalls`]: the shared system-call policy (what is trapped, what each call writes, how it is
+//!   replayed: [`syscalls::Mode`]).
+//! - [`machine`]: vDSO, AT_RANDOM, CPUID and RDTSC, prepared identically on both sides.
+//! - [`rendezvous`]: the partial order of interactions through shared objects.
+//! - [`recorder`] and [`replayer`], which mirror each other file for file (`syscall.rs`,
+//!   `signal.rs`, `process.rs`), as hermit's recorder and replayer do: [`recorder::record`] and
+//!   [`replayer::replay`].
+//! - [`Divergence`]: what a replay reports when the program does something other than what was
+//!   recorded.
+//!
+//! Scope: programs made of one or more single-threaded processes. A `clone` with `CLONE_THREAD`
+//! stops the recording with [`Error::Unsupported`] (the program keeps running, untraced in effect).
+//! Threads, forced sync points and go-live come next; the replayer already re-creates processes,
+//! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
+
+pub mod format;
+pub mod machine;
+pub mod recorder;
+pub mod rendezvous;
+pub mod replayer;
+pub mod syscalls;
+
+use std::fmt;
+
+/// Errors of recording and replaying.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The ptrace boundary failed (the error names the system call and thread).
+    #[error(transparent)]
+    Ptrace(#[from] replay_ptrace::Error),
+    /// A file of the recording could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording is malformed or of another version.
+    #[error("bad recording: {0}")]
+    Format(String),
+    /// The program did something this version cannot record (a thread).
+    #[error("not yet supported: {0}")]
+    Unsupported(String),
+    /// The command could not be started.
+    #[error("cannot run {command:?}: {reason}")]
+    Command {
+        /// The command.
+        command: String,
+        /// Why.
+        reason: String,
+    },
+    /// The replay diverged from the recording.
+    #[error("{0}")]
+    Divergence(Box<Divergence>),
+}
+
+/// A replay that departed from its recording: which process, which event, what was expected and
+/// what happened instead, and the last events that did match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// Recorded pid of the process.
+    pub pid: i32,
+    /// Index of the event in that process's recorded sequence (from 0).
+    pub index: usize,
+    /// The recorded event (rendered).
+    pub expected: String,
+    /// What the replayed process did (rendered).
+    pub found: String,
+    /// The last matching events of that process, oldest first (rendered).
+    pub last_matching: Vec<String>,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "replay diverged in process {} at event #{}", self.pid, self.index)?;
+        writeln!(f, "  expected: {}", self.expected)?;
+        writeln!(f, "  found:    {}", self.found)?;
+        if self.last_matching.is_empty() {
+            write!(f, "  (no earlier event of this process matched)")
+        } else {
+            write!(f, "  last matching events:")?;
+            for e in &self.last_matching {
+                write!(f, "\n    {e}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Renders a recorded event for reports (`read(3, 0x7ffd…, 4096) = 120`).
+pub fn describe(ev: &format::Event) -> String {
+    use format::Event;
+    match ev {
+        Event::Syscall(s) => {
+            let spec = syscalls::spec(s.nr);
+            let n = if spec.name.is_empty() { 6 } else { spec.nargs };
+            let args: Vec<String> = s.args[..n]
+                .iter()
+                .map(|a| if *a > 0xffff { format!("{a:#x}") } else { format!("{}", *a as i64) })
+                .collect();
+            format!("{}({}) = {}", syscalls::name(s.nr), args.join(", "), s.result)
+        }
+        Event::Signal { signo, sync, .. } => {
+            format!("signal {} ({})", signo, if *sync { "synchronous" } else { "asynchronous" })
+        }
+        Event::Rdtsc { aux, .. } => if aux.is_some() { "rdtscp".into() } else { "rdtsc".into() },
+        Event::Cpuid { leaf, subleaf, .. } => format!("cpuid(leaf {leaf:#x}, subleaf {subleaf})"),
+        Event::Exit { status, .. } => format!("exit (wait status {status:#x})"),
+    }
+}

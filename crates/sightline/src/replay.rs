@@ -1,10 +1,17 @@
 //! `sightline record` and `sightline replay`, dispatched to the `replay` crate.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 /// Options of `sightline record`.
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
+    /// The recording directory to create (default: `./sightline-rec-N`, the first free N).
+    #[arg(short = 'o', long = "output")]
+    pub output: Option<PathBuf>,
     /// The command to record and its arguments.
     #[arg(trailing_var_arg = true, required = true)]
     pub command: Vec<String>,
@@ -13,16 +20,109 @@ pub struct RecordArgs {
 /// Options of `sightline replay`.
 #[derive(Debug, clap::Args)]
 pub struct ReplayArgs {
+    /// Show the recording (processes, events, sizes) instead of replaying it.
+    #[arg(long)]
+    pub info: bool,
+    /// List every recorded event instead of replaying.
+    #[arg(long)]
+    pub dump: bool,
     /// The recording directory.
-    pub dir: std::path::PathBuf,
+    pub dir: PathBuf,
 }
 
-/// Runs `sightline record`.
-pub fn record(_args: RecordArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("record: not built yet")
+fn default_dir() -> PathBuf {
+    (1..)
+        .map(|n| PathBuf::from(format!("sightline-rec-{n}")))
+        .find(|p| !p.exists())
+        .expect("some name is free")
 }
 
-/// Runs `sightline replay`.
-pub fn replay(_args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("replay: not built yet")
+/// Runs `sightline record`: the program's exit code becomes ours.
+pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    let dir = args.output.unwrap_or_else(default_dir);
+    if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        anyhow::bail!("{} exists and is not empty", dir.display());
+    }
+    let opts = replay::recorder::RecordOptions { dir: dir.clone(), command: args.command };
+    let out = replay::recorder::record(&opts).context("record")?;
+    eprintln!(
+        "sightline: recorded {} events of {} process(es) in {} ({} bytes)",
+        out.events,
+        out.processes,
+        dir.display(),
+        out.stats.file_bytes
+    );
+    if let Some(why) = &out.incomplete {
+        eprintln!("sightline: the recording is incomplete: {why}");
+    }
+    Ok(ExitCode::from(out.exit_code.clamp(0, 255) as u8))
+}
+
+/// Runs `sightline replay`: the recorded program's output is written again; its exit code is ours.
+pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let rec = replay::format::Recording::open(&args.dir)
+        .with_context(|| format!("reading recording {}", args.dir.display()))?;
+    if args.info {
+        print_info(&args.dir, &rec);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.dump {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for (i, r) in rec.records.iter().enumerate() {
+            writeln!(out, "{i:>8} pid {:>7}  {}", r.pid, replay::describe(&r.event))?;
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut out = stdout.lock();
+    let mut err = stderr.lock();
+    let outcome = replay::replayer::replay(&rec, &mut out, &mut err).context("replay")?;
+    Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+fn print_info(dir: &Path, rec: &replay::format::Recording) {
+    use replay::format::Event;
+    let m = &rec.meta;
+    println!("recording:   {}", dir.display());
+    println!("format:      version {}", m.version);
+    println!("command:     {}", m.argv.join(" "));
+    println!("executable:  {}", m.path);
+    println!("cwd:         {}", m.cwd);
+    println!("status:      {}{}", m.status, if rec.truncated { " (stream truncated)" } else { "" });
+    if let Some(c) = m.exit_code {
+        println!("exit code:   {c}");
+    }
+    println!("cpuid fault: {}", m.cpuid_faulting);
+    println!(
+        "size:        {} bytes on disk, {} bytes decoded, {} chunks",
+        rec.file_bytes, rec.raw_bytes, rec.chunks
+    );
+    let mut per_proc: BTreeMap<i32, (u64, u64, u64)> = BTreeMap::new();
+    let mut per_call: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &rec.records {
+        let e = per_proc.entry(r.pid).or_default();
+        e.0 += 1;
+        match &r.event {
+            Event::Syscall(s) => {
+                *per_call.entry(replay::syscalls::name(s.nr)).or_default() += 1;
+                e.2 += s.writes.iter().map(|w| w.data.len() as u64).sum::<u64>();
+            }
+            Event::Signal { .. } => e.1 += 1,
+            _ => {}
+        }
+    }
+    println!("events:      {} in {} process(es)", rec.records.len(), per_proc.len());
+    println!("  {:>8} {:>9} {:>8} {:>12}", "pid", "events", "signals", "input bytes");
+    for (pid, (n, s, b)) in &per_proc {
+        println!("  {pid:>8} {n:>9} {s:>8} {b:>12}");
+    }
+    let mut calls: Vec<_> = per_call.into_iter().collect();
+    calls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    println!("system calls:");
+    for (name, n) in calls {
+        println!("  {name:<20} {n}");
+    }
 }

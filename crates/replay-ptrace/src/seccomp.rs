@@ -1,0 +1,159 @@
+//! Classic-BPF seccomp filters (seccomp(2), `Documentation/userspace-api/seccomp_filter.rst`).
+//!
+//! A [`Filter`] maps each system call number to an [`Action`]; the compiled program checks the
+//! audit architecture first (anything that is not native x86-64, including x32 numbers with
+//! `__X32_SYSCALL_BIT`, gets `ENOSYS` so it cannot escape the recording), then tests the listed
+//! numbers one by one and falls back to the default action.
+//!
+//! The program is built here as plain data (pure, testable without privileges); installing it is
+//! [`crate::tracee::spawn`]'s job, in the child just before `execve`.
+
+/// What the filter does with one system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `SECCOMP_RET_ALLOW`: the system call runs at full speed, the tracer never sees it.
+    Allow,
+    /// `SECCOMP_RET_TRACE`: the tracee stops with `PTRACE_EVENT_SECCOMP` before the system call runs.
+    /// Without a tracer attached the system call fails with `ENOSYS` (which is why the recorder uses
+    /// `PTRACE_O_EXITKILL`: see `docs/recording-format.md`).
+    Trace,
+    /// `SECCOMP_RET_ERRNO`: the system call fails with this errno without running.
+    Errno(u16),
+}
+
+/// One classic BPF instruction (`struct sock_filter`, `include/uapi/linux/filter.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
+pub struct SockFilter {
+    /// Opcode.
+    pub code: u16,
+    /// Jump offset if true.
+    pub jt: u8,
+    /// Jump offset if false.
+    pub jf: u8,
+    /// Constant operand.
+    pub k: u32,
+}
+
+const BPF_LD: u16 = 0x00;
+const BPF_W: u16 = 0x00;
+const BPF_ABS: u16 = 0x20;
+const BPF_JMP: u16 = 0x05;
+const BPF_JEQ: u16 = 0x10;
+const BPF_JGE: u16 = 0x30;
+const BPF_K: u16 = 0x00;
+const BPF_RET: u16 = 0x06;
+
+const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+/// `AUDIT_ARCH_X86_64` (`include/uapi/linux/audit.h`): EM_X86_64 | 64-bit | little-endian.
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+/// `offsetof(struct seccomp_data, nr)` and `arch`.
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+
+/// A seccomp policy: a default action and per-syscall exceptions.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    default: Action,
+    rules: Vec<(u32, Action)>,
+}
+
+impl Filter {
+    /// A filter whose unlisted system calls get `default`.
+    pub fn new(default: Action) -> Self {
+        Filter { default, rules: Vec::new() }
+    }
+
+    /// Sets the action of system call `nr` (x86-64 number). A later rule for the same number wins.
+    pub fn rule(&mut self, nr: i64, action: Action) -> &mut Self {
+        let nr = nr as u32;
+        self.rules.retain(|(n, _)| *n != nr);
+        self.rules.push((nr, action));
+        self
+    }
+
+    /// The action the compiled program takes for native system call `nr`.
+    pub fn action_for(&self, nr: i64) -> Action {
+        self.rules.iter().find(|(n, _)| *n == nr as u32).map_or(self.default, |(_, a)| *a)
+    }
+
+    /// Compiles the filter to classic BPF. Rules whose action equals the default are dropped, so
+    /// the program stays short: each rule costs two instructions.
+    pub fn compile(&self) -> Vec<SockFilter> {
+        let stmt = |code: u16, k: u32| SockFilter { code, jt: 0, jf: 0, k };
+        let jump = |code: u16, k: u32, jt: u8, jf: u8| SockFilter { code, jt, jf, k };
+        let ret = |a: Action| stmt(BPF_RET | BPF_K, ret_value(a));
+        let mut prog = vec![
+            stmt(BPF_LD | BPF_W | BPF_ABS, OFF_ARCH),
+            jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+            ret(Action::Errno(libc::ENOSYS as u16)),
+            stmt(BPF_LD | BPF_W | BPF_ABS, OFF_NR),
+            jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
+            ret(Action::Errno(libc::ENOSYS as u16)),
+        ];
+        for &(nr, action) in self.rules.iter().filter(|(_, a)| *a != self.default) {
+            // jt = 0 falls through to the return; jf = 1 skips it.
+            prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+            prog.push(ret(action));
+        }
+        prog.push(ret(self.default));
+        prog
+    }
+}
+
+fn ret_value(a: Action) -> u32 {
+    match a {
+        Action::Allow => SECCOMP_RET_ALLOW,
+        Action::Trace => SECCOMP_RET_TRACE,
+        Action::Errno(e) => SECCOMP_RET_ERRNO | u32::from(e),
+    }
+}
+
+/// Runs a compiled program on `(arch, nr)` as the kernel would (only the opcodes [`Filter::compile`]
+/// emits). Used by tests to check the program without installing it.
+pub fn evaluate(prog: &[SockFilter], arch: u32, nr: u32) -> u32 {
+    let mut acc = 0u32;
+    let mut pc = 0usize;
+    while pc < prog.len() {
+        let i = prog[pc];
+        match i.code {
+            c if c == BPF_LD | BPF_W | BPF_ABS => acc = if i.k == OFF_ARCH { arch } else { nr },
+            c if c == BPF_JMP | BPF_JEQ | BPF_K => {
+                pc += usize::from(if acc == i.k { i.jt } else { i.jf });
+            }
+            c if c == BPF_JMP | BPF_JGE | BPF_K => {
+                pc += usize::from(if acc >= i.k { i.jt } else { i.jf });
+            }
+            c if c == BPF_RET | BPF_K => return i.k,
+            _ => return 0,
+        }
+        pc += 1;
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_program_matches_rules() {
+        let mut f = Filter::new(Action::Trace);
+        f.rule(libc::SYS_mmap, Action::Allow).rule(libc::SYS_rseq, Action::Errno(38));
+        f.rule(libc::SYS_read, Action::Trace);
+        let p = f.compile();
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_mmap as u32), SECCOMP_RET_ALLOW);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_rseq as u32), SECCOMP_RET_ERRNO | 38);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_read as u32), SECCOMP_RET_TRACE);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, 9999), SECCOMP_RET_TRACE);
+        // i386 and x32 system calls cannot bypass the policy.
+        assert_eq!(evaluate(&p, 0x4000_0003, 3), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1), SECCOMP_RET_ERRNO | 38);
+        // The redundant read rule (same as default) costs nothing.
+        assert_eq!(p.len(), 6 + 4 + 1);
+        assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+    }
+}

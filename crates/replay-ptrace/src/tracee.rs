@@ -1,0 +1,374 @@
+//! The typestate tracee: [`Running`] and [`Stopped`], waiting, resuming, spawning.
+
+use std::ffi::CString;
+
+use crate::seccomp::Filter;
+use crate::sys::{self, Regs};
+use crate::{Error, RemotePtr, Result};
+
+/// `PTRACE_EVENT_STOP` (`include/uapi/linux/ptrace.h`); libc does not export it.
+const PTRACE_EVENT_STOP: i32 = 128;
+
+/// Options the engine seizes tracees with: stop on fork/vfork/clone (children are auto-attached),
+/// exec, exit and seccomp `RET_TRACE`; mark syscall stops with 0x80 (TRACESYSGOOD); kill the
+/// tracees if the tracer dies (EXITKILL, see [`SpawnSpec::exit_kill`]).
+fn seize_options(exit_kill: bool) -> u32 {
+    let mut o = libc::PTRACE_O_TRACESYSGOOD
+        | libc::PTRACE_O_TRACEFORK
+        | libc::PTRACE_O_TRACEVFORK
+        | libc::PTRACE_O_TRACECLONE
+        | libc::PTRACE_O_TRACEEXEC
+        | libc::PTRACE_O_TRACEEXIT
+        | libc::PTRACE_O_TRACESECCOMP;
+    if exit_kill {
+        o |= libc::PTRACE_O_EXITKILL;
+    }
+    o as u32
+}
+
+/// A ptrace event stop (`status >> 16` of a stopped tracee; ptrace(2) "PTRACE_EVENT stops").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PtraceEvent {
+    /// `fork` created a child; its pid is in the event message.
+    Fork,
+    /// `vfork` created a child.
+    Vfork,
+    /// `clone` created a child (a process or a thread, depending on the flags).
+    Clone,
+    /// `execve` replaced the image; the old thread id is in the event message.
+    Exec,
+    /// The vfork child released its parent.
+    VforkDone,
+    /// The thread is about to exit; its wait status is in the event message.
+    Exit,
+    /// A seccomp filter returned `SECCOMP_RET_TRACE`; `SECCOMP_RET_DATA` is in the event message.
+    Seccomp,
+    /// A group-stop or the initial stop of an auto-attached child (`PTRACE_EVENT_STOP`); the
+    /// stopping signal is given.
+    Stop(i32),
+}
+
+/// What a wait reported for one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// The thread exited with this code (`WIFEXITED`).
+    Exited(i32),
+    /// The thread was killed by this signal (`WIFSIGNALED`).
+    Signaled(i32),
+    /// A syscall-entry or syscall-exit stop (`SIGTRAP | 0x80`); the caller knows which.
+    SyscallStop,
+    /// A ptrace event stop.
+    Event(PtraceEvent),
+    /// A signal-delivery-stop for this signal: the signal is delivered only if passed to
+    /// [`Stopped::resume`].
+    Signal(i32),
+}
+
+/// One report of [`wait_any`]: thread id and what happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitEvent {
+    /// The thread (tid; equals the pid for a single-threaded process).
+    pub tid: i32,
+    /// What happened.
+    pub kind: WaitKind,
+}
+
+impl WaitEvent {
+    /// True when the thread is gone (exited or killed), so no [`Stopped`] exists for it.
+    pub fn is_death(&self) -> bool {
+        matches!(self.kind, WaitKind::Exited(_) | WaitKind::Signaled(_))
+    }
+}
+
+fn decode(tid: i32, status: i32) -> WaitEvent {
+    let kind = if libc::WIFEXITED(status) {
+        WaitKind::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        WaitKind::Signaled(libc::WTERMSIG(status))
+    } else {
+        let sig = libc::WSTOPSIG(status);
+        let event = (status >> 16) & 0xff;
+        if sig == libc::SIGTRAP | 0x80 {
+            WaitKind::SyscallStop
+        } else if event != 0 {
+            WaitKind::Event(match event {
+                libc::PTRACE_EVENT_FORK => PtraceEvent::Fork,
+                libc::PTRACE_EVENT_VFORK => PtraceEvent::Vfork,
+                libc::PTRACE_EVENT_CLONE => PtraceEvent::Clone,
+                libc::PTRACE_EVENT_EXEC => PtraceEvent::Exec,
+                libc::PTRACE_EVENT_VFORK_DONE => PtraceEvent::VforkDone,
+                libc::PTRACE_EVENT_EXIT => PtraceEvent::Exit,
+                libc::PTRACE_EVENT_SECCOMP => PtraceEvent::Seccomp,
+                _ => PtraceEvent::Stop(sig),
+            })
+        } else {
+            WaitKind::Signal(sig)
+        }
+    };
+    let _ = PTRACE_EVENT_STOP;
+    WaitEvent { tid, kind }
+}
+
+/// Waits for the next report of any tracee (`waitpid(-1, __WALL)`).
+///
+/// Returns `Ok(None)` when the wait was interrupted by a signal the tracer noted (see
+/// [`crate::forward_signal_handlers`]), so the caller can forward it and wait again.
+/// Errors: `ECHILD` when no tracee is left, as [`Error::Sys`] with call `waitpid(-1, __WALL)`.
+pub fn wait_any() -> Result<Option<WaitEvent>> {
+    Ok(sys::waitpid_any()?.map(|(tid, status)| decode(tid, status)))
+}
+
+/// How to resume a stopped tracee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// `PTRACE_CONT`: run until the next seccomp stop, event or signal.
+    Cont,
+    /// `PTRACE_SYSCALL`: also stop at the next syscall-entry or syscall-exit (used after a seccomp
+    /// stop to see the system call's result at its exit).
+    Syscall,
+}
+
+/// A tracee thread that is running (or blocked in the kernel): nothing can be read from it.
+#[derive(Debug)]
+pub struct Running {
+    tid: i32,
+}
+
+impl Running {
+    /// A thread the kernel attached for us (a child reported by a fork/vfork/clone event); it
+    /// reports its first stop through [`wait_any`].
+    pub fn attached(tid: i32) -> Running {
+        Running { tid }
+    }
+
+    /// The thread id.
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// Turns this running thread into a stopped one, given a wait report for it that is a stop.
+    ///
+    /// # Panics
+    /// If `event` is about another thread or is a death (a programming error of the caller).
+    pub fn into_stopped(self, event: &WaitEvent) -> Stopped {
+        assert_eq!(event.tid, self.tid, "wait event for another tracee");
+        assert!(!event.is_death(), "a dead tracee cannot be stopped");
+        Stopped { tid: self.tid, regs: None }
+    }
+
+    /// Sends `sig` to this thread with `tgkill(2)` (tgid = tid for a single-threaded process).
+    pub fn signal(&self, sig: i32) -> Result<()> {
+        sys::tgkill(self.tid, self.tid, sig)
+    }
+}
+
+/// A tracee thread in a ptrace stop. Registers and memory are available only here; [`Self::resume`]
+/// consumes the value. An ESRCH from any request means the thread died under us and is reported as
+/// [`Error::TraceeDied`].
+#[derive(Debug)]
+pub struct Stopped {
+    tid: i32,
+    regs: Option<Regs>,
+}
+
+impl Stopped {
+    /// The thread id.
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// The registers (`PTRACE_GETREGS`, cached until changed).
+    pub fn regs(&mut self) -> Result<Regs> {
+        if let Some(r) = self.regs {
+            return Ok(r);
+        }
+        let r = sys::get_regs(self.tid)?;
+        self.regs = Some(r);
+        Ok(r)
+    }
+
+    /// Replaces the registers (`PTRACE_SETREGS`).
+    pub fn set_regs(&mut self, regs: &Regs) -> Result<()> {
+        sys::set_regs(self.tid, regs)?;
+        self.regs = Some(*regs);
+        Ok(())
+    }
+
+    /// Reads `len` bytes of tracee memory at `addr`.
+    pub fn read_bytes(&self, addr: RemotePtr<u8>, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        sys::read_mem(self.tid, addr, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads a little-endian `u64` at `addr`.
+    pub fn read_u64(&self, addr: RemotePtr<u64>) -> Result<u64> {
+        let mut buf = [0u8; 8];
+        sys::read_mem(self.tid, addr.cast(), &mut buf)?;
+        Ok(u64::from_le_bytes(buf))
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes at `addr` (without the NUL).
+    pub fn read_cstr(&self, addr: RemotePtr<u8>, max: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < max {
+            // Read up to the end of the page so we never cross into an unmapped one needlessly.
+            let page_left = 4096 - (at.addr() % 4096) as usize;
+            let n = page_left.min(max - out.len());
+            let chunk = self.read_bytes(at, n)?;
+            if let Some(z) = chunk.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&chunk[..z]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&chunk);
+            at = at.add(n as u64);
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` into tracee memory at `addr` (read-only pages included, via `/proc/<tid>/mem`).
+    pub fn write_bytes(&self, addr: RemotePtr<u8>, data: &[u8]) -> Result<()> {
+        sys::write_mem(self.tid, addr, data)
+    }
+
+    /// The event message of the current event stop (`PTRACE_GETEVENTMSG`): a new child's pid, an
+    /// exit status, seccomp's `SECCOMP_RET_DATA`.
+    pub fn event_msg(&self) -> Result<u64> {
+        sys::get_event_msg(self.tid)
+    }
+
+    /// The 128-byte `siginfo_t` of the current signal-delivery-stop (`PTRACE_GETSIGINFO`).
+    pub fn siginfo(&self) -> Result<[u8; 128]> {
+        sys::get_siginfo(self.tid)
+    }
+
+    /// Replaces the `siginfo_t` that will be delivered (`PTRACE_SETSIGINFO`).
+    pub fn set_siginfo(&self, info: &[u8; 128]) -> Result<()> {
+        sys::set_siginfo(self.tid, info)
+    }
+
+    /// Resumes the thread, delivering `sig` if nonzero (meaningful in a signal-delivery-stop).
+    pub fn resume(self, how: Resume, sig: i32) -> Result<Running> {
+        let (call, req) = match how {
+            Resume::Cont => ("ptrace(PTRACE_CONT)", libc::PTRACE_CONT),
+            Resume::Syscall => ("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL),
+        };
+        sys::ptrace(call, req, self.tid, 0, sig as usize)?;
+        Ok(Running { tid: self.tid })
+    }
+
+    /// Detaches (`PTRACE_DETACH`), delivering `sig` if nonzero. The thread runs on untraced.
+    pub fn detach(self, sig: i32) -> Result<()> {
+        sys::ptrace("ptrace(PTRACE_DETACH)", libc::PTRACE_DETACH, self.tid, 0, sig as usize)?;
+        Ok(())
+    }
+
+    /// Kills the whole process of this thread with SIGKILL (used only on tracees the engine itself
+    /// created for a replay, never on a recorded program).
+    pub fn kill_process(self) -> Result<()> {
+        sys::kill(self.tid, libc::SIGKILL)
+    }
+
+    /// Runs one system call in the tracee by placing a `syscall` instruction at the current
+    /// instruction pointer, then restores code and registers. Returns the raw result (`-errno` on
+    /// failure). Only for stops where the tracee is between instructions in user mode (an exec event
+    /// stop or a signal-delivery-stop), and only for system calls the seccomp filter allows.
+    ///
+    /// Signals that arrive meanwhile are re-raised afterwards with `tgkill`, so none is lost.
+    pub fn inject_syscall(&mut self, nr: i64, args: [u64; 6]) -> Result<i64> {
+        let saved = self.regs()?;
+        let at = RemotePtr::<u8>::new(saved.rip);
+        let code = self.read_bytes(at, 2)?;
+        self.write_bytes(at, &[0x0f, 0x05])?;
+        let mut r = saved;
+        r.rax = nr as u64;
+        r.orig_rax = u64::MAX;
+        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = args;
+        sys::set_regs(self.tid, &r)?;
+        let mut held = Vec::new();
+        let mut stops = 0;
+        while stops < 2 {
+            sys::ptrace("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL, self.tid, 0, 0)?;
+            let status = sys::waitpid_one(self.tid)?;
+            let ev = decode(self.tid, status);
+            match ev.kind {
+                WaitKind::SyscallStop => stops += 1,
+                WaitKind::Signal(s) => held.push(s),
+                WaitKind::Exited(_) | WaitKind::Signaled(_) => {
+                    return Err(Error::TraceeDied { tid: self.tid, call: "injected syscall" });
+                }
+                WaitKind::Event(_) => {}
+            }
+        }
+        let result = sys::get_regs(self.tid)?.rax as i64;
+        self.write_bytes(at, &code)?;
+        self.set_regs(&saved)?;
+        for s in held {
+            sys::tgkill(self.tid, self.tid, s)?;
+        }
+        Ok(result)
+    }
+}
+
+/// What to run and how (see [`spawn`]).
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    /// Path of the executable (already resolved against `PATH`).
+    pub path: String,
+    /// `argv`, including `argv[0]`.
+    pub argv: Vec<String>,
+    /// The complete environment, as `NAME=value` strings.
+    pub env: Vec<String>,
+    /// Working directory to start in.
+    pub cwd: String,
+    /// CPU to pin the tracee to (and, by [`spawn`], the calling tracer thread).
+    pub cpu: Option<usize>,
+    /// Disable address-space randomization (`personality(ADDR_NO_RANDOMIZE)`, inherited by children).
+    pub no_aslr: bool,
+    /// Replace fds 0, 1 and 2 with `/dev/null` (replay: the program's output is written by the
+    /// replayer, never by the tracee, so the tracee cannot have an external side effect).
+    pub stdio_null: bool,
+    /// Seize with `PTRACE_O_EXITKILL`: if the tracer dies, the kernel kills the tracees.
+    ///
+    /// # Why is this wanted while recording?
+    /// The seccomp filter returns `SECCOMP_RET_TRACE`; with no tracer attached, such system calls fail
+    /// with ENOSYS, so a program that outlived its recorder would run on with its reads, writes and
+    /// opens failing: silently corrupted. Killing it is the lesser harm, and it is what the issue
+    /// asks for; Sightline's own exits (errors, Ctrl-C) never take this path because the recorder
+    /// keeps serving the tracees until they exit.
+    pub exit_kill: bool,
+    /// The seccomp filter to install just before `execve`.
+    pub filter: Filter,
+}
+
+/// Starts `spec` as a seized tracee and returns it running. The child waits on a pipe until
+/// `PTRACE_SEIZE` has succeeded, then sets personality, affinity, fds, working directory and the
+/// seccomp filter, and calls `execve`; the first report is the `execve` seccomp stop (if traced) or
+/// the exec event.
+///
+/// Errors: an argument with an interior NUL ([`Error::Spawn`]); `fork`, `pipe2`,
+/// `ptrace(PTRACE_SEIZE)` and `sched_setaffinity` failures ([`Error::Sys`]).
+pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
+    let cstr = |s: &str| CString::new(s).map_err(|_| Error::Spawn(format!("NUL byte in {s:?}")));
+    if spec.argv.is_empty() {
+        return Err(Error::Spawn("empty command".into()));
+    }
+    let cpu = match spec.cpu {
+        Some(c) => c,
+        None => sys::first_cpu()?,
+    };
+    sys::pin_current_to_cpu(cpu)?;
+    let plan = sys::ChildPlan {
+        path: cstr(&spec.path)?,
+        argv: spec.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+        envp: spec.env.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+        cwd: cstr(&spec.cwd)?,
+        cpu,
+        no_aslr: spec.no_aslr,
+        stdio_null: spec.stdio_null,
+        filter: spec.filter.compile(),
+    };
+    let pid = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
+    Ok(Running { tid: pid })
+}

@@ -1,0 +1,619 @@
+//! The recording format (version 1), documented in `docs/recording-format.md`.
+//!
+//! A recording is a directory holding `meta.json` (what was run, how it ended) and `events.slr`
+//! (the event stream). The stream is a file header followed by independent zstd-compressed chunks,
+//! each a run of encoded [`Record`]s; the recorder writes a chunk every 512 events, 1 MiB of encoded
+//! data or 200 ms, and at exit, so a crash of the program or of Sightline leaves every completed chunk
+//! readable (the reader reports a torn last chunk as [`Recording::truncated`]).
+//!
+//! This module is pure (no ptrace): it is the shared vocabulary of recorder and replayer.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// Version of the recording format written by this build. Readers refuse other versions.
+pub const FORMAT_VERSION: u32 = 1;
+/// The eight bytes that open `events.slr`.
+pub const STREAM_MAGIC: &[u8; 8] = b"SLREPLAY";
+/// The four bytes that open every chunk.
+pub const CHUNK_MAGIC: &[u8; 4] = b"SLCK";
+/// Name of the metadata file inside a recording directory.
+pub const META_FILE: &str = "meta.json";
+/// Name of the event stream inside a recording directory.
+pub const EVENTS_FILE: &str = "events.slr";
+
+const CHUNK_EVENTS: usize = 512;
+const CHUNK_BYTES: usize = 1 << 20;
+const CHUNK_AGE: Duration = Duration::from_millis(200);
+const ZSTD_LEVEL: i32 = 1;
+
+/// `meta.json`: what was recorded and how the recording ended.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    /// Format version ([`FORMAT_VERSION`]).
+    pub version: u32,
+    /// Resolved path of the executable.
+    pub path: String,
+    /// `argv`, including `argv[0]`.
+    pub argv: Vec<String>,
+    /// The complete environment, `NAME=value`, in order.
+    pub env: Vec<String>,
+    /// Working directory at start.
+    pub cwd: String,
+    /// Recorded pid of the first process.
+    pub root_pid: i32,
+    /// Seconds since the Unix epoch when recording started.
+    pub started_unix: u64,
+    /// Whether CPUID faulting (`ARCH_SET_CPUID`) was in effect; without it CPUID runs natively.
+    pub cpuid_faulting: bool,
+    /// `"recording"` while the program runs, `"complete"` after it exited, or `"unsupported: …"`
+    /// when recording stopped early (the reason follows).
+    pub status: String,
+    /// Exit code of the first process (128 + signal when killed), once complete.
+    pub exit_code: Option<i32>,
+}
+
+/// One memory write the kernel made during a system call: `data` at tracee address `addr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemWrite {
+    /// Tracee address.
+    pub addr: u64,
+    /// The bytes found there after the system call.
+    pub data: Vec<u8>,
+}
+
+/// A position in the partial order of one shared kernel object: the event is the `seq`-th (from 0)
+/// recorded interaction with object `obj` (see [`crate::rendezvous`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rendezvous {
+    /// Object id.
+    pub obj: u64,
+    /// Position of this event among the object's events.
+    pub seq: u64,
+}
+
+/// A system call as recorded at its exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyscallEvent {
+    /// x86-64 system call number.
+    pub nr: i64,
+    /// The six argument registers at entry (rdi, rsi, rdx, r10, r8, r9).
+    pub args: [u64; 6],
+    /// Return value (rax at exit; `-errno` on failure, `-ERESTART*` when a signal interrupted it).
+    pub result: i64,
+    /// Memory the kernel wrote, to be written again on replay.
+    pub writes: Vec<MemWrite>,
+    /// Rendezvous points this event takes part in.
+    pub rendezvous: Vec<Rendezvous>,
+    /// 1 when the data went to Sightline's stdout, 2 for stderr, 0 otherwise.
+    pub output: u8,
+    /// Hash of the data the program handed to the kernel (write family), 0 when none.
+    pub data_hash: u64,
+    /// Extra data: for a successful `execve`, the 16 AT_RANDOM bytes of the new image.
+    pub extra: Vec<u8>,
+}
+
+/// One recorded event of one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A system call and its effects.
+    Syscall(SyscallEvent),
+    /// A signal delivered to the process at this point (after the previous event).
+    Signal {
+        /// Signal number.
+        signo: i32,
+        /// The `siginfo_t` delivered (128 bytes).
+        info: Box<[u8; 128]>,
+        /// True for a synchronous signal (a fault of the program's own instruction), which replays
+        /// by itself; false for an asynchronous one, which the replayer delivers here.
+        sync: bool,
+    },
+    /// A trapped RDTSC (or RDTSCP when `aux` is present) and the value it returned.
+    Rdtsc {
+        /// Time-stamp counter value.
+        value: u64,
+        /// TSC_AUX for RDTSCP.
+        aux: Option<u32>,
+    },
+    /// A faulting CPUID and the (masked) answer given.
+    Cpuid {
+        /// EAX in.
+        leaf: u32,
+        /// ECX in.
+        subleaf: u32,
+        /// EAX, EBX, ECX, EDX out.
+        out: [u32; 4],
+    },
+    /// The process is exiting (`PTRACE_EVENT_EXIT`) with this wait status.
+    Exit {
+        /// Wait status (as `waitpid` reports it).
+        status: i32,
+        /// Rendezvous with the parent's wait.
+        rendezvous: Vec<Rendezvous>,
+    },
+}
+
+/// An event and the recorded pid of the process it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Pid of the process at record time.
+    pub pid: i32,
+    /// The event.
+    pub event: Event,
+}
+
+const K_SYSCALL: u8 = 1;
+const K_SIGNAL: u8 = 2;
+const K_RDTSC: u8 = 3;
+const K_CPUID: u8 = 4;
+const K_EXIT: u8 = 5;
+
+fn put_u32(b: &mut Vec<u8>, v: u32) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut Vec<u8>, v: u64) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+fn put_rdv(b: &mut Vec<u8>, r: &[Rendezvous]) {
+    put_u32(b, r.len() as u32);
+    for x in r {
+        put_u64(b, x.obj);
+        put_u64(b, x.seq);
+    }
+}
+
+impl Record {
+    /// Appends the encoding of this record to `b` (layout in `docs/recording-format.md`).
+    pub fn encode(&self, b: &mut Vec<u8>) {
+        put_u32(b, self.pid as u32);
+        match &self.event {
+            Event::Syscall(s) => {
+                b.push(K_SYSCALL);
+                put_u32(b, s.nr as u32);
+                for a in s.args {
+                    put_u64(b, a);
+                }
+                put_u64(b, s.result as u64);
+                b.push(s.output);
+                put_u64(b, s.data_hash);
+                put_rdv(b, &s.rendezvous);
+                put_u32(b, s.writes.len() as u32);
+                for w in &s.writes {
+                    put_u64(b, w.addr);
+                    put_u32(b, w.data.len() as u32);
+                    b.extend_from_slice(&w.data);
+                }
+                put_u32(b, s.extra.len() as u32);
+                b.extend_from_slice(&s.extra);
+            }
+            Event::Signal { signo, info, sync } => {
+                b.push(K_SIGNAL);
+                put_u32(b, *signo as u32);
+                b.push(u8::from(*sync));
+                b.extend_from_slice(&info[..]);
+            }
+            Event::Rdtsc { value, aux } => {
+                b.push(K_RDTSC);
+                put_u64(b, *value);
+                b.push(u8::from(aux.is_some()));
+                put_u32(b, aux.unwrap_or(0));
+            }
+            Event::Cpuid { leaf, subleaf, out } => {
+                b.push(K_CPUID);
+                put_u32(b, *leaf);
+                put_u32(b, *subleaf);
+                for o in out {
+                    put_u32(b, *o);
+                }
+            }
+            Event::Exit { status, rendezvous } => {
+                b.push(K_EXIT);
+                put_u32(b, *status as u32);
+                put_rdv(b, rendezvous);
+            }
+        }
+    }
+
+    /// Decodes one record from the front of `c`.
+    ///
+    /// Errors: [`Error::Format`] on a truncated or unknown record.
+    pub fn decode(c: &mut Cursor<'_>) -> Result<Record, Error> {
+        let pid = c.u32()? as i32;
+        let kind = c.u8()?;
+        let event = match kind {
+            K_SYSCALL => {
+                let nr = i64::from(c.u32()?);
+                let mut args = [0u64; 6];
+                for a in &mut args {
+                    *a = c.u64()?;
+                }
+                let result = c.u64()? as i64;
+                let output = c.u8()?;
+                let data_hash = c.u64()?;
+                let rendezvous = c.rdv()?;
+                let n = c.u32()? as usize;
+                let mut writes = Vec::with_capacity(n.min(1024));
+                for _ in 0..n {
+                    let addr = c.u64()?;
+                    let len = c.u32()? as usize;
+                    writes.push(MemWrite { addr, data: c.bytes(len)?.to_vec() });
+                }
+                let len = c.u32()? as usize;
+                let extra = c.bytes(len)?.to_vec();
+                Event::Syscall(SyscallEvent { nr, args, result, writes, rendezvous, output, data_hash, extra })
+            }
+            K_SIGNAL => {
+                let signo = c.u32()? as i32;
+                let sync = c.u8()? != 0;
+                let mut info = Box::new([0u8; 128]);
+                info.copy_from_slice(c.bytes(128)?);
+                Event::Signal { signo, info, sync }
+            }
+            K_RDTSC => {
+                let value = c.u64()?;
+                let has = c.u8()? != 0;
+                let aux = c.u32()?;
+                Event::Rdtsc { value, aux: has.then_some(aux) }
+            }
+            K_CPUID => {
+                let leaf = c.u32()?;
+                let subleaf = c.u32()?;
+                let mut out = [0u32; 4];
+                for o in &mut out {
+                    *o = c.u32()?;
+                }
+                Event::Cpuid { leaf, subleaf, out }
+            }
+            K_EXIT => {
+                let status = c.u32()? as i32;
+                Event::Exit { status, rendezvous: c.rdv()? }
+            }
+            k => return Err(Error::Format(format!("unknown record kind {k} at byte {}", c.pos))),
+        };
+        Ok(Record { pid, event })
+    }
+}
+
+/// A read position in a decoded chunk.
+#[derive(Debug)]
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    /// True when every byte was consumed.
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    fn bytes(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end = end.ok_or_else(|| Error::Format(format!("record truncated at byte {}", self.pos)))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, Error> {
+        Ok(self.bytes(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, Error> {
+        Ok(u32::from_le_bytes(self.bytes(4)?.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self) -> Result<u64, Error> {
+        Ok(u64::from_le_bytes(self.bytes(8)?.try_into().expect("8 bytes")))
+    }
+    fn rdv(&mut self) -> Result<Vec<Rendezvous>, Error> {
+        let n = self.u32()? as usize;
+        (0..n).map(|_| Ok(Rendezvous { obj: self.u64()?, seq: self.u64()? })).collect()
+    }
+}
+
+/// Writes a recording as the program runs: records are encoded on the tracer thread and handed in
+/// chunks to a writer thread that compresses and appends them (so compression runs on another CPU
+/// than the pinned tracer and tracees).
+///
+/// Memory is bounded: at most 4 chunks wait for the writer; beyond that the tracer blocks (a
+/// recording never drops events).
+#[derive(Debug)]
+pub struct Writer {
+    dir: PathBuf,
+    meta: Meta,
+    buf: Vec<u8>,
+    count: usize,
+    since: Instant,
+    tx: Option<mpsc::SyncSender<(Vec<u8>, u32)>>,
+    thread: Option<std::thread::JoinHandle<Result<WriterStats, Error>>>,
+    /// Events pushed so far.
+    pub events: u64,
+}
+
+/// Sizes written by a [`Writer`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Encoded (uncompressed) bytes.
+    pub raw_bytes: u64,
+    /// Bytes in `events.slr`.
+    pub file_bytes: u64,
+    /// Chunks written.
+    pub chunks: u64,
+}
+
+impl Writer {
+    /// Creates `dir` (it must not exist or be empty), writes `meta.json` and the stream header.
+    ///
+    /// Errors: [`Error::Io`] naming the path.
+    pub fn create(dir: &Path, meta: Meta) -> Result<Writer, Error> {
+        let io = |path: &Path| {
+            let p = path.display().to_string();
+            move |source| Error::Io { path: p, source }
+        };
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        write_meta(dir, &meta)?;
+        let events_path = dir.join(EVENTS_FILE);
+        let mut file = File::create(&events_path).map_err(io(&events_path))?;
+        let mut header = STREAM_MAGIC.to_vec();
+        put_u32(&mut header, FORMAT_VERSION);
+        put_u32(&mut header, 0);
+        file.write_all(&header).map_err(io(&events_path))?;
+        let (tx, rx) = mpsc::sync_channel::<(Vec<u8>, u32)>(4);
+        let thread = std::thread::Builder::new()
+            .name("sightline-rec-writer".into())
+            .spawn(move || {
+                let mut stats = WriterStats { file_bytes: header.len() as u64, ..Default::default() };
+                for (raw, n) in rx {
+                    let comp = zstd::bulk::compress(&raw, ZSTD_LEVEL)
+                        .map_err(|source| Error::Io { path: "zstd compress".into(), source })?;
+                    let mut frame = Vec::with_capacity(comp.len() + 16);
+                    frame.extend_from_slice(CHUNK_MAGIC);
+                    put_u32(&mut frame, raw.len() as u32);
+                    put_u32(&mut frame, comp.len() as u32);
+                    put_u32(&mut frame, n);
+                    frame.extend_from_slice(&comp);
+                    file.write_all(&frame).map_err(io(&events_path))?;
+                    stats.raw_bytes += raw.len() as u64;
+                    stats.file_bytes += frame.len() as u64;
+                    stats.chunks += 1;
+                }
+                file.sync_data().map_err(io(&events_path))?;
+                Ok(stats)
+            })
+            .map_err(|source| Error::Io { path: "writer thread".into(), source })?;
+        // The writer thread may run on any CPU: the tracer pins only itself.
+        Ok(Writer {
+            dir: dir.to_path_buf(),
+            meta,
+            buf: Vec::with_capacity(CHUNK_BYTES + 4096),
+            count: 0,
+            since: Instant::now(),
+            tx: Some(tx),
+            thread: Some(thread),
+            events: 0,
+        })
+    }
+
+    /// Appends one record; hands a chunk to the writer when it is full or old.
+    pub fn push(&mut self, rec: &Record) -> Result<(), Error> {
+        rec.encode(&mut self.buf);
+        self.count += 1;
+        self.events += 1;
+        if self.count >= CHUNK_EVENTS || self.buf.len() >= CHUNK_BYTES || self.since.elapsed() >= CHUNK_AGE {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the pending records to the writer thread as one chunk.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        self.since = Instant::now();
+        if self.count == 0 {
+            return Ok(());
+        }
+        let raw = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + 4096));
+        let n = std::mem::take(&mut self.count) as u32;
+        if let Some(tx) = &self.tx {
+            if tx.send((raw, n)).is_err() {
+                return self.join().map(|_| ());
+            }
+        }
+        Ok(())
+    }
+
+    fn join(&mut self) -> Result<WriterStats, Error> {
+        self.tx = None;
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| Error::Format("recording writer thread panicked".into()))?,
+            None => Ok(WriterStats::default()),
+        }
+    }
+
+    /// The metadata, for updates before [`Self::finish`].
+    pub fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+
+    /// Writes the last chunk, waits for the writer, and rewrites `meta.json` with the final status.
+    pub fn finish(mut self) -> Result<WriterStats, Error> {
+        self.flush()?;
+        let stats = self.join()?;
+        write_meta(&self.dir, &self.meta)?;
+        Ok(stats)
+    }
+}
+
+fn write_meta(dir: &Path, meta: &Meta) -> Result<(), Error> {
+    let path = dir.join(META_FILE);
+    let text = serde_json::to_string_pretty(meta).map_err(|e| Error::Format(e.to_string()))?;
+    std::fs::write(&path, text + "\n").map_err(|source| Error::Io { path: path.display().to_string(), source })
+}
+
+/// A recording read back into memory.
+#[derive(Debug)]
+pub struct Recording {
+    /// `meta.json`.
+    pub meta: Meta,
+    /// All records in recording order (a linearization of the per-object partial orders).
+    pub records: Vec<Record>,
+    /// True when the stream ends in a torn chunk (the recorder died mid-write); `records` holds the
+    /// readable prefix.
+    pub truncated: bool,
+    /// Size of `events.slr` in bytes.
+    pub file_bytes: u64,
+    /// Total decoded size of the chunks in bytes.
+    pub raw_bytes: u64,
+    /// Number of chunks read.
+    pub chunks: u64,
+}
+
+impl Recording {
+    /// Reads `dir/meta.json` and `dir/events.slr`.
+    ///
+    /// Errors: [`Error::Io`] for unreadable files; [`Error::Format`] for a bad header, an unsupported
+    /// version or a corrupt chunk (a torn last chunk is not an error: see [`Self::truncated`]).
+    pub fn open(dir: &Path) -> Result<Recording, Error> {
+        let meta_path = dir.join(META_FILE);
+        let text = std::fs::read_to_string(&meta_path)
+            .map_err(|source| Error::Io { path: meta_path.display().to_string(), source })?;
+        let meta: Meta = serde_json::from_str(&text)
+            .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
+        if meta.version != FORMAT_VERSION {
+            return Err(Error::Format(format!(
+                "recording format version {} (this build reads {FORMAT_VERSION})",
+                meta.version
+            )));
+        }
+        let ev_path = dir.join(EVENTS_FILE);
+        let mut data = Vec::new();
+        File::open(&ev_path)
+            .and_then(|mut f| f.read_to_end(&mut data))
+            .map_err(|source| Error::Io { path: ev_path.display().to_string(), source })?;
+        if data.len() < 16 || &data[..8] != STREAM_MAGIC {
+            return Err(Error::Format(format!("{}: not a Sightline event stream", ev_path.display())));
+        }
+        let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+        if version != FORMAT_VERSION {
+            return Err(Error::Format(format!("{}: stream version {version}", ev_path.display())));
+        }
+        let mut rec = Recording {
+            meta,
+            records: Vec::new(),
+            truncated: false,
+            file_bytes: data.len() as u64,
+            raw_bytes: 0,
+            chunks: 0,
+        };
+        let mut pos = 16;
+        while pos < data.len() {
+            if data.len() - pos < 16 || &data[pos..pos + 4] != CHUNK_MAGIC {
+                rec.truncated = true;
+                break;
+            }
+            let raw_len = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4")) as usize;
+            let comp_len = u32::from_le_bytes(data[pos + 8..pos + 12].try_into().expect("4")) as usize;
+            let n = u32::from_le_bytes(data[pos + 12..pos + 16].try_into().expect("4")) as usize;
+            let start = pos + 16;
+            if data.len() - start < comp_len {
+                rec.truncated = true;
+                break;
+            }
+            let raw = zstd::bulk::decompress(&data[start..start + comp_len], raw_len)
+                .map_err(|e| Error::Format(format!("chunk {} at byte {pos}: {e}", rec.chunks)))?;
+            let mut c = Cursor::new(&raw);
+            for _ in 0..n {
+                rec.records.push(Record::decode(&mut c)?);
+            }
+            if !c.is_empty() {
+                return Err(Error::Format(format!("chunk {} has trailing bytes", rec.chunks)));
+            }
+            rec.raw_bytes += raw_len as u64;
+            rec.chunks += 1;
+            pos = start + comp_len;
+        }
+        Ok(rec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Record> {
+        vec![
+            Record {
+                pid: 42,
+                event: Event::Syscall(SyscallEvent {
+                    nr: 0,
+                    args: [3, 0x7fff_0000, 4096, 0, 0, 0],
+                    result: 5,
+                    writes: vec![MemWrite { addr: 0x7fff_0000, data: b"hello".to_vec() }],
+                    rendezvous: vec![Rendezvous { obj: 7, seq: 2 }],
+                    output: 0,
+                    data_hash: 0,
+                    extra: vec![],
+                }),
+            },
+            Record { pid: 42, event: Event::Signal { signo: 14, info: Box::new([9; 128]), sync: false } },
+            Record { pid: 43, event: Event::Rdtsc { value: 123_456, aux: Some(1) } },
+            Record { pid: 43, event: Event::Cpuid { leaf: 1, subleaf: 0, out: [1, 2, 3, 4] } },
+            Record { pid: 43, event: Event::Exit { status: 256, rendezvous: vec![] } },
+        ]
+    }
+
+    fn meta() -> Meta {
+        Meta {
+            version: FORMAT_VERSION,
+            path: "/bin/true".into(),
+            argv: vec!["true".into()],
+            env: vec![],
+            cwd: "/".into(),
+            root_pid: 42,
+            started_unix: 0,
+            cpuid_faulting: true,
+            status: "complete".into(),
+            exit_code: Some(0),
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_a_recording_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), meta()).unwrap();
+        for r in sample() {
+            w.push(&r).unwrap();
+        }
+        let stats = w.finish().unwrap();
+        assert_eq!(stats.chunks, 1);
+        let rec = Recording::open(dir.path()).unwrap();
+        assert_eq!(rec.records, sample());
+        assert!(!rec.truncated);
+        assert_eq!(rec.meta, meta());
+    }
+
+    #[test]
+    fn a_torn_last_chunk_leaves_the_prefix_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), meta()).unwrap();
+        for r in sample() {
+            w.push(&r).unwrap();
+        }
+        w.flush().unwrap();
+        w.push(&sample()[0]).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(EVENTS_FILE);
+        let full = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &full[..full.len() - 3]).unwrap();
+        let rec = Recording::open(dir.path()).unwrap();
+        assert!(rec.truncated);
+        assert_eq!(rec.records, sample());
+    }
+}

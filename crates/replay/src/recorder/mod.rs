@@ -1,0 +1,355 @@
+//! The recorder: runs a program under ptrace + seccomp and writes its nondeterministic inputs.
+//!
+//! Mirrors [`crate::replayer`] file for file: [`syscall`] (trapped system calls at entry and exit),
+//! [`signal`] (signals and trapped instructions), [`process`] (fork, exec, exit).
+//!
+//! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
+//! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
+//! on (a thread, an internal error), the recorder switches to *pass-through*: it keeps serving the
+//! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
+//! they exit, so the program is never harmed, and the recording is marked incomplete.
+
+mod process;
+mod signal;
+mod syscall;
+
+use std::collections::{HashMap, VecDeque};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use replay_ptrace::{Regs, Resume, Running, SpawnSpec, Stopped, WaitKind};
+
+use crate::Error;
+use crate::format::{Event, Meta, Record, Rendezvous, Writer, WriterStats};
+use crate::rendezvous::Counters;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct RecordOptions {
+    /// The recording directory to create.
+    pub dir: PathBuf,
+    /// The command and its arguments (`argv[0]` is looked up in `PATH`).
+    pub command: Vec<String>,
+}
+
+/// How a recording went.
+#[derive(Debug, Clone)]
+pub struct RecordOutcome {
+    /// Where the recording is.
+    pub dir: PathBuf,
+    /// The first process's exit code (128 + signal number when killed by a signal).
+    pub exit_code: i32,
+    /// Events written.
+    pub events: u64,
+    /// Processes seen.
+    pub processes: usize,
+    /// Sizes written.
+    pub stats: WriterStats,
+    /// Set when recording stopped early (the recording is then a prefix); the program still ran to
+    /// its end.
+    pub incomplete: Option<String>,
+}
+
+/// Per-process recorder state.
+#[derive(Debug, Default)]
+struct Proc {
+    /// The tracee while it runs (`None` while a handler holds it stopped).
+    thread: Option<Running>,
+    /// The system call between its seccomp stop and its exit stop.
+    pending: Option<syscall::Pending>,
+    /// Registers at the last syscall-exit stop, cleared by any other stop: a signal-delivery-stop
+    /// with exactly these registers happens before the program ran another instruction.
+    last_exit_regs: Option<Regs>,
+    /// Asynchronous signals held until the next system call (a sync point).
+    held: VecDeque<(i32, Box<[u8; 128]>)>,
+    /// A held signal re-raised at a sync point, awaiting its delivery stop.
+    releasing: Option<(i32, Box<[u8; 128]>)>,
+    /// Fd number → what it refers to (kept valid because every fd-creating call is trapped).
+    fds: HashMap<i32, FdInfo>,
+}
+
+/// What an fd refers to, for rendezvous and output detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FdInfo {
+    /// Rendezvous object, for pipes, sockets, FIFOs, character devices and our stdout/stderr.
+    obj: Option<u64>,
+    /// 1 or 2 when it is Sightline's stdout or stderr.
+    out: u8,
+}
+
+struct Recorder {
+    w: Writer,
+    procs: HashMap<i32, Proc>,
+    counters: Counters,
+    stdout_id: Option<(u64, u64)>,
+    stderr_id: Option<(u64, u64)>,
+    root: i32,
+    root_exit: Option<i32>,
+    passthrough: Option<String>,
+    cpuid_faulting: bool,
+    seen_processes: usize,
+}
+
+/// Resolves `argv[0]` like `execvp` does: a name with a slash is used as is, otherwise the first
+/// executable match in `PATH`.
+pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if cmd.contains('/') {
+        let p = PathBuf::from(cmd);
+        return is_exe(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| is_exe(p))
+}
+
+fn identity(path: &str) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Records `opts.command` into `opts.dir`. The program's stdin, stdout and stderr are Sightline's.
+/// Returns after every recorded process has exited.
+///
+/// Errors: the command cannot be found ([`Error::Command`]), the directory cannot be written
+/// ([`Error::Io`]), the tracee cannot be started ([`Error::Ptrace`]). Problems after the start do not
+/// stop the program: they end the recording early ([`RecordOutcome::incomplete`]).
+pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
+    let cmd = opts.command.first().ok_or_else(|| Error::Command {
+        command: String::new(),
+        reason: "empty command".into(),
+    })?;
+    let path = resolve_command(cmd).ok_or_else(|| Error::Command {
+        command: cmd.clone(),
+        reason: "not found in PATH or not executable".into(),
+    })?;
+    let cwd = std::env::current_dir()
+        .map_err(|source| Error::Io { path: ".".into(), source })?
+        .display()
+        .to_string();
+    let env: Vec<String> = std::env::vars_os()
+        .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        .collect();
+    let meta = Meta {
+        version: crate::format::FORMAT_VERSION,
+        path: path.display().to_string(),
+        argv: opts.command.clone(),
+        env,
+        cwd,
+        root_pid: 0,
+        started_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        cpuid_faulting: false,
+        status: "recording".into(),
+        exit_code: None,
+    };
+    let spec = SpawnSpec {
+        path: meta.path.clone(),
+        argv: meta.argv.clone(),
+        env: meta.env.clone(),
+        cwd: meta.cwd.clone(),
+        cpu: None,
+        no_aslr: true,
+        stdio_null: false,
+        exit_kill: true,
+        filter: crate::syscalls::filter(),
+    };
+    let mut w = Writer::create(&opts.dir, meta)?;
+    replay_ptrace::forward_signal_handlers()?;
+    let root = replay_ptrace::spawn(&spec)?;
+    let root_pid = root.tid();
+    w.meta_mut().root_pid = root_pid;
+    let mut r = Recorder {
+        w,
+        procs: HashMap::new(),
+        counters: Counters::default(),
+        stdout_id: identity("/proc/self/fd/1"),
+        stderr_id: identity("/proc/self/fd/2"),
+        root: root_pid,
+        root_exit: None,
+        passthrough: None,
+        cpuid_faulting: false,
+        seen_processes: 1,
+    };
+    r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
+    r.run();
+    let exit_code = r.root_exit.unwrap_or(0);
+    let events = r.w.events;
+    let processes = r.counters_processes();
+    let incomplete = r.passthrough.clone();
+    {
+        let m = r.w.meta_mut();
+        m.exit_code = Some(exit_code);
+        m.cpuid_faulting = r.cpuid_faulting;
+        m.status = match &incomplete {
+            None => "complete".into(),
+            Some(why) => format!("unsupported: {why}"),
+        };
+    }
+    let stats = r.w.finish()?;
+    Ok(RecordOutcome { dir: opts.dir.clone(), exit_code, events, processes, stats, incomplete })
+}
+
+impl Recorder {
+    fn counters_processes(&self) -> usize {
+        self.seen_processes
+    }
+
+    /// The event loop; returns when no tracee is left.
+    fn run(&mut self) {
+        loop {
+            if let Some((sig, from_tty)) = replay_ptrace::take_pending_signal() {
+                // A terminal's Ctrl-C reached the whole foreground group, tracees included; any other
+                // sender only reached us, so pass it on to the first process.
+                if !from_tty && self.root_exit.is_none() {
+                    let _ = replay_ptrace::tgkill(self.root, self.root, sig);
+                }
+            }
+            let ev = match replay_ptrace::wait_any() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => continue,
+                Err(_) => return, // ECHILD: every tracee is gone
+            };
+            match ev.kind {
+                WaitKind::Exited(code) => {
+                    self.procs.remove(&ev.tid);
+                    if ev.tid == self.root {
+                        self.root_exit = Some(code);
+                    }
+                    continue;
+                }
+                WaitKind::Signaled(sig) => {
+                    self.procs.remove(&ev.tid);
+                    if ev.tid == self.root {
+                        self.root_exit = Some(128 + sig);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let proc = self.procs.entry(ev.tid).or_default();
+            let running = proc.thread.take().unwrap_or_else(|| Running::attached(ev.tid));
+            let stopped = running.into_stopped(&ev);
+            let result = if self.passthrough.is_some() {
+                self.passthrough_stop(ev.kind, stopped)
+            } else {
+                self.on_stop(ev.kind, stopped)
+            };
+            let (stopped, how, sig) = match result {
+                Ok(x) => x,
+                Err((stopped, err)) => {
+                    if err.is_gone() {
+                        continue;
+                    }
+                    self.stop_recording(format!("internal error: {err}"));
+                    let Some(stopped) = stopped else { continue };
+                    (stopped, Resume::Cont, 0)
+                }
+            };
+            match stopped.resume(how, sig) {
+                Ok(r) => {
+                    if let Some(p) = self.procs.get_mut(&ev.tid) {
+                        p.thread = Some(r);
+                    }
+                }
+                Err(e) if e.is_tracee_gone() => {}
+                Err(e) => {
+                    // Cannot happen for a live stopped tracee; keep serving the others.
+                    eprintln!("sightline: resuming tracee {}: {e}", ev.tid);
+                }
+            }
+        }
+    }
+
+    /// Dispatches one stop while recording.
+    fn on_stop(&mut self, kind: WaitKind, t: Stopped) -> StopResult {
+        use replay_ptrace::PtraceEvent as E;
+        match kind {
+            WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
+            WaitKind::SyscallStop => self.syscall_exit(t),
+            WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
+            WaitKind::Event(E::Exit) => self.on_exit(t),
+            WaitKind::Signal(sig) => self.on_signal(t, sig),
+            WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
+                let how = self.resume_how(t.tid());
+                Ok((t, how, 0))
+            }
+            WaitKind::Exited(_) | WaitKind::Signaled(_) => unreachable!("deaths are handled by run"),
+        }
+    }
+
+    /// Resumes with `PTRACE_SYSCALL` while a system call awaits its exit stop.
+    fn resume_how(&self, tid: i32) -> Resume {
+        match self.procs.get(&tid) {
+            Some(p) if p.pending.is_some() => Resume::Syscall,
+            _ => Resume::Cont,
+        }
+    }
+
+    fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
+        self.w.push(&Record { pid, event })
+    }
+
+    fn next_rdv(&mut self, obj: u64) -> Rendezvous {
+        self.counters.next(obj)
+    }
+
+    /// Stops recording (the program goes on, served in pass-through). Held signals are released.
+    fn stop_recording(&mut self, why: String) {
+        if self.passthrough.is_none() {
+            eprintln!("sightline: recording stopped: {why}; the program continues unrecorded");
+            self.passthrough = Some(why);
+            let _ = self.w.flush();
+            for (tid, p) in &mut self.procs {
+                for (sig, _) in p.held.drain(..) {
+                    let _ = replay_ptrace::tgkill(*tid, *tid, sig);
+                }
+            }
+        }
+    }
+
+    /// Serves one stop without recording: system calls run, signals are delivered as they come,
+    /// trapped instructions are still emulated (the traps stay armed in the image).
+    fn passthrough_stop(&mut self, kind: WaitKind, mut t: Stopped) -> StopResult {
+        if let WaitKind::Signal(sig) = kind {
+            match signal::emulate_trap_if_any(&mut t) {
+                Ok(Some(_)) => return Ok((t, Resume::Cont, 0)),
+                Ok(None) => return Ok((t, Resume::Cont, sig)),
+                Err(e) => return Err((Some(t), e)),
+            }
+        }
+        if let Some(p) = self.procs.get_mut(&t.tid()) {
+            p.pending = None;
+        }
+        Ok((t, Resume::Cont, 0))
+    }
+}
+
+/// What a handler gives back: the tracee to resume, how, and the signal to deliver; or the error
+/// with the tracee if it is still held.
+type StopResult = Result<(Stopped, Resume, i32), (Option<Stopped>, Error)>;
+
+trait GoneExt {
+    fn is_gone(&self) -> bool;
+}
+
+impl GoneExt for Error {
+    fn is_gone(&self) -> bool {
+        matches!(self, Error::Ptrace(e) if e.is_tracee_gone())
+    }
+}
+
+/// Compares two register files field by field (libc's struct has no `PartialEq`).
+pub(crate) fn regs_eq(a: &Regs, b: &Regs) -> bool {
+    let fa = [
+        a.r15, a.r14, a.r13, a.r12, a.rbp, a.rbx, a.r11, a.r10, a.r9, a.r8, a.rax, a.rcx, a.rdx, a.rsi,
+        a.rdi, a.orig_rax, a.rip, a.cs, a.eflags, a.rsp, a.ss, a.fs_base, a.gs_base, a.ds, a.es, a.fs,
+        a.gs,
+    ];
+    let fb = [
+        b.r15, b.r14, b.r13, b.r12, b.rbp, b.rbx, b.r11, b.r10, b.r9, b.r8, b.rax, b.rcx, b.rdx, b.rsi,
+        b.rdi, b.orig_rax, b.rip, b.cs, b.eflags, b.rsp, b.ss, b.fs_base, b.gs_base, b.ds, b.es, b.fs,
+        b.gs,
+    ];
+    fa == fb
+}

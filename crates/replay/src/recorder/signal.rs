@@ -1,0 +1,105 @@
+//! Recording signals and trapped instructions. Mirrors `replayer/signal.rs`.
+//!
+//! - RDTSC/RDTSCP/CPUID fault (SIGSEGV, `SI_KERNEL`) because the image was prepared so; the tracer
+//!   executes the instruction itself, records the answer and steps over it. The program never sees
+//!   these SIGSEGVs.
+//! - Synchronous signals (faults of the program's own instructions) are delivered and recorded; they
+//!   recur by themselves on replay.
+//! - Asynchronous signals are delivered only at a sync point: right after a system call returns,
+//!   before the program runs another instruction. One that arrives there (typically it interrupted a
+//!   blocking call) is delivered at once; one that arrives while the program computes is held, then
+//!   re-raised at the process's next trapped system call and delivered when that call returns. The
+//!   position is recorded as "after event N", which the replayer reproduces exactly.
+
+use replay_ptrace::{Resume, Stopped};
+
+use super::{Recorder, StopResult, regs_eq};
+use crate::Error;
+use crate::format::Event;
+use crate::machine::{self, SI_KERNEL, Trap};
+
+/// Emulates a trapped RDTSC/RDTSCP/CPUID at the tracee's rip, if that is what faulted, and steps
+/// over it. Returns the event to record, or `None` when the SIGSEGV is a real one.
+pub(super) fn emulate_trap_if_any(t: &mut Stopped) -> Result<Option<Event>, Error> {
+    let info = t.siginfo()?;
+    if machine::si_code(&info) != SI_KERNEL {
+        return Ok(None);
+    }
+    let Some(trap) = machine::decode_trap(t)? else { return Ok(None) };
+    let mut regs = t.regs()?;
+    let ev = match trap {
+        Trap::Rdtsc => {
+            let v = replay_ptrace::rdtsc();
+            regs.rax = v & 0xffff_ffff;
+            regs.rdx = v >> 32;
+            Event::Rdtsc { value: v, aux: None }
+        }
+        Trap::Rdtscp => {
+            let (v, aux) = replay_ptrace::rdtscp();
+            regs.rax = v & 0xffff_ffff;
+            regs.rdx = v >> 32;
+            regs.rcx = u64::from(aux);
+            Event::Rdtsc { value: v, aux: Some(aux) }
+        }
+        Trap::Cpuid => {
+            let (leaf, subleaf) = (regs.rax as u32, regs.rcx as u32);
+            let out = machine::masked_cpuid(leaf, subleaf);
+            [regs.rax, regs.rbx, regs.rcx, regs.rdx] = out.map(u64::from);
+            Event::Cpuid { leaf, subleaf, out }
+        }
+    };
+    regs.rip += trap.len();
+    t.set_regs(&regs)?;
+    Ok(Some(ev))
+}
+
+impl Recorder {
+    /// Signal-delivery-stop.
+    pub(super) fn on_signal(&mut self, mut t: Stopped, sig: i32) -> StopResult {
+        match self.signal_inner(&mut t, sig) {
+            Ok(deliver) => Ok((t, Resume::Cont, deliver)),
+            Err(e) => Err((Some(t), e)),
+        }
+    }
+
+    /// Returns the signal to deliver (0 to suppress).
+    fn signal_inner(&mut self, t: &mut Stopped, sig: i32) -> Result<i32, Error> {
+        let tid = t.tid();
+        if sig == libc::SIGSEGV
+            && let Some(ev) = emulate_trap_if_any(t)?
+        {
+            self.emit(tid, ev)?;
+            self.proc_mut(tid).last_exit_regs = None;
+            return Ok(0);
+        }
+        let info = Box::new(t.siginfo()?);
+        let p = self.proc_mut(tid);
+        if let Some((_, orig)) = p.releasing.take_if(|(s, _)| *s == sig) {
+            // A held signal, re-raised by us at a sync point: deliver its original siginfo.
+            t.set_siginfo(&orig)?;
+            p.last_exit_regs = None;
+            self.emit(tid, Event::Signal { signo: sig, info: orig, sync: false })?;
+            return Ok(sig);
+        }
+        if machine::is_synchronous(sig, &info) {
+            p.last_exit_regs = None;
+            self.emit(tid, Event::Signal { signo: sig, info, sync: true })?;
+            return Ok(sig);
+        }
+        let regs = t.regs()?;
+        let p = self.proc_mut(tid);
+        let at_sync_point = p.last_exit_regs.as_ref().is_some_and(|r| regs_eq(r, &regs));
+        if at_sync_point {
+            p.last_exit_regs = None;
+            // Still right after the last system call's exit: deliver here.
+            self.emit(tid, Event::Signal { signo: sig, info, sync: false })?;
+            return Ok(sig);
+        }
+        p.held.push_back((sig, info));
+        Ok(0)
+    }
+
+    fn proc_mut(&mut self, tid: i32) -> &mut super::Proc {
+        self.procs.entry(tid).or_default()
+    }
+}

@@ -1,0 +1,188 @@
+//! Recording trapped system calls: arguments at the seccomp stop, result and kernel-written memory
+//! at the syscall-exit stop. Mirrors `replayer/syscall.rs`.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use replay_ptrace::{RemotePtr, Resume, Stopped};
+
+use super::{FdInfo, Recorder, StopResult};
+use crate::Error;
+use crate::format::{Event, MemWrite, Rendezvous, SyscallEvent};
+use crate::rendezvous::{fd_object, process_object};
+use crate::syscalls::{self, HASH_SEED};
+
+/// A system call between its seccomp stop and its exit stop.
+#[derive(Debug)]
+pub(super) struct Pending {
+    nr: i64,
+    args: [u64; 6],
+    fd: Option<FdInfo>,
+}
+
+/// `CLONE_THREAD` (`include/uapi/linux/sched.h`).
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+pub(super) fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
+    [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
+}
+
+impl Recorder {
+    /// Seccomp stop: note the call, release a held signal (this is a sync point), let it run to its
+    /// exit stop.
+    pub(super) fn syscall_entry(&mut self, mut t: Stopped) -> StopResult {
+        let tid = t.tid();
+        let regs = match t.regs() {
+            Ok(r) => r,
+            Err(e) => return Err((Some(t), e.into())),
+        };
+        let nr = regs.orig_rax as i64;
+        let args = args_of(&regs);
+        if nr == libc::SYS_clone && args[0] & CLONE_THREAD != 0 {
+            self.stop_recording(format!(
+                "process {tid} started a thread (clone with CLONE_THREAD): threads are not yet supported"
+            ));
+            return Ok((t, Resume::Cont, 0));
+        }
+        let spec = syscalls::spec(nr);
+        let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
+        let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
+        if p.releasing.is_none()
+            && let Some((sig, info)) = p.held.pop_front()
+        {
+            // Raised now, delivered when this system call returns (or interrupts it).
+            if let Err(e) = replay_ptrace::tgkill(tid, tid, sig) {
+                return Err((Some(t), e.into()));
+            }
+            p.releasing = Some((sig, info));
+        }
+        p.last_exit_regs = None;
+        p.pending = Some(Pending { nr, args, fd });
+        Ok((t, Resume::Syscall, 0))
+    }
+
+    /// Syscall-exit stop: record the result, the memory it wrote, its rendezvous points.
+    pub(super) fn syscall_exit(&mut self, mut t: Stopped) -> StopResult {
+        let tid = t.tid();
+        let Some(pending) = self.procs.get_mut(&tid).and_then(|p| p.pending.take()) else {
+            return Ok((t, Resume::Cont, 0));
+        };
+        match self.finish_syscall(&mut t, pending) {
+            Ok(()) => Ok((t, Resume::Cont, 0)),
+            Err(e) => Err((Some(t), e)),
+        }
+    }
+
+    fn finish_syscall(&mut self, t: &mut Stopped, pending: Pending) -> Result<(), Error> {
+        let tid = t.tid();
+        let regs = t.regs()?;
+        let result = regs.rax as i64;
+        let Pending { nr, args, fd } = pending;
+        let mut read = |addr: u64, len: usize| t.read_bytes(RemotePtr::new(addr), len).ok();
+        let mut writes = Vec::new();
+        for (addr, len) in syscalls::outputs(nr, &args, result, &mut read) {
+            if let Some(data) = read(addr, len) {
+                writes.push(MemWrite { addr, data });
+            }
+        }
+        let mut data_hash = 0;
+        let mut output = 0;
+        if syscalls::is_write(nr) && result > 0 {
+            let mut h = HASH_SEED;
+            for (addr, len) in syscalls::inputs(nr, &args, result, &mut read) {
+                if let Some(data) = read(addr, len) {
+                    h = syscalls::hash(h, &data);
+                }
+            }
+            data_hash = h;
+            output = fd.map_or(0, |f| f.out);
+        }
+        let mut rendezvous: Vec<Rendezvous> = Vec::new();
+        if let Some(obj) = fd.and_then(|f| f.obj) {
+            rendezvous.push(self.next_rdv(obj));
+        }
+        let child = match nr {
+            libc::SYS_wait4 if result > 0 => Some(result as i32),
+            libc::SYS_waitid if result == 0 => writes
+                .first()
+                .filter(|w| w.data.len() >= 20)
+                .map(|w| i32::from_le_bytes(w.data[16..20].try_into().expect("4")))
+                .filter(|&p| p > 0),
+            _ => None,
+        };
+        if let Some(child) = child {
+            rendezvous.push(self.next_rdv(process_object(child)));
+        }
+        self.update_fds(tid, nr, &args, result, &writes);
+        let mut extra = Vec::new();
+        if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && result == 0 {
+            let info = crate::machine::prepare_image(t, None)?;
+            self.cpuid_faulting |= info.cpuid_faulting;
+            extra = info.at_random;
+        }
+        let ev = SyscallEvent { nr, args, result, writes, rendezvous, output, data_hash, extra };
+        self.emit(tid, Event::Syscall(ev))?;
+        let regs = t.regs()?;
+        if let Some(p) = self.procs.get_mut(&tid) {
+            p.last_exit_regs = Some(regs);
+        }
+        Ok(())
+    }
+
+    /// Keeps the fd table valid: a new fd number, a `dup2` target, a received fd or an exec makes
+    /// the old entry stale.
+    fn update_fds(&mut self, tid: i32, nr: i64, args: &[u64; 6], result: i64, writes: &[MemWrite]) {
+        let Some(p) = self.procs.get_mut(&tid) else { return };
+        let spec = syscalls::spec(nr);
+        if result >= 0 && (spec.returns_fd || nr == libc::SYS_fcntl) {
+            p.fds.remove(&(result as i32));
+        }
+        match nr {
+            libc::SYS_dup2 | libc::SYS_dup3 => {
+                p.fds.remove(&(args[1] as i32));
+            }
+            libc::SYS_pipe | libc::SYS_pipe2 | libc::SYS_socketpair if result == 0 => {
+                if let Some(w) = writes.first().filter(|w| w.data.len() == 8) {
+                    p.fds.remove(&i32::from_le_bytes(w.data[..4].try_into().expect("4")));
+                    p.fds.remove(&i32::from_le_bytes(w.data[4..].try_into().expect("4")));
+                }
+            }
+            libc::SYS_recvmsg | libc::SYS_execve | libc::SYS_execveat => p.fds.clear(),
+            _ => {}
+        }
+    }
+
+    /// What fd `fd` of `tid` refers to (cached; one `stat` of `/proc/<tid>/fd/<fd>` on a miss).
+    fn fd_info(&mut self, tid: i32, fd: i32) -> FdInfo {
+        if let Some(p) = self.procs.get(&tid)
+            && let Some(i) = p.fds.get(&fd)
+        {
+            return *i;
+        }
+        let info = match std::fs::metadata(format!("/proc/{tid}/fd/{fd}")) {
+            Ok(m) => {
+                let id = (m.dev(), m.ino());
+                let (is_out, is_err) = (Some(id) == self.stdout_id, Some(id) == self.stderr_id);
+                let out = match (is_out, is_err) {
+                    (true, true) => {
+                        if fd == 2 {
+                            2
+                        } else {
+                            1
+                        }
+                    }
+                    (true, false) => 1,
+                    (false, true) => 2,
+                    _ => 0,
+                };
+                let ft = m.file_type();
+                let shared = ft.is_fifo() || ft.is_socket() || ft.is_char_device();
+                FdInfo { obj: (shared || out != 0).then(|| fd_object(id.0, id.1)), out }
+            }
+            Err(_) => FdInfo { obj: None, out: 0 },
+        };
+        if let Some(p) = self.procs.get_mut(&tid) {
+            p.fds.insert(fd, info);
+        }
+        info
+    }
+}

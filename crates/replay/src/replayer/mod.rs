@@ -1,0 +1,360 @@
+//! The replayer: re-runs the recorded program under ptrace and feeds it its recorded inputs.
+//!
+//! Mirrors [`crate::recorder`] file for file: [`syscall`] (each trapped call checked against the
+//! recording, then emulated or run for real), [`signal`] (signals and trapped instructions),
+//! [`process`] (fork, exec, exit).
+//!
+//! Processes are re-created for real (fork, exec, pipes, memory maps, fds with their recorded
+//! numbers), so the replayed processes are real processes in the recorded state; only inputs come
+//! from the recording. The tracee's stdin/stdout/stderr are `/dev/null`: the program's output is
+//! read from its memory at each recorded write to Sightline's stdout/stderr, checked against the
+//! recorded hash, and written by the replayer. Nothing else leaves the replay.
+//!
+//! Events of one process replay in their recorded order; events of different processes are ordered
+//! only by their rendezvous points ([`crate::rendezvous`]): a tracee whose next event must wait stays
+//! stopped ("parked") until the events before it on the same object have been replayed.
+
+mod process;
+mod signal;
+mod syscall;
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+
+use replay_ptrace::{Resume, Running, SpawnSpec, Stopped, WaitKind};
+
+use crate::format::{Event, Recording};
+use crate::rendezvous::Progress;
+use crate::{Divergence, Error, describe};
+
+/// How many matching events a divergence report shows.
+const RECENT: usize = 6;
+
+/// How a replay went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayOutcome {
+    /// Exit code of the first process (128 + signal when killed).
+    pub exit_code: i32,
+    /// Events replayed.
+    pub events: u64,
+    /// Processes replayed.
+    pub processes: usize,
+    /// Per recorded pid, the system call numbers replayed, in order (for comparing runs).
+    pub syscalls: Vec<(i32, Vec<i64>)>,
+}
+
+/// The recorded events of one process, consumed in order.
+#[derive(Debug, Default)]
+struct Stream {
+    events: VecDeque<Event>,
+    index: usize,
+    recent: VecDeque<String>,
+    syscalls: Vec<i64>,
+}
+
+#[derive(Debug)]
+struct RProc {
+    rec: i32,
+    thread: Option<Running>,
+    parked: Option<(Stopped, WaitKind)>,
+    pending: Option<syscall::Pending>,
+    releasing: Option<i32>,
+}
+
+struct Replayer<'o> {
+    streams: HashMap<i32, Stream>,
+    procs: HashMap<i32, RProc>,
+    real_of: HashMap<i32, i32>,
+    unmapped: HashMap<i32, (Stopped, WaitKind)>,
+    progress: Progress,
+    stdout: &'o mut dyn Write,
+    stderr: &'o mut dyn Write,
+    root: i32,
+    root_exit: Option<i32>,
+    truncated: bool,
+    events: u64,
+    processes: usize,
+    debug: bool,
+}
+
+/// What a handler decided for a stopped tracee.
+enum Next {
+    /// Resume it so.
+    Resume(Stopped, Resume, i32),
+    /// Keep it stopped until a rendezvous point is met.
+    Park(Stopped, WaitKind),
+}
+
+/// Replays `rec`, writing the program's stdout and stderr to `stdout` and `stderr`.
+///
+/// Errors: [`Error::Divergence`] when the program departs from the recording (the replay's
+/// processes are killed: they are the replayer's own, never the recorded program);
+/// [`Error::Unsupported`] for a recording that stopped early; [`Error::Ptrace`] when the replay's
+/// tracees cannot be driven.
+pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<ReplayOutcome, Error> {
+    if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
+        return Err(Error::Unsupported(format!("this recording stopped early: {why}")));
+    }
+    let mut streams: HashMap<i32, Stream> = HashMap::new();
+    for r in &rec.records {
+        streams.entry(r.pid).or_default().events.push_back(r.event.clone());
+    }
+    let spec = SpawnSpec {
+        path: rec.meta.path.clone(),
+        argv: rec.meta.argv.clone(),
+        env: rec.meta.env.clone(),
+        cwd: rec.meta.cwd.clone(),
+        cpu: None,
+        no_aslr: true,
+        stdio_null: true,
+        exit_kill: true,
+        filter: crate::syscalls::filter(),
+    };
+    let root = replay_ptrace::spawn(&spec)?;
+    let root_tid = root.tid();
+    let mut r = Replayer {
+        streams,
+        procs: HashMap::new(),
+        real_of: HashMap::new(),
+        unmapped: HashMap::new(),
+        progress: Progress::default(),
+        stdout,
+        stderr,
+        root: root_tid,
+        root_exit: None,
+        truncated: rec.truncated || rec.meta.status != "complete",
+        events: 0,
+        processes: 1,
+        debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
+    };
+    r.real_of.insert(rec.meta.root_pid, root_tid);
+    r.procs.insert(
+        root_tid,
+        RProc { rec: rec.meta.root_pid, thread: Some(root), parked: None, pending: None, releasing: None },
+    );
+    let result = r.run();
+    if result.is_err() {
+        r.kill_all();
+    }
+    result?;
+    r.stdout.flush().map_err(|source| Error::Io { path: "<stdout>".into(), source })?;
+    r.stderr.flush().map_err(|source| Error::Io { path: "<stderr>".into(), source })?;
+    // Every recorded event must have been replayed.
+    let mut left: Vec<(&i32, &Stream)> = r.streams.iter().filter(|(_, s)| !s.events.is_empty()).collect();
+    left.sort_by_key(|(p, _)| **p);
+    if let Some((pid, s)) = left.first() {
+        return Err(Error::Divergence(Box::new(Divergence {
+            pid: **pid,
+            index: s.index,
+            expected: describe(&s.events[0]),
+            found: "the process had already exited (or was never created)".into(),
+            last_matching: s.recent.iter().cloned().collect(),
+        })));
+    }
+    let mut syscalls: Vec<(i32, Vec<i64>)> =
+        r.streams.iter_mut().map(|(p, s)| (*p, std::mem::take(&mut s.syscalls))).collect();
+    syscalls.sort_by_key(|(p, _)| *p);
+    Ok(ReplayOutcome { exit_code: r.root_exit.unwrap_or(0), events: r.events, processes: r.processes, syscalls })
+}
+
+impl Replayer<'_> {
+    fn run(&mut self) -> Result<(), Error> {
+        loop {
+            let ev = match replay_ptrace::wait_any() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => continue,
+                Err(_) => return Ok(()), // ECHILD: all replayed processes are gone
+            };
+            if ev.is_death() {
+                self.on_death(ev.tid, ev.kind)?;
+                continue;
+            }
+            let Some(p) = self.procs.get_mut(&ev.tid) else {
+                // A child whose parent's fork event we have not seen yet: wait for it.
+                let t = Running::attached(ev.tid).into_stopped(&ev);
+                self.unmapped.insert(ev.tid, (t, ev.kind));
+                continue;
+            };
+            let t = p.thread.take().unwrap_or_else(|| Running::attached(ev.tid)).into_stopped(&ev);
+            if self.debug {
+                eprintln!("[replay] tid {} {:?}", ev.tid, ev.kind);
+            }
+            self.dispatch(t, ev.kind)?;
+            self.unpark()?;
+        }
+    }
+
+    /// Handles one stop and resumes or parks the tracee.
+    fn dispatch(&mut self, t: Stopped, kind: WaitKind) -> Result<(), Error> {
+        let tid = t.tid();
+        match self.on_stop(t, kind) {
+            Ok(Next::Resume(t, how, sig)) => {
+                match t.resume(how, sig) {
+                    Ok(r) => {
+                        if let Some(p) = self.procs.get_mut(&tid) {
+                            p.thread = Some(r);
+                        }
+                    }
+                    Err(e) if e.is_tracee_gone() => {}
+                    Err(e) => return Err(e.into()),
+                }
+                Ok(())
+            }
+            Ok(Next::Park(t, kind)) => {
+                if let Some(p) = self.procs.get_mut(&tid) {
+                    p.parked = Some((t, kind));
+                }
+                Ok(())
+            }
+            Err(Error::Ptrace(e)) if e.is_tracee_gone() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn on_stop(&mut self, t: Stopped, kind: WaitKind) -> Result<Next, Error> {
+        use replay_ptrace::PtraceEvent as E;
+        match kind {
+            WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
+            WaitKind::SyscallStop => self.syscall_exit(t),
+            WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
+            WaitKind::Event(E::Exit) => self.on_exit(t),
+            WaitKind::Signal(sig) => self.on_signal(t, sig),
+            WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
+                let how = self.resume_how(t.tid());
+                Ok(Next::Resume(t, how, 0))
+            }
+            WaitKind::Exited(_) | WaitKind::Signaled(_) => unreachable!("deaths are handled by run"),
+        }
+    }
+
+    /// Retries parked tracees until none can move.
+    fn unpark(&mut self) -> Result<(), Error> {
+        loop {
+            let ready: Vec<i32> = self
+                .procs
+                .iter()
+                .filter(|(_, p)| p.parked.is_some())
+                .filter(|(_, p)| self.streams.get(&p.rec).is_some_and(|s| self.front_ready(s)))
+                .map(|(t, _)| *t)
+                .collect();
+            if ready.is_empty() {
+                break;
+            }
+            for tid in ready {
+                if let Some((t, kind)) = self.procs.get_mut(&tid).and_then(|p| p.parked.take()) {
+                    self.dispatch(t, kind)?;
+                }
+            }
+        }
+        // Everyone parked and nobody able to move: the recorded order cannot be met.
+        let live = self.procs.len();
+        if live > 0 && self.procs.values().all(|p| p.parked.is_some()) {
+            let (tid, p) = self.procs.iter().next().expect("nonempty");
+            let s = &self.streams[&p.rec];
+            let unmet = match s.events.front() {
+                Some(Event::Syscall(e)) => self.progress.first_unmet(&e.rendezvous),
+                Some(Event::Exit { rendezvous, .. }) => self.progress.first_unmet(rendezvous),
+                _ => None,
+            };
+            let _ = tid;
+            return Err(self.divergence(
+                p.rec,
+                format!(
+                    "{} after {} earlier event(s) on its shared object",
+                    s.events.front().map(describe).unwrap_or_default(),
+                    unmet.map_or(0, |(r, _)| r.seq)
+                ),
+                format!(
+                    "every replayed process is waiting (object has {} of them replayed): rendezvous deadlock",
+                    unmet.map_or(0, |(_, d)| d)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn front_ready(&self, s: &Stream) -> bool {
+        match s.events.front() {
+            Some(Event::Syscall(e)) => self.progress.ready(&e.rendezvous),
+            Some(Event::Exit { rendezvous, .. }) => self.progress.ready(rendezvous),
+            _ => true,
+        }
+    }
+
+    fn resume_how(&self, tid: i32) -> Resume {
+        match self.procs.get(&tid) {
+            Some(p) if p.pending.is_some() => Resume::Syscall,
+            _ => Resume::Cont,
+        }
+    }
+
+    fn rec_of(&self, tid: i32) -> i32 {
+        self.procs.get(&tid).map_or(-1, |p| p.rec)
+    }
+
+    /// The next recorded event of recorded process `rec`.
+    fn front(&self, rec: i32) -> Option<&Event> {
+        self.streams.get(&rec).and_then(|s| s.events.front())
+    }
+
+    /// Marks the front event of `rec` replayed.
+    fn complete(&mut self, rec: i32) {
+        let Some(s) = self.streams.get_mut(&rec) else { return };
+        if let Some(ev) = s.events.pop_front() {
+            match &ev {
+                Event::Syscall(e) => {
+                    self.progress.complete(&e.rendezvous);
+                    s.syscalls.push(e.nr);
+                }
+                Event::Exit { rendezvous, .. } => self.progress.complete(rendezvous),
+                _ => {}
+            }
+            s.recent.push_back(describe(&ev));
+            if s.recent.len() > RECENT {
+                s.recent.pop_front();
+            }
+            s.index += 1;
+            self.events += 1;
+        }
+    }
+
+    /// Builds a divergence report for recorded process `rec` at its current event.
+    fn divergence(&self, rec: i32, expected: String, found: String) -> Error {
+        let (index, last_matching) = self
+            .streams
+            .get(&rec)
+            .map(|s| (s.index, s.recent.iter().cloned().collect()))
+            .unwrap_or_default();
+        Error::Divergence(Box::new(Divergence { pid: rec, index, expected, found, last_matching }))
+    }
+
+    /// The expected-event text for `rec` when its stream is exhausted.
+    fn expected_text(&self, rec: i32) -> String {
+        match self.front(rec) {
+            Some(e) => describe(e),
+            None if self.truncated => "nothing: the recording ends here (it is incomplete)".into(),
+            None => "nothing: the recorded process had no further events".into(),
+        }
+    }
+
+    /// Kills the replay's own tracees (after a divergence) and reaps them. A SIGKILLed tracee still
+    /// reports `PTRACE_EVENT_EXIT`, so stops are resumed until every tracee is gone.
+    fn kill_all(&mut self) {
+        let tids: Vec<i32> = self.procs.keys().chain(self.unmapped.keys()).copied().collect();
+        for tid in &tids {
+            let _ = replay_ptrace::tgkill(*tid, *tid, libc::SIGKILL);
+        }
+        self.procs.clear();
+        self.unmapped.clear();
+        loop {
+            match replay_ptrace::wait_any() {
+                Ok(Some(ev)) if !ev.is_death() => {
+                    let _ = replay_ptrace::tgkill(ev.tid, ev.tid, libc::SIGKILL);
+                    let _ = Running::attached(ev.tid).into_stopped(&ev).resume(Resume::Cont, 0);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Replaying trapped system calls. Mirrors `recorder/syscall.rs`.
+//!
+//! At each seccomp stop the call is checked against the next recorded event (number and argument
+//! registers); a mismatch is a divergence. Then, by [`Mode`]: emulated calls are skipped (system
+//! call number set to -1) with the recorded result and memory injected; real calls run and their
+//! result is checked and replaced by the recorded one at the exit stop.
+
+use std::os::unix::fs::MetadataExt;
+
+use replay_ptrace::{RemotePtr, Resume, Stopped, WaitKind};
+
+use super::{Next, Replayer};
+use crate::format::{Event, SyscallEvent};
+use crate::syscalls::{self, HASH_SEED, Mode};
+use crate::{Error, describe};
+
+/// A system call running for real, awaiting its exit stop.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub(super) ev: SyscallEvent,
+    fixup: Fixup,
+}
+
+#[derive(Debug)]
+enum Fixup {
+    /// Run as is; check fd results; inject the recorded result and writes.
+    Real,
+    /// Skipped, but its recorded result is a restart code: at the exit stop, restore the system call
+    /// number so the kernel restarts it (or turns it into -EINTR) when the signal is delivered.
+    Restart,
+    /// Run with some registers rewritten (and maybe scratch memory): restore them at exit.
+    Rewritten { saved: [u64; 6], scratch: Option<(u64, Vec<u8>)>, expect: i64 },
+    /// fork/vfork/clone: inject the recorded child pid.
+    Fork,
+    /// execve: prepare the new image with the recorded AT_RANDOM.
+    Exec,
+}
+
+const AT_FDCWD: i64 = -100;
+
+fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
+    [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
+}
+
+fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
+    [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = a;
+}
+
+fn render(nr: i64, args: &[u64; 6]) -> String {
+    let spec = syscalls::spec(nr);
+    let n = if spec.name.is_empty() { 6 } else { spec.nargs };
+    let a: Vec<String> =
+        args[..n].iter().map(|a| if *a > 0xffff { format!("{a:#x}") } else { format!("{}", *a as i64) }).collect();
+    format!("{}({})", syscalls::name(nr), a.join(", "))
+}
+
+impl Replayer<'_> {
+    /// Seccomp stop: check, then emulate or run.
+    pub(super) fn syscall_entry(&mut self, mut t: Stopped) -> Result<Next, Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        let regs = t.regs()?;
+        let nr = regs.orig_rax as i64;
+        let args = args_of(&regs);
+        let ev = match self.front(rec) {
+            Some(Event::Syscall(e)) => {
+                let n = match syscalls::spec(nr) {
+                    s if s.name.is_empty() => 6,
+                    s => s.nargs,
+                };
+                if e.nr != nr || e.args[..n] != args[..n] {
+                    return Err(self.divergence(rec, describe(&Event::Syscall(e.clone())), render(nr, &args)));
+                }
+                e.clone()
+            }
+            _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
+        };
+        if !self.progress.ready(&ev.rendezvous) {
+            return Ok(Next::Park(t, WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp)));
+        }
+        if syscalls::is_write(nr) && ev.result > 0 {
+            self.check_and_output(&t, rec, &ev)?;
+        }
+        let spec = syscalls::spec(nr);
+        let failed = ev.result < 0 && !syscalls::is_restart(ev.result);
+        let mode = match spec.mode {
+            _ if failed => Mode::Emulate,
+            Mode::Fcntl => match args[1] as i32 {
+                libc::F_DUPFD | libc::F_DUPFD_CLOEXEC | libc::F_GETFD | libc::F_SETFD => Mode::Real,
+                _ => Mode::Emulate,
+            },
+            Mode::Ioctl => match args[1] {
+                0x5450 | 0x5451 => Mode::Real, // FIONCLEX, FIOCLEX
+                _ => Mode::Emulate,
+            },
+            Mode::SigSuspend => {
+                let interrupted = syscalls::is_restart(ev.result) || ev.result == -i64::from(libc::EINTR);
+                let next_signal = self.streams.get(&rec).and_then(|s| s.events.get(1)).and_then(|e| match e {
+                    Event::Signal { signo, sync: false, .. } => Some(*signo),
+                    _ => None,
+                });
+                match (interrupted, next_signal) {
+                    (true, Some(sig)) => {
+                        // Raise it now: the real rt_sigsuspend returns at once and the handler runs
+                        // under the temporary mask, as recorded.
+                        replay_ptrace::tgkill(tid, tid, sig)?;
+                        if let Some(p) = self.procs.get_mut(&tid) {
+                            p.releasing = Some(sig);
+                        }
+                        Mode::Real
+                    }
+                    _ => Mode::Emulate,
+                }
+            }
+            m => m,
+        };
+        let fixup = match mode {
+            Mode::Emulate => return self.emulate(t, rec, ev),
+            Mode::Real | Mode::SigSuspend => Fixup::Real,
+            Mode::Fork => Fixup::Fork,
+            Mode::Exec => Fixup::Exec,
+            Mode::Wait => self.rewrite_wait(&mut t, &ev)?,
+            Mode::Open => self.rewrite_open(&mut t, &ev)?,
+            Mode::StandIn => {
+                let flags = if nr == libc::SYS_accept4 { args[3] as i32 & libc::O_CLOEXEC } else { 0 };
+                self.stand_in(&mut t, &ev, "/dev/null", libc::O_RDWR | flags, None)?
+            }
+            Mode::Fcntl | Mode::Ioctl => unreachable!("resolved above"),
+        };
+        if let Some(p) = self.procs.get_mut(&tid) {
+            p.pending = Some(Pending { ev, fixup });
+        }
+        Ok(Next::Resume(t, Resume::Syscall, 0))
+    }
+
+    /// Checks a write's data against the recorded hash, and writes program output to our own
+    /// stdout/stderr.
+    fn check_and_output(&mut self, t: &Stopped, rec: i32, ev: &SyscallEvent) -> Result<(), Error> {
+        let mut read = |addr: u64, len: usize| t.read_bytes(RemotePtr::new(addr), len).ok();
+        let mut h = HASH_SEED;
+        let mut data = Vec::new();
+        for (addr, len) in syscalls::inputs(ev.nr, &ev.args, ev.result, &mut read) {
+            if let Some(d) = read(addr, len) {
+                h = syscalls::hash(h, &d);
+                if ev.output != 0 {
+                    data.extend_from_slice(&d);
+                }
+            }
+        }
+        if h != ev.data_hash {
+            return Err(self.divergence(
+                rec,
+                format!("{} writing the recorded data", describe(&Event::Syscall(ev.clone()))),
+                format!("{} writing different data (hash {h:#x}, recorded {:#x})", render(ev.nr, &ev.args), ev.data_hash),
+            ));
+        }
+        let sink: &mut dyn std::io::Write = match ev.output {
+            1 => self.stdout,
+            2 => self.stderr,
+            _ => return Ok(()),
+        };
+        sink.write_all(&data).map_err(|source| Error::Io { path: "<program output>".into(), source })?;
+        if ev.output == 2 {
+            sink.flush().map_err(|source| Error::Io { path: "<program output>".into(), source })?;
+        }
+        Ok(())
+    }
+
+    /// Skips the call and injects its recorded result and memory.
+    fn emulate(&mut self, mut t: Stopped, rec: i32, ev: SyscallEvent) -> Result<Next, Error> {
+        for w in &ev.writes {
+            t.write_bytes(RemotePtr::new(w.addr), &w.data)?;
+        }
+        let mut regs = t.regs()?;
+        regs.orig_rax = u64::MAX;
+        regs.rax = ev.result as u64;
+        t.set_regs(&regs)?;
+        if syscalls::is_restart(ev.result) {
+            let tid = t.tid();
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.pending = Some(Pending { ev, fixup: Fixup::Restart });
+            }
+            return Ok(Next::Resume(t, Resume::Syscall, 0));
+        }
+        self.complete(rec);
+        self.raise_next_signal(t.tid())?;
+        Ok(Next::Resume(t, Resume::Cont, 0))
+    }
+
+    /// wait4/waitid: wait for the translated child for real (its exit was replayed: rendezvous).
+    fn rewrite_wait(&mut self, t: &mut Stopped, ev: &SyscallEvent) -> Result<Fixup, Error> {
+        let rec = self.rec_of(t.tid());
+        let child_rec = match ev.nr {
+            libc::SYS_wait4 => ev.result as i32,
+            _ => ev
+                .writes
+                .first()
+                .filter(|w| w.data.len() >= 20)
+                .map_or(0, |w| i32::from_le_bytes(w.data[16..20].try_into().expect("4"))),
+        };
+        let Some(&child) = self.real_of.get(&child_rec) else {
+            return Err(self.divergence(
+                rec,
+                describe(&Event::Syscall(ev.clone())),
+                format!("a wait for recorded child {child_rec}, which this replay never created"),
+            ));
+        };
+        let mut regs = t.regs()?;
+        let saved = args_of(&regs);
+        let mut a = saved;
+        let expect = if ev.nr == libc::SYS_wait4 {
+            a[0] = child as u64;
+            a[2] &= !(libc::WNOHANG as u64);
+            i64::from(child)
+        } else {
+            a[0] = libc::P_PID as u64;
+            a[1] = child as u64;
+            a[3] &= !(libc::WNOHANG as u64);
+            0
+        };
+        set_args(&mut regs, a);
+        t.set_regs(&regs)?;
+        Ok(Fixup::Rewritten { saved, scratch: None, expect })
+    }
+
+    /// open/openat/creat/openat2: a read-only open of an existing file or directory runs for real;
+    /// anything else opens a stand-in with the same fd number.
+    fn rewrite_open(&mut self, t: &mut Stopped, ev: &SyscallEvent) -> Result<Fixup, Error> {
+        let a = ev.args;
+        let (dirfd, path_ptr, flags) = match ev.nr {
+            libc::SYS_open => (AT_FDCWD, a[0], a[1] as i32),
+            libc::SYS_creat => (AT_FDCWD, a[0], libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC),
+            libc::SYS_openat2 => (a[0] as i32 as i64, a[1], t.read_u64(RemotePtr::new(a[2]))? as i32),
+            _ => (a[0] as i32 as i64, a[1], a[2] as i32),
+        };
+        let path = t.read_cstr(RemotePtr::new(path_ptr), 4096)?;
+        let path_str = String::from_utf8_lossy(&path).into_owned();
+        let tid = t.tid();
+        let resolved = if path_str.starts_with('/') {
+            path_str.clone()
+        } else if dirfd == AT_FDCWD {
+            format!("/proc/{tid}/cwd/{path_str}")
+        } else {
+            format!("/proc/{tid}/fd/{dirfd}/{path_str}")
+        };
+        let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY
+            && flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) == 0;
+        let kind = std::fs::metadata(&resolved).ok().map(|m| m.mode() & libc::S_IFMT);
+        let real_ok = read_only && matches!(kind, Some(libc::S_IFREG | libc::S_IFDIR));
+        if real_ok {
+            return Ok(Fixup::Real);
+        }
+        let cloexec = flags & libc::O_CLOEXEC;
+        if flags & libc::O_DIRECTORY != 0 {
+            self.stand_in(t, ev, "/", libc::O_RDONLY | libc::O_DIRECTORY | cloexec, Some((path_ptr, path.len() + 1)))
+        } else {
+            self.stand_in(t, ev, "/dev/null", libc::O_RDWR | cloexec, Some((path_ptr, path.len() + 1)))
+        }
+    }
+
+    /// Turns the call into `openat(AT_FDCWD, stand_in, flags)`: the kernel hands out the lowest free
+    /// fd, which is the recorded one when the replay is faithful (checked at exit). The path is
+    /// written over the program's own path buffer when it fits, else just below the stack's red
+    /// zone; either way the bytes are restored at the exit stop.
+    fn stand_in(
+        &mut self,
+        t: &mut Stopped,
+        ev: &SyscallEvent,
+        stand_in: &str,
+        flags: i32,
+        buffer: Option<(u64, usize)>,
+    ) -> Result<Fixup, Error> {
+        let mut regs = t.regs()?;
+        let saved = args_of(&regs);
+        let mut bytes = stand_in.as_bytes().to_vec();
+        bytes.push(0);
+        let at = match buffer {
+            Some((p, cap)) if cap >= bytes.len() => p,
+            _ => (regs.rsp - 128 - 64) & !7,
+        };
+        let old = t.read_bytes(RemotePtr::new(at), bytes.len())?;
+        t.write_bytes(RemotePtr::new(at), &bytes)?;
+        regs.orig_rax = libc::SYS_openat as u64;
+        set_args(&mut regs, [AT_FDCWD as u64, at, flags as u64, 0, 0, 0]);
+        t.set_regs(&regs)?;
+        Ok(Fixup::Rewritten { saved, scratch: Some((at, old)), expect: ev.result })
+    }
+
+    /// Syscall-exit stop of a call that ran for real (or a restart fixup).
+    pub(super) fn syscall_exit(&mut self, mut t: Stopped) -> Result<Next, Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        let Some(Pending { ev, fixup }) = self.procs.get_mut(&tid).and_then(|p| p.pending.take()) else {
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        };
+        let mut regs = t.regs()?;
+        let real = regs.rax as i64;
+        let mismatch = |me: &Self, what: String| {
+            me.divergence(rec, describe(&Event::Syscall(ev.clone())), format!("{} returned {real}{what}", render(ev.nr, &ev.args)))
+        };
+        match &fixup {
+            Fixup::Real => {
+                let spec = syscalls::spec(ev.nr);
+                if spec.returns_fd && real != ev.result {
+                    return Err(mismatch(self, " (the fd table differs from the recording)".into()));
+                }
+                if matches!(ev.nr, libc::SYS_pipe | libc::SYS_pipe2 | libc::SYS_socketpair) {
+                    let w = ev.writes.first().map(|w| (w.addr, w.data.clone()));
+                    if let Some((addr, data)) = w
+                        && t.read_bytes(RemotePtr::new(addr), data.len())? != data
+                    {
+                        return Err(mismatch(self, " with other fd numbers than recorded".into()));
+                    }
+                }
+            }
+            Fixup::Restart => {
+                regs.orig_rax = ev.nr as u64;
+            }
+            Fixup::Rewritten { saved, scratch, expect } => {
+                if real != *expect {
+                    return Err(mismatch(self, format!(" (replay expected {expect})")));
+                }
+                if let Some((at, old)) = scratch {
+                    t.write_bytes(RemotePtr::new(*at), old)?;
+                }
+                set_args(&mut regs, *saved);
+                regs.orig_rax = ev.nr as u64;
+            }
+            Fixup::Fork => {
+                if real < 0 {
+                    return Err(mismatch(self, String::new()));
+                }
+            }
+            Fixup::Exec => {
+                if real != 0 {
+                    return Err(mismatch(self, String::new()));
+                }
+                t.set_regs(&regs)?;
+                crate::machine::prepare_image(&mut t, Some(&ev.extra))?;
+                regs = t.regs()?;
+            }
+        }
+        if !matches!(fixup, Fixup::Exec) {
+            for w in &ev.writes {
+                t.write_bytes(RemotePtr::new(w.addr), &w.data)?;
+            }
+        }
+        regs.rax = ev.result as u64;
+        t.set_regs(&regs)?;
+        self.complete(rec);
+        self.raise_next_signal(tid)?;
+        Ok(Next::Resume(t, Resume::Cont, 0))
+    }
+}

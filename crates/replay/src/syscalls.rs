@@ -1,0 +1,617 @@
+//! The system-call policy shared by recorder and replayer: which calls are trapped, what each one
+//! writes into the tracee, and how the replayer reproduces it.
+//!
+//! The seccomp filter traps every system call by default (an unknown call is recorded and emulated,
+//! the safe choice: no side effect is repeated). [`ALLOWED`] lists the calls that run at full speed in
+//! both recording and replay because they only build process-local state deterministically (memory
+//! maps, signal dispositions, closing fds); [`REFUSED`] lists the calls that fail with ENOSYS in both,
+//! so programs fall back to simpler ones (rseq, clone3, io_uring, and the fd-to-fd copies whose data
+//! never passes through tracee memory).
+//!
+//! Numbers and structure sizes are x86-64's (`arch/x86/entry/syscalls/syscall_64.tbl`, the man pages
+//! of each call).
+#![expect(non_upper_case_globals, reason = "libc's SYS_* constants are matched as patterns")]
+
+use replay_ptrace::seccomp::{Action, Filter};
+
+/// How the replayer reproduces a recorded system call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Skip it; inject the recorded result and memory writes.
+    Emulate,
+    /// Run it for real (it builds process state and has no external effect), then inject the
+    /// recorded result and writes. Fd-creating calls must return the recorded fd.
+    Real,
+    /// `open`/`openat`/`creat`/`openat2`: a read-only open of an existing regular file or directory
+    /// runs for real (so later `mmap`s of it work); anything else becomes an open of `/dev/null`
+    /// (or `/` for directories) that yields the same fd number.
+    Open,
+    /// `accept`/`accept4`: an open of `/dev/null` stands in for the connection's fd.
+    StandIn,
+    /// `wait4`/`waitid`: runs for real on the translated child pid after that child's exit was
+    /// replayed (a rendezvous point), then the recorded status is injected.
+    Wait,
+    /// `fork`/`vfork`/`clone`: runs for real; the recorded child pid is injected.
+    Fork,
+    /// `execve`/`execveat`: runs for real; the new image is prepared like at record.
+    Exec,
+    /// `rt_sigsuspend`: runs for real with the recorded signal raised first (so the handler runs
+    /// under the temporary mask), or is emulated when no signal followed.
+    SigSuspend,
+    /// `fcntl`: fd-duplicating and fd-flag commands run for real; the rest is emulated.
+    Fcntl,
+    /// `ioctl`: `FIOCLEX`/`FIONCLEX` run for real; the rest is emulated.
+    Ioctl,
+}
+
+/// The static description of one trapped system call.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Name, for reports.
+    pub name: &'static str,
+    /// Number of argument registers it reads (the ones divergence checking compares).
+    pub nargs: usize,
+    /// Replay mode.
+    pub mode: Mode,
+    /// Index of the argument holding the fd it operates on (rendezvous and output detection).
+    pub fd_arg: Option<usize>,
+    /// True when a nonnegative result is a new fd.
+    pub returns_fd: bool,
+}
+
+const fn s(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+    Spec { name, nargs, mode, fd_arg: None, returns_fd: false }
+}
+const fn fd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+    Spec { name, nargs, mode, fd_arg: Some(0), returns_fd: false }
+}
+const fn newfd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+    Spec { name, nargs, mode, fd_arg: None, returns_fd: true }
+}
+
+/// System calls that run untrapped at full speed, in recording and in replay.
+pub const ALLOWED: &[i64] = &[
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mprotect,
+    libc::SYS_mremap,
+    libc::SYS_brk,
+    libc::SYS_madvise,
+    libc::SYS_msync,
+    libc::SYS_mlock,
+    libc::SYS_munlock,
+    libc::SYS_rt_sigaction,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_sigaltstack,
+    libc::SYS_arch_prctl,
+    libc::SYS_set_robust_list,
+    libc::SYS_get_robust_list,
+    libc::SYS_futex,
+    libc::SYS_sched_yield,
+    libc::SYS_close,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+    libc::SYS_umask,
+    libc::SYS_getuid,
+    libc::SYS_geteuid,
+    libc::SYS_getgid,
+    libc::SYS_getegid,
+    libc::SYS_prctl,
+    libc::SYS_prlimit64,
+    libc::SYS_chdir,
+    libc::SYS_fchdir,
+    libc::SYS_membarrier,
+];
+
+/// System calls refused with ENOSYS in recording and replay (programs fall back): `rseq` (glibc runs
+/// without it), `clone3` (glibc falls back to `clone`, whose flags we can check), io_uring, and
+/// `sendfile`/`copy_file_range`/`splice`/`tee`/`vmsplice`, whose data bypasses tracee memory.
+pub const REFUSED: &[i64] = &[
+    libc::SYS_rseq,
+    libc::SYS_clone3,
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+    libc::SYS_sendfile,
+    libc::SYS_copy_file_range,
+    libc::SYS_splice,
+    libc::SYS_tee,
+    libc::SYS_vmsplice,
+    libc::SYS_userfaultfd,
+];
+
+/// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail.
+pub fn filter() -> Filter {
+    let mut f = Filter::new(Action::Trace);
+    for &nr in ALLOWED {
+        f.rule(nr, Action::Allow);
+    }
+    for &nr in REFUSED {
+        f.rule(nr, Action::Errno(libc::ENOSYS as u16));
+    }
+    f
+}
+
+/// The description of system call `nr`. Unknown numbers are emulated, with all six arguments checked.
+pub fn spec(nr: i64) -> Spec {
+    use Mode::*;
+    use libc::*;
+    match nr {
+        SYS_read => fd("read", 3, Emulate),
+        SYS_write => fd("write", 3, Emulate),
+        SYS_pread64 => fd("pread64", 4, Emulate),
+        SYS_pwrite64 => fd("pwrite64", 4, Emulate),
+        SYS_readv => fd("readv", 3, Emulate),
+        SYS_writev => fd("writev", 3, Emulate),
+        SYS_preadv => fd("preadv", 5, Emulate),
+        SYS_pwritev => fd("pwritev", 5, Emulate),
+        SYS_preadv2 => fd("preadv2", 6, Emulate),
+        SYS_pwritev2 => fd("pwritev2", 6, Emulate),
+        SYS_recvfrom => fd("recvfrom", 6, Emulate),
+        SYS_sendto => fd("sendto", 6, Emulate),
+        SYS_recvmsg => fd("recvmsg", 3, Emulate),
+        SYS_sendmsg => fd("sendmsg", 3, Emulate),
+        SYS_open => newfd("open", 3, Open),
+        SYS_openat => newfd("openat", 4, Open),
+        SYS_creat => newfd("creat", 2, Open),
+        SYS_openat2 => newfd("openat2", 4, Open),
+        SYS_accept => Spec { fd_arg: Some(0), ..newfd("accept", 3, StandIn) },
+        SYS_accept4 => Spec { fd_arg: Some(0), ..newfd("accept4", 4, StandIn) },
+        SYS_pipe => s("pipe", 1, Real),
+        SYS_pipe2 => s("pipe2", 2, Real),
+        SYS_socket => newfd("socket", 3, Real),
+        SYS_socketpair => s("socketpair", 4, Real),
+        SYS_eventfd => newfd("eventfd", 1, Real),
+        SYS_eventfd2 => newfd("eventfd2", 2, Real),
+        SYS_epoll_create => newfd("epoll_create", 1, Real),
+        SYS_epoll_create1 => newfd("epoll_create1", 1, Real),
+        SYS_timerfd_create => newfd("timerfd_create", 2, Real),
+        SYS_signalfd => newfd("signalfd", 3, Real),
+        SYS_signalfd4 => newfd("signalfd4", 4, Real),
+        SYS_inotify_init => newfd("inotify_init", 0, Real),
+        SYS_inotify_init1 => newfd("inotify_init1", 1, Real),
+        SYS_memfd_create => newfd("memfd_create", 2, Real),
+        SYS_dup => newfd("dup", 1, Real),
+        SYS_dup2 => newfd("dup2", 2, Real),
+        SYS_dup3 => newfd("dup3", 3, Real),
+        SYS_fcntl => Spec { fd_arg: None, ..fd("fcntl", 3, Fcntl) },
+        SYS_ioctl => fd("ioctl", 3, Ioctl),
+        SYS_fork => s("fork", 0, Fork),
+        SYS_vfork => s("vfork", 0, Fork),
+        SYS_clone => s("clone", 5, Fork),
+        // Not compared: the first execve's pointers are into the spawning tracer's memory.
+        SYS_execve => s("execve", 0, Exec),
+        SYS_execveat => s("execveat", 0, Exec),
+        SYS_wait4 => s("wait4", 4, Wait),
+        SYS_waitid => s("waitid", 5, Wait),
+        SYS_rt_sigsuspend => s("rt_sigsuspend", 2, SigSuspend),
+        SYS_stat => s("stat", 2, Emulate),
+        SYS_lstat => s("lstat", 2, Emulate),
+        SYS_fstat => s("fstat", 2, Emulate),
+        SYS_newfstatat => s("newfstatat", 4, Emulate),
+        SYS_statx => s("statx", 5, Emulate),
+        SYS_statfs => s("statfs", 2, Emulate),
+        SYS_fstatfs => s("fstatfs", 2, Emulate),
+        SYS_getdents => s("getdents", 3, Emulate),
+        SYS_getdents64 => s("getdents64", 3, Emulate),
+        SYS_lseek => s("lseek", 3, Emulate),
+        SYS_access => s("access", 2, Emulate),
+        SYS_faccessat => s("faccessat", 3, Emulate),
+        SYS_faccessat2 => s("faccessat2", 4, Emulate),
+        SYS_readlink => s("readlink", 3, Emulate),
+        SYS_readlinkat => s("readlinkat", 4, Emulate),
+        SYS_getcwd => s("getcwd", 2, Emulate),
+        SYS_clock_gettime => s("clock_gettime", 2, Emulate),
+        SYS_clock_getres => s("clock_getres", 2, Emulate),
+        SYS_gettimeofday => s("gettimeofday", 2, Emulate),
+        SYS_time => s("time", 1, Emulate),
+        SYS_nanosleep => s("nanosleep", 2, Emulate),
+        SYS_clock_nanosleep => s("clock_nanosleep", 4, Emulate),
+        SYS_getrandom => s("getrandom", 3, Emulate),
+        SYS_uname => s("uname", 1, Emulate),
+        SYS_sysinfo => s("sysinfo", 1, Emulate),
+        SYS_getrusage => s("getrusage", 2, Emulate),
+        SYS_times => s("times", 1, Emulate),
+        SYS_getpid => s("getpid", 0, Emulate),
+        SYS_getppid => s("getppid", 0, Emulate),
+        SYS_gettid => s("gettid", 0, Emulate),
+        SYS_set_tid_address => s("set_tid_address", 1, Emulate),
+        SYS_getpgid => s("getpgid", 1, Emulate),
+        SYS_getpgrp => s("getpgrp", 0, Emulate),
+        SYS_getsid => s("getsid", 1, Emulate),
+        SYS_setpgid => s("setpgid", 2, Emulate),
+        SYS_setsid => s("setsid", 0, Emulate),
+        SYS_kill => s("kill", 2, Emulate),
+        SYS_tgkill => s("tgkill", 3, Emulate),
+        SYS_tkill => s("tkill", 2, Emulate),
+        SYS_poll => s("poll", 3, Emulate),
+        SYS_ppoll => s("ppoll", 4, Emulate),
+        SYS_select => s("select", 5, Emulate),
+        SYS_pselect6 => s("pselect6", 6, Emulate),
+        SYS_epoll_wait => s("epoll_wait", 4, Emulate),
+        SYS_epoll_pwait => s("epoll_pwait", 6, Emulate),
+        SYS_epoll_ctl => s("epoll_ctl", 4, Emulate),
+        SYS_connect => fd("connect", 3, Emulate),
+        SYS_bind => fd("bind", 3, Emulate),
+        SYS_listen => fd("listen", 2, Emulate),
+        SYS_shutdown => fd("shutdown", 2, Emulate),
+        SYS_getsockname => s("getsockname", 3, Emulate),
+        SYS_getpeername => s("getpeername", 3, Emulate),
+        SYS_getsockopt => s("getsockopt", 5, Emulate),
+        SYS_setsockopt => s("setsockopt", 5, Emulate),
+        SYS_sched_getaffinity => s("sched_getaffinity", 3, Emulate),
+        SYS_sched_setaffinity => s("sched_setaffinity", 3, Emulate),
+        SYS_getrlimit => s("getrlimit", 2, Emulate),
+        SYS_alarm => s("alarm", 1, Emulate),
+        SYS_setitimer => s("setitimer", 3, Emulate),
+        SYS_getitimer => s("getitimer", 2, Emulate),
+        SYS_timer_create => s("timer_create", 3, Emulate),
+        SYS_timer_settime => s("timer_settime", 4, Emulate),
+        SYS_timer_gettime => s("timer_gettime", 2, Emulate),
+        SYS_timer_delete => s("timer_delete", 1, Emulate),
+        SYS_pause => s("pause", 0, Emulate),
+        SYS_rt_sigtimedwait => s("rt_sigtimedwait", 4, Emulate),
+        SYS_rt_sigpending => s("rt_sigpending", 2, Emulate),
+        SYS_getcpu => s("getcpu", 3, Emulate),
+        SYS_getresuid => s("getresuid", 3, Emulate),
+        SYS_getresgid => s("getresgid", 3, Emulate),
+        SYS_getgroups => s("getgroups", 2, Emulate),
+        SYS_getxattr => s("getxattr", 4, Emulate),
+        SYS_lgetxattr => s("lgetxattr", 4, Emulate),
+        SYS_fgetxattr => s("fgetxattr", 4, Emulate),
+        SYS_listxattr => s("listxattr", 3, Emulate),
+        SYS_llistxattr => s("llistxattr", 3, Emulate),
+        SYS_flistxattr => s("flistxattr", 3, Emulate),
+        SYS_mincore => s("mincore", 3, Emulate),
+        SYS_restart_syscall => s("restart_syscall", 0, Emulate),
+        SYS_unlink => s("unlink", 1, Emulate),
+        SYS_unlinkat => s("unlinkat", 3, Emulate),
+        SYS_rename => s("rename", 2, Emulate),
+        SYS_renameat => s("renameat", 4, Emulate),
+        SYS_renameat2 => s("renameat2", 5, Emulate),
+        SYS_mkdir => s("mkdir", 2, Emulate),
+        SYS_mkdirat => s("mkdirat", 3, Emulate),
+        SYS_rmdir => s("rmdir", 1, Emulate),
+        SYS_chmod => s("chmod", 2, Emulate),
+        SYS_fchmod => s("fchmod", 2, Emulate),
+        SYS_fchmodat => s("fchmodat", 3, Emulate),
+        SYS_chown => s("chown", 3, Emulate),
+        SYS_fchown => s("fchown", 3, Emulate),
+        SYS_lchown => s("lchown", 3, Emulate),
+        SYS_fchownat => s("fchownat", 5, Emulate),
+        SYS_truncate => s("truncate", 2, Emulate),
+        SYS_ftruncate => s("ftruncate", 2, Emulate),
+        SYS_fsync => s("fsync", 1, Emulate),
+        SYS_fdatasync => s("fdatasync", 1, Emulate),
+        SYS_utimensat => s("utimensat", 4, Emulate),
+        SYS_symlink => s("symlink", 2, Emulate),
+        SYS_symlinkat => s("symlinkat", 3, Emulate),
+        SYS_link => s("link", 2, Emulate),
+        SYS_linkat => s("linkat", 5, Emulate),
+        SYS_fallocate => s("fallocate", 4, Emulate),
+        SYS_flock => s("flock", 2, Emulate),
+        SYS_fadvise64 => s("fadvise64", 4, Emulate),
+        _ => s("", 6, Emulate),
+    }
+}
+
+/// Name of system call `nr` for reports (`syscall_<nr>` when unnamed here).
+pub fn name(nr: i64) -> String {
+    let s = spec(nr);
+    if s.name.is_empty() { format!("syscall_{nr}") } else { s.name.to_string() }
+}
+
+/// True for the kernel-internal "restart" results (`-ERESTARTSYS` 512, `-ERESTARTNOINTR` 513,
+/// `-ERESTARTNOHAND` 514, `-ERESTART_RESTARTBLOCK` 516; `include/linux/errno.h`) that a signal
+/// turns into a restart or -EINTR; the program never sees them.
+pub fn is_restart(result: i64) -> bool {
+    matches!(result, -516 | -514 | -513 | -512)
+}
+
+/// Where one system call's kernel-written memory is, computed at record time from the arguments,
+/// the result and (for vectors and message headers) tracee memory.
+///
+/// Regions may over-approximate what the kernel wrote: writing back bytes that were already there is
+/// harmless when the replay is faithful. Returns `(address, length)` pairs.
+pub fn outputs(
+    nr: i64,
+    a: &[u64; 6],
+    res: i64,
+    mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+) -> Vec<(u64, usize)> {
+    use libc::*;
+    let mut out = Vec::new();
+    let ok = res >= 0;
+    let r = res.max(0) as usize;
+    let fixed = |out: &mut Vec<(u64, usize)>, ptr: u64, len: usize| {
+        if ptr != 0 && len > 0 {
+            out.push((ptr, len));
+        }
+    };
+    let u32_at = |mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>, p: u64| -> Option<usize> {
+        if p == 0 {
+            return None;
+        }
+        mem(p, 4).map(|b| u32::from_le_bytes(b[..4].try_into().expect("4")) as usize)
+    };
+    match nr {
+        SYS_read | SYS_pread64 | SYS_getdents | SYS_getdents64 | SYS_getrandom => {
+            if ok {
+                fixed(&mut out, a[1 - usize::from(nr == SYS_getrandom)], r)
+            }
+        }
+        SYS_readlink | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
+            if ok {
+                fixed(&mut out, a[if nr == SYS_readlink { 1 } else { 2 }], r)
+            }
+        }
+        SYS_listxattr | SYS_llistxattr | SYS_flistxattr => {
+            if ok {
+                fixed(&mut out, a[1], r)
+            }
+        }
+        SYS_readlinkat => {
+            if ok {
+                fixed(&mut out, a[2], r)
+            }
+        }
+        SYS_getcwd => {
+            if ok {
+                fixed(&mut out, a[0], r)
+            }
+        }
+        SYS_readv | SYS_preadv | SYS_preadv2 => {
+            if ok {
+                scatter(&mut out, mem, a[1], a[2] as usize, r)
+            }
+        }
+        SYS_recvfrom => {
+            if ok {
+                fixed(&mut out, a[1], r);
+            }
+            if let Some(len) = u32_at(mem, a[5]) {
+                fixed(&mut out, a[4], len.min(128));
+                fixed(&mut out, a[5], 4);
+            }
+        }
+        SYS_recvmsg => {
+            if let Some(h) = mem(a[1], 56) {
+                let g = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8"));
+                let namelen = u32::from_le_bytes(h[8..12].try_into().expect("4")) as usize;
+                fixed(&mut out, a[1], 56);
+                if ok {
+                    fixed(&mut out, g(0), namelen.min(128));
+                    scatter(&mut out, mem, g(16), g(24) as usize, r);
+                    fixed(&mut out, g(32), (g(40) as usize).min(4096));
+                }
+            }
+        }
+        SYS_stat | SYS_lstat | SYS_fstat => fixed(&mut out, a[1], 144),
+        SYS_newfstatat => fixed(&mut out, a[2], 144),
+        SYS_statx => fixed(&mut out, a[4], 256),
+        SYS_statfs | SYS_fstatfs => fixed(&mut out, a[1], 120),
+        SYS_clock_gettime | SYS_clock_getres => fixed(&mut out, a[1], 16),
+        SYS_gettimeofday => {
+            fixed(&mut out, a[0], 16);
+            fixed(&mut out, a[1], 8);
+        }
+        SYS_time => fixed(&mut out, a[0], 8),
+        SYS_nanosleep => fixed(&mut out, a[1], 16),
+        SYS_clock_nanosleep => fixed(&mut out, a[3], 16),
+        SYS_uname => fixed(&mut out, a[0], 390),
+        SYS_sysinfo => fixed(&mut out, a[0], 112),
+        SYS_getrusage => fixed(&mut out, a[1], 144),
+        SYS_times => fixed(&mut out, a[0], 32),
+        SYS_getrlimit => fixed(&mut out, a[1], 16),
+        SYS_poll => fixed(&mut out, a[0], (a[1] as usize).min(1 << 16) * 8),
+        SYS_ppoll => {
+            fixed(&mut out, a[0], (a[1] as usize).min(1 << 16) * 8);
+            fixed(&mut out, a[2], 16);
+        }
+        SYS_select | SYS_pselect6 => {
+            let sets = (a[0] as usize).min(1 << 16).div_ceil(64) * 8;
+            for p in [a[1], a[2], a[3]] {
+                fixed(&mut out, p, sets);
+            }
+            fixed(&mut out, a[4], 16);
+        }
+        SYS_epoll_wait | SYS_epoll_pwait => {
+            if ok {
+                fixed(&mut out, a[1], r * 12)
+            }
+        }
+        SYS_wait4 => {
+            fixed(&mut out, a[1], 4);
+            fixed(&mut out, a[3], 144);
+        }
+        SYS_waitid => {
+            fixed(&mut out, a[2], 128);
+            fixed(&mut out, a[4], 144);
+        }
+        SYS_pipe | SYS_pipe2 => {
+            if ok {
+                fixed(&mut out, a[0], 8)
+            }
+        }
+        SYS_socketpair => {
+            if ok {
+                fixed(&mut out, a[3], 8)
+            }
+        }
+        SYS_accept | SYS_accept4 | SYS_getsockname | SYS_getpeername => {
+            if let Some(len) = u32_at(mem, a[2]) {
+                fixed(&mut out, a[1], len.min(128));
+                fixed(&mut out, a[2], 4);
+            }
+        }
+        SYS_getsockopt => {
+            if let Some(len) = u32_at(mem, a[4]) {
+                fixed(&mut out, a[3], len.min(1024));
+                fixed(&mut out, a[4], 4);
+            }
+        }
+        SYS_ioctl => {
+            let len = match a[1] {
+                0x5401 => 36, // TCGETS: struct termios (kernel layout)
+                0x5413 => 8,  // TIOCGWINSZ: struct winsize
+                0x541B => 4,  // FIONREAD
+                0x540F => 4,  // TIOCGPGRP
+                0x5429 => 4,  // TIOCGSID
+                _ => 0,
+            };
+            if ok {
+                fixed(&mut out, a[2], len)
+            }
+        }
+        SYS_fcntl => {
+            if a[1] == F_GETLK as u64 {
+                fixed(&mut out, a[2], 32)
+            }
+        }
+        SYS_sched_getaffinity => {
+            if ok {
+                fixed(&mut out, a[2], r)
+            }
+        }
+        SYS_getitimer => fixed(&mut out, a[1], 32),
+        SYS_setitimer => fixed(&mut out, a[2], 32),
+        SYS_timer_create => fixed(&mut out, a[2], 4),
+        SYS_timer_settime => fixed(&mut out, a[3], 32),
+        SYS_timer_gettime => fixed(&mut out, a[1], 32),
+        SYS_rt_sigtimedwait => fixed(&mut out, a[1], 128),
+        SYS_rt_sigpending => fixed(&mut out, a[0], 8),
+        SYS_getcpu => {
+            fixed(&mut out, a[0], 4);
+            fixed(&mut out, a[1], 4);
+        }
+        SYS_getresuid | SYS_getresgid => {
+            for p in [a[0], a[1], a[2]] {
+                fixed(&mut out, p, 4);
+            }
+        }
+        SYS_getgroups => {
+            if ok {
+                fixed(&mut out, a[1], r * 4)
+            }
+        }
+        SYS_mincore => fixed(&mut out, a[2], (a[1] as usize).div_ceil(4096)),
+        _ => {}
+    }
+    out
+}
+
+/// Distributes `total` bytes over the iovec array at `iov` (`cnt` entries) and appends the filled
+/// parts to `out`.
+fn scatter(
+    out: &mut Vec<(u64, usize)>,
+    mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+    iov: u64,
+    cnt: usize,
+    mut total: usize,
+) {
+    let cnt = cnt.min(1024);
+    let Some(raw) = mem(iov, cnt * 16) else { return };
+    for i in 0..cnt {
+        if total == 0 {
+            break;
+        }
+        let base = u64::from_le_bytes(raw[i * 16..i * 16 + 8].try_into().expect("8"));
+        let len = u64::from_le_bytes(raw[i * 16 + 8..i * 16 + 16].try_into().expect("8")) as usize;
+        let n = len.min(total);
+        if n > 0 {
+            out.push((base, n));
+        }
+        total -= n;
+    }
+}
+
+/// Where the data a write-family call handed to the kernel lies (for hashing and output), given its
+/// result (bytes accepted). Returns `(address, length)` pairs.
+pub fn inputs(
+    nr: i64,
+    a: &[u64; 6],
+    res: i64,
+    mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+) -> Vec<(u64, usize)> {
+    use libc::*;
+    let mut out = Vec::new();
+    if res <= 0 {
+        return out;
+    }
+    let r = res as usize;
+    match nr {
+        SYS_write | SYS_pwrite64 | SYS_sendto => out.push((a[1], r)),
+        SYS_writev | SYS_pwritev | SYS_pwritev2 => scatter(&mut out, mem, a[1], a[2] as usize, r),
+        SYS_sendmsg => {
+            if let Some(h) = mem(a[1], 56) {
+                let iov = u64::from_le_bytes(h[16..24].try_into().expect("8"));
+                let cnt = u64::from_le_bytes(h[24..32].try_into().expect("8")) as usize;
+                scatter(&mut out, mem, iov, cnt, r);
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// True for the write family (calls whose data [`inputs`] describes).
+pub fn is_write(nr: i64) -> bool {
+    use libc::*;
+    matches!(nr, SYS_write | SYS_pwrite64 | SYS_sendto | SYS_writev | SYS_pwritev | SYS_pwritev2 | SYS_sendmsg)
+}
+
+/// 64-bit FNV-1a over `data`, continuing from `h` (start with [`HASH_SEED`]). Used for the data hash
+/// of the write family; it needs no key and is stable across builds.
+pub fn hash(mut h: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a offset basis.
+pub const HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_and_refused_calls_are_not_trapped_and_the_rest_is() {
+        let f = filter();
+        assert_eq!(f.action_for(libc::SYS_mmap), Action::Allow);
+        assert_eq!(f.action_for(libc::SYS_rseq), Action::Errno(libc::ENOSYS as u16));
+        assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+        assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
+        // Every allowed call must not also be described as something to replay.
+        for &nr in ALLOWED {
+            assert!(spec(nr).name.is_empty(), "{nr} is allowed but has a replay spec");
+        }
+    }
+
+    #[test]
+    fn read_outputs_follow_the_result_and_readv_scatters() {
+        let mut no_mem = |_: u64, _: usize| None;
+        assert_eq!(outputs(libc::SYS_read, &[3, 0x1000, 4096, 0, 0, 0], 10, &mut no_mem), vec![(0x1000, 10)]);
+        assert!(outputs(libc::SYS_read, &[3, 0x1000, 4096, 0, 0, 0], -11, &mut no_mem).is_empty());
+        // Two iovecs of 4 and 8 bytes, 6 bytes read.
+        let mut iov = Vec::new();
+        for (b, l) in [(0x2000u64, 4u64), (0x3000, 8)] {
+            iov.extend_from_slice(&b.to_le_bytes());
+            iov.extend_from_slice(&l.to_le_bytes());
+        }
+        let mut mem = |p: u64, n: usize| (p == 0x500).then(|| iov[..n].to_vec());
+        assert_eq!(
+            outputs(libc::SYS_readv, &[3, 0x500, 2, 0, 0, 0], 6, &mut mem),
+            vec![(0x2000, 4), (0x3000, 2)]
+        );
+    }
+
+    #[test]
+    fn fnv_hash_matches_reference_values() {
+        assert_eq!(hash(HASH_SEED, b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash(HASH_SEED, b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
