@@ -102,8 +102,16 @@ impl Context {
     /// The TaskId is random (8 bytes). `sampled == false` makes an unsampled task: its events cost
     /// a thread-local read and report nothing, while propagation still carries the trace-id with
     /// the sampled flag clear. Most programs call [`start_task`], which also decides sampling.
+    ///
+    /// An unsampled task gets a random parent id that no event has: with it, `traceparent` can
+    /// carry the decision (sampled flag clear) downstream, so the services it calls skip the task
+    /// too instead of tracing a fragment of it.
     pub fn new_task(sampled: bool) -> Context {
-        Context::with_task(TaskId::random(), sampled)
+        let mut c = Context::with_task(TaskId::random(), sampled);
+        if !sampled {
+            c.parents = Parents::one(OpId::new(crate::ids::random_nonzero_u64()));
+        }
+        c
     }
 
     /// A context of task `task` with no events yet.

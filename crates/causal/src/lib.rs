@@ -9,7 +9,7 @@
 //! - [`Metadata`] ([`TaskId`], [`OpId`]): X-Trace v1 metadata, binary and text forms
 //!   ([`metadata`]); [`w3c::TraceParent`]: W3C Trace Context, mapped to and from TaskIds.
 //! - [`Context`]: a task and the event(s) the next event follows; the thread's current context
-//!   ([`current`], [`Context::attach`]); [`report`], [`event`], [`start_task`], [`Context::join`].
+//!   ([`current`], [`Context::attach`]); [`report()`], [`event()`], [`start_task`], [`Context::join`].
 //! - Propagation: [`thread::spawn`], [`future::InContextExt::in_context`], HTTP headers and child
 //!   processes ([`propagation`]).
 //! - [`layer::CausalLayer`]: a `tracing` layer reporting spans and events.

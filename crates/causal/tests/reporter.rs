@@ -149,3 +149,96 @@ fn file_sink_appends_frames() {
     assert_eq!(got[1].edges, vec![got[0].metadata.op_id()]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn helper_sampling() {
+    if !is_helper("helper_sampling") {
+        return;
+    }
+    let mut sampled = 0;
+    let mut flags_clear = 0;
+    for _ in 0..1000 {
+        let ctx = causal::start_task("maybe", []);
+        causal::report("inside", [("n", 1u8.into())]);
+        let mut h = http::HeaderMap::new();
+        causal::propagation::inject_current(&mut h);
+        if ctx.is_sampled() {
+            sampled += 1;
+        } else {
+            assert!(h.get("X-Trace").is_none());
+        }
+        // The decision travels: an unsampled task sends a traceparent with the flag clear.
+        if h.get("traceparent").is_some_and(|v| v.to_str().unwrap().ends_with("-00")) {
+            flags_clear += 1;
+        }
+    }
+    assert!(causal::flush(Duration::from_secs(10)));
+    println!("sampled {sampled}");
+    println!("flags_clear {flags_clear}");
+    println!("queued {}", causal::stats().queued);
+}
+
+#[test]
+fn head_sampling_follows_the_configured_rate() {
+    let none = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into()), ("SIGHTLINE_CAUSAL_SAMPLE", "0".into())]);
+    assert_eq!(line_value(&none, "sampled "), "0");
+    assert_eq!(line_value(&none, "queued "), "0", "unsampled tasks queue nothing");
+    assert_eq!(line_value(&none, "flags_clear "), "1000", "every unsampled task says so downstream");
+    let all = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into())]);
+    assert_eq!(line_value(&all, "sampled "), "1000");
+    assert_eq!(line_value(&all, "queued "), "2000", "two events per sampled task");
+    assert_eq!(line_value(&all, "flags_clear "), "0");
+    let half = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into()), ("SIGHTLINE_CAUSAL_SAMPLE", "0.5".into())]);
+    let n: u64 = line_value(&half, "sampled ").parse().unwrap();
+    // Binomial(1000, 0.5): sd ~16, so 400..600 is more than 6 sd either way.
+    assert!((400..=600).contains(&n), "sampled {n} of 1000 at rate 0.5");
+    assert_eq!(line_value(&half, "queued ").parse::<u64>().unwrap(), 2 * n);
+    assert_eq!(line_value(&half, "flags_clear ").parse::<u64>().unwrap(), 1000 - n);
+}
+
+#[test]
+fn helper_sink_down() {
+    if !is_helper("helper_sink_down") {
+        return;
+    }
+    let _ctx = causal::start_task("nobody listens", []);
+    for _ in 0..5 {
+        causal::report("lost", []);
+    }
+    assert!(causal::flush(Duration::from_secs(10)));
+    let s = causal::stats();
+    println!("sent {}", s.sent);
+    println!("dropped_sink {}", s.dropped_sink);
+    println!("dropped {}", causal::dropped());
+}
+
+#[test]
+fn an_unreachable_collector_costs_counted_drops() {
+    // A port with nothing listening: bind, note the port, close.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = run_helper("helper_sink_down", &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://127.0.0.1:{port}"))]);
+    assert_eq!(line_value(&out, "sent "), "0");
+    assert_eq!(line_value(&out, "dropped_sink "), "6");
+    assert_eq!(line_value(&out, "dropped "), "6");
+}
+
+#[test]
+fn helper_bad_env() {
+    if !is_helper("helper_bad_env") {
+        return;
+    }
+    match causal::Config::from_env() {
+        Ok(_) => println!("config ok"),
+        Err(e) => println!("config error: {e}"),
+    }
+}
+
+#[test]
+fn bad_environment_values_are_named() {
+    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_SAMPLE", "lots".into())]);
+    assert_eq!(line_value(&out, "config error: "), r#"SIGHTLINE_CAUSAL_SAMPLE="lots": a number in [0, 1]"#);
+    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_SINK", "http://x".into())]);
+    assert!(line_value(&out, "config error: ").starts_with(r#"SIGHTLINE_CAUSAL_SINK="http://x""#));
+    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_FORMAT", "binary".into()), ("SIGHTLINE_CAUSAL_QUEUE", "64".into())]);
+    assert_eq!(line_value(&out, "config "), "ok");
+}
