@@ -327,3 +327,52 @@ fn listing(reports: &[Report], labels: &HashMap<OpId, String>) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metadata::Metadata;
+
+    fn rep(label: &str, op: u64, parents: &[u64]) -> Report {
+        let mut r = Report::new(Metadata::new(TaskId::from_u64(1).unwrap(), OpId::new(op)));
+        r.label = Some(label.into());
+        r.edges = parents.iter().map(|&p| OpId::new(p)).collect();
+        r.fields = vec![("k".into(), "v".into())];
+        r
+    }
+
+    fn dag() -> Vec<Report> {
+        vec![rep("root", 1, &[]), rep("a", 2, &[1]), rep("b", 3, &[1]), rep("join", 4, &[2, 3])]
+    }
+
+    #[test]
+    fn matching_script_passes() {
+        let ok = expect_task()
+            .event(expect::event().label("join").parents(["b", "a"]))
+            .event(expect::event().label("root").no_parents().field("k", "v"))
+            .verify(&dag());
+        assert_eq!(ok, Ok(()));
+    }
+
+    #[test]
+    fn wrong_parents_missing_events_and_extras_fail() {
+        let wrong_parents = expect_task().event(expect::event().label("join").parents(["a"])).verify(&dag());
+        assert!(wrong_parents.unwrap_err().contains("expected event #0"));
+        let missing = expect_task().event(expect::event().label("c")).verify(&dag());
+        assert!(missing.is_err());
+        let wrong_field = expect_task().event(expect::event().label("a").field("k", "w")).verify(&dag());
+        assert!(wrong_field.is_err());
+        let extra = expect_task().event(expect::event().label("root")).only().verify(&dag());
+        assert!(extra.unwrap_err().starts_with("3 unexpected report(s)"));
+        // Each expectation needs its own report: two "a"s cannot both match the one "a".
+        let twice = expect_task().event(expect::event().label("a")).event(expect::event().label("a")).verify(&dag());
+        assert!(twice.is_err());
+    }
+
+    #[test]
+    fn unknown_parents_are_named() {
+        let r = vec![rep("orphan", 9, &[77])];
+        let e = expect_task().event(expect::event().label("orphan").no_parents()).verify(&r).unwrap_err();
+        assert!(e.contains("<unknown 000000000000004D>"), "{e}");
+    }
+}

@@ -419,10 +419,15 @@ impl ProcessInfo {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
-        let mono = crate::sys::monotonic_ns();
-        let wall = crate::sys::realtime_ns();
-        ProcessInfo { host, pid: std::process::id().to_string(), wall_offset_ns: wall as i128 - mono as i128 }
+        ProcessInfo { host, pid: std::process::id().to_string(), wall_offset_ns: wall_offset_ns() }
     }
+}
+
+/// `CLOCK_REALTIME - CLOCK_MONOTONIC` now, in ns.
+fn wall_offset_ns() -> i128 {
+    let mono = crate::sys::monotonic_ns();
+    let wall = crate::sys::realtime_ns();
+    wall as i128 - mono as i128
 }
 
 enum Conn {
@@ -458,7 +463,13 @@ impl Worker {
     }
 
     fn run(mut self) {
+        let mut clock_checked = Instant::now();
         loop {
+            // Follow wall-clock steps (NTP, settimeofday) so Timestamp stays right in long runs.
+            if clock_checked.elapsed() >= Duration::from_secs(1) {
+                self.info.wall_offset_ns = wall_offset_ns();
+                clock_checked = Instant::now();
+            }
             let flush_ticket = self.shared.flush_requested.load(Ordering::Acquire);
             let mut drained = 0;
             while let Some(ev) = self.shared.queue.pop() {
