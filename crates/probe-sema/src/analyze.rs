@@ -316,16 +316,17 @@ fn parse_size(v: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
-/// Parses an option rate into a period in ns: `10hz`, `100ms`, `1s`, `500us`, `50ns`; a plain number
-/// is in hertz (DTrace's dt_opt_rate treats a bare number as a frequency).
+/// Parses an option rate into a period in ns: `10hz`, `100ms`, `1s`, `500us`, `50ns`, suffixes in
+/// any case; a bare number is nanoseconds (DTrace's dt_options.c `dt_opt_rate`: the multiplier
+/// defaults to 1 and `hz` alone converts a frequency).
 fn parse_rate(v: &str) -> Option<u64> {
     let v = v.trim();
     let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
     let n: u64 = num.parse().ok()?;
-    let ns_per = match unit {
-        "" | "hz" => return 1_000_000_000u64.checked_div(n),
-        "ns" | "nsec" => 1,
+    let ns_per = match unit.to_ascii_lowercase().as_str() {
+        "hz" => return 1_000_000_000u64.checked_div(n),
+        "" | "ns" | "nsec" => 1,
         "us" | "usec" => 1_000,
         "ms" | "msec" => 1_000_000,
         "s" | "sec" => 1_000_000_000,
@@ -349,10 +350,10 @@ fn option_kind(name: &str) -> Option<OptKind> {
     use OptKind::*;
     Some(match name {
         "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes" | "defaultargs" | "zdefs"
-        | "aggzoom" | "aggpack" | "nolibs" | "verbose" | "stackindent" | "empty" => Bool,
+        | "aggzoom" | "aggpack" | "agghist" | "nolibs" | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
         "bufsize" | "aggsize" | "dynvarsize" | "specsize" => Size,
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos" | "jstackframes"
-        | "jstackstrsize" | "cpu" => Count,
+        | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
         "bufpolicy" | "bufresize" | "dynvarpolicy" => Text,
         _ => return None,
@@ -363,7 +364,8 @@ const OPTION_NAMES: &[&str] = &[
     "quiet", "aggsortkey", "aggsortrev", "destructive", "flowindent", "rawbytes", "defaultargs", "zdefs", "aggzoom",
     "aggpack", "bufsize", "aggsize", "dynvarsize", "specsize", "strsize", "nspec", "stackframes", "ustackframes",
     "aggsortpos", "aggsortkeypos", "switchrate", "aggrate", "statusrate", "cleanrate", "bufpolicy", "bufresize",
-    "dynvarpolicy", "cpu", "verbose", "stackindent", "empty", "nolibs", "jstackframes", "jstackstrsize",
+    "dynvarpolicy", "cpu", "verbose", "stackindent", "empty", "nolibs", "jstackframes", "jstackstrsize", "agghist",
+    "grabanon", "temporal",
 ];
 
 impl<'a> Analyzer<'a> {
@@ -450,7 +452,9 @@ impl<'a> Analyzer<'a> {
                 }
             }
             OptKind::Count => {
-                let Some(v) = value.and_then(|v| v.parse::<u32>().ok()) else { return bad(self, "a number") };
+                let Some(v) = value.and_then(parse_size).and_then(|v| u32::try_from(v).ok()) else {
+                    return bad(self, "a number");
+                };
                 match name {
                     "strsize" => {
                         if v == 0 {
@@ -2182,7 +2186,8 @@ mod tests {
     #[test]
     fn rates_and_sizes() {
         assert_eq!(parse_rate("10hz"), Some(100_000_000));
-        assert_eq!(parse_rate("10"), Some(100_000_000));
+        assert_eq!(parse_rate("10"), Some(10));
+        assert_eq!(parse_rate("97Hz"), Some(1_000_000_000 / 97));
         assert_eq!(parse_rate("100ms"), Some(100_000_000));
         assert_eq!(parse_rate("1s"), Some(1_000_000_000));
         assert_eq!(parse_rate("x"), None);
