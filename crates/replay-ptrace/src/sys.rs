@@ -352,6 +352,9 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
             // Wait for the parent's PTRACE_SEIZE (it closes the write end or writes a byte).
             libc::close(wr.as_raw_fd());
             libc::read(rd.as_raw_fd(), (&raw mut b).cast(), 1);
+            // Rust's runtime ignores SIGPIPE and ignored dispositions survive execve: give the
+            // program the default a shell would.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if plan.no_aslr {
                 libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             }

@@ -63,7 +63,9 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let rec = replay::format::Recording::open(&args.dir)
         .with_context(|| format!("reading recording {}", args.dir.display()))?;
     if args.info {
-        print_info(&args.dir, &rec);
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        print_info(&mut out, &args.dir, &rec)?;
+        std::io::Write::flush(&mut out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.dump {
@@ -83,23 +85,24 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
 }
 
-fn print_info(dir: &Path, rec: &replay::format::Recording) {
+fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Recording) -> std::io::Result<()> {
     use replay::format::Event;
     let m = &rec.meta;
-    println!("recording:   {}", dir.display());
-    println!("format:      version {}", m.version);
-    println!("command:     {}", m.argv.join(" "));
-    println!("executable:  {}", m.path);
-    println!("cwd:         {}", m.cwd);
-    println!("status:      {}{}", m.status, if rec.truncated { " (stream truncated)" } else { "" });
+    writeln!(o, "recording:   {}", dir.display())?;
+    writeln!(o, "format:      version {}", m.version)?;
+    writeln!(o, "command:     {}", m.argv.join(" "))?;
+    writeln!(o, "executable:  {}", m.path)?;
+    writeln!(o, "cwd:         {}", m.cwd)?;
+    writeln!(o, "status:      {}{}", m.status, if rec.truncated { " (stream truncated)" } else { "" })?;
     if let Some(c) = m.exit_code {
-        println!("exit code:   {c}");
+        writeln!(o, "exit code:   {c}")?;
     }
-    println!("cpuid fault: {}", m.cpuid_faulting);
-    println!(
+    writeln!(o, "cpuid fault: {}", m.cpuid_faulting)?;
+    writeln!(
+        o,
         "size:        {} bytes on disk, {} bytes decoded, {} chunks",
         rec.file_bytes, rec.raw_bytes, rec.chunks
-    );
+    )?;
     let mut per_proc: BTreeMap<i32, (u64, u64, u64)> = BTreeMap::new();
     let mut per_call: BTreeMap<String, u64> = BTreeMap::new();
     for r in &rec.records {
@@ -114,15 +117,16 @@ fn print_info(dir: &Path, rec: &replay::format::Recording) {
             _ => {}
         }
     }
-    println!("events:      {} in {} process(es)", rec.records.len(), per_proc.len());
-    println!("  {:>8} {:>9} {:>8} {:>12}", "pid", "events", "signals", "input bytes");
+    writeln!(o, "events:      {} in {} process(es)", rec.records.len(), per_proc.len())?;
+    writeln!(o, "  {:>8} {:>9} {:>8} {:>12}", "pid", "events", "signals", "input bytes")?;
     for (pid, (n, s, b)) in &per_proc {
-        println!("  {pid:>8} {n:>9} {s:>8} {b:>12}");
+        writeln!(o, "  {pid:>8} {n:>9} {s:>8} {b:>12}")?;
     }
     let mut calls: Vec<_> = per_call.into_iter().collect();
     calls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    println!("system calls:");
+    writeln!(o, "system calls:")?;
     for (name, n) in calls {
-        println!("  {name:<20} {n}");
+        writeln!(o, "  {name:<20} {n}")?;
     }
+    Ok(())
 }

@@ -88,6 +88,7 @@ struct Recorder {
     passthrough: Option<String>,
     cpuid_faulting: bool,
     seen_processes: usize,
+    debug: bool,
 }
 
 /// Resolves `argv[0]` like `execvp` does: a name with a slash is used as is, otherwise the first
@@ -170,6 +171,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         passthrough: None,
         cpuid_faulting: false,
         seen_processes: 1,
+        debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
     };
     r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
     r.run();
@@ -226,6 +228,9 @@ impl Recorder {
                     continue;
                 }
                 _ => {}
+            }
+            if self.debug {
+                eprintln!("[record] tid {} {:?}", ev.tid, ev.kind);
             }
             let proc = self.procs.entry(ev.tid).or_default();
             let running = proc.thread.take().unwrap_or_else(|| Running::attached(ev.tid));

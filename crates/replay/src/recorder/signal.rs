@@ -95,6 +95,10 @@ impl Recorder {
             self.emit(tid, Event::Signal { signo: sig, info, sync: false })?;
             return Ok(sig);
         }
+        if std::env::var_os("SIGHTLINE_DEBUG").is_some() {
+            eprintln!("[record] hold signal {sig} for {tid}: last exit regs {:?}, now rip {:#x} rax {:#x}",
+                p.last_exit_regs.map(|r| (r.rip, r.rax, r.orig_rax)), regs.rip, regs.rax);
+        }
         p.held.push_back((sig, info));
         Ok(0)
     }

@@ -53,9 +53,9 @@ impl Replayer<'_> {
 
     /// The thread is gone (reaped by us).
     pub(super) fn on_death(&mut self, tid: i32, kind: WaitKind) -> Result<(), Error> {
-        if let Some(p) = self.procs.remove(&tid) {
-            self.real_of.retain(|_, real| *real != tid || p.rec < 0);
-        }
+        // The recorded pid keeps its real pid: the parent may reap the zombie later (its wait4 is
+        // replayed for real on it).
+        self.procs.remove(&tid);
         if tid == self.root {
             self.root_exit = Some(match kind {
                 WaitKind::Exited(c) => c,

@@ -38,6 +38,19 @@ enum Fixup {
 
 const AT_FDCWD: i64 = -100;
 
+/// The recorded child a wait4/waitid reaped (0 when none: WNOHANG with nothing ready).
+fn waited_child(ev: &SyscallEvent) -> i32 {
+    match ev.nr {
+        libc::SYS_wait4 => ev.result.max(0) as i32,
+        _ if ev.result != 0 => 0,
+        _ => ev
+            .writes
+            .first()
+            .filter(|w| w.data.len() >= 20)
+            .map_or(0, |w| i32::from_le_bytes(w.data[16..20].try_into().expect("4"))),
+    }
+}
+
 fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
     [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
 }
@@ -85,6 +98,7 @@ impl Replayer<'_> {
         let failed = ev.result < 0 && !syscalls::is_restart(ev.result);
         let mode = match spec.mode {
             _ if failed => Mode::Emulate,
+            Mode::Wait if waited_child(&ev) <= 0 => Mode::Emulate,
             Mode::Fcntl => match args[1] as i32 {
                 libc::F_DUPFD | libc::F_DUPFD_CLOEXEC | libc::F_GETFD | libc::F_SETFD => Mode::Real,
                 _ => Mode::Emulate,
@@ -190,14 +204,7 @@ impl Replayer<'_> {
     /// wait4/waitid: wait for the translated child for real (its exit was replayed: rendezvous).
     fn rewrite_wait(&mut self, t: &mut Stopped, ev: &SyscallEvent) -> Result<Fixup, Error> {
         let rec = self.rec_of(t.tid());
-        let child_rec = match ev.nr {
-            libc::SYS_wait4 => ev.result as i32,
-            _ => ev
-                .writes
-                .first()
-                .filter(|w| w.data.len() >= 20)
-                .map_or(0, |w| i32::from_le_bytes(w.data[16..20].try_into().expect("4"))),
-        };
+        let child_rec = waited_child(ev);
         let Some(&child) = self.real_of.get(&child_rec) else {
             return Err(self.divergence(
                 rec,
