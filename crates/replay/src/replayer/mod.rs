@@ -283,7 +283,7 @@ impl Replayer<'_> {
 
     fn resume_how(&self, tid: i32) -> Resume {
         match self.procs.get(&tid) {
-            Some(p) if p.pending.is_some() => Resume::Syscall,
+            Some(p) if p.pending.as_ref().is_some_and(|p| !p.restarting) => Resume::Syscall,
             _ => Resume::Cont,
         }
     }

@@ -19,6 +19,8 @@ use crate::{Error, describe};
 pub(super) struct Pending {
     pub(super) ev: SyscallEvent,
     fixup: Fixup,
+    /// Interrupted by a signal of the replay's own making (a real SIGCHLD): being re-issued.
+    pub(super) restarting: bool,
 }
 
 #[derive(Debug)]
@@ -71,6 +73,13 @@ impl Replayer<'_> {
     /// Seccomp stop: check, then emulate or run.
     pub(super) fn syscall_entry(&mut self, mut t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
+        if let Some(p) = self.procs.get_mut(&tid).and_then(|p| p.pending.as_mut())
+            && p.restarting
+        {
+            // Our own re-issue of an interrupted real call: already checked, let it run.
+            p.restarting = false;
+            return Ok(Next::Resume(t, Resume::Syscall, 0));
+        }
         let rec = self.rec_of(tid);
         let regs = t.regs()?;
         let nr = regs.orig_rax as i64;
@@ -142,7 +151,7 @@ impl Replayer<'_> {
             Mode::Fcntl | Mode::Ioctl => unreachable!("resolved above"),
         };
         if let Some(p) = self.procs.get_mut(&tid) {
-            p.pending = Some(Pending { ev, fixup });
+            p.pending = Some(Pending { ev, fixup, restarting: false });
         }
         Ok(Next::Resume(t, Resume::Syscall, 0))
     }
@@ -192,7 +201,7 @@ impl Replayer<'_> {
         if syscalls::is_restart(ev.result) {
             let tid = t.tid();
             if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending { ev, fixup: Fixup::Restart });
+                p.pending = Some(Pending { ev, fixup: Fixup::Restart, restarting: false });
             }
             return Ok(Next::Resume(t, Resume::Syscall, 0));
         }
@@ -297,11 +306,22 @@ impl Replayer<'_> {
     pub(super) fn syscall_exit(&mut self, mut t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
-        let Some(Pending { ev, fixup }) = self.procs.get_mut(&tid).and_then(|p| p.pending.take()) else {
+        let Some(Pending { ev, fixup, .. }) = self.procs.get_mut(&tid).and_then(|p| p.pending.take()) else {
             return Ok(Next::Resume(t, Resume::Cont, 0));
         };
         let mut regs = t.regs()?;
         let real = regs.rax as i64;
+        if syscalls::is_restart(real) && !syscalls::is_restart(ev.result) && !matches!(fixup, Fixup::Restart) {
+            // A real signal of the replay's own (suppressed when it stops) interrupted a call that
+            // completed when recorded: re-issue it, as the kernel's restart would.
+            regs.rax = regs.orig_rax;
+            regs.rip -= 2;
+            t.set_regs(&regs)?;
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.pending = Some(Pending { ev, fixup, restarting: true });
+            }
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        }
         let mismatch = |me: &Self, what: String| {
             me.divergence(rec, describe(&Event::Syscall(ev.clone())), format!("{} returned {real}{what}", render(ev.nr, &ev.args)))
         };
