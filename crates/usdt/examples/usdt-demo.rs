@@ -2,7 +2,7 @@
 //!
 //! Used by the crate's tests (its notes are parsed back; bpftrace and `sightline probe` trace it)
 //! and by the README's walkthrough. Every iteration fires, in order: `tick(i)`, `unsigned`,
-//! `signed`, `flags`, `text`, `bytes`, `json`, `empty` (declared in `shared/demo_probes.rs`).
+//! `signed`, `flags`, `text`, `bytes`, `json`, `empty`, `iteration__done(i)` (declared in `shared/demo_probes.rs`).
 //!
 //! ```text
 //! usdt-demo [--iterations N] [--interval-ms MS] [--semaphores]

@@ -20,6 +20,7 @@ fn declared() -> Vec<(&'static str, &'static [i8])> {
         (demo::bytes::NAME, demo::bytes::ARG_SIZES),
         (demo::json::NAME, demo::json::ARG_SIZES),
         (demo::empty::NAME, demo::empty::ARG_SIZES),
+        (demo::iteration__done::NAME, demo::iteration__done::ARG_SIZES),
     ]
 }
 

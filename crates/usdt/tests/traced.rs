@@ -70,3 +70,47 @@ fn bpftrace_sees_every_argument_type_exactly() {
     assert!(stdout.contains("fired 3 iterations; tick semaphore "), "{stdout}");
     assert!(!stdout.contains("tick semaphore 0"), "semaphore still 0 under bpftrace -c:\n{stdout}");
 }
+
+/// The D script for `sightline probe`: the same lines as the bpftrace script, for iteration 0.
+fn d_script() -> String {
+    r#"
+demo$target:::tick /arg0 == 0/ { self->go = 1; printf("tick %d\n", arg0); }
+demo$target:::unsigned /self->go/ { printf("unsigned %u %u %u %u %u\n", arg0, arg1, arg2, arg3, arg4); }
+demo$target:::signed /self->go/ { printf("signed %d %d %d %d %d\n", arg0, arg1, arg2, arg3, arg4); }
+demo$target:::flags /self->go/ { printf("flags %d %d %d\n", arg0, arg1, arg2); }
+demo$target:::text /self->go/ { printf("text [%s] [%s]\n", copyinstr(arg0), copyinstr(arg1)); }
+demo$target:::bytes /self->go/ { printf("bytes %d\n", arg1); }
+demo$target:::json /self->go/ { printf("json %s\n", copyinstr(arg0)); }
+demo$target:::empty /self->go/ { printf("empty\n"); }
+demo$target:::iteration-done /self->go/ { printf("done %d\n", arg0); self->go = 0; }
+"#
+    .to_string()
+}
+
+#[test]
+fn sightline_probe_c_fires_every_probe_with_exact_values() {
+    if !test_support::privileged("traces the demo's USDT probes with sightline probe -c") {
+        return;
+    }
+    let sightline = test_support::sightline_bin();
+    let bin = common::demo_bin();
+    let out = Command::new("timeout")
+        .args(["-k", "5", "120"])
+        .arg(&sightline)
+        .args(["probe", "-q", "-n", &d_script(), "-c"])
+        .arg(format!("{} --iterations 2", bin.display()))
+        .output()
+        .expect("run sightline probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "sightline probe failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty() && !l.starts_with("fired")).collect();
+    let mut expected = expected_lines(0);
+    // sightline's D script has no buf() formatting: the byte slice shows as its length.
+    expected[5] = format!("bytes {}", BYTES.len());
+    expected.push("done 0".to_string());
+    assert_eq!(lines, expected, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // The probes were enabled for the demo itself (its semaphore was non-zero).
+    assert!(stdout.contains("fired 2 iterations; tick semaphore "), "{stdout}");
+    assert!(!stdout.contains("tick semaphore 0"), "{stdout}");
+}

@@ -29,8 +29,10 @@ sightline_usdt::provider! {
         fn bytes(data: &[u8]);
         /// A serde value as JSON text.
         fn json(event: Json<&Event<'_>>);
-        /// No arguments; last of each iteration.
+        /// No arguments.
         fn empty();
+        /// End of iteration `i`; DTrace-style tools show the name as `iteration-done`.
+        fn iteration__done(i: u64);
     }
 }
 
@@ -56,5 +58,6 @@ fn fire_all(i: u64) {
     let event = Event { id: 42 + i, name: "quoted \"name\"", tags: ["a", "b"] };
     probe!(demo::json, || (Json(&event),));
     demo::empty::fire();
+    demo::iteration__done::fire(i);
 }
 
