@@ -156,7 +156,15 @@ fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>, max: u
         .collect();
     scored.sort();
     scored.dedup();
-    scored.into_iter().take(max).map(|(_, c)| c.to_string()).collect()
+    keep_best(scored).into_iter().take(max).map(|(_, c)| c.to_string()).collect()
+}
+
+/// Keeps the candidates close to the best one: an exact-but-one match hides the weaker ones
+/// (`opn` → `open`, not also `bpf`); otherwise one more edit than the best is tolerated.
+fn keep_best<T>(sorted: Vec<(usize, T)>) -> Vec<(usize, T)> {
+    let Some(best) = sorted.first().map(|(d, _)| *d) else { return sorted };
+    let slack = if best <= 1 { 0 } else { 1 };
+    sorted.into_iter().filter(|(d, _)| *d <= best + slack).collect()
 }
 
 fn did_you_mean(list: &[String]) -> Option<String> {
@@ -2167,7 +2175,7 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
         })
         .collect();
     scored.sort();
-    scored.into_iter().take(3).map(|(_, n)| n.clone()).collect()
+    keep_best(scored).into_iter().take(3).map(|(_, n)| n.clone()).collect()
 }
 
 #[cfg(test)]

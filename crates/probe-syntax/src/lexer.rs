@@ -395,8 +395,11 @@ impl<'s> Lexer<'s> {
         loop {
             match self.peek_char() {
                 None | Some('\n') => {
-                    diags.push(Diagnostic::error("unterminated character constant", self.span(start)));
-                    break;
+                    diags.push(
+                        Diagnostic::error("unterminated character constant", self.span(start))
+                            .with_hint("close it with `'`"),
+                    );
+                    return Tok::Int(IntLit { value: 0, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: true });
                 }
                 Some('\'') => {
                     self.pos += 1;

@@ -274,6 +274,9 @@ impl<'s> Parser<'s> {
             body = self.statement_list();
             if self.is_punct("}") {
                 end = self.bump().span;
+            } else if matches!(self.tok.tok, Tok::Directive(_)) {
+                // statement_list reported the directive (most likely a missing `}`).
+                end = self.after_prev();
             } else {
                 let found = self.tok.tok.describe();
                 self.diags.push(
@@ -282,22 +285,29 @@ impl<'s> Parser<'s> {
                 );
                 end = self.after_prev();
             }
-        } else if ok && !matches!(self.tok.tok, Tok::Eof) && !self.token_starts_clause() {
+        } else if ok && !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) && !self.clause_follows() {
             let found = self.tok.tok.describe();
             self.diags.push(
                 Diagnostic::error(format!("expected `{{`, `/` or `,` after the probe description, found {found}"), self.tok.span)
                     .with_hint("a clause is `probe /predicate/ { statements }`"),
             );
-            self.bump();
+            // Skip the rest of the would-be statement.
+            while !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) && !self.is_punct(";") && !self.is_punct("}") {
+                self.bump();
+            }
+            if self.is_punct(";") || self.is_punct("}") {
+                self.bump();
+            }
         }
         Clause { probes, predicate, body, span: start.to(end) }
     }
 
-    /// True when the current token could begin a new clause (a bodiless clause may be followed by
-    /// another).
-    fn token_starts_clause(&self) -> bool {
-        matches!(&self.tok.tok, Tok::Ident(_) | Tok::Int(_) | Tok::Directive(_))
-            || matches!(&self.tok.tok, Tok::Punct(p) if matches!(*p, ":" | "*" | "?" | "["))
+    /// True when the current token begins a new clause on a later line (a bodiless clause may be
+    /// followed by another). Something on the same line is a mistake (`tick-1s trace(1);`).
+    fn clause_follows(&self) -> bool {
+        let starts = matches!(&self.tok.tok, Tok::Ident(_) | Tok::Int(_))
+            || matches!(&self.tok.tok, Tok::Punct(p) if matches!(*p, ":" | "*" | "?" | "["));
+        starts && self.lexer.text_between(self.prev_end, self.tok.span.start).contains('\n')
     }
 
     /// probe-description := field [`:` field [`:` field [`:` field]]] — lexed as one word, then split.
@@ -347,8 +357,7 @@ impl<'s> Parser<'s> {
             let found = self.tok.tok.describe();
             self.diags.push(
                 Diagnostic::error(format!("expected `/` to end the predicate, found {found}"), self.tok.span)
-                    .with_label(open, "predicate starts here")
-                    .with_hint("inside a predicate, put a division in parentheses: /(a / b) > 1/"),
+                    .with_label(open, "predicate starts here"),
             );
             return Err(Reported);
         }
@@ -390,7 +399,9 @@ impl<'s> Parser<'s> {
         out
     }
 
-    /// Skips to just after the next `;` at bracket depth 0, or to the `}` closing the clause.
+    /// Skips to just after the next `;` outside braces, or to the `}` closing the clause.
+    /// Parentheses and brackets are not counted: in D they never span statements, and an unclosed
+    /// `(` in the broken statement must not swallow the rest of the clause.
     fn recover_statement(&mut self) {
         let mut depth = 0i32;
         loop {
@@ -402,8 +413,8 @@ impl<'s> Parser<'s> {
                     return;
                 }
                 Tok::Punct("}") if depth <= 0 => return,
-                Tok::Punct("(" | "[" | "{") => depth += 1,
-                Tok::Punct(")" | "]" | "}") => depth -= 1,
+                Tok::Punct("{") => depth += 1,
+                Tok::Punct("}") => depth -= 1,
                 _ => {}
             }
             self.bump();
@@ -423,8 +434,15 @@ impl<'s> Parser<'s> {
             return self.if_statement();
         }
         if self.is_punct("{") {
-            let found = self.tok.tok.describe();
-            return Err(self.error_here(format!("unexpected {found}: blocks are only allowed after `if`/`else`")));
+            // Report, then parse the block anyway so that errors inside it are found too.
+            self.diags.push(
+                Diagnostic::error("blocks are only allowed after `if` and `else`", self.tok.span)
+                    .with_hint("remove the braces"),
+            );
+            self.bump();
+            let _ = self.statement_list();
+            let end = self.expect_punct("}", "at the end of the block")?;
+            return Ok(Stmt { kind: StmtKind::Empty, span: start.to(end) });
         }
         let kind = if let Tok::Agg(_) = self.tok.tok {
             if matches!(peek_after(&self.lexer), Tok::Punct("=" | "[")) {
