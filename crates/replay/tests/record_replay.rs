@@ -1,0 +1,371 @@
+//! Record once, replay three times: outputs byte-identical to the recorded run and the same system
+//! call sequence per process. Real programs (python3, sqlite3, gzip, sh, make) and guest programs
+//! from `tests/guests/*.c`, built here with gcc.
+//!
+//! Recording goes through the `sightline` binary (the program's stdout is captured as it really
+//! ran); replays run in-process through the library so the per-process system-call sequences can be
+//! compared. All tests take one lock: replay waits for any child (`waitpid(-1)`), so two replays in
+//! one test process must not overlap.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use replay::format::{Event, Recording};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Builds `tests/guests/<name>.c` into `dir`.
+fn guest(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guests").join(format!("{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("run gcc");
+    assert!(st.success(), "gcc failed for {}", src.display());
+    out
+}
+
+struct Recorded {
+    dir: PathBuf,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    code: i32,
+}
+
+/// `sightline record -o <tmp>/rec -- cmd...` in `cwd`.
+fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
+    let dir = tmp.join("rec");
+    let out = Command::new(test_support::sightline_bin())
+        .current_dir(cwd)
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run sightline record");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("in {}", dir.display())), "record must say where it wrote: {stderr}");
+    Recorded { dir, stdout: out.stdout, stderr: out.stderr, code: out.status.code().unwrap_or(-1) }
+}
+
+/// The recorded system-call numbers of each process, by recorded pid.
+fn recorded_syscalls(rec: &Recording) -> Vec<(i32, Vec<i64>)> {
+    let mut m: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+    for r in &rec.records {
+        let e = m.entry(r.pid).or_default();
+        if let Event::Syscall(s) = &r.event {
+            e.push(s.nr);
+        }
+    }
+    m.into_iter().collect()
+}
+
+/// Records `cmd` once, replays it three times in-process and once through the CLI, and checks
+/// outputs and per-process system-call sequences. Returns the recorded stdout.
+fn record_and_replay_3(cwd: &Path, cmd: &[&str]) -> Vec<u8> {
+    record_and_replay_3_rec(cwd, cmd).0
+}
+
+fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = record(tmp.path(), cwd, cmd);
+    let rec = Recording::open(&r.dir).unwrap();
+    assert_eq!(rec.meta.status, "complete", "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(!rec.truncated);
+    let expected = recorded_syscalls(&rec);
+    assert!(expected.iter().map(|(_, s)| s.len()).sum::<usize>() > 0);
+    for round in 0..3 {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round} of {cmd:?} failed: {e}"));
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&r.stdout),
+            "replay {round} of {cmd:?}: stdout differs"
+        );
+        let recorded_err = String::from_utf8_lossy(&r.stderr);
+        let replayed_err = String::from_utf8_lossy(&err);
+        assert!(recorded_err.starts_with(replayed_err.as_ref()), "replay {round}: stderr {replayed_err:?}");
+        assert_eq!(outcome.syscalls, expected, "replay {round} of {cmd:?}: system calls differ");
+        assert_eq!(outcome.exit_code, r.code);
+        assert_eq!(outcome.processes, expected.len());
+    }
+    // The CLI writes the same bytes.
+    let cli = Command::new(test_support::sightline_bin()).arg("replay").arg(&r.dir).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&cli.stdout), String::from_utf8_lossy(&r.stdout));
+    assert_eq!(cli.status.code(), Some(r.code));
+    (r.stdout, rec)
+}
+
+fn have(prog: &str) -> bool {
+    replay::recorder::resolve_command(prog).is_some()
+}
+
+#[test]
+fn echo_and_date_replay_identically() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let out = record_and_replay_3(Path::new("/"), &["echo", "hello", "replay"]);
+    assert_eq!(out, b"hello replay\n");
+    let out = record_and_replay_3(Path::new("/"), &["date", "+%s.%N"]);
+    assert!(String::from_utf8_lossy(&out).trim().parse::<f64>().is_ok());
+}
+
+#[test]
+fn date_proc_stat_and_uname() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let out = record_and_replay_3(Path::new("/"), &["sh", "-c", "date; cat /proc/self/stat; uname -a"]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 3);
+}
+
+#[test]
+fn shell_pipeline_with_random_sort() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let out = record_and_replay_3(Path::new("/"), &["sh", "-c", "seq 100000 | sort -R | head"]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 10);
+}
+
+#[test]
+fn python_random_time_pid_uuid() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    if !Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipped: /usr/bin/python3 is absent");
+        return;
+    }
+    let _g = lock();
+    let script = "import random, time, os, uuid\n\
+                  print(random.random(), random.getrandbits(64))\n\
+                  print(time.time())\nprint(os.getpid())\nprint(uuid.uuid4())\n";
+    let out = record_and_replay_3(Path::new("/"), &["/usr/bin/python3", "-c", script]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 4);
+}
+
+#[test]
+fn sqlite3_random_and_datetime() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    if !have("sqlite3") {
+        eprintln!("skipped: sqlite3 is absent (scripts/install-deps.sh installs it)");
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let sql = "create table t(a, b); insert into t values (random(), datetime('now')); \
+               select * from t; select random(), datetime('now');";
+    let out = record_and_replay_3(tmp.path(), &["sqlite3", "db.sqlite", sql]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 2);
+    // Replay wrote nothing: the database is as the recording left it (one row).
+    let rows = Command::new("sqlite3").current_dir(tmp.path()).args(["db.sqlite", "select count(*) from t"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "1");
+}
+
+#[test]
+fn gzip_then_gunzip_without_touching_files_on_replay() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let data: String = (0..50_000).map(|i| format!("line {i} {}\n", i * 7919 % 1000)).collect();
+    std::fs::write(tmp.path().join("f"), &data).unwrap();
+    let out = record_and_replay_3(tmp.path(), &["sh", "-c", "gzip f && ls && gunzip f.gz && md5sum f && ls"]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().next(), Some("f.gz"));
+    // After the recording the file is back; three replays changed nothing on disk.
+    assert_eq!(std::fs::read_to_string(tmp.path().join("f")).unwrap(), data);
+    assert!(!tmp.path().join("f.gz").exists());
+}
+
+#[test]
+fn children_over_pipes_reaped_in_timing_order() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("pipes", tmp.path());
+    let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.lines().filter(|l| l.starts_with("reaped child")).count(), 4);
+    assert_eq!(text.lines().filter(|l| l.starts_with("from ")).count(), 12);
+}
+
+#[test]
+fn make_j2_on_a_small_makefile() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    if !have("make") {
+        eprintln!("skipped: make is absent");
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("Makefile"),
+        "all: a b c\n\t@echo all done\na:\n\t@echo built a $$(date +%N)\nb:\n\t@echo built b\nc: a\n\t@echo built c\n",
+    )
+    .unwrap();
+    let out = record_and_replay_3(tmp.path(), &["make", "-j2"]);
+    assert!(String::from_utf8_lossy(&out).ends_with("all done\n"));
+}
+
+#[test]
+fn sigalrm_timer_in_a_syscall_loop() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("alarm", tmp.path());
+    let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 16);
+    let alarms = rec.records.iter().filter(|r| matches!(r.event, Event::Signal { signo: 14, sync: false, .. })).count();
+    assert!(alarms >= 16, "every SIGALRM is recorded at a sync point ({alarms})");
+}
+
+#[test]
+fn rdtsc_and_cpuid_replay_identically() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("tsc", tmp.path());
+    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
+    let rec = Recording::open(&r.dir).unwrap();
+    let rdtscs = rec.records.iter().filter(|r| matches!(r.event, Event::Rdtsc { .. })).count();
+    assert!(rdtscs >= 2, "RDTSC and RDTSCP must be trapped and recorded");
+    let text = String::from_utf8_lossy(&r.stdout).into_owned();
+    if rec.meta.cpuid_faulting {
+        assert!(text.contains("rdrand bit 0"), "CPUID faulting masks RDRAND: {text}");
+    } else {
+        // FIXME: this VM refuses ARCH_SET_CPUID (ENODEV), so CPUID runs natively and RDRAND shows.
+        assert!(rec.records.iter().all(|r| !matches!(r.event, Event::Cpuid { .. })));
+    }
+    for _ in 0..3 {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        replay::replayer::replay(&rec, &mut out, &mut err).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), text);
+    }
+}
+
+#[test]
+fn a_thread_is_refused_clearly_and_the_program_still_runs() {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("thread", tmp.path());
+    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "before thread\nafter thread\n");
+    assert_eq!(r.code, 0);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("threads are not yet supported"), "{err}");
+    let rec = Recording::open(&r.dir).unwrap();
+    assert!(rec.meta.status.starts_with("unsupported: "), "{}", rec.meta.status);
+    let (mut out, mut e) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut e) {
+        Err(replay::Error::Unsupported(msg)) => assert!(msg.contains("CLONE_THREAD"), "{msg}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_changed_program_input_is_reported_as_a_divergence() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
+    assert_eq!(r.stdout, b"one\ntwo\n");
+    // Inject a divergence: the replayed shell gets another script than the recorded one.
+    let meta_path = r.dir.join("meta.json");
+    let meta = std::fs::read_to_string(&meta_path).unwrap();
+    std::fs::write(&meta_path, meta.replace("echo one; echo two", "echo one; echo 2wo")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
+    let replay::Error::Divergence(d) = &e else { panic!("expected a divergence, got {e}") };
+    assert_eq!(d.pid, rec.meta.root_pid);
+    assert!(d.expected.starts_with("write(1, "), "{e}");
+    assert!(d.found.contains("writing different data"), "{e}");
+    assert!(!d.last_matching.is_empty());
+    // The first line still came out; the diverging one did not.
+    assert_eq!(out, b"one\n");
+    // The CLI prints the same report and fails.
+    let cli = Command::new(test_support::sightline_bin()).arg("replay").arg(&r.dir).output().unwrap();
+    assert_eq!(cli.status.code(), Some(2));
+    let msg = String::from_utf8_lossy(&cli.stderr);
+    assert!(msg.contains("replay diverged in process") && msg.contains("last matching events"), "{msg}");
+}
+
+#[test]
+fn a_truncated_recording_replays_its_prefix_then_reports_the_end() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
+    // Simulate a recorder killed mid-run: the last chunk is torn, meta still says "recording".
+    let ev = r.dir.join("events.slr");
+    let bytes = std::fs::read(&ev).unwrap();
+    std::fs::write(&ev, &bytes[..bytes.len() - 5]).unwrap();
+    let meta_path = r.dir.join("meta.json");
+    let meta = std::fs::read_to_string(&meta_path).unwrap();
+    std::fs::write(&meta_path, meta.replace("\"complete\"", "\"recording\"")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    assert!(rec.truncated);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
+    assert!(e.to_string().contains("the recording ends here"), "{e}");
+}
+
+#[test]
+fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let child = Command::new(test_support::sightline_bin())
+        .arg("record")
+        .arg("-o")
+        .arg(tmp.path().join("rec"))
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let recorder = child.id() as i32;
+    // The tracee is the recorder's only child.
+    let children = std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let sleeper: i32 = children.split_whitespace().next().expect("a tracee").parse().unwrap();
+    Command::new("kill").args(["-INT", &recorder.to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    // sleep died of the forwarded SIGINT; the recorder exits with its status.
+    assert_eq!(out.status.code(), Some(128 + 2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!Path::new(&format!("/proc/{sleeper}")).exists(), "tracee {sleeper} left behind");
+    let rec = Recording::open(&tmp.path().join("rec")).unwrap();
+    assert_eq!(rec.meta.status, "complete");
+    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 2, .. })));
+}
