@@ -415,12 +415,12 @@ impl<'a> Analyzer<'a> {
         }
         let cli = self.opts.options.clone();
         for (n, v) in cli {
-            self.set_option(&n, v.as_deref(), Span::default());
+            self.set_option(&n, v.as_deref(), Span::DETACHED);
         }
     }
 
     fn set_option(&mut self, name: &str, value: Option<&str>, span: Span) {
-        let where_ = if span == Span::default() { " (from -x)" } else { "" };
+        let where_ = if span == Span::DETACHED { " (from -x)" } else { "" };
         let Some(kind) = option_kind(name) else {
             let mut d = Diagnostic::error(format!("unrecognized option `{name}`{where_}"), span);
             if let Some(h) = did_you_mean(&nearest(name, OPTION_NAMES.iter().copied(), 3)) {

@@ -111,11 +111,12 @@ impl Diagnostic {
 
     /// Renders the diagnostic as text (see the module docs for the shape). Ends with a newline.
     ///
-    /// A span that no file of `map` contains is rendered as `<unknown>: error: message`.
+    /// A span that no file of `map` contains (e.g. [`Span::DETACHED`]) renders as
+    /// `error: message` without a location.
     pub fn render<'a>(&'a self, map: &'a SourceMap) -> String {
         let mut out = String::new();
         let Some(file) = map.file_of(self.span.start) else {
-            let _ = writeln!(out, "<unknown>: {}: {}", self.severity.as_str(), self.message);
+            let _ = writeln!(out, "{}: {}", self.severity.as_str(), self.message);
             if let Some(h) = &self.hint {
                 let _ = writeln!(out, "hint: {h}");
             }
@@ -206,6 +207,13 @@ mod tests {
              \x20    | \t      - operator\n\
              hint: remove the `+`\n"
         );
+    }
+
+    #[test]
+    fn detached_span_has_no_location() {
+        let map: SourceMap = SourceFile::new("t.d", "BEGIN {}").into();
+        let d = Diagnostic::error("unrecognized option `quite`", Span::DETACHED).with_hint("did you mean `quiet`?");
+        assert_eq!(d.render(&map), "error: unrecognized option `quite`\nhint: did you mean `quiet`?\n");
     }
 
     #[test]

@@ -261,6 +261,18 @@ impl<'s> Lexer<'s> {
         while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric()) {
             self.pos += 1;
         }
+        // `1.5`, `1e3`: D has no floating point; consume the whole constant and say so.
+        if radix != 16 && self.peek_char() == Some('.') && self.text[self.pos + 1..].starts_with(|c: char| c.is_ascii_digit()) {
+            self.pos += 1;
+            while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric()) {
+                self.pos += 1;
+            }
+            diags.push(
+                Diagnostic::error("floating-point constants are not supported", self.span(start))
+                    .with_hint("D in Sightline, as in DTrace's kernel, computes with integers only"),
+            );
+            return Tok::Int(IntLit { value: 0, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: false });
+        }
         let word = &self.text[digits_start..self.pos];
         let digits_end = word.find(|c: char| !c.is_digit(radix)).unwrap_or(word.len());
         let (digits, suffix) = word.split_at(digits_end);

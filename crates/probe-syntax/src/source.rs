@@ -18,6 +18,10 @@ pub struct Span {
 }
 
 impl Span {
+    /// A span that belongs to no source file: diagnostics about command-line input (`-x` options)
+    /// render without a location.
+    pub const DETACHED: Span = Span { start: u32::MAX, end: u32::MAX };
+
     /// The span `[start, end)`.
     pub fn new(start: u32, end: u32) -> Span {
         Span { start, end }

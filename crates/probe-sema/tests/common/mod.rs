@@ -142,6 +142,22 @@ pub fn catalog() -> StaticCatalog {
             pid: None,
         },
     ));
+    probes.push(probe(
+        "pid1234",
+        "a.out",
+        "main",
+        "entry",
+        ProbeArgs::Uprobe { ret: false },
+        ProbeKind::Uprobe { path: "/tmp/a.out".into(), offset: 0x1139, ret: false, pid: Some(1234) },
+    ));
+    probes.push(probe(
+        "pid1234",
+        "a.out",
+        "main",
+        "return",
+        ProbeArgs::Uprobe { ret: true },
+        ProbeKind::Uprobe { path: "/tmp/a.out".into(), offset: 0x1139, ret: true, pid: Some(1234) },
+    ));
     StaticCatalog { probes }
 }
 

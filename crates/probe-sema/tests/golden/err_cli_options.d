@@ -1,0 +1,3 @@
+// -x quite
+// -x bufsize=big
+BEGIN { exit(0); }
