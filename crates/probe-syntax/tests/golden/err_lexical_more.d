@@ -7,4 +7,5 @@ BEGIN
 	e = "\777";
 	f = "\xzz";
 	g = 1; # not a directive
+	h = 1.5;
 }
