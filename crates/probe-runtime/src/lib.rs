@@ -5,7 +5,8 @@
 //! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
 //! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
 //! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
-//! through probe-format).
+//! through probe-format), [`user`] (the pid and USDT providers of probe-user in the catalog, their
+//! attachment, user-space symbols).
 #![deny(missing_docs)]
 
 pub mod catalog;
@@ -14,3 +15,4 @@ pub mod run;
 pub mod session;
 pub mod syscalls;
 pub mod sys;
+pub mod user;

@@ -19,6 +19,7 @@ use probe_format::agg::{AggData, AggEntry as FEntry, AggFunc as FAgg, Aggregatio
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
 use probe_format::value::{Int, Stack, Symbol, Value};
 use probe_sema::CheckedProgram;
+use probe_sema::types::SymKind;
 
 use crate::catalog;
 use crate::session::{RawRecord, RuntimeError, Session};
@@ -35,6 +36,9 @@ pub struct RunConfig {
     pub verbose: bool,
     /// `$target` when given by `-p` (stop when it exits).
     pub watch_pid: Option<u32>,
+    /// `$target` from `-c` or `-p`: the process whose mappings symbolize user addresses
+    /// (`ustack()`, `usym()`, ...).
+    pub target_pid: Option<u32>,
 }
 
 /// Why tracing stopped.
@@ -163,6 +167,7 @@ pub struct Consumer<'a> {
     header_done: bool,
     stopped: Option<StopReason>,
     ksyms: Option<Kallsyms>,
+    usyms: crate::user::UserSymbols,
     reported: BTreeMap<(u32, usize), u64>,
     sort: SortOptions,
 }
@@ -217,6 +222,7 @@ impl<'a> Consumer<'a> {
             pos: o.aggsortpos.unwrap_or(0) as usize,
         };
         let n = aggs.len();
+        let usyms = crate::user::UserSymbols::new(cfg.target_pid);
         Ok(Consumer {
             prog,
             session,
@@ -229,6 +235,7 @@ impl<'a> Consumer<'a> {
             header_done: false,
             stopped: None,
             ksyms: None,
+            usyms,
             reported: BTreeMap::new(),
             sort,
         })
@@ -303,6 +310,8 @@ impl<'a> Consumer<'a> {
 
     /// Consumes every pending record.
     fn drain(&mut self) -> Result<(), RunError> {
+        // Keep the target's mappings while it runs, for user symbols printed after it exits.
+        self.usyms.refresh();
         let mut recs: Vec<(u32, u32, u64, u64, u64, Vec<u8>)> = Vec::new();
         // Copy out first: printing needs &mut self (aggregation reads happen while printing).
         let exits: Vec<u64> = self
@@ -375,10 +384,11 @@ impl<'a> Consumer<'a> {
                     if a == 0 {
                         break;
                     }
-                    st.frames.push(if *user { Symbol::unknown(a) } else { ks.resolve(a) });
+                    st.frames.push(if *user { self.usyms.resolve(a) } else { ks.resolve(a) });
                 }
                 Value::Stack(st)
             }
+            FieldKind::Sym(SymKind::Usym | SymKind::Umod | SymKind::Uaddr) => Value::Sym(self.usyms.resolve(u64at(o))),
             FieldKind::Sym(_) => {
                 let a = u64at(o);
                 let ks = self.ksyms.get_or_insert_with(Kallsyms::load);

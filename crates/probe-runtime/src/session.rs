@@ -51,6 +51,15 @@ pub enum RuntimeError {
     /// A uprobe/USDT probe needs the user-space attacher, which this session lacks.
     #[error("{0}: uprobes and USDT probes are attached by probe-user, not available here")]
     Unsupported(String),
+    /// Attaching a uprobe or USDT probe failed (probe-user names the failed call).
+    #[error("attaching {probe}: {source}")]
+    User {
+        /// The clause(s) and probe(s).
+        probe: String,
+        /// probe-user's error.
+        #[source]
+        source: probe_user::attach::AttachError,
+    },
 }
 
 impl RuntimeError {
@@ -101,6 +110,8 @@ pub struct Session {
     maps: Vec<Option<OwnedFd>>,
     progs: Vec<Loaded>,
     links: Vec<OwnedFd>,
+    /// Uprobe/USDT attachments (probe-user), with any semaphores set by hand.
+    user_links: Vec<probe_user::attach::UserAttachment>,
     ring: RingBuf,
     ncpus: usize,
 }
@@ -170,7 +181,7 @@ impl Session {
         }
         let rb_fd = maps[layout.ringbuf].take().expect("ring buffer map");
         let ring = RingBuf::new(rb_fd, layout.maps[layout.ringbuf].max_entries)?;
-        Ok(Session { layout, maps, progs, links: Vec::new(), ring, ncpus })
+        Ok(Session { layout, maps, progs, links: Vec::new(), user_links: Vec::new(), ring, ncpus })
     }
 
     /// Runs the BEGIN (or END) programs once, on this thread, via `BPF_PROG_TEST_RUN`.
@@ -232,7 +243,10 @@ impl Session {
                         self.links.push(ev);
                     }
                 }
-                Attach::Uprobe { .. } => return Err(RuntimeError::Unsupported(p.what.clone())),
+                Attach::Uprobe { path, offset, ret, pid, semaphore } => self.user_links.push(
+                    crate::user::attach(&p.fd, path, *offset, *ret, *pid, *semaphore)
+                        .map_err(|source| RuntimeError::User { probe: p.what.clone(), source })?,
+                ),
             }
         }
         Ok(())
@@ -240,12 +254,13 @@ impl Session {
 
     /// Number of attachments (links and perf events) currently held.
     pub fn attachments(&self) -> usize {
-        self.links.len()
+        self.links.len() + self.user_links.iter().map(|u| u.len()).sum::<usize>()
     }
 
     /// Detaches every probe (closes the link and perf-event fds). Maps stay readable.
     pub fn detach(&mut self) {
         self.links.clear();
+        self.user_links.clear();
     }
 
     /// Waits up to `timeout_ms` for records.

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use probe_runtime::catalog::KernelCatalog;
+use probe_runtime::user::FullCatalog;
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
 use probe_runtime::sys;
@@ -64,7 +64,7 @@ pub struct ProbeArgs {
 
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    let catalog = KernelCatalog::new();
+    let mut catalog = FullCatalog::new();
     if args.list {
         return list(&args, &catalog);
     }
@@ -110,6 +110,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
             let c = sys::spawn_held(&path, &words).context("-c: starting the command")?;
             let pid = c.pid;
+            // pid$target/USDT modules resolve against the files the command will map.
+            catalog.set_held_command(pid, path.clone());
             child = Some(c);
             Some(pid)
         }
@@ -156,6 +158,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         verbose: args.verbose,
         watch_pid: if args.command.is_none() { args.pid } else { None },
+        target_pid,
     };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
@@ -291,16 +294,21 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// `-l`: the probes matching the descriptions, in DTrace's columns.
-fn list(args: &ProbeArgs, catalog: &KernelCatalog) -> anyhow::Result<ExitCode> {
+fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
+    // `$target` in a listed description is the -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
+    let target = |d: &str| match args.pid {
+        Some(p) => d.replace("$target", &p.to_string()),
+        None => d.to_string(),
+    };
     for c in &args.clauses {
         let desc = c.split(['{', '/']).next().unwrap_or("").trim();
         for d in desc.split(',') {
-            pats.push(pattern(d.trim()));
+            pats.push(pattern(&target(d.trim())));
         }
     }
     for d in descriptions(args) {
-        pats.push(pattern(&d));
+        pats.push(pattern(&target(&d)));
     }
     if pats.is_empty() {
         pats.push(ProbeDescPattern::new("", "", "", ""));
