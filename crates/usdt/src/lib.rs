@@ -117,6 +117,8 @@ mod tests {
             fn all(a: u8, b: i16, c: u32, d: i64, e: bool, f: &str, g: &[u8], h: char);
             /// None.
             fn none();
+            /// sys/sdt.h's maximum, 12 note arguments (here 10 declared, two of them slices).
+            fn twelve(a: u64, b: i64, c: u32, d: &[u8], e: i8, f: &str, g: u16, h: &[u8], i: bool, j: usize);
         }
     }
 
@@ -128,6 +130,8 @@ mod tests {
         assert_eq!(unit::all::ARGS[6], ("g", "&[u8]"));
         assert_eq!(unit::all::ARGS[5], ("f", "&str"));
         assert!(unit::none::ARG_SIZES.is_empty());
+        assert_eq!(unit::twelve::ARG_SIZES.len(), 12);
+        probe!(unit::twelve(1, -2, 3, b"ab", -5, "six", 7, b"", true, 10));
     }
 
     #[test]
