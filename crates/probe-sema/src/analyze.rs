@@ -1044,9 +1044,28 @@ impl<'a> Analyzer<'a> {
                 if rest.is_empty() {
                     return Err(arity(self, "at least one aggregation", "printa(\"format\", @a, ...)"));
                 }
-                let mut aggs = Vec::new();
+                let mut aggs: Vec<AggId> = Vec::new();
                 for a in rest {
-                    aggs.push(self.agg_ref(a)?);
+                    let id = self.agg_ref(a)?;
+                    // DTrace prints several aggregations side by side, joined on their keys: the
+                    // key types must agree.
+                    if let Some(&first) = aggs.first() {
+                        let (f, g) = (&self.aggs[first.0 as usize], &self.aggs[id.0 as usize]);
+                        if f.keys != g.keys {
+                            let fk = f.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+                            let gk = g.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+                            let (fs, gs) = (f.span, g.span);
+                            return Err(self.report(
+                                Diagnostic::error(
+                                    format!("printa() aggregations must have the same keys: [{fk}] and [{gk}]"),
+                                    a.span,
+                                )
+                                .with_label(fs, "first aggregation used here")
+                                .with_label(gs, "this one used here"),
+                            ));
+                        }
+                    }
+                    aggs.push(id);
                 }
                 if let Some(f) = &format {
                     self.check_printa(f, &args[0], &aggs)?;

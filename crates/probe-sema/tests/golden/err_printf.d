@@ -14,3 +14,4 @@ BEGIN
 	exit("no");
 }
 END { @x[pid] = count(); }
+END { @y[execname] = count(); @z[pid] = sum(1); printa(@x, @y); printa(@x, @z); }
