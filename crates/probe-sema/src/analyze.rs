@@ -228,10 +228,20 @@ fn mk(kind: TExprKind, ty: Type, span: Span) -> TExpr {
     TExpr { kind, ty, span }
 }
 
-/// Converts `e` to `ty`, inserting a cast when the types differ.
+/// Converts `e` to `ty`, inserting a cast when the types differ. An integer constant converted to
+/// another integer type is folded into a constant of that type (C's conversion: truncate, then
+/// extend by the target's signedness), so the code generator sees `0:uint64_t`, not a cast.
 fn convert(e: TExpr, ty: &Type) -> TExpr {
     if &e.ty == ty {
         return e;
+    }
+    if let (TExprKind::Int(_), Some(_), Type::Int { .. }) = (&e.kind, e.ty.as_int(), ty) {
+        let span = e.span;
+        let probe = mk(TExprKind::Cast(Box::new(e)), ty.clone(), span);
+        if let Some(v) = const_eval(&probe) {
+            return mk(TExprKind::Int(v as u64), ty.clone(), span);
+        }
+        return probe;
     }
     let span = e.span;
     mk(TExprKind::Cast(Box::new(e)), ty.clone(), span)
@@ -1343,7 +1353,8 @@ impl<'a> Analyzer<'a> {
                     _ if !x.ty.is_integral() => {
                         Err(self.err(format!("cannot cast `{}` to `{}`", x.ty, tn.text), span))
                     }
-                    _ => Ok(mk(TExprKind::Cast(Box::new(x)), target, span)),
+                    _ if x.ty == target => Ok(TExpr { span, ..x }),
+                    _ => Ok(TExpr { span, ..convert(x, &target) }),
                 }
             }
             ExprKind::SizeofType(tn) => {
@@ -1521,6 +1532,14 @@ impl<'a> Analyzer<'a> {
                 let t = convert(t, &ty);
                 if op == UnaryOp::Plus {
                     return Ok(TExpr { span, ..t });
+                }
+                if let TExprKind::Int(_) = t.kind {
+                    // Fold `-1`, `~0u`: a constant, as C's constant expressions.
+                    let e = mk(TExprKind::Unary(op, Box::new(t)), ty.clone(), span);
+                    if let Some(v) = const_eval(&e) {
+                        return Ok(mk(TExprKind::Int(v as u64), ty, span));
+                    }
+                    return Ok(e);
                 }
                 Ok(mk(TExprKind::Unary(op, Box::new(t)), ty, span))
             }
