@@ -217,15 +217,23 @@ macro_rules! __usdt_probe {
             #[allow(clippy::too_many_arguments)]
             pub fn fire($($nm: $($ty)*),*) {
                 if super::SEMAPHORES.$probe.is_enabled() {
-                    $($st)*
-                    $crate::__usdt_site! { [$provider $probe] [$($tm)*] [$($po)*] [$($na)*] }
+                    self::__fire_enabled($($nm,)*)
                 }
+            }
+
+            /// The site without the semaphore test, for `probe!`, which has just tested it.
+            #[doc(hidden)]
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub fn __fire_enabled($($nm: $($ty)*),*) {
+                $($st)*
+                $crate::__usdt_site! { [$provider $probe] [$($tm)*] [$($po)*] [$($na)*] }
             }
 
             #[doc(hidden)]
             #[inline(always)]
             pub fn __fire_tuple(($($nm,)*): ($($($ty)*,)*)) {
-                self::fire($($nm,)*)
+                self::__fire_enabled($($nm,)*)
             }
         }
     };
@@ -260,7 +268,7 @@ macro_rules! probe {
     };
     ($($probe:ident)::+ ( $($arg:expr),* $(,)? )) => {
         if $($probe)::+::is_enabled() {
-            $($probe)::+::fire($($arg),*)
+            $($probe)::+::__fire_enabled($($arg),*)
         }
     };
 }
