@@ -6,11 +6,15 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use probe_format::value::Symbol;
 use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_user::attach::{AttachError, AttachRequest, UserAttachment};
 use probe_user::provider::UserCatalog;
+use probe_user::maps::ProcessMaps;
 use probe_user::symbolize::Symbolizer;
 use probe_user::{AbsAddr, FileOffset};
 
@@ -77,30 +81,72 @@ pub fn attach(
 
 /// User-address symbolization for the consumer, against the `$target` process (the records do
 /// not carry the pid that produced a user address; with no target, addresses stay numeric).
+///
+/// Aggregation keys are printed after the target has exited, when `/proc/PID/maps` is gone, so a
+/// watcher thread snapshots the target's mappings while it runs: every 0.5 ms for its first
+/// second, then every 10 ms, keeping the last snapshot taken after its `execve` (a `-c` command
+/// is held in a copy of sightline until then). Libraries mapped and unmapped between two
+/// snapshots, and a process that lives less than one interval, leave their addresses numeric.
 #[derive(Debug, Default)]
 pub struct UserSymbols {
     pid: Option<u32>,
     inner: Option<Symbolizer>,
+    latest: Option<Arc<Mutex<Option<ProcessMaps>>>>,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl UserSymbols {
-    /// Symbolization in process `pid` (`$target`), or none.
+    /// Symbolization in process `pid` (`$target`), or none; starts the watcher thread.
     pub fn new(pid: Option<u32>) -> UserSymbols {
-        UserSymbols { pid, inner: None }
+        let Some(pid) = pid else { return UserSymbols::default() };
+        let latest = Arc::new(Mutex::new(None));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, st) = (latest.clone(), stop.clone());
+        let own_exe = std::fs::read_link("/proc/self/exe").ok();
+        let spawned = std::thread::Builder::new().name("usym-maps".into()).spawn(move || {
+            let start = Instant::now();
+            while !st.load(Ordering::Relaxed) {
+                match ProcessMaps::read(pid) {
+                    // A held -c child still runs our own image until its execve.
+                    Ok(m) if Some(&m.exe) != own_exe.as_ref() && !m.mappings.is_empty() => {
+                        *l.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+                    }
+                    Ok(_) => {}
+                    Err(_) => {
+                        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                            break;
+                        }
+                    }
+                }
+                let fast = start.elapsed() < Duration::from_secs(1);
+                std::thread::sleep(if fast { Duration::from_micros(500) } else { Duration::from_millis(10) });
+            }
+        });
+        UserSymbols { pid: Some(pid), inner: None, latest: spawned.is_ok().then_some(latest), stop: Some(stop) }
     }
 
-    /// Re-reads the target's mappings while it runs, so addresses still resolve after it exits
-    /// (aggregation keys are printed at the end).
+    /// Takes the watcher's latest snapshot of the target's mappings.
     pub fn refresh(&mut self) {
-        if let Some(pid) = self.pid {
-            self.inner.get_or_insert_with(Symbolizer::new).remember(pid);
+        if let Some(l) = &self.latest
+            && let Some(m) = l.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        {
+            self.inner.get_or_insert_with(Symbolizer::new).set_maps(m);
         }
     }
 
     /// The symbol of user address `addr` (or the bare address).
     pub fn resolve(&mut self, addr: u64) -> Symbol {
         let Some(pid) = self.pid else { return Symbol::unknown(addr) };
+        self.refresh();
         let s = self.inner.get_or_insert_with(Symbolizer::new).resolve(pid, AbsAddr(addr));
         Symbol { addr, module: s.module, name: s.function, offset: s.offset }
+    }
+}
+
+impl Drop for UserSymbols {
+    fn drop(&mut self) {
+        if let Some(s) = &self.stop {
+            s.store(true, Ordering::Relaxed);
+        }
     }
 }

@@ -104,6 +104,12 @@ impl Symbolizer {
         }
     }
 
+    /// Uses `maps` as the mappings of its process from now on (a snapshot taken elsewhere, for
+    /// example by a thread that watches a short-lived process). Cached results stay.
+    pub fn set_maps(&mut self, maps: ProcessMaps) {
+        self.maps.insert(maps.pid, maps);
+    }
+
     /// Resolves `addr` in process `pid`. Never fails: what cannot be resolved is shown as an
     /// address, as DTrace does.
     pub fn resolve(&mut self, pid: u32, addr: AbsAddr) -> UserSymbol {
