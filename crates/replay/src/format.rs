@@ -421,10 +421,10 @@ impl Writer {
         }
         let raw = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES + 4096));
         let n = std::mem::take(&mut self.count) as u32;
-        if let Some(tx) = &self.tx {
-            if tx.send((raw, n)).is_err() {
-                return self.join().map(|_| ());
-            }
+        if let Some(tx) = &self.tx
+            && tx.send((raw, n)).is_err()
+        {
+            return self.join().map(|_| ());
         }
         Ok(())
     }

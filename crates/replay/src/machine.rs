@@ -94,7 +94,7 @@ pub enum Trap {
 
 impl Trap {
     /// Instruction length in bytes.
-    pub fn len(self) -> u64 {
+    pub fn length(self) -> u64 {
         match self {
             Trap::Rdtscp => 3,
             Trap::Rdtsc | Trap::Cpuid => 2,

@@ -336,36 +336,12 @@ pub fn outputs(
         mem(p, 4).map(|b| u32::from_le_bytes(b[..4].try_into().expect("4")) as usize)
     };
     match nr {
-        SYS_read | SYS_pread64 | SYS_getdents | SYS_getdents64 | SYS_getrandom => {
-            if ok {
-                fixed(&mut out, a[1 - usize::from(nr == SYS_getrandom)], r)
-            }
-        }
-        SYS_readlink | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr => {
-            if ok {
-                fixed(&mut out, a[if nr == SYS_readlink { 1 } else { 2 }], r)
-            }
-        }
-        SYS_listxattr | SYS_llistxattr | SYS_flistxattr => {
-            if ok {
-                fixed(&mut out, a[1], r)
-            }
-        }
-        SYS_readlinkat => {
-            if ok {
-                fixed(&mut out, a[2], r)
-            }
-        }
-        SYS_getcwd => {
-            if ok {
-                fixed(&mut out, a[0], r)
-            }
-        }
-        SYS_readv | SYS_preadv | SYS_preadv2 => {
-            if ok {
-                scatter(&mut out, mem, a[1], a[2] as usize, r)
-            }
-        }
+        SYS_read | SYS_pread64 | SYS_getdents | SYS_getdents64 | SYS_getrandom if ok => fixed(&mut out, a[1 - usize::from(nr == SYS_getrandom)], r),
+        SYS_readlink | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr if ok => fixed(&mut out, a[if nr == SYS_readlink { 1 } else { 2 }], r),
+        SYS_listxattr | SYS_llistxattr | SYS_flistxattr if ok => fixed(&mut out, a[1], r),
+        SYS_readlinkat if ok => fixed(&mut out, a[2], r),
+        SYS_getcwd if ok => fixed(&mut out, a[0], r),
+        SYS_readv | SYS_preadv | SYS_preadv2 if ok => scatter(&mut out, mem, a[1], a[2] as usize, r),
         SYS_recvfrom => {
             if ok {
                 fixed(&mut out, a[1], r);
@@ -416,11 +392,7 @@ pub fn outputs(
             }
             fixed(&mut out, a[4], 16);
         }
-        SYS_epoll_wait | SYS_epoll_pwait => {
-            if ok {
-                fixed(&mut out, a[1], r * 12)
-            }
-        }
+        SYS_epoll_wait | SYS_epoll_pwait if ok => fixed(&mut out, a[1], r * 12),
         SYS_wait4 => {
             fixed(&mut out, a[1], 4);
             fixed(&mut out, a[3], 144);
@@ -429,16 +401,8 @@ pub fn outputs(
             fixed(&mut out, a[2], 128);
             fixed(&mut out, a[4], 144);
         }
-        SYS_pipe | SYS_pipe2 => {
-            if ok {
-                fixed(&mut out, a[0], 8)
-            }
-        }
-        SYS_socketpair => {
-            if ok {
-                fixed(&mut out, a[3], 8)
-            }
-        }
+        SYS_pipe | SYS_pipe2 if ok => fixed(&mut out, a[0], 8),
+        SYS_socketpair if ok => fixed(&mut out, a[3], 8),
         SYS_accept | SYS_accept4 | SYS_getsockname | SYS_getpeername => {
             if let Some(len) = u32_at(mem, a[2]) {
                 fixed(&mut out, a[1], len.min(128));
@@ -464,16 +428,8 @@ pub fn outputs(
                 fixed(&mut out, a[2], len)
             }
         }
-        SYS_fcntl => {
-            if a[1] == F_GETLK as u64 {
-                fixed(&mut out, a[2], 32)
-            }
-        }
-        SYS_sched_getaffinity => {
-            if ok {
-                fixed(&mut out, a[2], r)
-            }
-        }
+        SYS_fcntl if a[1] == F_GETLK as u64 => fixed(&mut out, a[2], 32),
+        SYS_sched_getaffinity if ok => fixed(&mut out, a[2], r),
         SYS_getitimer => fixed(&mut out, a[1], 32),
         SYS_setitimer => fixed(&mut out, a[2], 32),
         SYS_timer_create => fixed(&mut out, a[2], 4),
@@ -490,11 +446,7 @@ pub fn outputs(
                 fixed(&mut out, p, 4);
             }
         }
-        SYS_getgroups => {
-            if ok {
-                fixed(&mut out, a[1], r * 4)
-            }
-        }
+        SYS_getgroups if ok => fixed(&mut out, a[1], r * 4),
         SYS_mincore => fixed(&mut out, a[2], (a[1] as usize).div_ceil(4096)),
         _ => {}
     }

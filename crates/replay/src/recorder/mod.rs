@@ -242,7 +242,8 @@ impl Recorder {
             };
             let (stopped, how, sig) = match result {
                 Ok(x) => x,
-                Err((stopped, err)) => {
+                Err(boxed) => {
+                    let (stopped, err) = *boxed;
                     if err.is_gone() {
                         continue;
                     }
@@ -320,7 +321,7 @@ impl Recorder {
             match signal::emulate_trap_if_any(&mut t) {
                 Ok(Some(_)) => return Ok((t, Resume::Cont, 0)),
                 Ok(None) => return Ok((t, Resume::Cont, sig)),
-                Err(e) => return Err((Some(t), e)),
+                Err(e) => return Err(Box::new((Some(t), e))),
             }
         }
         if let Some(p) = self.procs.get_mut(&t.tid()) {
@@ -332,7 +333,7 @@ impl Recorder {
 
 /// What a handler gives back: the tracee to resume, how, and the signal to deliver; or the error
 /// with the tracee if it is still held.
-type StopResult = Result<(Stopped, Resume, i32), (Option<Stopped>, Error)>;
+type StopResult = Result<(Stopped, Resume, i32), Box<(Option<Stopped>, Error)>>;
 
 trait GoneExt {
     fn is_gone(&self) -> bool;

@@ -6,7 +6,7 @@
 
 use replay_ptrace::Stopped;
 
-use super::{Proc, Recorder, StopResult};
+use super::{Recorder, StopResult};
 use crate::format::Event;
 use crate::rendezvous::process_object;
 
@@ -15,10 +15,10 @@ impl Recorder {
     pub(super) fn on_new_child(&mut self, t: Stopped) -> StopResult {
         let child = match t.event_msg() {
             Ok(c) => c as i32,
-            Err(e) => return Err((Some(t), e.into())),
+            Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
         let fds = self.procs.get(&t.tid()).map(|p| p.fds.clone()).unwrap_or_default();
-        self.procs.entry(child).or_insert_with(Proc::default).fds = fds;
+        self.procs.entry(child).or_default().fds = fds;
         self.seen_processes += 1;
         let how = self.resume_how(t.tid());
         Ok((t, how, 0))
@@ -29,11 +29,11 @@ impl Recorder {
         let tid = t.tid();
         let status = match t.event_msg() {
             Ok(s) => s as i32,
-            Err(e) => return Err((Some(t), e.into())),
+            Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
         let rdv = self.next_rdv(process_object(tid));
         if let Err(e) = self.emit(tid, Event::Exit { status, rendezvous: vec![rdv] }) {
-            return Err((Some(t), e));
+            return Err(Box::new((Some(t), e)));
         }
         Ok((t, replay_ptrace::Resume::Cont, 0))
     }

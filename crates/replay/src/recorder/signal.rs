@@ -48,7 +48,7 @@ pub(super) fn emulate_trap_if_any(t: &mut Stopped) -> Result<Option<Event>, Erro
             Event::Cpuid { leaf, subleaf, out }
         }
     };
-    regs.rip += trap.len();
+    regs.rip += trap.length();
     t.set_regs(&regs)?;
     Ok(Some(ev))
 }
@@ -58,7 +58,7 @@ impl Recorder {
     pub(super) fn on_signal(&mut self, mut t: Stopped, sig: i32) -> StopResult {
         match self.signal_inner(&mut t, sig) {
             Ok(deliver) => Ok((t, Resume::Cont, deliver)),
-            Err(e) => Err((Some(t), e)),
+            Err(e) => Err(Box::new((Some(t), e))),
         }
     }
 

@@ -33,7 +33,7 @@ impl Recorder {
         let tid = t.tid();
         let regs = match t.regs() {
             Ok(r) => r,
-            Err(e) => return Err((Some(t), e.into())),
+            Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
@@ -51,7 +51,7 @@ impl Recorder {
         {
             // Raised now, delivered when this system call returns (or interrupts it).
             if let Err(e) = replay_ptrace::tgkill(tid, tid, sig) {
-                return Err((Some(t), e.into()));
+                return Err(Box::new((Some(t), e.into())));
             }
             p.releasing = Some((sig, info));
         }
@@ -68,7 +68,7 @@ impl Recorder {
         };
         match self.finish_syscall(&mut t, pending) {
             Ok(()) => Ok((t, Resume::Cont, 0)),
-            Err(e) => Err((Some(t), e)),
+            Err(e) => Err(Box::new((Some(t), e))),
         }
     }
 

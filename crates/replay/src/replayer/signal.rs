@@ -60,7 +60,7 @@ impl Replayer<'_> {
                     return Err(self.divergence(rec, self.expected_text(rec), found));
                 }
             }
-            regs.rip += trap.len();
+            regs.rip += trap.length();
             t.set_regs(&regs)?;
             self.complete(rec);
             self.raise_next_signal(tid)?;
