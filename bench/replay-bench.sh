@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Recording overhead of `sightline record` versus native runs, next to `strace -f -o /dev/null`
+# (the ptrace baseline), and replay time, in one run. Prints seconds and ratios.
+#
+# Workloads: gzip of 40 MB (generated), a python3 script (random, time, pid, uuid4),
+# `find /usr -name '*.so*'`, sqlite3 (10,000 rows with random() and datetime('now')), `make -j2`.
+# Each configuration runs REPS times (default 3) and the fastest run counts: this VM is shared and
+# noisy, the minimum is the least disturbed measurement.
+#
+# Targets (issue 7): record <= 1.1x native for gzip, <= 3x for find; replay no slower than record.
+#
+# Usage: bench/replay-bench.sh            (builds sightline in release mode)
+#        SIGHTLINE=/path/to/sightline REPS=5 bench/replay-bench.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+REPS=${REPS:-3}
+
+need() { command -v "$1" >/dev/null 2>&1; }
+missing=()
+for p in strace gzip sqlite3 make python3 find; do need "$p" || missing+=("$p"); done
+if ((${#missing[@]})); then
+    echo "installing: ${missing[*]}" >&2
+    apt-get update -qq && apt-get install -y -qq strace gzip sqlite3 make python3 findutils >/dev/null
+fi
+
+if [[ -z "${SIGHTLINE:-}" ]]; then
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+    (cd "$ROOT" && cargo build -q --release -p sightline)
+    SIGHTLINE=$CARGO_TARGET_DIR/release/sightline
+fi
+
+W=$(mktemp -d /tmp/replay-bench.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+
+# --- inputs -------------------------------------------------------------------------------------
+python3 - "$W/in40" <<'EOF'
+import random, sys
+random.seed(7)
+words = "alpha beta gamma delta replay record kernel signal process pipe".split()
+with open(sys.argv[1], "w") as f:
+    n = 0
+    while n < 40 * 1024 * 1024:
+        line = " ".join(random.choice(words) for _ in range(12)) + " %d\n" % random.randint(0, 10**6)
+        f.write(line)
+        n += len(line)
+EOF
+cat > "$W/script.py" <<'EOF'
+import random, time, os, uuid
+for _ in range(1000):
+    random.random()
+print(random.random(), time.time(), os.getpid(), uuid.uuid4())
+EOF
+cat > "$W/db.sql" <<'EOF'
+create table t(a, b, c);
+with recursive n(i) as (select 1 union all select i + 1 from n where i < 10000)
+insert into t select i, random(), datetime('now') from n;
+select count(*), sum(b % 1000) from t;
+EOF
+mkdir -p "$W/mk"
+{
+    printf 'all: %s\n\t@echo done\n' "$(echo o{1..8})"
+    for i in 1 2 3 4 5 6 7 8; do
+        printf 'o%d:\n\t@sh -c "seq 20000 | sort -n | tail -1 > /dev/null"; echo o%d\n' "$i" "$i"
+    done
+} > "$W/mk/Makefile"
+
+names=(gzip python3 find sqlite3 make-j2)
+cmds=(
+    "gzip -c $W/in40 > $W/out.gz"
+    "python3 $W/script.py > /dev/null"
+    "find /usr -name '*.so*' > /dev/null"
+    "rm -f $W/db.sqlite && sqlite3 $W/db.sqlite < $W/db.sql > /dev/null"
+    "make -s -C $W/mk -j2 > /dev/null"
+)
+
+now() { date +%s%N; }
+# best_of CMD...: fastest wall time in seconds over REPS runs
+best_of() {
+    local best=""
+    for ((r = 0; r < REPS; r++)); do
+        local t0 t1 d
+        t0=$(now)
+        "$@" >/dev/null 2>&1 || true
+        t1=$(now)
+        d=$((t1 - t0))
+        if [[ -z "$best" || $d -lt $best ]]; then best=$d; fi
+    done
+    awk -v ns="$best" 'BEGIN { printf "%.3f", ns / 1e9 }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+
+printf 'sightline: %s\nCPUs: %s, reps: %s (fastest counts)\n\n' "$SIGHTLINE" "$(nproc)" "$REPS"
+printf '%-9s %9s %9s %9s %9s   %9s %9s %9s\n' workload native strace record replay \
+    strace/nat record/nat replay/rec
+for i in "${!names[@]}"; do
+    name=${names[$i]}
+    cmd=${cmds[$i]}
+    rec="$W/rec-$name"
+    t_native=$(best_of sh -c "$cmd")
+    t_strace=$(best_of strace -f -o /dev/null sh -c "$cmd")
+    t_record=$(best_of sh -c "rm -rf '$rec' && '$SIGHTLINE' record -o '$rec' -- sh -c \"$cmd\"")
+    t_replay=$(best_of "$SIGHTLINE" replay "$rec")
+    "$SIGHTLINE" replay "$rec" >/dev/null 2>"$W/replay.err" || {
+        echo "replay of $name failed:" >&2
+        cat "$W/replay.err" >&2
+    }
+    size=$(du -sk "$rec" | cut -f1)
+    printf '%-9s %9s %9s %9s %9s   %9s %9s %9s   (%s KiB recorded)\n' "$name" "$t_native" "$t_strace" \
+        "$t_record" "$t_replay" "$(ratio "$t_strace" "$t_native")" "$(ratio "$t_record" "$t_native")" \
+        "$(ratio "$t_replay" "$t_record")" "$size"
+done
