@@ -7,6 +7,9 @@
 //! thread are counted by a counting global allocator (a thread-local counter, so the reporters'
 //! background threads do not count).
 //!
+//! The `tracing` + `CausalLayer` row is informational (no target): it reports two events per
+//! span (enter, exit) and formats the span's field on the calling thread.
+//!
 //! Usage: causal-compare [ROUNDS]   (default 30 rounds of 10,000 operations per case)
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -122,7 +125,6 @@ fn main() {
         },
         flush,
     ));
-    let causal_drops = causal::dropped();
     let causal_queued = causal::stats().queued;
 
     // 2. causal, unsampled task.
@@ -137,6 +139,7 @@ fn main() {
     ));
     drop(unsampled);
     assert_eq!(causal::stats().queued, causal_queued, "unsampled events queued nothing");
+    causal::set_current(None);
 
     // 3. tracing: a span with one field through the Registry, created, entered, exited, closed.
     let registry = tracing_subscriber::registry();
@@ -153,6 +156,26 @@ fn main() {
             || {},
         )
     }));
+
+    // 3b. The same span through the Registry with causal's layer: an enter and an exit event.
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(causal::layer::CausalLayer::new()));
+        let _ctx = causal::start_task("bench layer", []);
+        results.push(tracing::dispatcher::with_default(&dispatch, || {
+            measure(
+                "tracing span (Registry + CausalLayer): 2 events",
+                rounds,
+                |i| {
+                    let span = tracing::info_span!("op", i);
+                    let g = span.enter();
+                    black_box(&g);
+                },
+                flush,
+            )
+        }));
+        causal::set_current(None);
+    }
 
     // 4. OpenTelemetry SDK: a span with one attribute, batch processor with a no-op exporter.
     let exporter = opentelemetry_sdk::testing::trace::NoopSpanExporter::new();
@@ -179,6 +202,8 @@ fn main() {
     ));
     let _ = provider.shutdown();
 
+    let causal_drops = causal::dropped();
+    let causal_queued = causal::stats().queued;
     println!("{} rounds x {} operations per case; ns per operation on the calling thread", rounds, ROUND);
     println!("{:<48} {:>10} {:>10} {:>12} {:>14}", "case", "median ns", "best ns", "allocs/op", "vs causal");
     let base = results[0].ns;

@@ -31,7 +31,6 @@ use tracing_subscriber::layer::{Context as LayerCx, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::context::{self, Context, Value};
-use crate::metadata::OpId;
 
 /// The layer (see the module docs).
 #[derive(Debug, Clone)]
@@ -61,16 +60,18 @@ impl CausalLayer {
 /// Per-span state kept in the registry's extensions.
 struct SpanState {
     ctx: Option<Context>,
-    /// The parents of `ctx` when the span was created, to tell on exit whether the context being
-    /// restored moved on meanwhile (concurrent siblings: join) or not (sequential: replace).
-    created_from: Vec<OpId>,
-    /// Thread contexts saved at each (possibly nested) entry.
-    saved: Vec<Option<Context>>,
-    /// The span's last events joined into the restored context at its previous exit; superseded
+    /// The context the span was created from, to tell on exit whether the context being restored
+    /// moved on meanwhile (concurrent siblings: join) or not (sequential: replace).
+    created_from: Option<Context>,
+    /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
+    /// already entered span in `saved_more`.
+    saved: Option<Option<Context>>,
+    saved_more: Vec<Option<Context>>,
+    /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
-    contributed: Vec<OpId>,
+    contributed: Option<Context>,
+    /// Fields recorded before the first entry, reported with it (then emptied).
     fields: Vec<(&'static str, String)>,
-    entered_once: bool,
 }
 
 #[derive(Default)]
@@ -109,8 +110,15 @@ where
         };
         let mut fc = FieldCollector::default();
         attrs.record(&mut fc);
-        let created_from = ctx.as_ref().map(|c| c.parents().to_vec()).unwrap_or_default();
-        span.extensions_mut().insert(SpanState { ctx, created_from, saved: Vec::new(), contributed: Vec::new(), fields: fc.fields, entered_once: false });
+        let created_from = ctx.clone();
+        span.extensions_mut().insert(SpanState {
+            ctx,
+            created_from,
+            saved: None,
+            saved_more: Vec::new(),
+            contributed: None,
+            fields: fc.fields,
+        });
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, cx: LayerCx<'_, S>) {
@@ -144,13 +152,14 @@ where
             ctx = Some(Context::new_task(sampled));
         }
         let prev = context::set_current(ctx);
-        st.saved.push(prev);
-        let mut fields: Vec<(&'static str, Value)> = vec![("span", Value::from("enter"))];
-        if !st.entered_once {
-            st.entered_once = true;
-            fields.extend(st.fields.iter().map(|(k, v)| (*k, Value::Str(Cow::Owned(v.clone())))));
+        match st.saved {
+            None => st.saved = Some(prev),
+            Some(_) => st.saved_more.push(prev),
         }
-        context::report(name, fields);
+        let fields = std::mem::take(&mut st.fields);
+        drop(ext);
+        let span_fields = fields.into_iter().map(|(k, v)| (k, Value::Str(Cow::Owned(v))));
+        context::report(name, std::iter::once(("span", Value::from("enter"))).chain(span_fields));
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
@@ -159,20 +168,27 @@ where
         let mut ext = span.extensions_mut();
         let Some(st) = ext.get_mut::<SpanState>() else { return };
         let mine = context::take_current();
-        let mut restored = st.saved.pop().flatten();
+        let mut restored = match st.saved_more.pop() {
+            Some(prev) => prev,
+            None => st.saved.take().flatten(),
+        };
         if let (Some(r), Some(m)) = (restored.as_mut(), mine.as_ref())
-            && r.task_id() == m.task_id() {
-                r.remove_parents(&st.contributed);
-                if r.parents().is_empty() || r.parents() == st.created_from.as_slice() {
-                    // Nothing else happened on the restored path since this span began: continue
-                    // from the span's last event.
-                    *r = m.clone();
-                } else {
-                    // A sibling ran meanwhile: both paths lead to the parent's next event.
-                    r.join_in(m);
-                }
-                st.contributed = m.parents().to_vec();
+            && r.task_id() == m.task_id()
+        {
+            if let Some(c) = &st.contributed {
+                r.remove_parents(c.parents());
             }
+            let unchanged = st.created_from.as_ref().is_some_and(|c| c.parents() == r.parents());
+            if r.parents().is_empty() || unchanged {
+                // Nothing else happened on the restored path since this span began: continue
+                // from the span's last event.
+                *r = m.clone();
+            } else {
+                // A sibling ran meanwhile: both paths lead to the parent's next event.
+                r.join_in(m);
+            }
+            st.contributed = Some(m.clone());
+        }
         st.ctx = mine;
         context::set_current(restored);
     }
