@@ -16,6 +16,8 @@ sightline_usdt::provider! {
     mod sightline_bench {
         /// One hit, its loop index.
         fn hit(i: u64);
+        /// A probe whose argument is expensive to build (a formatted string).
+        fn text(s: &str);
     }
 }
 
@@ -45,6 +47,17 @@ fn loop_sightline(n: u64) -> f64 {
 }
 
 #[inline(never)]
+fn loop_sightline_lazy(n: u64) -> f64 {
+    let t = Instant::now();
+    for i in 0..n {
+        black_box(i);
+        // Disabled: the format! never runs.
+        sightline_usdt::probe!(sightline_bench::text(&format!("item {i}")));
+    }
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+#[inline(never)]
 fn loop_oxide(n: u64) -> f64 {
     let t = Instant::now();
     for i in 0..n {
@@ -63,9 +76,14 @@ fn main() {
     // Registration is a no-op on Linux (the notes are all there is) but part of the crate's contract.
     usdt::register_probes().expect("usdt::register_probes");
 
-    let mut best = [f64::INFINITY; 3];
+    let mut best = [f64::INFINITY; 4];
     let loops: &[(&str, fn(u64) -> f64)] = match mode {
-        "disabled" => &[("none", loop_none), ("sightline", loop_sightline), ("usdt", loop_oxide)],
+        "disabled" => &[
+            ("none", loop_none),
+            ("sightline", loop_sightline),
+            ("sightline_lazy", loop_sightline_lazy),
+            ("usdt", loop_oxide),
+        ],
         "traced" => &[("sightline", loop_sightline), ("usdt", loop_oxide)],
         _ => panic!("{usage}"),
     };
