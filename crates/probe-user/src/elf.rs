@@ -108,6 +108,7 @@ pub struct ElfFile {
     functions: Vec<Function>,
     sections: Vec<SectionInfo>,
     dynamic: DynamicInfo,
+    entry: VirtAddr,
 }
 
 /// What the dynamic loader reads: `PT_INTERP` and the `.dynamic` entries that name libraries.
@@ -230,7 +231,8 @@ impl ElfFile {
         // One entry per (name, address): .symtab comes first, so dedup keeps it.
         functions.sort_by(|a, b| (a.addr, &a.name, a.table as u8).cmp(&(b.addr, &b.name, b.table as u8)));
         functions.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
-        Ok(ElfFile { path, data, kind, segments, functions, sections, dynamic })
+        let entry = VirtAddr(file.elf_header().e_entry(endian));
+        Ok(ElfFile { path, data, kind, segments, functions, sections, dynamic, entry })
     }
 
     /// The path the file was opened from.
@@ -241,6 +243,26 @@ impl ElfFile {
     /// `ET_EXEC` or `ET_DYN` (PIE executables and shared objects).
     pub fn kind(&self) -> ElfKind {
         self.kind
+    }
+
+    /// `e_entry`: where the process starts after the dynamic loader (`_start`); 0 for most shared
+    /// objects.
+    pub fn entry(&self) -> VirtAddr {
+        self.entry
+    }
+
+    /// True when the file page holding `off` is mapped by more than one `PT_LOAD` segment (lld
+    /// starts the data segment on the file page where the RELRO segment ends). The kernel's uprobe
+    /// reference counter then updates the first writable mapping of that page, which at `execve`
+    /// time is the RELRO one, not the variable: a USDT semaphore there must be set by hand.
+    pub fn page_shared_by_segments(&self, off: FileOffset) -> bool {
+        const PAGE: u64 = 4096;
+        let page = off.0 & !(PAGE - 1);
+        self.segments
+            .iter()
+            .filter(|s| s.filesz > 0 && (s.offset & !(PAGE - 1)) <= page && page < s.offset + s.filesz)
+            .count()
+            > 1
     }
 
     /// `PT_INTERP`, `DT_NEEDED`, `DT_RPATH` and `DT_RUNPATH`.

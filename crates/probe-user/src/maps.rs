@@ -221,7 +221,10 @@ impl ProcessMaps {
     /// or its first mapping does not start at the first segment's page.
     pub fn module(&self, path: &Path, elf: &ElfFile) -> Option<Module> {
         let p = path.to_str()?;
-        let first_map = self.mappings.iter().find(|m| m.path == p)?;
+        // The process shows canonical paths; `path` may go through a symlink (`/lib` → `/usr/lib`).
+        let canon = std::fs::canonicalize(path).ok();
+        let canon = canon.as_ref().and_then(|c| c.to_str()).unwrap_or(p);
+        let first_map = self.mappings.iter().find(|m| m.path == p || m.path == canon)?;
         let seg = elf.segments().first()?;
         if first_map.offset.0 != seg.offset & !(PAGE - 1) {
             return None;

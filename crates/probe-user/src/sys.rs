@@ -334,6 +334,36 @@ pub fn map_lookup(map: RawFd, key: u32) -> Result<u64, SyscallError> {
     Ok(value)
 }
 
+/// The instructions of a uprobe program that stops the process that hits it: `bpf_send_signal
+/// (SIGSTOP)` (helper 109, Linux ≥ 5.3), delivered when the task returns to user mode, so the
+/// process stops *at* the probed instruction, before executing it.
+///
+/// Attached at an executable's entry point, it gives a rendezvous where the process's memory can
+/// be written before any of its code runs (see [`crate::attach`]; `bpf_probe_write_user` would do
+/// it from the program but is refused under kernel lockdown).
+pub fn stop_self_program() -> Vec<u64> {
+    let insn = |op: u8, dst: u8, imm: i32| u64::from(op) | (u64::from(dst) << 8) | (u64::from(imm as u32) << 32);
+    vec![
+        insn(0xb7, 1, libc::SIGSTOP), // r1 = SIGSTOP
+        insn(0x85, 0, 109),           // bpf_send_signal(r1)
+        insn(0xb7, 0, 0),             // r0 = 0
+        insn(0x95, 0, 0),             // exit
+    ]
+}
+
+/// Sends `sig` to process `pid` (kill(2)).
+///
+/// # Errors
+/// [`SyscallError`] naming `kill`.
+pub fn kill(pid: u32, sig: i32) -> Result<(), SyscallError> {
+    // SAFETY: kill(2) takes two integers and touches no memory of ours.
+    let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    if r < 0 {
+        return Err(SyscallError { call: "kill", context: format!("pid {pid} signal {sig}"), source: std::io::Error::last_os_error(), log: None });
+    }
+    Ok(())
+}
+
 /// True when the kernel can attach uprobe_multi links (checked once, then cached).
 ///
 /// The probe loads a two-instruction program with `expected_attach_type = BPF_TRACE_UPROBE_MULTI`

@@ -406,3 +406,55 @@ fn held_command_probes_fire_from_the_start() {
     assert_eq!(progs[2].get(0).0, N);
     drop(held);
 }
+
+/// The lld layout: the semaphore's file page is also mapped by the RELRO segment, so under `-c`
+/// the kernel's reference counter updates the wrong mapping (bpftrace 0.17 never fires such
+/// probes). The entry-point setter makes every iteration see it set.
+#[test]
+fn lld_semaphore_set_from_entry_point_under_held_command() {
+    use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
+    use probe_user::attach::{AttachRequest, attach};
+    use probe_user::provider::UserCatalog;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_rust_sem(dir.path());
+    let elf = ElfFile::open(&bin).unwrap();
+    let probe = probes(&elf).unwrap().remove(0);
+    assert!(elf.page_shared_by_segments(probe.semaphore_offset.unwrap()), "not the lld layout this test is about");
+    // Kernel counter only (what the attach does when the process is already running): 0 hits.
+    let run = |use_setter: bool| -> (String, u64) {
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("read x; exec {} {N}", bin.display())])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let cat = UserCatalog::with_held_command(pid, bin.clone());
+        let m = cat.matching(&ProbeDescPattern::new(&format!("rs{pid}"), "", "", "hit"));
+        assert_eq!(m.len(), 1);
+        let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &m[0].kind else { panic!() };
+        let p = Prog::new(Reg::Rdi, true);
+        let held = if use_setter {
+            let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true };
+            let a = attach(p.prog.as_raw_fd(), &req).unwrap();
+            assert!(a.has_entry_setter());
+            Ok(a)
+        } else {
+            let site = UprobeSite { offset: FileOffset(*offset), ref_ctr_offset: Some(FileOffset(*sem)), cookie: 0 };
+            Err(sys::attach_uprobe_multi(p.prog.as_raw_fd(), Path::new(path), &[site], Some(pid), false).unwrap())
+        };
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        drop(held);
+        // (iterations that saw the semaphore, arg0 sum)
+        (String::from_utf8_lossy(&out.stdout).trim().to_string(), p.get(0).1)
+    };
+    // FIXME(kernel): the reference counter alone misses this layout under -c; this asserts today's
+    // kernel behaviour that the setter exists for.
+    assert_eq!(run(false), ("0".to_string(), 0));
+    // With the setter: all N iterations see the semaphore, and arg0 (0..N) sums to 45.
+    assert_eq!(run(true), ("10".to_string(), 45));
+}

@@ -60,3 +60,13 @@ pub fn counter_program(map_fd: i32, reg_off: i16) -> Vec<u64> {
     ]);
     v
 }
+
+/// Compiles `tests/common/rust_sem.rs` with rustc (default linker: lld) into `dir`.
+pub fn build_rust_sem(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/rust_sem.rs");
+    let out = dir.join("rust_sem");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let st = Command::new(rustc).args(["-O", "--edition", "2024", "-o"]).arg(&out).arg(&src).status().expect("run rustc");
+    assert!(st.success(), "rustc failed");
+    out
+}

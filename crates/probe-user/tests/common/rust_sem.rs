@@ -1,0 +1,54 @@
+// A Rust USDT probe with a semaphore, written by hand (provider "rs", name "hit", one argument), for
+// tests: linked by rustc's default linker (lld), its semaphore shares a file page with the RELRO
+// segment, so the kernel's reference counter misses it under -c. Prints how many iterations saw
+// the semaphore set.
+use std::arch::asm;
+
+#[unsafe(no_mangle)]
+#[used]
+#[unsafe(link_section = ".probes")]
+pub static mut rs_hit_semaphore: u16 = 0;
+
+#[inline(never)]
+fn hit(i: u64) {
+    unsafe {
+        asm!(
+            "990: nop",
+            ".pushsection .note.stapsdt, \"\", \"note\"",
+            ".balign 4",
+            ".4byte 992f-991f, 994f-993f, 3",
+            "991: .asciz \"stapsdt\"",
+            "992: .balign 4",
+            "993: .8byte 990b",
+            ".8byte _.stapsdt.base",
+            ".8byte rs_hit_semaphore",
+            ".asciz \"rs\"",
+            ".asciz \"hit\"",
+            ".asciz \"8@{0}\"",
+            "994: .balign 4",
+            ".popsection",
+            ".ifndef _.stapsdt.base",
+            ".pushsection .stapsdt.base, \"aG\", \"progbits\", .stapsdt.base, comdat",
+            ".weak _.stapsdt.base",
+            ".hidden _.stapsdt.base",
+            "_.stapsdt.base: .space 1",
+            ".size _.stapsdt.base, 1",
+            ".popsection",
+            ".endif",
+            in(reg) i,
+            options(att_syntax),
+        );
+    }
+}
+
+fn main() {
+    let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
+    let mut enabled = 0;
+    for i in 0..n {
+        if unsafe { std::ptr::read_volatile(&raw const rs_hit_semaphore) } != 0 {
+            enabled += 1;
+            hit(i);
+        }
+    }
+    println!("{enabled}");
+}
