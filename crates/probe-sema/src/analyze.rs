@@ -98,6 +98,8 @@ struct Analyzer<'a> {
     diags: Vec<Diagnostic>,
     /// Discard diagnostics (pre-pass).
     quiet: bool,
+    /// Kernel types, when the caller gave them.
+    btf: Option<std::sync::Arc<crate::btf::Btf>>,
 }
 
 /// Names of actions (statement-level calls that record or act).
@@ -401,6 +403,7 @@ impl<'a> Analyzer<'a> {
             agg_names: HashMap::new(),
             diags: Vec::new(),
             quiet: false,
+            btf: opts.kernel_types.clone(),
         }
     }
 
@@ -508,22 +511,44 @@ impl<'a> Analyzer<'a> {
 
     // ----- declarations and variables -----
 
-    fn type_of_name(t: &ast::TypeName) -> Type {
-        let base = match t.base {
-            BaseType::Int { bytes, signed } => Type::Int { bytes, signed },
+    fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
+        let base = match &t.base {
+            BaseType::Int { bytes, signed } => Type::Int { bytes: *bytes, signed: *signed },
             BaseType::String => Type::String,
             BaseType::Void => Type::Void,
+            BaseType::Struct(name) => {
+                let Some(btf) = self.btf.clone() else {
+                    return Err(self.report(
+                        Diagnostic::error(format!("unknown type `{}`: no kernel type information", t.text), t.span)
+                            .with_hint("structure types come from the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+                    ));
+                };
+                match btf.struct_id(name) {
+                    Some(id) => btf.d_type(id),
+                    None => return Err(self.err(format!("the kernel has no type `{}`", t.text), t.span)),
+                }
+            }
         };
-        (0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc)))
+        if matches!(base, Type::Struct { .. }) && t.pointer == 0 {
+            return Err(self.report(
+                Diagnostic::error(format!("a `{}` cannot be used as a value", t.text), t.span)
+                    .with_hint(format!("use a pointer: ({} *)", t.text)),
+            ));
+        }
+        Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
     }
 
     fn declaration(&mut self, d: &ast::VarDecl) {
-        let ty = Self::type_of_name(&d.ty);
+        let Ok(ty) = self.type_of_name(&d.ty) else { return };
         if ty == Type::Void {
             self.err(format!("variable `{}` cannot have type void", d.name), d.ty.span);
             return;
         }
-        let keys: Vec<Type> = d.keys.iter().map(Self::type_of_name).collect();
+        let mut keys: Vec<Type> = Vec::new();
+        for k in &d.keys {
+            let Ok(t) = self.type_of_name(k) else { return };
+            keys.push(t);
+        }
         let scope = match d.scope {
             ast::DeclScope::Global => VarScope::Global,
             ast::DeclScope::Thread => VarScope::Thread,
@@ -1342,7 +1367,7 @@ impl<'a> Analyzer<'a> {
                 Ok(mk(TExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)), ty, span))
             }
             ExprKind::Cast(tn, x) => {
-                let target = Self::type_of_name(tn);
+                let target = self.type_of_name(tn)?;
                 let x = self.expr(x, cx)?;
                 match &target {
                     Type::String => Err(self.report(
@@ -1358,7 +1383,14 @@ impl<'a> Analyzer<'a> {
                 }
             }
             ExprKind::SizeofType(tn) => {
-                let ty = Self::type_of_name(tn);
+                let ty = match &tn.base {
+                    // sizeof(struct foo) is fine even though a struct is not a value.
+                    BaseType::Struct(name) if tn.pointer == 0 => match self.btf.as_ref().and_then(|b| b.struct_id(name)) {
+                        Some(id) => self.btf.as_ref().map(|b| b.d_type(id)).unwrap_or(Type::Void),
+                        None => self.type_of_name(tn)?,
+                    },
+                    _ => self.type_of_name(tn)?,
+                };
                 let size = ty.size(self.options.strsize);
                 if ty == Type::Void {
                     return Err(self.err("sizeof(void) is not defined", span));
@@ -1392,7 +1424,15 @@ impl<'a> Analyzer<'a> {
 
     fn ident(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         if let Some(b) = Builtin::from_name(name) {
-            return Ok(mk(TExprKind::Builtin(b), b.ty(), span));
+            let mut ty = b.ty();
+            if b == Builtin::Curthread
+                && let Some(btf) = &self.btf
+                && let Some(id) = btf.struct_id("task_struct")
+            {
+                // DTrace's curthread is a `kthread_t *`; ours is the kernel's task.
+                ty = Type::Ptr(Box::new(btf.d_type(id)));
+            }
+            return Ok(mk(TExprKind::Builtin(b), ty, span));
         }
         if name == "args" {
             return Err(self.report(
@@ -1796,6 +1836,12 @@ impl<'a> Analyzer<'a> {
     }
 
     fn index(&mut self, base: &Expr, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) {
+            let whole = Expr { kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()), span };
+            if let Some((addr, tid)) = self.place(&whole, cx)? {
+                return self.load(addr, tid, span);
+            }
+        }
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
                 return self.probe_arg(idx, span, cx);
@@ -1903,12 +1949,25 @@ impl<'a> Analyzer<'a> {
     fn member(&mut self, base: &Expr, field: &str, field_span: Span, arrow: bool, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let is_args = matches!(&base.kind, ExprKind::Ident(n) if n == "args");
         if !is_args {
+            if self.btf.is_some() {
+                let whole = Expr {
+                    kind: ExprKind::Member { base: Box::new(base.clone()), field: field.to_string(), field_span, arrow },
+                    span,
+                };
+                if let Some((addr, tid)) = self.place(&whole, cx)? {
+                    return self.load(addr, tid, span);
+                }
+            }
             let b = self.expr(base, cx)?;
             let _ = b;
-            return Err(self.report(
-                Diagnostic::error(format!("cannot access member `{field}`: only `args->field` on tracepoints is supported"), span)
-                    .with_hint("kernel structure types (CTF/BTF) are not available to D yet"),
-            ));
+            let d = if self.btf.is_some() {
+                Diagnostic::error(format!("cannot access member `{field}` of a value that is not a structure"), span)
+                    .with_hint("members are read through pointers to kernel structures: p->member")
+            } else {
+                Diagnostic::error(format!("cannot access member `{field}`: no kernel type information"), span)
+                    .with_hint("structure layouts come from the kernel's BTF (/sys/kernel/btf/vmlinux), which was not loaded")
+            };
+            return Err(self.report(d));
         }
         if !arrow {
             return Err(self.report(
@@ -1947,7 +2006,7 @@ impl<'a> Analyzer<'a> {
                     ));
                 }
             };
-            let t = f.d_type();
+            let t = self.upgrade_pointer(&f.c_type, f.d_type());
             match &ty {
                 None => ty = Some(t),
                 Some(prev) if *prev != t => {
@@ -1960,6 +2019,128 @@ impl<'a> Analyzer<'a> {
             }
         }
         Ok(mk(TExprKind::TpField(field.to_string()), ty.unwrap_or(Type::I64), span))
+    }
+
+    /// The address and BTF type of a kernel memory *place* written with `->`, `.` and `[]`:
+    /// `p->a` (p a struct pointer), `place.a` (an embedded struct), `place[i]` (an array member).
+    /// `None` when `e` is not such a place (e.g. `args->field` on a tracepoint).
+    fn place(&mut self, e: &Expr, cx: &mut ClauseCx) -> R<Option<(TExpr, u32)>> {
+        let Some(btf) = self.btf.clone() else { return Ok(None) };
+        match &e.kind {
+            ExprKind::Member { base, field, field_span, arrow: true } => {
+                if matches!(&base.kind, ExprKind::Ident(n) if n == "args") {
+                    // args->field: a tracepoint field, unless it is itself a pointer (`args->p->x`
+                    // arrives here with base `args->p`, not `args`).
+                    return Ok(None);
+                }
+                let b = self.expr(base, cx)?;
+                let Type::Ptr(inner) = &b.ty else {
+                    return Err(self.report(
+                        Diagnostic::error(format!("operator `->` needs a pointer to a structure, not `{}`", b.ty), base.span)
+                            .with_hint("cast an address: ((struct task_struct *)addr)->pid"),
+                    ));
+                };
+                let Type::Struct { id, name, .. } = inner.as_ref() else {
+                    return Err(self.err(format!("operator `->` needs a pointer to a structure, not `{}`", b.ty), base.span));
+                };
+                let (id, name) = (*id, name.clone());
+                let addr = convert(b, &Type::U64);
+                self.member_place(&btf, addr, id, &name, field, *field_span).map(Some)
+            }
+            ExprKind::Member { base, field, field_span, arrow: false } => {
+                let Some((addr, tid)) = self.place(base, cx)? else { return Ok(None) };
+                let Type::Struct { id, name, .. } = btf.d_type(tid) else {
+                    return Err(self.err(format!("operator `.` needs a structure, not `{}`", btf.d_type(tid)), base.span));
+                };
+                self.member_place(&btf, addr, id, &name, field, *field_span).map(Some)
+            }
+            ExprKind::Index(base, idx) if matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) => {
+                let Some((addr, tid)) = self.place(base, cx)? else { return Ok(None) };
+                let rid = btf.resolve(tid);
+                let crate::btf::BtfType::Array { elem, len } = btf.get(rid).clone() else {
+                    return Err(self.err(format!("a value of type `{}` cannot be subscripted", btf.d_type(tid)), base.span));
+                };
+                if idx.len() != 1 {
+                    return Err(self.err("an array takes one subscript", e.span));
+                }
+                let i = self.int_expr(&idx[0], cx, "an array subscript")?;
+                if let Some(k) = const_eval(&i)
+                    && (k < 0 || k >= len as i128)
+                {
+                    return Err(self.err(format!("subscript {k} is out of range for an array of {len}"), i.span));
+                }
+                let size = btf.size_of(elem) as u64;
+                let span = i.span;
+                let scaled = mk(
+                    TExprKind::Binary(BinaryOp::Mul, Box::new(convert(i, &Type::U64)), Box::new(mk(TExprKind::Int(size), Type::U64, span))),
+                    Type::U64,
+                    span,
+                );
+                let sum = mk(TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(scaled)), Type::U64, e.span);
+                Ok(Some((sum, elem)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn member_place(&mut self, btf: &crate::btf::Btf, addr: TExpr, id: u32, sname: &str, field: &str, field_span: Span) -> R<(TExpr, u32)> {
+        let Some((m, bit_off)) = btf.member(id, field) else {
+            let names = btf.member_names(id);
+            let sugg = nearest(field, names.iter().map(|s| s.as_str()), 3);
+            let mut d = Diagnostic::error(format!("struct {sname} has no member `{field}`"), field_span);
+            if let Some(h) = did_you_mean(&sugg) {
+                d = d.with_hint(h);
+            }
+            return Err(self.report(d));
+        };
+        if m.bitfield_size != 0 || bit_off % 8 != 0 {
+            return Err(self.err(format!("`{field}` is a bitfield member, which D cannot read yet"), field_span));
+        }
+        let off = (bit_off / 8) as u64;
+        let span = addr.span.to(field_span);
+        let a = if off == 0 {
+            TExpr { span, ..addr }
+        } else {
+            mk(TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(mk(TExprKind::Int(off), Type::U64, field_span))), Type::U64, span)
+        };
+        Ok((a, m.ty))
+    }
+
+    /// A tracepoint field declared `struct NAME *` points to a kernel structure: with BTF, type it
+    /// as such so that `args->field->member` works.
+    fn upgrade_pointer(&self, c_type: &str, ty: Type) -> Type {
+        let Some(btf) = &self.btf else { return ty };
+        let t = c_type.trim().trim_start_matches("const ").trim();
+        let Some(name) = t.strip_prefix("struct ").and_then(|r| r.strip_suffix('*')).map(str::trim) else { return ty };
+        match btf.struct_id(name) {
+            Some(id) if !name.contains(['*', ' ']) => Type::Ptr(Box::new(btf.d_type(id))),
+            _ => ty,
+        }
+    }
+
+    /// Reads the value of BTF type `tid` at kernel address `addr` (a `uint64_t`): integers and
+    /// pointers by `*`, char arrays as strings (`stringof`).
+    fn load(&mut self, addr: TExpr, tid: u32, span: Span) -> R<TExpr> {
+        let Some(btf) = self.btf.clone() else { return Err(self.err("no kernel type information", span)) };
+        let ty = btf.d_type(tid);
+        match &ty {
+            Type::Int { .. } | Type::Ptr(_) => {
+                let p = mk(TExprKind::Cast(Box::new(addr)), Type::Ptr(Box::new(ty.clone())), span);
+                Ok(mk(TExprKind::Deref(Box::new(p)), ty, span))
+            }
+            Type::String => {
+                let p = mk(TExprKind::Cast(Box::new(addr)), Type::Ptr(Box::new(Type::CHAR)), span);
+                Ok(mk(TExprKind::Call(Subr::Stringof, vec![p]), Type::String, span))
+            }
+            Type::Struct { name, .. } => Err(self.report(
+                Diagnostic::error(format!("a `struct {name}` cannot be used as a value"), span)
+                    .with_hint("read one of its members with `.member`"),
+            )),
+            Type::Array(..) => Err(self.report(
+                Diagnostic::error(format!("an array of type `{ty}` cannot be used as a value"), span).with_hint("read an element: a[i]"),
+            )),
+            _ => Err(self.err(format!("members of this type (`{ty}`) cannot be read"), span)),
+        }
     }
 
     fn call(&mut self, func: &str, func_span: Span, args: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {

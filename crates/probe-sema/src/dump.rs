@@ -192,6 +192,7 @@ fn short_type(t: &Type) -> String {
         Type::Stack { user, frames } => format!("{}stack{frames}", if *user { "u" } else { "" }),
         Type::Symbol(k) => format!("{k:?}").to_lowercase(),
         Type::Array(inner, n) => format!("{}[{n}]", short_type(inner)),
+        Type::Struct { name, .. } => format!("struct:{name}"),
         Type::Void => "void".into(),
     }
 }

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod analyze;
+pub mod btf;
 pub mod catalog;
 pub mod checked;
 pub mod dump;
@@ -42,4 +43,8 @@ pub struct SemaOptions {
     pub options: Vec<(String, Option<String>)>,
     /// Accept probe descriptions that match no probes (DTrace's `-Z`); such clauses are dropped.
     pub allow_zero_matches: bool,
+    /// Kernel types from BTF (`btf::Btf::parse` of `/sys/kernel/btf/vmlinux`): enables structure
+    /// member access (`curthread->comm`, `((struct task_struct *)p)->pid`, pointer fields of
+    /// tracepoints). `None`: member access is an error saying so.
+    pub kernel_types: Option<std::sync::Arc<btf::Btf>>,
 }

@@ -33,6 +33,17 @@ pub enum Type {
     Symbol(SymKind),
     /// A fixed-size array (a tracepoint field such as `u32 args[6]`); elements by constant index.
     Array(Box<Type>, u32),
+    /// A kernel structure or union known from BTF (see [`crate::btf`]). Only ever the pointee of a
+    /// [`Type::Ptr`] (`curthread` is `struct task_struct *`): D reads members through it, never the
+    /// whole structure, so to the code generator such a pointer is just an address.
+    Struct {
+        /// Name (`task_struct`).
+        name: String,
+        /// BTF type id.
+        id: u32,
+        /// Size in bytes.
+        size: u32,
+    },
     /// No value (an action such as `trace()` used as an expression is an error).
     Void,
 }
@@ -87,6 +98,7 @@ impl Type {
             Type::String => strsize,
             Type::Stack { frames, .. } => 8 * frames,
             Type::Array(t, n) => t.size(strsize) * n,
+            Type::Struct { size, .. } => *size,
             Type::Void => 0,
         }
     }
@@ -159,6 +171,7 @@ impl fmt::Display for Type {
                 SymKind::Uaddr => "user address",
             }),
             Type::Array(t, n) => write!(f, "{t}[{n}]"),
+            Type::Struct { name, .. } => write!(f, "struct {name}"),
             Type::Void => f.write_str("void"),
         }
     }

@@ -144,7 +144,7 @@ pub struct TypeName {
 }
 
 /// The base of a [`TypeName`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BaseType {
     /// A C integer type of `bytes` (1, 2, 4, 8) and signedness.
     Int {
@@ -157,6 +157,8 @@ pub enum BaseType {
     String,
     /// `void` (only meaningful as `void *`).
     Void,
+    /// `struct NAME` or `union NAME`: a kernel type, resolved by sema from BTF.
+    Struct(String),
 }
 
 /// A statement.

@@ -52,6 +52,7 @@ fn is_type_word(s: &str) -> bool {
             | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t" | "intptr_t" | "uintptr_t"
             | "size_t" | "ssize_t" | "pid_t" | "id_t" | "uid_t" | "gid_t" | "processorid_t" | "uchar_t"
             | "ushort_t" | "uint_t" | "ulong_t" | "u8" | "u16" | "u32" | "u64" | "s8" | "s16" | "s32" | "s64"
+            | "struct" | "union"
     )
 }
 
@@ -783,12 +784,31 @@ impl<'s> Parser<'s> {
         Ok(Expr { kind, span: t.span })
     }
 
-    /// type-name := type-specifier+ `*`*
+    /// type-name := (`struct` | `union`) IDENT `*`* | type-specifier+ `*`*
     fn type_name(&mut self) -> PResult<TypeName> {
         let start = self.tok.span;
+        if self.is_ident("struct") || self.is_ident("union") {
+            let kw = self.bump();
+            let Tok::Ident(kw) = kw.tok else { unreachable!("checked above") };
+            let name = match &self.tok.tok {
+                Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                _ => {
+                    let found = self.tok.tok.describe();
+                    return Err(self.error_here(format!("expected a {kw} name, found {found}")));
+                }
+            };
+            self.bump();
+            let mut pointer = 0u8;
+            while self.is_punct("*") {
+                self.bump();
+                pointer += 1;
+            }
+            let text = format!("{kw} {name}{}", if pointer > 0 { format!(" {}", "*".repeat(pointer as usize)) } else { String::new() });
+            return Ok(TypeName { base: BaseType::Struct(name), pointer, text, span: start.to(self.after_prev()) });
+        }
         let mut words: Vec<String> = Vec::new();
         while let Tok::Ident(w) = &self.tok.tok {
-            if !is_type_word(w) {
+            if !is_type_word(w) || w == "struct" || w == "union" {
                 break;
             }
             words.push(w.clone());

@@ -1,0 +1,456 @@
+//! Kernel type information from BTF, for D's structure member access (`curthread->comm`,
+//! `args->prev->pid` style expressions on kernel pointers).
+//!
+//! BTF is the kernel's compact type format, exposed at `/sys/kernel/btf/vmlinux` (Linux 5.4+ built
+//! with `CONFIG_DEBUG_INFO_BTF`). The layout follows the kernel's `Documentation/bpf/btf.rst`
+//! ("BTF Type and String Encoding"): a header (`magic 0xEB9F`, version 1, flags, `hdr_len`, then
+//! `type_off`/`type_len`/`str_off`/`str_len` relative to the end of the header), a type section of
+//! `struct btf_type` records (`name_off`, `info` = vlen | kind << 24 | kind_flag << 31, `size`/`type`)
+//! each followed by kind-specific data, and a string section. Type id 0 is `void`; ids count from 1
+//! in section order.
+//!
+//! This module is pure: the caller reads the file and hands the bytes to [`Btf::parse`].
+
+use crate::types::Type;
+use std::collections::HashMap;
+
+/// BTF kinds (btf.rst § 2.1).
+mod kind {
+    pub const INT: u32 = 1;
+    pub const PTR: u32 = 2;
+    pub const ARRAY: u32 = 3;
+    pub const STRUCT: u32 = 4;
+    pub const UNION: u32 = 5;
+    pub const ENUM: u32 = 6;
+    pub const FWD: u32 = 7;
+    pub const TYPEDEF: u32 = 8;
+    pub const VOLATILE: u32 = 9;
+    pub const CONST: u32 = 10;
+    pub const RESTRICT: u32 = 11;
+    pub const FUNC: u32 = 12;
+    pub const FUNC_PROTO: u32 = 13;
+    pub const VAR: u32 = 14;
+    pub const DATASEC: u32 = 15;
+    pub const FLOAT: u32 = 16;
+    pub const DECL_TAG: u32 = 17;
+    pub const TYPE_TAG: u32 = 18;
+    pub const ENUM64: u32 = 19;
+}
+
+/// Why a BTF blob could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BtfError {
+    /// The blob does not start with the BTF magic `0xEB9F` (little endian).
+    #[error("not BTF data (bad magic {0:#06x})")]
+    BadMagic(u16),
+    /// A header offset or a type record runs past the end of the data.
+    #[error("BTF data truncated at byte {0}")]
+    Truncated(usize),
+    /// A type record has a kind this parser does not know (a newer kernel).
+    #[error("unknown BTF kind {kind} for type id {id}")]
+    UnknownKind {
+        /// The kind number.
+        kind: u32,
+        /// The type id.
+        id: u32,
+    },
+}
+
+/// One member of a struct or union.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BtfMember {
+    /// Name (empty for an anonymous struct/union member).
+    pub name: String,
+    /// Type id.
+    pub ty: u32,
+    /// Offset from the start of the struct, in bits.
+    pub bit_offset: u32,
+    /// Bitfield width in bits (0: not a bitfield).
+    pub bitfield_size: u32,
+}
+
+/// A parsed BTF type (only what D needs is kept).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BtfType {
+    /// `void` (id 0), and kinds D has no use for (functions, variables, sections, tags).
+    Void,
+    /// An integer of `size` bytes.
+    Int {
+        /// Name (`int`, `unsigned long`, `_Bool`).
+        name: String,
+        /// Size in bytes.
+        size: u32,
+        /// Signed?
+        signed: bool,
+        /// A `_Bool`.
+        bool_: bool,
+    },
+    /// A pointer to `ty`.
+    Ptr(u32),
+    /// An array of `len` elements of `elem`.
+    Array {
+        /// Element type id.
+        elem: u32,
+        /// Number of elements.
+        len: u32,
+    },
+    /// A struct (`union == false`) or union.
+    Struct {
+        /// Name (empty when anonymous).
+        name: String,
+        /// Size in bytes.
+        size: u32,
+        /// Union?
+        union: bool,
+        /// Members in declaration order.
+        members: Vec<BtfMember>,
+    },
+    /// An enum of `size` bytes.
+    Enum {
+        /// Name.
+        name: String,
+        /// Size in bytes.
+        size: u32,
+        /// Signed?
+        signed: bool,
+    },
+    /// A forward declaration (`struct foo;` with no body here).
+    Fwd {
+        /// Name.
+        name: String,
+    },
+    /// `typedef`, `const`, `volatile`, `restrict`, type tags: all stand for `ty`.
+    Alias {
+        /// Typedef name (empty for qualifiers).
+        name: String,
+        /// The aliased type id.
+        ty: u32,
+    },
+    /// A floating-point type of `size` bytes (D cannot compute with it).
+    Float {
+        /// Size in bytes.
+        size: u32,
+    },
+}
+
+/// Kernel types parsed from BTF, with an index of struct and union names.
+#[derive(Clone, Debug, Default)]
+pub struct Btf {
+    types: Vec<BtfType>,
+    structs: HashMap<String, u32>,
+}
+
+fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
+    b.get(off..off + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        .ok_or(BtfError::Truncated(off))
+}
+
+fn cstr(strings: &[u8], off: u32) -> String {
+    let s = strings.get(off as usize..).unwrap_or(&[]);
+    let end = s.iter().position(|&c| c == 0).unwrap_or(s.len());
+    String::from_utf8_lossy(&s[..end]).into_owned()
+}
+
+impl Btf {
+    /// Parses a little-endian BTF blob (the contents of `/sys/kernel/btf/vmlinux`).
+    ///
+    /// Errors: bad magic, truncated data, or an unknown kind.
+    pub fn parse(b: &[u8]) -> Result<Btf, BtfError> {
+        let magic = b.get(0..2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or(BtfError::Truncated(0))?;
+        if magic != 0xEB9F {
+            return Err(BtfError::BadMagic(magic));
+        }
+        let hdr_len = u32_at(b, 4)? as usize;
+        let type_off = u32_at(b, 8)? as usize;
+        let type_len = u32_at(b, 12)? as usize;
+        let str_off = u32_at(b, 16)? as usize;
+        let str_len = u32_at(b, 20)? as usize;
+        let types_start = hdr_len + type_off;
+        let types_end = types_start + type_len;
+        let strings = b.get(hdr_len + str_off..hdr_len + str_off + str_len).ok_or(BtfError::Truncated(hdr_len + str_off))?;
+        if types_end > b.len() {
+            return Err(BtfError::Truncated(types_end));
+        }
+        let mut types = vec![BtfType::Void];
+        let mut structs = HashMap::new();
+        let mut off = types_start;
+        while off < types_end {
+            let id = types.len() as u32;
+            let name_off = u32_at(b, off)?;
+            let info = u32_at(b, off + 4)?;
+            let size_or_type = u32_at(b, off + 8)?;
+            off += 12;
+            let vlen = (info & 0xffff) as usize;
+            let k = (info >> 24) & 0x1f;
+            let kind_flag = info >> 31 == 1;
+            let name = cstr(strings, name_off);
+            let t = match k {
+                kind::INT => {
+                    let enc = u32_at(b, off)?;
+                    off += 4;
+                    let encoding = (enc >> 24) & 0xf;
+                    BtfType::Int { name, size: size_or_type, signed: encoding & 1 != 0, bool_: encoding & 4 != 0 }
+                }
+                kind::PTR => BtfType::Ptr(size_or_type),
+                kind::ARRAY => {
+                    let elem = u32_at(b, off)?;
+                    let len = u32_at(b, off + 8)?;
+                    off += 12;
+                    BtfType::Array { elem, len }
+                }
+                kind::STRUCT | kind::UNION => {
+                    let mut members = Vec::with_capacity(vlen);
+                    for _ in 0..vlen {
+                        let m_name = cstr(strings, u32_at(b, off)?);
+                        let ty = u32_at(b, off + 4)?;
+                        let raw = u32_at(b, off + 8)?;
+                        off += 12;
+                        let (bit_offset, bitfield_size) = if kind_flag { (raw & 0xff_ffff, raw >> 24) } else { (raw, 0) };
+                        members.push(BtfMember { name: m_name, ty, bit_offset, bitfield_size });
+                    }
+                    if !name.is_empty() {
+                        // Keep the first complete definition of a name.
+                        structs.entry(name.clone()).or_insert(id);
+                    }
+                    BtfType::Struct { name, size: size_or_type, union: k == kind::UNION, members }
+                }
+                kind::ENUM => {
+                    off += 8 * vlen;
+                    BtfType::Enum { name, size: size_or_type, signed: kind_flag }
+                }
+                kind::ENUM64 => {
+                    off += 12 * vlen;
+                    BtfType::Enum { name, size: size_or_type, signed: kind_flag }
+                }
+                kind::FWD => BtfType::Fwd { name },
+                kind::TYPEDEF => BtfType::Alias { name, ty: size_or_type },
+                kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => {
+                    BtfType::Alias { name: String::new(), ty: size_or_type }
+                }
+                kind::FUNC => BtfType::Void,
+                kind::FUNC_PROTO => {
+                    off += 8 * vlen;
+                    BtfType::Void
+                }
+                kind::VAR => {
+                    off += 4;
+                    BtfType::Void
+                }
+                kind::DATASEC => {
+                    off += 12 * vlen;
+                    BtfType::Void
+                }
+                kind::FLOAT => BtfType::Float { size: size_or_type },
+                kind::DECL_TAG => {
+                    off += 4;
+                    BtfType::Void
+                }
+                other => return Err(BtfError::UnknownKind { kind: other, id }),
+            };
+            types.push(t);
+        }
+        if off != types_end {
+            return Err(BtfError::Truncated(off));
+        }
+        Ok(Btf { types, structs })
+    }
+
+    /// Number of types (void included).
+    pub fn len(&self) -> usize {
+        self.types.len()
+    }
+
+    /// True when only `void` is known.
+    pub fn is_empty(&self) -> bool {
+        self.types.len() <= 1
+    }
+
+    /// The type with id `id` (`Void` for an unknown id).
+    pub fn get(&self, id: u32) -> &BtfType {
+        self.types.get(id as usize).unwrap_or(&BtfType::Void)
+    }
+
+    /// The id of the struct (or union) named `name` (`task_struct`).
+    pub fn struct_id(&self, name: &str) -> Option<u32> {
+        self.structs.get(name).copied()
+    }
+
+    /// Follows typedefs and qualifiers to the underlying type id (at most 64 steps).
+    pub fn resolve(&self, mut id: u32) -> u32 {
+        for _ in 0..64 {
+            match self.get(id) {
+                BtfType::Alias { ty, .. } => id = *ty,
+                BtfType::Fwd { name } => match self.structs.get(name) {
+                    Some(&s) => return s,
+                    None => return id,
+                },
+                _ => return id,
+            }
+        }
+        id
+    }
+
+    /// Finds member `name` of the struct/union `id`, descending into anonymous struct and union
+    /// members. Returns the member and its offset in bits from the start of `id`.
+    pub fn member(&self, id: u32, name: &str) -> Option<(BtfMember, u32)> {
+        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else { return None };
+        for m in members {
+            if m.name == name {
+                return Some((m.clone(), m.bit_offset));
+            }
+        }
+        for m in members.iter().filter(|m| m.name.is_empty()) {
+            if let Some((found, off)) = self.member(m.ty, name) {
+                return Some((found, m.bit_offset + off));
+            }
+        }
+        None
+    }
+
+    /// Names of the members of struct/union `id` (anonymous members flattened), for suggestions.
+    pub fn member_names(&self, id: u32) -> Vec<String> {
+        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else { return Vec::new() };
+        let mut out = Vec::new();
+        for m in members {
+            if m.name.is_empty() {
+                out.extend(self.member_names(m.ty));
+            } else {
+                out.push(m.name.clone());
+            }
+        }
+        out
+    }
+
+    /// Size in bytes of type `id` (0 for void and functions).
+    pub fn size_of(&self, id: u32) -> u32 {
+        match self.get(self.resolve(id)) {
+            BtfType::Int { size, .. } | BtfType::Enum { size, .. } | BtfType::Float { size } => *size,
+            BtfType::Struct { size, .. } => *size,
+            BtfType::Ptr(_) => 8,
+            BtfType::Array { elem, len } => self.size_of(*elem).saturating_mul(*len),
+            _ => 0,
+        }
+    }
+
+    /// True when `id` is a 1-byte integer (`char`, `unsigned char`, `u8`): arrays of it are strings.
+    pub fn is_char(&self, id: u32) -> bool {
+        matches!(self.get(self.resolve(id)), BtfType::Int { size: 1, bool_: false, .. })
+    }
+
+    /// The D type of a value of BTF type `id`: integers and enums as integers, pointers as
+    /// pointers (to [`Type::Struct`] for structs and unions), structs as [`Type::Struct`],
+    /// arrays of char as `string`, other arrays as arrays, anything else `void`.
+    pub fn d_type(&self, id: u32) -> Type {
+        let rid = self.resolve(id);
+        match self.get(rid) {
+            BtfType::Int { size, signed, bool_, .. } => {
+                let bytes = match size {
+                    1 | 2 | 4 | 8 => *size as u8,
+                    _ => 8,
+                };
+                Type::Int { bytes, signed: *signed && !*bool_ }
+            }
+            BtfType::Enum { size, signed, .. } => {
+                Type::Int { bytes: if matches!(size, 1 | 2 | 4 | 8) { *size as u8 } else { 4 }, signed: *signed }
+            }
+            BtfType::Ptr(to) => Type::Ptr(Box::new(self.d_type(*to))),
+            BtfType::Struct { name, size, .. } => Type::Struct { name: name.clone(), id: rid, size: *size },
+            BtfType::Fwd { name } => Type::Struct { name: name.clone(), id: rid, size: 0 },
+            BtfType::Array { elem, len } => {
+                if self.is_char(*elem) {
+                    Type::String
+                } else {
+                    Type::Array(Box::new(self.d_type(*elem)), *len)
+                }
+            }
+            BtfType::Void | BtfType::Float { .. } | BtfType::Alias { .. } => Type::Void,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds a BTF blob by hand: `struct point { int x; unsigned char name[8]; struct point *next; }`
+    /// with an anonymous union holding `long y`, as the kernel would encode it.
+    fn sample() -> Vec<u8> {
+        let strings = b"\0int\0point\0x\0name\0next\0unsigned char\0y\0long\0u32_t\0".to_vec();
+        let s = |name: &str| -> u32 {
+            let pos = strings.windows(name.len() + 1).position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0);
+            pos.unwrap() as u32
+        };
+        let mut t: Vec<u8> = Vec::new();
+        let mut rec = |words: &[u32]| {
+            for w in words {
+                t.extend_from_slice(&w.to_le_bytes());
+            }
+        };
+        // 1: int (signed, 32 bits)
+        rec(&[s("int"), kind::INT << 24, 4, (1 << 24) | 32]);
+        // 2: unsigned char
+        rec(&[s("unsigned char"), kind::INT << 24, 1, 8]);
+        // 3: unsigned char[8] (index type 1)
+        rec(&[0, kind::ARRAY << 24, 0, 2, 1, 8]);
+        // 4: struct point * (pointer to 5)
+        rec(&[0, kind::PTR << 24, 5]);
+        // 5: struct point { int x @0; unsigned char name[8] @32; struct point *next @128; union {..} @192 }
+        rec(&[s("point"), (kind::STRUCT << 24) | 4, 32]);
+        rec(&[s("x"), 1, 0]);
+        rec(&[s("name"), 3, 32]);
+        rec(&[s("next"), 4, 128]);
+        rec(&[0, 6, 192]);
+        // 6: anonymous union { long y; }
+        rec(&[0, (kind::UNION << 24) | 1, 8]);
+        rec(&[s("y"), 7, 0]);
+        // 7: long
+        rec(&[s("long"), kind::INT << 24, 8, (1 << 24) | 64]);
+        // 8: typedef u32_t -> const int
+        rec(&[s("u32_t"), kind::TYPEDEF << 24, 9]);
+        // 9: const int
+        rec(&[0, kind::CONST << 24, 1]);
+        let mut b = Vec::new();
+        b.extend_from_slice(&0xEB9Fu16.to_le_bytes());
+        b.push(1);
+        b.push(0);
+        b.extend_from_slice(&24u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(t.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(t.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(strings.len() as u32).to_le_bytes());
+        b.extend_from_slice(&t);
+        b.extend_from_slice(&strings);
+        b
+    }
+
+    #[test]
+    fn parses_a_hand_built_blob() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.len(), 10);
+        let p = btf.struct_id("point").unwrap();
+        assert_eq!(p, 5);
+        let (x, off) = btf.member(p, "x").unwrap();
+        assert_eq!((off, btf.d_type(x.ty)), (0, Type::INT));
+        let (name, off) = btf.member(p, "name").unwrap();
+        assert_eq!((off, btf.d_type(name.ty)), (32, Type::String));
+        let (next, off) = btf.member(p, "next").unwrap();
+        assert_eq!(off, 128);
+        assert_eq!(btf.d_type(next.ty), Type::Ptr(Box::new(Type::Struct { name: "point".into(), id: 5, size: 32 })));
+        // `y` lives in an anonymous union at bit 192.
+        let (y, off) = btf.member(p, "y").unwrap();
+        assert_eq!((off, btf.d_type(y.ty)), (192, Type::I64));
+        assert_eq!(btf.member_names(p), vec!["x", "name", "next", "y"]);
+        assert_eq!(btf.d_type(8), Type::INT, "typedef of const int");
+        assert_eq!(btf.size_of(3), 8);
+        assert!(btf.member(p, "nope").is_none());
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert_eq!(Btf::parse(&[0, 0, 0, 0]).unwrap_err(), BtfError::BadMagic(0));
+        let mut b = sample();
+        b.truncate(40);
+        assert!(matches!(Btf::parse(&b), Err(BtfError::Truncated(_))));
+    }
+}
