@@ -624,3 +624,54 @@ impl EventBuilder<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(task: u64, op: u64) -> Context {
+        Context::from_metadata(&Metadata::new(TaskId::from_u64(task).unwrap(), OpId::new(op)))
+    }
+
+    #[test]
+    fn join_merges_parents_of_the_same_task_without_duplicates() {
+        let j = ctx(1, 10).join(&ctx(1, 11)).join(&ctx(1, 10));
+        assert_eq!(j.parents(), &[OpId::new(10), OpId::new(11)]);
+        let all = Context::join_all([&ctx(1, 1), &ctx(1, 2), &ctx(1, 3), &ctx(1, 4), &ctx(1, 5), &ctx(1, 6)]).unwrap();
+        assert_eq!(all.parents().len(), 6, "spills past the 4 inline parents");
+        assert_eq!(all.parents()[5], OpId::new(6));
+        assert!(Context::join_all(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn join_ignores_another_task() {
+        let a = ctx(1, 10);
+        assert_eq!(a.join(&ctx(2, 11)), a);
+    }
+
+    #[test]
+    fn metadata_and_traceparent_name_the_latest_parent() {
+        let j = ctx(1, 10).join(&ctx(1, 11));
+        assert_eq!(j.metadata().unwrap().op_id(), OpId::new(11));
+        assert_eq!(j.traceparent().unwrap().parent_op(), OpId::new(11));
+        let fresh = Context::new_task(true);
+        assert!(fresh.parents().is_empty() && fresh.metadata().is_none() && fresh.traceparent().is_none());
+        let unsampled = Context::new_task(false);
+        assert!(unsampled.metadata().is_none(), "no X-Trace metadata for unsampled tasks");
+        assert!(!unsampled.traceparent().unwrap().sampled());
+    }
+
+    #[test]
+    fn remove_parents_keeps_the_rest_in_order() {
+        let mut j = Context::join_all([&ctx(1, 1), &ctx(1, 2), &ctx(1, 3)]).unwrap();
+        j.remove_parents(&[OpId::new(2)]);
+        assert_eq!(j.parents(), &[OpId::new(1), OpId::new(3)]);
+    }
+
+    #[test]
+    fn fields_spill_past_four() {
+        let f = Fields::collect((0..6u64).map(|i| ("k", Value::U64(i))));
+        let vals: Vec<String> = f.iter().map(|(_, v)| v.to_string()).collect();
+        assert_eq!(vals, ["0", "1", "2", "3", "4", "5"]);
+    }
+}
