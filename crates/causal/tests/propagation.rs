@@ -379,3 +379,41 @@ fn options_travel_with_the_task() {
     assert_eq!(reports[0].metadata.options_bytes(), md.options_bytes());
     assert_eq!(reports[0].edges, vec![md.op_id()]);
 }
+
+#[test]
+fn extraction_prefers_xtrace_and_ignores_invalid_values() {
+    let _m = mock::install();
+    let xt = "196944B2AA0D09FE8A24E44608F9C6A944";
+    let mut h = http::HeaderMap::new();
+    h.insert("x-trace", xt.parse().unwrap());
+    h.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    let c = propagation::extract(&h).unwrap();
+    assert_eq!(c.task_id().to_hex(), "6944B2AA0D09FE8A", "X-Trace wins: it carries the options");
+    assert_eq!(c.parents(), &[causal::OpId::new(0x24E4_4608_F9C6_A944)]);
+    // An invalid X-Trace falls back to the traceparent; invalid both means no context.
+    h.insert("x-trace", "19000000000000000024E44608F9C6A944".parse().unwrap());
+    assert_eq!(propagation::extract(&h).unwrap().task_id().to_hex(), "4BF92F3577B34DA6A3CE929D0E0E473600000000");
+    h.insert("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01".parse().unwrap());
+    assert!(propagation::extract(&h).is_none());
+    assert!(propagation::extract(&http::HeaderMap::new()).is_none());
+}
+
+#[test]
+fn detach_returns_the_context_with_its_new_events() {
+    let m = mock::install();
+    causal::set_current(None);
+    let mut start = Context::new_task(true);
+    let first = start.report("first", []).unwrap();
+    let g = start.clone().attach();
+    let second = causal::report("second", []).unwrap();
+    let after = g.detach().unwrap();
+    assert_eq!(after.parents(), &[second]);
+    assert!(causal::current().is_none(), "detach restored the previous (no) context");
+    assert_eq!(start.parents(), &[first], "the attached copy moved on, not the original");
+    let reports = m.wait_for(start.task_id(), 2, WAIT);
+    expect_task()
+        .event(expect::event().label("first").no_parents())
+        .event(expect::event().label("second").parents(["first"]))
+        .only()
+        .check(&reports);
+}
