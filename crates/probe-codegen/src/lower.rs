@@ -40,6 +40,9 @@ pub struct CodegenOptions {
     pub dynvarsize: u64,
     /// Aggregation space in bytes (sizes keyed aggregations).
     pub aggsize: u64,
+    /// `struct task_struct` member offsets from the kernel's BTF (for `ppid`, `vtimestamp`);
+    /// `None` makes those built-ins a compile error.
+    pub task: Option<TaskOffsets>,
     /// Number of system calls in the runtime's table: a clause with this many syscall probes in
     /// one program needs no number filter.
     pub syscall_count: usize,
@@ -47,8 +50,19 @@ pub struct CodegenOptions {
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { ncpus: 1, bufsize: 4 << 20, wall_offset_ns: 0, dynvarsize: 1 << 20, aggsize: 4 << 20, syscall_count: usize::MAX }
+        CodegenOptions { ncpus: 1, bufsize: 4 << 20, wall_offset_ns: 0, dynvarsize: 1 << 20, aggsize: 4 << 20, syscall_count: usize::MAX, task: None }
     }
+}
+
+/// Byte offsets in the running kernel's `struct task_struct` (read from BTF by the runtime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskOffsets {
+    /// `task_struct.real_parent` (a `struct task_struct *`).
+    pub real_parent: u32,
+    /// `task_struct.tgid` (`pid_t`).
+    pub tgid: u32,
+    /// `task_struct.se.sum_exec_runtime` (`u64`, ns on CPU).
+    pub sum_exec_runtime: u32,
 }
 
 /// A construct the code generator cannot lower: which clause, where, and why.
@@ -1519,6 +1533,34 @@ impl ProgGen<'_, '_> {
                     a.ldx(Size::DW, R0, R10, SLOT_NR);
                 } else {
                     a.mov_imm(R0, 0);
+                }
+            }
+            Builtin::Ppid | Builtin::Vtimestamp if self.b.opts.task.is_some() => {
+                let t = self.b.opts.task.expect("checked");
+                let s = self.slot(span)?;
+                // Reads `size` bytes at `R3` into slot `s` (zeroed first), leaving them in R0.
+                let read = |a: &mut Asm, size: i64| {
+                    a.st_imm(Size::DW, R10, s, 0);
+                    a.mov(R1, R10);
+                    a.alu_imm(Alu::Add, R1, s as i32);
+                    a.mov_imm(R2, size);
+                    a.call(helper::PROBE_READ_KERNEL);
+                    a.ldx(Size::DW, R0, R10, s);
+                };
+                let a = &mut self.asm;
+                a.call(helper::GET_CURRENT_TASK);
+                if b == Builtin::Ppid {
+                    a.mov(R3, R0);
+                    a.alu_imm(Alu::Add, R3, t.real_parent as i32);
+                    read(a, 8);
+                    a.mov(R3, R0);
+                    a.alu_imm(Alu::Add, R3, t.tgid as i32);
+                    read(a, 4);
+                    a.movsx(R0, R0, 32);
+                } else {
+                    a.mov(R3, R0);
+                    a.alu_imm(Alu::Add, R3, t.sum_exec_runtime as i32);
+                    read(a, 8);
                 }
             }
             Builtin::Ppid | Builtin::Vtimestamp | Builtin::Caller | Builtin::Ucaller | Builtin::Stackdepth | Builtin::Ustackdepth => {

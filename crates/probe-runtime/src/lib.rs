@@ -9,6 +9,7 @@
 //! attachment, user-space symbols).
 #![deny(missing_docs)]
 
+pub mod btf;
 pub mod catalog;
 pub mod ringbuf;
 pub mod run;

@@ -76,6 +76,7 @@ pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
         dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
         aggsize: o.aggsize.unwrap_or(4 << 20),
         syscall_count: crate::syscalls::SYSCALLS_X86_64.len(),
+        task: crate::btf::Btf::vmlinux().ok().and_then(|b| b.task_offsets()),
     };
     Ok(compile(prog, &opts)?)
 }
@@ -555,10 +556,8 @@ impl<'a> Consumer<'a> {
     }
 
     fn print_aggregations_at_exit(&mut self) -> Result<(), RunError> {
+        // DTrace ends its output with a newline, then the aggregations printa() did not print.
         let ids: Vec<usize> = (0..self.aggs.len()).filter(|i| !self.printed.contains(i)).collect();
-        if ids.is_empty() {
-            return Ok(());
-        }
         for &i in &ids {
             self.refresh_agg(i)?;
         }

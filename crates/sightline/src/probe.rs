@@ -314,7 +314,7 @@ fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
         pats.push(ProbeDescPattern::new("", "", "", ""));
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "{:>5} {:>10} {:>15} {:>32} {}", "ID", "PROVIDER", "MODULE", "FUNCTION", "NAME")?;
+    writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", "ID", "PROVIDER", "MODULE", "FUNCTION", "NAME")?;
     let mut seen = std::collections::HashSet::new();
     for p in &pats {
         for info in catalog.matching(p) {
@@ -323,7 +323,7 @@ fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
                 continue;
             }
             let id = probe_runtime::run::probe_display_id(&full);
-            writeln!(out, "{:>5} {:>10} {:>15} {:>32} {}", id, info.provider, info.module, info.function, info.name)?;
+            writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", id, info.provider, info.module, info.function, info.name)?;
         }
     }
     out.flush()?;
