@@ -7,6 +7,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,10 +37,40 @@ impl FullCatalog {
     }
 
     /// Tells the user catalog that `pid` is a `-c` command held before executing `exe`, so that
-    /// `pid$target:libc.so.6:...` resolves against the files the command will map.
+    /// `pid$target:libc.so.6:...` resolves against the files the command will map; and snapshots
+    /// its mappings at its entry point (probe-user's entry rendezvous), so user addresses resolve
+    /// however short-lived it is. A command that is not an ELF executable (a script) gets no
+    /// snapshot there; the watcher in [`UserSymbols`] still polls it.
     pub fn set_held_command(&mut self, pid: u32, exe: PathBuf) {
+        let _ = probe_user::entry::add_action(
+            &exe,
+            pid,
+            Box::new(|pid| {
+                if let Ok(m) = ProcessMaps::read(pid) {
+                    store_snapshot(m);
+                }
+            }),
+        );
         self.user.held = Some((pid, exe));
     }
+}
+
+impl Drop for FullCatalog {
+    fn drop(&mut self) {
+        // Never leave a held command stopped at its entry point.
+        probe_user::entry::release_all();
+    }
+}
+
+/// Mapping snapshots of target processes, by pid (the entry rendezvous and the watcher thread
+/// write them; [`UserSymbols`] reads them).
+fn snapshots() -> &'static Mutex<HashMap<u32, ProcessMaps>> {
+    static S: std::sync::OnceLock<Mutex<HashMap<u32, ProcessMaps>>> = std::sync::OnceLock::new();
+    S.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn store_snapshot(m: ProcessMaps) {
+    snapshots().lock().unwrap_or_else(|e| e.into_inner()).insert(m.pid, m);
 }
 
 impl ProbeCatalog for FullCatalog {
@@ -82,16 +113,16 @@ pub fn attach(
 /// User-address symbolization for the consumer, against the `$target` process (the records do
 /// not carry the pid that produced a user address; with no target, addresses stay numeric).
 ///
-/// Aggregation keys are printed after the target has exited, when `/proc/PID/maps` is gone, so a
-/// watcher thread snapshots the target's mappings while it runs: every 0.5 ms for its first
-/// second, then every 10 ms, keeping the last snapshot taken after its `execve` (a `-c` command
-/// is held in a copy of sightline until then). Libraries mapped and unmapped between two
-/// snapshots, and a process that lives less than one interval, leave their addresses numeric.
+/// Aggregation keys are printed after the target has exited, when `/proc/PID/maps` is gone. A
+/// `-c` command's mappings are snapshotted at its entry point ([`FullCatalog::set_held_command`]:
+/// everything the dynamic loader mapped), and a watcher thread re-snapshots the target while it
+/// runs (every 0.5 ms for its first second, then every 10 ms; only after its `execve`, before
+/// which a held command is a copy of sightline) to catch libraries it loads later. A library
+/// mapped and unmapped between two snapshots leaves its addresses numeric.
 #[derive(Debug, Default)]
 pub struct UserSymbols {
     pid: Option<u32>,
     inner: Option<Symbolizer>,
-    latest: Option<Arc<Mutex<Option<ProcessMaps>>>>,
     stop: Option<Arc<AtomicBool>>,
 }
 
@@ -99,9 +130,8 @@ impl UserSymbols {
     /// Symbolization in process `pid` (`$target`), or none; starts the watcher thread.
     pub fn new(pid: Option<u32>) -> UserSymbols {
         let Some(pid) = pid else { return UserSymbols::default() };
-        let latest = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
-        let (l, st) = (latest.clone(), stop.clone());
+        let st = stop.clone();
         let own_exe = std::fs::read_link("/proc/self/exe").ok();
         let spawned = std::thread::Builder::new().name("usym-maps".into()).spawn(move || {
             let start = Instant::now();
@@ -109,7 +139,12 @@ impl UserSymbols {
                 match ProcessMaps::read(pid) {
                     // A held -c child still runs our own image until its execve.
                     Ok(m) if Some(&m.exe) != own_exe.as_ref() && !m.mappings.is_empty() => {
-                        *l.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+                        // A poll read before the entry snapshot may be stored after it: never replace a
+                        // snapshot by one with fewer mappings.
+                        let mut all = snapshots().lock().unwrap_or_else(|e| e.into_inner());
+                        if all.get(&pid).is_none_or(|old| old.mappings.len() <= m.mappings.len()) {
+                            all.insert(pid, m);
+                        }
                     }
                     Ok(_) => {}
                     Err(_) => {
@@ -122,14 +157,15 @@ impl UserSymbols {
                 std::thread::sleep(if fast { Duration::from_micros(500) } else { Duration::from_millis(10) });
             }
         });
-        UserSymbols { pid: Some(pid), inner: None, latest: spawned.is_ok().then_some(latest), stop: Some(stop) }
+        let _ = spawned;
+        UserSymbols { pid: Some(pid), inner: None, stop: Some(stop) }
     }
 
     /// Takes the watcher's latest snapshot of the target's mappings.
     pub fn refresh(&mut self) {
-        if let Some(l) = &self.latest
-            && let Some(m) = l.lock().unwrap_or_else(|e| e.into_inner()).clone()
-        {
+        let Some(pid) = self.pid else { return };
+        let snap = snapshots().lock().unwrap_or_else(|e| e.into_inner()).get(&pid).cloned();
+        if let Some(m) = snap {
             self.inner.get_or_insert_with(Symbolizer::new).set_maps(m);
         }
     }

@@ -15,24 +15,21 @@
 //!
 //! A `-c` command is held before its `execve`, so its memory cannot be written yet. If the
 //! semaphore's file page is mapped by two segments ([`ElfFile::page_shared_by_segments`], the
-//! lld layout), the kernel's counter would land in the wrong mapping at `execve`. Instead a tiny
-//! program ([`sys::stop_self_program`]) is attached to the executable's entry point for that pid:
-//! it stops the process there with SIGSTOP; a watcher thread sees the stop, adds 1 to the
-//! semaphore through `/proc/PID/mem` and resumes it with SIGCONT, so the semaphore is set before
-//! any of the program's own code runs. Dropping the attachment resumes the process if it is still
-//! stopped there (it is never left stopped by us) and undoes the increment if it still runs. (A
-//! semaphore of a shared library in that layout is not covered under `-c`.)
+//! lld layout), the kernel's counter would land in the wrong mapping at `execve`. Instead the
+//! semaphore is incremented through `/proc/PID/mem` at the executable's entry point
+//! ([`crate::entry`]: the process stops there briefly), before any of the program's own code
+//! runs. Dropping the attachment resumes the process if it is still stopped there (it is never
+//! left stopped by us) and undoes the increment if it still runs. (A semaphore of a shared library
+//! in that layout is not covered under `-c`.)
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::elf::ElfFile;
 use crate::maps::ProcessMaps;
 use crate::semaphore::{self, SemaphoreGuard};
 use crate::sys::{self, PerfUprobe, SysError, UprobeSite};
-use crate::{AbsAddr, FileOffset, VirtAddr};
+use crate::{FileOffset, VirtAddr};
 
 /// Errors attaching.
 #[derive(Debug, thiserror::Error)]
@@ -56,76 +53,9 @@ pub struct UserAttachment {
     semaphores: Option<SemaphoreGuard>,
     /// Semaphores set through `/proc/PID/mem` because the kernel's counter did not take.
     pub self_set_semaphores: usize,
-    /// The entry-point semaphore setter (see the module docs), if one was needed.
-    setter: Option<EntrySetter>,
-}
-
-/// The entry-point rendezvous of a held `-c` command whose semaphore page is mapped twice.
-#[derive(Debug)]
-struct EntrySetter {
-    pid: u32,
-    done: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Option<AbsAddr>>>,
-}
-
-impl UserAttachment {
-    /// True when a semaphore setter was attached at the executable's entry point.
-    pub fn has_entry_setter(&self) -> bool {
-        self.setter.is_some()
-    }
-}
-
-impl Drop for UserAttachment {
-    fn drop(&mut self) {
-        let Some(mut s) = self.setter.take() else { return };
-        s.stop.store(true, Ordering::Relaxed);
-        let addr = s.thread.take().and_then(|t| t.join().ok()).flatten();
-        // Never leave the target stopped: if it stopped at the entry but the watcher had not
-        // resumed it yet, resume it now.
-        if !s.done.load(Ordering::Relaxed) && process_state(s.pid) == Some('T') {
-            let _ = sys::kill(s.pid, libc::SIGCONT);
-        }
-        // Undo our increment in a process that outlives the tracing.
-        if let Some(addr) = addr
-            && semaphore::read(s.pid, addr).is_ok_and(|v| v > 0)
-        {
-            let _ = semaphore::adjust(s.pid, addr, -1);
-        }
-    }
-}
-
-/// The state letter of `/proc/PID/stat` (field 3: `R`, `S`, `T` stopped, `Z`, ...).
-fn process_state(pid: u32) -> Option<char> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s[s.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-/// Watches `pid` until it stops at the entry point (sent SIGSTOP by the setter program), then
-/// increments the semaphore at `vaddr` of `path` through `/proc/PID/mem` and resumes it.
-/// Returns the semaphore's address once set. Gives up when the process exits or `stop` is set;
-/// polls every 200 µs (the process is stopped for about that long).
-fn watch_entry(pid: u32, path: PathBuf, vaddr: VirtAddr, done: Arc<AtomicBool>, stop: Arc<AtomicBool>) -> Option<AbsAddr> {
-    let elf = ElfFile::open(&path).ok()?;
-    while !stop.load(Ordering::Relaxed) {
-        match process_state(pid) {
-            None | Some('Z') | Some('X') => return None,
-            Some('T') => {
-                // Stopped: by our program only if the executable is mapped (after execve).
-                let module = ProcessMaps::read(pid).ok().and_then(|m| m.module(&path, &elf));
-                if let Some(module) = module {
-                    let addr = module.abs(vaddr);
-                    let set = semaphore::adjust(pid, addr, 1).is_ok();
-                    done.store(true, Ordering::Relaxed);
-                    let _ = sys::kill(pid, libc::SIGCONT);
-                    return set.then_some(addr);
-                }
-            }
-            _ => {}
-        }
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    None
+    /// A semaphore set at the executable's entry (see the module docs): the process, the file
+    /// and the semaphore's link-time address, to undo at detach if the process still runs.
+    setter: Option<(u32, PathBuf, VirtAddr)>,
 }
 
 impl UserAttachment {
@@ -137,6 +67,29 @@ impl UserAttachment {
     /// True when nothing is attached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// True when the semaphore is set at the executable's entry point.
+    pub fn has_entry_setter(&self) -> bool {
+        self.setter.is_some()
+    }
+}
+
+impl Drop for UserAttachment {
+    fn drop(&mut self) {
+        let Some((pid, path, vaddr)) = self.setter.take() else { return };
+        // Never leave the target stopped at its entry.
+        crate::entry::release_all();
+        // Undo the increment in a process that outlives the tracing.
+        if let Ok(maps) = ProcessMaps::read(pid)
+            && let Ok(elf) = ElfFile::open(&path)
+            && let Some(module) = maps.module(&path, &elf)
+        {
+            let addr = module.abs(vaddr);
+            if semaphore::read(pid, addr).is_ok_and(|v| v > 0) {
+                let _ = semaphore::adjust(pid, addr, -1);
+            }
+        }
     }
 }
 
@@ -200,28 +153,17 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
                     // Not mapped yet: a -c command held before its execve. The kernel's counter
                     // covers it unless the semaphore's page is mapped twice (lld): then set it
                     // from the executable's entry point, before any of its code runs.
-                    if req.pid == Some(pid) && out.setter.is_none() && elf.page_shared_by_segments(sem) && elf.entry().0 != 0 {
-                        let entry_off = elf.file_offset(elf.entry()).map_err(|e| err(SysError::Invalid(e.to_string())))?;
-                        let stopper = sys::prog_load(
-                            sys::BPF_PROG_TYPE_KPROBE,
-                            sys::BPF_TRACE_UPROBE_MULTI,
-                            &sys::stop_self_program(),
-                            "sl_usdt_entry",
-                        )
-                        .map_err(|e| err(SysError::Syscall(e)))?;
-                        let site = UprobeSite { offset: entry_off, ref_ctr_offset: None, cookie: 0 };
-                        let link = sys::attach_uprobe_multi(stopper.as_raw_fd(), req.path, &[site], Some(pid), false)
-                            .map_err(err)?;
-                        out.links.push(link);
-                        out.links.push(stopper);
-                        let done = Arc::new(AtomicBool::new(false));
-                        let stop = Arc::new(AtomicBool::new(false));
-                        let (d, st, p) = (done.clone(), stop.clone(), req.path.to_path_buf());
-                        let thread = std::thread::Builder::new()
-                            .name("usdt-entry".into())
-                            .spawn(move || watch_entry(pid, p, vaddr, d, st))
-                            .ok();
-                        out.setter = Some(EntrySetter { pid, done, stop, thread });
+                    if req.pid == Some(pid) && out.setter.is_none() && elf.page_shared_by_segments(sem) {
+                        let path = req.path.to_path_buf();
+                        let p2 = path.clone();
+                        crate::entry::add_action(req.path, pid, Box::new(move |pid| {
+                            let module = ElfFile::open(&p2).ok().and_then(|e| ProcessMaps::read(pid).ok()?.module(&p2, &e));
+                            if let Some(m) = module {
+                                let _ = semaphore::adjust(pid, m.abs(vaddr), 1);
+                            }
+                        }))
+                        .map_err(|e| err(SysError::Invalid(e.to_string())))?;
+                        out.setter = Some((pid, path, vaddr));
                     }
                     continue;
                 };

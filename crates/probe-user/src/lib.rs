@@ -21,6 +21,7 @@
 //!   attaching before it runs.
 //! - [`list`]: pid-provider sites and the data behind `sightline probe -l`.
 //! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
+//! - [`entry`]: a rendezvous at a held command's entry point (semaphores, mappings for symbols).
 //! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
 //!
 //! Addresses have their own types: [`VirtAddr`] (link-time, as in symbol tables), [`FileOffset`]
@@ -31,6 +32,7 @@ pub mod argspec;
 pub mod attach;
 pub mod disasm;
 pub mod elf;
+pub mod entry;
 pub mod glob;
 pub mod list;
 pub mod loader;
