@@ -408,6 +408,8 @@ pub mod helper {
     pub const MAP_UPDATE_ELEM: i32 = 2;
     /// `long bpf_map_delete_elem(map, key)`
     pub const MAP_DELETE_ELEM: i32 = 3;
+    /// `u64 bpf_get_attach_cookie(ctx)` (Linux 5.15)
+    pub const GET_ATTACH_COOKIE: i32 = 174;
     /// `u32 bpf_get_prandom_u32(void)`
     pub const GET_PRANDOM_U32: i32 = 7;
     /// `u64 bpf_ktime_get_ns(void)` (CLOCK_MONOTONIC)

@@ -426,6 +426,9 @@ pub enum ArgAccess {
     },
     /// A USDT argument per its stapsdt spec.
     Usdt(UsdtArgSpec),
+    /// The attach cookie (`bpf_get_attach_cookie`): a pid `return` probe's `arg0`, the offset of the
+    /// returning instruction, which the attacher gives each return site.
+    AttachCookie,
 }
 
 /// A USDT argument location (stapsdt `size@location`, x86-64 AT&T syntax), resolved to register

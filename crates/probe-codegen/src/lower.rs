@@ -1377,6 +1377,10 @@ impl ProgGen<'_, '_> {
                 a.ldx(Size::DW, R0, R10, s);
             }
             ArgAccess::Usdt(spec) => self.usdt_arg(&spec, span)?,
+            ArgAccess::AttachCookie => {
+                self.asm.mov(R1, R6);
+                self.asm.call(helper::GET_ATTACH_COOKIE);
+            }
         }
         Ok(())
     }
@@ -1460,13 +1464,13 @@ impl ProgGen<'_, '_> {
                         },
                         None => ArgAccess::Zero,
                     },
-                    Some(ProbeKind::Uprobe { ret: true, .. }) => {
-                        if n < 2 {
-                            ArgAccess::Regs { reg_offset: pt_regs::AX }
-                        } else {
-                            ArgAccess::Zero
-                        }
-                    }
+                    // DTrace: arg0 = offset of the returning instruction (the attach cookie of each
+                    // return site, see probe-runtime's `user::attach`), arg1 = the return value.
+                    Some(ProbeKind::Uprobe { ret: true, .. }) => match n {
+                        0 => ArgAccess::AttachCookie,
+                        1 => ArgAccess::Regs { reg_offset: pt_regs::AX },
+                        _ => ArgAccess::Zero,
+                    },
                     _ => match CALL_ARG_REGS.get(n as usize) {
                         Some(&r) => ArgAccess::Regs { reg_offset: r },
                         None => ArgAccess::Zero,

@@ -86,7 +86,13 @@ impl ProbeCatalog for FullCatalog {
 }
 
 /// Attaches a loaded uprobe program (`BPF_PROG_TYPE_KPROBE`, loaded without an expected attach
-/// type, so through perf-event uprobes) to one site, with its USDT semaphore.
+/// type, so through perf-event uprobes) to one probe, with its USDT semaphore.
+///
+/// A `return` probe (`ret`, `offset` = the function's entry) is attached at each return site of
+/// the function (every `ret` and tail-call jump, from probe-user's disassembly) with the site's
+/// offset in the function as the attach cookie, which the generated code reads as `arg0`
+/// (DTrace's semantics; `arg1` is `%rax`). When the function cannot be decoded it falls back to a
+/// uretprobe on the entry, where `arg0` reads 0.
 ///
 /// # Errors
 /// [`AttachError`] naming the failed call.
@@ -98,14 +104,26 @@ pub fn attach(
     pid: Option<u32>,
     semaphore: Option<u64>,
 ) -> Result<UserAttachment, AttachError> {
-    let offsets = [FileOffset(offset)];
+    let sites = if ret {
+        probe_user::elf::ElfFile::open(path)
+            .ok()
+            .and_then(|elf| probe_user::list::return_sites_at(&elf, FileOffset(offset)).ok())
+            .filter(|s| !s.is_empty())
+    } else {
+        None
+    };
+    let (offsets, cookies, as_ret): (Vec<FileOffset>, Vec<u64>, bool) = match sites {
+        Some(s) => (s.iter().map(|x| x.0).collect(), s.iter().map(|x| x.1).collect(), false),
+        None => (vec![FileOffset(offset)], vec![0], ret),
+    };
     let req = AttachRequest {
         path: Path::new(path),
         offsets: &offsets,
-        ret,
+        ret: as_ret,
         pid,
         semaphore: semaphore.map(FileOffset),
         multi_prog: false,
+        cookies: &cookies,
     };
     probe_user::attach::attach(prog.as_raw_fd(), &req)
 }

@@ -108,6 +108,8 @@ pub struct AttachRequest<'a> {
     pub semaphore: Option<FileOffset>,
     /// The program was loaded with `expected_attach_type = BPF_TRACE_UPROBE_MULTI`.
     pub multi_prog: bool,
+    /// Per-site cookies (`bpf_get_attach_cookie()`), one per offset; empty means each site's index.
+    pub cookies: &'a [u64],
 }
 
 /// Attaches `prog` per `req` (see the module docs).
@@ -121,7 +123,11 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         .offsets
         .iter()
         .enumerate()
-        .map(|(i, &offset)| UprobeSite { offset, ref_ctr_offset: req.semaphore, cookie: i as u64 })
+        .map(|(i, &offset)| UprobeSite {
+            offset,
+            ref_ctr_offset: req.semaphore,
+            cookie: req.cookies.get(i).copied().unwrap_or(i as u64),
+        })
         .collect();
     if sites.is_empty() {
         return Ok(out);

@@ -218,6 +218,23 @@ pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSi
     Ok((out, skipped))
 }
 
+/// The return sites of the function whose first instruction is at file offset `entry`: the file
+/// offset of each `ret` or tail-call jump the kernel can probe, with its offset from the function's
+/// start (DTrace's `arg0` of a `return` probe).
+///
+/// # Errors
+/// [`SiteError::NotBoundary`] when no function starts at `entry`; [`SiteError::Disasm`] when the
+/// function does not decode.
+pub fn return_sites_at(elf: &ElfFile, entry: FileOffset) -> Result<Vec<(FileOffset, u64)>, SiteError> {
+    let f = elf.functions().iter().find(|f| f.offset == entry).ok_or_else(|| SiteError::NotBoundary {
+        path: elf.path().to_path_buf(),
+        function: format!("(function at file offset {entry})"),
+        offset: 0,
+    })?;
+    let code = decode_function(elf, f)?;
+    Ok(code.return_sites().filter(|i| i.probeable).map(|i| (FileOffset(f.offset.0 + i.offset), i.offset)).collect())
+}
+
 /// What to list or attach to: a running process, a command about to be executed, or a file by
 /// path (every process mapping it).
 #[derive(Debug, Clone, PartialEq, Eq)]

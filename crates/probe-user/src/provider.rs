@@ -6,11 +6,10 @@
 //!
 //! - `pidPID:MODULE:FUNCTION:NAME`: functions of process PID. NAME is `entry`, `return`, a hex
 //!   instruction offset, or empty/a glob (every matching one of `entry`, `return` and the
-//!   instruction offsets). `return` is attached as a uretprobe on the function's entry, so it
-//!   fires once per call on every return path (tail calls included) with the return value in
-//!   `arg0` and `arg1` (FIXME: DTrace's `arg0` is the offset of the returning instruction; the
-//!   return sites are known ([`crate::list::pid_sites`]) but the code generator reads `arg0` from
-//!   `%rax` for return probes).
+//!   instruction offsets). A `return` probe is described by the function's entry with
+//!   `ret: true`; the runtime attaches it at every return site ([`crate::list::return_sites_at`]:
+//!   `ret` instructions and tail-call jumps) with the site's offset as the attach cookie, which is
+//!   `arg0` (DTrace's semantics); `arg1` is the return value.
 //! - `pid:/path/to/binary:FUNCTION:NAME`: the same by path, for every process that maps the file,
 //!   now and later.
 //! - `PROVIDERPID:MODULE:FUNCTION:NAME`: USDT probes of process PID whose provider matches

@@ -70,6 +70,8 @@ pub const BPF_PROG_TYPE_KPROBE: u32 = 2;
 pub const BPF_TRACE_UPROBE_MULTI: u32 = 48;
 /// `BPF_F_UPROBE_MULTI_RETURN`: attach as return probes (uretprobes).
 const BPF_F_UPROBE_MULTI_RETURN: u32 = 1;
+/// `BPF_PERF_EVENT` (`enum bpf_attach_type`): a BPF link to a perf event.
+const BPF_PERF_EVENT: u32 = 41;
 /// `BPF_MAP_TYPE_ARRAY`.
 const BPF_MAP_TYPE_ARRAY: u32 = 2;
 
@@ -214,6 +216,8 @@ pub fn uprobe_pmu() -> Result<UprobePmu, SysError> {
 #[derive(Debug)]
 pub struct PerfUprobe {
     fd: OwnedFd,
+    /// The `BPF_PERF_EVENT` link when the site has a cookie (dropped before the event).
+    link: Option<OwnedFd>,
 }
 
 impl PerfUprobe {
@@ -221,14 +225,22 @@ impl PerfUprobe {
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// True when the program is attached through a BPF link (a site with a cookie).
+    pub fn has_link(&self) -> bool {
+        self.link.is_some()
+    }
 }
 
 /// Attaches `prog` (a `BPF_PROG_TYPE_KPROBE` program) to one site through a perf event on
-/// the uprobe PMU: for process `pid` (all its threads), or every process when `None`.
+/// the uprobe PMU: for process `pid` (all its threads), or every process when `None`. A non-zero
+/// cookie is attached with a `BPF_LINK_CREATE` (`BPF_PERF_EVENT`) link, which carries it;
+/// otherwise with `PERF_EVENT_IOC_SET_BPF`.
 ///
 /// # Errors
 /// [`SysError::Pmu`] when the PMU is unavailable; [`SysError::Syscall`] naming
-/// `perf_event_open(uprobe)` or `ioctl(PERF_EVENT_IOC_SET_BPF)` / `ioctl(PERF_EVENT_IOC_ENABLE)`.
+/// `perf_event_open(uprobe)`, `bpf(BPF_LINK_CREATE perf_event)` or
+/// `ioctl(PERF_EVENT_IOC_SET_BPF)` / `ioctl(PERF_EVENT_IOC_ENABLE)`.
 pub fn attach_uprobe_perf(
     prog: RawFd,
     path: &Path,
@@ -269,6 +281,14 @@ pub fn attach_uprobe_perf(
     }
     let fd = owned(fd);
     drop(cpath);
+    // A BPF link carries the site's cookie (Linux ≥ 5.15, `BPF_PERF_EVENT`); without a cookie the
+    // older ioctl does the same job.
+    if site.cookie != 0 {
+        let mut attr = Attr::new();
+        attr.u32(0, prog as u32).u32(4, fd.as_raw_fd() as u32).u32(8, BPF_PERF_EVENT).u64(16, site.cookie);
+        let link = bpf(BPF_LINK_CREATE, &mut attr, "bpf(BPF_LINK_CREATE perf_event)", context)?;
+        return Ok(PerfUprobe { fd, link: Some(owned(link)) });
+    }
     for (req, arg, call) in [
         (PERF_EVENT_IOC_SET_BPF, prog as libc::c_ulong, "ioctl(PERF_EVENT_IOC_SET_BPF)"),
         (PERF_EVENT_IOC_ENABLE, 0, "ioctl(PERF_EVENT_IOC_ENABLE)"),
@@ -279,7 +299,7 @@ pub fn attach_uprobe_perf(
             return Err(SyscallError { call, context: context(), source: std::io::Error::last_os_error(), log: None }.into());
         }
     }
-    Ok(PerfUprobe { fd })
+    Ok(PerfUprobe { fd, link: None })
 }
 
 /// Loads a BPF program of `prog_type` from raw 8-byte instructions, with `expected_attach_type`,

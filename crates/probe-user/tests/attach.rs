@@ -333,7 +333,7 @@ fn catalog_probes_attach_through_attach_module() {
     let ProbeKind::Uprobe { path, offset, ret: true, pid: Some(p) } = &ret[0].kind else { panic!("{:?}", ret[0].kind) };
     assert_eq!(*p, pid);
     let pr = Prog::new(Reg::Rax, false);
-    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: true, pid: Some(pid), semaphore: None, multi_prog: false };
+    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: true, pid: Some(pid), semaphore: None, multi_prog: false, cookies: &[] };
     let a1 = attach(pr.prog.as_raw_fd(), &req).unwrap();
     assert_eq!(a1.len(), 1);
     // sl_test$target:::tick with its semaphore, through a uprobe_multi link.
@@ -343,7 +343,7 @@ fn catalog_probes_attach_through_attach_module() {
     assert_eq!((usdt[0].module.as_str(), usdt[0].function.as_str()), ("t", "main"));
     let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &usdt[0].kind else { panic!() };
     let pu = Prog::new(Reg::Rax, true);
-    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true };
+    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true, cookies: &[] };
     let a2 = attach(pu.prog.as_raw_fd(), &req).unwrap();
     // The kernel's counter took: nothing set by hand.
     assert_eq!(a2.self_set_semaphores, 0);
@@ -390,7 +390,7 @@ fn held_command_probes_fire_from_the_start() {
             ProbeKind::Usdt { path, offset, semaphore, .. } => (path.clone(), *offset, semaphore.map(FileOffset)),
             k => panic!("{k:?}"),
         };
-        let req = AttachRequest { path: Path::new(&path), offsets: &[FileOffset(offset)], ret: false, pid: Some(pid), semaphore: sem, multi_prog: true };
+        let req = AttachRequest { path: Path::new(&path), offsets: &[FileOffset(offset)], ret: false, pid: Some(pid), semaphore: sem, multi_prog: true, cookies: &[] };
         held.push(attach(p.prog.as_raw_fd(), &req).unwrap());
         progs.push(p);
     }
@@ -438,7 +438,7 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
         let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &m[0].kind else { panic!() };
         let p = Prog::new(Reg::Rdi, true);
         let held = if use_setter {
-            let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true };
+            let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true, cookies: &[] };
             let a = attach(p.prog.as_raw_fd(), &req).unwrap();
             assert!(a.has_entry_setter());
             Ok(a)

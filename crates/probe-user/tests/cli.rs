@@ -102,9 +102,9 @@ fn entry_return_pairs_and_values_are_exact() {
         "-n",
         "pid$target:a.out:add:return { @r = count(); @v = sum(arg1); }",
         "-n",
-        "pid$target:a.out:classify:return { @c[(long)arg1] = count(); }",
+        "pid$target:a.out:classify:return { @c[(long)arg1] = count(); @o[arg0] = count(); }",
         "-n",
-        "END { printa(\"entries %@d\\n\", @e); printa(\"arg0 sum %@d\\n\", @a); printa(\"arg1 sum %@d\\n\", @b); printa(\"returns %@d\\n\", @r); printa(\"values %@d\\n\", @v); printa(\"classify %d %@d\\n\", @c); }",
+        "END { printa(\"entries %@d\\n\", @e); printa(\"arg0 sum %@d\\n\", @a); printa(\"arg1 sum %@d\\n\", @b); printa(\"returns %@d\\n\", @r); printa(\"values %@d\\n\", @v); printa(\"classify %d %@d\\n\", @c); printa(\"ret at %x %@d\\n\", @o); }",
     ]);
     // add(i, 1) for i in 0..10; classify(i - 2) returns -1, -1, 0, then 1 seven times.
     for line in ["entries 10", "arg0 sum 45", "arg1 sum 10", "returns 10", "values 55"] {
@@ -114,6 +114,18 @@ fn entry_return_pairs_and_values_are_exact() {
     assert!(out.contains("classify 0 1"), "{out}");
     assert!(out.contains("classify 1 7"), "{out}");
     assert!(out.contains("10 60"), "the target's own output: {out}");
+    // arg0 of a return probe is the offset of the returning instruction (DTrace's semantics).
+    let elf = probe_user::elf::ElfFile::open(&bin).unwrap();
+    let (rets, _) = probe_user::list::pid_sites(&elf, "classify", "return").unwrap();
+    let seen: u64 = rets
+        .iter()
+        .map(|s| match s.kind {
+            probe_user::list::PidSiteKind::Return { offset, .. } => offset,
+            _ => panic!(),
+        })
+        .map(|o| out.lines().find_map(|l| l.strip_prefix(&format!("ret at {o:x} "))).map_or(0, |n| n.parse::<u64>().unwrap()))
+        .sum();
+    assert_eq!(seen, 10, "every return counted at its instruction's offset: {out}");
 }
 
 /// A `<sys/sdt.h>` program with and without a semaphore: every probe fires, with its arguments;
