@@ -77,6 +77,47 @@ pub fn analyze(
     })
 }
 
+/// True when the program reads kernel structures, so the caller should load BTF into
+/// [`SemaOptions::kernel_types`] (parsing `/sys/kernel/btf/vmlinux` costs a few milliseconds, which
+/// a `BEGIN { exit(0); }` should not pay): it uses `curthread`, a `struct`/`union` type, `.` member
+/// access, or `->` on anything but `args`.
+pub fn needs_kernel_types(program: &ast::Program) -> bool {
+    fn ty(t: &ast::TypeName) -> bool {
+        matches!(t.base, BaseType::Struct(_))
+    }
+    fn expr(e: &Expr) -> bool {
+        match &e.kind {
+            ExprKind::Ident(n) => n == "curthread",
+            ExprKind::Member { base, arrow, .. } => {
+                !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args") || expr(base)
+            }
+            ExprKind::Cast(t, x) => ty(t) || expr(x),
+            ExprKind::SizeofType(t) => ty(t),
+            ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => expr(x),
+            ExprKind::IncDec { expr: x, .. } => expr(x),
+            ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => expr(a) || expr(b),
+            ExprKind::Ternary(a, b, c) => expr(a) || expr(b) || expr(c),
+            ExprKind::Call { args, .. } => args.iter().any(expr),
+            ExprKind::Index(b, k) => expr(b) || k.iter().any(expr),
+            ExprKind::Int(_) | ExprKind::Str(_) | ExprKind::Macro(_) | ExprKind::SelfVar(_) | ExprKind::ThisVar(_)
+            | ExprKind::AggRef(_) => false,
+        }
+    }
+    fn stmts(s: &[Stmt]) -> bool {
+        s.iter().any(|s| match &s.kind {
+            StmtKind::Expr(e) => expr(e),
+            StmtKind::Aggregate(a) => a.keys.iter().chain(&a.args).any(expr),
+            StmtKind::If { cond, then, els } => expr(cond) || stmts(then) || els.as_deref().is_some_and(stmts),
+            StmtKind::Empty => false,
+        })
+    }
+    program.items.iter().any(|i| match i {
+        ast::Item::Clause(c) => c.predicate.as_ref().is_some_and(expr) || stmts(&c.body),
+        ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
+        ast::Item::Option(_) => false,
+    })
+}
+
 struct ClauseCx {
     probes: Vec<ProbeInfo>,
     locals: Vec<VarId>,

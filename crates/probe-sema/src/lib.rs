@@ -16,7 +16,7 @@ pub mod dump;
 pub mod tracefs;
 pub mod types;
 
-pub use analyze::analyze;
+pub use analyze::{analyze, needs_kernel_types};
 pub use catalog::{
     DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
     field_matches, glob_match,

@@ -211,6 +211,21 @@ t.d:9:23: error: subscript 9 is out of range for an array of 4
 }
 
 #[test]
+fn needs_kernel_types_only_for_structure_access() {
+    let needs = |text: &str| {
+        let (p, d) = parse(&SourceFile::new("t.d", text));
+        assert!(d.is_empty());
+        probe_sema::needs_kernel_types(&p)
+    };
+    assert!(!needs("BEGIN { exit(0); }"));
+    assert!(!needs("sched:::sched_switch { @[args->prev_comm] = count(); self->x = 1; this->y = self->x; }"));
+    assert!(needs("BEGIN { trace(curthread->pid); }"));
+    assert!(needs("BEGIN { x = (struct task_struct *)arg0; }"));
+    assert!(needs("sched:::sched_switch /args->p->pid/ { }"));
+    assert!(needs("BEGIN { @[sizeof(struct file)] = count(); }"));
+}
+
+#[test]
 fn without_btf_member_access_says_why() {
     let out = run("BEGIN { a = curthread->pid; b = (struct task_struct *)arg0; }", None);
     assert!(out.contains("cannot access member `pid`: no kernel type information"), "{out}");
