@@ -368,6 +368,9 @@ async fn tcp_accept(
     while conns.join_next().await.is_some() {}
 }
 
+/// Most bytes a TCP connection reads after shutdown began (what had already arrived), bytes.
+pub const SHUTDOWN_DRAIN: usize = 64 << 20;
+
 /// Read buffer growth step for a TCP connection, bytes.
 const READ_CHUNK: usize = 256 << 10;
 
@@ -382,14 +385,24 @@ async fn tcp_conn(
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut batch: Vec<Event> = Vec::with_capacity(batch_events.min(4096));
     let mut stopping = false;
+    let mut drained = 0usize;
     'conn: loop {
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
         let read = if stopping {
-            // Shutting down: take only what has already arrived.
+            // Shutting down: take only what has already arrived, and at most SHUTDOWN_DRAIN
+            // bytes of it, so a sender that never pauses cannot hold the shutdown open.
+            if drained >= SHUTDOWN_DRAIN {
+                tracing::warn!("X-Trace TCP {peer}: still sending at shutdown; closing after {drained} bytes");
+                break;
+            }
             match stream.try_read_buf(&mut buf) {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Ok(n) => {
+                    drained += n;
+                    Ok(n)
+                }
                 r => r,
             }
         } else {

@@ -1,0 +1,153 @@
+//! Load generator and analysis timer for `bench/collector-bench.sh`.
+//!
+//! ```text
+//! collector_bench load ADDR EVENTS CONNS FORMAT BIG
+//!     Sends EVENTS X-Trace reports over CONNS TCP connections to ADDR (length-prefixed frames,
+//!     FORMAT text or binary) as fast as the collector takes them. Connection 0 first sends one
+//!     task of BIG events; then every connection sends tasks of 1,000 events. In a task, event i
+//!     has parent i-1, and every tenth event also has parent i-5 (a join).
+//! collector_bench baseline DB EVENTS
+//!     The store alone: the same events (already decoded) inserted straight into a new store DB
+//!     in transactions of 16,384, timing only the inserts. The ceiling the collector approaches.
+//! collector_bench analyze DB
+//!     Loads the largest task of store DB and times loading, rebuilding and its critical path.
+//! ```
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::Instant;
+
+use causal::metadata::{Metadata, OpId, TaskId};
+use causal::wire::{WireFormat, encode_frame};
+use causal::Report;
+
+fn report(task: u64, i: u64, conn: usize, t0: u64) -> Report {
+    let op = |i: u64| OpId::new((task << 24) ^ i ^ 0x5A5A_0000_0000_0000);
+    let mut r = Report::new(Metadata::new(TaskId::from_u64(task).expect("non-zero task"), op(i)));
+    if i > 1 {
+        r.edges.push(op(i - 1));
+    }
+    if i > 5 && i % 10 == 0 {
+        r.edges.push(op(i - 5));
+    }
+    r.agent = Some(format!("agent{}", i % 7));
+    r.label = Some(format!("step {i}"));
+    r.host = Some(format!("host{}", conn % 3));
+    r.process_id = Some(format!("{}", 1000 + conn));
+    r.thread_id = Some(1 + i % 4);
+    r.timestamp_ns = Some(t0 + i * 1000);
+    r.hrt_ns = Some(i * 1000);
+    r.fields.push(("Bytes".into(), (i * 37 % 4096).to_string()));
+    r
+}
+
+fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64) {
+    let t0 = 1_700_000_000_000_000_000u64;
+    let start = Instant::now();
+    let per = events / conns as u64;
+    let handles: Vec<_> = (0..conns)
+        .map(|c| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(&addr).expect("connect to the collector");
+                let mut buf = Vec::with_capacity(1 << 20);
+                let mut sent = 0u64;
+                let mut task = (c as u64 + 1) << 40;
+                let mut emit = |task: u64, size: u64, sent: &mut u64, buf: &mut Vec<u8>| {
+                    for i in 1..=size {
+                        encode_frame(buf, &report(task, i, c, t0), format);
+                        *sent += 1;
+                        if buf.len() >= 1 << 20 {
+                            s.write_all(buf).expect("write");
+                            buf.clear();
+                        }
+                    }
+                };
+                if c == 0 && big > 0 {
+                    emit(task, big, &mut sent, &mut buf);
+                    task += 1;
+                }
+                while sent < per {
+                    let size = 1000.min(per - sent);
+                    emit(task, size, &mut sent, &mut buf);
+                    task += 1;
+                }
+                s.write_all(&buf).expect("write");
+                sent
+            })
+        })
+        .collect();
+    let sent: u64 = handles.into_iter().map(|h| h.join().expect("sender thread")).sum();
+    let secs = start.elapsed().as_secs_f64();
+    println!("load: sent {sent} events over {conns} connections in {secs:.2}s ({:.0} events/s accepted by the socket)", sent as f64 / secs);
+}
+
+fn baseline(db: &str, events: u64) {
+    let mut store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut spent = 0f64;
+    let mut chunk = Vec::with_capacity(16_384);
+    let mut task = 1u64 << 40;
+    let mut done = 0u64;
+    while done < events {
+        let size = 1000.min(events - done);
+        for i in 1..=size {
+            chunk.push(causal_collector::xtrace::report_to_event(report(task, i, 0, t0)));
+            if chunk.len() == 16_384 {
+                let t = Instant::now();
+                store.insert(&chunk, 0).expect("insert");
+                spent += t.elapsed().as_secs_f64();
+                chunk.clear();
+            }
+        }
+        done += size;
+        task += 1;
+    }
+    let t = Instant::now();
+    store.insert(&chunk, 0).expect("insert");
+    spent += t.elapsed().as_secs_f64();
+    println!("baseline: {events} events inserted directly in {spent:.2}s ({:.0} events/s)", events as f64 / spent);
+}
+
+fn analyze(db: &str) {
+    let store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
+    let tasks = store.tasks(&causal_collector::TaskFilter::default()).expect("list tasks");
+    let largest = tasks.iter().max_by_key(|t| t.events).expect("a task");
+    let t = Instant::now();
+    let events = store.load_task(&largest.task_id).expect("load");
+    let load_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let g = causal_analysis::TaskGraph::build(largest.task_id.clone(), events);
+    let build_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let cp = causal_analysis::CriticalPath::compute(&g).expect("non-empty");
+    let cp_s = t.elapsed().as_secs_f64();
+    println!(
+        "analyze: largest task {} of {} tasks: {} events, {} edges, {} joins; load {:.3}s, rebuild {:.3}s, critical path {:.4}s ({} steps)",
+        largest.task_id,
+        tasks.len(),
+        g.len(),
+        g.edges.len(),
+        g.joins().len(),
+        load_s,
+        build_s,
+        cp_s,
+        cp.steps.len()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("load") if args.len() == 7 => {
+            let format = WireFormat::parse(&args[5]).expect("format: text or binary");
+            load(&args[2], args[3].parse().expect("EVENTS"), args[4].parse().expect("CONNS"), format, args[6].parse().expect("BIG"));
+        }
+        Some("analyze") if args.len() == 3 => analyze(&args[2]),
+        Some("baseline") if args.len() == 4 => baseline(&args[2], args[3].parse().expect("EVENTS")),
+        _ => {
+            eprintln!("usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB");
+            std::process::exit(2);
+        }
+    }
+}
