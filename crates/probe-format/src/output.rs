@@ -320,6 +320,103 @@ pub fn printa_formatted(
     Ok(s)
 }
 
+/// The entries of several aggregations with the same key types joined on their keys, for
+/// `printa(@a, @b, ...)`: every key present in any of them, with each aggregation's data (zero
+/// data where an aggregation lacks the key), in DTrace's order for a joined walk
+/// (`dt_aggregate_walk_joined`, `dt_aggregate_bundlecmp`): by the values of the aggregation at
+/// `aggsortpos` (out of range: the first), then of the following ones (wrapping around), then by
+/// key; `aggsortkey` compares the keys first; `aggsortrev` reverses everything.
+pub fn join_aggregations(
+    aggs: &[&Aggregation],
+    opts: &SortOptions,
+) -> Vec<(Vec<Value>, Vec<AggData>)> {
+    let mut rows: Vec<(Vec<Value>, Vec<AggData>)> = Vec::new();
+    for (i, a) in aggs.iter().enumerate() {
+        for e in &a.entries {
+            let pos = match rows.iter().position(|(k, _)| *k == e.keys) {
+                Some(p) => p,
+                None => {
+                    rows.push((
+                        e.keys.clone(),
+                        aggs.iter().map(|g| AggData::zero(&g.func)).collect(),
+                    ));
+                    rows.len() - 1
+                }
+            };
+            rows[pos].1[i] = e.data.clone();
+        }
+    }
+    let n = aggs.len();
+    let start = if opts.pos < n { opts.pos } else { 0 };
+    rows.sort_by(|(ka, da), (kb, db)| {
+        let keys = || crate::agg::compare_keys(ka, kb, opts.keypos);
+        let values = || {
+            (0..n)
+                .map(|j| (j + start) % n)
+                .map(|i| crate::agg::compare_data(&aggs[i].func, &da[i], &db[i]))
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        };
+        let o = if opts.key {
+            keys().then_with(values)
+        } else {
+            values().then_with(keys)
+        };
+        if opts.rev { o.reverse() } else { o }
+    });
+    rows
+}
+
+/// `printa(@a, @b, ...)` of several aggregations (same key types): without a format, a blank
+/// line, then per joined key the keys once and each aggregation's value in argument order
+/// (dt_print_aggs with several variables); with a format, the keys feed the conversions and the
+/// `%@` conversions take the aggregations' values in argument order (a `%@` beyond the last
+/// aggregation repeats the last one, as dt_printf_format). Order as [`join_aggregations`]. A
+/// single aggregation gives exactly [`printa`] / [`printa_formatted`].
+pub fn printa_joined(
+    aggs: &[&Aggregation],
+    format: Option<&[Piece]>,
+    opts: &SortOptions,
+) -> Result<String, FormatError> {
+    if let [one] = aggs {
+        return match format {
+            None => Ok(printa(one, opts)),
+            Some(p) => printa_formatted(p, one, opts),
+        };
+    }
+    let rows = join_aggregations(aggs, opts);
+    let mut s = String::new();
+    if format.is_none() {
+        s.push('\n');
+    }
+    for (keys, datas) in rows {
+        match format {
+            None => {
+                for k in &keys {
+                    s.push_str(&format_key(k));
+                }
+                for (a, d) in aggs.iter().zip(&datas) {
+                    s.push_str(&format_agg_value(&a.func, d, a.normal));
+                }
+                s.push('\n');
+            }
+            Some(pieces) => {
+                let args: Vec<AggArg> = aggs
+                    .iter()
+                    .zip(&datas)
+                    .map(|(a, d)| match d.scalar(a.normal) {
+                        Some(v) if d.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
+                        Some(v) => AggArg::Int(Int::i64(v)),
+                        None => AggArg::Text(format_agg_value(&a.func, d, a.normal)),
+                    })
+                    .collect();
+                s.push_str(&crate::printf::format_printa_multi(pieces, &keys, &args)?);
+            }
+        }
+    }
+    Ok(s)
+}
+
 /// What DTrace prints once tracing stops (the `dtrace` command: a newline, then every
 /// aggregation not yet printed by `printa()`): `aggs` should be exactly those. Variables print in
 /// [`Aggregation::id`] order (reversed under `aggsortrev`), each one's entries sorted.

@@ -598,6 +598,50 @@ pub fn format_printa(
     format_inner(pieces, keys, Some(agg_value))
 }
 
+/// Formats one `printa()` line of several aggregations: the `%@` conversions take `aggs` in
+/// order; one beyond the last repeats the last (dt_printf.c `dt_printf_format`). With one
+/// aggregation this is [`format_printa`].
+pub fn format_printa_multi(
+    pieces: &[Piece],
+    keys: &[Value],
+    aggs: &[AggArg],
+) -> Result<String, FormatError> {
+    if aggs.is_empty() {
+        return Err(FormatError::AggWithoutAggregation);
+    }
+    // Split the format at each %@ so that each part sees "its" aggregation.
+    let mut out = String::new();
+    let mut keys_left = keys;
+    let mut agg_index = 0;
+    let mut part: Vec<Piece> = Vec::new();
+    let flush = |part: &mut Vec<Piece>,
+                 keys_left: &mut &[Value],
+                 agg: &AggArg,
+                 out: &mut String|
+     -> Result<(), FormatError> {
+        let used = arg_slots(part).len();
+        let (now, rest) = keys_left.split_at(used.min(keys_left.len()));
+        out.push_str(&format_inner(part, now, Some(agg))?);
+        *keys_left = rest;
+        part.clear();
+        Ok(())
+    };
+    for p in pieces {
+        let is_agg = matches!(p, Piece::Conversion(c) if c.aggregation);
+        part.push(p.clone());
+        if is_agg {
+            let agg = &aggs[agg_index.min(aggs.len() - 1)];
+            flush(&mut part, &mut keys_left, agg, &mut out)?;
+            agg_index += 1;
+        }
+    }
+    if !part.is_empty() {
+        let agg = &aggs[agg_index.min(aggs.len() - 1)];
+        flush(&mut part, &mut keys_left, agg, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// The aggregation value a `%@` conversion prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AggArg {

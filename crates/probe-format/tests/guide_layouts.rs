@@ -8,7 +8,7 @@
 use probe_format::agg::{AggFunc, Aggregation, SortOptions};
 use probe_format::output::{
     TRACE_HEADER, end_of_record, format_trace, print_at_exit, printa, printa_formatted,
-    probe_prefix,
+    printa_joined, probe_prefix,
 };
 use probe_format::printf::parse;
 use probe_format::value::{Int, Value};
@@ -297,5 +297,55 @@ fn trace_lines() {
             false
         ),
         " 65535"
+    );
+}
+
+// Guide, "Output Formatting" > printa(): several aggregations with the same keys print joined:
+// the keys once, then each aggregation's value; a key missing from one aggregation shows 0.
+// Order by the value of the aggregation at aggsortpos (libdtrace dt_aggregate_bundlecmp).
+#[test]
+fn printa_of_several_aggregations_joins_keys() {
+    let mut a = agg("a", 0, AggFunc::Count);
+    let mut b = agg("b", 1, AggFunc::Sum);
+    a.add(vec![Value::str("x")], 0, 1);
+    a.add(vec![Value::str("x")], 0, 1);
+    a.add(vec![Value::str("y")], 0, 1);
+    b.add(vec![Value::str("x")], 10, 1);
+    b.add(vec![Value::str("y")], 20, 1);
+    b.add(vec![Value::str("z")], 5, 1);
+    let line = |k: &str, x: i64, y: i64| format!("  {k:<50} {x:>16} {y:>16}\n");
+    let default = SortOptions::default();
+    // z is missing from @a: its count is 0, the smallest.
+    assert_eq!(
+        printa_joined(&[&a, &b], None, &default).unwrap(),
+        format!(
+            "\n{}{}{}",
+            line("z", 0, 5),
+            line("y", 1, 20),
+            line("x", 2, 10)
+        )
+    );
+    let by_b = SortOptions {
+        pos: 1,
+        ..Default::default()
+    };
+    assert_eq!(
+        printa_joined(&[&a, &b], None, &by_b).unwrap(),
+        format!(
+            "\n{}{}{}",
+            line("z", 0, 5),
+            line("x", 2, 10),
+            line("y", 1, 20)
+        )
+    );
+    let p = parse("%s %@d %@d\n").unwrap();
+    assert_eq!(
+        printa_joined(&[&a, &b], Some(&p), &default).unwrap(),
+        "z 0 5\ny 1 20\nx 2 10\n"
+    );
+    // One aggregation: exactly printa().
+    assert_eq!(
+        printa_joined(&[&a], None, &default).unwrap(),
+        printa(&a, &default)
     );
 }
