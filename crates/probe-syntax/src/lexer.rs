@@ -54,6 +54,9 @@ pub struct Token {
     pub tok: Tok,
     /// Where (global offsets).
     pub span: Span,
+    /// The token was recovered from a lexical error already reported (an unterminated string or
+    /// character constant): the parser does not pile a second error on it.
+    pub damaged: bool,
 }
 
 /// All punctuators, longest first so that maximal munch picks `<<=` over `<<` over `<`.
@@ -167,9 +170,10 @@ impl<'s> Lexer<'s> {
     pub fn next_token(&mut self, diags: &mut Vec<Diagnostic>) -> Token {
         loop {
             self.skip_trivia(diags);
+            let errors_before = diags.len();
             let start = self.pos;
             let Some(c) = self.peek_char() else {
-                return Token { tok: Tok::Eof, span: self.span(start) };
+                return Token { tok: Tok::Eof, span: self.span(start), damaged: false };
             };
             let tok = if c.is_ascii_alphabetic() || c == '_' {
                 while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -218,7 +222,8 @@ impl<'s> Lexer<'s> {
                 diags.push(Diagnostic::error(format!("invalid character {c:?}"), self.span(start)));
                 continue;
             };
-            return Token { tok, span: self.span(start) };
+            let damaged = diags[errors_before..].iter().any(|d| d.message.starts_with("unterminated"));
+            return Token { tok, span: self.span(start), damaged };
         }
     }
 

@@ -70,6 +70,8 @@ struct Parser<'s> {
     lexer: Lexer<'s>,
     tok: Token,
     prev_end: u32,
+    /// The previous token was damaged (see [`Token::damaged`]).
+    prev_damaged: bool,
     diags: Vec<Diagnostic>,
     /// Inside a predicate, outside any brackets: `/` ends the predicate rather than dividing.
     no_slash: bool,
@@ -80,7 +82,7 @@ impl<'s> Parser<'s> {
         let mut lexer = Lexer::new(text, base);
         let mut diags = Vec::new();
         let tok = lexer.next_token(&mut diags);
-        Parser { lexer, tok, prev_end: base, diags, no_slash: false }
+        Parser { lexer, tok, prev_end: base, prev_damaged: false, diags, no_slash: false }
     }
 
     // ----- token helpers -----
@@ -88,6 +90,7 @@ impl<'s> Parser<'s> {
     fn bump(&mut self) -> Token {
         let next = self.lexer.next_token(&mut self.diags);
         self.prev_end = self.tok.span.end;
+        self.prev_damaged = self.tok.damaged;
         std::mem::replace(&mut self.tok, next)
     }
 
@@ -116,6 +119,10 @@ impl<'s> Parser<'s> {
     fn expect_punct(&mut self, p: &str, what: &str) -> PResult<Span> {
         if self.is_punct(p) {
             return Ok(self.bump().span);
+        }
+        if self.prev_damaged {
+            // An unterminated string swallowed the rest of its line (the `)` or `;`): already said.
+            return Err(Reported);
         }
         let found = self.tok.tok.describe();
         let d = Diagnostic::error(format!("expected `{p}` {what}, found {found}"), self.tok.span);
@@ -318,6 +325,7 @@ impl<'s> Parser<'s> {
         let (text, span) = self.lexer.probe_spec(&mut self.diags);
         self.prev_end = span.end;
         self.tok = self.lexer.next_token(&mut self.diags);
+        self.prev_damaged = false;
         if text.is_empty() {
             let found = self.tok.tok.describe();
             self.diags.push(Diagnostic::error(format!("expected a probe description, found {found}"), self.tok.span));
@@ -466,6 +474,9 @@ impl<'s> Parser<'s> {
             return Ok(self.bump().span);
         }
         if self.is_punct("}") {
+            return Ok(self.after_prev());
+        }
+        if self.prev_damaged {
             return Ok(self.after_prev());
         }
         let found = self.tok.tok.describe();
