@@ -755,6 +755,7 @@ impl<'a> Analyzer<'a> {
             None => None,
         };
         let body = self.stmts(&c.body, &mut cx);
+        self.check_speculation(&body);
         if !matched_ok || cx.probes.is_empty() {
             // Failed matching was reported; an empty match is allowed only with `-Z`: drop it.
             return None;
@@ -768,6 +769,93 @@ impl<'a> Analyzer<'a> {
             descriptions,
             span: c.span,
         })
+    }
+
+    /// DTrace's rules for speculative clauses (guide, "Speculative Tracing" → "Using a
+    /// Speculation", "Committing a Speculation"): one `speculate()` per clause, before any
+    /// data-recording action; no aggregations, `exit()` or destructive actions in a speculative
+    /// clause; no `speculate()` and `commit()` in the same clause; no data recording after
+    /// `commit()`.
+    fn check_speculation(&mut self, body: &[TStmt]) {
+        fn flatten<'t>(body: &'t [TStmt], out: &mut Vec<&'t TStmt>) {
+            for s in body {
+                match s {
+                    TStmt::If { then, els, .. } => {
+                        flatten(then, out);
+                        flatten(els, out);
+                    }
+                    other => out.push(other),
+                }
+            }
+        }
+        let mut flat = Vec::new();
+        flatten(body, &mut flat);
+        let mut speculate: Option<Span> = None;
+        let mut commit: Option<Span> = None;
+        let mut recorded: Option<Span> = None;
+        let mut not_speculative: Vec<(Span, &str)> = Vec::new();
+        for s in flat {
+            match s {
+                TStmt::Action(a, span) => match a {
+                    Action::Speculate(_) => {
+                        if let Some(first) = speculate {
+                            self.report(
+                                Diagnostic::error("only one speculate() is allowed per clause", *span)
+                                    .with_label(first, "first speculate() here"),
+                            );
+                        } else if let Some(rec) = recorded {
+                            self.report(
+                                Diagnostic::error("speculate() must come before any data-recording action", *span)
+                                    .with_label(rec, "data recorded here")
+                                    .with_hint("a clause traces either speculatively or not: move speculate() first"),
+                            );
+                        }
+                        if let Some(c) = commit {
+                            self.report(
+                                Diagnostic::error("speculate() and commit() cannot be in the same clause", *span)
+                                    .with_label(c, "commit() here"),
+                            );
+                        }
+                        speculate.get_or_insert(*span);
+                    }
+                    Action::Commit(_) => {
+                        if let Some(sp) = speculate {
+                            self.report(
+                                Diagnostic::error("speculate() and commit() cannot be in the same clause", *span)
+                                    .with_label(sp, "speculate() here"),
+                            );
+                        }
+                        commit.get_or_insert(*span);
+                    }
+                    Action::Trace(_) | Action::Printf { .. } | Action::Printa { .. } | Action::Tracemem { .. } => {
+                        if let Some(c) = commit {
+                            self.report(
+                                Diagnostic::error("data-recording actions may not follow commit()", *span)
+                                    .with_label(c, "commit() here")
+                                    .with_hint("record the data in another clause"),
+                            );
+                        }
+                        recorded.get_or_insert(*span);
+                    }
+                    Action::Exit(_) => not_speculative.push((*span, "exit()")),
+                    Action::System { .. } | Action::Raise(_) | Action::Stop => {
+                        not_speculative.push((*span, "a destructive action"))
+                    }
+                    _ => {}
+                },
+                TStmt::Aggregate { span, .. } => not_speculative.push((*span, "an aggregation")),
+                _ => {}
+            }
+        }
+        if let Some(sp) = speculate {
+            for (span, what) in not_speculative {
+                self.report(
+                    Diagnostic::error(format!("{what} cannot be speculative"), span)
+                        .with_label(sp, "this clause speculates here")
+                        .with_hint("aggregations, exit() and destructive actions go in a clause without speculate()"),
+                );
+            }
+        }
     }
 
     // ----- pre-pass -----
