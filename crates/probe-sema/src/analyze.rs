@@ -1466,7 +1466,7 @@ impl<'a> Analyzer<'a> {
             ExprKind::Binary(op, a, b) => self.binary(*op, a, b, span, cx),
             ExprKind::Assign(op, lhs, rhs) => self.assign(*op, lhs, rhs, span, cx),
             ExprKind::IncDec { increment, prefix, expr } => {
-                let target = self.lvalue(expr, cx, Some(Type::I64), None)?;
+                let target = self.lvalue(expr, cx, Some(Type::I64))?;
                 let ty = self.vars[target.var.0 as usize].ty.clone();
                 if !ty.is_integral() {
                     let op = if *increment { "++" } else { "--" };
@@ -1551,7 +1551,7 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    fn ident(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+    fn ident(&mut self, name: &str, span: Span, _cx: &mut ClauseCx) -> R<TExpr> {
         if let Some(b) = Builtin::from_name(name) {
             let mut ty = b.ty();
             if b == Builtin::Curthread
@@ -1578,7 +1578,6 @@ impl<'a> Analyzer<'a> {
             let ty = v.ty.clone();
             return Ok(mk(TExprKind::Var(VarAccess { var: id, keys: Vec::new() }), ty, span));
         }
-        let _ = cx;
         if ACTIONS.contains(&name) || SUBROUTINES.contains(&name) || AGG_FUNCS.contains(&name) {
             return Err(self.report(
                 Diagnostic::error(format!("`{name}` is a function; call it as {name}(...)"), span),
@@ -1834,8 +1833,7 @@ impl<'a> Analyzer<'a> {
 
     /// Resolves an assignment target. A variable not yet known is created with type `new_ty`
     /// (and the key types of `keys_hint` or of the written keys).
-    fn lvalue(&mut self, e: &Expr, cx: &mut ClauseCx, new_ty: Option<Type>, rhs_span: Option<Span>) -> R<VarAccess> {
-        let _ = rhs_span;
+    fn lvalue(&mut self, e: &Expr, cx: &mut ClauseCx, new_ty: Option<Type>) -> R<VarAccess> {
         let (scope, name, keys): (VarScope, &str, &[Expr]) = match &e.kind {
             ExprKind::Ident(n) => (VarScope::Global, n, &[]),
             ExprKind::SelfVar(n) => (VarScope::Thread, n, &[]),
@@ -1909,7 +1907,7 @@ impl<'a> Analyzer<'a> {
             None => r.ty.clone(),
             Some(_) => r.ty.promoted().unwrap_or(r.ty.clone()),
         };
-        let target = self.lvalue(lhs, cx, Some(new_ty), Some(rhs.span))?;
+        let target = self.lvalue(lhs, cx, Some(new_ty))?;
         let v = self.vars[target.var.0 as usize].clone();
         let disp = Self::var_display(&v);
         let mismatch = |this: &mut Self, r: &TExpr| -> Reported {
@@ -1986,7 +1984,7 @@ impl<'a> Analyzer<'a> {
                     ));
                 };
                 let fake = Expr { kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()), span };
-                let acc = self.lvalue(&fake, cx, None, None)?;
+                let acc = self.lvalue(&fake, cx, None)?;
                 let ty = self.vars[id.0 as usize].ty.clone();
                 return Ok(mk(TExprKind::Var(acc), ty, span));
             }
@@ -2087,8 +2085,8 @@ impl<'a> Analyzer<'a> {
                     return self.load(addr, tid, span);
                 }
             }
-            let b = self.expr(base, cx)?;
-            let _ = b;
+            // Type the base for its own errors (an unknown variable is the likelier mistake).
+            self.expr(base, cx)?;
             let d = if self.btf.is_some() {
                 Diagnostic::error(format!("cannot access member `{field}` of a value that is not a structure"), span)
                     .with_hint("members are read through pointers to kernel structures: p->member")
@@ -2319,9 +2317,7 @@ impl<'a> Analyzer<'a> {
                 if n == 2 {
                     need_int(self, &targs[1], "length")?;
                 }
-                let mut it = targs.into_iter();
-                let mut v = vec![convert(it.next().unwrap_or_else(|| unreachable!()), &Type::U64)];
-                v.extend(it.map(|t| convert(t, &Type::U64)));
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
                 Ok(call(Subr::Copyinstr, v, Type::String))
             }
             "copyin" => {
@@ -2344,7 +2340,7 @@ impl<'a> Analyzer<'a> {
                 if n != 1 {
                     return Err(arity(self, "one argument", "stringof(expr)"));
                 }
-                let t = targs.pop().unwrap_or_else(|| unreachable!());
+                let [t] = <[TExpr; 1]>::try_from(targs).map_err(|_| Reported)?;
                 self.stringof(t, span)
             }
             "strjoin" | "strstr" => {
@@ -2371,9 +2367,8 @@ impl<'a> Analyzer<'a> {
                 if n == 3 {
                     need_int(self, &targs[2], "length")?;
                 }
-                let mut it = targs.into_iter();
-                let mut v = vec![it.next().unwrap_or_else(|| unreachable!())];
-                v.extend(it.map(|t| convert(t, &Type::I64)));
+                // The string stays; index and length are int64_t.
+                let v = targs.into_iter().enumerate().map(|(i, t)| if i == 0 { t } else { convert(t, &Type::I64) }).collect();
                 Ok(call(Subr::Substr, v, Type::String))
             }
             "strchr" => {
@@ -2382,10 +2377,8 @@ impl<'a> Analyzer<'a> {
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_int(self, &targs[1], "character")?;
-                let mut it = targs.into_iter();
-                let s = it.next().unwrap_or_else(|| unreachable!());
-                let c = convert(it.next().unwrap_or_else(|| unreachable!()), &Type::CHAR);
-                Ok(call(Subr::Strchr, vec![s, c], Type::String))
+                let [s, c] = <[TExpr; 2]>::try_from(targs).map_err(|_| Reported)?;
+                Ok(call(Subr::Strchr, vec![s, convert(c, &Type::CHAR)], Type::String))
             }
             "lltostr" => {
                 if n != 1 {
@@ -2455,7 +2448,8 @@ impl<'a> Analyzer<'a> {
                     "umod" => SymKind::Umod,
                     _ => SymKind::Uaddr,
                 };
-                let a = convert(targs.pop().unwrap_or_else(|| unreachable!()), &Type::U64);
+                let [a] = <[TExpr; 1]>::try_from(targs).map_err(|_| Reported)?;
+                let a = convert(a, &Type::U64);
                 Ok(mk(TExprKind::Symbol(kind, Box::new(a)), Type::Symbol(kind), span))
             }
             _ => {
