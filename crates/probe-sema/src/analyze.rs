@@ -702,6 +702,10 @@ impl<'a> Analyzer<'a> {
             }
             if found.is_empty() {
                 failed = true;
+                if self.quiet {
+                    // The pre-pass: the checking pass reports it (listing names can be costly).
+                    continue;
+                }
                 let names = self.catalog.names();
                 let sugg = nearest_probes(&pat, &names);
                 let mut diag =
