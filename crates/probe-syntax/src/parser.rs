@@ -111,6 +111,12 @@ impl<'s> Parser<'s> {
         }
     }
 
+    /// Where an error about the current token points: the token, or at the end of input the point
+    /// just after the last token (rather than an empty line past the end of the file).
+    fn err_span(&self) -> Span {
+        if matches!(self.tok.tok, Tok::Eof) { self.after_prev() } else { self.tok.span }
+    }
+
     /// An empty span just after the previous token (where a missing token belongs).
     fn after_prev(&self) -> Span {
         Span::new(self.prev_end, self.prev_end)
@@ -125,13 +131,13 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         let found = self.tok.tok.describe();
-        let d = Diagnostic::error(format!("expected `{p}` {what}, found {found}"), self.tok.span);
+        let d = Diagnostic::error(format!("expected `{p}` {what}, found {found}"), self.err_span());
         self.diags.push(d);
         Err(Reported)
     }
 
     fn error_here(&mut self, msg: impl Into<String>) -> Reported {
-        self.diags.push(Diagnostic::error(msg, self.tok.span));
+        self.diags.push(Diagnostic::error(msg, self.err_span()));
         Reported
     }
 
@@ -288,7 +294,7 @@ impl<'s> Parser<'s> {
             } else {
                 let found = self.tok.tok.describe();
                 self.diags.push(
-                    Diagnostic::error(format!("expected `}}` at the end of the clause, found {found}"), self.tok.span)
+                    Diagnostic::error(format!("expected `}}` at the end of the clause, found {found}"), self.err_span())
                         .with_label(open, "the clause's body starts here"),
                 );
                 end = self.after_prev();
@@ -328,7 +334,7 @@ impl<'s> Parser<'s> {
         self.prev_damaged = false;
         if text.is_empty() {
             let found = self.tok.tok.describe();
-            self.diags.push(Diagnostic::error(format!("expected a probe description, found {found}"), self.tok.span));
+            self.diags.push(Diagnostic::error(format!("expected a probe description, found {found}"), self.err_span()));
             return Err(Reported);
         }
         let parts: Vec<&str> = text.split(':').collect();
@@ -365,7 +371,7 @@ impl<'s> Parser<'s> {
         if !self.is_punct("/") {
             let found = self.tok.tok.describe();
             self.diags.push(
-                Diagnostic::error(format!("expected `/` to end the predicate, found {found}"), self.tok.span)
+                Diagnostic::error(format!("expected `/` to end the predicate, found {found}"), self.err_span())
                     .with_label(open, "predicate starts here"),
             );
             return Err(Reported);
@@ -538,7 +544,7 @@ impl<'s> Parser<'s> {
             _ => {
                 let found = self.tok.tok.describe();
                 self.diags.push(
-                    Diagnostic::error(format!("expected an aggregating function, found {found}"), self.tok.span)
+                    Diagnostic::error(format!("expected an aggregating function, found {found}"), self.err_span())
                         .with_hint("aggregations are assigned a function call: @a = count(), @b = sum(x), @c = quantize(x)"),
                 );
                 return Err(Reported);
@@ -760,7 +766,7 @@ impl<'s> Parser<'s> {
                 if !self.is_punct("->") {
                     let found = self.tok.tok.describe();
                     self.diags.push(
-                        Diagnostic::error(format!("expected `->` after `{w}`, found {found}"), self.tok.span)
+                        Diagnostic::error(format!("expected `->` after `{w}`, found {found}"), self.err_span())
                             .with_hint(format!("{w} variables are written `{w}->name`")),
                     );
                     return Err(Reported);
