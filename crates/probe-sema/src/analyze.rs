@@ -1582,6 +1582,9 @@ impl<'a> Analyzer<'a> {
             let ty = v.ty.clone();
             return Ok(mk(TExprKind::Var(VarAccess { var: id, keys: Vec::new() }), ty, span));
         }
+        if let Some(v) = crate::consts::named_constant(name) {
+            return Ok(mk(TExprKind::Int(v as u64), Type::INT, span));
+        }
         if ACTIONS.contains(&name) || SUBROUTINES.contains(&name) || AGG_FUNCS.contains(&name) {
             return Err(self.report(
                 Diagnostic::error(format!("`{name}` is a function; call it as {name}(...)"), span),
@@ -1859,6 +1862,9 @@ impl<'a> Analyzer<'a> {
         };
         if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
             return Err(self.err(format!("`{name}` is a built-in variable and cannot be assigned"), e.span));
+        }
+        if scope == VarScope::Global && crate::consts::named_constant(name).is_some() && self.lookup(scope, name).is_none() {
+            return Err(self.err(format!("`{name}` is a constant and cannot be assigned"), e.span));
         }
         let mut tkeys = Vec::new();
         for k in keys {

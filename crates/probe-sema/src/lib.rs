@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod btf;
 pub mod catalog;
 pub mod checked;
+pub mod consts;
 pub mod dump;
 pub mod tracefs;
 pub mod types;

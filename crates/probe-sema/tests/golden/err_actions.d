@@ -15,3 +15,4 @@ BEGIN
 	pid = 1;
 	1 + 2;
 }
+END { ENOENT = 3; }

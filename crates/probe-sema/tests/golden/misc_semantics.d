@@ -42,3 +42,15 @@ BEGIN
 	trace(sizeof(string));
 	exit(0);
 }
+
+syscall::openat:return
+/errno == ENOENT || errno == EACCES/
+{
+	@missing[execname] = count();
+}
+
+signal:::signal_generate
+/args->sig == SIGKILL/
+{
+	trace(args->pid);
+}
