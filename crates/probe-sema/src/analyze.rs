@@ -41,8 +41,10 @@ pub fn analyze(
     let mut a = Analyzer::new(catalog, opts);
     a.options(program);
     for item in &program.items {
-        if let ast::Item::Decl(d) = item {
-            a.declaration(d);
+        match item {
+            ast::Item::Decl(d) => a.declaration(d),
+            ast::Item::Inline(d) => a.inline_definition(d),
+            _ => {}
         }
     }
     // Pre-pass: fix variable and aggregation types from first assignments, twice so that a chain
@@ -114,6 +116,7 @@ pub fn needs_kernel_types(program: &ast::Program) -> bool {
     program.items.iter().any(|i| match i {
         ast::Item::Clause(c) => c.predicate.as_ref().is_some_and(expr) || stmts(&c.body),
         ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
+        ast::Item::Inline(d) => ty(&d.ty) || expr(&d.value),
         ast::Item::Option(_) => false,
     })
 }
@@ -141,6 +144,10 @@ struct Analyzer<'a> {
     quiet: bool,
     /// Kernel types, when the caller gave them.
     btf: Option<std::sync::Arc<crate::btf::Btf>>,
+    /// `inline` definitions by name: type and expression, expanded at each use.
+    inlines: HashMap<String, (Type, Expr)>,
+    /// Inline expansions in progress (a definition that uses itself is an error, not a loop).
+    expanding: Vec<String>,
 }
 
 /// Names of actions (statement-level calls that record or act).
@@ -445,6 +452,8 @@ impl<'a> Analyzer<'a> {
             diags: Vec::new(),
             quiet: false,
             btf: opts.kernel_types.clone(),
+            inlines: HashMap::new(),
+            expanding: Vec::new(),
         }
     }
 
@@ -577,6 +586,39 @@ impl<'a> Analyzer<'a> {
             ));
         }
         Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
+    }
+
+    fn inline_definition(&mut self, d: &ast::InlineDef) {
+        let Ok(ty) = self.type_of_name(&d.ty) else { return };
+        if matches!(ty, Type::Void) {
+            self.err(format!("inline `{}` cannot have type void", d.name), d.ty.span);
+            return;
+        }
+        if self.inlines.contains_key(&d.name) || Builtin::from_name(&d.name).is_some() {
+            self.err(format!("`{}` is already defined", d.name), d.span);
+            return;
+        }
+        self.inlines.insert(d.name.clone(), (ty, d.value.clone()));
+    }
+
+    /// Expands a use of inline `name`: the definition typed here and converted to its type.
+    fn expand_inline(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let (ty, value) = self.inlines[name].clone();
+        if self.expanding.iter().any(|n| n == name) {
+            return Err(self.err(format!("inline `{name}` is defined in terms of itself"), span));
+        }
+        self.expanding.push(name.to_string());
+        let t = self.expr(&value, cx);
+        self.expanding.pop();
+        let t = t?;
+        let ok = (t.ty.is_integral() && ty.is_integral()) || t.ty == ty;
+        if !ok {
+            return Err(self.report(
+                Diagnostic::error(format!("inline `{name}` is declared `{ty}` but its value has type `{}`", t.ty), value.span)
+                    .with_label(span, "used here"),
+            ));
+        }
+        Ok(TExpr { span, ..convert(t, &ty) })
     }
 
     fn declaration(&mut self, d: &ast::VarDecl) {
@@ -1555,7 +1597,10 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    fn ident(&mut self, name: &str, span: Span, _cx: &mut ClauseCx) -> R<TExpr> {
+    fn ident(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if self.inlines.contains_key(name) {
+            return self.expand_inline(name, span, cx);
+        }
         if let Some(b) = Builtin::from_name(name) {
             let mut ty = b.ty();
             if b == Builtin::Curthread
@@ -1862,6 +1907,9 @@ impl<'a> Analyzer<'a> {
         };
         if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
             return Err(self.err(format!("`{name}` is a built-in variable and cannot be assigned"), e.span));
+        }
+        if scope == VarScope::Global && self.inlines.contains_key(name) {
+            return Err(self.err(format!("`{name}` is an inline and cannot be assigned"), e.span));
         }
         if scope == VarScope::Global && crate::consts::named_constant(name).is_some() && self.lookup(scope, name).is_none() {
             return Err(self.err(format!("`{name}` is a constant and cannot be assigned"), e.span));

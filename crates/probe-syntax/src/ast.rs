@@ -47,6 +47,22 @@ pub enum Item {
     Option(OptionPragma),
     /// A variable declaration such as `int x;`, `self string s;`, `this int t;`, `int a[string];`.
     Decl(VarDecl),
+    /// `inline TYPE NAME = expr;` (guide: "Type and Constant Definitions" → "Inlines"): every use
+    /// of NAME stands for `(TYPE)(expr)`.
+    Inline(InlineDef),
+}
+
+/// `inline TYPE NAME = expr;`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InlineDef {
+    /// The declared type.
+    pub ty: TypeName,
+    /// The name.
+    pub name: String,
+    /// The defining expression.
+    pub value: Expr,
+    /// The whole definition.
+    pub span: Span,
 }
 
 /// `#pragma D option name[=value]` (guide: "Options and Tunables").

@@ -31,6 +31,9 @@ pub fn program(p: &Program) -> String {
                 };
                 let _ = writeln!(out, "(decl {scope}{} {}{keys})", d.ty.text, d.name);
             }
+            Item::Inline(d) => {
+                let _ = writeln!(out, "(inline {} {} {})", d.ty.text, d.name, expr(&d.value));
+            }
             Item::Clause(c) => {
                 let probes: Vec<String> = c
                     .probes

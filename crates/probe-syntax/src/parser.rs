@@ -154,6 +154,10 @@ impl<'s> Parser<'s> {
                         items.push(item);
                     }
                 }
+                Tok::Ident(w) if w == "inline" => match self.inline_definition() {
+                    Ok(d) => items.push(Item::Inline(d)),
+                    Err(Reported) => self.recover_statement(),
+                },
                 Tok::Ident(w) if is_type_word(w) || ((w == "self" || w == "this") && self.next_is_type_word()) => {
                     match self.declaration() {
                         Ok(d) => items.push(Item::Decl(d)),
@@ -249,6 +253,21 @@ impl<'s> Parser<'s> {
         }
         let end = self.expect_punct(";", "after the declaration")?;
         Ok(VarDecl { scope, ty, name, keys, span: start.to(end) })
+    }
+
+    /// inline-definition := `inline` type-name IDENT `=` expression `;`
+    fn inline_definition(&mut self) -> PResult<InlineDef> {
+        let start = self.bump().span;
+        let ty = self.type_name()?;
+        let name = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) => n.clone(),
+            _ => return Err(self.error_here(format!("expected a name for the inline, found {}", self.tok.tok.describe()))),
+        };
+        self.bump();
+        self.expect_punct("=", "after the inline's name")?;
+        let value = self.expr_bp(bp::ASSIGN + 1)?;
+        let end = self.expect_punct(";", "after the inline definition")?;
+        Ok(InlineDef { ty, name, value, span: start.to(end) })
     }
 
     /// clause := probe-descriptions [predicate] [`{` statement* `}`]

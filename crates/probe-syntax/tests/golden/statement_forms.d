@@ -1,6 +1,7 @@
 /* Every statement form: empty, expression, aggregation (keyed, unkeyed, anonymous), if/else with
    blocks and single statements, nested if, and the optional `;` before `}`. */
 this int t;
+inline int MAX = 1 << 4;
 BEGIN
 {
 	;
