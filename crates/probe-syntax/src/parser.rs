@@ -276,7 +276,7 @@ impl<'s> Parser<'s> {
         let mut probes = Vec::new();
         let mut ok = true;
         loop {
-            match self.probe_description() {
+            match self.probe_description(!probes.is_empty()) {
                 Ok(d) => probes.push(d),
                 Err(Reported) => {
                     ok = false;
@@ -344,7 +344,7 @@ impl<'s> Parser<'s> {
     }
 
     /// probe-description := field [`:` field [`:` field [`:` field]]] — lexed as one word, then split.
-    fn probe_description(&mut self) -> PResult<ProbeDesc> {
+    fn probe_description(&mut self, after_comma: bool) -> PResult<ProbeDesc> {
         // Re-lex from the current token's start in probe-description mode.
         self.lexer.seek(self.tok.span.start);
         let (text, span) = self.lexer.probe_spec(&mut self.diags);
@@ -353,7 +353,11 @@ impl<'s> Parser<'s> {
         self.prev_damaged = false;
         if text.is_empty() {
             let found = self.tok.tok.describe();
-            self.diags.push(Diagnostic::error(format!("expected a probe description, found {found}"), self.err_span()));
+            let mut d = Diagnostic::error(format!("expected a probe description, found {found}"), self.err_span());
+            if after_comma {
+                d = d.with_hint("remove the trailing `,` after the last probe description");
+            }
+            self.diags.push(d);
             return Err(Reported);
         }
         let parts: Vec<&str> = text.split(':').collect();
