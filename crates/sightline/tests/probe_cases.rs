@@ -23,13 +23,16 @@
 //! | `STRACE command` | stdout's aggregation lines (`name count`) must equal `strace -f -c command`'s calls per syscall |
 //! | `STRACE_IGNORE names` | syscalls left out of that comparison (give the reason in a comment) |
 //! | `TIMEOUT seconds` | kill `sightline` after this long and fail (default 30) |
+//! | `SIGINT_AFTER seconds` | send `sightline` SIGINT (Ctrl-C) after this long (decimal seconds) |
+//! | `BACKGROUND command` | start this process before `sightline` (its pid is `{bgpid}`); killed after the run if still alive |
+//! | `OUTFILE_EXPECT` block | the file `{tmp}/out.txt` (for `-o`) must hold exactly this |
 //! | `XFAIL reason` | the case is expected to fail for `reason` (see below) |
 //!
 //! Placeholders in `PROG`, `ARGS` and `STRACE`: `{bin:NAME}` is `tests/probe/workloads/NAME.c`
 //! compiled with `gcc -O1` (once per run); `{workloads}` the `tests/probe/workloads` directory
 //! (non-C workloads such as `compress.py`); `{tmp}` the case's temporary directory (also the
 //! working directory); `{data}` a deterministic 256 KiB text file in it, with `{data}.gz` its
-//! gzip-compressed copy; `{prog}` the `PROG` file.
+//! gzip-compressed copy; `{prog}` the `PROG` file; `{bgpid}` the `BACKGROUND` process's pid.
 //!
 //! Every case runs `sightline probe [-s {prog}] ARGS...` with stdin from `/dev/null`. Expectations
 //! are written from DTrace's documented behaviour (the guide and `docs/probe-output.md`), not
@@ -65,6 +68,9 @@ struct Case {
     strace: Option<String>,
     strace_ignore: Vec<String>,
     timeout: u64,
+    sigint_after: Option<f64>,
+    background: Option<String>,
+    outfile_expect: Option<String>,
     xfail: Option<String>,
 }
 
@@ -215,6 +221,22 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
                     .map_err(|_| format!("{file}:{lineno}: bad TIMEOUT {value:?}"))?
             }
             "XFAIL" => case.xfail = Some(value.trim().to_string()),
+            "SIGINT_AFTER" => {
+                case.sigint_after = Some(
+                    value
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{file}:{lineno}: bad SIGINT_AFTER {value:?}"))?,
+                )
+            }
+            "BACKGROUND" => case.background = Some(value.trim().to_string()),
+            "OUTFILE_EXPECT" => {
+                case.outfile_expect = Some(if is_block {
+                    value
+                } else {
+                    format!("{value}\n")
+                })
+            }
             other => return Err(format!("{file}:{lineno}: unknown key {other}")),
         }
     }
@@ -228,6 +250,7 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             && c.stderr_regex.is_empty()
             && !c.json
             && c.strace.is_none()
+            && c.outfile_expect.is_none()
         {
             return Err(format!("{}: no expectation", c.id()));
         }
@@ -299,10 +322,15 @@ fn write_data_file(path: &Path) {
 struct Ctx {
     bin: PathBuf,
     workloads: BTreeMap<String, PathBuf>,
+    /// The running case's BACKGROUND process id.
+    bgpid: std::cell::Cell<Option<u32>>,
 }
 
 fn substitute(s: &str, ctx: &Ctx, tmp: &Path) -> Result<String, String> {
     let mut out = s.replace("{tmp}", &tmp.to_string_lossy());
+    if let Some(pid) = ctx.bgpid.get() {
+        out = out.replace("{bgpid}", &pid.to_string());
+    }
     out = out.replace(
         "{workloads}",
         &cases_dir().join("workloads").to_string_lossy(),
@@ -338,7 +366,11 @@ struct Run {
 
 /// Runs `cmd` with a deadline, capturing stdout and stderr. On timeout the child (only it, by
 /// its own handle) is killed.
-fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<Run, String> {
+fn run_with_timeout(
+    mut cmd: Command,
+    timeout: Duration,
+    sigint_after: Option<Duration>,
+) -> Result<Run, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -357,7 +389,18 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<Run, String> 
     });
     let start = Instant::now();
     let mut timed_out = false;
+    let mut sigint = sigint_after;
     let status = loop {
+        if let Some(after) = sigint
+            && start.elapsed() >= after
+        {
+            // Ctrl-C for our own child only, by its pid.
+            let _ = Command::new("kill")
+                .arg("-INT")
+                .arg(child.id().to_string())
+                .status();
+            sigint = None;
+        }
         match child.try_wait() {
             Ok(Some(st)) => break st,
             Ok(None) if start.elapsed() > timeout => {
@@ -552,6 +595,22 @@ fn parse_strace_table(out: &str) -> BTreeMap<String, u64> {
     m
 }
 
+/// The `sightline probe` command line of a case (run in `tdir`).
+fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String> {
+    let mut cmd = Command::new(&ctx.bin);
+    clean_env(&mut cmd);
+    cmd.current_dir(tdir).arg("probe");
+    if let Some(p) = &case.prog {
+        std::fs::write(tdir.join("prog.d"), substitute(p, ctx, tdir)?)
+            .map_err(|e| e.to_string())?;
+        cmd.arg("-s").arg(tdir.join("prog.d"));
+    }
+    for a in &case.args {
+        cmd.arg(substitute(a, ctx, tdir)?);
+    }
+    Ok(cmd)
+}
+
 /// Runs one case; `Err` describes the failure.
 fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
     let tmp = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
@@ -573,18 +632,40 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
             return Err("gzip -k data.txt failed".into());
         }
     }
-    let mut cmd = Command::new(&ctx.bin);
-    clean_env(&mut cmd);
-    cmd.current_dir(tdir).arg("probe");
-    if let Some(p) = &case.prog {
-        std::fs::write(tdir.join("prog.d"), substitute(p, ctx, tdir)?)
-            .map_err(|e| e.to_string())?;
-        cmd.arg("-s").arg(tdir.join("prog.d"));
+    let mut background = None;
+    if let Some(bg) = &case.background {
+        let words = shell_words(&substitute(bg, ctx, tdir)?)?;
+        let (prog, rest) = words.split_first().ok_or("empty BACKGROUND")?;
+        let mut c = Command::new(prog);
+        clean_env(&mut c);
+        let child = c
+            .args(rest)
+            .current_dir(tdir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("BACKGROUND {bg}: {e}"))?;
+        ctx.bgpid.set(Some(child.id()));
+        background = Some(child);
     }
-    for a in &case.args {
-        cmd.arg(substitute(a, ctx, tdir)?);
+    // No early return until the background process is reaped.
+    let run = build_command(case, ctx, tdir).and_then(|cmd| {
+        run_with_timeout(
+            cmd,
+            Duration::from_secs(case.timeout),
+            case.sigint_after.map(Duration::from_secs_f64),
+        )
+    });
+    if let Some(mut bg) = background {
+        // Our own BACKGROUND child, by its handle.
+        if bg.try_wait().ok().flatten().is_none() {
+            let _ = bg.kill();
+        }
+        let _ = bg.wait();
+        ctx.bgpid.set(None);
     }
-    let run = run_with_timeout(cmd, Duration::from_secs(case.timeout))?;
+    let run = run?;
     let mut problems = Vec::new();
     if run.timed_out {
         problems.push(format!("timed out after {} s (killed)", case.timeout));
@@ -627,6 +708,13 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
             problems.push(format!("stderr does not match /{}/", re.trim_end()));
         }
     }
+    if let Some(exp) = &case.outfile_expect {
+        let got = std::fs::read_to_string(tdir.join("out.txt"))
+            .unwrap_or_else(|e| format!("<cannot read out.txt: {e}>"));
+        if *exp != got {
+            problems.push(format!("out.txt differs\n{}", diff(exp, &got)));
+        }
+    }
     if case.json {
         if run.stdout.is_empty() {
             problems.push("no JSON lines on stdout".to_string());
@@ -648,7 +736,7 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
             .arg(&out_file)
             .arg("--")
             .args(&words);
-        let r = run_with_timeout(c, Duration::from_secs(case.timeout))?;
+        let r = run_with_timeout(c, Duration::from_secs(case.timeout), None)?;
         if r.status != Some(0) {
             problems.push(format!("strace run failed: {:?}: {}", r.status, r.stderr));
         } else {
@@ -807,6 +895,7 @@ fn probe_cases() {
     let ctx = Ctx {
         bin: test_support::sightline_bin(),
         workloads: build_workloads(wl_dir.path()),
+        bgpid: std::cell::Cell::new(None),
     };
     let (mut passed, mut xfailed) = (0, 0);
     let mut failures = Vec::new();
