@@ -98,3 +98,24 @@ fn mutated_scripts_never_panic() {
     // The mutations must actually break scripts, or this test proves nothing.
     assert!(with_errors > 500, "only {with_errors} mutated scripts had diagnostics");
 }
+
+#[test]
+fn deepest_accepted_nesting_analyzes_without_overflow() {
+    // Just under the parser's nesting limit (100), in a test thread (2 MiB stack): the analysis recurses
+    // over the same depth and must not overflow. Each shape nests differently per level.
+    let catalog = common::catalog();
+    // `!` and `~` keep one node per level (`-` would lex `--`); parentheses and subscripts cost the
+    // parser two or three levels each.
+    for (prefix, suffix, n) in [("!", "", 95), ("~", "", 95), ("(1 + ", ")", 30), ("x[", "]", 30), ("~(", ")", 30), ("if (1) ", "", 90)] {
+        let body = if prefix.starts_with("if") {
+            format!("x[0] = 1; {}y = 1;", prefix.repeat(n))
+        } else {
+            format!("x[0] = 1; y = {}1{};", prefix.repeat(n), suffix.repeat(n))
+        };
+        let file = SourceFile::new("deep.d", format!("BEGIN {{ {body} }}"));
+        let (program, diags) = parse(&file);
+        assert!(diags.is_empty(), "{prefix}: {diags:?}");
+        let _ = analyze(&program, &catalog, &SemaOptions::default());
+        let _ = probe_sema::needs_kernel_types(&program);
+    }
+}

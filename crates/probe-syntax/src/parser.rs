@@ -75,14 +75,21 @@ struct Parser<'s> {
     diags: Vec<Diagnostic>,
     /// Inside a predicate, outside any brackets: `/` ends the predicate rather than dividing.
     no_slash: bool,
+    /// Current nesting of expressions and statements; bounded so that a pathological script gets a
+    /// diagnostic instead of overflowing the stack (here and in every later pass, which recurse
+    /// over the same tree).
+    depth: u32,
 }
+
+/// Deepest nesting of expressions/statements accepted (far beyond any real script).
+const MAX_DEPTH: u32 = 100;
 
 impl<'s> Parser<'s> {
     fn new(text: &'s str, base: u32) -> Parser<'s> {
         let mut lexer = Lexer::new(text, base);
         let mut diags = Vec::new();
         let tok = lexer.next_token(&mut diags);
-        Parser { lexer, tok, prev_end: base, prev_damaged: false, diags, no_slash: false }
+        Parser { lexer, tok, prev_end: base, prev_damaged: false, diags, no_slash: false, depth: 0 }
     }
 
     // ----- token helpers -----
@@ -463,6 +470,13 @@ impl<'s> Parser<'s> {
     ///
     /// The terminator is `;`, optional before the clause's `}` (as in DTrace).
     fn statement(&mut self) -> PResult<Stmt> {
+        self.enter()?;
+        let r = self.statement_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn statement_inner(&mut self) -> PResult<Stmt> {
         let start = self.tok.span;
         if self.is_punct(";") {
             self.bump();
@@ -613,6 +627,26 @@ impl<'s> Parser<'s> {
     /// The Pratt loop: a prefix/primary expression, then postfix and infix operators binding tighter
     /// than `min_bp`.
     fn expr_bp(&mut self, min_bp: u8) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.expr_bp_inner(min_bp);
+        self.depth -= 1;
+        r
+    }
+
+    /// Counts one level of nesting; reports and fails past [`MAX_DEPTH`].
+    fn enter(&mut self) -> PResult<()> {
+        if self.depth >= MAX_DEPTH {
+            self.diags.push(
+                Diagnostic::error(format!("expression or statement nested more than {MAX_DEPTH} levels deep"), self.err_span())
+                    .with_hint("split it using variables"),
+            );
+            return Err(Reported);
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    fn expr_bp_inner(&mut self, min_bp: u8) -> PResult<Expr> {
         let mut lhs = self.unary_expression()?;
         while let Tok::Punct(op) = self.tok.tok {
             if let Some(aop) = assign_op(op) {
@@ -655,6 +689,13 @@ impl<'s> Parser<'s> {
     /// unary-expression := postfix-expression | (`++`|`--`) unary-expression
     ///   | unary-operator cast-expression | `sizeof` ... | `stringof` unary-expression | cast-expression
     fn unary_expression(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.unary_expression_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_expression_inner(&mut self) -> PResult<Expr> {
         let start = self.tok.span;
         match self.tok.tok.clone() {
             Tok::Punct(op @ ("++" | "--")) => {

@@ -27,3 +27,19 @@ fn diagnostics_name_the_file_they_come_from() {
     assert_eq!(map.file_of(clauses[1].span.start).unwrap().name(), "script.d");
     assert_eq!(map.slice(clauses[1].probes[0].span), "END");
 }
+
+#[test]
+fn deep_nesting_is_a_diagnostic_not_a_crash() {
+    for (open, close) in [("(", ")"), ("-", ""), ("if (1) ", "")] {
+        let n = 100_000;
+        let body = if open.starts_with("if") {
+            format!("{}x = 1;", open.repeat(n))
+        } else {
+            format!("x = {}1{};", open.repeat(n), close.repeat(n))
+        };
+        let file = probe_syntax::SourceFile::new("deep.d", format!("BEGIN {{ {body} }}"));
+        let (_, diags) = parse(&file);
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].message.contains("nested more than 100 levels"), "{}", diags[0].message);
+    }
+}
