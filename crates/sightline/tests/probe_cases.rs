@@ -18,6 +18,7 @@
 //! | `EXPECT_REGEX re` / block | this regex must match somewhere in stdout (Rust `regex` syntax, multi-line mode: `^`/`$` match at line ends) |
 //! | `EXPECT_NOT_REGEX re` / block | this regex must not match stdout |
 //! | `STDERR_REGEX re` / block | this regex must match stderr |
+//! | `STDERR_NOT_REGEX re` / block | this regex must not match stderr |
 //! | `EXIT n` | the exit status (default 0) |
 //! | `JSON` | every stdout line must be one JSON object valid against `docs/probe-json.md` |
 //! | `STRACE command` | stdout's aggregation lines (`name count`) must equal `strace -f -c command`'s calls per syscall |
@@ -26,6 +27,7 @@
 //! | `SIGINT_AFTER seconds` | send `sightline` SIGINT (Ctrl-C) after this long (decimal seconds) |
 //! | `BACKGROUND command` | start this process before `sightline` (its pid is `{bgpid}`); killed after the run if still alive |
 //! | `OUTFILE_EXPECT` block | the file `{tmp}/out.txt` (for `-o`) must hold exactly this |
+//! | `AS_NOBODY` | run `sightline` as uid/gid 65534 with no capabilities (a copy of the binary in a world-readable directory, through `setpriv`) |
 //! | `XFAIL reason` | the case is expected to fail for `reason` (see below) |
 //!
 //! Placeholders in `PROG`, `ARGS` and `STRACE`: `{bin:NAME}` is `tests/probe/workloads/NAME.c`
@@ -63,6 +65,7 @@ struct Case {
     expect_regex: Vec<String>,
     expect_not_regex: Vec<String>,
     stderr_regex: Vec<String>,
+    stderr_not_regex: Vec<String>,
     exit: i32,
     json: bool,
     strace: Option<String>,
@@ -71,6 +74,7 @@ struct Case {
     sigint_after: Option<f64>,
     background: Option<String>,
     outfile_expect: Option<String>,
+    as_nobody: bool,
     xfail: Option<String>,
 }
 
@@ -203,6 +207,7 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             "EXPECT_REGEX" => case.expect_regex.push(value),
             "EXPECT_NOT_REGEX" => case.expect_not_regex.push(value),
             "STDERR_REGEX" => case.stderr_regex.push(value),
+            "STDERR_NOT_REGEX" => case.stderr_not_regex.push(value),
             "EXIT" => {
                 case.exit = value
                     .trim()
@@ -230,6 +235,7 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
                 )
             }
             "BACKGROUND" => case.background = Some(value.trim().to_string()),
+            "AS_NOBODY" => case.as_nobody = true,
             "OUTFILE_EXPECT" => {
                 case.outfile_expect = Some(if is_block {
                     value
@@ -597,7 +603,28 @@ fn parse_strace_table(out: &str) -> BTreeMap<String, u64> {
 
 /// The `sightline probe` command line of a case (run in `tdir`).
 fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String> {
-    let mut cmd = Command::new(&ctx.bin);
+    let mut cmd = if case.as_nobody {
+        // The unprivileged user must be able to reach the binary and the case directory.
+        use std::os::unix::fs::PermissionsExt;
+        let bin = tdir.join("sightline");
+        std::fs::copy(&ctx.bin, &bin).map_err(|e| format!("copy binary: {e}"))?;
+        for p in [tdir, bin.as_path()] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| e.to_string())?;
+        }
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(bin);
+        c
+    } else {
+        Command::new(&ctx.bin)
+    };
     clean_env(&mut cmd);
     cmd.current_dir(tdir).arg("probe");
     if let Some(p) = &case.prog {
@@ -706,6 +733,15 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         if !r.is_match(&run.stderr) {
             problems.push(format!("stderr does not match /{}/", re.trim_end()));
+        }
+        for re in &case.stderr_not_regex {
+            let r = regex::RegexBuilder::new(re.trim_end_matches('\n'))
+                .multi_line(true)
+                .build()
+                .map_err(|e| e.to_string())?;
+            if r.is_match(&run.stderr) {
+                problems.push(format!("stderr matches /{}/ and must not", re.trim_end()));
+            }
         }
     }
     if let Some(exp) = &case.outfile_expect {
