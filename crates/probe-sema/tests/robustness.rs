@@ -106,7 +106,7 @@ fn deepest_accepted_nesting_analyzes_without_overflow() {
     let catalog = common::catalog();
     // `!` and `~` keep one node per level (`-` would lex `--`); parentheses and subscripts cost the
     // parser two or three levels each.
-    for (prefix, suffix, n) in [("!", "", 95), ("~", "", 95), ("(1 + ", ")", 30), ("x[", "]", 30), ("~(", ")", 30), ("if (1) ", "", 90)] {
+    for (prefix, suffix, n) in [("!", "", 95), ("~", "", 95), ("(1 + ", ")", 30), ("x[", "]", 30), ("~(", ")", 30), ("if (1) ", "", 90), ("1 + ", "", 95), ("x[0] + 1 - ", "", 45)] {
         let body = if prefix.starts_with("if") {
             format!("x[0] = 1; {}y = 1;", prefix.repeat(n))
         } else {

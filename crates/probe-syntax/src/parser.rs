@@ -636,19 +636,30 @@ impl<'s> Parser<'s> {
     /// Counts one level of nesting; reports and fails past [`MAX_DEPTH`].
     fn enter(&mut self) -> PResult<()> {
         if self.depth >= MAX_DEPTH {
-            self.diags.push(
-                Diagnostic::error(format!("expression or statement nested more than {MAX_DEPTH} levels deep"), self.err_span())
-                    .with_hint("split it using variables"),
-            );
-            return Err(Reported);
+            return Err(self.too_deep());
         }
         self.depth += 1;
         Ok(())
     }
 
+    fn too_deep(&mut self) -> Reported {
+        self.diags.push(
+            Diagnostic::error(format!("expression or statement nested more than {MAX_DEPTH} levels deep"), self.err_span())
+                .with_hint("split it using variables"),
+        );
+        Reported
+    }
+
     fn expr_bp_inner(&mut self, min_bp: u8) -> PResult<Expr> {
         let mut lhs = self.unary_expression()?;
+        // A left-associative chain `a + b + c + ...` is built in this loop, not by recursion, but
+        // it nests the tree just as deeply: count it against the same limit.
+        let mut chain = 0u32;
         while let Tok::Punct(op) = self.tok.tok {
+            chain += 1;
+            if self.depth + chain > MAX_DEPTH {
+                return Err(self.too_deep());
+            }
             if let Some(aop) = assign_op(op) {
                 if bp::ASSIGN < min_bp {
                     break;
@@ -752,7 +763,12 @@ impl<'s> Parser<'s> {
     ///   | `->` IDENT | `.` IDENT | `++` | `--` }
     fn postfix_expression(&mut self) -> PResult<Expr> {
         let mut e = self.primary_expression()?;
+        let mut chain = 0u32;
         loop {
+            chain += 1;
+            if self.depth + chain > MAX_DEPTH {
+                return Err(self.too_deep());
+            }
             match self.tok.tok {
                 Tok::Punct("[") => {
                     self.bump();

@@ -30,12 +30,13 @@ fn diagnostics_name_the_file_they_come_from() {
 
 #[test]
 fn deep_nesting_is_a_diagnostic_not_a_crash() {
-    for (open, close) in [("(", ")"), ("-", ""), ("if (1) ", "")] {
+    for (open, close) in [("(", ")"), ("!", ""), ("if (1) ", ""), ("1 + ", ""), ("", "[0]")] {
         let n = 100_000;
         let body = if open.starts_with("if") {
             format!("{}x = 1;", open.repeat(n))
         } else {
-            format!("x = {}1{};", open.repeat(n), close.repeat(n))
+            // `1 + 1 + ...` and `a[0][0]...` nest by iteration, the others by recursion.
+            format!("x = {}a{};", open.repeat(n), close.repeat(n))
         };
         let file = probe_syntax::SourceFile::new("deep.d", format!("BEGIN {{ {body} }}"));
         let (_, diags) = parse(&file);
