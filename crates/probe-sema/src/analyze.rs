@@ -2119,6 +2119,9 @@ impl<'a> Analyzer<'a> {
             };
             match &ty {
                 None => ty = Some(t),
+                // Probe arguments are 64-bit slots: integers and pointers of different C types
+                // (`syscall:::entry` with `args[0]`) meet as the slot's `int64_t`, like `arg0`.
+                Some(prev) if *prev != t && prev.is_integral() && t.is_integral() => ty = Some(Type::I64),
                 Some(prev) if *prev != t => {
                     return Err(self.report(
                         Diagnostic::error(format!("args[{n}] has different types at the clause's probes (`{prev}` and `{t}`)"), span)

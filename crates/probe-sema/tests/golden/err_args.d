@@ -19,5 +19,5 @@ BEGIN
 
 syscall::read:entry, syscall::openat:entry
 {
-	h = args[2];
+	h = args[2]; // size_t and int meet as int64_t: accepted
 }

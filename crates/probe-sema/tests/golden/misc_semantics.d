@@ -54,3 +54,9 @@ signal:::signal_generate
 {
 	trace(args->pid);
 }
+
+syscall::read:entry, syscall::openat:entry
+{
+	/* args[2] is size_t for read, int for openat: the clause sees the 64-bit slot. */
+	@third[probefunc, args[2]] = count();
+}
