@@ -156,9 +156,10 @@ impl Context {
         };
     }
 
-    /// The thread's current context, cloned (capture it to move work elsewhere).
+    /// The thread's current context, cloned (capture it to move work elsewhere). `None` also in a
+    /// thread-local destructor that runs after this thread's context was destroyed.
     pub fn current() -> Option<Context> {
-        CURRENT.with(|c| c.borrow().clone())
+        CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
     }
 
     /// The TaskId.
@@ -266,9 +267,12 @@ impl Context {
     /// Makes this the thread's current context until the guard is dropped, which restores the
     /// previous one. Events reported meanwhile update the current context, not `self`: read it
     /// back with [`ContextGuard::context`] or [`Context::current`].
+    ///
+    /// In a thread-local destructor that runs after this thread's context was destroyed there is
+    /// nothing to attach to: `self` is dropped and the guard does nothing.
     pub fn attach(self) -> ContextGuard {
-        let prev = CURRENT.with(|c| c.replace(Some(self)));
-        ContextGuard { prev: Some(prev), _not_send: std::marker::PhantomData }
+        let prev = CURRENT.try_with(|c| c.replace(Some(self))).ok();
+        ContextGuard { prev, _not_send: std::marker::PhantomData }
     }
 
     /// Reports an event through this explicit context (not the thread's): its parents are this
@@ -308,8 +312,8 @@ impl ContextGuard {
     /// Detaches now and returns the context as it ended up (with the events reported meanwhile),
     /// restoring the previous one.
     pub fn detach(mut self) -> Option<Context> {
-        let prev = self.prev.take().expect("guard not yet detached");
-        CURRENT.with(|c| c.replace(prev))
+        let prev = self.prev.take()?;
+        CURRENT.try_with(|c| c.replace(prev)).ok().flatten()
     }
 }
 
@@ -328,8 +332,11 @@ thread_local! {
 }
 
 /// Replaces the thread's current context, returning the previous one.
+///
+/// In a thread-local destructor that runs after this thread's context was destroyed, `ctx` is
+/// dropped and `None` returned (the thread is exiting; there is no context to set).
 pub fn set_current(ctx: Option<Context>) -> Option<Context> {
-    CURRENT.with(|c| c.replace(ctx))
+    CURRENT.try_with(|c| c.replace(ctx)).ok().flatten()
 }
 
 /// The thread's current context, cloned.
@@ -337,15 +344,18 @@ pub fn current() -> Option<Context> {
     Context::current()
 }
 
-/// Removes and returns the thread's current context.
+/// Removes and returns the thread's current context (`None` in a thread-local destructor that
+/// runs after the context was destroyed).
 pub fn take_current() -> Option<Context> {
-    CURRENT.with(|c| c.borrow_mut().take())
+    CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten()
 }
 
 /// Joins `others` into the thread's current context (which becomes the first of them when there
 /// is none), so that the next event has parents on every path: the fan-in after parallel work.
+///
+/// Does nothing in a thread-local destructor that runs after this thread's context was destroyed.
 pub fn join_current<'a, I: IntoIterator<Item = &'a Context>>(others: I) {
-    CURRENT.with(|c| {
+    let _ = CURRENT.try_with(|c| {
         let mut cur = c.borrow_mut();
         for o in others {
             match cur.as_mut() {
@@ -353,7 +363,7 @@ pub fn join_current<'a, I: IntoIterator<Item = &'a Context>>(others: I) {
                 None => *cur = Some(o.clone()),
             }
         }
-    })
+    });
 }
 
 /// Starts a new task on this thread: decides head sampling (the reporter's sample rate), makes a
@@ -516,6 +526,11 @@ fn thread_tid() -> u32 {
     .unwrap_or_else(|_| crate::sys::gettid())
 }
 
+/// Forgets this thread's cached tid: in the child of a `fork(2)` the thread has a new one.
+pub(crate) fn forget_tid_after_fork() {
+    let _ = TID.try_with(|t| t.set(0));
+}
+
 /// Reports one event through `ctx` (sampled checked by callers) and makes it `ctx`'s only parent.
 #[inline]
 fn emit(ctx: &mut Context, label: Cow<'static, str>, agent: Option<&'static str>, fields: Fields) -> Option<OpId> {
@@ -543,22 +558,22 @@ fn emit(ctx: &mut Context, label: Cow<'static, str>, agent: Option<&'static str>
 ///
 /// Costs no allocation for a static label and up to 4 key/values of numbers or static strings.
 ///
-/// # Panics
-/// When called from a thread-local destructor after this thread's context was destroyed (`with`
-/// rather than `try_with` here: the unsampled fast path is 3-4 ns with it and about 10 without).
-/// [`event`]'s builder does not panic there; use it in destructors.
+/// Never panics: in a thread-local destructor that runs after this thread's context was destroyed
+/// it reports nothing and returns `None`, like a thread without a context.
 #[inline]
 pub fn report<I>(label: impl Into<Cow<'static, str>>, fields: I) -> Option<OpId>
 where
     I: IntoIterator<Item = (&'static str, Value)>,
 {
-    CURRENT.with(|c| {
-        let mut cur = c.borrow_mut();
-        match cur.as_mut() {
-            Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
-            _ => None,
-        }
-    })
+    CURRENT
+        .try_with(|c| {
+            let mut cur = c.borrow_mut();
+            match cur.as_mut() {
+                Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
+                _ => None,
+            }
+        })
+        .unwrap_or(None)
 }
 
 /// An event builder reporting through the thread's current context.

@@ -38,6 +38,12 @@ pub(crate) fn random_u64() -> u64 {
     })
 }
 
+/// Makes this thread's generator reseed on its next use. Called in the child of a `fork(2)`, whose
+/// copy of the state would otherwise give the same ids as the parent.
+pub(crate) fn reseed_after_fork() {
+    let _ = STATE.try_with(|s| s.set(0));
+}
+
 /// A random non-zero 64-bit value, for OpIds (an all-zero OpId means "no parent" in old reports).
 #[inline]
 pub(crate) fn random_nonzero_u64() -> u64 {

@@ -18,7 +18,7 @@
 //! | `SIGHTLINE_CAUSAL_FORMAT` | `text` (X-Trace Report 1.0) or `binary` (native) | `text` |
 //! | `SIGHTLINE_CAUSAL_SAMPLE` | probability in [0, 1] that a new task is sampled | `1` |
 //! | `SIGHTLINE_CAUSAL_AGENT` | `Agent` of events that name none | program name |
-//! | `SIGHTLINE_CAUSAL_QUEUE` | queue capacity, in events | `16384` |
+//! | `SIGHTLINE_CAUSAL_QUEUE` | queue capacity, in events, 16 to 1048576 | `16384` |
 //! | `SIGHTLINE_CAUSAL_FLUSH_MS` | batching interval, ms | `20` |
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -134,7 +134,7 @@ pub struct Config {
     pub sample_rate: f64,
     /// `Agent` of events that name none.
     pub agent: String,
-    /// Queue capacity in events (at least 16).
+    /// Queue capacity in events, clamped to [16, [`MAX_QUEUE_CAPACITY`]].
     pub queue_capacity: usize,
     /// How long the reporter thread sleeps between batches when the queue is not filling up.
     pub flush_interval: Duration,
@@ -190,11 +190,16 @@ impl Config {
             c.agent = v;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_QUEUE") {
-            c.queue_capacity = v.trim().parse::<usize>().ok().filter(|&n| n >= 16).ok_or(ConfigError::BadValue {
-                var: "SIGHTLINE_CAUSAL_QUEUE",
-                value: v.clone(),
-                why: "an integer >= 16",
-            })?;
+            c.queue_capacity = v
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (16..=MAX_QUEUE_CAPACITY).contains(n))
+                .ok_or(ConfigError::BadValue {
+                    var: "SIGHTLINE_CAUSAL_QUEUE",
+                    value: v.clone(),
+                    why: "an integer in [16, 1048576]",
+                })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_FLUSH_MS") {
             let ms = v.trim().parse::<u64>().ok().filter(|&n| n >= 1).ok_or(ConfigError::BadValue {
@@ -216,7 +221,7 @@ pub struct Stats {
     /// Events dropped because the queue was full (the program outran the reporter).
     pub dropped_queue_full: u64,
     /// Reports dropped because the sink failed (collector unreachable, disk full, report too
-    /// large for a datagram).
+    /// large for a datagram, or above `wire::MAX_FRAME_LEN` for a frame).
     pub dropped_sink: u64,
     /// Reports written to the sink.
     pub sent: u64,
@@ -236,24 +241,53 @@ struct Shared {
     dropped_queue_full: AtomicU64,
     dropped_sink: AtomicU64,
     sent: AtomicU64,
-    worker: Thread,
+    /// The reporter thread; `None` when it could not be spawned.
+    worker: Option<Thread>,
     flush_requested: AtomicU64,
     flush_done: Mutex<u64>,
     flush_cv: Condvar,
     stopping: AtomicBool,
     threads: Mutex<HashMap<u32, String>>,
+    /// The configuration it started with (a forked child restarts with it).
+    config: Config,
 }
 
-static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
-static INIT_LOCK: Mutex<()> = Mutex::new(());
+/// The largest queue capacity accepted, in events: the queue is allocated whole when the reporter
+/// starts, so a larger value would be a large up-front allocation (or an allocation failure).
+pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+
+/// This process's reporter (leaked on start: it lives as long as the process). Emptied in the
+/// child of a `fork(2)` without `exec`, whose copy names a reporter thread that does not exist
+/// there; the child then starts its own reporter on first use, with the parent's configuration.
+static SHARED: crate::sys::PerProcess<Shared> = crate::sys::PerProcess::new();
+
+/// Serialises starting the reporter. A spin flag rather than a `Mutex` so that the fork child
+/// handler can release it if another thread of the parent held it at the fork.
+static INIT_BUSY: AtomicBool = AtomicBool::new(false);
+
+struct InitGuard;
+
+fn init_lock() -> InitGuard {
+    while INIT_BUSY.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    InitGuard
+}
+
+impl Drop for InitGuard {
+    fn drop(&mut self) {
+        INIT_BUSY.store(false, Ordering::Release);
+    }
+}
 
 /// Starts the reporter with `config`. Call it before the first event; otherwise the reporter
 /// starts on first use with [`Config::from_env`].
 ///
 /// # Errors
-/// [`ConfigError::AlreadyInitialized`], [`ConfigError::Spawn`].
+/// [`ConfigError::AlreadyInitialized`], [`ConfigError::Spawn`] (the reporter then exists without
+/// a thread: events are counted as dropped when the queue fills, nothing is sent).
 pub fn init(config: Config) -> Result<(), ConfigError> {
-    let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = init_lock();
     if SHARED.get().is_some() {
         return Err(ConfigError::AlreadyInitialized);
     }
@@ -262,10 +296,16 @@ pub fn init(config: Config) -> Result<(), ConfigError> {
 
 /// Starts the reporter from the environment unless it runs already; returns the configuration
 /// error, if any (the reporter then runs with the defaults).
+///
+/// In the child of a `fork(2)` without `exec`, the reporter restarts with the parent's
+/// configuration rather than reading the environment again.
 pub fn init_from_env() -> Result<(), ConfigError> {
-    let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = init_lock();
     if SHARED.get().is_some() {
         return Ok(());
+    }
+    if let Some(parent) = SHARED.before_fork() {
+        return start(parent.config.clone());
     }
     match Config::from_env() {
         Ok(c) => start(c),
@@ -277,39 +317,56 @@ pub fn init_from_env() -> Result<(), ConfigError> {
 }
 
 fn start(config: Config) -> Result<(), ConfigError> {
-    let cap = config.queue_capacity.max(16);
+    let cap = config.queue_capacity.clamp(16, MAX_QUEUE_CAPACITY);
     let rate = config.sample_rate.clamp(0.0, 1.0);
     let sample_threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
-    let (tx, rx) = std::sync::mpsc::channel::<Arc<Shared>>();
-    let worker_config = config.clone();
-    let handle = std::thread::Builder::new()
-        .name("causal-reporter".into())
-        .spawn(move || {
-            let Ok(shared) = rx.recv() else { return };
-            Worker::new(worker_config, shared).run();
-        })
-        .map_err(ConfigError::Spawn)?;
-    let shared = Arc::new(Shared {
+    let (tx, rx) = std::sync::mpsc::channel::<&'static Shared>();
+    let spawned = std::thread::Builder::new().name("causal-reporter".into()).spawn(move || {
+        let Ok(shared) = rx.recv() else { return };
+        Worker::new(shared.config.clone(), shared).run();
+    });
+    let (worker, spawn_error) = match spawned {
+        Ok(h) => (Some(h.thread().clone()), None),
+        Err(e) => (None, Some(e)),
+    };
+    let shared: &'static Shared = Box::leak(Box::new(Shared {
         queue: ArrayQueue::new(cap),
         sample_threshold,
         queued: AtomicU64::new(0),
         dropped_queue_full: AtomicU64::new(0),
         dropped_sink: AtomicU64::new(0),
         sent: AtomicU64::new(0),
-        worker: handle.thread().clone(),
+        worker,
         flush_requested: AtomicU64::new(0),
         flush_done: Mutex::new(0),
         flush_cv: Condvar::new(),
         stopping: AtomicBool::new(false),
         threads: Mutex::new(HashMap::new()),
+        config,
+    }));
+    let _ = tx.send(shared);
+    SHARED.set(shared);
+    static HOOKS: std::sync::Once = std::sync::Once::new();
+    HOOKS.call_once(|| {
+        // A failed registration only loses the exit-time flush; `flush()` still works.
+        let _ = crate::sys::at_exit(flush_at_exit);
+        // A failed registration leaves a forked child without a reporter of its own: its events
+        // are then counted as dropped when the inherited queue fills.
+        let _ = crate::sys::at_fork_child(after_fork_child);
     });
-    let _ = tx.send(shared.clone());
-    if SHARED.set(shared).is_err() {
-        return Err(ConfigError::AlreadyInitialized);
+    match spawn_error {
+        Some(e) => Err(ConfigError::Spawn(e)),
+        None => Ok(()),
     }
-    // A failed registration only loses the exit-time flush; `flush()` still works.
-    let _ = crate::sys::at_exit(flush_at_exit);
-    Ok(())
+}
+
+/// Runs in the child of a `fork(2)`, on its only thread, before `fork` returns: only atomic stores
+/// and thread-local `Cell` writes (no locks, no allocation), as `pthread_atfork(3)` asks.
+extern "C" fn after_fork_child() {
+    SHARED.forget_in_child();
+    INIT_BUSY.store(false, Ordering::Release);
+    crate::ids::reseed_after_fork();
+    crate::context::forget_tid_after_fork();
 }
 
 extern "C" fn flush_at_exit() {
@@ -317,14 +374,26 @@ extern "C" fn flush_at_exit() {
 }
 
 #[inline]
-fn shared() -> &'static Arc<Shared> {
+fn shared() -> &'static Shared {
     if let Some(s) = SHARED.get() {
         return s;
     }
+    shared_slow()
+}
+
+#[cold]
+fn shared_slow() -> &'static Shared {
     if let Err(e) = init_from_env() {
         eprintln!("causal: {e}; using the defaults");
     }
-    SHARED.get().expect("reporter started")
+    // `start` always publishes a reporter (without a thread when spawning failed); another
+    // thread's `init` may have published one first.
+    loop {
+        if let Some(s) = SHARED.get() {
+            return s;
+        }
+        let _ = init_from_env();
+    }
 }
 
 /// Head sampling for a new task: true with the configured probability.
@@ -341,24 +410,28 @@ pub(crate) fn submit(ev: RawEvent) {
         Ok(()) => {
             s.queued.fetch_add(1, Ordering::Relaxed);
             if s.queue.len() > s.queue.capacity() / 2 {
-                s.worker.unpark();
+                s.wake();
             }
         }
         Err(_) => {
             s.dropped_queue_full.fetch_add(1, Ordering::Relaxed);
-            s.worker.unpark();
+            s.wake();
         }
     }
 }
 
+/// Records the name of thread `tid` for `ThreadName`, replacing (or, for an unnamed thread,
+/// removing) the name of an exited thread that had the same tid: the kernel reuses tids.
 pub(crate) fn register_thread(tid: u32, name: Option<&str>) {
-    if let Some(name) = name {
-        let s = shared();
-        s.threads.lock().unwrap_or_else(|e| e.into_inner()).insert(tid, name.to_string());
-    }
+    let mut threads = shared().threads.lock().unwrap_or_else(|e| e.into_inner());
+    match name {
+        Some(name) => threads.insert(tid, name.to_string()),
+        None => threads.remove(&tid),
+    };
 }
 
-/// The reporter's counters (zero before it starts).
+/// The reporter's counters (zero before it starts; in the child of a `fork(2)` without `exec`,
+/// the child's own, from zero).
 pub fn stats() -> Stats {
     match SHARED.get() {
         None => Stats::default(),
@@ -380,8 +453,11 @@ pub fn dropped() -> u64 {
 /// passes. Returns true when flushed. Does nothing (true) before the reporter starts.
 pub fn flush(timeout: Duration) -> bool {
     let Some(s) = SHARED.get() else { return true };
+    if s.worker.is_none() {
+        return s.queue.is_empty();
+    }
     let ticket = s.flush_requested.fetch_add(1, Ordering::AcqRel) + 1;
-    s.worker.unpark();
+    s.wake();
     let deadline = Instant::now() + timeout;
     let mut done = s.flush_done.lock().unwrap_or_else(|e| e.into_inner());
     while *done < ticket {
@@ -400,7 +476,7 @@ pub fn shutdown(timeout: Duration) -> bool {
     let ok = flush(timeout);
     if let Some(s) = SHARED.get() {
         s.stopping.store(true, Ordering::Release);
-        s.worker.unpark();
+        s.wake();
     }
     ok
 }
@@ -438,9 +514,17 @@ enum Conn {
     Off,
 }
 
+impl Shared {
+    fn wake(&self) {
+        if let Some(w) = &self.worker {
+            w.unpark();
+        }
+    }
+}
+
 struct Worker {
     config: Config,
-    shared: Arc<Shared>,
+    shared: &'static Shared,
     info: ProcessInfo,
     conn: Conn,
     buf: Vec<u8>,
@@ -451,7 +535,7 @@ struct Worker {
 const BATCH: usize = 1024;
 
 impl Worker {
-    fn new(config: Config, shared: Arc<Shared>) -> Worker {
+    fn new(config: Config, shared: &'static Shared) -> Worker {
         let conn = match &config.sink {
             Sink::Tcp(addr) => Conn::Tcp { addr: *addr, stream: None, retry_at: None },
             Sink::Udp(addr) => Conn::Udp { addr: *addr, socket: None },
@@ -529,10 +613,7 @@ impl Worker {
                 n
             }
             Conn::Tcp { addr, stream, retry_at } => {
-                self.buf.clear();
-                for r in &self.reports {
-                    encode_frame(&mut self.buf, r, format);
-                }
+                let framed = encode_frames(&mut self.buf, &self.reports, format);
                 if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
                     match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
                         Ok(s) => {
@@ -546,7 +627,7 @@ impl Worker {
                 }
                 match stream {
                     Some(s) => match s.write_all(&self.buf) {
-                        Ok(()) => n,
+                        Ok(()) => framed,
                         Err(_) => {
                             *stream = None;
                             *retry_at = Some(Instant::now() + Duration::from_secs(1));
@@ -577,13 +658,10 @@ impl Worker {
                 if file.is_none() {
                     *file = std::fs::OpenOptions::new().create(true).append(true).open(&*path).ok();
                 }
-                self.buf.clear();
-                for r in &self.reports {
-                    encode_frame(&mut self.buf, r, format);
-                }
+                let framed = encode_frames(&mut self.buf, &self.reports, format);
                 match file {
                     Some(f) => match f.write_all(&self.buf) {
-                        Ok(()) => n,
+                        Ok(()) => framed,
                         Err(_) => {
                             *file = None;
                             0
@@ -599,9 +677,38 @@ impl Worker {
     }
 }
 
+/// Frames `reports` into `buf` (cleared first), leaving out any report whose payload exceeds
+/// [`crate::wire::MAX_FRAME_LEN`]: readers reject such a frame and cannot resynchronise after it,
+/// so one oversized report would cost every later report on the connection. Returns the number
+/// of reports framed; the caller counts the rest as dropped by the sink.
+fn encode_frames(buf: &mut Vec<u8>, reports: &[Report], format: WireFormat) -> u64 {
+    buf.clear();
+    let mut framed = 0;
+    for r in reports {
+        let at = buf.len();
+        encode_frame(buf, r, format);
+        if buf.len() - at - 4 > crate::wire::MAX_FRAME_LEN {
+            buf.truncate(at);
+        } else {
+            framed += 1;
+        }
+    }
+    framed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unnamed_thread_reusing_a_tid_gets_no_stale_thread_name() {
+        let tid = u32::MAX - 7;
+        register_thread(tid, Some("exited worker"));
+        register_thread(tid, None);
+        assert_eq!(shared().threads.lock().unwrap().get(&tid), None);
+        register_thread(tid, Some("new worker"));
+        assert_eq!(shared().threads.lock().unwrap().get(&tid).map(String::as_str), Some("new worker"));
+    }
 
     #[test]
     fn sink_parsing() {

@@ -1,4 +1,5 @@
-//! The only module that calls the C library directly: clocks, the thread id, `atexit`.
+//! The only module that calls the C library directly: clocks, the thread id, `atexit`,
+//! `pthread_atfork`, and the one per-process pointer that a fork resets.
 //!
 //! # Why is this needed?
 //! `std` exposes neither the kernel thread id nor `CLOCK_MONOTONIC`/`CLOCK_REALTIME` as
@@ -48,4 +49,71 @@ pub(crate) fn at_exit(f: extern "C" fn()) -> io::Result<()> {
         return Err(io::Error::other("atexit(3) failed: its handler table is full"));
     }
     Ok(())
+}
+
+/// Registers `f` to run in the child after every `fork(2)`, on the child's only thread, through
+/// `pthread_atfork(3)`.
+///
+/// # Why is this needed?
+/// A forked child (without `exec`) inherits the parent's memory but only the forking thread: the
+/// reporter thread, and any lock it held, are copies with no thread behind them, and every
+/// thread-local id generator would repeat the parent's ids.
+///
+/// # Errors
+/// The `pthread_atfork` error (ENOMEM).
+pub(crate) fn at_fork_child(f: unsafe extern "C" fn()) -> io::Result<()> {
+    // SAFETY: `f` has static lifetime and takes no arguments, as pthread_atfork(3) requires; the
+    // null prepare and parent handlers mean "none".
+    let rc = unsafe { libc::pthread_atfork(None, None, Some(f)) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// A value belonging to one process: set once, leaked (it lives as long as the process), and
+/// emptied in a forked child, which keeps only a pointer to its parent's for reading.
+pub(crate) struct PerProcess<T: 'static> {
+    current: std::sync::atomic::AtomicPtr<T>,
+    parent: std::sync::atomic::AtomicPtr<T>,
+}
+
+impl<T: Sync + 'static> PerProcess<T> {
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess {
+            current: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            parent: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// This process's value, if set.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&'static T> {
+        let p = self.current.load(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: only `set` stores a non-null pointer here, and it comes from a `&'static T`
+        // (a leaked box), so it is valid, aligned and never freed; `T: Sync` makes sharing it
+        // between threads sound.
+        unsafe { p.as_ref() }
+    }
+
+    /// Publishes this process's value (replacing none: callers check `get` under their lock).
+    pub(crate) fn set(&self, v: &'static T) {
+        self.current.store(std::ptr::from_ref(v).cast_mut(), std::sync::atomic::Ordering::Release);
+    }
+
+    /// The value the parent had at the fork, in a forked child that has not set its own yet.
+    pub(crate) fn before_fork(&self) -> Option<&'static T> {
+        let p = self.parent.load(std::sync::atomic::Ordering::Acquire);
+        // SAFETY: as in `get`: the pointer was `current`'s, a leaked `&'static T`.
+        unsafe { p.as_ref() }
+    }
+
+    /// In a fork child: empties the value, keeping it readable through `before_fork`. Only atomic
+    /// operations (async-signal-safe).
+    pub(crate) fn forget_in_child(&self) {
+        let p = self.current.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
+        if !p.is_null() {
+            self.parent.store(p, std::sync::atomic::Ordering::Release);
+        }
+    }
 }
