@@ -638,8 +638,10 @@ fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String>
     Ok(cmd)
 }
 
-/// Runs one case; `Err` describes the failure.
-fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
+/// Runs one case; `Ok` carries a note for the report (what a STRACE comparison compared), `Err`
+/// describes the failure.
+fn run_case(case: &Case, ctx: &Ctx) -> Result<String, String> {
+    let mut note = String::new();
     let tmp = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let tdir = tmp.path();
     write_data_file(&tdir.join("data.txt"));
@@ -786,6 +788,11 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
             if want.is_empty() {
                 problems.push(format!("strace counted nothing:\n{text}"));
             }
+            note = format!(
+                "; compared {} syscalls, {} calls, with strace -f -c",
+                want.len(),
+                want.values().sum::<u64>()
+            );
             if want != got {
                 let mut d = String::new();
                 for k in want
@@ -803,7 +810,7 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<(), String> {
         }
     }
     if problems.is_empty() {
-        Ok(())
+        Ok(note)
     } else {
         let shown_stdout = if case.expect.as_ref().is_some_and(|e| *e != run.stdout) {
             String::new() // already shown by the diff
@@ -940,16 +947,16 @@ fn probe_cases() {
         let result = run_case(case, &ctx);
         let secs = start.elapsed().as_secs_f64();
         match (result, &case.xfail) {
-            (Ok(()), None) => {
+            (Ok(note), None) => {
                 passed += 1;
-                report!("ok       {} ({secs:.2} s)", case.id());
+                report!("ok       {} ({secs:.2} s{note})", case.id());
             }
             (Err(e), Some(reason)) => {
                 xfailed += 1;
                 let first = e.lines().next().unwrap_or("");
                 report!("expected failure {} (XFAIL: {reason}): {first}", case.id());
             }
-            (Ok(()), Some(reason)) => {
+            (Ok(_), Some(reason)) => {
                 report!(
                     "XPASS    {}: passes although marked XFAIL ({reason}); remove the XFAIL line",
                     case.id()
