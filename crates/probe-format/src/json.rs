@@ -449,6 +449,70 @@ mod tests {
         );
     }
 
+    // Every aggregating function has a JSON form with its documented fields (docs/probe-json.md).
+    #[test]
+    fn every_function_has_its_fields() {
+        let funcs = [
+            AggFunc::Count,
+            AggFunc::Sum,
+            AggFunc::Avg,
+            AggFunc::Min,
+            AggFunc::Max,
+            AggFunc::Stddev,
+            AggFunc::Quantize,
+            AggFunc::Lquantize {
+                base: 0,
+                limit: 10,
+                step: 2,
+            },
+            AggFunc::Llquantize {
+                factor: 10,
+                low: 0,
+                high: 3,
+                nsteps: 10,
+            },
+        ];
+        for f in funcs {
+            let mut a = Aggregation::new("x", 0, f);
+            for v in [1, 3, 7] {
+                a.add(vec![Value::str("k"), Value::i64(2)], v, 1);
+            }
+            let v: Json =
+                serde_json::from_str(&aggregation_line(&a, &SortOptions::default())).unwrap();
+            assert_eq!(v["function"], f.name());
+            let e = &v["entries"][0];
+            assert_eq!(e["keys"], json!(["k", 2]));
+            let expected_value = match f {
+                AggFunc::Count => json!(3),
+                AggFunc::Sum => json!(11),
+                AggFunc::Avg => json!(3),
+                AggFunc::Min => json!(1),
+                AggFunc::Max => json!(7),
+                AggFunc::Stddev => json!(3), // isqrt(59/3 - (11/3)^2) = isqrt(19 - 9) = 3
+                _ => Json::Null,
+            };
+            assert_eq!(e["value"], expected_value, "{}", f.name());
+            if f.is_distribution() {
+                let total: i64 = e["buckets"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| b["count"].as_i64().unwrap())
+                    .sum();
+                assert_eq!(total, 3, "{}", f.name());
+            } else {
+                assert!(e.get("buckets").is_none());
+            }
+            if matches!(f, AggFunc::Avg | AggFunc::Stddev) {
+                assert_eq!(e["count"], json!(3));
+                assert_eq!(e["sum"], json!(11));
+            }
+            if f == AggFunc::Stddev {
+                assert_eq!(e["sum_of_squares"], json!("59"));
+            }
+        }
+    }
+
     #[test]
     fn lines_are_single_json_objects() {
         let mut a = Aggregation::new("lat", 0, AggFunc::Avg);
