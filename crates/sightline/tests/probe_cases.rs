@@ -26,6 +26,7 @@
 //! | `TIMEOUT seconds` | kill `sightline` after this long and fail (default 30) |
 //! | `SIGINT_AFTER seconds` | send `sightline` SIGINT (Ctrl-C) after this long (decimal seconds) |
 //! | `BACKGROUND command` | start this process before `sightline` (its pid is `{bgpid}`); killed after the run if still alive |
+//! | `BACKGROUND_EXIT n` | instead, wait for the `BACKGROUND` process (up to `TIMEOUT`) and require exit status `n`: the target was not harmed |
 //! | `OUTFILE_EXPECT` block | the file `{tmp}/out.txt` (for `-o`) must hold exactly this |
 //! | `AS_NOBODY` | run `sightline` as uid/gid 65534 with no capabilities (a copy of the binary in a world-readable directory, through `setpriv`) |
 //! | `XFAIL reason` | the case is expected to fail for `reason` (see below) |
@@ -73,6 +74,7 @@ struct Case {
     timeout: u64,
     sigint_after: Option<f64>,
     background: Option<String>,
+    background_exit: Option<i32>,
     outfile_expect: Option<String>,
     as_nobody: bool,
     xfail: Option<String>,
@@ -236,6 +238,14 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             }
             "BACKGROUND" => case.background = Some(value.trim().to_string()),
             "AS_NOBODY" => case.as_nobody = true,
+            "BACKGROUND_EXIT" => {
+                case.background_exit = Some(
+                    value
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("{file}:{lineno}: bad BACKGROUND_EXIT {value:?}"))?,
+                )
+            }
             "OUTFILE_EXPECT" => {
                 case.outfile_expect = Some(if is_block {
                     value
@@ -254,6 +264,8 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             && c.expect_regex.is_empty()
             && c.expect_not_regex.is_empty()
             && c.stderr_regex.is_empty()
+            && c.stderr_not_regex.is_empty()
+            && c.background_exit.is_none()
             && !c.json
             && c.strace.is_none()
             && c.outfile_expect.is_none()
@@ -686,16 +698,43 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<String, String> {
             case.sigint_after.map(Duration::from_secs_f64),
         )
     });
+    let mut bg_problem = None;
     if let Some(mut bg) = background {
         // Our own BACKGROUND child, by its handle.
-        if bg.try_wait().ok().flatten().is_none() {
+        let deadline = Instant::now() + Duration::from_secs(case.timeout);
+        let status = loop {
+            match bg.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if case.background_exit.is_some() && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break None,
+            }
+        };
+        if status.is_none() {
             let _ = bg.kill();
+            let _ = bg.wait();
         }
-        let _ = bg.wait();
+        if let Some(want) = case.background_exit {
+            match status {
+                Some(st) if st.code() == Some(want) => {}
+                Some(st) => {
+                    bg_problem = Some(format!(
+                        "BACKGROUND process ended with {st}, expected exit status {want}"
+                    ))
+                }
+                None => {
+                    bg_problem = Some(format!(
+                        "BACKGROUND process still running after {} s (stopped?)",
+                        case.timeout
+                    ))
+                }
+            }
+        }
         ctx.bgpid.set(None);
     }
     let run = run?;
-    let mut problems = Vec::new();
+    let mut problems: Vec<String> = bg_problem.into_iter().collect();
     if run.timed_out {
         problems.push(format!("timed out after {} s (killed)", case.timeout));
     }
