@@ -260,10 +260,27 @@ impl TaskGraph {
         }
         if topo.len() < n {
             let mut left: Vec<usize> = (0..n).filter(|&i| self.rank[i] == usize::MAX).collect();
-            // Only the strongly connected part is the cycle; events merely downstream of it are
-            // not. Keep the events that can reach themselves.
+            // Kahn leaves the cycles and everything downstream of them. Peel, in reverse, the
+            // left-over events with no child among the left-overs: what remains lies on a cycle
+            // (or between two cycles). Linear in the size of the graph.
+            let in_left: Vec<bool> = (0..n).map(|i| self.rank[i] == usize::MAX).collect();
+            let mut outdeg: Vec<usize> =
+                (0..n).map(|i| if in_left[i] { self.children[i].iter().filter(|&&c| in_left[c]).count() } else { 0 }).collect();
+            let mut peeled = vec![false; n];
+            let mut queue: Vec<usize> = left.iter().copied().filter(|&i| outdeg[i] == 0).collect();
+            while let Some(i) = queue.pop() {
+                peeled[i] = true;
+                for &p in &self.parents[i] {
+                    if in_left[p] && !peeled[p] {
+                        outdeg[p] -= 1;
+                        if outdeg[p] == 0 {
+                            queue.push(p);
+                        }
+                    }
+                }
+            }
             let on_cycle: Vec<String> =
-                left.iter().filter(|&&i| self.reaches_itself(i)).map(|&i| self.events[i].id.clone()).collect();
+                left.iter().filter(|&&i| !peeled[i]).map(|&i| self.events[i].id.clone()).collect();
             self.problems.push(Problem::Cycle { events: on_cycle });
             left.sort_by_key(|&i| key(i));
             for i in left {
@@ -272,20 +289,6 @@ impl TaskGraph {
             }
         }
         self.topo = topo;
-    }
-
-    fn reaches_itself(&self, start: usize) -> bool {
-        let mut seen = vec![false; self.events.len()];
-        let mut stack: Vec<usize> = self.children[start].clone();
-        while let Some(i) = stack.pop() {
-            if i == start {
-                return true;
-            }
-            if !std::mem::replace(&mut seen[i], true) {
-                stack.extend(self.children[i].iter().copied());
-            }
-        }
-        false
     }
 
     fn check_roots(&mut self) {
@@ -461,12 +464,13 @@ mod tests {
                 ev("C", 60, "h2", &["B", "ZZ"]), // ZZ is unknown
                 ev("X", 1, "h1", &["Y"]),
                 ev("Y", 2, "h1", &["X"]),    // cycle X <-> Y
+                ev("Z", 3, "h1", &["Y"]),    // downstream of the cycle, not on it
                 ev("C", 61, "h2", &[]),      // duplicate
                 ev("R2", 5, "h1", &[]),      // second root
             ],
         );
-        assert_eq!(g.len(), 6);
-        assert_eq!(g.edges.len(), 5);
+        assert_eq!(g.len(), 7);
+        assert_eq!(g.edges.len(), 6);
         let p = &g.problems;
         assert!(p.contains(&Problem::DuplicateEvent { id: "C".into(), reports: 2 }), "{p:?}");
         assert!(p.contains(&Problem::UnknownParent { event: "C".into(), parent: "ZZ".into() }), "{p:?}");
@@ -477,6 +481,6 @@ mod tests {
             "{p:?}"
         );
         // Every event still has a rank.
-        assert_eq!(g.topological_order().len(), 6);
+        assert_eq!(g.topological_order().len(), 7);
     }
 }

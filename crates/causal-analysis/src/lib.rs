@@ -6,17 +6,23 @@
 //!   (cycles, edges from unknown events, several roots, clock skew between hosts);
 //! - [`CriticalPath`]: the path X-Trace's swimlane view found (walk back from the last event, at each
 //!   join follow the parent that finished last), with time per agent, host and process;
-//! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON.
+//! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON;
+//! - [`Comparison`] of two tasks (per agent and per event kind) and [`Accounting`] of a task's
+//!   thread time and reported resources per process and agent.
 //!
 //! The model follows X-Trace (Fonseca, Porter, Katz, Shenker, Stoica, "X-Trace: A Pervasive
 //! Network Tracing Framework", NSDI 2007) and its Report ver 1.0 fields.
 #![deny(missing_docs)]
 
+pub mod accounting;
+pub mod compare;
 pub mod critical;
 pub mod graph;
 pub mod model;
 pub mod render;
 
+pub use accounting::{Accounting, Usage};
+pub use compare::Comparison;
 pub use critical::{CriticalPath, Share, Step};
 pub use graph::{Edge, Problem, TaskGraph, fmt_duration};
 pub use model::{EdgeKind, Event, Parent, infer_span_nesting, parse_pid};

@@ -56,6 +56,28 @@ fn import_tasks_and_show_the_hdfs_trace() {
     assert_eq!(json["edges"].as_array().unwrap().len(), 887);
     assert!(json["critical_path"].is_null());
 
+    // Resource accounting: the Bytes and Cycles reported in the file, summed per process.
+    let file: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+    let sum = |key: &str| -> f64 {
+        file[0]["reports"].as_array().unwrap().iter().filter_map(|r| r.get(key)).map(|v| v[0].as_str().unwrap().parse::<f64>().unwrap()).sum()
+    };
+    let json: Value = serde_json::from_str(&run(&["show", "57C1C4A67A6A88FD", "--format", "json", "--resources"], &db)).unwrap();
+    let procs = json["resources"]["by_process"].as_array().unwrap();
+    assert_eq!(procs.len(), 3);
+    for key in ["Bytes", "Cycles"] {
+        let got: f64 = procs.iter().filter_map(|p| p["resources"][key].as_f64()).sum();
+        assert_eq!(got, sum(key), "{key}");
+    }
+    let events: u64 = procs.iter().map(|p| p["events"].as_u64().unwrap()).sum();
+    assert_eq!(events, 839);
+    assert!(run(&["show", "57C1", "--resources"], &db).contains("resources by process"));
+
+    // Comparison of two GC tasks: 5 and 3 events.
+    let cmp = run(&["show", "438A", "--compare", "39DF"], &db);
+    let events_row = cmp.lines().find(|l| l.starts_with("events")).unwrap();
+    assert_eq!(events_row.split_whitespace().collect::<Vec<_>>(), ["events", "5", "3"], "{cmp}");
+    assert!(cmp.contains("GarbageCollection"), "{cmp}");
+
     let bad = Command::new(test_support::sightline_bin()).args(["show", "ZZ", "--db"]).arg(&db).output().unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no task matches"));

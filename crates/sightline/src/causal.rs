@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use causal_analysis::{CriticalPath, TaskGraph, fmt_duration, render};
+use causal_analysis::{Accounting, Comparison, CriticalPath, TaskGraph, fmt_duration, render};
 use causal_collector::{Collector, Config, Store, TaskFilter};
 
 /// Where the store is.
@@ -109,6 +109,14 @@ pub struct ShowArgs {
     /// Mark and list the critical path, with its time per agent, host and process.
     #[arg(long)]
     pub critical_path: bool,
+    /// Add the resource accounting: events, thread time and reported counters (Cycles, Bytes, …)
+    /// per process and per agent.
+    #[arg(long)]
+    pub resources: bool,
+    /// Compare with another task (id or prefix): per agent events and critical-path time, and the
+    /// event kinds whose counts differ. Prints the comparison instead of the graph.
+    #[arg(long, value_name = "TASK")]
+    pub compare: Option<String>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -321,13 +329,39 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     // OTLP spans: a parent's end waits for the children that ended inside it (docs/otlp-mapping.md).
     causal_analysis::infer_span_nesting(&mut events);
     let g = TaskGraph::build(task, events);
-    let cp = if args.critical_path { CriticalPath::compute(&g) } else { None };
     let mut out = std::io::stdout().lock();
+    if let Some(other) = &args.compare {
+        let other = store.resolve_task(other)?;
+        let mut events = store.load_task(&other)?;
+        causal_analysis::infer_span_nesting(&mut events);
+        let b = TaskGraph::build(other, events);
+        let c = Comparison::compute(&g, &b);
+        match args.format {
+            ShowFormat::Json => {
+                serde_json::to_writer_pretty(&mut out, &c)?;
+                writeln!(out)?;
+            }
+            _ => out.write_all(c.text(40).as_bytes())?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cp = if args.critical_path { CriticalPath::compute(&g) } else { None };
+    let acct = args.resources.then(|| Accounting::compute(&g));
     match args.format {
-        ShowFormat::Text => out.write_all(render::text(&g, cp.as_ref()).as_bytes())?,
+        ShowFormat::Text => {
+            out.write_all(render::text(&g, cp.as_ref()).as_bytes())?;
+            if let Some(a) = &acct {
+                writeln!(out)?;
+                out.write_all(a.text().as_bytes())?;
+            }
+        }
         ShowFormat::Dot => out.write_all(render::dot(&g, cp.as_ref()).as_bytes())?,
         ShowFormat::Json => {
-            serde_json::to_writer_pretty(&mut out, &render::json(&g, cp.as_ref()))?;
+            let mut v = render::json(&g, cp.as_ref());
+            if let Some(a) = &acct {
+                v["resources"] = serde_json::to_value(a)?;
+            }
+            serde_json::to_writer_pretty(&mut out, &v)?;
             writeln!(out)?;
         }
     }
