@@ -325,7 +325,10 @@ pub enum TExprKind {
     /// A built-in variable.
     Builtin(Builtin),
     /// `args[N]` at the clause's probes: the N-th argument, typed by the probe (syscall entry types
-    /// from tracefs; USDT sizes; otherwise `int64_t`).
+    /// from tracefs; USDT sizes; otherwise `int64_t`). When the clause's probes type it
+    /// differently (`syscall:::entry`), `ty` is `int64_t` and each probe's own type (from its
+    /// [`crate::ProbeArgs`]) should apply first: a 32-bit `int` argument is sign-extended from
+    /// 32 bits, then converted to `ty` (AT_FDCWD is -100, not 4294967196).
     ProbeArg(u8),
     /// `args->field` on a tracepoint: the field's name; its offset, size and string-ness are in each
     /// probe's [`crate::ProbeArgs::field`] (they may differ between the clause's probes; the type
