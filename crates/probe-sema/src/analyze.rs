@@ -1422,7 +1422,9 @@ impl<'a> Analyzer<'a> {
 
     fn check_arg_kind(&mut self, arg: TExpr, kind: ArgKind, conv: &str, argno: usize, fmt_span: Span) -> R<TExpr> {
         let ok = match kind {
-            ArgKind::Int | ArgKind::Time | ArgKind::Port => arg.ty.is_integral(),
+            ArgKind::Int | ArgKind::Port => arg.ty.is_integral(),
+            // dt_printf.c pfcheck_time: a 64-bit integer (walltimestamp, timestamp).
+            ArgKind::Time => matches!(arg.ty, Type::Int { bytes: 8, .. }),
             ArgKind::SmallInt => matches!(arg.ty, Type::Int { bytes, .. } if bytes <= 4),
             ArgKind::Addr => arg.ty.is_integral() || matches!(arg.ty, Type::Symbol(_)),
             ArgKind::Str => arg.ty == Type::String,
@@ -1439,7 +1441,7 @@ impl<'a> Analyzer<'a> {
             ArgKind::Addr => "pointer or integer",
             ArgKind::Str => "string",
             ArgKind::Stack => "stack",
-            ArgKind::Time => "int64_t",
+            ArgKind::Time => "a 64-bit integer such as walltimestamp",
             ArgKind::Port => "uint16_t",
             ArgKind::Float => "floating point (not supported: D on BPF has no floating point)",
             ArgKind::None => "none",

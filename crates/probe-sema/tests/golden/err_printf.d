@@ -15,3 +15,4 @@ BEGIN
 }
 END { @x[pid] = count(); }
 END { @y[execname] = count(); @z[pid] = sum(1); printa(@x, @y); printa(@x, @z); }
+tick-1s { printf("%Y\n", pid); }
