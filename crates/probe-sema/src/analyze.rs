@@ -1547,10 +1547,8 @@ impl<'a> Analyzer<'a> {
                 let target = self.type_of_name(tn)?;
                 let x = self.expr(x, cx)?;
                 match &target {
-                    Type::String => Err(self.report(
-                        Diagnostic::error(format!("cannot cast `{}` to string", x.ty), span)
-                            .with_hint("use stringof(p) for a kernel `char *`, copyinstr(addr) for a user address"),
-                    )),
+                    // `(string)x` is `stringof(x)` (guide, "Strings" → "String Conversion").
+                    Type::String => self.stringof(x, span),
                     Type::Void => Err(self.err("cannot cast to void", tn.span)),
                     _ if !x.ty.is_integral() => {
                         Err(self.err(format!("cannot cast `{}` to `{}`", x.ty, tn.text), span))
@@ -1588,13 +1586,19 @@ impl<'a> Analyzer<'a> {
         }
     }
 
+    /// `stringof(x)` / `(string)x` (guide, "Strings" → "String Conversion"): a string stays; any
+    /// scalar (pointer or integer) is the kernel address of the characters to read.
     fn stringof(&mut self, t: TExpr, span: Span) -> R<TExpr> {
         match &t.ty {
             Type::String => Ok(t),
-            Type::Ptr(_) => Ok(mk(TExprKind::Call(Subr::Stringof, vec![t]), Type::String, span)),
+            Type::Ptr(inner) if **inner == Type::CHAR => Ok(mk(TExprKind::Call(Subr::Stringof, vec![t]), Type::String, span)),
+            Type::Ptr(_) | Type::Int { .. } => {
+                let p = convert(t, &Type::Ptr(Box::new(Type::CHAR)));
+                Ok(mk(TExprKind::Call(Subr::Stringof, vec![p]), Type::String, span))
+            }
             other => Err(self.report(
-                Diagnostic::error(format!("stringof() needs a string or a pointer, not `{other}`"), span)
-                    .with_hint("for a user-space address use copyinstr(addr); for a kernel address cast it: stringof((char *)addr)"),
+                Diagnostic::error(format!("stringof() needs a string, a pointer or an address, not `{other}`"), span)
+                    .with_hint("for a user-space address use copyinstr(addr)"),
             )),
         }
     }

@@ -16,3 +16,4 @@ BEGIN
 	1 + 2;
 }
 END { ENOENT = 3; }
+END { s = stringof(stack()); }

@@ -30,6 +30,8 @@ syscall::read:return, syscall::pread64:return
 	n = q - p;
 	b = *p;
 	s = stringof((char *)arg1);
+	s = (string)arg1;
+	s = stringof arg1;
 	@len = max(strlen(s));
 }
 
