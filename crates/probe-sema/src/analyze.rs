@@ -2037,7 +2037,10 @@ impl<'a> Analyzer<'a> {
             if name == "args" {
                 return self.probe_arg(idx, span, cx);
             }
-            if Builtin::from_name(name).is_none() {
+            let scalar_pointer = self
+                .lookup(VarScope::Global, name)
+                .is_some_and(|id| !self.vars[id.0 as usize].is_assoc() && matches!(self.vars[id.0 as usize].ty, Type::Ptr(_)));
+            if Builtin::from_name(name).is_none() && !scalar_pointer && !self.inlines.contains_key(name) {
                 let Some(id) = self.lookup(VarScope::Global, name) else {
                     let names: Vec<String> =
                         self.vars.iter().filter(|v| v.is_assoc()).map(|v| v.name.clone()).collect();
@@ -2067,6 +2070,24 @@ impl<'a> Analyzer<'a> {
                     return Err(self.err(format!("subscript {k} is out of range for an array of {len}"), i.span));
                 }
                 Ok(mk(TExprKind::ArrayElem(Box::new(b), k as u32), *elem, span))
+            }
+            // `p[i]` is `*(p + i)` (guide, "Pointers and Arrays" → "Pointer and Array Relationship").
+            Type::Ptr(inner) if inner.is_integral() => {
+                if idx.len() != 1 {
+                    return Err(self.err("a pointer takes one subscript", span));
+                }
+                let i = self.int_expr(&idx[0], cx, "a subscript")?;
+                let elem = *inner.clone();
+                let size = elem.size(self.options.strsize).max(1) as u64;
+                let ispan = i.span;
+                let off = mk(
+                    TExprKind::Binary(BinaryOp::Mul, Box::new(convert(i, &Type::U64)), Box::new(mk(TExprKind::Int(size), Type::U64, ispan))),
+                    Type::U64,
+                    ispan,
+                );
+                let ptr_ty = b.ty.clone();
+                let sum = mk(TExprKind::Binary(BinaryOp::Add, Box::new(convert(b, &Type::U64)), Box::new(off)), Type::U64, span);
+                Ok(mk(TExprKind::Deref(Box::new(convert(sum, &ptr_ty))), elem, span))
             }
             other => Err(self.err(format!("a value of type `{other}` cannot be subscripted"), span)),
         }

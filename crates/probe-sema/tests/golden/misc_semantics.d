@@ -29,6 +29,7 @@ syscall::read:return, syscall::pread64:return
 	q = p + 2;
 	n = q - p;
 	b = *p;
+	b = p[3];
 	s = stringof((char *)arg1);
 	s = (string)arg1;
 	s = stringof arg1;
