@@ -94,7 +94,7 @@ pub fn needs_kernel_types(program: &ast::Program) -> bool {
                 !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args") || expr(base)
             }
             ExprKind::Cast(t, x) => ty(t) || expr(x),
-            ExprKind::SizeofType(t) => ty(t),
+            ExprKind::SizeofType(t) | ExprKind::Offsetof(t, _) => ty(t),
             ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => expr(x),
             ExprKind::IncDec { expr: x, .. } => expr(x),
             ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => expr(a) || expr(b),
@@ -1579,6 +1579,20 @@ impl<'a> Analyzer<'a> {
             ExprKind::Stringof(x) => {
                 let t = self.expr(x, cx)?;
                 self.stringof(t, span)
+            }
+            ExprKind::Offsetof(tn, member) => {
+                let (BaseType::Struct(name), 0) = (&tn.base, tn.pointer) else {
+                    return Err(self.err(format!("offsetof() needs a structure type, not `{}`", tn.text), tn.span));
+                };
+                let Some(btf) = self.btf.clone() else {
+                    return Err(self.type_of_name(tn).err().unwrap_or(Reported));
+                };
+                let Some(id) = btf.struct_id(name) else {
+                    return Err(self.err(format!("the kernel has no type `{}`", tn.text), tn.span));
+                };
+                let (addr, _) = self.member_place(&btf, mk(TExprKind::Int(0), Type::U64, tn.span), id, name, member, span)?;
+                let off = const_eval(&addr).unwrap_or(0) as u64;
+                Ok(mk(TExprKind::Int(off), Type::U64, span))
             }
             ExprKind::Call { func, func_span, args } => self.call(func, *func_span, args, span, cx),
             ExprKind::Index(base, idx) => self.index(base, idx, span, cx),

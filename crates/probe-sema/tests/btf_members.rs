@@ -134,6 +134,7 @@ fn member_access_lowers_to_address_arithmetic_and_loads() {
 	e = ((struct task_struct *)arg0)->tgid;
 	f = sizeof(struct task_struct);
 	g = curthread->comm[1];
+	h = offsetof(struct task_struct, comm) + offsetof(struct sched_entity, vruntime);
 }",
         Some(kernel()),
     );
@@ -147,6 +148,7 @@ var d#3 Global: uint32_t
 var e#4 Global: int
 var f#5 Global: uint64_t
 var g#6 Global: char
+var h#7 Global: uint64_t
 clause 0 dtrace:::BEGIN
   (= a#0 (* (cast (+ (cast curthread:struct:task_struct*):u64 16:u64):u64):i32*):i32):i32
   (= b#1 (* (cast (+ (cast (* (cast (+ (cast curthread:struct:task_struct*):u64 40:u64):u64):struct:task_struct**):struct:task_struct*):u64 20:u64):u64):i32*):i32):i32
@@ -156,6 +158,7 @@ clause 0 dtrace:::BEGIN
   (= e#4 (* (cast (+ (cast (cast arg0:i64):struct:task_struct*):u64 20:u64):u64):i32*):i32):i32
   (= f#5 64:u64):u64
   (= g#6 (* (cast (+ (+ (cast curthread:struct:task_struct*):u64 24:u64):u64 (* 1:u64 1:u64):u64):u64):i8*):i8):i8
+  (= h#7 (+ 24:u64 16:u64):u64):u64
 "
     );
 }

@@ -276,6 +276,9 @@ pub enum ExprKind {
     SizeofExpr(Box<Expr>),
     /// `stringof expr` / `stringof(expr)`.
     Stringof(Box<Expr>),
+    /// `offsetof(struct T, member)`: the member's byte offset (guide, "Structs and Unions" →
+    /// "Member Sizes and Offsets").
+    Offsetof(TypeName, String),
     /// A call to an action, subroutine (or, misplaced, an aggregating function): `name(args)`.
     Call {
         /// Function name.

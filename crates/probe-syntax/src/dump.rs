@@ -120,6 +120,7 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::SizeofType(t) => format!("(sizeof-type {})", t.text),
         ExprKind::SizeofExpr(x) => format!("(sizeof {})", expr(x)),
         ExprKind::Stringof(x) => format!("(stringof {})", expr(x)),
+        ExprKind::Offsetof(t, m) => format!("(offsetof {} {m})", t.text),
         ExprKind::Call { func, args, .. } => {
             let mut s = format!("(call {func}");
             for a in args {

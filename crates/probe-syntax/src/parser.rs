@@ -749,6 +749,15 @@ impl<'s> Parser<'s> {
                 let span = start.to(e.span);
                 Ok(Expr { kind: ExprKind::SizeofExpr(Box::new(e)), span })
             }
+            Tok::Ident(w) if w == "offsetof" => {
+                self.bump();
+                self.expect_punct("(", "after `offsetof`")?;
+                let ty = self.type_name()?;
+                self.expect_punct(",", "after the type in `offsetof`")?;
+                let (member, _) = self.member_name()?;
+                let end = self.expect_punct(")", "after the member name")?;
+                Ok(Expr { kind: ExprKind::Offsetof(ty, member), span: start.to(end) })
+            }
             Tok::Ident(w) if w == "stringof" => {
                 self.bump();
                 let e = self.unary_expression()?;

@@ -13,4 +13,5 @@ sched:::sched_switch
 	@agg = max(a.b.c);
 	clear(@agg);
 	printa(@);
+	o = offsetof(struct task_struct, pid);
 }
