@@ -45,7 +45,7 @@
 //! reported as "expected failure" and does not fail the test; an XFAIL case that passes fails the
 //! test, so that its `XFAIL` line gets removed.
 //!
-//! `PROBE_CASES=substring` runs only the cases whose `file: name` contains the substring.
+//! `PROBE_CASES=substring` runs only the cases whose `file:line: name` contains the substring.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
