@@ -66,6 +66,7 @@ pub fn analyze(
             clauses.push(cc);
         }
     }
+    a.check_extraneous_args();
     let has_errors = a.diags.iter().any(|d| d.is_error());
     if has_errors {
         return Err(a.diags);
@@ -148,6 +149,10 @@ struct Analyzer<'a> {
     inlines: HashMap<String, (Type, Expr)>,
     /// Inline expansions in progress (a definition that uses itself is an error, not a loop).
     expanding: Vec<String>,
+    /// Macro arguments (`$N`, 1-based) the program references.
+    args_used: std::collections::BTreeSet<usize>,
+    /// Option `argref`: unreferenced macro arguments are not an error.
+    argref: bool,
 }
 
 /// Names of actions (statement-level calls that record or act).
@@ -417,7 +422,7 @@ enum OptKind {
 fn option_kind(name: &str) -> Option<OptKind> {
     use OptKind::*;
     Some(match name {
-        "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes" | "defaultargs" | "zdefs"
+        "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes" | "defaultargs" | "argref" | "zdefs"
         | "aggzoom" | "aggpack" | "agghist" | "nolibs" | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
         "bufsize" | "aggsize" | "dynvarsize" | "specsize" => Size,
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos" | "jstackframes"
@@ -429,7 +434,7 @@ fn option_kind(name: &str) -> Option<OptKind> {
 }
 
 const OPTION_NAMES: &[&str] = &[
-    "quiet", "aggsortkey", "aggsortrev", "destructive", "flowindent", "rawbytes", "defaultargs", "zdefs", "aggzoom",
+    "quiet", "aggsortkey", "aggsortrev", "destructive", "flowindent", "rawbytes", "defaultargs", "argref", "zdefs", "aggzoom",
     "aggpack", "bufsize", "aggsize", "dynvarsize", "specsize", "strsize", "nspec", "stackframes", "ustackframes",
     "aggsortpos", "aggsortkeypos", "switchrate", "aggrate", "statusrate", "cleanrate", "bufpolicy", "bufresize",
     "dynvarpolicy", "cpu", "verbose", "stackindent", "empty", "nolibs", "jstackframes", "jstackstrsize", "agghist",
@@ -454,6 +459,8 @@ impl<'a> Analyzer<'a> {
             btf: opts.kernel_types.clone(),
             inlines: HashMap::new(),
             expanding: Vec::new(),
+            args_used: std::collections::BTreeSet::new(),
+            argref: false,
         }
     }
 
@@ -510,6 +517,7 @@ impl<'a> Analyzer<'a> {
                     "aggsortrev" => o.aggsortrev = on,
                     "destructive" => o.destructive = on,
                     "defaultargs" => self.defaultargs = on,
+                    "argref" => self.argref = on,
                     _ => o.other.push((name.to_string(), if on { "1" } else { "0" }.to_string())),
                 }
             }
@@ -555,6 +563,24 @@ impl<'a> Analyzer<'a> {
             OptKind::Text => {
                 let Some(v) = value else { return bad(self, "a value") };
                 o.other.push((name.to_string(), v.to_string()));
+            }
+        }
+    }
+
+    /// DTrace rejects macro arguments the program never references (a mistyped `$N` or a stray
+    /// word on the command line), unless `defaultargs` or `argref` is set (dt_cc.c
+    /// `dt_compile`: "extraneous argument ... ($N is not referenced)").
+    fn check_extraneous_args(&mut self) {
+        if self.defaultargs || self.argref {
+            return;
+        }
+        for (i, value) in self.opts.macro_args.clone().iter().enumerate() {
+            let n = i + 1;
+            if !self.args_used.contains(&n) {
+                self.report(
+                    Diagnostic::error(format!("extraneous argument `{value}` (${n} is not referenced)"), Span::DETACHED)
+                        .with_hint("remove the argument, or set `-x argref` (or `defaultargs`) to allow it"),
+                );
             }
         }
     }
@@ -694,6 +720,7 @@ impl<'a> Analyzer<'a> {
             let len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
             let name = &after[..len];
             let value = if let Ok(n) = name.parse::<usize>() {
+                self.args_used.insert(n);
                 match n {
                     0 => self.opts.script_name.clone(),
                     _ => self.opts.macro_args.get(n - 1).cloned(),
@@ -1672,6 +1699,7 @@ impl<'a> Analyzer<'a> {
         };
         match m {
             MacroVar::Arg(n) | MacroVar::ArgString(n) => {
+                self.args_used.insert(*n as usize);
                 let as_string = matches!(m, MacroVar::ArgString(_));
                 let value = if *n == 0 {
                     self.opts.script_name.clone()
