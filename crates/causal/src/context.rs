@@ -480,6 +480,12 @@ impl Fields {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &(&'static str, Value)> {
         self.inline[..self.len as usize].iter().chain(self.spill.iter())
     }
+
+    /// The key/values by value, in order (no copies of the strings).
+    pub(crate) fn into_pairs(self) -> impl Iterator<Item = (&'static str, Value)> {
+        let len = self.len as usize;
+        self.inline.into_iter().take(len).chain(self.spill)
+    }
 }
 
 /// One event on its way from the instrumented thread to the reporter thread: everything the

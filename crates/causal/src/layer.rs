@@ -30,7 +30,7 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context as LayerCx, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::context::{self, Context, Value};
+use crate::context::{self, Context, Fields, Value};
 
 /// The layer (see the module docs).
 #[derive(Debug, Clone)]
@@ -70,14 +70,26 @@ struct SpanState {
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
     contributed: Option<Context>,
-    /// Fields recorded before the first entry, reported with it (then emptied).
-    fields: Vec<(&'static str, String)>,
+    /// Fields recorded before the first entry, reported with it (then emptied). Up to 4 inline;
+    /// integers and booleans are kept as values (formatted by the reporter thread, as `Debug`
+    /// would), so a span with such fields allocates nothing here. Floats and other types are
+    /// formatted with `Debug` at once.
+    fields: Fields,
 }
 
-#[derive(Default)]
 struct FieldCollector {
-    fields: Vec<(&'static str, String)>,
+    fields: Fields,
     message: Option<String>,
+}
+
+impl FieldCollector {
+    fn new() -> FieldCollector {
+        FieldCollector { fields: Fields::new(), message: None }
+    }
+
+    fn value(&mut self, field: &Field, value: Value) {
+        self.fields.push(field.name(), value);
+    }
 }
 
 impl Visit for FieldCollector {
@@ -85,15 +97,28 @@ impl Visit for FieldCollector {
         if field.name() == "message" {
             self.message = Some(format!("{value:?}"));
         } else {
-            self.fields.push((field.name(), format!("{value:?}")));
+            self.value(field, Value::Str(Cow::Owned(format!("{value:?}"))));
         }
     }
+
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
             self.message = Some(value.to_string());
         } else {
-            self.fields.push((field.name(), value.to_string()));
+            self.value(field, Value::Str(Cow::Owned(value.to_string())));
         }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.value(field, Value::U64(value));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.value(field, Value::I64(value));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.value(field, Value::Bool(value));
     }
 }
 
@@ -108,7 +133,7 @@ where
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
-        let mut fc = FieldCollector::default();
+        let mut fc = FieldCollector::new();
         attrs.record(&mut fc);
         let created_from = ctx.clone();
         span.extensions_mut().insert(SpanState {
@@ -123,10 +148,12 @@ where
 
     fn on_record(&self, id: &Id, values: &Record<'_>, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
-        let mut fc = FieldCollector::default();
+        let mut fc = FieldCollector::new();
         values.record(&mut fc);
         if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
-            st.fields.extend(fc.fields);
+            for (k, v) in fc.fields.into_pairs() {
+                st.fields.push(k, v);
+            }
         }
     }
 
@@ -156,10 +183,9 @@ where
             None => st.saved = Some(prev),
             Some(_) => st.saved_more.push(prev),
         }
-        let fields = std::mem::take(&mut st.fields);
+        let fields = std::mem::replace(&mut st.fields, Fields::new());
         drop(ext);
-        let span_fields = fields.into_iter().map(|(k, v)| (k, Value::Str(Cow::Owned(v))));
-        context::report(name, std::iter::once(("span", Value::from("enter"))).chain(span_fields));
+        context::report(name, std::iter::once(("span", Value::from("enter"))).chain(fields.into_pairs()));
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
@@ -197,15 +223,14 @@ where
         if Context::current().is_none_or(|c| !c.is_sampled()) {
             return;
         }
-        let mut fc = FieldCollector::default();
+        let mut fc = FieldCollector::new();
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
         let level = event.metadata().level().as_str();
-        let fields = std::iter::once(("level", Value::from(level)))
-            .chain(fc.fields.into_iter().map(|(k, v)| (k, Value::Str(Cow::Owned(v)))));
+        let fields = std::iter::once(("level", Value::from(level))).chain(fc.fields.into_pairs());
         context::report(label, fields);
     }
 }

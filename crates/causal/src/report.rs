@@ -6,7 +6,9 @@
 //! header line `X-Trace Report ver 1.0`, then one `Key: value` line per value; a key may repeat
 //! (one `Edge` line per parent). Readers split each line at its first `:` and trim both sides.
 //! The format has no escaping, so [`Report::to_xtrace_text`] replaces CR and LF inside keys and
-//! values by spaces and `:` inside keys by `_`; the native binary format
+//! values by spaces and `:` inside keys by `_`, and writes a key/value whose key reads back as
+//! `Edge` under the key `Edge_` (a reader would otherwise take its value for a parent, or reject
+//! the whole report when it is not an OpId); the native binary format
 //! ([`Report::encode_binary`]) is lossless. Both are specified in `docs/causal-wire.md`.
 //!
 //! # Units
@@ -268,7 +270,11 @@ impl Report {
             let _ = writeln!(out, "Edge: {e}");
         }
         for (k, v) in &self.fields {
-            push_line(out, k, v);
+            if k.trim() == "Edge" {
+                push_line(out, "Edge_", v);
+            } else {
+                push_line(out, k, v);
+            }
         }
     }
 
@@ -595,6 +601,17 @@ mod tests {
         r.label = Some("two\nlines".into());
         let back = Report::parse_xtrace_text(&r.to_xtrace_text()).unwrap();
         assert_eq!(back.label.as_deref(), Some("two lines"));
+    }
+
+    #[test]
+    fn field_named_edge_is_not_read_back_as_a_parent() {
+        let mut r = sample();
+        r.fields = vec![("Edge".into(), "not an op id".into()), (" Edge".into(), "24E44608F9C6A945".into())];
+        let back = Report::parse_xtrace_text(&r.to_xtrace_text()).unwrap();
+        assert_eq!(back.edges, r.edges);
+        assert_eq!(back.fields, [("Edge_".into(), "not an op id".into()), ("Edge_".into(), "24E44608F9C6A945".into())]);
+        // The binary form keeps the key as it was.
+        assert_eq!(Report::decode_binary(&r.to_binary()).unwrap(), r);
     }
 
     #[test]
