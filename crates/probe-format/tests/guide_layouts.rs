@@ -349,3 +349,63 @@ fn printa_of_several_aggregations_joins_keys() {
         printa(&a, &default)
     );
 }
+
+// Guide, "Data Recording Actions" > stack(), tracemem(): frames one per line indented by
+// stackindent (14); raw bytes as a hex dump with offsets and printable characters
+// (dt_consume.c dt_print_stack, dt_print_bytes).
+#[test]
+fn stacks_and_byte_dumps() {
+    use probe_format::output::format_bytes_dump;
+    use probe_format::value::{Stack, Symbol};
+    let st = Stack {
+        user: false,
+        frames: vec![
+            Symbol {
+                addr: 0x10,
+                module: Some("vmlinux".into()),
+                name: Some("do_syscall_64".into()),
+                offset: 0x5d,
+            },
+            Symbol {
+                addr: 0x20,
+                module: Some("vmlinux".into()),
+                name: Some("entry_SYSCALL_64".into()),
+                offset: 0,
+            },
+            Symbol::unknown(0xffff_ffff_8100_0000),
+        ],
+    };
+    assert_eq!(
+        format_trace(&Value::Stack(st), false),
+        format!(
+            "\n{0}vmlinux`do_syscall_64+0x5d\n{0}vmlinux`entry_SYSCALL_64\n{0}0xffffffff81000000\n",
+            " ".repeat(14)
+        )
+    );
+    let dump = format_bytes_dump(b"hello\x00\x01world, this is 20+");
+    let lines: Vec<&str> = dump.lines().collect();
+    assert_eq!(lines[0], "");
+    assert_eq!(
+        lines[1],
+        format!(
+            "{}{}  0123456789abcdef",
+            " ".repeat(11),
+            "0123456789abcdef"
+                .chars()
+                .map(|c| format!("  {c}"))
+                .collect::<String>()
+        )
+    );
+    assert_eq!(
+        lines[2],
+        "         0: 68 65 6c 6c 6f 00 01 77 6f 72 6c 64 2c 20 74 68  hello..world, th"
+    );
+    assert_eq!(
+        lines[3],
+        format!(
+            "        10: 69 73 20 69 73 20 32 30 2b{}  is is 20+",
+            "   ".repeat(7)
+        )
+    );
+    assert_eq!(lines.len(), 4);
+}
