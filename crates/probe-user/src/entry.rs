@@ -121,7 +121,8 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match process_state(pid) {
             None | Some('Z') | Some('X') => break,
-            Some('T') => {
+            // `T` stopped; `t` stopped under a tracer (strace, gdb) that passed our SIGSTOP on.
+            Some('T' | 't') => {
                 // Ours only once the executable is mapped (after execve).
                 let mapped = ProcessMaps::read(pid).ok().zip(elf.as_ref()).and_then(|(m, e)| m.module(exe, e)).is_some();
                 if mapped {
@@ -147,7 +148,7 @@ pub fn release_all() {
     let all: Vec<(u32, Arc<Rendezvous>)> = registry().lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
     for (pid, r) in all {
         r.stop.store(true, Ordering::Relaxed);
-        if !r.done.load(Ordering::Acquire) && process_state(pid) == Some('T') {
+        if !r.done.load(Ordering::Acquire) && matches!(process_state(pid), Some('T' | 't')) {
             let _ = sys::kill(pid, libc::SIGCONT);
         }
     }
