@@ -30,57 +30,57 @@ BIN=$T/sightline
 GEN=$T/examples/collector_bench
 WORK=$(mktemp -d)
 PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
+# The collector runs under time(1): its pid is time's only child.
+collector_pid() { cat "/proc/$PID/task/$PID/children" 2>/dev/null | awk '{print $1}'; }
+cleanup() { if [ -n "$PID" ]; then c=$(collector_pid); [ -n "$c" ] && kill "$c" 2>/dev/null; fi; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 echo "machine: $(nproc) cores, $(uname -r); format=$FORMAT conns=$CONNS big-task=$BIG"
 
 # run N -> prints a result line; leaves the store in $WORK/run-N.db
 run() {
-  local n=$1 db=$WORK/run-$1.db out=$WORK/out-$1 hwm=0
-  "$BIN" collect --xtrace-port 0 --no-udp --no-otlp --db "$db" >"$out" 2>"$WORK/err-$n" &
+  local n=$1 db=$WORK/run-$1.db out=$WORK/out-$1
+  # GNU time reports the collector's wall, user and system CPU time and peak RSS (kB).
+  /usr/bin/time -f "%e %U %S %M" -o "$WORK/time-$n" \
+    "$BIN" collect --xtrace-port 0 --no-udp --no-otlp --db "$db" >"$out" 2>"$WORK/err-$n" &
   PID=$!
   for _ in $(seq 100); do grep -q "X-Trace TCP" "$out" 2>/dev/null && break; sleep 0.1; done
   local addr
   addr=$(sed -n 's/.*X-Trace TCP \([0-9.]*:[0-9]*\).*/\1/p' "$out" | head -1)
   [ -n "$addr" ] || { echo "collector did not start"; cat "$WORK/err-$n"; exit 1; }
-  # Sample the collector's peak RSS (VmHWM, kB) while it runs.
-  ( while kill -0 "$PID" 2>/dev/null; do
-      v=$(awk '/VmHWM/ {print $2}' "/proc/$PID/status" 2>/dev/null || true)
-      [ -n "$v" ] && echo "$v" >"$WORK/hwm-$n"
-      sleep 0.05
-    done ) &
-  local sampler=$!
   local t0 t1
   t0=$(date +%s.%N)
   "$GEN" load "$addr" "$n" "$CONNS" "$FORMAT" "$BIG"
-  kill -TERM "$PID"
+  kill -TERM "$(collector_pid)"  # the collector is the child of time(1)
   wait "$PID"
   t1=$(date +%s.%N)
   PID=
-  wait "$sampler" 2>/dev/null || true
-  hwm=$(cat "$WORK/hwm-$n" 2>/dev/null || echo 0)
-  local stored
+  local stored wcpu
   stored=$(sed -n 's/.*stopped; \([0-9]*\) events stored.*/\1/p' "$out")
+  wcpu=$(sed -n 's/.*store writer CPU \([0-9.]*\)s.*/\1/p' "$out")
   [ "$stored" = "$n" ] || { echo "stored $stored of $n events"; tail -3 "$out"; exit 1; }
-  local rate
-  rate=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", n / (b - a) }')
-  echo "ingest: $n events committed in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')s = $rate events/s; peak RSS $((hwm / 1024)) MiB; store $(du -m "$db" | cut -f1) MiB"
-  echo "$rate" >"$WORK/rate-$n"
-  echo "$hwm" >"$WORK/peak-$n"
+  read -r _ user sys rss <"$WORK/time-$n"
+  awk -v n="$n" -v a="$t0" -v b="$t1" -v u="$user" -v s="$sys" -v w="$wcpu" -v rss="$rss" -v mb="$(du -m "$db" | cut -f1)" 'BEGIN {
+    printf "ingest: %d events committed in %.2fs wall = %.0f events/s; peak RSS %.0f MiB; store %d MiB\n", n, b - a, n / (b - a), rss / 1024, mb
+    printf "        collector CPU %.2fs (%.2f us/event); store writer thread CPU %.2fs = %.0f events per writer CPU-second\n", u + s, (u + s) * 1e6 / n, w, n / w
+  }' | tee "$WORK/result-$n"
+  echo "$n $t0 $t1 $user $sys $wcpu $rss" >"$WORK/fig-$n"
 }
 
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine slows the wall-clock figures; the CPU figures are not affected by it)"
 run "$EVENTS"
 run $((EVENTS * 2))
 "$GEN" baseline "$WORK/baseline.db" "$EVENTS" | tee "$WORK/baseline"
 "$GEN" analyze "$WORK/run-$((EVENTS * 2)).db"
 
-r1=$(cat "$WORK/rate-$EVENTS"); r2=$(cat "$WORK/rate-$((EVENTS * 2))")
-p1=$(cat "$WORK/peak-$EVENTS"); p2=$(cat "$WORK/peak-$((EVENTS * 2))")
-base=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' "$WORK/baseline")
+read -r _ a1 b1 _ _ w1 p1 <"$WORK/fig-$EVENTS"
+read -r _ a2 b2 _ _ w2 p2 <"$WORK/fig-$((EVENTS * 2))"
+base=$(sed -n 's/.*CPU (\([0-9]*\) events per CPU-second).*/\1/p' "$WORK/baseline")
 echo "---"
-awk -v r1="$r1" -v r2="$r2" -v t="$TARGET_RATE" -v b="$base" -v p1="$p1" -v p2="$p2" 'BEGIN {
-  printf "ingest rate / target (%d events/s): %.2fx and %.2fx\n", t, r1 / t, r2 / t
-  printf "ingest rate / store-only baseline: %.2f\n", r1 / b
-  printf "peak RSS at 2x events / at 1x: %.2f (bounded memory: ~1)\n", p2 / p1
+awk -v n="$EVENTS" -v a1="$a1" -v b1="$b1" -v a2="$a2" -v b2="$b2" -v w1="$w1" -v w2="$w2" -v p1="$p1" -v p2="$p2" -v t="$TARGET_RATE" -v base="$base" 'BEGIN {
+  r1 = n / (b1 - a1); r2 = 2 * n / (b2 - a2)
+  printf "wall-clock ingest rate / target (%d events/s): %.2fx (%d events), %.2fx (%d events)\n", t, r1 / t, n, r2 / t, 2 * n
+  printf "store writer capacity / target: %.2fx (%.0f events per writer CPU-second)\n", (n / w1) / t, n / w1
+  printf "collector writer / store-only baseline (events per CPU-second): %.2f\n", (n / w1) / base
+  printf "peak RSS at %d events / at %d events: %.2f (bounded memory: ~1)\n", 2 * n, n, p2 / p1
 }'

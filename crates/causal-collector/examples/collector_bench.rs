@@ -82,10 +82,20 @@ fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64) {
     println!("load: sent {sent} events over {conns} connections in {secs:.2}s ({:.0} events/s accepted by the socket)", sent as f64 / secs);
 }
 
+/// CPU time of this thread, s (`/proc/thread-self/schedstat`, first field in ns).
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+        .unwrap_or(0.0)
+        / 1e9
+}
+
 fn baseline(db: &str, events: u64) {
     let mut store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
     let t0 = 1_700_000_000_000_000_000u64;
     let mut spent = 0f64;
+    let mut cpu = 0f64;
     let mut chunk = Vec::with_capacity(16_384);
     let mut task = 1u64 << 40;
     let mut done = 0u64;
@@ -94,19 +104,25 @@ fn baseline(db: &str, events: u64) {
         for i in 1..=size {
             chunk.push(causal_collector::xtrace::report_to_event(report(task, i, 0, t0)));
             if chunk.len() == 16_384 {
-                let t = Instant::now();
+                let (t, c) = (Instant::now(), thread_cpu_s());
                 store.insert(&chunk, 0).expect("insert");
                 spent += t.elapsed().as_secs_f64();
+                cpu += thread_cpu_s() - c;
                 chunk.clear();
             }
         }
         done += size;
         task += 1;
     }
-    let t = Instant::now();
+    let (t, c0) = (Instant::now(), thread_cpu_s());
     store.insert(&chunk, 0).expect("insert");
     spent += t.elapsed().as_secs_f64();
-    println!("baseline: {events} events inserted directly in {spent:.2}s ({:.0} events/s)", events as f64 / spent);
+    cpu += thread_cpu_s() - c0;
+    println!(
+        "baseline: {events} events inserted directly in {spent:.2}s wall ({:.0} events/s), {cpu:.2}s CPU ({:.0} events per CPU-second)",
+        events as f64 / spent,
+        events as f64 / cpu
+    );
 }
 
 fn analyze(db: &str) {

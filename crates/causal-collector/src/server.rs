@@ -109,6 +109,7 @@ struct Stats {
     events_stored: AtomicU64,
     events_lost: AtomicU64,
     transactions: AtomicU64,
+    writer_cpu_ns: AtomicU64,
 }
 
 /// Counters of a running collector (totals since start).
@@ -138,6 +139,9 @@ pub struct StatsSnapshot {
     pub events_lost: u64,
     /// Store transactions committed.
     pub transactions: u64,
+    /// CPU time the store writer thread used, ns (Linux `/proc/thread-self/schedstat`; 0 when
+    /// unavailable). Set when the writer stops.
+    pub writer_cpu_ns: u64,
 }
 
 impl Stats {
@@ -156,6 +160,7 @@ impl Stats {
             events_stored: g(&self.events_stored),
             events_lost: g(&self.events_lost),
             transactions: g(&self.transactions),
+            writer_cpu_ns: g(&self.writer_cpu_ns),
         }
     }
 }
@@ -327,6 +332,16 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
             let _ = a.send(outcome.clone());
         }
     }
+    stats.writer_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+}
+
+/// CPU time of the calling thread, ns: the first field of `/proc/thread-self/schedstat`
+/// (Documentation/scheduler/sched-stats.rst), or 0 when it cannot be read.
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
 }
 
 async fn tcp_accept(

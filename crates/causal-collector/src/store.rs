@@ -50,6 +50,85 @@ CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
 ";
 
+/// Columns of `events` written per row.
+const COLUMNS: usize = 14;
+/// Rows per multi-row INSERT (14 × 64 = 896 bound parameters; SQLite allows 32,766).
+const ROWS_PER_INSERT: usize = 64;
+
+fn multi_insert(rows: usize) -> String {
+    let mut q = String::from(
+        "INSERT INTO events(task, event_id, ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields) VALUES ",
+    );
+    for r in 0..rows {
+        if r > 0 {
+            q.push(',');
+        }
+        q.push_str("(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    }
+    q
+}
+
+/// The owned values of one `events` row.
+struct Row<'e> {
+    task: i64,
+    e: &'e Event,
+    hrt: Option<i64>,
+    tid: Option<i64>,
+    parents: Option<String>,
+    links: Option<String>,
+    fields: Option<String>,
+}
+
+impl<'e> Row<'e> {
+    fn new(e: &'e Event, task: i64) -> Row<'e> {
+        let mut ps: Vec<&str> = Vec::new();
+        let mut ls: Vec<&str> = Vec::new();
+        for p in &e.parents {
+            match p.kind {
+                // Nested edges are inferred when a task is rebuilt; stored as causal if a caller
+                // passes them in.
+                EdgeKind::Causal | EdgeKind::Nested => ps.push(&p.id),
+                EdgeKind::Link => ls.push(&p.id),
+            }
+        }
+        let mut fs: Vec<(&str, &str)> = Vec::with_capacity(e.fields.len() + e.labels.len());
+        for l in e.labels.iter().skip(1) {
+            fs.push(("Label", l));
+        }
+        fs.extend(e.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let json = |empty: bool, s: &dyn Fn() -> String| (!empty).then(s);
+        Row {
+            task,
+            e,
+            hrt: e.hrt_ns.map(|h| i64::try_from(h).unwrap_or(i64::MAX)),
+            tid: e.tid.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
+            parents: json(ps.is_empty(), &|| serde_json::to_string(&ps).expect("strings serialize")),
+            links: json(ls.is_empty(), &|| serde_json::to_string(&ls).expect("strings serialize")),
+            fields: json(fs.is_empty(), &|| serde_json::to_string(&fs).expect("strings serialize")),
+        }
+    }
+
+    fn push_args<'a>(&'a self, out: &mut Vec<&'a dyn rusqlite::ToSql>) {
+        let e = self.e;
+        out.extend_from_slice(&[
+            &self.task as &dyn rusqlite::ToSql,
+            &e.id,
+            &e.timestamp_ns,
+            &self.hrt,
+            &e.agent,
+            e.labels.first().map_or(&rusqlite::types::Null as &dyn rusqlite::ToSql, |l| l as &dyn rusqlite::ToSql),
+            &e.host,
+            &e.process,
+            &e.pid,
+            &self.tid,
+            &e.thread_name,
+            &self.parents,
+            &self.links,
+            &self.fields,
+        ]);
+    }
+}
+
 /// One row of `sightline tasks`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TaskSummary {
@@ -140,6 +219,10 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
+        // 64 MiB of page cache (a negative size is in KiB) and checkpoints every 4,096 pages
+        // (16 MiB of WAL) instead of 1,000: fewer, larger checkpoints under sustained ingest.
+        conn.pragma_update(None, "cache_size", -65_536).map_err(open_err)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 4096).map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         let found: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
@@ -246,54 +329,25 @@ impl Store {
                 }
                 ids.insert(task, id);
             }
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO events(task, event_id, ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                )
-                .map_err(sql("preparing the event insert"))?;
-            let mut ps: Vec<&str> = Vec::new();
-            let mut ls: Vec<&str> = Vec::new();
-            let mut fs: Vec<(&str, &str)> = Vec::new();
-            for e in events {
-                ps.clear();
-                ls.clear();
-                fs.clear();
-                for p in &e.parents {
-                    match p.kind {
-                        // Nested edges are inferred when a task is rebuilt; stored as causal
-                        // if a caller passes them in.
-                        EdgeKind::Causal | EdgeKind::Nested => ps.push(&p.id),
-                        EdgeKind::Link => ls.push(&p.id),
-                    }
+            // Rows are inserted ROWS_PER_INSERT at a time with one multi-row INSERT: a
+            // statement step costs about as much as binding a row, so this roughly halves the
+            // per-event cost of the store.
+            let mut many = tx.prepare_cached(&multi_insert(ROWS_PER_INSERT)).map_err(sql("preparing the event insert"))?;
+            let mut one = tx.prepare_cached(&multi_insert(1)).map_err(sql("preparing the event insert"))?;
+            let rows: Vec<Row<'_>> = events.iter().map(|e| Row::new(e, ids[e.task.as_str()])).collect();
+            let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+            let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(ROWS_PER_INSERT * COLUMNS);
+            for chunk in &mut chunks {
+                args.clear();
+                for r in chunk {
+                    r.push_args(&mut args);
                 }
-                for l in e.labels.iter().skip(1) {
-                    fs.push(("Label", l));
-                }
-                fs.extend(e.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                let json_or_null = |empty: bool, s: String| (!empty).then_some(s);
-                let parents = json_or_null(ps.is_empty(), serde_json::to_string(&ps).expect("strings serialize"));
-                let links = json_or_null(ls.is_empty(), serde_json::to_string(&ls).expect("strings serialize"));
-                let fields = json_or_null(fs.is_empty(), serde_json::to_string(&fs).expect("strings serialize"));
-                let hrt = e.hrt_ns.map(|h| i64::try_from(h).unwrap_or(i64::MAX));
-                let tid = e.tid.map(|t| i64::try_from(t).unwrap_or(i64::MAX));
-                ins.execute(params![
-                    ids[e.task.as_str()],
-                    e.id,
-                    e.timestamp_ns,
-                    hrt,
-                    e.agent,
-                    e.labels.first(),
-                    e.host,
-                    e.process,
-                    e.pid,
-                    tid,
-                    e.thread_name,
-                    parents,
-                    links,
-                    fields
-                ])
-                .map_err(sql("inserting an event"))?;
+                many.execute(args.as_slice()).map_err(sql("inserting events"))?;
+            }
+            for r in chunks.remainder() {
+                args.clear();
+                r.push_args(&mut args);
+                one.execute(args.as_slice()).map_err(sql("inserting an event"))?;
             }
         }
         tx.commit().map_err(sql("committing a batch"))?;

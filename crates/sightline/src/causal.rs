@@ -172,7 +172,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         }
         let s = collector.shutdown().await?;
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {}); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}",
+            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {}); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -182,7 +182,8 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.otlp_bad_requests,
             s.otlp_spans,
             s.otlp_rejected_spans,
-            s.events_lost
+            s.events_lost,
+            s.writer_cpu_ns as f64 / 1e9
         );
         Ok(if s.events_lost > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
