@@ -258,6 +258,14 @@ impl<'s> Parser<'s> {
             }
             self.expect_punct("]", "after the key types")?;
         }
+        if self.is_punct("=") {
+            // D declarations have no initializers (guide, "Variables" → "Scalar Variables").
+            self.diags.push(
+                Diagnostic::error("a D declaration cannot assign an initial value", self.tok.span)
+                    .with_hint(format!("declare `{name}` here and assign it in a BEGIN clause: BEGIN {{ {name} = ...; }}")),
+            );
+            return Err(Reported);
+        }
         let end = self.expect_punct(";", "after the declaration")?;
         Ok(VarDecl { scope, ty, name, keys, span: start.to(end) })
     }

@@ -13,3 +13,4 @@ END
 	y = 2;
 #pragma D option quiet
 }
+int initialized = 5;
