@@ -53,18 +53,41 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `offsetof(struct seccomp_data, nr)` and `arch`.
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
+/// `offsetof(struct seccomp_data, args)`: six u64, little-endian (low half first on x86-64).
+const OFF_ARGS: u32 = 16;
 
 /// A seccomp policy: a default action and per-syscall exceptions.
 #[derive(Debug, Clone)]
 pub struct Filter {
     default: Action,
     rules: Vec<(u32, Action)>,
+    arg_rules: Vec<ArgRule>,
+}
+
+/// "System call `nr` gets `matched` when the low 32 bits of argument `arg` are one of `values`,
+/// `otherwise` else."
+#[derive(Debug, Clone)]
+struct ArgRule {
+    nr: u32,
+    arg: u8,
+    values: Vec<u32>,
+    matched: Action,
+    otherwise: Action,
 }
 
 impl Filter {
     /// A filter whose unlisted system calls get `default`.
     pub fn new(default: Action) -> Self {
-        Filter { default, rules: Vec::new() }
+        Filter { default, rules: Vec::new(), arg_rules: Vec::new() }
+    }
+
+    /// System call `nr` gets `matched` when the low 32 bits of argument `arg` (0-5) equal one of
+    /// `values`, and `otherwise` else (e.g. `fcntl` commands that only touch fd flags run free).
+    /// Argument rules are checked before plain rules.
+    pub fn rule_arg(&mut self, nr: i64, arg: u8, values: &[u32], matched: Action, otherwise: Action) -> &mut Self {
+        assert!(arg < 6 && values.len() < 200, "argument index 0-5, fewer than 200 values");
+        self.arg_rules.push(ArgRule { nr: nr as u32, arg, values: values.to_vec(), matched, otherwise });
+        self
     }
 
     /// Sets the action of system call `nr` (x86-64 number). A later rule for the same number wins.
@@ -78,6 +101,15 @@ impl Filter {
     /// The action the compiled program takes for native system call `nr`.
     pub fn action_for(&self, nr: i64) -> Action {
         self.rules.iter().find(|(n, _)| *n == nr as u32).map_or(self.default, |(_, a)| *a)
+    }
+
+    /// The action for `nr` with arguments `args`, argument rules included.
+    pub fn action_for_args(&self, nr: i64, args: [u64; 6]) -> Action {
+        match self.arg_rules.iter().find(|r| r.nr == nr as u32) {
+            Some(r) if r.values.contains(&(args[usize::from(r.arg)] as u32)) => r.matched,
+            Some(r) => r.otherwise,
+            None => self.action_for(nr),
+        }
     }
 
     /// Compiles the filter to classic BPF. Rules whose action equals the default are dropped, so
@@ -94,6 +126,18 @@ impl Filter {
             jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
             ret(Action::Errno(libc::ENOSYS as u16)),
         ];
+        for r in &self.arg_rules {
+            let n = r.values.len();
+            // jeq nr ? fall into the block : skip it (n + 3 instructions).
+            prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, r.nr, 0, (n + 3) as u8));
+            prog.push(stmt(BPF_LD | BPF_W | BPF_ABS, OFF_ARGS + 8 * u32::from(r.arg)));
+            for (j, v) in r.values.iter().enumerate() {
+                // Equal: jump to the final `ret matched` (n - j instructions ahead).
+                prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, *v, (n - j) as u8, 0));
+            }
+            prog.push(ret(r.otherwise));
+            prog.push(ret(r.matched));
+        }
         for &(nr, action) in self.rules.iter().filter(|(_, a)| *a != self.default) {
             // jt = 0 falls through to the return; jf = 1 skips it.
             prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
@@ -114,13 +158,19 @@ fn ret_value(a: Action) -> u32 {
 
 /// Runs a compiled program on `(arch, nr)` as the kernel would (only the opcodes [`Filter::compile`]
 /// emits). Used by tests to check the program without installing it.
-pub fn evaluate(prog: &[SockFilter], arch: u32, nr: u32) -> u32 {
+pub fn evaluate(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
     let mut acc = 0u32;
     let mut pc = 0usize;
     while pc < prog.len() {
         let i = prog[pc];
         match i.code {
-            c if c == BPF_LD | BPF_W | BPF_ABS => acc = if i.k == OFF_ARCH { arch } else { nr },
+            c if c == BPF_LD | BPF_W | BPF_ABS => {
+                acc = match i.k {
+                    OFF_NR => nr,
+                    OFF_ARCH => arch,
+                    k => args[((k - OFF_ARGS) / 8) as usize] as u32,
+                }
+            }
             c if c == BPF_JMP | BPF_JEQ | BPF_K => {
                 pc += usize::from(if acc == i.k { i.jt } else { i.jf });
             }
@@ -145,15 +195,32 @@ mod tests {
         f.rule(libc::SYS_mmap, Action::Allow).rule(libc::SYS_rseq, Action::Errno(38));
         f.rule(libc::SYS_read, Action::Trace);
         let p = f.compile();
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_mmap as u32), SECCOMP_RET_ALLOW);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_rseq as u32), SECCOMP_RET_ERRNO | 38);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_read as u32), SECCOMP_RET_TRACE);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, 9999), SECCOMP_RET_TRACE);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_mmap as u32, [0; 6]), SECCOMP_RET_ALLOW);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_rseq as u32, [0; 6]), SECCOMP_RET_ERRNO | 38);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_read as u32, [0; 6]), SECCOMP_RET_TRACE);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, 9999, [0; 6]), SECCOMP_RET_TRACE);
         // i386 and x32 system calls cannot bypass the policy.
-        assert_eq!(evaluate(&p, 0x4000_0003, 3), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1), SECCOMP_RET_ERRNO | 38);
+        assert_eq!(evaluate(&p, 0x4000_0003, 3, [0; 6]), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, [0; 6]), SECCOMP_RET_ERRNO | 38);
         // The redundant read rule (same as default) costs nothing.
         assert_eq!(p.len(), 6 + 4 + 1);
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+    }
+
+    #[test]
+    fn argument_rules_select_by_the_low_half_of_an_argument() {
+        let mut f = Filter::new(Action::Trace);
+        f.rule(libc::SYS_mmap, Action::Allow);
+        f.rule_arg(libc::SYS_fcntl, 1, &[1, 2, 1030], Action::Allow, Action::Trace);
+        let p = f.compile();
+        let ev = |nr: i64, a1: u64| evaluate(&p, AUDIT_ARCH_X86_64, nr as u32, [3, a1, 0, 0, 0, 0]);
+        assert_eq!(ev(libc::SYS_fcntl, 1030), SECCOMP_RET_ALLOW);
+        assert_eq!(ev(libc::SYS_fcntl, 2), SECCOMP_RET_ALLOW);
+        assert_eq!(ev(libc::SYS_fcntl, 3), SECCOMP_RET_TRACE); // F_GETFL
+        assert_eq!(ev(libc::SYS_fcntl, 0x1_0000_0002), SECCOMP_RET_ALLOW); // low half only
+        assert_eq!(ev(libc::SYS_mmap, 3), SECCOMP_RET_ALLOW);
+        assert_eq!(ev(libc::SYS_read, 1030), SECCOMP_RET_TRACE);
+        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 3, 0, 0, 0, 0]), Action::Trace);
+        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 1, 0, 0, 0, 0]), Action::Allow);
     }
 }

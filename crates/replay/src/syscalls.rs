@@ -90,6 +90,9 @@ pub const ALLOWED: &[i64] = &[
     libc::SYS_futex,
     libc::SYS_sched_yield,
     libc::SYS_close,
+    libc::SYS_dup,
+    libc::SYS_dup2,
+    libc::SYS_dup3,
     libc::SYS_exit,
     libc::SYS_exit_group,
     libc::SYS_umask,
@@ -130,8 +133,15 @@ pub fn filter() -> Filter {
     for &nr in REFUSED {
         f.rule(nr, Action::Errno(libc::ENOSYS as u16));
     }
+    f.rule_arg(libc::SYS_fcntl, 1, FCNTL_FREE, Action::Allow, Action::Trace);
     f
 }
+
+/// `fcntl` commands that run untrapped: they only duplicate fds or touch the fd's close-on-exec
+/// flag, deterministic given the (replayed) fd table: `F_DUPFD`, `F_GETFD`, `F_SETFD`,
+/// `F_DUPFD_CLOEXEC`. Other commands (`F_GETFL` sees the replay's stand-in files, locks are side
+/// effects) are trapped.
+pub const FCNTL_FREE: &[u32] = &[0, 1, 2, 1030];
 
 /// The description of system call `nr`. Unknown numbers are emulated, with all six arguments checked.
 pub fn spec(nr: i64) -> Spec {
@@ -172,9 +182,6 @@ pub fn spec(nr: i64) -> Spec {
         SYS_inotify_init => newfd("inotify_init", 0, Real),
         SYS_inotify_init1 => newfd("inotify_init1", 1, Real),
         SYS_memfd_create => newfd("memfd_create", 2, Real),
-        SYS_dup => newfd("dup", 1, Real),
-        SYS_dup2 => newfd("dup2", 2, Real),
-        SYS_dup3 => newfd("dup3", 3, Real),
         SYS_fcntl => Spec { fd_arg: None, ..fd("fcntl", 3, Fcntl) },
         SYS_ioctl => fd("ioctl", 3, Ioctl),
         SYS_fork => s("fork", 0, Fork),
@@ -537,6 +544,8 @@ mod tests {
         assert_eq!(f.action_for(libc::SYS_rseq), Action::Errno(libc::ENOSYS as u16));
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
         assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
+        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]), Action::Allow);
+        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, libc::F_GETFL as u64, 0, 0, 0, 0]), Action::Trace);
         // Every allowed call must not also be described as something to replay.
         for &nr in ALLOWED {
             assert!(spec(nr).name.is_empty(), "{nr} is allowed but has a replay spec");

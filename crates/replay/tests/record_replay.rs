@@ -216,11 +216,12 @@ fn make_j2_on_a_small_makefile() {
     }
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join("Makefile"),
-        "all: a b c\n\t@echo all done\na:\n\t@echo built a $$(date +%N)\nb:\n\t@echo built b\nc: a\n\t@echo built c\n",
-    )
-    .unwrap();
+    // Eight jobs, two at a time: make waits in pselect6 with SIGCHLD unblocked only by its mask.
+    let mut mk = String::from("all: o1 o2 o3 o4 o5 o6 o7 o8\n\t@echo all done\n");
+    for i in 1..=8 {
+        mk += &format!("o{i}:\n\t@sh -c \"seq 20000 | sort -n | tail -1 > /dev/null\"; echo built o{i} $$(date +%N)\n");
+    }
+    std::fs::write(tmp.path().join("Makefile"), mk).unwrap();
     let out = record_and_replay_3(tmp.path(), &["make", "-j2"]);
     assert!(String::from_utf8_lossy(&out).ends_with("all done\n"));
 }

@@ -64,8 +64,6 @@ struct Proc {
     held: VecDeque<(i32, Box<[u8; 128]>)>,
     /// A held signal re-raised at a sync point, awaiting its delivery stop.
     releasing: Option<(i32, Box<[u8; 128]>)>,
-    /// Fd number → what it refers to (kept valid because every fd-creating call is trapped).
-    fds: HashMap<i32, FdInfo>,
 }
 
 /// What an fd refers to, for rendezvous and output detection.
@@ -89,6 +87,7 @@ struct Recorder {
     cpuid_faulting: bool,
     seen_processes: usize,
     debug: bool,
+    interrupts: u32,
 }
 
 /// Resolves `argv[0]` like `execvp` does: a name with a slash is used as is, otherwise the first
@@ -172,6 +171,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         cpuid_faulting: false,
         seen_processes: 1,
         debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
+        interrupts: 0,
     };
     r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
     r.run();
@@ -205,6 +205,13 @@ impl Recorder {
                 // sender only reached us, so pass it on to the first process.
                 if !from_tty && self.root_exit.is_none() {
                     let _ = replay_ptrace::tgkill(self.root, self.root, sig);
+                }
+                // A second interrupt while a signal is still held means the program computes
+                // without system calls and cannot reach a sync point: stop recording so the held
+                // signals are delivered now, as they would be natively.
+                self.interrupts += 1;
+                if self.interrupts >= 2 && self.procs.values().any(|p| !p.held.is_empty()) {
+                    self.stop_recording("interrupted while a signal waited for a sync point".into());
                 }
             }
             let ev = match replay_ptrace::wait_any() {

@@ -1,7 +1,6 @@
 //! Recording process creation and exit. Mirrors `replayer/process.rs`.
 //!
-//! A fork/vfork/clone event names the new child; the child inherits the parent's fd table (and so
-//! our cached view of it). A process's exit is recorded at `PTRACE_EVENT_EXIT` with its wait status
+//! A fork/vfork/clone event names the new child. A process's exit is recorded at `PTRACE_EVENT_EXIT` with its wait status
 //! and a rendezvous point on the process object, which the parent's `wait4`/`waitid` follows.
 
 use replay_ptrace::Stopped;
@@ -17,8 +16,7 @@ impl Recorder {
             Ok(c) => c as i32,
             Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
-        let fds = self.procs.get(&t.tid()).map(|p| p.fds.clone()).unwrap_or_default();
-        self.procs.entry(child).or_default().fds = fds;
+        self.procs.entry(child).or_default();
         self.seen_processes += 1;
         let how = self.resume_how(t.tid());
         Ok((t, how, 0))

@@ -112,7 +112,6 @@ impl Recorder {
         if let Some(child) = child {
             rendezvous.push(self.next_rdv(process_object(child)));
         }
-        self.update_fds(tid, nr, &args, result, &writes);
         let mut extra = Vec::new();
         if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && result == 0 {
             let info = crate::machine::prepare_image(t, None)?;
@@ -128,37 +127,14 @@ impl Recorder {
         Ok(())
     }
 
-    /// Keeps the fd table valid: a new fd number, a `dup2` target, a received fd or an exec makes
-    /// the old entry stale.
-    fn update_fds(&mut self, tid: i32, nr: i64, args: &[u64; 6], result: i64, writes: &[MemWrite]) {
-        let Some(p) = self.procs.get_mut(&tid) else { return };
-        let spec = syscalls::spec(nr);
-        if result >= 0 && (spec.returns_fd || nr == libc::SYS_fcntl) {
-            p.fds.remove(&(result as i32));
-        }
-        match nr {
-            libc::SYS_dup2 | libc::SYS_dup3 => {
-                p.fds.remove(&(args[1] as i32));
-            }
-            libc::SYS_pipe | libc::SYS_pipe2 | libc::SYS_socketpair if result == 0 => {
-                if let Some(w) = writes.first().filter(|w| w.data.len() == 8) {
-                    p.fds.remove(&i32::from_le_bytes(w.data[..4].try_into().expect("4")));
-                    p.fds.remove(&i32::from_le_bytes(w.data[4..].try_into().expect("4")));
-                }
-            }
-            libc::SYS_recvmsg | libc::SYS_execve | libc::SYS_execveat => p.fds.clear(),
-            _ => {}
-        }
-    }
-
-    /// What fd `fd` of `tid` refers to (cached; one `stat` of `/proc/<tid>/fd/<fd>` on a miss).
+    /// What fd `fd` of `tid` refers to: one `stat` of `/proc/<tid>/fd/<fd>` per call.
+    ///
+    /// # Why no cache?
+    /// `dup`, `dup2`, `dup3`, `close` and fd-duplicating `fcntl`s run untrapped at full speed (they
+    /// are a large share of `find`'s system calls), so the recorder cannot see an fd number being
+    /// reused; a cached answer could be stale. A stat costs about 2 µs, only on fd-based calls.
     fn fd_info(&mut self, tid: i32, fd: i32) -> FdInfo {
-        if let Some(p) = self.procs.get(&tid)
-            && let Some(i) = p.fds.get(&fd)
-        {
-            return *i;
-        }
-        let info = match std::fs::metadata(format!("/proc/{tid}/fd/{fd}")) {
+        match std::fs::metadata(format!("/proc/{tid}/fd/{fd}")) {
             Ok(m) => {
                 let id = (m.dev(), m.ino());
                 let (is_out, is_err) = (Some(id) == self.stdout_id, Some(id) == self.stderr_id);
@@ -179,10 +155,6 @@ impl Recorder {
                 FdInfo { obj: (shared || out != 0).then(|| fd_object(id.0, id.1)), out }
             }
             Err(_) => FdInfo { obj: None, out: 0 },
-        };
-        if let Some(p) = self.procs.get_mut(&tid) {
-            p.fds.insert(fd, info);
         }
-        info
     }
 }

@@ -103,6 +103,12 @@ impl Replayer<'_> {
         if syscalls::is_write(nr) && ev.result > 0 {
             self.check_and_output(&t, rec, &ev)?;
         }
+        if let Some(fixup) = self.masked_wait(&mut t, rec, &ev)? {
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.pending = Some(Pending { ev, fixup, restarting: false });
+            }
+            return Ok(Next::Resume(t, Resume::Syscall, 0));
+        }
         let spec = syscalls::spec(nr);
         let failed = ev.result < 0 && !syscalls::is_restart(ev.result);
         let mode = match spec.mode {
@@ -156,6 +162,43 @@ impl Replayer<'_> {
         Ok(Next::Resume(t, Resume::Syscall, 0))
     }
 
+    /// `pselect6`, `ppoll` and `epoll_pwait` with a signal mask, interrupted by a signal when
+    /// recorded: the signal is usually blocked outside the call and unblocked only by its mask, so
+    /// it cannot simply be raised after an emulated call. The call becomes a real
+    /// `rt_sigsuspend(mask)` with the recorded signal raised first: it returns at once and the
+    /// handler runs under the call's mask, exactly as recorded (both calls restore the old mask
+    /// the same way, through `TIF_RESTORE_SIGMASK`).
+    fn masked_wait(&mut self, t: &mut Stopped, rec: i32, ev: &SyscallEvent) -> Result<Option<Fixup>, Error> {
+        let interrupted = syscalls::is_restart(ev.result) || ev.result == -i64::from(libc::EINTR);
+        if !interrupted || !matches!(ev.nr, libc::SYS_pselect6 | libc::SYS_ppoll | libc::SYS_epoll_pwait) {
+            return Ok(None);
+        }
+        let Some(Event::Signal { signo, sync: false, .. }) = self.streams.get(&rec).and_then(|s| s.events.get(1)) else {
+            return Ok(None);
+        };
+        let signo = *signo;
+        let mask = match ev.nr {
+            libc::SYS_pselect6 if ev.args[5] != 0 => t.read_u64(RemotePtr::new(ev.args[5]))?,
+            libc::SYS_ppoll => ev.args[3],
+            libc::SYS_epoll_pwait => ev.args[4],
+            _ => 0,
+        };
+        if mask == 0 {
+            return Ok(None);
+        }
+        let tid = t.tid();
+        let mut regs = t.regs()?;
+        let saved = args_of(&regs);
+        regs.orig_rax = libc::SYS_rt_sigsuspend as u64;
+        set_args(&mut regs, [mask, 8, 0, 0, 0, 0]);
+        t.set_regs(&regs)?;
+        replay_ptrace::tgkill(tid, tid, signo)?;
+        if let Some(p) = self.procs.get_mut(&tid) {
+            p.releasing = Some(signo);
+        }
+        Ok(Some(Fixup::Rewritten { saved, scratch: None, expect: -514 }))
+    }
+
     /// Checks a write's data against the recorded hash, and writes program output to our own
     /// stdout/stderr.
     fn check_and_output(&mut self, t: &Stopped, rec: i32, ev: &SyscallEvent) -> Result<(), Error> {
@@ -182,11 +225,10 @@ impl Replayer<'_> {
             2 => self.stderr,
             _ => return Ok(()),
         };
-        sink.write_all(&data).map_err(|source| Error::Io { path: "<program output>".into(), source })?;
-        if ev.output == 2 {
-            sink.flush().map_err(|source| Error::Io { path: "<program output>".into(), source })?;
-        }
-        Ok(())
+        // Flushed at once, so stdout and stderr interleave as they did when recorded.
+        sink.write_all(&data)
+            .and_then(|()| sink.flush())
+            .map_err(|source| Error::Io { path: "<program output>".into(), source })
     }
 
     /// Skips the call and injects its recorded result and memory.
@@ -311,7 +353,12 @@ impl Replayer<'_> {
         };
         let mut regs = t.regs()?;
         let real = regs.rax as i64;
-        if syscalls::is_restart(real) && !syscalls::is_restart(ev.result) && !matches!(fixup, Fixup::Restart) {
+        let expected_here = matches!(&fixup, Fixup::Rewritten { expect, .. } if *expect == real);
+        if syscalls::is_restart(real)
+            && !syscalls::is_restart(ev.result)
+            && !matches!(fixup, Fixup::Restart)
+            && !expected_here
+        {
             // A real signal of the replay's own (suppressed when it stops) interrupted a call that
             // completed when recorded: re-issue it, as the kernel's restart would.
             regs.rax = regs.orig_rax;
