@@ -32,8 +32,11 @@ use crate::layout::*;
 pub struct CodegenOptions {
     /// Number of possible CPUs (scratch slots).
     pub ncpus: u32,
-    /// Ring buffer size in bytes (rounded up to a power of two, at least 64 KiB).
-    pub bufsize: u64,
+    /// Ring buffer size in bytes (rounded up to a power of two, at least 16 KiB). `None`: 4 MiB
+    /// (DTrace's default `bufsize`) when probes that fire asynchronously record data, else 16 KiB
+    /// (BEGIN/END/ERROR records are consumed right after their test run, so a small buffer
+    /// suffices and keeps the consumer's resident memory low).
+    pub bufsize: Option<u64>,
     /// `CLOCK_REALTIME - CLOCK_MONOTONIC` in ns at load time, for `walltimestamp`.
     pub wall_offset_ns: i64,
     /// Dynamic-variable space in bytes (sizes associative arrays and thread-locals).
@@ -50,7 +53,7 @@ pub struct CodegenOptions {
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { ncpus: 1, bufsize: 4 << 20, wall_offset_ns: 0, dynvarsize: 1 << 20, aggsize: 4 << 20, syscall_count: usize::MAX, task: None }
+        CodegenOptions { ncpus: 1, bufsize: None, wall_offset_ns: 0, dynvarsize: 1 << 20, aggsize: 4 << 20, syscall_count: usize::MAX, task: None }
     }
 }
 
@@ -64,6 +67,11 @@ pub struct TaskOffsets {
     /// `task_struct.se.sum_exec_runtime` (`u64`, ns on CPU).
     pub sum_exec_runtime: u32,
 }
+
+/// The message of the error returned when `ppid`/`vtimestamp` are used without
+/// [`CodegenOptions::task`]: the runtime reads BTF and compiles again (BTF is read only when needed,
+/// which keeps start-up fast).
+pub const NEEDS_TASK_OFFSETS: &str = "ppid and vtimestamp need task_struct offsets (kernel BTF)";
 
 /// A construct the code generator cannot lower: which clause, where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -185,7 +193,21 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         let members = groups.remove(&g).expect("group listed");
         b.program(g, members)?;
     }
+    if opts.bufsize.is_none() {
+        let asynchronous = b.layout.records.iter().any(|r| {
+            !matches!(b.layout.programs[r.program].attach, Attach::Begin | Attach::End | Attach::Error)
+        });
+        if asynchronous {
+            let rb = b.layout.ringbuf;
+            b.layout.maps[rb].max_entries = ringbuf_size(4 << 20);
+        }
+    }
     Ok(b.layout)
+}
+
+/// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
+fn ringbuf_size(bytes: u64) -> u32 {
+    bytes.clamp(16 << 10, 1 << 30).next_power_of_two() as u32
 }
 
 fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
@@ -210,7 +232,7 @@ impl<'p> Builder<'p> {
     }
 
     fn build_maps(&mut self) -> Res<()> {
-        let rb = self.opts.bufsize.clamp(64 << 10, 1 << 30).next_power_of_two() as u32;
+        let rb = ringbuf_size(self.opts.bufsize.unwrap_or(16 << 10));
         self.layout.ringbuf = self.add_map(MapSpec {
             name: "sl_records".into(),
             kind: MapKind::RingBuf,
@@ -1567,7 +1589,8 @@ impl ProgGen<'_, '_> {
                     read(a, 8);
                 }
             }
-            Builtin::Ppid | Builtin::Vtimestamp | Builtin::Caller | Builtin::Ucaller | Builtin::Stackdepth | Builtin::Ustackdepth => {
+            Builtin::Ppid | Builtin::Vtimestamp => return self.err(span, NEEDS_TASK_OFFSETS),
+            Builtin::Caller | Builtin::Ucaller | Builtin::Stackdepth | Builtin::Ustackdepth => {
                 return self.err(span, format!("built-in variable {b:?} is not supported by sightline yet").to_lowercase());
             }
             Builtin::Execname | Builtin::Probeprov | Builtin::Probemod | Builtin::Probefunc | Builtin::Probename => {

@@ -280,13 +280,16 @@ pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
     let Ok(cats) = std::fs::read_dir(dir.join("events")) else { return out };
     for c in cats.flatten() {
         let cat = c.file_name().to_string_lossy().into_owned();
-        if !c.path().is_dir() || !field_matches(cat_pat, &cat) || BUILTIN_PROVIDERS.contains(&cat.as_str()) {
+        if !field_matches(cat_pat, &cat)
+            || BUILTIN_PROVIDERS.contains(&cat.as_str())
+            || !c.file_type().is_ok_and(|t| t.is_dir())
+        {
             continue;
         }
         let Ok(evs) = std::fs::read_dir(c.path()) else { continue };
         for e in evs.flatten() {
             let ev = e.file_name().to_string_lossy().into_owned();
-            if e.path().join("format").is_file() && field_matches(ev_pat, &ev) {
+            if field_matches(ev_pat, &ev) && e.file_type().is_ok_and(|t| t.is_dir()) {
                 out.push((cat.clone(), ev));
             }
         }

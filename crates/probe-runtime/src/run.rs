@@ -71,14 +71,23 @@ pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
     let o = &prog.options;
     let opts = CodegenOptions {
         ncpus: sys::possible_cpus() as u32,
-        bufsize: o.bufsize.unwrap_or(4 << 20),
+        bufsize: o.bufsize,
         wall_offset_ns: sys::wall_offset_ns(),
         dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
         aggsize: o.aggsize.unwrap_or(4 << 20),
         syscall_count: crate::syscalls::SYSCALLS_X86_64.len(),
-        task: crate::btf::Btf::vmlinux().ok().and_then(|b| b.task_offsets()),
+        task: None,
     };
-    Ok(compile(prog, &opts)?)
+    match compile(prog, &opts) {
+        Err(e) if e.message == probe_codegen::lower::NEEDS_TASK_OFFSETS => {
+            let task = crate::btf::Btf::vmlinux().ok().and_then(|b| b.task_offsets());
+            if task.is_none() {
+                return Err(e.into());
+            }
+            Ok(compile(prog, &CodegenOptions { task, ..opts })?)
+        }
+        r => Ok(r?),
+    }
 }
 
 /// A target the consumer released after attaching and watches for exit (`-c`).

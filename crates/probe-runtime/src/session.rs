@@ -174,9 +174,14 @@ impl Session {
                 ProgKind::Kprobe => sys::prog_type::KPROBE,
             };
             let what = describe_program(&layout, p);
-            let fd = sys::prog_load(t, &bytes, &p.name, verbose).map_err(|LoadError { error, log }| {
-                RuntimeError::Verifier { what: what.clone(), reason: verifier_reason(&log), log, source: error }
-            })?;
+            // Uprobe programs are loaded for uprobe_multi links where the kernel has them.
+            let multi = if p.kind == ProgKind::Kprobe { crate::user::load_uprobe_program(&bytes, &p.name) } else { None };
+            let fd = match multi {
+                Some(fd) => fd,
+                None => sys::prog_load(t, &bytes, &p.name, verbose).map_err(|LoadError { error, log }| {
+                    RuntimeError::Verifier { what: what.clone(), reason: verifier_reason(&log), log, source: error }
+                })?,
+            };
             progs.push(Loaded { fd, attach: p.attach.clone(), what });
         }
         let rb_fd = maps[layout.ringbuf].take().expect("ring buffer map");
@@ -260,7 +265,8 @@ impl Session {
     /// Detaches every probe (closes the link and perf-event fds). Maps stay readable.
     pub fn detach(&mut self) {
         self.links.clear();
-        self.user_links.clear();
+        // Uprobe links wait for RCU grace periods when closed: close them concurrently.
+        probe_user::attach::detach_all(std::mem::take(&mut self.user_links));
     }
 
     /// Waits up to `timeout_ms` for records.
