@@ -50,7 +50,9 @@ pub enum Sink {
     Udp(SocketAddr),
     /// Frames (as over TCP) appended to a file.
     File(PathBuf),
-    /// A function called on the reporter thread with each report (tests, custom exporters).
+    /// A function called on the reporter thread with each report (tests, custom exporters). A
+    /// call that panics costs that report (counted in [`Stats::dropped_sink`]); the reporter goes
+    /// on. The callback must not call [`flush`] (it would wait for itself until its timeout).
     Callback(Callback),
     /// Nowhere: events are still built and counted as sent (for measuring the library itself).
     Off,
@@ -607,10 +609,16 @@ impl Worker {
         let ok: u64 = match &mut self.conn {
             Conn::Off => n,
             Conn::Callback(f) => {
+                // A panicking callback costs its report, counted, not the reporter thread (which
+                // would leave every later event to fill the queue and every flush to time out).
+                let mut ok = 0;
                 for r in &self.reports {
-                    f(r);
+                    let call = std::panic::AssertUnwindSafe(|| f(r));
+                    if std::panic::catch_unwind(call).is_ok() {
+                        ok += 1;
+                    }
                 }
-                n
+                ok
             }
             Conn::Tcp { addr, stream, retry_at } => {
                 let framed = encode_frames(&mut self.buf, &self.reports, format);

@@ -264,3 +264,29 @@ fn traceparent_section_3_2_rules() {
         assert!(TraceParent::parse(bad).is_err(), "{bad:?} accepted");
     }
 }
+
+#[test]
+fn panicking_callback_sink_costs_one_report_not_the_reporter() {
+    let name = "panicking_callback_sink_costs_one_report_not_the_reporter";
+    if in_child(name) {
+        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let sink = Sink::Callback(std::sync::Arc::new(|r: &Report| {
+            assert_ne!(r.label.as_deref(), Some("boom"), "callback refuses this report");
+            SEEN.lock().unwrap().push(r.label.clone().unwrap_or_default());
+        }));
+        causal::reporter::init(Config { sink, ..Config::default() }).unwrap();
+        causal::start_task("first", []);
+        assert!(causal::reporter::flush(Duration::from_secs(5)));
+        causal::report("boom", []);
+        assert!(causal::reporter::flush(Duration::from_secs(5)));
+        causal::report("after", []);
+        let flushed = causal::reporter::flush(Duration::from_secs(5));
+        let s = causal::stats();
+        println!("FLUSHED {flushed} SEEN {:?} SENT {} DROPPED_SINK {}", SEEN.lock().unwrap(), s.sent, s.dropped_sink);
+        return;
+    }
+    let out = run_child(name, &[]);
+    assert!(out.status.success(), "child failed: {:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(r#"FLUSHED true SEEN ["first", "after"] SENT 2 DROPPED_SINK 1"#), "{stdout}");
+}
