@@ -76,6 +76,35 @@ fn main() {
             println!("{}", sys::map_lookup(map.as_raw_fd(), 0).unwrap());
             drop(link);
         }
+        "attach1" => {
+            // One program and one single-site link per function, closed concurrently (how the
+            // runtime attaches one program per probe).
+            let n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
+            let funcs = pick(&elf, n);
+            let t0 = Instant::now();
+            let map = sys::array_map_create(1).unwrap();
+            let mut held = Vec::new();
+            for (_, off) in &funcs {
+                let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, &count_program(map.as_raw_fd()), "sl_bench").unwrap();
+                let site = UprobeSite { offset: probe_user::FileOffset(*off), ref_ctr_offset: None, cookie: 0 };
+                let link = sys::attach_uprobe_multi(prog.as_raw_fd(), path, &[site], None, false).unwrap();
+                held.push((link, prog));
+            }
+            let t1 = Instant::now();
+            let parallel = args.get(4).is_some_and(|a| a == "parallel");
+            if parallel {
+                std::thread::scope(|s| {
+                    for h in held {
+                        s.spawn(move || drop(h));
+                    }
+                });
+            } else {
+                drop(held);
+            }
+            let t2 = Instant::now();
+            let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+            println!("attach {:.1} ms, detach {:.1} ms ({})", ms(t0, t1), ms(t1, t2), if parallel { "parallel" } else { "sequential" });
+        }
         "attach" | "list" => {
             let n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
             let funcs = pick(&elf, n);

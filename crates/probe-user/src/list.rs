@@ -237,7 +237,7 @@ pub fn return_sites_at(elf: &ElfFile, entry: FileOffset) -> Result<Vec<(FileOffs
 
 /// What to list or attach to: a running process, a command about to be executed, or a file by
 /// path (every process mapping it).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A process id.
     Process(u32),

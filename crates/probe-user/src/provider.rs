@@ -18,13 +18,24 @@
 //!
 //! A provider without a pid and a module that is not a path matches nothing here.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use probe_sema::catalog::{ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, UsdtArg};
 
 use crate::elf::ElfFile;
 use crate::glob::{glob_match, is_glob};
-use crate::list::{Target, pid_sites, target_files, usdt_probes};
+use crate::list::{Target, pid_sites, target_files};
+use crate::usdt::{UsdtProbe, probes};
+
+/// What [`UserCatalog`] remembers between queries.
+#[derive(Debug, Default)]
+struct Cache {
+    elfs: HashMap<PathBuf, Option<Arc<ElfFile>>>,
+    usdt: HashMap<PathBuf, Arc<Vec<UsdtProbe>>>,
+    files: HashMap<(Target, String), Vec<PathBuf>>,
+}
 
 /// Splits `pid1234` into (`pid`, 1234) and `python1234` into (`python`, 1234); a provider without
 /// trailing digits has no pid.
@@ -41,6 +52,9 @@ pub fn split_provider(provider: &str) -> (&str, Option<u32>) {
 /// afresh, so it sees libraries loaded since the last query.
 #[derive(Debug, Clone, Default)]
 pub struct UserCatalog {
+    /// Parsed files and resolved module lists, shared by the queries of one analysis (a script
+    /// with 100 descriptions parses libc once). Files are assumed not to change meanwhile.
+    cache: Arc<Mutex<Cache>>,
     /// Cap on the probes one description may match (instruction probes of a large library run to
     /// millions); 0 means no cap.
     pub max_probes: usize,
@@ -53,7 +67,7 @@ pub struct UserCatalog {
 impl UserCatalog {
     /// A catalog with the default cap of 100 000 probes per description.
     pub fn new() -> Self {
-        UserCatalog { max_probes: 100_000, held: None }
+        UserCatalog { cache: Arc::default(), max_probes: 100_000, held: None }
     }
 
     /// True when this catalog answers for `desc` (a pid provider, or a provider with a pid or a
@@ -82,12 +96,52 @@ impl UserCatalog {
         }
     }
 
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The files of `target` that `module` selects (a process's list is read afresh, a command's
+    /// or a path's is cached).
+    fn files(&self, target: &Target, module: &str) -> Vec<PathBuf> {
+        let cacheable = !matches!(target, Target::Process(_));
+        let key = (target.clone(), module.to_string());
+        if cacheable && let Some(f) = self.cache().files.get(&key) {
+            return f.clone();
+        }
+        let f = target_files(target, module).unwrap_or_default();
+        if cacheable {
+            self.cache().files.insert(key, f.clone());
+        }
+        f
+    }
+
+    /// The parsed file at `path` (`None` when it is not a readable ELF file), parsed once.
+    fn elf(&self, path: &Path) -> Option<Arc<ElfFile>> {
+        if let Some(e) = self.cache().elfs.get(path) {
+            return e.clone();
+        }
+        let e = ElfFile::open(path).ok().map(Arc::new);
+        self.cache().elfs.insert(path.to_path_buf(), e.clone());
+        e
+    }
+
+    /// The USDT probes of the file at `path`, read once (empty when it has none or they do not
+    /// parse).
+    fn usdt_of(&self, path: &Path) -> Arc<Vec<UsdtProbe>> {
+        if let Some(p) = self.cache().usdt.get(path) {
+            return p.clone();
+        }
+        let p = Arc::new(self.elf(path).and_then(|e| probes(&e).ok()).unwrap_or_default());
+        self.cache().usdt.insert(path.to_path_buf(), p.clone());
+        p
+    }
+
     fn pid_probes(&self, desc: &ProbeDescPattern, target: &Target, pid: Option<u32>) -> Vec<ProbeInfo> {
-        let Ok(files) = target_files(target, &desc.module) else { return Vec::new() };
+        let files = self.files(target, &desc.module);
         let name = desc.name.as_str();
         let mut out = Vec::new();
         for path in files {
-            let Ok(elf) = ElfFile::open(&path) else { continue };
+            let Some(elf) = self.elf(&path) else { continue };
             let module = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
             let path_s = path.to_string_lossy().into_owned();
             let mk = |function: &str, pname: &str, offset: u64, ret: bool| ProbeInfo {
@@ -130,7 +184,8 @@ impl UserCatalog {
     }
 
     fn usdt(&self, desc: &ProbeDescPattern, target: &Target, prov: &str, pid: Option<u32>) -> Vec<ProbeInfo> {
-        let Ok(probes) = usdt_probes(target, &desc.module) else { return Vec::new() };
+        let probes: Vec<UsdtProbe> =
+            self.files(target, &desc.module).iter().flat_map(|f| self.usdt_of(f).iter().cloned().collect::<Vec<_>>()).collect();
         let suffix = pid.map(|p| p.to_string()).unwrap_or_default();
         probes
             .into_iter()

@@ -310,19 +310,26 @@ pub fn attach_uprobe_perf(
 /// [`SyscallError`] naming `bpf(BPF_PROG_LOAD)` with the verifier log.
 pub fn prog_load(prog_type: u32, expected_attach_type: u32, insns: &[u64], name: &str) -> Result<OwnedFd, SyscallError> {
     let license = c"GPL";
-    let mut log = vec![0u8; 1 << 16];
-    let mut attr = Attr::new();
-    attr.u32(0, prog_type)
-        .u32(4, insns.len() as u32)
-        .u64(8, insns.as_ptr() as u64)
-        .u64(16, license.as_ptr() as u64)
-        .u32(24, 1)
-        .u32(28, log.len() as u32)
-        .u64(32, log.as_mut_ptr() as u64)
-        .u32(68, expected_attach_type);
-    let n = name.len().min(15);
-    attr.0[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
-    match bpf(BPF_PROG_LOAD, &mut attr, "bpf(BPF_PROG_LOAD)", || format!("program {name}")) {
+    let attempt = |log: &mut [u8]| {
+        let mut attr = Attr::new();
+        attr.u32(0, prog_type)
+            .u32(4, insns.len() as u32)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64)
+            .u32(68, expected_attach_type);
+        if !log.is_empty() {
+            attr.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
+        }
+        let n = name.len().min(15);
+        attr.0[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
+        bpf(BPF_PROG_LOAD, &mut attr, "bpf(BPF_PROG_LOAD)", || format!("program {name}"))
+    };
+    // Without a log first (faster); on failure again with one, to quote the verifier.
+    if let Ok(fd) = attempt(&mut []) {
+        return Ok(owned(fd));
+    }
+    let mut log = vec![0u8; 1 << 20];
+    match attempt(&mut log) {
         Ok(fd) => Ok(owned(fd)),
         Err(mut e) => {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
