@@ -290,3 +290,51 @@ fn panicking_callback_sink_costs_one_report_not_the_reporter() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(r#"FLUSHED true SEEN ["first", "after"] SENT 2 DROPPED_SINK 1"#), "{stdout}");
 }
+
+#[test]
+fn collector_that_never_reads_costs_counted_drops_not_a_blocked_program() {
+    let name = "collector_that_never_reads_costs_counted_drops_not_a_blocked_program";
+    if in_child(name) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts connections and never reads from them (a stuck collector).
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming() {
+                held.push(s);
+            }
+        });
+        let config = Config {
+            sink: Sink::Tcp(addr),
+            queue_capacity: 256,
+            flush_interval: Duration::from_millis(1),
+            ..Config::default()
+        };
+        causal::reporter::init(config).unwrap();
+        causal::start_task("task", []);
+        let body = "b".repeat(4096);
+        for _ in 0..5000 {
+            causal::report("event", [("body", body.clone().into())]);
+        }
+        // The loop ended: the program was never blocked. The reporter may still be stuck in a
+        // write (2 s timeout) for a while; its counters must add up once it is done.
+        let flushed = causal::reporter::flush(Duration::from_secs(20));
+        let s = causal::stats();
+        println!(
+            "FLUSHED {flushed} QUEUED {} DROPPED_QUEUE {} SENT {} DROPPED_SINK {}",
+            s.queued, s.dropped_queue_full, s.sent, s.dropped_sink
+        );
+        return;
+    }
+    let out = run_child(name, &[]);
+    assert!(out.status.success(), "child failed: {:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find_map(|l| l.find("FLUSHED").map(|i| &l[i..])).unwrap();
+    let n: Vec<u64> = line.split_whitespace().skip(3).step_by(2).map(|v| v.parse().unwrap()).collect();
+    let (queued, dropped_queue, sent, dropped_sink) = (n[0], n[1], n[2], n[3]);
+    assert!(line.starts_with("FLUSHED true"), "{line}");
+    assert_eq!(queued + dropped_queue, 5001, "{line}");
+    assert_eq!(sent + dropped_sink, queued, "{line}");
+    // 20 MB cannot fit in the loopback socket buffers of a connection nobody reads.
+    assert!(dropped_queue + dropped_sink > 0, "{line}");
+}
