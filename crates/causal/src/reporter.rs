@@ -132,13 +132,14 @@ pub struct Config {
     pub sink: Sink,
     /// Payload format for TCP, UDP and file sinks.
     pub format: WireFormat,
-    /// Probability in [0, 1] that [`crate::start_task`] samples a new task.
+    /// Probability in [0, 1] that [`crate::start_task`] samples a new task (clamped; NaN is 0).
     pub sample_rate: f64,
     /// `Agent` of events that name none.
     pub agent: String,
     /// Queue capacity in events, clamped to [16, [`MAX_QUEUE_CAPACITY`]].
     pub queue_capacity: usize,
-    /// How long the reporter thread sleeps between batches when the queue is not filling up.
+    /// How long the reporter thread sleeps between batches when the queue is not filling up;
+    /// raised to [`MIN_FLUSH_INTERVAL`] when shorter.
     pub flush_interval: Duration,
 }
 
@@ -254,6 +255,9 @@ struct Shared {
     config: Config,
 }
 
+/// The shortest batching interval: 1 ms, as `SIGHTLINE_CAUSAL_FLUSH_MS` requires.
+pub const MIN_FLUSH_INTERVAL: Duration = Duration::from_millis(1);
+
 /// The largest queue capacity accepted, in events: the queue is allocated whole when the reporter
 /// starts, so a larger value would be a large up-front allocation (or an allocation failure).
 pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
@@ -318,9 +322,20 @@ pub fn init_from_env() -> Result<(), ConfigError> {
     }
 }
 
+/// `config` with every value in its documented range: queue capacity in [16,
+/// [`MAX_QUEUE_CAPACITY`]], sample rate in [0, 1] (NaN samples nothing), flush interval at least
+/// [`MIN_FLUSH_INTERVAL`] (zero would make the reporter thread wake continuously).
+fn effective(mut config: Config) -> Config {
+    config.queue_capacity = config.queue_capacity.clamp(16, MAX_QUEUE_CAPACITY);
+    config.sample_rate = if config.sample_rate.is_nan() { 0.0 } else { config.sample_rate.clamp(0.0, 1.0) };
+    config.flush_interval = config.flush_interval.max(MIN_FLUSH_INTERVAL);
+    config
+}
+
 fn start(config: Config) -> Result<(), ConfigError> {
-    let cap = config.queue_capacity.clamp(16, MAX_QUEUE_CAPACITY);
-    let rate = config.sample_rate.clamp(0.0, 1.0);
+    let config = effective(config);
+    let cap = config.queue_capacity;
+    let rate = config.sample_rate;
     let sample_threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
     let (tx, rx) = std::sync::mpsc::channel::<&'static Shared>();
     let spawned = std::thread::Builder::new().name("causal-reporter".into()).spawn(move || {
@@ -707,6 +722,19 @@ fn encode_frames(buf: &mut Vec<u8>, reports: &[Report], format: WireFormat) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn configuration_set_by_code_is_brought_into_range() {
+        let c = effective(Config {
+            queue_capacity: usize::MAX,
+            sample_rate: f64::NAN,
+            flush_interval: Duration::ZERO,
+            ..Config::default()
+        });
+        assert_eq!((c.queue_capacity, c.sample_rate, c.flush_interval), (MAX_QUEUE_CAPACITY, 0.0, MIN_FLUSH_INTERVAL));
+        let c = effective(Config { queue_capacity: 0, sample_rate: 7.0, ..Config::default() });
+        assert_eq!((c.queue_capacity, c.sample_rate, c.flush_interval), (16, 1.0, Duration::from_millis(20)));
+    }
 
     #[test]
     fn unnamed_thread_reusing_a_tid_gets_no_stale_thread_name() {
