@@ -159,7 +159,7 @@ impl Context {
     /// The thread's current context, cloned (capture it to move work elsewhere). `None` also in a
     /// thread-local destructor that runs after this thread's context was destroyed.
     pub fn current() -> Option<Context> {
-        CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+        CURRENT.try_with(|c| c.try_borrow().ok().and_then(|c| c.clone())).ok().flatten()
     }
 
     /// The TaskId.
@@ -271,7 +271,7 @@ impl Context {
     /// In a thread-local destructor that runs after this thread's context was destroyed there is
     /// nothing to attach to: `self` is dropped and the guard does nothing.
     pub fn attach(self) -> ContextGuard {
-        let prev = CURRENT.try_with(|c| c.replace(Some(self))).ok();
+        let prev = CURRENT.try_with(|c| swap(c, Some(self))).ok();
         ContextGuard { prev, _not_send: std::marker::PhantomData }
     }
 
@@ -313,7 +313,7 @@ impl ContextGuard {
     /// restoring the previous one.
     pub fn detach(mut self) -> Option<Context> {
         let prev = self.prev.take()?;
-        CURRENT.try_with(|c| c.replace(prev)).ok().flatten()
+        CURRENT.try_with(|c| swap(c, prev)).ok().flatten()
     }
 }
 
@@ -321,8 +321,18 @@ impl Drop for ContextGuard {
     fn drop(&mut self) {
         if let Some(prev) = self.prev.take() {
             // `try_with`: during thread teardown the slot may already be gone; nothing to restore.
-            let _ = CURRENT.try_with(|c| c.replace(prev));
+            let _ = CURRENT.try_with(|c| swap(c, prev));
         }
+    }
+}
+
+/// Replaces the context in `slot`, returning the old one. While the slot is borrowed (a call made
+/// from inside [`report`]'s key/value iterator) `v` is dropped and `None` returned, rather than
+/// panicking.
+fn swap(slot: &RefCell<Option<Context>>, v: Option<Context>) -> Option<Context> {
+    match slot.try_borrow_mut() {
+        Ok(mut cur) => std::mem::replace(&mut *cur, v),
+        Err(_) => None,
     }
 }
 
@@ -356,7 +366,7 @@ thread_local! {
 /// In a thread-local destructor that runs after this thread's context was destroyed, `ctx` is
 /// dropped and `None` returned (the thread is exiting; there is no context to set).
 pub fn set_current(ctx: Option<Context>) -> Option<Context> {
-    CURRENT.try_with(|c| c.replace(ctx)).ok().flatten()
+    CURRENT.try_with(|c| swap(c, ctx)).ok().flatten()
 }
 
 /// The thread's current context, cloned.
@@ -367,7 +377,7 @@ pub fn current() -> Option<Context> {
 /// Removes and returns the thread's current context (`None` in a thread-local destructor that
 /// runs after the context was destroyed).
 pub fn take_current() -> Option<Context> {
-    CURRENT.try_with(|c| c.borrow_mut().take()).ok().flatten()
+    CURRENT.try_with(|c| swap(c, None)).ok().flatten()
 }
 
 /// Joins `others` into the thread's current context (which becomes the first of them when there
@@ -376,7 +386,7 @@ pub fn take_current() -> Option<Context> {
 /// Does nothing in a thread-local destructor that runs after this thread's context was destroyed.
 pub fn join_current<'a, I: IntoIterator<Item = &'a Context>>(others: I) {
     let _ = CURRENT.try_with(|c| {
-        let mut cur = c.borrow_mut();
+        let Ok(mut cur) = c.try_borrow_mut() else { return };
         for o in others {
             match cur.as_mut() {
                 Some(cur) => cur.join_in(o),
@@ -598,7 +608,9 @@ where
         return None;
     }
     CURRENT.with(|c| {
-        let mut cur = c.borrow_mut();
+        // Busy only when called again from inside `fields` (a lazy iterator that reports):
+        // the inner call reports nothing rather than panicking.
+        let Ok(mut cur) = c.try_borrow_mut() else { return None };
         match cur.as_mut() {
             Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
             _ => None,
@@ -660,7 +672,7 @@ impl EventBuilder<'_> {
                 emit(ctx, label, agent, fields)
             }
             Target::Current => CURRENT
-                .try_with(|c| match c.borrow_mut().as_mut() {
+                .try_with(|c| match c.try_borrow_mut().as_deref_mut().ok().and_then(Option::as_mut) {
                     Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
                     _ => None,
                 })

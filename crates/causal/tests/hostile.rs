@@ -338,3 +338,29 @@ fn collector_that_never_reads_costs_counted_drops_not_a_blocked_program() {
     // 20 MB cannot fit in the loopback socket buffers of a connection nobody reads.
     assert!(dropped_queue + dropped_sink > 0, "{line}");
 }
+
+#[test]
+fn context_calls_from_inside_a_key_value_iterator_do_not_panic() {
+    let name = "context_calls_from_inside_a_key_value_iterator_do_not_panic";
+    if in_child(name) {
+        causal::start_task("task", []);
+        // The key/values are produced lazily, while `report` holds the thread's context.
+        let fields = (0..2u64).map(|i| {
+            let inner = causal::report("inner", []);
+            let cur = causal::current();
+            let prev = causal::set_current(None);
+            let joined = { causal::join_current(std::iter::empty()); "joined" };
+            println!("INNER report={inner:?} current={} prev={} {joined}", cur.is_some(), prev.is_some());
+            ("i", causal::Value::U64(i))
+        });
+        let outer = causal::report("outer", fields);
+        let builder = causal::event("builder").kv("k", 1u8).report();
+        println!("OUTER {} BUILDER {}", outer.is_some(), builder.is_some());
+        return;
+    }
+    let out = run_child(name, &[]);
+    assert!(out.status.success(), "child failed: {:?}", out.status);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("INNER report=None current=false prev=false joined").count(), 2, "{stdout}");
+    assert!(stdout.contains("OUTER true BUILDER true"), "{stdout}");
+}
