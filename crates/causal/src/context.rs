@@ -207,9 +207,14 @@ impl Context {
     }
 
     /// The W3C `traceparent` to send: trace-id mapped from the TaskId, parent-id the latest parent,
-    /// sampled flag from the sampling decision. `None` before the task's first event.
+    /// sampled flag from the sampling decision. `None` before the task's first event, and while the
+    /// latest parent is the zero OpId (X-Trace metadata from old agents uses it for "no event
+    /// yet"; an all-zero parent-id is invalid, W3C Trace Context §3.2.2.4).
     pub fn traceparent(&self) -> Option<TraceParent> {
         let op = *self.parents().last()?;
+        if op.is_zero() {
+            return None;
+        }
         Some(TraceParent::from_task(self.task, op, self.sampled))
     }
 

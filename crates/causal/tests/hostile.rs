@@ -364,3 +364,25 @@ fn context_calls_from_inside_a_key_value_iterator_do_not_panic() {
     assert_eq!(stdout.matches("INNER report=None current=false prev=false joined").count(), 2, "{stdout}");
     assert!(stdout.contains("OUTER true BUILDER true"), "{stdout}");
 }
+
+#[test]
+fn xtrace_metadata_with_zero_opid_never_yields_an_invalid_traceparent() {
+    // Old agents sent a zero OpId for "no event yet"; W3C forbids an all-zero parent-id.
+    let md = Metadata::parse_text("196944B2AA0D09FE8A0000000000000000").unwrap();
+    let ctx = Context::from_metadata(&md);
+    assert_eq!(ctx.traceparent(), None);
+    let mut headers = http::HeaderMap::new();
+    causal::propagation::inject(&ctx, &mut headers);
+    assert_eq!(headers.get("x-trace").unwrap(), "196944B2AA0D09FE8A0000000000000000");
+    assert!(headers.get("traceparent").is_none());
+    for (k, v) in causal::propagation::env_vars(&ctx) {
+        assert_ne!(k, "TRACEPARENT", "{v}");
+    }
+    // After an event the latest parent is that event's id: both are sent, and the traceparent is valid.
+    let mut ctx = ctx;
+    let mut other = Context::with_task(md.task_id(), true);
+    other = other.join(&Context::from_metadata(&md.with_op_id(OpId::new(0x42))));
+    ctx.join_in(&other);
+    let tp = ctx.traceparent().unwrap();
+    assert_eq!(TraceParent::parse(&tp.to_string()).unwrap().parent_op(), OpId::new(0x42));
+}
