@@ -87,9 +87,29 @@ pub fn inject_current(headers: &mut HeaderMap) {
 
 /// Reads a context from `headers`; `None` when neither a valid `X-Trace` nor a valid
 /// `traceparent` is present (invalid values are ignored, as W3C Trace Context §3.2 asks).
+///
+/// Several `tracestate` (or `baggage`) header fields are combined into one list, in order, as
+/// W3C Trace Context §3.3.1.1 (and W3C Baggage §3.2) require; the combined value must then pass
+/// the same checks.
 pub fn extract(headers: &HeaderMap) -> Option<Context> {
     let get = |n: &HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
-    from_values(get(&XTRACE_HEADER), get(&TRACEPARENT_HEADER), get(&TRACESTATE_HEADER), get(&BAGGAGE_HEADER))
+    let (tracestate, baggage) = (combined(headers, &TRACESTATE_HEADER), combined(headers, &BAGGAGE_HEADER));
+    from_values(get(&XTRACE_HEADER), get(&TRACEPARENT_HEADER), tracestate.as_deref(), baggage.as_deref())
+}
+
+/// The values of every `name` field joined with `,` (borrowed when there is one); `None` when
+/// there is none or one is not visible ASCII.
+fn combined<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<std::borrow::Cow<'a, str>> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?.to_str().ok()?;
+    let mut out = std::borrow::Cow::Borrowed(first);
+    for v in values {
+        let v = v.to_str().ok()?;
+        let o = out.to_mut();
+        o.push(',');
+        o.push_str(v);
+    }
+    Some(out)
 }
 
 /// Joins the context a response carries (the callee's latest event) into `ctx`, so that the

@@ -386,3 +386,21 @@ fn xtrace_metadata_with_zero_opid_never_yields_an_invalid_traceparent() {
     let tp = ctx.traceparent().unwrap();
     assert_eq!(TraceParent::parse(&tp.to_string()).unwrap().parent_op(), OpId::new(0x42));
 }
+
+#[test]
+fn repeated_tracestate_and_baggage_fields_are_combined() {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    headers.append("tracestate", "rojo=00f067aa0ba902b7".parse().unwrap());
+    headers.append("tracestate", "congo=t61rcWkgMzE".parse().unwrap());
+    headers.append("baggage", "userId=alice".parse().unwrap());
+    headers.append("baggage", "serverNode=DF%2028".parse().unwrap());
+    let ctx = causal::propagation::extract(&headers).unwrap();
+    assert_eq!(ctx.tracestate(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+    assert_eq!(ctx.baggage(), Some("userId=alice,serverNode=DF%2028"));
+    // One field: passed through as is.
+    headers.remove("baggage");
+    headers.insert("tracestate", "a=b".parse().unwrap());
+    let ctx = causal::propagation::extract(&headers).unwrap();
+    assert_eq!((ctx.tracestate(), ctx.baggage()), (Some("a=b"), None));
+}
