@@ -88,13 +88,20 @@ pub fn inject_current(headers: &mut HeaderMap) {
 /// Reads a context from `headers`; `None` when neither a valid `X-Trace` nor a valid
 /// `traceparent` is present (invalid values are ignored, as W3C Trace Context §3.2 asks).
 ///
-/// Several `tracestate` (or `baggage`) header fields are combined into one list, in order, as
-/// W3C Trace Context §3.3.1.1 (and W3C Baggage §3.2) require; the combined value must then pass
-/// the same checks.
+/// A `traceparent` sent twice is invalid and ignored. Several `tracestate` (or `baggage`) header
+/// fields are combined into one list, in order, as W3C Trace Context §3.3.1.1 (and W3C Baggage
+/// §3.2) require; the combined value must then pass the same checks.
 pub fn extract(headers: &HeaderMap) -> Option<Context> {
     let get = |n: &HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    // Two traceparent fields are an invalid traceparent (W3C's test suite,
+    // `test_traceparent_duplicated`: the receiver restarts the trace).
+    let traceparent = if headers.get_all(&TRACEPARENT_HEADER).iter().nth(1).is_some() {
+        None
+    } else {
+        get(&TRACEPARENT_HEADER)
+    };
     let (tracestate, baggage) = (combined(headers, &TRACESTATE_HEADER), combined(headers, &BAGGAGE_HEADER));
-    from_values(get(&XTRACE_HEADER), get(&TRACEPARENT_HEADER), tracestate.as_deref(), baggage.as_deref())
+    from_values(get(&XTRACE_HEADER), traceparent, tracestate.as_deref(), baggage.as_deref())
 }
 
 /// The values of every `name` field joined with `,` (borrowed when there is one); `None` when

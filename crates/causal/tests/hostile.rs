@@ -404,3 +404,12 @@ fn repeated_tracestate_and_baggage_fields_are_combined() {
     let ctx = causal::propagation::extract(&headers).unwrap();
     assert_eq!((ctx.tracestate(), ctx.baggage()), (Some("a=b"), None));
 }
+
+#[test]
+fn duplicated_traceparent_fields_are_ignored() {
+    let mut headers = http::HeaderMap::new();
+    headers.append("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    assert!(causal::propagation::extract(&headers).is_some());
+    headers.append("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01".parse().unwrap());
+    assert!(causal::propagation::extract(&headers).is_none());
+}
