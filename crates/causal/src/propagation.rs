@@ -104,19 +104,26 @@ pub fn extract(headers: &HeaderMap) -> Option<Context> {
     from_values(get(&XTRACE_HEADER), traceparent, tracestate.as_deref(), baggage.as_deref())
 }
 
-/// The values of every `name` field joined with `,` (borrowed when there is one); `None` when
-/// there is none or one is not visible ASCII.
+/// The non-empty values of every `name` field joined with `,` (borrowed when there is one);
+/// `None` when there is none or one is not visible ASCII.
 fn combined<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<std::borrow::Cow<'a, str>> {
-    let mut values = headers.get_all(name).iter();
-    let first = values.next()?.to_str().ok()?;
-    let mut out = std::borrow::Cow::Borrowed(first);
-    for v in values {
+    let mut out: Option<std::borrow::Cow<'a, str>> = None;
+    for v in headers.get_all(name) {
         let v = v.to_str().ok()?;
-        let o = out.to_mut();
-        o.push(',');
-        o.push_str(v);
+        // Empty fields add no member (W3C's test suite sends them; they must not void the rest).
+        if v.trim_matches([' ', '\t']).is_empty() {
+            continue;
+        }
+        match &mut out {
+            None => out = Some(std::borrow::Cow::Borrowed(v)),
+            Some(o) => {
+                let o = o.to_mut();
+                o.push(',');
+                o.push_str(v);
+            }
+        }
     }
-    Some(out)
+    out
 }
 
 /// Joins the context a response carries (the callee's latest event) into `ctx`, so that the

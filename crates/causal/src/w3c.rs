@@ -179,15 +179,60 @@ pub fn trace_id_from_task(task: TaskId) -> [u8; 16] {
     out
 }
 
-/// Checks a `tracestate` value loosely (§3.3: at most 32 list members, printable ASCII) and
-/// returns it trimmed, or `None` when it must be dropped (the spec lets a vendor drop an invalid
-/// tracestate rather than fail the request).
+/// Checks a `tracestate` value against §3.3.1 and returns it trimmed of optional whitespace, or
+/// `None` when it must be dropped whole (§3.3.1.1: a vendor that cannot parse tracestate discards
+/// it rather than fail the request).
+///
+/// Valid: a comma-separated list (optional spaces and tabs around commas, empty members allowed)
+/// of 1 to 32 non-empty members `key=value` with distinct keys, each key a simple key
+/// (`lcalpha *255(lcalpha / DIGIT / _ - * /)`) or `tenant@system` (tenant at most 241 characters
+/// starting with `lcalpha / DIGIT`, system at most 14 starting with `lcalpha`), each value 1 to 256
+/// characters of `%x20-2B / %x2D-3C / %x3E-7E` not ending in a space; at most 512 bytes in all.
 pub fn check_tracestate(value: &str) -> Option<&str> {
-    let v = value.trim();
-    if v.is_empty() || v.len() > 512 || v.split(',').count() > 32 {
+    let v = value.trim_matches([' ', '\t']);
+    if v.is_empty() || v.len() > 512 {
         return None;
     }
-    v.bytes().all(|b| (0x20..=0x7E).contains(&b)).then_some(v)
+    let mut keys: Vec<&str> = Vec::new();
+    for member in v.split(',') {
+        let member = member.trim_matches([' ', '\t']);
+        if member.is_empty() {
+            continue;
+        }
+        let (key, val) = member.split_once('=')?;
+        if !tracestate_key(key) || !tracestate_value(val) || keys.contains(&key) {
+            return None;
+        }
+        keys.push(key);
+    }
+    (!keys.is_empty() && keys.len() <= 32).then_some(v)
+}
+
+fn key_char(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'-' | b'*' | b'/')
+}
+
+/// §3.3.1.3.1: `simple-key` or `multi-tenant-key`.
+fn tracestate_key(key: &str) -> bool {
+    let all = |s: &str| s.bytes().all(key_char);
+    match key.split_once('@') {
+        None => key.len() <= 256 && key.as_bytes().first().is_some_and(u8::is_ascii_lowercase) && all(key),
+        Some((tenant, system)) => {
+            tenant.len() <= 241
+                && tenant.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && all(tenant)
+                && system.len() <= 14
+                && system.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+                && all(system)
+        }
+    }
+}
+
+/// §3.3.1.3.2: `0*255(chr) nblk-chr`.
+fn tracestate_value(val: &str) -> bool {
+    let b = val.as_bytes();
+    let nblk = |c: u8| matches!(c, 0x21..=0x2B | 0x2D..=0x3C | 0x3E..=0x7E);
+    !b.is_empty() && b.len() <= 256 && b.iter().all(|&c| c == b' ' || nblk(c)) && nblk(b[b.len() - 1])
 }
 
 /// Checks a `baggage` value loosely (W3C Baggage §3.3.1: at most 8192 bytes, printable ASCII) and
@@ -252,6 +297,27 @@ mod tests {
     fn tracestate_and_baggage_checks() {
         assert_eq!(check_tracestate(" rojo=00f067aa0ba902b7,congo=t61rcWkgMzE "), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
         assert_eq!(check_tracestate(&vec!["a=b"; 33].join(",")), None);
+        // W3C's test suite (test/test.py, TraceContextTest): OWS, empty members, key grammar and
+        // lengths, duplicate keys, member count.
+        assert_eq!(check_tracestate("foo=1 \t , \t bar=2, \t baz=3"), Some("foo=1 \t , \t bar=2, \t baz=3"));
+        assert_eq!(check_tracestate("\t foo=1 \t"), Some("foo=1"));
+        assert_eq!(check_tracestate("foo=1,"), Some("foo=1,"));
+        assert_eq!(check_tracestate(""), None);
+        for bad in ["foo=1,foo=1", "foo=1,foo=2", "foo =1", "FOO=1", "foo.bar=1", "foo@=1,bar=2", "@foo=1,bar=2",
+                    "foo@@bar=1,bar=2", "foo@bar@baz=1,bar=2", "foo=", "foo=a\u{7f}", "foo=é", "foo=a,b", "foo=x=y"] {
+            assert_eq!(check_tracestate(bad), None, "{bad:?}");
+        }
+        let ok_keys = ["z".repeat(256), format!("{}@{}", "t".repeat(241), "v".repeat(14))];
+        for k in &ok_keys {
+            assert!(check_tracestate(&format!("{k}=1")).is_some(), "{k}");
+        }
+        let bad_keys = ["z".repeat(257), format!("{}@v", "t".repeat(242)), format!("t@{}", "v".repeat(15))];
+        for k in &bad_keys {
+            assert_eq!(check_tracestate(&format!("{k}=1")), None, "{k}");
+        }
+        let members: Vec<String> = (1..=32).map(|i| format!("bar{i:02}={i:02}")).collect();
+        assert!(check_tracestate(&members.join(",")).is_some());
+        assert_eq!(check_tracestate(&format!("{},bar33=33", members.join(","))), None);
         assert_eq!(check_baggage("userId=alice,serverNode=DF%2028"), Some("userId=alice,serverNode=DF%2028"));
         assert_eq!(check_baggage("bad\u{7}"), None);
     }

@@ -398,6 +398,10 @@ fn repeated_tracestate_and_baggage_fields_are_combined() {
     let ctx = causal::propagation::extract(&headers).unwrap();
     assert_eq!(ctx.tracestate(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
     assert_eq!(ctx.baggage(), Some("userId=alice,serverNode=DF%2028"));
+    // Empty fields add nothing (W3C test suite, test_tracestate_empty_header).
+    headers.append("tracestate", "".parse().unwrap());
+    let ctx = causal::propagation::extract(&headers).unwrap();
+    assert_eq!(ctx.tracestate(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
     // One field: passed through as is.
     headers.remove("baggage");
     headers.insert("tracestate", "a=b".parse().unwrap());
