@@ -3,7 +3,8 @@
 //!
 //! Follows W3C Recommendation "Trace Context" (2021-11-23), §3.2 `traceparent` and §3.3
 //! `tracestate`, and W3C "Baggage" (Candidate Recommendation). `tracestate` and `baggage` are
-//! carried opaquely: this library neither edits nor interprets them, it only passes them on.
+//! carried opaquely: this library checks them ([`check_tracestate`], [`check_baggage`]) but
+//! neither edits nor interprets them; it only passes them on.
 //!
 //! # trace-id ↔ TaskId (documented in `docs/causal-metadata.md`)
 //! - trace-id → TaskId: when the first 8 bytes are zero (a 64-bit id padded as §3.2.2.3 suggests),
