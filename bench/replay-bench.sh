@@ -74,39 +74,43 @@ cmds=(
     "make -s -C $W/mk -j2 > /dev/null"
 )
 
-now() { date +%s%N; }
-# best_of CMD...: fastest wall time in seconds over REPS runs
+# best_of CMD...: the fastest of REPS runs, as "wall cpu" seconds (cpu = user + sys of the whole
+# process tree, from bash's `time`; on a shared, loaded VM it is the steadier of the two).
 best_of() {
-    local best=""
+    local best_w="" best_c=""
     for ((r = 0; r < REPS; r++)); do
-        local t0 t1 d
-        t0=$(now)
-        "$@" >/dev/null 2>&1 || true
-        t1=$(now)
-        d=$((t1 - t0))
-        if [[ -z "$best" || $d -lt $best ]]; then best=$d; fi
+        local t w u s c
+        t=$( { TIMEFORMAT='%R %U %S'; time "$@" >/dev/null 2>&1; } 2>&1 | tail -1 )
+        read -r w u s <<<"$t"
+        c=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.3f", u + s }')
+        if [[ -z "$best_w" ]] || awk -v a="$w" -v b="$best_w" 'BEGIN { exit !(a < b) }'; then best_w=$w; fi
+        if [[ -z "$best_c" ]] || awk -v a="$c" -v b="$best_c" 'BEGIN { exit !(a < b) }'; then best_c=$c; fi
     done
-    awk -v ns="$best" 'BEGIN { printf "%.3f", ns / 1e9 }'
+    echo "$best_w $best_c"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
 
-printf 'sightline: %s\nCPUs: %s, reps: %s (fastest counts)\n\n' "$SIGHTLINE" "$(nproc)" "$REPS"
-printf '%-9s %9s %9s %9s %9s   %9s %9s %9s\n' workload native strace record replay \
+printf 'sightline: %s\nCPUs: %s, load: %s, reps: %s (fastest counts)\n' "$SIGHTLINE" "$(nproc)" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)" "$REPS"
+printf 'wall and cpu (user+sys) seconds; ratios wall/cpu\n\n'
+printf '%-8s %13s %13s %13s %13s   %11s %11s %11s\n' workload native strace record replay \
     strace/nat record/nat replay/rec
 for i in "${!names[@]}"; do
     name=${names[$i]}
     cmd=${cmds[$i]}
     rec="$W/rec-$name"
-    t_native=$(best_of sh -c "$cmd")
-    t_strace=$(best_of strace -f -o /dev/null sh -c "$cmd")
-    t_record=$(best_of sh -c "rm -rf '$rec' && '$SIGHTLINE' record -o '$rec' -- sh -c \"$cmd\"")
-    t_replay=$(best_of "$SIGHTLINE" replay "$rec")
+    read -r nw nc <<<"$(best_of sh -c "$cmd")"
+    read -r sw sc <<<"$(best_of strace -f -o /dev/null sh -c "$cmd")"
+    read -r rw rc <<<"$(best_of sh -c "rm -rf '$rec' && '$SIGHTLINE' record -o '$rec' -- sh -c \"$cmd\"")"
+    read -r pw pc <<<"$(best_of "$SIGHTLINE" replay "$rec")"
+    status=ok
     "$SIGHTLINE" replay "$rec" >/dev/null 2>"$W/replay.err" || {
-        echo "replay of $name failed:" >&2
+        status="REPLAY FAILED"
         cat "$W/replay.err" >&2
     }
     size=$(du -sk "$rec" | cut -f1)
-    printf '%-9s %9s %9s %9s %9s   %9s %9s %9s   (%s KiB recorded)\n' "$name" "$t_native" "$t_strace" \
-        "$t_record" "$t_replay" "$(ratio "$t_strace" "$t_native")" "$(ratio "$t_record" "$t_native")" \
-        "$(ratio "$t_replay" "$t_record")" "$size"
+    printf '%-8s %6s/%-6s %6s/%-6s %6s/%-6s %6s/%-6s   %5s/%-5s %5s/%-5s %5s/%-5s  %s KiB, %s\n' "$name" \
+        "$nw" "$nc" "$sw" "$sc" "$rw" "$rc" "$pw" "$pc" \
+        "$(ratio "$sw" "$nw")" "$(ratio "$sc" "$nc")" "$(ratio "$rw" "$nw")" "$(ratio "$rc" "$nc")" \
+        "$(ratio "$pw" "$rw")" "$(ratio "$pc" "$rc")" "$size" "$status"
 done
