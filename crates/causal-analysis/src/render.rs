@@ -192,7 +192,12 @@ pub fn dot(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     for (i, e) in g.events.iter().enumerate() {
         let shape = if g.parents_of(i).len() >= 2 { ", shape=doubleoctagon" } else { "" };
         let color = if on_path[i] { ", color=red, penwidth=2" } else { "" };
-        let label = format!("{}\n{}\n{}", describe(e), location(e), offset(e, t0));
+        let loc = location(e);
+        let label = if loc.is_empty() {
+            format!("{}\n{}", describe(e), offset(e, t0))
+        } else {
+            format!("{}\n{loc}\n{}", describe(e), offset(e, t0))
+        };
         let _ = writeln!(out, "  \"{}\" [label=\"{}\"{shape}{color}];", dot_escape(&e.id), dot_escape(&label));
     }
     let mut unknown: Vec<&str> = g.edges.iter().filter(|e| e.from_index.is_none()).map(|e| e.from.as_str()).collect();
