@@ -50,8 +50,14 @@ cc -O2 -o "$WORK/loop" "$WORK/loop.c"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-# Wall seconds and peak RSS (KB) of a command, via /usr/bin/time -f "%e %M".
-timed() { /usr/bin/time -f "%e %M" -o "$WORK/t" "$@" >/dev/null 2>&1 || true; cat "$WORK/t" | tail -1; }
+# Wall seconds (ns clock) and peak RSS (KB, from /usr/bin/time's %M) of a command.
+timed() {
+    local s e
+    s=$(date +%s%N)
+    /usr/bin/time -f "%M" -o "$WORK/t" "$@" >/dev/null 2>&1 || true
+    e=$(date +%s%N)
+    echo "$(echo "($e - $s) / 1000000000" | bc -l) $(tail -1 "$WORK/t")"
+}
 
 echo "== 1. BEGIN { exit(0); }: wall time and peak RSS (median of $RUNS)"
 for tool in sl bt; do
@@ -78,7 +84,9 @@ for _ in $(seq "$RUNS"); do
     "$WORK/loop" $N 2>"$WORK/o"; loop_ns "$WORK/o" >>"$WORK/base"
     "$SL" probe -q -c "$WORK/loop $N" -n 'syscall::getpid:entry { @ = count(); }' >"$WORK/sl.out" 2>"$WORK/o"
     loop_ns "$WORK/o" >>"$WORK/sl2"
-    grep -q "$N" "$WORK/sl.out" || { echo "sightline counted wrong:"; cat "$WORK/sl.out"; }
+    # No predicate (as the issue states the script): getpid calls of other processes count too.
+    got=$(tr -d ' \n' <"$WORK/sl.out")
+    [ "${got:-0}" -ge "$N" ] || echo "sightline counted $got getpid calls, fewer than $N"
     bpftrace -e 'tracepoint:syscalls:sys_enter_getpid { @ = count(); }' -c "$WORK/loop $N" >/dev/null 2>"$WORK/o"
     loop_ns "$WORK/o" >>"$WORK/bt2"
 done
@@ -96,6 +104,6 @@ for _ in $(seq "$RUNS"); do
 done
 s3=$(median <"$WORK/sl3")
 # bpftrace attaches one perf event per syscall tracepoint; one run, bounded at 120 s.
-b3=$( { /usr/bin/time -f "%e" timeout 120 bpftrace -e 'tracepoint:syscalls:sys_enter_* { @[probe] = count(); } interval:ms:1 { exit(); }' >/dev/null 2>/dev/null; } 2>&1 | tail -1)
-printf "sightline: %.3f s (target < 0.1 s)\nbpftrace:  %s s (one run)\n" "$s3" "$b3"
+b3=$(timed timeout 120 bpftrace -e 'tracepoint:syscalls:sys_enter_* { @[probe] = count(); } interval:ms:1 { exit(); }' | awk '{print $1}')
+printf "sightline: %.3f s (target < 0.1 s)\nbpftrace:  %.3f s (one run)\n" "$s3" "$b3"
 printf "ratio %.4fx\n" "$(echo "$s3 / $b3" | bc -l)"

@@ -136,7 +136,8 @@ pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
 /// The catalog of kernel probes on this machine.
 #[derive(Debug, Default, Clone)]
 pub struct KernelCatalog {
-    _private: (),
+    /// Every `(category, event)` in tracefs, read once on first use.
+    tracepoints: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
 impl KernelCatalog {
@@ -235,10 +236,22 @@ impl KernelCatalog {
         if BUILTIN_PROVIDERS.contains(&desc.provider.as_str()) {
             return;
         }
+        // Tracepoint names are C identifiers: a literal name such as `tick-1s` cannot be one, so
+        // no need to scan tracefs for it.
+        let literal_name = !desc.name.is_empty() && !desc.name.contains(['*', '?', '[', '\\']);
+        if literal_name && !desc.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return;
+        }
         if !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
             return;
         }
-        for (cat, ev) in list_tracepoints(&desc.provider, &desc.name) {
+        let all = self.tracepoints.get_or_init(|| list_tracepoints("", ""));
+        let matching: Vec<(String, String)> = all
+            .iter()
+            .filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e))
+            .cloned()
+            .collect();
+        for (cat, ev) in matching {
             let fields = tracepoint_fields(&cat, &ev).unwrap_or_default();
             out.push(probe(&cat, "", &ev, ProbeArgs::Tracepoint { fields }, ProbeKind::Tracepoint {
                 category: cat.clone(),
@@ -321,7 +334,7 @@ impl ProbeCatalog for KernelCatalog {
         for &(name, _, _) in PROC_PROBES {
             v.push(format!("proc:::{name}"));
         }
-        for (c, e) in list_tracepoints("*", "*") {
+        for (c, e) in self.tracepoints.get_or_init(|| list_tracepoints("", "")) {
             v.push(format!("{c}:::{e}"));
         }
         v

@@ -150,14 +150,19 @@ impl Session {
         for (i, m) in layout.maps.iter().enumerate() {
             if m.role == probe_codegen::layout::MapRole::SyscallNames {
                 let fd = maps[i].as_ref().expect("just created");
+                let vs = m.value_size as usize;
+                let mut keys = Vec::new();
+                let mut values = Vec::new();
                 for &(nr, name) in crate::syscalls::SYSCALLS_X86_64 {
                     if nr < m.max_entries {
-                        let mut v = vec![0u8; m.value_size as usize];
-                        let n = name.len().min(v.len() - 1);
+                        keys.extend_from_slice(&nr.to_le_bytes());
+                        let mut v = vec![0u8; vs];
+                        let n = name.len().min(vs - 1);
                         v[..n].copy_from_slice(&name.as_bytes()[..n]);
-                        sys::map_update(fd, &nr.to_le_bytes(), &v)?;
+                        values.extend_from_slice(&v);
                     }
                 }
+                sys::map_update_batch(fd, &keys, &values, (keys.len() / 4) as u32)?;
             }
         }
         let mut progs = Vec::new();

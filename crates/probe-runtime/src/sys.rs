@@ -209,6 +209,33 @@ pub fn map_next_key(map: &OwnedFd, key: Option<&[u8]>, next: &mut [u8]) -> SysRe
 
 #[repr(C)]
 #[derive(Default)]
+struct BatchAttr {
+    in_batch: u64,
+    out_batch: u64,
+    keys: u64,
+    values: u64,
+    count: u32,
+    map_fd: u32,
+    elem_flags: u64,
+    flags: u64,
+}
+
+/// `bpf(BPF_MAP_UPDATE_BATCH)` (Linux 5.6): writes `count` keys and values in one call. `keys`
+/// and `values` hold `count` entries of the map's key and value sizes, back to back.
+pub fn map_update_batch(map: &OwnedFd, keys: &[u8], values: &[u8], count: u32) -> SysResult<()> {
+    const BPF_MAP_UPDATE_BATCH: libc::c_int = 26;
+    let mut attr = BatchAttr {
+        keys: keys.as_ptr() as u64,
+        values: values.as_ptr() as u64,
+        count,
+        map_fd: map.as_raw_fd() as u32,
+        ..Default::default()
+    };
+    bpf(BPF_MAP_UPDATE_BATCH, &mut attr, "bpf(BPF_MAP_UPDATE_BATCH)").map(|_| ())
+}
+
+#[repr(C)]
+#[derive(Default)]
 struct ProgLoadAttr {
     prog_type: u32,
     insn_cnt: u32,

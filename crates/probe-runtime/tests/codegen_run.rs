@@ -157,3 +157,51 @@ fn keyed_aggregation_with_string_and_int_keys() {
     let want = probe_format::output::print_at_exit(&[&c, &a, &sd], &Default::default());
     assert_eq!(out, want);
 }
+
+/// Counts this process's BPF links and perf events by their fd targets (`/proc/self/fd`).
+fn attachments_open() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|t| {
+            let t = t.to_string_lossy();
+            t.contains("bpf-link") || t.contains("bpf_link") || t.contains("perf_event") || t.contains("bpf-raw-tracepoint")
+        })
+        .count()
+}
+
+#[test]
+fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
+    if !test_support::privileged("attaches raw tracepoints") {
+        return;
+    }
+    let src = "syscall:::entry { @[probefunc] = count(); } syscall:::return { @r = count(); } tick-1ms { exit(0); }";
+    let file = probe_syntax::SourceFile::new("t.d", src);
+    let (ast, _) = probe_syntax::parse(&file);
+    let prog = probe_sema::analyze(&ast, &KernelCatalog::new(), &SemaOptions::default()).unwrap();
+    let before = attachments_open();
+    {
+        // Attached: one link per raw tracepoint (sys_enter, sys_exit) and one cpu-clock event.
+        let layout = probe_runtime::run::codegen(&prog).unwrap();
+        let mut s = probe_runtime::session::Session::load(layout, false).unwrap();
+        s.attach().unwrap();
+        assert_eq!(s.attachments(), 3);
+        assert_eq!(attachments_open(), before + 3);
+        s.detach();
+        assert_eq!(attachments_open(), before);
+    }
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    {
+        let mut c = Consumer::new(&prog, RunConfig { quiet: true, ..RunConfig::default() }, &mut out, &mut err).unwrap();
+        let reason = c.run(None).unwrap();
+        assert_eq!(reason, StopReason::Exit(0));
+        // After the run everything is detached already.
+        assert_eq!(c.session().attachments(), 0);
+    }
+    assert_eq!(attachments_open(), before, "an attachment fd outlived the run");
+    let out = String::from_utf8(out).unwrap();
+    // Every entry is counted under its system call's name; this process made some.
+    assert!(out.lines().any(|l| l.trim_start().starts_with("ioctl") || l.trim_start().starts_with("epoll_wait")), "{out}");
+}
