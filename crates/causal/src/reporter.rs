@@ -92,7 +92,10 @@ pub enum ConfigError {
 }
 
 impl Sink {
-    /// Parses `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH` (or `file://PATH`) or `off`.
+    /// Parses `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH` (or `file://PATH`) or `off`
+    /// (`:PORT` defaults to 7831). A host name is resolved here, which may block on DNS: when the
+    /// reporter starts from the environment, that happens on the thread of the first event unless
+    /// [`init_from_env`] or [`init`] ran earlier.
     ///
     /// # Errors
     /// [`ConfigError::BadValue`] naming `SIGHTLINE_CAUSAL_SINK`.
