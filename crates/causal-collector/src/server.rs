@@ -18,7 +18,8 @@
 //!
 //! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
 //! buffer; connections are capped at [`MAX_TCP_CONNECTIONS`]; OTLP bodies at [`MAX_HTTP_BODY`]
-//! (and [`MAX_GZIP_EXPANSION`] once decompressed).
+//! (and [`MAX_GZIP_EXPANSION`] once decompressed), with at most [`MAX_HTTP_IN_FLIGHT`] bodies read
+//! and decoded at once.
 //!
 //! # Nothing acknowledged is lost
 //! An OTLP request is answered `200` only after its events are committed. On shutdown
@@ -56,6 +57,8 @@ use crate::xtrace;
 
 /// Most TCP report connections served at once; further connections wait in the accept queue.
 pub const MAX_TCP_CONNECTIONS: usize = 1024;
+/// OTLP/HTTP requests whose bodies are read and decoded at once; more wait their turn.
+pub const MAX_HTTP_IN_FLIGHT: usize = 16;
 /// Largest OTLP/HTTP request body accepted, bytes (larger: `413`).
 pub const MAX_HTTP_BODY: usize = 16 << 20;
 /// Largest OTLP/HTTP body after gzip decompression, bytes (larger: `400`).
@@ -247,7 +250,11 @@ impl Collector {
             let app = axum::Router::new()
                 .route("/v1/traces", axum::routing::post(otlp_traces))
                 .layer(DefaultBodyLimit::max(MAX_HTTP_BODY))
-                .with_state(HttpState { tx: tx.clone(), stats: stats.clone() });
+                .with_state(HttpState {
+                    tx: tx.clone(),
+                    stats: stats.clone(),
+                    busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
+                });
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
                 let shutdown = async move {
@@ -569,6 +576,8 @@ fn udp_flush(tx: &mpsc::Sender<Batch>, pending: Vec<Event>) -> Vec<Event> {
 struct HttpState {
     tx: mpsc::Sender<Batch>,
     stats: Arc<Stats>,
+    /// Requests whose bodies are being read or decoded at once (bounds their memory).
+    busy: Arc<Semaphore>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -601,7 +610,19 @@ fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
 }
 
 /// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
-async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum::body::Body) -> Response {
+    // The body is read only once a slot is free, so at most MAX_HTTP_IN_FLIGHT bodies are in
+    // memory; other requests wait (their senders see TCP backpressure).
+    let Ok(_slot) = st.busy.clone().acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let body: Bytes = match axum::body::to_bytes(body, MAX_HTTP_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            bump(&st.stats.otlp_bad_requests, 1);
+            return (StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}\n")).into_response();
+        }
+    };
     let n = bump(&st.stats.otlp_requests, 1);
     let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
     let enc = if ctype.starts_with("application/x-protobuf") || ctype.starts_with("application/protobuf") {
