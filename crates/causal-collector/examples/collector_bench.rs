@@ -93,6 +93,8 @@ fn thread_cpu_s() -> f64 {
 
 fn baseline(db: &str, events: u64) {
     let mut store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
+    // As the collector's writer does.
+    let _ckpt = store.start_checkpointer().expect("checkpointer");
     let t0 = 1_700_000_000_000_000_000u64;
     let mut spent = 0f64;
     let mut cpu = 0f64;

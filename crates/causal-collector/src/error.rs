@@ -32,6 +32,9 @@ pub enum StoreError {
         /// SQLite's error.
         source: rusqlite::Error,
     },
+    /// The checkpointer thread could not be started.
+    #[error("starting the store checkpointer thread: {0}")]
+    Thread(String),
     /// No task id starts with the given text.
     #[error("no task matches {0:?}")]
     NoSuchTask(String),

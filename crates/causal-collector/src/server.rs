@@ -303,6 +303,14 @@ impl Collector {
 }
 
 fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {
+    // Checkpoints on their own thread; without it SQLite's automatic ones run here.
+    let _checkpointer = match store.start_checkpointer() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::warn!("store checkpoints stay on the writer thread: {e}");
+            None
+        }
+    };
     while let Some(first) = rx.blocking_recv() {
         let mut events = first.events;
         let mut acks: Vec<oneshot::Sender<Result<(), String>>> = first.ack.into_iter().collect();

@@ -175,6 +175,24 @@ pub struct TaskFilter {
     pub limit: Option<usize>,
 }
 
+/// The background checkpointer of [`Store::start_checkpointer`]; stops when dropped.
+#[derive(Debug)]
+pub struct Checkpointer {
+    stop: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// What one [`Store::insert`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InsertStats {
@@ -239,6 +257,44 @@ impl Store {
             }
         }
         Ok(Store { conn, path: path.to_path_buf() })
+    }
+
+    /// Moves WAL checkpoints off this connection: turns automatic checkpoints off here and starts
+    /// a thread that runs `PRAGMA wal_checkpoint(PASSIVE)` on its own connection every 200 ms, so
+    /// the copying of WAL frames into the database and its `fsync` do not stall this connection's
+    /// writes (a passive checkpoint never blocks a writer). The WAL is truncated to 64 MiB when it
+    /// restarts. Stops (after a last checkpoint) when the returned value is dropped.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] when the second connection cannot be opened, [`StoreError::Sql`],
+    /// [`StoreError::Thread`].
+    pub fn start_checkpointer(&self) -> Result<Checkpointer, StoreError> {
+        let open_err = |source| StoreError::Open { path: self.path.clone(), source };
+        let conn = Connection::open(&self.path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(sql("turning automatic checkpoints off"))?;
+        self.conn.pragma_update(None, "journal_size_limit", 64 << 20).map_err(sql("limiting the WAL size"))?;
+        let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("sightline-ckpt".into())
+            .spawn(move || {
+                let (lock, cv) = &*stop2;
+                let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    let (g, _) = cv
+                        .wait_timeout(stopped, std::time::Duration::from_millis(200))
+                        .unwrap_or_else(|p| p.into_inner());
+                    stopped = g;
+                    // A checkpoint that fails (busy) is retried at the next tick.
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    if *stopped {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Thread(e.to_string()))?;
+        Ok(Checkpointer { stop, thread: Some(thread) })
     }
 
     /// The database file.
