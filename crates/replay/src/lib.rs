@@ -5,7 +5,7 @@
 //! processes) suffices to replay it deterministically. This crate is the policy on top of
 //! `replay-ptrace`'s mechanism:
 //!
-//! - [`format`]: the recording (a directory with `meta.json` and a chunked zstd event stream;
+//! - [`format`](mod@format): the recording (a directory with `meta.json` and a chunked zstd event stream;
 //!   [`format::Writer`], [`format::Recording`], [`format::Record`]), documented in
 //!   `docs/recording-format.md`.
 //! - [`syscalls`]: the shared system-call policy (what is trapped, what each call writes, how it is

@@ -1,7 +1,7 @@
 //! The recorder: runs a program under ptrace + seccomp and writes its nondeterministic inputs.
 //!
-//! Mirrors [`crate::replayer`] file for file: [`syscall`] (trapped system calls at entry and exit),
-//! [`signal`] (signals and trapped instructions), [`process`] (fork, exec, exit).
+//! Mirrors [`crate::replayer`] file for file: `syscall.rs` (trapped system calls at entry and exit),
+//! `signal.rs` (signals and trapped instructions), `process.rs` (fork, exec, exit).
 //!
 //! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
 //! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
@@ -64,6 +64,8 @@ struct Proc {
     held: VecDeque<(i32, Box<[u8; 128]>)>,
     /// A held signal re-raised at a sync point, awaiting its delivery stop.
     releasing: Option<(i32, Box<[u8; 128]>)>,
+    /// The call that returned `-ERESTART_RESTARTBLOCK`, which a later `restart_syscall` continues.
+    restart_of: Option<(i64, [u64; 6])>,
 }
 
 /// What an fd refers to, for rendezvous and output detection.

@@ -77,9 +77,19 @@ impl Recorder {
         let regs = t.regs()?;
         let result = regs.rax as i64;
         let Pending { nr, args, fd } = pending;
+        // restart_syscall continues an interrupted poll/nanosleep/futex wait: what it writes is what
+        // the interrupted call would have written.
+        let (out_nr, out_args) = match self.procs.get_mut(&tid) {
+            Some(p) if nr == libc::SYS_restart_syscall => p.restart_of.take().unwrap_or((nr, args)),
+            Some(p) => {
+                p.restart_of = (result == -516).then_some((nr, args));
+                (nr, args)
+            }
+            None => (nr, args),
+        };
         let mut read = |addr: u64, len: usize| t.read_bytes(RemotePtr::new(addr), len).ok();
         let mut writes = Vec::new();
-        for (addr, len) in syscalls::outputs(nr, &args, result, &mut read) {
+        for (addr, len) in syscalls::outputs(out_nr, &out_args, result, &mut read) {
             if let Some(data) = read(addr, len) {
                 writes.push(MemWrite { addr, data });
             }

@@ -1,8 +1,8 @@
 //! The replayer: re-runs the recorded program under ptrace and feeds it its recorded inputs.
 //!
-//! Mirrors [`crate::recorder`] file for file: [`syscall`] (each trapped call checked against the
-//! recording, then emulated or run for real), [`signal`] (signals and trapped instructions),
-//! [`process`] (fork, exec, exit).
+//! Mirrors [`crate::recorder`] file for file: `syscall.rs` (each trapped call checked against the
+//! recording, then emulated or run for real), `signal.rs` (signals and trapped instructions),
+//! `process.rs` (fork, exec, exit).
 //!
 //! Processes are re-created for real (fork, exec, pipes, memory maps, fds with their recorded
 //! numbers), so the replayed processes are real processes in the recorded state; only inputs come
