@@ -13,7 +13,9 @@ command -v gcc >/dev/null || apt-get install -y gcc
 echo "bpftrace: $(bpftrace --version)"
 
 cargo build -q --release -p probe-user --example uprobe-bench
+cargo build -q --release -p sightline
 SL=$CARGO_TARGET_DIR/release/examples/uprobe-bench
+SIGHTLINE=$CARGO_TARGET_DIR/release/sightline
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
@@ -90,4 +92,31 @@ awk -v n="$sl_n" -v l="$sl_load" -v a="$sl_att" -v d="$sl_det" -v s="$sl_total" 
   printf "  sightline: load %.1f ms, attach %.1f ms, detach %.1f ms (%.1f ms); whole run %d ms\n", l, a, d, s, r;
   printf "  bpftrace:  %s; whole run %d ms\n", ba, t;
   printf "  ratio sightline/bpftrace (whole runs) %.4f\n", r / t;
+}'
+
+# The same two measurements through the command line of both tools, each running the workload
+# under -c (attach before it runs, detach at its exit).
+echo "through the command lines (-c):"
+sl_c=$("$SIGHTLINE" probe -q -c "$W $N" -n 'pid$target:a.out:f:entry { @n = count(); } END { printa("hits %@d\n", @n); }' 2>/dev/null)
+sl_c_t=$(echo "$sl_c" | grep -E '^[0-9]+$' | head -1)
+sl_c_hits=$(echo "$sl_c" | awk '/^hits/ {print $2}')
+bt_c=$(bpftrace -c "$W $N" -e "uprobe:$W:f { @ = count(); }" 2>/dev/null)
+bt_c_t=$(echo "$bt_c" | grep -E '^[0-9]+$' | head -1)
+bt_c_hits=$(echo "$bt_c" | grep -o '@: [0-9]*' | awk '{print $2}')
+awk -v n="$N" -v b="$base" -v s="$sl_c_t" -v t="$bt_c_t" -v sh="$sl_c_hits" -v th="$bt_c_hits" 'BEGIN {
+  ps = (s - b) / n; pt = (t - b) / n;
+  printf "  per-hit: sightline %.1f ns (%s hits), bpftrace %.1f ns (%s hits), ratio %.2f\n", ps, sh, pt, th, ps / pt;
+}'
+D=$(sed 's|^|pid$target:libc.so.6:|; s|$|:entry|' "$T/funcs" | paste -sd, -)
+t0=$(date +%s%N)
+"$SIGHTLINE" probe -q -c /bin/true -n "$D { @ = count(); }" > /dev/null 2>&1
+t1=$(date +%s%N)
+sl_run_c=$(( (t1 - t0) / 1000000 ))
+probes_c=$(sed "s|^|uprobe:$LIBC:|" "$T/funcs" | paste -sd, -)
+t0=$(date +%s%N)
+bpftrace -c /bin/true -e "$probes_c { @ = count(); }" > /dev/null 2>&1 || true
+t1=$(date +%s%N)
+bt_run_c=$(( (t1 - t0) / 1000000 ))
+awk -v s="$sl_run_c" -v t="$bt_run_c" 'BEGIN {
+  printf "  100 libc functions, whole run with -c /bin/true: sightline %d ms, bpftrace %d ms, ratio %.4f\n", s, t, s / t;
 }'
