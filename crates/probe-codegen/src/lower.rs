@@ -2229,12 +2229,9 @@ pub fn parse_usdt_spec(spec: &str) -> Option<UsdtArgSpec> {
         let inner = loc[open + 1..].strip_suffix(')')?;
         let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
         match parts.as_slice() {
-            [base] => {
-                if *base == "%rip" {
-                    return None;
-                }
-                UsdtLoc::Mem { base_offset: pt_regs::by_name(base)?, disp }
-            }
+            // `disp(%rip)`: probe-user's catalog rewrites `sym(%rip)` to the symbol's distance from the
+            // probe site, and `regs->ip` at a uprobe is the probe site's address.
+            [base] => UsdtLoc::Mem { base_offset: pt_regs::by_name(base)?, disp },
             [base, index, scale] => UsdtLoc::MemIndexed {
                 base_offset: pt_regs::by_name(base)?,
                 index_offset: pt_regs::by_name(index)?,

@@ -315,6 +315,20 @@ impl ArgSpec {
         Ok(())
     }
 
+    /// The spec as a code generator that knows only registers can use it at the probe site `pc`:
+    /// a resolved [`ArgLocation::Static`] operand becomes `SIZE@DISP(%rip)` with `DISP` the
+    /// operand's distance from `pc` (at a uprobe `%rip` holds the probe's address, so no load bias
+    /// is needed); every other spec is returned as written.
+    pub fn at_site(&self, pc: VirtAddr) -> String {
+        match &self.loc {
+            ArgLocation::Static { addr: Some(a), .. } => {
+                let disp = a.0.wrapping_sub(pc.0) as i64;
+                format!("{}{}@{disp}(%rip)", if self.signed { "-" } else { "" }, self.size)
+            }
+            _ => self.text.clone(),
+        }
+    }
+
     /// Computes the argument's value the way generated code must: `reg(r)` reads a 64-bit register,
     /// `mem(addr, size)` reads `size` bytes (little-endian, zero-extended; `None` on a fault) and
     /// `bias` is the module's load bias. The result is truncated to `size` bytes, then sign- or
@@ -555,5 +569,11 @@ mod tests {
         s.resolve(|_| Some(VirtAddr(0x10))).unwrap();
         assert_eq!(s.eval(regs, mem, 0x5000), Some(7));
         assert_eq!(p("8@0(%rdx)").eval(regs, mem, 0), None);
+        // At the site: a static operand relative to the probe address.
+        assert_eq!(s.at_site(VirtAddr(0x30)), "2@-32(%rip)");
+        let mut g = p("-8@counter(%rip)");
+        g.resolve(|_| Some(VirtAddr(0x4028))).unwrap();
+        assert_eq!(g.at_site(VirtAddr(0x11ca)), "-8@11870(%rip)");
+        assert_eq!(p("-4@%edi").at_site(VirtAddr(1)), "-4@%edi");
     }
 }

@@ -200,7 +200,7 @@ impl UserCatalog {
                     path: p.path.to_string_lossy().into_owned(),
                     offset: p.pc_offset.0,
                     semaphore: p.semaphore_offset.map(|o| o.0),
-                    arg_specs: p.args.iter().map(|a| a.text.clone()).collect(),
+                    arg_specs: p.args.iter().map(|a| a.at_site(p.pc)).collect(),
                     pid,
                 },
             })

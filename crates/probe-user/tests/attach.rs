@@ -458,3 +458,27 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
     // With the setter: all N iterations see the semaphore, and arg0 (0..N) sums to 45.
     assert_eq!(run(true), ("10".to_string(), 45));
 }
+
+/// At a uprobe, `regs->ip` is the probed instruction's address (the kernel sets it before running
+/// handlers), on both attach paths: RIP-relative USDT arguments are computed from it.
+#[test]
+fn uprobe_ip_is_the_probe_address() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let (_d, bin) = build(&[]);
+    let elf = ElfFile::open(&bin).unwrap();
+    let add = elf.function("add").unwrap().clone();
+    let child = start(&bin);
+    let pid = child.id();
+    let module = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap();
+    let site = UprobeSite { offset: add.offset, ref_ctr_offset: None, cookie: 0 };
+    let pm = Prog::new(Reg::Rip, true);
+    let pp = Prog::new(Reg::Rip, false);
+    let _l = sys::attach_uprobe_multi(pm.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    let _e = sys::attach_uprobe_perf(pp.prog.as_raw_fd(), &bin, site, Some(pid), false).unwrap();
+    go(child);
+    let want = N.wrapping_mul(module.abs(add.addr).0);
+    assert_eq!(pm.get(0), (N, want), "uprobe_multi");
+    assert_eq!(pp.get(0), (N, want), "perf event");
+}

@@ -143,11 +143,12 @@ fn sdt_program_with_and_without_semaphores() {
             "-c",
             &format!("{} 10", bin.display()),
             "-n",
-            "sl_test$target:::tick { @n = count(); @i = sum(arg0); @m = sum(arg1); }",
+            "sl_test$target:::tick { @n = count(); @i = sum(arg0); @m = sum(arg1); @c = sum(arg2); }",
             "-n",
-            "END { printa(\"ticks %@d\\n\", @n); printa(\"i %@d\\n\", @i); printa(\"minus %@d\\n\", @m); }",
+            "END { printa(\"ticks %@d\\n\", @n); printa(\"i %@d\\n\", @i); printa(\"minus %@d\\n\", @m); printa(\"counter %@d\\n\", @c); }",
         ]);
-        for line in ["ticks 10", "i 45", "minus -45"] {
+        // arg2 is `-8@counter(%rip)`: the global before its increment, 5..14.
+        for line in ["ticks 10", "i 45", "minus -45", "counter 95"] {
             assert!(out.lines().any(|l| l == line), "{flags:?} {line}: {out}");
         }
         // Without a semaphore the program counts every iteration as enabled; with one, only those
