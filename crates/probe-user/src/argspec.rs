@@ -315,16 +315,22 @@ impl ArgSpec {
         Ok(())
     }
 
-    /// The spec as a code generator that knows only registers can use it at the probe site `pc`:
-    /// a resolved [`ArgLocation::Static`] operand becomes `SIZE@DISP(%rip)` with `DISP` the
-    /// operand's distance from `pc` (at a uprobe `%rip` holds the probe's address, so no load bias
-    /// is needed); every other spec is returned as written.
+    /// The spec in a canonical form for a code generator that knows registers and decimal numbers,
+    /// at the probe site `pc`: 64-bit register names, decimal displacements and immediates, and a
+    /// resolved [`ArgLocation::Static`] operand as `SIZE@DISP(%rip)` with `DISP` its distance from
+    /// `pc` (at a uprobe `%rip` holds the probe's address, so no load bias is needed). Forms without
+    /// such an equivalent (`%ah`-style high bytes, a memory operand without a base register, an
+    /// unresolved symbol) are returned as written.
     pub fn at_site(&self, pc: VirtAddr) -> String {
+        let size = format!("{}{}", if self.signed { "-" } else { "" }, self.size);
         match &self.loc {
-            ArgLocation::Static { addr: Some(a), .. } => {
-                let disp = a.0.wrapping_sub(pc.0) as i64;
-                format!("{}{}@{disp}(%rip)", if self.signed { "-" } else { "" }, self.size)
+            ArgLocation::Static { addr: Some(a), .. } => format!("{size}@{}(%rip)", a.0.wrapping_sub(pc.0) as i64),
+            ArgLocation::Register { reg, byte: 0 } => format!("{size}@%{}", reg.name()),
+            ArgLocation::Memory { base: Some(b), index: None, disp } => format!("{size}@{disp}(%{})", b.name()),
+            ArgLocation::Memory { base: Some(b), index: Some((i, sc)), disp } => {
+                format!("{size}@{disp}(%{},%{},{sc})", b.name(), i.name())
             }
+            ArgLocation::Immediate(v) => format!("{size}@${v}"),
             _ => self.text.clone(),
         }
     }
@@ -574,6 +580,10 @@ mod tests {
         let mut g = p("-8@counter(%rip)");
         g.resolve(|_| Some(VirtAddr(0x4028))).unwrap();
         assert_eq!(g.at_site(VirtAddr(0x11ca)), "-8@11870(%rip)");
-        assert_eq!(p("-4@%edi").at_site(VirtAddr(1)), "-4@%edi");
+        assert_eq!(p("-4@%edi").at_site(VirtAddr(1)), "-4@%rdi");
+        assert_eq!(p("8@0x10(%rbp)").at_site(VirtAddr(1)), "8@16(%rbp)");
+        assert_eq!(p("8@(%rax,%rdx,8)").at_site(VirtAddr(1)), "8@0(%rax,%rdx,8)");
+        assert_eq!(p("-4@$0x10").at_site(VirtAddr(1)), "-4@$16");
+        assert_eq!(p("1@%ah").at_site(VirtAddr(1)), "1@%ah");
     }
 }
