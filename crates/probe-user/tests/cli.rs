@@ -192,3 +192,25 @@ fn ustack_is_symbolized() {
     assert!(lines[i + 1..].iter().any(|l| l.starts_with("libc.so.6`")), "{out}");
     assert!(lines.contains(&"10"), "{out}");
 }
+
+/// libstdc++'s `libstdcxx` USDT probes (in a shared library, no semaphores): a program that throws
+/// and catches five times.
+#[test]
+fn libstdcxx_throw_and_catch_counts() {
+    if !test_support::privileged("attaches USDT probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("throws");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/throws.cc");
+    assert!(Command::new("g++").args(["-O1", "-o"]).arg(&bin).arg(&src).status().unwrap().success());
+    let (out, _) = probe(&[
+        "-c",
+        bin.to_str().unwrap(),
+        "-n",
+        "libstdcxx$target:::throw,libstdcxx$target:::catch { @[probename] = count(); }",
+    ]);
+    let r = rows(&out);
+    assert!(r.contains(&vec!["throw".to_string(), "5".to_string()]), "{out}");
+    assert!(r.contains(&vec!["catch".to_string(), "5".to_string()]), "{out}");
+}
