@@ -205,6 +205,46 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
     Ok(b.layout)
 }
 
+/// The most bytes a string expression's value can take (NUL included), when that is known to be
+/// less than `strsize`: literals, `execname` (the 16-byte comm) and choices between them.
+fn str_cap(e: &TExpr, strsize: u32) -> u32 {
+    let c = match &e.kind {
+        TExprKind::Str(s) => (s.len() as u32 + 1).min(strsize),
+        TExprKind::Builtin(Builtin::Execname) => 16,
+        TExprKind::Ternary(_, a, b) => str_cap(a, strsize).max(str_cap(b, strsize)),
+        TExprKind::Cast(inner) => str_cap(inner, strsize),
+        _ => strsize,
+    };
+    c.min(strsize)
+}
+
+/// For aggregation `agg`, the capacity of each key position: the largest [`str_cap`] over every
+/// update of it in the program (strsize for non-string keys; unused then).
+fn agg_key_caps(prog: &CheckedProgram, agg: usize, nkeys: usize, strsize: u32) -> Vec<u32> {
+    fn walk(stmts: &[TStmt], agg: usize, caps: &mut [u32], strsize: u32) {
+        for s in stmts {
+            match s {
+                TStmt::Aggregate { agg: a, keys, .. } if a.0 as usize == agg => {
+                    for (c, k) in caps.iter_mut().zip(keys) {
+                        *c = (*c).max(str_cap(k, strsize));
+                    }
+                }
+                TStmt::If { then, els, .. } => {
+                    walk(then, agg, caps, strsize);
+                    walk(els, agg, caps, strsize);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut caps = vec![1u32; nkeys];
+    for c in &prog.clauses {
+        walk(&c.body, agg, &mut caps, strsize);
+    }
+    // Round up to whole 8-byte words (the key layout's unit).
+    caps.iter().map(|c| ((c + 7) & !7).min(strsize.max(8))).collect()
+}
+
 /// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
 fn ringbuf_size(bytes: u64) -> u32 {
     bytes.clamp(16 << 10, 1 << 30).next_power_of_two() as u32
@@ -305,7 +345,18 @@ impl<'p> Builder<'p> {
             }));
         }
         for a in &self.prog.aggregations {
-            let keys: Vec<FieldKind> = a.keys.iter().map(|t| value_kind(t, strsize)).collect();
+            // String keys take only the room their values can need (e.g. 16 bytes for execname),
+            // which makes hashing and copying the key cheaper than a full strsize buffer.
+            let caps = agg_key_caps(self.prog, a.id.0 as usize, a.keys.len(), strsize);
+            let keys: Vec<FieldKind> = a
+                .keys
+                .iter()
+                .zip(&caps)
+                .map(|(t, cap)| match value_kind(t, strsize) {
+                    FieldKind::Str { .. } => FieldKind::Str { len: *cap },
+                    k => k,
+                })
+                .collect();
             let mut off = 0;
             let mut fields = Vec::new();
             for k in keys {
@@ -797,6 +848,7 @@ impl ProgGen<'_, '_> {
     /// Writes the value of `e` (of field kind `k`) at scratch offset `off`.
     fn store_value(&mut self, e: &TExpr, k: &FieldKind, off: u32) -> Res<()> {
         match k {
+            FieldKind::Str { len } if *len < self.strsize() => self.string_small(e, off, *len),
             FieldKind::Str { .. } => self.string(e, off),
             FieldKind::Stack { user, frames } => {
                 self.zero(off, frames * 8);
@@ -2054,6 +2106,36 @@ impl ProgGen<'_, '_> {
         });
         self.sysnames_map = Some(m);
         m
+    }
+
+    /// Writes a string whose capacity `cap` (< strsize) came from [`str_cap`]: only the forms
+    /// `str_cap` sizes below strsize reach here.
+    fn string_small(&mut self, e: &TExpr, off: u32, cap: u32) -> Res<()> {
+        match &e.kind {
+            TExprKind::Str(s) => self.string_lit(s.as_bytes(), off, cap),
+            TExprKind::Builtin(Builtin::Execname) => {
+                self.zero(off, cap);
+                let a = &mut self.asm;
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, off as i32);
+                a.mov_imm(R2, 16.min(cap as i64));
+                a.call(helper::GET_CURRENT_COMM);
+            }
+            TExprKind::Ternary(c, t, f) => {
+                self.int(c)?;
+                let els = self.asm.label();
+                let done = self.asm.label();
+                self.asm.jmp_imm(Cond::Eq, R0, 0, els);
+                self.string_small(t, off, cap)?;
+                self.asm.ja(done);
+                self.asm.bind(els);
+                self.string_small(f, off, cap)?;
+                self.asm.bind(done);
+            }
+            TExprKind::Cast(inner) => self.string_small(inner, off, cap)?,
+            _ => return self.err(e.span, "internal: string key wider than its slot"),
+        }
+        Ok(())
     }
 
     fn string(&mut self, e: &TExpr, off: u32) -> Res<()> {
