@@ -214,3 +214,53 @@ fn libstdcxx_throw_and_catch_counts() {
     assert!(r.contains(&vec!["throw".to_string(), "5".to_string()]), "{out}");
     assert!(r.contains(&vec!["catch".to_string(), "5".to_string()]), "{out}");
 }
+
+/// Probes by path (the module given as a macro argument, since a `/` cannot appear in a D probe
+/// description): every process running the file, one already running and one started later.
+#[test]
+fn probes_by_path_cover_running_and_later_processes() {
+    use std::io::{BufRead, Write};
+    use std::process::Stdio;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_target(dir.path(), "t", &["-DWITH_SEM"]);
+    let b = bin.to_str().unwrap();
+    // Already running (blocked before its loop).
+    let mut early = Command::new(&bin).args(["10", "wait"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let ep = early.id();
+    let mut tracer = Command::new(test_support::sightline_bin())
+        .args([
+            "probe",
+            "-q",
+            "-n",
+            "pid:$1:add:entry { @a[pid] = count(); } sl_test:$1::tick { @t[pid] = count(); } tick-3s { exit(0); }",
+            "-n",
+            "END { printa(\"add %d %@d\\n\", @a); printa(\"tick %d %@d\\n\", @t); }",
+            b,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the "matched N probes" line, then a moment for the attach.
+    let mut err = std::io::BufReader::new(tracer.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("matched"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    early.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let early_out = early.wait_with_output().unwrap();
+    let late = Command::new(&bin).arg("5").output().unwrap();
+    let out = tracer.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    // The kernel's semaphore counter reached both processes, so both saw their probes enabled.
+    assert_eq!(String::from_utf8_lossy(&early_out.stdout).trim(), "10 60");
+    assert!(out.contains(&format!("add {ep} 10")), "{out}");
+    assert!(out.contains(&format!("tick {ep} 10")), "{out}");
+    // The later process (its pid unknown here) by its counts.
+    assert_eq!(out.lines().filter(|l| l.starts_with("add ") && l.ends_with(" 5")).count(), 1, "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("tick ") && l.ends_with(" 5")).count(), 1, "{out}");
+    assert_eq!(String::from_utf8_lossy(&late.stdout).trim(), "5 15");
+}
