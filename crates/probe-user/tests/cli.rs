@@ -264,3 +264,30 @@ fn probes_by_path_cover_running_and_later_processes() {
     assert_eq!(out.lines().filter(|l| l.starts_with("tick ") && l.ends_with(" 5")).count(), 1, "{out}");
     assert_eq!(String::from_utf8_lossy(&late.stdout).trim(), "5 15");
 }
+
+/// Scale: every instruction of libc's allocation functions and of the whole program (over 2000
+/// probes, one program each) attaches, fires and detaches, and the program's output is unchanged.
+#[test]
+fn thousands_of_instruction_probes_leave_the_target_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_target(dir.path(), "t", &[]);
+    let (out, err) = probe(&[
+        "-c",
+        &format!("{} 10", bin.display()),
+        "-n",
+        "pid$target:libc.so.6:*alloc*:,pid$target:libc.so.6:*free*:,pid$target:a.out::{ @ = count(); }",
+    ]);
+    let matched: usize = err
+        .split("matched ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no match count in {err}"));
+    assert!(matched > 2000, "{matched} probes");
+    assert!(out.contains("10 60"), "the target's output is unchanged: {out}");
+    let hits: u64 = rows(&out).iter().filter(|r| r.len() == 1).filter_map(|r| r[0].parse().ok()).max().unwrap();
+    assert!(hits > 500, "{hits} hits");
+}
