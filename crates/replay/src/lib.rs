@@ -19,7 +19,8 @@
 //!   recorded.
 //!
 //! Scope: programs made of one or more single-threaded processes. A `clone` with `CLONE_THREAD`
-//! stops the recording with [`Error::Unsupported`] (the program keeps running, untraced in effect).
+//! stops the recording ([`recorder::RecordOutcome::incomplete`] says why; the program keeps running,
+//! served in pass-through) and replaying such a recording fails with [`Error::Unsupported`].
 //! Threads, forced sync points and go-live come next; the replayer already re-creates processes,
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
