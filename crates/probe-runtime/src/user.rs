@@ -31,8 +31,11 @@ pub struct FullCatalog {
 }
 
 impl FullCatalog {
-    /// Both catalogs, with no held command.
+    /// Both catalogs, with no held command. First undoes USDT semaphore increments that an
+    /// earlier Sightline left behind when it died without cleaning up (probe-user's
+    /// `semaphore::repair_stale` over its record directory; a no-op when there are none).
     pub fn new() -> FullCatalog {
+        let _ = probe_user::semaphore::repair_stale(&probe_user::semaphore::default_record_dir());
         FullCatalog { kernel: KernelCatalog::new(), user: UserCatalog::new() }
     }
 

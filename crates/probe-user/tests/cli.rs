@@ -291,3 +291,33 @@ fn thousands_of_instruction_probes_leave_the_target_intact() {
     let hits: u64 = rows(&out).iter().filter(|r| r.len() == 1).filter_map(|r| r[0].parse().ok()).max().unwrap();
     assert!(hits > 500, "{hits} hits");
 }
+
+/// `-p` on a running Rust/lld program: the semaphore (which the kernel's counter misses in this
+/// layout only at exec time; for a running process it lands) is set while tracing and restored
+/// after, so the program sees it set for some iterations only, and the probe fires exactly then.
+#[test]
+fn semaphore_set_while_tracing_a_running_process_and_restored() {
+    use std::process::Stdio;
+    if !test_support::privileged("attaches USDT probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_rust_sem(dir.path());
+    // 200 iterations, 20 ms apart: 4 s, of which tracing covers about 1 s.
+    let target = Command::new(&bin).args(["200", "20"]).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = target.id();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (out, _) = probe(&[
+        "-q",
+        "-p",
+        &pid.to_string(),
+        "-n",
+        "rs$target:::hit { @n = count(); } tick-1s { exit(0); } END { printa(\"hits %@d\\n\", @n); }",
+    ]);
+    let t = target.wait_with_output().unwrap();
+    let enabled: u64 = String::from_utf8_lossy(&t.stdout).trim().parse().unwrap();
+    let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
+    // Traced for about 1 s of the 4 s: some iterations, not all, and exactly those fired.
+    assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
+    assert_eq!(hits, enabled, "{out}");
+}

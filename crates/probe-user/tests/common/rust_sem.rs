@@ -43,8 +43,13 @@ fn hit(i: u64) {
 
 fn main() {
     let n: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10);
+    // Optional: milliseconds to sleep after each iteration (a long-running target for -p).
+    let pause: u64 = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(0);
     let mut enabled = 0;
     for i in 0..n {
+        if pause > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(pause));
+        }
         if unsafe { std::ptr::read_volatile(&raw const rs_hit_semaphore) } != 0 {
             enabled += 1;
             hit(i);
