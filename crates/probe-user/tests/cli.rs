@@ -321,3 +321,31 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
     assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
     assert_eq!(hits, enabled, "{out}");
 }
+
+/// `-l`: a binary's USDT probes (path as a macro argument) and a running process's.
+#[test]
+fn lists_usdt_probes_of_a_binary_and_a_process() {
+    use std::process::Stdio;
+    let (out, _) = probe(&["-l", "-n", "python:$1::", "/usr/bin/python3.11"]);
+    let names: Vec<String> = rows(&out).iter().skip(1).map(|r| r.last().unwrap().clone()).collect();
+    for n in ["function-entry", "function-return", "gc-start", "gc-done", "line", "audit"] {
+        assert!(names.iter().any(|x| x == n), "{n} in {out}");
+    }
+    assert!(rows(&out).iter().skip(1).all(|r| r[1] == "python" && r[2] == "python3.11"), "{out}");
+    if !test_support::privileged("reads another process's maps") {
+        return;
+    }
+    let mut py = Command::new("/usr/bin/python3.11")
+        .args(["-c", "import sys; sys.stdin.read()"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = py.id();
+    let (out, _) = probe(&["-l", "-p", &pid.to_string(), "-n", "python$target:::function-return"]);
+    drop(py.stdin.take());
+    py.wait().unwrap();
+    let r = rows(&out);
+    assert_eq!(r.len(), 2, "{out}");
+    assert_eq!((r[1][1].as_str(), r[1][2].as_str(), r[1][3].as_str()), (format!("python{pid}").as_str(), "python3.11", "function-return"));
+}

@@ -297,9 +297,16 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
 fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
     // `$target` in a listed description is the -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
-    let target = |d: &str| match args.pid {
-        Some(p) => d.replace("$target", &p.to_string()),
-        None => d.to_string(),
+    // ... and `$1`..`$9` the macro arguments (`-l -n 'python:$1::' /usr/bin/python3.11`).
+    let target = |d: &str| {
+        let mut d = match args.pid {
+            Some(p) => d.replace("$target", &p.to_string()),
+            None => d.to_string(),
+        };
+        for (i, a) in args.args.iter().enumerate().take(9).rev() {
+            d = d.replace(&format!("${}", i + 1), a);
+        }
+        d
     };
     for c in &args.clauses {
         let desc = c.split(['{', '/']).next().unwrap_or("").trim();
