@@ -294,7 +294,7 @@ fn thousands_of_instruction_probes_leave_the_target_intact() {
 
 /// `-p` on a running Rust/lld program: the semaphore (which the kernel's counter misses in this
 /// layout only at exec time; for a running process it lands) is set while tracing and restored
-/// after, so the program sees it set for some iterations only, and the probe fires exactly then.
+/// after, so the program sees it set for some iterations only, and the probe fires then.
 #[test]
 fn semaphore_set_while_tracing_a_running_process_and_restored() {
     use std::process::Stdio;
@@ -319,7 +319,9 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
     let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
     // Traced for about 1 s of the 4 s: some iterations, not all, and exactly those fired.
     assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
-    assert_eq!(hits, enabled, "{out}");
+    // The program tests the semaphore, then reaches the probe site: a detach between the two loses
+    // that one hit (and an attach between them adds none), so the counts agree within one.
+    assert!(hits.abs_diff(enabled) <= 1, "hits {hits} enabled {enabled}: {out}");
 }
 
 /// `-l`: a binary's USDT probes (path as a macro argument) and a running process's.
@@ -348,4 +350,42 @@ fn lists_usdt_probes_of_a_binary_and_a_process() {
     let r = rows(&out);
     assert_eq!(r.len(), 2, "{out}");
     assert_eq!((r[1][1].as_str(), r[1][2].as_str(), r[1][3].as_str()), (format!("python{pid}").as_str(), "python3.11", "function-return"));
+}
+
+/// Ctrl-C (SIGINT) ends tracing of a running process cleanly: aggregations print, the probe is
+/// detached and the semaphore restored (the program sees it set only while traced).
+#[test]
+fn sigint_detaches_and_restores_the_semaphore() {
+    use std::process::Stdio;
+    if !test_support::privileged("attaches USDT probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_rust_sem(dir.path());
+    let target = Command::new(&bin).args(["200", "20"]).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = target.id();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let tracer = Command::new(test_support::sightline_bin())
+        .args(["probe", "-q", "-p", &pid.to_string(), "-n", "rs$target:::hit { @n = count(); } END { printa(\"hits %@d\\n\", @n); }"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut tracer = tracer;
+    // Once it says what it matched, it is attaching; trace a moment, then Ctrl-C.
+    let mut err = std::io::BufReader::new(tracer.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.contains("matched"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(Command::new("kill").args(["-INT", &tracer.id().to_string()]).status().unwrap().success());
+    let out = tracer.wait_with_output().unwrap();
+    let t = target.wait_with_output().unwrap();
+    let enabled: u64 = String::from_utf8_lossy(&t.stdout).trim().parse().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
+    // The program tests the semaphore, then reaches the probe site: a detach between the two loses
+    // that one hit (and an attach between them adds none), so the counts agree within one.
+    assert!(hits.abs_diff(enabled) <= 1, "hits {hits} enabled {enabled}: {out}");
 }
