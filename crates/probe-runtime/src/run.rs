@@ -276,6 +276,11 @@ impl<'a> Consumer<'a> {
         while self.stopped.is_none() {
             if sys::interrupted() {
                 self.stopped = Some(StopReason::Interrupted);
+                // dtrace(1M) prints a newline when the first SIGINT arrives (intr() sets
+                // g_newline), before END's output and the aggregations.
+                if !self.cfg.json {
+                    self.out.write_all(b"\n")?;
+                }
                 break;
             }
             self.session.wait(switch_ms)?;
@@ -472,25 +477,29 @@ impl<'a> Consumer<'a> {
                     self.stopped.get_or_insert(StopReason::Exit(status));
                 }
                 RecordAction::Printa { format, aggs } => {
-                    // Flush what the record printed so far, then the aggregations.
-                    self.emit(&mut text, &mut items, cpu, &probe, ts)?;
                     for &ag in aggs {
                         self.refresh_agg(ag)?;
                         self.printed.insert(ag);
-                        let agg = &self.aggs[ag];
-                        if self.cfg.json {
-                            writeln!(self.out, "{}", probe_format::json::aggregation_line(agg, &self.sort))?;
-                        } else {
-                            let s = match format {
-                                None => probe_format::output::printa(agg, &self.sort),
-                                Some(f) => match probe_format::printf::parse(f) {
-                                    Ok(p) => probe_format::output::printa_formatted(&p, agg, &self.sort)
-                                        .unwrap_or_else(|e| format!("<{e}>")),
-                                    Err(e) => format!("<{e}>"),
-                                },
-                            };
-                            self.out.write_all(s.as_bytes())?;
+                    }
+                    if self.cfg.json {
+                        // The record's data so far, then one line per aggregation.
+                        self.emit(&mut text, &mut items, cpu, &probe, ts)?;
+                        for &ag in aggs {
+                            writeln!(self.out, "{}", probe_format::json::aggregation_line(&self.aggs[ag], &self.sort))?;
                         }
+                    } else {
+                        // printa's text joins the record's line (dt_consume.c prints it in place).
+                        let list: Vec<&Aggregation> = aggs.iter().map(|&a| &self.aggs[a]).collect();
+                        let pieces = match format {
+                            None => Ok(None),
+                            Some(f) => probe_format::printf::parse(f).map(Some),
+                        };
+                        let s = match pieces {
+                            Ok(p) => probe_format::output::printa_joined(&list, p.as_deref(), &self.sort)
+                                .unwrap_or_else(|e| format!("<{e}>")),
+                            Err(e) => format!("<{e}>"),
+                        };
+                        text.push_str(&s);
                     }
                 }
                 RecordAction::Clear { agg } => self.session.clear_agg(*agg, false)?,

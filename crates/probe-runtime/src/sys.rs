@@ -530,17 +530,29 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// A child process created held: it waits, before exec, until [`HeldChild::release`].
+/// A child process created held: stopped (SIGSTOP) before exec until [`HeldChild::release`].
 #[derive(Debug)]
 pub struct HeldChild {
     /// The child's pid (`$target`).
     pub pid: u32,
-    release: Option<OwnedFd>,
+    held: bool,
 }
 
-/// fork(2)s a child that blocks reading a pipe, then execv(2)s `path` with `argv`; so probes can
-/// be attached before the command runs its first instruction. `path` must be resolved already
-/// (only async-signal-safe calls happen in the child).
+/// fork(2)s a child that stops itself (SIGSTOP), then execv(2)s `path` with `argv` once continued;
+/// so probes can be attached before the command runs its first instruction. `path` must be
+/// resolved already (only async-signal-safe calls happen in the child).
+///
+/// # Why a stop and not a blocking read
+///
+/// Every system call the child makes before exec must *finish* before the probes attach, or its
+/// return shows up as the target's (`syscall:::return /pid == $target/` would count one `read`
+/// more than strace). `kill(getpid(), SIGSTOP)` returns before the stop takes effect, and the
+/// child sits in signal delivery, not in a system call. Our SIGCHLD disposition gets
+/// `SA_NOCLDSTOP`, so stopping and continuing the child generates no SIGCHLD in its context
+/// (`do_notify_parent_cldstop`), which `signal:::signal_generate /pid == $target/` would see.
+/// If we die before releasing it, the child's process group is orphaned with a stopped member and
+/// the kernel sends it SIGHUP and SIGCONT (`kill_orphaned_pgrp`): it ends without ever having run
+/// the command.
 pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChild> {
     use std::os::unix::ffi::OsStrExt;
     let cpath = CString::new(path.as_os_str().as_bytes())
@@ -552,48 +564,50 @@ pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChil
         .map_err(|_| SyscallError { call: "execv", source: io::Error::from(io::ErrorKind::InvalidInput) })?;
     let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-        return Err(SyscallError::last("pipe2"));
+    // SAFETY: a zeroed sigaction with SIG_DFL and SA_NOCLDSTOP is valid; only flags change.
+    let r = unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        sa.sa_flags = libc::SA_NOCLDSTOP;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGCHLD, &sa, std::ptr::null_mut())
+    };
+    if r < 0 {
+        return Err(SyscallError::last("sigaction(SIGCHLD)"));
     }
-    // SAFETY: fork; the child only calls async-signal-safe functions (read, close, execv, _exit)
-    // on memory prepared before the fork.
+    // SAFETY: fork; the child only calls async-signal-safe functions (signal, getpid, kill,
+    // execv, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(SyscallError::last("fork"));
     }
     if pid == 0 {
-        // SAFETY: in the child: wait for the release byte (or EOF when the parent died), then exec.
+        // SAFETY: in the child: restore SIGPIPE (Rust ignores it; ignored signals survive exec),
+        // stop until the parent continues us, then exec.
         unsafe {
-            libc::close(fds[1]);
-            // Rust ignores SIGPIPE in our process; ignored signals survive exec, so restore the
-            // default the command expects (as std::process::Command does). Done before waiting so
-            // that no system call of ours runs after the probes are attached.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            let mut b = 0u8;
-            let n = libc::read(fds[0], &mut b as *mut u8 as *mut libc::c_void, 1);
-            if n != 1 {
-                libc::_exit(127);
-            }
+            libc::kill(libc::getpid(), libc::SIGSTOP);
             libc::execv(cpath.as_ptr(), ptrs.as_ptr());
             libc::_exit(127);
         }
     }
-    // SAFETY: the parent owns both pipe ends; close the read end, keep the write end.
-    unsafe { libc::close(fds[0]) };
-    Ok(HeldChild { pid: pid as u32, release: Some(fd_from(fds[1] as libc::c_long)) })
+    let mut status = 0;
+    // SAFETY: waiting for our own child to stop; `status` is a valid int.
+    let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    if r < 0 || !libc::WIFSTOPPED(status) {
+        return Err(SyscallError::last("waitpid(WUNTRACED)"));
+    }
+    Ok(HeldChild { pid: pid as u32, held: true })
 }
 
 impl HeldChild {
-    /// Lets the child exec its command.
+    /// Lets the child exec its command (SIGCONT).
     pub fn release(&mut self) -> SysResult<()> {
-        if let Some(fd) = self.release.take() {
-            let b = 1u8;
-            // SAFETY: writing one byte from a live local to an open pipe.
-            let r = unsafe { libc::write(fd.as_raw_fd(), &b as *const u8 as *const libc::c_void, 1) };
-            if r != 1 {
-                return Err(SyscallError::last("write(release pipe)"));
+        if self.held {
+            self.held = false;
+            // SAFETY: signalling our own stopped child.
+            if unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGCONT) } < 0 {
+                return Err(SyscallError::last("kill(SIGCONT)"));
             }
         }
         Ok(())
@@ -621,7 +635,7 @@ impl HeldChild {
 
 impl Drop for HeldChild {
     fn drop(&mut self) {
-        // Never leave the target held: release it (it then runs its command) if still waiting.
+        // Never leave the target stopped: release it (it then runs its command) if still held.
         let _ = self.release();
     }
 }
