@@ -32,7 +32,7 @@ pub const EVENTS_FILE: &str = "events.slr";
 const CHUNK_EVENTS: usize = 512;
 const CHUNK_BYTES: usize = 1 << 20;
 const CHUNK_AGE: Duration = Duration::from_millis(200);
-const ZSTD_LEVEL: i32 = 1;
+const ZSTD_LEVEL: i32 = -1;
 
 /// `meta.json`: what was recorded and how the recording ended.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
