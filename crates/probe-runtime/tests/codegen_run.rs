@@ -205,3 +205,34 @@ fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
     // Every entry is counted under its system call's name; this process made some.
     assert!(out.lines().any(|l| l.trim_start().starts_with("ioctl") || l.trim_start().starts_with("epoll_wait")), "{out}");
 }
+
+#[test]
+fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
+    if !test_support::privileged("attaches raw tracepoints") {
+        return;
+    }
+    // A busy thread makes sure system calls happen while tracing.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = std::fs::metadata("/");
+            }
+        })
+    };
+    // 1024 entries at most (the floor for a tiny dynvarsize); timestamps are distinct keys.
+    let (_, err, _) = run("#pragma D option dynvarsize=1k\nsyscall:::entry { a[timestamp] = 1; } tick-300ms { exit(0); }");
+    let n: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("sightline: ")?.strip_suffix(" dynamic variable drops")?.parse().ok())
+        .unwrap_or_else(|| panic!("no dynamic variable drops reported: {err}"));
+    assert!(n > 0);
+    // A 16 KiB ring buffer read once a second overflows under a printf per system call.
+    let (_, err, _) = run(
+        "#pragma D option bufsize=16k\n#pragma D option switchrate=1s\nsyscall:::entry { printf(\"%s %d\\n\", execname, pid); } tick-500ms { exit(0); }",
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    assert!(err.lines().any(|l| l.contains(" drops on CPU ")), "no principal drops reported: {err}");
+}
