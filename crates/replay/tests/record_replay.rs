@@ -370,3 +370,26 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
     assert_eq!(rec.meta.status, "complete");
     assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 2, .. })));
 }
+
+#[test]
+fn info_and_dump_describe_the_recording() {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo a | cat"]);
+    let rec = Recording::open(&r.dir).unwrap();
+    let procs = recorded_syscalls(&rec).len();
+    assert!(procs >= 3, "sh, echo side and cat: {procs}");
+    let info = Command::new(test_support::sightline_bin()).args(["replay", "--info"]).arg(&r.dir).output().unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("status:      complete"), "{text}");
+    assert!(text.contains(&format!("events:      {} in {procs} process(es)", rec.records.len())), "{text}");
+    assert!(text.contains(&format!("{} bytes on disk", rec.file_bytes)), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("execve")), "{text}");
+    let dump = Command::new(test_support::sightline_bin()).args(["replay", "--dump"]).arg(&r.dir).output().unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert_eq!(dump.lines().count(), rec.records.len());
+    assert!(dump.lines().next().unwrap().contains("execve() = 0"), "{dump}");
+}
