@@ -202,7 +202,7 @@ const BAD_OPCODES: [u8; 40] = [
 /// True when the kernel's x86 uprobe code accepts an instruction (`uprobe_init_insn` in
 /// `arch/x86/kernel/uprobes.c`): no ES/CS/SS/DS segment or LOCK prefix (so `lock cmpxchg` and
 /// `notrack jmp` cannot be probed), and a first opcode byte (after legacy, REX and VEX/EVEX
-/// prefixes, as the kernel's decoder counts it) outside [`BAD_OPCODES`]. Attaching to a refused
+/// prefixes, as the kernel's decoder counts it) outside `BAD_OPCODES`. Attaching to a refused
 /// instruction fails with `ENOTSUPP` (524) and fails the whole uprobe_multi link, so sites are
 /// filtered with this first.
 pub fn kernel_can_probe(raw: &[u8]) -> bool {

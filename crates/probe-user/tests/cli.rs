@@ -166,6 +166,9 @@ fn rust_lld_semaphore_probes_fire_under_c() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = common::build_rust_sem(dir.path());
+    let elf = probe_user::elf::ElfFile::open(&bin).unwrap();
+    let sem = probe_user::usdt::probes(&elf).unwrap()[0].semaphore_offset.unwrap();
+    assert!(elf.page_shared_by_segments(sem), "the semaphore must be on the page lld maps twice");
     let (out, _) = probe(&[
         "-q",
         "-c",

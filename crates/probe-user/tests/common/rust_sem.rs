@@ -6,7 +6,9 @@ use std::arch::asm;
 
 #[unsafe(no_mangle)]
 #[used]
-#[unsafe(link_section = ".probes")]
+// In `.data.*` (merged into `.data`, whose start shares a file page with the RELRO segment in
+// lld's layout) rather than `.probes`, whose place after `.data` depends on the size of `.data`.
+#[unsafe(link_section = ".data.rs_hit_semaphore")]
 pub static mut rs_hit_semaphore: u16 = 0;
 
 #[inline(never)]
