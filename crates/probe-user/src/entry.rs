@@ -49,6 +49,7 @@ pub enum EntryError {
 }
 
 struct Rendezvous {
+    exe: PathBuf,
     actions: Mutex<Vec<Action>>,
     done: AtomicBool,
     stop: Arc<AtomicBool>,
@@ -98,6 +99,7 @@ pub fn add_action(exe: &Path, pid: u32, action: Action) -> Result<(), EntryError
     let link = sys::attach_uprobe_multi(prog.as_raw_fd(), exe, &[site], Some(pid), false).map_err(sys_err)?;
     let stop = Arc::new(AtomicBool::new(false));
     let r = Arc::new(Rendezvous {
+        exe: exe.to_path_buf(),
         actions: Mutex::new(vec![action]),
         done: AtomicBool::new(false),
         stop: stop.clone(),
@@ -123,7 +125,8 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
             None | Some('Z') | Some('X') => break,
             // `T` stopped; `t` stopped under a tracer (strace, gdb) that passed our SIGSTOP on.
             Some('T' | 't') => {
-                // Ours only once the executable is mapped (after execve).
+                // Ours only once the executable is mapped (after execve); before it, the consumer
+                // holds the process stopped itself.
                 let mapped = ProcessMaps::read(pid).ok().zip(elf.as_ref()).and_then(|(m, e)| m.module(exe, e)).is_some();
                 if mapped {
                     let actions = std::mem::take(&mut *r.actions.lock().unwrap_or_else(|e| e.into_inner()));
@@ -143,15 +146,23 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
     registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
 }
 
-/// Stops every watcher and resumes any process still stopped at its entry by us.
+/// Stops every watcher and resumes any process still stopped at its entry by us. A process that
+/// is stopped but has not executed its command yet (held by the consumer before `execve`) is left
+/// to the consumer.
 pub fn release_all() {
     let all: Vec<(u32, Arc<Rendezvous>)> = registry().lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
     for (pid, r) in all {
         r.stop.store(true, Ordering::Relaxed);
-        if !r.done.load(Ordering::Acquire) && matches!(process_state(pid), Some('T' | 't')) {
+        if !r.done.load(Ordering::Acquire) && matches!(process_state(pid), Some('T' | 't')) && at_entry(pid, &r.exe) {
             let _ = sys::kill(pid, libc::SIGCONT);
         }
     }
+}
+
+/// True when `pid` runs `exe` (mapped: it is past its `execve`).
+fn at_entry(pid: u32, exe: &Path) -> bool {
+    let Ok(elf) = ElfFile::open(exe) else { return false };
+    ProcessMaps::read(pid).ok().and_then(|m| m.module(exe, &elf)).is_some()
 }
 
 /// True while a rendezvous for `pid` is pending.
