@@ -82,3 +82,58 @@ fn hash_map_update_lookup_iterate_delete() {
     assert!(sys::map_delete(&m, &2u32.to_le_bytes()).unwrap());
     assert!(!sys::map_lookup(&m, &2u32.to_le_bytes(), &mut v).unwrap());
 }
+
+#[test]
+fn verifier_rejection_names_the_clause_and_quotes_the_reason() {
+    if !test_support::privileged("loads a BPF program") {
+        return;
+    }
+    use probe_codegen::layout::*;
+    let mut a = Asm::new();
+    a.ldx(Size::DW, R0, R2, 0); // R2 was never written
+    a.exit();
+    let (insns, map_refs) = a.finish();
+    let layout = Layout {
+        maps: vec![
+            MapSpec {
+                name: "rb".into(),
+                kind: MapKind::RingBuf,
+                key_size: 0,
+                value_size: 0,
+                max_entries: 16384,
+                no_prealloc: false,
+                role: MapRole::Records,
+            },
+            MapSpec {
+                name: "st".into(),
+                kind: MapKind::PercpuArray,
+                key_size: 4,
+                value_size: 8,
+                max_entries: STAT_COUNT,
+                no_prealloc: false,
+                role: MapRole::Stats,
+            },
+        ],
+        programs: vec![ProgSpec {
+            name: "bad".into(),
+            kind: ProgKind::RawTracepoint,
+            attach: Attach::Begin,
+            insns,
+            map_refs,
+            clauses: vec![1],
+            probes: vec![0],
+        }],
+        probes: vec![ProbeRef { name: "dtrace:::BEGIN".into() }],
+        ringbuf: 0,
+        stats: 1,
+        ..Layout::default()
+    };
+    let err = probe_runtime::session::Session::load(layout, false).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.starts_with("clause 2 (dtrace:::BEGIN): the BPF verifier rejected the program: "), "{msg}");
+    assert!(msg.contains("R2 !read_ok"), "{msg}");
+    match err {
+        probe_runtime::session::RuntimeError::Verifier { log, .. } => assert!(log.contains("R2 !read_ok")),
+        e => panic!("not a verifier error: {e}"),
+    }
+}
