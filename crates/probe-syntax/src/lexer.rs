@@ -157,13 +157,60 @@ impl<'s> Lexer<'s> {
         self.skip_trivia(diags);
         let start = self.pos;
         while let Some(c) = self.peek_char() {
+            if c == '/' && self.text[start..self.pos].ends_with(':') {
+                match self.path_field_len() {
+                    Ok(len) => {
+                        self.pos += len;
+                        continue;
+                    }
+                    Err(Some(len)) => {
+                        let at = self.base + self.pos as u32;
+                        diags.push(
+                            Diagnostic::error("a file path in a probe description must be followed by `:function:name`", Span::new(at, at + len as u32))
+                                .with_span_label("path of the module field")
+                                .with_hint("write the four fields, e.g. `pid:/usr/bin/bash:main:entry`"),
+                        );
+                        self.pos += len;
+                        break;
+                    }
+                    Err(None) => {}
+                }
+            }
             if !is_probe_spec_char(c) {
                 break;
             }
-            // `//` or `/*` can't occur (no `/` in the set); stop before a comment anyway.
             self.pos += c.len_utf8();
         }
         (self.text[start..self.pos].to_string(), self.span(start))
+    }
+
+    /// At a `/` right after a `:` of a probe description: `Ok(length)` of the file path there
+    /// (`pid:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:entry`), or `Err` when the `/` is not a
+    /// path. A path is `/` followed by path characters (letters, digits, `_-.+~@/` and the
+    /// wildcards `*?[]!`) and must end at the `:` that opens the next field, so a predicate
+    /// written without a blank after an empty last field (`syscall:::/pid == 1/`) stays a
+    /// predicate. `//` and `/*` right after the `:` start a comment, never a path (inside a path,
+    /// `/*/` is a wildcard directory).
+    ///
+    /// `Err(Some(length))`: what follows is a path used as the last field (`pid:/usr/bin/bash {`),
+    /// which is a mistake: it has a second `/`, does not end in `/` (as a predicate does), and a
+    /// blank, `{`, `,` or the end of input follows it.
+    fn path_field_len(&self) -> Result<usize, Option<usize>> {
+        let rest = &self.text[self.pos..];
+        if rest.starts_with("//") || rest.starts_with("/*") {
+            return Err(None);
+        }
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "_-.+~@/*?[]!".contains(c)))
+            .unwrap_or(rest.len());
+        let (path, after) = rest.split_at(len);
+        if len > 1 && after.starts_with(':') {
+            return Ok(len);
+        }
+        let trailing = path.matches('/').count() >= 2
+            && !path.ends_with('/')
+            && after.chars().next().is_none_or(|c| c.is_whitespace() || c == '{' || c == ',');
+        Err(trailing.then_some(len))
     }
 
     /// Lexes the next token, reporting lexical errors into `diags` (and skipping the bad input).
@@ -544,5 +591,25 @@ mod tests {
         assert_eq!(s, "syscall::read:entry");
         assert_eq!(sp, Span::new(2, 21));
         assert_eq!(l.next_token(&mut d).tok, Tok::Punct("/"));
+    }
+
+    #[test]
+    fn probe_spec_paths() {
+        let spec = |t: &str| {
+            let mut l = Lexer::new(t, 0);
+            let mut d = Vec::new();
+            let (s, _) = l.probe_spec(&mut d);
+            assert!(d.is_empty(), "{d:?}");
+            (s, l.next_token(&mut d).tok)
+        };
+        let libc = "pid:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:entry";
+        assert_eq!(spec(&format!("{libc}/arg0 > 8/")), (libc.to_string(), Tok::Punct("/")));
+        assert_eq!(spec("python:/usr/bin/python3.11::function-return {").0, "python:/usr/bin/python3.11::function-return");
+        assert_eq!(spec("pid$target:/usr/lib/*/libc.so.?:malloc:entry").0, "pid$target:/usr/lib/*/libc.so.?:malloc:entry");
+        // Not a path: no `:` after it (a predicate after an empty name), or a comment.
+        assert_eq!(spec("syscall:::/pid == 1/"), ("syscall:::".to_string(), Tok::Punct("/")));
+        assert_eq!(spec("syscall:::/pid/"), ("syscall:::".to_string(), Tok::Punct("/")));
+        assert_eq!(spec("syscall:::/* c */ {"), ("syscall:::".to_string(), Tok::Punct("{")));
+        assert_eq!(spec("syscall::// c\n{").0, "syscall::");
     }
 }
