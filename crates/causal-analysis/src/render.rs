@@ -63,6 +63,15 @@ fn offset(e: &Event, t0: Option<i64>) -> String {
     }
 }
 
+/// Deepest indentation the text view draws, levels (two spaces each). Deeper branches print at
+/// this level after a `[depth N]` marker, so a task with thousands of nested forks costs output
+/// linear in its events instead of quadratic.
+pub const MAX_INDENT: usize = 32;
+
+fn indent(depth: usize) -> String {
+    if depth <= MAX_INDENT { "  ".repeat(depth) } else { format!("{}[depth {depth}] ", "  ".repeat(MAX_INDENT)) }
+}
+
 /// The indented text view of `g`, marking the events of `cp` with `*` and appending its summary.
 pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let mut out = String::new();
@@ -101,7 +110,7 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
                 continue;
             }
             let e = &g.events[i];
-            let pad = "  ".repeat(depth);
+            let pad = indent(depth);
             let mark = if on_path[i] { "* " } else { "  " };
             let ps = g.parents_of(i);
             if ps.len() >= 2 {
@@ -286,6 +295,25 @@ task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
 ";
         assert!(t.starts_with(want), "{t}");
         assert!(t.contains("critical path: 4 events, 5.000ms"), "{t}");
+    }
+
+    /// Regression: a "comb" (each event forks into a leaf and the next event) indented every
+    /// fork one level deeper, so 8000 events printed ~64 MB of spaces (quadratic output).
+    #[test]
+    fn deep_forks_keep_the_text_view_linear() {
+        let n = 8000;
+        let mut evs = vec![ev("S0", 0, &[])];
+        for i in 1..n / 2 {
+            evs.push(ev(&format!("S{i}"), 2 * i as i64, &[&format!("S{}", i - 1)]));
+            evs.push(ev(&format!("L{i}"), 2 * i as i64 - 1, &[&format!("S{}", i - 1)]));
+        }
+        let g = TaskGraph::build("T", evs);
+        let t = text(&g, None);
+        assert_eq!(t.matches("fork into 2 branches").count(), n / 2 - 1);
+        assert!(t.len() < 2_000_000, "{} bytes of text for {n} events", t.len());
+        assert!(t.contains(&format!("{}[depth 40] ", "  ".repeat(MAX_INDENT))), "deep branches are marked");
+        // Every event is still printed once.
+        assert_eq!(t.lines().filter(|l| l.trim_end().ends_with("S3999") || l.trim_end().ends_with("L3999")).count(), 2);
     }
 
     #[test]

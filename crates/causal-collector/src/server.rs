@@ -81,7 +81,16 @@ pub struct Config {
     pub queue_batches: usize,
     /// Most events in one batch from one connection. Default 1024.
     pub batch_events: usize,
+    /// Longest time an OTLP/HTTP request may take to deliver its body once a decode slot is
+    /// free; slower requests are answered `408` and free the slot. Default
+    /// [`HTTP_BODY_TIMEOUT`].
+    pub http_body_timeout: std::time::Duration,
 }
+
+/// Default [`Config::http_body_timeout`]: 30 s (a 16 MiB body at 0.6 MB/s). Without a limit, 16
+/// clients that send headers and part of a body, then nothing, hold every decode slot forever
+/// (no OTLP request is served again) and keep a clean shutdown waiting.
+pub const HTTP_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Config {
     /// Loopback defaults (`127.0.0.1`, ports 7831 and 4318) with store `db`.
@@ -94,6 +103,7 @@ impl Config {
             db: db.into(),
             queue_batches: 64,
             batch_events: 1024,
+            http_body_timeout: HTTP_BODY_TIMEOUT,
         }
     }
 }
@@ -255,6 +265,7 @@ impl Collector {
                     tx: tx.clone(),
                     stats: stats.clone(),
                     busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
+                    body_timeout: config.http_body_timeout,
                 });
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
@@ -608,6 +619,8 @@ struct HttpState {
     stats: Arc<Stats>,
     /// Requests whose bodies are being read or decoded at once (bounds their memory).
     busy: Arc<Semaphore>,
+    /// [`Config::http_body_timeout`].
+    body_timeout: std::time::Duration,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -646,11 +659,20 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
     let Ok(_slot) = st.busy.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let body: Bytes = match axum::body::to_bytes(body, MAX_HTTP_BODY).await {
-        Ok(b) => b,
-        Err(e) => {
+    let body: Bytes = match tokio::time::timeout(st.body_timeout, axum::body::to_bytes(body, MAX_HTTP_BODY)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
             bump(&st.stats.otlp_bad_requests, 1);
             return (StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}\n")).into_response();
+        }
+        Err(_) => {
+            let c = bump(&st.stats.otlp_bad_requests, 1);
+            if worth_logging(c) {
+                tracing::warn!("OTLP/HTTP: request body not complete after {:?}; answered 408", st.body_timeout);
+            }
+            let mut r = (StatusCode::REQUEST_TIMEOUT, "request body too slow\n").into_response();
+            r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return r;
         }
     };
     let n = bump(&st.stats.otlp_requests, 1);

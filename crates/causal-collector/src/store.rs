@@ -437,9 +437,15 @@ impl Store {
         match found.len() {
             0 => Err(StoreError::NoSuchTask(prefix.to_string())),
             1 => Ok(found.into_iter().next().expect("one")),
-            count => Err(StoreError::AmbiguousTask {
+            _ => Err(StoreError::AmbiguousTask {
+                // The lookup above stops at 6; the message says how many really match.
+                count: self
+                    .conn
+                    .query_row("SELECT count(*) FROM tasks WHERE task_id LIKE ?1 || '%' ESCAPE '\\'", [&escaped], |r| {
+                        r.get::<_, i64>(0)
+                    })
+                    .map_err(sql("counting tasks with a prefix"))? as usize,
                 prefix: prefix.to_string(),
-                count,
                 examples: found.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
             }),
         }
@@ -611,5 +617,20 @@ mod tests {
         s.insert(&[ev("AAAB", "05", 1, "x", &[])], 3).unwrap();
         assert!(matches!(s.resolve_task("AAA"), Err(StoreError::AmbiguousTask { count: 2, .. })));
         assert_eq!(s.event_count().unwrap(), 5);
+    }
+
+    /// Regression: `sightline show ""` on a store of 13 tasks said "matches 6 tasks": the count
+    /// came from a lookup that stops at 6.
+    #[test]
+    fn ambiguous_prefix_reports_the_true_number_of_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        let evs: Vec<Event> = (0..20).map(|i| ev(&format!("AB{i:02X}"), "01", 1, "x", &[])).collect();
+        s.insert(&evs, 1).unwrap();
+        assert!(matches!(s.resolve_task("ab"), Err(StoreError::AmbiguousTask { count: 20, .. })));
+        assert!(matches!(s.resolve_task(""), Err(StoreError::AmbiguousTask { count: 20, .. })));
+        assert!(matches!(s.resolve_task("AB0"), Err(StoreError::AmbiguousTask { count: 16, .. })));
+        assert!(matches!(s.resolve_task("AB1"), Err(StoreError::AmbiguousTask { count: 4, .. })));
+        assert_eq!(s.resolve_task("ab13").unwrap(), "AB13");
     }
 }

@@ -372,3 +372,45 @@ fn shutdown_commits_everything_already_sent() {
     assert_eq!(stats.events_stored as usize, want);
     assert_eq!(Store::open(&db).unwrap().event_count().unwrap() as usize, want);
 }
+
+/// Regression: clients that send OTLP/HTTP headers and part of a body, then nothing, held every
+/// decode slot (`MAX_HTTP_IN_FLIGHT`) forever, so no later request was ever answered and a clean
+/// shutdown waited for them. Now a body not complete within `http_body_timeout` gets `408`.
+#[test]
+fn stalled_otlp_bodies_time_out_and_free_their_slots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("stall.db");
+    let good = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[
+        {"traceId":"0AF7651916CD43DD8448EB211C80319C","spanId":"B7AD6B7169203331","name":"ok","startTimeUnixNano":1,"endTimeUnixNano":2}]}]}]}"#;
+    let stats = rt().block_on(async {
+        let cfg = Config { http_body_timeout: Duration::from_millis(1500), ..config(&db) };
+        let c = Collector::start(cfg).await.unwrap();
+        let addr = c.addrs().otlp_http.unwrap();
+        let mut stalled = Vec::new();
+        for _ in 0..causal_collector::server::MAX_HTTP_IN_FLIGHT + 2 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"resourceSpans\":")
+                .await
+                .unwrap();
+            stalled.push(s);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let head = vec![
+            "POST /v1/traces".to_string(),
+            "Host: 127.0.0.1".into(),
+            "Content-Type: application/json".into(),
+            format!("Content-Length: {}", good.len()),
+        ];
+        // `http` gives up after 10 s without a response (before the fix: forever).
+        let (s, _) = http(addr, &head, good, None).await;
+        assert_eq!(s, 200);
+        // The stalled clients were told why.
+        let mut resp = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(10), stalled[0].read_to_end(&mut resp)).await.unwrap().unwrap();
+        assert!(n > 0 && resp.starts_with(b"HTTP/1.1 408"), "{:?}", String::from_utf8_lossy(&resp));
+        tokio::time::timeout(Duration::from_secs(10), c.shutdown()).await.expect("shutdown waits for no stalled body").unwrap()
+    });
+    assert_eq!(stats.otlp_requests, 1);
+    assert_eq!(stats.otlp_bad_requests as usize, causal_collector::server::MAX_HTTP_IN_FLIGHT + 2);
+    assert_eq!(stats.events_stored, 2);
+}

@@ -246,9 +246,11 @@ fn fmt_time(ns: i64) -> String {
     format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60)
 }
 
-/// Parses a --since/--until TIME into ns since the epoch.
+/// Parses a --since/--until TIME into ns since the epoch. Times outside what i64 ns can hold
+/// (years before 1678 or after 2262, ages over 292 years) are an error, not an overflow.
 fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
     let s = s.trim();
+    let range = || anyhow::anyhow!("time {s:?}: out of range (ns since 1970 must fit in 64 bits: years 1678 to 2262)");
     let unit = |c: char| match c {
         's' => Some(1i64),
         'm' => Some(60),
@@ -260,10 +262,13 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
         && let Some(mult) = unit(last)
         && let Ok(n) = s[..s.len() - 1].parse::<i64>()
     {
-        return Ok(now_ns - n * mult * 1_000_000_000);
+        return n
+            .checked_mul(mult * 1_000_000_000)
+            .and_then(|age| now_ns.checked_sub(age))
+            .ok_or_else(range);
     }
     if let Ok(secs) = s.parse::<i64>() {
-        return Ok(secs * 1_000_000_000);
+        return secs.checked_mul(1_000_000_000).ok_or_else(range);
     }
     let (date, time) = s.trim_end_matches('Z').split_once(['T', ' ']).unwrap_or((s, ""));
     let mut dp = date.splitn(3, '-').map(str::parse::<u32>);
@@ -284,7 +289,7 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
         }
         secs += h * 3600 + mi * 60 + se;
     }
-    Ok(secs * 1_000_000_000)
+    secs.checked_mul(1_000_000_000).ok_or_else(range)
 }
 
 /// Runs `sightline tasks`.
@@ -382,5 +387,16 @@ mod tests {
         assert_eq!(parse_time("2h", 10_000_000_000_000).unwrap(), 10_000_000_000_000 - 7_200_000_000_000);
         assert!(parse_time("2013-13-01", 0).is_err());
         assert!(parse_time("yesterday", 0).is_err());
+    }
+
+    /// Regression: `sightline tasks --since 9999999999999d` (or huge unix seconds, or year
+    /// 4000000000) panicked with an arithmetic overflow instead of reporting a bad time.
+    #[test]
+    fn out_of_range_times_are_errors_not_overflows() {
+        for t in ["9999999999999d", "-9999999999999d", "99999999999999", "-99999999999999", "4000000000-01-01", "2263-01-01"] {
+            let e = parse_time(t, 1_700_000_000_000_000_000).expect_err(t);
+            assert!(e.to_string().contains("out of range"), "{t}: {e}");
+        }
+        assert_eq!(parse_time("2262-01-01", 0).unwrap(), 9_214_646_400_000_000_000);
     }
 }
