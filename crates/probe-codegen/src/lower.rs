@@ -373,7 +373,7 @@ impl<'p> Builder<'p> {
                 SAgg::Stddev => AggFunc::Stddev,
                 SAgg::Quantize => AggFunc::Quantize,
                 SAgg::Lquantize { base, limit, step } => {
-                    AggFunc::Lquantize { base: base as i64, limit: limit as i64, step: step.max(1) as i64 }
+                    AggFunc::Lquantize { base, limit, step: step.max(1) }
                 }
                 SAgg::Llquantize { factor, low, high, nsteps } => AggFunc::Llquantize {
                     factor: factor as i64,
@@ -760,15 +760,14 @@ impl ProgGen<'_, '_> {
 
     /// Normalizes R-register `r` to the representation of `ty` (truncate, then sign/zero extend).
     fn normalize(&mut self, r: Reg, ty: &Type) {
-        if let Type::Int { bytes, signed } = ty {
-            if *bytes < 8 {
+        if let Type::Int { bytes, signed } = ty
+            && *bytes < 8 {
                 if *signed {
                     self.asm.movsx(r, r, (*bytes as i16) * 8);
                 } else {
                     self.asm.zext(r, *bytes as u32 * 8);
                 }
             }
-        }
     }
 
     // ---- records ----
@@ -1691,12 +1690,11 @@ impl ProgGen<'_, '_> {
         match &e.kind {
             TExprKind::Int(v) => {
                 let mut v = *v as i64;
-                if let Type::Int { bytes, signed } = e.ty {
-                    if bytes < 8 {
+                if let Type::Int { bytes, signed } = e.ty
+                    && bytes < 8 {
                         let sh = 64 - bytes as u32 * 8;
                         v = if signed { (v << sh) >> sh } else { ((v as u64) << sh >> sh) as i64 };
                     }
-                }
                 self.asm.mov_imm(R0, v);
             }
             TExprKind::Str(_) => return self.err(e.span, "a string where an integer is expected"),

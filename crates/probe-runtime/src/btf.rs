@@ -116,15 +116,12 @@ impl Btf {
             }
         }
         for (n, ty, bits) in &t.members {
-            if n.is_empty() {
-                if let Some(inner) = self.get(*ty) {
-                    if matches!(inner.kind, 4 | 5) {
-                        if let Some(r) = self.find_member(inner, field, base_bits + bits) {
+            if n.is_empty()
+                && let Some(inner) = self.get(*ty)
+                    && matches!(inner.kind, 4 | 5)
+                        && let Some(r) = self.find_member(inner, field, base_bits + bits) {
                             return Some(r);
                         }
-                    }
-                }
-            }
         }
         None
     }

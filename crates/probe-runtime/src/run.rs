@@ -288,18 +288,16 @@ impl<'a> Consumer<'a> {
             if self.stopped.is_some() {
                 break;
             }
-            if let Some(t) = target.as_deref_mut() {
-                if t.exited().is_some() {
+            if let Some(t) = target.as_deref_mut()
+                && t.exited().is_some() {
                     self.drain()?;
                     self.stopped.get_or_insert(StopReason::TargetExited);
                 }
-            }
-            if let Some(pid) = self.cfg.watch_pid {
-                if !sys::process_alive(pid) {
+            if let Some(pid) = self.cfg.watch_pid
+                && !sys::process_alive(pid) {
                     self.drain()?;
                     self.stopped.get_or_insert(StopReason::TargetExited);
                 }
-            }
             if last_status.elapsed() > Duration::from_secs(1) {
                 self.report_drops()?;
                 last_status = Instant::now();
@@ -416,8 +414,8 @@ impl<'a> Consumer<'a> {
         let Some(desc) = self.session.layout.records.get(id as usize).cloned() else { return Ok(()) };
         let probe = self.probe_of(id as usize, key);
         // A run-time error: report it, fire ERROR clauses.
-        if let Some(a) = desc.actions.first() {
-            if a.action == RecordAction::Error {
+        if let Some(a) = desc.actions.first()
+            && a.action == RecordAction::Error {
                 let fault = self.decode(&a.fields[0], bytes);
                 let addr = self.decode(&a.fields[1], bytes);
                 let (Value::Int(fault), Value::Int(addr)) = (fault, addr) else { return Ok(()) };
@@ -441,7 +439,6 @@ impl<'a> Consumer<'a> {
                 }
                 return Ok(());
             }
-        }
         let mut text = String::new();
         let mut items = Vec::new();
         if !self.cfg.quiet && !self.cfg.json {

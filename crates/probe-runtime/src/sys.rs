@@ -495,7 +495,7 @@ pub fn wall_offset_ns() -> i64 {
         let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
         // SAFETY: `ts` is a valid timespec to fill.
         unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
     };
     read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)
 }

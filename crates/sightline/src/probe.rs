@@ -182,10 +182,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     drop(consumer);
     out.flush()?;
-    if let (StopReason::TargetExited, Some(pid)) = (reason, target_pid) {
-        if !args.json {
-            eprintln!("sightline: pid {pid} has exited");
-        }
+    if let (StopReason::TargetExited, Some(pid), false) = (reason, target_pid, args.json) {
+        eprintln!("sightline: pid {pid} has exited");
     }
     Ok(match reason {
         StopReason::Exit(s) => ExitCode::from(s.clamp(0, 255) as u8),
@@ -321,7 +319,7 @@ fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
         pats.push(ProbeDescPattern::new("", "", "", ""));
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", "ID", "PROVIDER", "MODULE", "FUNCTION", "NAME")?;
+    writeln!(out, "{:>5} {:>10} {:>17} {:>33} NAME", "ID", "PROVIDER", "MODULE", "FUNCTION")?;
     let mut seen = std::collections::HashSet::new();
     for p in &pats {
         for info in catalog.matching(p) {
