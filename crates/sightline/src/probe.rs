@@ -173,7 +173,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(explain(e, args.verbose)),
     };
     if !args.json {
-        eprintln!("sightline: description '{}' matched {probes} probe{}", describe(&args), if probes == 1 { "" } else { "s" });
+        // dtrace(1M): "script 'FILE' matched N probes" for -s, "description '...'" otherwise.
+        let what = if args.script.is_empty() { "description" } else { "script" };
+        eprintln!("sightline: {what} '{}' matched {probes} probe{}", describe(&args), if probes == 1 { "" } else { "s" });
     }
     let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
     let reason = match consumer.run(target) {
