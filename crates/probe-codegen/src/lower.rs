@@ -2325,3 +2325,55 @@ pub fn parse_usdt_spec(spec: &str) -> Option<UsdtArgSpec> {
     };
     Some(UsdtArgSpec { loc: l, size, signed })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usdt_specs_parse_to_pt_regs_locations() {
+        let s = parse_usdt_spec("-4@%eax").unwrap();
+        assert_eq!((s.size, s.signed), (4, true));
+        assert_eq!(s.loc, UsdtLoc::Reg { reg_offset: pt_regs::AX });
+        let s = parse_usdt_spec("8@-16(%rbp)").unwrap();
+        assert_eq!(s.loc, UsdtLoc::Mem { base_offset: pt_regs::BP, disp: -16 });
+        let s = parse_usdt_spec("4@8(%rdi,%r12,4)").unwrap();
+        assert_eq!(
+            s.loc,
+            UsdtLoc::MemIndexed { base_offset: pt_regs::DI, index_offset: pt_regs::R12, scale: 4, disp: 8 }
+        );
+        assert_eq!(parse_usdt_spec("8@$42").unwrap().loc, UsdtLoc::Imm(42));
+        assert_eq!(parse_usdt_spec("2@%r9w").unwrap().loc, UsdtLoc::Reg { reg_offset: pt_regs::R9 });
+        assert!(parse_usdt_spec("8@x(%rip)").is_none());
+        assert!(parse_usdt_spec("garbage").is_none());
+    }
+
+    /// The BPF side computes the llquantize bucket as "how many lower bounds are <= v"; that
+    /// must equal probe-format's reference function for every value.
+    #[test]
+    fn llquantize_compare_chain_matches_probe_format() {
+        for (factor, low, high, nsteps) in [(10u16, 0u16, 3u16, 10u16), (2, 0, 10, 2), (10, 1, 4, 20), (4, 2, 6, 8)] {
+            let bounds = llquantize_boundaries(factor as i64, low as i64, high as i64, nsteps as i64);
+            assert_eq!(
+                bounds.len() + 1,
+                probe_format::agg::llquantize_nbuckets(factor, low, high, nsteps),
+                "bucket count for {factor},{low},{high},{nsteps}"
+            );
+            let mut v: i64 = -5;
+            while v < 200_000 {
+                let ours = bounds.iter().filter(|&&b| v >= b).count();
+                let theirs = probe_format::agg::llquantize_bucket(v, factor, low, high, nsteps);
+                assert_eq!(ours, theirs, "v={v} for {factor},{low},{high},{nsteps}");
+                v = if v < 1000 { v + 1 } else { v + 37 };
+            }
+        }
+    }
+
+    #[test]
+    fn lquantize_layout_matches_probe_format() {
+        for (base, limit, step) in [(0i64, 100i64, 10i64), (-10, 100, 10), (0, 7, 3)] {
+            let f = probe_format::agg::AggFunc::Lquantize { base, limit, step };
+            assert_eq!(agg_slots(&AggFunc::Lquantize { base, limit, step }) as usize, f.nwords());
+        }
+    }
+}
