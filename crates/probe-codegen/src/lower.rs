@@ -1985,24 +1985,23 @@ impl ProgGen<'_, '_> {
     fn call_int(&mut self, subr: Subr, args: &[TExpr], e: &TExpr) -> Res<()> {
         match subr {
             Subr::Strlen => {
+                // bpf_probe_read_kernel_str from our own scratch returns length + 1: no loop.
                 let ss = self.strsize();
                 let off = self.scratch(ss, e.span)?;
                 self.string(&args[0], off)?;
-                // Bounded loop over the buffer.
+                let tmp = self.scratch(ss, e.span)?;
                 let a = &mut self.asm;
-                let top = a.label();
-                let done = a.label();
-                a.mov_imm(R0, 0);
-                a.bind(top);
-                a.jmp_imm(Cond::Ge, R0, (ss - 1) as i32, done);
                 a.mov(R1, R7);
-                a.alu_imm(Alu::Add, R1, off as i32);
-                a.alu(Alu::Add, R1, R0);
-                a.ldx(Size::B, R2, R1, 0);
-                a.jmp_imm(Cond::Eq, R2, 0, done);
-                a.alu_imm(Alu::Add, R0, 1);
-                a.ja(top);
-                a.bind(done);
+                a.alu_imm(Alu::Add, R1, tmp as i32);
+                a.mov_imm(R2, ss as i64);
+                a.mov(R3, R7);
+                a.alu_imm(Alu::Add, R3, off as i32);
+                a.call(helper::PROBE_READ_KERNEL_STR);
+                let ok = a.label();
+                a.alu_imm(Alu::Sub, R0, 1);
+                a.jmp_imm(Cond::SGe, R0, 0, ok);
+                a.mov_imm(R0, 0);
+                a.bind(ok);
             }
             Subr::Rand => {
                 self.asm.call(helper::GET_PRANDOM_U32);
@@ -2281,6 +2280,85 @@ impl ProgGen<'_, '_> {
                     self.fault(Fault::BadAddr, Some(addr), e.span)?;
                     self.asm.bind(ok);
                 }
+            }
+            TExprKind::Call(Subr::Strjoin, args) if args.len() == 2 => {
+                // a, then b after a's NUL, truncated to strsize - 1 bytes. The copies are
+                // bpf_probe_read_kernel_str from our own scratch memory: bounded, loop-free code
+                // (a byte loop makes the verifier walk every length combination).
+                let ta = self.scratch(ss, e.span)?;
+                self.string(&args[0], ta)?;
+                let tb = self.scratch(ss, e.span)?;
+                self.string(&args[1], tb)?;
+                let tmp = self.scratch(2 * ss, e.span)?;
+                self.zero(tmp, 2 * ss);
+                let a = &mut self.asm;
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, tmp as i32);
+                a.mov_imm(R2, ss as i64);
+                a.mov(R3, R7);
+                a.alu_imm(Alu::Add, R3, ta as i32);
+                a.call(helper::PROBE_READ_KERNEL_STR);
+                // len(a) = r0 - 1, kept in [0, ss - 1] so the verifier sees the bound.
+                let (ok1, ok2) = (a.label(), a.label());
+                a.alu_imm(Alu::Sub, R0, 1);
+                a.jmp_imm(Cond::SGe, R0, 0, ok1);
+                a.mov_imm(R0, 0);
+                a.bind(ok1);
+                a.jmp_imm(Cond::Le, R0, (ss - 1) as i32, ok2);
+                a.mov_imm(R0, (ss - 1) as i64);
+                a.bind(ok2);
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, tmp as i32);
+                a.alu(Alu::Add, R1, R0);
+                a.mov_imm(R2, ss as i64);
+                a.alu(Alu::Sub, R2, R0); // room left, NUL included: ss - len >= 1
+                a.mov(R3, R7);
+                a.alu_imm(Alu::Add, R3, tb as i32);
+                a.call(helper::PROBE_READ_KERNEL_STR);
+                self.copy(R7, off as i32, R7, tmp as i32, ss);
+            }
+            TExprKind::Call(Subr::Lltostr, args) if !args.is_empty() => {
+                // Decimal digits written backwards into a 24-byte buffer, then copied out.
+                let vslot = self.slot(e.span)?;
+                self.int(&args[0])?;
+                self.asm.stx(Size::DW, R10, vslot, R0);
+                let tmp = self.scratch(24, e.span)?;
+                self.zero(tmp, 24);
+                self.zero(off, ss);
+                let a = &mut self.asm;
+                let (pos, digits_done) = (a.label(), a.label());
+                a.ldx(Size::DW, R0, R10, vslot);
+                a.jmp_imm(Cond::SGe, R0, 0, pos);
+                a.alu_imm(Alu::Neg, R0, 0);
+                a.bind(pos);
+                // R0 = |v| (unsigned), R5 = index of the first digit.
+                for k in 0..20i32 {
+                    a.mov(R1, R0);
+                    a.alu_imm(Alu::Mod, R1, 10);
+                    a.alu_imm(Alu::Add, R1, b'0' as i32);
+                    a.stx(Size::B, R7, (tmp as i32 + 22 - k) as i16, R1);
+                    a.alu_imm(Alu::Div, R0, 10);
+                    a.mov_imm(R5, (22 - k) as i64);
+                    a.jmp_imm(Cond::Eq, R0, 0, digits_done);
+                }
+                a.bind(digits_done);
+                let nonneg = a.label();
+                a.ldx(Size::DW, R0, R10, vslot);
+                a.jmp_imm(Cond::SGe, R0, 0, nonneg);
+                a.alu_imm(Alu::Sub, R5, 1);
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, tmp as i32);
+                a.alu(Alu::Add, R1, R5);
+                a.st_imm(Size::B, R1, 0, b'-' as i32);
+                a.bind(nonneg);
+                // Copy tmp[R5..] (NUL-terminated at tmp[23]) to the destination.
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, off as i32);
+                a.mov_imm(R2, 24.min(ss as i64));
+                a.mov(R3, R7);
+                a.alu_imm(Alu::Add, R3, tmp as i32);
+                a.alu(Alu::Add, R3, R5);
+                a.call(helper::PROBE_READ_KERNEL_STR);
             }
             TExprKind::Call(subr, _) => {
                 return self.err(e.span, format!("subroutine {subr:?} is not supported by sightline yet").to_lowercase());

@@ -236,3 +236,20 @@ fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
     busy.join().unwrap();
     assert!(err.lines().any(|l| l.contains(" drops on CPU ")), "no principal drops reported: {err}");
 }
+
+#[test]
+fn strjoin_and_lltostr_build_strings() {
+    if !test_support::privileged("loads and test-runs BPF programs") {
+        return;
+    }
+    let (out, err, _) = run(r#"BEGIN {
+        s = strjoin("abc", "de");
+        printf("[%s][%s][%s]\n", s, strjoin("", "x"), strjoin(s, ""));
+        printf("[%s][%s][%s][%s]\n", lltostr(0), lltostr(12345), lltostr(-42), lltostr(-9223372036854775807LL - 1));
+        exit(0);
+    }"#);
+    assert!(err.is_empty(), "{err}");
+    let mut l = out.lines();
+    assert_eq!(l.next(), Some("[abcde][x][abcde]"));
+    assert_eq!(l.next(), Some("[0][12345][-42][-9223372036854775808]"));
+}
