@@ -241,23 +241,26 @@ fn probes_by_path_cover_running_and_later_processes() {
             "pid:$1:add:entry { @a[pid] = count(); } sl_test:$1::tick { @t[pid] = count(); } tick-3s { exit(0); }",
             "-n",
             "END { printa(\"add %d %@d\\n\", @a); printa(\"tick %d %@d\\n\", @t); }",
+            "-n",
+            "BEGIN { printf(\"ready\\n\"); }",
             b,
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the "matched N probes" line, then a moment for the attach.
-    let mut err = std::io::BufReader::new(tracer.stderr.take().unwrap());
+    // BEGIN fires once every probe is attached (-q suppresses the "matched" notice, as dtrace -q).
+    let mut stdout = std::io::BufReader::new(tracer.stdout.take().unwrap());
     let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("matched"), "{line}");
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
     std::thread::sleep(std::time::Duration::from_millis(700));
     early.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let early_out = early.wait_with_output().unwrap();
     let late = Command::new(&bin).arg("5").output().unwrap();
-    let out = tracer.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+    assert!(tracer.wait().unwrap().success());
     // The kernel's semaphore counter reached both processes, so both saw their probes enabled.
     assert_eq!(String::from_utf8_lossy(&early_out.stdout).trim(), "10 60");
     assert!(out.contains(&format!("add {ep} 10")), "{out}");
@@ -369,23 +372,32 @@ fn sigint_detaches_and_restores_the_semaphore() {
     let pid = target.id();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let tracer = Command::new(test_support::sightline_bin())
-        .args(["probe", "-q", "-p", &pid.to_string(), "-n", "rs$target:::hit { @n = count(); } END { printa(\"hits %@d\\n\", @n); }"])
+        .args([
+            "probe",
+            "-q",
+            "-p",
+            &pid.to_string(),
+            "-n",
+            "BEGIN { printf(\"ready\\n\"); } rs$target:::hit { @n = count(); } END { printa(\"hits %@d\\n\", @n); }",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut tracer = tracer;
-    // Once it says what it matched, it is attaching; trace a moment, then Ctrl-C.
-    let mut err = std::io::BufReader::new(tracer.stderr.take().unwrap());
+    // BEGIN fires once every probe is attached (-q suppresses the "matched" notice); trace a
+    // moment, then Ctrl-C.
+    let mut stdout = std::io::BufReader::new(tracer.stdout.take().unwrap());
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
-    assert!(line.contains("matched"), "{line}");
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "ready\n");
     std::thread::sleep(std::time::Duration::from_millis(700));
     assert!(Command::new("kill").args(["-INT", &tracer.id().to_string()]).status().unwrap().success());
-    let out = tracer.wait_with_output().unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+    tracer.wait().unwrap();
     let t = target.wait_with_output().unwrap();
     let enabled: u64 = String::from_utf8_lossy(&t.stdout).trim().parse().unwrap();
-    let out = String::from_utf8_lossy(&out.stdout);
     let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
     // The program tests the semaphore, then reaches the probe site: a detach between the two loses

@@ -153,8 +153,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
     let probes: usize = checked.clauses.iter().map(|c| c.probes.len()).sum();
+    // dtrace(1M): -q (or `#pragma D option quiet`) suppresses notices such as "matched N probes".
+    let notices = !(checked.options.quiet || args.json);
     let cfg = RunConfig {
-        quiet: checked.options.quiet || args.json,
+        quiet: !notices,
         json: args.json,
         verbose: args.verbose,
         watch_pid: if args.command.is_none() { args.pid } else { None },
@@ -172,7 +174,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return Err(explain(e, args.verbose)),
     };
-    if !args.json {
+    if notices {
         // dtrace(1M): "script 'FILE' matched N probes" for -s, "description '...'" otherwise.
         let what = if args.script.is_empty() { "description" } else { "script" };
         eprintln!("sightline: {what} '{}' matched {probes} probe{}", describe(&args), if probes == 1 { "" } else { "s" });
@@ -184,7 +186,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     drop(consumer);
     out.flush()?;
-    if let (StopReason::TargetExited, Some(pid), false) = (reason, target_pid, args.json) {
+    if let (StopReason::TargetExited, Some(pid), true) = (reason, target_pid, notices) {
         eprintln!("sightline: pid {pid} has exited");
     }
     Ok(match reason {
