@@ -1432,7 +1432,12 @@ impl<'a> Analyzer<'a> {
                 ),
                 if args.len() > slots.len() { args[slots.len()].span } else { span },
             )
-            .with_label(fmt_expr.span, "format");
+            .with_label(fmt_expr.span, "format")
+            .with_hint(if args.len() < slots.len() {
+                "give one argument per conversion (`*` width/precision take one more each); write `%%` for a literal `%`"
+            } else {
+                "remove the extra arguments or add conversions for them"
+            });
             return Err(self.report(d));
         }
         let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();

@@ -217,7 +217,7 @@ t.d:9:23: error: subscript 9 is out of range for an array of 4
 fn needs_kernel_types_only_for_structure_access() {
     let needs = |text: &str| {
         let (p, d) = parse(&SourceFile::new("t.d", text));
-        assert!(d.is_empty());
+        assert!(d.is_empty(), "{text}: {d:?}");
         probe_sema::needs_kernel_types(&p)
     };
     assert!(!needs("BEGIN { exit(0); }"));

@@ -55,7 +55,8 @@ pub struct Token {
     /// Where (global offsets).
     pub span: Span,
     /// The token was recovered from a lexical error already reported (an unterminated string or
-    /// character constant): the parser does not pile a second error on it.
+    /// character constant, or the end of input reached inside an unterminated comment): the
+    /// parser does not pile a second error on it.
     pub damaged: bool,
 }
 
@@ -216,11 +217,15 @@ impl<'s> Lexer<'s> {
     /// Lexes the next token, reporting lexical errors into `diags` (and skipping the bad input).
     pub fn next_token(&mut self, diags: &mut Vec<Diagnostic>) -> Token {
         loop {
+            let trivia_errors_before = diags.len();
             self.skip_trivia(diags);
             let errors_before = diags.len();
             let start = self.pos;
             let Some(c) = self.peek_char() else {
-                return Token { tok: Tok::Eof, span: self.span(start), damaged: false };
+                // An unterminated comment ran to the end: what the parser misses there is a
+                // consequence, already reported.
+                let damaged = diags[trivia_errors_before..].iter().any(|d| d.message.starts_with("unterminated"));
+                return Token { tok: Tok::Eof, span: self.span(start), damaged };
             };
             let tok = if c.is_ascii_alphabetic() || c == '_' {
                 while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {

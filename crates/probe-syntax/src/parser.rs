@@ -133,8 +133,9 @@ impl<'s> Parser<'s> {
         if self.is_punct(p) {
             return Ok(self.bump().span);
         }
-        if self.prev_damaged {
-            // An unterminated string swallowed the rest of its line (the `)` or `;`): already said.
+        if self.prev_damaged || self.tok.damaged {
+            // An unterminated string swallowed the rest of its line (the `)` or `;`), or an
+            // unterminated comment the rest of the file: already said.
             return Err(Reported);
         }
         let found = self.tok.tok.describe();
@@ -324,6 +325,9 @@ impl<'s> Parser<'s> {
                 end = self.bump().span;
             } else if matches!(self.tok.tok, Tok::Directive(_)) {
                 // statement_list reported the directive (most likely a missing `}`).
+                end = self.after_prev();
+            } else if self.tok.damaged {
+                // An unterminated comment swallowed the `}`: already reported.
                 end = self.after_prev();
             } else {
                 let found = self.tok.tok.describe();
@@ -596,7 +600,16 @@ impl<'s> Parser<'s> {
             }
         };
         self.bump();
-        self.expect_punct("(", "after the aggregating function")?;
+        if !self.is_punct("(") {
+            let found = self.tok.tok.describe();
+            self.diags.push(
+                Diagnostic::error(format!("expected `(` after the aggregating function, found {found}"), self.err_span())
+                    .with_label(func_span, "an aggregating function is always called")
+                    .with_hint(format!("write `{func}()`{}", if func == "count" { "" } else { " with its arguments" })),
+            );
+            return Err(Reported);
+        }
+        self.bump();
         let args = self.nested(|p| p.argument_list(")"))?;
         self.expect_punct(")", "after the arguments")?;
         Ok(AggStmt { name, name_span, keys, func, func_span, args })
