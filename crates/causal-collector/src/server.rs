@@ -61,8 +61,14 @@ pub const MAX_TCP_CONNECTIONS: usize = 1024;
 pub const MAX_HTTP_IN_FLIGHT: usize = 16;
 /// Largest OTLP/HTTP request body accepted, bytes (larger: `413`).
 pub const MAX_HTTP_BODY: usize = 16 << 20;
-/// Largest OTLP/HTTP body after gzip decompression, bytes (larger: `400`).
-pub const MAX_GZIP_EXPANSION: u64 = 64 << 20;
+/// Largest OTLP/HTTP body after gzip decompression, bytes (larger: `400`): the same as
+/// [`MAX_HTTP_BODY`]. Decoding multiplies memory (a 3-byte `{},` becomes a ~32-byte JSON value or a
+/// ~50-byte message), so a 64 KiB gzip bomb of 64 MiB used to cost ~1.2 GB per request.
+pub const MAX_GZIP_EXPANSION: u64 = MAX_HTTP_BODY as u64;
+/// OTLP/HTTP bodies decompressed and decoded at once (the decoded request is dropped before the
+/// commit is awaited), which bounds decoding memory to about this many times
+/// 25 × [`MAX_GZIP_EXPANSION`].
+pub const MAX_HTTP_DECODING: usize = 2;
 /// Events the writer commits in one transaction at most.
 pub const MAX_TRANSACTION_EVENTS: usize = 16_384;
 
@@ -265,6 +271,7 @@ impl Collector {
                     tx: tx.clone(),
                     stats: stats.clone(),
                     busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
+                    decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
                     body_timeout: config.http_body_timeout,
                 });
             let mut stop_rx = stop.subscribe();
@@ -619,6 +626,8 @@ struct HttpState {
     stats: Arc<Stats>,
     /// Requests whose bodies are being read or decoded at once (bounds their memory).
     busy: Arc<Semaphore>,
+    /// Requests being decompressed and decoded at once ([`MAX_HTTP_DECODING`]).
+    decoding: Arc<Semaphore>,
     /// [`Config::http_body_timeout`].
     body_timeout: std::time::Duration,
 }
@@ -685,6 +694,9 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
         bump(&st.stats.otlp_bad_requests, 1);
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content type {ctype:?}\n")).into_response();
     };
+    let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
     let cenc = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
     let body: std::borrow::Cow<'_, [u8]> = match cenc.as_str() {
         "" | "identity" => body.as_ref().into(),
@@ -715,6 +727,8 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
         }
     };
     let conv = otlp::to_events(&req);
+    // Only the events wait for the commit.
+    drop((req, body, decoding));
     bump(&st.stats.otlp_spans, conv.spans);
     if conv.rejected > 0 {
         bump(&st.stats.otlp_rejected_spans, conv.rejected);

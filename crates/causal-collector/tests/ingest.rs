@@ -414,3 +414,45 @@ fn stalled_otlp_bodies_time_out_and_free_their_slots() {
     assert_eq!(stats.otlp_bad_requests as usize, causal_collector::server::MAX_HTTP_IN_FLIGHT + 2);
     assert_eq!(stats.events_stored, 2);
 }
+
+/// Regression: a 64 KiB gzip body that expands to 64 MiB of `{},` was accepted and decoded into
+/// ~1.2 GB of JSON values (three at once took the collector to 3.5 GB RSS). Bodies now may expand
+/// to `MAX_GZIP_EXPANSION` (= `MAX_HTTP_BODY`, 16 MiB) only.
+#[test]
+fn gzip_bomb_beyond_the_body_limit_is_rejected() {
+    use causal_collector::server::{MAX_GZIP_EXPANSION, MAX_HTTP_BODY};
+    assert_eq!(MAX_GZIP_EXPANSION, MAX_HTTP_BODY as u64);
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("bomb.db");
+    let gz = |n: usize| {
+        let mut body = b"{\"resourceSpans\":[".to_vec();
+        body.extend(std::iter::repeat_n(*b"{},", n).flatten());
+        body.extend_from_slice(b"{}]}");
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut e, &body).unwrap();
+        (body.len(), e.finish().unwrap())
+    };
+    let (big_len, big) = gz(MAX_HTTP_BODY / 3 + 1000);
+    let (small_len, small) = gz(1000);
+    assert!(big_len > MAX_HTTP_BODY && big.len() < 100_000 && small_len < 4000);
+    let head = |len: usize| -> Vec<String> {
+        vec![
+            "POST /v1/traces".into(),
+            "Host: 127.0.0.1".into(),
+            "Content-Type: application/json".into(),
+            "Content-Encoding: gzip".into(),
+            format!("Content-Length: {len}"),
+        ]
+    };
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let addr = c.addrs().otlp_http.unwrap();
+        let (s, b) = http(addr, &head(big.len()), &big, None).await;
+        assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
+        assert!(String::from_utf8_lossy(&b).contains("decompresses beyond"), "{}", String::from_utf8_lossy(&b));
+        let (s, _) = http(addr, &head(small.len()), &small, None).await;
+        assert_eq!(s, 200);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!((stats.otlp_requests, stats.otlp_bad_requests), (2, 1));
+}
