@@ -138,7 +138,8 @@ pub struct StatsSnapshot {
     pub tcp_connections: u64,
     /// X-Trace reports decoded (TCP and UDP).
     pub xtrace_reports: u64,
-    /// X-Trace frames or datagrams that did not decode.
+    /// X-Trace frames or datagrams that did not decode, TCP frames longer than the maximum, and
+    /// TCP frames cut short by the sender closing its connection.
     pub xtrace_malformed: u64,
     /// UDP datagrams received.
     pub udp_datagrams: u64,
@@ -462,7 +463,16 @@ async fn tcp_conn(
             }
         };
         match read {
-            Ok(0) => break,
+            Ok(0) => {
+                if !buf.is_empty() {
+                    // The sender closed in the middle of a frame: that report is lost.
+                    let n = bump(&stats.xtrace_malformed, 1);
+                    if worth_logging(n) {
+                        tracing::warn!("X-Trace TCP {peer}: connection closed inside a frame; {} bytes dropped (#{n})", buf.len());
+                    }
+                }
+                break;
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::debug!("X-Trace TCP {peer}: read failed: {e}");

@@ -456,3 +456,38 @@ fn gzip_bomb_beyond_the_body_limit_is_rejected() {
     });
     assert_eq!((stats.otlp_requests, stats.otlp_bad_requests), (2, 1));
 }
+
+/// Regression: a TCP sender that closed in the middle of a frame lost that report silently (not
+/// counted as malformed, not logged); the complete frames before it are still stored.
+#[test]
+fn tcp_frame_cut_by_the_sender_is_counted_as_malformed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("cut.db");
+    let text = |op: u32| format!("X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD{op:016X}\nHost: h\nLabel: l{op}\n");
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let tcp = c.addrs().xtrace_tcp.unwrap();
+        let mut bytes = Vec::new();
+        write_frame(&mut bytes, text(1).as_bytes());
+        write_frame(&mut bytes, text(2).as_bytes());
+        let mut cut = Vec::new();
+        write_frame(&mut cut, text(3).as_bytes());
+        bytes.extend_from_slice(&cut[..cut.len() / 2]);
+        let mut s = TcpStream::connect(tcp).await.unwrap();
+        s.write_all(&bytes).await.unwrap();
+        drop(s);
+        // Only a length prefix of 4 bytes, then close: also a cut frame.
+        let mut s = TcpStream::connect(tcp).await.unwrap();
+        s.write_all(&1000u32.to_be_bytes()).await.unwrap();
+        drop(s);
+        for _ in 0..500 {
+            if c.stats().xtrace_malformed == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.xtrace_malformed, 2);
+    assert_eq!((stats.xtrace_reports, stats.events_stored), (2, 2));
+}
