@@ -54,7 +54,7 @@ pub fn analyze(
         program.clauses().map(|c| a.match_probes(c).ok().map(|(p, _)| p)).collect();
     for _ in 0..2 {
         for (c, probes) in program.clauses().zip(&matched) {
-            let cx = ClauseCx { prepass: probes.is_none(), probes: probes.clone().unwrap_or_default(), locals: Vec::new() };
+            let cx = ClauseCx { prepass: probes.is_none(), probes: probes.clone().unwrap_or_default(), locals: Vec::new(), in_predicate: false };
             a.prepass_stmts(&c.body, &cx);
         }
     }
@@ -127,6 +127,8 @@ struct ClauseCx {
     locals: Vec<VarId>,
     /// In the pre-pass no probes are known: `args[N]`/`args->f` type as `int64_t`.
     prepass: bool,
+    /// The predicate is being typed (an assignment there is most likely a mistyped `==`).
+    in_predicate: bool,
 }
 
 struct Analyzer<'a> {
@@ -807,9 +809,12 @@ impl<'a> Analyzer<'a> {
             Err(Reported) => (Vec::new(), Vec::new(), false),
         };
         // Type the clause even when matching failed (prepass mode for args), to report its errors.
-        let mut cx = ClauseCx { probes, locals: Vec::new(), prepass: !matched_ok };
-        let predicate = match &c.predicate {
-            Some(p) => match self.expr(p, &mut cx) {
+        let mut cx = ClauseCx { probes, locals: Vec::new(), prepass: !matched_ok, in_predicate: false };
+        cx.in_predicate = true;
+        let typed_predicate = c.predicate.as_ref().map(|p| self.expr(p, &mut cx));
+        cx.in_predicate = false;
+        let predicate = match (&c.predicate, typed_predicate) {
+            (Some(p), Some(typed)) => match typed {
                 Ok(t) => {
                     if !t.ty.is_integral() {
                         let msg = format!("a predicate must be an integer or pointer expression, not `{}`", t.ty);
@@ -825,7 +830,7 @@ impl<'a> Analyzer<'a> {
                 }
                 Err(Reported) => None,
             },
-            None => None,
+            _ => None,
         };
         let body = self.stmts(&c.body, &mut cx);
         self.check_speculation(&body);
@@ -937,11 +942,11 @@ impl<'a> Analyzer<'a> {
         for s in stmts {
             match &s.kind {
                 StmtKind::Expr(e) => {
-                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass };
+                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass, in_predicate: false };
                     let _ = self.expr(e, &mut cx2);
                 }
                 StmtKind::Aggregate(a) => {
-                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass };
+                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass, in_predicate: false };
                     let _ = self.aggregate(a, s.span, &mut cx2);
                 }
                 StmtKind::If { then, els, .. } => {
@@ -1959,7 +1964,11 @@ impl<'a> Analyzer<'a> {
             _ => return Err(self.err("the left side of an assignment must be a variable", e.span)),
         };
         if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
-            return Err(self.err(format!("`{name}` is a built-in variable and cannot be assigned"), e.span));
+            let mut d = Diagnostic::error(format!("`{name}` is a built-in variable and cannot be assigned"), e.span);
+            if cx.in_predicate {
+                d = d.with_hint(format!("to compare, write `==`: /{name} == .../"));
+            }
+            return Err(self.report(d));
         }
         if scope == VarScope::Global && self.inlines.contains_key(name) {
             return Err(self.err(format!("`{name}` is an inline and cannot be assigned"), e.span));

@@ -534,6 +534,11 @@ impl<'s> Parser<'s> {
         if self.prev_damaged {
             return Ok(self.after_prev());
         }
+        if matches!(self.tok.tok, Tok::Eof) {
+            // The input ends inside a clause: the missing `}` is the mistake (reported by the
+            // clause), not a `;`, which may be omitted before a `}`.
+            return Ok(self.after_prev());
+        }
         let found = self.tok.tok.describe();
         let mut d = Diagnostic::error(format!("expected `;` after the statement, found {found}"), self.after_prev())
             .with_label(self.tok.span, "next token");
@@ -544,7 +549,7 @@ impl<'s> Parser<'s> {
         }
         d = d.with_hint("statements in a clause end with `;`");
         self.diags.push(d);
-        if matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) {
+        if matches!(self.tok.tok, Tok::Directive(_)) {
             return Err(Reported);
         }
         Ok(self.after_prev())

@@ -16,3 +16,8 @@ syscall::opnat:entry
 {
 	@ = count();
 }
+syscall::read:entry
+/pid = 123/
+{
+	@ = count();
+}

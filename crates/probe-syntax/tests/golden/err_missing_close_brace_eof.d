@@ -1,0 +1,3 @@
+BEGIN
+{
+	@calls[probefunc] = count()
