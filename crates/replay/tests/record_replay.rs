@@ -393,3 +393,42 @@ fn info_and_dump_describe_the_recording() {
     assert_eq!(dump.lines().count(), rec.records.len());
     assert!(dump.lines().next().unwrap().contains("execve() = 0"), "{dump}");
 }
+
+#[test]
+fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
+    // The tracee stops at PTRACE_EVENT_EXIT with another status than recorded; the replay must
+    // report the divergence and end, not wait forever for a tracee held in its exit stop.
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("exit_by_dir", tmp.path());
+    let dir = tmp.path().join("d");
+    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap(), dir.to_str().unwrap()]);
+    assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::create_dir(&dir).unwrap();
+    let mut child = Command::new(test_support::sightline_bin())
+        .arg("replay")
+        .arg(&r.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill(); // EXITKILL takes the replayed tracee with it
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = status.expect("the replay hung after a diverging exit");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("diverged") && stderr.contains("exit (wait status 0x300)"), "{stderr}");
+}

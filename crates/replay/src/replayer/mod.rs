@@ -343,6 +343,11 @@ impl Replayer<'_> {
         let tids: Vec<i32> = self.procs.keys().chain(self.unmapped.keys()).copied().collect();
         for tid in &tids {
             let _ = replay_ptrace::tgkill(*tid, *tid, libc::SIGKILL);
+            // A tracee held in a stop whose report we already consumed (its PTRACE_EVENT_EXIT stop
+            // when the exit diverged, a parked one) is not woken by SIGKILL and would never report
+            // again: resume it so it dies. On a running tracee this fails with ESRCH, ignored.
+            let held = replay_ptrace::WaitEvent { tid: *tid, kind: WaitKind::SyscallStop };
+            let _ = Running::attached(*tid).into_stopped(&held).resume(Resume::Cont, 0);
         }
         self.procs.clear();
         self.unmapped.clear();
