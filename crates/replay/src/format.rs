@@ -371,9 +371,13 @@ impl Writer {
             .name("sightline-rec-writer".into())
             .spawn(move || {
                 let mut stats = WriterStats { file_bytes: header.len() as u64, ..Default::default() };
+                let zerr = |source| Error::Io { path: "zstd compress".into(), source };
+                let mut zc = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(zerr)?;
+                // Each frame carries its content checksum, so a corrupt byte is an error on read
+                // rather than other input bytes replayed.
+                zc.include_checksum(true).map_err(zerr)?;
                 for (raw, n) in rx {
-                    let comp = zstd::bulk::compress(&raw, ZSTD_LEVEL)
-                        .map_err(|source| Error::Io { path: "zstd compress".into(), source })?;
+                    let comp = zc.compress(&raw).map_err(zerr)?;
                     let mut frame = Vec::with_capacity(comp.len() + 16);
                     frame.extend_from_slice(CHUNK_MAGIC);
                     put_u32(&mut frame, raw.len() as u32);
@@ -597,6 +601,39 @@ mod tests {
         assert_eq!(rec.records, sample());
         assert!(!rec.truncated);
         assert_eq!(rec.meta, meta());
+    }
+
+    #[test]
+    fn a_corrupt_byte_inside_a_chunk_is_reported_not_decoded() {
+        // Incompressible data is stored literally in the zstd frame, so a flipped byte there
+        // decodes to other bytes unless the frame carries a checksum.
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let data: Vec<u8> = (0..8192)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut rec = sample()[0].clone();
+        if let Event::Syscall(s) = &mut rec.event {
+            s.writes[0].data = data;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), meta()).unwrap();
+        w.push(&rec).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(EVENTS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = 16 + 16 + 4096;
+        bytes[mid] ^= 0x55;
+        std::fs::write(&path, &bytes).unwrap();
+        match Recording::open(dir.path()) {
+            Err(Error::Format(msg)) => assert!(msg.contains("chunk 0"), "{msg}"),
+            Err(e) => panic!("expected a format error, got {e}"),
+            Ok(r) => panic!("corruption went unnoticed: {} records decoded", r.records.len()),
+        }
     }
 
     #[test]
