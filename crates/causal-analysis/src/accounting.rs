@@ -80,9 +80,11 @@ impl Accounting {
             evs.sort_by_key(|&i| (g.events[i].timestamp_ns, g.events[i].hrt_ns, g.rank(i)));
             for w in evs.windows(2) {
                 let (a, b) = (&g.events[w[0]], &g.events[w[1]]);
-                let d = (b.timestamp_ns.unwrap_or(0) - a.timestamp_ns.unwrap_or(0)).max(0);
-                slot(&mut procs, &b.process_key()).thread_ns += d;
-                slot(&mut agents, b.agent.as_deref().unwrap_or("?")).thread_ns += d;
+                let d = b.timestamp_ns.unwrap_or(0).saturating_sub(a.timestamp_ns.unwrap_or(0)).max(0);
+                let u = slot(&mut procs, &b.process_key());
+                u.thread_ns = u.thread_ns.saturating_add(d);
+                let u = slot(&mut agents, b.agent.as_deref().unwrap_or("?"));
+                u.thread_ns = u.thread_ns.saturating_add(d);
             }
         }
         let sorted = |m: HashMap<String, Usage>| {

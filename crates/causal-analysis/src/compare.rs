@@ -72,7 +72,7 @@ fn side(g: &TaskGraph, cp: Option<&CriticalPath>) -> Side {
         events: g.len(),
         edges: g.edges.len(),
         joins: g.joins().len(),
-        duration_ns: g.time_span().map(|(a, b)| b - a).unwrap_or(0),
+        duration_ns: g.time_span().map(|(a, b)| b.saturating_sub(a)).unwrap_or(0),
         critical_path_events: cp.map_or(0, |c| c.steps.len()),
         critical_path_ns: cp.map_or(0, |c| c.total_ns),
     }
@@ -95,12 +95,13 @@ impl Comparison {
             if let Some(cp) = cp {
                 for s in &cp.by_agent {
                     let d = entry(&mut agents, &s.name);
-                    if first { d.critical_path_ns.0 += s.ns } else { d.critical_path_ns.1 += s.ns }
+                    let slot = if first { &mut d.critical_path_ns.0 } else { &mut d.critical_path_ns.1 };
+                    *slot = slot.saturating_add(s.ns);
                 }
             }
         }
         let mut agents: Vec<AgentDiff> = agents.into_values().collect();
-        agents.sort_by_key(|d| (std::cmp::Reverse((d.critical_path_ns.1 - d.critical_path_ns.0).abs()), d.agent.clone()));
+        agents.sort_by_key(|d| (std::cmp::Reverse(d.critical_path_ns.1.saturating_sub(d.critical_path_ns.0).saturating_abs()), d.agent.clone()));
         let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for e in &a.events {
             kinds.entry(describe(e)).or_default().0 += 1;
@@ -138,7 +139,7 @@ impl Comparison {
                 d.events.1,
                 fmt_duration(d.critical_path_ns.0),
                 fmt_duration(d.critical_path_ns.1),
-                fmt_duration(d.critical_path_ns.1 - d.critical_path_ns.0)
+                fmt_duration(d.critical_path_ns.1.saturating_sub(d.critical_path_ns.0))
             );
         }
         if !self.kinds.is_empty() {

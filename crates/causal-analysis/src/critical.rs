@@ -104,7 +104,7 @@ impl CriticalPath {
             let delta = match k {
                 0 => 0,
                 _ => match (ev(rev[k - 1]).timestamp_ns, e.timestamp_ns) {
-                    (Some(a), Some(b)) => b - a,
+                    (Some(a), Some(b)) => b.saturating_sub(a),
                     _ => 0,
                 },
             };
@@ -112,20 +112,20 @@ impl CriticalPath {
                 let charged = delta.max(0);
                 let add = |m: &mut BTreeMap<String, (i64, usize)>, name: String| {
                     let s = m.entry(name).or_insert((0, 0));
-                    s.0 += charged;
+                    s.0 = s.0.saturating_add(charged);
                     s.1 += 1;
                 };
                 add(&mut agent, e.agent.clone().unwrap_or_else(|| "?".into()));
                 add(&mut host, e.host.clone().unwrap_or_else(|| "?".into()));
                 add(&mut process, e.process_key());
                 if ev(rev[k - 1]).process_key() != e.process_key() {
-                    cross += charged;
+                    cross = cross.saturating_add(charged);
                 }
             }
             steps.push(Step { index: i, id: e.id.clone(), delta_ns: delta, join: g.parents_of(i).len() >= 2 });
         }
         let total_ns = match (ev(rev[0]).timestamp_ns, ev(last).timestamp_ns) {
-            (Some(a), Some(b)) => b - a,
+            (Some(a), Some(b)) => b.saturating_sub(a),
             _ => 0,
         };
         Some(CriticalPath {
@@ -210,6 +210,31 @@ mod tests {
         assert_eq!(cp.by_agent[1], Share { name: "front".into(), ns: 10, steps: 2 });
         // A(1)->C(3) and C(3)->D(1) cross processes: 40 + 5.
         assert_eq!(cp.cross_process_ns, 45);
+    }
+
+    /// Regression: a chain whose timestamps jump between 1e14 ns and i64::MAX (hostile or
+    /// broken reports) made `sightline show --critical-path` panic with "attempt to add with
+    /// overflow" while charging time; sums now saturate.
+    #[test]
+    fn extreme_timestamps_saturate_instead_of_overflowing() {
+        let (lo, hi) = (100_000_000_000_000i64, i64::MAX);
+        let mut evs = vec![ev("E0", lo, "a", "1", &[])];
+        for i in 1..6 {
+            evs.push(ev(&format!("E{i}"), if i % 2 == 1 { hi } else { lo }, "a", if i % 2 == 1 { "2" } else { "1" }, &[&format!("E{}", i - 1)]));
+        }
+        evs.push(ev("N", i64::MIN, "b", "3", &["E0"]));
+        let g = TaskGraph::build("T", evs);
+        let cp = CriticalPath::compute(&g).unwrap();
+        assert_eq!(cp.steps.len(), 6);
+        assert_eq!(cp.by_agent[0], Share { name: "a".into(), ns: i64::MAX, steps: 5 });
+        assert_eq!(cp.cross_process_ns, i64::MAX);
+        assert!(g.problems.iter().any(|p| matches!(p, crate::Problem::BackwardsInTime { max_ns: i64::MAX, .. })), "{:?}", g.problems);
+        let text = crate::render::text(&g, Some(&cp));
+        assert!(text.contains("critical path: 6 events"), "{text}");
+        let acc = crate::Accounting::compute(&g);
+        assert!(acc.text().contains('a'));
+        let cmp = crate::Comparison::compute(&g, &g);
+        assert!(cmp.text(5).contains("a"));
     }
 
     #[test]

@@ -316,7 +316,7 @@ impl TaskGraph {
                 if ct >= pt {
                     continue;
                 }
-                let back = pt - ct;
+                let back = pt.saturating_sub(ct);
                 let ph = p.host.clone().unwrap_or_else(|| "?".into());
                 let ch = c.host.clone().unwrap_or_else(|| "?".into());
                 let slot = if ph == ch {

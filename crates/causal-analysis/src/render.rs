@@ -58,7 +58,7 @@ fn bracket(loc: &str) -> String {
 
 fn offset(e: &Event, t0: Option<i64>) -> String {
     match (e.timestamp_ns, t0) {
-        (Some(t), Some(t0)) => format!("+{}", fmt_duration(t - t0)),
+        (Some(t), Some(t0)) => format!("+{}", fmt_duration(t.saturating_sub(t0))),
         _ => "+?".to_string(),
     }
 }
@@ -77,7 +77,7 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let mut out = String::new();
     let n = g.len();
     let t0 = g.time_span().map(|(a, _)| a);
-    let span = g.time_span().map(|(a, b)| fmt_duration(b - a)).unwrap_or_else(|| "?".into());
+    let span = g.time_span().map(|(a, b)| fmt_duration(b.saturating_sub(a))).unwrap_or_else(|| "?".into());
     let _ = writeln!(
         out,
         "task {}: {} events, {} edges, {} joins, {} roots, {} hosts, duration {}",
