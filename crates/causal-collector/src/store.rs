@@ -534,7 +534,8 @@ impl Store {
         }
         q.push_str(" ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id");
         if let Some(l) = filter.limit {
-            q.push_str(&format!(" LIMIT {l}"));
+            // SQLite's LIMIT is a 64-bit signed integer; a larger value is no limit.
+            q.push_str(&format!(" LIMIT {}", l.min(i64::MAX as usize)));
         }
         let mut st = self.conn.prepare(&q).map_err(sql("preparing the task list"))?;
         let rows = st
@@ -612,6 +613,9 @@ mod tests {
         assert_eq!(f(TaskFilter { title: Some("THE T".into()), ..Default::default() }), ["AAAA"]);
         assert_eq!(f(TaskFilter { tag: Some("GC".into()), ..Default::default() }).len(), 2);
         assert!(f(TaskFilter { tag: Some("nope".into()), ..Default::default() }).is_empty());
+        // Regression: `--limit 18446744073709551615` failed with "datatype mismatch".
+        assert_eq!(f(TaskFilter { limit: Some(usize::MAX), ..Default::default() }).len(), 2);
+        assert_eq!(f(TaskFilter { limit: Some(1), ..Default::default() }), ["AAAA"]);
         assert_eq!(s.resolve_task("aa").unwrap(), "AAAA");
         assert!(matches!(s.resolve_task("C"), Err(StoreError::NoSuchTask(_))));
         s.insert(&[ev("AAAB", "05", 1, "x", &[])], 3).unwrap();

@@ -147,3 +147,18 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     let tasks = run(&["tasks"], &db);
     assert_eq!(tasks.lines().count(), 1 + 2, "{tasks}");
 }
+
+/// Regression: `sightline tasks`/`show` with a mistyped `--db` created an empty store file there
+/// and answered as if the store were empty.
+#[test]
+fn reading_commands_do_not_create_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("typo.db");
+    for args in [&["tasks"][..], &["show", "ABCD"][..]] {
+        let out = Command::new(test_support::sightline_bin()).args(args).arg("--db").arg(&db).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no store at"), "{args:?}: {err}");
+        assert!(!db.exists(), "{args:?} created {}", db.display());
+    }
+}

@@ -292,6 +292,16 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
     secs.checked_mul(1_000_000_000).ok_or_else(range)
 }
 
+/// Opens the store for a reading command (`tasks`, `show`). A path that does not exist is an
+/// error instead of a new empty store (a mistyped `--db` used to leave an empty file behind and
+/// answer "no task matches").
+fn open_existing(db: &std::path::Path) -> anyhow::Result<Store> {
+    if !db.exists() {
+        bail!("no store at {}: `sightline collect` or `sightline import` creates one (or give --db / $SIGHTLINE_DB)", db.display());
+    }
+    Ok(Store::open(db)?)
+}
+
 /// Runs `sightline tasks`.
 pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
     let now = now_ns();
@@ -302,7 +312,7 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         title: args.title,
         limit: args.limit,
     };
-    let store = Store::open(&args.db.path())?;
+    let store = open_existing(&args.db.path())?;
     let list = store.tasks(&filter)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -329,7 +339,7 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `sightline show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db.path())?;
+    let store = open_existing(&args.db.path())?;
     let task = store.resolve_task(&args.task)?;
     let mut events = store.load_task(&task)?;
     // OTLP spans: a parent's end waits for the children that ended inside it (docs/otlp-mapping.md).
