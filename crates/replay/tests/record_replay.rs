@@ -432,3 +432,18 @@ fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("diverged") && stderr.contains("exit (wait status 0x300)"), "{stderr}");
 }
+
+#[test]
+fn a_child_sigkilled_by_its_parent_replays() {
+    // The child's last recorded event is its exit by SIGKILL, taken while blocked in pause(); the
+    // parent's kill() is emulated on replay, so without help the child reaches pause() and the
+    // replay reported a divergence ("expected exit (wait status 0x9), found pause()").
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("kill_child", tmp.path());
+    let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out), "child killed by signal 9\n");
+}

@@ -95,6 +95,16 @@ impl Replayer<'_> {
                 }
                 e.clone()
             }
+            Some(Event::Exit { status, .. })
+                if libc::WIFSIGNALED(*status) && libc::WTERMSIG(*status) == libc::SIGKILL =>
+            {
+                // SIGKILL ended it here in the recording (sent by another recorded process, whose
+                // `kill` is emulated in replay, or from outside). It cannot be caught, blocked or
+                // held, so the process made no further system call: kill it at this one. Its exit
+                // stop then matches the recorded status.
+                replay_ptrace::tgkill(tid, tid, libc::SIGKILL)?;
+                return Ok(Next::Resume(t, Resume::Cont, 0));
+            }
             _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
         };
         if !self.progress.ready(&ev.rendezvous) {
