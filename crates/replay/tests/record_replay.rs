@@ -447,3 +447,29 @@ fn a_child_sigkilled_by_its_parent_replays() {
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out), "child killed by signal 9\n");
 }
+
+#[test]
+fn a_missing_recorded_working_directory_is_a_clear_error() {
+    // Before: the replay's first process failed its chdir and the user got "replay diverged …
+    // expected execve() = 0, found exit (wait status 0x7f00)".
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let gone = tmp.path().join("gone");
+    std::fs::create_dir(&gone).unwrap();
+    let r = record(tmp.path(), &gone, &["echo", "hi"]);
+    assert_eq!(r.stdout, b"hi\n");
+    std::fs::remove_dir(&gone).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut err) {
+        Err(e @ replay::Error::Command { .. }) => {
+            assert!(e.to_string().contains("working directory"), "{e}");
+            assert!(e.to_string().contains(gone.to_str().unwrap()), "{e}");
+        }
+        other => panic!("expected a clear error, got {:?}", other.map(|o| o.exit_code)),
+    }
+    assert!(out.is_empty());
+}

@@ -20,6 +20,7 @@ mod syscall;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
+use std::path::Path;
 
 use replay_ptrace::{Resume, Running, SpawnSpec, Stopped, WaitKind};
 
@@ -89,11 +90,24 @@ enum Next {
 ///
 /// Errors: [`Error::Divergence`] when the program departs from the recording (the replay's
 /// processes are killed: they are the replayer's own, never the recorded program);
-/// [`Error::Unsupported`] for a recording that stopped early; [`Error::Ptrace`] when the replay's
-/// tracees cannot be driven.
+/// [`Error::Unsupported`] for a recording that stopped early; [`Error::Command`] when the recorded
+/// executable or working directory no longer exists; [`Error::Ptrace`] when the replay's tracees
+/// cannot be driven.
 pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<ReplayOutcome, Error> {
     if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
         return Err(Error::Unsupported(format!("this recording stopped early: {why}")));
+    }
+    // The first process is started again from the recorded executable in the recorded directory;
+    // say so plainly instead of reporting a divergence at its first event.
+    let command = rec.meta.path.clone();
+    if let Err(e) = std::fs::metadata(&rec.meta.path) {
+        return Err(Error::Command { command, reason: format!("the recorded executable is not there: {e}") });
+    }
+    if !Path::new(&rec.meta.cwd).is_dir() {
+        return Err(Error::Command {
+            command,
+            reason: format!("the recorded working directory {} does not exist", rec.meta.cwd),
+        });
     }
     let mut streams: HashMap<i32, Stream> = HashMap::new();
     for r in &rec.records {
