@@ -19,7 +19,9 @@
 //! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
 //! buffer; connections are capped at [`MAX_TCP_CONNECTIONS`]; OTLP bodies at [`MAX_HTTP_BODY`]
 //! (and [`MAX_GZIP_EXPANSION`] once decompressed), with at most [`MAX_HTTP_IN_FLIGHT`] bodies read
-//! and decoded at once.
+//! at once and [`MAX_HTTP_DECODING`] decoded at once. Stalled peers do not keep slots: a TCP
+//! connection stuck inside a frame for [`TCP_FRAME_TIMEOUT`] is closed, an OTLP body not complete
+//! within [`HTTP_BODY_TIMEOUT`] is answered `408`.
 //!
 //! # Nothing acknowledged is lost
 //! An OTLP request is answered `200` only after its events are committed. On shutdown
@@ -91,7 +93,15 @@ pub struct Config {
     /// free; slower requests are answered `408` and free the slot. Default
     /// [`HTTP_BODY_TIMEOUT`].
     pub http_body_timeout: std::time::Duration,
+    /// Longest time an X-Trace TCP connection may stay inside a frame (some bytes of it arrived,
+    /// then nothing); the connection is then closed and the partial frame counted as malformed.
+    /// An idle connection between frames is never closed. Default [`TCP_FRAME_TIMEOUT`].
+    pub tcp_frame_timeout: std::time::Duration,
 }
+
+/// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, [`MAX_TCP_CONNECTIONS`] senders that
+/// each send half a frame and stop hold every connection slot, and no report is received again.
+pub const TCP_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Default [`Config::http_body_timeout`]: 30 s (a 16 MiB body at 0.6 MB/s). Without a limit, 16
 /// clients that send headers and part of a body, then nothing, hold every decode slot forever
@@ -110,6 +120,7 @@ impl Config {
             queue_batches: 64,
             batch_events: 1024,
             http_body_timeout: HTTP_BODY_TIMEOUT,
+            tcp_frame_timeout: TCP_FRAME_TIMEOUT,
         }
     }
 }
@@ -254,7 +265,7 @@ impl Collector {
         if let Some(addr) = config.xtrace_tcp {
             let l = TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace TCP", addr, source })?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
-            tasks.spawn(tcp_accept(l, tx.clone(), stats.clone(), stop.subscribe(), batch_events));
+            tasks.spawn(tcp_accept(l, tx.clone(), stats.clone(), stop.subscribe(), batch_events, config.tcp_frame_timeout));
         }
         if let Some(addr) = config.xtrace_udp {
             let s = UdpSocket::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace UDP", addr, source })?;
@@ -385,6 +396,7 @@ async fn tcp_accept(
     stats: Arc<Stats>,
     mut stop: watch::Receiver<bool>,
     batch_events: usize,
+    frame_timeout: std::time::Duration,
 ) {
     let limit = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
     let mut conns = JoinSet::new();
@@ -402,7 +414,7 @@ async fn tcp_accept(
                 bump(&stats.tcp_connections, 1);
                 let (tx, stats, stop) = (tx.clone(), stats.clone(), stop.clone());
                 conns.spawn(async move {
-                    tcp_conn(stream, peer, tx, stats, stop, batch_events).await;
+                    tcp_conn(stream, peer, tx, stats, stop, batch_events, frame_timeout).await;
                     drop(permit);
                 });
             }
@@ -431,6 +443,7 @@ async fn tcp_conn(
     stats: Arc<Stats>,
     mut stop: watch::Receiver<bool>,
     batch_events: usize,
+    frame_timeout: std::time::Duration,
 ) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut batch: Vec<Event> = Vec::with_capacity(batch_events.min(4096));
@@ -460,6 +473,13 @@ async fn tcp_conn(
                 biased;
                 r = stream.read_buf(&mut buf) => r,
                 _ = stop.wait_for(|s| *s) => { stopping = true; continue; }
+                _ = tokio::time::sleep(frame_timeout), if !buf.is_empty() => {
+                    let n = bump(&stats.xtrace_malformed, 1);
+                    if worth_logging(n) {
+                        tracing::warn!("X-Trace TCP {peer}: no progress inside a frame for {frame_timeout:?}; closing (#{n})");
+                    }
+                    break;
+                }
             }
         };
         match read {

@@ -491,3 +491,40 @@ fn tcp_frame_cut_by_the_sender_is_counted_as_malformed() {
     assert_eq!(stats.xtrace_malformed, 2);
     assert_eq!((stats.xtrace_reports, stats.events_stored), (2, 2));
 }
+
+/// Regression: a TCP sender that sent part of a frame and then nothing kept its connection slot
+/// forever (`MAX_TCP_CONNECTIONS` of them stop all X-Trace ingest). Now the connection is closed
+/// after `tcp_frame_timeout` without progress and the partial frame counted as malformed, while
+/// an idle connection between frames stays open and usable.
+#[test]
+fn tcp_connection_stalled_inside_a_frame_is_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("stallframe.db");
+    let report = b"X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD0000000000000001\nHost: h\nLabel: l\n";
+    let stats = rt().block_on(async {
+        let cfg = Config { tcp_frame_timeout: Duration::from_millis(500), ..config(&db) };
+        let c = Collector::start(cfg).await.unwrap();
+        let tcp = c.addrs().xtrace_tcp.unwrap();
+        let mut stalled = TcpStream::connect(tcp).await.unwrap();
+        stalled.write_all(&1000u32.to_be_bytes()).await.unwrap();
+        stalled.write_all(b"X-Trace Report").await.unwrap();
+        let mut idle = TcpStream::connect(tcp).await.unwrap();
+        let mut b = [0u8; 16];
+        // The collector closes the stalled connection (read sees EOF), well within 10 s.
+        let n = tokio::time::timeout(Duration::from_secs(10), stalled.read(&mut b)).await.expect("closed").unwrap();
+        assert_eq!(n, 0);
+        // The idle one was not closed: a frame sent now is stored.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let mut f = Vec::new();
+        write_frame(&mut f, report);
+        idle.write_all(&f).await.unwrap();
+        for _ in 0..500 {
+            if c.stats().xtrace_reports == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!((stats.xtrace_malformed, stats.xtrace_reports, stats.events_stored), (1, 1, 1));
+}
