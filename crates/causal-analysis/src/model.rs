@@ -147,6 +147,9 @@ pub fn infer_span_nesting(events: &mut [Event]) -> usize {
         let Some(child_end) = index.get(format!("{span}:end").as_str()).copied() else { continue };
         for p in e.parents.iter().filter(|p| p.kind == EdgeKind::Causal) {
             let Some(parent_span) = p.id.strip_suffix(":start") else { continue };
+            if parent_span == span {
+                continue; // a span that names itself as parent: a cycle already, not nesting
+            }
             let Some(parent_end) = index.get(format!("{parent_span}:end").as_str()).copied() else { continue };
             let (Some(ct), Some(pt)) = (events[child_end].timestamp_ns, events[parent_end].timestamp_ns) else { continue };
             if ct <= pt {
@@ -190,6 +193,16 @@ mod tests {
         assert_eq!(evs[5].parents, vec![Parent::causal("P:start"), Parent { id: "A:end".into(), kind: EdgeKind::Nested }]);
         // Idempotent.
         assert_eq!(infer_span_nesting(&mut evs), 0);
+    }
+
+    /// Regression: an OTLP span whose parent span id is its own span id got a `nested` edge from
+    /// its end event to itself (a second, invented self-loop).
+    #[test]
+    fn a_span_that_is_its_own_parent_gets_no_nesting_edge() {
+        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event { id: id.into(), timestamp_ns: Some(ts), parents, ..Event::default() };
+        let mut evs = vec![ev("S:start", 0, vec![Parent::causal("S:start")]), ev("S:end", 5, vec![Parent::causal("S:start")])];
+        assert_eq!(infer_span_nesting(&mut evs), 0);
+        assert_eq!(evs[1].parents, vec![Parent::causal("S:start")]);
     }
 
     #[test]
