@@ -446,6 +446,14 @@ impl Writer {
         &mut self.meta
     }
 
+    /// Rewrites `meta.json` now (the recorder does so once the first process runs, so a recording
+    /// cut short by a crash of Sightline still names its first process).
+    ///
+    /// Errors: [`Error::Io`] naming `meta.json`.
+    pub fn save_meta(&self) -> Result<(), Error> {
+        write_meta(&self.dir, &self.meta)
+    }
+
     /// Writes the last chunk, waits for the writer, and rewrites `meta.json` with the final status.
     pub fn finish(mut self) -> Result<WriterStats, Error> {
         self.flush()?;

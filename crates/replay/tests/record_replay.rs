@@ -473,3 +473,39 @@ fn a_missing_recorded_working_directory_is_a_clear_error() {
     }
     assert!(out.is_empty());
 }
+
+#[test]
+fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
+    // meta.json was written only at the start (root_pid 0) and at the end; after a SIGKILL of the
+    // recorder the replay matched no process and diverged at "process 0, event #0".
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rec");
+    let mut child = Command::new(test_support::sightline_bin())
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", "while :; do echo x; done"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    child.kill().unwrap(); // SIGKILL; EXITKILL takes the tracee with it
+    child.wait().unwrap();
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.status, "recording");
+    assert!(!rec.records.is_empty(), "a prefix was written");
+    assert_eq!(rec.meta.root_pid, rec.records[0].pid);
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert_eq!(d.pid, rec.meta.root_pid);
+            assert!(d.index > 0 && d.expected.contains("the recording ends here"), "{d:?}");
+        }
+        other => panic!("expected the end of the prefix, got {:?}", other.map(|o| o.exit_code)),
+    }
+}

@@ -161,6 +161,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     let root = replay_ptrace::spawn(&spec)?;
     let root_pid = root.tid();
     w.meta_mut().root_pid = root_pid;
+    if let Err(e) = w.save_meta() {
+        // The program runs already: keep recording; only a crash would leave root_pid unset.
+        eprintln!("sightline: {e}");
+    }
     let mut r = Recorder {
         w,
         procs: HashMap::new(),

@@ -124,6 +124,12 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
         exit_kill: true,
         filter: crate::syscalls::filter(),
     };
+    // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
+    // format's older recorders): the first record is always the first process's.
+    let root_pid = match rec.meta.root_pid {
+        0 => rec.records.first().map_or(0, |r| r.pid),
+        pid => pid,
+    };
     let root = replay_ptrace::spawn(&spec)?;
     let root_tid = root.tid();
     let mut r = Replayer {
@@ -141,10 +147,10 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
         processes: 1,
         debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
     };
-    r.real_of.insert(rec.meta.root_pid, root_tid);
+    r.real_of.insert(root_pid, root_tid);
     r.procs.insert(
         root_tid,
-        RProc { rec: rec.meta.root_pid, thread: Some(root), parked: None, pending: None, releasing: None },
+        RProc { rec: root_pid, thread: Some(root), parked: None, pending: None, releasing: None },
     );
     let result = r.run();
     if result.is_err() {
