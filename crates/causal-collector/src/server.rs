@@ -636,10 +636,10 @@ pub const UDP_RCVBUF: usize = 8 << 20;
 /// buffer still works.
 fn enlarge_udp_receive_buffer(sock: &UdpSocket) {
     use nix::sys::socket::{setsockopt, sockopt};
-    if setsockopt(sock, sockopt::RcvBufForce, &UDP_RCVBUF).is_err() {
-        if let Err(e) = setsockopt(sock, sockopt::RcvBuf, &UDP_RCVBUF) {
-            tracing::warn!("setsockopt(SO_RCVBUF) on the X-Trace UDP socket: {e}");
-        }
+    if setsockopt(sock, sockopt::RcvBufForce, &UDP_RCVBUF).is_err()
+        && let Err(e) = setsockopt(sock, sockopt::RcvBuf, &UDP_RCVBUF)
+    {
+        tracing::warn!("setsockopt(SO_RCVBUF) on the X-Trace UDP socket: {e}");
     }
 }
 
