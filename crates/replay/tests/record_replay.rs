@@ -509,3 +509,22 @@ fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
         other => panic!("expected the end of the prefix, got {:?}", other.map(|o| o.exit_code)),
     }
 }
+
+#[test]
+fn an_output_path_that_is_a_file_is_named_as_such() {
+    // Before: "exists and is not empty" for a plain file given to -o.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("f");
+    std::fs::write(&file, b"keep").unwrap();
+    let out = Command::new(test_support::sightline_bin())
+        .arg("record")
+        .arg("-o")
+        .arg(&file)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not a directory"), "{stderr}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"keep");
+}

@@ -40,6 +40,9 @@ fn default_dir() -> PathBuf {
 /// Runs `sightline record`: the program's exit code becomes ours.
 pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let dir = args.output.unwrap_or_else(default_dir);
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("{} exists and is not a directory", dir.display());
+    }
     if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
         anyhow::bail!("{} exists and is not empty", dir.display());
     }
