@@ -80,8 +80,11 @@ pub fn read_export(v: &Value) -> JsonExport {
     let mut out = JsonExport::default();
     let mut reports: Vec<&Value> = Vec::new();
     fn task_reports<'v>(t: &'v Value, reports: &mut Vec<&'v Value>) {
-        if let Some(rs) = t.get("reports").and_then(Value::as_array) {
-            reports.extend(rs.iter());
+        match t.get("reports") {
+            Some(Value::Array(rs)) => reports.extend(rs.iter()),
+            // Not a list: read as one report, so it is counted (usually as malformed), not lost.
+            Some(other) => reports.push(other),
+            None => {}
         }
     }
     match v {
@@ -183,4 +186,17 @@ mod tests {
         assert_eq!(decode_payload(&bin).unwrap(), e);
         assert!(decode_payload(b"garbage").is_err());
     }
+
+    /// Regression: a task whose `reports` was not a list (`"reports": "x"`) was skipped silently,
+    /// not counted among the malformed reports that `sightline import` prints.
+    #[test]
+    fn a_task_whose_reports_are_not_a_list_is_counted() {
+        let v: Value = serde_json::from_str(r#"[{"id": "A", "reports": "not a list"},
+            {"id": "B", "reports": [{"X-Trace": ["19AAAABBBBCCCCDDDD0000000000000001"], "Label": ["ok"]}]}]"#)
+        .unwrap();
+        let x = read_export(&v);
+        assert_eq!(x.events.len(), 1);
+        assert_eq!(x.malformed, vec![(0, "report is not a JSON object".to_string())]);
+    }
+
 }
