@@ -538,21 +538,27 @@ pub struct HeldChild {
     held: bool,
 }
 
-/// fork(2)s a child that stops itself (SIGSTOP), then execv(2)s `path` with `argv` once continued;
-/// so probes can be attached before the command runs its first instruction. `path` must be
-/// resolved already (only async-signal-safe calls happen in the child).
+/// fork(2)s a child that stops itself under ptrace, then execv(2)s `path` with `argv` once
+/// released; so probes can be attached before the command runs its first instruction. `path` must
+/// be resolved already (only async-signal-safe calls happen in the child).
 ///
-/// # Why a stop and not a blocking read
+/// # Why a ptrace stop, and not a blocking read or a plain SIGSTOP/SIGCONT
 ///
-/// Every system call the child makes before exec must *finish* before the probes attach, or its
-/// return shows up as the target's (`syscall:::return /pid == $target/` would count one `read`
-/// more than strace). `kill(getpid(), SIGSTOP)` returns before the stop takes effect, and the
-/// child sits in signal delivery, not in a system call. Our SIGCHLD disposition gets
-/// `SA_NOCLDSTOP`, so stopping and continuing the child generates no SIGCHLD in its context
-/// (`do_notify_parent_cldstop`), which `signal:::signal_generate /pid == $target/` would see.
-/// If we die before releasing it, the child's process group is orphaned with a stopped member and
-/// the kernel sends it SIGHUP and SIGCONT (`kill_orphaned_pgrp`): it ends without ever having run
-/// the command.
+/// Nothing the hold does may be seen by the probes as the target's own activity once they are
+/// attached:
+/// - a blocking `read` of a start signal returns *after* the probes attach, so
+///   `syscall:::return /pid == $target/` would count one `read` more than strace;
+/// - a SIGCONT to end a plain stop is generated while the probes are attached, so
+///   `signal:::signal_generate /args->pid == $target/` and `proc:::signal-send` would see it.
+///
+/// So the child asks to be traced (`PTRACE_TRACEME`) and stops itself with SIGSTOP before any
+/// probe exists: its `kill` returns (the `sys_exit` tracepoint fires) before the stop takes effect,
+/// and it waits in signal-delivery-stop, not in a system call. [`HeldChild::release`] detaches
+/// with no signal (`PTRACE_DETACH`, data 0, which discards the SIGSTOP; ptrace(2)), so the
+/// command's first traced event is its `execve`. Our SIGCHLD disposition gets `SA_NOCLDSTOP`, so
+/// the stop generates no SIGCHLD either (`do_notify_parent_cldstop`).
+/// If we die before releasing it, the kernel detaches it (`exit_ptrace`) and it runs the command
+/// untraced: it is never left stopped.
 pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChild> {
     use std::os::unix::ffi::OsStrExt;
     let cpath = CString::new(path.as_os_str().as_bytes())
@@ -583,9 +589,13 @@ pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChil
     }
     if pid == 0 {
         // SAFETY: in the child: restore SIGPIPE (Rust ignores it; ignored signals survive exec),
-        // stop until the parent continues us, then exec.
+        // become our parent's tracee and stop until it detaches us, then exec. A failed
+        // PTRACE_TRACEME exits at once (126) rather than run the command unheld.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) < 0 {
+                libc::_exit(126);
+            }
             libc::kill(libc::getpid(), libc::SIGSTOP);
             libc::execv(cpath.as_ptr(), ptrs.as_ptr());
             libc::_exit(127);
@@ -594,20 +604,29 @@ pub fn spawn_held(path: &std::path::Path, argv: &[String]) -> SysResult<HeldChil
     let mut status = 0;
     // SAFETY: waiting for our own child to stop; `status` is a valid int.
     let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-    if r < 0 || !libc::WIFSTOPPED(status) {
+    if r < 0 {
         return Err(SyscallError::last("waitpid(WUNTRACED)"));
+    }
+    if !libc::WIFSTOPPED(status) {
+        // The child exited (PTRACE_TRACEME refused): say which call failed.
+        return Err(SyscallError { call: "ptrace(PTRACE_TRACEME) in the -c child", source: io::Error::from(io::ErrorKind::PermissionDenied) });
     }
     Ok(HeldChild { pid: pid as u32, held: true })
 }
 
 impl HeldChild {
-    /// Lets the child exec its command (SIGCONT).
+    /// Lets the child exec its command: detaches from it (`PTRACE_DETACH` with no signal, which
+    /// discards its pending SIGSTOP) so it runs on, untraced.
     pub fn release(&mut self) -> SysResult<()> {
         if self.held {
             self.held = false;
-            // SAFETY: signalling our own stopped child.
-            if unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGCONT) } < 0 {
-                return Err(SyscallError::last("kill(SIGCONT)"));
+            // SAFETY: detaching from our own tracee, stopped in signal-delivery-stop (spawn_held
+            // waited for that stop); addr is ignored and data 0 means "deliver no signal".
+            let r = unsafe {
+                libc::ptrace(libc::PTRACE_DETACH, self.pid as libc::pid_t, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>())
+            };
+            if r < 0 {
+                return Err(SyscallError::last("ptrace(PTRACE_DETACH)"));
             }
         }
         Ok(())

@@ -44,16 +44,23 @@ impl FullCatalog {
     /// its mappings at its entry point (probe-user's entry rendezvous), so user addresses resolve
     /// however short-lived it is. A command that is not an ELF executable (a script) gets no
     /// snapshot there; the watcher in [`UserSymbols`] still polls it.
-    pub fn set_held_command(&mut self, pid: u32, exe: PathBuf) {
-        let _ = probe_user::entry::add_action(
-            &exe,
-            pid,
-            Box::new(|pid| {
-                if let Ok(m) = ProcessMaps::read(pid) {
-                    store_snapshot(m);
-                }
-            }),
-        );
+    ///
+    /// The snapshot stops the command at its entry for a moment (a SIGSTOP that the command's
+    /// own tracing sees: `proc:::signal-send`, `signal:::signal_generate`), so it is taken only
+    /// when `snapshot_at_entry` says the program prints user symbols
+    /// (`probe_sema::needs_user_symbols`).
+    pub fn set_held_command(&mut self, pid: u32, exe: PathBuf, snapshot_at_entry: bool) {
+        if snapshot_at_entry {
+            let _ = probe_user::entry::add_action(
+                &exe,
+                pid,
+                Box::new(|pid| {
+                    if let Ok(m) = ProcessMaps::read(pid) {
+                        store_snapshot(m);
+                    }
+                }),
+            );
+        }
         self.user.held = Some((pid, exe));
     }
 }

@@ -85,39 +85,71 @@ pub fn analyze(
 /// a `BEGIN { exit(0); }` should not pay): it uses `curthread`, a `struct`/`union` type, `.` member
 /// access, or `->` on anything but `args`.
 pub fn needs_kernel_types(program: &ast::Program) -> bool {
-    fn ty(t: &ast::TypeName) -> bool {
-        matches!(t.base, BaseType::Struct(_))
-    }
-    fn expr(e: &Expr) -> bool {
-        match &e.kind {
+    any_node(
+        program,
+        &|e| match &e.kind {
             ExprKind::Ident(n) => n == "curthread",
             ExprKind::Member { base, arrow, .. } => {
-                !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args") || expr(base)
+                !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args")
             }
-            ExprKind::Cast(t, x) => ty(t) || expr(x),
+            _ => false,
+        },
+        &|t| matches!(t.base, BaseType::Struct(_)),
+    )
+}
+
+/// True when the program prints user-space symbols or stacks (`ustack`, `usym`, `ufunc`, `umod`,
+/// `uaddr`), so the caller should keep the target's mappings for symbolization even after it exits.
+pub fn needs_user_symbols(program: &ast::Program) -> bool {
+    any_node(
+        program,
+        &|e| matches!(&e.kind, ExprKind::Call { func, .. } if matches!(func.as_str(), "ustack" | "usym" | "ufunc" | "umod" | "uaddr")),
+        &|_| false,
+    )
+}
+
+/// True when `expr` holds for some expression of the program, or `ty` for some type it names
+/// (casts, `sizeof`, `offsetof`, declarations, inlines). Walks the whole AST.
+fn any_node(program: &ast::Program, expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
+    fn walk(e: &Expr, expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
+        if expr(e) {
+            return true;
+        }
+        let w = |x: &Expr| walk(x, expr, ty);
+        match &e.kind {
+            ExprKind::Member { base, .. } => w(base),
+            ExprKind::Cast(t, x) => ty(t) || w(x),
             ExprKind::SizeofType(t) | ExprKind::Offsetof(t, _) => ty(t),
-            ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => expr(x),
-            ExprKind::IncDec { expr: x, .. } => expr(x),
-            ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => expr(a) || expr(b),
-            ExprKind::Ternary(a, b, c) => expr(a) || expr(b) || expr(c),
-            ExprKind::Call { args, .. } => args.iter().any(expr),
-            ExprKind::Index(b, k) => expr(b) || k.iter().any(expr),
-            ExprKind::Int(_) | ExprKind::Str(_) | ExprKind::Macro(_) | ExprKind::SelfVar(_) | ExprKind::ThisVar(_)
+            ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => w(x),
+            ExprKind::IncDec { expr: x, .. } => w(x),
+            ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => w(a) || w(b),
+            ExprKind::Ternary(a, b, c) => w(a) || w(b) || w(c),
+            ExprKind::Call { args, .. } => args.iter().any(w),
+            ExprKind::Index(b, k) => w(b) || k.iter().any(w),
+            ExprKind::Ident(_)
+            | ExprKind::Int(_)
+            | ExprKind::Str(_)
+            | ExprKind::Macro(_)
+            | ExprKind::SelfVar(_)
+            | ExprKind::ThisVar(_)
             | ExprKind::AggRef(_) => false,
         }
     }
-    fn stmts(s: &[Stmt]) -> bool {
+    fn stmts(s: &[Stmt], expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
+        let w = |x: &Expr| walk(x, expr, ty);
         s.iter().any(|s| match &s.kind {
-            StmtKind::Expr(e) => expr(e),
-            StmtKind::Aggregate(a) => a.keys.iter().chain(&a.args).any(expr),
-            StmtKind::If { cond, then, els } => expr(cond) || stmts(then) || els.as_deref().is_some_and(stmts),
+            StmtKind::Expr(e) => w(e),
+            StmtKind::Aggregate(a) => a.keys.iter().chain(&a.args).any(w),
+            StmtKind::If { cond, then, els } => {
+                w(cond) || stmts(then, expr, ty) || els.as_deref().is_some_and(|e| stmts(e, expr, ty))
+            }
             StmtKind::Empty => false,
         })
     }
     program.items.iter().any(|i| match i {
-        ast::Item::Clause(c) => c.predicate.as_ref().is_some_and(expr) || stmts(&c.body),
+        ast::Item::Clause(c) => c.predicate.as_ref().is_some_and(|p| walk(p, expr, ty)) || stmts(&c.body, expr, ty),
         ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
-        ast::Item::Inline(d) => ty(&d.ty) || expr(&d.value),
+        ast::Item::Inline(d) => ty(&d.ty) || walk(&d.value, expr, ty),
         ast::Item::Option(_) => false,
     })
 }

@@ -229,6 +229,21 @@ fn needs_kernel_types_only_for_structure_access() {
 }
 
 #[test]
+fn needs_user_symbols_only_for_user_symbol_actions() {
+    let needs = |text: &str| {
+        let (p, d) = parse(&SourceFile::new("t.d", text));
+        assert!(d.is_empty(), "{text}: {d:?}");
+        probe_sema::needs_user_symbols(&p)
+    };
+    assert!(!needs("syscall:::entry { @[execname, probefunc] = count(); printf(\"%d\\n\", pid); }"));
+    assert!(!needs("profile-97 { @[stack()] = count(); }"));
+    assert!(needs("profile-97 /pid == $target/ { @[ustack()] = count(); }"));
+    assert!(needs("profile-97 { @[usym(arg1)] = count(); }"));
+    assert!(needs("tick-1s /x/ { printf(\"%A\\n\", uaddr(arg1 + 1)); }"));
+    assert!(needs("pid$target:a.out:f:entry { self->u = ufunc(arg0) == 0 ? 1 : 2; }"));
+}
+
+#[test]
 fn without_btf_member_access_says_why() {
     let out = run("BEGIN { a = curthread->pid; b = (struct task_struct *)arg0; }", None);
     assert!(out.contains("cannot access member `pid`: no kernel type information"), "{out}");

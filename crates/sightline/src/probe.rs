@@ -62,6 +62,9 @@ pub struct ProbeArgs {
     pub args: Vec<String>,
 }
 
+/// The running kernel's BTF (type information), for `curthread` and `struct` types.
+const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut catalog = FullCatalog::new();
@@ -111,7 +114,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let c = sys::spawn_held(&path, &words).context("-c: starting the command")?;
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
-            catalog.set_held_command(pid, path.clone());
+            catalog.set_held_command(pid, path.clone(), probe_sema::needs_user_symbols(&program));
             child = Some(c);
             Some(pid)
         }
@@ -134,7 +137,16 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.quiet {
         options.push(("quiet".into(), None));
     }
+    // Kernel structures (`curthread->pid`) are typed from BTF, parsed only when the program uses them.
+    let kernel_types = if probe_sema::needs_kernel_types(&program) {
+        let bytes = std::fs::read(KERNEL_BTF).with_context(|| format!("reading kernel types from {KERNEL_BTF}"))?;
+        let btf = probe_sema::btf::Btf::parse(&bytes).with_context(|| format!("parsing {KERNEL_BTF}"))?;
+        Some(std::sync::Arc::new(btf))
+    } else {
+        None
+    };
     let sema_opts = SemaOptions {
+        kernel_types,
         macro_args: args.args.clone(),
         script_name: args.script.first().map(|p| p.display().to_string()),
         target_pid,
@@ -229,8 +241,17 @@ fn descriptions(args: &ProbeArgs) -> Vec<String> {
     v
 }
 
+/// The probe descriptions of a `-n` clause as written (`syscall::read:entry`,
+/// `pid:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:entry`), found by the D parser so that paths,
+/// predicates and several descriptions per clause are told apart; a clause that does not parse
+/// gives none (its diagnostics come from the real compile).
+fn clause_descriptions(clause: &str) -> Vec<String> {
+    let (program, _) = probe_syntax::parse(&probe_syntax::SourceFile::new("-n", clause));
+    program.clauses().flat_map(|c| c.probes.iter().map(|p| p.text.trim().to_string())).collect()
+}
+
 fn describe(args: &ProbeArgs) -> String {
-    let mut parts: Vec<String> = args.clauses.iter().map(|c| c.split(['{', '/']).next().unwrap_or("").trim().to_string()).collect();
+    let mut parts: Vec<String> = args.clauses.iter().flat_map(|c| clause_descriptions(c)).collect();
     parts.extend(args.script.iter().map(|p| p.display().to_string()));
     parts.extend(descriptions(args));
     parts.join(" ")
@@ -311,9 +332,8 @@ fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
         d
     };
     for c in &args.clauses {
-        let desc = c.split(['{', '/']).next().unwrap_or("").trim();
-        for d in desc.split(',') {
-            pats.push(pattern(&target(d.trim())));
+        for d in clause_descriptions(c) {
+            pats.push(pattern(&target(&d)));
         }
     }
     for d in descriptions(args) {
