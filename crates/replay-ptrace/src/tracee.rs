@@ -126,6 +126,10 @@ pub enum Resume {
     /// `PTRACE_SYSCALL`: also stop at the next syscall-entry or syscall-exit (used after a seccomp
     /// stop to see the system call's result at its exit).
     Syscall,
+    /// `PTRACE_LISTEN`: only for a group-stop (a [`PtraceEvent::Stop`] carrying a stop signal) of
+    /// a seized tracee. It stays stopped, as job control wants, and its `SIGCONT` is reported as a
+    /// new stop (ptrace(2), "Group-stop"). The signal argument must be 0.
+    Listen,
 }
 
 /// A tracee thread that is running (or blocked in the kernel): nothing can be read from it.
@@ -253,6 +257,7 @@ impl Stopped {
         let (call, req) = match how {
             Resume::Cont => ("ptrace(PTRACE_CONT)", libc::PTRACE_CONT),
             Resume::Syscall => ("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL),
+            Resume::Listen => ("ptrace(PTRACE_LISTEN)", libc::PTRACE_LISTEN),
         };
         sys::ptrace(call, req, self.tid, 0, sig as usize)?;
         Ok(Running { tid: self.tid })

@@ -528,3 +528,45 @@ fn an_output_path_that_is_a_file_is_named_as_such() {
     assert!(stderr.contains("is not a directory"), "{stderr}");
     assert_eq!(std::fs::read(&file).unwrap(), b"keep");
 }
+
+#[test]
+fn sigstop_pauses_a_recorded_process_until_sigcont() {
+    // Before: the group-stop was answered with PTRACE_CONT, so `kill -STOP` (or Ctrl-Z) left the
+    // recorded process running (state S).
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rec");
+    let child = Command::new(test_support::sightline_bin())
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sleep", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let recorder = child.id() as i32;
+    let children = std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let sleeper: i32 = children.split_whitespace().next().expect("a tracee").parse().unwrap();
+    let state = || {
+        let s = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+        s.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("?").to_string()
+    };
+    Command::new("kill").args(["-STOP", &sleeper.to_string()]).status().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Past the sleep's deadline and still there, stopped ('t' under ptrace, 'T' natively).
+    let stopped = state();
+    Command::new("kill").args(["-CONT", &sleeper.to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(stopped == "t" || stopped == "T", "state {stopped}: the stop signal did not stop it");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.status, "complete");
+    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 19, .. })));
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    assert_eq!(replay::replayer::replay(&rec, &mut o, &mut e).unwrap().exit_code, 0);
+}

@@ -289,6 +289,7 @@ impl Recorder {
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
             WaitKind::Event(E::Exit) => self.on_exit(t),
             WaitKind::Signal(sig) => self.on_signal(t, sig),
+            WaitKind::Event(E::Stop(sig)) if is_stop_signal(sig) => Ok((t, Resume::Listen, 0)),
             WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
                 let how = self.resume_how(t.tid());
                 Ok((t, how, 0))
@@ -340,8 +341,19 @@ impl Recorder {
         if let Some(p) = self.procs.get_mut(&t.tid()) {
             p.pending = None;
         }
+        if let WaitKind::Event(replay_ptrace::PtraceEvent::Stop(sig)) = kind
+            && is_stop_signal(sig)
+        {
+            return Ok((t, Resume::Listen, 0));
+        }
         Ok((t, Resume::Cont, 0))
     }
+}
+
+/// True for the signals whose default action stops the process (a group-stop): the recorder then
+/// leaves the tracee stopped with `PTRACE_LISTEN`, as it would be natively, until `SIGCONT`.
+fn is_stop_signal(sig: i32) -> bool {
+    matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
 }
 
 /// What a handler gives back: the tracee to resume, how, and the signal to deliver; or the error
