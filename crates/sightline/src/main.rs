@@ -21,7 +21,8 @@ struct Cli {
 enum Command {
     /// DTrace for Linux: compile a D script to eBPF, attach it and print what it reports.
     Probe(probe::ProbeArgs),
-    /// Record an unmodified program (and its children) for deterministic replay.
+    /// Record an unmodified program (and its children) for deterministic replay. Exit status: the
+    /// program's, or 2 when the recording is incomplete (threads are not yet supported).
     Record(replay::RecordArgs),
     /// Replay a recording deterministically.
     Replay(replay::ReplayArgs),

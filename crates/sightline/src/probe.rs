@@ -48,7 +48,7 @@ pub struct ProbeArgs {
     #[arg(short = 'm', value_name = "MODULE")]
     pub modules: Vec<String>,
     /// Set an option: quiet, bufsize, strsize, aggsortkey, aggsortrev, aggsortpos, aggsortkeypos,
-    /// switchrate, aggrate, dynvarsize, aggsize, stackframes.
+    /// switchrate, aggrate, dynvarsize, aggsize, stackframes, defaultargs.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Verbose: print the full BPF verifier log when a program is rejected.
@@ -164,7 +164,6 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
-    let probes: usize = checked.clauses.iter().map(|c| c.probes.len()).sum();
     // dtrace(1M): -q (or `#pragma D option quiet`) suppresses notices such as "matched N probes".
     let notices = !(checked.options.quiet || args.json);
     let cfg = RunConfig {
@@ -187,9 +186,25 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Err(explain(e, args.verbose)),
     };
     if notices {
-        // dtrace(1M): "script 'FILE' matched N probes" for -s, "description '...'" otherwise.
-        let what = if args.script.is_empty() { "description" } else { "script" };
-        eprintln!("sightline: {what} '{}' matched {probes} probe{}", describe(&args), if probes == 1 { "" } else { "s" });
+        // dtrace(1M): one notice per source: "script 'FILE' matched N probes" for each -s,
+        // "description 'D' matched N probes" for each -n (D: its text up to the first clause's
+        // body) and each -P/-m/-f.
+        for (f, n) in map.files().iter().zip(0..) {
+            let probes: usize = checked
+                .clauses
+                .iter()
+                .filter(|c| map.file_of(c.span.start).is_some_and(|g| std::ptr::eq(g, f)))
+                .map(|c| c.probes.len())
+                .sum();
+            let (what, name) = if n < args.script.len() {
+                ("script", f.name().to_string())
+            } else {
+                let (program, _) = probe_syntax::parse(f);
+                let first = program.clauses().next();
+                ("description", first.map(|c| c.probes.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(",")).unwrap_or_default())
+            };
+            eprintln!("sightline: {what} '{name}' matched {probes} probe{}", if probes == 1 { "" } else { "s" });
+        }
     }
     let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
     let reason = match consumer.run(target) {
@@ -248,13 +263,6 @@ fn descriptions(args: &ProbeArgs) -> Vec<String> {
 fn clause_descriptions(clause: &str) -> Vec<String> {
     let (program, _) = probe_syntax::parse(&probe_syntax::SourceFile::new("-n", clause));
     program.clauses().flat_map(|c| c.probes.iter().map(|p| p.text.trim().to_string())).collect()
-}
-
-fn describe(args: &ProbeArgs) -> String {
-    let mut parts: Vec<String> = args.clauses.iter().flat_map(|c| clause_descriptions(c)).collect();
-    parts.extend(args.script.iter().map(|p| p.display().to_string()));
-    parts.extend(descriptions(args));
-    parts.join(" ")
 }
 
 /// Splits `-c`'s command into words as a shell would for simple commands: whitespace separates,

@@ -37,7 +37,8 @@ fn default_dir() -> PathBuf {
         .expect("some name is free")
 }
 
-/// Runs `sightline record`: the program's exit code becomes ours.
+/// Runs `sightline record`: the program's exit code becomes ours, except that an incomplete
+/// recording (e.g. the program started a thread, not yet supported) exits 2.
 pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let dir = args.output.unwrap_or_else(default_dir);
     if dir.exists() && !dir.is_dir() {
@@ -56,7 +57,10 @@ pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         out.stats.file_bytes
     );
     if let Some(why) = &out.incomplete {
-        eprintln!("sightline: the recording is incomplete: {why}");
+        // The program ran to its end, but the recording cannot be replayed past this point: a
+        // script must not take it for a good recording (exit 0).
+        eprintln!("sightline: the recording is incomplete: {why} (the program exited with {})", out.exit_code);
+        return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::from(out.exit_code.clamp(0, 255) as u8))
 }
