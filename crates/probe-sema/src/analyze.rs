@@ -783,6 +783,9 @@ impl<'a> Analyzer<'a> {
 
     fn match_probes(&mut self, c: &ast::Clause) -> R<(Vec<ProbeInfo>, Vec<String>)> {
         let mut probes: Vec<ProbeInfo> = Vec::new();
+        // Full names already in `probes`: `syscall:::entry` matches hundreds, and a linear search
+        // per probe made matching quadratic (most of the start-up time).
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut descs = Vec::new();
         let mut failed = false;
         for d in &c.probes {
@@ -822,7 +825,7 @@ impl<'a> Analyzer<'a> {
                 continue;
             }
             for p in found {
-                if !probes.iter().any(|q| q.full_name() == p.full_name()) {
+                if seen.insert(p.full_name()) {
                     probes.push(p);
                 }
             }
