@@ -245,12 +245,15 @@ impl KernelCatalog {
         if !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
             return;
         }
-        let all = self.tracepoints.get_or_init(|| list_tracepoints("", ""));
-        let matching: Vec<(String, String)> = all
-            .iter()
-            .filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e))
-            .cloned()
-            .collect();
+        let is_literal = |f: &str| !f.is_empty() && !f.contains(['*', '?', '[', '\\']);
+        let matching: Vec<(String, String)> = if is_literal(&desc.provider) || is_literal(&desc.name) {
+            // One category or one event name: look only there (`BEGIN` must not list all of
+            // tracefs; that was most of `BEGIN { exit(0); }`'s time and memory).
+            list_tracepoints(&desc.provider, &desc.name)
+        } else {
+            let all = self.tracepoints.get_or_init(|| list_tracepoints("", ""));
+            all.iter().filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e)).cloned().collect()
+        };
         for (cat, ev) in matching {
             let fields = tracepoint_fields(&cat, &ev).unwrap_or_default();
             out.push(probe(&cat, "", &ev, ProbeArgs::Tracepoint { fields }, ProbeKind::Tracepoint {
@@ -290,6 +293,13 @@ fn syscall_args(name: &str) -> Option<Vec<TpField>> {
 pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
     let Some(dir) = tracefs_dir() else { return Vec::new() };
     let mut out = Vec::new();
+    let literal = |p: &str| !p.is_empty() && !p.contains(['*', '?', '[', '\\']);
+    if literal(cat_pat) && literal(ev_pat) {
+        if !BUILTIN_PROVIDERS.contains(&cat_pat) && dir.join("events").join(cat_pat).join(ev_pat).is_dir() {
+            out.push((cat_pat.to_string(), ev_pat.to_string()));
+        }
+        return out;
+    }
     let Ok(cats) = std::fs::read_dir(dir.join("events")) else { return out };
     for c in cats.flatten() {
         let cat = c.file_name().to_string_lossy().into_owned();
@@ -297,6 +307,13 @@ pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
             || BUILTIN_PROVIDERS.contains(&cat.as_str())
             || !c.file_type().is_ok_and(|t| t.is_dir())
         {
+            continue;
+        }
+        if literal(ev_pat) {
+            // One stat per category instead of listing every event.
+            if c.path().join(ev_pat).is_dir() {
+                out.push((cat, ev_pat.to_string()));
+            }
             continue;
         }
         let Ok(evs) = std::fs::read_dir(c.path()) else { continue };
