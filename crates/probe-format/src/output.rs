@@ -36,6 +36,103 @@ pub fn end_of_record(quiet: bool) -> &'static str {
     if quiet { "" } else { "\n" }
 }
 
+/// The heading printed once, before the first probe line, under `flowindent` (`dtrace -F`):
+/// `CPU FUNCTION` as `%3s %-41s` (the function column is 41 wide, so the heading keeps trailing
+/// spaces). Printed even in quiet mode, as the `dtrace` command's `chew` does.
+pub const FLOW_HEADER: &str = "CPU FUNCTION                                 \n";
+
+/// How `flowindent` classifies a probe from its name (libdtrace `dt_flowindent`): `entry` or a
+/// name ending in `-entry` is an entry, `return` or a name ending in `-return` a return (so USDT
+/// probes such as `method-entry` take part, and `carpentry` does not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowKind {
+    /// A function entry: printed with `->` (`=>` for the `syscall` provider), then indented.
+    Entry,
+    /// A function return: unindented, then printed with `<-` (`<=` for `syscall`).
+    Return,
+    /// Neither: printed as `| FUNCTION:NAME` at the current indent.
+    Other,
+}
+
+impl FlowKind {
+    /// The kind of the probe named `name` (the fourth part of its description).
+    pub fn of(name: &str) -> FlowKind {
+        let ends = |word: &str| {
+            name.strip_suffix(word).is_some_and(|head| head.is_empty() || head.ends_with('-'))
+        };
+        if ends("entry") {
+            FlowKind::Entry
+        } else if ends("return") {
+            FlowKind::Return
+        } else {
+            FlowKind::Other
+        }
+    }
+}
+
+/// One CPU's `flowindent` state: the indent in columns and the last record's probe
+/// (`provider:module:function:name`) and clause.
+#[derive(Debug, Clone, Default)]
+struct CpuFlow {
+    indent: usize,
+    last: Option<(String, u32)>,
+}
+
+/// The `flowindent` layout (`dtrace -F`, `-x flowindent`, `#pragma D option flowindent`; DTrace
+/// guide, "dtrace(1M) Utility" and "Options and Tunables"): each probe line starts with the CPU
+/// and the function, indented two columns deeper after every entry and two shallower at every
+/// return. The indent is kept per CPU, as libdtrace consumes each CPU's buffer on its own.
+///
+/// Rules from libdtrace's `dt_flowindent` and the `dtrace` command's `chew`: an entry probe prints
+/// ` -> FUNC` and then indents; a return unindents (never below zero) and prints ` <- FUNC`; for
+/// the `syscall` provider the arrows are ` => ` and ` <= `; any other probe prints
+/// `| FUNC:NAME`. When the previous record on that CPU was the same probe from another clause, an
+/// entry counts as "other", so two clauses on one entry probe indent once.
+#[derive(Debug, Clone, Default)]
+pub struct FlowIndent {
+    cpus: std::collections::BTreeMap<u32, CpuFlow>,
+}
+
+impl FlowIndent {
+    /// A layout with every CPU at indent 0.
+    pub fn new() -> FlowIndent {
+        FlowIndent::default()
+    }
+
+    /// The start of a record's line, `%3d %-41s ` (CPU, then the indented arrow and function),
+    /// for a probe fired on `cpu` and recorded by clause `clause` (0-based), and updates that
+    /// CPU's indent. `desc` is the probe's description: provider, module, function, name (the
+    /// probe is told apart by it rather than by its id, which user-space probes may share).
+    /// The records' data follows on the same line, then [`end_of_record`].
+    pub fn prefix(&mut self, cpu: u32, clause: u32, desc: [&str; 4]) -> String {
+        let [provider, module, function, name] = desc;
+        let probe = format!("{provider}:{module}:{function}:{name}");
+        let st = self.cpus.entry(cpu).or_default();
+        let mut kind = FlowKind::of(name);
+        // Another clause's record of the same probe firing: do not indent a second time.
+        if kind == FlowKind::Entry
+            && st.last.as_ref().is_some_and(|(p, c)| *p == probe && *c != clause)
+        {
+            kind = FlowKind::Other;
+        }
+        let syscall = provider == "syscall";
+        if kind == FlowKind::Return {
+            st.indent = st.indent.saturating_sub(2);
+        }
+        let pad = " ".repeat(st.indent);
+        let label = match kind {
+            FlowKind::Entry => format!("{pad}{}{function}", if syscall { " => " } else { " -> " }),
+            FlowKind::Return => format!("{pad}{}{function}", if syscall { " <= " } else { " <- " }),
+            FlowKind::Other => format!("{pad}| {function}:{name}"),
+        };
+        if kind == FlowKind::Entry {
+            st.indent += 2;
+        }
+        st.last = Some((probe, clause));
+        format!("{cpu:>3} {label:<41} ")
+    }
+}
+
 /// An integer as `trace()` and aggregation keys print it: the C format is chosen by width
 /// (8 bytes: `%lld` of the signed value; 4: `%d` of the signed 32-bit value; 2 and 1: `%d` of the
 /// unsigned value, as the consumer reads `uint16_t`/`uint8_t`), padded to 16, 8, 5 or 3
@@ -438,4 +535,83 @@ pub fn entry_order(agg: &Aggregation, opts: &SortOptions) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..agg.entries.len()).collect();
     idx.sort_by(|&a, &b| compare_entries(&agg.func, &agg.entries[a], &agg.entries[b], opts));
     idx
+}
+
+#[cfg(test)]
+mod flow_tests {
+    use super::*;
+
+    const PID: [&str; 4] = ["pid42", "a.out", "", ""];
+
+    fn line(f: &mut FlowIndent, cpu: u32, clause: u32, provider: &str, function: &str, name: &str) -> String {
+        f.prefix(cpu, clause, [provider, PID[1], function, name])
+    }
+
+    #[test]
+    fn header_is_cpu_and_a_41_column_function() {
+        assert_eq!(FLOW_HEADER, format!("{:>3} {:<41}\n", "CPU", "FUNCTION"));
+        assert_eq!(FLOW_HEADER.len(), 3 + 1 + 41 + 1);
+    }
+
+    #[test]
+    fn kinds_follow_the_name() {
+        assert_eq!(FlowKind::of("entry"), FlowKind::Entry);
+        assert_eq!(FlowKind::of("method-entry"), FlowKind::Entry);
+        assert_eq!(FlowKind::of("return"), FlowKind::Return);
+        assert_eq!(FlowKind::of("function-return"), FlowKind::Return);
+        assert_eq!(FlowKind::of("carpentry"), FlowKind::Other);
+        assert_eq!(FlowKind::of("BEGIN"), FlowKind::Other);
+        assert_eq!(FlowKind::of("4"), FlowKind::Other);
+    }
+
+    #[test]
+    fn nested_calls_indent_by_two() {
+        let mut f = FlowIndent::new();
+        let got: Vec<String> = [("foo", "entry"), ("bar", "entry"), ("bar", "return"), ("foo", "return")]
+            .iter()
+            .map(|(func, name)| line(&mut f, 0, 0, PID[0], func, name))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                format!("  0 {:<41} ", " -> foo"),
+                format!("  0 {:<41} ", "   -> bar"),
+                format!("  0 {:<41} ", "   <- bar"),
+                format!("  0 {:<41} ", " <- foo"),
+            ]
+        );
+        assert_eq!(got[1], "  0    -> bar                                 ");
+    }
+
+    #[test]
+    fn other_probes_show_function_and_name_with_a_bar() {
+        let mut f = FlowIndent::new();
+        line(&mut f, 1, 0, PID[0], "foo", "entry");
+        assert_eq!(line(&mut f, 1, 1, "pid42", "foo", "4"), format!("  1 {:<41} ", "  | foo:4"));
+        assert_eq!(line(&mut f, 1, 2, "dtrace", "", "BEGIN"), format!("  1 {:<41} ", "  | :BEGIN"));
+    }
+
+    #[test]
+    fn syscall_arrows_are_double() {
+        let mut f = FlowIndent::new();
+        assert_eq!(line(&mut f, 0, 0, "syscall", "read", "entry"), format!("  0 {:<41} ", " => read"));
+        assert_eq!(line(&mut f, 0, 0, "syscall", "read", "return"), format!("  0 {:<41} ", " <= read"));
+    }
+
+    #[test]
+    fn indent_is_per_cpu_and_never_negative() {
+        let mut f = FlowIndent::new();
+        line(&mut f, 0, 0, PID[0], "foo", "entry");
+        // CPU 1 has its own indent: its return stays at column 0.
+        assert_eq!(line(&mut f, 1, 0, PID[0], "foo", "return"), format!("  1 {:<41} ", " <- foo"));
+        assert_eq!(line(&mut f, 0, 0, PID[0], "bar", "entry"), format!("  0 {:<41} ", "   -> bar"));
+    }
+
+    #[test]
+    fn a_second_clause_on_the_same_entry_does_not_indent_again() {
+        let mut f = FlowIndent::new();
+        assert_eq!(line(&mut f, 0, 0, PID[0], "foo", "entry"), format!("  0 {:<41} ", " -> foo"));
+        assert_eq!(line(&mut f, 0, 1, PID[0], "foo", "entry"), format!("  0 {:<41} ", "  | foo:entry"));
+        assert_eq!(line(&mut f, 0, 0, PID[0], "bar", "entry"), format!("  0 {:<41} ", "   -> bar"));
+    }
 }

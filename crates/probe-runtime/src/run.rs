@@ -164,6 +164,12 @@ pub fn probe_display_id(full_name: &str) -> u32 {
     catalog::probe_id(p, f, n)
 }
 
+/// Whether `flowindent` is on (`-F`, `-x flowindent`, `#pragma D option flowindent`): the last
+/// setting wins, as for every option.
+fn flowindent(prog: &CheckedProgram) -> bool {
+    prog.options.other.iter().rev().find(|(k, _)| k == "flowindent").is_some_and(|(_, v)| v != "0")
+}
+
 /// The consumer state of one run.
 pub struct Consumer<'a> {
     prog: &'a CheckedProgram,
@@ -175,6 +181,8 @@ pub struct Consumer<'a> {
     normals: Vec<u64>,
     printed: HashSet<usize>,
     header_done: bool,
+    /// `flowindent` (`-F`): the per-CPU indentation of probe lines; `None` when off.
+    flow: Option<probe_format::output::FlowIndent>,
     stopped: Option<StopReason>,
     ksyms: Option<Kallsyms>,
     usyms: crate::user::UserSymbols,
@@ -243,6 +251,7 @@ impl<'a> Consumer<'a> {
             normals: vec![1; n],
             printed: HashSet::new(),
             header_done: false,
+            flow: flowindent(prog).then(probe_format::output::FlowIndent::new),
             stopped: None,
             ksyms: None,
             usyms,
@@ -441,7 +450,16 @@ impl<'a> Consumer<'a> {
             }
         let mut text = String::new();
         let mut items = Vec::new();
-        if !self.cfg.quiet && !self.cfg.json {
+        if let Some(flow) = self.flow.as_mut().filter(|_| !self.cfg.json) {
+            // dtrace(1M)'s `chew` prints the flow heading and line start even under `quiet`;
+            // only the newline ending the record follows `quiet`.
+            if !self.header_done {
+                text.push_str(probe_format::output::FLOW_HEADER);
+                self.header_done = true;
+            }
+            let parts = [probe.provider.as_str(), &probe.module, &probe.function, &probe.name];
+            text.push_str(&flow.prefix(cpu, desc.clause as u32, parts));
+        } else if !self.cfg.quiet && !self.cfg.json {
             if !self.header_done {
                 text.push_str(probe_format::output::TRACE_HEADER);
                 self.header_done = true;

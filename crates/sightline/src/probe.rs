@@ -32,6 +32,10 @@ pub struct ProbeArgs {
     /// Quiet: print only explicit output (no probe lines), like `-x quiet`.
     #[arg(short = 'q')]
     pub quiet: bool,
+    /// Flow indent: indent each function entry's line (`->`) and unindent at its return (`<-`),
+    /// like `-x flowindent`.
+    #[arg(short = 'F')]
+    pub flowindent: bool,
     /// Write output to FILE instead of stdout.
     #[arg(short = 'o', value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
@@ -136,6 +140,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         .collect();
     if args.quiet {
         options.push(("quiet".into(), None));
+    }
+    if args.flowindent {
+        options.push(("flowindent".into(), None));
     }
     // Kernel structures (`curthread->pid`) are typed from BTF, parsed only when the program uses them.
     let kernel_types = if probe_sema::needs_kernel_types(&program) {
