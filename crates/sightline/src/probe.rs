@@ -52,7 +52,7 @@ pub struct ProbeArgs {
     #[arg(short = 'm', value_name = "MODULE")]
     pub modules: Vec<String>,
     /// Set an option: quiet, bufsize, strsize, aggsortkey, aggsortrev, aggsortpos, aggsortkeypos,
-    /// switchrate, aggrate, dynvarsize, aggsize, stackframes, defaultargs.
+    /// switchrate, aggrate, dynvarsize, aggsize, stackframes, defaultargs, flowindent.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Verbose: print the full BPF verifier log when a program is rejected.
