@@ -95,6 +95,9 @@ const SLOT_NR: i16 = -16;
 const SLOT_FIRST: i16 = -32;
 /// Capacity of the `probefunc` table entries for syscall programs.
 const SYSNAME_LEN: u32 = 64;
+/// Largest `copyin()` size in bytes. The size must be a compile-time constant: each copyin() gets
+/// its own buffer in the per-CPU scratch map (32000 bytes per clause in all), kept for the clause.
+pub const COPYIN_MAX: u32 = 1024;
 /// Quantize buckets (DTrace's `DTRACE_QUANTIZE_NBUCKETS`: 63 negative, zero, 63 positive).
 pub const QUANTIZE_BUCKETS: u32 = 127;
 /// The zero bucket's index.
@@ -463,6 +466,7 @@ impl<'p> Builder<'p> {
             stack_next: SLOT_FIRST,
             scratch_next: 0,
             scratch_max: 0,
+            pinned: 0,
             clause: 0,
             clause_span: Span::new(0, 0),
             clause_end: None,
@@ -542,6 +546,9 @@ struct ProgGen<'b, 'p> {
     stack_next: i16,
     scratch_next: u32,
     scratch_max: u32,
+    /// End of the scratch memory that must outlive its statement (copyin() buffers: DTrace keeps
+    /// them for the whole clause); statements never release scratch below it. Reset per clause.
+    pinned: u32,
     clause: usize,
     clause_span: Span,
     clause_end: Option<Label>,
@@ -647,6 +654,7 @@ impl ProgGen<'_, '_> {
         self.probes = probes.to_vec();
         self.stack_next = SLOT_FIRST;
         let scratch_mark = self.scratch_next;
+        self.pinned = 0;
         let end = self.asm.label();
         self.clause_end = Some(end);
         // Clause-local variables get scratch slots for the clause.
@@ -682,6 +690,7 @@ impl ProgGen<'_, '_> {
         }
         self.asm.bind(end);
         self.scratch_next = scratch_mark;
+        self.pinned = 0;
         Ok(())
     }
 
@@ -926,7 +935,7 @@ impl ProgGen<'_, '_> {
             TStmt::Action(a, span) => self.action(a, *span)?,
         }
         self.stack_next = mark.0;
-        self.scratch_next = mark.1;
+        self.scratch_next = mark.1.max(self.pinned);
         Ok(())
     }
 
@@ -1840,6 +1849,63 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
+    /// `copyin(uaddr, size)` (DTrace guide, "Actions and Subroutines" > copyin): copies `size`
+    /// bytes of user memory at `uaddr` into a scratch buffer of the clause and leaves the
+    /// buffer's address in R0 (a plain integer, read back through `bpf_probe_read_kernel` like
+    /// any pointer). `size` must be an integer constant in 1..=[`COPYIN_MAX`] bytes; the buffer
+    /// keeps a NUL after the bytes so `stringof(copyin(..))` stops there. Each copyin() gets its
+    /// own buffer, kept until the clause ends. A fault reports `invalid address` (ERROR probe).
+    fn copyin(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let mut size_e = &args[1];
+        while let TExprKind::Cast(inner) = &size_e.kind {
+            size_e = inner;
+        }
+        let size = match size_e.kind {
+            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) => {
+                return self.err(span, format!("copyin() size {v} is out of range: sightline copies 1 to {COPYIN_MAX} bytes"));
+            }
+            _ => {
+                return self.err(span, format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"));
+            }
+        };
+        let addr = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        // size bytes, then at least one zero byte (the last 8-byte word is zeroed first).
+        let alloc = (size + 8) & !7;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        let a = &mut self.asm;
+        a.st_imm(Size::DW, R7, (off + alloc - 8) as i16, 0);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, size as i64);
+        a.ldx(Size::DW, R3, R10, addr);
+        a.call(helper::PROBE_READ_USER);
+        let ok = a.label();
+        a.jmp_imm(Cond::SGe, R0, 0, ok);
+        self.fault(Fault::BadAddr, Some(addr), span)?;
+        self.asm.bind(ok);
+        // The buffer's address as a scalar: a map-value pointer may not take part in arbitrary
+        // arithmetic, so it is spilled and read back by a helper (which yields a plain integer).
+        let spill = self.slot(span)?;
+        let val = self.slot(span)?;
+        let a = &mut self.asm;
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.stx(Size::DW, R10, spill, R1);
+        a.st_imm(Size::DW, R10, val, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, spill as i32);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.ldx(Size::DW, R0, R10, val);
+        Ok(())
+    }
+
     /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`.
     fn deref(&mut self, ty: &Type, span: Span) -> Res<()> {
         let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
@@ -2017,6 +2083,7 @@ impl ProgGen<'_, '_> {
                 self.asm.to_be(R0, bits);
                 self.normalize(R0, &e.ty);
             }
+            Subr::Copyin => self.copyin(args, e.span)?,
             other => {
                 return self.err(e.span, format!("subroutine {other:?} is not supported by sightline yet").to_lowercase());
             }
