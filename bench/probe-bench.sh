@@ -24,8 +24,8 @@ if ! need bpftrace || ! need cc; then
 fi
 [ -x /usr/bin/time ] || apt-get install -y -qq time >/dev/null
 
-echo "building sightline (release)..." >&2
-(cd "$ROOT" && cargo build --release -q -p sightline)
+echo "building sightline (release, static-pie as in the README)..." >&2
+(cd "$ROOT" && cargo rustc --release -q -p sightline --bin sightline -- -C target-feature=+crt-static)
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
