@@ -13,6 +13,8 @@ pub static mut rs_hit_semaphore: u16 = 0;
 
 #[inline(never)]
 fn hit(i: u64) {
+    // SAFETY: the asm is a nop plus note-section data; it reads `i` from a register and touches
+    // no memory.
     unsafe {
         asm!(
             "990: nop",
@@ -52,6 +54,8 @@ fn main() {
         if pause > 0 {
             std::thread::sleep(std::time::Duration::from_millis(pause));
         }
+        // SAFETY: a volatile read of a u16 static that only the tracer (through the kernel or
+        // /proc/PID/mem) writes; this single thread never forms a reference to it.
         if unsafe { std::ptr::read_volatile(&raw const rs_hit_semaphore) } != 0 {
             enabled += 1;
             hit(i);
