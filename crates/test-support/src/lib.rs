@@ -118,3 +118,39 @@ pub fn sightline_bin() -> PathBuf {
         })
         .clone()
 }
+
+/// Runs golden tests: every `*.{ext}` file in `dir` is rendered by `render(file_name, text)` and
+/// compared with the file of the same stem ending `.expected`.
+///
+/// With `UPDATE_GOLDEN=1` the expectations are rewritten instead (review every diff by eye before
+/// committing: an expectation must be right, not merely current). Panics listing every mismatch or
+/// missing expectation, and when fewer than `min_cases` cases exist (so an emptied directory cannot
+/// pass).
+pub fn check_golden(dir: &Path, ext: &str, min_cases: usize, render: impl Fn(&str, &str) -> String) {
+    let update = env_flag("UPDATE_GOLDEN");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= min_cases, "golden cases missing from {}", dir.display());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case.file_name().expect("a file name").to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(case).unwrap_or_else(|e| panic!("reading {}: {e}", case.display()));
+        let got = render(&name, &text);
+        let exp_path = case.with_extension("expected");
+        if update {
+            std::fs::write(&exp_path, &got).unwrap_or_else(|e| panic!("writing {}: {e}", exp_path.display()));
+            continue;
+        }
+        match std::fs::read_to_string(&exp_path) {
+            Ok(want) if want == got => {}
+            Ok(want) => failures.push(format!("{name}: mismatch\n--- expected\n{want}--- got\n{got}")),
+            Err(_) => failures.push(format!("{name}: no {} (run with UPDATE_GOLDEN=1)\n--- got\n{got}", exp_path.display())),
+        }
+    }
+    assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
