@@ -11,18 +11,7 @@ use serde_json::Value;
 /// Builds `crates/causal-example` (same profile and target directory as this test) and returns
 /// its binary, as `test_support::sightline_bin` does for `sightline`.
 fn example_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let target_dir = profile_dir.parent().unwrap().to_path_buf();
-    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(test_support::workspace_root())
-        .args(["build", "-q", "-p", "causal-example"])
-        .env("CARGO_TARGET_DIR", &target_dir);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    assert!(cmd.status().unwrap().success(), "cargo build -p causal-example failed");
-    profile_dir.join("causal-example")
+    test_support::cargo_build(&["-p", "causal-example"]).join("causal-example")
 }
 
 fn sightline(args: &[&str], db: &Path) -> String {

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// Path of the `usdt-demo` example, built (same profile and target directory as this test) once
@@ -11,25 +11,7 @@ pub fn demo_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let exe = std::env::current_exe().expect("current_exe");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("test binary in <target>/<profile>/deps")
-                .to_path_buf();
-            let release = profile_dir.file_name().is_some_and(|n| n == "release");
-            let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = std::process::Command::new(cargo);
-            cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "-q", "-p", "sightline-usdt", "--example", "usdt-demo"])
-                .env("CARGO_TARGET_DIR", &target_dir);
-            if release {
-                cmd.arg("--release");
-            }
-            let status = cmd.status().expect("run cargo build --example usdt-demo");
-            assert!(status.success(), "cargo build --example usdt-demo failed");
-            profile_dir.join("examples/usdt-demo")
+            test_support::cargo_build(&["-p", "sightline-usdt", "--example", "usdt-demo"]).join("examples/usdt-demo")
         })
         .clone()
 }
