@@ -10,7 +10,7 @@ use probe_runtime::user::FullCatalog;
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
 use probe_runtime::sys;
-use probe_sema::{ProbeCatalog, ProbeDescPattern, SemaOptions};
+use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
 use probe_syntax::SourceMap;
 
 /// Options of `sightline probe` (as dtrace(1M)).
@@ -361,12 +361,15 @@ fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
     writeln!(out, "{:>5} {:>10} {:>17} {:>33} NAME", "ID", "PROVIDER", "MODULE", "FUNCTION")?;
     let mut seen = std::collections::HashSet::new();
     for p in &pats {
-        for info in catalog.matching(p) {
-            let full = info.full_name();
-            if !seen.insert(full.clone()) {
-                continue;
-            }
-            let id = probe_runtime::run::probe_display_id(&full);
+        // Each description's probes in ID order, as dtrace(1M) lists them.
+        let mut rows: Vec<(u32, ProbeInfo)> = catalog
+            .matching(p)
+            .into_iter()
+            .filter(|info| seen.insert(info.full_name()))
+            .map(|info| (probe_runtime::run::probe_display_id(&info.full_name()), info))
+            .collect();
+        rows.sort_by_key(|(id, _)| *id);
+        for (id, info) in rows {
             writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", id, info.provider, info.module, info.function, info.name)?;
         }
     }
