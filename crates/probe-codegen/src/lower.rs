@@ -593,12 +593,11 @@ impl ProgGen<'_, '_> {
 
     // ---- program structure ----
 
-    fn prologue(&mut self, members: &[(usize, Vec<ProbeInfo>)]) -> Res<()> {
+    /// `dst = map_lookup_elem(map, &SLOT_KEY)`; returns 0 from the program when the lookup
+    /// fails (it cannot for an array map's key 0 or a CPU index, but the verifier needs the check).
+    fn lookup_or_return(&mut self, map: usize, dst: Reg) {
         let a = &mut self.asm;
-        a.mov(R6, R1);
-        a.call(helper::GET_SMP_PROCESSOR_ID);
-        a.stx(Size::W, R10, SLOT_KEY, R0);
-        a.ld_map(R1, self.scratch_map);
+        a.ld_map(R1, map);
         a.mov(R2, R10);
         a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
         a.call(helper::MAP_LOOKUP_ELEM);
@@ -607,24 +606,24 @@ impl ProgGen<'_, '_> {
         a.mov_imm(R0, 0);
         a.exit();
         a.bind(ok);
-        a.mov(R7, R0);
+        a.mov(dst, R0);
+    }
+
+    fn prologue(&mut self, members: &[(usize, Vec<ProbeInfo>)]) -> Res<()> {
+        let a = &mut self.asm;
+        a.mov(R6, R1);
+        a.call(helper::GET_SMP_PROCESSOR_ID);
+        a.stx(Size::W, R10, SLOT_KEY, R0);
+        self.lookup_or_return(self.scratch_map, R7);
         // A zeroed region, never written, used to create aggregation entries.
         let zsize = self.b.agg_value_max.max(8);
         self.zero_off = self.scratch(zsize, Span::new(0, 0))?;
         let a = &mut self.asm;
         if let Some(g) = self.b.globals_map {
             a.st_imm(Size::W, R10, SLOT_KEY, 0);
-            a.ld_map(R1, g);
-            a.mov(R2, R10);
-            a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-            a.call(helper::MAP_LOOKUP_ELEM);
-            let ok = a.label();
-            a.jmp_imm(Cond::Ne, R0, 0, ok);
-            a.mov_imm(R0, 0);
-            a.exit();
-            a.bind(ok);
-            a.mov(R8, R0);
+            self.lookup_or_return(g, R8);
         }
+        let a = &mut self.asm;
         match self.group {
             GroupKey::SysEnter => {
                 a.ldx(Size::DW, R0, R6, 8);
