@@ -28,8 +28,8 @@ mod sys;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, cpuid, forward_signal_handlers, pin_current_to_cpu, rdtsc, rdtscp,
-    take_pending_signal, tgkill,
+    CpuidResult, Regs, coarse_monotonic_ns, cpuid, forward_signal_handlers, own_rdtsc_fallbacks,
+    pin_current_to_cpu, rdtsc, rdtscp, take_pending_signal, tgkill, trap_own_rdtsc, untrap_own_rdtsc,
 };
 pub use tracee::{
     PtraceEvent, Resume, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,

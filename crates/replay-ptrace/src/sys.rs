@@ -5,7 +5,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 
 use crate::seccomp::SockFilter;
 use crate::{Error, RemotePtr, Result};
@@ -265,22 +265,152 @@ pub fn take_pending_signal() -> Option<(i32, bool)> {
 }
 
 /// Reads the time-stamp counter in the tracer (the value the recorder gives a trapped RDTSC).
+///
+/// Works whether or not [`trap_own_rdtsc`] is in effect: the counter is then enabled for the one read.
 pub fn rdtsc() -> u64 {
-    // SAFETY: RDTSC is available on every x86-64 CPU and has no memory effects; the tracer itself
-    // runs without PR_SET_TSC.
-    #[allow(unused_unsafe)]
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
+    with_own_tsc(|| {
+        // SAFETY: RDTSC is available on every x86-64 CPU and has no memory effects; `with_own_tsc`
+        // has enabled it for this thread.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_rdtsc()
+        }
+    })
 }
 
 /// Reads the time-stamp counter and TSC_AUX in the tracer (for a trapped RDTSCP).
 pub fn rdtscp() -> (u64, u32) {
-    let mut aux = 0u32;
-    // SAFETY: RDTSCP is present on CPUs with constant_tsc (all we run on); it writes only `aux`.
-    #[allow(unused_unsafe)]
-    let t = unsafe { core::arch::x86_64::__rdtscp(&raw mut aux) };
-    (t, aux)
+    with_own_tsc(|| {
+        let mut aux = 0u32;
+        // SAFETY: RDTSCP is present on CPUs with constant_tsc (all we run on); it writes only `aux`;
+        // `with_own_tsc` has enabled it for this thread.
+        #[allow(unused_unsafe)]
+        let t = unsafe { core::arch::x86_64::__rdtscp(&raw mut aux) };
+        (t, aux)
+    })
+}
+
+/// Set while the tracer thread runs with RDTSC faulting ([`trap_own_rdtsc`]).
+static OWN_TSC_TRAPPED: AtomicBool = AtomicBool::new(false);
+/// How many times the SIGSEGV safety net had to re-enable the tracer's own counter.
+static OWN_TSC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+/// The SIGSEGV action that was in place before [`trap_own_rdtsc`] installed its safety net.
+static OLD_SEGV_ACTION: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
+
+fn set_own_tsc(trapped: bool) -> Result<()> {
+    let mode = if trapped { libc::PR_TSC_SIGSEGV } else { libc::PR_TSC_ENABLE };
+    // SAFETY: prctl(PR_SET_TSC) takes only integers and affects only the calling thread.
+    let r = unsafe { libc::prctl(libc::PR_SET_TSC, mode as libc::c_ulong, 0, 0, 0) };
+    if r == -1 { Err(last_err("prctl(PR_SET_TSC)", 0)) } else { Ok(()) }
+}
+
+fn with_own_tsc<T>(f: impl FnOnce() -> T) -> T {
+    let trapped = OWN_TSC_TRAPPED.load(Ordering::Relaxed);
+    if trapped {
+        let _ = set_own_tsc(false);
+    }
+    let v = f();
+    if trapped {
+        let _ = set_own_tsc(true);
+    }
+    v
+}
+
+extern "C" fn own_tsc_fault(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t and ucontext_t for the duration of
+    // the handler.
+    let (code, rip) = unsafe { ((*info).si_code, (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize]) };
+    // A faulting RDTSC raises #GP, which the kernel reports as SIGSEGV with SI_KERNEL; RIP then points
+    // at the instruction, in mapped executable memory, so its bytes can be read.
+    if code == 0x80 {
+        let p = rip as usize as *const u8;
+        // SAFETY: see above: RIP is the address of the instruction that raised #GP, mapped and readable.
+        let b = unsafe { [p.read(), p.add(1).read(), p.add(2).read()] };
+        if b[..2] == [0x0f, 0x31] || b == [0x0f, 0x01, 0xf9] {
+            OWN_TSC_TRAPPED.store(false, Ordering::Relaxed);
+            OWN_TSC_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            let _ = set_own_tsc(false);
+            return; // the RDTSC runs again, now enabled
+        }
+    }
+    // Any other fault: put the previous action back and return; the instruction faults again and is
+    // handled as it would have been without us (Rust's stack-overflow report, or the default crash).
+    let old = OLD_SEGV_ACTION.load(Ordering::Relaxed);
+    // SAFETY: `old` is null or the leaked, never-freed sigaction saved by `trap_own_rdtsc`; a null
+    // pointer makes us install SIG_DFL instead.
+    unsafe {
+        if old.is_null() {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        } else {
+            libc::sigaction(libc::SIGSEGV, old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Makes RDTSC fault in the calling (tracer) thread too, as it does in the tracees.
+///
+/// # Why?
+/// `PR_SET_TSC` works by setting CR4.TSD while the task runs; every context switch between a task
+/// with the counter disabled and one without rewrites CR4, which in a virtual machine is a VM exit.
+/// A trapped system call is four such switches (tracee → tracer → tracee, twice), and on this VM that
+/// raised its cost from 14 µs to 35 µs. With the tracer in the same TSC mode, CR4 stays as it is.
+///
+/// The tracer thread must then not execute RDTSC itself: [`rdtsc`]/[`rdtscp`] enable it for their one
+/// read, and the recording writer uses a coarse clock that needs no counter. As a safety net, a SIGSEGV
+/// handler recognizes a faulting RDTSC/RDTSCP in this thread, switches the counter back on for good
+/// and lets the instruction run again ([`own_rdtsc_fallbacks`] counts it); any other SIGSEGV goes to
+/// the handler that was there before.
+///
+/// Errors: `sigaction` or `prctl(PR_SET_TSC)` failing ([`Error::Sys`]); the tracer then simply runs
+/// with its counter enabled.
+pub fn trap_own_rdtsc() -> Result<()> {
+    if OLD_SEGV_ACTION.load(Ordering::Relaxed).is_null() {
+        // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
+        let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+        act.sa_sigaction = own_tsc_fault as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        // SAFETY: act.sa_mask is a valid sigset_t inside `act`.
+        unsafe { libc::sigemptyset(&raw mut act.sa_mask) };
+        // SAFETY: a zeroed sigaction is a valid out-buffer.
+        let old: Box<libc::sigaction> = Box::new(unsafe { std::mem::zeroed() });
+        let old = Box::into_raw(old);
+        // SAFETY: `act` is initialised; `old` points to a live sigaction we own (leaked on purpose:
+        // the handler may read it at any later time).
+        let r = unsafe { libc::sigaction(libc::SIGSEGV, &raw const act, old) };
+        if r == -1 {
+            // SAFETY: `old` came from Box::into_raw above and was not shared.
+            drop(unsafe { Box::from_raw(old) });
+            return Err(last_err("sigaction(SIGSEGV)", 0));
+        }
+        OLD_SEGV_ACTION.store(old, Ordering::Relaxed);
+    }
+    set_own_tsc(true)?;
+    OWN_TSC_TRAPPED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Undoes [`trap_own_rdtsc`] for the calling thread (the SIGSEGV safety net stays; it is inert).
+pub fn untrap_own_rdtsc() {
+    if OWN_TSC_TRAPPED.swap(false, Ordering::Relaxed) {
+        let _ = set_own_tsc(false);
+    }
+}
+
+/// How many times the tracer executed RDTSC while [`trap_own_rdtsc`] was in effect (each time the
+/// counter was switched back on for good). Zero in a healthy recording.
+pub fn own_rdtsc_fallbacks() -> u64 {
+    OWN_TSC_FALLBACKS.load(Ordering::Relaxed)
+}
+
+/// A monotonic clock in nanoseconds that never reads the time-stamp counter
+/// (`clock_gettime(CLOCK_MONOTONIC_COARSE)`, resolution one jiffy, 1–10 ms), for the tracer thread
+/// while [`trap_own_rdtsc`] is in effect.
+pub fn coarse_monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-buffer for the call; the coarse clock is served from the vDSO's
+    // data page without RDTSC.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &raw mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The four output registers of CPUID.

@@ -12,7 +12,6 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +30,7 @@ pub const EVENTS_FILE: &str = "events.slr";
 
 const CHUNK_EVENTS: usize = 512;
 const CHUNK_BYTES: usize = 1 << 20;
-const CHUNK_AGE: Duration = Duration::from_millis(200);
+const CHUNK_AGE_NS: u64 = 200_000_000;
 const ZSTD_LEVEL: i32 = -1;
 
 /// `meta.json`: what was recorded and how the recording ended.
@@ -331,7 +330,9 @@ pub struct Writer {
     meta: Meta,
     buf: Vec<u8>,
     count: usize,
-    since: Instant,
+    /// When the pending chunk was started ([`replay_ptrace::coarse_monotonic_ns`]: the tracer thread
+    /// runs with RDTSC faulting, so no clock that reads the time-stamp counter).
+    since_ns: u64,
     tx: Option<mpsc::SyncSender<(Vec<u8>, u32)>>,
     thread: Option<std::thread::JoinHandle<Result<WriterStats, Error>>>,
     /// Events pushed so far.
@@ -399,7 +400,7 @@ impl Writer {
             meta,
             buf: Vec::with_capacity(CHUNK_BYTES + 4096),
             count: 0,
-            since: Instant::now(),
+            since_ns: replay_ptrace::coarse_monotonic_ns(),
             tx: Some(tx),
             thread: Some(thread),
             events: 0,
@@ -411,7 +412,8 @@ impl Writer {
         rec.encode(&mut self.buf);
         self.count += 1;
         self.events += 1;
-        if self.count >= CHUNK_EVENTS || self.buf.len() >= CHUNK_BYTES || self.since.elapsed() >= CHUNK_AGE {
+        if self.count >= CHUNK_EVENTS || self.buf.len() >= CHUNK_BYTES || replay_ptrace::coarse_monotonic_ns().saturating_sub(self.since_ns) >= CHUNK_AGE_NS
+        {
             self.flush()?;
         }
         Ok(())
@@ -419,7 +421,7 @@ impl Writer {
 
     /// Hands the pending records to the writer thread as one chunk.
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.since = Instant::now();
+        self.since_ns = replay_ptrace::coarse_monotonic_ns();
         if self.count == 0 {
             return Ok(());
         }

@@ -180,7 +180,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         interrupts: 0,
     };
     r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
+    // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
+    if let Err(e) = replay_ptrace::trap_own_rdtsc()
+        && r.debug
+    {
+        eprintln!("sightline: tracer runs with its TSC enabled: {e}");
+    }
     r.run();
+    replay_ptrace::untrap_own_rdtsc();
     let exit_code = r.root_exit.unwrap_or(0);
     let events = r.w.events;
     let processes = r.counters_processes();

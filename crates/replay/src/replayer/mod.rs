@@ -152,7 +152,14 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
         root_tid,
         RProc { rec: root_pid, thread: Some(root), parked: None, pending: None, releasing: None },
     );
+    // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
+    if let Err(e) = replay_ptrace::trap_own_rdtsc()
+        && r.debug
+    {
+        eprintln!("sightline: tracer runs with its TSC enabled: {e}");
+    }
     let result = r.run();
+    replay_ptrace::untrap_own_rdtsc();
     if result.is_err() {
         r.kill_all();
     }
