@@ -24,6 +24,7 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 pub mod seccomp;
+pub mod syscallbuf;
 mod sys;
 mod tracee;
 

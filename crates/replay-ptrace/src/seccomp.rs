@@ -53,6 +53,8 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `offsetof(struct seccomp_data, nr)` and `arch`.
 const OFF_NR: u32 = 0;
 const OFF_ARCH: u32 = 4;
+/// `offsetof(struct seccomp_data, instruction_pointer)`: a u64, low half first.
+const OFF_IP: u32 = 8;
 /// `offsetof(struct seccomp_data, args)`: six u64, little-endian (low half first on x86-64).
 const OFF_ARGS: u32 = 16;
 
@@ -62,6 +64,7 @@ pub struct Filter {
     default: Action,
     rules: Vec<(u32, Action)>,
     arg_rules: Vec<ArgRule>,
+    allowed_ip: Option<u64>,
 }
 
 /// "System call `nr` gets `matched` when the low 32 bits of argument `arg` are one of `values`,
@@ -78,7 +81,15 @@ struct ArgRule {
 impl Filter {
     /// A filter whose unlisted system calls get `default`.
     pub fn new(default: Action) -> Self {
-        Filter { default, rules: Vec::new(), arg_rules: Vec::new() }
+        Filter { default, rules: Vec::new(), arg_rules: Vec::new(), allowed_ip: None }
+    }
+
+    /// Lets every system call made from the instruction ending at `ip` run (seccomp_data's
+    /// `instruction_pointer` is the address after the `syscall` instruction). Checked before any
+    /// rule: this is the syscall-buffering handler's untraced call ([`crate::syscallbuf`]).
+    pub fn allow_from_ip(&mut self, ip: u64) -> &mut Self {
+        self.allowed_ip = Some(ip);
+        self
     }
 
     /// System call `nr` gets `matched` when the low 32 bits of argument `arg` (0-5) equal one of
@@ -126,6 +137,16 @@ impl Filter {
             jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
             ret(Action::Errno(libc::ENOSYS as u16)),
         ];
+        if let Some(ip) = self.allowed_ip {
+            prog.extend([
+                stmt(BPF_LD | BPF_W | BPF_ABS, OFF_IP),
+                jump(BPF_JMP | BPF_JEQ | BPF_K, ip as u32, 0, 3),
+                stmt(BPF_LD | BPF_W | BPF_ABS, OFF_IP + 4),
+                jump(BPF_JMP | BPF_JEQ | BPF_K, (ip >> 32) as u32, 0, 1),
+                ret(Action::Allow),
+                stmt(BPF_LD | BPF_W | BPF_ABS, OFF_NR),
+            ]);
+        }
         for r in &self.arg_rules {
             let n = r.values.len();
             // jeq nr ? fall into the block : skip it (n + 3 instructions).
@@ -159,6 +180,11 @@ fn ret_value(a: Action) -> u32 {
 /// Runs a compiled program on `(arch, nr)` as the kernel would (only the opcodes [`Filter::compile`]
 /// emits). Used by tests to check the program without installing it.
 pub fn evaluate(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+    evaluate_at(prog, arch, nr, 0, args)
+}
+
+/// [`evaluate`] for a system call made from the instruction ending at `ip`.
+pub fn evaluate_at(prog: &[SockFilter], arch: u32, nr: u32, ip: u64, args: [u64; 6]) -> u32 {
     let mut acc = 0u32;
     let mut pc = 0usize;
     while pc < prog.len() {
@@ -168,6 +194,8 @@ pub fn evaluate(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 
                 acc = match i.k {
                     OFF_NR => nr,
                     OFF_ARCH => arch,
+                    OFF_IP => ip as u32,
+                    k if k == OFF_IP + 4 => (ip >> 32) as u32,
                     k => args[((k - OFF_ARGS) / 8) as usize] as u32,
                 }
             }
@@ -205,6 +233,23 @@ mod tests {
         // The redundant read rule (same as default) costs nothing.
         assert_eq!(p.len(), 6 + 4 + 1);
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+    }
+
+    #[test]
+    fn calls_from_the_allowed_instruction_run_untraced() {
+        let mut f = Filter::new(Action::Trace);
+        f.rule(libc::SYS_rseq, Action::Errno(38));
+        let ip = 0x7fff_a000_0063u64;
+        f.allow_from_ip(ip);
+        let p = f.compile();
+        let at = |nr: i64, ip: u64| evaluate_at(&p, AUDIT_ARCH_X86_64, nr as u32, ip, [0; 6]);
+        assert_eq!(at(libc::SYS_newfstatat, ip), SECCOMP_RET_ALLOW);
+        assert_eq!(at(libc::SYS_newfstatat, ip + 2), SECCOMP_RET_TRACE);
+        // Same low half, other high half: still traced.
+        assert_eq!(at(libc::SYS_newfstatat, ip & 0xffff_ffff), SECCOMP_RET_TRACE);
+        assert_eq!(at(libc::SYS_rseq, 0x1000), SECCOMP_RET_ERRNO | 38);
+        // The architecture check still comes first.
+        assert_eq!(evaluate_at(&p, 0x4000_0003, 3, ip, [0; 6]), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
     }
 
     #[test]

@@ -275,6 +275,39 @@ impl Stopped {
         sys::kill(self.tid, libc::SIGKILL)
     }
 
+    /// At a seccomp stop: runs system call `nr` with `args` *instead of* the one being entered and
+    /// returns its result (rax at the syscall-exit stop; `-errno` on failure). The seccomp filter is
+    /// applied to the substitute again (kernel ≥ 4.8), so it must be one the filter allows. The
+    /// caller then sets the registers it wants the tracee to continue with (typically the saved
+    /// ones, rewound to re-execute the original call).
+    ///
+    /// Signals that arrive meanwhile are re-raised afterwards with `tgkill`, so none is lost.
+    pub fn substitute_syscall(&mut self, nr: i64, args: [u64; 6]) -> Result<i64> {
+        let mut r = self.regs()?;
+        r.orig_rax = nr as u64;
+        [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = args;
+        self.set_regs(&r)?;
+        let mut held = Vec::new();
+        loop {
+            sys::ptrace("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL, self.tid, 0, 0)?;
+            let status = sys::waitpid_one(self.tid)?;
+            match decode(self.tid, status).kind {
+                WaitKind::SyscallStop => break,
+                WaitKind::Signal(s) => held.push(s),
+                WaitKind::Exited(_) | WaitKind::Signaled(_) => {
+                    return Err(Error::TraceeDied { tid: self.tid, call: "substituted syscall" });
+                }
+                WaitKind::Event(_) => {}
+            }
+        }
+        self.regs = None;
+        let result = self.regs()?.rax as i64;
+        for s in held {
+            sys::tgkill(self.tid, self.tid, s)?;
+        }
+        Ok(result)
+    }
+
     /// Runs one system call in the tracee by placing a `syscall` instruction at the current
     /// instruction pointer, then restores code and registers. Returns the raw result (`-errno` on
     /// failure). Only for stops where the tracee is between instructions in user mode (an exec event

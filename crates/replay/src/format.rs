@@ -16,9 +16,12 @@ use std::sync::mpsc;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads (version 1 lacks only the syscall-buffer events).
+pub const OLDEST_VERSION: u32 = 1;
 /// The eight bytes that open `events.slr`.
 pub const STREAM_MAGIC: &[u8; 8] = b"SLREPLAY";
 /// The four bytes that open every chunk.
@@ -130,6 +133,18 @@ pub enum Event {
         /// EAX, EBX, ECX, EDX out.
         out: [u32; 4],
     },
+    /// The tracer patched the libc system-call site at `site` (whose 8 bytes were `orig`) to go
+    /// through the syscall-buffering handler, mapping the handler's region first if needed
+    /// (`replay_ptrace::syscallbuf`). Happens at the seccomp stop of the site's first bufferable call,
+    /// which then restarts through the handler.
+    SyscallbufPatch {
+        /// Address of the `syscall` instruction.
+        site: u64,
+        /// The 8 bytes found there before patching.
+        orig: [u8; 8],
+    },
+    /// System calls the handler made and buffered since the previous event, in order.
+    Buffered(Vec<Buffered>),
     /// The process is exiting (`PTRACE_EVENT_EXIT`) with this wait status.
     Exit {
         /// Wait status (as `waitpid` reports it).
@@ -153,6 +168,8 @@ const K_SIGNAL: u8 = 2;
 const K_RDTSC: u8 = 3;
 const K_CPUID: u8 = 4;
 const K_EXIT: u8 = 5;
+const K_PATCH: u8 = 6;
+const K_BUFFERED: u8 = 7;
 
 fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());
@@ -217,6 +234,24 @@ impl Record {
                 put_u32(b, *status as u32);
                 put_rdv(b, rendezvous);
             }
+            Event::SyscallbufPatch { site, orig } => {
+                b.push(K_PATCH);
+                put_u64(b, *site);
+                b.extend_from_slice(orig);
+            }
+            Event::Buffered(recs) => {
+                b.push(K_BUFFERED);
+                put_u32(b, recs.len() as u32);
+                for r in recs {
+                    put_u32(b, r.nr as u32);
+                    for a in r.args {
+                        put_u64(b, a);
+                    }
+                    put_u64(b, r.result as u64);
+                    put_u32(b, r.data.len() as u32);
+                    b.extend_from_slice(&r.data);
+                }
+            }
         }
     }
 
@@ -273,6 +308,26 @@ impl Record {
             K_EXIT => {
                 let status = c.u32()? as i32;
                 Event::Exit { status, rendezvous: c.rdv()? }
+            }
+            K_PATCH => {
+                let site = c.u64()?;
+                let orig: [u8; 8] = c.bytes(8)?.try_into().expect("8 bytes");
+                Event::SyscallbufPatch { site, orig }
+            }
+            K_BUFFERED => {
+                let n = c.u32()? as usize;
+                let mut recs = Vec::with_capacity(n.min(4096));
+                for _ in 0..n {
+                    let nr = i64::from(c.u32()?);
+                    let mut args = [0u64; 6];
+                    for a in &mut args {
+                        *a = c.u64()?;
+                    }
+                    let result = c.u64()? as i64;
+                    let len = c.u32()? as usize;
+                    recs.push(Buffered { nr, args, result, data: c.bytes(len)?.to_vec() });
+                }
+                Event::Buffered(recs)
             }
             k => return Err(Error::Format(format!("unknown record kind {k} at byte {}", c.pos))),
         };
@@ -500,7 +555,7 @@ impl Recording {
             .map_err(|source| Error::Io { path: meta_path.display().to_string(), source })?;
         let meta: Meta = serde_json::from_str(&text)
             .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
-        if meta.version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&meta.version) {
             return Err(Error::Format(format!(
                 "recording format version {} (this build reads {FORMAT_VERSION})",
                 meta.version
@@ -515,7 +570,7 @@ impl Recording {
             return Err(Error::Format(format!("{}: not a Sightline event stream", ev_path.display())));
         }
         let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Error::Format(format!("{}: stream version {version}", ev_path.display())));
         }
         let mut rec = Recording {

@@ -30,6 +30,7 @@ pub mod machine;
 pub mod recorder;
 pub mod rendezvous;
 pub mod replayer;
+pub mod syscallbuf;
 pub mod syscalls;
 
 use std::fmt;
@@ -120,5 +121,11 @@ pub fn describe(ev: &format::Event) -> String {
         Event::Rdtsc { aux, .. } => if aux.is_some() { "rdtscp".into() } else { "rdtsc".into() },
         Event::Cpuid { leaf, subleaf, .. } => format!("cpuid(leaf {leaf:#x}, subleaf {subleaf})"),
         Event::Exit { status, .. } => format!("exit (wait status {status:#x})"),
+        Event::SyscallbufPatch { site, .. } => format!("syscall-buffer patch of the site at {site:#x}"),
+        Event::Buffered(recs) => {
+            let names: Vec<String> = recs.iter().take(3).map(|r| syscalls::name(r.nr)).collect();
+            let more = if recs.len() > 3 { ", ..." } else { "" };
+            format!("{} buffered system call(s): {}{more}", recs.len(), names.join(", "))
+        }
     }
 }

@@ -127,6 +127,8 @@ pub const REFUSED: &[i64] = &[
 /// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail.
 pub fn filter() -> Filter {
     let mut f = Filter::new(Action::Trace);
+    // The syscall-buffering handler's own calls (crate::syscallbuf): recorded by the handler itself.
+    f.allow_from_ip(replay_ptrace::syscallbuf::untraced_ip());
     for &nr in ALLOWED {
         f.rule(nr, Action::Allow);
     }

@@ -58,8 +58,10 @@ fn recorded_syscalls(rec: &Recording) -> Vec<(i32, Vec<i64>)> {
     let mut m: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
     for r in &rec.records {
         let e = m.entry(r.pid).or_default();
-        if let Event::Syscall(s) = &r.event {
-            e.push(s.nr);
+        match &r.event {
+            Event::Syscall(s) => e.push(s.nr),
+            Event::Buffered(recs) => e.extend(recs.iter().map(|b| b.nr)),
+            _ => {}
         }
     }
     m.into_iter().collect()
@@ -570,4 +572,106 @@ fn sigstop_pauses_a_recorded_process_until_sigcont() {
     assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 19, .. })));
     let (mut o, mut e) = (Vec::new(), Vec::new());
     assert_eq!(replay::replayer::replay(&rec, &mut o, &mut e).unwrap().exit_code, 0);
+}
+
+/// A directory tree of `n` directories with three files each, for `find`.
+fn tree(root: &Path, n: usize) {
+    for i in 0..n {
+        let d = root.join(format!("d{i:03}")).join("sub");
+        std::fs::create_dir_all(&d).unwrap();
+        for f in ["a.so.1", "b.txt", "c.so"] {
+            std::fs::write(d.join(f), format!("{i}{f}")).unwrap();
+        }
+    }
+}
+
+fn trapped_and_buffered(rec: &Recording, nr: i64) -> (usize, usize) {
+    let mut trapped = 0;
+    let mut buffered = 0;
+    for r in &rec.records {
+        match &r.event {
+            Event::Syscall(s) if s.nr == nr => trapped += 1,
+            Event::Buffered(b) => buffered += b.iter().filter(|b| b.nr == nr).count(),
+            _ => {}
+        }
+    }
+    (trapped, buffered)
+}
+
+#[test]
+fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("tree");
+    tree(&root, 40);
+    let root_s = root.to_str().unwrap();
+    let cmd = ["find", root_s, "-name", "*.so*"];
+    let (stdout, rec) = record_and_replay_3_rec(tmp.path(), &cmd);
+    assert_eq!(String::from_utf8_lossy(&stdout).lines().count(), 80, "two .so* files per directory");
+    // The hot calls went through the handler, not through ptrace stops: 81 directories (+ the root)
+    // are opened, read and stat'ed.
+    let patches = rec.records.iter().filter(|r| matches!(r.event, Event::SyscallbufPatch { .. })).count();
+    assert!(patches >= 3, "newfstatat, getdents64 and openat sites patched: {patches}");
+    let (t_dents, b_dents) = trapped_and_buffered(&rec, libc::SYS_getdents64);
+    let (t_stat, b_stat) = trapped_and_buffered(&rec, libc::SYS_newfstatat);
+    let (t_open, b_open) = trapped_and_buffered(&rec, libc::SYS_openat);
+    assert!(b_dents >= 81 * 2 && t_dents <= 2, "getdents64: {t_dents} trapped, {b_dents} buffered");
+    assert!(b_stat >= 81 && t_stat <= 2, "newfstatat: {t_stat} trapped, {b_stat} buffered");
+    assert!(b_open >= 80, "directory opens buffered: {t_open} trapped, {b_open} buffered");
+
+    // Recorded again with buffering off: every call trapped, and the program made exactly the same
+    // system calls (buffering changes how they are recorded, not what the program does).
+    let dir2 = tmp.path().join("rec-unbuffered");
+    let out = Command::new(test_support::sightline_bin())
+        .current_dir(tmp.path())
+        .env("SIGHTLINE_SYSCALLBUF", "0")
+        .args(["record", "-o"])
+        .arg(&dir2)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, stdout);
+    let rec2 = Recording::open(&dir2).unwrap();
+    assert!(!rec2.records.iter().any(|r| matches!(r.event, Event::Buffered(_) | Event::SyscallbufPatch { .. })));
+    assert_eq!(trapped_and_buffered(&rec2, libc::SYS_getdents64), (t_dents + b_dents, 0));
+    let seq = |r: &Recording| recorded_syscalls(r).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
+    assert_eq!(seq(&rec), seq(&rec2), "same system calls, buffered or trapped");
+}
+
+#[test]
+fn a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("tree");
+    tree(&root, 5);
+    let r = record(tmp.path(), tmp.path(), &["find", root.to_str().unwrap()]);
+    let mut rec = Recording::open(&r.dir).unwrap();
+    // Pretend the recorded program stat'ed another path: its newfstatat's path pointer differs.
+    let (pid, nth) = rec
+        .records
+        .iter_mut()
+        .filter_map(|r| match &mut r.event {
+            Event::Buffered(b) => Some((r.pid, b)),
+            _ => None,
+        })
+        .find_map(|(pid, b)| {
+            let i = b.iter().position(|c| c.nr == libc::SYS_newfstatat)?;
+            b[i].args[1] ^= 0x10;
+            Some((pid, i))
+        })
+        .expect("a buffered newfstatat");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
+    let replay::Error::Divergence(d) = &e else { panic!("expected a divergence, got {e}") };
+    assert_eq!(d.pid, pid);
+    assert!(d.expected.contains("buffered system calls recorded here"), "{e}");
+    assert!(d.found.starts_with("newfstatat("), "the call made instead (record {nth} of its batch): {e}");
 }

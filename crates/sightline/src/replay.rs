@@ -112,6 +112,7 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
     )?;
     let mut per_proc: BTreeMap<i32, (u64, u64, u64)> = BTreeMap::new();
     let mut per_call: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut buffered, mut batches, mut patches) = (0u64, 0u64, 0u64);
     for r in &rec.records {
         let e = per_proc.entry(r.pid).or_default();
         e.0 += 1;
@@ -121,6 +122,15 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
                 e.2 += s.writes.iter().map(|w| w.data.len() as u64).sum::<u64>();
             }
             Event::Signal { .. } => e.1 += 1,
+            Event::Buffered(recs) => {
+                batches += 1;
+                buffered += recs.len() as u64;
+                for b in recs {
+                    *per_call.entry(replay::syscalls::name(b.nr)).or_default() += 1;
+                    e.2 += b.data.len() as u64;
+                }
+            }
+            Event::SyscallbufPatch { .. } => patches += 1,
             _ => {}
         }
     }
@@ -131,7 +141,11 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
     }
     let mut calls: Vec<_> = per_call.into_iter().collect();
     calls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    writeln!(o, "system calls:")?;
+    writeln!(
+        o,
+        "buffered:    {buffered} system calls in {batches} batches, {patches} patched libc sites (see docs/recording-format.md)"
+    )?;
+    writeln!(o, "system calls (trapped and buffered):")?;
     for (name, n) in calls {
         writeln!(o, "  {name:<20} {n}")?;
     }

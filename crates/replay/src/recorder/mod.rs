@@ -66,6 +66,9 @@ struct Proc {
     releasing: Option<(i32, Box<[u8; 128]>)>,
     /// The call that returned `-ERESTART_RESTARTBLOCK`, which a later `restart_syscall` continues.
     restart_of: Option<(i64, [u64; 6])>,
+    /// Syscall buffering failed in this image (its region could not be mapped): patch nothing more
+    /// until the next `execve`.
+    sysbuf_off: bool,
 }
 
 /// What an fd refers to, for rendezvous and output detection.
@@ -294,10 +297,23 @@ impl Recorder {
             WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
             WaitKind::SyscallStop => self.syscall_exit(t),
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
-            WaitKind::Event(E::Exit) => self.on_exit(t),
-            WaitKind::Signal(sig) => self.on_signal(t, sig),
+            WaitKind::Event(E::Exit) => match self.drain_sysbuf(&t) {
+                Ok(()) => self.on_exit(t),
+                Err(e) => Err(Box::new((Some(t), e))),
+            },
+            WaitKind::Signal(sig) => match self.drain_sysbuf(&t) {
+                Ok(()) => self.on_signal(t, sig),
+                Err(e) => Err(Box::new((Some(t), e))),
+            },
             WaitKind::Event(E::Stop(sig)) if is_stop_signal(sig) => Ok((t, Resume::Listen, 0)),
-            WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
+            WaitKind::Event(E::Exec) => {
+                if let Some(p) = self.procs.get_mut(&t.tid()) {
+                    p.sysbuf_off = false;
+                }
+                let how = self.resume_how(t.tid());
+                Ok((t, how, 0))
+            }
+            WaitKind::Event(E::VforkDone | E::Stop(_)) => {
                 let how = self.resume_how(t.tid());
                 Ok((t, how, 0))
             }
@@ -315,6 +331,16 @@ impl Recorder {
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
         self.w.push(&Record { pid, event })
+    }
+
+    /// Records the calls the tracee's syscall-buffering handler made since its last stop (before
+    /// any other event of this stop, so they keep their place).
+    fn drain_sysbuf(&mut self, t: &Stopped) -> Result<(), Error> {
+        let recs = crate::syscallbuf::drain(t)?;
+        if !recs.is_empty() {
+            self.emit(t.tid(), Event::Buffered(recs))?;
+        }
+        Ok(())
     }
 
     fn next_rdv(&mut self, obj: u64) -> Rendezvous {
@@ -348,6 +374,8 @@ impl Recorder {
         if let Some(p) = self.procs.get_mut(&t.tid()) {
             p.pending = None;
         }
+        // Unrecorded from now on: the handler hands every call to us, and we let it run.
+        crate::syscallbuf::switch_off(&t);
         if let WaitKind::Event(replay_ptrace::PtraceEvent::Stop(sig)) = kind
             && is_stop_signal(sig)
         {

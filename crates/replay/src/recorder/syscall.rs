@@ -37,6 +37,13 @@ impl Recorder {
         };
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
+        if let Err(e) = self.drain_sysbuf(&t) {
+            return Err(Box::new((Some(t), e)));
+        }
+        let t = match self.try_syscallbuf(t, nr, regs.rip) {
+            Ok(handled) => return handled,
+            Err(t) => *t,
+        };
         if nr == libc::SYS_clone && args[0] & CLONE_THREAD != 0 {
             self.stop_recording(format!(
                 "process {tid} started a thread (clone with CLONE_THREAD): threads are not yet supported"
@@ -58,6 +65,39 @@ impl Recorder {
         p.last_exit_regs = None;
         p.pending = Some(Pending { nr, args, fd });
         Ok((t, Resume::Syscall, 0))
+    }
+
+    /// At the seccomp stop of a bufferable call from a patchable libc site: patch the site (mapping
+    /// the handler first if needed), record that, and let the call restart through the handler.
+    /// `None` when the stop is to be handled as usual.
+    fn try_syscallbuf(&mut self, mut t: Stopped, nr: i64, rip: u64) -> Result<StopResult, Box<Stopped>> {
+        use crate::syscallbuf::{self as sb, Installed};
+        let tid = t.tid();
+        if !sb::enabled() || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off) || sb::from_handler(rip) {
+            return Err(Box::new(t));
+        }
+        let Some((site, orig)) = sb::candidate(&t, nr, rip) else { return Err(Box::new(t)) };
+        match sb::install(&mut t, site, &orig, replay_ptrace::syscallbuf::MODE_RECORD) {
+            Ok(Installed::Patched) => {
+                if self.debug {
+                    eprintln!("[record] tid {tid}: patched {} site at {site:#x}", syscalls::name(nr));
+                }
+                Ok(match self.emit(tid, Event::SyscallbufPatch { site, orig }) {
+                    Ok(()) => Ok((t, Resume::Cont, 0)),
+                    Err(e) => Err(Box::new((Some(t), e))),
+                })
+            }
+            Ok(outcome) => {
+                if let Some(p) = self.procs.get_mut(&tid) {
+                    p.sysbuf_off = true;
+                }
+                if self.debug {
+                    eprintln!("[record] tid {tid}: no syscall buffering ({outcome:?})");
+                }
+                if outcome == Installed::Rewound { Ok(Ok((t, Resume::Cont, 0))) } else { Err(Box::new(t)) }
+            }
+            Err(e) => Ok(Err(Box::new((Some(t), e)))),
+        }
     }
 
     /// Syscall-exit stop: record the result, the memory it wrote, its rendezvous points.

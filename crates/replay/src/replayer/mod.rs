@@ -216,6 +216,7 @@ impl Replayer<'_> {
         let tid = t.tid();
         match self.on_stop(t, kind) {
             Ok(Next::Resume(t, how, sig)) => {
+                self.prefill(&t)?;
                 match t.resume(how, sig) {
                     Ok(r) => {
                         if let Some(p) = self.procs.get_mut(&tid) {
@@ -252,6 +253,24 @@ impl Replayer<'_> {
             }
             WaitKind::Exited(_) | WaitKind::Signaled(_) => unreachable!("deaths are handled by run"),
         }
+    }
+
+    /// Before resuming a tracee whose next recorded event is a batch of buffered calls, puts the batch
+    /// in its buffer (if the previous one is used up), saving the handler a trapped call to ask for it.
+    fn prefill(&mut self, t: &Stopped) -> Result<(), Error> {
+        let rec = self.rec_of(t.tid());
+        let Some(Event::Buffered(recs)) = self.front(rec) else { return Ok(()) };
+        match crate::syscallbuf::header(t) {
+            Some(h) if h.used == h.pos => {}
+            _ => return Ok(()),
+        }
+        let recs = recs.clone();
+        crate::syscallbuf::fill(t, &recs)?;
+        if let Some(s) = self.streams.get_mut(&rec) {
+            s.syscalls.extend(recs.iter().map(|r| r.nr));
+        }
+        self.complete(rec);
+        Ok(())
     }
 
     /// Retries parked tracees until none can move.

@@ -39,6 +39,14 @@ impl Replayer<'_> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
         let status = t.event_msg()? as i32;
+        let left = crate::syscallbuf::unconsumed(&t);
+        if left > 0 {
+            return Err(self.divergence(
+                rec,
+                format!("the buffered system calls recorded here ({left} bytes of them left)"),
+                format!("exit (wait status {status:#x})"),
+            ));
+        }
         match self.front(rec) {
             Some(Event::Exit { status: s, rendezvous }) if *s == status => {
                 if !self.progress.ready(rendezvous) {

@@ -70,6 +70,64 @@ fn render(nr: i64, args: &[u64; 6]) -> String {
 }
 
 impl Replayer<'_> {
+    /// The syscall-buffering part of a seccomp stop (`crate::syscallbuf`): patch a site where the
+    /// recording did, refill the buffer when the handler asks, and check that every buffered call
+    /// was made. `Some(how)` when the stop was handled (resume the tracee so), `None` when it is an
+    /// ordinary trapped call.
+    fn syscallbuf_entry(
+        &mut self,
+        t: &mut Stopped,
+        rec: i32,
+        nr: i64,
+        args: &[u64; 6],
+        rip: u64,
+    ) -> Result<Option<Resume>, Error> {
+        use crate::syscallbuf as sb;
+        let left = sb::unconsumed(t);
+        if left > 0 {
+            return Err(self.divergence(
+                rec,
+                format!("the buffered system calls recorded here ({left} bytes of them left)"),
+                render(nr, args),
+            ));
+        }
+        match self.front(rec) {
+            Some(Event::Buffered(recs)) if sb::from_handler(rip) => {
+                let recs = recs.clone();
+                sb::fill(t, &recs)?;
+                if let Some(s) = self.streams.get_mut(&rec) {
+                    s.syscalls.extend(recs.iter().map(|r| r.nr));
+                }
+                self.complete(rec);
+                // Skip this call; the handler starts over and finds it in the buffer.
+                let mut r = t.regs()?;
+                r.orig_rax = u64::MAX;
+                r.rax = replay_ptrace::syscallbuf::RETRY as u64;
+                t.set_regs(&r)?;
+                Ok(Some(Resume::Cont))
+            }
+            Some(Event::Buffered(_)) => Err(self.divergence(rec, self.expected_text(rec), render(nr, args))),
+            Some(Event::SyscallbufPatch { site, orig }) => {
+                let (site, orig) = (*site, *orig);
+                if rip.wrapping_sub(2) != site || sb::candidate(t, nr, rip).map(|c| c.1) != Some(orig) {
+                    return Err(self.divergence(rec, self.expected_text(rec), render(nr, args)));
+                }
+                match sb::install(t, site, &orig, replay_ptrace::syscallbuf::MODE_REPLAY)? {
+                    sb::Installed::Patched => {
+                        self.complete(rec);
+                        Ok(Some(Resume::Cont))
+                    }
+                    other => Err(self.divergence(
+                        rec,
+                        self.expected_text(rec),
+                        format!("{}: the syscall buffer could not be installed ({other:?})", render(nr, args)),
+                    )),
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Seccomp stop: check, then emulate or run.
     pub(super) fn syscall_entry(&mut self, mut t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
@@ -84,6 +142,9 @@ impl Replayer<'_> {
         let regs = t.regs()?;
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
+        if let Some(how) = self.syscallbuf_entry(&mut t, rec, nr, &args, regs.rip)? {
+            return Ok(Next::Resume(t, how, 0));
+        }
         let ev = match self.front(rec) {
             Some(Event::Syscall(e)) => {
                 let n = match syscalls::spec(nr) {
