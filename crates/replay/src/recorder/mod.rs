@@ -108,6 +108,22 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| is_exe(p))
 }
 
+/// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
+/// as a `/bin/sh` script (POSIX `exec`, "the shell shall be invoked as if … sh"; glibc's
+/// `maybe_script_execute`). Returns the executable and argv to record.
+pub fn script_fallback(path: &Path, argv: &[String]) -> (PathBuf, Vec<String>) {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    let runnable = (n >= 2 && head[..2] == *b"#!") || (n == 4 && head == *b"\x7fELF");
+    if runnable || n == 0 && std::fs::metadata(path).is_err() {
+        return (path.to_path_buf(), argv.to_vec());
+    }
+    let mut sh_argv = vec!["/bin/sh".to_string(), path.display().to_string()];
+    sh_argv.extend(argv.iter().skip(1).cloned());
+    (PathBuf::from("/bin/sh"), sh_argv)
+}
+
 fn identity(path: &str) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
@@ -127,6 +143,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         command: cmd.clone(),
         reason: "not found in PATH or not executable".into(),
     })?;
+    let (path, argv) = script_fallback(&path, &opts.command);
     let cwd = std::env::current_dir()
         .map_err(|source| Error::Io { path: ".".into(), source })?
         .display()
@@ -137,7 +154,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     let meta = Meta {
         version: crate::format::FORMAT_VERSION,
         path: path.display().to_string(),
-        argv: opts.command.clone(),
+        argv,
         env,
         cwd,
         root_pid: 0,
