@@ -26,7 +26,8 @@
 //! - `[BUF_OFF, MAP_LEN)`: the buffer: a 64-byte header, then records.
 //!
 //! Header (little-endian): `+0` u32 magic [`MAGIC`]; `+4` u32 mode (1 record, 2 replay, other: off);
-//! `+8` u64 bytes of records; `+16` u64 replay read position; `+24` u64 capacity; `+32` u64 records
+//! `+8` u64 bytes of records; `+16` u64 replay: read position, record: bytes the tracer has
+//! already drained (the handler never reads it in record mode); `+24` u64 capacity; `+32` u64 records
 //! appended or consumed; `+40` u64 offset of the next free stub slot.
 //!
 //! Record: `+0` u64 number, `+8` six u64 argument registers, `+56` i64 result, `+64` u64 length,
@@ -485,7 +486,7 @@ pub struct Header {
     pub mode: u32,
     /// Bytes of records in the buffer.
     pub used: u64,
-    /// Replay read position (bytes consumed).
+    /// Replay: read position (bytes consumed). Record: bytes already drained by the tracer.
     pub pos: u64,
     /// Offset of the next free stub slot.
     pub next_stub: u64,

@@ -31,18 +31,55 @@ pub fn header(t: &Stopped) -> Option<Header> {
     Header::parse(&h)
 }
 
-/// Record: takes the buffered calls out of the tracee's buffer (empty when it has none).
+/// Record: takes the buffered calls appended since the last drain (empty when it has none).
 ///
-/// Errors: the buffer cannot be read or reset, or holds a corrupt record.
+/// Safe at any stop, even one that interrupted the handler between reserving a record and
+/// committing it (an asynchronous signal's delivery stop, often right after the handler's own
+/// untraced `syscall`): it never moves the handler's append position (`+8`), which the handler is
+/// about to advance from the value it read; it only advances the drained mark (`+16`, which the
+/// handler does not use in record mode). [`drain_and_reset`] empties the buffer where that is safe.
+///
+/// Errors: the buffer cannot be read or updated, or holds a corrupt record.
 pub fn drain(t: &Stopped) -> Result<Vec<Buffered>, Error> {
+    take(t, false)
+}
+
+/// Record, at a seccomp stop: like [`drain`], then empties the buffer (append position and drained
+/// mark back to 0). Only safe where the handler is not between reserving and committing a record:
+/// at a seccomp stop the tracee is entering a trapped call, either from an unpatched site or from
+/// the handler's trapped `syscall`, which it reaches with nothing reserved.
+///
+/// Errors: as [`drain`].
+pub fn drain_and_reset(t: &Stopped) -> Result<Vec<Buffered>, Error> {
+    take(t, true)
+}
+
+fn take(t: &Stopped, reset: bool) -> Result<Vec<Buffered>, Error> {
     let Some(h) = header(t) else { return Ok(Vec::new()) };
     if h.used == 0 {
         return Ok(Vec::new());
     }
-    let data = t.read_bytes(RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN), h.used as usize)?;
-    t.write_bytes(header_ptr().add(8), &0u64.to_le_bytes())?;
+    let data = match h.used.checked_sub(h.pos) {
+        Some(0) => Vec::new(),
+        Some(n) if h.used <= sb::MAP_LEN - sb::BUF_OFF - sb::HEADER_LEN => {
+            t.read_bytes(RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN + h.pos), n as usize)?
+        }
+        _ => {
+            return Err(Error::Format(format!(
+                "tid {}: corrupt syscall buffer header (used {}, drained {})",
+                t.tid(),
+                h.used,
+                h.pos
+            )));
+        }
+    };
+    if reset {
+        t.write_bytes(header_ptr().add(8), &[0u8; 16])?;
+    } else if !data.is_empty() {
+        t.write_bytes(header_ptr().add(16), &h.used.to_le_bytes())?;
+    }
     sb::parse_records(&data)
-        .map_err(|at| Error::Format(format!("tid {}: corrupt syscall buffer at byte {at}", t.tid())))
+        .map_err(|at| Error::Format(format!("tid {}: corrupt syscall buffer at byte {}", t.tid(), h.pos as usize + at)))
 }
 
 /// Replay: puts `recs` into the tracee's buffer for the handler to serve.

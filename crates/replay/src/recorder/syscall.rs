@@ -37,7 +37,10 @@ impl Recorder {
         };
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
-        if let Err(e) = self.drain_sysbuf(&t) {
+        // Entering a trapped call, the handler is not mid-append: drain and empty the buffer.
+        if let Err(e) = crate::syscallbuf::drain_and_reset(&t)
+            .and_then(|recs| if recs.is_empty() { Ok(()) } else { self.emit(tid, Event::Buffered(recs)) })
+        {
             return Err(Box::new((Some(t), e)));
         }
         let t = match self.try_syscallbuf(t, nr, regs.rip) {
