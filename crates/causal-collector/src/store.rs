@@ -129,10 +129,53 @@ impl<'e> Row<'e> {
     }
 }
 
+/// The id a task is shown and named by, for the task id `stored` of the `tasks` table.
+///
+/// A task made from an OTLP trace is stored under the 20-byte TaskId `trace-id ‖ 00000000`
+/// (`causal::w3c::task_from_trace_id`, `docs/otlp-mapping.md`): 40 hex digits where a Jaeger or
+/// OpenTelemetry user knows the 32-digit W3C trace id. Such an id is shown as that trace id: a
+/// 40-digit id is shown as its first 32 digits exactly when those 32 digits, read as a trace id,
+/// map back to it (it ends in 8 zeros and its first 16 digits are not all zero). Every other id
+/// (X-Trace TaskIds of 8, 16, 24 or 40 digits) is shown as stored. [`stored_task_id`] is the
+/// inverse; `Store`'s read methods accept both forms.
+pub fn display_task_id(stored: &str) -> &str {
+    if stored.len() == 40 && stored.ends_with("00000000") {
+        let trace = &stored[..32];
+        if stored_task_id(trace) == stored {
+            return trace;
+        }
+    }
+    stored
+}
+
+/// The stored task id for an id as a user gives it: trimmed and in uppercase; 32 hex digits (a
+/// W3C trace id, either case) become the TaskId that trace id maps to
+/// (`causal::w3c::task_from_trace_id`: `trace-id ‖ 00000000`, or the last 16 digits when the
+/// first 16 are zero). Inverse of [`display_task_id`]; an all-zero trace id stays as given.
+pub fn stored_task_id(id: &str) -> String {
+    let u = id.trim().to_ascii_uppercase();
+    if u.len() == 32 {
+        let mut trace = [0u8; 16];
+        let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        let ok = u.as_bytes().chunks_exact(2).zip(trace.iter_mut()).all(|(pair, b)| match (hex(pair[0]), hex(pair[1])) {
+            (Some(h), Some(l)) => {
+                *b = h << 4 | l;
+                true
+            }
+            _ => false,
+        });
+        if ok && let Some(task) = causal::w3c::task_from_trace_id(&trace) {
+            return task.to_hex();
+        }
+    }
+    u
+}
+
 /// One row of `sightline tasks`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TaskSummary {
-    /// Task id (uppercase hex).
+    /// Task id (uppercase hex) as shown: [`display_task_id`] of the stored id (the 32-digit
+    /// trace id for an OTLP trace).
     pub task_id: String,
     /// When the collector first stored an event of this task, ns since the Unix epoch.
     pub received_ns: i64,
@@ -410,7 +453,10 @@ impl Store {
         Ok(InsertStats { events: events.len(), tasks: aggs.len() })
     }
 
-    /// Resolves a task id or a unique prefix of one (hex, either case) to the full id.
+    /// Resolves a task id or a unique prefix of one (hex, either case) to the full id as shown
+    /// ([`display_task_id`]). A whole id may be given in either form of an OTLP trace's task: the
+    /// 32-digit trace id or the stored 40 digits ([`stored_task_id`]); a prefix matches the
+    /// stored id, so a prefix of either form works.
     ///
     /// # Errors
     /// [`StoreError::NoSuchTask`], [`StoreError::AmbiguousTask`], [`StoreError::Sql`].
@@ -418,11 +464,11 @@ impl Store {
         let p = prefix.trim().to_ascii_uppercase();
         let exact: Option<String> = self
             .conn
-            .query_row("SELECT task_id FROM tasks WHERE task_id = ?1", [&p], |r| r.get(0))
+            .query_row("SELECT task_id FROM tasks WHERE task_id = ?1", [stored_task_id(&p)], |r| r.get(0))
             .optional()
             .map_err(sql("looking up a task"))?;
         if let Some(t) = exact {
-            return Ok(t);
+            return Ok(display_task_id(&t).to_string());
         }
         let escaped = p.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
         let mut st = self
@@ -436,7 +482,7 @@ impl Store {
             .map_err(sql("reading task ids"))?;
         match found.len() {
             0 => Err(StoreError::NoSuchTask(prefix.to_string())),
-            1 => Ok(found.into_iter().next().expect("one")),
+            1 => Ok(display_task_id(&found[0]).to_string()),
             _ => Err(StoreError::AmbiguousTask {
                 // The lookup above stops at 6; the message says how many really match.
                 count: self
@@ -446,16 +492,19 @@ impl Store {
                     })
                     .map_err(sql("counting tasks with a prefix"))? as usize,
                 prefix: prefix.to_string(),
-                examples: found.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                examples: found.iter().take(3).map(|t| display_task_id(t)).collect::<Vec<_>>().join(", "),
             }),
         }
     }
 
-    /// All stored events of task `task_id` (exact id), in arrival order.
+    /// All stored events of task `task_id` (exact id, either form: [`stored_task_id`]), in
+    /// arrival order. Their `task` is the id as shown ([`display_task_id`]).
     ///
     /// # Errors
     /// [`StoreError::Sql`].
     pub fn load_task(&self, task_id: &str) -> Result<Vec<Event>, StoreError> {
+        let stored = stored_task_id(task_id);
+        let shown = display_task_id(&stored);
         let mut st = self
             .conn
             .prepare(
@@ -465,7 +514,7 @@ impl Store {
             )
             .map_err(sql("preparing the event query"))?;
         let rows = st
-            .query_map([task_id], |r| {
+            .query_map([&stored], |r| {
                 let parents: Option<String> = r.get(10)?;
                 let links: Option<String> = r.get(11)?;
                 let fields: Option<String> = r.get(12)?;
@@ -473,7 +522,7 @@ impl Store {
                 let hrt: Option<i64> = r.get(2)?;
                 let tid: Option<i64> = r.get(8)?;
                 let mut ev = Event {
-                    task: task_id.to_string(),
+                    task: shown.to_string(),
                     id: r.get(0)?,
                     timestamp_ns: r.get(1)?,
                     hrt_ns: hrt.map(|h| h as u64),
@@ -541,8 +590,9 @@ impl Store {
         let rows = st
             .query_map(rusqlite::params_from_iter(args), |r| {
                 let hosts: Option<String> = r.get(6)?;
+                let stored: String = r.get(0)?;
                 Ok(TaskSummary {
-                    task_id: r.get(0)?,
+                    task_id: display_task_id(&stored).to_string(),
                     received_ns: r.get(1)?,
                     first_ts_ns: r.get(2)?,
                     last_ts_ns: r.get(3)?,
@@ -621,6 +671,40 @@ mod tests {
         s.insert(&[ev("AAAB", "05", 1, "x", &[])], 3).unwrap();
         assert!(matches!(s.resolve_task("AAA"), Err(StoreError::AmbiguousTask { count: 2, .. })));
         assert_eq!(s.event_count().unwrap(), 5);
+    }
+
+    #[test]
+    fn otlp_task_ids_show_as_the_32_digit_trace_id() {
+        let trace = "8591D7138ADDD9177ACBFCEBE886FE31";
+        let stored = format!("{trace}00000000");
+        assert_eq!(stored_task_id(&trace.to_ascii_lowercase()), stored);
+        assert_eq!(stored_task_id(&stored), stored);
+        assert_eq!(display_task_id(&stored), trace);
+        // A trace id whose first half is zero maps to an 8-byte TaskId, shown as it is.
+        assert_eq!(stored_task_id("0000000000000000438ae15464ed9bc3"), "438AE15464ED9BC3");
+        assert_eq!(display_task_id("438AE15464ED9BC3"), "438AE15464ED9BC3");
+        // 40 digits that are no trace id's image stay 40 digits: a non-zero tail, or a zero
+        // first half (whose 32 digits map to an 8-byte TaskId instead).
+        for other in ["8591D7138ADDD9177ACBFCEBE886FE3100000001", "0000000000000000438AE15464ED9BC300000000"] {
+            assert_eq!(display_task_id(other), other);
+        }
+        // Not hex, or the invalid all-zero trace id: unchanged (uppercased).
+        assert_eq!(stored_task_id("zz91d7138addd9177acbfcebe886fe31"), "ZZ91D7138ADDD9177ACBFCEBE886FE31");
+        assert_eq!(stored_task_id(&"0".repeat(32)), "0".repeat(32));
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        s.insert(&[ev(&stored, "01", 1, "span start", &[]), ev("AB", "01", 2, "x", &[])], 1).unwrap();
+        let ids: Vec<String> = s.tasks(&TaskFilter::default()).unwrap().into_iter().map(|t| t.task_id).collect();
+        assert_eq!(ids, [trace, "AB"]);
+        for given in [trace.to_string(), trace.to_ascii_lowercase(), stored.clone(), stored[..20].to_string()] {
+            assert_eq!(s.resolve_task(&given).unwrap(), trace, "{given}");
+        }
+        for given in [trace, &stored] {
+            let evs = s.load_task(given).unwrap();
+            assert_eq!(evs.len(), 1, "{given}");
+            assert_eq!(evs[0].task, trace);
+        }
     }
 
     /// Regression: `sightline show ""` on a store of 13 tasks said "matches 6 tasks": the count

@@ -162,3 +162,42 @@ fn reading_commands_do_not_create_a_store() {
         assert!(!db.exists(), "{args:?} created {}", db.display());
     }
 }
+
+/// The captured OTLP requests imported: `tasks` lists each by its 32-digit W3C trace id (not the
+/// stored 40-digit TaskId), and `show` takes that id in either case, the 40-digit form, or a
+/// prefix, and names the task by the trace id.
+#[test]
+fn otlp_tasks_are_listed_and_shown_by_their_trace_id() {
+    let Some(node) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
+    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("otlp.db");
+    let out = run(&["import", node.to_str().unwrap(), py.to_str().unwrap()], &db);
+    assert_eq!(out.matches("9 events in 1 tasks").count(), 2, "{out}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&node).unwrap()).unwrap();
+    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str().unwrap().to_string();
+    assert_eq!(trace.len(), 32);
+    let upper = trace.to_ascii_uppercase();
+
+    let tasks = run(&["tasks"], &db);
+    let line = tasks.lines().find(|l| l.starts_with(&upper)).unwrap_or_else(|| panic!("{tasks}"));
+    assert_eq!(line.split_whitespace().next(), Some(upper.as_str()), "{line}");
+    assert!(!tasks.contains(&format!("{upper}00000000")), "{tasks}");
+    // Every id in the table is a 32-digit trace id, and the header is as wide as the ids.
+    for l in tasks.lines().skip(1) {
+        assert_eq!(l.split_whitespace().next().unwrap().len(), 32, "{l}");
+    }
+    assert_eq!(tasks.lines().next().unwrap().find("FIRST SEEN"), Some(33), "{tasks}");
+    let json: Value = serde_json::from_str(&run(&["tasks", "--json"], &db)).unwrap();
+    assert!(json.as_array().unwrap().iter().any(|t| t["task_id"] == upper.as_str()), "{json}");
+
+    for given in [trace.clone(), upper.clone(), format!("{trace}00000000"), trace[..12].to_string()] {
+        let text = run(&["show", &given], &db);
+        assert!(text.starts_with(&format!("task {upper}: 9 events, 10 edges")), "{given}: {text}");
+    }
+    let json: Value = serde_json::from_str(&run(&["show", &trace, "--format", "json"], &db)).unwrap();
+    assert_eq!(json["task"], upper.as_str());
+    assert!(json["events"].as_array().unwrap().iter().all(|e| e["task"] == upper.as_str()));
+    let dot = run(&["show", &trace, "--format", "dot"], &db);
+    assert!(dot.starts_with(&format!("digraph \"{upper}\" {{")), "{dot}");
+}

@@ -181,6 +181,23 @@ fn captured_otlp_requests_arrive_as_events_and_edges() {
     let spans = spans_of_json(&v);
     let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str().unwrap();
     let node_task = store.resolve_task(trace).unwrap();
+    // Tasks of OTLP traces are named by the 32-digit W3C trace id (as Jaeger shows it), not the
+    // stored 40-digit TaskId; both forms resolve and load.
+    assert_eq!(node_task, trace.to_ascii_uppercase());
+    assert_eq!(store.resolve_task(&format!("{trace}00000000")).unwrap(), node_task);
+    let py_req = causal_collector::otlp::decode_protobuf(&py_bytes).unwrap();
+    let py_trace: String =
+        py_req.resource_spans[0].scope_spans[0].spans[0].trace_id.iter().map(|b| format!("{b:02X}")).collect();
+    let mut shown: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
+    shown.sort();
+    let mut want = vec![node_task.as_str(), py_trace.as_str()];
+    want.sort();
+    assert_eq!(shown, want);
+    for form in [py_trace.to_ascii_lowercase(), format!("{py_trace}00000000")] {
+        let evs = store.load_task(&form).unwrap();
+        assert_eq!(evs.len(), 9, "{form}");
+        assert!(evs.iter().all(|e| e.task == py_trace), "{form}");
+    }
     // The Node demo's handle_request ended before its children: no nesting edge.
     check_demo_task(&store, &node_task, &spans, 0);
     // Python: the same demo (fanout_a, fanout_b, join linking both, under handle_request); ids
@@ -252,7 +269,9 @@ fn gzip_partial_success_and_bad_requests() {
     let store = Store::open(&db).unwrap();
     assert_eq!(store.event_count().unwrap(), 9 + 2);
     let task = store.resolve_task("0AF7651916CD43DD8448EB211C80319C").unwrap();
-    assert_eq!(task, "0AF7651916CD43DD8448EB211C80319C00000000");
+    // Shown as the 32-digit trace id; the stored 40-digit form resolves to it too.
+    assert_eq!(task, "0AF7651916CD43DD8448EB211C80319C");
+    assert_eq!(store.resolve_task("0af7651916cd43dd8448eb211c80319c00000000").unwrap(), task);
     assert_eq!(store.load_task(&task).unwrap().len(), 2);
 }
 

@@ -101,7 +101,8 @@ pub enum ShowFormat {
 /// Options of `sightline show`.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The task id, or a unique prefix of it (hex, either case).
+    /// The task id, or a unique prefix of it (hex, either case). A task from an OTLP trace is
+    /// named by its 32-digit trace id; its stored 40-digit TaskId is accepted too.
     pub task: String,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
@@ -320,12 +321,14 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "{:<20} {:<23} {:>7} {:>11}  {:<20} TITLE", "TASK", "FIRST SEEN (UTC)", "EVENTS", "DURATION", "HOSTS")?;
+    // Ids are 16 digits (X-Trace), 32 (an OTLP trace id) or up to 40: the column fits the longest.
+    let w = list.iter().map(|t| t.task_id.len()).max().unwrap_or(0).max(16);
+    writeln!(out, "{:<w$} {:<23} {:>7} {:>11}  {:<20} TITLE", "TASK", "FIRST SEEN (UTC)", "EVENTS", "DURATION", "HOSTS")?;
     for t in &list {
         let hosts = t.hosts.join(",");
         writeln!(
             out,
-            "{:<20} {:<23} {:>7} {:>11}  {:<20} {}",
+            "{:<w$} {:<23} {:>7} {:>11}  {:<20} {}",
             t.task_id,
             fmt_time(t.first_seen_ns()),
             t.events,
