@@ -27,7 +27,7 @@ fn report(task: u64, i: u64, conn: usize, t0: u64) -> Report {
     if i > 1 {
         r.edges.push(op(i - 1));
     }
-    if i > 5 && i % 10 == 0 {
+    if i > 5 && i.is_multiple_of(10) {
         r.edges.push(op(i - 5));
     }
     r.agent = Some(format!("agent{}", i % 7));

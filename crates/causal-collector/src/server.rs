@@ -13,7 +13,9 @@
 //!   its writes block (TCP flow control is the backpressure);
 //! - UDP has no flow control: while the channel is full the socket keeps up to
 //!   [`UDP_PENDING_MAX`] events aside and retries every 20 ms; beyond that a report is dropped
-//!   and counted in [`StatsSnapshot::udp_dropped_events`];
+//!   and counted in [`StatsSnapshot::udp_dropped_events`]. Datagrams the kernel drops before the
+//!   collector reads them (its receive buffer, [`Config::udp_recv_buffer`], was full) are counted
+//!   in [`StatsSnapshot::udp_kernel_dropped`], from the socket's `SO_RXQ_OVFL` drop counter;
 //! - an OTLP request waits for room, then for the commit, before it is answered.
 //!
 //! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
@@ -26,7 +28,7 @@
 //! # Nothing acknowledged is lost
 //! An OTLP request is answered `200` only after its events are committed. On shutdown
 //! ([`Collector::shutdown`], which `sightline collect` calls on SIGTERM and SIGINT) the listeners
-//! stop accepting, every TCP connection reads what has already arrived on its socket, in-flight
+//! stop accepting, every TCP connection and the UDP socket read what has already arrived, in-flight
 //! HTTP requests finish, and the writer drains the channel and commits before the call returns.
 //!
 //! # Malformed input
@@ -97,6 +99,10 @@ pub struct Config {
     /// then nothing); the connection is then closed and the partial frame counted as malformed.
     /// An idle connection between frames is never closed. Default [`TCP_FRAME_TIMEOUT`].
     pub tcp_frame_timeout: std::time::Duration,
+    /// Receive buffer asked for on the X-Trace UDP socket, bytes (`SO_RCVBUFFORCE`, else
+    /// `SO_RCVBUF`; the kernel doubles the value for its bookkeeping and raises it to its
+    /// minimum of about 4.6 KiB). Default [`UDP_RCVBUF`] (8 MiB).
+    pub udp_recv_buffer: usize,
 }
 
 /// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, [`MAX_TCP_CONNECTIONS`] senders that
@@ -121,6 +127,7 @@ impl Config {
             batch_events: 1024,
             http_body_timeout: HTTP_BODY_TIMEOUT,
             tcp_frame_timeout: TCP_FRAME_TIMEOUT,
+            udp_recv_buffer: UDP_RCVBUF,
         }
     }
 }
@@ -132,6 +139,7 @@ struct Stats {
     xtrace_malformed: AtomicU64,
     udp_datagrams: AtomicU64,
     udp_dropped_events: AtomicU64,
+    udp_kernel_dropped: AtomicU64,
     otlp_requests: AtomicU64,
     otlp_bad_requests: AtomicU64,
     otlp_spans: AtomicU64,
@@ -156,6 +164,12 @@ pub struct StatsSnapshot {
     pub udp_datagrams: u64,
     /// Events from UDP dropped because the writer's queue was full.
     pub udp_dropped_events: u64,
+    /// UDP datagrams the kernel dropped on the X-Trace socket before the collector read them
+    /// (mostly: the receive buffer was full). Read from the socket's drop counter, which
+    /// `SO_RXQ_OVFL` (socket(7)) attaches to every datagram received: the count is as of the
+    /// latest datagram received, so drops after it are counted when the next one arrives, and at
+    /// shutdown from the socket's line in `/proc/net/udp` (the same counter).
+    pub udp_kernel_dropped: u64,
     /// OTLP/HTTP requests received.
     pub otlp_requests: u64,
     /// OTLP/HTTP requests answered 4xx (undecodable body, unsupported type or encoding).
@@ -184,6 +198,7 @@ impl Stats {
             xtrace_malformed: g(&self.xtrace_malformed),
             udp_datagrams: g(&self.udp_datagrams),
             udp_dropped_events: g(&self.udp_dropped_events),
+            udp_kernel_dropped: g(&self.udp_kernel_dropped),
             otlp_requests: g(&self.otlp_requests),
             otlp_bad_requests: g(&self.otlp_bad_requests),
             otlp_spans: g(&self.otlp_spans),
@@ -269,7 +284,8 @@ impl Collector {
         }
         if let Some(addr) = config.xtrace_udp {
             let s = UdpSocket::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace UDP", addr, source })?;
-            enlarge_udp_receive_buffer(&s);
+            enlarge_udp_receive_buffer(&s, config.udp_recv_buffer);
+            enable_drop_counter(&s);
             addrs.xtrace_udp = Some(s.local_addr().unwrap_or(addr));
             tasks.spawn(udp_loop(s, tx.clone(), stats.clone(), stop.subscribe(), batch_events));
         }
@@ -553,66 +569,110 @@ async fn udp_loop(
     batch_events: usize,
 ) {
     let mut buf = vec![0u8; 65_536];
+    let mut cmsg = nix::cmsg_space!(u32);
+    // The socket's kernel drop counter as of the latest datagram (SO_RXQ_OVFL), and how many
+    // times it was seen to grow (for logging).
+    let mut kernel_drops: u32 = 0;
+    let mut drop_reports = 0u64;
     // Events received but not yet queued (the queue was full): bounded by UDP_PENDING_MAX.
     let mut pending: Vec<Event> = Vec::new();
     let mut retry = tokio::time::interval(std::time::Duration::from_millis(20));
+    // Shutting down: datagrams already in the socket's queue are still read (at most
+    // UDP_SHUTDOWN_DRAIN of them), then the socket closes.
+    let mut stopping = false;
+    let mut drained = 0usize;
     loop {
-        let first = tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
-            r = sock.recv_from(&mut buf) => Some(r),
-            _ = retry.tick(), if !pending.is_empty() => None,
-        };
-        let mut got = match first {
-            Some(r) => r,
-            None => {
-                pending = udp_flush(&tx, pending);
-                continue;
-            }
-        };
-        let mut received = 0usize;
-        loop {
-            match got {
-                Ok((n, peer)) => {
-                    bump(&stats.udp_datagrams, 1);
-                    let mut payload = &buf[..n];
-                    // Accept a datagram with the TCP length prefix too.
-                    if n >= 4 && u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize == n - 4 {
-                        payload = &buf[4..n];
-                    }
-                    match xtrace::decode_payload(payload) {
-                        Ok(e) => {
-                            bump(&stats.xtrace_reports, 1);
-                            if pending.len() < UDP_PENDING_MAX {
-                                pending.push(e);
-                            } else {
-                                let d = bump(&stats.udp_dropped_events, 1);
-                                if worth_logging(d) {
-                                    tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            let c = bump(&stats.xtrace_malformed, 1);
-                            if worth_logging(c) {
-                                tracing::warn!("X-Trace UDP {peer}: malformed report (#{c}): {e}");
-                            }
-                        }
-                    }
+        if !stopping {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => stopping = true,
+                r = sock.readable() => if let Err(e) = r {
+                    tracing::warn!("X-Trace UDP socket failed: {e}");
+                    break;
+                },
+                _ = retry.tick(), if !pending.is_empty() => {
+                    pending = udp_flush(&tx, pending);
+                    continue;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => {
-                    tracing::debug!("X-Trace UDP receive failed: {e}");
+            };
+        }
+        let mut received = 0usize;
+        let mut empty = false;
+        while received < batch_events {
+            // While stopping, Tokio may not have seen the socket become readable: ask the kernel.
+            let got = if stopping { recv_now(&sock, &mut buf, &mut cmsg) } else { recv_datagram(&sock, &mut buf, &mut cmsg) };
+            let (n, peer, drops) = match got {
+                Ok(d) => d,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    empty = true;
                     break;
                 }
-            }
+                Err(e) => {
+                    tracing::debug!("X-Trace UDP receive failed: {e}");
+                    empty = true;
+                    break;
+                }
+            };
             received += 1;
-            if received >= batch_events {
+            bump(&stats.udp_datagrams, 1);
+            if let Some(d) = drops {
+                // A running total since the socket was created (u32, so it may wrap).
+                let new = d.wrapping_sub(kernel_drops);
+                kernel_drops = d;
+                if new > 0 {
+                    let total = bump(&stats.udp_kernel_dropped, u64::from(new));
+                    drop_reports += 1;
+                    if worth_logging(drop_reports) {
+                        tracing::warn!(
+                            "X-Trace UDP: the kernel dropped {new} datagrams (receive buffer full); {total} so far"
+                        );
+                    }
+                }
+            }
+            let mut payload = &buf[..n];
+            // Accept a datagram with the TCP length prefix too.
+            if n >= 4 && u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize == n - 4 {
+                payload = &buf[4..n];
+            }
+            match xtrace::decode_payload(payload) {
+                Ok(e) => {
+                    bump(&stats.xtrace_reports, 1);
+                    if pending.len() < UDP_PENDING_MAX {
+                        pending.push(e);
+                    } else {
+                        let d = bump(&stats.udp_dropped_events, 1);
+                        if worth_logging(d) {
+                            tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
+                        }
+                    }
+                }
+                Err(e) => {
+                    let c = bump(&stats.xtrace_malformed, 1);
+                    if worth_logging(c) {
+                        tracing::warn!("X-Trace UDP {peer}: malformed report (#{c}): {e}");
+                    }
+                }
+            }
+        }
+        if stopping {
+            // Waiting for room is fine now.
+            if !pending.is_empty() && tx.send(Batch { events: std::mem::take(&mut pending), ack: None }).await.is_err() {
                 break;
             }
-            got = sock.try_recv_from(&mut buf);
-        }
-        if !pending.is_empty() {
+            drained += received;
+            if empty || drained >= UDP_SHUTDOWN_DRAIN {
+                break;
+            }
+        } else if !pending.is_empty() {
             pending = udp_flush(&tx, pending);
+        }
+    }
+    // Drops after the last datagram received reach no control message: take the socket's final
+    // count from /proc/net/udp instead.
+    if let Some(d) = kernel_drops_now(&sock) {
+        let new = d.wrapping_sub(kernel_drops);
+        if new > 0 && new < u32::MAX / 2 {
+            let total = bump(&stats.udp_kernel_dropped, u64::from(new));
+            tracing::warn!("X-Trace UDP: the kernel dropped {new} datagrams after the last one received; {total} in all");
         }
     }
     // Shutting down: what is pending goes to the writer (waiting for room is fine now).
@@ -621,11 +681,65 @@ async fn udp_loop(
     }
 }
 
+/// The socket's kernel drop counter now: the `drops` column of its line in `/proc/net/udp` or
+/// `/proc/net/udp6` (proc_net(5); the line whose `inode` is the socket's), the same counter
+/// `SO_RXQ_OVFL` reports. `None` when it cannot be read.
+fn kernel_drops_now(sock: &UdpSocket) -> Option<u32> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = std::fs::metadata(format!("/proc/self/fd/{}", sock.as_raw_fd())).ok()?.ino().to_string();
+    let table = if sock.local_addr().ok()?.is_ipv4() { "/proc/net/udp" } else { "/proc/net/udp6" };
+    let text = std::fs::read_to_string(table).ok()?;
+    text.lines().skip(1).find_map(|line| {
+        // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        (cols.len() >= 13 && cols[9] == inode).then(|| cols[12].parse::<i64>().ok().map(|d| d as u32)).flatten()
+    })
+}
+
+/// Most datagrams the X-Trace UDP socket reads after shutdown began (what is already queued on it,
+/// bounded so that a sender that never pauses cannot hold the shutdown open).
+pub const UDP_SHUTDOWN_DRAIN: usize = 1 << 16;
+
+/// Receives one datagram into `buf` with `recvmsg(2)` without waiting: (bytes, sender, the
+/// socket's kernel drop counter when the datagram carried one). The counter is the
+/// `SO_RXQ_OVFL` control message (socket(7)): the number of datagrams the kernel dropped on this
+/// socket since it was created, as of when this datagram was queued; Linux attaches it only once
+/// it is non-zero. `cmsg` must have room for it (`nix::cmsg_space!(u32)`).
+///
+/// # Errors
+/// `WouldBlock` when no datagram is waiting (the socket's readiness is then cleared); other
+/// errors of `recvmsg(2)`.
+fn recv_datagram(sock: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> std::io::Result<(usize, String, Option<u32>)> {
+    sock.try_io(tokio::io::Interest::READABLE, || recv_now(sock, buf, cmsg))
+}
+
+/// [`recv_datagram`] without Tokio's readiness: asks the kernel even when Tokio has not seen the
+/// socket become readable (`MSG_DONTWAIT`: `WouldBlock` when nothing is queued).
+fn recv_now(sock: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> std::io::Result<(usize, String, Option<u32>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+    use std::os::fd::AsRawFd as _;
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)
+        .map_err(std::io::Error::from)?;
+    let mut drops = None;
+    // ENOBUFS here means the control data was cut short (MSG_CTRUNC): no counter this time.
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::RxqOvfl(d) = c {
+                drops = Some(d);
+            }
+        }
+    }
+    let peer = msg.address.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+    Ok((msg.bytes, peer, drops))
+}
+
 /// Queues `pending` if the writer has room; gives it back otherwise (UDP never waits).
 /// Receive buffer asked for on the X-Trace UDP socket, bytes (the kernel doubles it for overhead).
 pub const UDP_RCVBUF: usize = 8 << 20;
 
-/// Enlarges the UDP socket's receive buffer to [`UDP_RCVBUF`].
+/// Enlarges the UDP socket's receive buffer to `bytes` ([`UDP_RCVBUF`] unless configured).
 ///
 /// # Why is this needed?
 /// The kernel charges each queued datagram its whole buffer (about 2 KiB for a small report), so
@@ -634,12 +748,22 @@ pub const UDP_RCVBUF: usize = 8 << 20;
 /// `SO_RCVBUFFORCE` (socket(7); needs CAP_NET_ADMIN) may exceed `net.core.rmem_max`; without the
 /// capability, `SO_RCVBUF` gets as much as `rmem_max` allows. Failure only logs: the default
 /// buffer still works.
-fn enlarge_udp_receive_buffer(sock: &UdpSocket) {
+fn enlarge_udp_receive_buffer(sock: &UdpSocket, bytes: usize) {
     use nix::sys::socket::{setsockopt, sockopt};
-    if setsockopt(sock, sockopt::RcvBufForce, &UDP_RCVBUF).is_err()
-        && let Err(e) = setsockopt(sock, sockopt::RcvBuf, &UDP_RCVBUF)
+    if setsockopt(sock, sockopt::RcvBufForce, &bytes).is_err()
+        && let Err(e) = setsockopt(sock, sockopt::RcvBuf, &bytes)
     {
         tracing::warn!("setsockopt(SO_RCVBUF) on the X-Trace UDP socket: {e}");
+    }
+}
+
+/// Turns on `SO_RXQ_OVFL` (socket(7)): each datagram received then carries the socket's count of
+/// datagrams the kernel dropped, which [`StatsSnapshot::udp_kernel_dropped`] reports. Failure
+/// only logs (the kernel drops then go uncounted).
+fn enable_drop_counter(sock: &UdpSocket) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if let Err(e) = setsockopt(sock, sockopt::RxqOvfl, &1) {
+        tracing::warn!("setsockopt(SO_RXQ_OVFL) on the X-Trace UDP socket: {e}; kernel drops are not counted");
     }
 }
 
@@ -795,9 +919,20 @@ mod udp_buffer_tests {
         }
         let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let before = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::RcvBuf).unwrap();
-        enlarge_udp_receive_buffer(&s);
+        enlarge_udp_receive_buffer(&s, UDP_RCVBUF);
         let after = nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::RcvBuf).unwrap();
         // socket(7): the kernel doubles the value set, and reports the doubled value.
         assert_eq!(after, 2 * UDP_RCVBUF, "was {before} before");
+    }
+
+    #[tokio::test]
+    async fn udp_socket_gets_the_drop_counter_option() {
+        use nix::sys::socket::{getsockopt, sockopt};
+        let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        assert!(!getsockopt(&s, sockopt::RxqOvfl).map(|v| v != 0).unwrap());
+        enable_drop_counter(&s);
+        assert!(getsockopt(&s, sockopt::RxqOvfl).map(|v| v != 0).unwrap());
+        // Nothing dropped yet: /proc/net/udp has the socket's line, with 0.
+        assert_eq!(kernel_drops_now(&s), Some(0));
     }
 }

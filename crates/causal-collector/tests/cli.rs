@@ -139,6 +139,7 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{rest}");
     assert!(rest.contains("stopped; 13 events stored"), "{rest}");
+    assert!(rest.contains("UDP dropped 0 with the store queue full, 0 by the kernel"), "{rest}");
 
     let text = run(&["show", "AAAABBBBCCCCDDDD", "--critical-path"], &db);
     assert!(text.starts_with("task AAAABBBBCCCCDDDD: 4 events, 4 edges, 1 joins, 1 roots"), "{text}");

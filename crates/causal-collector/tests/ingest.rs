@@ -81,8 +81,11 @@ fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
+/// A span of the demo: (span id, name, parent span id, linked span ids, span events).
+type DemoSpan = (String, String, Option<String>, Vec<String>, usize);
+
 /// Checks the task built from a captured request: span names, parents and links as edges.
-fn check_demo_task(store: &Store, task: &str, spans: &[(String, String, Option<String>, Vec<String>, usize)], nested: usize) {
+fn check_demo_task(store: &Store, task: &str, spans: &[DemoSpan], nested: usize) {
     let mut events = store.load_task(task).unwrap();
     let stored_edges: usize = events.iter().map(|e| e.parents.len()).sum();
     assert_eq!(causal_analysis::infer_span_nesting(&mut events), nested);
@@ -126,7 +129,7 @@ fn check_demo_task(store: &Store, task: &str, spans: &[(String, String, Option<S
 
 /// (span id, name, parent span id, link span ids, span events) from an OTLP/JSON body, read
 /// here with serde_json independently of the collector.
-fn spans_of_json(v: &Value) -> Vec<(String, String, Option<String>, Vec<String>, usize)> {
+fn spans_of_json(v: &Value) -> Vec<DemoSpan> {
     let mut out = Vec::new();
     for rs in v["resourceSpans"].as_array().unwrap() {
         for ss in rs["scopeSpans"].as_array().unwrap() {
@@ -546,4 +549,85 @@ fn tcp_connection_stalled_inside_a_frame_is_closed() {
         c.shutdown().await.unwrap()
     });
     assert_eq!((stats.xtrace_malformed, stats.xtrace_reports, stats.events_stored), (1, 1, 1));
+}
+
+/// The kernel's UDP drops are counted: the real HDFS reports sent as one burst of text datagrams
+/// at a socket with the smallest receive buffer. The burst is sent from the collector's only
+/// runtime thread without yielding, so the collector reads nothing until it ends and most
+/// datagrams overflow the buffer; a last datagram sent after the collector has drained the socket
+/// carries the final drop counter (SO_RXQ_OVFL). Every datagram is either received or counted.
+/// Then a second burst right before shutdown: its last drops reach no received datagram and are
+/// read from /proc/net/udp when the socket closes.
+#[test]
+fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
+    let Some(reports) = hdfs_reports() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("u.db");
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    // 16 KiB (32 KiB once the kernel doubles it): room for a few dozen small datagrams, each
+    // charged its whole buffer (truesize), not its length.
+    let cfg = Config { xtrace_tcp: None, otlp_http: None, xtrace_udp: Some(any), udp_recv_buffer: 16 << 10, ..Config::loopback(&db) };
+    let datagrams: Vec<Vec<u8>> = reports
+        .iter()
+        .map(|r| {
+            let mut d = Vec::new();
+            WireFormat::Text.encode(r, &mut d);
+            d
+        })
+        .collect();
+    let sent = datagrams.len() as u64;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (stats, during, first) = rt.block_on(async {
+        let c = Collector::start(cfg).await.unwrap();
+        let udp = c.addrs().xtrace_udp.unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Blocking sends, no await: the collector's task cannot run during the burst.
+        for d in &datagrams[..datagrams.len() - 1] {
+            sock.send_to(d, udp).unwrap();
+        }
+        // Let the collector drain what the socket kept.
+        let mut last = u64::MAX;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = c.stats().udp_datagrams;
+            if now == last && now > 0 {
+                break;
+            }
+            last = now;
+        }
+        let during = c.stats();
+        // The last report: the buffer is empty now, so it arrives, with the drop counter.
+        sock.send_to(datagrams.last().unwrap(), udp).unwrap();
+        for _ in 0..250 {
+            if c.stats().udp_datagrams == during.udp_datagrams + 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let first = c.stats();
+        for d in &datagrams {
+            sock.send_to(d, udp).unwrap();
+        }
+        (c.shutdown().await.unwrap(), during, first)
+    });
+    eprintln!("UDP burst 1: sent {sent}, received {}, kernel-dropped {}", first.udp_datagrams, first.udp_kernel_dropped);
+    eprintln!("UDP bursts 1+2: sent {}, received {}, kernel-dropped {}", 2 * sent, stats.udp_datagrams, stats.udp_kernel_dropped);
+    // Burst 1, counted from the control messages alone.
+    assert!(first.udp_kernel_dropped > 0, "nothing dropped: {first:?}");
+    assert!(during.udp_datagrams < sent / 10, "the buffer held {} datagrams", during.udp_datagrams);
+    assert_eq!(first.udp_datagrams, during.udp_datagrams + 1, "{first:?}");
+    assert_eq!(first.udp_datagrams + first.udp_kernel_dropped, sent, "{first:?}");
+    // Both bursts, with the count settled at shutdown.
+    assert!(stats.udp_kernel_dropped > first.udp_kernel_dropped, "{stats:?}");
+    assert_eq!(stats.udp_datagrams + stats.udp_kernel_dropped, 2 * sent, "{stats:?}");
+    assert_eq!((stats.xtrace_reports, stats.xtrace_malformed, stats.udp_dropped_events), (stats.udp_datagrams, 0, 0));
+    assert_eq!(stats.events_stored, stats.udp_datagrams);
+    // What was stored of burst 1 is what was received: its first reports and the last one.
+    let store = Store::open(&db).unwrap();
+    let events = store.load_task("57C1C4A67A6A88FD").unwrap();
+    assert_eq!(events.len() as u64, stats.udp_datagrams);
+    let ids: HashSet<String> = events[..first.udp_datagrams as usize].iter().map(|e| e.id.clone()).collect();
+    assert_eq!(ids.len() as u64, first.udp_datagrams);
+    assert!(ids.contains(&reports.last().unwrap().metadata.op_id().to_hex()));
+    assert!(ids.contains(&reports[0].metadata.op_id().to_hex()));
 }

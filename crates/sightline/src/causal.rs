@@ -173,12 +173,13 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         }
         let s = collector.shutdown().await?;
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {}); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
             s.xtrace_malformed,
             s.udp_dropped_events,
+            s.udp_kernel_dropped,
             s.otlp_requests,
             s.otlp_bad_requests,
             s.otlp_spans,
