@@ -27,6 +27,9 @@ use probe_syntax::ast::{BinaryOp, UnaryOp};
 use crate::insn::*;
 use crate::layout::*;
 
+mod strsubr;
+use strsubr::Search;
+
 /// Inputs the code generator needs from the machine and the options.
 #[derive(Debug, Clone)]
 pub struct CodegenOptions {
@@ -474,6 +477,7 @@ impl<'p> Builder<'p> {
             clause_locals: BTreeMap::new(),
             zero_off: 0,
             sysnames_map: None,
+            loop_cost: 0,
         };
         pg.prologue(&members)?;
         for (ci, probes) in &members {
@@ -556,6 +560,10 @@ struct ProgGen<'b, 'p> {
     clause_locals: BTreeMap<u32, u32>,
     zero_off: u32,
     sysnames_map: Option<usize>,
+    /// Instructions the verifier is expected to walk in this program's string-scanning loops
+    /// (each iteration is walked once; see `strsubr`), summed to report an over-budget program
+    /// before the kernel does.
+    loop_cost: u64,
 }
 
 impl ProgGen<'_, '_> {
@@ -2083,6 +2091,11 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             Subr::Copyin => self.copyin(args, e.span)?,
+            Subr::Index | Subr::Rindex if args.len() >= 2 => {
+                let kind = if subr == Subr::Index { Search::Index } else { Search::Rindex };
+                let (_, w) = self.search(kind, args, e.span)?;
+                self.asm.ldx(Size::DW, R0, R7, w as i16);
+            }
             other => {
                 return self.err(e.span, format!("subroutine {other:?} is not supported by sightline yet").to_lowercase());
             }
@@ -2425,6 +2438,15 @@ impl ProgGen<'_, '_> {
                 a.alu_imm(Alu::Add, R3, tmp as i32);
                 a.alu(Alu::Add, R3, R5);
                 a.call(helper::PROBE_READ_KERNEL_STR);
+            }
+            TExprKind::Call(Subr::Basename, args) if args.len() == 1 => self.basename_dirname(&args[0], false, off, e.span)?,
+            TExprKind::Call(Subr::Dirname, args) if args.len() == 1 => self.basename_dirname(&args[0], true, off, e.span)?,
+            TExprKind::Call(Subr::Substr, args) if args.len() >= 2 => self.substr(args, off, e.span)?,
+            TExprKind::Call(Subr::Strchr, args) if args.len() == 2 => self.strchr(args, false, off, e.span)?,
+            TExprKind::Call(Subr::Strrchr, args) if args.len() == 2 => self.strchr(args, true, off, e.span)?,
+            TExprKind::Call(Subr::Strstr, args) if args.len() == 2 => {
+                let (s, w) = self.search(Search::Strstr, args, e.span)?;
+                self.suffix_at(s, w, off);
             }
             TExprKind::Call(subr, _) => {
                 return self.err(e.span, format!("subroutine {subr:?} is not supported by sightline yet").to_lowercase());

@@ -253,3 +253,118 @@ fn strjoin_and_lltostr_build_strings() {
     assert_eq!(l.next(), Some("[abcde][x][abcde]"));
     assert_eq!(l.next(), Some("[0][12345][-42][-9223372036854775808]"));
 }
+
+/// The string subroutines of the DTrace guide ("Actions and Subroutines" → "Subroutines"), with
+/// the edge cases illumos' dtrace_dif_subr defines; every expectation is derived by hand from
+/// those rules. A NULL result (not found) prints as "" (Sightline's strings are values).
+#[test]
+fn string_subroutines_follow_dtrace() {
+    if !test_support::privileged("loads and test-runs BPF programs") {
+        return;
+    }
+    let strings = [
+        // basename: the last component, trailing slashes ignored; "" -> "."; slashes only -> "/".
+        (r#"basename("/usr/lib/libc.so.6")"#, "libc.so.6"),
+        (r#"basename("/usr/lib/")"#, "lib"),
+        (r#"basename("/")"#, "/"),
+        (r#"basename("//")"#, "/"),
+        (r#"basename("")"#, "."),
+        (r#"basename("foo")"#, "foo"),
+        (r#"basename("foo/")"#, "foo"),
+        (r#"basename("/foo")"#, "foo"),
+        (r#"basename("a//b//")"#, "b"),
+        // dirname: everything before the last component's slashes; no slash -> "."; a component
+        // right after the leading slashes -> "/".
+        (r#"dirname("/usr/lib/libc.so.6")"#, "/usr/lib"),
+        (r#"dirname("/usr/lib/")"#, "/usr"),
+        (r#"dirname("/")"#, "/"),
+        (r#"dirname("")"#, "."),
+        (r#"dirname("foo")"#, "."),
+        (r#"dirname("foo/")"#, "."),
+        (r#"dirname("/foo")"#, "/"),
+        (r#"dirname("//foo")"#, "/"),
+        (r#"dirname("a//b//")"#, "a"),
+        (r#"dirname("usr//lib")"#, "usr"),
+        // substr: negative index from the end; a start before the string eats into the length;
+        // a negative length leaves bytes off the end.
+        (r#"substr("hello", 1)"#, "ello"),
+        (r#"substr("hello", 0)"#, "hello"),
+        (r#"substr("hello", -3)"#, "llo"),
+        (r#"substr("hello", 1, 3)"#, "ell"),
+        (r#"substr("hello", -3, 2)"#, "ll"),
+        (r#"substr("hello", -10, 7)"#, "he"),
+        (r#"substr("hello", -10)"#, "hello"),
+        (r#"substr("hello", -10, 3)"#, ""),
+        (r#"substr("hello", 5)"#, ""),
+        (r#"substr("hello", 10)"#, ""),
+        (r#"substr("hello", 1, -1)"#, "ell"),
+        (r#"substr("hello", 1, -10)"#, ""),
+        (r#"substr("hello", 2, 0)"#, ""),
+        (r#"substr("hello", 0, 100)"#, "hello"),
+        (r#"substr("", 0)"#, ""),
+        // strchr / strrchr: from the first / last occurrence; none -> NULL.
+        (r#"strchr("hello", 'l')"#, "llo"),
+        (r#"strrchr("hello", 'l')"#, "lo"),
+        (r#"strchr("hello", 'z')"#, ""),
+        (r#"strrchr("hello", 'z')"#, ""),
+        (r#"strchr("hello", 'h')"#, "hello"),
+        (r#"strrchr("hello", 'o')"#, "o"),
+        (r#"strchr("a/b/c", '/')"#, "/b/c"),
+        (r#"strrchr("a/b/c", '/')"#, "/c"),
+        // strstr: from the first occurrence; "" is found at 0; none -> NULL.
+        (r#"strstr("hello world", "o w")"#, "o world"),
+        (r#"strstr("hello", "l")"#, "llo"),
+        (r#"strstr("hello", "")"#, "hello"),
+        (r#"strstr("hello", "xyz")"#, ""),
+        (r#"strstr("abc", "abcd")"#, ""),
+        (r#"strstr("aaab", "aab")"#, "aab"),
+        (r#"strstr("/usr/lib/libc.so.6", "lib")"#, "lib/libc.so.6"),
+        // Nested: the results are ordinary strings.
+        (r#"basename(dirname("/a/b/c"))"#, "b"),
+        (r#"substr(basename("/usr/lib/libc.so.6"), 0, 4)"#, "libc"),
+    ];
+    for (expr, want) in strings {
+        let (out, err, _) = run(&format!("BEGIN {{ printf(\"[%s]\\n\", {expr}); exit(0); }}"));
+        assert!(err.is_empty(), "{expr}: stderr {err}");
+        assert_eq!(out.lines().next(), Some(format!("[{want}]").as_str()), "{expr}");
+    }
+    let ints = [
+        // index: first position at or after start (negative start -> 0; start past the end ->
+        // the length for an empty needle, else -1); both empty -> 0.
+        (r#"index("hello", "l")"#, "2"),
+        (r#"index("hello", "lo")"#, "3"),
+        (r#"index("hello", "z")"#, "-1"),
+        (r#"index("hello", "")"#, "0"),
+        (r#"index("", "")"#, "0"),
+        (r#"index("", "a")"#, "-1"),
+        (r#"index("hello", "l", 3)"#, "3"),
+        (r#"index("hello", "l", 4)"#, "-1"),
+        (r#"index("hello", "h", -5)"#, "0"),
+        (r#"index("hello", "", 7)"#, "5"),
+        (r#"index("hello", "o", 5)"#, "-1"),
+        (r#"index("abcabc", "abc", 1)"#, "3"),
+        // rindex: last position at or before start (default: the length, so "" is found there;
+        // negative start -> 0 for an empty needle, else -1; start past the end -> the length).
+        (r#"rindex("hello", "l")"#, "3"),
+        (r#"rindex("hello", "")"#, "5"),
+        (r#"rindex("hello", "z")"#, "-1"),
+        (r#"rindex("hello", "l", 2)"#, "2"),
+        (r#"rindex("hello", "l", 1)"#, "-1"),
+        (r#"rindex("hello", "l", 100)"#, "3"),
+        (r#"rindex("hello", "", -1)"#, "0"),
+        (r#"rindex("hello", "l", -1)"#, "-1"),
+        (r#"rindex("", "")"#, "0"),
+        (r#"rindex("abcabc", "abc")"#, "3"),
+    ];
+    for (expr, want) in ints {
+        assert_eq!(eval(expr), want, "{expr}");
+    }
+    // A needle that is not a constant is compared over the whole strsize.
+    let (out, err, _) = run(r#"BEGIN {
+        t = "lib"; s = "/usr/lib/libc.so";
+        printf("%d %d %s|%s\n", index(s, t), rindex(s, t), strstr(s, t), strchr(s, 'c'));
+        exit(0);
+    }"#);
+    assert!(err.is_empty(), "{err}");
+    assert_eq!(out.lines().next(), Some("5 9 lib/libc.so|c.so"));
+}

@@ -196,8 +196,8 @@ const ACTIONS: &[&str] = &[
 ];
 /// Names of subroutines (calls with a value).
 const SUBROUTINES: &[&str] = &[
-    "copyinstr", "copyin", "strlen", "strjoin", "stringof", "basename", "dirname", "substr", "strchr", "strstr",
-    "lltostr", "rand", "progenyof", "speculation", "htons", "ntohs", "htonl", "ntohl", "htonll", "ntohll", "stack",
+    "copyinstr", "copyin", "strlen", "strjoin", "stringof", "basename", "dirname", "substr", "strchr", "strrchr",
+    "strstr", "index", "rindex", "lltostr", "rand", "progenyof", "speculation", "htons", "ntohs", "htonl", "ntohl", "htonll", "ntohll", "stack",
     "ustack", "sym", "func", "mod", "usym", "ufunc", "umod", "uaddr",
 ];
 /// Aggregating functions.
@@ -2550,14 +2550,29 @@ impl<'a> Analyzer<'a> {
                 let v = targs.into_iter().enumerate().map(|(i, t)| if i == 0 { t } else { convert(t, &Type::I64) }).collect();
                 Ok(call(Subr::Substr, v, Type::String))
             }
-            "strchr" => {
+            "strchr" | "strrchr" => {
                 if n != 2 {
-                    return Err(arity(self, "two arguments", "strchr(string, char)"));
+                    return Err(arity(self, "two arguments", &format!("{func}(string, char)")));
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_int(self, &targs[1], "character")?;
                 let [s, c] = <[TExpr; 2]>::try_from(targs).map_err(|_| Reported)?;
-                Ok(call(Subr::Strchr, vec![s, convert(c, &Type::CHAR)], Type::String))
+                let subr = if func == "strchr" { Subr::Strchr } else { Subr::Strrchr };
+                Ok(call(subr, vec![s, convert(c, &Type::CHAR)], Type::String))
+            }
+            "index" | "rindex" => {
+                // DTrace's `int index(const char *s, const char *subs [, int start])` (and rindex):
+                // the position is converted to `int64_t` as dtrace_dif_subr reads it.
+                if !(2..=3).contains(&n) {
+                    return Err(arity(self, "two or three arguments", &format!("{func}(string, string [, start])")));
+                }
+                need_str(self, &targs[0], "first argument")?;
+                need_str(self, &targs[1], "second argument")?;
+                if n == 3 {
+                    need_int(self, &targs[2], "start position")?;
+                }
+                let v = targs.into_iter().enumerate().map(|(i, t)| if i < 2 { t } else { convert(t, &Type::I64) }).collect();
+                Ok(call(if func == "index" { Subr::Index } else { Subr::Rindex }, v, Type::INT))
             }
             "lltostr" => {
                 if n != 1 {

@@ -515,10 +515,16 @@ pub enum Subr {
     Dirname,
     /// `substr(s, i [, len])` → `string`.
     Substr,
-    /// `strchr(s, c)` → `string`.
+    /// `strchr(s, c)` → `string`: `s` from the first `c` on ("" when `c` does not occur).
     Strchr,
-    /// `strstr(s, t)` → `string`.
+    /// `strrchr(s, c)` → `string`: `s` from the last `c` on ("" when `c` does not occur).
+    Strrchr,
+    /// `strstr(s, t)` → `string`: `s` from the first occurrence of `t` on ("" when none).
     Strstr,
+    /// `index(s, t [, start])` → `int`: position of the first `t` in `s` at or after `start`, -1 if none.
+    Index,
+    /// `rindex(s, t [, start])` → `int`: position of the last `t` in `s` at or before `start`, -1 if none.
+    Rindex,
     /// `lltostr(i)` → `string`.
     Lltostr,
     /// `rand()` → `int`.
