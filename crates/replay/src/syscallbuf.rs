@@ -110,6 +110,13 @@ pub fn switch_off(t: &Stopped) {
     }
 }
 
+/// True when `rip` is inside the handler proper, where its view of the buffer may be half-way
+/// through a call: anywhere in it but just after its trapped `syscall` (from there it only returns
+/// or starts over). Stubs do not count: a tracee there is before or after the handler's work.
+pub fn inside_handler(rip: u64) -> bool {
+    (sb::BASE..sb::BASE + sb::STUBS_OFF).contains(&rip) && rip != sb::traced_ip()
+}
+
 /// True when this seccomp stop is the handler's own trapped call.
 pub fn from_handler(rip: u64) -> bool {
     rip == sb::traced_ip()
@@ -214,4 +221,21 @@ fn rewind(t: &mut Stopped, saved: replay_ptrace::Regs, site: u64, nr: u64) -> Re
     r.rip = site;
     t.set_regs(&r)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inside_the_handler_means_its_code_but_not_after_its_trapped_call() {
+        let traced = sb::traced_ip();
+        assert!(inside_handler(sb::BASE));
+        assert!(inside_handler(traced - 2), "at the trapped syscall itself (a restart)");
+        assert!(!inside_handler(traced), "after it: it only returns or starts over");
+        assert!(inside_handler(sb::untraced_ip()), "after its untraced call, the record half-written");
+        assert!(!inside_handler(sb::BASE + sb::STUBS_OFF), "a stub");
+        assert!(!inside_handler(sb::BASE - 1));
+        assert!(!inside_handler(0x7fff_f7e0_0041));
+    }
 }

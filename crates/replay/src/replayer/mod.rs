@@ -215,8 +215,8 @@ impl Replayer<'_> {
     fn dispatch(&mut self, t: Stopped, kind: WaitKind) -> Result<(), Error> {
         let tid = t.tid();
         match self.on_stop(t, kind) {
-            Ok(Next::Resume(t, how, sig)) => {
-                self.prefill(&t)?;
+            Ok(Next::Resume(mut t, how, sig)) => {
+                self.prefill(&mut t)?;
                 match t.resume(how, sig) {
                     Ok(r) => {
                         if let Some(p) = self.procs.get_mut(&tid) {
@@ -257,12 +257,20 @@ impl Replayer<'_> {
 
     /// Before resuming a tracee whose next recorded event is a batch of buffered calls, puts the batch
     /// in its buffer (if the previous one is used up), saving the handler a trapped call to ask for it.
-    fn prefill(&mut self, t: &Stopped) -> Result<(), Error> {
+    ///
+    /// Not while the tracee is stopped inside the handler (a real signal of the replay's own, such
+    /// as a child's SIGCHLD, can stop it anywhere): having found the buffer used up, it may be on
+    /// its way to its trapped call, which would then find a full buffer and report a divergence.
+    /// That trapped call fetches the batch instead.
+    fn prefill(&mut self, t: &mut Stopped) -> Result<(), Error> {
         let rec = self.rec_of(t.tid());
         let Some(Event::Buffered(recs)) = self.front(rec) else { return Ok(()) };
         match crate::syscallbuf::header(t) {
             Some(h) if h.used == h.pos => {}
             _ => return Ok(()),
+        }
+        if crate::syscallbuf::inside_handler(t.regs()?.rip) {
+            return Ok(());
         }
         let recs = recs.clone();
         crate::syscallbuf::fill(t, &recs)?;
