@@ -365,6 +365,11 @@ impl Asm {
     pub fn atomic_add64(&mut self, dst: Reg, off: i16, src: Reg) {
         self.push(STX | ATOMIC | Size::DW.bits(), dst, src, off, 0x00);
     }
+    /// Atomic compare-and-exchange (`BPF_ATOMIC | BPF_CMPXCHG`, Linux 5.12): if
+    /// `*(u64 *)(dst + off) == R0` it becomes `src`; R0 receives the old value either way.
+    pub fn atomic_cmpxchg64(&mut self, dst: Reg, off: i16, src: Reg) {
+        self.push(STX | ATOMIC | Size::DW.bits(), dst, src, off, 0xf1);
+    }
     /// Unconditional jump to `l`.
     pub fn ja(&mut self, l: Label) {
         self.fixups.push((self.insns.len(), l));
@@ -466,6 +471,16 @@ mod tests {
         let (insns, _) = a.finish();
         assert_eq!(insns[0].off, 1);
         assert_eq!(insns[0].code, 0x15);
+    }
+
+    #[test]
+    fn cmpxchg_is_an_atomic_dw_store_with_the_fetch_flag() {
+        let mut a = Asm::new();
+        a.atomic_cmpxchg64(R9, 8, R2);
+        let (insns, _) = a.finish();
+        // db 29 08 00 f1 00 00 00: BPF_STX | BPF_ATOMIC | BPF_DW, dst r9, src r2, off 8,
+        // imm BPF_CMPXCHG (0xf0 | BPF_FETCH) (instruction-set.rst, "Atomic operations").
+        assert_eq!(insns[0].to_bytes(), [0xdb, 0x29, 8, 0, 0xf1, 0, 0, 0]);
     }
 
     #[test]

@@ -39,7 +39,13 @@ pub enum MapRole {
     Aggregation(usize),
     /// Syscall-number → probe-function-name table (`probefunc` of syscall probes), 64 bytes each.
     SyscallNames,
+    /// Speculation states: `nspec + 1` `u64` words (key = speculation id; 0 unused), each
+    /// `generation << 8 | state` with state 0 = free, 1 = active ([`SPEC_ACTIVE`]).
+    Speculations,
 }
+
+/// The state byte of an active speculation in a [`MapRole::Speculations`] word.
+pub const SPEC_ACTIVE: u64 = 1;
 
 /// Per-CPU counters in the [`MapRole::Stats`] map, reported at exit the DTrace way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +59,13 @@ pub enum Stat {
     AggDrops = 2,
     /// A clause faulted (division by zero, bad address); also reported through the ERROR record.
     Errors = 3,
+    /// `speculation()` found every buffer in use ("N failed speculations (no speculative buffer
+    /// available)").
+    SpecUnavail = 4,
 }
 
 /// Number of [`Stat`] slots.
-pub const STAT_COUNT: u32 = 4;
+pub const STAT_COUNT: u32 = 5;
 
 /// A map the runtime creates before loading programs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +286,15 @@ pub enum RecordAction {
     /// A run-time fault, in a record of its own: fields are `u64 fault kind` ([`Fault`]) and
     /// `u64 address`.
     Error,
+    /// `speculate(id)`: fields `u64 id` and `u64 token`. The record is held by the consumer in
+    /// speculation `id`'s buffer until a commit or discard with the same token; token 0 (the id
+    /// was 0, or the speculation not active) drops the record silently, as DTrace does.
+    Speculate,
+    /// `commit(id)`: fields `u64 id` and `u64 token` (the speculation's state word when this
+    /// commit made it free; 0 when it was not active: the commit silently fails).
+    Commit,
+    /// `discard(id)`: fields as [`RecordAction::Commit`].
+    Discard,
 }
 
 /// Run-time faults a clause can report (DTrace's `DTRACEFLT_*`).
@@ -285,6 +303,8 @@ pub enum RecordAction {
 pub enum Fault {
     /// Invalid address (`DTRACEFLT_BADADDR`).
     BadAddr = 1,
+    /// Illegal operation (`DTRACEFLT_ILLOP`): e.g. a speculation id above `nspec`.
+    IllOp = 2,
     /// Division by zero (`DTRACEFLT_DIVZERO`).
     DivZero = 4,
 }
@@ -294,6 +314,7 @@ impl Fault {
     pub fn from_u64(v: u64) -> Option<Fault> {
         match v {
             1 => Some(Fault::BadAddr),
+            2 => Some(Fault::IllOp),
             4 => Some(Fault::DivZero),
             _ => None,
         }
@@ -302,6 +323,7 @@ impl Fault {
     pub fn describe(self, addr: u64) -> String {
         match self {
             Fault::BadAddr => format!("invalid address (0x{addr:x})"),
+            Fault::IllOp => "illegal operation".to_string(),
             Fault::DivZero => "divide-by-zero".to_string(),
         }
     }

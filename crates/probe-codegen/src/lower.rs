@@ -27,7 +27,10 @@ use probe_syntax::ast::{BinaryOp, UnaryOp};
 use crate::insn::*;
 use crate::layout::*;
 
+mod spec;
 mod strsubr;
+pub use spec::NSPEC_MAX;
+use spec::SpecAction;
 use strsubr::Search;
 
 /// Inputs the code generator needs from the machine and the options.
@@ -154,6 +157,8 @@ struct Builder<'p> {
     globals_map: Option<usize>,
     globals_size: u32,
     agg_value_max: u32,
+    /// The `sl_spec` map, once a program uses speculations.
+    spec_map: Option<usize>,
 }
 
 /// Compiles a checked program into maps, programs and record layouts.
@@ -171,6 +176,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         globals_map: None,
         globals_size: 0,
         agg_value_max: 8,
+        spec_map: None,
     };
     b.build_maps()?;
     // Group clauses by attach point, keeping program order inside each group.
@@ -973,6 +979,15 @@ impl ProgGen<'_, '_> {
                 (RecordAction::Normalize { agg: agg.0 as usize, factor: Some(self.const_int(factor)?) }, vec![])
             }
             Action::Denormalize(agg) => (RecordAction::Normalize { agg: agg.0 as usize, factor: None }, vec![]),
+            Action::Speculate(_) | Action::Commit(_) | Action::Discard(_) => {
+                let action = match a {
+                    Action::Speculate(_) => RecordAction::Speculate,
+                    Action::Commit(_) => RecordAction::Commit,
+                    _ => RecordAction::Discard,
+                };
+                let word = FieldKind::Int { bytes: 8, signed: false };
+                (action, vec![word.clone(), word])
+            }
             _ => return None,
         })
     }
@@ -996,9 +1011,6 @@ impl ProgGen<'_, '_> {
 
     fn action(&mut self, a: &Action, span: Span) -> Res<()> {
         match a {
-            Action::Speculate(_) | Action::Commit(_) | Action::Discard(_) => {
-                return self.err(span, "speculations are not supported by sightline yet");
-            }
             Action::Tracemem { .. } => return self.err(span, "tracemem() is not supported by sightline yet"),
             Action::System { .. } | Action::Raise(_) | Action::Stop => {
                 return self.err(span, "destructive actions (system, raise, stop) are not supported");
@@ -1027,6 +1039,9 @@ impl ProgGen<'_, '_> {
                 self.int(e)?;
                 self.asm.stx(Size::DW, R7, offs[0] as i16, R0);
             }
+            Action::Speculate(id) => self.spec_action(SpecAction::Speculate, id, &offs, span)?,
+            Action::Commit(id) => self.spec_action(SpecAction::Commit, id, &offs, span)?,
+            Action::Discard(id) => self.spec_action(SpecAction::Discard, id, &offs, span)?,
             _ => {}
         }
         Ok(())
@@ -2091,6 +2106,7 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             Subr::Copyin => self.copyin(args, e.span)?,
+            Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index { Search::Index } else { Search::Rindex };
                 let (_, w) = self.search(kind, args, e.span)?;

@@ -313,8 +313,10 @@ pub enum DropKind {
     Aggregation,
     /// Dynamic variable drops (associative arrays, thread-locals: map full).
     Dynamic,
-    /// Speculation drops.
+    /// Speculation drops: a record did not fit its speculative buffer (`specsize`).
     Speculative,
+    /// Failed speculations: `speculation()` found no free speculative buffer (`nspec`).
+    SpecUnavailable,
 }
 
 impl DropKind {
@@ -324,14 +326,15 @@ impl DropKind {
             DropKind::Aggregation => "aggregation",
             DropKind::Dynamic => "dynamic",
             DropKind::Speculative => "speculative",
+            DropKind::SpecUnavailable => "speculation_unavailable",
         }
     }
 }
 
 /// DTrace's drop message (without the `dtrace: ` prefix or newline): per CPU
 /// `"N drops on CPU k"` / `"N aggregation drops on CPU k"`, global `"N dynamic variable drops"`,
-/// `"N speculative drops"` (singular when N = 1) (dt_handle.c `dt_handle_cpudrop`,
-/// `dt_handle_status`).
+/// `"N speculative drops"`, `"N failed speculations (no speculative buffer available)"`
+/// (singular when N = 1) (dt_handle.c `dt_handle_cpudrop`, `dt_handle_status`).
 pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
     let s = if count > 1 { "s" } else { "" };
     match kind {
@@ -348,6 +351,7 @@ pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
         }
         DropKind::Dynamic => format!("{count} dynamic variable drop{s}"),
         DropKind::Speculative => format!("{count} speculative drop{s}"),
+        DropKind::SpecUnavailable => format!("{count} failed speculation{s} (no speculative buffer available)"),
     }
 }
 
@@ -562,6 +566,15 @@ mod tests {
         assert_eq!(
             drop_message(DropKind::Dynamic, None, 2),
             "2 dynamic variable drops"
+        );
+        assert_eq!(drop_message(DropKind::Speculative, None, 38), "38 speculative drops");
+        assert_eq!(
+            drop_message(DropKind::SpecUnavailable, None, 1),
+            "1 failed speculation (no speculative buffer available)"
+        );
+        assert_eq!(
+            drop_message(DropKind::SpecUnavailable, None, 2),
+            "2 failed speculations (no speculative buffer available)"
         );
         let v: Json = serde_json::from_str(&drops_line(DropKind::Dynamic, None, 2)).unwrap();
         assert_eq!(v["cpu"], Json::Null);

@@ -7,7 +7,7 @@
 //! `exit()`, SIGINT/SIGTERM, or the target's exit; everything is detached; END runs; the remaining
 //! records print; aggregations not yet printed by `printa()` print; drops are reported.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -188,6 +188,25 @@ pub struct Consumer<'a> {
     usyms: crate::user::UserSymbols,
     reported: BTreeMap<(u32, usize), u64>,
     sort: SortOptions,
+    /// Speculative records waiting for their commit or discard, by (speculation id, token).
+    spec_bufs: HashMap<(u64, u64), SpecBuffer>,
+    /// Per speculation id, the newest generation a commit or discard retired: records of that
+    /// generation or older arriving later lost a race with it and are dropped.
+    spec_retired: HashMap<u64, u64>,
+    /// `specsize`: bytes of records one speculation may hold per CPU (DTrace's default 32 KiB).
+    specsize: u64,
+    /// Speculative records dropped because their buffer was full, not yet reported.
+    spec_drops: u64,
+}
+
+/// DTrace's default `specsize` (illumos `dtrace_specsize_default`): 32 KiB per CPU.
+pub const SPECSIZE_DEFAULT: u64 = 32 << 10;
+
+/// The records of one speculation, in arrival order, and the bytes they take per CPU.
+#[derive(Debug, Default)]
+struct SpecBuffer {
+    records: Vec<(u32, u32, u64, u64, u64, Vec<u8>)>,
+    bytes: HashMap<u32, u64>,
 }
 
 impl std::fmt::Debug for Consumer<'_> {
@@ -257,6 +276,10 @@ impl<'a> Consumer<'a> {
             usyms,
             reported: BTreeMap::new(),
             sort,
+            spec_bufs: HashMap::new(),
+            spec_retired: HashMap::new(),
+            specsize: prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT),
+            spec_drops: 0,
         })
     }
 
@@ -419,7 +442,64 @@ impl<'a> Consumer<'a> {
         }
     }
 
+    /// The (id, token) of a record's executed `speculate()`, if it has one.
+    fn speculated(&self, id: u32, mask: u64, bytes: &[u8]) -> Option<(u64, u64)> {
+        let desc = self.session.layout.records.get(id as usize)?;
+        let (i, a) = desc.actions.iter().enumerate().find(|(_, a)| a.action == RecordAction::Speculate)?;
+        if mask & (1 << i) == 0 {
+            return None;
+        }
+        let word = |f: &Field| {
+            let o = f.offset as usize;
+            bytes.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        Some((word(&a.fields[0]), word(&a.fields[1])))
+    }
+
+    /// A record from the ring buffer: held in its speculation's buffer when its clause
+    /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
     fn record(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
+        let Some((spec, token)) = self.speculated(id, mask, bytes) else {
+            return self.record_now(id, cpu, key, mask, ts, bytes);
+        };
+        // Token 0: speculate() on id 0 or on a speculation that was not active (silently
+        // discarded, as DTrace does); an older generation: the speculation was already retired.
+        if token == 0 || self.spec_retired.get(&spec).is_some_and(|&g| token >> 8 <= g) {
+            return Ok(());
+        }
+        let buf = self.spec_bufs.entry((spec, token)).or_default();
+        let used = buf.bytes.entry(cpu).or_default();
+        if *used + bytes.len() as u64 > self.specsize {
+            // The speculative buffer is full: "N speculative drops".
+            self.spec_drops += 1;
+            return Ok(());
+        }
+        *used += bytes.len() as u64;
+        buf.records.push((id, cpu, key, mask, ts, bytes.to_vec()));
+        Ok(())
+    }
+
+    /// `commit()` (print the held records, in order) or `discard()` of speculation `spec` with
+    /// `token`; token 0 is a commit that silently failed.
+    fn retire(&mut self, spec: u64, token: u64, commit: bool) -> Result<(), RunError> {
+        if token == 0 {
+            return Ok(());
+        }
+        let g = self.spec_retired.entry(spec).or_insert(0);
+        *g = (*g).max(token >> 8);
+        // Buffers of older generations of this id can never be committed any more.
+        let generation = token >> 8;
+        self.spec_bufs.retain(|&(s, t), _| s != spec || t >> 8 > generation || t == token);
+        let Some(buf) = self.spec_bufs.remove(&(spec, token)) else { return Ok(()) };
+        if commit {
+            for (id, cpu, key, mask, ts, bytes) in buf.records {
+                self.record_now(id, cpu, key, mask, ts, &bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn record_now(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
         let Some(desc) = self.session.layout.records.get(id as usize).cloned() else { return Ok(()) };
         let probe = self.probe_of(id as usize, key);
         // A run-time error: report it, fire ERROR clauses.
@@ -539,7 +619,17 @@ impl<'a> Consumer<'a> {
                 RecordAction::Normalize { agg, factor } => {
                     self.normals[*agg] = factor.map_or(1, |f| f.max(1) as u64);
                 }
-                RecordAction::Error => {}
+                RecordAction::Error | RecordAction::Speculate => {}
+                RecordAction::Commit | RecordAction::Discard => {
+                    let (Value::Int(spec), Value::Int(token)) =
+                        (self.decode(&a.fields[0], bytes), self.decode(&a.fields[1], bytes))
+                    else {
+                        continue;
+                    };
+                    // What the committing clause printed so far goes first.
+                    self.emit(&mut text, &mut items, cpu, &probe, ts)?;
+                    self.retire(spec.bits, token.bits, a.action == RecordAction::Commit)?;
+                }
             }
         }
         self.emit(&mut text, &mut items, cpu, &probe, ts)?;
@@ -626,6 +716,15 @@ impl<'a> Consumer<'a> {
         }
         if dynamic > 0 {
             self.drop_line(DropKind::Dynamic, None, dynamic)?;
+        }
+        let unavail: u64 = stats.iter().map(|s| s[Stat::SpecUnavail as usize]).sum();
+        let prev = self.reported.insert((Stat::SpecUnavail as u32, usize::MAX), unavail).unwrap_or(0);
+        if unavail > prev {
+            self.drop_line(DropKind::SpecUnavailable, None, unavail - prev)?;
+        }
+        if self.spec_drops > 0 {
+            let n = std::mem::take(&mut self.spec_drops);
+            self.drop_line(DropKind::Speculative, None, n)?;
         }
         Ok(())
     }

@@ -887,8 +887,8 @@ impl<'a> Analyzer<'a> {
     /// DTrace's rules for speculative clauses (guide, "Speculative Tracing" → "Using a
     /// Speculation", "Committing a Speculation"): one `speculate()` per clause, before any
     /// data-recording action; no aggregations, `exit()` or destructive actions in a speculative
-    /// clause; no `speculate()` and `commit()` in the same clause; no data recording after
-    /// `commit()`.
+    /// clause; no `speculate()` and `commit()` in the same clause; no data recording before or
+    /// after `commit()`.
     fn check_speculation(&mut self, body: &[TStmt]) {
         fn flatten<'t>(body: &'t [TStmt], out: &mut Vec<&'t TStmt>) {
             for s in body {
@@ -936,6 +936,14 @@ impl<'a> Analyzer<'a> {
                             self.report(
                                 Diagnostic::error("speculate() and commit() cannot be in the same clause", *span)
                                     .with_label(sp, "speculate() here"),
+                            );
+                        } else if let Some(rec) = recorded {
+                            // "A clause containing a commit() cannot contain a data recording
+                            // action" (guide, "Committing a Speculation"; dt_cc.c D_COMM_DREC).
+                            self.report(
+                                Diagnostic::error("commit() may not follow data-recording actions", *span)
+                                    .with_label(rec, "data recorded here")
+                                    .with_hint("record the data in another clause"),
                             );
                         }
                         commit.get_or_insert(*span);

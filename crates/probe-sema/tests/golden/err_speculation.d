@@ -34,3 +34,10 @@ syscall::close:entry
 	speculate(self->spec);
 	commit(self->spec);
 }
+
+syscall::close:return
+/self->spec/
+{
+	printf("before commit\n");
+	commit(self->spec);
+}
