@@ -185,6 +185,11 @@ impl Replayer<'_> {
         let mode = match spec.mode {
             _ if failed => Mode::Emulate,
             Mode::Wait if waited_child(&ev) <= 0 => Mode::Emulate,
+            // A fork interrupted by a signal (-ERESTARTNOINTR: typically a held signal released
+            // at this sync point, often a child's SIGCHLD) made no child; the kernel restarts it
+            // once the signal is handled, which is the next recorded fork. Skipped here, restarted
+            // likewise.
+            Mode::Fork if syscalls::is_restart(ev.result) => Mode::Emulate,
             Mode::Fcntl => match args[1] as i32 {
                 libc::F_DUPFD | libc::F_DUPFD_CLOEXEC | libc::F_GETFD | libc::F_SETFD => Mode::Real,
                 _ => Mode::Emulate,
