@@ -798,3 +798,45 @@ int main(void) {
     // nearly every child has exited by then.
     assert!(interrupted >= 1, "no fork was interrupted by a held SIGCHLD: the test did not test");
 }
+
+/// SIGALRMs that arrive while the program makes only buffered calls are held until its next
+/// trapped call. The recorder used to keep every held instance, delivering the backlog one per
+/// trapped call long after the program stopped its timer, and finally after it restored the
+/// default action: the recorded program was killed by SIGALRM (exit 142) where it exits 0
+/// natively. A standard signal is now held once, as the kernel keeps it pending once.
+#[test]
+fn held_sigalrms_merge_like_pending_signals() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+static volatile long hits;
+static void on_alarm(int s) { (void)s; hits++; }
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_REAL, &it, 0);
+    long ok = 0;
+    struct stat st;
+    for (int i = 0; i < 300000; i++) ok += stat("/etc/passwd", &st) == 0;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, 0);
+    signal(SIGALRM, SIG_DFL);
+    long ppid = 0;
+    for (int i = 0; i < 50; i++) ppid += getppid() > 0;
+    printf("ok=%ld ppid=%ld\n", ok, ppid);
+    return 0;
+}
+"#;
+    let exe = guest_from_source("held_alarms", src, tmp.path());
+    let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out), "ok=300000 ppid=50\n");
+    assert_eq!(rec.meta.exit_code, Some(0), "not killed by a SIGALRM delivered after SIG_DFL");
+}

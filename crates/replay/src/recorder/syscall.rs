@@ -19,6 +19,10 @@ pub(super) struct Pending {
     fd: Option<FdInfo>,
 }
 
+/// Signals below this number are standard (not real-time) signals, which do not queue
+/// (signal(7), "Real-time signals"; the kernel's `SIGRTMIN` is 32).
+const STANDARD_SIGNALS_END: i32 = 32;
+
 /// `CLONE_THREAD` (`include/uapi/linux/sched.h`).
 const CLONE_THREAD: u64 = 0x0001_0000;
 
@@ -64,6 +68,15 @@ impl Recorder {
                 return Err(Box::new((Some(t), e.into())));
             }
             p.releasing = Some((sig, info));
+            // A standard signal is pending at most once: the kernel merges a second instance
+            // into the first until it is delivered. Each instance we held was taken off the
+            // kernel's pending set, so a timer or child exits re-generated it; natively those
+            // would have merged. Delivering the copies later (a backlog, long after the program
+            // stopped its timer, maybe after it reset the handler) is not what the program would
+            // have seen.
+            if sig < STANDARD_SIGNALS_END {
+                p.held.retain(|(s, _)| *s != sig);
+            }
         }
         p.last_exit_regs = None;
         p.pending = Some(Pending { nr, args, fd });
