@@ -4,6 +4,7 @@
 #
 #   bench/collector-bench.sh            # defaults: 2,000,000 and 4,000,000 events, 2 connections
 #   EVENTS=1000000 CONNS=4 FORMAT=text bench/collector-bench.sh
+#   NO_BUILD=1 FORMAT=text bench/collector-bench.sh   # binaries already built
 #
 # For each run: `sightline collect` (release build, loopback, ephemeral port, fresh store) and the
 # load generator (crates/causal-collector/examples/collector_bench.rs) sending length-prefixed
@@ -13,6 +14,7 @@
 # VmHWM. Two sizes are run: if memory is bounded, the peak does not grow with the event count.
 # Side by side, "baseline" inserts the same events straight into a store (no network, no
 # decoding): the ceiling of the store itself; the ratio shows what ingest costs on top.
+# The "decode" line times the text decoder alone, both ways side by side (see collector_bench.rs).
 # Target (issue 6): >= 200,000 events/s with bounded memory, on this 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +25,12 @@ FORMAT=${FORMAT:-binary}
 BIG=${BIG:-200000}
 TARGET_RATE=200000
 
-cargo build --release -q -p sightline
-cargo build --release -q -p causal-collector --example collector_bench
+# NO_BUILD=1 uses the release binaries already in $CARGO_TARGET_DIR (e.g. while another crate of
+# the workspace does not compile).
+if [ -z "${NO_BUILD:-}" ]; then
+  cargo build --release -q -p sightline
+  cargo build --release -q -p causal-collector --example collector_bench
+fi
 T=${CARGO_TARGET_DIR:-target}/release
 BIN=$T/sightline
 GEN=$T/examples/collector_bench
@@ -72,6 +78,9 @@ run "$EVENTS"
 run $((EVENTS * 2))
 "$GEN" baseline "$WORK/baseline.db" "$EVENTS" | tee "$WORK/baseline"
 "$GEN" analyze "$WORK/run-$((EVENTS * 2)).db"
+# The text decoder alone: the collector's direct text -> event path vs decoding through
+# causal::Report (what it did before; still what it falls back to), on the same reports.
+"$GEN" decode 300000
 
 read -r _ a1 b1 _ _ w1 p1 <"$WORK/fig-$EVENTS"
 read -r _ a2 b2 _ _ w2 p2 <"$WORK/fig-$((EVENTS * 2))"

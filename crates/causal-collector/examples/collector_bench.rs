@@ -11,6 +11,11 @@
 //!     in transactions of 16,384, timing only the inserts. The ceiling the collector approaches.
 //! collector_bench analyze DB
 //!     Loads the largest task of store DB and times loading, rebuilding and its critical path.
+//! collector_bench decode EVENTS
+//!     Decodes EVENTS reports (the load's reports, X-Trace 1.0 text) into events by the
+//!     reference path (`causal::Report::decode`, then `report_to_event`) and by the collector's
+//!     `decode_payload`, alternately five times each, and prints the best ns per event of each
+//!     (CPU time of this thread) and their ratio; checks that both give the same events.
 //! ```
 
 use std::io::Write;
@@ -154,6 +159,37 @@ fn analyze(db: &str) {
     );
 }
 
+fn decode(events: u64) {
+    let t0 = 1_700_000_000_000_000_000u64;
+    let payloads: Vec<Vec<u8>> = (1..=events)
+        .map(|i| {
+            let mut p = Vec::new();
+            WireFormat::Text.encode(&report(1 + i / 1000, 1 + i % 1000, 0, t0), &mut p);
+            p
+        })
+        .collect();
+    let via_report = |p: &[u8]| causal_collector::xtrace::decode_payload_via_report(p);
+    let direct = |p: &[u8]| causal_collector::xtrace::decode_payload(p);
+    for p in payloads.iter().step_by(97) {
+        assert_eq!(direct(p).expect("decodes"), via_report(p).expect("decodes"), "the two paths differ");
+    }
+    let time = |f: &dyn Fn(&[u8]) -> Result<causal_analysis::Event, causal::ReportError>| {
+        let c = thread_cpu_s();
+        let mut n = 0usize;
+        for p in &payloads {
+            n += f(p).expect("decodes").labels.len();
+        }
+        assert_eq!(n as u64, events);
+        (thread_cpu_s() - c) * 1e9 / events as f64
+    };
+    let (mut a, mut b) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        a = a.min(time(&via_report));
+        b = b.min(time(&direct));
+    }
+    println!("decode (text): Report::decode + report_to_event {a:.0} ns/event; decode_payload {b:.0} ns/event; {:.2}x", a / b);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -163,8 +199,9 @@ fn main() {
         }
         Some("analyze") if args.len() == 3 => analyze(&args[2]),
         Some("baseline") if args.len() == 4 => baseline(&args[2], args[3].parse().expect("EVENTS")),
+        Some("decode") if args.len() == 3 => decode(args[2].parse().expect("EVENTS")),
         _ => {
-            eprintln!("usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB");
+            eprintln!("usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS");
             std::process::exit(2);
         }
     }
