@@ -119,7 +119,14 @@ impl Comparison {
     pub fn text(&self, max_kinds: usize) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
-        let _ = writeln!(o, "{:<28} {:>24} {:>24}", "", format!("A {}", short(&self.a.task)), format!("B {}", short(&self.b.task)));
+        // Ids up to 22 digits (X-Trace's 16 and 20) head their columns; longer ones (a 32-digit
+        // OTLP trace id, a 40-digit TaskId) are printed whole above the table instead.
+        if self.a.task.len().max(self.b.task.len()) <= 22 {
+            let _ = writeln!(o, "{:<28} {:>24} {:>24}", "", format!("A {}", self.a.task), format!("B {}", self.b.task));
+        } else {
+            let _ = writeln!(o, "A = task {}\nB = task {}", self.a.task, self.b.task);
+            let _ = writeln!(o, "{:<28} {:>24} {:>24}", "", "A", "B");
+        }
         let row = |o: &mut String, what: &str, a: String, b: String| {
             let _ = writeln!(o, "{what:<28} {a:>24} {b:>24}");
         };
@@ -153,10 +160,6 @@ impl Comparison {
         }
         o
     }
-}
-
-fn short(task: &str) -> &str {
-    &task[..task.len().min(20)]
 }
 
 #[cfg(test)]
@@ -196,5 +199,18 @@ mod tests {
         let t = c.text(10);
         assert!(t.contains("server: retry"), "{t}");
         assert!(t.contains("45.000ms"), "{t}");
+        assert!(t.lines().next().unwrap().trim_end().ends_with("A A                      B B"), "{t}");
+    }
+
+    /// A 32-digit OTLP trace id is shown whole, not cut to 20 digits.
+    #[test]
+    fn long_task_ids_are_shown_whole() {
+        let (a, b) = ("8591D7138ADDD9177ACBFCEBE886FE31", "438AE15464ED9BC3");
+        let t = Comparison::compute(&task(a, 5, false), &task(b, 5, false)).text(10);
+        let head: Vec<&str> = t.lines().take(3).collect();
+        assert_eq!(head[0], format!("A = task {a}"), "{t}");
+        assert_eq!(head[1], format!("B = task {b}"), "{t}");
+        assert_eq!(head[2].split_whitespace().collect::<Vec<_>>(), ["A", "B"], "{t}");
+        assert_eq!(t.lines().nth(3).unwrap().split_whitespace().collect::<Vec<_>>(), ["events", "4", "4"]);
     }
 }

@@ -201,4 +201,8 @@ fn otlp_tasks_are_listed_and_shown_by_their_trace_id() {
     assert!(json["events"].as_array().unwrap().iter().all(|e| e["task"] == upper.as_str()));
     let dot = run(&["show", &trace, "--format", "dot"], &db);
     assert!(dot.starts_with(&format!("digraph \"{upper}\" {{")), "{dot}");
+    // The comparison names both tasks by their whole trace ids.
+    let other = tasks.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).find(|t| *t != upper).unwrap();
+    let cmp = run(&["show", &trace, "--compare", &other.to_ascii_lowercase()], &db);
+    assert!(cmp.starts_with(&format!("A = task {upper}\nB = task {other}\n")), "{cmp}");
 }
