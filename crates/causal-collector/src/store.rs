@@ -354,9 +354,28 @@ impl Store {
         if events.is_empty() {
             return Ok(InsertStats::default());
         }
-        let mut aggs: HashMap<&str, Agg<'_>> = HashMap::new();
+        // Per-task aggregates in order of first appearance; `slot[i]` indexes event i's task.
+        // Events of one task usually come in runs, so the previous event's task is tried before
+        // the map (hashing every event's task id twice was ~4% of the writer's time).
+        let mut aggs: Vec<(&str, Agg<'_>)> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut slot: Vec<usize> = Vec::with_capacity(events.len());
+        let mut last: Option<(&str, usize)> = None;
         for e in events {
-            let a = aggs.entry(e.task.as_str()).or_default();
+            let task = e.task.as_str();
+            let i = match last {
+                Some((t, i)) if t == task => i,
+                _ => {
+                    let i = *index.entry(task).or_insert_with(|| {
+                        aggs.push((task, Agg::default()));
+                        aggs.len() - 1
+                    });
+                    last = Some((task, i));
+                    i
+                }
+            };
+            slot.push(i);
+            let a = &mut aggs[i].1;
             a.events += 1;
             if let Some(t) = e.timestamp_ns {
                 a.first = Some(a.first.map_or(t, |f| f.min(t)));
@@ -381,7 +400,7 @@ impl Store {
             }
         }
         let tx = self.conn.transaction().map_err(sql("beginning a transaction"))?;
-        let mut ids: HashMap<&str, i64> = HashMap::with_capacity(aggs.len());
+        let mut ids: Vec<i64> = Vec::with_capacity(aggs.len());
         {
             let mut up = tx
                 .prepare_cached(
@@ -426,14 +445,14 @@ impl Store {
                 for t in &a.tags {
                     tag.execute(params![id, t]).map_err(sql("inserting a task tag"))?;
                 }
-                ids.insert(task, id);
+                ids.push(id);
             }
             // Rows are inserted ROWS_PER_INSERT at a time with one multi-row INSERT: a
             // statement step costs about as much as binding a row, so this roughly halves the
             // per-event cost of the store.
             let mut many = tx.prepare_cached(&multi_insert(ROWS_PER_INSERT)).map_err(sql("preparing the event insert"))?;
             let mut one = tx.prepare_cached(&multi_insert(1)).map_err(sql("preparing the event insert"))?;
-            let rows: Vec<Row<'_>> = events.iter().map(|e| Row::new(e, ids[e.task.as_str()])).collect();
+            let rows: Vec<Row<'_>> = events.iter().zip(&slot).map(|(e, &i)| Row::new(e, ids[i])).collect();
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(ROWS_PER_INSERT * COLUMNS);
             for chunk in &mut chunks {
