@@ -359,7 +359,8 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
         }
     };
     // Committed batches are freed on another thread: freeing ~16k events, each a dozen
-    // allocations made by the ingest threads, was ~15% of this thread's time, and this thread
+    // allocations made by the ingest threads, took about a tenth of this thread's time (measured:
+    // 552k -> 605k events per writer CPU-second once moved), and this thread
     // bounds the ingest rate. At most FREE_QUEUE batches wait to be freed (else they are freed
     // here), so memory stays bounded.
     const FREE_QUEUE: usize = 2;
