@@ -459,24 +459,32 @@ impl<'a> Consumer<'a> {
     /// A record from the ring buffer: held in its speculation's buffer when its clause
     /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
     fn record(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
-        let Some((spec, token)) = self.speculated(id, mask, bytes) else {
-            return self.record_now(id, cpu, key, mask, ts, bytes);
-        };
+        match self.speculated(id, mask, bytes) {
+            None => self.record_now(id, cpu, key, mask, ts, bytes),
+            Some((spec, token)) => {
+                self.hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
+                Ok(())
+            }
+        }
+    }
+
+    /// Keeps a speculative record in its speculation's buffer (or drops it; see [`Self::record`]).
+    fn hold(&mut self, spec: u64, token: u64, rec: (u32, u32, u64, u64, u64, Vec<u8>)) {
+        let (cpu, len) = (rec.1, rec.5.len() as u64);
         // Token 0: speculate() on id 0 or on a speculation that was not active (silently
         // discarded, as DTrace does); an older generation: the speculation was already retired.
         if token == 0 || self.spec_retired.get(&spec).is_some_and(|&g| token >> 8 <= g) {
-            return Ok(());
+            return;
         }
         let buf = self.spec_bufs.entry((spec, token)).or_default();
         let used = buf.bytes.entry(cpu).or_default();
-        if *used + bytes.len() as u64 > self.specsize {
+        if *used + len > self.specsize {
             // The speculative buffer is full: "N speculative drops".
             self.spec_drops += 1;
-            return Ok(());
+            return;
         }
-        *used += bytes.len() as u64;
-        buf.records.push((id, cpu, key, mask, ts, bytes.to_vec()));
-        Ok(())
+        *used += len;
+        buf.records.push(rec);
     }
 
     /// `commit()` (print the held records, in order) or `discard()` of speculation `spec` with
