@@ -5,7 +5,8 @@
 //! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
 //! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
 //! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
-//! through probe-format), [`user`] (the pid and USDT providers of probe-user in the catalog, their
+//! through probe-format), [`spec`] (speculative records held until their commit or discard),
+//! [`user`] (the pid and USDT providers of probe-user in the catalog, their
 //! attachment, user-space symbols).
 #![deny(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod ringbuf;
 pub mod run;
 pub mod session;
+pub mod spec;
 pub mod syscalls;
 pub mod sys;
 pub mod user;

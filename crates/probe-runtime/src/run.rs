@@ -7,7 +7,7 @@
 //! `exit()`, SIGINT/SIGTERM, or the target's exit; everything is detached; END runs; the remaining
 //! records print; aggregations not yet printed by `printa()` print; drops are reported.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use probe_sema::types::SymKind;
 
 use crate::catalog;
 use crate::session::{RawRecord, RuntimeError, Session};
+use crate::spec::{SPECSIZE_DEFAULT, SpecStore};
 use crate::sys;
 
 /// How the consumer prints and when it stops.
@@ -188,26 +189,10 @@ pub struct Consumer<'a> {
     usyms: crate::user::UserSymbols,
     reported: BTreeMap<(u32, usize), u64>,
     sort: SortOptions,
-    /// Speculative records waiting for their commit or discard, by (speculation id, token).
-    spec_bufs: HashMap<(u64, u64), SpecBuffer>,
-    /// Per speculation id, the newest generation a commit or discard retired: records of that
-    /// generation or older arriving later lost a race with it and are dropped.
-    spec_retired: HashMap<u64, u64>,
-    /// `specsize`: bytes of records one speculation may hold per CPU (DTrace's default 32 KiB).
-    specsize: u64,
-    /// Speculative records dropped because their buffer was full, not yet reported.
-    spec_drops: u64,
+    /// Speculative records waiting for their commit or discard.
+    specs: SpecStore,
 }
 
-/// DTrace's default `specsize` (illumos `dtrace_specsize_default`): 32 KiB per CPU.
-pub const SPECSIZE_DEFAULT: u64 = 32 << 10;
-
-/// The records of one speculation, in arrival order, and the bytes they take per CPU.
-#[derive(Debug, Default)]
-struct SpecBuffer {
-    records: Vec<(u32, u32, u64, u64, u64, Vec<u8>)>,
-    bytes: HashMap<u32, u64>,
-}
 
 impl std::fmt::Debug for Consumer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -276,10 +261,7 @@ impl<'a> Consumer<'a> {
             usyms,
             reported: BTreeMap::new(),
             sort,
-            spec_bufs: HashMap::new(),
-            spec_retired: HashMap::new(),
-            specsize: prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT),
-            spec_drops: 0,
+            specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
         })
     }
 
@@ -462,45 +444,18 @@ impl<'a> Consumer<'a> {
         match self.speculated(id, mask, bytes) {
             None => self.record_now(id, cpu, key, mask, ts, bytes),
             Some((spec, token)) => {
-                self.hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
+                self.specs.hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
                 Ok(())
             }
         }
     }
 
-    /// Keeps a speculative record in its speculation's buffer (or drops it; see [`Self::record`]).
-    fn hold(&mut self, spec: u64, token: u64, rec: (u32, u32, u64, u64, u64, Vec<u8>)) {
-        let (cpu, len) = (rec.1, rec.5.len() as u64);
-        // Token 0: speculate() on id 0 or on a speculation that was not active (silently
-        // discarded, as DTrace does); an older generation: the speculation was already retired.
-        if token == 0 || self.spec_retired.get(&spec).is_some_and(|&g| token >> 8 <= g) {
-            return;
-        }
-        let buf = self.spec_bufs.entry((spec, token)).or_default();
-        let used = buf.bytes.entry(cpu).or_default();
-        if *used + len > self.specsize {
-            // The speculative buffer is full: "N speculative drops".
-            self.spec_drops += 1;
-            return;
-        }
-        *used += len;
-        buf.records.push(rec);
-    }
-
     /// `commit()` (print the held records, in order) or `discard()` of speculation `spec` with
     /// `token`; token 0 is a commit that silently failed.
     fn retire(&mut self, spec: u64, token: u64, commit: bool) -> Result<(), RunError> {
-        if token == 0 {
-            return Ok(());
-        }
-        let g = self.spec_retired.entry(spec).or_insert(0);
-        *g = (*g).max(token >> 8);
-        // Buffers of older generations of this id can never be committed any more.
-        let generation = token >> 8;
-        self.spec_bufs.retain(|&(s, t), _| s != spec || t >> 8 > generation || t == token);
-        let Some(buf) = self.spec_bufs.remove(&(spec, token)) else { return Ok(()) };
+        let held = self.specs.retire(spec, token);
         if commit {
-            for (id, cpu, key, mask, ts, bytes) in buf.records {
+            for (id, cpu, key, mask, ts, bytes) in held {
                 self.record_now(id, cpu, key, mask, ts, &bytes)?;
             }
         }
@@ -730,8 +685,8 @@ impl<'a> Consumer<'a> {
         if unavail > prev {
             self.drop_line(DropKind::SpecUnavailable, None, unavail - prev)?;
         }
-        if self.spec_drops > 0 {
-            let n = std::mem::take(&mut self.spec_drops);
+        let n = self.specs.take_drops();
+        if n > 0 {
             self.drop_line(DropKind::Speculative, None, n)?;
         }
         Ok(())

@@ -3,7 +3,7 @@
 //!
 //! The kernel side only hands out and retires speculation ids; the speculative data itself
 //! travels in ordinary ring-buffer records and waits in the consumer until its commit or discard
-//! arrives (probe-runtime's `run` module; `docs/probe-internals.md`). Each id has one `u64` state
+//! arrives (probe-runtime's `spec` module; `docs/probe-internals.md`). Each id has one `u64` state
 //! word in the `sl_spec` array map: `generation << 8 | state`, state 0 free, 1 active.
 //!
 //! - `speculation()` claims the first free id with a compare-and-exchange `g<<8|0 → g<<8|1` and
