@@ -840,3 +840,72 @@ int main(void) {
     assert_eq!(String::from_utf8_lossy(&out), "ok=300000 ppid=50\n");
     assert_eq!(rec.meta.exit_code, Some(0), "not killed by a SIGALRM delivered after SIG_DFL");
 }
+
+/// `sightline replay DIR` through the CLI, killed after `secs` seconds: `None` when it hung.
+fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
+    let mut child = Command::new(test_support::sightline_bin())
+        .arg("replay")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+/// Children SIGKILLed by their parent while they make buffered calls. On replay the child is
+/// killed at its first trapped call once its recorded calls are used up; the kernel then often
+/// reports no exit stop (a SIGKILL pending as it exits), and the replay used to wait forever for
+/// the child's recorded exit, the parent parked in its wait4 (a hang). The death now stands for
+/// the exit stop.
+#[test]
+fn children_sigkilled_amid_buffered_calls_replay_without_hanging() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    for (int k = 0; k < 4; k++) {
+        pid_t p = fork();
+        if (p == 0) {
+            struct stat st;
+            for (;;) stat("/etc/passwd", &st);
+        }
+        struct timespec ts = {0, 20000000};
+        nanosleep(&ts, 0);
+        kill(p, k == 1 ? SIGTERM : SIGKILL);
+        int s;
+        waitpid(p, &s, 0);
+        printf("child %d signal %d\n", k, WTERMSIG(s));
+    }
+    return 0;
+}
+"#;
+    let exe = guest_from_source("kill_busy_children", src, tmp.path());
+    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "child 0 signal 9\nchild 1 signal 15\nchild 2 signal 9\nchild 3 signal 9\n");
+    let rec = Recording::open(&r.dir).unwrap();
+    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Buffered(_))), "the children's stats were buffered");
+    for round in 0..3 {
+        let out = cli_replay_within(&r.dir, 60).unwrap_or_else(|| panic!("replay {round} hung"));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&r.stdout), "replay {round}");
+        assert_eq!(out.status.code(), Some(0), "replay {round}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

@@ -67,6 +67,9 @@ struct Replayer<'o> {
     procs: HashMap<i32, RProc>,
     real_of: HashMap<i32, i32>,
     unmapped: HashMap<i32, (Stopped, WaitKind)>,
+    /// Recorded pids whose process died without an exit stop and whose recorded exit awaits its
+    /// rendezvous points (`process.rs`, `on_death`).
+    dead: Vec<i32>,
     progress: Progress,
     stdout: &'o mut dyn Write,
     stderr: &'o mut dyn Write,
@@ -137,6 +140,7 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
         procs: HashMap::new(),
         real_of: HashMap::new(),
         unmapped: HashMap::new(),
+        dead: Vec::new(),
         progress: Progress::default(),
         stdout,
         stderr,
@@ -284,6 +288,7 @@ impl Replayer<'_> {
     /// Retries parked tracees until none can move.
     fn unpark(&mut self) -> Result<(), Error> {
         loop {
+            self.complete_dead_exits();
             let ready: Vec<i32> = self
                 .procs
                 .iter()

@@ -7,7 +7,7 @@
 use replay_ptrace::{Resume, Stopped, WaitKind};
 
 use super::{Next, RProc, Replayer};
-use crate::Error;
+use crate::{Error, describe};
 use crate::format::Event;
 
 impl Replayer<'_> {
@@ -61,6 +61,21 @@ impl Replayer<'_> {
 
     /// The thread is gone (reaped by us).
     pub(super) fn on_death(&mut self, tid: i32, kind: WaitKind) -> Result<(), Error> {
+        let rec = self.rec_of(tid);
+        if self.debug {
+            eprintln!("[replay] tid {tid} (recorded {rec}) {kind:?}; next event {:?}", self.front(rec).map(describe));
+        }
+        // Died without reporting its exit stop: the kernel skips PTRACE_EVENT_EXIT when a SIGKILL
+        // is pending as the task exits, which happens (often, on 6.18) to the replay's own SIGKILL
+        // at a recorded SIGKILL death (`syscall.rs`). Its recorded exit happened all the same:
+        // replay it now, or once its rendezvous points are met. Left undone, a parent waiting for
+        // it would stay parked with nothing left to wake it.
+        if self.procs.contains_key(&tid)
+            && let Some(Event::Exit { status, .. }) = self.front(rec)
+            && died_as(kind, *status)
+        {
+            self.dead.push(rec);
+        }
         // The recorded pid keeps its real pid: the parent may reap the zombie later (its wait4 is
         // replayed for real on it).
         self.procs.remove(&tid);
@@ -72,6 +87,28 @@ impl Replayer<'_> {
             });
         }
         self.unmapped.remove(&tid);
-        Ok(())
+        // Its death may be what a parked process waits for (or leave all of them stuck: reported).
+        self.unpark()
+    }
+
+    /// Replays the recorded exits of processes that died without an exit stop, once ready.
+    pub(super) fn complete_dead_exits(&mut self) {
+        let dead = std::mem::take(&mut self.dead);
+        for rec in dead {
+            match self.front(rec) {
+                Some(Event::Exit { rendezvous, .. }) if self.progress.ready(rendezvous) => self.complete(rec),
+                Some(Event::Exit { .. }) => self.dead.push(rec),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// True when a death reported as `kind` is the recorded wait status `status`.
+fn died_as(kind: WaitKind, status: i32) -> bool {
+    match kind {
+        WaitKind::Exited(code) => libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == code,
+        WaitKind::Signaled(sig) => libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == sig,
+        _ => false,
     }
 }

@@ -163,6 +163,9 @@ impl Replayer<'_> {
                 // `kill` is emulated in replay, or from outside). It cannot be caught, blocked or
                 // held, so the process made no further system call: kill it at this one. Its exit
                 // stop then matches the recorded status.
+                if self.debug {
+                    eprintln!("[replay] tid {tid}: SIGKILL at {}", render(nr, &args));
+                }
                 replay_ptrace::tgkill(tid, tid, libc::SIGKILL)?;
                 return Ok(Next::Resume(t, Resume::Cont, 0));
             }
