@@ -65,11 +65,11 @@ impl Replayer<'_> {
         if self.debug {
             eprintln!("[replay] tid {tid} (recorded {rec}) {kind:?}; next event {:?}", self.front(rec).map(describe));
         }
-        // Died without reporting its exit stop: the kernel skips PTRACE_EVENT_EXIT when a SIGKILL
-        // is pending as the task exits, which happens (often, on 6.18) to the replay's own SIGKILL
-        // at a recorded SIGKILL death (`syscall.rs`). Its recorded exit happened all the same:
-        // replay it now, or once its rendezvous points are met. Left undone, a parent waiting for
-        // it would stay parked with nothing left to wake it.
+        // Died without reporting its exit stop: seen (often, on kernel 6.18) after the replay's own
+        // SIGKILL at a recorded SIGKILL death (`syscall.rs`) when the process was making buffered
+        // calls; ptrace_stop() does not stop a task with a SIGKILL pending. Its recorded exit
+        // happened all the same: replay it now, or once its rendezvous points are met. Left
+        // undone, a parent waiting for it would stay parked with nothing left to wake it.
         if self.procs.contains_key(&tid)
             && let Some(Event::Exit { status, .. }) = self.front(rec)
             && died_as(kind, *status)
