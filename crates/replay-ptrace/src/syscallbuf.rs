@@ -132,6 +132,12 @@ pub const BUFFERED: &[Bufferable] = &[
     b(libc::SYS_lseek, 3, Output::None),
     b(libc::SYS_getpid, 0, Output::None),
     b(libc::SYS_getppid, 0, Output::None),
+    b(libc::SYS_getxattr, 4, Output::Counted { arg: 2, max: 3 }),
+    b(libc::SYS_lgetxattr, 4, Output::Counted { arg: 2, max: 3 }),
+    b(libc::SYS_fgetxattr, 4, Output::Counted { arg: 2, max: 3 }),
+    b(libc::SYS_listxattr, 3, Output::Counted { arg: 1, max: 2 }),
+    b(libc::SYS_llistxattr, 3, Output::Counted { arg: 1, max: 2 }),
+    b(libc::SYS_flistxattr, 3, Output::Counted { arg: 1, max: 2 }),
     Bufferable { only_if: Some((1, libc::F_GETFL as u32, 0)), ..b(libc::SYS_fcntl, 2, Output::None) },
     Bufferable { only_if: Some((2, O_DIRECTORY, OPEN_MASK)), ..b(libc::SYS_openat, 3, Output::DirectoryFd) },
 ];
@@ -375,6 +381,12 @@ global_asm!(
     ".short 8", ".byte 3, 255, 0, 0", ".short 0", ".long 0, 0", // lseek
     ".short 39", ".byte 0, 255, 0, 0", ".short 0", ".long 0, 0", // getpid
     ".short 110", ".byte 0, 255, 0, 0", ".short 0", ".long 0, 0", // getppid
+    ".short 191", ".byte 4, 2, 2, 0", ".short 3", ".long 0, 0", // getxattr
+    ".short 192", ".byte 4, 2, 2, 0", ".short 3", ".long 0, 0", // lgetxattr
+    ".short 193", ".byte 4, 2, 2, 0", ".short 3", ".long 0, 0", // fgetxattr
+    ".short 194", ".byte 3, 1, 2, 0", ".short 2", ".long 0, 0", // listxattr
+    ".short 195", ".byte 3, 1, 2, 0", ".short 2", ".long 0, 0", // llistxattr
+    ".short 196", ".byte 3, 1, 2, 0", ".short 2", ".long 0, 0", // flistxattr
     ".short 72", ".byte 2, 255, 0, 2", ".short 0", ".long 3, 0", // fcntl(fd, F_GETFL)
     ".short 257", ".byte 3, 255, 3, 3", ".short 0", ".long 0x10000, 0x10243", // openat(dir, O_DIRECTORY)
     ".short 0xffff", ".byte 0, 0, 0, 0", ".short 0", ".long 0, 0",

@@ -919,3 +919,21 @@ int main(void) {
         assert_eq!(out.status.code(), Some(0), "replay {round}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
+
+#[test]
+fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let prog = guest("concurrent_writers", tmp.path());
+    // Output writes run one at a time while recording, so the recorded order is the order the bytes
+    // came out in; before, two pending exit stops were reported in child-list order and replays
+    // interleaved the digits differently from the recorded run.
+    let out = record_and_replay_3(tmp.path(), &[prog.to_str().unwrap()]);
+    assert_eq!(out.len(), 901);
+    for d in [b'0', b'1', b'2'] {
+        assert_eq!(out.iter().filter(|&&c| c == d).count(), 300, "300 bytes from child {}", d as char);
+    }
+}

@@ -82,6 +82,16 @@ struct FdInfo {
 
 struct Recorder {
     w: Writer,
+    /// The process whose write to Sightline's stdout/stderr is running (between its seccomp stop and
+    /// its exit stop), and the processes held at the seccomp stop of theirs until it is done.
+    ///
+    /// # Why?
+    /// When two processes write to one terminal at the same time, both exit stops can be pending and
+    /// `waitpid(-1)` reports them in child-list order, not in the order the kernel wrote the bytes:
+    /// the recorded rendezvous order (and so the replayed interleaving) could differ from what the
+    /// user saw. Running output writes one at a time makes the exit-stop order the real one.
+    output_inflight: Option<i32>,
+    output_waiting: VecDeque<(Stopped, Resume, i32)>,
     procs: HashMap<i32, Proc>,
     counters: Counters,
     stdout_id: Option<(u64, u64)>,
@@ -198,6 +208,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         seen_processes: 1,
         debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
         interrupts: 0,
+        output_inflight: None,
+        output_waiting: VecDeque::new(),
     };
     r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
@@ -255,6 +267,7 @@ impl Recorder {
             match ev.kind {
                 WaitKind::Exited(code) => {
                     self.procs.remove(&ev.tid);
+                    self.output_done(ev.tid);
                     if ev.tid == self.root {
                         self.root_exit = Some(code);
                     }
@@ -262,6 +275,7 @@ impl Recorder {
                 }
                 WaitKind::Signaled(sig) => {
                     self.procs.remove(&ev.tid);
+                    self.output_done(ev.tid);
                     if ev.tid == self.root {
                         self.root_exit = Some(128 + sig);
                     }
@@ -292,18 +306,56 @@ impl Recorder {
                     (stopped, Resume::Cont, 0)
                 }
             };
-            match stopped.resume(how, sig) {
-                Ok(r) => {
-                    if let Some(p) = self.procs.get_mut(&ev.tid) {
-                        p.thread = Some(r);
+            // An output write's exit stop (or anything that ended it) lets the next one run.
+            if self.output_inflight == Some(ev.tid) && self.procs.get(&ev.tid).is_none_or(|p| p.pending.is_none()) {
+                self.output_done(ev.tid);
+            }
+            let is_output = how == Resume::Syscall
+                && self.passthrough.is_none()
+                && self.procs.get(&ev.tid).and_then(|p| p.pending.as_ref()).is_some_and(|p| p.is_output());
+            if is_output {
+                match self.output_inflight {
+                    Some(other) if other != ev.tid => {
+                        self.output_waiting.push_back((stopped, how, sig));
+                        continue;
                     }
-                }
-                Err(e) if e.is_tracee_gone() => {}
-                Err(e) => {
-                    // Cannot happen for a live stopped tracee; keep serving the others.
-                    eprintln!("sightline: resuming tracee {}: {e}", ev.tid);
+                    _ => self.output_inflight = Some(ev.tid),
                 }
             }
+            self.resume(stopped, how, sig);
+        }
+    }
+
+    fn resume(&mut self, stopped: Stopped, how: Resume, sig: i32) {
+        let tid = stopped.tid();
+        match stopped.resume(how, sig) {
+            Ok(r) => {
+                if let Some(p) = self.procs.get_mut(&tid) {
+                    p.thread = Some(r);
+                }
+            }
+            Err(e) if e.is_tracee_gone() => {}
+            Err(e) => {
+                // Cannot happen for a live stopped tracee; keep serving the others.
+                eprintln!("sightline: resuming tracee {tid}: {e}");
+            }
+        }
+    }
+
+    /// The output write of `tid` is over (or `tid` is gone): start the next held one, if any.
+    fn output_done(&mut self, tid: i32) {
+        if self.output_inflight != Some(tid) {
+            return;
+        }
+        self.output_inflight = None;
+        while let Some((t, how, sig)) = self.output_waiting.pop_front() {
+            let next = t.tid();
+            if !self.procs.contains_key(&next) {
+                continue; // died while held
+            }
+            self.output_inflight = Some(next);
+            self.resume(t, how, sig);
+            break;
         }
     }
 
@@ -370,6 +422,10 @@ impl Recorder {
             eprintln!("sightline: recording stopped: {why}; the program continues unrecorded");
             self.passthrough = Some(why);
             let _ = self.w.flush();
+            self.output_inflight = None;
+            while let Some((t, how, sig)) = self.output_waiting.pop_front() {
+                self.resume(t, how, sig);
+            }
             for (tid, p) in &mut self.procs {
                 for (sig, _) in p.held.drain(..) {
                     let _ = replay_ptrace::tgkill(*tid, *tid, sig);

@@ -19,6 +19,14 @@ pub(super) struct Pending {
     fd: Option<FdInfo>,
 }
 
+impl Pending {
+    /// True for a write-family call to Sightline's own stdout or stderr: these run one at a time
+    /// across processes so that their recorded order is the order the bytes came out in.
+    pub(super) fn is_output(&self) -> bool {
+        syscalls::is_write(self.nr) && self.fd.is_some_and(|f| f.out != 0)
+    }
+}
+
 /// Signals below this number are standard (not real-time) signals, which do not queue
 /// (signal(7), "Real-time signals"; the kernel's `SIGRTMIN` is 32).
 const STANDARD_SIGNALS_END: i32 = 32;
