@@ -29,7 +29,7 @@ mod sys;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, coarse_monotonic_ns, cpuid, forward_signal_handlers, own_rdtsc_fallbacks,
+    CpuidResult, Regs, coarse_monotonic_ns, cpuid, forward_signal_handlers, kill, own_rdtsc_fallbacks,
     pin_current_to_cpu, rdtsc, rdtscp, take_pending_signal, tgkill, trap_own_rdtsc, untrap_own_rdtsc,
 };
 pub use tracee::{

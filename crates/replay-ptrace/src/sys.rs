@@ -184,7 +184,9 @@ pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
     if r == -1 { Err(last_err("tgkill", tid)) } else { Ok(()) }
 }
 
-pub(crate) fn kill(pid: i32, sig: i32) -> Result<()> {
+/// `kill(2)`: sends `sig` to process `pid` (process-directed: a standard signal already pending for
+/// the process is not queued twice).
+pub fn kill(pid: i32, sig: i32) -> Result<()> {
     // SAFETY: kill takes only integers.
     let r = unsafe { libc::kill(pid, sig) };
     if r == -1 { Err(last_err("kill", pid)) } else { Ok(()) }

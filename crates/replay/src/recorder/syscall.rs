@@ -72,7 +72,9 @@ impl Recorder {
             && let Some((sig, info)) = p.held.pop_front()
         {
             // Raised now, delivered when this system call returns (or interrupts it).
-            if let Err(e) = replay_ptrace::tgkill(tid, tid, sig) {
+            // Process-directed, like the timer or `kill` that sent it: if another instance of a
+            // standard signal is pending meanwhile, the kernel keeps one, as it would natively.
+            if let Err(e) = replay_ptrace::kill(tid, sig) {
                 return Err(Box::new((Some(t), e.into())));
             }
             p.releasing = Some((sig, info));
