@@ -65,6 +65,16 @@ pub struct Filter {
     rules: Vec<(u32, Action)>,
     arg_rules: Vec<ArgRule>,
     allowed_ip: Option<u64>,
+    range_rules: Vec<RangeRule>,
+}
+
+/// "System call `nr` is traced when argument `arg` lies in `[high << 32, (high << 32) + low_end)`."
+#[derive(Debug, Clone, Copy)]
+struct RangeRule {
+    nr: u32,
+    arg: u8,
+    high: u32,
+    low_end: u32,
 }
 
 /// "System call `nr` gets `matched` when the low 32 bits of argument `arg` are one of `values`,
@@ -81,7 +91,7 @@ struct ArgRule {
 impl Filter {
     /// A filter whose unlisted system calls get `default`.
     pub fn new(default: Action) -> Self {
-        Filter { default, rules: Vec::new(), arg_rules: Vec::new(), allowed_ip: None }
+        Filter { default, rules: Vec::new(), arg_rules: Vec::new(), allowed_ip: None, range_rules: Vec::new() }
     }
 
     /// Lets every system call made from the instruction ending at `ip` run (seccomp_data's
@@ -89,6 +99,16 @@ impl Filter {
     /// rule: this is the syscall-buffering handler's untraced call ([`crate::syscallbuf`]).
     pub fn allow_from_ip(&mut self, ip: u64) -> &mut Self {
         self.allowed_ip = Some(ip);
+        self
+    }
+
+    /// System call `nr` is traced (`SECCOMP_RET_TRACE`) when argument `arg` (0-5) is an address in
+    /// `[high << 32, (high << 32) + low_end)`, whatever its other rules say; checked before them.
+    /// Used to see the memory calls that touch the syscall-buffering region
+    /// ([`crate::syscallbuf::BASE`]) while the rest of them run untraced.
+    pub fn trace_if_arg_in(&mut self, nr: i64, arg: u8, high: u32, low_end: u32) -> &mut Self {
+        assert!(arg < 6, "argument index 0-5");
+        self.range_rules.push(RangeRule { nr: nr as u32, arg, high, low_end });
         self
     }
 
@@ -147,6 +167,18 @@ impl Filter {
                 stmt(BPF_LD | BPF_W | BPF_ABS, OFF_NR),
             ]);
         }
+        for r in &self.range_rules {
+            let lo = OFF_ARGS + 8 * u32::from(r.arg);
+            prog.extend([
+                jump(BPF_JMP | BPF_JEQ | BPF_K, r.nr, 0, 6),
+                stmt(BPF_LD | BPF_W | BPF_ABS, lo + 4),
+                jump(BPF_JMP | BPF_JEQ | BPF_K, r.high, 0, 3),
+                stmt(BPF_LD | BPF_W | BPF_ABS, lo),
+                jump(BPF_JMP | BPF_JGE | BPF_K, r.low_end, 1, 0),
+                ret(Action::Trace),
+                stmt(BPF_LD | BPF_W | BPF_ABS, OFF_NR),
+            ]);
+        }
         for r in &self.arg_rules {
             let n = r.values.len();
             // jeq nr ? fall into the block : skip it (n + 3 instructions).
@@ -196,7 +228,10 @@ pub fn evaluate_at(prog: &[SockFilter], arch: u32, nr: u32, ip: u64, args: [u64;
                     OFF_ARCH => arch,
                     OFF_IP => ip as u32,
                     k if k == OFF_IP + 4 => (ip >> 32) as u32,
-                    k => args[((k - OFF_ARGS) / 8) as usize] as u32,
+                    k => {
+                        let a = args[((k - OFF_ARGS) / 8) as usize];
+                        if (k - OFF_ARGS) % 8 == 4 { (a >> 32) as u32 } else { a as u32 }
+                    }
                 }
             }
             c if c == BPF_JMP | BPF_JEQ | BPF_K => {
@@ -250,6 +285,26 @@ mod tests {
         assert_eq!(at(libc::SYS_rseq, 0x1000), SECCOMP_RET_ERRNO | 38);
         // The architecture check still comes first.
         assert_eq!(evaluate_at(&p, 0x4000_0003, 3, ip, [0; 6]), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+    }
+
+    #[test]
+    fn range_rules_trace_calls_on_addresses_in_the_range_only() {
+        let mut f = Filter::new(Action::Trace);
+        f.rule(libc::SYS_munmap, Action::Allow).rule(libc::SYS_mremap, Action::Allow);
+        f.trace_if_arg_in(libc::SYS_munmap, 0, 0x7fff, 0xa011_0000);
+        f.trace_if_arg_in(libc::SYS_mremap, 0, 0x7fff, 0xa011_0000);
+        f.trace_if_arg_in(libc::SYS_mremap, 4, 0x7fff, 0xa011_0000);
+        let p = f.compile();
+        let ev = |nr: i64, args: [u64; 6]| evaluate(&p, AUDIT_ARCH_X86_64, nr as u32, args);
+        let at = |a: u64| [a, 0x1000, 0, 0, 0, 0];
+        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a000_0000)), SECCOMP_RET_TRACE);
+        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_0000_0000)), SECCOMP_RET_TRACE);
+        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a010_f000)), SECCOMP_RET_TRACE);
+        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a011_0000)), SECCOMP_RET_ALLOW, "just past the end");
+        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_f7d8_0000)), SECCOMP_RET_ALLOW, "libc's area");
+        assert_eq!(ev(libc::SYS_munmap, at(0x7ffe_a000_0000)), SECCOMP_RET_ALLOW, "other high half");
+        assert_eq!(ev(libc::SYS_mremap, [0x5555_0000_0000, 0, 0, 3, 0x7fff_a000_0000, 0]), SECCOMP_RET_TRACE);
+        assert_eq!(ev(libc::SYS_mremap, [0x5555_0000_0000, 0, 0, 3, 0x5555_1000_0000, 0]), SECCOMP_RET_ALLOW);
     }
 
     #[test]

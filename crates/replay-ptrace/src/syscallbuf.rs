@@ -477,6 +477,28 @@ pub fn site_stub(stub: u64, site: u64, orig: &[u8; 8], len: usize) -> Option<Vec
     Some(s)
 }
 
+/// The inverse of [`site_stub`]: from the bytes of the stub at `stub`, the site it serves, that
+/// site's original 8 bytes (the last one is not part of the patch when it is 7 bytes long: 0 here)
+/// and the patch length. `None` when the bytes are not a stub.
+pub fn stub_site(stub: u64, s: &[u8]) -> Option<(u64, [u8; 8], usize)> {
+    let len = match s.get(18)? {
+        0x48 => 8,
+        0x3d => 7,
+        _ => return None,
+    };
+    let jmp = 18 + len - 2;
+    if s.get(..6)? != [0x48, 0x8d, 0x64, 0x24, 0x80, 0xe8] || *s.get(jmp)? != 0xe9 {
+        return None;
+    }
+    let rel = i32::from_le_bytes(s.get(jmp + 1..jmp + 5)?.try_into().ok()?);
+    let site = (stub + jmp as u64 + 5).wrapping_add(rel as i64 as u64).wrapping_sub(len as u64);
+    let mut orig = [0u8; 8];
+    orig[..2].copy_from_slice(&[0x0f, 0x05]);
+    orig[2..len].copy_from_slice(&s[18..jmp]);
+    patch_len(&orig).filter(|&l| l == len)?;
+    Some((site, orig, len))
+}
+
 fn rel32(from: u64, to: u64) -> Option<i32> {
     i32::try_from(to.wrapping_sub(from) as i64).ok()
 }
@@ -650,6 +672,21 @@ mod tests {
         assert_eq!((stub + 29).wrapping_add(back as i64 as u64), site + 8);
         // A site in a non-PIE executable at 0x400000 is out of reach.
         assert!(site_patch(0x40_1000, 8, stub).is_none());
+    }
+
+    #[test]
+    fn a_stub_gives_back_its_site_and_original_bytes() {
+        let stub = BASE + STUBS_OFF + 5 * STUB_LEN;
+        for (site, orig, len) in [
+            (0x7fff_f7e0_0041u64, [0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff], 8),
+            (0x7fff_f7fe_a928u64, [0x0f, 0x05, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0x00], 7),
+        ] {
+            let s = site_stub(stub, site, &orig, len).unwrap();
+            assert_eq!(stub_site(stub, &s), Some((site, orig, len)));
+            // The same bytes at another slot point elsewhere: the site is relative to the stub.
+            assert_ne!(stub_site(stub + STUB_LEN, &s).map(|x| x.0), Some(site));
+        }
+        assert_eq!(stub_site(stub, &[0u8; 32]), None, "an unused slot");
     }
 
     #[test]

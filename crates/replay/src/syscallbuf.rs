@@ -117,6 +117,52 @@ pub fn inside_handler(rip: u64) -> bool {
     (sb::BASE..sb::BASE + sb::STUBS_OFF).contains(&rip) && rip != sb::traced_ip()
 }
 
+/// True when the call `nr(args)` would map over, unmap, move or change the protection or contents
+/// of the region at [`sb::BASE`] (a program that uses that address for itself, `MAP_FIXED`). Such
+/// a call is let through only after [`uninstall`], so the program gets the address as natively and
+/// no patched site is left jumping into memory that is no longer the handler.
+pub fn touches_region(nr: i64, args: &[u64; 6]) -> bool {
+    let overlaps = |addr: u64, len: u64| addr < sb::BASE + sb::MAP_LEN && addr.saturating_add(len) > sb::BASE;
+    let fixed = (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) as u64;
+    match nr {
+        libc::SYS_mmap => args[3] & fixed != 0 && overlaps(args[0], args[1]),
+        libc::SYS_munmap | libc::SYS_mprotect | libc::SYS_pkey_mprotect | libc::SYS_madvise => {
+            overlaps(args[0], args[1])
+        }
+        libc::SYS_mremap => {
+            overlaps(args[0], args[1]) || (args[3] & libc::MREMAP_FIXED as u64 != 0 && overlaps(args[4], args[2]))
+        }
+        _ => false,
+    }
+}
+
+/// Undoes buffering in a process: puts back the original bytes of every patched site (found from
+/// the stubs, which hold the displaced `cmp` and the jump back), turns the handler off and erases
+/// the header's magic, so that nothing refers to the region any more. Call it with nothing left in
+/// the buffer (after draining it). Returns how many sites were restored (0 when the process has no
+/// region). A stub whose site no longer holds our jump is left alone.
+///
+/// Errors: the region or a site cannot be read or written.
+pub fn uninstall(t: &Stopped) -> Result<usize, Error> {
+    let Some(h) = header(t) else { return Ok(0) };
+    let end = h.next_stub.clamp(sb::STUBS_OFF, sb::CODE_LEN);
+    let stubs = t.read_bytes(RemotePtr::new(sb::BASE + sb::STUBS_OFF), (end - sb::STUBS_OFF) as usize)?;
+    let mut restored = 0;
+    for (i, s) in stubs.chunks_exact(sb::STUB_LEN as usize).enumerate() {
+        let stub = sb::BASE + sb::STUBS_OFF + i as u64 * sb::STUB_LEN;
+        let Some((site, orig, len)) = sb::stub_site(stub, s) else { continue };
+        let (Ok(now), Some(patch)) = (t.read_bytes(RemotePtr::new(site), len), sb::site_patch(site, len, stub)) else {
+            continue;
+        };
+        if now == patch {
+            t.write_bytes(RemotePtr::new(site), &orig[..len])?;
+            restored += 1;
+        }
+    }
+    t.write_bytes(header_ptr(), &[0u8; 8])?;
+    Ok(restored)
+}
+
 /// True when this seccomp stop is the handler's own trapped call.
 pub fn from_handler(rip: u64) -> bool {
     rip == sb::traced_ip()

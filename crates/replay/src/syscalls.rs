@@ -136,7 +136,23 @@ pub fn filter() -> Filter {
         f.rule(nr, Action::Errno(libc::ENOSYS as u16));
     }
     f.rule_arg(libc::SYS_fcntl, 1, FCNTL_FREE, Action::Allow, Action::Trace);
+    // Memory calls on the 2.5 GiB below the end of the syscall-buffering region are traced, so that a
+    // program mapping over the region unpatches it first (crate::syscallbuf::touches_region).
+    let (high, low_end) = region_guard();
+    for nr in [libc::SYS_mmap, libc::SYS_munmap, libc::SYS_mprotect, libc::SYS_madvise, libc::SYS_pkey_mprotect] {
+        f.trace_if_arg_in(nr, 0, high, low_end);
+    }
+    f.trace_if_arg_in(libc::SYS_mremap, 0, high, low_end);
+    f.trace_if_arg_in(libc::SYS_mremap, 4, high, low_end);
     f
+}
+
+/// The address range whose memory calls are traced: `[high << 32, (high << 32) + low_end)`, ending
+/// where the syscall-buffering region ends.
+fn region_guard() -> (u32, u32) {
+    use replay_ptrace::syscallbuf::{BASE, MAP_LEN};
+    let end = BASE + MAP_LEN;
+    ((end >> 32) as u32, end as u32)
 }
 
 /// `fcntl` commands that run untrapped: they only duplicate fds or touch the fd's close-on-exec
@@ -185,6 +201,13 @@ pub fn spec(nr: i64) -> Spec {
         SYS_inotify_init1 => newfd("inotify_init1", 1, Real),
         SYS_memfd_create => newfd("memfd_create", 2, Real),
         SYS_fcntl => Spec { fd_arg: None, ..fd("fcntl", 3, Fcntl) },
+        // Trapped only near the syscall-buffering region (see `filter`); they build process state.
+        SYS_mmap => s("mmap", 6, Real),
+        SYS_munmap => s("munmap", 2, Real),
+        SYS_mprotect => s("mprotect", 3, Real),
+        SYS_madvise => s("madvise", 3, Real),
+        SYS_pkey_mprotect => s("pkey_mprotect", 4, Real),
+        SYS_mremap => s("mremap", 5, Real),
         SYS_ioctl => fd("ioctl", 3, Ioctl),
         SYS_fork => s("fork", 0, Fork),
         SYS_vfork => s("vfork", 0, Fork),
@@ -548,10 +571,22 @@ mod tests {
         assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
         assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]), Action::Allow);
         assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, libc::F_GETFL as u64, 0, 0, 0, 0]), Action::Trace);
-        // Every allowed call must not also be described as something to replay.
+        // Every allowed call must not also be described as something to replay, except the memory
+        // calls traced near the syscall-buffering region, which replay runs for real.
+        let guarded = [libc::SYS_mmap, libc::SYS_munmap, libc::SYS_mprotect, libc::SYS_madvise, libc::SYS_mremap];
         for &nr in ALLOWED {
-            assert!(spec(nr).name.is_empty(), "{nr} is allowed but has a replay spec");
+            if guarded.contains(&nr) {
+                assert_eq!(spec(nr).mode, Mode::Real, "{nr}");
+            } else {
+                assert!(spec(nr).name.is_empty(), "{nr} is allowed but has a replay spec");
+            }
         }
+        // The guard traces them on addresses up to the region's end, and only there.
+        let p = f.compile();
+        let ev = |nr: i64, a0: u64| replay_ptrace::seccomp::evaluate(&p, 0xc000_003e, nr as u32, [a0, 0x1000, 3, 0x22, 0, 0]);
+        assert_eq!(ev(libc::SYS_mmap, replay_ptrace::syscallbuf::BASE), 0x7ff0_0000, "traced");
+        assert_eq!(ev(libc::SYS_munmap, 0x7fff_f7d8_0000), 0x7fff_0000, "libc's area runs free");
+        assert_eq!(ev(libc::SYS_mmap, 0), 0x7fff_0000, "no address: runs free");
     }
 
     #[test]

@@ -937,3 +937,43 @@ fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
         assert_eq!(out.iter().filter(|&&c| c == d).count(), 300, "300 bytes from child {}", d as char);
     }
 }
+
+/// A program that maps its own memory at the handler's address (`MAP_FIXED`) after buffering was
+/// installed: the patched sites used to jump into the program's data (SIGSEGV in the recorded
+/// program). Now the sites are unpatched first, on record and on replay, and the calls are
+/// trapped from there on.
+#[test]
+fn a_program_mapping_over_the_syscall_buffer_region_keeps_running() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = r#"
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+int main(void) {
+    struct stat st;
+    long n = 0, bad = 0;
+    for (int i = 0; i < 100; i++) n += stat("/etc/passwd", &st) == 0;
+    char *p = mmap((void *)0x7fffa0000000, 0x20000, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); return 1; }
+    memset(p, 0x5a, 0x20000);
+    for (int i = 0; i < 300; i++) n += stat("/etc/passwd", &st) == 0;
+    for (int i = 0; i < 0x20000; i++) bad += p[i] != 0x5a;
+    munmap(p, 0x10000);
+    for (int i = 0; i < 300; i++) n += lstat("/etc", &st) == 0;
+    printf("n=%ld bad=%ld\n", n, bad);
+    return 0;
+}
+"#;
+    let exe = guest_from_source("map_over", src, tmp.path());
+    let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
+    assert_eq!(String::from_utf8_lossy(&out), "n=700 bad=0\n");
+    let (trapped, buffered) = trapped_and_buffered(&rec, libc::SYS_newfstatat);
+    assert!(buffered >= 98, "buffered before the mmap: {buffered}");
+    assert!(trapped >= 600, "trapped after it: {trapped}");
+}

@@ -55,6 +55,16 @@ impl Recorder {
         {
             return Err(Box::new((Some(t), e)));
         }
+        if crate::syscallbuf::touches_region(nr, &args) {
+            // The program maps over (or unmaps) the handler's region: unpatch first, as the replay
+            // does at this call, and patch nothing more in this image.
+            if let Err(e) = crate::syscallbuf::uninstall(&t) {
+                return Err(Box::new((Some(t), e)));
+            }
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.sysbuf_off = true;
+            }
+        }
         let t = match self.try_syscallbuf(t, nr, regs.rip) {
             Ok(handled) => return handled,
             Err(t) => *t,

@@ -171,6 +171,10 @@ impl Replayer<'_> {
             }
             _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
         };
+        if crate::syscallbuf::touches_region(nr, &args) {
+            // As recorded: the program takes the handler's region over; unpatch first.
+            crate::syscallbuf::uninstall(&t)?;
+        }
         if !self.progress.ready(&ev.rendezvous) {
             return Ok(Next::Park(t, WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp)));
         }
