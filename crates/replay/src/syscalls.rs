@@ -273,6 +273,9 @@ pub fn spec(nr: i64) -> Spec {
         SYS_getsockopt => s("getsockopt", 5, Emulate),
         SYS_setsockopt => s("setsockopt", 5, Emulate),
         SYS_sched_getaffinity => s("sched_getaffinity", 3, Emulate),
+        SYS_get_mempolicy => s("get_mempolicy", 5, Emulate),
+        SYS_set_mempolicy => s("set_mempolicy", 3, Emulate),
+        SYS_mbind => s("mbind", 6, Emulate),
         SYS_sched_setaffinity => s("sched_setaffinity", 3, Emulate),
         SYS_getrlimit => s("getrlimit", 2, Emulate),
         SYS_alarm => s("alarm", 1, Emulate),
@@ -462,6 +465,12 @@ pub fn outputs(
         }
         SYS_fcntl if a[1] == F_GETLK as u64 => fixed(&mut out, a[2], 32),
         SYS_sched_getaffinity if ok => fixed(&mut out, a[2], r),
+        // get_mempolicy(int *mode, unsigned long *nodemask, maxnode, addr, flags): the mode, and
+        // a bitmask of maxnode bits rounded up to whole longs (mm/mempolicy.c, copy_nodes_to_user).
+        SYS_get_mempolicy if ok => {
+            fixed(&mut out, a[0], 4);
+            fixed(&mut out, a[1], (a[2] as usize).min(1 << 16).div_ceil(64) * 8);
+        }
         SYS_getitimer => fixed(&mut out, a[1], 32),
         SYS_setitimer => fixed(&mut out, a[2], 32),
         SYS_timer_create => fixed(&mut out, a[2], 4),

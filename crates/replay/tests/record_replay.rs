@@ -977,3 +977,33 @@ int main(void) {
     assert!(buffered >= 98, "buffered before the mmap: {buffered}");
     assert!(trapped >= 600, "trapped after it: {trapped}");
 }
+
+/// `ps` reads its NUMA policy with get_mempolicy(2), whose output (mode and node mask) was not
+/// recorded: replay diverged at the next call ("syscall_238(303, …)"), found by a new user.
+#[test]
+fn ps_replays_with_its_get_mempolicy_outputs() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    if !have("ps") {
+        assert!(std::env::var_os("CI").is_none(), "ps is absent under CI (scripts/install-deps.sh installs procps)");
+        eprintln!("skipped: ps is absent (scripts/install-deps.sh installs procps)");
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let (out, rec) = record_and_replay_3_rec(tmp.path(), &["ps", "-eo", "pid,comm"]);
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.lines().next().map(str::trim), Some("PID COMMAND"), "{text}");
+    assert!(text.lines().count() > 10, "one line per process: {text}");
+    let mempolicy = rec
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Syscall(s) if s.nr == libc::SYS_get_mempolicy && s.result == 0 => Some(s),
+            _ => None,
+        })
+        .next()
+        .expect("ps calls get_mempolicy");
+    assert!(!mempolicy.writes.is_empty(), "its mode and node mask are recorded");
+}
