@@ -58,8 +58,45 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("sightline: {err:#}");
+            eprintln!("sightline: {}", render_error(&err));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes, joined with ": " as anyhow's `{:#}` does, except that a cause whose text
+/// the message so far already ends with is left out: many errors put their source in their own
+/// message, and the chain would print it again ("…: Address already in use: Address already in use").
+fn render_error(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !out.is_empty() && out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_error;
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(98); // EADDRINUSE
+        let inner = anyhow::Error::new(io).context("binding X-Trace TCP on 0.0.0.0:7831: Address already in use (os error 98)");
+        let e = inner.context("collector");
+        assert_eq!(
+            render_error(&e),
+            "collector: binding X-Trace TCP on 0.0.0.0:7831: Address already in use (os error 98)"
+        );
+        // A cause that adds something is kept.
+        let e = anyhow::anyhow!("no such file").context("reading a.d");
+        assert_eq!(render_error(&e), "reading a.d: no such file");
     }
 }
