@@ -27,11 +27,13 @@ TARGET_RATE=200000
 
 # NO_BUILD=1 uses the release binaries already in $CARGO_TARGET_DIR (e.g. while another crate of
 # the workspace does not compile).
+# Its own target directory: the README's static-pie build in target/ stays as it is.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/bench-build}
 if [ -z "${NO_BUILD:-}" ]; then
   cargo build --release -q -p sightline
   cargo build --release -q -p causal-collector --example collector_bench
 fi
-T=${CARGO_TARGET_DIR:-target}/release
+T=$CARGO_TARGET_DIR/release
 BIN=$T/sightline
 GEN=$T/examples/collector_bench
 WORK=$(mktemp -d)

@@ -5,7 +5,8 @@
 # Prints both figures for both tools and the ratios. Usage: bench/probe-user-bench.sh [hits]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+# Its own target directory: the README's static-pie build in target/ stays as it is.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/bench-build}
 N=${1:-2000000}
 LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 command -v bpftrace >/dev/null || apt-get install -y bpftrace

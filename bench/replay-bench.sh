@@ -25,7 +25,8 @@ if ((${#missing[@]})); then
 fi
 
 if [[ -z "${SIGHTLINE:-}" ]]; then
-    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+    # Its own target directory: the README's static-pie build in target/ stays as it is.
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target/bench-build}
     (cd "$ROOT" && cargo build -q --release -p sightline)
     SIGHTLINE=$CARGO_TARGET_DIR/release/sightline
 fi
