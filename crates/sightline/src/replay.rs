@@ -97,7 +97,7 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
     let m = &rec.meta;
     writeln!(o, "recording:   {}", dir.display())?;
     writeln!(o, "format:      version {}", m.version)?;
-    writeln!(o, "command:     {}", m.argv.join(" "))?;
+    writeln!(o, "command:     {}", m.argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))?;
     writeln!(o, "executable:  {}", m.path)?;
     writeln!(o, "cwd:         {}", m.cwd)?;
     writeln!(o, "status:      {}{}", m.status, if rec.truncated { " (stream truncated)" } else { "" })?;
@@ -150,4 +150,27 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
         writeln!(o, "  {name:<20} {n}")?;
     }
     Ok(())
+}
+
+/// `arg` as a POSIX shell word: as is when it has only safe characters, else in single quotes (an
+/// embedded `'` becomes `'\''`), so `--info`'s command line can be pasted back into a shell.
+fn shell_quote(arg: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
+    if !arg.is_empty() && arg.chars().all(safe) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn info_quotes_arguments_like_a_shell() {
+        assert_eq!(super::shell_quote("find"), "find");
+        assert_eq!(super::shell_quote("*.so*"), "'*.so*'");
+        assert_eq!(super::shell_quote("a b"), "'a b'");
+        assert_eq!(super::shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(super::shell_quote(""), "''");
+    }
 }
