@@ -206,3 +206,21 @@ fn otlp_tasks_are_listed_and_shown_by_their_trace_id() {
     let cmp = run(&["show", &trace, "--compare", &other.to_ascii_lowercase()], &db);
     assert!(cmp.starts_with(&format!("A = task {upper}\nB = task {other}\n")), "{cmp}");
 }
+
+#[test]
+fn importing_only_unreadable_files_fails_without_creating_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("typo.db");
+    let missing = tmp.path().join("no-such-trace.json");
+    let out = Command::new(test_support::sightline_bin())
+        .arg("import")
+        .arg(&missing)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-trace.json") && err.contains("No such file"), "{err}");
+    assert!(!db.exists(), "no empty store left behind");
+}

@@ -196,9 +196,25 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
 /// Runs `sightline import`.
 pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let db = args.db.path();
-    let mut store = Store::open(&db)?;
     let mut failed = 0;
-    for f in &args.files {
+    // Unreadable files fail before the store is opened, so a typo does not leave an empty store.
+    let files: Vec<_> = args
+        .files
+        .iter()
+        .filter(|f| match std::fs::File::open(f) {
+            Ok(_) => true,
+            Err(e) => {
+                failed += 1;
+                eprintln!("sightline import: {}: {e}", f.display());
+                false
+            }
+        })
+        .collect();
+    if files.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
+    let mut store = Store::open(&db)?;
+    for f in files {
         match causal_collector::import::import_file(&mut store, f, now_ns()) {
             Ok(s) => {
                 print!("{}: {} events in {} tasks ({:?})", f.display(), s.events, s.tasks, s.format);
