@@ -23,6 +23,8 @@
 //! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
 //! - [`entry`]: a rendezvous at a held command's entry point (semaphores, mappings for symbols).
 //! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
+//! - [`held::HeldCommand`]: the `-c` command, created held before its exec, then released or
+//!   killed (never run) when tracing is given up.
 //!
 //! Addresses have their own types: [`VirtAddr`] (link-time, as in symbol tables), [`FileOffset`]
 //! (where the kernel places uprobes) and [`AbsAddr`] (an address in a running process).
@@ -34,6 +36,7 @@ pub mod disasm;
 pub mod elf;
 pub mod entry;
 pub mod glob;
+pub mod held;
 pub mod list;
 pub mod loader;
 pub mod maps;

@@ -10,6 +10,7 @@ use probe_runtime::user::FullCatalog;
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
 use probe_runtime::sys;
+use probe_user::held::{HeldCommand, HeldError};
 use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
 use probe_syntax::SourceMap;
 
@@ -115,11 +116,18 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let words = split_words(cmd);
             let Some(first) = words.first() else { bail!("-c: empty command") };
             let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
-            let c = sys::spawn_held(&path, &words).context("-c: starting the command")?;
+            let c = match HeldCommand::spawn(&path, &words) {
+                Ok(c) => c,
+                Err(e @ HeldError::CannotExecute { .. }) => {
+                    eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("-c: starting the command")),
+            };
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
             catalog.set_held_command(pid, path.clone(), probe_sema::needs_user_symbols(&program));
-            child = Some(c);
+            child = Some(Held { cmd: c, exec_error: None });
             Some(pid)
         }
         (None, Some(pid)) => {
@@ -216,7 +224,15 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
     let reason = match consumer.run(target) {
         Ok(r) => r,
-        Err(e) => return Err(explain(e, args.verbose)),
+        Err(e) => {
+            // A -c command whose exec failed: say so as for a file that is not there.
+            if let Some(e) = child.as_mut().and_then(|c| c.exec_error.take()) {
+                drop(consumer);
+                eprintln!("sightline: -c {}: cannot execute: {}", args.command.as_deref().unwrap_or_default(), cannot_execute_reason(&e));
+                return Ok(ExitCode::from(2));
+            }
+            return Err(explain(e, args.verbose));
+        }
     };
     drop(consumer);
     out.flush()?;
@@ -227,6 +243,52 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         StopReason::Exit(s) => ExitCode::from(s.clamp(0, 255) as u8),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// The `-c` command as the consumer's [`Target`]. Dropping it while the command is still held
+/// (the D program failed to compile or attach, or `BEGIN` called `exit()`) kills the command
+/// before it runs, as dtrace(1M) does for a process it created (illumos `dt_proc_destroy`:
+/// `PRELEASE_KILL`).
+#[derive(Debug)]
+struct Held {
+    cmd: HeldCommand,
+    /// The exec failure found at release, reported instead of the run error it causes.
+    exec_error: Option<HeldError>,
+}
+
+impl Target for Held {
+    fn release(&mut self) -> Result<(), RuntimeError> {
+        match self.cmd.release() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let source = match &e {
+                    HeldError::CannotExecute { source, .. } | HeldError::Sys { source, .. } => {
+                        match source.raw_os_error() {
+                            Some(n) => std::io::Error::from_raw_os_error(n),
+                            None => std::io::Error::from(source.kind()),
+                        }
+                    }
+                };
+                let call = match &e {
+                    HeldError::CannotExecute { .. } => "execve in the -c child",
+                    HeldError::Sys { call, .. } => call,
+                };
+                self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
+                Err(RuntimeError::Sys(sys::SyscallError { call, source }))
+            }
+        }
+    }
+    fn exited(&mut self) -> Option<i32> {
+        self.cmd.try_wait().ok().flatten()
+    }
+}
+
+/// The reason of a [`HeldError::CannotExecute`] (`No such file or directory (os error 2)`).
+fn cannot_execute_reason(e: &HeldError) -> String {
+    match e {
+        HeldError::CannotExecute { source, .. } => source.to_string(),
+        e => e.to_string(),
+    }
 }
 
 /// Turns a run error into the message a user needs (privileges in one line; verifier reasons
