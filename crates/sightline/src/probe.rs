@@ -73,8 +73,12 @@ const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut catalog = FullCatalog::new();
+    // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
+    if args.clauses.iter().any(|c| c.trim().is_empty()) {
+        bail!("-n: empty probe description (give a description such as 'syscall::read:entry' or a clause)");
+    }
     if args.list {
-        return list(&args, &catalog);
+        return list(&args, &mut catalog);
     }
     // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
     let mut map = SourceMap::new();
@@ -108,6 +112,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if diags.iter().any(|d| d.is_error()) {
         eprint!("{}", probe_syntax::render_all(&diags, &map));
         return Ok(ExitCode::from(2));
+    }
+    if program.clauses().next().is_none() {
+        bail!("no probes specified: the program has no probe clauses");
     }
     // The target: -c spawns it held, -p names it.
     let mut child = None;
@@ -394,27 +401,63 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// `-l`: the probes matching the descriptions, in DTrace's columns.
-fn list(args: &ProbeArgs, catalog: &FullCatalog) -> anyhow::Result<ExitCode> {
+///
+/// `-l -c CMD` lists the probes of CMD as `dtrace -l -c` does: the command is created held (before
+/// its exec), its executable and libraries give the pid and USDT probes (`$target` is its pid), and
+/// it is killed afterwards, never having run.
+fn list(args: &ProbeArgs, catalog: &mut FullCatalog) -> anyhow::Result<ExitCode> {
+    let mut held = None;
+    let pid = match (&args.command, args.pid) {
+        (Some(cmd), _) => {
+            let words = split_words(cmd);
+            let Some(first) = words.first() else { bail!("-c: empty command") };
+            let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
+            let c = match HeldCommand::spawn(&path, &words) {
+                Ok(c) => c,
+                Err(e @ HeldError::CannotExecute { .. }) => {
+                    eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("-c: starting the command")),
+            };
+            catalog.set_held_command(c.pid, path, false);
+            let pid = c.pid;
+            held = Some(c);
+            Some(pid)
+        }
+        (None, pid) => pid,
+    };
+    let r = list_probes(args, catalog, pid);
+    // The command never runs: killed (and reaped) while still held.
+    drop(held);
+    r
+}
+
+fn list_probes(args: &ProbeArgs, catalog: &FullCatalog, pid: Option<u32>) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
-    // `$target` in a listed description is the -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
+    // `$target` in a listed description is the -c or -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
     // ... and `$1`..`$9` the macro arguments (`-l -n 'python:$1::' /usr/bin/python3.11`).
     let target = |d: &str| {
-        let mut d = match args.pid {
+        if d.contains("$target") && pid.is_none() {
+            // d-reference §10: `$target` without -c or -p is an error (dtrace(1M) too).
+            bail!("description '{d}' uses $target, which needs a process: add -c CMD or -p PID");
+        }
+        let mut d = match pid {
             Some(p) => d.replace("$target", &p.to_string()),
             None => d.to_string(),
         };
         for (i, a) in args.args.iter().enumerate().take(9).rev() {
             d = d.replace(&format!("${}", i + 1), a);
         }
-        d
+        Ok(d)
     };
     for c in &args.clauses {
         for d in clause_descriptions(c) {
-            pats.push(pattern(&target(&d)));
+            pats.push(pattern(&target(&d)?));
         }
     }
     for d in descriptions(args) {
-        pats.push(pattern(&target(&d)));
+        pats.push(pattern(&target(&d)?));
     }
     if pats.is_empty() {
         pats.push(ProbeDescPattern::new("", "", "", ""));

@@ -132,3 +132,24 @@ fn script_without_interpreter_line_runs_under_sh() {
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert_eq!(std::fs::read_to_string(dir.path().join("ran.txt")).unwrap(), "ran one\n");
 }
+
+#[test]
+fn list_with_command_lists_its_probes_and_never_runs_it() {
+    if !test_support::privileged("creating a held -c command") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("{}/ran-{}.txt", dir.path().display(), std::process::id());
+    let cmd = format!("touch {marker}");
+    let out = probe(dir.path(), &["-l", "-c", &cmd, "-n", "pid$target:libc.so.6:malloc:entry"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(rows.len(), 1, "one malloc entry probe:\n{stdout}");
+    let f: Vec<&str> = rows[0].split_whitespace().collect();
+    assert!(f[1].starts_with("pid") && f[1][3..].parse::<u32>().is_ok(), "{stdout}");
+    assert_eq!(&f[2..], ["libc.so.6", "malloc", "entry"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!Path::new(&marker).exists(), "-l -c ran the command");
+    assert_eq!(processes_with_arg(&marker), Vec::<u32>::new(), "the -l -c command survived");
+}
