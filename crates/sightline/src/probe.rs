@@ -392,12 +392,15 @@ fn split_words(cmd: &str) -> Vec<String> {
     words
 }
 
+/// `-c`'s command file: a name with `/` as given; otherwise the first executable file of that name in
+/// `PATH`, or (as execvp(3), which reports `EACCES` then) the first file of that name.
 fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
     if name.contains('/') {
         return Some(std::path::PathBuf::from(name));
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    let candidates: Vec<_> = std::env::split_paths(&path).map(|d| d.join(name)).filter(|p| p.is_file()).collect();
+    candidates.iter().find(|p| probe_user::held::check_executable(p).is_ok()).or(candidates.first()).cloned()
 }
 
 /// `-l`: the probes matching the descriptions, in DTrace's columns.

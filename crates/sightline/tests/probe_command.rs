@@ -153,3 +153,38 @@ fn list_with_command_lists_its_probes_and_never_runs_it() {
     assert!(!Path::new(&marker).exists(), "-l -c ran the command");
     assert_eq!(processes_with_arg(&marker), Vec::<u32>::new(), "the -l -c command survived");
 }
+
+#[test]
+fn path_lookup_skips_files_that_are_not_executable() {
+    if !test_support::privileged("creating a held -c command") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // execvp(3): a file without execute permission earlier in PATH is skipped...
+    std::fs::write(a.join("sl-cmd"), "echo wrong > ran.txt\n").unwrap();
+    std::fs::set_permissions(a.join("sl-cmd"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(b.join("sl-cmd"), "#!/bin/sh\necho right > ran.txt\n").unwrap();
+    std::fs::set_permissions(b.join("sl-cmd"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}:/usr/bin:/bin", a.display(), b.display());
+    let out = Command::new(test_support::sightline_bin())
+        .args(["probe", "-q", "-c", "sl-cmd", "-n", "BEGIN {}"])
+        .env("PATH", &path)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(dir.path().join("ran.txt")).unwrap(), "right\n");
+    // ... and when it is the only one, the error is execve's EACCES.
+    let out = Command::new(test_support::sightline_bin())
+        .args(["probe", "-q", "-c", "sl-cmd", "-n", "BEGIN {}"])
+        .env("PATH", a.display().to_string())
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stderr), "sightline: -c sl-cmd: cannot execute: Permission denied (os error 13)\n");
+}
