@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use probe_sema::checked::{
     Action, AggFunc as SAgg, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt, VarAccess, VarScope,
 };
-use probe_sema::{DtraceProbe, ProbeInfo, ProbeKind, Type};
+use probe_sema::{DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, Type};
 use probe_syntax::Span;
 use probe_syntax::ast::{BinaryOp, UnaryOp};
 
@@ -1717,6 +1717,55 @@ impl ProgGen<'_, '_> {
         self.err(span, format!("no tracepoint field `{name}` at this probe"))
     }
 
+    /// `args->name` at `syscall::NAME:entry`: the system call argument the field stands for (its
+    /// position in tracefs `syscalls/sys_enter_NAME/format` after `__syscall_nr`), read from the
+    /// saved user registers like `argN`. The raw `sys_enter` context is only `{regs, nr}`: reading
+    /// the field's tracepoint-record offset from it makes `BPF_RAW_TRACEPOINT_OPEN` fail with
+    /// EINVAL (the program's context accesses exceed the tracepoint's arguments). When the
+    /// clause's system calls have the field at different positions, the position is chosen by the
+    /// system call number at run time. Result in R0.
+    fn syscall_field(&mut self, name: &str, span: Span) -> Res<()> {
+        // (argument index, system call numbers having the field there)
+        let mut at: Vec<(u8, Vec<u32>)> = Vec::new();
+        for p in &self.probes {
+            let (ProbeArgs::SyscallEntry { args, .. }, ProbeKind::Syscall { nr, .. }) = (&p.args, &p.kind) else {
+                return self.err(span, format!("probe {} has no named arguments (args->)", p.full_name()));
+            };
+            let Some(i) = args.iter().position(|f| f.name == name) else {
+                return self.err(span, format!("{} has no argument `{name}`", p.full_name()));
+            };
+            let i = u8::try_from(i).ok().filter(|&i| i < 6);
+            let Some(i) = i else {
+                return self.err(span, format!("argument `{name}` of {} is not in a register", p.full_name()));
+            };
+            match at.iter_mut().find(|(j, _)| *j == i) {
+                Some((_, nrs)) => nrs.push(*nr),
+                None => at.push((i, vec![*nr])),
+            }
+        }
+        let Some(((last, _), rest)) = at.split_last() else {
+            return self.err(span, format!("no system call argument `{name}` at this probe"));
+        };
+        let (last, rest) = (*last, rest.to_vec());
+        let done = self.asm.label();
+        for (i, nrs) in &rest {
+            let next = self.asm.label();
+            let here = self.asm.label();
+            self.asm.ldx(Size::DW, R0, R10, SLOT_NR);
+            for nr in nrs {
+                self.asm.jmp_imm(Cond::Eq, R0, *nr as i32, here);
+            }
+            self.asm.ja(next);
+            self.asm.bind(here);
+            self.arg(*i, span)?;
+            self.asm.ja(done);
+            self.asm.bind(next);
+        }
+        self.arg(last, span)?;
+        self.asm.bind(done);
+        Ok(())
+    }
+
     fn int(&mut self, e: &TExpr) -> Res<()> {
         match &e.kind {
             TExprKind::Int(v) => {
@@ -1739,6 +1788,10 @@ impl ProgGen<'_, '_> {
                 } else {
                     self.arg(*n, e.span)?;
                 }
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::TpField(name) if self.group == GroupKey::SysEnter => {
+                self.syscall_field(name, e.span)?;
                 self.normalize(R0, &e.ty);
             }
             TExprKind::TpField(name) => {
@@ -2266,6 +2319,9 @@ impl ProgGen<'_, '_> {
                 } else {
                     return self.err(e.span, "this probe-name built-in differs between the clause's probes");
                 }
+            }
+            TExprKind::TpField(name) if self.group == GroupKey::SysEnter => {
+                return self.err(e.span, format!("system call argument `{name}` is not a string: use copyinstr(args->{name})"));
             }
             TExprKind::TpField(name) => {
                 let f = self.tp_field(name, e.span)?;

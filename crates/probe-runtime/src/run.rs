@@ -63,7 +63,7 @@ pub enum RunError {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// Writing the output failed.
-    #[error("writing output: {0}")]
+    #[error("writing output")]
     Io(#[from] std::io::Error),
 }
 

@@ -11,6 +11,9 @@ use crate::ringbuf::RingBuf;
 use crate::sys::{self, LoadError, PerfKind, SyscallError};
 
 /// Errors of loading, attaching and reading a program.
+///
+/// A variant wrapping another error returns it as its `source()` and does not repeat it in its
+/// message: print the chain (`{:#}`) to see the whole story once.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// A kernel call failed.
@@ -40,7 +43,7 @@ pub enum RuntimeError {
         dir: String,
     },
     /// Attaching a probe failed.
-    #[error("attaching {probe}: {source}")]
+    #[error("attaching {probe}")]
     Attach {
         /// The probe or attach point.
         probe: String,
@@ -52,7 +55,7 @@ pub enum RuntimeError {
     #[error("{0}: uprobes and USDT probes are attached by probe-user, not available here")]
     Unsupported(String),
     /// Attaching a uprobe or USDT probe failed (probe-user names the failed call).
-    #[error("attaching {probe}: {source}")]
+    #[error("attaching {probe}")]
     User {
         /// The clause(s) and probe(s).
         probe: String,
@@ -405,4 +408,39 @@ pub fn verifier_reason(log: &str) -> String {
         .find(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
         .unwrap_or("no verifier log (the kernel refused the program before verification)")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error and its causes joined with ": ", as anyhow's `{:#}` prints them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut cur = e.source();
+        while let Some(c) = cur {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cur = c.source();
+        }
+        out
+    }
+
+    /// Regression: a failed attach printed its OS error three times ("attaching …:
+    /// bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22): bpf(BPF_RAW_TRACEPOINT_OPEN):
+    /// Invalid argument (os error 22): Invalid argument (os error 22)").
+    #[test]
+    fn attach_error_chain_names_each_cause_once() {
+        let source = SyscallError { call: "bpf(BPF_RAW_TRACEPOINT_OPEN)", source: std::io::Error::from_raw_os_error(22) };
+        let e = crate::run::RunError::Runtime(RuntimeError::Attach { probe: "clause 1 (syscall::openat:entry)".into(), source });
+        assert_eq!(
+            chain(&e),
+            "attaching clause 1 (syscall::openat:entry): bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22)"
+        );
+        let e = RuntimeError::Sys(SyscallError { call: "bpf(BPF_MAP_CREATE)", source: std::io::Error::from_raw_os_error(1) });
+        assert_eq!(chain(&e), "bpf(BPF_MAP_CREATE): Operation not permitted (os error 1)");
+        assert!(e.is_permission());
+        let e = crate::run::RunError::Io(std::io::Error::from_raw_os_error(32));
+        assert_eq!(chain(&e), "writing output: Broken pipe (os error 32)");
+    }
 }

@@ -11,8 +11,13 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// A failed system call: which one (e.g. `bpf(BPF_PROG_LOAD)`) and the OS error.
+///
+/// Its message names the call only; the OS error is its [`std::error::Error::source`], so a
+/// chain printed with `{:#}` reads `bpf(BPF_PROG_LOAD): Invalid argument (os error 22)` once
+/// (putting the error in the message too printed it twice, and three times under a wrapper
+/// doing the same).
 #[derive(Debug, thiserror::Error)]
-#[error("{call}: {source}")]
+#[error("{call}")]
 pub struct SyscallError {
     /// The call and command that failed, e.g. `bpf(BPF_MAP_CREATE)`.
     pub call: &'static str,
