@@ -641,6 +641,25 @@ impl Aggregation {
         }
     }
 
+    /// Merges entries whose key tuples are equal (first occurrence keeps its place), combining their
+    /// data as [`AggData::merge`] does (sums for count/sum/avg/stddev and buckets, min of mins, max
+    /// of maxes). Used after keys are replaced by what they aggregate by (a `func()` key by its
+    /// symbol, see [`crate::value::Symbol::function_key`]), where distinct kernel keys become one.
+    pub fn merge_equal_keys(entries: Vec<AggEntry>) -> Vec<AggEntry> {
+        let mut out: Vec<AggEntry> = Vec::with_capacity(entries.len());
+        let mut index: std::collections::HashMap<Vec<Value>, usize> = std::collections::HashMap::new();
+        for e in entries {
+            match index.get(&e.keys) {
+                Some(&i) => out[i].data.merge(&e.data),
+                None => {
+                    index.insert(e.keys.clone(), out.len());
+                    out.push(e);
+                }
+            }
+        }
+        out
+    }
+
     /// `normalize(@x, n)`: values print divided by `n` (guide, "Aggregations" > "Data
     /// Normalization"). `n` = 0 is treated as 1.
     pub fn normalize(&mut self, n: u64) {
@@ -873,6 +892,82 @@ pub fn compare_entries(func: &AggFunc, a: &AggEntry, b: &AggEntry, opts: &SortOp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value::Symbol;
+
+    fn ksym(addr: u64, name: &str, start: u64) -> Symbol {
+        Symbol { addr, module: Some("vmlinux".into()), name: Some(name.into()), offset: addr - start }
+    }
+
+    /// Entries with `Sym` keys replaced by their function key, as the consumer does.
+    fn by_symbol(entries: &[AggEntry]) -> Vec<AggEntry> {
+        let key = |k: &Value| if let Value::Sym(s) = k { Value::Sym(s.function_key()) } else { k.clone() };
+        entries.iter().map(|e| AggEntry { keys: e.keys.iter().map(key).collect(), data: e.data.clone() }).collect()
+    }
+
+    /// Regression: `@[func(arg0)] = count()` printed one row per sampled address ("vmlinux`mm_access"
+    /// twice); DTrace keys `func()` by the symbol, so rows of one function merge.
+    #[test]
+    fn func_keys_merge_per_symbol() {
+        // The kernel's keys are addresses; the consumer replaces each by its symbol, then merges.
+        let raw = |addr: u64| vec![Value::Sym(ksym(addr, "mm_access", 0x1000))];
+        let keys = |addr: u64| vec![Value::Sym(ksym(addr, "mm_access", 0x1000).function_key())];
+        let other = vec![Value::Sym(ksym(0x2010, "schedule", 0x2000).function_key())];
+        let mut count = Aggregation::new("", 0, AggFunc::Count);
+        count.add(raw(0x1004), 0, 1);
+        count.add(raw(0x1020), 0, 1);
+        count.add(vec![Value::Sym(ksym(0x2010, "schedule", 0x2000))], 0, 1);
+        count.add(raw(0x1020), 0, 1);
+        assert_eq!(count.entries.len(), 3);
+        let merged = Aggregation::merge_equal_keys(by_symbol(&count.entries));
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].keys, keys(0x1004));
+        assert_eq!(merged[0].data, AggData::Count(3));
+        assert_eq!(merged[1].keys, other);
+        assert_eq!(merged[1].data, AggData::Count(1));
+        if let Value::Sym(s) = &merged[0].keys[0] {
+            assert_eq!((s.addr, s.offset, s.without_offset()), (0x1000, 0, "vmlinux`mm_access".to_string()));
+        }
+
+        for (func, a, b, want) in [
+            (AggFunc::Min, 7, 3, AggData::Min(Some(3))),
+            (AggFunc::Max, 7, 3, AggData::Max(Some(7))),
+            (AggFunc::Avg, 7, 3, AggData::Avg { count: 2, sum: 10 }),
+            (AggFunc::Sum, 7, 3, AggData::Sum(10)),
+        ] {
+            let mut agg = Aggregation::new("", 0, func);
+            agg.add(raw(0x1004), a, 1);
+            agg.add(raw(0x1008), b, 1);
+            assert_eq!(agg.entries.len(), 2);
+            let merged = Aggregation::merge_equal_keys(by_symbol(&agg.entries));
+            assert_eq!(merged.len(), 1, "{func:?}");
+            assert_eq!(merged[0].data, want, "{func:?}");
+        }
+        let mut q = Aggregation::new("", 0, AggFunc::Quantize);
+        q.add(raw(0x1004), 1, 1);
+        q.add(raw(0x1008), 1, 1);
+        q.add(raw(0x100c), 1000, 1);
+        let merged = Aggregation::merge_equal_keys(by_symbol(&q.entries));
+        assert_eq!(merged.len(), 1);
+        let b = merged[0].data.buckets().expect("buckets");
+        assert_eq!((b[quantize_bucket(1)], b[quantize_bucket(1000)]), (2, 1));
+    }
+
+    /// `mod()`/`umod()` keys are the module: every address in it is one row, printed bare.
+    #[test]
+    fn mod_keys_merge_per_module() {
+        let k = |s: Symbol| vec![Value::Sym(s.module_key())];
+        let mut agg = Aggregation::new("", 0, AggFunc::Count);
+        agg.add(k(ksym(0x1004, "mm_access", 0x1000)), 0, 1);
+        agg.add(k(ksym(0x2010, "schedule", 0x2000)), 0, 1);
+        agg.add(k(Symbol::unknown(0x5000)), 0, 1);
+        let merged = Aggregation::merge_equal_keys(agg.entries);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].data, AggData::Count(2));
+        let Value::Sym(s) = &merged[0].keys[0] else { panic!("a symbol key") };
+        assert_eq!(s.without_offset(), "vmlinux");
+        let Value::Sym(s) = &merged[1].keys[0] else { panic!("a symbol key") };
+        assert_eq!(s.without_offset(), "0x5000");
+    }
 
     // Guide, "Aggregations" > quantize(): powers of two; the kernel's dtrace_aggregate_quantize.
     #[test]

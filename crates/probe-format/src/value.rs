@@ -139,6 +139,33 @@ impl Symbol {
         }
     }
 
+    /// The aggregation key `sym()`/`func()`/`usym()`/`ufunc()` stand for: the symbol itself, i.e.
+    /// its start address with offset 0, so that every address inside one function is one key
+    /// (libdtrace `dt_aggregate.c`, `dt_aggregate_sym`/`dt_aggregate_usym` replace the address by
+    /// the symbol's value before keys are compared). An address without a symbol stays as it is.
+    pub fn function_key(&self) -> Symbol {
+        if self.name.is_none() {
+            return self.clone();
+        }
+        Symbol {
+            addr: self.addr.wrapping_sub(self.offset),
+            module: self.module.clone(),
+            name: self.name.clone(),
+            offset: 0,
+        }
+    }
+
+    /// The aggregation key `mod()`/`umod()` stand for: the module alone (`dt_aggregate_mod`/
+    /// `dt_aggregate_umod` key by the module), printed as its bare name (``vmlinux``, `libc.so.6`)
+    /// as DTrace prints `mod()`. The address is 0 so that all addresses of one module are one key;
+    /// an address without a known module stays as it is (printed `0x…`).
+    pub fn module_key(&self) -> Symbol {
+        match &self.module {
+            Some(m) => Symbol { addr: 0, module: None, name: Some(m.clone()), offset: 0 },
+            None => Symbol::unknown(self.addr),
+        }
+    }
+
     /// ``module`name`` without the offset, as `sym()`/`func()` print (dt_consume.c `dt_print_sym`).
     pub fn without_offset(&self) -> String {
         let prefix = self

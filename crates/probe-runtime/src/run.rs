@@ -626,7 +626,7 @@ impl<'a> Consumer<'a> {
         let func = fagg(&desc.func);
         let mut entries = Vec::new();
         for e in raw {
-            let keys: Vec<Value> = desc.keys.iter().map(|f| self.decode(f, &e.key)).collect();
+            let keys: Vec<Value> = desc.keys.iter().map(|f| agg_key(&f.kind, self.decode(f, &e.key))).collect();
             let mut data = AggData::zero(&func);
             for w in &e.words {
                 if let Ok(d) = AggData::from_words(&func, w) {
@@ -636,7 +636,7 @@ impl<'a> Consumer<'a> {
             entries.push(FEntry { keys, data });
         }
         let agg = &mut self.aggs[id];
-        agg.entries = entries;
+        agg.entries = Aggregation::merge_equal_keys(entries);
         agg.normal = self.normals[id];
         Ok(())
     }
@@ -699,5 +699,17 @@ impl<'a> Consumer<'a> {
             writeln!(self.err, "sightline: {}", probe_format::json::drop_message(kind, cpu, n))?;
         }
         Ok(())
+    }
+}
+
+/// What an aggregation key field aggregates by: `func()`/`sym()`/`ufunc()`/`usym()` keys by their
+/// symbol, `mod()`/`umod()` keys by their module (DTrace merges the kernel's per-address keys in
+/// user space, libdtrace `dt_aggregate.c`); other keys (`uaddr()` too) as decoded. Keys that become
+/// equal are merged by [`Aggregation::merge_equal_keys`].
+fn agg_key(kind: &FieldKind, v: Value) -> Value {
+    match (kind, v) {
+        (FieldKind::Sym(SymKind::Sym | SymKind::Usym), Value::Sym(s)) => Value::Sym(s.function_key()),
+        (FieldKind::Sym(SymKind::Mod | SymKind::Umod), Value::Sym(s)) => Value::Sym(s.module_key()),
+        (_, v) => v,
     }
 }
