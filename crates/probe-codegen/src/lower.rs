@@ -2145,7 +2145,11 @@ impl ProgGen<'_, '_> {
                 a.bind(ok);
             }
             Subr::Rand => {
+                // DTrace's rand() is never negative (illumos dtrace.c DIF_SUBR_RAND: a value
+                // modulo 1771875); the `int` of 32 random bits would be negative half the time.
+                // Clearing the sign bit keeps 31 uniform bits: 0 ..= 2^31 - 1.
                 self.asm.call(helper::GET_PRANDOM_U32);
+                self.asm.alu_imm(Alu::And, R0, 0x7fff_ffff);
                 self.normalize(R0, &e.ty);
             }
             Subr::Htons | Subr::Htonl | Subr::Htonll => {
