@@ -964,7 +964,8 @@ mod tests {
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0].data, AggData::Count(2));
         let Value::Sym(s) = &merged[0].keys[0] else { panic!("a symbol key") };
-        assert_eq!(s.without_offset(), "vmlinux");
+        assert_eq!((s.without_offset(), s.with_offset()), ("vmlinux".to_string(), "vmlinux".to_string()));
+        assert_eq!((s.module.as_deref(), s.name.as_deref(), s.addr), (Some("vmlinux"), None, 0));
         let Value::Sym(s) = &merged[1].keys[0] else { panic!("a symbol key") };
         assert_eq!(s.without_offset(), "0x5000");
     }

@@ -125,7 +125,7 @@ impl Symbol {
     }
 
     /// ``module`name+0xoff``, ``module`name`` when the offset is 0, ``module`0xaddr`` when only the
-    /// module is known, `0xaddr` otherwise (dt_consume.c `dt_print_stack`, dtrace `%a`).
+    /// module is known, `module` for a module alone ([`Symbol::is_module_only`]), `0xaddr` otherwise (dt_consume.c `dt_print_stack`, dtrace `%a`).
     pub fn with_offset(&self) -> String {
         let prefix = self
             .module
@@ -133,6 +133,7 @@ impl Symbol {
             .map(|m| format!("{m}`"))
             .unwrap_or_default();
         match &self.name {
+            None if self.is_module_only() => self.module.clone().unwrap_or_default(),
             Some(n) if self.offset > 0 => format!("{prefix}{n}+0x{:x}", self.offset),
             Some(n) => format!("{prefix}{n}"),
             None => format!("{prefix}0x{:x}", self.addr),
@@ -157,13 +158,20 @@ impl Symbol {
 
     /// The aggregation key `mod()`/`umod()` stand for: the module alone (`dt_aggregate_mod`/
     /// `dt_aggregate_umod` key by the module), printed as its bare name (``vmlinux``, `libc.so.6`)
-    /// as DTrace prints `mod()`. The address is 0 so that all addresses of one module are one key;
+    /// as DTrace prints `mod()` (see [`Symbol::is_module_only`]). The address is 0 and the name
+    /// `None` so that all addresses of one module are one key;
     /// an address without a known module stays as it is (printed `0x…`).
     pub fn module_key(&self) -> Symbol {
         match &self.module {
-            Some(m) => Symbol { addr: 0, module: None, name: Some(m.clone()), offset: 0 },
+            Some(m) => Symbol { addr: 0, module: Some(m.clone()), name: None, offset: 0 },
             None => Symbol::unknown(self.addr),
         }
+    }
+
+    /// True for a module alone ([`Symbol::module_key`]): address 0, a module, no name. It prints
+    /// as the module's bare name.
+    pub fn is_module_only(&self) -> bool {
+        self.addr == 0 && self.name.is_none() && self.module.is_some()
     }
 
     /// ``module`name`` without the offset, as `sym()`/`func()` print (dt_consume.c `dt_print_sym`).
@@ -174,6 +182,7 @@ impl Symbol {
             .map(|m| format!("{m}`"))
             .unwrap_or_default();
         match &self.name {
+            None if self.is_module_only() => self.module.clone().unwrap_or_default(),
             Some(n) => format!("{prefix}{n}"),
             None => format!("{prefix}0x{:x}", self.addr),
         }
