@@ -14,7 +14,9 @@
 //! seen by `signal:::signal_generate`). So the child asks to be traced (`PTRACE_TRACEME`) and stops
 //! itself with SIGSTOP before any probe exists; [`HeldCommand::release`] detaches with no signal
 //! (`PTRACE_DETACH`, data 0, which discards the SIGSTOP; ptrace(2)), so the command's first traced
-//! event is its `execve`. SIGCHLD gets `SA_NOCLDSTOP`, so the stop sends us no SIGCHLD.
+//! event is its `execve`. SIGCHLD gets `SA_NOCLDSTOP`, so the stop sends us no SIGCHLD. While held
+//! it has `PTRACE_O_EXITKILL`: if Sightline dies (even by SIGKILL) the kernel kills the command
+//! instead of detaching it to run untraced.
 //!
 //! # Exec failures
 //!
@@ -191,7 +193,21 @@ impl HeldCommand {
                 source: io::Error::from(io::ErrorKind::PermissionDenied),
             });
         }
-        Ok(HeldCommand { pid: pid as u32, path: path.to_path_buf(), state: State::Held, errors: Some(read_end), status: None })
+        let mut held = HeldCommand { pid: pid as u32, path: path.to_path_buf(), state: State::Held, errors: Some(read_end), status: None };
+        // PTRACE_O_EXITKILL: should we die while it is held (SIGKILL, a crash, Ctrl-C before our
+        // handler exists), the kernel kills it rather than detach it to run untraced. Options end
+        // with PTRACE_DETACH, so a released command is not affected.
+        // SAFETY: our tracee is in a ptrace stop (waited above); data is the option bits, addr is
+        // ignored.
+        let r = unsafe {
+            libc::ptrace(libc::PTRACE_SETOPTIONS, pid, std::ptr::null_mut::<libc::c_void>(), libc::PTRACE_O_EXITKILL as usize as *mut libc::c_void)
+        };
+        if r < 0 {
+            let e = last("ptrace(PTRACE_SETOPTIONS, PTRACE_O_EXITKILL)");
+            let _ = held.kill();
+            return Err(e);
+        }
+        Ok(held)
     }
 
     /// True while the command is held (created, not yet released or killed).

@@ -63,3 +63,58 @@ fn cannot_execute_is_reported_before_fork() {
         e => panic!("unexpected {e}"),
     }
 }
+
+/// Run in a child copy of this test binary (`HELD_EXITKILL_FILE` set): creates a held `touch` of
+/// that file, prints its pid and waits to be killed.
+fn exitkill_helper(file: &str) {
+    let argv = vec!["touch".to_string(), file.to_string()];
+    let held = HeldCommand::spawn(std::path::Path::new("/usr/bin/touch"), &argv).unwrap();
+    // The harness may have printed "test NAME ... " on this line already.
+    println!("HELD_PID {}", held.pid);
+    std::mem::forget(held);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[test]
+fn killed_tracer_takes_the_held_command_with_it() {
+    if let Ok(file) = std::env::var("HELD_EXITKILL_FILE") {
+        exitkill_helper(&file);
+        return;
+    }
+    if !test_support::privileged("ptrace-holding a child") {
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ran.txt");
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_tracer_takes_the_held_command_with_it", "--nocapture", "--test-threads=1"])
+        .env("HELD_EXITKILL_FILE", &file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(helper.stdout.take().unwrap()).lines();
+    let pid: u32 = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| l.split_once("HELD_PID ").map(|(_, p)| p.trim().parse().unwrap()))
+        .expect("the helper prints the held pid");
+    assert_eq!(state(pid), Some('t'), "held in a ptrace stop");
+    // The tracer dies without releasing it: PTRACE_O_EXITKILL kills the command.
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        // Reparented and reaped by init (or a subreaper), or a zombie not yet reaped: not running.
+        if matches!(state(pid), None | Some('Z')) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(gone, "the held command outlived its tracer: state {:?}", state(pid));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!file.exists(), "the held command ran after its tracer died");
+}
