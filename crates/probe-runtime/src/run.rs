@@ -99,15 +99,6 @@ pub trait Target {
     fn exited(&mut self) -> Option<i32>;
 }
 
-impl Target for sys::HeldChild {
-    fn release(&mut self) -> Result<(), RuntimeError> {
-        Ok(sys::HeldChild::release(self)?)
-    }
-    fn exited(&mut self) -> Option<i32> {
-        self.try_wait().ok().flatten()
-    }
-}
-
 /// Kernel symbols from `/proc/kallsyms`, sorted by address, for `stack()` and `sym()`.
 #[derive(Debug, Default)]
 pub struct Kallsyms {

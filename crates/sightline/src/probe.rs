@@ -120,16 +120,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut child = None;
     let target_pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
-            let words = split_words(cmd);
-            let Some(first) = words.first() else { bail!("-c: empty command") };
-            let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
-            let c = match HeldCommand::spawn(&path, &words) {
-                Ok(c) => c,
-                Err(e @ HeldError::CannotExecute { .. }) => {
-                    eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
-                    return Ok(ExitCode::from(2));
-                }
-                Err(e) => return Err(anyhow::Error::new(e).context("-c: starting the command")),
+            let (path, c) = match spawn_command(cmd)? {
+                Ok(x) => x,
+                Err(code) => return Ok(code),
             };
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
@@ -403,6 +396,24 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
     candidates.iter().find(|p| probe_user::held::check_executable(p).is_ok()).or(candidates.first()).cloned()
 }
 
+/// Creates the `-c` command held (before its exec): its resolved path and the handle, or the exit
+/// code after printing why it cannot be executed (missing, not executable: exit 2, as dtrace).
+///
+/// Errors: an empty command, a name not found in PATH, a failure to fork or trace.
+fn spawn_command(cmd: &str) -> anyhow::Result<Result<(std::path::PathBuf, HeldCommand), ExitCode>> {
+    let words = split_words(cmd);
+    let Some(first) = words.first() else { bail!("-c: empty command") };
+    let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
+    match HeldCommand::spawn(&path, &words) {
+        Ok(c) => Ok(Ok((path, c))),
+        Err(e @ HeldError::CannotExecute { .. }) => {
+            eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
+            Ok(Err(ExitCode::from(2)))
+        }
+        Err(e) => Err(anyhow::Error::new(e).context("-c: starting the command")),
+    }
+}
+
 /// `-l`: the probes matching the descriptions, in DTrace's columns.
 ///
 /// `-l -c CMD` lists the probes of CMD as `dtrace -l -c` does: the command is created held (before
@@ -412,16 +423,9 @@ fn list(args: &ProbeArgs, catalog: &mut FullCatalog) -> anyhow::Result<ExitCode>
     let mut held = None;
     let pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
-            let words = split_words(cmd);
-            let Some(first) = words.first() else { bail!("-c: empty command") };
-            let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
-            let c = match HeldCommand::spawn(&path, &words) {
-                Ok(c) => c,
-                Err(e @ HeldError::CannotExecute { .. }) => {
-                    eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
-                    return Ok(ExitCode::from(2));
-                }
-                Err(e) => return Err(anyhow::Error::new(e).context("-c: starting the command")),
+            let (path, c) = match spawn_command(cmd)? {
+                Ok(x) => x,
+                Err(code) => return Ok(code),
             };
             catalog.set_held_command(c.pid, path, false);
             let pid = c.pid;
