@@ -155,6 +155,11 @@ pub fn bufferable(nr: i64) -> Option<&'static Bufferable> {
 // compared, r14 = output kind (0 none, 1 fixed, 2 counted), r15 = output bytes (fixed) or maximum.
 // The six arguments are saved on the stack, rdi's at 0(%rsp).
 global_asm!(
+    // The registers saved on entry, popped back (the six arguments, then the callee-saved ones).
+    ".macro sightline_syscallbuf_restore",
+    "pop %rdi", "pop %rsi", "pop %rdx", "pop %r10", "pop %r8", "pop %r9",
+    "pop %r15", "pop %r14", "pop %r13", "pop %r12", "pop %rbp", "pop %rbx",
+    ".endm",
     ".pushsection .text.sightline_syscallbuf,\"ax\",@progbits",
     ".p2align 4",
     ".globl sightline_syscallbuf_start",
@@ -329,13 +334,11 @@ global_asm!(
     "incq 32(%rbx)",
     // Done: restore and return the result in rax.
     "70:",
-    "pop %rdi", "pop %rsi", "pop %rdx", "pop %r10", "pop %r8", "pop %r9",
-    "pop %r15", "pop %r14", "pop %r13", "pop %r12", "pop %rbp", "pop %rbx",
+    "sightline_syscallbuf_restore",
     "ret",
     // Traced: restore, make the call where the filter traps it; start over on RETRY.
     "80:",
-    "pop %rdi", "pop %rsi", "pop %rdx", "pop %r10", "pop %r8", "pop %r9",
-    "pop %r15", "pop %r14", "pop %r13", "pop %r12", "pop %rbp", "pop %rbx",
+    "sightline_syscallbuf_restore",
     "push %rax",
     "syscall",
     ".globl sightline_syscallbuf_traced",
