@@ -91,6 +91,8 @@ struct Recorder {
     /// the recorded rendezvous order (and so the replayed interleaving) could differ from what the
     /// user saw. Running output writes one at a time makes the exit-stop order the real one.
     output_inflight: Option<i32>,
+    /// Syscall buffering on (`SIGHTLINE_SYSCALLBUF` is not `0`), read once at the start.
+    syscallbuf: bool,
     output_waiting: VecDeque<(Stopped, Resume, i32)>,
     procs: HashMap<i32, Proc>,
     counters: Counters,
@@ -209,6 +211,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
         interrupts: 0,
         output_inflight: None,
+        syscallbuf: crate::syscallbuf::enabled(),
         output_waiting: VecDeque::new(),
     };
     r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });

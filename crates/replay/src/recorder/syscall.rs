@@ -109,7 +109,7 @@ impl Recorder {
     fn try_syscallbuf(&mut self, mut t: Stopped, nr: i64, rip: u64) -> Result<StopResult, Box<Stopped>> {
         use crate::syscallbuf::{self as sb, Installed};
         let tid = t.tid();
-        if !sb::enabled() || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off) || sb::from_handler(rip) {
+        if !self.syscallbuf || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off) || sb::from_handler(rip) {
             return Err(Box::new(t));
         }
         let Some((site, orig)) = sb::candidate(&t, nr, rip) else { return Err(Box::new(t)) };

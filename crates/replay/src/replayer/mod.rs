@@ -268,7 +268,7 @@ impl Replayer<'_> {
     /// That trapped call fetches the batch instead.
     fn prefill(&mut self, t: &mut Stopped) -> Result<(), Error> {
         let rec = self.rec_of(t.tid());
-        let Some(Event::Buffered(recs)) = self.front(rec) else { return Ok(()) };
+        let Some(Event::Buffered(_)) = self.front(rec) else { return Ok(()) };
         match crate::syscallbuf::header(t) {
             Some(h) if h.used == h.pos => {}
             _ => return Ok(()),
@@ -276,12 +276,16 @@ impl Replayer<'_> {
         if crate::syscallbuf::inside_handler(t.regs()?.rip) {
             return Ok(());
         }
-        let recs = recs.clone();
-        crate::syscallbuf::fill(t, &recs)?;
-        if let Some(s) = self.streams.get_mut(&rec) {
-            s.syscalls.extend(recs.iter().map(|r| r.nr));
+        self.load_batch(t, rec)
+    }
+
+    /// Puts the batch of buffered calls at the front of `rec`'s stream into the tracee's buffer and
+    /// marks it replayed (the handler checks each call as the program makes it).
+    fn load_batch(&mut self, t: &Stopped, rec: i32) -> Result<(), Error> {
+        if let Some(Event::Buffered(recs)) = self.front(rec) {
+            crate::syscallbuf::fill(t, recs)?;
+            self.complete(rec);
         }
-        self.complete(rec);
         Ok(())
     }
 
@@ -366,6 +370,7 @@ impl Replayer<'_> {
                     s.syscalls.push(e.nr);
                 }
                 Event::Exit { rendezvous, .. } => self.progress.complete(rendezvous),
+                Event::Buffered(recs) => s.syscalls.extend(recs.iter().map(|r| r.nr)),
                 _ => {}
             }
             s.recent.push_back(describe(&ev));

@@ -92,13 +92,8 @@ impl Replayer<'_> {
             ));
         }
         match self.front(rec) {
-            Some(Event::Buffered(recs)) if sb::from_handler(rip) => {
-                let recs = recs.clone();
-                sb::fill(t, &recs)?;
-                if let Some(s) = self.streams.get_mut(&rec) {
-                    s.syscalls.extend(recs.iter().map(|r| r.nr));
-                }
-                self.complete(rec);
+            Some(Event::Buffered(_)) if sb::from_handler(rip) => {
+                self.load_batch(t, rec)?;
                 // Skip this call; the handler starts over and finds it in the buffer.
                 let mut r = t.regs()?;
                 r.orig_rax = u64::MAX;
