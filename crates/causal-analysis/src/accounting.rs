@@ -19,7 +19,15 @@ use crate::graph::TaskGraph;
 
 /// Keys whose numeric values are summed as resources (as reported by X-Trace's resource-tracing
 /// agents: CPU cycles, bytes moved, durations in ms, packet and data lengths).
-pub const RESOURCE_KEYS: &[&str] = &["Cycles", "Bytes", "Duration", "GcDuration", "dataLen", "packetLen", "NumBytes"];
+pub const RESOURCE_KEYS: &[&str] = &[
+    "Cycles",
+    "Bytes",
+    "Duration",
+    "GcDuration",
+    "dataLen",
+    "packetLen",
+    "NumBytes",
+];
 
 /// Usage charged to one process or agent.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,7 +88,11 @@ impl Accounting {
             evs.sort_by_key(|&i| (g.events[i].timestamp_ns, g.events[i].hrt_ns, g.rank(i)));
             for w in evs.windows(2) {
                 let (a, b) = (&g.events[w[0]], &g.events[w[1]]);
-                let d = b.timestamp_ns.unwrap_or(0).saturating_sub(a.timestamp_ns.unwrap_or(0)).max(0);
+                let d = b
+                    .timestamp_ns
+                    .unwrap_or(0)
+                    .saturating_sub(a.timestamp_ns.unwrap_or(0))
+                    .max(0);
                 let u = slot(&mut procs, &b.process_key());
                 u.thread_ns = u.thread_ns.saturating_add(d);
                 let u = slot(&mut agents, b.agent.as_deref().unwrap_or("?"));
@@ -89,10 +101,18 @@ impl Accounting {
         }
         let sorted = |m: HashMap<String, Usage>| {
             let mut v: Vec<Usage> = m.into_values().collect();
-            v.sort_by(|a, b| b.thread_ns.cmp(&a.thread_ns).then(b.events.cmp(&a.events)).then(a.name.cmp(&b.name)));
+            v.sort_by(|a, b| {
+                b.thread_ns
+                    .cmp(&a.thread_ns)
+                    .then(b.events.cmp(&a.events))
+                    .then(a.name.cmp(&b.name))
+            });
             v
         };
-        Accounting { by_process: sorted(procs), by_agent: sorted(agents) }
+        Accounting {
+            by_process: sorted(procs),
+            by_agent: sorted(agents),
+        }
     }
 }
 
@@ -103,9 +123,16 @@ impl Accounting {
         use std::fmt::Write as _;
         let mut o = String::new();
         for (what, rows) in [("process", &self.by_process), ("agent", &self.by_agent)] {
-            let _ = writeln!(o, "resources by {what} (events, thread time, reported counters):");
+            let _ = writeln!(
+                o,
+                "resources by {what} (events, thread time, reported counters):"
+            );
             for u in rows {
-                let res: Vec<String> = u.resources.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let res: Vec<String> = u
+                    .resources
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
                 let _ = writeln!(
                     o,
                     "  {:>6} {:>11}  {:<32} {}",
@@ -135,7 +162,10 @@ mod tests {
             host: Some("h".into()),
             tid: Some(tid),
             timestamp_ns: Some(ts),
-            fields: vec![("Bytes".into(), bytes.into()), ("Partition".into(), "7".into())],
+            fields: vec![
+                ("Bytes".into(), bytes.into()),
+                ("Partition".into(), "7".into()),
+            ],
             parents: parents.iter().map(|p| Parent::causal(*p)).collect(),
             ..Event::default()
         };

@@ -84,24 +84,45 @@ impl Comparison {
         let (ca, cb) = (CriticalPath::compute(a), CriticalPath::compute(b));
         let mut agents: BTreeMap<String, AgentDiff> = BTreeMap::new();
         fn entry<'m>(m: &'m mut BTreeMap<String, AgentDiff>, name: &str) -> &'m mut AgentDiff {
-            m.entry(name.to_string())
-                .or_insert_with(|| AgentDiff { agent: name.to_string(), events: (0, 0), critical_path_ns: (0, 0) })
+            m.entry(name.to_string()).or_insert_with(|| AgentDiff {
+                agent: name.to_string(),
+                events: (0, 0),
+                critical_path_ns: (0, 0),
+            })
         }
         for (g, cp, first) in [(a, &ca, true), (b, &cb, false)] {
             for e in &g.events {
                 let d = entry(&mut agents, e.agent.as_deref().unwrap_or("?"));
-                if first { d.events.0 += 1 } else { d.events.1 += 1 }
+                if first {
+                    d.events.0 += 1
+                } else {
+                    d.events.1 += 1
+                }
             }
             if let Some(cp) = cp {
                 for s in &cp.by_agent {
                     let d = entry(&mut agents, &s.name);
-                    let slot = if first { &mut d.critical_path_ns.0 } else { &mut d.critical_path_ns.1 };
+                    let slot = if first {
+                        &mut d.critical_path_ns.0
+                    } else {
+                        &mut d.critical_path_ns.1
+                    };
                     *slot = slot.saturating_add(s.ns);
                 }
             }
         }
         let mut agents: Vec<AgentDiff> = agents.into_values().collect();
-        agents.sort_by_key(|d| (std::cmp::Reverse(d.critical_path_ns.1.saturating_sub(d.critical_path_ns.0).saturating_abs()), d.agent.clone()));
+        agents.sort_by_key(|d| {
+            (
+                std::cmp::Reverse(
+                    d.critical_path_ns
+                        .1
+                        .saturating_sub(d.critical_path_ns.0)
+                        .saturating_abs(),
+                ),
+                d.agent.clone(),
+            )
+        });
         let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for e in &a.events {
             kinds.entry(describe(e)).or_default().0 += 1;
@@ -109,10 +130,23 @@ impl Comparison {
         for e in &b.events {
             kinds.entry(describe(e)).or_default().1 += 1;
         }
-        let mut kinds: Vec<KindDiff> =
-            kinds.into_iter().filter(|(_, c)| c.0 != c.1).map(|(kind, count)| KindDiff { kind, count }).collect();
-        kinds.sort_by_key(|k| (std::cmp::Reverse(k.count.0.abs_diff(k.count.1)), k.kind.clone()));
-        Comparison { a: side(a, ca.as_ref()), b: side(b, cb.as_ref()), agents, kinds }
+        let mut kinds: Vec<KindDiff> = kinds
+            .into_iter()
+            .filter(|(_, c)| c.0 != c.1)
+            .map(|(kind, count)| KindDiff { kind, count })
+            .collect();
+        kinds.sort_by_key(|k| {
+            (
+                std::cmp::Reverse(k.count.0.abs_diff(k.count.1)),
+                k.kind.clone(),
+            )
+        });
+        Comparison {
+            a: side(a, ca.as_ref()),
+            b: side(b, cb.as_ref()),
+            agents,
+            kinds,
+        }
     }
 
     /// The comparison as text: both sides, agents, then up to `max_kinds` differing event kinds.
@@ -122,7 +156,13 @@ impl Comparison {
         // Ids up to 22 digits (X-Trace's 16 and 20) head their columns; longer ones (a 32-digit
         // OTLP trace id, a 40-digit TaskId) are printed whole above the table instead.
         if self.a.task.len().max(self.b.task.len()) <= 22 {
-            let _ = writeln!(o, "{:<28} {:>24} {:>24}", "", format!("A {}", self.a.task), format!("B {}", self.b.task));
+            let _ = writeln!(
+                o,
+                "{:<28} {:>24} {:>24}",
+                "",
+                format!("A {}", self.a.task),
+                format!("B {}", self.b.task)
+            );
         } else {
             let _ = writeln!(o, "A = task {}\nB = task {}", self.a.task, self.b.task);
             let _ = writeln!(o, "{:<28} {:>24} {:>24}", "", "A", "B");
@@ -130,13 +170,46 @@ impl Comparison {
         let row = |o: &mut String, what: &str, a: String, b: String| {
             let _ = writeln!(o, "{what:<28} {a:>24} {b:>24}");
         };
-        row(&mut o, "events", self.a.events.to_string(), self.b.events.to_string());
-        row(&mut o, "edges", self.a.edges.to_string(), self.b.edges.to_string());
-        row(&mut o, "joins", self.a.joins.to_string(), self.b.joins.to_string());
-        row(&mut o, "duration", fmt_duration(self.a.duration_ns), fmt_duration(self.b.duration_ns));
-        row(&mut o, "critical path events", self.a.critical_path_events.to_string(), self.b.critical_path_events.to_string());
-        row(&mut o, "critical path time", fmt_duration(self.a.critical_path_ns), fmt_duration(self.b.critical_path_ns));
-        let _ = writeln!(o, "\nby agent (events A/B, critical-path time A/B, difference B-A):");
+        row(
+            &mut o,
+            "events",
+            self.a.events.to_string(),
+            self.b.events.to_string(),
+        );
+        row(
+            &mut o,
+            "edges",
+            self.a.edges.to_string(),
+            self.b.edges.to_string(),
+        );
+        row(
+            &mut o,
+            "joins",
+            self.a.joins.to_string(),
+            self.b.joins.to_string(),
+        );
+        row(
+            &mut o,
+            "duration",
+            fmt_duration(self.a.duration_ns),
+            fmt_duration(self.b.duration_ns),
+        );
+        row(
+            &mut o,
+            "critical path events",
+            self.a.critical_path_events.to_string(),
+            self.b.critical_path_events.to_string(),
+        );
+        row(
+            &mut o,
+            "critical path time",
+            fmt_duration(self.a.critical_path_ns),
+            fmt_duration(self.b.critical_path_ns),
+        );
+        let _ = writeln!(
+            o,
+            "\nby agent (events A/B, critical-path time A/B, difference B-A):"
+        );
         for d in &self.agents {
             let _ = writeln!(
                 o,
@@ -193,13 +266,36 @@ mod tests {
     fn the_slow_agent_comes_first() {
         let c = Comparison::compute(&task("A", 5, false), &task("B", 50, true));
         assert_eq!((c.a.events, c.b.events), (4, 5));
-        assert_eq!((c.a.critical_path_ns, c.b.critical_path_ns), (7_000_000, 52_000_000));
-        assert_eq!(c.agents[0], AgentDiff { agent: "disk".into(), events: (1, 1), critical_path_ns: (5_000_000, 50_000_000) });
-        assert_eq!(c.kinds, vec![KindDiff { kind: "server: retry".into(), count: (0, 1) }]);
+        assert_eq!(
+            (c.a.critical_path_ns, c.b.critical_path_ns),
+            (7_000_000, 52_000_000)
+        );
+        assert_eq!(
+            c.agents[0],
+            AgentDiff {
+                agent: "disk".into(),
+                events: (1, 1),
+                critical_path_ns: (5_000_000, 50_000_000)
+            }
+        );
+        assert_eq!(
+            c.kinds,
+            vec![KindDiff {
+                kind: "server: retry".into(),
+                count: (0, 1)
+            }]
+        );
         let t = c.text(10);
         assert!(t.contains("server: retry"), "{t}");
         assert!(t.contains("45.000ms"), "{t}");
-        assert!(t.lines().next().unwrap().trim_end().ends_with("A A                      B B"), "{t}");
+        assert!(
+            t.lines()
+                .next()
+                .unwrap()
+                .trim_end()
+                .ends_with("A A                      B B"),
+            "{t}"
+        );
     }
 
     /// A 32-digit OTLP trace id is shown whole, not cut to 20 digits.
@@ -210,7 +306,18 @@ mod tests {
         let head: Vec<&str> = t.lines().take(3).collect();
         assert_eq!(head[0], format!("A = task {a}"), "{t}");
         assert_eq!(head[1], format!("B = task {b}"), "{t}");
-        assert_eq!(head[2].split_whitespace().collect::<Vec<_>>(), ["A", "B"], "{t}");
-        assert_eq!(t.lines().nth(3).unwrap().split_whitespace().collect::<Vec<_>>(), ["events", "4", "4"]);
+        assert_eq!(
+            head[2].split_whitespace().collect::<Vec<_>>(),
+            ["A", "B"],
+            "{t}"
+        );
+        assert_eq!(
+            t.lines()
+                .nth(3)
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["events", "4", "4"]
+        );
     }
 }

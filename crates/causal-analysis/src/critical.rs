@@ -122,7 +122,12 @@ impl CriticalPath {
                     cross = cross.saturating_add(charged);
                 }
             }
-            steps.push(Step { index: i, id: e.id.clone(), delta_ns: delta, join: g.parents_of(i).len() >= 2 });
+            steps.push(Step {
+                index: i,
+                id: e.id.clone(),
+                delta_ns: delta,
+                join: g.parents_of(i).len() >= 2,
+            });
         }
         let total_ns = match (ev(rev[0]).timestamp_ns, ev(last).timestamp_ns) {
             (Some(a), Some(b)) => b.saturating_sub(a),
@@ -155,7 +160,10 @@ impl CriticalPath {
 }
 
 fn shares(m: BTreeMap<String, (i64, usize)>) -> Vec<Share> {
-    let mut v: Vec<Share> = m.into_iter().map(|(name, (ns, steps))| Share { name, ns, steps }).collect();
+    let mut v: Vec<Share> = m
+        .into_iter()
+        .map(|(name, (ns, steps))| Share { name, ns, steps })
+        .collect();
     v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
     v
 }
@@ -166,7 +174,8 @@ fn last_event(g: &TaskGraph) -> Option<usize> {
         return None;
     }
     let with_ts = (0..g.len()).filter(|&i| g.events[i].timestamp_ns.is_some());
-    g.latest_of(with_ts).or_else(|| g.topological_order().last().copied())
+    g.latest_of(with_ts)
+        .or_else(|| g.topological_order().last().copied())
 }
 
 #[cfg(test)]
@@ -206,8 +215,22 @@ mod tests {
         assert!(cp.reached_root);
         assert_eq!(cp.total_ns, 50);
         assert!(cp.steps[2].join);
-        assert_eq!(cp.by_agent[0], Share { name: "back2".into(), ns: 40, steps: 1 });
-        assert_eq!(cp.by_agent[1], Share { name: "front".into(), ns: 10, steps: 2 });
+        assert_eq!(
+            cp.by_agent[0],
+            Share {
+                name: "back2".into(),
+                ns: 40,
+                steps: 1
+            }
+        );
+        assert_eq!(
+            cp.by_agent[1],
+            Share {
+                name: "front".into(),
+                ns: 10,
+                steps: 2
+            }
+        );
         // A(1)->C(3) and C(3)->D(1) cross processes: 40 + 5.
         assert_eq!(cp.cross_process_ns, 45);
     }
@@ -220,15 +243,38 @@ mod tests {
         let (lo, hi) = (100_000_000_000_000i64, i64::MAX);
         let mut evs = vec![ev("E0", lo, "a", "1", &[])];
         for i in 1..6 {
-            evs.push(ev(&format!("E{i}"), if i % 2 == 1 { hi } else { lo }, "a", if i % 2 == 1 { "2" } else { "1" }, &[&format!("E{}", i - 1)]));
+            evs.push(ev(
+                &format!("E{i}"),
+                if i % 2 == 1 { hi } else { lo },
+                "a",
+                if i % 2 == 1 { "2" } else { "1" },
+                &[&format!("E{}", i - 1)],
+            ));
         }
         evs.push(ev("N", i64::MIN, "b", "3", &["E0"]));
         let g = TaskGraph::build("T", evs);
         let cp = CriticalPath::compute(&g).unwrap();
         assert_eq!(cp.steps.len(), 6);
-        assert_eq!(cp.by_agent[0], Share { name: "a".into(), ns: i64::MAX, steps: 5 });
+        assert_eq!(
+            cp.by_agent[0],
+            Share {
+                name: "a".into(),
+                ns: i64::MAX,
+                steps: 5
+            }
+        );
         assert_eq!(cp.cross_process_ns, i64::MAX);
-        assert!(g.problems.iter().any(|p| matches!(p, crate::Problem::BackwardsInTime { max_ns: i64::MAX, .. })), "{:?}", g.problems);
+        assert!(
+            g.problems.iter().any(|p| matches!(
+                p,
+                crate::Problem::BackwardsInTime {
+                    max_ns: i64::MAX,
+                    ..
+                }
+            )),
+            "{:?}",
+            g.problems
+        );
         let text = crate::render::text(&g, Some(&cp));
         assert!(text.contains("critical path: 6 events"), "{text}");
         let acc = crate::Accounting::compute(&g);
@@ -239,7 +285,10 @@ mod tests {
 
     #[test]
     fn a_cycle_stops_the_walk_without_looping() {
-        let g = TaskGraph::build("T", vec![ev("X", 1, "a", "1", &["Y"]), ev("Y", 2, "a", "1", &["X"])]);
+        let g = TaskGraph::build(
+            "T",
+            vec![ev("X", 1, "a", "1", &["Y"]), ev("Y", 2, "a", "1", &["X"])],
+        );
         let cp = CriticalPath::compute(&g).unwrap();
         assert_eq!(cp.steps.len(), 2);
         assert!(!cp.reached_root);

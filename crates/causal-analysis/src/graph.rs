@@ -94,24 +94,46 @@ impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Problem::DuplicateEvent { id, reports } => {
-                write!(f, "event {id} reported {reports} times; the first report is kept")
+                write!(
+                    f,
+                    "event {id} reported {reports} times; the first report is kept"
+                )
             }
             Problem::UnknownParent { event, parent } => {
                 write!(f, "event {event} has an edge from unknown event {parent}")
             }
             Problem::SeveralRoots { roots } => {
-                write!(f, "{} roots (events without a known parent): {}", roots.len(), abbreviate(roots, 8))
+                write!(
+                    f,
+                    "{} roots (events without a known parent): {}",
+                    roots.len(),
+                    abbreviate(roots, 8)
+                )
             }
             Problem::NoRoot => write!(f, "no root: every event has a parent"),
             Problem::Cycle { events } => {
-                write!(f, "cycle among {} events: {}", events.len(), abbreviate(events, 8))
+                write!(
+                    f,
+                    "cycle among {} events: {}",
+                    events.len(),
+                    abbreviate(events, 8)
+                )
             }
-            Problem::ClockSkew { from_host, to_host, edges, max_skew_ns } => write!(
+            Problem::ClockSkew {
+                from_host,
+                to_host,
+                edges,
+                max_skew_ns,
+            } => write!(
                 f,
                 "clock skew: {edges} edges from {from_host} to {to_host} go back in time, by up to {}",
                 fmt_duration(*max_skew_ns)
             ),
-            Problem::BackwardsInTime { host, edges, max_ns } => write!(
+            Problem::BackwardsInTime {
+                host,
+                edges,
+                max_ns,
+            } => write!(
                 f,
                 "{edges} edges on {host} go back in time, by up to {}",
                 fmt_duration(*max_ns)
@@ -205,9 +227,18 @@ impl TaskGraph {
                             children[pi].push(ci);
                         }
                     }
-                    None => problems.push(Problem::UnknownParent { event: ev.id.clone(), parent: p.id.clone() }),
+                    None => problems.push(Problem::UnknownParent {
+                        event: ev.id.clone(),
+                        parent: p.id.clone(),
+                    }),
                 }
-                edges.push(Edge { from: p.id.clone(), to: ev.id.clone(), from_index, to_index: ci, kind: p.kind });
+                edges.push(Edge {
+                    from: p.id.clone(),
+                    to: ev.id.clone(),
+                    from_index,
+                    to_index: ci,
+                    kind: p.kind,
+                });
             }
         }
 
@@ -245,8 +276,10 @@ impl TaskGraph {
         let n = self.events.len();
         let mut indeg: Vec<usize> = self.parents.iter().map(Vec::len).collect();
         let key = |i: usize| (self.events[i].timestamp_ns.unwrap_or(i64::MAX), i);
-        let mut heap: BinaryHeap<Reverse<(i64, usize)>> =
-            (0..n).filter(|&i| indeg[i] == 0).map(|i| Reverse(key(i))).collect();
+        let mut heap: BinaryHeap<Reverse<(i64, usize)>> = (0..n)
+            .filter(|&i| indeg[i] == 0)
+            .map(|i| Reverse(key(i)))
+            .collect();
         let mut topo = Vec::with_capacity(n);
         while let Some(Reverse((_, i))) = heap.pop() {
             self.rank[i] = topo.len();
@@ -264,8 +297,15 @@ impl TaskGraph {
             // left-over events with no child among the left-overs: what remains lies on a cycle
             // (or between two cycles). Linear in the size of the graph.
             let in_left: Vec<bool> = (0..n).map(|i| self.rank[i] == usize::MAX).collect();
-            let mut outdeg: Vec<usize> =
-                (0..n).map(|i| if in_left[i] { self.children[i].iter().filter(|&&c| in_left[c]).count() } else { 0 }).collect();
+            let mut outdeg: Vec<usize> = (0..n)
+                .map(|i| {
+                    if in_left[i] {
+                        self.children[i].iter().filter(|&&c| in_left[c]).count()
+                    } else {
+                        0
+                    }
+                })
+                .collect();
             let mut peeled = vec![false; n];
             let mut queue: Vec<usize> = left.iter().copied().filter(|&i| outdeg[i] == 0).collect();
             while let Some(i) = queue.pop() {
@@ -279,8 +319,11 @@ impl TaskGraph {
                     }
                 }
             }
-            let on_cycle: Vec<String> =
-                left.iter().filter(|&&i| !peeled[i]).map(|&i| self.events[i].id.clone()).collect();
+            let on_cycle: Vec<String> = left
+                .iter()
+                .filter(|&&i| !peeled[i])
+                .map(|&i| self.events[i].id.clone())
+                .collect();
             self.problems.push(Problem::Cycle { events: on_cycle });
             left.sort_by_key(|&i| key(i));
             for i in left {
@@ -299,9 +342,14 @@ impl TaskGraph {
         } else if roots.is_empty() && !self.events.is_empty() {
             self.problems.push(Problem::NoRoot);
         }
-        let missing = self.events.iter().filter(|e| e.timestamp_ns.is_none()).count();
+        let missing = self
+            .events
+            .iter()
+            .filter(|e| e.timestamp_ns.is_none())
+            .count();
         if missing > 0 {
-            self.problems.push(Problem::MissingTimestamp { events: missing });
+            self.problems
+                .push(Problem::MissingTimestamp { events: missing });
         }
     }
 
@@ -312,7 +360,9 @@ impl TaskGraph {
             let c = &self.events[ci];
             for &pi in ps {
                 let p = &self.events[pi];
-                let (Some(pt), Some(ct)) = (p.timestamp_ns, c.timestamp_ns) else { continue };
+                let (Some(pt), Some(ct)) = (p.timestamp_ns, c.timestamp_ns) else {
+                    continue;
+                };
                 if ct >= pt {
                     continue;
                 }
@@ -329,10 +379,19 @@ impl TaskGraph {
             }
         }
         for ((from_host, to_host), (edges, max_skew_ns)) in skew {
-            self.problems.push(Problem::ClockSkew { from_host, to_host, edges, max_skew_ns });
+            self.problems.push(Problem::ClockSkew {
+                from_host,
+                to_host,
+                edges,
+                max_skew_ns,
+            });
         }
         for (host, (edges, max_ns)) in backwards {
-            self.problems.push(Problem::BackwardsInTime { host, edges, max_ns });
+            self.problems.push(Problem::BackwardsInTime {
+                host,
+                edges,
+                max_ns,
+            });
         }
     }
 
@@ -363,14 +422,18 @@ impl TaskGraph {
 
     /// Roots: events without a known parent, earliest first.
     pub fn roots(&self) -> Vec<usize> {
-        let mut r: Vec<usize> = (0..self.events.len()).filter(|&i| self.parents[i].is_empty()).collect();
+        let mut r: Vec<usize> = (0..self.events.len())
+            .filter(|&i| self.parents[i].is_empty())
+            .collect();
         r.sort_by_key(|&i| (self.events[i].timestamp_ns.unwrap_or(i64::MAX), i));
         r
     }
 
     /// Joins: events with two or more known parents.
     pub fn joins(&self) -> Vec<usize> {
-        (0..self.events.len()).filter(|&i| self.parents[i].len() >= 2).collect()
+        (0..self.events.len())
+            .filter(|&i| self.parents[i].len() >= 2)
+            .collect()
     }
 
     /// Events in topological order (parents before children; ties by timestamp). Events on a cycle
@@ -444,7 +507,12 @@ mod tests {
     fn fan_out_fan_in_is_rebuilt_with_one_join() {
         let g = TaskGraph::build(
             "T",
-            vec![ev("A", 0, "h", &[]), ev("B", 10, "h", &["A"]), ev("C", 20, "h", &["A"]), ev("D", 30, "h", &["B", "C"])],
+            vec![
+                ev("A", 0, "h", &[]),
+                ev("B", 10, "h", &["A"]),
+                ev("C", 20, "h", &["A"]),
+                ev("D", 30, "h", &["B", "C"]),
+            ],
         );
         assert_eq!(g.len(), 4);
         assert_eq!(g.edges.len(), 4);
@@ -460,24 +528,51 @@ mod tests {
             "T",
             vec![
                 ev("A", 100, "h1", &[]),
-                ev("B", 50, "h2", &["A"]),   // h2's clock is behind
+                ev("B", 50, "h2", &["A"]),       // h2's clock is behind
                 ev("C", 60, "h2", &["B", "ZZ"]), // ZZ is unknown
                 ev("X", 1, "h1", &["Y"]),
-                ev("Y", 2, "h1", &["X"]),    // cycle X <-> Y
-                ev("Z", 3, "h1", &["Y"]),    // downstream of the cycle, not on it
-                ev("C", 61, "h2", &[]),      // duplicate
-                ev("R2", 5, "h1", &[]),      // second root
+                ev("Y", 2, "h1", &["X"]), // cycle X <-> Y
+                ev("Z", 3, "h1", &["Y"]), // downstream of the cycle, not on it
+                ev("C", 61, "h2", &[]),   // duplicate
+                ev("R2", 5, "h1", &[]),   // second root
             ],
         );
         assert_eq!(g.len(), 7);
         assert_eq!(g.edges.len(), 6);
         let p = &g.problems;
-        assert!(p.contains(&Problem::DuplicateEvent { id: "C".into(), reports: 2 }), "{p:?}");
-        assert!(p.contains(&Problem::UnknownParent { event: "C".into(), parent: "ZZ".into() }), "{p:?}");
-        assert!(p.contains(&Problem::Cycle { events: vec!["X".into(), "Y".into()] }), "{p:?}");
-        assert!(p.contains(&Problem::SeveralRoots { roots: vec!["R2".into(), "A".into()] }), "{p:?}");
         assert!(
-            p.contains(&Problem::ClockSkew { from_host: "h1".into(), to_host: "h2".into(), edges: 1, max_skew_ns: 50 }),
+            p.contains(&Problem::DuplicateEvent {
+                id: "C".into(),
+                reports: 2
+            }),
+            "{p:?}"
+        );
+        assert!(
+            p.contains(&Problem::UnknownParent {
+                event: "C".into(),
+                parent: "ZZ".into()
+            }),
+            "{p:?}"
+        );
+        assert!(
+            p.contains(&Problem::Cycle {
+                events: vec!["X".into(), "Y".into()]
+            }),
+            "{p:?}"
+        );
+        assert!(
+            p.contains(&Problem::SeveralRoots {
+                roots: vec!["R2".into(), "A".into()]
+            }),
+            "{p:?}"
+        );
+        assert!(
+            p.contains(&Problem::ClockSkew {
+                from_host: "h1".into(),
+                to_host: "h2".into(),
+                edges: 1,
+                max_skew_ns: 50
+            }),
             "{p:?}"
         );
         // Every event still has a rank.

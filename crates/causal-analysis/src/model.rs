@@ -57,12 +57,18 @@ pub struct Parent {
 impl Parent {
     /// A [`EdgeKind::Causal`] edge from `id`.
     pub fn causal(id: impl Into<String>) -> Self {
-        Parent { id: id.into(), kind: EdgeKind::Causal }
+        Parent {
+            id: id.into(),
+            kind: EdgeKind::Causal,
+        }
     }
 
     /// A [`EdgeKind::Link`] edge from `id`.
     pub fn link(id: impl Into<String>) -> Self {
-        Parent { id: id.into(), kind: EdgeKind::Link }
+        Parent {
+            id: id.into(),
+            kind: EdgeKind::Link,
+        }
     }
 }
 
@@ -110,7 +116,10 @@ impl Event {
 
     /// The first value of key `key` among [`Event::fields`].
     pub fn field(&self, key: &str) -> Option<&str> {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// A short name of the process for accounting: `process`, else `pid`, else `?`, prefixed by
@@ -140,18 +149,35 @@ impl Event {
 /// (fire-and-forget work) gets no such edge. Returns the number of edges added.
 pub fn infer_span_nesting(events: &mut [Event]) -> usize {
     use std::collections::HashMap;
-    let index: HashMap<&str, usize> = events.iter().enumerate().map(|(i, e)| (e.id.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.as_str(), i))
+        .collect();
     let mut add: Vec<(usize, String)> = Vec::new();
     for e in events.iter() {
-        let Some(span) = e.id.strip_suffix(":start") else { continue };
-        let Some(child_end) = index.get(format!("{span}:end").as_str()).copied() else { continue };
+        let Some(span) = e.id.strip_suffix(":start") else {
+            continue;
+        };
+        let Some(child_end) = index.get(format!("{span}:end").as_str()).copied() else {
+            continue;
+        };
         for p in e.parents.iter().filter(|p| p.kind == EdgeKind::Causal) {
-            let Some(parent_span) = p.id.strip_suffix(":start") else { continue };
+            let Some(parent_span) = p.id.strip_suffix(":start") else {
+                continue;
+            };
             if parent_span == span {
                 continue; // a span that names itself as parent: a cycle already, not nesting
             }
-            let Some(parent_end) = index.get(format!("{parent_span}:end").as_str()).copied() else { continue };
-            let (Some(ct), Some(pt)) = (events[child_end].timestamp_ns, events[parent_end].timestamp_ns) else { continue };
+            let Some(parent_end) = index.get(format!("{parent_span}:end").as_str()).copied() else {
+                continue;
+            };
+            let (Some(ct), Some(pt)) = (
+                events[child_end].timestamp_ns,
+                events[parent_end].timestamp_ns,
+            ) else {
+                continue;
+            };
             if ct <= pt {
                 add.push((parent_end, events[child_end].id.clone()));
             }
@@ -160,7 +186,10 @@ pub fn infer_span_nesting(events: &mut [Event]) -> usize {
     let mut added = 0;
     for (pe, child) in add {
         if !events[pe].parents.iter().any(|p| p.id == child) {
-            events[pe].parents.push(Parent { id: child, kind: EdgeKind::Nested });
+            events[pe].parents.push(Parent {
+                id: child,
+                kind: EdgeKind::Nested,
+            });
             added += 1;
         }
     }
@@ -170,8 +199,15 @@ pub fn infer_span_nesting(events: &mut [Event]) -> usize {
 /// The pid at the start of an X-Trace `ProcessID` (`8201@manny` → 8201; Java's
 /// `ManagementFactory.getRuntimeMXBean().getName()` form), or of a plain number.
 pub fn parse_pid(process: &str) -> Option<u32> {
-    let digits: &str = process.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
-    if digits.is_empty() { None } else { digits.parse().ok() }
+    let digits: &str = process
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap_or("");
+    if digits.is_empty() {
+        None
+    } else {
+        digits.parse().ok()
+    }
 }
 
 #[cfg(test)]
@@ -180,7 +216,12 @@ mod tests {
 
     #[test]
     fn nesting_edges_only_for_children_that_ended_inside_their_parent() {
-        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event { id: id.into(), timestamp_ns: Some(ts), parents, ..Event::default() };
+        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event {
+            id: id.into(),
+            timestamp_ns: Some(ts),
+            parents,
+            ..Event::default()
+        };
         let mut evs = vec![
             ev("P:start", 0, vec![]),
             ev("A:start", 1, vec![Parent::causal("P:start")]),
@@ -190,7 +231,16 @@ mod tests {
             ev("P:end", 10, vec![Parent::causal("P:start")]),
         ];
         assert_eq!(infer_span_nesting(&mut evs), 1);
-        assert_eq!(evs[5].parents, vec![Parent::causal("P:start"), Parent { id: "A:end".into(), kind: EdgeKind::Nested }]);
+        assert_eq!(
+            evs[5].parents,
+            vec![
+                Parent::causal("P:start"),
+                Parent {
+                    id: "A:end".into(),
+                    kind: EdgeKind::Nested
+                }
+            ]
+        );
         // Idempotent.
         assert_eq!(infer_span_nesting(&mut evs), 0);
     }
@@ -199,8 +249,16 @@ mod tests {
     /// its end event to itself (a second, invented self-loop).
     #[test]
     fn a_span_that_is_its_own_parent_gets_no_nesting_edge() {
-        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event { id: id.into(), timestamp_ns: Some(ts), parents, ..Event::default() };
-        let mut evs = vec![ev("S:start", 0, vec![Parent::causal("S:start")]), ev("S:end", 5, vec![Parent::causal("S:start")])];
+        let ev = |id: &str, ts: i64, parents: Vec<Parent>| Event {
+            id: id.into(),
+            timestamp_ns: Some(ts),
+            parents,
+            ..Event::default()
+        };
+        let mut evs = vec![
+            ev("S:start", 0, vec![Parent::causal("S:start")]),
+            ev("S:end", 5, vec![Parent::causal("S:start")]),
+        ];
         assert_eq!(infer_span_nesting(&mut evs), 0);
         assert_eq!(evs[1].parents, vec![Parent::causal("S:start")]);
     }

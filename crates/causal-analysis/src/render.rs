@@ -53,7 +53,11 @@ fn location(e: &Event) -> String {
 
 /// `[loc]  ` or nothing when the event says nothing about where it ran.
 fn bracket(loc: &str) -> String {
-    if loc.is_empty() { String::new() } else { format!("[{loc}]  ") }
+    if loc.is_empty() {
+        String::new()
+    } else {
+        format!("[{loc}]  ")
+    }
 }
 
 fn offset(e: &Event, t0: Option<i64>) -> String {
@@ -69,7 +73,11 @@ fn offset(e: &Event, t0: Option<i64>) -> String {
 pub const MAX_INDENT: usize = 32;
 
 fn indent(depth: usize) -> String {
-    if depth <= MAX_INDENT { "  ".repeat(depth) } else { format!("{}[depth {depth}] ", "  ".repeat(MAX_INDENT)) }
+    if depth <= MAX_INDENT {
+        "  ".repeat(depth)
+    } else {
+        format!("{}[depth {depth}] ", "  ".repeat(MAX_INDENT))
+    }
 }
 
 /// The indented text view of `g`, marking the events of `cp` with `*` and appending its summary.
@@ -77,7 +85,10 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let mut out = String::new();
     let n = g.len();
     let t0 = g.time_span().map(|(a, _)| a);
-    let span = g.time_span().map(|(a, b)| fmt_duration(b.saturating_sub(a))).unwrap_or_else(|| "?".into());
+    let span = g
+        .time_span()
+        .map(|(a, b)| fmt_duration(b.saturating_sub(a)))
+        .unwrap_or_else(|| "?".into());
     let _ = writeln!(
         out,
         "task {}: {} events, {} edges, {} joins, {} roots, {} hosts, duration {}",
@@ -95,7 +106,9 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let on_path = cp.map(|c| c.mask(n)).unwrap_or_else(|| vec![false; n]);
 
     // Home parent: the known parent that finished last.
-    let home: Vec<Option<usize>> = (0..n).map(|i| g.latest_of(g.parents_of(i).iter().copied())).collect();
+    let home: Vec<Option<usize>> = (0..n)
+        .map(|i| g.latest_of(g.parents_of(i).iter().copied()))
+        .collect();
     let mut printed = vec![false; n];
     let mut starts = g.roots();
     // Events on cycles are unreachable from the roots; they are started afterwards.
@@ -114,16 +127,42 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
             let mark = if on_path[i] { "* " } else { "  " };
             let ps = g.parents_of(i);
             if ps.len() >= 2 {
-                let others: Vec<&str> = ps.iter().filter(|&&p| Some(p) != home[i]).map(|&p| g.events[p].id.as_str()).collect();
-                let _ = writeln!(out, "{mark}{pad}join of {} parents (also after {})", ps.len(), others.join(", "));
+                let others: Vec<&str> = ps
+                    .iter()
+                    .filter(|&&p| Some(p) != home[i])
+                    .map(|&p| g.events[p].id.as_str())
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{mark}{pad}join of {} parents (also after {})",
+                    ps.len(),
+                    others.join(", ")
+                );
             }
-            let _ = writeln!(out, "{mark}{pad}{} {}  {}{}", offset(e, t0), describe(e), bracket(&location(e)), e.id);
+            let _ = writeln!(
+                out,
+                "{mark}{pad}{} {}  {}{}",
+                offset(e, t0),
+                describe(e),
+                bracket(&location(e)),
+                e.id
+            );
             for &c in g.children_of(i) {
                 if home[c] != Some(i) {
-                    let _ = writeln!(out, "  {pad}-> joins {} ({})", g.events[c].id, describe(&g.events[c]));
+                    let _ = writeln!(
+                        out,
+                        "  {pad}-> joins {} ({})",
+                        g.events[c].id,
+                        describe(&g.events[c])
+                    );
                 }
             }
-            let kids: Vec<usize> = g.children_of(i).iter().copied().filter(|&c| home[c] == Some(i) && !printed[c]).collect();
+            let kids: Vec<usize> = g
+                .children_of(i)
+                .iter()
+                .copied()
+                .filter(|&c| home[c] == Some(i) && !printed[c])
+                .collect();
             match kids.len() {
                 0 => {}
                 1 => stack.push((kids[0], depth)),
@@ -150,7 +189,11 @@ pub fn critical_path_text(g: &TaskGraph, cp: &CriticalPath) -> String {
         "\ncritical path: {} events, {}{}",
         cp.steps.len(),
         fmt_duration(cp.total_ns),
-        if cp.reached_root { "" } else { " (stopped at a cycle before reaching a root)" }
+        if cp.reached_root {
+            ""
+        } else {
+            " (stopped at a cycle before reaching a root)"
+        }
     );
     for s in &cp.steps {
         let e = &g.events[s.index];
@@ -164,14 +207,33 @@ pub fn critical_path_text(g: &TaskGraph, cp: &CriticalPath) -> String {
             e.id
         );
     }
-    for (what, shares) in [("agent", &cp.by_agent), ("host", &cp.by_host), ("process", &cp.by_process)] {
+    for (what, shares) in [
+        ("agent", &cp.by_agent),
+        ("host", &cp.by_host),
+        ("process", &cp.by_process),
+    ] {
         let _ = writeln!(out, "time by {what}:");
         for s in shares {
-            let pct = if cp.total_ns > 0 { 100.0 * s.ns as f64 / cp.total_ns as f64 } else { 0.0 };
-            let _ = writeln!(out, "  {:>12} {:>5.1}%  {:>4} steps  {}", fmt_duration(s.ns), pct, s.steps, s.name);
+            let pct = if cp.total_ns > 0 {
+                100.0 * s.ns as f64 / cp.total_ns as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                out,
+                "  {:>12} {:>5.1}%  {:>4} steps  {}",
+                fmt_duration(s.ns),
+                pct,
+                s.steps,
+                s.name
+            );
         }
     }
-    let _ = writeln!(out, "time between processes: {}", fmt_duration(cp.cross_process_ns));
+    let _ = writeln!(
+        out,
+        "time between processes: {}",
+        fmt_duration(cp.cross_process_ns)
+    );
     out
 }
 
@@ -199,21 +261,44 @@ pub fn dot(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     let _ = writeln!(out, "digraph \"{}\" {{", dot_escape(&g.task));
     let _ = writeln!(out, "  rankdir=TB;\n  node [shape=box, fontsize=10];");
     for (i, e) in g.events.iter().enumerate() {
-        let shape = if g.parents_of(i).len() >= 2 { ", shape=doubleoctagon" } else { "" };
-        let color = if on_path[i] { ", color=red, penwidth=2" } else { "" };
+        let shape = if g.parents_of(i).len() >= 2 {
+            ", shape=doubleoctagon"
+        } else {
+            ""
+        };
+        let color = if on_path[i] {
+            ", color=red, penwidth=2"
+        } else {
+            ""
+        };
         let loc = location(e);
         let label = if loc.is_empty() {
             format!("{}\n{}", describe(e), offset(e, t0))
         } else {
             format!("{}\n{loc}\n{}", describe(e), offset(e, t0))
         };
-        let _ = writeln!(out, "  \"{}\" [label=\"{}\"{shape}{color}];", dot_escape(&e.id), dot_escape(&label));
+        let _ = writeln!(
+            out,
+            "  \"{}\" [label=\"{}\"{shape}{color}];",
+            dot_escape(&e.id),
+            dot_escape(&label)
+        );
     }
-    let mut unknown: Vec<&str> = g.edges.iter().filter(|e| e.from_index.is_none()).map(|e| e.from.as_str()).collect();
+    let mut unknown: Vec<&str> = g
+        .edges
+        .iter()
+        .filter(|e| e.from_index.is_none())
+        .map(|e| e.from.as_str())
+        .collect();
     unknown.sort();
     unknown.dedup();
     for u in unknown {
-        let _ = writeln!(out, "  \"{}\" [label=\"unknown\\n{}\", shape=ellipse, style=dashed, color=grey];", dot_escape(u), dot_escape(u));
+        let _ = writeln!(
+            out,
+            "  \"{}\" [label=\"unknown\\n{}\", shape=ellipse, style=dashed, color=grey];",
+            dot_escape(u),
+            dot_escape(u)
+        );
     }
     // An edge is on the path when both ends are consecutive path steps.
     let mut path_edges = std::collections::HashSet::new();
@@ -229,11 +314,22 @@ pub fn dot(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
             EdgeKind::Link => attrs.push("style=dashed".to_string()),
             EdgeKind::Nested => attrs.push("style=dotted".to_string()),
         }
-        if e.from_index.is_some_and(|f| path_edges.contains(&(f, e.to_index))) {
+        if e.from_index
+            .is_some_and(|f| path_edges.contains(&(f, e.to_index)))
+        {
             attrs.push("color=red, penwidth=2".to_string());
         }
-        let attrs = if attrs.is_empty() { String::new() } else { format!(" [{}]", attrs.join(", ")) };
-        let _ = writeln!(out, "  \"{}\" -> \"{}\"{attrs};", dot_escape(&e.from), dot_escape(&e.to));
+        let attrs = if attrs.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", attrs.join(", "))
+        };
+        let _ = writeln!(
+            out,
+            "  \"{}\" -> \"{}\"{attrs};",
+            dot_escape(&e.from),
+            dot_escape(&e.to)
+        );
     }
     out.push_str("}\n");
     out
@@ -273,7 +369,13 @@ mod tests {
     fn diamond() -> TaskGraph {
         TaskGraph::build(
             "T",
-            vec![ev("A", 0, &[]), ev("B", 1, &["A"]), ev("C", 3, &["A"]), ev("D", 4, &["B", "C"]), ev("E", 5, &["D"])],
+            vec![
+                ev("A", 0, &[]),
+                ev("B", 1, &["A"]),
+                ev("C", 3, &["A"]),
+                ev("D", 4, &["B", "C"]),
+                ev("E", 5, &["D"]),
+            ],
         )
     }
 
@@ -304,16 +406,36 @@ task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
         let n = 8000;
         let mut evs = vec![ev("S0", 0, &[])];
         for i in 1..n / 2 {
-            evs.push(ev(&format!("S{i}"), 2 * i as i64, &[&format!("S{}", i - 1)]));
-            evs.push(ev(&format!("L{i}"), 2 * i as i64 - 1, &[&format!("S{}", i - 1)]));
+            evs.push(ev(
+                &format!("S{i}"),
+                2 * i as i64,
+                &[&format!("S{}", i - 1)],
+            ));
+            evs.push(ev(
+                &format!("L{i}"),
+                2 * i as i64 - 1,
+                &[&format!("S{}", i - 1)],
+            ));
         }
         let g = TaskGraph::build("T", evs);
         let t = text(&g, None);
         assert_eq!(t.matches("fork into 2 branches").count(), n / 2 - 1);
-        assert!(t.len() < 2_000_000, "{} bytes of text for {n} events", t.len());
-        assert!(t.contains(&format!("{}[depth 40] ", "  ".repeat(MAX_INDENT))), "deep branches are marked");
+        assert!(
+            t.len() < 2_000_000,
+            "{} bytes of text for {n} events",
+            t.len()
+        );
+        assert!(
+            t.contains(&format!("{}[depth 40] ", "  ".repeat(MAX_INDENT))),
+            "deep branches are marked"
+        );
         // Every event is still printed once.
-        assert_eq!(t.lines().filter(|l| l.trim_end().ends_with("S3999") || l.trim_end().ends_with("L3999")).count(), 2);
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.trim_end().ends_with("S3999") || l.trim_end().ends_with("L3999"))
+                .count(),
+            2
+        );
     }
 
     #[test]
@@ -334,7 +456,10 @@ task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
         let v = json(&g, Some(&cp));
         assert_eq!(v["events"].as_array().unwrap().len(), 5);
         assert_eq!(v["edges"].as_array().unwrap().len(), 5);
-        assert_eq!(v["edges"][2], json!({"from": "B", "to": "D", "kind": "causal"}));
+        assert_eq!(
+            v["edges"][2],
+            json!({"from": "B", "to": "D", "kind": "causal"})
+        );
         assert_eq!(v["critical_path"]["steps"].as_array().unwrap().len(), 4);
     }
 }

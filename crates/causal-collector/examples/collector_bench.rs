@@ -22,13 +22,16 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::Instant;
 
+use causal::Report;
 use causal::metadata::{Metadata, OpId, TaskId};
 use causal::wire::{WireFormat, encode_frame};
-use causal::Report;
 
 fn report(task: u64, i: u64, conn: usize, t0: u64) -> Report {
     let op = |i: u64| OpId::new((task << 24) ^ i ^ 0x5A5A_0000_0000_0000);
-    let mut r = Report::new(Metadata::new(TaskId::from_u64(task).expect("non-zero task"), op(i)));
+    let mut r = Report::new(Metadata::new(
+        TaskId::from_u64(task).expect("non-zero task"),
+        op(i),
+    ));
     if i > 1 {
         r.edges.push(op(i - 1));
     }
@@ -82,16 +85,26 @@ fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64) {
             })
         })
         .collect();
-    let sent: u64 = handles.into_iter().map(|h| h.join().expect("sender thread")).sum();
+    let sent: u64 = handles
+        .into_iter()
+        .map(|h| h.join().expect("sender thread"))
+        .sum();
     let secs = start.elapsed().as_secs_f64();
-    println!("load: sent {sent} events over {conns} connections in {secs:.2}s ({:.0} events/s accepted by the socket)", sent as f64 / secs);
+    println!(
+        "load: sent {sent} events over {conns} connections in {secs:.2}s ({:.0} events/s accepted by the socket)",
+        sent as f64 / secs
+    );
 }
 
 /// CPU time of this thread, s (`/proc/thread-self/schedstat`, first field in ns).
 fn thread_cpu_s() -> f64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+        })
         .unwrap_or(0.0)
         / 1e9
 }
@@ -109,7 +122,9 @@ fn baseline(db: &str, events: u64) {
     while done < events {
         let size = 1000.min(events - done);
         for i in 1..=size {
-            chunk.push(causal_collector::xtrace::report_to_event(report(task, i, 0, t0)));
+            chunk.push(causal_collector::xtrace::report_to_event(report(
+                task, i, 0, t0,
+            )));
             if chunk.len() == 16_384 {
                 let (t, c) = (Instant::now(), thread_cpu_s());
                 store.insert(&chunk, 0).expect("insert");
@@ -134,7 +149,9 @@ fn baseline(db: &str, events: u64) {
 
 fn analyze(db: &str) {
     let store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
-    let tasks = store.tasks(&causal_collector::TaskFilter::default()).expect("list tasks");
+    let tasks = store
+        .tasks(&causal_collector::TaskFilter::default())
+        .expect("list tasks");
     let largest = tasks.iter().max_by_key(|t| t.events).expect("a task");
     let t = Instant::now();
     let events = store.load_task(&largest.task_id).expect("load");
@@ -171,7 +188,11 @@ fn decode(events: u64) {
     let via_report = |p: &[u8]| causal_collector::xtrace::decode_payload_via_report(p);
     let direct = |p: &[u8]| causal_collector::xtrace::decode_payload(p);
     for p in payloads.iter().step_by(97) {
-        assert_eq!(direct(p).expect("decodes"), via_report(p).expect("decodes"), "the two paths differ");
+        assert_eq!(
+            direct(p).expect("decodes"),
+            via_report(p).expect("decodes"),
+            "the two paths differ"
+        );
     }
     let time = |f: &dyn Fn(&[u8]) -> Result<causal_analysis::Event, causal::ReportError>| {
         let c = thread_cpu_s();
@@ -187,7 +208,10 @@ fn decode(events: u64) {
         a = a.min(time(&via_report));
         b = b.min(time(&direct));
     }
-    println!("decode (text): Report::decode + report_to_event {a:.0} ns/event; decode_payload {b:.0} ns/event; {:.2}x", a / b);
+    println!(
+        "decode (text): Report::decode + report_to_event {a:.0} ns/event; decode_payload {b:.0} ns/event; {:.2}x",
+        a / b
+    );
 }
 
 fn main() {
@@ -195,13 +219,21 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("load") if args.len() == 7 => {
             let format = WireFormat::parse(&args[5]).expect("format: text or binary");
-            load(&args[2], args[3].parse().expect("EVENTS"), args[4].parse().expect("CONNS"), format, args[6].parse().expect("BIG"));
+            load(
+                &args[2],
+                args[3].parse().expect("EVENTS"),
+                args[4].parse().expect("CONNS"),
+                format,
+                args[6].parse().expect("BIG"),
+            );
         }
         Some("analyze") if args.len() == 3 => analyze(&args[2]),
         Some("baseline") if args.len() == 4 => baseline(&args[2], args[3].parse().expect("EVENTS")),
         Some("decode") if args.len() == 3 => decode(args[2].parse().expect("EVENTS")),
         _ => {
-            eprintln!("usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS");
+            eprintln!(
+                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS"
+            );
             std::process::exit(2);
         }
     }

@@ -44,29 +44,61 @@ const CHUNK: usize = 20_000;
 /// # Errors
 /// [`ImportError::Read`], [`ImportError::Format`] (nothing usable in the file),
 /// [`ImportError::Store`].
-pub fn import_file(store: &mut Store, path: &Path, received_ns: i64) -> Result<ImportSummary, ImportError> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Read { path: path.to_path_buf(), source })?;
-    let format_err = |reason: String| ImportError::Format { path: path.to_path_buf(), reason };
-    let (format, events, skipped, first_problem) = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
-            let req = otlp::decode_json(&bytes).map_err(|e| format_err(e.to_string()))?;
-            let c = otlp::to_events(&req);
-            (FileFormat::OtlpJson, c.events, c.rejected as usize, c.first_error)
-        }
-        Ok(v) if xtrace::is_export(&v) => {
-            let x = xtrace::read_export(&v);
-            let first = x.malformed.first().map(|(i, why)| format!("report {i}: {why}"));
-            (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
-        }
-        Ok(_) => return Err(format_err("JSON, but neither a task list with reports nor resourceSpans".into())),
-        Err(json_err) => match otlp::decode_protobuf(&bytes) {
-            Ok(req) if !req.resource_spans.is_empty() => {
-                let c = otlp::to_events(&req);
-                (FileFormat::OtlpProtobuf, c.events, c.rejected as usize, c.first_error)
-            }
-            _ => return Err(format_err(format!("not JSON ({json_err}) and not an OTLP protobuf request"))),
-        },
+pub fn import_file(
+    store: &mut Store,
+    path: &Path,
+    received_ns: i64,
+) -> Result<ImportSummary, ImportError> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let format_err = |reason: String| ImportError::Format {
+        path: path.to_path_buf(),
+        reason,
     };
+    let (format, events, skipped, first_problem) =
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
+                let req = otlp::decode_json(&bytes).map_err(|e| format_err(e.to_string()))?;
+                let c = otlp::to_events(&req);
+                (
+                    FileFormat::OtlpJson,
+                    c.events,
+                    c.rejected as usize,
+                    c.first_error,
+                )
+            }
+            Ok(v) if xtrace::is_export(&v) => {
+                let x = xtrace::read_export(&v);
+                let first = x
+                    .malformed
+                    .first()
+                    .map(|(i, why)| format!("report {i}: {why}"));
+                (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
+            }
+            Ok(_) => {
+                return Err(format_err(
+                    "JSON, but neither a task list with reports nor resourceSpans".into(),
+                ));
+            }
+            Err(json_err) => match otlp::decode_protobuf(&bytes) {
+                Ok(req) if !req.resource_spans.is_empty() => {
+                    let c = otlp::to_events(&req);
+                    (
+                        FileFormat::OtlpProtobuf,
+                        c.events,
+                        c.rejected as usize,
+                        c.first_error,
+                    )
+                }
+                _ => {
+                    return Err(format_err(format!(
+                        "not JSON ({json_err}) and not an OTLP protobuf request"
+                    )));
+                }
+            },
+        };
     let mut tasks = std::collections::HashSet::new();
     for e in &events {
         tasks.insert(e.task.as_str());
@@ -75,5 +107,11 @@ pub fn import_file(store: &mut Store, path: &Path, received_ns: i64) -> Result<I
     for chunk in events.chunks(CHUNK) {
         store.insert(chunk, received_ns)?;
     }
-    Ok(ImportSummary { format, events: events.len(), tasks, skipped, first_problem })
+    Ok(ImportSummary {
+        format,
+        events: events.len(),
+        tasks,
+        skipped,
+        first_problem,
+    })
 }

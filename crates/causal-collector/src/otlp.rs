@@ -249,13 +249,22 @@ pub fn any_value_text(v: &AnyValue) -> String {
         Some(V::IntValue(i)) => i.to_string(),
         Some(V::DoubleValue(d)) => d.to_string(),
         Some(V::BytesValue(b)) => hex_lower(b),
-        Some(V::ArrayValue(a)) => {
-            Value::Array(a.values.iter().map(|v| Value::String(any_value_text(v))).collect()).to_string()
-        }
+        Some(V::ArrayValue(a)) => Value::Array(
+            a.values
+                .iter()
+                .map(|v| Value::String(any_value_text(v)))
+                .collect(),
+        )
+        .to_string(),
         Some(V::KvlistValue(kv)) => Value::Object(
             kv.values
                 .iter()
-                .map(|k| (k.key.clone(), Value::String(k.value.as_ref().map(any_value_text).unwrap_or_default())))
+                .map(|k| {
+                    (
+                        k.key.clone(),
+                        Value::String(k.value.as_ref().map(any_value_text).unwrap_or_default()),
+                    )
+                })
                 .collect(),
         )
         .to_string(),
@@ -275,57 +284,89 @@ fn hex_upper(b: &[u8]) -> String {
 /// # Errors
 /// [`OtlpError::Protobuf`] when the bytes are not that message.
 pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> {
-    <ExportTraceServiceRequest as prost::Message>::decode(body).map_err(|e| OtlpError::Protobuf(e.to_string()))
+    <ExportTraceServiceRequest as prost::Message>::decode(body)
+        .map_err(|e| OtlpError::Protobuf(e.to_string()))
 }
 
 // ---- OTLP/JSON ----
 
 fn get<'a>(o: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
-    o.get(camel).or_else(|| o.get(snake)).filter(|v| !v.is_null())
+    o.get(camel)
+        .or_else(|| o.get(snake))
+        .filter(|v| !v.is_null())
 }
 
 fn arr<'a>(o: &'a Value, camel: &str, snake: &str) -> &'a [Value] {
-    get(o, camel, snake).and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
+    get(o, camel, snake)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
 }
 
 fn string(o: &Value, camel: &str, snake: &str) -> String {
-    get(o, camel, snake).and_then(Value::as_str).unwrap_or_default().to_string()
+    get(o, camel, snake)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// A 64-bit integer given as a JSON number or a decimal string.
 fn u64_of(v: Option<&Value>, what: &'static str) -> Result<u64, OtlpError> {
     match v {
         None => Ok(0),
-        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not a u64"))),
-        Some(Value::String(s)) => s.trim().parse().map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not a u64"))),
-        Some(other) => Err(OtlpError::Json(format!("{what}: expected a number or string, found {other}"))),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not a u64"))),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not a u64"))),
+        Some(other) => Err(OtlpError::Json(format!(
+            "{what}: expected a number or string, found {other}"
+        ))),
     }
 }
 
 fn i64_of(v: Option<&Value>, what: &'static str) -> Result<i64, OtlpError> {
     match v {
         None => Ok(0),
-        Some(Value::Number(n)) => n.as_i64().ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not an i64"))),
-        Some(Value::String(s)) => s.trim().parse().map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not an i64"))),
-        Some(other) => Err(OtlpError::Json(format!("{what}: expected a number or string, found {other}"))),
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not an i64"))),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not an i64"))),
+        Some(other) => Err(OtlpError::Json(format!(
+            "{what}: expected a number or string, found {other}"
+        ))),
     }
 }
 
 /// An id given as hex (either case). Text that is not hex decodes to no bytes, which makes the
 /// span invalid (rejected) rather than the whole request.
 fn hex_id(v: Option<&Value>) -> Vec<u8> {
-    let Some(s) = v.and_then(Value::as_str) else { return Vec::new() };
+    let Some(s) = v.and_then(Value::as_str) else {
+        return Vec::new();
+    };
     let s = s.trim();
     if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return vec![0xFF]; // a length no id has: rejected with "not hex"
     }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("checked hex")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("checked hex"))
+        .collect()
 }
 
 fn enum_of(v: Option<&Value>, names: &[&str]) -> i32 {
     match v {
         Some(Value::Number(n)) => n.as_i64().unwrap_or(0) as i32,
-        Some(Value::String(s)) => names.iter().position(|n| n == s).map(|p| p as i32).unwrap_or(0),
+        Some(Value::String(s)) => names
+            .iter()
+            .position(|n| n == s)
+            .map(|p| p as i32)
+            .unwrap_or(0),
         _ => 0,
     }
 }
@@ -346,13 +387,19 @@ fn any_from_json(v: &Value) -> Result<AnyValue, OtlpError> {
         };
         Some(V::DoubleValue(d))
     } else if let Some(a) = get(v, "arrayValue", "array_value") {
-        let values = arr(a, "values", "values").iter().map(any_from_json).collect::<Result<_, _>>()?;
+        let values = arr(a, "values", "values")
+            .iter()
+            .map(any_from_json)
+            .collect::<Result<_, _>>()?;
         Some(V::ArrayValue(ArrayValue { values }))
     } else if let Some(kv) = get(v, "kvlistValue", "kvlist_value") {
-        Some(V::KvlistValue(KeyValueList { values: kvs_from_json(arr(kv, "values", "values"))? }))
+        Some(V::KvlistValue(KeyValueList {
+            values: kvs_from_json(arr(kv, "values", "values"))?,
+        }))
     } else {
         // JSON bytes are base64 (proto3 JSON); keep the text as given.
-        get(v, "bytesValue", "bytes_value").map(|b| V::StringValue(b.as_str().unwrap_or_default().to_string()))
+        get(v, "bytesValue", "bytes_value")
+            .map(|b| V::StringValue(b.as_str().unwrap_or_default().to_string()))
     };
     Ok(AnyValue { value })
 }
@@ -392,18 +439,27 @@ pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> 
     let mut req = ExportTraceServiceRequest::default();
     for rs in arr(&v, "resourceSpans", "resource_spans") {
         let resource = get(rs, "resource", "resource")
-            .map(|r| Ok::<_, OtlpError>(Resource { attributes: kvs_from_json(arr(r, "attributes", "attributes"))? }))
+            .map(|r| {
+                Ok::<_, OtlpError>(Resource {
+                    attributes: kvs_from_json(arr(r, "attributes", "attributes"))?,
+                })
+            })
             .transpose()?;
         let mut scope_spans = Vec::new();
         for ss in arr(rs, "scopeSpans", "scope_spans") {
-            let scope = get(ss, "scope", "scope")
-                .map(|s| InstrumentationScope { name: string(s, "name", "name"), version: string(s, "version", "version") });
+            let scope = get(ss, "scope", "scope").map(|s| InstrumentationScope {
+                name: string(s, "name", "name"),
+                version: string(s, "version", "version"),
+            });
             let mut spans = Vec::new();
             for s in arr(ss, "spans", "spans") {
                 let mut events = Vec::new();
                 for e in arr(s, "events", "events") {
                     events.push(SpanEvent {
-                        time_unix_nano: u64_of(get(e, "timeUnixNano", "time_unix_nano"), "timeUnixNano")?,
+                        time_unix_nano: u64_of(
+                            get(e, "timeUnixNano", "time_unix_nano"),
+                            "timeUnixNano",
+                        )?,
                         name: string(e, "name", "name"),
                         attributes: kvs_from_json(arr(e, "attributes", "attributes"))?,
                     });
@@ -426,8 +482,14 @@ pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> 
                     parent_span_id: hex_id(get(s, "parentSpanId", "parent_span_id")),
                     name: string(s, "name", "name"),
                     kind: enum_of(get(s, "kind", "kind"), SPAN_KINDS),
-                    start_time_unix_nano: u64_of(get(s, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano")?,
-                    end_time_unix_nano: u64_of(get(s, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano")?,
+                    start_time_unix_nano: u64_of(
+                        get(s, "startTimeUnixNano", "start_time_unix_nano"),
+                        "startTimeUnixNano",
+                    )?,
+                    end_time_unix_nano: u64_of(
+                        get(s, "endTimeUnixNano", "end_time_unix_nano"),
+                        "endTimeUnixNano",
+                    )?,
                     attributes: kvs_from_json(arr(s, "attributes", "attributes"))?,
                     events,
                     links,
@@ -436,7 +498,10 @@ pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> 
             }
             scope_spans.push(ScopeSpans { scope, spans });
         }
-        req.resource_spans.push(ResourceSpans { resource, scope_spans });
+        req.resource_spans.push(ResourceSpans {
+            resource,
+            scope_spans,
+        });
     }
     Ok(req)
 }
@@ -471,7 +536,9 @@ pub fn end_id(span_id: &[u8]) -> String {
 /// same task), in uppercase hex. `trace_id` must be 16 non-zero bytes.
 pub fn task_of_trace_id(trace_id: &[u8]) -> String {
     let t: [u8; 16] = trace_id.try_into().expect("checked: 16 bytes");
-    causal::w3c::task_from_trace_id(&t).map(|t| t.to_hex()).unwrap_or_else(|| hex_upper(trace_id))
+    causal::w3c::task_from_trace_id(&t)
+        .map(|t| t.to_hex())
+        .unwrap_or_else(|| hex_upper(trace_id))
 }
 
 fn valid_id(id: &[u8], len: usize) -> bool {
@@ -488,21 +555,47 @@ fn ns(t: u64) -> Option<i64> {
 pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
     let mut out = Converted::default();
     for rs in &req.resource_spans {
-        let attrs = rs.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or(&[]);
-        let rattr = |k: &str| attrs.iter().find(|a| a.key == k).and_then(|a| a.value.as_ref()).map(any_value_text);
+        let attrs = rs
+            .resource
+            .as_ref()
+            .map(|r| r.attributes.as_slice())
+            .unwrap_or(&[]);
+        let rattr = |k: &str| {
+            attrs
+                .iter()
+                .find(|a| a.key == k)
+                .and_then(|a| a.value.as_ref())
+                .map(any_value_text)
+        };
         let agent = rattr("service.name");
         let host = rattr("host.name");
         let process = rattr("process.pid");
         let pid = process.as_deref().and_then(causal_analysis::parse_pid);
         for ss in &rs.scope_spans {
-            let scope = ss.scope.as_ref().map(|s| s.name.clone()).filter(|s| !s.is_empty());
+            let scope = ss
+                .scope
+                .as_ref()
+                .map(|s| s.name.clone())
+                .filter(|s| !s.is_empty());
             for span in &ss.spans {
                 let problem = if !valid_id(&span.trace_id, 16) {
-                    Some(format!("span {:?}: trace id must be 16 non-zero bytes, got {} bytes", span.name, span.trace_id.len()))
+                    Some(format!(
+                        "span {:?}: trace id must be 16 non-zero bytes, got {} bytes",
+                        span.name,
+                        span.trace_id.len()
+                    ))
                 } else if !valid_id(&span.span_id, 8) {
-                    Some(format!("span {:?}: span id must be 8 non-zero bytes, got {} bytes", span.name, span.span_id.len()))
+                    Some(format!(
+                        "span {:?}: span id must be 8 non-zero bytes, got {} bytes",
+                        span.name,
+                        span.span_id.len()
+                    ))
                 } else if !span.parent_span_id.is_empty() && span.parent_span_id.len() != 8 {
-                    Some(format!("span {:?}: parent span id must be 8 bytes, got {}", span.name, span.parent_span_id.len()))
+                    Some(format!(
+                        "span {:?}: parent span id must be 8 bytes, got {}",
+                        span.name,
+                        span.parent_span_id.len()
+                    ))
                 } else {
                     None
                 };
@@ -530,17 +623,27 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                 };
                 start.fields.push(("span.name".into(), span.name.clone()));
                 if span.kind != 0 {
-                    let k = SPAN_KINDS.get(span.kind as usize).map(|s| s.trim_start_matches("SPAN_KIND_").to_ascii_lowercase());
-                    start.fields.push(("span.kind".into(), k.unwrap_or_else(|| span.kind.to_string())));
+                    let k = SPAN_KINDS
+                        .get(span.kind as usize)
+                        .map(|s| s.trim_start_matches("SPAN_KIND_").to_ascii_lowercase());
+                    start.fields.push((
+                        "span.kind".into(),
+                        k.unwrap_or_else(|| span.kind.to_string()),
+                    ));
                 }
                 if let Some(s) = &scope {
                     start.fields.push(("otel.scope".into(), s.clone()));
                 }
                 for a in &span.attributes {
-                    start.fields.push((a.key.clone(), a.value.as_ref().map(any_value_text).unwrap_or_default()));
+                    start.fields.push((
+                        a.key.clone(),
+                        a.value.as_ref().map(any_value_text).unwrap_or_default(),
+                    ));
                 }
                 if valid_id(&span.parent_span_id, 8) {
-                    start.parents.push(Parent::causal(start_id(&span.parent_span_id)));
+                    start
+                        .parents
+                        .push(Parent::causal(start_id(&span.parent_span_id)));
                 }
                 for l in &span.links {
                     if !valid_id(&l.span_id, 8) {
@@ -549,7 +652,10 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                     if l.trace_id == span.trace_id || l.trace_id.is_empty() {
                         start.parents.push(Parent::link(end_id(&l.span_id)));
                     } else {
-                        start.fields.push(("link".into(), format!("{}/{}", hex_upper(&l.trace_id), hex_upper(&l.span_id))));
+                        start.fields.push((
+                            "link".into(),
+                            format!("{}/{}", hex_upper(&l.trace_id), hex_upper(&l.span_id)),
+                        ));
                     }
                     for a in &l.attributes {
                         start.fields.push((
@@ -572,7 +678,10 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                         ..base.clone()
                     };
                     for a in &se.attributes {
-                        e.fields.push((a.key.clone(), a.value.as_ref().map(any_value_text).unwrap_or_default()));
+                        e.fields.push((
+                            a.key.clone(),
+                            a.value.as_ref().map(any_value_text).unwrap_or_default(),
+                        ));
                     }
                     prev = e.id.clone();
                     out.events.push(e);
@@ -587,11 +696,17 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                 };
                 if let Some(st) = &span.status {
                     if st.code != 0 {
-                        let c = STATUS_CODES.get(st.code as usize).map(|s| s.trim_start_matches("STATUS_CODE_").to_ascii_lowercase());
-                        end.fields.push(("status.code".into(), c.unwrap_or_else(|| st.code.to_string())));
+                        let c = STATUS_CODES
+                            .get(st.code as usize)
+                            .map(|s| s.trim_start_matches("STATUS_CODE_").to_ascii_lowercase());
+                        end.fields.push((
+                            "status.code".into(),
+                            c.unwrap_or_else(|| st.code.to_string()),
+                        ));
                     }
                     if !st.message.is_empty() {
-                        end.fields.push(("status.message".into(), st.message.clone()));
+                        end.fields
+                            .push(("status.message".into(), st.message.clone()));
                     }
                 }
                 out.events.push(end);
@@ -636,16 +751,31 @@ mod tests {
         assert!(c.first_error.unwrap().contains("trace id"));
         assert_eq!(c.events.len(), 4);
         let ids: Vec<&str> = c.events.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["1EE2F319F50A7406:start", "1EE2F319F50A7406:end", "75A3333C86293E0D:start", "75A3333C86293E0D:end"]);
+        assert_eq!(
+            ids,
+            [
+                "1EE2F319F50A7406:start",
+                "1EE2F319F50A7406:end",
+                "75A3333C86293E0D:start",
+                "75A3333C86293E0D:end"
+            ]
+        );
         // The 20-byte TaskId of causal's trace-id mapping: trace id, then four zero bytes.
-        assert!(c.events.iter().all(|e| e.task == "8591D7138ADDD9177ACBFCEBE886FE3100000000"));
+        assert!(
+            c.events
+                .iter()
+                .all(|e| e.task == "8591D7138ADDD9177ACBFCEBE886FE3100000000")
+        );
         assert_eq!(c.events[0].timestamp_ns, Some(1000));
         assert_eq!(c.events[1].timestamp_ns, Some(2000));
         assert_eq!(c.events[0].field("span.kind"), Some("server"));
         assert_eq!(c.events[0].agent.as_deref(), Some("svc"));
         assert_eq!(
             c.events[2].parents,
-            vec![Parent::causal("1EE2F319F50A7406:start"), Parent::link("1EE2F319F50A7406:end")]
+            vec![
+                Parent::causal("1EE2F319F50A7406:start"),
+                Parent::link("1EE2F319F50A7406:end")
+            ]
         );
     }
 
@@ -670,7 +800,11 @@ mod tests {
                         name: "x".into(),
                         start_time_unix_nano: 5,
                         end_time_unix_nano: 9,
-                        events: vec![SpanEvent { time_unix_nano: 7, name: "mid".into(), attributes: vec![] }],
+                        events: vec![SpanEvent {
+                            time_unix_nano: 7,
+                            name: "mid".into(),
+                            attributes: vec![],
+                        }],
                         ..Span::default()
                     }],
                 }],
@@ -683,8 +817,18 @@ mod tests {
         // A trace id whose first 8 bytes are zero maps to the 8-byte TaskId of its last 8.
         assert!(c.events.iter().all(|e| e.task == "0101010101010101"));
         let ids: Vec<&str> = c.events.iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["0202020202020202:start", "0202020202020202:event1", "0202020202020202:end"]);
-        assert_eq!(c.events[2].parents, vec![Parent::causal("0202020202020202:event1")]);
+        assert_eq!(
+            ids,
+            [
+                "0202020202020202:start",
+                "0202020202020202:event1",
+                "0202020202020202:end"
+            ]
+        );
+        assert_eq!(
+            c.events[2].parents,
+            vec![Parent::causal("0202020202020202:event1")]
+        );
         assert!(decode_protobuf(&[0xff, 0xff, 0xff]).is_err());
     }
 }

@@ -278,19 +278,50 @@ impl Collector {
         let batch_events = config.batch_events.max(1);
 
         if let Some(addr) = config.xtrace_tcp {
-            let l = TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace TCP", addr, source })?;
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| CollectorError::Bind {
+                    what: "X-Trace TCP",
+                    addr,
+                    source,
+                })?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
-            tasks.spawn(tcp_accept(l, tx.clone(), stats.clone(), stop.subscribe(), batch_events, config.tcp_frame_timeout));
+            tasks.spawn(tcp_accept(
+                l,
+                tx.clone(),
+                stats.clone(),
+                stop.subscribe(),
+                batch_events,
+                config.tcp_frame_timeout,
+            ));
         }
         if let Some(addr) = config.xtrace_udp {
-            let s = UdpSocket::bind(addr).await.map_err(|source| CollectorError::Bind { what: "X-Trace UDP", addr, source })?;
+            let s = UdpSocket::bind(addr)
+                .await
+                .map_err(|source| CollectorError::Bind {
+                    what: "X-Trace UDP",
+                    addr,
+                    source,
+                })?;
             enlarge_udp_receive_buffer(&s, config.udp_recv_buffer);
             enable_drop_counter(&s);
             addrs.xtrace_udp = Some(s.local_addr().unwrap_or(addr));
-            tasks.spawn(udp_loop(s, tx.clone(), stats.clone(), stop.subscribe(), batch_events));
+            tasks.spawn(udp_loop(
+                s,
+                tx.clone(),
+                stats.clone(),
+                stop.subscribe(),
+                batch_events,
+            ));
         }
         if let Some(addr) = config.otlp_http {
-            let l = TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind { what: "OTLP/HTTP", addr, source })?;
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|source| CollectorError::Bind {
+                    what: "OTLP/HTTP",
+                    addr,
+                    source,
+                })?;
             addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
             let app = axum::Router::new()
                 .route("/v1/traces", axum::routing::post(otlp_traces))
@@ -318,7 +349,14 @@ impl Collector {
             .name("sightline-store".into())
             .spawn(move || writer_loop(store, rx, wstats))
             .map_err(|e| CollectorError::Writer(e.to_string()))?;
-        Ok(Collector { addrs, stats, stop, tasks, tx, writer })
+        Ok(Collector {
+            addrs,
+            stats,
+            stop,
+            tasks,
+            tx,
+            writer,
+        })
     }
 
     /// The addresses bound.
@@ -337,7 +375,14 @@ impl Collector {
     /// # Errors
     /// [`CollectorError::Writer`] when the writer thread panicked.
     pub async fn shutdown(self) -> Result<StatsSnapshot, CollectorError> {
-        let Collector { stats, stop, mut tasks, tx, writer, .. } = self;
+        let Collector {
+            stats,
+            stop,
+            mut tasks,
+            tx,
+            writer,
+            ..
+        } = self;
         let _ = stop.send(true);
         while tasks.join_next().await.is_some() {}
         drop(tx);
@@ -365,7 +410,14 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
     // here), so memory stays bounded.
     const FREE_QUEUE: usize = 2;
     let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<Event>>(FREE_QUEUE);
-    let freer = std::thread::Builder::new().name("sightline-free".into()).spawn(move || for v in free_rx { drop(v) }).ok();
+    let freer = std::thread::Builder::new()
+        .name("sightline-free".into())
+        .spawn(move || {
+            for v in free_rx {
+                drop(v)
+            }
+        })
+        .ok();
     while let Some(first) = rx.blocking_recv() {
         let mut events = first.events;
         let mut acks: Vec<oneshot::Sender<Result<(), String>>> = first.ack.into_iter().collect();
@@ -406,7 +458,9 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
             let _ = free_tx.try_send(events);
         }
     }
-    stats.writer_cpu_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+    stats
+        .writer_cpu_ns
+        .store(thread_cpu_ns(), Ordering::Relaxed);
     drop(free_tx);
     if let Some(f) = freer {
         let _ = f.join();
@@ -489,7 +543,9 @@ async fn tcp_conn(
             // Shutting down: take only what has already arrived, and at most SHUTDOWN_DRAIN
             // bytes of it, so a sender that never pauses cannot hold the shutdown open.
             if drained >= SHUTDOWN_DRAIN {
-                tracing::warn!("X-Trace TCP {peer}: still sending at shutdown; closing after {drained} bytes");
+                tracing::warn!(
+                    "X-Trace TCP {peer}: still sending at shutdown; closing after {drained} bytes"
+                );
                 break;
             }
             match stream.try_read_buf(&mut buf) {
@@ -520,7 +576,10 @@ async fn tcp_conn(
                     // The sender closed in the middle of a frame: that report is lost.
                     let n = bump(&stats.xtrace_malformed, 1);
                     if worth_logging(n) {
-                        tracing::warn!("X-Trace TCP {peer}: connection closed inside a frame; {} bytes dropped (#{n})", buf.len());
+                        tracing::warn!(
+                            "X-Trace TCP {peer}: connection closed inside a frame; {} bytes dropped (#{n})",
+                            buf.len()
+                        );
                     }
                 }
                 break;
@@ -615,7 +674,11 @@ async fn udp_loop(
         let mut empty = false;
         while received < batch_events {
             // While stopping, Tokio may not have seen the socket become readable: ask the kernel.
-            let got = if stopping { recv_now(&sock, &mut buf, &mut cmsg) } else { recv_datagram(&sock, &mut buf, &mut cmsg) };
+            let got = if stopping {
+                recv_now(&sock, &mut buf, &mut cmsg)
+            } else {
+                recv_datagram(&sock, &mut buf, &mut cmsg)
+            };
             let (n, peer, drops) = match got {
                 Ok(d) => d,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -657,7 +720,9 @@ async fn udp_loop(
                     } else {
                         let d = bump(&stats.udp_dropped_events, 1);
                         if worth_logging(d) {
-                            tracing::warn!("X-Trace UDP: store queue full, {d} events dropped so far");
+                            tracing::warn!(
+                                "X-Trace UDP: store queue full, {d} events dropped so far"
+                            );
                         }
                     }
                 }
@@ -671,7 +736,15 @@ async fn udp_loop(
         }
         if stopping {
             // Waiting for room is fine now.
-            if !pending.is_empty() && tx.send(Batch { events: std::mem::take(&mut pending), ack: None }).await.is_err() {
+            if !pending.is_empty()
+                && tx
+                    .send(Batch {
+                        events: std::mem::take(&mut pending),
+                        ack: None,
+                    })
+                    .await
+                    .is_err()
+            {
                 break;
             }
             drained += received;
@@ -688,12 +761,19 @@ async fn udp_loop(
         let new = d.wrapping_sub(kernel_drops);
         if new > 0 && new < u32::MAX / 2 {
             let total = bump(&stats.udp_kernel_dropped, u64::from(new));
-            tracing::warn!("X-Trace UDP: the kernel dropped {new} datagrams after the last one received; {total} in all");
+            tracing::warn!(
+                "X-Trace UDP: the kernel dropped {new} datagrams after the last one received; {total} in all"
+            );
         }
     }
     // Shutting down: what is pending goes to the writer (waiting for room is fine now).
     if !pending.is_empty() {
-        let _ = tx.send(Batch { events: pending, ack: None }).await;
+        let _ = tx
+            .send(Batch {
+                events: pending,
+                ack: None,
+            })
+            .await;
     }
 }
 
@@ -703,13 +783,22 @@ async fn udp_loop(
 fn kernel_drops_now(sock: &UdpSocket) -> Option<u32> {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::MetadataExt as _;
-    let inode = std::fs::metadata(format!("/proc/self/fd/{}", sock.as_raw_fd())).ok()?.ino().to_string();
-    let table = if sock.local_addr().ok()?.is_ipv4() { "/proc/net/udp" } else { "/proc/net/udp6" };
+    let inode = std::fs::metadata(format!("/proc/self/fd/{}", sock.as_raw_fd()))
+        .ok()?
+        .ino()
+        .to_string();
+    let table = if sock.local_addr().ok()?.is_ipv4() {
+        "/proc/net/udp"
+    } else {
+        "/proc/net/udp6"
+    };
     let text = std::fs::read_to_string(table).ok()?;
     text.lines().skip(1).find_map(|line| {
         // sl local rem st tx:rx tr:when retrnsmt uid timeout inode ref pointer drops
         let cols: Vec<&str> = line.split_whitespace().collect();
-        (cols.len() >= 13 && cols[9] == inode).then(|| cols[12].parse::<i64>().ok().map(|d| d as u32)).flatten()
+        (cols.len() >= 13 && cols[9] == inode)
+            .then(|| cols[12].parse::<i64>().ok().map(|d| d as u32))
+            .flatten()
     })
 }
 
@@ -726,18 +815,31 @@ pub const UDP_SHUTDOWN_DRAIN: usize = 1 << 16;
 /// # Errors
 /// `WouldBlock` when no datagram is waiting (the socket's readiness is then cleared); other
 /// errors of `recvmsg(2)`.
-fn recv_datagram(sock: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> std::io::Result<(usize, String, Option<u32>)> {
+fn recv_datagram(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    cmsg: &mut [u8],
+) -> std::io::Result<(usize, String, Option<u32>)> {
     sock.try_io(tokio::io::Interest::READABLE, || recv_now(sock, buf, cmsg))
 }
 
 /// [`recv_datagram`] without Tokio's readiness: asks the kernel even when Tokio has not seen the
 /// socket become readable (`MSG_DONTWAIT`: `WouldBlock` when nothing is queued).
-fn recv_now(sock: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> std::io::Result<(usize, String, Option<u32>)> {
+fn recv_now(
+    sock: &UdpSocket,
+    buf: &mut [u8],
+    cmsg: &mut [u8],
+) -> std::io::Result<(usize, String, Option<u32>)> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
     use std::os::fd::AsRawFd as _;
     let mut iov = [std::io::IoSliceMut::new(buf)];
-    let msg = recvmsg::<SockaddrStorage>(sock.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT)
-        .map_err(std::io::Error::from)?;
+    let msg = recvmsg::<SockaddrStorage>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(cmsg),
+        MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(std::io::Error::from)?;
     let mut drops = None;
     // ENOBUFS here means the control data was cut short (MSG_CTRUNC): no counter this time.
     if let Ok(cmsgs) = msg.cmsgs() {
@@ -747,7 +849,10 @@ fn recv_now(sock: &UdpSocket, buf: &mut [u8], cmsg: &mut [u8]) -> std::io::Resul
             }
         }
     }
-    let peer = msg.address.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+    let peer = msg
+        .address
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "?".into());
     Ok((msg.bytes, peer, drops))
 }
 
@@ -779,12 +884,17 @@ fn enlarge_udp_receive_buffer(sock: &UdpSocket, bytes: usize) {
 fn enable_drop_counter(sock: &UdpSocket) {
     use nix::sys::socket::{setsockopt, sockopt};
     if let Err(e) = setsockopt(sock, sockopt::RxqOvfl, &1) {
-        tracing::warn!("setsockopt(SO_RXQ_OVFL) on the X-Trace UDP socket: {e}; kernel drops are not counted");
+        tracing::warn!(
+            "setsockopt(SO_RXQ_OVFL) on the X-Trace UDP socket: {e}; kernel drops are not counted"
+        );
     }
 }
 
 fn udp_flush(tx: &mpsc::Sender<Batch>, pending: Vec<Event>) -> Vec<Event> {
-    match tx.try_send(Batch { events: pending, ack: None }) {
+    match tx.try_send(Batch {
+        events: pending,
+        ack: None,
+    }) {
         Ok(()) => Vec::new(),
         Err(mpsc::error::TrySendError::Full(b) | mpsc::error::TrySendError::Closed(b)) => b.events,
     }
@@ -810,13 +920,23 @@ enum Encoding {
 
 fn reply(enc: Encoding, status: StatusCode, proto: Vec<u8>, json: String) -> Response {
     match enc {
-        Encoding::Protobuf => (status, [(header::CONTENT_TYPE, "application/x-protobuf")], proto).into_response(),
-        Encoding::Json => (status, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Encoding::Protobuf => (
+            status,
+            [(header::CONTENT_TYPE, "application/x-protobuf")],
+            proto,
+        )
+            .into_response(),
+        Encoding::Json => {
+            (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
+        }
     }
 }
 
 fn error_reply(enc: Encoding, status: StatusCode, code: i32, message: String) -> Response {
-    let proto = prost::Message::encode_to_vec(&otlp::RpcStatus { code, message: message.clone() });
+    let proto = prost::Message::encode_to_vec(&otlp::RpcStatus {
+        code,
+        message: message.clone(),
+    });
     let json = serde_json::json!({"code": code, "message": message}).to_string();
     reply(enc, status, proto, json)
 }
@@ -824,50 +944,87 @@ fn error_reply(enc: Encoding, status: StatusCode, code: i32, message: String) ->
 fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
     let mut out = Vec::new();
     let mut d = flate2::read::GzDecoder::new(body).take(MAX_GZIP_EXPANSION + 1);
-    d.read_to_end(&mut out).map_err(|e| OtlpError::Gzip(e.to_string()))?;
+    d.read_to_end(&mut out)
+        .map_err(|e| OtlpError::Gzip(e.to_string()))?;
     if out.len() as u64 > MAX_GZIP_EXPANSION {
-        return Err(OtlpError::Gzip(format!("decompresses beyond {MAX_GZIP_EXPANSION} bytes")));
+        return Err(OtlpError::Gzip(format!(
+            "decompresses beyond {MAX_GZIP_EXPANSION} bytes"
+        )));
     }
     Ok(out)
 }
 
 /// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
-async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum::body::Body) -> Response {
+async fn otlp_traces(
+    State(st): State<HttpState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
     // The body is read only once a slot is free, so at most MAX_HTTP_IN_FLIGHT bodies are in
     // memory; other requests wait (their senders see TCP backpressure).
     let Ok(_slot) = st.busy.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let body: Bytes = match tokio::time::timeout(st.body_timeout, axum::body::to_bytes(body, MAX_HTTP_BODY)).await {
+    let body: Bytes = match tokio::time::timeout(
+        st.body_timeout,
+        axum::body::to_bytes(body, MAX_HTTP_BODY),
+    )
+    .await
+    {
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return (StatusCode::PAYLOAD_TOO_LARGE, format!("request body: {e}\n")).into_response();
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body: {e}\n"),
+            )
+                .into_response();
         }
         Err(_) => {
             let c = bump(&st.stats.otlp_bad_requests, 1);
             if worth_logging(c) {
-                tracing::warn!("OTLP/HTTP: request body not complete after {:?}; answered 408", st.body_timeout);
+                tracing::warn!(
+                    "OTLP/HTTP: request body not complete after {:?}; answered 408",
+                    st.body_timeout
+                );
             }
             let mut r = (StatusCode::REQUEST_TIMEOUT, "request body too slow\n").into_response();
-            r.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            r.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
             return r;
         }
     };
     let n = bump(&st.stats.otlp_requests, 1);
-    let ctype = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
-    let enc = if ctype.starts_with("application/x-protobuf") || ctype.starts_with("application/protobuf") {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let enc = if ctype.starts_with("application/x-protobuf")
+        || ctype.starts_with("application/protobuf")
+    {
         Encoding::Protobuf
     } else if ctype.starts_with("application/json") {
         Encoding::Json
     } else {
         bump(&st.stats.otlp_bad_requests, 1);
-        return (StatusCode::UNSUPPORTED_MEDIA_TYPE, format!("unsupported content type {ctype:?}\n")).into_response();
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("unsupported content type {ctype:?}\n"),
+        )
+            .into_response();
     };
     let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let cenc = headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+    let cenc = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
     let body: std::borrow::Cow<'_, [u8]> = match cenc.as_str() {
         "" | "identity" => body.as_ref().into(),
         "gzip" | "x-gzip" => match gunzip(&body) {
@@ -879,7 +1036,12 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
         },
         other => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return error_reply(enc, StatusCode::UNSUPPORTED_MEDIA_TYPE, 3, format!("unsupported content encoding {other:?}"));
+            return error_reply(
+                enc,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                3,
+                format!("unsupported content encoding {other:?}"),
+            );
         }
     };
     let req = match enc {
@@ -905,12 +1067,26 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
     }
     if !conv.events.is_empty() {
         let (ack, done) = oneshot::channel();
-        let stored = match st.tx.send(Batch { events: conv.events, ack: Some(ack) }).await {
-            Ok(()) => done.await.unwrap_or_else(|_| Err("the store writer stopped".into())),
+        let stored = match st
+            .tx
+            .send(Batch {
+                events: conv.events,
+                ack: Some(ack),
+            })
+            .await
+        {
+            Ok(()) => done
+                .await
+                .unwrap_or_else(|_| Err("the store writer stopped".into())),
             Err(_) => Err("the collector is shutting down".into()),
         };
         if let Err(e) = stored {
-            return error_reply(enc, StatusCode::SERVICE_UNAVAILABLE, 14, format!("events not stored: {e}"));
+            return error_reply(
+                enc,
+                StatusCode::SERVICE_UNAVAILABLE,
+                14,
+                format!("events not stored: {e}"),
+            );
         }
     }
     let resp = otlp::ExportTraceServiceResponse {
@@ -919,7 +1095,12 @@ async fn otlp_traces(State(st): State<HttpState>, headers: HeaderMap, body: axum
             error_message: conv.first_error.unwrap_or_default(),
         }),
     };
-    reply(enc, StatusCode::OK, prost::Message::encode_to_vec(&resp), otlp::response_json(&resp))
+    reply(
+        enc,
+        StatusCode::OK,
+        prost::Message::encode_to_vec(&resp),
+        otlp::response_json(&resp),
+    )
 }
 
 #[cfg(test)]

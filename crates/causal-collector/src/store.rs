@@ -102,9 +102,15 @@ impl<'e> Row<'e> {
             e,
             hrt: e.hrt_ns.map(|h| i64::try_from(h).unwrap_or(i64::MAX)),
             tid: e.tid.map(|t| i64::try_from(t).unwrap_or(i64::MAX)),
-            parents: json(ps.is_empty(), &|| serde_json::to_string(&ps).expect("strings serialize")),
-            links: json(ls.is_empty(), &|| serde_json::to_string(&ls).expect("strings serialize")),
-            fields: json(fs.is_empty(), &|| serde_json::to_string(&fs).expect("strings serialize")),
+            parents: json(ps.is_empty(), &|| {
+                serde_json::to_string(&ps).expect("strings serialize")
+            }),
+            links: json(ls.is_empty(), &|| {
+                serde_json::to_string(&ls).expect("strings serialize")
+            }),
+            fields: json(fs.is_empty(), &|| {
+                serde_json::to_string(&fs).expect("strings serialize")
+            }),
         }
     }
 
@@ -116,7 +122,11 @@ impl<'e> Row<'e> {
             &e.timestamp_ns,
             &self.hrt,
             &e.agent,
-            e.labels.first().map_or(&rusqlite::types::Null as &dyn rusqlite::ToSql, |l| l as &dyn rusqlite::ToSql),
+            e.labels
+                .first()
+                .map_or(&rusqlite::types::Null as &dyn rusqlite::ToSql, |l| {
+                    l as &dyn rusqlite::ToSql
+                }),
             &e.host,
             &e.process,
             &e.pid,
@@ -157,13 +167,17 @@ pub fn stored_task_id(id: &str) -> String {
     if u.len() == 32 {
         let mut trace = [0u8; 16];
         let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-        let ok = u.as_bytes().chunks_exact(2).zip(trace.iter_mut()).all(|(pair, b)| match (hex(pair[0]), hex(pair[1])) {
-            (Some(h), Some(l)) => {
-                *b = h << 4 | l;
-                true
-            }
-            _ => false,
-        });
+        let ok = u
+            .as_bytes()
+            .chunks_exact(2)
+            .zip(trace.iter_mut())
+            .all(|(pair, b)| match (hex(pair[0]), hex(pair[1])) {
+                (Some(h), Some(l)) => {
+                    *b = h << 4 | l;
+                    true
+                }
+                _ => false,
+            });
         if ok && let Some(task) = causal::w3c::task_from_trace_id(&trace) {
             return task.to_hex();
         }
@@ -275,31 +289,53 @@ impl Store {
     /// # Errors
     /// [`StoreError::Open`], [`StoreError::SchemaVersion`], [`StoreError::Sql`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let open_err = |source| StoreError::Open { path: path.to_path_buf(), source };
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
         let conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
         // 64 MiB of page cache (a negative size is in KiB) and checkpoints every 4,096 pages
         // (16 MiB of WAL) instead of 1,000: fewer, larger checkpoints under sustained ingest.
-        conn.pragma_update(None, "cache_size", -65_536).map_err(open_err)?;
-        conn.pragma_update(None, "wal_autocheckpoint", 4096).map_err(open_err)?;
+        conn.pragma_update(None, "cache_size", -65_536)
+            .map_err(open_err)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 4096)
+            .map_err(open_err)?;
         conn.execute_batch(SCHEMA).map_err(open_err)?;
         let found: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'schema_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(sql("reading the schema version"))?;
         match found {
             None => {
-                conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])
-                    .map_err(sql("writing the schema version"))?;
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?1)",
+                    [SCHEMA_VERSION.to_string()],
+                )
+                .map_err(sql("writing the schema version"))?;
             }
             Some(v) if v == SCHEMA_VERSION.to_string() => {}
             Some(found) => {
-                return Err(StoreError::SchemaVersion { path: path.to_path_buf(), found, expected: SCHEMA_VERSION });
+                return Err(StoreError::SchemaVersion {
+                    path: path.to_path_buf(),
+                    found,
+                    expected: SCHEMA_VERSION,
+                });
             }
         }
-        Ok(Store { conn, path: path.to_path_buf() })
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Moves WAL checkpoints off this connection: turns automatic checkpoints off here and starts
@@ -312,11 +348,19 @@ impl Store {
     /// [`StoreError::Open`] when the second connection cannot be opened, [`StoreError::Sql`],
     /// [`StoreError::Thread`].
     pub fn start_checkpointer(&self) -> Result<Checkpointer, StoreError> {
-        let open_err = |source| StoreError::Open { path: self.path.clone(), source };
+        let open_err = |source| StoreError::Open {
+            path: self.path.clone(),
+            source,
+        };
         let conn = Connection::open(&self.path).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(sql("turning automatic checkpoints off"))?;
-        self.conn.pragma_update(None, "journal_size_limit", 64 << 20).map_err(sql("limiting the WAL size"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(sql("turning automatic checkpoints off"))?;
+        self.conn
+            .pragma_update(None, "journal_size_limit", 64 << 20)
+            .map_err(sql("limiting the WAL size"))?;
         let stop = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -337,7 +381,10 @@ impl Store {
                 }
             })
             .map_err(|e| StoreError::Thread(e.to_string()))?;
-        Ok(Checkpointer { stop, thread: Some(thread) })
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The database file.
@@ -350,7 +397,11 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Sql`] (e.g. the disk is full); the transaction is rolled back.
-    pub fn insert(&mut self, events: &[Event], received_ns: i64) -> Result<InsertStats, StoreError> {
+    pub fn insert(
+        &mut self,
+        events: &[Event],
+        received_ns: i64,
+    ) -> Result<InsertStats, StoreError> {
         if events.is_empty() {
             return Ok(InsertStats::default());
         }
@@ -382,7 +433,10 @@ impl Store {
                 a.last = Some(a.last.map_or(t, |l| l.max(t)));
             }
             let ts = e.timestamp_ns.unwrap_or(i64::MAX);
-            let cand = e.field("Title").map(|t| (0, ts, t)).or_else(|| e.label().map(|l| (1, ts, l)));
+            let cand = e
+                .field("Title")
+                .map(|t| (0, ts, t))
+                .or_else(|| e.label().map(|l| (1, ts, l)));
             if let Some(c) = cand
                 && a.title.is_none_or(|cur| (c.0, c.1) < (cur.0, cur.1))
             {
@@ -399,7 +453,10 @@ impl Store {
                 }
             }
         }
-        let tx = self.conn.transaction().map_err(sql("beginning a transaction"))?;
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql("beginning a transaction"))?;
         let mut ids: Vec<i64> = Vec::with_capacity(aggs.len());
         {
             let mut up = tx
@@ -437,22 +494,44 @@ impl Store {
                     None => (None, None, None),
                 };
                 let id: i64 = up
-                    .query_row(params![task, received_ns, a.first, a.last, a.events, title, rank, tts], |r| r.get(0))
+                    .query_row(
+                        params![
+                            task,
+                            received_ns,
+                            a.first,
+                            a.last,
+                            a.events,
+                            title,
+                            rank,
+                            tts
+                        ],
+                        |r| r.get(0),
+                    )
                     .map_err(sql("upserting a task"))?;
                 for h in &a.hosts {
-                    host.execute(params![id, h]).map_err(sql("inserting a task host"))?;
+                    host.execute(params![id, h])
+                        .map_err(sql("inserting a task host"))?;
                 }
                 for t in &a.tags {
-                    tag.execute(params![id, t]).map_err(sql("inserting a task tag"))?;
+                    tag.execute(params![id, t])
+                        .map_err(sql("inserting a task tag"))?;
                 }
                 ids.push(id);
             }
             // Rows are inserted ROWS_PER_INSERT at a time with one multi-row INSERT: a
             // statement step costs about as much as binding a row, so this roughly halves the
             // per-event cost of the store.
-            let mut many = tx.prepare_cached(&multi_insert(ROWS_PER_INSERT)).map_err(sql("preparing the event insert"))?;
-            let mut one = tx.prepare_cached(&multi_insert(1)).map_err(sql("preparing the event insert"))?;
-            let rows: Vec<Row<'_>> = events.iter().zip(&slot).map(|(e, &i)| Row::new(e, ids[i])).collect();
+            let mut many = tx
+                .prepare_cached(&multi_insert(ROWS_PER_INSERT))
+                .map_err(sql("preparing the event insert"))?;
+            let mut one = tx
+                .prepare_cached(&multi_insert(1))
+                .map_err(sql("preparing the event insert"))?;
+            let rows: Vec<Row<'_>> = events
+                .iter()
+                .zip(&slot)
+                .map(|(e, &i)| Row::new(e, ids[i]))
+                .collect();
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(ROWS_PER_INSERT * COLUMNS);
             for chunk in &mut chunks {
@@ -460,16 +539,21 @@ impl Store {
                 for r in chunk {
                     r.push_args(&mut args);
                 }
-                many.execute(args.as_slice()).map_err(sql("inserting events"))?;
+                many.execute(args.as_slice())
+                    .map_err(sql("inserting events"))?;
             }
             for r in chunks.remainder() {
                 args.clear();
                 r.push_args(&mut args);
-                one.execute(args.as_slice()).map_err(sql("inserting an event"))?;
+                one.execute(args.as_slice())
+                    .map_err(sql("inserting an event"))?;
             }
         }
         tx.commit().map_err(sql("committing a batch"))?;
-        Ok(InsertStats { events: events.len(), tasks: aggs.len() })
+        Ok(InsertStats {
+            events: events.len(),
+            tasks: aggs.len(),
+        })
     }
 
     /// Resolves a task id or a unique prefix of one (hex, either case) to the full id as shown
@@ -483,13 +567,20 @@ impl Store {
         let p = prefix.trim().to_ascii_uppercase();
         let exact: Option<String> = self
             .conn
-            .query_row("SELECT task_id FROM tasks WHERE task_id = ?1", [stored_task_id(&p)], |r| r.get(0))
+            .query_row(
+                "SELECT task_id FROM tasks WHERE task_id = ?1",
+                [stored_task_id(&p)],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(sql("looking up a task"))?;
         if let Some(t) = exact {
             return Ok(display_task_id(&t).to_string());
         }
-        let escaped = p.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        let escaped = p
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
         let mut st = self
             .conn
             .prepare("SELECT task_id FROM tasks WHERE task_id LIKE ?1 || '%' ESCAPE '\\' ORDER BY task_id LIMIT 6")
@@ -506,12 +597,19 @@ impl Store {
                 // The lookup above stops at 6; the message says how many really match.
                 count: self
                     .conn
-                    .query_row("SELECT count(*) FROM tasks WHERE task_id LIKE ?1 || '%' ESCAPE '\\'", [&escaped], |r| {
-                        r.get::<_, i64>(0)
-                    })
+                    .query_row(
+                        "SELECT count(*) FROM tasks WHERE task_id LIKE ?1 || '%' ESCAPE '\\'",
+                        [&escaped],
+                        |r| r.get::<_, i64>(0),
+                    )
                     .map_err(sql("counting tasks with a prefix"))? as usize,
                 prefix: prefix.to_string(),
-                examples: found.iter().take(3).map(|t| display_task_id(t)).collect::<Vec<_>>().join(", "),
+                examples: found
+                    .iter()
+                    .take(3)
+                    .map(|t| display_task_id(t))
+                    .collect::<Vec<_>>()
+                    .join(", "),
             }),
         }
     }
@@ -555,11 +653,15 @@ impl Store {
                     ..Event::default()
                 };
                 let list = |s: Option<String>| -> Vec<String> {
-                    s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default()
+                    s.and_then(|s| serde_json::from_str(&s).ok())
+                        .unwrap_or_default()
                 };
-                ev.parents.extend(list(parents).into_iter().map(Parent::causal));
+                ev.parents
+                    .extend(list(parents).into_iter().map(Parent::causal));
                 ev.parents.extend(list(links).into_iter().map(Parent::link));
-                let pairs: Vec<(String, String)> = fields.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
+                let pairs: Vec<(String, String)> = fields
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or_default();
                 for (k, v) in pairs {
                     if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
                         ev.labels.push(v);
@@ -570,7 +672,8 @@ impl Store {
                 Ok(ev)
             })
             .map_err(sql("querying events"))?;
-        rows.collect::<Result<_, _>>().map_err(sql("reading events"))
+        rows.collect::<Result<_, _>>()
+            .map_err(sql("reading events"))
     }
 
     /// Tasks matching `filter`, ordered by first-seen time (oldest first).
@@ -586,26 +689,41 @@ impl Store {
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
         if let Some(s) = filter.since_ns {
             args.push(s.into());
-            q.push_str(&format!(" AND coalesce(t.first_ts_ns, t.received_ns) >= ?{}", args.len()));
+            q.push_str(&format!(
+                " AND coalesce(t.first_ts_ns, t.received_ns) >= ?{}",
+                args.len()
+            ));
         }
         if let Some(u) = filter.until_ns {
             args.push(u.into());
-            q.push_str(&format!(" AND coalesce(t.first_ts_ns, t.received_ns) < ?{}", args.len()));
+            q.push_str(&format!(
+                " AND coalesce(t.first_ts_ns, t.received_ns) < ?{}",
+                args.len()
+            ));
         }
         if let Some(tag) = &filter.tag {
             args.push(tag.clone().into());
-            q.push_str(&format!(" AND EXISTS (SELECT 1 FROM task_tags g WHERE g.task = t.id AND g.tag = ?{})", args.len()));
+            q.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM task_tags g WHERE g.task = t.id AND g.tag = ?{})",
+                args.len()
+            ));
         }
         if let Some(title) = &filter.title {
             args.push(title.clone().into());
-            q.push_str(&format!(" AND instr(lower(t.title), lower(?{})) > 0", args.len()));
+            q.push_str(&format!(
+                " AND instr(lower(t.title), lower(?{})) > 0",
+                args.len()
+            ));
         }
         q.push_str(" ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id");
         if let Some(l) = filter.limit {
             // SQLite's LIMIT is a 64-bit signed integer; a larger value is no limit.
             q.push_str(&format!(" LIMIT {}", l.min(i64::MAX as usize)));
         }
-        let mut st = self.conn.prepare(&q).map_err(sql("preparing the task list"))?;
+        let mut st = self
+            .conn
+            .prepare(&q)
+            .map_err(sql("preparing the task list"))?;
         let rows = st
             .query_map(rusqlite::params_from_iter(args), |r| {
                 let hosts: Option<String> = r.get(6)?;
@@ -617,11 +735,15 @@ impl Store {
                     last_ts_ns: r.get(3)?,
                     events: r.get(4)?,
                     title: r.get(5)?,
-                    hosts: hosts.map(|h| h.split('\n').map(str::to_string).collect()).unwrap_or_default(),
+                    hosts: hosts
+                        .map(|h| h.split('\n').map(str::to_string).collect())
+                        .unwrap_or_default(),
                 })
             })
             .map_err(sql("listing tasks"))?;
-        let mut v: Vec<TaskSummary> = rows.collect::<Result<_, _>>().map_err(sql("reading tasks"))?;
+        let mut v: Vec<TaskSummary> = rows
+            .collect::<Result<_, _>>()
+            .map_err(sql("reading tasks"))?;
         v.reverse();
         Ok(v)
     }
@@ -631,7 +753,9 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sql`].
     pub fn event_count(&self) -> Result<i64, StoreError> {
-        self.conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).map_err(sql("counting events"))
+        self.conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .map_err(sql("counting events"))
     }
 }
 
@@ -659,10 +783,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("s.db")).unwrap();
         let a = ev("AAAA", "01", 100, "second label", &[]);
-        let mut b = ev("AAAA", "02", 50, "first", &[Parent::causal("01"), Parent::link("09")]);
+        let mut b = ev(
+            "AAAA",
+            "02",
+            50,
+            "first",
+            &[Parent::causal("01"), Parent::link("09")],
+        );
         b.labels.push("extra".into());
         let c = ev("BBBB", "03", 7, "other", &[]);
-        assert_eq!(s.insert(&[a.clone(), b.clone(), c], 1).unwrap(), InsertStats { events: 3, tasks: 2 });
+        assert_eq!(
+            s.insert(&[a.clone(), b.clone(), c], 1).unwrap(),
+            InsertStats {
+                events: 3,
+                tasks: 2
+            }
+        );
         let mut t = ev("AAAA", "04", 500, "late", &[Parent::causal("02")]);
         t.fields.push(("Title".into(), "The title".into()));
         s.insert(std::slice::from_ref(&t), 2).unwrap();
@@ -671,24 +807,83 @@ mod tests {
         assert_eq!(all.len(), 2);
         let aaaa = &all[1];
         assert_eq!(aaaa.task_id, "AAAA");
-        assert_eq!((aaaa.first_ts_ns, aaaa.last_ts_ns, aaaa.events), (Some(50), Some(500), 3));
+        assert_eq!(
+            (aaaa.first_ts_ns, aaaa.last_ts_ns, aaaa.events),
+            (Some(50), Some(500), 3)
+        );
         assert_eq!(aaaa.title.as_deref(), Some("The title"));
         assert_eq!(aaaa.hosts, vec!["host-2".to_string()]);
         assert_eq!(aaaa.received_ns, 1);
         assert_eq!(all[0].title.as_deref(), Some("other"));
-        let f = |tf: TaskFilter| s.tasks(&tf).unwrap().into_iter().map(|t| t.task_id).collect::<Vec<_>>();
-        assert_eq!(f(TaskFilter { since_ns: Some(10), ..Default::default() }), ["AAAA"]);
-        assert_eq!(f(TaskFilter { until_ns: Some(10), ..Default::default() }), ["BBBB"]);
-        assert_eq!(f(TaskFilter { title: Some("THE T".into()), ..Default::default() }), ["AAAA"]);
-        assert_eq!(f(TaskFilter { tag: Some("GC".into()), ..Default::default() }).len(), 2);
-        assert!(f(TaskFilter { tag: Some("nope".into()), ..Default::default() }).is_empty());
+        let f = |tf: TaskFilter| {
+            s.tasks(&tf)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.task_id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            f(TaskFilter {
+                since_ns: Some(10),
+                ..Default::default()
+            }),
+            ["AAAA"]
+        );
+        assert_eq!(
+            f(TaskFilter {
+                until_ns: Some(10),
+                ..Default::default()
+            }),
+            ["BBBB"]
+        );
+        assert_eq!(
+            f(TaskFilter {
+                title: Some("THE T".into()),
+                ..Default::default()
+            }),
+            ["AAAA"]
+        );
+        assert_eq!(
+            f(TaskFilter {
+                tag: Some("GC".into()),
+                ..Default::default()
+            })
+            .len(),
+            2
+        );
+        assert!(
+            f(TaskFilter {
+                tag: Some("nope".into()),
+                ..Default::default()
+            })
+            .is_empty()
+        );
         // Regression: `--limit 18446744073709551615` failed with "datatype mismatch".
-        assert_eq!(f(TaskFilter { limit: Some(usize::MAX), ..Default::default() }).len(), 2);
-        assert_eq!(f(TaskFilter { limit: Some(1), ..Default::default() }), ["AAAA"]);
+        assert_eq!(
+            f(TaskFilter {
+                limit: Some(usize::MAX),
+                ..Default::default()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            f(TaskFilter {
+                limit: Some(1),
+                ..Default::default()
+            }),
+            ["AAAA"]
+        );
         assert_eq!(s.resolve_task("aa").unwrap(), "AAAA");
-        assert!(matches!(s.resolve_task("C"), Err(StoreError::NoSuchTask(_))));
+        assert!(matches!(
+            s.resolve_task("C"),
+            Err(StoreError::NoSuchTask(_))
+        ));
         s.insert(&[ev("AAAB", "05", 1, "x", &[])], 3).unwrap();
-        assert!(matches!(s.resolve_task("AAA"), Err(StoreError::AmbiguousTask { count: 2, .. })));
+        assert!(matches!(
+            s.resolve_task("AAA"),
+            Err(StoreError::AmbiguousTask { count: 2, .. })
+        ));
         assert_eq!(s.event_count().unwrap(), 5);
     }
 
@@ -700,23 +895,49 @@ mod tests {
         assert_eq!(stored_task_id(&stored), stored);
         assert_eq!(display_task_id(&stored), trace);
         // A trace id whose first half is zero maps to an 8-byte TaskId, shown as it is.
-        assert_eq!(stored_task_id("0000000000000000438ae15464ed9bc3"), "438AE15464ED9BC3");
+        assert_eq!(
+            stored_task_id("0000000000000000438ae15464ed9bc3"),
+            "438AE15464ED9BC3"
+        );
         assert_eq!(display_task_id("438AE15464ED9BC3"), "438AE15464ED9BC3");
         // 40 digits that are no trace id's image stay 40 digits: a non-zero tail, or a zero
         // first half (whose 32 digits map to an 8-byte TaskId instead).
-        for other in ["8591D7138ADDD9177ACBFCEBE886FE3100000001", "0000000000000000438AE15464ED9BC300000000"] {
+        for other in [
+            "8591D7138ADDD9177ACBFCEBE886FE3100000001",
+            "0000000000000000438AE15464ED9BC300000000",
+        ] {
             assert_eq!(display_task_id(other), other);
         }
         // Not hex, or the invalid all-zero trace id: unchanged (uppercased).
-        assert_eq!(stored_task_id("zz91d7138addd9177acbfcebe886fe31"), "ZZ91D7138ADDD9177ACBFCEBE886FE31");
+        assert_eq!(
+            stored_task_id("zz91d7138addd9177acbfcebe886fe31"),
+            "ZZ91D7138ADDD9177ACBFCEBE886FE31"
+        );
         assert_eq!(stored_task_id(&"0".repeat(32)), "0".repeat(32));
 
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("s.db")).unwrap();
-        s.insert(&[ev(&stored, "01", 1, "span start", &[]), ev("AB", "01", 2, "x", &[])], 1).unwrap();
-        let ids: Vec<String> = s.tasks(&TaskFilter::default()).unwrap().into_iter().map(|t| t.task_id).collect();
+        s.insert(
+            &[
+                ev(&stored, "01", 1, "span start", &[]),
+                ev("AB", "01", 2, "x", &[]),
+            ],
+            1,
+        )
+        .unwrap();
+        let ids: Vec<String> = s
+            .tasks(&TaskFilter::default())
+            .unwrap()
+            .into_iter()
+            .map(|t| t.task_id)
+            .collect();
         assert_eq!(ids, [trace, "AB"]);
-        for given in [trace.to_string(), trace.to_ascii_lowercase(), stored.clone(), stored[..20].to_string()] {
+        for given in [
+            trace.to_string(),
+            trace.to_ascii_lowercase(),
+            stored.clone(),
+            stored[..20].to_string(),
+        ] {
             assert_eq!(s.resolve_task(&given).unwrap(), trace, "{given}");
         }
         for given in [trace, &stored] {
@@ -732,12 +953,26 @@ mod tests {
     fn ambiguous_prefix_reports_the_true_number_of_matches() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("s.db")).unwrap();
-        let evs: Vec<Event> = (0..20).map(|i| ev(&format!("AB{i:02X}"), "01", 1, "x", &[])).collect();
+        let evs: Vec<Event> = (0..20)
+            .map(|i| ev(&format!("AB{i:02X}"), "01", 1, "x", &[]))
+            .collect();
         s.insert(&evs, 1).unwrap();
-        assert!(matches!(s.resolve_task("ab"), Err(StoreError::AmbiguousTask { count: 20, .. })));
-        assert!(matches!(s.resolve_task(""), Err(StoreError::AmbiguousTask { count: 20, .. })));
-        assert!(matches!(s.resolve_task("AB0"), Err(StoreError::AmbiguousTask { count: 16, .. })));
-        assert!(matches!(s.resolve_task("AB1"), Err(StoreError::AmbiguousTask { count: 4, .. })));
+        assert!(matches!(
+            s.resolve_task("ab"),
+            Err(StoreError::AmbiguousTask { count: 20, .. })
+        ));
+        assert!(matches!(
+            s.resolve_task(""),
+            Err(StoreError::AmbiguousTask { count: 20, .. })
+        ));
+        assert!(matches!(
+            s.resolve_task("AB0"),
+            Err(StoreError::AmbiguousTask { count: 16, .. })
+        ));
+        assert!(matches!(
+            s.resolve_task("AB1"),
+            Err(StoreError::AmbiguousTask { count: 4, .. })
+        ));
         assert_eq!(s.resolve_task("ab13").unwrap(), "AB13");
     }
 }

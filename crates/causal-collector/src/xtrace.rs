@@ -96,27 +96,43 @@ fn trim_start(s: &str) -> &str {
     let b = s.as_bytes();
     let i = b.iter().position(|&c| !is_ascii_ws(c)).unwrap_or(b.len());
     // Only ASCII was skipped, so i is a character boundary.
-    if i < b.len() && b[i] >= 0x80 { s[i..].trim_start() } else { &s[i..] }
+    if i < b.len() && b[i] >= 0x80 {
+        s[i..].trim_start()
+    } else {
+        &s[i..]
+    }
 }
 
 /// `str::trim_end`, without its Unicode tables when the end is ASCII.
 fn trim_end(s: &str) -> &str {
     let b = s.as_bytes();
-    let j = b.iter().rposition(|&c| !is_ascii_ws(c)).map_or(0, |j| j + 1);
-    if j > 0 && b[j - 1] >= 0x80 { s[..j].trim_end() } else { &s[..j] }
+    let j = b
+        .iter()
+        .rposition(|&c| !is_ascii_ws(c))
+        .map_or(0, |j| j + 1);
+    if j > 0 && b[j - 1] >= 0x80 {
+        s[..j].trim_end()
+    } else {
+        &s[..j]
+    }
 }
 
 /// An `Edge` value that `OpId::parse_hex` accepts and `OpId::to_hex` gives back unchanged:
 /// 8 or 16 uppercase hex digits.
 fn canonical_op_hex(v: &str) -> bool {
-    (v.len() == 8 || v.len() == 16) && v.bytes().all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(&c))
+    (v.len() == 8 || v.len() == 16)
+        && v.bytes()
+            .all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(&c))
 }
 
 /// `OpId::to_hex` (8 or 16 uppercase digits) without the formatting machinery.
 fn op_hex(op: causal::OpId) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let digits = op.len() * 2;
-    (0..digits).rev().map(|i| HEX[((op.value() >> (4 * i)) & 15) as usize] as char).collect()
+    (0..digits)
+        .rev()
+        .map(|i| HEX[((op.value() >> (4 * i)) & 15) as usize] as char)
+        .collect()
 }
 
 /// Reads the lines of an X-Trace 1.0 text report after its header line straight into an event,
@@ -169,7 +185,8 @@ pub fn decode_text_event(text: &str) -> Option<Event> {
             (10, Some(b'T')) if k == "ThreadName" => set_str(&mut e.thread_name, v),
             (8, Some(b'T')) if k == "ThreadID" => set_num(&mut e.tid, v.parse().ok()),
             (9, Some(b'T')) if k == "Timestamp" => {
-                let t = causal::report::parse_timestamp_ns(v).map(|t| i64::try_from(t).unwrap_or(i64::MAX));
+                let t = causal::report::parse_timestamp_ns(v)
+                    .map(|t| i64::try_from(t).unwrap_or(i64::MAX));
                 match (e.timestamp_ns, t) {
                     (None, Some(t)) => {
                         e.timestamp_ns = Some(t);
@@ -222,7 +239,9 @@ pub struct JsonExport {
 /// True when `v` looks like an X-Trace export (a task list, a report list, or one task).
 pub fn is_export(v: &Value) -> bool {
     match v {
-        Value::Array(a) => a.first().is_none_or(|x| x.get("reports").is_some() || x.get("X-Trace").is_some()),
+        Value::Array(a) => a
+            .first()
+            .is_none_or(|x| x.get("reports").is_some() || x.get("X-Trace").is_some()),
         Value::Object(o) => o.contains_key("reports"),
         _ => false,
     }
@@ -270,7 +289,9 @@ fn report_from_json(r: &Value) -> Result<Event, String> {
 
 /// One report object (`{"Key": ["value", …], …}`) to a `Report`.
 fn report_of_json(r: &Value) -> Result<Report, String> {
-    let obj = r.as_object().ok_or_else(|| "report is not a JSON object".to_string())?;
+    let obj = r
+        .as_object()
+        .ok_or_else(|| "report is not a JSON object".to_string())?;
     let mut pairs: Vec<(&str, String)> = Vec::with_capacity(obj.len() + 4);
     for (k, v) in obj {
         if k == "version" {
@@ -322,13 +343,24 @@ mod tests {
         let e = &x.events[0];
         assert_eq!(e.task, "57C1C4A67A6A88FD");
         assert_eq!(e.id, "1D95BCD3961B6234");
-        assert_eq!(e.parents, vec![Parent::causal("47B4E72042F9B7FF"), Parent::causal("368E43613754F869")]);
+        assert_eq!(
+            e.parents,
+            vec![
+                Parent::causal("47B4E72042F9B7FF"),
+                Parent::causal("368E43613754F869")
+            ]
+        );
         assert_eq!(e.timestamp_ns, Some(1_384_989_801_450_000_000));
         assert_eq!(e.hrt_ns, Some(791_539_301_182_319));
         assert_eq!((e.pid, e.tid), (Some(8201), Some(1)));
         assert_eq!(e.process.as_deref(), Some("8201@manny"));
         assert_eq!(e.label(), Some("Start Trace: GetFileInfo"));
-        let tags: Vec<&str> = e.fields.iter().filter(|(k, _)| k == "Tag").map(|(_, v)| v.as_str()).collect();
+        let tags: Vec<&str> = e
+            .fields
+            .iter()
+            .filter(|(k, _)| k == "Tag")
+            .map(|(_, v)| v.as_str())
+            .collect();
         assert_eq!(tags, ["getFileInfo", "/user/user/temp.txt"]);
         // The zero OpId is "no parent", not an edge.
         assert!(x.events[1].parents.is_empty());
@@ -338,7 +370,10 @@ mod tests {
     fn wire_payloads_in_both_formats() {
         let text = "X-Trace Report ver 1.0\nX-Trace: 19438AE15464ED9BC37EF82CE98B84355D\nAgent: a\nEdge: 1111111111111111\nLabel: l1\nLabel: l2\n";
         let e = decode_payload(text.as_bytes()).unwrap();
-        assert_eq!((e.task.as_str(), e.id.as_str()), ("438AE15464ED9BC3", "7EF82CE98B84355D"));
+        assert_eq!(
+            (e.task.as_str(), e.id.as_str()),
+            ("438AE15464ED9BC3", "7EF82CE98B84355D")
+        );
         assert_eq!(e.labels, ["l1", "l2"]);
         let r = Report::decode(text.as_bytes()).unwrap();
         let bin = r.to_binary();
@@ -359,20 +394,30 @@ mod tests {
     /// by both paths, and the fast path is the one taken.
     #[test]
     fn text_fast_path_equals_the_report_path_on_the_real_reports() {
-        let Some(dir) = test_support::shared_data("xtrace") else { return };
+        let Some(dir) = test_support::shared_data("xtrace") else {
+            return;
+        };
         let mut n = 0;
         for f in std::fs::read_dir(dir).unwrap() {
-            let v: Value = serde_json::from_slice(&std::fs::read(f.unwrap().path()).unwrap()).unwrap();
+            let v: Value =
+                serde_json::from_slice(&std::fs::read(f.unwrap().path()).unwrap()).unwrap();
             let tasks = v.as_array().unwrap();
             for r in tasks.iter().flat_map(|t| t["reports"].as_array().unwrap()) {
-                let Ok(report) = report_of_json(r) else { continue };
+                let Ok(report) = report_of_json(r) else {
+                    continue;
+                };
                 let text = report.to_xtrace_text();
-                assert!(decode_text_event(text.strip_prefix("X-Trace Report ver 1.0\n").unwrap()).is_some());
+                assert!(
+                    decode_text_event(text.strip_prefix("X-Trace Report ver 1.0\n").unwrap())
+                        .is_some()
+                );
                 same(text.as_bytes());
                 let lower: String = text
                     .lines()
                     .map(|l| match l.split_once(": ") {
-                        Some((k @ ("X-Trace" | "Edge"), v)) => format!("{k}: {}\r\n", v.to_ascii_lowercase()),
+                        Some((k @ ("X-Trace" | "Edge"), v)) => {
+                            format!("{k}: {}\r\n", v.to_ascii_lowercase())
+                        }
                         _ => format!("  {l}\t\r\n\n"),
                     })
                     .collect();
@@ -393,7 +438,9 @@ mod tests {
             format!("{h}{md}Label: a\nLabel: b\nAgent: x\nAgent: y\nLabel: c\nTag: t\nTag: u\n"),
             format!("{h}{md}X-Trace: 19438AE15464ED9BC37EF82CE98B84355E\n"),
             format!("{h}X-Trace: 19438ae15464ed9bc37ef82ce98b84355d\n"),
-            format!("{h}{md}Edge: 7ef82ce9\nEdge: 7EF82CE9\nEdge: 00000000\nEdge:  7EF82CE98B84355D \n"),
+            format!(
+                "{h}{md}Edge: 7ef82ce9\nEdge: 7EF82CE9\nEdge: 00000000\nEdge:  7EF82CE98B84355D \n"
+            ),
             format!("{h}{md}Edge: 7EF82CE98B84355\n"),
             format!("{h}{md}Edge: 7EF82CE98B84355DAA\n"),
             format!("{h}{md}Edge: xyz\n"),
@@ -403,14 +450,18 @@ mod tests {
             format!("{h}{md}Timestamp: 1384989801450\nTimestamp: 1.5\n"),
             format!("{h}{md}Timestamp: 1.5\n"),
             format!("{h}{md}Timestamp: 99999999999999999999\nTimestamp: 18446744073709551615\n"),
-            format!("{h}{md}ProcessID: 8201@manny\nProcessID: 9\nHost: h\nHost: i\nThreadName: m\nThreadName: n\n"),
+            format!(
+                "{h}{md}ProcessID: 8201@manny\nProcessID: 9\nHost: h\nHost: i\nThreadName: m\nThreadName: n\n"
+            ),
             format!("{h}{md}Key: a: b: c\n:empty key\nempty value:\n"),
             format!("{h}{md}no colon here\n"),
             format!("{h}Agent: no metadata\n"),
             format!("{h}"),
             format!("{h}X-Trace: zz\n"),
             format!("{h}X-Trace:\n"),
-            format!("{h}{md}\u{a0}Label\u{2003}: \u{85}spaced\u{a0}\n\u{3000}\n\x0bAgent\x0b:\x0cv\x0c\n"),
+            format!(
+                "{h}{md}\u{a0}Label\u{2003}: \u{85}spaced\u{a0}\n\u{3000}\n\x0bAgent\x0b:\x0cv\x0c\n"
+            ),
             format!("{h}{md}Label: é\nKey\r: v\r\n\r\n"),
             format!("{h}{md}x-trace: lower key\nedge: 1\nEDGE: 2\n"),
             format!("  \n{h}{md}"),
@@ -430,7 +481,9 @@ mod tests {
         // The binary form goes through Report.
         same(&Report::decode(cases[1].as_bytes()).unwrap().to_binary());
         // 4-byte OpIds format as 8 digits.
-        let e = decode_payload(format!("{h}X-Trace: 10438AE1547EF82CE9\nEdge: 0000abcd\n").as_bytes()).unwrap();
+        let e =
+            decode_payload(format!("{h}X-Trace: 10438AE1547EF82CE9\nEdge: 0000abcd\n").as_bytes())
+                .unwrap();
         assert_eq!((e.task.as_str(), e.id.as_str()), ("438AE154", "7EF82CE9"));
         assert_eq!(e.parents, vec![Parent::causal("0000ABCD")]);
     }
@@ -444,7 +497,9 @@ mod tests {
         .unwrap();
         let x = read_export(&v);
         assert_eq!(x.events.len(), 1);
-        assert_eq!(x.malformed, vec![(0, "report is not a JSON object".to_string())]);
+        assert_eq!(
+            x.malformed,
+            vec![(0, "report is not a JSON object".to_string())]
+        );
     }
-
 }

@@ -9,49 +9,104 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 fn run(args: &[&str], db: &Path) -> String {
-    let out = Command::new(test_support::sightline_bin()).args(args).arg("--db").arg(db).output().unwrap();
-    assert!(out.status.success(), "sightline {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(test_support::sightline_bin())
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sightline {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
 fn import_tasks_and_show_the_hdfs_trace() {
-    let Some(f) = test_support::shared_data("xtrace/hdfs_download.json") else { return };
-    let Some(gc) = test_support::shared_data("xtrace/jvm_gc.json") else { return };
+    let Some(f) = test_support::shared_data("xtrace/hdfs_download.json") else {
+        return;
+    };
+    let Some(gc) = test_support::shared_data("xtrace/jvm_gc.json") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("cli.db");
     let out = run(&["import", f.to_str().unwrap(), gc.to_str().unwrap()], &db);
-    assert!(out.contains("hdfs_download.json: 839 events in 1 tasks"), "{out}");
+    assert!(
+        out.contains("hdfs_download.json: 839 events in 1 tasks"),
+        "{out}"
+    );
     assert!(out.contains("jvm_gc.json: 31 events in 8 tasks"), "{out}");
 
     let tasks = run(&["tasks"], &db);
-    let line = tasks.lines().find(|l| l.starts_with("57C1C4A67A6A88FD")).unwrap();
-    assert!(line.contains("2013-11-20 23:23:20.278") && line.contains(" 839 ") && line.contains("1.638s"), "{line}");
-    assert!(line.contains("manny") && line.ends_with("Start Trace: Executing Command"), "{line}");
+    let line = tasks
+        .lines()
+        .find(|l| l.starts_with("57C1C4A67A6A88FD"))
+        .unwrap();
+    assert!(
+        line.contains("2013-11-20 23:23:20.278")
+            && line.contains(" 839 ")
+            && line.contains("1.638s"),
+        "{line}"
+    );
+    assert!(
+        line.contains("manny") && line.ends_with("Start Trace: Executing Command"),
+        "{line}"
+    );
     assert_eq!(tasks.lines().count(), 1 + 9);
     // Filters: by tag, by title, by time.
     assert_eq!(run(&["tasks", "--tag", "GC"], &db).lines().count(), 1 + 8);
-    assert_eq!(run(&["tasks", "--title", "executing"], &db).lines().count(), 1 + 1);
-    assert_eq!(run(&["tasks", "--since", "2013-11-20T23:23:20"], &db).lines().count(), 1 + 3);
-    let json: Value = serde_json::from_str(&run(&["tasks", "--json", "--until", "2013-11-20T23:23:00"], &db)).unwrap();
+    assert_eq!(
+        run(&["tasks", "--title", "executing"], &db).lines().count(),
+        1 + 1
+    );
+    assert_eq!(
+        run(&["tasks", "--since", "2013-11-20T23:23:20"], &db)
+            .lines()
+            .count(),
+        1 + 3
+    );
+    let json: Value = serde_json::from_str(&run(
+        &["tasks", "--json", "--until", "2013-11-20T23:23:00"],
+        &db,
+    ))
+    .unwrap();
     assert_eq!(json.as_array().unwrap().len(), 2);
 
     let text = run(&["show", "57c1", "--critical-path"], &db);
-    assert!(text.starts_with("task 57C1C4A67A6A88FD: 839 events, 887 edges"), "{}", &text[..200]);
+    assert!(
+        text.starts_with("task 57C1C4A67A6A88FD: 839 events, 887 edges"),
+        "{}",
+        &text[..200]
+    );
     assert_eq!(text.matches("has an edge from unknown event").count(), 3);
     assert!(text.contains("join of 2 parents"));
     assert!(text.contains("\ncritical path: "));
     assert!(text.contains("time by process:"));
     // Every event is printed once.
-    let ids = text.lines().filter(|l| l.trim_end().len() > 16 && !l.contains("->") && !l.contains("join of"));
+    let ids = text
+        .lines()
+        .filter(|l| l.trim_end().len() > 16 && !l.contains("->") && !l.contains("join of"));
     assert!(ids.count() >= 839);
 
-    let dot = run(&["show", "57C1C4A67A6A88FD", "--format", "dot", "--critical-path"], &db);
+    let dot = run(
+        &[
+            "show",
+            "57C1C4A67A6A88FD",
+            "--format",
+            "dot",
+            "--critical-path",
+        ],
+        &db,
+    );
     assert!(dot.starts_with("digraph \"57C1C4A67A6A88FD\" {"));
     assert_eq!(dot.lines().filter(|l| l.contains("\" -> \"")).count(), 887);
     assert!(dot.contains("color=red"));
 
-    let json: Value = serde_json::from_str(&run(&["show", "57C1C4A67A6A88FD", "--format", "json"], &db)).unwrap();
+    let json: Value =
+        serde_json::from_str(&run(&["show", "57C1C4A67A6A88FD", "--format", "json"], &db)).unwrap();
     assert_eq!(json["events"].as_array().unwrap().len(), 839);
     assert_eq!(json["edges"].as_array().unwrap().len(), 887);
     assert!(json["critical_path"].is_null());
@@ -59,13 +114,32 @@ fn import_tasks_and_show_the_hdfs_trace() {
     // Resource accounting: the Bytes and Cycles reported in the file, summed per process.
     let file: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
     let sum = |key: &str| -> f64 {
-        file[0]["reports"].as_array().unwrap().iter().filter_map(|r| r.get(key)).map(|v| v[0].as_str().unwrap().parse::<f64>().unwrap()).sum()
+        file[0]["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.get(key))
+            .map(|v| v[0].as_str().unwrap().parse::<f64>().unwrap())
+            .sum()
     };
-    let json: Value = serde_json::from_str(&run(&["show", "57C1C4A67A6A88FD", "--format", "json", "--resources"], &db)).unwrap();
+    let json: Value = serde_json::from_str(&run(
+        &[
+            "show",
+            "57C1C4A67A6A88FD",
+            "--format",
+            "json",
+            "--resources",
+        ],
+        &db,
+    ))
+    .unwrap();
     let procs = json["resources"]["by_process"].as_array().unwrap();
     assert_eq!(procs.len(), 3);
     for key in ["Bytes", "Cycles"] {
-        let got: f64 = procs.iter().filter_map(|p| p["resources"][key].as_f64()).sum();
+        let got: f64 = procs
+            .iter()
+            .filter_map(|p| p["resources"][key].as_f64())
+            .sum();
         assert_eq!(got, sum(key), "{key}");
     }
     let events: u64 = procs.iter().map(|p| p["events"].as_u64().unwrap()).sum();
@@ -75,17 +149,27 @@ fn import_tasks_and_show_the_hdfs_trace() {
     // Comparison of two GC tasks: 5 and 3 events.
     let cmp = run(&["show", "438A", "--compare", "39DF"], &db);
     let events_row = cmp.lines().find(|l| l.starts_with("events")).unwrap();
-    assert_eq!(events_row.split_whitespace().collect::<Vec<_>>(), ["events", "5", "3"], "{cmp}");
+    assert_eq!(
+        events_row.split_whitespace().collect::<Vec<_>>(),
+        ["events", "5", "3"],
+        "{cmp}"
+    );
     assert!(cmp.contains("GarbageCollection"), "{cmp}");
 
-    let bad = Command::new(test_support::sightline_bin()).args(["show", "ZZ", "--db"]).arg(&db).output().unwrap();
+    let bad = Command::new(test_support::sightline_bin())
+        .args(["show", "ZZ", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no task matches"));
 }
 
 #[test]
 fn collect_over_loopback_then_sigterm_loses_nothing() {
-    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
+    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("collect.db");
     let mut child = Command::new(test_support::sightline_bin())
@@ -102,7 +186,11 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     let words: Vec<&str> = first.split_whitespace().collect();
     let tcp = words[words.iter().position(|w| *w == "TCP").unwrap() + 1].to_string();
     let http = words.iter().find(|w| w.starts_with("http://")).unwrap();
-    let http = http.trim_start_matches("http://").trim_end_matches(';').trim_end_matches("/v1/traces").to_string();
+    let http = http
+        .trim_start_matches("http://")
+        .trim_end_matches(';')
+        .trim_end_matches("/v1/traces")
+        .to_string();
 
     // X-Trace: a three-event diamond-free chain plus a join, in text reports.
     let mut frames = Vec::new();
@@ -132,19 +220,38 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
 
     // Give the TCP connection a moment to be accepted, then SIGTERM.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(killed.success());
     let mut rest = String::new();
     stdout.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{rest}");
     assert!(rest.contains("stopped; 13 events stored"), "{rest}");
-    assert!(rest.contains("UDP dropped 0 with the store queue full, 0 by the kernel"), "{rest}");
+    assert!(
+        rest.contains("UDP dropped 0 with the store queue full, 0 by the kernel"),
+        "{rest}"
+    );
 
     let text = run(&["show", "AAAABBBBCCCCDDDD", "--critical-path"], &db);
-    assert!(text.starts_with("task AAAABBBBCCCCDDDD: 4 events, 4 edges, 1 joins, 1 roots"), "{text}");
-    let cp: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("critical path")).skip(1).take(3).collect();
-    assert!(cp[0].contains("front: request") && cp[1].contains("back: b") && cp[2].contains("(join) front: joined"), "{cp:?}");
+    assert!(
+        text.starts_with("task AAAABBBBCCCCDDDD: 4 events, 4 edges, 1 joins, 1 roots"),
+        "{text}"
+    );
+    let cp: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("critical path"))
+        .skip(1)
+        .take(3)
+        .collect();
+    assert!(
+        cp[0].contains("front: request")
+            && cp[1].contains("back: b")
+            && cp[2].contains("(join) front: joined"),
+        "{cp:?}"
+    );
     let tasks = run(&["tasks"], &db);
     assert_eq!(tasks.lines().count(), 1 + 2, "{tasks}");
 }
@@ -156,7 +263,12 @@ fn reading_commands_do_not_create_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("typo.db");
     for args in [&["tasks"][..], &["show", "ABCD"][..]] {
-        let out = Command::new(test_support::sightline_bin()).args(args).arg("--db").arg(&db).output().unwrap();
+        let out = Command::new(test_support::sightline_bin())
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
         assert!(!out.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("no store at"), "{args:?}: {err}");
@@ -169,42 +281,95 @@ fn reading_commands_do_not_create_a_store() {
 /// prefix, and names the task by the trace id.
 #[test]
 fn otlp_tasks_are_listed_and_shown_by_their_trace_id() {
-    let Some(node) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
-    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
+    let Some(node) = test_support::shared_data("otlp/node_sdk_traces.json") else {
+        return;
+    };
+    let Some(py) = test_support::shared_data("otlp/python_sdk_traces.pb") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("otlp.db");
-    let out = run(&["import", node.to_str().unwrap(), py.to_str().unwrap()], &db);
+    let out = run(
+        &["import", node.to_str().unwrap(), py.to_str().unwrap()],
+        &db,
+    );
     assert_eq!(out.matches("9 events in 1 tasks").count(), 2, "{out}");
     let v: Value = serde_json::from_slice(&std::fs::read(&node).unwrap()).unwrap();
-    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str().unwrap().to_string();
+    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(trace.len(), 32);
     let upper = trace.to_ascii_uppercase();
 
     let tasks = run(&["tasks"], &db);
-    let line = tasks.lines().find(|l| l.starts_with(&upper)).unwrap_or_else(|| panic!("{tasks}"));
-    assert_eq!(line.split_whitespace().next(), Some(upper.as_str()), "{line}");
+    let line = tasks
+        .lines()
+        .find(|l| l.starts_with(&upper))
+        .unwrap_or_else(|| panic!("{tasks}"));
+    assert_eq!(
+        line.split_whitespace().next(),
+        Some(upper.as_str()),
+        "{line}"
+    );
     assert!(!tasks.contains(&format!("{upper}00000000")), "{tasks}");
     // Every id in the table is a 32-digit trace id, and the header is as wide as the ids.
     for l in tasks.lines().skip(1) {
         assert_eq!(l.split_whitespace().next().unwrap().len(), 32, "{l}");
     }
-    assert_eq!(tasks.lines().next().unwrap().find("FIRST SEEN"), Some(33), "{tasks}");
+    assert_eq!(
+        tasks.lines().next().unwrap().find("FIRST SEEN"),
+        Some(33),
+        "{tasks}"
+    );
     let json: Value = serde_json::from_str(&run(&["tasks", "--json"], &db)).unwrap();
-    assert!(json.as_array().unwrap().iter().any(|t| t["task_id"] == upper.as_str()), "{json}");
+    assert!(
+        json.as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["task_id"] == upper.as_str()),
+        "{json}"
+    );
 
-    for given in [trace.clone(), upper.clone(), format!("{trace}00000000"), trace[..12].to_string()] {
+    for given in [
+        trace.clone(),
+        upper.clone(),
+        format!("{trace}00000000"),
+        trace[..12].to_string(),
+    ] {
         let text = run(&["show", &given], &db);
-        assert!(text.starts_with(&format!("task {upper}: 9 events, 10 edges")), "{given}: {text}");
+        assert!(
+            text.starts_with(&format!("task {upper}: 9 events, 10 edges")),
+            "{given}: {text}"
+        );
     }
-    let json: Value = serde_json::from_str(&run(&["show", &trace, "--format", "json"], &db)).unwrap();
+    let json: Value =
+        serde_json::from_str(&run(&["show", &trace, "--format", "json"], &db)).unwrap();
     assert_eq!(json["task"], upper.as_str());
-    assert!(json["events"].as_array().unwrap().iter().all(|e| e["task"] == upper.as_str()));
+    assert!(
+        json["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["task"] == upper.as_str())
+    );
     let dot = run(&["show", &trace, "--format", "dot"], &db);
     assert!(dot.starts_with(&format!("digraph \"{upper}\" {{")), "{dot}");
     // The comparison names both tasks by their whole trace ids.
-    let other = tasks.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).find(|t| *t != upper).unwrap();
-    let cmp = run(&["show", &trace, "--compare", &other.to_ascii_lowercase()], &db);
-    assert!(cmp.starts_with(&format!("A = task {upper}\nB = task {other}\n")), "{cmp}");
+    let other = tasks
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().next().unwrap())
+        .find(|t| *t != upper)
+        .unwrap();
+    let cmp = run(
+        &["show", &trace, "--compare", &other.to_ascii_lowercase()],
+        &db,
+    );
+    assert!(
+        cmp.starts_with(&format!("A = task {upper}\nB = task {other}\n")),
+        "{cmp}"
+    );
 }
 
 #[test]
@@ -221,6 +386,9 @@ fn importing_only_unreadable_files_fails_without_creating_a_store() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no-such-trace.json") && err.contains("No such file"), "{err}");
+    assert!(
+        err.contains("no-such-trace.json") && err.contains("No such file"),
+        "{err}"
+    );
     assert!(!db.exists(), "no empty store left behind");
 }

@@ -17,17 +17,32 @@ use tokio::net::TcpStream;
 
 fn config(db: &Path) -> Config {
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    Config { xtrace_tcp: Some(any), xtrace_udp: Some(any), otlp_http: Some(any), ..Config::loopback(db) }
+    Config {
+        xtrace_tcp: Some(any),
+        xtrace_udp: Some(any),
+        otlp_http: Some(any),
+        ..Config::loopback(db)
+    }
 }
 
 /// The captured request line and headers (`*.headers.txt`), as lines.
 fn captured_headers(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap().lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Sends one HTTP/1.1 request made of `head` lines and `body` (chunked in pieces of `chunk` bytes
 /// when `chunk` is set), returns (status, body). Reads until the response is complete.
-async fn http(addr: SocketAddr, head: &[String], body: &[u8], chunk: Option<usize>) -> (u16, Vec<u8>) {
+async fn http(
+    addr: SocketAddr,
+    head: &[String],
+    body: &[u8],
+    chunk: Option<usize>,
+) -> (u16, Vec<u8>) {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let mut req = Vec::new();
     for (i, l) in head.iter().enumerate() {
@@ -44,7 +59,9 @@ async fn http(addr: SocketAddr, head: &[String], body: &[u8], chunk: Option<usiz
         None => s.write_all(body).await.unwrap(),
         Some(n) => {
             for c in body.chunks(n) {
-                s.write_all(format!("{:x}\r\n", c.len()).as_bytes()).await.unwrap();
+                s.write_all(format!("{:x}\r\n", c.len()).as_bytes())
+                    .await
+                    .unwrap();
                 s.write_all(c).await.unwrap();
                 s.write_all(b"\r\n").await.unwrap();
                 s.flush().await.unwrap();
@@ -56,15 +73,26 @@ async fn http(addr: SocketAddr, head: &[String], body: &[u8], chunk: Option<usiz
     let mut buf = Vec::new();
     let mut tmp = [0u8; 4096];
     let (status, body_start, len) = loop {
-        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut tmp)).await.unwrap().unwrap();
-        assert!(n > 0, "connection closed before a response: {:?}", String::from_utf8_lossy(&buf));
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut tmp))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            n > 0,
+            "connection closed before a response: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&tmp[..n]);
         if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..p]).to_string();
             let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
             let len: usize = head
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
                 .unwrap_or(0);
             break (status, p + 4, len);
         }
@@ -78,7 +106,11 @@ async fn http(addr: SocketAddr, head: &[String], body: &[u8], chunk: Option<usiz
 }
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// A span of the demo: (span id, name, parent span id, linked span ids, span events).
@@ -97,14 +129,35 @@ fn check_demo_task(store: &Store, task: &str, spans: &[DemoSpan], nested: usize)
     // Each span: a chain start -> (its span events) -> end; plus parent edges and link edges.
     assert_eq!(stored_edges, spans.len() + span_events + parents + links);
     assert_eq!(g.edges.len(), stored_edges + nested);
-    assert_eq!(g.edges.iter().filter(|e| e.kind == EdgeKind::Nested).count(), nested);
-    assert_eq!(g.edges.iter().filter(|e| e.kind == EdgeKind::Link).count(), links);
+    assert_eq!(
+        g.edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::Nested)
+            .count(),
+        nested
+    );
+    assert_eq!(
+        g.edges.iter().filter(|e| e.kind == EdgeKind::Link).count(),
+        links
+    );
     assert!(g.problems.is_empty(), "{:?}", g.problems);
     for (id, name, parent, link_ids, _) in spans {
-        let start = g.index_of(&format!("{}:start", id.to_ascii_uppercase())).unwrap();
-        assert_eq!(g.events[start].label(), Some(format!("{name} start").as_str()));
-        let ps: HashSet<String> = g.parents_of(start).iter().map(|&p| g.events[p].id.clone()).collect();
-        let mut want: HashSet<String> = link_ids.iter().map(|l| format!("{}:end", l.to_ascii_uppercase())).collect();
+        let start = g
+            .index_of(&format!("{}:start", id.to_ascii_uppercase()))
+            .unwrap();
+        assert_eq!(
+            g.events[start].label(),
+            Some(format!("{name} start").as_str())
+        );
+        let ps: HashSet<String> = g
+            .parents_of(start)
+            .iter()
+            .map(|&p| g.events[p].id.clone())
+            .collect();
+        let mut want: HashSet<String> = link_ids
+            .iter()
+            .map(|l| format!("{}:end", l.to_ascii_uppercase()))
+            .collect();
         if let Some(p) = parent {
             want.insert(format!("{}:start", p.to_ascii_uppercase()));
         }
@@ -117,13 +170,29 @@ fn check_demo_task(store: &Store, task: &str, spans: &[DemoSpan], nested: usize)
     let cp = CriticalPath::compute(&g).unwrap();
     assert!(cp.reached_root);
     assert!(g.parents_of(cp.steps[0].index).is_empty());
-    let last_ts = g.events.iter().filter_map(|e| e.timestamp_ns).max().unwrap();
-    assert_eq!(g.events[cp.steps.last().unwrap().index].timestamp_ns, Some(last_ts));
-    assert!(cp.steps.iter().any(|s| s.id.ends_with(":start") && g.events[s.index].label() == Some("join start")));
+    let last_ts = g
+        .events
+        .iter()
+        .filter_map(|e| e.timestamp_ns)
+        .max()
+        .unwrap();
+    assert_eq!(
+        g.events[cp.steps.last().unwrap().index].timestamp_ns,
+        Some(last_ts)
+    );
+    assert!(
+        cp.steps
+            .iter()
+            .any(|s| s.id.ends_with(":start") && g.events[s.index].label() == Some("join start"))
+    );
     for w in cp.steps.windows(2) {
         assert!(g.parents_of(w[1].index).contains(&w[0].index));
         let t = g.events[w[0].index].timestamp_ns.unwrap();
-        assert!(g.parents_of(w[1].index).iter().all(|&p| g.events[p].timestamp_ns.unwrap() <= t));
+        assert!(
+            g.parents_of(w[1].index)
+                .iter()
+                .all(|&p| g.events[p].timestamp_ns.unwrap() <= t)
+        );
     }
 }
 
@@ -134,10 +203,25 @@ fn spans_of_json(v: &Value) -> Vec<DemoSpan> {
     for rs in v["resourceSpans"].as_array().unwrap() {
         for ss in rs["scopeSpans"].as_array().unwrap() {
             for s in ss["spans"].as_array().unwrap() {
-                let parent = s.get("parentSpanId").and_then(Value::as_str).filter(|p| !p.is_empty()).map(str::to_string);
-                let links = s["links"].as_array().unwrap().iter().map(|l| l["spanId"].as_str().unwrap().to_string()).collect();
+                let parent = s
+                    .get("parentSpanId")
+                    .and_then(Value::as_str)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string);
+                let links = s["links"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| l["spanId"].as_str().unwrap().to_string())
+                    .collect();
                 let events = s["events"].as_array().map_or(0, Vec::len);
-                out.push((s["spanId"].as_str().unwrap().to_string(), s["name"].as_str().unwrap().to_string(), parent, links, events));
+                out.push((
+                    s["spanId"].as_str().unwrap().to_string(),
+                    s["name"].as_str().unwrap().to_string(),
+                    parent,
+                    links,
+                    events,
+                ));
             }
         }
     }
@@ -146,18 +230,34 @@ fn spans_of_json(v: &Value) -> Vec<DemoSpan> {
 
 #[test]
 fn captured_otlp_requests_arrive_as_events_and_edges() {
-    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
-    let Some(node_head) = test_support::shared_data("otlp/node_sdk_traces.json.headers.txt") else { return };
-    let Some(py_body) = test_support::shared_data("otlp/python_sdk_traces.pb") else { return };
-    let Some(py_head) = test_support::shared_data("otlp/python_sdk_traces.pb.headers.txt") else { return };
+    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else {
+        return;
+    };
+    let Some(node_head) = test_support::shared_data("otlp/node_sdk_traces.json.headers.txt") else {
+        return;
+    };
+    let Some(py_body) = test_support::shared_data("otlp/python_sdk_traces.pb") else {
+        return;
+    };
+    let Some(py_head) = test_support::shared_data("otlp/python_sdk_traces.pb.headers.txt") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("otlp.db");
     let node_bytes = std::fs::read(&node_body).unwrap();
     let py_bytes = std::fs::read(&py_body).unwrap();
     let node_head = captured_headers(&node_head);
     let py_head = captured_headers(&py_head);
-    assert!(node_head.iter().any(|h| h.eq_ignore_ascii_case("Transfer-Encoding: chunked")));
-    assert!(py_head.iter().any(|h| h == &format!("Content-Length: {}", py_bytes.len())));
+    assert!(
+        node_head
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case("Transfer-Encoding: chunked"))
+    );
+    assert!(
+        py_head
+            .iter()
+            .any(|h| h == &format!("Content-Length: {}", py_bytes.len()))
+    );
 
     let stats = rt().block_on(async {
         let c = Collector::start(config(&db)).await.unwrap();
@@ -169,7 +269,10 @@ fn captured_otlp_requests_arrive_as_events_and_edges() {
         // Python: protobuf with Content-Length, as captured.
         let (status, body) = http(addr, &py_head, &py_bytes, None).await;
         assert_eq!(status, 200);
-        assert!(body.is_empty(), "an empty ExportTraceServiceResponse encodes to no bytes: {body:?}");
+        assert!(
+            body.is_empty(),
+            "an empty ExportTraceServiceResponse encodes to no bytes: {body:?}"
+        );
         c.shutdown().await.unwrap()
     });
     assert_eq!(stats.otlp_requests, 2);
@@ -182,15 +285,23 @@ fn captured_otlp_requests_arrive_as_events_and_edges() {
     // Node: expectations from the JSON itself.
     let v: Value = serde_json::from_slice(&node_bytes).unwrap();
     let spans = spans_of_json(&v);
-    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"].as_str().unwrap();
+    let trace = v["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+        .as_str()
+        .unwrap();
     let node_task = store.resolve_task(trace).unwrap();
     // Tasks of OTLP traces are named by the 32-digit W3C trace id (as Jaeger shows it), not the
     // stored 40-digit TaskId; both forms resolve and load.
     assert_eq!(node_task, trace.to_ascii_uppercase());
-    assert_eq!(store.resolve_task(&format!("{trace}00000000")).unwrap(), node_task);
+    assert_eq!(
+        store.resolve_task(&format!("{trace}00000000")).unwrap(),
+        node_task
+    );
     let py_req = causal_collector::otlp::decode_protobuf(&py_bytes).unwrap();
-    let py_trace: String =
-        py_req.resource_spans[0].scope_spans[0].spans[0].trace_id.iter().map(|b| format!("{b:02X}")).collect();
+    let py_trace: String = py_req.resource_spans[0].scope_spans[0].spans[0]
+        .trace_id
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
     let mut shown: Vec<&str> = tasks.iter().map(|t| t.task_id.as_str()).collect();
     shown.sort();
     let mut want = vec![node_task.as_str(), py_trace.as_str()];
@@ -205,28 +316,61 @@ fn captured_otlp_requests_arrive_as_events_and_edges() {
     check_demo_task(&store, &node_task, &spans, 0);
     // Python: the same demo (fanout_a, fanout_b, join linking both, under handle_request); ids
     // are read back from the stored start events by name.
-    let py_task = tasks.iter().map(|t| t.task_id.clone()).find(|t| *t != node_task).unwrap();
+    let py_task = tasks
+        .iter()
+        .map(|t| t.task_id.clone())
+        .find(|t| *t != node_task)
+        .unwrap();
     let g = TaskGraph::build(py_task.clone(), store.load_task(&py_task).unwrap());
     let id_of = |name: &str| {
-        g.events.iter().find(|e| e.label() == Some(&format!("{name} start"))).unwrap().id.trim_end_matches(":start").to_string()
+        g.events
+            .iter()
+            .find(|e| e.label() == Some(&format!("{name} start")))
+            .unwrap()
+            .id
+            .trim_end_matches(":start")
+            .to_string()
     };
-    let (a, b, j, h) = (id_of("fanout_a"), id_of("fanout_b"), id_of("join"), id_of("handle_request"));
+    let (a, b, j, h) = (
+        id_of("fanout_a"),
+        id_of("fanout_b"),
+        id_of("join"),
+        id_of("handle_request"),
+    );
     let py_spans = vec![
-        (a.clone(), "fanout_a".to_string(), Some(h.clone()), vec![], 1),
-        (b.clone(), "fanout_b".to_string(), Some(h.clone()), vec![], 0),
+        (
+            a.clone(),
+            "fanout_a".to_string(),
+            Some(h.clone()),
+            vec![],
+            1,
+        ),
+        (
+            b.clone(),
+            "fanout_b".to_string(),
+            Some(h.clone()),
+            vec![],
+            0,
+        ),
         (j, "join".to_string(), Some(h.clone()), vec![a, b], 0),
         (h, "handle_request".to_string(), None, vec![], 0),
     ];
     // The Python demo's handle_request ended after all three children: three nesting edges.
     check_demo_task(&store, &py_task, &py_spans, 3);
-    let cache_miss = g.events.iter().find(|e| e.label() == Some("cache.miss")).unwrap();
+    let cache_miss = g
+        .events
+        .iter()
+        .find(|e| e.label() == Some("cache.miss"))
+        .unwrap();
     assert_eq!(cache_miss.field("key"), Some("k1"));
     assert_eq!(cache_miss.agent.as_deref(), Some("research-py-demo"));
 }
 
 #[test]
 fn gzip_partial_success_and_bad_requests() {
-    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else { return };
+    let Some(node_body) = test_support::shared_data("otlp/node_sdk_traces.json") else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("g.db");
     let body = std::fs::read(&node_body).unwrap();
@@ -234,7 +378,11 @@ fn gzip_partial_success_and_bad_requests() {
     std::io::Write::write_all(&mut gz, &body).unwrap();
     let gz = gz.finish().unwrap();
     let head = |ct: &str, extra: &str, len: usize| -> Vec<String> {
-        let mut h = vec!["POST /v1/traces".to_string(), "Host: 127.0.0.1".into(), format!("Content-Type: {ct}")];
+        let mut h = vec![
+            "POST /v1/traces".to_string(),
+            "Host: 127.0.0.1".into(),
+            format!("Content-Type: {ct}"),
+        ];
         if !extra.is_empty() {
             h.push(extra.to_string());
         }
@@ -248,20 +396,49 @@ fn gzip_partial_success_and_bad_requests() {
     let stats = rt().block_on(async {
         let c = Collector::start(config(&db)).await.unwrap();
         let addr = c.addrs().otlp_http.unwrap();
-        let (s, _) = http(addr, &head("application/json", "Content-Encoding: gzip", gz.len()), &gz, None).await;
+        let (s, _) = http(
+            addr,
+            &head("application/json", "Content-Encoding: gzip", gz.len()),
+            &gz,
+            None,
+        )
+        .await;
         assert_eq!(s, 200);
-        let (s, b) = http(addr, &head("application/json", "", partial.len()), partial, None).await;
+        let (s, b) = http(
+            addr,
+            &head("application/json", "", partial.len()),
+            partial,
+            None,
+        )
+        .await;
         assert_eq!(s, 200);
         let v: Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["partialSuccess"]["rejectedSpans"], "1");
-        assert!(v["partialSuccess"]["errorMessage"].as_str().unwrap().contains("trace id"));
+        assert!(
+            v["partialSuccess"]["errorMessage"]
+                .as_str()
+                .unwrap()
+                .contains("trace id")
+        );
         let (s, _) = http(addr, &head("application/json", "", 5), b"{oops", None).await;
         assert_eq!(s, 400);
-        let (s, _) = http(addr, &head("application/x-protobuf", "", 3), &[0xff, 0xff, 0xff], None).await;
+        let (s, _) = http(
+            addr,
+            &head("application/x-protobuf", "", 3),
+            &[0xff, 0xff, 0xff],
+            None,
+        )
+        .await;
         assert_eq!(s, 400);
         let (s, _) = http(addr, &head("text/plain", "", 2), b"hi", None).await;
         assert_eq!(s, 415);
-        let (s, _) = http(addr, &head("application/json", "Content-Encoding: gzip", 4), b"nope", None).await;
+        let (s, _) = http(
+            addr,
+            &head("application/json", "Content-Encoding: gzip", 4),
+            b"nope",
+            None,
+        )
+        .await;
         assert_eq!(s, 400);
         c.shutdown().await.unwrap()
     });
@@ -271,10 +448,17 @@ fn gzip_partial_success_and_bad_requests() {
     assert_eq!(stats.otlp_spans, 4 + 1);
     let store = Store::open(&db).unwrap();
     assert_eq!(store.event_count().unwrap(), 9 + 2);
-    let task = store.resolve_task("0AF7651916CD43DD8448EB211C80319C").unwrap();
+    let task = store
+        .resolve_task("0AF7651916CD43DD8448EB211C80319C")
+        .unwrap();
     // Shown as the 32-digit trace id; the stored 40-digit form resolves to it too.
     assert_eq!(task, "0AF7651916CD43DD8448EB211C80319C");
-    assert_eq!(store.resolve_task("0af7651916cd43dd8448eb211c80319c00000000").unwrap(), task);
+    assert_eq!(
+        store
+            .resolve_task("0af7651916cd43dd8448eb211c80319c00000000")
+            .unwrap(),
+        task
+    );
     assert_eq!(store.load_task(&task).unwrap().len(), 2);
 }
 
@@ -305,7 +489,9 @@ fn hdfs_reports() -> Option<Vec<Report>> {
 
 #[test]
 fn xtrace_over_tcp_and_udp_in_both_formats_with_malformed_input() {
-    let Some(reports) = hdfs_reports() else { return };
+    let Some(reports) = hdfs_reports() else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("x.db");
     let n = reports.len();
@@ -316,7 +502,15 @@ fn xtrace_over_tcp_and_udp_in_both_formats_with_malformed_input() {
         // First half over TCP: text and binary alternating, a malformed frame in the middle.
         let mut bytes = Vec::new();
         for (i, r) in reports[..n / 2].iter().enumerate() {
-            encode_frame(&mut bytes, r, if i % 2 == 0 { WireFormat::Text } else { WireFormat::Binary });
+            encode_frame(
+                &mut bytes,
+                r,
+                if i % 2 == 0 {
+                    WireFormat::Text
+                } else {
+                    WireFormat::Binary
+                },
+            );
             if i == 10 {
                 write_frame(&mut bytes, b"X-Trace Report ver 1.0\nAgent: no metadata\n");
             }
@@ -358,7 +552,10 @@ fn xtrace_over_tcp_and_udp_in_both_formats_with_malformed_input() {
     assert_eq!(stats.xtrace_reports as usize, n);
     assert_eq!(stats.events_stored as usize, n);
     let store = Store::open(&db).unwrap();
-    let g = TaskGraph::build("57C1C4A67A6A88FD", store.load_task("57C1C4A67A6A88FD").unwrap());
+    let g = TaskGraph::build(
+        "57C1C4A67A6A88FD",
+        store.load_task("57C1C4A67A6A88FD").unwrap(),
+    );
     assert_eq!(g.len(), n);
     let edges: usize = reports.iter().map(|r| r.parents().count()).sum();
     assert_eq!(g.edges.len(), edges);
@@ -366,12 +563,18 @@ fn xtrace_over_tcp_and_udp_in_both_formats_with_malformed_input() {
 
 #[test]
 fn shutdown_commits_everything_already_sent() {
-    let Some(reports) = hdfs_reports() else { return };
+    let Some(reports) = hdfs_reports() else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("s.db");
     // Many reports, small queue: the writer is behind when shutdown starts.
     let rounds = 20;
-    let cfg = Config { queue_batches: 2, batch_events: 64, ..config(&db) };
+    let cfg = Config {
+        queue_batches: 2,
+        batch_events: 64,
+        ..config(&db)
+    };
     let stats = rt().block_on(async {
         let c = Collector::start(cfg).await.unwrap();
         let tcp = c.addrs().xtrace_tcp.unwrap();
@@ -392,7 +595,10 @@ fn shutdown_commits_everything_already_sent() {
     });
     let want = rounds * reports.len();
     assert_eq!(stats.events_stored as usize, want);
-    assert_eq!(Store::open(&db).unwrap().event_count().unwrap() as usize, want);
+    assert_eq!(
+        Store::open(&db).unwrap().event_count().unwrap() as usize,
+        want
+    );
 }
 
 /// Regression: clients that send OTLP/HTTP headers and part of a body, then nothing, held every
@@ -433,7 +639,10 @@ fn stalled_otlp_bodies_time_out_and_free_their_slots() {
         tokio::time::timeout(Duration::from_secs(10), c.shutdown()).await.expect("shutdown waits for no stalled body").unwrap()
     });
     assert_eq!(stats.otlp_requests, 1);
-    assert_eq!(stats.otlp_bad_requests as usize, causal_collector::server::MAX_HTTP_IN_FLIGHT + 2);
+    assert_eq!(
+        stats.otlp_bad_requests as usize,
+        causal_collector::server::MAX_HTTP_IN_FLIGHT + 2
+    );
     assert_eq!(stats.events_stored, 2);
 }
 
@@ -471,7 +680,11 @@ fn gzip_bomb_beyond_the_body_limit_is_rejected() {
         let addr = c.addrs().otlp_http.unwrap();
         let (s, b) = http(addr, &head(big.len()), &big, None).await;
         assert_eq!(s, 400, "{}", String::from_utf8_lossy(&b));
-        assert!(String::from_utf8_lossy(&b).contains("decompresses beyond"), "{}", String::from_utf8_lossy(&b));
+        assert!(
+            String::from_utf8_lossy(&b).contains("decompresses beyond"),
+            "{}",
+            String::from_utf8_lossy(&b)
+        );
         let (s, _) = http(addr, &head(small.len()), &small, None).await;
         assert_eq!(s, 200);
         c.shutdown().await.unwrap()
@@ -485,7 +698,11 @@ fn gzip_bomb_beyond_the_body_limit_is_rejected() {
 fn tcp_frame_cut_by_the_sender_is_counted_as_malformed() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("cut.db");
-    let text = |op: u32| format!("X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD{op:016X}\nHost: h\nLabel: l{op}\n");
+    let text = |op: u32| {
+        format!(
+            "X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD{op:016X}\nHost: h\nLabel: l{op}\n"
+        )
+    };
     let stats = rt().block_on(async {
         let c = Collector::start(config(&db)).await.unwrap();
         let tcp = c.addrs().xtrace_tcp.unwrap();
@@ -522,9 +739,13 @@ fn tcp_frame_cut_by_the_sender_is_counted_as_malformed() {
 fn tcp_connection_stalled_inside_a_frame_is_closed() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("stallframe.db");
-    let report = b"X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD0000000000000001\nHost: h\nLabel: l\n";
+    let report =
+        b"X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD0000000000000001\nHost: h\nLabel: l\n";
     let stats = rt().block_on(async {
-        let cfg = Config { tcp_frame_timeout: Duration::from_millis(500), ..config(&db) };
+        let cfg = Config {
+            tcp_frame_timeout: Duration::from_millis(500),
+            ..config(&db)
+        };
         let c = Collector::start(cfg).await.unwrap();
         let tcp = c.addrs().xtrace_tcp.unwrap();
         let mut stalled = TcpStream::connect(tcp).await.unwrap();
@@ -533,7 +754,10 @@ fn tcp_connection_stalled_inside_a_frame_is_closed() {
         let mut idle = TcpStream::connect(tcp).await.unwrap();
         let mut b = [0u8; 16];
         // The collector closes the stalled connection (read sees EOF), well within 10 s.
-        let n = tokio::time::timeout(Duration::from_secs(10), stalled.read(&mut b)).await.expect("closed").unwrap();
+        let n = tokio::time::timeout(Duration::from_secs(10), stalled.read(&mut b))
+            .await
+            .expect("closed")
+            .unwrap();
         assert_eq!(n, 0);
         // The idle one was not closed: a frame sent now is stored.
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -548,7 +772,14 @@ fn tcp_connection_stalled_inside_a_frame_is_closed() {
         }
         c.shutdown().await.unwrap()
     });
-    assert_eq!((stats.xtrace_malformed, stats.xtrace_reports, stats.events_stored), (1, 1, 1));
+    assert_eq!(
+        (
+            stats.xtrace_malformed,
+            stats.xtrace_reports,
+            stats.events_stored
+        ),
+        (1, 1, 1)
+    );
 }
 
 /// The kernel's UDP drops are counted: the real HDFS reports sent as one burst of text datagrams
@@ -560,13 +791,21 @@ fn tcp_connection_stalled_inside_a_frame_is_closed() {
 /// read from /proc/net/udp when the socket closes.
 #[test]
 fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
-    let Some(reports) = hdfs_reports() else { return };
+    let Some(reports) = hdfs_reports() else {
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("u.db");
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
     // 16 KiB (32 KiB once the kernel doubles it): room for a few dozen small datagrams, each
     // charged its whole buffer (truesize), not its length.
-    let cfg = Config { xtrace_tcp: None, otlp_http: None, xtrace_udp: Some(any), udp_recv_buffer: 16 << 10, ..Config::loopback(&db) };
+    let cfg = Config {
+        xtrace_tcp: None,
+        otlp_http: None,
+        xtrace_udp: Some(any),
+        udp_recv_buffer: 16 << 10,
+        ..Config::loopback(&db)
+    };
     let datagrams: Vec<Vec<u8>> = reports
         .iter()
         .map(|r| {
@@ -576,7 +815,10 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         })
         .collect();
     let sent = datagrams.len() as u64;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let (stats, during, first) = rt.block_on(async {
         let c = Collector::start(cfg).await.unwrap();
         let udp = c.addrs().xtrace_udp.unwrap();
@@ -610,23 +852,56 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         }
         (c.shutdown().await.unwrap(), during, first)
     });
-    eprintln!("UDP burst 1: sent {sent}, received {}, kernel-dropped {}", first.udp_datagrams, first.udp_kernel_dropped);
-    eprintln!("UDP bursts 1+2: sent {}, received {}, kernel-dropped {}", 2 * sent, stats.udp_datagrams, stats.udp_kernel_dropped);
+    eprintln!(
+        "UDP burst 1: sent {sent}, received {}, kernel-dropped {}",
+        first.udp_datagrams, first.udp_kernel_dropped
+    );
+    eprintln!(
+        "UDP bursts 1+2: sent {}, received {}, kernel-dropped {}",
+        2 * sent,
+        stats.udp_datagrams,
+        stats.udp_kernel_dropped
+    );
     // Burst 1, counted from the control messages alone.
     assert!(first.udp_kernel_dropped > 0, "nothing dropped: {first:?}");
-    assert!(during.udp_datagrams < sent / 10, "the buffer held {} datagrams", during.udp_datagrams);
+    assert!(
+        during.udp_datagrams < sent / 10,
+        "the buffer held {} datagrams",
+        during.udp_datagrams
+    );
     assert_eq!(first.udp_datagrams, during.udp_datagrams + 1, "{first:?}");
-    assert_eq!(first.udp_datagrams + first.udp_kernel_dropped, sent, "{first:?}");
+    assert_eq!(
+        first.udp_datagrams + first.udp_kernel_dropped,
+        sent,
+        "{first:?}"
+    );
     // Both bursts, with the count settled at shutdown.
-    assert!(stats.udp_kernel_dropped > first.udp_kernel_dropped, "{stats:?}");
-    assert_eq!(stats.udp_datagrams + stats.udp_kernel_dropped, 2 * sent, "{stats:?}");
-    assert_eq!((stats.xtrace_reports, stats.xtrace_malformed, stats.udp_dropped_events), (stats.udp_datagrams, 0, 0));
+    assert!(
+        stats.udp_kernel_dropped > first.udp_kernel_dropped,
+        "{stats:?}"
+    );
+    assert_eq!(
+        stats.udp_datagrams + stats.udp_kernel_dropped,
+        2 * sent,
+        "{stats:?}"
+    );
+    assert_eq!(
+        (
+            stats.xtrace_reports,
+            stats.xtrace_malformed,
+            stats.udp_dropped_events
+        ),
+        (stats.udp_datagrams, 0, 0)
+    );
     assert_eq!(stats.events_stored, stats.udp_datagrams);
     // What was stored of burst 1 is what was received: its first reports and the last one.
     let store = Store::open(&db).unwrap();
     let events = store.load_task("57C1C4A67A6A88FD").unwrap();
     assert_eq!(events.len() as u64, stats.udp_datagrams);
-    let ids: HashSet<String> = events[..first.udp_datagrams as usize].iter().map(|e| e.id.clone()).collect();
+    let ids: HashSet<String> = events[..first.udp_datagrams as usize]
+        .iter()
+        .map(|e| e.id.clone())
+        .collect();
     assert_eq!(ids.len() as u64, first.udp_datagrams);
     assert!(ids.contains(&reports.last().unwrap().metadata.op_id().to_hex()));
     assert!(ids.contains(&reports[0].metadata.op_id().to_hex()));

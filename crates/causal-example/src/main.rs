@@ -41,7 +41,10 @@ fn main() {
         Some("backend") if args.len() == 3 => {
             let delay = args[2].parse().unwrap_or_else(|_| usage());
             start_reporter(&format!("backend-{}", args[1]));
-            serve(backend_router(args[1].clone(), Duration::from_millis(delay)));
+            serve(backend_router(
+                args[1].clone(),
+                Duration::from_millis(delay),
+            ));
         }
         Some("frontend") if args.len() == 3 => {
             start_reporter("frontend");
@@ -73,10 +76,19 @@ fn start_reporter(agent: &str) {
 
 /// Runs `router` on 127.0.0.1 on a free port until `GET /shutdown`.
 fn serve(router: Router<Arc<Notify>>) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
-        println!("listening on {}", listener.local_addr().expect("local addr"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
+        println!(
+            "listening on {}",
+            listener.local_addr().expect("local addr")
+        );
         let stop = Arc::new(Notify::new());
         let app = router
             .route(
@@ -107,7 +119,10 @@ fn backend_router(name: String, delay: Duration) -> Router<Arc<Notify>> {
                 causal::event("backend recv").kv("backend", name).report();
                 tokio::time::sleep(delay).await;
                 let answer = format!("{name}:{}", delay.as_millis());
-                causal::event("backend done").kv("backend", name).kv("answer", answer.clone()).report();
+                causal::event("backend done")
+                    .kv("backend", name)
+                    .kv("answer", answer.clone())
+                    .report();
                 (answer, causal::current())
             }
             .in_context(ctx)
@@ -138,7 +153,9 @@ fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
                         (http::StatusCode::OK, out, answer).into_response()
                     }
                     Ok(Err(e)) => (http::StatusCode::BAD_GATEWAY, e).into_response(),
-                    Err(e) => (http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+                    Err(e) => {
+                        (http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+                    }
                 }
             }
         }),
@@ -158,14 +175,21 @@ fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> Result<(String, Context), 
     causal::event("frontend recv").report();
     let calls: Vec<_> = [("a", a.to_string()), ("b", b.to_string())]
         .into_iter()
-        .map(|(name, url)| causal::thread::spawn_named(Some(format!("call-{name}")), move || call(name, &url)))
+        .map(|(name, url)| {
+            causal::thread::spawn_named(Some(format!("call-{name}")), move || call(name, &url))
+        })
         .collect();
     let mut answers = Vec::new();
     for c in calls {
         // Joining the thread joins its last event into this thread's context.
-        answers.push(c.join().map_err(|_| "a call thread panicked".to_string())??);
+        answers.push(
+            c.join()
+                .map_err(|_| "a call thread panicked".to_string())??,
+        );
     }
-    causal::event("join answers").kv("answers", answers.len()).report();
+    causal::event("join answers")
+        .kv("answers", answers.len())
+        .report();
     let ctx = causal::take_current().ok_or("no context after join")?;
     Ok((answers.join(","), ctx))
 }
@@ -181,8 +205,14 @@ fn call(name: &'static str, url: &str) -> Result<String, String> {
     let mut cur = causal::take_current().ok_or("no context")?;
     propagation::join_response(&mut cur, resp.headers());
     causal::set_current(Some(cur));
-    let body = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
-    causal::event("backend answered").kv("backend", name).kv("answer", body.clone()).report();
+    let body = resp
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    causal::event("backend answered")
+        .kv("backend", name)
+        .kv("answer", body.clone())
+        .report();
     Ok(body)
 }
 
@@ -204,15 +234,25 @@ impl Server {
         BufReader::new(child.stdout.take().ok_or("stdout")?)
             .read_line(&mut line)
             .map_err(|e| e.to_string())?;
-        let addr = line.trim().strip_prefix("listening on ").ok_or_else(|| format!("{args:?} said {line:?}"))?;
-        Ok(Server { child, url: format!("http://{addr}") })
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .ok_or_else(|| format!("{args:?} said {line:?}"))?;
+        Ok(Server {
+            child,
+            url: format!("http://{addr}"),
+        })
     }
 
     /// Asks the server to exit cleanly and waits for it.
     fn stop(mut self) -> Result<(), String> {
         let _ = ureq::get(&format!("{}/shutdown", self.url)).call();
         let status = self.child.wait().map_err(|e| e.to_string())?;
-        if status.success() { Ok(()) } else { Err(format!("{} exited with {status}", self.url)) }
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("{} exited with {status}", self.url))
+        }
     }
 }
 
@@ -237,11 +277,20 @@ fn demo() -> Result<(), String> {
     let mut resp = req.call().map_err(|e| format!("GET /request: {e}"))?;
     let mut cur = causal::take_current().ok_or("no context")?;
     propagation::join_response(&mut cur, resp.headers());
-    let back_traceparent =
-        resp.headers().get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let back_traceparent = resp
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     causal::set_current(Some(cur));
-    let answer = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
-    causal::event("client done").kv("answer", answer.clone()).report();
+    let answer = resp
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| e.to_string())?;
+    causal::event("client done")
+        .kv("answer", answer.clone())
+        .report();
     println!("task {}", ctx.task_id());
     println!("answer {answer}");
     println!("traceparent sent {sent_traceparent}");
@@ -251,6 +300,10 @@ fn demo() -> Result<(), String> {
     b.stop()?;
     causal::flush(Duration::from_secs(5));
     let stats = causal::stats();
-    println!("client reports sent {} dropped {}", stats.sent, stats.dropped());
+    println!(
+        "client reports sent {} dropped {}",
+        stats.sent,
+        stats.dropped()
+    );
     Ok(())
 }

@@ -26,12 +26,18 @@ const INLINE_PARENTS: usize = 4;
 /// The event ids the next event of a context follows.
 #[derive(Clone)]
 enum Parents {
-    Inline { len: u8, ids: [OpId; INLINE_PARENTS] },
+    Inline {
+        len: u8,
+        ids: [OpId; INLINE_PARENTS],
+    },
     Many(Arc<[OpId]>),
 }
 
 impl Parents {
-    const EMPTY: Parents = Parents::Inline { len: 0, ids: [OpId::new(0); INLINE_PARENTS] };
+    const EMPTY: Parents = Parents::Inline {
+        len: 0,
+        ids: [OpId::new(0); INLINE_PARENTS],
+    };
 
     fn one(id: OpId) -> Parents {
         let mut ids = [OpId::new(0); INLINE_PARENTS];
@@ -50,7 +56,10 @@ impl Parents {
         if ids.len() <= INLINE_PARENTS {
             let mut a = [OpId::new(0); INLINE_PARENTS];
             a[..ids.len()].copy_from_slice(ids);
-            Parents::Inline { len: ids.len() as u8, ids: a }
+            Parents::Inline {
+                len: ids.len() as u8,
+                ids: a,
+            }
         } else {
             Parents::Many(Arc::from(ids))
         }
@@ -116,7 +125,13 @@ impl Context {
 
     /// A context of task `task` with no events yet.
     pub fn with_task(task: TaskId, sampled: bool) -> Context {
-        Context { task, parents: Parents::EMPTY, sampled, options: None, carried: None }
+        Context {
+            task,
+            parents: Parents::EMPTY,
+            sampled,
+            options: None,
+            carried: None,
+        }
     }
 
     /// The context that received X-Trace metadata stands for: its task and options, the metadata's
@@ -134,7 +149,11 @@ impl Context {
     /// The context a W3C `traceparent` stands for (trace-id mapped to a TaskId as in
     /// [`crate::w3c`]; parent-id as the only parent; sampled as the trace-flags say), carrying
     /// `tracestate` and `baggage` unchanged when they are valid.
-    pub fn from_traceparent(tp: &TraceParent, tracestate: Option<&str>, baggage: Option<&str>) -> Context {
+    pub fn from_traceparent(
+        tp: &TraceParent,
+        tracestate: Option<&str>,
+        baggage: Option<&str>,
+    ) -> Context {
         let mut c = Context {
             task: tp.task_id(),
             parents: Parents::one(tp.parent_op()),
@@ -147,19 +166,29 @@ impl Context {
     }
 
     pub(crate) fn set_carried(&mut self, tracestate: Option<&str>, baggage: Option<&str>) {
-        let tracestate = tracestate.and_then(crate::w3c::check_tracestate).map(str::to_string);
-        let baggage = baggage.and_then(crate::w3c::check_baggage).map(str::to_string);
+        let tracestate = tracestate
+            .and_then(crate::w3c::check_tracestate)
+            .map(str::to_string);
+        let baggage = baggage
+            .and_then(crate::w3c::check_baggage)
+            .map(str::to_string);
         self.carried = if tracestate.is_none() && baggage.is_none() {
             None
         } else {
-            Some(Arc::new(Carried { tracestate, baggage }))
+            Some(Arc::new(Carried {
+                tracestate,
+                baggage,
+            }))
         };
     }
 
     /// The thread's current context, cloned (capture it to move work elsewhere). `None` also in a
     /// thread-local destructor that runs after this thread's context was destroyed.
     pub fn current() -> Option<Context> {
-        CURRENT.try_with(|c| c.try_borrow().ok().and_then(|c| c.clone())).ok().flatten()
+        CURRENT
+            .try_with(|c| c.try_borrow().ok().and_then(|c| c.clone()))
+            .ok()
+            .flatten()
     }
 
     /// The TaskId.
@@ -265,7 +294,12 @@ impl Context {
         if ids.is_empty() || !self.parents().iter().any(|p| ids.contains(p)) {
             return;
         }
-        let v: Vec<OpId> = self.parents().iter().copied().filter(|p| !ids.contains(p)).collect();
+        let v: Vec<OpId> = self
+            .parents()
+            .iter()
+            .copied()
+            .filter(|p| !ids.contains(p))
+            .collect();
         self.parents = Parents::from_slice(&v);
     }
 
@@ -277,7 +311,10 @@ impl Context {
     /// nothing to attach to: `self` is dropped and the guard does nothing.
     pub fn attach(self) -> ContextGuard {
         let prev = CURRENT.try_with(|c| swap(c, Some(self))).ok();
-        ContextGuard { prev, _not_send: std::marker::PhantomData }
+        ContextGuard {
+            prev,
+            _not_send: std::marker::PhantomData,
+        }
     }
 
     /// Reports an event through this explicit context (not the thread's): its parents are this
@@ -295,7 +332,12 @@ impl Context {
 
     /// An event builder reporting through this explicit context.
     pub fn event(&mut self, label: impl Into<Cow<'static, str>>) -> EventBuilder<'_> {
-        EventBuilder { target: Target::Explicit(self), label: label.into(), agent: None, fields: Fields::new() }
+        EventBuilder {
+            target: Target::Explicit(self),
+            label: label.into(),
+            agent: None,
+            fields: Fields::new(),
+        }
     }
 }
 
@@ -391,7 +433,9 @@ pub fn take_current() -> Option<Context> {
 /// Does nothing in a thread-local destructor that runs after this thread's context was destroyed.
 pub fn join_current<'a, I: IntoIterator<Item = &'a Context>>(others: I) {
     let _ = CURRENT.try_with(|c| {
-        let Ok(mut cur) = c.try_borrow_mut() else { return };
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return;
+        };
         for o in others {
             match cur.as_mut() {
                 Some(cur) => cur.join_in(o),
@@ -490,7 +534,11 @@ const EMPTY_FIELD: (&str, Value) = ("", Value::Bool(false));
 
 impl Fields {
     pub(crate) fn new() -> Fields {
-        Fields { len: 0, inline: [EMPTY_FIELD; INLINE_FIELDS], spill: Vec::new() }
+        Fields {
+            len: 0,
+            inline: [EMPTY_FIELD; INLINE_FIELDS],
+            spill: Vec::new(),
+        }
     }
 
     #[inline]
@@ -513,7 +561,9 @@ impl Fields {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &(&'static str, Value)> {
-        self.inline[..self.len as usize].iter().chain(self.spill.iter())
+        self.inline[..self.len as usize]
+            .iter()
+            .chain(self.spill.iter())
     }
 
     /// The key/values by value, in order (no copies of the strings).
@@ -574,7 +624,12 @@ pub(crate) fn forget_tid_after_fork() {
 
 /// Reports one event through `ctx` (sampled checked by callers) and makes it `ctx`'s only parent.
 #[inline]
-fn emit(ctx: &mut Context, label: Cow<'static, str>, agent: Option<&'static str>, fields: Fields) -> Option<OpId> {
+fn emit(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: Fields,
+) -> Option<OpId> {
     let op = OpId::new(crate::ids::random_nonzero_u64());
     let parents = std::mem::replace(&mut ctx.parents, Parents::one(op));
     crate::probes::event_fired(ctx.task, op, &label);
@@ -615,7 +670,9 @@ where
     CURRENT.with(|c| {
         // Busy only when called again from inside `fields` (a lazy iterator that reports):
         // the inner call reports nothing rather than panicking.
-        let Ok(mut cur) = c.try_borrow_mut() else { return None };
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return None;
+        };
         match cur.as_mut() {
             Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
             _ => None,
@@ -629,7 +686,12 @@ where
 /// causal::event("cache miss").agent("cache").kv("key_len", 12u32).report();
 /// ```
 pub fn event(label: impl Into<Cow<'static, str>>) -> EventBuilder<'static> {
-    EventBuilder { target: Target::Current, label: label.into(), agent: None, fields: Fields::new() }
+    EventBuilder {
+        target: Target::Current,
+        label: label.into(),
+        agent: None,
+        fields: Fields::new(),
+    }
 }
 
 enum Target<'a> {
@@ -648,7 +710,10 @@ pub struct EventBuilder<'a> {
 
 impl fmt::Debug for EventBuilder<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventBuilder").field("label", &self.label).field("agent", &self.agent).finish()
+        f.debug_struct("EventBuilder")
+            .field("label", &self.label)
+            .field("agent", &self.agent)
+            .finish()
     }
 }
 
@@ -668,7 +733,12 @@ impl EventBuilder<'_> {
     /// Reports the event; returns its OpId, or `None` when there is no context or the task is
     /// unsampled.
     pub fn report(self) -> Option<OpId> {
-        let EventBuilder { target, label, agent, fields } = self;
+        let EventBuilder {
+            target,
+            label,
+            agent,
+            fields,
+        } = self;
         match target {
             Target::Explicit(ctx) => {
                 if !ctx.sampled {
@@ -677,9 +747,16 @@ impl EventBuilder<'_> {
                 emit(ctx, label, agent, fields)
             }
             Target::Current => CURRENT
-                .try_with(|c| match c.try_borrow_mut().as_deref_mut().ok().and_then(Option::as_mut) {
-                    Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
-                    _ => None,
+                .try_with(|c| {
+                    match c
+                        .try_borrow_mut()
+                        .as_deref_mut()
+                        .ok()
+                        .and_then(Option::as_mut)
+                    {
+                        Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
+                        _ => None,
+                    }
                 })
                 .ok()
                 .flatten(),
@@ -692,14 +769,25 @@ mod tests {
     use super::*;
 
     fn ctx(task: u64, op: u64) -> Context {
-        Context::from_metadata(&Metadata::new(TaskId::from_u64(task).unwrap(), OpId::new(op)))
+        Context::from_metadata(&Metadata::new(
+            TaskId::from_u64(task).unwrap(),
+            OpId::new(op),
+        ))
     }
 
     #[test]
     fn join_merges_parents_of_the_same_task_without_duplicates() {
         let j = ctx(1, 10).join(&ctx(1, 11)).join(&ctx(1, 10));
         assert_eq!(j.parents(), &[OpId::new(10), OpId::new(11)]);
-        let all = Context::join_all([&ctx(1, 1), &ctx(1, 2), &ctx(1, 3), &ctx(1, 4), &ctx(1, 5), &ctx(1, 6)]).unwrap();
+        let all = Context::join_all([
+            &ctx(1, 1),
+            &ctx(1, 2),
+            &ctx(1, 3),
+            &ctx(1, 4),
+            &ctx(1, 5),
+            &ctx(1, 6),
+        ])
+        .unwrap();
         assert_eq!(all.parents().len(), 6, "spills past the 4 inline parents");
         assert_eq!(all.parents()[5], OpId::new(6));
         assert!(Context::join_all(std::iter::empty()).is_none());
@@ -717,9 +805,16 @@ mod tests {
         assert_eq!(j.metadata().unwrap().op_id(), OpId::new(11));
         assert_eq!(j.traceparent().unwrap().parent_op(), OpId::new(11));
         let fresh = Context::new_task(true);
-        assert!(fresh.parents().is_empty() && fresh.metadata().is_none() && fresh.traceparent().is_none());
+        assert!(
+            fresh.parents().is_empty()
+                && fresh.metadata().is_none()
+                && fresh.traceparent().is_none()
+        );
         let unsampled = Context::new_task(false);
-        assert!(unsampled.metadata().is_none(), "no X-Trace metadata for unsampled tasks");
+        assert!(
+            unsampled.metadata().is_none(),
+            "no X-Trace metadata for unsampled tasks"
+        );
         assert!(!unsampled.traceparent().unwrap().sampled());
     }
 

@@ -42,7 +42,10 @@ impl<F: Future> Future for InContext<F> {
                 }
             }
         }
-        let _restore = Restore { slot: this.ctx, prev: Some(prev) };
+        let _restore = Restore {
+            slot: this.ctx,
+            prev: Some(prev),
+        };
         this.inner.poll(cx)
     }
 }
@@ -52,12 +55,18 @@ pub trait InContextExt: Future + Sized {
     /// Polls this future with `ctx` current; events reported inside chain from `ctx` and stay with
     /// the future across threads.
     fn in_context(self, ctx: Context) -> InContext<Self> {
-        InContext { inner: self, ctx: Some(ctx) }
+        InContext {
+            inner: self,
+            ctx: Some(ctx),
+        }
     }
 
     /// `in_context` with the caller's current context (when there is one).
     fn in_current_context(self) -> InContext<Self> {
-        InContext { inner: self, ctx: Context::current() }
+        InContext {
+            inner: self,
+            ctx: Context::current(),
+        }
     }
 }
 

@@ -84,7 +84,10 @@ struct FieldCollector {
 
 impl FieldCollector {
     fn new() -> FieldCollector {
-        FieldCollector { fields: Fields::new(), message: None }
+        FieldCollector {
+            fields: Fields::new(),
+            message: None,
+        }
     }
 
     fn value(&mut self, field: &Field, value: Value) {
@@ -129,7 +132,11 @@ where
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
         let ctx = match attrs.parent() {
-            Some(p) => cx.span(p).and_then(|p| p.extensions().get::<SpanState>().and_then(|s| s.ctx.clone())),
+            Some(p) => cx.span(p).and_then(|p| {
+                p.extensions()
+                    .get::<SpanState>()
+                    .and_then(|s| s.ctx.clone())
+            }),
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
@@ -158,8 +165,14 @@ where
     }
 
     fn on_follows_from(&self, id: &Id, follows: &Id, cx: LayerCx<'_, S>) {
-        let other = cx.span(follows).and_then(|s| s.extensions().get::<SpanState>().and_then(|s| s.ctx.clone()));
-        let (Some(span), Some(other)) = (cx.span(id), other) else { return };
+        let other = cx.span(follows).and_then(|s| {
+            s.extensions()
+                .get::<SpanState>()
+                .and_then(|s| s.ctx.clone())
+        });
+        let (Some(span), Some(other)) = (cx.span(id), other) else {
+            return;
+        };
         if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
             match st.ctx.as_mut() {
                 Some(c) => c.join_in(&other),
@@ -172,7 +185,9 @@ where
         let Some(span) = cx.span(id) else { return };
         let name = span.name();
         let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else { return };
+        let Some(st) = ext.get_mut::<SpanState>() else {
+            return;
+        };
         let mut ctx = st.ctx.take();
         if ctx.is_none() && self.start_tasks && span.parent().is_none() {
             let sampled = crate::reporter::sample_new_task();
@@ -185,14 +200,19 @@ where
         }
         let fields = std::mem::replace(&mut st.fields, Fields::new());
         drop(ext);
-        context::report(name, std::iter::once(("span", Value::from("enter"))).chain(fields.into_pairs()));
+        context::report(
+            name,
+            std::iter::once(("span", Value::from("enter"))).chain(fields.into_pairs()),
+        );
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
         context::report(span.name(), [("span", Value::from("exit"))]);
         let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else { return };
+        let Some(st) = ext.get_mut::<SpanState>() else {
+            return;
+        };
         let mine = context::take_current();
         let mut restored = match st.saved_more.pop() {
             Some(prev) => prev,
@@ -204,7 +224,10 @@ where
             if let Some(c) = &st.contributed {
                 r.remove_parents(c.parents());
             }
-            let unchanged = st.created_from.as_ref().is_some_and(|c| c.parents() == r.parents());
+            let unchanged = st
+                .created_from
+                .as_ref()
+                .is_some_and(|c| c.parents() == r.parents());
             if r.parents().is_empty() || unchanged {
                 // Nothing else happened on the restored path since this span began: continue
                 // from the span's last event.

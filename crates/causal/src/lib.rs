@@ -47,8 +47,8 @@ pub mod w3c;
 pub mod wire;
 
 pub use context::{
-    Context, ContextGuard, EventBuilder, Value, current, event, join_current, report, set_current, start_task,
-    take_current,
+    Context, ContextGuard, EventBuilder, Value, current, event, join_current, report, set_current,
+    start_task, take_current,
 };
 pub use future::InContextExt;
 pub use metadata::{Metadata, MetadataError, OpId, TaskId};

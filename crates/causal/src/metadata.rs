@@ -41,7 +41,9 @@ pub enum MetadataError {
     #[error("X-Trace metadata is empty")]
     Empty,
     /// The flags byte names a version other than 1.
-    #[error("X-Trace metadata version {version} is not supported (flags byte {flags:#04x}; only version 1)")]
+    #[error(
+        "X-Trace metadata version {version} is not supported (flags byte {flags:#04x}; only version 1)"
+    )]
     UnsupportedVersion {
         /// The version nibble found.
         version: u8,
@@ -49,7 +51,9 @@ pub enum MetadataError {
         flags: u8,
     },
     /// The input ends before the TaskId, OpId or options the flags byte announces.
-    #[error("X-Trace metadata truncated: flags {flags:#04x} need at least {needed} bytes, got {got}")]
+    #[error(
+        "X-Trace metadata truncated: flags {flags:#04x} need at least {needed} bytes, got {got}"
+    )]
     Truncated {
         /// The flags byte.
         flags: u8,
@@ -82,7 +86,9 @@ pub enum MetadataError {
         len: usize,
     },
     /// An option's length runs past the options block.
-    #[error("X-Trace option at offset {offset} of the options block (type {kind:#04x}, length {len}) overruns the block of {block_len} bytes")]
+    #[error(
+        "X-Trace option at offset {offset} of the options block (type {kind:#04x}, length {len}) overruns the block of {block_len} bytes"
+    )]
     OptionOverrun {
         /// Offset of the option within the options block.
         offset: usize,
@@ -139,7 +145,10 @@ impl TaskId {
         }
         let mut out = [0u8; 20];
         out[..bytes.len()].copy_from_slice(bytes);
-        Ok(TaskId { len: bytes.len() as u8, bytes: out })
+        Ok(TaskId {
+            len: bytes.len() as u8,
+            bytes: out,
+        })
     }
 
     /// An 8-byte TaskId from a non-zero integer (big-endian bytes), the length X-Trace uses by default.
@@ -234,7 +243,10 @@ impl OpId {
 
     /// A 4-byte OpId.
     pub const fn new4(value: u32) -> OpId {
-        OpId { value: value as u64, len: 4 }
+        OpId {
+            value: value as u64,
+            len: 4,
+        }
     }
 
     /// Builds an OpId from 4 or 8 big-endian bytes.
@@ -243,8 +255,12 @@ impl OpId {
     /// [`MetadataError::OpIdLength`] for any other length.
     pub fn from_bytes(bytes: &[u8]) -> Result<OpId, MetadataError> {
         match bytes.len() {
-            4 => Ok(OpId::new4(u32::from_be_bytes(bytes.try_into().expect("4 bytes")))),
-            8 => Ok(OpId::new(u64::from_be_bytes(bytes.try_into().expect("8 bytes")))),
+            4 => Ok(OpId::new4(u32::from_be_bytes(
+                bytes.try_into().expect("4 bytes"),
+            ))),
+            8 => Ok(OpId::new(u64::from_be_bytes(
+                bytes.try_into().expect("8 bytes"),
+            ))),
             len => Err(MetadataError::OpIdLength { len }),
         }
     }
@@ -339,7 +355,11 @@ pub struct Metadata {
 impl Metadata {
     /// Metadata with no options.
     pub const fn new(task: TaskId, op: OpId) -> Metadata {
-        Metadata { task, op, options: None }
+        Metadata {
+            task,
+            op,
+            options: None,
+        }
     }
 
     /// Metadata with a raw options block (the bytes after the total-length byte).
@@ -355,7 +375,11 @@ impl Metadata {
         Ok(Metadata {
             task,
             op,
-            options: if options.is_empty() { None } else { Some(Arc::from(options)) },
+            options: if options.is_empty() {
+                None
+            } else {
+                Some(Arc::from(options))
+            },
         })
     }
 
@@ -371,7 +395,11 @@ impl Metadata {
 
     /// The same task and options, pointing at another event.
     pub fn with_op_id(&self, op: OpId) -> Metadata {
-        Metadata { task: self.task, op, options: self.options.clone() }
+        Metadata {
+            task: self.task,
+            op,
+            options: self.options.clone(),
+        }
     }
 
     /// The raw options block (after the total-length byte), empty when there are no options.
@@ -454,7 +482,10 @@ impl Metadata {
     pub fn parse_binary(bytes: &[u8]) -> Result<Metadata, MetadataError> {
         let (md, used) = Metadata::parse_binary_prefix(bytes)?;
         if used != bytes.len() {
-            return Err(MetadataError::TrailingBytes { expected: used, extra: bytes.len() - used });
+            return Err(MetadataError::TrailingBytes {
+                expected: used,
+                extra: bytes.len() - used,
+            });
         }
         Ok(md)
     }
@@ -481,7 +512,11 @@ impl Metadata {
             needed += 1;
         }
         if bytes.len() < needed {
-            return Err(MetadataError::Truncated { flags, needed, got: bytes.len() });
+            return Err(MetadataError::Truncated {
+                flags,
+                needed,
+                got: bytes.len(),
+            });
         }
         let task = TaskId::from_bytes(&bytes[1..1 + tlen])?;
         let op = OpId::from_bytes(&bytes[1 + tlen..1 + tlen + olen])?;
@@ -492,13 +527,24 @@ impl Metadata {
         let start = needed;
         needed += optlen;
         if bytes.len() < needed {
-            return Err(MetadataError::Truncated { flags, needed, got: bytes.len() });
+            return Err(MetadataError::Truncated {
+                flags,
+                needed,
+                got: bytes.len(),
+            });
         }
         let block = &bytes[start..needed];
         validate_options(block)?;
         // The options bit with a zero-length block is legal on the wire; it is kept so the metadata
         // re-encodes to the same bytes.
-        Ok((Metadata { task, op, options: Some(Arc::from(block)) }, needed))
+        Ok((
+            Metadata {
+                task,
+                op,
+                options: Some(Arc::from(block)),
+            },
+            needed,
+        ))
     }
 
     /// Parses the text form (hex, either case, surrounding whitespace ignored).
@@ -551,7 +597,12 @@ fn validate_options(block: &[u8]) -> Result<(), MetadataError> {
         let kind = block[off];
         let len = block[off + 1];
         if off + 2 + len as usize > block.len() {
-            return Err(MetadataError::OptionOverrun { offset: off, kind, len, block_len: block.len() });
+            return Err(MetadataError::OptionOverrun {
+                offset: off,
+                kind,
+                len,
+                block_len: block.len(),
+            });
         }
         off += 2 + len as usize;
     }
@@ -590,17 +641,27 @@ fn hex_val(c: u8) -> Option<u8> {
 /// Decodes hex `s` into `out`; `pos_base` offsets reported positions. Returns the byte count.
 ///
 /// When `s` holds more bytes than `out`, the extra is reported as trailing bytes.
-pub(crate) fn decode_hex_into(s: &str, out: &mut [u8], pos_base: usize) -> Result<usize, MetadataError> {
+pub(crate) fn decode_hex_into(
+    s: &str,
+    out: &mut [u8],
+    pos_base: usize,
+) -> Result<usize, MetadataError> {
     let b = s.as_bytes();
     if let Some((i, ch)) = s.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
-        return Err(MetadataError::InvalidHex { pos: pos_base + i, ch });
+        return Err(MetadataError::InvalidHex {
+            pos: pos_base + i,
+            ch,
+        });
     }
     if !b.len().is_multiple_of(2) {
         return Err(MetadataError::OddLength { len: b.len() });
     }
     let n = b.len() / 2;
     if n > out.len() {
-        return Err(MetadataError::TrailingBytes { expected: out.len(), extra: n - out.len() });
+        return Err(MetadataError::TrailingBytes {
+            expected: out.len(),
+            extra: n - out.len(),
+        });
     }
     for i in 0..n {
         let hi = hex_val(b[2 * i]).expect("checked hex");
@@ -635,7 +696,10 @@ mod tests {
             for olen in [4usize, 8] {
                 let task: Vec<u8> = (1..=tlen as u8).collect();
                 let op: Vec<u8> = (0xA0..0xA0 + olen as u8).collect();
-                let md = Metadata::new(TaskId::from_bytes(&task).unwrap(), OpId::from_bytes(&op).unwrap());
+                let md = Metadata::new(
+                    TaskId::from_bytes(&task).unwrap(),
+                    OpId::from_bytes(&op).unwrap(),
+                );
                 let bin = md.to_binary();
                 assert_eq!(bin.len(), 1 + tlen + olen);
                 assert_eq!(bin[0] >> 4, 1);
@@ -655,30 +719,55 @@ mod tests {
         let md = Metadata::parse_text(text).unwrap();
         let opts: Vec<_> = md.options().collect();
         assert_eq!(opts.len(), 2);
-        assert_eq!(opts[0], XTraceOption { kind: 0x7E, payload: &[0xBE, 0xEF] });
-        assert_eq!(opts[1], XTraceOption { kind: 0xCE, payload: &[0x05, 0x06] });
+        assert_eq!(
+            opts[0],
+            XTraceOption {
+                kind: 0x7E,
+                payload: &[0xBE, 0xEF]
+            }
+        );
+        assert_eq!(
+            opts[1],
+            XTraceOption {
+                kind: 0xCE,
+                payload: &[0x05, 0x06]
+            }
+        );
         assert_eq!(md.to_text(), text);
         // A new event in the same task keeps the options.
         let next = md.with_op_id(OpId::new(42));
         assert_eq!(next.options_bytes(), md.options_bytes());
-        assert!(next.to_text().starts_with("1D0102030405060708000000000000002A087E02"));
+        assert!(
+            next.to_text()
+                .starts_with("1D0102030405060708000000000000002A087E02")
+        );
     }
 
     #[test]
     fn typed_errors() {
         assert_eq!(Metadata::parse_text(""), Err(MetadataError::Empty));
-        assert_eq!(Metadata::parse_text("190"), Err(MetadataError::OddLength { len: 3 }));
+        assert_eq!(
+            Metadata::parse_text("190"),
+            Err(MetadataError::OddLength { len: 3 })
+        );
         assert_eq!(
             Metadata::parse_text("19zz"),
             Err(MetadataError::InvalidHex { pos: 2, ch: 'z' })
         );
         assert_eq!(
             Metadata::parse_text("290102030405060708AABBCCDDEEFF0011"),
-            Err(MetadataError::UnsupportedVersion { version: 2, flags: 0x29 })
+            Err(MetadataError::UnsupportedVersion {
+                version: 2,
+                flags: 0x29
+            })
         );
         assert_eq!(
             Metadata::parse_text("190102030405060708AABB"),
-            Err(MetadataError::Truncated { flags: 0x19, needed: 17, got: 11 })
+            Err(MetadataError::Truncated {
+                flags: 0x19,
+                needed: 17,
+                got: 11
+            })
         );
         assert_eq!(
             Metadata::parse_text("190000000000000000AABBCCDDEEFF0011"),
@@ -686,13 +775,27 @@ mod tests {
         );
         assert_eq!(
             Metadata::parse_text("190102030405060708AABBCCDDEEFF001122"),
-            Err(MetadataError::TrailingBytes { expected: 17, extra: 1 })
+            Err(MetadataError::TrailingBytes {
+                expected: 17,
+                extra: 1
+            })
         );
         assert!(matches!(
             Metadata::parse_text("1D0102030405060708AABBCCDDEEFF0011037E05BE"),
-            Err(MetadataError::OptionOverrun { offset: 0, kind: 0x7E, len: 5, block_len: 3 })
+            Err(MetadataError::OptionOverrun {
+                offset: 0,
+                kind: 0x7E,
+                len: 5,
+                block_len: 3
+            })
         ));
-        assert_eq!(TaskId::from_bytes(&[1; 16]), Err(MetadataError::TaskIdLength { len: 16 }));
-        assert_eq!(OpId::from_bytes(&[1; 5]), Err(MetadataError::OpIdLength { len: 5 }));
+        assert_eq!(
+            TaskId::from_bytes(&[1; 16]),
+            Err(MetadataError::TaskIdLength { len: 16 })
+        );
+        assert_eq!(
+            OpId::from_bytes(&[1; 5]),
+            Err(MetadataError::OpIdLength { len: 5 })
+        );
     }
 }

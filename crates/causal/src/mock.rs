@@ -36,19 +36,28 @@ pub struct Received {
 
 impl Received {
     fn push(&self, r: Report) {
-        self.reports.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r);
         self.cv.notify_all();
     }
 
     /// All reports received so far, in arrival order.
     pub fn all(&self) -> Vec<Report> {
-        self.reports.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The reports of `task` received so far.
     pub fn of_task(&self, task: TaskId) -> Vec<Report> {
         let g = self.reports.lock().unwrap_or_else(|e| e.into_inner());
-        g.iter().filter(|r| r.metadata.task_id() == task).cloned().collect()
+        g.iter()
+            .filter(|r| r.metadata.task_id() == task)
+            .cloned()
+            .collect()
     }
 
     /// Waits until at least `n` reports of `task` arrived or `timeout` passed; returns those
@@ -57,12 +66,20 @@ impl Received {
         let deadline = Instant::now() + timeout;
         let mut g = self.reports.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let have: Vec<Report> = g.iter().filter(|r| r.metadata.task_id() == task).cloned().collect();
+            let have: Vec<Report> = g
+                .iter()
+                .filter(|r| r.metadata.task_id() == task)
+                .cloned()
+                .collect();
             let now = Instant::now();
             if have.len() >= n || now >= deadline {
                 return have;
             }
-            g = self.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            g = self
+                .cv
+                .wait_timeout(g, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -128,26 +145,34 @@ impl TcpCollector {
         let received = Arc::new(Received::default());
         let bad_frames = Arc::new(Mutex::new(Vec::new()));
         let (r, b) = (received.clone(), bad_frames.clone());
-        std::thread::Builder::new().name("mock-collector".into()).spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(mut conn) = conn else { continue };
-                let (r, b) = (r.clone(), b.clone());
-                std::thread::spawn(move || {
-                    let mut scratch = Vec::new();
-                    loop {
-                        match crate::wire::read_report(&mut conn, &mut scratch) {
-                            Ok(Some(rep)) => r.push(rep),
-                            Ok(None) => return,
-                            Err(e) => {
-                                b.lock().unwrap_or_else(|e| e.into_inner()).push(e.to_string());
-                                return;
+        std::thread::Builder::new()
+            .name("mock-collector".into())
+            .spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { continue };
+                    let (r, b) = (r.clone(), b.clone());
+                    std::thread::spawn(move || {
+                        let mut scratch = Vec::new();
+                        loop {
+                            match crate::wire::read_report(&mut conn, &mut scratch) {
+                                Ok(Some(rep)) => r.push(rep),
+                                Ok(None) => return,
+                                Err(e) => {
+                                    b.lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .push(e.to_string());
+                                    return;
+                                }
                             }
                         }
-                    }
-                });
-            }
-        })?;
-        Ok(TcpCollector { addr, received, bad_frames })
+                    });
+                }
+            })?;
+        Ok(TcpCollector {
+            addr,
+            received,
+            bad_frames,
+        })
     }
 
     /// The address to send to (`tcp://` + this, for `SIGHTLINE_CAUSAL_SINK`).
@@ -162,7 +187,10 @@ impl TcpCollector {
 
     /// Framing or decoding errors seen (each closed its connection).
     pub fn bad_frames(&self) -> Vec<String> {
-        self.bad_frames.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.bad_frames
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -232,12 +260,23 @@ impl ExpectedEvent {
         if self.pid.is_some() && r.process_id != self.pid {
             return false;
         }
-        if !self.fields.iter().all(|(k, v)| r.fields.iter().any(|(rk, rv)| rk == k && rv == v)) {
+        if !self
+            .fields
+            .iter()
+            .all(|(k, v)| r.fields.iter().any(|(rk, rv)| rk == k && rv == v))
+        {
             return false;
         }
         if let Some(want) = &self.parents {
-            let mut got: Vec<String> =
-                r.parents().map(|p| labels.get(&p).cloned().unwrap_or_else(|| format!("<unknown {p}>"))).collect();
+            let mut got: Vec<String> = r
+                .parents()
+                .map(|p| {
+                    labels
+                        .get(&p)
+                        .cloned()
+                        .unwrap_or_else(|| format!("<unknown {p}>"))
+                })
+                .collect();
             let mut want = want.clone();
             got.sort();
             want.sort();
@@ -279,14 +318,24 @@ impl TaskExpectation {
     /// # Errors
     /// A description of the first unmet expectation and the reports received.
     pub fn verify(&self, reports: &[Report]) -> Result<(), String> {
-        let labels: HashMap<OpId, String> =
-            reports.iter().map(|r| (r.metadata.op_id(), r.label.clone().unwrap_or_default())).collect();
+        let labels: HashMap<OpId, String> = reports
+            .iter()
+            .map(|r| (r.metadata.op_id(), r.label.clone().unwrap_or_default()))
+            .collect();
         let mut used = vec![false; reports.len()];
         for (i, e) in self.events.iter().enumerate() {
-            let hit = reports.iter().enumerate().position(|(j, r)| !used[j] && e.matches(r, &labels));
+            let hit = reports
+                .iter()
+                .enumerate()
+                .position(|(j, r)| !used[j] && e.matches(r, &labels));
             match hit {
                 Some(j) => used[j] = true,
-                None => return Err(format!("expected event #{i} {e:?} not found among\n{}", listing(reports, &labels))),
+                None => {
+                    return Err(format!(
+                        "expected event #{i} {e:?} not found among\n{}",
+                        listing(reports, &labels)
+                    ));
+                }
             }
         }
         if self.only && used.iter().any(|u| !u) {
@@ -314,8 +363,15 @@ impl TaskExpectation {
 fn listing(reports: &[Report], labels: &HashMap<OpId, String>) -> String {
     let mut s = String::new();
     for r in reports {
-        let parents: Vec<String> =
-            r.parents().map(|p| labels.get(&p).cloned().unwrap_or_else(|| format!("<unknown {p}>"))).collect();
+        let parents: Vec<String> = r
+            .parents()
+            .map(|p| {
+                labels
+                    .get(&p)
+                    .cloned()
+                    .unwrap_or_else(|| format!("<unknown {p}>"))
+            })
+            .collect();
         let _ = writeln!(
             s,
             "  {:?} agent={:?} pid={:?} parents={parents:?} fields={:?}",
@@ -342,7 +398,12 @@ mod tests {
     }
 
     fn dag() -> Vec<Report> {
-        vec![rep("root", 1, &[]), rep("a", 2, &[1]), rep("b", 3, &[1]), rep("join", 4, &[2, 3])]
+        vec![
+            rep("root", 1, &[]),
+            rep("a", 2, &[1]),
+            rep("b", 3, &[1]),
+            rep("join", 4, &[2, 3]),
+        ]
     }
 
     #[test]
@@ -356,23 +417,38 @@ mod tests {
 
     #[test]
     fn wrong_parents_missing_events_and_extras_fail() {
-        let wrong_parents = expect_task().event(expect::event().label("join").parents(["a"])).verify(&dag());
+        let wrong_parents = expect_task()
+            .event(expect::event().label("join").parents(["a"]))
+            .verify(&dag());
         assert!(wrong_parents.unwrap_err().contains("expected event #0"));
-        let missing = expect_task().event(expect::event().label("c")).verify(&dag());
+        let missing = expect_task()
+            .event(expect::event().label("c"))
+            .verify(&dag());
         assert!(missing.is_err());
-        let wrong_field = expect_task().event(expect::event().label("a").field("k", "w")).verify(&dag());
+        let wrong_field = expect_task()
+            .event(expect::event().label("a").field("k", "w"))
+            .verify(&dag());
         assert!(wrong_field.is_err());
-        let extra = expect_task().event(expect::event().label("root")).only().verify(&dag());
+        let extra = expect_task()
+            .event(expect::event().label("root"))
+            .only()
+            .verify(&dag());
         assert!(extra.unwrap_err().starts_with("3 unexpected report(s)"));
         // Each expectation needs its own report: two "a"s cannot both match the one "a".
-        let twice = expect_task().event(expect::event().label("a")).event(expect::event().label("a")).verify(&dag());
+        let twice = expect_task()
+            .event(expect::event().label("a"))
+            .event(expect::event().label("a"))
+            .verify(&dag());
         assert!(twice.is_err());
     }
 
     #[test]
     fn unknown_parents_are_named() {
         let r = vec![rep("orphan", 9, &[77])];
-        let e = expect_task().event(expect::event().label("orphan").no_parents()).verify(&r).unwrap_err();
+        let e = expect_task()
+            .event(expect::event().label("orphan").no_parents())
+            .verify(&r)
+            .unwrap_err();
         assert!(e.contains("<unknown 000000000000004D>"), "{e}");
     }
 }

@@ -47,8 +47,14 @@ mod tests {
 
     #[test]
     fn task_keys() {
-        assert_eq!(task_key(TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap()), 0x6944_B2AA_0D09_FE8A);
-        assert_eq!(task_key(TaskId::from_bytes(&[1, 2, 3, 4]).unwrap()), 0x0102_0304);
+        assert_eq!(
+            task_key(TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap()),
+            0x6944_B2AA_0D09_FE8A
+        );
+        assert_eq!(
+            task_key(TaskId::from_bytes(&[1, 2, 3, 4]).unwrap()),
+            0x0102_0304
+        );
         let long = TaskId::from_bytes(&[9; 20]).unwrap();
         assert_eq!(task_key(long), 0x0909_0909_0909_0909);
     }
@@ -57,7 +63,13 @@ mod tests {
     fn probe_is_declared() {
         assert_eq!(causal::PROVIDER, "causal");
         assert_eq!(causal::event::NAME, "event");
-        assert_eq!(causal::event::ARGS, &[("task", "u64"), ("op", "u64"), ("label", "&str")]);
-        assert!(!causal::event::is_enabled(), "no tracer attached in unit tests");
+        assert_eq!(
+            causal::event::ARGS,
+            &[("task", "u64"), ("op", "u64"), ("label", "&str")]
+        );
+        assert!(
+            !causal::event::is_enabled(),
+            "no tracer attached in unit tests"
+        );
     }
 }

@@ -47,7 +47,12 @@ fn carrier_values(ctx: &Context) -> [Option<(usize, String)>; 4] {
 }
 
 /// Builds a context from carrier values (X-Trace text, traceparent, tracestate, baggage).
-fn from_values(xtrace: Option<&str>, traceparent: Option<&str>, tracestate: Option<&str>, baggage: Option<&str>) -> Option<Context> {
+fn from_values(
+    xtrace: Option<&str>,
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+    baggage: Option<&str>,
+) -> Option<Context> {
     let tp = traceparent.and_then(|v| TraceParent::parse(v).ok());
     let md = xtrace.and_then(|v| Metadata::parse_text(v).ok());
     let mut ctx = match (md, tp) {
@@ -55,9 +60,11 @@ fn from_values(xtrace: Option<&str>, traceparent: Option<&str>, tracestate: Opti
             let mut c = Context::from_metadata(&md);
             // An unsampled traceparent of the same task makes the task unsampled here too.
             if let Some(tp) = tp
-                && tp.task_id() == md.task_id() && !tp.sampled() {
-                    c = Context::from_traceparent(&tp, None, None);
-                }
+                && tp.task_id() == md.task_id()
+                && !tp.sampled()
+            {
+                c = Context::from_traceparent(&tp, None, None);
+            }
             c
         }
         (None, Some(tp)) => Context::from_traceparent(&tp, None, None),
@@ -70,7 +77,12 @@ fn from_values(xtrace: Option<&str>, traceparent: Option<&str>, tracestate: Opti
 /// Writes `ctx` into `headers` (`X-Trace` when sampled, `traceparent`, and `tracestate`/`baggage`
 /// when carried), replacing earlier values. Writes nothing before the task's first event.
 pub fn inject(ctx: &Context, headers: &mut HeaderMap) {
-    let names = [XTRACE_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER, BAGGAGE_HEADER];
+    let names = [
+        XTRACE_HEADER,
+        TRACEPARENT_HEADER,
+        TRACESTATE_HEADER,
+        BAGGAGE_HEADER,
+    ];
     for (i, v) in carrier_values(ctx).into_iter().flatten() {
         if let Ok(v) = HeaderValue::from_str(&v) {
             headers.insert(names[i].clone(), v);
@@ -100,8 +112,16 @@ pub fn extract(headers: &HeaderMap) -> Option<Context> {
     } else {
         get(&TRACEPARENT_HEADER)
     };
-    let (tracestate, baggage) = (combined(headers, &TRACESTATE_HEADER), combined(headers, &BAGGAGE_HEADER));
-    from_values(get(&XTRACE_HEADER), traceparent, tracestate.as_deref(), baggage.as_deref())
+    let (tracestate, baggage) = (
+        combined(headers, &TRACESTATE_HEADER),
+        combined(headers, &BAGGAGE_HEADER),
+    );
+    from_values(
+        get(&XTRACE_HEADER),
+        traceparent,
+        tracestate.as_deref(),
+        baggage.as_deref(),
+    )
 }
 
 /// The non-empty values of every `name` field joined with `,` (borrowed when there is one);
@@ -138,7 +158,11 @@ pub fn join_response(ctx: &mut Context, headers: &HeaderMap) {
 /// The environment variables that carry `ctx` to a child process.
 pub fn env_vars(ctx: &Context) -> Vec<(&'static str, String)> {
     let names = [XTRACE_ENV, TRACEPARENT_ENV, TRACESTATE_ENV, BAGGAGE_ENV];
-    carrier_values(ctx).into_iter().flatten().map(|(i, v)| (names[i], v)).collect()
+    carrier_values(ctx)
+        .into_iter()
+        .flatten()
+        .map(|(i, v)| (names[i], v))
+        .collect()
 }
 
 /// Sets the variables that carry the thread's current context on `cmd` (and removes stale ones
@@ -156,7 +180,12 @@ pub fn command_with_current(cmd: &mut std::process::Command) -> &mut std::proces
 /// The context this process was started with (from the variables above), if any.
 pub fn from_env() -> Option<Context> {
     let get = |n: &str| std::env::var(n).ok();
-    let (x, t, s, b) = (get(XTRACE_ENV), get(TRACEPARENT_ENV), get(TRACESTATE_ENV), get(BAGGAGE_ENV));
+    let (x, t, s, b) = (
+        get(XTRACE_ENV),
+        get(TRACEPARENT_ENV),
+        get(TRACESTATE_ENV),
+        get(BAGGAGE_ENV),
+    );
     from_values(x.as_deref(), t.as_deref(), s.as_deref(), b.as_deref())
 }
 

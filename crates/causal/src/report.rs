@@ -71,7 +71,9 @@ pub enum ReportError {
         offset: usize,
     },
     /// A payload that is neither a text report nor a native binary report.
-    #[error("payload starts with {prefix:02X?}: neither an X-Trace text report nor a native binary report")]
+    #[error(
+        "payload starts with {prefix:02X?}: neither an X-Trace text report nor a native binary report"
+    )]
     UnknownFormat {
         /// Up to the first four bytes.
         prefix: Vec<u8>,
@@ -169,7 +171,10 @@ impl Report {
 
     /// The first value of a key among [`Report::fields`].
     pub fn field(&self, key: &str) -> Option<&str> {
-        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Builds a report from key/value pairs as found in a text report or an X-Trace JSON export
@@ -197,15 +202,19 @@ impl Report {
             let (k, v) = (k.as_ref(), v.as_ref());
             let taken = match k {
                 "X-Trace" if md.is_none() => {
-                    md = Some(Metadata::parse_text(v).map_err(|source| ReportError::BadMetadata {
-                        value: v.to_string(),
-                        source,
+                    md = Some(Metadata::parse_text(v).map_err(|source| {
+                        ReportError::BadMetadata {
+                            value: v.to_string(),
+                            source,
+                        }
                     })?);
                     true
                 }
                 "Edge" => {
-                    let e = OpId::parse_hex(v)
-                        .map_err(|source| ReportError::BadEdge { value: v.to_string(), source })?;
+                    let e = OpId::parse_hex(v).map_err(|source| ReportError::BadEdge {
+                        value: v.to_string(),
+                        source,
+                    })?;
                     r.edges.push(e);
                     true
                 }
@@ -287,14 +296,18 @@ impl Report {
         let mut lines = text.lines().enumerate();
         let first = lines.next().map(|(_, l)| l.trim()).unwrap_or("");
         if first != XTRACE_TEXT_HEADER {
-            return Err(ReportError::MissingHeader { found: first.chars().take(64).collect() });
+            return Err(ReportError::MissingHeader {
+                found: first.chars().take(64).collect(),
+            });
         }
         let mut pairs = Vec::with_capacity(16);
         for (i, line) in lines {
             if line.trim().is_empty() {
                 continue;
             }
-            let (k, v) = line.split_once(':').ok_or(ReportError::BadLine { line: i + 1 })?;
+            let (k, v) = line
+                .split_once(':')
+                .ok_or(ReportError::BadLine { line: i + 1 })?;
             pairs.push((k.trim(), v.trim()));
         }
         Report::from_pairs(pairs)
@@ -328,12 +341,21 @@ impl Report {
             out.push(e.len() as u8);
             e.write_bytes(out);
         }
-        for v in [self.timestamp_ns, self.hrt_ns, self.thread_id].into_iter().flatten() {
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-        for s in [&self.agent, &self.label, &self.host, &self.process_id, &self.thread_name]
+        for v in [self.timestamp_ns, self.hrt_ns, self.thread_id]
             .into_iter()
             .flatten()
+        {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+        for s in [
+            &self.agent,
+            &self.label,
+            &self.host,
+            &self.process_id,
+            &self.thread_name,
+        ]
+        .into_iter()
+        .flatten()
         {
             put_str(out, s);
         }
@@ -360,7 +382,9 @@ impl Report {
     pub fn decode_binary(bytes: &[u8]) -> Result<Report, ReportError> {
         let mut c = Cursor { b: bytes, off: 0 };
         if c.take(4, "magic")? != BINARY_MAGIC {
-            return Err(ReportError::UnknownFormat { prefix: bytes[..4].to_vec() });
+            return Err(ReportError::UnknownFormat {
+                prefix: bytes[..4].to_vec(),
+            });
         }
         let version = c.u8("version")?;
         if version != BINARY_VERSION {
@@ -370,10 +394,11 @@ impl Report {
         let has = |i: u8| present & (1 << i) != 0;
         let mlen = c.u8("metadata length")? as usize;
         let mbytes = c.take(mlen, "metadata")?;
-        let metadata = Metadata::parse_binary(mbytes).map_err(|source| ReportError::BadMetadata {
-            value: crate::metadata::hex_upper(mbytes),
-            source,
-        })?;
+        let metadata =
+            Metadata::parse_binary(mbytes).map_err(|source| ReportError::BadMetadata {
+                value: crate::metadata::hex_upper(mbytes),
+                source,
+            })?;
         let mut r = Report::new(metadata);
         let n = c.varint("edge count")?;
         for index in 0..n as usize {
@@ -415,7 +440,9 @@ impl Report {
             r.fields.push((k, v));
         }
         if c.off != bytes.len() {
-            return Err(ReportError::TrailingBytes { extra: bytes.len() - c.off });
+            return Err(ReportError::TrailingBytes {
+                extra: bytes.len() - c.off,
+            });
         }
         Ok(r)
     }
@@ -431,11 +458,14 @@ impl Report {
         }
         let trimmed = payload.trim_ascii_start();
         if trimmed.starts_with(b"X-Trace") {
-            let text = std::str::from_utf8(payload)
-                .map_err(|e| ReportError::NotUtf8 { offset: e.valid_up_to() })?;
+            let text = std::str::from_utf8(payload).map_err(|e| ReportError::NotUtf8 {
+                offset: e.valid_up_to(),
+            })?;
             return Report::parse_xtrace_text(text.trim_start());
         }
-        Err(ReportError::UnknownFormat { prefix: payload[..payload.len().min(4)].to_vec() })
+        Err(ReportError::UnknownFormat {
+            prefix: payload[..payload.len().min(4)].to_vec(),
+        })
     }
 }
 
@@ -456,7 +486,11 @@ pub fn parse_timestamp_ns(s: &str) -> Option<u64> {
         return sec.checked_mul(1_000_000_000)?.checked_add(frac * scale);
     }
     let v: u64 = s.parse().ok()?;
-    if v < 100_000_000_000_000 { v.checked_mul(1_000_000) } else { Some(v) }
+    if v < 100_000_000_000_000 {
+        v.checked_mul(1_000_000)
+    } else {
+        Some(v)
+    }
 }
 
 fn set_str(slot: &mut Option<String>, v: &str) -> bool {
@@ -514,7 +548,10 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], ReportError> {
         if self.b.len() - self.off < n {
-            return Err(ReportError::Truncated { field, offset: self.b.len() });
+            return Err(ReportError::Truncated {
+                field,
+                offset: self.b.len(),
+            });
         }
         let s = &self.b[self.off..self.off + n];
         self.off += n;
@@ -524,7 +561,9 @@ impl<'a> Cursor<'a> {
         Ok(self.take(1, field)?[0])
     }
     fn u64(&mut self, field: &'static str) -> Result<u64, ReportError> {
-        Ok(u64::from_be_bytes(self.take(8, field)?.try_into().expect("8 bytes")))
+        Ok(u64::from_be_bytes(
+            self.take(8, field)?.try_into().expect("8 bytes"),
+        ))
     }
     fn varint(&mut self, field: &'static str) -> Result<u64, ReportError> {
         let mut v = 0u64;
@@ -535,11 +574,17 @@ impl<'a> Cursor<'a> {
                 return Ok(v);
             }
         }
-        Err(ReportError::Truncated { field, offset: self.off })
+        Err(ReportError::Truncated {
+            field,
+            offset: self.off,
+        })
     }
     fn string(&mut self, field: &'static str) -> Result<String, ReportError> {
         let n = self.varint(field)?;
-        let n = usize::try_from(n).map_err(|_| ReportError::Truncated { field, offset: self.off })?;
+        let n = usize::try_from(n).map_err(|_| ReportError::Truncated {
+            field,
+            offset: self.off,
+        })?;
         let b = self.take(n, field)?;
         String::from_utf8(b.to_vec()).map_err(|_| ReportError::FieldNotUtf8 { field })
     }
@@ -551,7 +596,10 @@ mod tests {
     use crate::metadata::TaskId;
 
     fn sample() -> Report {
-        let md = Metadata::new(TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap(), OpId::new(0xEDA1_05F6_B0ED_1BD9));
+        let md = Metadata::new(
+            TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap(),
+            OpId::new(0xEDA1_05F6_B0ED_1BD9),
+        );
         let mut r = Report::new(md);
         r.edges = vec![OpId::new(0x24E4_4608_F9C6_A944), OpId::new4(0xDEAD_BEEF)];
         r.agent = Some("frontend".into());
@@ -562,7 +610,11 @@ mod tests {
         r.thread_name = Some("Service Thread".into());
         r.timestamp_ns = Some(1_384_989_789_057_000_123);
         r.hrt_ns = Some(791_526_908_438_914);
-        r.fields = vec![("GcName".into(), "PS Scavenge".into()), ("Tag".into(), "a".into()), ("Tag".into(), "b".into())];
+        r.fields = vec![
+            ("GcName".into(), "PS Scavenge".into()),
+            ("Tag".into(), "a".into()),
+            ("Tag".into(), "b".into()),
+        ];
         r
     }
 
@@ -592,7 +644,10 @@ mod tests {
         }
         let mut long = bin.clone();
         long.push(0);
-        assert_eq!(Report::decode_binary(&long), Err(ReportError::TrailingBytes { extra: 1 }));
+        assert_eq!(
+            Report::decode_binary(&long),
+            Err(ReportError::TrailingBytes { extra: 1 })
+        );
     }
 
     #[test]
@@ -606,25 +661,46 @@ mod tests {
     #[test]
     fn field_named_edge_is_not_read_back_as_a_parent() {
         let mut r = sample();
-        r.fields = vec![("Edge".into(), "not an op id".into()), (" Edge".into(), "24E44608F9C6A945".into())];
+        r.fields = vec![
+            ("Edge".into(), "not an op id".into()),
+            (" Edge".into(), "24E44608F9C6A945".into()),
+        ];
         let back = Report::parse_xtrace_text(&r.to_xtrace_text()).unwrap();
         assert_eq!(back.edges, r.edges);
-        assert_eq!(back.fields, [("Edge_".into(), "not an op id".into()), ("Edge_".into(), "24E44608F9C6A945".into())]);
+        assert_eq!(
+            back.fields,
+            [
+                ("Edge_".into(), "not an op id".into()),
+                ("Edge_".into(), "24E44608F9C6A945".into())
+            ]
+        );
         // The binary form keeps the key as it was.
         assert_eq!(Report::decode_binary(&r.to_binary()).unwrap(), r);
     }
 
     #[test]
     fn timestamps_normalised() {
-        assert_eq!(parse_timestamp_ns("1384989788371"), Some(1_384_989_788_371_000_000));
-        assert_eq!(parse_timestamp_ns("1384989788.371"), Some(1_384_989_788_371_000_000));
-        assert_eq!(parse_timestamp_ns("1384989788371000123"), Some(1_384_989_788_371_000_123));
+        assert_eq!(
+            parse_timestamp_ns("1384989788371"),
+            Some(1_384_989_788_371_000_000)
+        );
+        assert_eq!(
+            parse_timestamp_ns("1384989788.371"),
+            Some(1_384_989_788_371_000_000)
+        );
+        assert_eq!(
+            parse_timestamp_ns("1384989788371000123"),
+            Some(1_384_989_788_371_000_123)
+        );
         assert_eq!(parse_timestamp_ns("soon"), None);
     }
 
     #[test]
     fn errors_are_typed() {
-        assert!(matches!(Report::parse_xtrace_text("hello\n"), Err(ReportError::MissingHeader { .. })));
+        assert!(matches!(
+            Report::parse_xtrace_text("hello\n"),
+            Err(ReportError::MissingHeader { .. })
+        ));
         assert_eq!(
             Report::parse_xtrace_text("X-Trace Report ver 1.0\nLabel: x\n"),
             Err(ReportError::MissingMetadata)
@@ -637,6 +713,9 @@ mod tests {
             Report::parse_xtrace_text("X-Trace Report ver 1.0\nX-Trace: 19\n"),
             Err(ReportError::BadMetadata { .. })
         ));
-        assert!(matches!(Report::decode(b"GET / HTTP/1.1"), Err(ReportError::UnknownFormat { .. })));
+        assert!(matches!(
+            Report::decode(b"GET / HTTP/1.1"),
+            Err(ReportError::UnknownFormat { .. })
+        ));
     }
 }

@@ -100,11 +100,21 @@ impl Sink {
     /// # Errors
     /// [`ConfigError::BadValue`] naming `SIGHTLINE_CAUSAL_SINK`.
     pub fn parse(s: &str) -> Result<Sink, ConfigError> {
-        let bad = |why| ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SINK", value: s.to_string(), why };
+        let bad = |why| ConfigError::BadValue {
+            var: "SIGHTLINE_CAUSAL_SINK",
+            value: s.to_string(),
+            why,
+        };
         let s = s.trim();
         let addr = |rest: &str| -> Result<SocketAddr, ConfigError> {
-            let with_port =
-                if rest.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) { rest.to_string() } else { format!("{rest}:{DEFAULT_PORT}") };
+            let with_port = if rest
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            {
+                rest.to_string()
+            } else {
+                format!("{rest}:{DEFAULT_PORT}")
+            };
             with_port
                 .to_socket_addrs()
                 .ok()
@@ -117,7 +127,10 @@ impl Sink {
             Ok(Sink::Tcp(addr(rest)?))
         } else if let Some(rest) = s.strip_prefix("udp://") {
             Ok(Sink::Udp(addr(rest)?))
-        } else if let Some(rest) = s.strip_prefix("file://").or_else(|| s.strip_prefix("file:")) {
+        } else if let Some(rest) = s
+            .strip_prefix("file://")
+            .or_else(|| s.strip_prefix("file:"))
+        {
             if rest.is_empty() {
                 return Err(bad("a file path after file:"));
             }
@@ -164,7 +177,11 @@ impl Default for Config {
 fn program_name() -> String {
     std::env::args_os()
         .next()
-        .and_then(|a| std::path::Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| "unknown".to_string())
 }
 
@@ -188,9 +205,16 @@ impl Config {
             })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_SAMPLE") {
-            c.sample_rate = v.trim().parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r)).ok_or(
-                ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SAMPLE", value: v.clone(), why: "a number in [0, 1]" },
-            )?;
+            c.sample_rate = v
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|r| (0.0..=1.0).contains(r))
+                .ok_or(ConfigError::BadValue {
+                    var: "SIGHTLINE_CAUSAL_SAMPLE",
+                    value: v.clone(),
+                    why: "a number in [0, 1]",
+                })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_AGENT") {
             c.agent = v;
@@ -208,11 +232,16 @@ impl Config {
                 })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_FLUSH_MS") {
-            let ms = v.trim().parse::<u64>().ok().filter(|&n| n >= 1).ok_or(ConfigError::BadValue {
-                var: "SIGHTLINE_CAUSAL_FLUSH_MS",
-                value: v.clone(),
-                why: "an integer >= 1",
-            })?;
+            let ms =
+                v.trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n >= 1)
+                    .ok_or(ConfigError::BadValue {
+                        var: "SIGHTLINE_CAUSAL_FLUSH_MS",
+                        value: v.clone(),
+                        why: "an integer >= 1",
+                    })?;
             c.flush_interval = Duration::from_millis(ms);
         }
         Ok(c)
@@ -277,7 +306,10 @@ static INIT_BUSY: AtomicBool = AtomicBool::new(false);
 struct InitGuard;
 
 fn init_lock() -> InitGuard {
-    while INIT_BUSY.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+    while INIT_BUSY
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
         std::thread::yield_now();
     }
     InitGuard
@@ -330,7 +362,11 @@ pub fn init_from_env() -> Result<(), ConfigError> {
 /// [`MIN_FLUSH_INTERVAL`] (zero would make the reporter thread wake continuously).
 fn effective(mut config: Config) -> Config {
     config.queue_capacity = config.queue_capacity.clamp(16, MAX_QUEUE_CAPACITY);
-    config.sample_rate = if config.sample_rate.is_nan() { 0.0 } else { config.sample_rate.clamp(0.0, 1.0) };
+    config.sample_rate = if config.sample_rate.is_nan() {
+        0.0
+    } else {
+        config.sample_rate.clamp(0.0, 1.0)
+    };
     config.flush_interval = config.flush_interval.max(MIN_FLUSH_INTERVAL);
     config
 }
@@ -339,12 +375,18 @@ fn start(config: Config) -> Result<(), ConfigError> {
     let config = effective(config);
     let cap = config.queue_capacity;
     let rate = config.sample_rate;
-    let sample_threshold = if rate >= 1.0 { u64::MAX } else { (rate * u64::MAX as f64) as u64 };
+    let sample_threshold = if rate >= 1.0 {
+        u64::MAX
+    } else {
+        (rate * u64::MAX as f64) as u64
+    };
     let (tx, rx) = std::sync::mpsc::channel::<&'static Shared>();
-    let spawned = std::thread::Builder::new().name("causal-reporter".into()).spawn(move || {
-        let Ok(shared) = rx.recv() else { return };
-        Worker::new(shared.config.clone(), shared).run();
-    });
+    let spawned = std::thread::Builder::new()
+        .name("causal-reporter".into())
+        .spawn(move || {
+            let Ok(shared) = rx.recv() else { return };
+            Worker::new(shared.config.clone(), shared).run();
+        });
     let (worker, spawn_error) = match spawned {
         Ok(h) => (Some(h.thread().clone()), None),
         Err(e) => (None, Some(e)),
@@ -485,7 +527,11 @@ pub fn flush(timeout: Duration) -> bool {
         if now >= deadline {
             return false;
         }
-        done = s.flush_cv.wait_timeout(done, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        done = s
+            .flush_cv
+            .wait_timeout(done, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
     true
 }
@@ -515,7 +561,11 @@ impl ProcessInfo {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "localhost".into());
-        ProcessInfo { host, pid: std::process::id().to_string(), wall_offset_ns: wall_offset_ns() }
+        ProcessInfo {
+            host,
+            pid: std::process::id().to_string(),
+            wall_offset_ns: wall_offset_ns(),
+        }
     }
 }
 
@@ -527,9 +577,19 @@ fn wall_offset_ns() -> i128 {
 }
 
 enum Conn {
-    Tcp { addr: SocketAddr, stream: Option<TcpStream>, retry_at: Option<Instant> },
-    Udp { addr: SocketAddr, socket: Option<UdpSocket> },
-    File { path: PathBuf, file: Option<File> },
+    Tcp {
+        addr: SocketAddr,
+        stream: Option<TcpStream>,
+        retry_at: Option<Instant>,
+    },
+    Udp {
+        addr: SocketAddr,
+        socket: Option<UdpSocket>,
+    },
+    File {
+        path: PathBuf,
+        file: Option<File>,
+    },
     Callback(Callback),
     Off,
 }
@@ -557,13 +617,30 @@ const BATCH: usize = 1024;
 impl Worker {
     fn new(config: Config, shared: &'static Shared) -> Worker {
         let conn = match &config.sink {
-            Sink::Tcp(addr) => Conn::Tcp { addr: *addr, stream: None, retry_at: None },
-            Sink::Udp(addr) => Conn::Udp { addr: *addr, socket: None },
-            Sink::File(path) => Conn::File { path: path.clone(), file: None },
+            Sink::Tcp(addr) => Conn::Tcp {
+                addr: *addr,
+                stream: None,
+                retry_at: None,
+            },
+            Sink::Udp(addr) => Conn::Udp {
+                addr: *addr,
+                socket: None,
+            },
+            Sink::File(path) => Conn::File {
+                path: path.clone(),
+                file: None,
+            },
             Sink::Callback(f) => Conn::Callback(f.clone()),
             Sink::Off => Conn::Off,
         };
-        Worker { config, shared, info: ProcessInfo::now(), conn, buf: Vec::with_capacity(64 << 10), reports: Vec::new() }
+        Worker {
+            config,
+            shared,
+            info: ProcessInfo::now(),
+            conn,
+            buf: Vec::with_capacity(64 << 10),
+            reports: Vec::new(),
+        }
     }
 
     fn run(mut self) {
@@ -591,7 +668,11 @@ impl Worker {
                 let _ = f.flush();
             }
             {
-                let mut done = self.shared.flush_done.lock().unwrap_or_else(|e| e.into_inner());
+                let mut done = self
+                    .shared
+                    .flush_done
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 if *done < flush_ticket {
                     *done = flush_ticket;
                     self.shared.flush_cv.notify_all();
@@ -609,15 +690,29 @@ impl Worker {
     fn to_report(&self, ev: RawEvent) -> Report {
         let mut r = Report::new(Metadata::from_parts(ev.task, ev.op, ev.options.clone()));
         r.edges = ev.parents().to_vec();
-        r.agent = Some(ev.agent.map(str::to_string).unwrap_or_else(|| self.config.agent.clone()));
+        r.agent = Some(
+            ev.agent
+                .map(str::to_string)
+                .unwrap_or_else(|| self.config.agent.clone()),
+        );
         r.label = Some(ev.label.into_owned());
         r.host = Some(self.info.host.clone());
         r.process_id = Some(self.info.pid.clone());
         r.thread_id = Some(u64::from(ev.tid));
-        r.thread_name = self.shared.threads.lock().unwrap_or_else(|e| e.into_inner()).get(&ev.tid).cloned();
+        r.thread_name = self
+            .shared
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ev.tid)
+            .cloned();
         r.hrt_ns = Some(ev.hrt_ns);
         r.timestamp_ns = u64::try_from(ev.hrt_ns as i128 + self.info.wall_offset_ns).ok();
-        r.fields = ev.fields.iter().map(|(k, v)| ((*k).to_string(), v.to_string())).collect();
+        r.fields = ev
+            .fields
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), v.to_string()))
+            .collect();
         r
     }
 
@@ -638,7 +733,11 @@ impl Worker {
                 }
                 ok
             }
-            Conn::Tcp { addr, stream, retry_at } => {
+            Conn::Tcp {
+                addr,
+                stream,
+                retry_at,
+            } => {
                 let framed = encode_frames(&mut self.buf, &self.reports, format);
                 if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
                     match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
@@ -665,7 +764,11 @@ impl Worker {
             }
             Conn::Udp { addr, socket } => {
                 if socket.is_none() {
-                    let bind: SocketAddr = if addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+                    let bind: SocketAddr = if addr.is_ipv4() {
+                        ([0, 0, 0, 0], 0).into()
+                    } else {
+                        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                    };
                     *socket = UdpSocket::bind(bind).ok();
                 }
                 let mut sent = 0;
@@ -682,7 +785,11 @@ impl Worker {
             }
             Conn::File { path, file } => {
                 if file.is_none() {
-                    *file = std::fs::OpenOptions::new().create(true).append(true).open(&*path).ok();
+                    *file = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&*path)
+                        .ok();
                 }
                 let framed = encode_frames(&mut self.buf, &self.reports, format);
                 match file {
@@ -698,7 +805,9 @@ impl Worker {
             }
         };
         self.shared.sent.fetch_add(ok, Ordering::Relaxed);
-        self.shared.dropped_sink.fetch_add(n - ok, Ordering::Relaxed);
+        self.shared
+            .dropped_sink
+            .fetch_add(n - ok, Ordering::Relaxed);
         self.reports.clear();
     }
 }
@@ -734,9 +843,19 @@ mod tests {
             flush_interval: Duration::ZERO,
             ..Config::default()
         });
-        assert_eq!((c.queue_capacity, c.sample_rate, c.flush_interval), (MAX_QUEUE_CAPACITY, 0.0, MIN_FLUSH_INTERVAL));
-        let c = effective(Config { queue_capacity: 0, sample_rate: 7.0, ..Config::default() });
-        assert_eq!((c.queue_capacity, c.sample_rate, c.flush_interval), (16, 1.0, Duration::from_millis(20)));
+        assert_eq!(
+            (c.queue_capacity, c.sample_rate, c.flush_interval),
+            (MAX_QUEUE_CAPACITY, 0.0, MIN_FLUSH_INTERVAL)
+        );
+        let c = effective(Config {
+            queue_capacity: 0,
+            sample_rate: 7.0,
+            ..Config::default()
+        });
+        assert_eq!(
+            (c.queue_capacity, c.sample_rate, c.flush_interval),
+            (16, 1.0, Duration::from_millis(20))
+        );
     }
 
     #[test]
@@ -746,15 +865,35 @@ mod tests {
         register_thread(tid, None);
         assert_eq!(shared().threads.lock().unwrap().get(&tid), None);
         register_thread(tid, Some("new worker"));
-        assert_eq!(shared().threads.lock().unwrap().get(&tid).map(String::as_str), Some("new worker"));
+        assert_eq!(
+            shared()
+                .threads
+                .lock()
+                .unwrap()
+                .get(&tid)
+                .map(String::as_str),
+            Some("new worker")
+        );
     }
 
     #[test]
     fn sink_parsing() {
-        assert!(matches!(Sink::parse("tcp://127.0.0.1:9000").unwrap(), Sink::Tcp(a) if a.port() == 9000));
-        assert!(matches!(Sink::parse("udp://127.0.0.1").unwrap(), Sink::Udp(a) if a.port() == 7831));
-        assert!(matches!(Sink::parse("file:/tmp/x.frames").unwrap(), Sink::File(p) if p == std::path::Path::new("/tmp/x.frames")));
+        assert!(
+            matches!(Sink::parse("tcp://127.0.0.1:9000").unwrap(), Sink::Tcp(a) if a.port() == 9000)
+        );
+        assert!(
+            matches!(Sink::parse("udp://127.0.0.1").unwrap(), Sink::Udp(a) if a.port() == 7831)
+        );
+        assert!(
+            matches!(Sink::parse("file:/tmp/x.frames").unwrap(), Sink::File(p) if p == std::path::Path::new("/tmp/x.frames"))
+        );
         assert!(matches!(Sink::parse("off").unwrap(), Sink::Off));
-        assert!(matches!(Sink::parse("http://x"), Err(ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_SINK", .. })));
+        assert!(matches!(
+            Sink::parse("http://x"),
+            Err(ConfigError::BadValue {
+                var: "SIGHTLINE_CAUSAL_SINK",
+                ..
+            })
+        ));
     }
 }

@@ -9,13 +9,18 @@ use std::io;
 
 /// A clock read through `clock_gettime(2)`, in ns.
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec for the duration of the call; the clock ids passed
     // (CLOCK_MONOTONIC, CLOCK_REALTIME) exist on every Linux kernel, so the call cannot fail
     // (clock_gettime(2): EINVAL only for unknown clocks, EFAULT only for bad pointers).
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     debug_assert_eq!(rc, 0, "clock_gettime({clock})");
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// `CLOCK_MONOTONIC` in ns (vDSO, no system call on x86-64).
@@ -46,7 +51,9 @@ pub(crate) fn at_exit(f: extern "C" fn()) -> io::Result<()> {
     // called once, on the exiting thread, after `main` returns or `exit` is called.
     let rc = unsafe { libc::atexit(f) };
     if rc != 0 {
-        return Err(io::Error::other("atexit(3) failed: its handler table is full"));
+        return Err(io::Error::other(
+            "atexit(3) failed: its handler table is full",
+        ));
     }
     Ok(())
 }
@@ -98,7 +105,10 @@ impl<T: Sync + 'static> PerProcess<T> {
 
     /// Publishes this process's value (replacing none: callers check `get` under their lock).
     pub(crate) fn set(&self, v: &'static T) {
-        self.current.store(std::ptr::from_ref(v).cast_mut(), std::sync::atomic::Ordering::Release);
+        self.current.store(
+            std::ptr::from_ref(v).cast_mut(),
+            std::sync::atomic::Ordering::Release,
+        );
     }
 
     /// The value the parent had at the fork, in a forked child that has not set its own yet.
@@ -111,7 +121,9 @@ impl<T: Sync + 'static> PerProcess<T> {
     /// In a fork child: empties the value, keeping it readable through `before_fork`. Only atomic
     /// operations (async-signal-safe).
     pub(crate) fn forget_in_child(&self) {
-        let p = self.current.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
+        let p = self
+            .current
+            .swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
         if !p.is_null() {
             self.parent.store(p, std::sync::atomic::Ordering::Release);
         }

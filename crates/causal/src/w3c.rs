@@ -75,7 +75,9 @@ impl TraceParent {
     /// [`TraceParentError`] naming the problem.
     pub fn parse(value: &str) -> Result<TraceParent, TraceParentError> {
         let v = value.trim();
-        let shape = || TraceParentError::Shape { value: v.chars().take(64).collect() };
+        let shape = || TraceParentError::Shape {
+            value: v.chars().take(64).collect(),
+        };
         let b = v.as_bytes();
         if b.len() < 55 || b[2] != b'-' || b[35] != b'-' || b[52] != b'-' {
             return Err(shape());
@@ -100,7 +102,12 @@ impl TraceParent {
         if parent_id == [0; 8] {
             return Err(TraceParentError::ZeroParentId);
         }
-        Ok(TraceParent { version: ver[0], trace_id, parent_id, flags: flags[0] })
+        Ok(TraceParent {
+            version: ver[0],
+            trace_id,
+            parent_id,
+            flags: flags[0],
+        })
     }
 
     /// True when the sampled flag is set.
@@ -217,13 +224,23 @@ fn key_char(b: u8) -> bool {
 fn tracestate_key(key: &str) -> bool {
     let all = |s: &str| s.bytes().all(key_char);
     match key.split_once('@') {
-        None => key.len() <= 256 && key.as_bytes().first().is_some_and(u8::is_ascii_lowercase) && all(key),
+        None => {
+            key.len() <= 256
+                && key.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+                && all(key)
+        }
         Some((tenant, system)) => {
             tenant.len() <= 241
-                && tenant.as_bytes().first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && tenant
+                    .as_bytes()
+                    .first()
+                    .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
                 && all(tenant)
                 && system.len() <= 14
-                && system.as_bytes().first().is_some_and(u8::is_ascii_lowercase)
+                && system
+                    .as_bytes()
+                    .first()
+                    .is_some_and(u8::is_ascii_lowercase)
                 && all(system)
         }
     }
@@ -233,7 +250,10 @@ fn tracestate_key(key: &str) -> bool {
 fn tracestate_value(val: &str) -> bool {
     let b = val.as_bytes();
     let nblk = |c: u8| matches!(c, 0x21..=0x2B | 0x2D..=0x3C | 0x3E..=0x7E);
-    !b.is_empty() && b.len() <= 256 && b.iter().all(|&c| c == b' ' || nblk(c)) && nblk(b[b.len() - 1])
+    !b.is_empty()
+        && b.len() <= 256
+        && b.iter().all(|&c| c == b' ' || nblk(c))
+        && nblk(b[b.len() - 1])
 }
 
 /// Checks a `baggage` value loosely (W3C Baggage §3.3.1: at most 8192 bytes, printable ASCII) and
@@ -262,7 +282,10 @@ mod tests {
         let task = tp.task_id();
         assert_eq!(task.len(), 20);
         assert_eq!(task.to_hex(), "4BF92F3577B34DA6A3CE929D0E0E473600000000");
-        assert_eq!(TraceParent::from_task(task, tp.parent_op(), true).to_string(), s);
+        assert_eq!(
+            TraceParent::from_task(task, tp.parent_op(), true).to_string(),
+            s
+        );
     }
 
     #[test]
@@ -272,7 +295,10 @@ mod tests {
         assert_eq!(tid[..8], [0; 8]);
         assert_eq!(task_from_trace_id(&tid), Some(task));
         let tp = TraceParent::from_task(task, OpId::new(5), false);
-        assert_eq!(tp.to_string(), "00-00000000000000006944b2aa0d09fe8a-0000000000000005-00");
+        assert_eq!(
+            tp.to_string(),
+            "00-00000000000000006944b2aa0d09fe8a-0000000000000005-00"
+        );
         assert_eq!(TraceParent::parse(&tp.to_string()).unwrap().task_id(), task);
     }
 
@@ -284,42 +310,87 @@ mod tests {
         assert_eq!(TraceParent::parse(z), Err(TraceParentError::ZeroParentId));
         let f = "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         assert_eq!(TraceParent::parse(f), Err(TraceParentError::VersionFF));
-        assert!(matches!(TraceParent::parse("00-abc"), Err(TraceParentError::Shape { .. })));
+        assert!(matches!(
+            TraceParent::parse("00-abc"),
+            Err(TraceParentError::Shape { .. })
+        ));
         let x = "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01";
-        assert!(matches!(TraceParent::parse(x), Err(TraceParentError::Hex { field: "trace-id", .. })));
+        assert!(matches!(
+            TraceParent::parse(x),
+            Err(TraceParentError::Hex {
+                field: "trace-id",
+                ..
+            })
+        ));
         // Version 00 with extra fields is invalid; a future version with extra fields is fine.
         let extra = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
-        assert!(matches!(TraceParent::parse(extra), Err(TraceParentError::Shape { .. })));
+        assert!(matches!(
+            TraceParent::parse(extra),
+            Err(TraceParentError::Shape { .. })
+        ));
         let future = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
         assert_eq!(TraceParent::parse(future).unwrap().version, 1);
     }
 
     #[test]
     fn tracestate_and_baggage_checks() {
-        assert_eq!(check_tracestate(" rojo=00f067aa0ba902b7,congo=t61rcWkgMzE "), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+        assert_eq!(
+            check_tracestate(" rojo=00f067aa0ba902b7,congo=t61rcWkgMzE "),
+            Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+        );
         assert_eq!(check_tracestate(&vec!["a=b"; 33].join(",")), None);
         // W3C's test suite (test/test.py, TraceContextTest): OWS, empty members, key grammar and
         // lengths, duplicate keys, member count.
-        assert_eq!(check_tracestate("foo=1 \t , \t bar=2, \t baz=3"), Some("foo=1 \t , \t bar=2, \t baz=3"));
+        assert_eq!(
+            check_tracestate("foo=1 \t , \t bar=2, \t baz=3"),
+            Some("foo=1 \t , \t bar=2, \t baz=3")
+        );
         assert_eq!(check_tracestate("\t foo=1 \t"), Some("foo=1"));
         assert_eq!(check_tracestate("foo=1,"), Some("foo=1,"));
         assert_eq!(check_tracestate(""), None);
-        for bad in ["foo=1,foo=1", "foo=1,foo=2", "foo =1", "FOO=1", "foo.bar=1", "foo@=1,bar=2", "@foo=1,bar=2",
-                    "foo@@bar=1,bar=2", "foo@bar@baz=1,bar=2", "foo=", "foo=a\u{7f}", "foo=é", "foo=a,b", "foo=x=y"] {
+        for bad in [
+            "foo=1,foo=1",
+            "foo=1,foo=2",
+            "foo =1",
+            "FOO=1",
+            "foo.bar=1",
+            "foo@=1,bar=2",
+            "@foo=1,bar=2",
+            "foo@@bar=1,bar=2",
+            "foo@bar@baz=1,bar=2",
+            "foo=",
+            "foo=a\u{7f}",
+            "foo=é",
+            "foo=a,b",
+            "foo=x=y",
+        ] {
             assert_eq!(check_tracestate(bad), None, "{bad:?}");
         }
-        let ok_keys = ["z".repeat(256), format!("{}@{}", "t".repeat(241), "v".repeat(14))];
+        let ok_keys = [
+            "z".repeat(256),
+            format!("{}@{}", "t".repeat(241), "v".repeat(14)),
+        ];
         for k in &ok_keys {
             assert!(check_tracestate(&format!("{k}=1")).is_some(), "{k}");
         }
-        let bad_keys = ["z".repeat(257), format!("{}@v", "t".repeat(242)), format!("t@{}", "v".repeat(15))];
+        let bad_keys = [
+            "z".repeat(257),
+            format!("{}@v", "t".repeat(242)),
+            format!("t@{}", "v".repeat(15)),
+        ];
         for k in &bad_keys {
             assert_eq!(check_tracestate(&format!("{k}=1")), None, "{k}");
         }
         let members: Vec<String> = (1..=32).map(|i| format!("bar{i:02}={i:02}")).collect();
         assert!(check_tracestate(&members.join(",")).is_some());
-        assert_eq!(check_tracestate(&format!("{},bar33=33", members.join(","))), None);
-        assert_eq!(check_baggage("userId=alice,serverNode=DF%2028"), Some("userId=alice,serverNode=DF%2028"));
+        assert_eq!(
+            check_tracestate(&format!("{},bar33=33", members.join(","))),
+            None
+        );
+        assert_eq!(
+            check_baggage("userId=alice,serverNode=DF%2028"),
+            Some("userId=alice,serverNode=DF%2028")
+        );
         assert_eq!(check_baggage("bad\u{7}"), None);
     }
 }

@@ -142,7 +142,12 @@ pub fn read_frame<R: Read + ?Sized>(r: &mut R, payload: &mut Vec<u8>) -> Result<
     let mut off = 0;
     while off < len {
         match r.read(&mut payload[off..]) {
-            Ok(0) => return Err(WireError::Truncated { needed: 4 + len, got: 4 + off }),
+            Ok(0) => {
+                return Err(WireError::Truncated {
+                    needed: 4 + len,
+                    got: 4 + off,
+                });
+            }
             Ok(n) => off += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.into()),
@@ -155,7 +160,10 @@ pub fn read_frame<R: Read + ?Sized>(r: &mut R, payload: &mut Vec<u8>) -> Result<
 ///
 /// # Errors
 /// As [`read_frame`], and [`WireError::Report`] when the payload does not decode.
-pub fn read_report<R: Read + ?Sized>(r: &mut R, scratch: &mut Vec<u8>) -> Result<Option<Report>, WireError> {
+pub fn read_report<R: Read + ?Sized>(
+    r: &mut R,
+    scratch: &mut Vec<u8>,
+) -> Result<Option<Report>, WireError> {
     if !read_frame(r, scratch)? {
         return Ok(None);
     }
@@ -181,7 +189,10 @@ mod tests {
         assert_eq!(split_frame(&buf[..used - 1]).unwrap(), None);
         let mut cur = io::Cursor::new(buf);
         let mut scratch = Vec::new();
-        assert_eq!(read_report(&mut cur, &mut scratch).unwrap(), Some(r.clone()));
+        assert_eq!(
+            read_report(&mut cur, &mut scratch).unwrap(),
+            Some(r.clone())
+        );
         assert_eq!(read_report(&mut cur, &mut scratch).unwrap(), Some(r));
         assert!(read_report(&mut cur, &mut scratch).unwrap().is_none());
     }
@@ -189,7 +200,10 @@ mod tests {
     #[test]
     fn oversized_and_truncated_frames_rejected() {
         let big = ((MAX_FRAME_LEN + 1) as u32).to_be_bytes();
-        assert!(matches!(split_frame(&big), Err(WireError::FrameTooLong { .. })));
+        assert!(matches!(
+            split_frame(&big),
+            Err(WireError::FrameTooLong { .. })
+        ));
         let mut cur = io::Cursor::new(vec![0, 0, 0, 10, b'X']);
         let mut scratch = Vec::new();
         assert!(matches!(

@@ -26,7 +26,11 @@ fn run_child(test: &str, envs: &[(&str, &str)]) -> Output {
         .envs(envs.iter().copied())
         .output()
         .unwrap();
-    eprintln!("child stdout:\n{}\nchild stderr:\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!(
+        "child stdout:\n{}\nchild stderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -41,7 +45,11 @@ fn file_reports(path: &Path) -> Vec<Report> {
 }
 
 fn file_config(path: &Path) -> Config {
-    Config { sink: Sink::File(path.to_path_buf()), format: WireFormat::Binary, ..Config::default() }
+    Config {
+        sink: Sink::File(path.to_path_buf()),
+        format: WireFormat::Binary,
+        ..Config::default()
+    }
 }
 
 struct ReportsOnDrop;
@@ -52,7 +60,11 @@ impl Drop for ReportsOnDrop {
         let r = causal::report("in destructor", []);
         let c = causal::current();
         let prev = causal::set_current(None);
-        println!("DESTRUCTOR report={r:?} current={} prev={}", c.is_some(), prev.is_some());
+        println!(
+            "DESTRUCTOR report={r:?} current={} prev={}",
+            c.is_some(),
+            prev.is_some()
+        );
     }
 }
 
@@ -78,7 +90,10 @@ fn report_in_thread_local_destructor_returns_none_instead_of_panicking() {
     let out = run_child(name, &[]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("DESTRUCTOR report=None current=false prev=false"), "{stdout}");
+    assert!(
+        stdout.contains("DESTRUCTOR report=None current=false prev=false"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -103,7 +118,10 @@ fn forked_child_reports_through_its_own_reporter_with_fresh_ids() {
         let mut status = 0;
         // SAFETY: waiting for the child forked above; `status` is a valid out pointer.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child status {status}");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child status {status}"
+        );
         assert!(causal::reporter::flush(Duration::from_secs(5)));
         return;
     }
@@ -112,15 +130,36 @@ fn forked_child_reports_through_its_own_reporter_with_fresh_ids() {
     let out = run_child(name, &[("HOSTILE_FILE", path.to_str().unwrap())]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let reports = file_reports(&path);
-    let by_label = |l: &str| reports.iter().filter(|r| r.label.as_deref() == Some(l)).collect::<Vec<_>>();
-    let (before, child, parent) = (by_label("before fork"), by_label("in child"), by_label("parent after fork"));
-    assert_eq!((before.len(), child.len(), parent.len()), (1, 1, 1), "{reports:#?}");
+    let by_label = |l: &str| {
+        reports
+            .iter()
+            .filter(|r| r.label.as_deref() == Some(l))
+            .collect::<Vec<_>>()
+    };
+    let (before, child, parent) = (
+        by_label("before fork"),
+        by_label("in child"),
+        by_label("parent after fork"),
+    );
+    assert_eq!(
+        (before.len(), child.len(), parent.len()),
+        (1, 1, 1),
+        "{reports:#?}"
+    );
     let (child, parent) = (child[0], parent[0]);
-    assert_ne!(child.metadata.op_id(), parent.metadata.op_id(), "the child repeated the parent's ids");
+    assert_ne!(
+        child.metadata.op_id(),
+        parent.metadata.op_id(),
+        "the child repeated the parent's ids"
+    );
     assert_eq!(child.edges, [before[0].metadata.op_id()]);
     assert_ne!(child.process_id, parent.process_id);
     let child_pid: u64 = child.process_id.as_deref().unwrap().parse().unwrap();
-    assert_eq!(child.thread_id, Some(child_pid), "the forked child's only thread has tid == pid");
+    assert_eq!(
+        child.thread_id,
+        Some(child_pid),
+        "the forked child's only thread has tid == pid"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -145,7 +184,10 @@ fn oversized_report_is_dropped_and_counted_not_framed() {
     let _ = std::fs::remove_file(&path);
     let out = run_child(name, &[("HOSTILE_FILE", path.to_str().unwrap())]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
-    let labels: Vec<String> = file_reports(&path).into_iter().filter_map(|r| r.label).collect();
+    let labels: Vec<String> = file_reports(&path)
+        .into_iter()
+        .filter_map(|r| r.label)
+        .collect();
     assert_eq!(labels, ["small before", "small after"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("STATS sent=2 dropped_sink=1"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -156,7 +198,16 @@ fn queue_capacity_out_of_range_is_a_typed_error() {
     let name = "queue_capacity_out_of_range_is_a_typed_error";
     if in_child(name) {
         let e = Config::from_env().unwrap_err();
-        assert!(matches!(e, ConfigError::BadValue { var: "SIGHTLINE_CAUSAL_QUEUE", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                ConfigError::BadValue {
+                    var: "SIGHTLINE_CAUSAL_QUEUE",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // The first event then runs with the defaults instead of allocating the huge queue.
         causal::start_task("task", []);
         println!("QUEUE OK");
@@ -206,8 +257,12 @@ fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
 
 #[test]
 fn decoders_return_typed_errors_on_mutated_input() {
-    let md = Metadata::with_options(TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap(), OpId::new(7), &[1, 2, 0xAB, 0xCD])
-        .unwrap();
+    let md = Metadata::with_options(
+        TaskId::from_u64(0x6944_B2AA_0D09_FE8A).unwrap(),
+        OpId::new(7),
+        &[1, 2, 0xAB, 0xCD],
+    )
+    .unwrap();
     let mut r = Report::new(md.clone());
     r.edges = vec![OpId::new(1), OpId::new4(2)];
     r.label = Some("label".into());
@@ -233,10 +288,14 @@ fn decoders_return_typed_errors_on_mutated_input() {
         let mut frame = Vec::new();
         causal::wire::write_frame(&mut frame, &mutate(&mut rng, &bin));
         let frame = mutate(&mut rng, &frame);
-        errors += usize::from(causal::wire::read_report(&mut frame.as_slice(), &mut Vec::new()).is_err());
+        errors +=
+            usize::from(causal::wire::read_report(&mut frame.as_slice(), &mut Vec::new()).is_err());
     }
     // Most mutations break the input; all of them came back as values, none panicked.
-    assert!(errors > 50_000, "only {errors} errors: the mutations are not reaching the decoders");
+    assert!(
+        errors > 50_000,
+        "only {errors} errors: the mutations are not reaching the decoders"
+    );
 }
 
 #[test]
@@ -244,11 +303,18 @@ fn traceparent_section_3_2_rules() {
     let ok = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let tp = TraceParent::parse(ok).unwrap();
     // Unknown flag bits are accepted but never propagated (§3.2.2.5: vendors MUST set them to 0).
-    let odd_flags = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-fe").unwrap();
+    let odd_flags =
+        TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-fe").unwrap();
     assert!(!odd_flags.sampled());
     let c = Context::from_traceparent(&odd_flags, None, None);
     assert!(c.traceparent().unwrap().to_string().ends_with("-00"));
-    assert_eq!(Context::from_traceparent(&tp, None, None).traceparent().unwrap().to_string(), ok);
+    assert_eq!(
+        Context::from_traceparent(&tp, None, None)
+            .traceparent()
+            .unwrap()
+            .to_string(),
+        ok
+    );
     for bad in [
         "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
@@ -271,10 +337,20 @@ fn panicking_callback_sink_costs_one_report_not_the_reporter() {
     if in_child(name) {
         static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
         let sink = Sink::Callback(std::sync::Arc::new(|r: &Report| {
-            assert_ne!(r.label.as_deref(), Some("boom"), "callback refuses this report");
-            SEEN.lock().unwrap().push(r.label.clone().unwrap_or_default());
+            assert_ne!(
+                r.label.as_deref(),
+                Some("boom"),
+                "callback refuses this report"
+            );
+            SEEN.lock()
+                .unwrap()
+                .push(r.label.clone().unwrap_or_default());
         }));
-        causal::reporter::init(Config { sink, ..Config::default() }).unwrap();
+        causal::reporter::init(Config {
+            sink,
+            ..Config::default()
+        })
+        .unwrap();
         causal::start_task("first", []);
         assert!(causal::reporter::flush(Duration::from_secs(5)));
         causal::report("boom", []);
@@ -282,13 +358,21 @@ fn panicking_callback_sink_costs_one_report_not_the_reporter() {
         causal::report("after", []);
         let flushed = causal::reporter::flush(Duration::from_secs(5));
         let s = causal::stats();
-        println!("FLUSHED {flushed} SEEN {:?} SENT {} DROPPED_SINK {}", SEEN.lock().unwrap(), s.sent, s.dropped_sink);
+        println!(
+            "FLUSHED {flushed} SEEN {:?} SENT {} DROPPED_SINK {}",
+            SEEN.lock().unwrap(),
+            s.sent,
+            s.dropped_sink
+        );
         return;
     }
     let out = run_child(name, &[]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains(r#"FLUSHED true SEEN ["first", "after"] SENT 2 DROPPED_SINK 1"#), "{stdout}");
+    assert!(
+        stdout.contains(r#"FLUSHED true SEEN ["first", "after"] SENT 2 DROPPED_SINK 1"#),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -329,8 +413,16 @@ fn collector_that_never_reads_costs_counted_drops_not_a_blocked_program() {
     let out = run_child(name, &[]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout.lines().find_map(|l| l.find("FLUSHED").map(|i| &l[i..])).unwrap();
-    let n: Vec<u64> = line.split_whitespace().skip(3).step_by(2).map(|v| v.parse().unwrap()).collect();
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("FLUSHED").map(|i| &l[i..]))
+        .unwrap();
+    let n: Vec<u64> = line
+        .split_whitespace()
+        .skip(3)
+        .step_by(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
     let (queued, dropped_queue, sent, dropped_sink) = (n[0], n[1], n[2], n[3]);
     assert!(line.starts_with("FLUSHED true"), "{line}");
     assert_eq!(queued + dropped_queue, 5001, "{line}");
@@ -349,8 +441,15 @@ fn context_calls_from_inside_a_key_value_iterator_do_not_panic() {
             let inner = causal::report("inner", []);
             let cur = causal::current();
             let prev = causal::set_current(None);
-            let joined = { causal::join_current(std::iter::empty()); "joined" };
-            println!("INNER report={inner:?} current={} prev={} {joined}", cur.is_some(), prev.is_some());
+            let joined = {
+                causal::join_current(std::iter::empty());
+                "joined"
+            };
+            println!(
+                "INNER report={inner:?} current={} prev={} {joined}",
+                cur.is_some(),
+                prev.is_some()
+            );
             ("i", causal::Value::U64(i))
         });
         let outer = causal::report("outer", fields);
@@ -361,7 +460,13 @@ fn context_calls_from_inside_a_key_value_iterator_do_not_panic() {
     let out = run_child(name, &[]);
     assert!(out.status.success(), "child failed: {:?}", out.status);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout.matches("INNER report=None current=false prev=false joined").count(), 2, "{stdout}");
+    assert_eq!(
+        stdout
+            .matches("INNER report=None current=false prev=false joined")
+            .count(),
+        2,
+        "{stdout}"
+    );
     assert!(stdout.contains("OUTER true BUILDER true"), "{stdout}");
 }
 
@@ -373,7 +478,10 @@ fn xtrace_metadata_with_zero_opid_never_yields_an_invalid_traceparent() {
     assert_eq!(ctx.traceparent(), None);
     let mut headers = http::HeaderMap::new();
     causal::propagation::inject(&ctx, &mut headers);
-    assert_eq!(headers.get("x-trace").unwrap(), "196944B2AA0D09FE8A0000000000000000");
+    assert_eq!(
+        headers.get("x-trace").unwrap(),
+        "196944B2AA0D09FE8A0000000000000000"
+    );
     assert!(headers.get("traceparent").is_none());
     for (k, v) in causal::propagation::env_vars(&ctx) {
         assert_ne!(k, "TRACEPARENT", "{v}");
@@ -384,24 +492,38 @@ fn xtrace_metadata_with_zero_opid_never_yields_an_invalid_traceparent() {
     other = other.join(&Context::from_metadata(&md.with_op_id(OpId::new(0x42))));
     ctx.join_in(&other);
     let tp = ctx.traceparent().unwrap();
-    assert_eq!(TraceParent::parse(&tp.to_string()).unwrap().parent_op(), OpId::new(0x42));
+    assert_eq!(
+        TraceParent::parse(&tp.to_string()).unwrap().parent_op(),
+        OpId::new(0x42)
+    );
 }
 
 #[test]
 fn repeated_tracestate_and_baggage_fields_are_combined() {
     let mut headers = http::HeaderMap::new();
-    headers.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    headers.insert(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
     headers.append("tracestate", "rojo=00f067aa0ba902b7".parse().unwrap());
     headers.append("tracestate", "congo=t61rcWkgMzE".parse().unwrap());
     headers.append("baggage", "userId=alice".parse().unwrap());
     headers.append("baggage", "serverNode=DF%2028".parse().unwrap());
     let ctx = causal::propagation::extract(&headers).unwrap();
-    assert_eq!(ctx.tracestate(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+    assert_eq!(
+        ctx.tracestate(),
+        Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+    );
     assert_eq!(ctx.baggage(), Some("userId=alice,serverNode=DF%2028"));
     // Empty fields add nothing (W3C test suite, test_tracestate_empty_header).
     headers.append("tracestate", "".parse().unwrap());
     let ctx = causal::propagation::extract(&headers).unwrap();
-    assert_eq!(ctx.tracestate(), Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+    assert_eq!(
+        ctx.tracestate(),
+        Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+    );
     // One field: passed through as is.
     headers.remove("baggage");
     headers.insert("tracestate", "a=b".parse().unwrap());
@@ -412,8 +534,18 @@ fn repeated_tracestate_and_baggage_fields_are_combined() {
 #[test]
 fn duplicated_traceparent_fields_are_ignored() {
     let mut headers = http::HeaderMap::new();
-    headers.append("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    headers.append(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
     assert!(causal::propagation::extract(&headers).is_some());
-    headers.append("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01".parse().unwrap());
+    headers.append(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
     assert!(causal::propagation::extract(&headers).is_none());
 }

@@ -46,8 +46,14 @@ fn span_with_integer_and_bool_fields_allocates_only_its_registry_extension() {
             ENTERS.lock().unwrap().push(r.fields.clone());
         }
     }));
-    causal::reporter::init(causal::Config { sink, ..causal::Config::default() }).unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(causal::layer::CausalLayer::new()));
+    causal::reporter::init(causal::Config {
+        sink,
+        ..causal::Config::default()
+    })
+    .unwrap();
+    let dispatch = tracing::Dispatch::new(
+        tracing_subscriber::registry().with(causal::layer::CausalLayer::new()),
+    );
     let _ctx = causal::start_task("layer allocations", []);
     let queued_before = causal::stats().queued;
     tracing::dispatcher::with_default(&dispatch, || {
@@ -69,10 +75,21 @@ fn span_with_integer_and_bool_fields_allocates_only_its_registry_extension() {
         assert!(per_span <= 1.0, "{per_span} allocations per span");
     });
     // The spans did report: an enter and an exit event each.
-    assert_eq!(causal::stats().queued + causal::stats().dropped_queue_full - queued_before, 2 * 1100);
+    assert_eq!(
+        causal::stats().queued + causal::stats().dropped_queue_full - queued_before,
+        2 * 1100
+    );
     // The fields arrive formatted as before (as `Debug` formats them).
     assert!(causal::flush(std::time::Duration::from_secs(10)));
     let enters = ENTERS.lock().unwrap();
     let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
-    assert_eq!(enters[107], [pair("span", "enter"), pair("i", "7"), pair("ok", "true"), pair("delta", "-7")]);
+    assert_eq!(
+        enters[107],
+        [
+            pair("span", "enter"),
+            pair("i", "7"),
+            pair("ok", "true"),
+            pair("delta", "-7")
+        ]
+    );
 }

@@ -14,18 +14,44 @@ fn events_chain_through_the_current_context() {
     let m = mock::install();
     let ctx = causal::start_task("request", [("path", "/a".into())]);
     let e1 = causal::report("parse", [("bytes", 120u32.into()), ("ok", true.into())]);
-    let e2 = causal::event("respond").agent("http").kv("status", 200u16).report();
+    let e2 = causal::event("respond")
+        .agent("http")
+        .kv("status", 200u16)
+        .report();
     assert!(e1.is_some() && e2.is_some() && e1 != e2);
     let reports = m.wait_for(ctx.task_id(), 3, WAIT);
     expect_task()
-        .event(expect::event().label("request").no_parents().field("path", "/a"))
-        .event(expect::event().label("parse").parents(["request"]).field("bytes", "120").field("ok", "true"))
-        .event(expect::event().label("respond").agent("http").parents(["parse"]).field("status", "200"))
+        .event(
+            expect::event()
+                .label("request")
+                .no_parents()
+                .field("path", "/a"),
+        )
+        .event(
+            expect::event()
+                .label("parse")
+                .parents(["request"])
+                .field("bytes", "120")
+                .field("ok", "true"),
+        )
+        .event(
+            expect::event()
+                .label("respond")
+                .agent("http")
+                .parents(["parse"])
+                .field("status", "200"),
+        )
         .only()
         .check(&reports);
     // Standard fields are filled in by the reporter.
-    let r = reports.iter().find(|r| r.label.as_deref() == Some("parse")).unwrap();
-    assert_eq!(r.process_id.as_deref(), Some(std::process::id().to_string().as_str()));
+    let r = reports
+        .iter()
+        .find(|r| r.label.as_deref() == Some("parse"))
+        .unwrap();
+    assert_eq!(
+        r.process_id.as_deref(),
+        Some(std::process::id().to_string().as_str())
+    );
     assert!(r.thread_id.is_some_and(|t| t > 0));
     assert!(r.host.as_deref().is_some_and(|h| !h.is_empty()));
     let (ts, hrt) = (r.timestamp_ns.unwrap(), r.hrt_ns.unwrap());
@@ -66,14 +92,26 @@ fn threads_fan_out_and_join() {
         .event(expect::event().label("left").parents(["split"]))
         .event(expect::event().label("right").parents(["split"]))
         .event(expect::event().label("middle").parents(["split"]))
-        .event(expect::event().label("done").parents(["left"]).field("who", "left"))
+        .event(
+            expect::event()
+                .label("done")
+                .parents(["left"])
+                .field("who", "left"),
+        )
         .event(expect::event().label("done").parents(["right"]))
         .event(expect::event().label("done").parents(["middle"]))
         // The main thread's own path (split, then waiting) and each worker's last event.
-        .event(expect::event().label("merge").parents(["split", "done", "done", "done"]))
+        .event(
+            expect::event()
+                .label("merge")
+                .parents(["split", "done", "done", "done"]),
+        )
         .only()
         .check(&reports);
-    let left = reports.iter().find(|r| r.label.as_deref() == Some("left")).unwrap();
+    let left = reports
+        .iter()
+        .find(|r| r.label.as_deref() == Some("left"))
+        .unwrap();
     assert_eq!(left.thread_name.as_deref(), Some("worker-left"));
     causal::set_current(None);
 }
@@ -98,9 +136,18 @@ fn explicit_contexts_move_through_a_queue_and_join() {
     expect_task()
         .event(expect::event().label("enqueue").no_parents())
         .event(expect::event().label("dequeued").parents(["enqueue"]))
-        .event(expect::event().label("processed").parents(["dequeued"]).field("items", "2"))
+        .event(
+            expect::event()
+                .label("processed")
+                .parents(["dequeued"])
+                .field("items", "2"),
+        )
         .event(expect::event().label("waiting").parents(["enqueue"]))
-        .event(expect::event().label("reply").parents(["waiting", "processed"]))
+        .event(
+            expect::event()
+                .label("reply")
+                .parents(["waiting", "processed"]),
+        )
         .only()
         .check(&reports);
     causal::set_current(None);
@@ -125,7 +172,10 @@ fn attach_guard_restores_the_previous_context() {
         .only()
         .check(&ra);
     let rb = m.reports(b.task_id());
-    expect_task().event(expect::event().label("in b").no_parents()).only().check(&rb);
+    expect_task()
+        .event(expect::event().label("in b").no_parents())
+        .only()
+        .check(&rb);
     causal::set_current(None);
 }
 
@@ -133,7 +183,11 @@ fn attach_guard_restores_the_previous_context() {
 fn futures_carry_their_context_across_polls_and_threads() {
     let m = mock::install();
     let root = causal::start_task("async root", []);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let ctx = Context::current().unwrap();
     causal::set_current(None);
     let (c1, c2) = rt.block_on(async move {
@@ -167,7 +221,11 @@ fn futures_carry_their_context_across_polls_and_threads() {
         .event(expect::event().label("a end").parents(["a start"]))
         .event(expect::event().label("b start").parents(["async root"]))
         .event(expect::event().label("b end").parents(["b start"]))
-        .event(expect::event().label("both done").parents(["a end", "b end"]))
+        .event(
+            expect::event()
+                .label("both done")
+                .parents(["a end", "b end"]),
+        )
         .only()
         .check(&reports);
 }
@@ -183,7 +241,13 @@ fn http_headers_carry_xtrace_and_traceparent_both_ways() {
     assert_eq!(md.task_id(), ctx.task_id());
     assert_eq!(md.op_id(), ctx.parents()[0]);
     let tp = headers.get("traceparent").unwrap().to_str().unwrap();
-    assert!(tp.starts_with(&format!("00-0000000000000000{}-", ctx.task_id().to_hex().to_lowercase())), "{tp}");
+    assert!(
+        tp.starts_with(&format!(
+            "00-0000000000000000{}-",
+            ctx.task_id().to_hex().to_lowercase()
+        )),
+        "{tp}"
+    );
     assert!(tp.ends_with("-01"));
 
     // The server side, on another thread: extract, report, answer with its latest context.
@@ -202,8 +266,16 @@ fn http_headers_carry_xtrace_and_traceparent_both_ways() {
     let reports = m.wait_for(ctx.task_id(), 3, WAIT);
     expect_task()
         .event(expect::event().label("client call").no_parents())
-        .event(expect::event().label("server handle").parents(["client call"]))
-        .event(expect::event().label("client got answer").parents(["client call", "server handle"]))
+        .event(
+            expect::event()
+                .label("server handle")
+                .parents(["client call"]),
+        )
+        .event(
+            expect::event()
+                .label("client got answer")
+                .parents(["client call", "server handle"]),
+        )
         .only()
         .check(&reports);
     causal::set_current(None);
@@ -213,11 +285,22 @@ fn http_headers_carry_xtrace_and_traceparent_both_ways() {
 fn traceparent_in_means_same_trace_id_out() {
     let m = mock::install();
     let mut headers = http::HeaderMap::new();
-    headers.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
-    headers.insert("tracestate", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE".parse().unwrap());
+    headers.insert(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
+    headers.insert(
+        "tracestate",
+        "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE".parse().unwrap(),
+    );
     headers.insert("baggage", "userId=alice".parse().unwrap());
     let ctx = propagation::extract(&headers).unwrap();
-    assert_eq!(ctx.task_id().to_hex(), "4BF92F3577B34DA6A3CE929D0E0E473600000000");
+    assert_eq!(
+        ctx.task_id().to_hex(),
+        "4BF92F3577B34DA6A3CE929D0E0E473600000000"
+    );
     let task = ctx.task_id();
     let g = ctx.attach();
     causal::report("handled", []);
@@ -225,14 +308,26 @@ fn traceparent_in_means_same_trace_id_out() {
     propagation::inject_current(&mut out);
     drop(g);
     let tp = out.get("traceparent").unwrap().to_str().unwrap();
-    assert!(tp.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"), "{tp}");
-    assert!(!tp.contains("00f067aa0ba902b7"), "parent-id is our event now: {tp}");
-    assert_eq!(out.get("tracestate").unwrap(), "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+    assert!(
+        tp.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{tp}"
+    );
+    assert!(
+        !tp.contains("00f067aa0ba902b7"),
+        "parent-id is our event now: {tp}"
+    );
+    assert_eq!(
+        out.get("tracestate").unwrap(),
+        "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"
+    );
     assert_eq!(out.get("baggage").unwrap(), "userId=alice");
     let reports = m.wait_for(task, 1, WAIT);
     assert_eq!(reports.len(), 1);
     // The remote caller's span is the parent of our first event.
-    assert_eq!(reports[0].edges, vec![causal::OpId::new(0x00f0_67aa_0ba9_02b7)]);
+    assert_eq!(
+        reports[0].edges,
+        vec![causal::OpId::new(0x00f0_67aa_0ba9_02b7)]
+    );
     assert!(tp.contains(&reports[0].metadata.op_id().to_hex().to_lowercase()));
 }
 
@@ -240,7 +335,12 @@ fn traceparent_in_means_same_trace_id_out() {
 fn unsampled_traceparent_reports_nothing_but_propagates() {
     let _m = mock::install();
     let mut headers = http::HeaderMap::new();
-    headers.insert("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00".parse().unwrap());
+    headers.insert(
+        "traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+            .parse()
+            .unwrap(),
+    );
     let ctx = propagation::extract(&headers).unwrap();
     assert!(!ctx.is_sampled());
     let before = causal::stats().queued;
@@ -249,8 +349,14 @@ fn unsampled_traceparent_reports_nothing_but_propagates() {
     let mut out = http::HeaderMap::new();
     propagation::inject_current(&mut out);
     drop(g);
-    assert!(out.get("X-Trace").is_none(), "no X-Trace metadata for an unsampled task");
-    assert_eq!(out.get("traceparent").unwrap(), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00");
+    assert!(
+        out.get("X-Trace").is_none(),
+        "no X-Trace metadata for an unsampled task"
+    );
+    assert_eq!(
+        out.get("traceparent").unwrap(),
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    );
     // Other tests run concurrently, so only check that this thread's event did not count: the
     // unsampled report returned None above, and queued never decreases.
     assert!(causal::stats().queued >= before);
@@ -278,17 +384,64 @@ fn tracing_layer_reports_spans_and_follows_from() {
     });
     let reports = m.wait_for(task, 9, WAIT);
     expect_task()
-        .event(expect::event().label("handle").no_parents().field("span", "enter").field("user", "bob"))
-        .event(expect::event().label("load").parents(["handle"]).field("span", "enter"))
-        .event(expect::event().label("loaded rows").parents(["load"]).field("rows", "3").field("level", "INFO"))
-        .event(expect::event().label("load").parents(["loaded rows"]).field("span", "exit"))
-        .event(expect::event().label("prefetch").parents(["load"]).field("span", "enter"))
-        .event(expect::event().label("prefetch").parents(["prefetch"]).field("span", "exit"))
+        .event(
+            expect::event()
+                .label("handle")
+                .no_parents()
+                .field("span", "enter")
+                .field("user", "bob"),
+        )
+        .event(
+            expect::event()
+                .label("load")
+                .parents(["handle"])
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("loaded rows")
+                .parents(["load"])
+                .field("rows", "3")
+                .field("level", "INFO"),
+        )
+        .event(
+            expect::event()
+                .label("load")
+                .parents(["loaded rows"])
+                .field("span", "exit"),
+        )
+        .event(
+            expect::event()
+                .label("prefetch")
+                .parents(["load"])
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("prefetch")
+                .parents(["prefetch"])
+                .field("span", "exit"),
+        )
         // `store` was created after prefetch finished, from the thread's context (prefetch exit);
         // follows_from adds prefetch's last event, already its parent: one edge.
-        .event(expect::event().label("store").parents(["prefetch"]).field("span", "enter"))
-        .event(expect::event().label("store").parents(["store"]).field("span", "exit"))
-        .event(expect::event().label("handle").parents(["store"]).field("span", "exit"))
+        .event(
+            expect::event()
+                .label("store")
+                .parents(["prefetch"])
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("store")
+                .parents(["store"])
+                .field("span", "exit"),
+        )
+        .event(
+            expect::event()
+                .label("handle")
+                .parents(["store"])
+                .field("span", "exit"),
+        )
         .only()
         .check(&reports);
     causal::set_current(None);
@@ -306,7 +459,9 @@ fn tracing_layer_joins_concurrent_child_spans() {
         let task = causal::current().unwrap().task_id();
         let a = async { tokio::task::yield_now().await }.instrument(tracing::info_span!("a"));
         let b = async { tokio::task::yield_now().await }.instrument(tracing::info_span!("b"));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(async { tokio::join!(a, b) });
         task
     });
@@ -314,15 +469,46 @@ fn tracing_layer_joins_concurrent_child_spans() {
     // Each child is entered once per poll (at least twice: it yields once); each entry follows its
     // own previous exit. The parent's exit follows the last exit of both children.
     expect_task()
-        .event(expect::event().label("fanout").no_parents().field("span", "enter"))
-        .event(expect::event().label("a").parents(["fanout"]).field("span", "enter"))
-        .event(expect::event().label("b").parents(["fanout"]).field("span", "enter"))
-        .event(expect::event().label("fanout").parents(["a", "b"]).field("span", "exit"))
+        .event(
+            expect::event()
+                .label("fanout")
+                .no_parents()
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("a")
+                .parents(["fanout"])
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("b")
+                .parents(["fanout"])
+                .field("span", "enter"),
+        )
+        .event(
+            expect::event()
+                .label("fanout")
+                .parents(["a", "b"])
+                .field("span", "exit"),
+        )
         .check(&reports);
-    let a: Vec<_> = reports.iter().filter(|r| r.label.as_deref() == Some("a")).collect();
-    assert!(a.len() >= 4 && a.len() % 2 == 0, "a: enter, exit per poll, got {}", a.len());
+    let a: Vec<_> = reports
+        .iter()
+        .filter(|r| r.label.as_deref() == Some("a"))
+        .collect();
+    assert!(
+        a.len() >= 4 && a.len() % 2 == 0,
+        "a: enter, exit per poll, got {}",
+        a.len()
+    );
     for w in a.windows(2) {
-        assert_eq!(w[1].edges, vec![w[0].metadata.op_id()], "a's events form one chain");
+        assert_eq!(
+            w[1].edges,
+            vec![w[0].metadata.op_id()],
+            "a's events form one chain"
+        );
     }
     causal::set_current(None);
 }
@@ -333,7 +519,10 @@ fn child_process_helper() {
     if std::env::var("CAUSAL_TEST_CHILD").is_err() {
         return;
     }
-    assert!(propagation::attach_from_env(), "the parent passed a context");
+    assert!(
+        propagation::attach_from_env(),
+        "the parent passed a context"
+    );
     causal::report("child work", [("role", "child".into())]);
     assert!(causal::flush(WAIT));
 }
@@ -344,20 +533,46 @@ fn child_process_inherits_the_context() {
     let collector = TcpCollector::start().unwrap();
     let ctx = causal::start_task("parent", []);
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child_process_helper", "--nocapture", "--test-threads=1"])
-        .env("CAUSAL_TEST_CHILD", "1")
-        .env("SIGHTLINE_CAUSAL_SINK", format!("tcp://{}", collector.addr()))
-        .env("SIGHTLINE_CAUSAL_FORMAT", "binary");
+    cmd.args([
+        "--exact",
+        "child_process_helper",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("CAUSAL_TEST_CHILD", "1")
+    .env(
+        "SIGHTLINE_CAUSAL_SINK",
+        format!("tcp://{}", collector.addr()),
+    )
+    .env("SIGHTLINE_CAUSAL_FORMAT", "binary");
     propagation::command_with_current(&mut cmd);
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "child: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "child: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let child = collector.received().wait_for(ctx.task_id(), 1, WAIT);
-    assert!(collector.bad_frames().is_empty(), "{:?}", collector.bad_frames());
+    assert!(
+        collector.bad_frames().is_empty(),
+        "{:?}",
+        collector.bad_frames()
+    );
     let mut all = m.wait_for(ctx.task_id(), 1, WAIT);
     all.extend(child.iter().cloned());
     expect_task()
-        .event(expect::event().label("parent").no_parents().process_id(&std::process::id().to_string()))
-        .event(expect::event().label("child work").parents(["parent"]).field("role", "child"))
+        .event(
+            expect::event()
+                .label("parent")
+                .no_parents()
+                .process_id(&std::process::id().to_string()),
+        )
+        .event(
+            expect::event()
+                .label("child work")
+                .parents(["parent"])
+                .field("role", "child"),
+        )
         .only()
         .check(&all);
     assert_ne!(child[0].process_id, all[0].process_id);
@@ -386,14 +601,34 @@ fn extraction_prefers_xtrace_and_ignores_invalid_values() {
     let xt = "196944B2AA0D09FE8A24E44608F9C6A944";
     let mut h = http::HeaderMap::new();
     h.insert("x-trace", xt.parse().unwrap());
-    h.insert("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".parse().unwrap());
+    h.insert(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
     let c = propagation::extract(&h).unwrap();
-    assert_eq!(c.task_id().to_hex(), "6944B2AA0D09FE8A", "X-Trace wins: it carries the options");
+    assert_eq!(
+        c.task_id().to_hex(),
+        "6944B2AA0D09FE8A",
+        "X-Trace wins: it carries the options"
+    );
     assert_eq!(c.parents(), &[causal::OpId::new(0x24E4_4608_F9C6_A944)]);
     // An invalid X-Trace falls back to the traceparent; invalid both means no context.
-    h.insert("x-trace", "19000000000000000024E44608F9C6A944".parse().unwrap());
-    assert_eq!(propagation::extract(&h).unwrap().task_id().to_hex(), "4BF92F3577B34DA6A3CE929D0E0E473600000000");
-    h.insert("traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01".parse().unwrap());
+    h.insert(
+        "x-trace",
+        "19000000000000000024E44608F9C6A944".parse().unwrap(),
+    );
+    assert_eq!(
+        propagation::extract(&h).unwrap().task_id().to_hex(),
+        "4BF92F3577B34DA6A3CE929D0E0E473600000000"
+    );
+    h.insert(
+        "traceparent",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
     assert!(propagation::extract(&h).is_none());
     assert!(propagation::extract(&http::HeaderMap::new()).is_none());
 }
@@ -408,8 +643,15 @@ fn detach_returns_the_context_with_its_new_events() {
     let second = causal::report("second", []).unwrap();
     let after = g.detach().unwrap();
     assert_eq!(after.parents(), &[second]);
-    assert!(causal::current().is_none(), "detach restored the previous (no) context");
-    assert_eq!(start.parents(), &[first], "the attached copy moved on, not the original");
+    assert!(
+        causal::current().is_none(),
+        "detach restored the previous (no) context"
+    );
+    assert_eq!(
+        start.parents(),
+        &[first],
+        "the attached copy moved on, not the original"
+    );
     let reports = m.wait_for(start.task_id(), 2, WAIT);
     expect_task()
         .event(expect::event().label("first").no_parents())

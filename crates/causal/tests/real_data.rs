@@ -9,9 +9,15 @@ type Pairs = Vec<(String, String)>;
 fn all_reports() -> Option<Vec<(String, Pairs)>> {
     let dir = test_support::shared_data("xtrace")?;
     let mut out = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     names.sort();
-    for path in names.into_iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+    for path in names
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
         let tasks: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         for task in tasks.as_array().unwrap() {
             for rep in task["reports"].as_array().unwrap() {
@@ -69,7 +75,10 @@ fn every_report_round_trips_through_both_codecs() {
         // Nothing dropped: every input value is in the text.
         for (k, v) in pairs {
             if k != "Timestamp" {
-                assert!(text.contains(&format!("{k}: {v}\n")), "{k}: {v} missing from\n{text}");
+                assert!(
+                    text.contains(&format!("{k}: {v}\n")),
+                    "{k}: {v} missing from\n{text}"
+                );
             }
         }
     }

@@ -11,13 +11,18 @@ use causal::{Report, TaskId};
 /// Runs this test binary's `helper` test in a child process with `env` set; returns its stdout.
 fn run_helper(helper: &str, env: &[(&str, String)]) -> String {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", helper, "--nocapture", "--test-threads=1"]).env("CAUSAL_REPORTER_HELPER", helper);
+    cmd.args(["--exact", helper, "--nocapture", "--test-threads=1"])
+        .env("CAUSAL_REPORTER_HELPER", helper);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{helper}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{helper}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
 }
 
@@ -50,13 +55,28 @@ fn helper_exit_without_flush() {
 #[test]
 fn reports_are_flushed_at_a_normal_exit() {
     let collector = TcpCollector::start().unwrap();
-    let out = run_helper("helper_exit_without_flush", &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://{}", collector.addr())),
-        // A long interval, so only the exit flush can have sent them in time.
-        ("SIGHTLINE_CAUSAL_FLUSH_MS", "60000".into())]);
+    let out = run_helper(
+        "helper_exit_without_flush",
+        &[
+            (
+                "SIGHTLINE_CAUSAL_SINK",
+                format!("tcp://{}", collector.addr()),
+            ),
+            // A long interval, so only the exit flush can have sent them in time.
+            ("SIGHTLINE_CAUSAL_FLUSH_MS", "60000".into()),
+        ],
+    );
     let task = TaskId::parse_hex(line_value(&out, "task ")).unwrap();
-    let got = collector.received().wait_for(task, 101, Duration::from_secs(10));
+    let got = collector
+        .received()
+        .wait_for(task, 101, Duration::from_secs(10));
     assert_eq!(got.len(), 101);
-    assert_eq!(got.iter().filter(|r| r.label.as_deref() == Some("work")).count(), 100);
+    assert_eq!(
+        got.iter()
+            .filter(|r| r.label.as_deref() == Some("work"))
+            .count(),
+        100
+    );
 }
 
 #[test]
@@ -81,12 +101,22 @@ fn a_full_queue_drops_and_counts_instead_of_blocking() {
     let addr = stuck.local_addr().unwrap();
     let out = run_helper(
         "helper_overflow",
-        &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://{addr}")), ("SIGHTLINE_CAUSAL_QUEUE", "16".into())],
+        &[
+            ("SIGHTLINE_CAUSAL_SINK", format!("tcp://{addr}")),
+            ("SIGHTLINE_CAUSAL_QUEUE", "16".into()),
+        ],
     );
     let queued: u64 = line_value(&out, "queued ").parse().unwrap();
     let dropped: u64 = line_value(&out, "dropped_queue_full ").parse().unwrap();
-    assert_eq!(queued + dropped, 20_001, "every event either queued or counted as dropped");
-    assert!(dropped > 0, "a 16-event queue cannot hold a 20,000-event burst");
+    assert_eq!(
+        queued + dropped,
+        20_001,
+        "every event either queued or counted as dropped"
+    );
+    assert!(
+        dropped > 0,
+        "a 16-event queue cannot hold a 20,000-event burst"
+    );
     drop(stuck);
 }
 
@@ -105,10 +135,14 @@ fn helper_udp_and_file() {
 #[test]
 fn udp_sink_sends_one_report_per_datagram() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-    sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let out = run_helper(
         "helper_udp_and_file",
-        &[("SIGHTLINE_CAUSAL_SINK", format!("udp://{}", sock.local_addr().unwrap()))],
+        &[(
+            "SIGHTLINE_CAUSAL_SINK",
+            format!("udp://{}", sock.local_addr().unwrap()),
+        )],
     );
     assert_eq!(line_value(&out, "sent "), "2");
     let task = TaskId::parse_hex(line_value(&out, "task ")).unwrap();
@@ -134,7 +168,10 @@ fn file_sink_appends_frames() {
     let _ = std::fs::remove_file(&path);
     let out = run_helper(
         "helper_udp_and_file",
-        &[("SIGHTLINE_CAUSAL_SINK", format!("file:{}", path.display())), ("SIGHTLINE_CAUSAL_FORMAT", "binary".into())],
+        &[
+            ("SIGHTLINE_CAUSAL_SINK", format!("file:{}", path.display())),
+            ("SIGHTLINE_CAUSAL_FORMAT", "binary".into()),
+        ],
     );
     let task = TaskId::parse_hex(line_value(&out, "task ")).unwrap();
     let mut f = std::fs::File::open(&path).unwrap();
@@ -168,7 +205,9 @@ fn helper_sampling() {
             assert!(h.get("X-Trace").is_none());
         }
         // The decision travels: an unsampled task sends a traceparent with the flag clear.
-        if h.get("traceparent").is_some_and(|v| v.to_str().unwrap().ends_with("-00")) {
+        if h.get("traceparent")
+            .is_some_and(|v| v.to_str().unwrap().ends_with("-00"))
+        {
             flags_clear += 1;
         }
     }
@@ -180,20 +219,50 @@ fn helper_sampling() {
 
 #[test]
 fn head_sampling_follows_the_configured_rate() {
-    let none = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into()), ("SIGHTLINE_CAUSAL_SAMPLE", "0".into())]);
+    let none = run_helper(
+        "helper_sampling",
+        &[
+            ("SIGHTLINE_CAUSAL_SINK", "off".into()),
+            ("SIGHTLINE_CAUSAL_SAMPLE", "0".into()),
+        ],
+    );
     assert_eq!(line_value(&none, "sampled "), "0");
-    assert_eq!(line_value(&none, "queued "), "0", "unsampled tasks queue nothing");
-    assert_eq!(line_value(&none, "flags_clear "), "1000", "every unsampled task says so downstream");
-    let all = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into())]);
+    assert_eq!(
+        line_value(&none, "queued "),
+        "0",
+        "unsampled tasks queue nothing"
+    );
+    assert_eq!(
+        line_value(&none, "flags_clear "),
+        "1000",
+        "every unsampled task says so downstream"
+    );
+    let all = run_helper(
+        "helper_sampling",
+        &[("SIGHTLINE_CAUSAL_SINK", "off".into())],
+    );
     assert_eq!(line_value(&all, "sampled "), "1000");
-    assert_eq!(line_value(&all, "queued "), "2000", "two events per sampled task");
+    assert_eq!(
+        line_value(&all, "queued "),
+        "2000",
+        "two events per sampled task"
+    );
     assert_eq!(line_value(&all, "flags_clear "), "0");
-    let half = run_helper("helper_sampling", &[("SIGHTLINE_CAUSAL_SINK", "off".into()), ("SIGHTLINE_CAUSAL_SAMPLE", "0.5".into())]);
+    let half = run_helper(
+        "helper_sampling",
+        &[
+            ("SIGHTLINE_CAUSAL_SINK", "off".into()),
+            ("SIGHTLINE_CAUSAL_SAMPLE", "0.5".into()),
+        ],
+    );
     let n: u64 = line_value(&half, "sampled ").parse().unwrap();
     // Binomial(1000, 0.5): sd ~16, so 400..600 is more than 6 sd either way.
     assert!((400..=600).contains(&n), "sampled {n} of 1000 at rate 0.5");
     assert_eq!(line_value(&half, "queued ").parse::<u64>().unwrap(), 2 * n);
-    assert_eq!(line_value(&half, "flags_clear ").parse::<u64>().unwrap(), 1000 - n);
+    assert_eq!(
+        line_value(&half, "flags_clear ").parse::<u64>().unwrap(),
+        1000 - n
+    );
 }
 
 #[test]
@@ -215,8 +284,15 @@ fn helper_sink_down() {
 #[test]
 fn an_unreachable_collector_costs_counted_drops() {
     // A port with nothing listening: bind, note the port, close.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = run_helper("helper_sink_down", &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://127.0.0.1:{port}"))]);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = run_helper(
+        "helper_sink_down",
+        &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://127.0.0.1:{port}"))],
+    );
     assert_eq!(line_value(&out, "sent "), "0");
     assert_eq!(line_value(&out, "dropped_sink "), "6");
     assert_eq!(line_value(&out, "dropped "), "6");
@@ -235,10 +311,25 @@ fn helper_bad_env() {
 
 #[test]
 fn bad_environment_values_are_named() {
-    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_SAMPLE", "lots".into())]);
-    assert_eq!(line_value(&out, "config error: "), r#"SIGHTLINE_CAUSAL_SAMPLE="lots": a number in [0, 1]"#);
-    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_SINK", "http://x".into())]);
+    let out = run_helper(
+        "helper_bad_env",
+        &[("SIGHTLINE_CAUSAL_SAMPLE", "lots".into())],
+    );
+    assert_eq!(
+        line_value(&out, "config error: "),
+        r#"SIGHTLINE_CAUSAL_SAMPLE="lots": a number in [0, 1]"#
+    );
+    let out = run_helper(
+        "helper_bad_env",
+        &[("SIGHTLINE_CAUSAL_SINK", "http://x".into())],
+    );
     assert!(line_value(&out, "config error: ").starts_with(r#"SIGHTLINE_CAUSAL_SINK="http://x""#));
-    let out = run_helper("helper_bad_env", &[("SIGHTLINE_CAUSAL_FORMAT", "binary".into()), ("SIGHTLINE_CAUSAL_QUEUE", "64".into())]);
+    let out = run_helper(
+        "helper_bad_env",
+        &[
+            ("SIGHTLINE_CAUSAL_FORMAT", "binary".into()),
+            ("SIGHTLINE_CAUSAL_QUEUE", "64".into()),
+        ],
+    );
     assert_eq!(line_value(&out, "config "), "ok");
 }

@@ -278,7 +278,13 @@ impl Asm {
         self.insns.is_empty()
     }
     fn push(&mut self, code: u8, dst: Reg, src: Reg, off: i16, imm: i32) {
-        self.insns.push(Insn { code, dst: dst.0, src: src.0, off, imm });
+        self.insns.push(Insn {
+            code,
+            dst: dst.0,
+            src: src.0,
+            off,
+            imm,
+        });
     }
     /// A fresh, unplaced label.
     pub fn label(&mut self) -> Label {
@@ -304,7 +310,10 @@ impl Asm {
     }
     /// `dst = &map` for map number `map` of the program's layout (patched to a fd at load).
     pub fn ld_map(&mut self, dst: Reg, map: usize) {
-        self.map_refs.push(MapRef { insn: self.insns.len(), map });
+        self.map_refs.push(MapRef {
+            insn: self.insns.len(),
+            map,
+        });
         self.push(LD | IMM | 0x18, dst, Reg(PSEUDO_MAP_FD), 0, map as i32);
         self.push(0, R0, R0, 0, 0);
     }

@@ -578,8 +578,21 @@ pub mod pt_regs {
 }
 
 /// The x86-64 system-call argument registers in order (arg0..arg5), as offsets in `struct pt_regs`.
-pub const SYSCALL_ARG_REGS: [i16; 6] =
-    [pt_regs::DI, pt_regs::SI, pt_regs::DX, pt_regs::R10, pt_regs::R8, pt_regs::R9];
+pub const SYSCALL_ARG_REGS: [i16; 6] = [
+    pt_regs::DI,
+    pt_regs::SI,
+    pt_regs::DX,
+    pt_regs::R10,
+    pt_regs::R8,
+    pt_regs::R9,
+];
 
 /// The x86-64 SysV function argument registers in order (uprobe arg0..arg5).
-pub const CALL_ARG_REGS: [i16; 6] = [pt_regs::DI, pt_regs::SI, pt_regs::DX, pt_regs::CX, pt_regs::R8, pt_regs::R9];
+pub const CALL_ARG_REGS: [i16; 6] = [
+    pt_regs::DI,
+    pt_regs::SI,
+    pt_regs::DX,
+    pt_regs::CX,
+    pt_regs::R8,
+    pt_regs::R9,
+];

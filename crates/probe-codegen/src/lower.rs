@@ -18,7 +18,8 @@
 use std::collections::BTreeMap;
 
 use probe_sema::checked::{
-    Action, AggFunc as SAgg, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt, VarAccess, VarScope,
+    Action, AggFunc as SAgg, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt,
+    VarAccess, VarScope,
 };
 use probe_sema::{DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, Type};
 use probe_syntax::Span;
@@ -59,7 +60,15 @@ pub struct CodegenOptions {
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { ncpus: 1, bufsize: None, wall_offset_ns: 0, dynvarsize: 1 << 20, aggsize: 4 << 20, syscall_count: usize::MAX, task: None }
+        CodegenOptions {
+            ncpus: 1,
+            bufsize: None,
+            wall_offset_ns: 0,
+            dynvarsize: 1 << 20,
+            aggsize: 4 << 20,
+            syscall_count: usize::MAX,
+            task: None,
+        }
     }
 }
 
@@ -129,12 +138,26 @@ fn group_of(p: &ProbeInfo) -> Option<GroupKey> {
         ProbeKind::Dtrace(DtraceProbe::Error) => GroupKey::Error,
         ProbeKind::Syscall { entry: true, .. } => GroupKey::SysEnter,
         ProbeKind::Syscall { entry: false, .. } => GroupKey::SysExit,
-        ProbeKind::Tracepoint { category, event } => GroupKey::Tracepoint(category.clone(), event.clone()),
-        ProbeKind::Profile { period_ns, every_cpu } => GroupKey::Profile(*period_ns, *every_cpu),
-        ProbeKind::Uprobe { path, offset, ret, pid } => GroupKey::Uprobe(path.clone(), *offset, *ret, *pid, None),
-        ProbeKind::Usdt { path, offset, semaphore, pid, .. } => {
-            GroupKey::Uprobe(path.clone(), *offset, false, *pid, *semaphore)
+        ProbeKind::Tracepoint { category, event } => {
+            GroupKey::Tracepoint(category.clone(), event.clone())
         }
+        ProbeKind::Profile {
+            period_ns,
+            every_cpu,
+        } => GroupKey::Profile(*period_ns, *every_cpu),
+        ProbeKind::Uprobe {
+            path,
+            offset,
+            ret,
+            pid,
+        } => GroupKey::Uprobe(path.clone(), *offset, *ret, *pid, None),
+        ProbeKind::Usdt {
+            path,
+            offset,
+            semaphore,
+            pid,
+            ..
+        } => GroupKey::Uprobe(path.clone(), *offset, false, *pid, *semaphore),
         ProbeKind::Other(_) => return None,
     })
 }
@@ -142,9 +165,16 @@ fn group_of(p: &ProbeInfo) -> Option<GroupKey> {
 /// Where a variable's value lives.
 #[derive(Debug, Clone)]
 enum VarHome {
-    Global { offset: u32 },
-    Map { map: usize, key_fields: Vec<FieldKind> },
-    ThreadLocal { map: usize },
+    Global {
+        offset: u32,
+    },
+    Map {
+        map: usize,
+        key_fields: Vec<FieldKind>,
+    },
+    ThreadLocal {
+        map: usize,
+    },
     ClauseLocal,
 }
 
@@ -188,7 +218,10 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
                 return Err(CodegenError {
                     clause: c.index,
                     span: c.span,
-                    message: format!("probe {} has a kind this runtime cannot attach", p.full_name()),
+                    message: format!(
+                        "probe {} has a kind this runtime cannot attach",
+                        p.full_name()
+                    ),
                 });
             };
             if !groups.contains_key(&g) {
@@ -207,7 +240,10 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
     }
     if opts.bufsize.is_none() {
         let asynchronous = b.layout.records.iter().any(|r| {
-            !matches!(b.layout.programs[r.program].attach, Attach::Begin | Attach::End | Attach::Error)
+            !matches!(
+                b.layout.programs[r.program].attach,
+                Attach::Begin | Attach::End | Attach::Error
+            )
         });
         if asynchronous {
             let rb = b.layout.ringbuf;
@@ -254,7 +290,9 @@ fn agg_key_caps(prog: &CheckedProgram, agg: usize, nkeys: usize, strsize: u32) -
         walk(&c.body, agg, &mut caps, strsize);
     }
     // Round up to whole 8-byte words (the key layout's unit).
-    caps.iter().map(|c| ((c + 7) & !7).min(strsize.max(8))).collect()
+    caps.iter()
+        .map(|c| ((c + 7) & !7).min(strsize.max(8)))
+        .collect()
 }
 
 /// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
@@ -265,10 +303,19 @@ fn ringbuf_size(bytes: u64) -> u32 {
 fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
     match ty {
         Type::String => FieldKind::Str { len: strsize },
-        Type::Stack { user, frames } => FieldKind::Stack { user: *user, frames: *frames },
+        Type::Stack { user, frames } => FieldKind::Stack {
+            user: *user,
+            frames: *frames,
+        },
         Type::Symbol(k) => FieldKind::Sym(*k),
-        Type::Int { bytes, signed } => FieldKind::Int { bytes: *bytes, signed: *signed },
-        _ => FieldKind::Int { bytes: 8, signed: false },
+        Type::Int { bytes, signed } => FieldKind::Int {
+            bytes: *bytes,
+            signed: *signed,
+        },
+        _ => FieldKind::Int {
+            bytes: 8,
+            signed: false,
+        },
     }
 }
 
@@ -322,7 +369,8 @@ impl<'p> Builder<'p> {
                     VarHome::ThreadLocal { map }
                 }
                 VarScope::Global if v.is_assoc() => {
-                    let key_fields: Vec<FieldKind> = v.keys.iter().map(|t| value_kind(t, strsize)).collect();
+                    let key_fields: Vec<FieldKind> =
+                        v.keys.iter().map(|t| value_kind(t, strsize)).collect();
                     let key_size: u32 = key_fields.iter().map(FieldKind::size).sum();
                     let map = self.layout.maps.len();
                     self.layout.maps.push(MapSpec {
@@ -339,7 +387,11 @@ impl<'p> Builder<'p> {
                 VarScope::Global => {
                     let offset = self.globals_size;
                     self.globals_size += vk.size();
-                    self.layout.globals.push(GlobalVar { name: v.name.clone(), offset, kind: vk });
+                    self.layout.globals.push(GlobalVar {
+                        name: v.name.clone(),
+                        offset,
+                        kind: vk,
+                    });
                     VarHome::Global { offset }
                 }
             };
@@ -373,7 +425,10 @@ impl<'p> Builder<'p> {
             let mut fields = Vec::new();
             for k in keys {
                 let sz = k.size();
-                fields.push(Field { offset: off, kind: k });
+                fields.push(Field {
+                    offset: off,
+                    kind: k,
+                });
                 off += sz;
             }
             let func = match a.func {
@@ -384,10 +439,17 @@ impl<'p> Builder<'p> {
                 SAgg::Max => AggFunc::Max,
                 SAgg::Stddev => AggFunc::Stddev,
                 SAgg::Quantize => AggFunc::Quantize,
-                SAgg::Lquantize { base, limit, step } => {
-                    AggFunc::Lquantize { base, limit, step: step.max(1) }
-                }
-                SAgg::Llquantize { factor, low, high, nsteps } => AggFunc::Llquantize {
+                SAgg::Lquantize { base, limit, step } => AggFunc::Lquantize {
+                    base,
+                    limit,
+                    step: step.max(1),
+                },
+                SAgg::Llquantize {
+                    factor,
+                    low,
+                    high,
+                    nsteps,
+                } => AggFunc::Llquantize {
                     factor: factor as i64,
                     low: low as i64,
                     high: high as i64,
@@ -401,14 +463,28 @@ impl<'p> Builder<'p> {
             let id = self.layout.aggs.len();
             let map = self.add_map(MapSpec {
                 name: format!("sl_agg_{}", a.name),
-                kind: if keyed { MapKind::PercpuHash } else { MapKind::PercpuArray },
+                kind: if keyed {
+                    MapKind::PercpuHash
+                } else {
+                    MapKind::PercpuArray
+                },
                 key_size,
                 value_size,
-                max_entries: if keyed { entries_for(self.opts.aggsize, key_size + value_size) } else { 1 },
+                max_entries: if keyed {
+                    entries_for(self.opts.aggsize, key_size + value_size)
+                } else {
+                    1
+                },
                 no_prealloc: keyed,
                 role: MapRole::Aggregation(id),
             });
-            self.layout.aggs.push(AggDesc { name: a.name.clone(), func, keys: fields, key_size, map });
+            self.layout.aggs.push(AggDesc {
+                name: a.name.clone(),
+                func,
+                keys: fields,
+                key_size,
+                map,
+            });
         }
         Ok(())
     }
@@ -420,13 +496,29 @@ impl<'p> Builder<'p> {
             GroupKey::Error => (ProgKind::RawTracepoint, Attach::Error),
             GroupKey::SysEnter => (ProgKind::RawTracepoint, Attach::SysEnter),
             GroupKey::SysExit => (ProgKind::RawTracepoint, Attach::SysExit),
-            GroupKey::Tracepoint(c, e) => {
-                (ProgKind::Tracepoint, Attach::Tracepoint { category: c.clone(), event: e.clone() })
-            }
-            GroupKey::Profile(p, e) => (ProgKind::PerfEvent, Attach::Profile { period_ns: *p, every_cpu: *e }),
+            GroupKey::Tracepoint(c, e) => (
+                ProgKind::Tracepoint,
+                Attach::Tracepoint {
+                    category: c.clone(),
+                    event: e.clone(),
+                },
+            ),
+            GroupKey::Profile(p, e) => (
+                ProgKind::PerfEvent,
+                Attach::Profile {
+                    period_ns: *p,
+                    every_cpu: *e,
+                },
+            ),
             GroupKey::Uprobe(path, offset, ret, pid, semaphore) => (
                 ProgKind::Kprobe,
-                Attach::Uprobe { path: path.clone(), offset: *offset, ret: *ret, pid: *pid, semaphore: *semaphore },
+                Attach::Uprobe {
+                    path: path.clone(),
+                    offset: *offset,
+                    ret: *ret,
+                    pid: *pid,
+                    semaphore: *semaphore,
+                },
             ),
         };
         let name = match &g {
@@ -520,7 +612,12 @@ pub fn agg_slots(f: &AggFunc) -> u32 {
         AggFunc::Stddev => 4,
         AggFunc::Quantize => QUANTIZE_BUCKETS,
         AggFunc::Lquantize { base, limit, step } => lquantize_levels(*base, *limit, *step) + 2,
-        AggFunc::Llquantize { factor, low, high, steps } => llquantize_boundaries(*factor, *low, *high, *steps).len() as u32 + 1,
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            steps,
+        } => llquantize_boundaries(*factor, *low, *high, *steps).len() as u32 + 1,
     }
 }
 
@@ -534,7 +631,12 @@ pub fn lquantize_levels(base: i64, limit: i64, step: i64) -> u32 {
 /// from probe-format's labels so the BPF side and the printer agree exactly
 /// ([`probe_format::agg::llquantize_bucket`]).
 pub fn llquantize_boundaries(factor: i64, low: i64, high: i64, nsteps: i64) -> Vec<i64> {
-    let v = probe_format::agg::llquantize_bucket_values(factor as u16, low as u16, high as u16, nsteps as u16);
+    let v = probe_format::agg::llquantize_bucket_values(
+        factor as u16,
+        low as u16,
+        high as u16,
+        nsteps as u16,
+    );
     v[1..].to_vec()
 }
 
@@ -574,7 +676,11 @@ struct ProgGen<'b, 'p> {
 
 impl ProgGen<'_, '_> {
     fn err<T>(&self, span: Span, message: impl Into<String>) -> Res<T> {
-        Err(CodegenError { clause: self.clause, span, message: message.into() })
+        Err(CodegenError {
+            clause: self.clause,
+            span,
+            message: message.into(),
+        })
     }
 
     fn slot(&mut self, span: Span) -> Res<i16> {
@@ -591,7 +697,10 @@ impl ProgGen<'_, '_> {
         let size = (size + 7) & !7;
         self.scratch_next += size;
         if self.scratch_next > 32000 {
-            return self.err(span, "clause needs more than 32000 bytes of scratch memory (lower strsize)");
+            return self.err(
+                span,
+                "clause needs more than 32000 bytes of scratch memory (lower strsize)",
+            );
         }
         self.scratch_max = self.scratch_max.max(self.scratch_next);
         Ok(off)
@@ -661,7 +770,12 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    fn clause(&mut self, c: &CheckedClause, probes: &[ProbeInfo], _members: &[(usize, Vec<ProbeInfo>)]) -> Res<()> {
+    fn clause(
+        &mut self,
+        c: &CheckedClause,
+        probes: &[ProbeInfo],
+        _members: &[(usize, Vec<ProbeInfo>)],
+    ) -> Res<()> {
         self.clause = c.index;
         self.clause_span = c.span;
         self.probes = probes.to_vec();
@@ -693,7 +807,12 @@ impl ProgGen<'_, '_> {
             let (id, size, sections) = self.record_layout(shapes);
             let base = self.scratch(size, c.span)?;
             self.write_header(base, id);
-            self.record = Some(CurRecord { base, size, sections, next: 0 });
+            self.record = Some(CurRecord {
+                base,
+                size,
+                sections,
+                next: 0,
+            });
         }
         for s in &c.body {
             self.stmt(s)?;
@@ -783,20 +902,24 @@ impl ProgGen<'_, '_> {
     /// Normalizes R-register `r` to the representation of `ty` (truncate, then sign/zero extend).
     fn normalize(&mut self, r: Reg, ty: &Type) {
         if let Type::Int { bytes, signed } = ty
-            && *bytes < 8 {
-                if *signed {
-                    self.asm.movsx(r, r, (*bytes as i16) * 8);
-                } else {
-                    self.asm.zext(r, *bytes as u32 * 8);
-                }
+            && *bytes < 8
+        {
+            if *signed {
+                self.asm.movsx(r, r, (*bytes as i16) * 8);
+            } else {
+                self.asm.zext(r, *bytes as u32 * 8);
             }
+        }
     }
 
     // ---- records ----
 
     /// Registers a record layout for `actions` and returns (record id, size, per-action field
     /// offsets relative to the record start).
-    fn record_layout(&mut self, actions: Vec<(RecordAction, Vec<FieldKind>)>) -> (u32, u32, Vec<Vec<u32>>) {
+    fn record_layout(
+        &mut self,
+        actions: Vec<(RecordAction, Vec<FieldKind>)>,
+    ) -> (u32, u32, Vec<Vec<u32>>) {
         let mut size = RECORD_HEADER;
         let mut recs = Vec::new();
         let mut offs = Vec::new();
@@ -805,14 +928,22 @@ impl ProgGen<'_, '_> {
             let mut o = Vec::new();
             for k in kinds {
                 o.push(size);
-                fields.push(Field { offset: size, kind: k.clone() });
+                fields.push(Field {
+                    offset: size,
+                    kind: k.clone(),
+                });
                 size += k.size();
             }
             recs.push(ActionRec { action, fields });
             offs.push(o);
         }
         let id = self.b.layout.records.len() as u32;
-        self.b.layout.records.push(RecordDesc { clause: self.clause, program: self.prog_index, actions: recs, size });
+        self.b.layout.records.push(RecordDesc {
+            clause: self.clause,
+            program: self.prog_index,
+            actions: recs,
+            size,
+        });
         (id, size, offs)
     }
 
@@ -852,7 +983,14 @@ impl ProgGen<'_, '_> {
         let i = r.next;
         r.next += 1;
         let base = r.base;
-        let offs: Vec<u32> = r.sections.get(i).cloned().unwrap_or_default().iter().map(|o| base + o).collect();
+        let offs: Vec<u32> = r
+            .sections
+            .get(i)
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|o| base + o)
+            .collect();
         // mask |= 1 << i
         let a = &mut self.asm;
         a.ldx(Size::DW, R1, R7, (base + 16) as i16);
@@ -891,7 +1029,16 @@ impl ProgGen<'_, '_> {
     }
 
     fn fault(&mut self, fault: Fault, addr_slot: Option<i16>, span: Span) -> Res<()> {
-        let kinds = vec![FieldKind::Int { bytes: 8, signed: false }, FieldKind::Int { bytes: 8, signed: false }];
+        let kinds = vec![
+            FieldKind::Int {
+                bytes: 8,
+                signed: false,
+            },
+            FieldKind::Int {
+                bytes: 8,
+                signed: false,
+            },
+        ];
         let mark = self.scratch_next;
         let (id, size, offs) = self.record_layout(vec![(RecordAction::Error, kinds)]);
         let base = self.scratch(size, span)?;
@@ -944,7 +1091,13 @@ impl ProgGen<'_, '_> {
                 }
                 self.asm.bind(done);
             }
-            TStmt::Aggregate { agg, keys, value, incr, span } => self.aggregate(agg.0 as usize, keys, value.as_ref(), incr.as_ref(), *span)?,
+            TStmt::Aggregate {
+                agg,
+                keys,
+                value,
+                incr,
+                span,
+            } => self.aggregate(agg.0 as usize, keys, value.as_ref(), incr.as_ref(), *span)?,
             TStmt::Action(a, span) => self.action(a, *span)?,
         }
         self.stack_next = mark.0;
@@ -959,33 +1112,68 @@ impl ProgGen<'_, '_> {
         Some(match a {
             Action::Trace(e) => (RecordAction::Trace, vec![value_kind(&e.ty, ss)]),
             Action::Printf { format, args } => (
-                RecordAction::Printf { format: format.clone() },
+                RecordAction::Printf {
+                    format: format.clone(),
+                },
                 args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
             ),
-            Action::Exit(_) => (RecordAction::Exit, vec![FieldKind::Int { bytes: 4, signed: true }]),
+            Action::Exit(_) => (
+                RecordAction::Exit,
+                vec![FieldKind::Int {
+                    bytes: 4,
+                    signed: true,
+                }],
+            ),
             Action::Printa { format, aggs } => (
-                RecordAction::Printa { format: format.clone(), aggs: aggs.iter().map(|a| a.0 as usize).collect() },
+                RecordAction::Printa {
+                    format: format.clone(),
+                    aggs: aggs.iter().map(|a| a.0 as usize).collect(),
+                },
                 vec![],
             ),
-            Action::Clear(agg) => (RecordAction::Clear { agg: agg.0 as usize }, vec![]),
+            Action::Clear(agg) => (
+                RecordAction::Clear {
+                    agg: agg.0 as usize,
+                },
+                vec![],
+            ),
             Action::Trunc { agg, keep } => {
                 let keep = match keep {
                     None => None,
                     Some(e) => Some(self.const_int(e)?),
                 };
-                (RecordAction::Trunc { agg: agg.0 as usize, keep }, vec![])
+                (
+                    RecordAction::Trunc {
+                        agg: agg.0 as usize,
+                        keep,
+                    },
+                    vec![],
+                )
             }
-            Action::Normalize { agg, factor } => {
-                (RecordAction::Normalize { agg: agg.0 as usize, factor: Some(self.const_int(factor)?) }, vec![])
-            }
-            Action::Denormalize(agg) => (RecordAction::Normalize { agg: agg.0 as usize, factor: None }, vec![]),
+            Action::Normalize { agg, factor } => (
+                RecordAction::Normalize {
+                    agg: agg.0 as usize,
+                    factor: Some(self.const_int(factor)?),
+                },
+                vec![],
+            ),
+            Action::Denormalize(agg) => (
+                RecordAction::Normalize {
+                    agg: agg.0 as usize,
+                    factor: None,
+                },
+                vec![],
+            ),
             Action::Speculate(_) | Action::Commit(_) | Action::Discard(_) => {
                 let action = match a {
                     Action::Speculate(_) => RecordAction::Speculate,
                     Action::Commit(_) => RecordAction::Commit,
                     _ => RecordAction::Discard,
                 };
-                let word = FieldKind::Int { bytes: 8, signed: false };
+                let word = FieldKind::Int {
+                    bytes: 8,
+                    signed: false,
+                };
                 (action, vec![word.clone(), word])
             }
             _ => return None,
@@ -1011,9 +1199,14 @@ impl ProgGen<'_, '_> {
 
     fn action(&mut self, a: &Action, span: Span) -> Res<()> {
         match a {
-            Action::Tracemem { .. } => return self.err(span, "tracemem() is not supported by sightline yet"),
+            Action::Tracemem { .. } => {
+                return self.err(span, "tracemem() is not supported by sightline yet");
+            }
             Action::System { .. } | Action::Raise(_) | Action::Stop => {
-                return self.err(span, "destructive actions (system, raise, stop) are not supported");
+                return self.err(
+                    span,
+                    "destructive actions (system, raise, stop) are not supported",
+                );
             }
             Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
                 return self.err(e.span, "trunc() needs a constant count");
@@ -1069,7 +1262,14 @@ impl ProgGen<'_, '_> {
         Ok(off)
     }
 
-    fn aggregate(&mut self, id: usize, keys: &[TExpr], value: Option<&TExpr>, incr: Option<&TExpr>, span: Span) -> Res<()> {
+    fn aggregate(
+        &mut self,
+        id: usize,
+        keys: &[TExpr],
+        value: Option<&TExpr>,
+        incr: Option<&TExpr>,
+        span: Span,
+    ) -> Res<()> {
         let desc = self.b.layout.aggs[id].clone();
         // Value and weight first, into stack slots.
         let vslot = self.slot(span)?;
@@ -1123,7 +1323,10 @@ impl ProgGen<'_, '_> {
             self.asm.bind(found);
             self.asm.mov(R9, R0);
         }
-        let signed = self.b.prog.aggregations[id].arg_ty.as_int().is_none_or(|(_, s)| s);
+        let signed = self.b.prog.aggregations[id]
+            .arg_ty
+            .as_int()
+            .is_none_or(|(_, s)| s);
         let a = &mut self.asm;
         a.ldx(Size::DW, R2, R10, vslot);
         match &desc.func {
@@ -1236,7 +1439,12 @@ impl ProgGen<'_, '_> {
                 a.bind(have);
                 self.bump_bucket(levels + 2, islot);
             }
-            AggFunc::Llquantize { factor, low, high, steps } => {
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                steps,
+            } => {
                 let bounds = llquantize_boundaries(*factor, *low, *high, *steps);
                 // Bucket = number of bounds <= v (bounds ascend), by a descending compare chain.
                 let have = a.label();
@@ -1337,7 +1545,9 @@ impl ProgGen<'_, '_> {
                 self.asm.stx(Size::DW, R10, kslot, R0);
                 self.map_ptr(map, R10, kslot as i32, create)?;
             }
-            VarHome::Map { map, key_fields, .. } => {
+            VarHome::Map {
+                map, key_fields, ..
+            } => {
                 let koff = self.build_key(&key_fields, &va.keys, span)?;
                 self.map_ptr(map, R7, koff as i32, create)?;
             }
@@ -1401,7 +1611,9 @@ impl ProgGen<'_, '_> {
                 a.alu_imm(Alu::Add, R2, kslot as i32);
                 a.call(helper::MAP_DELETE_ELEM);
             }
-            VarHome::Map { map, key_fields, .. } => {
+            VarHome::Map {
+                map, key_fields, ..
+            } => {
                 let koff = self.build_key(&key_fields, &va.keys, span)?;
                 let a = &mut self.asm;
                 a.ld_map(R1, map);
@@ -1439,7 +1651,9 @@ impl ProgGen<'_, '_> {
     }
 
     fn assign(&mut self, e: &TExpr) -> Res<()> {
-        let TExprKind::Assign(va, value) = &e.kind else { unreachable!("assign() on a non-assignment") };
+        let TExprKind::Assign(va, value) = &e.kind else {
+            unreachable!("assign() on a non-assignment")
+        };
         if e.ty.is_string() || matches!(e.ty, Type::Stack { .. }) {
             let k = value_kind(&e.ty, self.strsize());
             let tmp = self.scratch(k.size(), e.span)?;
@@ -1468,7 +1682,10 @@ impl ProgGen<'_, '_> {
             ArgAccess::Zero => self.asm.mov_imm(R0, 0),
             ArgAccess::CtxU64 { index } => self.asm.ldx(Size::DW, R0, R6, (index * 8) as i16),
             ArgAccess::Regs { reg_offset } => self.asm.ldx(Size::DW, R0, R6, reg_offset),
-            ArgAccess::RegsViaPtr { ptr_index, reg_offset } => {
+            ArgAccess::RegsViaPtr {
+                ptr_index,
+                reg_offset,
+            } => {
                 let s = self.slot(span)?;
                 let a = &mut self.asm;
                 a.st_imm(Size::DW, R10, s, 0);
@@ -1505,7 +1722,12 @@ impl ProgGen<'_, '_> {
                 self.asm.alu(Alu::Add, R3, R1);
                 true
             }
-            UsdtLoc::MemIndexed { base_offset, index_offset, scale, disp } => {
+            UsdtLoc::MemIndexed {
+                base_offset,
+                index_offset,
+                scale,
+                disp,
+            } => {
                 self.asm.ldx(Size::DW, R3, R6, *base_offset);
                 self.asm.ldx(Size::DW, R1, R6, *index_offset);
                 self.asm.alu_imm(Alu::Mul, R1, *scale as i32);
@@ -1529,7 +1751,10 @@ impl ProgGen<'_, '_> {
             a.call(helper::PROBE_READ_USER);
             a.ldx(Size::DW, R0, R10, s);
         }
-        let ty = Type::Int { bytes: spec.size.clamp(1, 8), signed: spec.signed };
+        let ty = Type::Int {
+            bytes: spec.size.clamp(1, 8),
+            signed: spec.signed,
+        };
         self.normalize(R0, &ty);
         Ok(())
     }
@@ -1546,7 +1771,10 @@ impl ProgGen<'_, '_> {
                 }
             }
             GroupKey::SysEnter => match SYSCALL_ARG_REGS.get(n as usize) {
-                Some(&r) => ArgAccess::RegsViaPtr { ptr_index: 0, reg_offset: r },
+                Some(&r) => ArgAccess::RegsViaPtr {
+                    ptr_index: 0,
+                    reg_offset: r,
+                },
                 None => ArgAccess::Zero,
             },
             GroupKey::SysExit => {
@@ -1564,7 +1792,10 @@ impl ProgGen<'_, '_> {
                     Some(ProbeKind::Usdt { arg_specs, .. }) => match arg_specs.get(n as usize) {
                         Some(s) => match parse_usdt_spec(s) {
                             Some(spec) => ArgAccess::Usdt(spec),
-                            None => return self.err(span, format!("USDT argument spec `{s}` not understood")),
+                            None => {
+                                return self
+                                    .err(span, format!("USDT argument spec `{s}` not understood"));
+                            }
                         },
                         None => ArgAccess::Zero,
                     },
@@ -1572,7 +1803,9 @@ impl ProgGen<'_, '_> {
                     // return site, see probe-runtime's `user::attach`), arg1 = the return value.
                     Some(ProbeKind::Uprobe { ret: true, .. }) => match n {
                         0 => ArgAccess::AttachCookie,
-                        1 => ArgAccess::Regs { reg_offset: pt_regs::AX },
+                        1 => ArgAccess::Regs {
+                            reg_offset: pt_regs::AX,
+                        },
                         _ => ArgAccess::Zero,
                     },
                     _ => match CALL_ARG_REGS.get(n as usize) {
@@ -1673,9 +1906,17 @@ impl ProgGen<'_, '_> {
             }
             Builtin::Ppid | Builtin::Vtimestamp => return self.err(span, NEEDS_TASK_OFFSETS),
             Builtin::Caller | Builtin::Ucaller | Builtin::Stackdepth | Builtin::Ustackdepth => {
-                return self.err(span, format!("built-in variable {b:?} is not supported by sightline yet").to_lowercase());
+                return self.err(
+                    span,
+                    format!("built-in variable {b:?} is not supported by sightline yet")
+                        .to_lowercase(),
+                );
             }
-            Builtin::Execname | Builtin::Probeprov | Builtin::Probemod | Builtin::Probefunc | Builtin::Probename => {
+            Builtin::Execname
+            | Builtin::Probeprov
+            | Builtin::Probemod
+            | Builtin::Probefunc
+            | Builtin::Probename => {
                 return self.err(span, "internal: string built-in in integer context");
             }
         }
@@ -1728,15 +1969,26 @@ impl ProgGen<'_, '_> {
         // (argument index, system call numbers having the field there)
         let mut at: Vec<(u8, Vec<u32>)> = Vec::new();
         for p in &self.probes {
-            let (ProbeArgs::SyscallEntry { args, .. }, ProbeKind::Syscall { nr, .. }) = (&p.args, &p.kind) else {
-                return self.err(span, format!("probe {} has no named arguments (args->)", p.full_name()));
+            let (ProbeArgs::SyscallEntry { args, .. }, ProbeKind::Syscall { nr, .. }) =
+                (&p.args, &p.kind)
+            else {
+                return self.err(
+                    span,
+                    format!("probe {} has no named arguments (args->)", p.full_name()),
+                );
             };
             let Some(i) = args.iter().position(|f| f.name == name) else {
                 return self.err(span, format!("{} has no argument `{name}`", p.full_name()));
             };
             let i = u8::try_from(i).ok().filter(|&i| i < 6);
             let Some(i) = i else {
-                return self.err(span, format!("argument `{name}` of {} is not in a register", p.full_name()));
+                return self.err(
+                    span,
+                    format!(
+                        "argument `{name}` of {} is not in a register",
+                        p.full_name()
+                    ),
+                );
             };
             match at.iter_mut().find(|(j, _)| *j == i) {
                 Some((_, nrs)) => nrs.push(*nr),
@@ -1744,7 +1996,10 @@ impl ProgGen<'_, '_> {
             }
         }
         let Some(((last, _), rest)) = at.split_last() else {
-            return self.err(span, format!("no system call argument `{name}` at this probe"));
+            return self.err(
+                span,
+                format!("no system call argument `{name}` at this probe"),
+            );
         };
         let (last, rest) = (*last, rest.to_vec());
         let done = self.asm.label();
@@ -1771,17 +2026,25 @@ impl ProgGen<'_, '_> {
             TExprKind::Int(v) => {
                 let mut v = *v as i64;
                 if let Type::Int { bytes, signed } = e.ty
-                    && bytes < 8 {
-                        let sh = 64 - bytes as u32 * 8;
-                        v = if signed { (v << sh) >> sh } else { ((v as u64) << sh >> sh) as i64 };
-                    }
+                    && bytes < 8
+                {
+                    let sh = 64 - bytes as u32 * 8;
+                    v = if signed {
+                        (v << sh) >> sh
+                    } else {
+                        ((v as u64) << sh >> sh) as i64
+                    };
+                }
                 self.asm.mov_imm(R0, v);
             }
             TExprKind::Str(_) => return self.err(e.span, "a string where an integer is expected"),
             TExprKind::Builtin(b) => self.builtin_int(*b, e.span)?,
             TExprKind::ProbeArg(n) => {
                 if let GroupKey::Tracepoint(..) = self.group {
-                    return self.err(e.span, "args[N] is not defined at tracepoints: use args->field");
+                    return self.err(
+                        e.span,
+                        "args[N] is not defined at tracepoints: use args->field",
+                    );
                 }
                 if matches!(self.group, GroupKey::Profile(..)) {
                     self.profile_arg(*n)?;
@@ -1797,7 +2060,10 @@ impl ProgGen<'_, '_> {
             TExprKind::TpField(name) => {
                 let f = self.tp_field(name, e.span)?;
                 if f.array.is_some() || f.data_loc_string {
-                    return self.err(e.span, format!("tracepoint field `{name}` is not an integer"));
+                    return self.err(
+                        e.span,
+                        format!("tracepoint field `{name}` is not an integer"),
+                    );
                 }
                 let size = Size::from_bytes(f.size);
                 if f.signed && f.size < 8 {
@@ -1809,13 +2075,19 @@ impl ProgGen<'_, '_> {
             }
             TExprKind::ArrayElem(base, i) => {
                 let TExprKind::TpField(name) = &base.kind else {
-                    return self.err(e.span, "indexing is supported on tracepoint array fields only");
+                    return self.err(
+                        e.span,
+                        "indexing is supported on tracepoint array fields only",
+                    );
                 };
                 let f = self.tp_field(name, e.span)?;
                 let n = f.array.unwrap_or(1).max(1);
                 let elem = f.size / n;
                 if *i >= n {
-                    return self.err(e.span, format!("index {i} is out of bounds of `{name}` ({n} elements)"));
+                    return self.err(
+                        e.span,
+                        format!("index {i} is out of bounds of `{name}` ({n} elements)"),
+                    );
                 }
                 let off = (f.offset + i * elem) as i16;
                 if f.signed && elem < 8 {
@@ -1827,42 +2099,45 @@ impl ProgGen<'_, '_> {
             }
             TExprKind::Var(va) => {
                 if !e.ty.is_integral() && !matches!(e.ty, Type::Symbol(_)) {
-                    return self.err(e.span, "a non-integer variable where an integer is expected");
+                    return self.err(
+                        e.span,
+                        "a non-integer variable where an integer is expected",
+                    );
                 }
                 self.var_read_int(va, e.span)?;
             }
-            TExprKind::Unary(op, inner) => {
-                match op {
-                    UnaryOp::Not => {
-                        self.int(inner)?;
-                        let a = &mut self.asm;
-                        let one = a.label();
-                        let done = a.label();
-                        a.jmp_imm(Cond::Eq, R0, 0, one);
-                        a.mov_imm(R0, 0);
-                        a.ja(done);
-                        a.bind(one);
-                        a.mov_imm(R0, 1);
-                        a.bind(done);
-                    }
-                    UnaryOp::Neg => {
-                        self.int(inner)?;
-                        self.asm.alu_imm(Alu::Neg, R0, 0);
-                        self.normalize(R0, &e.ty);
-                    }
-                    UnaryOp::BitNot => {
-                        self.int(inner)?;
-                        self.asm.alu_imm(Alu::Xor, R0, -1);
-                        self.normalize(R0, &e.ty);
-                    }
-                    UnaryOp::Plus => self.int(inner)?,
-                    UnaryOp::Deref => {
-                        self.int(inner)?;
-                        self.deref(&e.ty, e.span)?;
-                    }
-                    UnaryOp::AddrOf => return self.err(e.span, "the & operator is not supported by sightline"),
+            TExprKind::Unary(op, inner) => match op {
+                UnaryOp::Not => {
+                    self.int(inner)?;
+                    let a = &mut self.asm;
+                    let one = a.label();
+                    let done = a.label();
+                    a.jmp_imm(Cond::Eq, R0, 0, one);
+                    a.mov_imm(R0, 0);
+                    a.ja(done);
+                    a.bind(one);
+                    a.mov_imm(R0, 1);
+                    a.bind(done);
                 }
-            }
+                UnaryOp::Neg => {
+                    self.int(inner)?;
+                    self.asm.alu_imm(Alu::Neg, R0, 0);
+                    self.normalize(R0, &e.ty);
+                }
+                UnaryOp::BitNot => {
+                    self.int(inner)?;
+                    self.asm.alu_imm(Alu::Xor, R0, -1);
+                    self.normalize(R0, &e.ty);
+                }
+                UnaryOp::Plus => self.int(inner)?,
+                UnaryOp::Deref => {
+                    self.int(inner)?;
+                    self.deref(&e.ty, e.span)?;
+                }
+                UnaryOp::AddrOf => {
+                    return self.err(e.span, "the & operator is not supported by sightline");
+                }
+            },
             TExprKind::Deref(inner) => {
                 self.int(inner)?;
                 self.deref(&e.ty, e.span)?;
@@ -1906,16 +2181,22 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             TExprKind::Assign(..) => self.assign(e)?,
-            TExprKind::IncDec { target, increment, prefix } => {
+            TExprKind::IncDec {
+                target,
+                increment,
+                prefix,
+            } => {
                 let old = self.slot(e.span)?;
                 let new = self.slot(e.span)?;
                 self.var_read_int(target, e.span)?;
                 self.asm.stx(Size::DW, R10, old, R0);
-                self.asm.alu_imm(Alu::Add, R0, if *increment { 1 } else { -1 });
+                self.asm
+                    .alu_imm(Alu::Add, R0, if *increment { 1 } else { -1 });
                 self.normalize(R0, &e.ty);
                 self.asm.stx(Size::DW, R10, new, R0);
                 self.var_write_int(target, new, e.span)?;
-                self.asm.ldx(Size::DW, R0, R10, if *prefix { new } else { old });
+                self.asm
+                    .ldx(Size::DW, R0, R10, if *prefix { new } else { old });
             }
             TExprKind::Call(subr, args) => self.call_int(*subr, args, e)?,
             TExprKind::Stack { .. } => return self.err(e.span, "a stack is not an integer"),
@@ -1941,7 +2222,10 @@ impl ProgGen<'_, '_> {
                 return self.err(span, format!("copyin() size {v} is out of range: sightline copies 1 to {COPYIN_MAX} bytes"));
             }
             _ => {
-                return self.err(span, format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"));
+                return self.err(
+                    span,
+                    format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"),
+                );
             }
         };
         let addr = self.slot(span)?;
@@ -2031,7 +2315,8 @@ impl ProgGen<'_, '_> {
                 self.set_cond(Cond::Ne, R0, 0);
                 self.asm.ja(done);
                 self.asm.bind(a_done);
-                self.asm.mov_imm(R0, if op == BinaryOp::LogAnd { 0 } else { 1 });
+                self.asm
+                    .mov_imm(R0, if op == BinaryOp::LogAnd { 0 } else { 1 });
                 self.asm.bind(done);
                 return Ok(());
             }
@@ -2165,12 +2450,20 @@ impl ProgGen<'_, '_> {
             Subr::Copyin => self.copyin(args, e.span)?,
             Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
-                let kind = if subr == Subr::Index { Search::Index } else { Search::Rindex };
+                let kind = if subr == Subr::Index {
+                    Search::Index
+                } else {
+                    Search::Rindex
+                };
                 let (_, w) = self.search(kind, args, e.span)?;
                 self.asm.ldx(Size::DW, R0, R7, w as i16);
             }
             other => {
-                return self.err(e.span, format!("subroutine {other:?} is not supported by sightline yet").to_lowercase());
+                return self.err(
+                    e.span,
+                    format!("subroutine {other:?} is not supported by sightline yet")
+                        .to_lowercase(),
+                );
             }
         }
         Ok(())
@@ -2213,7 +2506,12 @@ impl ProgGen<'_, '_> {
             let mut w = [0u8; 4];
             let take = (n - i).min(4);
             w[..take].copy_from_slice(&s[i..i + take]);
-            self.asm.st_imm(Size::W, R7, (off as usize + i) as i16, i32::from_le_bytes(w));
+            self.asm.st_imm(
+                Size::W,
+                R7,
+                (off as usize + i) as i16,
+                i32::from_le_bytes(w),
+            );
             i += 4;
         }
     }
@@ -2299,7 +2597,12 @@ impl ProgGen<'_, '_> {
                 a.mov_imm(R2, 16.min(ss as i64));
                 a.call(helper::GET_CURRENT_COMM);
             }
-            TExprKind::Builtin(b @ (Builtin::Probeprov | Builtin::Probemod | Builtin::Probefunc | Builtin::Probename)) => {
+            TExprKind::Builtin(
+                b @ (Builtin::Probeprov
+                | Builtin::Probemod
+                | Builtin::Probefunc
+                | Builtin::Probename),
+            ) => {
                 if let Some(s) = self.probe_string(*b) {
                     self.string_lit(s.as_bytes(), off, ss);
                 } else if *b == Builtin::Probefunc && self.is_syscall() {
@@ -2321,11 +2624,19 @@ impl ProgGen<'_, '_> {
                     self.copy(R7, off as i32, R9, 0, n);
                     self.asm.bind(done);
                 } else {
-                    return self.err(e.span, "this probe-name built-in differs between the clause's probes");
+                    return self.err(
+                        e.span,
+                        "this probe-name built-in differs between the clause's probes",
+                    );
                 }
             }
             TExprKind::TpField(name) if self.group == GroupKey::SysEnter => {
-                return self.err(e.span, format!("system call argument `{name}` is not a string: use copyinstr(args->{name})"));
+                return self.err(
+                    e.span,
+                    format!(
+                        "system call argument `{name}` is not a string: use copyinstr(args->{name})"
+                    ),
+                );
             }
             TExprKind::TpField(name) => {
                 let f = self.tp_field(name, e.span)?;
@@ -2376,8 +2687,15 @@ impl ProgGen<'_, '_> {
             TExprKind::Cast(inner) if inner.ty.is_string() => self.string(inner, off)?,
             TExprKind::Assign(va, _) => {
                 self.assign(e)?;
-                let v = VarAccess { var: va.var, keys: va.keys.clone() };
-                let read = TExpr { kind: TExprKind::Var(v), ty: e.ty.clone(), span: e.span };
+                let v = VarAccess {
+                    var: va.var,
+                    keys: va.keys.clone(),
+                };
+                let read = TExpr {
+                    kind: TExprKind::Var(v),
+                    ty: e.ty.clone(),
+                    span: e.span,
+                };
                 self.string(&read, off)?;
             }
             TExprKind::Call(Subr::Copyinstr, args) => {
@@ -2411,7 +2729,9 @@ impl ProgGen<'_, '_> {
                 self.fault(Fault::BadAddr, Some(addr), e.span)?;
                 self.asm.bind(ok);
             }
-            TExprKind::Call(Subr::Stringof, args) | TExprKind::Call(Subr::Strjoin, args) if args.is_empty() => {
+            TExprKind::Call(Subr::Stringof, args) | TExprKind::Call(Subr::Strjoin, args)
+                if args.is_empty() =>
+            {
                 return self.err(e.span, "internal: subroutine without arguments");
             }
             TExprKind::Call(Subr::Stringof, args) => {
@@ -2515,19 +2835,37 @@ impl ProgGen<'_, '_> {
                 a.alu(Alu::Add, R3, R5);
                 a.call(helper::PROBE_READ_KERNEL_STR);
             }
-            TExprKind::Call(Subr::Basename, args) if args.len() == 1 => self.basename_dirname(&args[0], false, off, e.span)?,
-            TExprKind::Call(Subr::Dirname, args) if args.len() == 1 => self.basename_dirname(&args[0], true, off, e.span)?,
-            TExprKind::Call(Subr::Substr, args) if args.len() >= 2 => self.substr(args, off, e.span)?,
-            TExprKind::Call(Subr::Strchr, args) if args.len() == 2 => self.strchr(args, false, off, e.span)?,
-            TExprKind::Call(Subr::Strrchr, args) if args.len() == 2 => self.strchr(args, true, off, e.span)?,
+            TExprKind::Call(Subr::Basename, args) if args.len() == 1 => {
+                self.basename_dirname(&args[0], false, off, e.span)?
+            }
+            TExprKind::Call(Subr::Dirname, args) if args.len() == 1 => {
+                self.basename_dirname(&args[0], true, off, e.span)?
+            }
+            TExprKind::Call(Subr::Substr, args) if args.len() >= 2 => {
+                self.substr(args, off, e.span)?
+            }
+            TExprKind::Call(Subr::Strchr, args) if args.len() == 2 => {
+                self.strchr(args, false, off, e.span)?
+            }
+            TExprKind::Call(Subr::Strrchr, args) if args.len() == 2 => {
+                self.strchr(args, true, off, e.span)?
+            }
             TExprKind::Call(Subr::Strstr, args) if args.len() == 2 => {
                 let (s, w) = self.search(Search::Strstr, args, e.span)?;
                 self.suffix_at(s, w, off);
             }
             TExprKind::Call(subr, _) => {
-                return self.err(e.span, format!("subroutine {subr:?} is not supported by sightline yet").to_lowercase());
+                return self.err(
+                    e.span,
+                    format!("subroutine {subr:?} is not supported by sightline yet").to_lowercase(),
+                );
             }
-            _ => return self.err(e.span, "this string expression is not supported by sightline yet"),
+            _ => {
+                return self.err(
+                    e.span,
+                    "this string expression is not supported by sightline yet",
+                );
+            }
         }
         Ok(())
     }
@@ -2544,16 +2882,25 @@ pub fn parse_usdt_spec(spec: &str) -> Option<UsdtArgSpec> {
     let l = if let Some(imm) = loc.strip_prefix('$') {
         UsdtLoc::Imm(imm.parse().ok()?)
     } else if let Some(r) = loc.strip_prefix('%') {
-        UsdtLoc::Reg { reg_offset: pt_regs::by_name(r)? }
+        UsdtLoc::Reg {
+            reg_offset: pt_regs::by_name(r)?,
+        }
     } else if let Some(open) = loc.find('(') {
         let disp_s = &loc[..open];
-        let disp: i64 = if disp_s.is_empty() { 0 } else { disp_s.parse().ok()? };
+        let disp: i64 = if disp_s.is_empty() {
+            0
+        } else {
+            disp_s.parse().ok()?
+        };
         let inner = loc[open + 1..].strip_suffix(')')?;
         let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
         match parts.as_slice() {
             // `disp(%rip)`: probe-user's catalog rewrites `sym(%rip)` to the symbol's distance from the
             // probe site, and `regs->ip` at a uprobe is the probe site's address.
-            [base] => UsdtLoc::Mem { base_offset: pt_regs::by_name(base)?, disp },
+            [base] => UsdtLoc::Mem {
+                base_offset: pt_regs::by_name(base)?,
+                disp,
+            },
             [base, index, scale] => UsdtLoc::MemIndexed {
                 base_offset: pt_regs::by_name(base)?,
                 index_offset: pt_regs::by_name(index)?,
@@ -2565,7 +2912,11 @@ pub fn parse_usdt_spec(spec: &str) -> Option<UsdtArgSpec> {
     } else {
         return None;
     };
-    Some(UsdtArgSpec { loc: l, size, signed })
+    Some(UsdtArgSpec {
+        loc: l,
+        size,
+        signed,
+    })
 }
 
 #[cfg(test)]
@@ -2576,16 +2927,37 @@ mod tests {
     fn usdt_specs_parse_to_pt_regs_locations() {
         let s = parse_usdt_spec("-4@%eax").unwrap();
         assert_eq!((s.size, s.signed), (4, true));
-        assert_eq!(s.loc, UsdtLoc::Reg { reg_offset: pt_regs::AX });
+        assert_eq!(
+            s.loc,
+            UsdtLoc::Reg {
+                reg_offset: pt_regs::AX
+            }
+        );
         let s = parse_usdt_spec("8@-16(%rbp)").unwrap();
-        assert_eq!(s.loc, UsdtLoc::Mem { base_offset: pt_regs::BP, disp: -16 });
+        assert_eq!(
+            s.loc,
+            UsdtLoc::Mem {
+                base_offset: pt_regs::BP,
+                disp: -16
+            }
+        );
         let s = parse_usdt_spec("4@8(%rdi,%r12,4)").unwrap();
         assert_eq!(
             s.loc,
-            UsdtLoc::MemIndexed { base_offset: pt_regs::DI, index_offset: pt_regs::R12, scale: 4, disp: 8 }
+            UsdtLoc::MemIndexed {
+                base_offset: pt_regs::DI,
+                index_offset: pt_regs::R12,
+                scale: 4,
+                disp: 8
+            }
         );
         assert_eq!(parse_usdt_spec("8@$42").unwrap().loc, UsdtLoc::Imm(42));
-        assert_eq!(parse_usdt_spec("2@%r9w").unwrap().loc, UsdtLoc::Reg { reg_offset: pt_regs::R9 });
+        assert_eq!(
+            parse_usdt_spec("2@%r9w").unwrap().loc,
+            UsdtLoc::Reg {
+                reg_offset: pt_regs::R9
+            }
+        );
         assert!(parse_usdt_spec("8@x(%rip)").is_none());
         assert!(parse_usdt_spec("garbage").is_none());
     }
@@ -2594,8 +2966,14 @@ mod tests {
     /// must equal probe-format's reference function for every value.
     #[test]
     fn llquantize_compare_chain_matches_probe_format() {
-        for (factor, low, high, nsteps) in [(10u16, 0u16, 3u16, 10u16), (2, 0, 10, 2), (10, 1, 4, 20), (4, 2, 6, 8)] {
-            let bounds = llquantize_boundaries(factor as i64, low as i64, high as i64, nsteps as i64);
+        for (factor, low, high, nsteps) in [
+            (10u16, 0u16, 3u16, 10u16),
+            (2, 0, 10, 2),
+            (10, 1, 4, 20),
+            (4, 2, 6, 8),
+        ] {
+            let bounds =
+                llquantize_boundaries(factor as i64, low as i64, high as i64, nsteps as i64);
             assert_eq!(
                 bounds.len() + 1,
                 probe_format::agg::llquantize_nbuckets(factor, low, high, nsteps),
@@ -2615,7 +2993,10 @@ mod tests {
     fn lquantize_layout_matches_probe_format() {
         for (base, limit, step) in [(0i64, 100i64, 10i64), (-10, 100, 10), (0, 7, 3)] {
             let f = probe_format::agg::AggFunc::Lquantize { base, limit, step };
-            assert_eq!(agg_slots(&AggFunc::Lquantize { base, limit, step }) as usize, f.nwords());
+            assert_eq!(
+                agg_slots(&AggFunc::Lquantize { base, limit, step }) as usize,
+                f.nwords()
+            );
         }
     }
 }

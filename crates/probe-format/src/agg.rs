@@ -647,7 +647,8 @@ impl Aggregation {
     /// symbol, see [`crate::value::Symbol::function_key`]), where distinct kernel keys become one.
     pub fn merge_equal_keys(entries: Vec<AggEntry>) -> Vec<AggEntry> {
         let mut out: Vec<AggEntry> = Vec::with_capacity(entries.len());
-        let mut index: std::collections::HashMap<Vec<Value>, usize> = std::collections::HashMap::new();
+        let mut index: std::collections::HashMap<Vec<Value>, usize> =
+            std::collections::HashMap::new();
         for e in entries {
             match index.get(&e.keys) {
                 Some(&i) => out[i].data.merge(&e.data),
@@ -895,13 +896,30 @@ mod tests {
     use crate::value::Symbol;
 
     fn ksym(addr: u64, name: &str, start: u64) -> Symbol {
-        Symbol { addr, module: Some("vmlinux".into()), name: Some(name.into()), offset: addr - start }
+        Symbol {
+            addr,
+            module: Some("vmlinux".into()),
+            name: Some(name.into()),
+            offset: addr - start,
+        }
     }
 
     /// Entries with `Sym` keys replaced by their function key, as the consumer does.
     fn by_symbol(entries: &[AggEntry]) -> Vec<AggEntry> {
-        let key = |k: &Value| if let Value::Sym(s) = k { Value::Sym(s.function_key()) } else { k.clone() };
-        entries.iter().map(|e| AggEntry { keys: e.keys.iter().map(key).collect(), data: e.data.clone() }).collect()
+        let key = |k: &Value| {
+            if let Value::Sym(s) = k {
+                Value::Sym(s.function_key())
+            } else {
+                k.clone()
+            }
+        };
+        entries
+            .iter()
+            .map(|e| AggEntry {
+                keys: e.keys.iter().map(key).collect(),
+                data: e.data.clone(),
+            })
+            .collect()
     }
 
     /// Regression: `@[func(arg0)] = count()` printed one row per sampled address ("vmlinux`mm_access"
@@ -925,7 +943,10 @@ mod tests {
         assert_eq!(merged[1].keys, other);
         assert_eq!(merged[1].data, AggData::Count(1));
         if let Value::Sym(s) = &merged[0].keys[0] {
-            assert_eq!((s.addr, s.offset, s.without_offset()), (0x1000, 0, "vmlinux`mm_access".to_string()));
+            assert_eq!(
+                (s.addr, s.offset, s.without_offset()),
+                (0x1000, 0, "vmlinux`mm_access".to_string())
+            );
         }
 
         for (func, a, b, want) in [
@@ -963,10 +984,20 @@ mod tests {
         let merged = Aggregation::merge_equal_keys(agg.entries);
         assert_eq!(merged.len(), 2);
         assert_eq!(merged[0].data, AggData::Count(2));
-        let Value::Sym(s) = &merged[0].keys[0] else { panic!("a symbol key") };
-        assert_eq!((s.without_offset(), s.with_offset()), ("vmlinux".to_string(), "vmlinux".to_string()));
-        assert_eq!((s.module.as_deref(), s.name.as_deref(), s.addr), (Some("vmlinux"), None, 0));
-        let Value::Sym(s) = &merged[1].keys[0] else { panic!("a symbol key") };
+        let Value::Sym(s) = &merged[0].keys[0] else {
+            panic!("a symbol key")
+        };
+        assert_eq!(
+            (s.without_offset(), s.with_offset()),
+            ("vmlinux".to_string(), "vmlinux".to_string())
+        );
+        assert_eq!(
+            (s.module.as_deref(), s.name.as_deref(), s.addr),
+            (Some("vmlinux"), None, 0)
+        );
+        let Value::Sym(s) = &merged[1].keys[0] else {
+            panic!("a symbol key")
+        };
         assert_eq!(s.without_offset(), "0x5000");
     }
 

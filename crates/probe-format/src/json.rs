@@ -351,7 +351,9 @@ pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
         }
         DropKind::Dynamic => format!("{count} dynamic variable drop{s}"),
         DropKind::Speculative => format!("{count} speculative drop{s}"),
-        DropKind::SpecUnavailable => format!("{count} failed speculation{s} (no speculative buffer available)"),
+        DropKind::SpecUnavailable => {
+            format!("{count} failed speculation{s} (no speculative buffer available)")
+        }
     }
 }
 
@@ -567,7 +569,10 @@ mod tests {
             drop_message(DropKind::Dynamic, None, 2),
             "2 dynamic variable drops"
         );
-        assert_eq!(drop_message(DropKind::Speculative, None, 38), "38 speculative drops");
+        assert_eq!(
+            drop_message(DropKind::Speculative, None, 38),
+            "38 speculative drops"
+        );
         assert_eq!(
             drop_message(DropKind::SpecUnavailable, None, 1),
             "1 failed speculation (no speculative buffer available)"

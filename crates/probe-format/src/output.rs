@@ -58,7 +58,8 @@ impl FlowKind {
     /// The kind of the probe named `name` (the fourth part of its description).
     pub fn of(name: &str) -> FlowKind {
         let ends = |word: &str| {
-            name.strip_suffix(word).is_some_and(|head| head.is_empty() || head.ends_with('-'))
+            name.strip_suffix(word)
+                .is_some_and(|head| head.is_empty() || head.ends_with('-'))
         };
         if ends("entry") {
             FlowKind::Entry
@@ -111,7 +112,10 @@ impl FlowIndent {
         let mut kind = FlowKind::of(name);
         // Another clause's record of the same probe firing: do not indent a second time.
         if kind == FlowKind::Entry
-            && st.last.as_ref().is_some_and(|(p, c)| *p == probe && *c != clause)
+            && st
+                .last
+                .as_ref()
+                .is_some_and(|(p, c)| *p == probe && *c != clause)
         {
             kind = FlowKind::Other;
         }
@@ -543,7 +547,14 @@ mod flow_tests {
 
     const PID: [&str; 4] = ["pid42", "a.out", "", ""];
 
-    fn line(f: &mut FlowIndent, cpu: u32, clause: u32, provider: &str, function: &str, name: &str) -> String {
+    fn line(
+        f: &mut FlowIndent,
+        cpu: u32,
+        clause: u32,
+        provider: &str,
+        function: &str,
+        name: &str,
+    ) -> String {
         f.prefix(cpu, clause, [provider, PID[1], function, name])
     }
 
@@ -567,10 +578,15 @@ mod flow_tests {
     #[test]
     fn nested_calls_indent_by_two() {
         let mut f = FlowIndent::new();
-        let got: Vec<String> = [("foo", "entry"), ("bar", "entry"), ("bar", "return"), ("foo", "return")]
-            .iter()
-            .map(|(func, name)| line(&mut f, 0, 0, PID[0], func, name))
-            .collect();
+        let got: Vec<String> = [
+            ("foo", "entry"),
+            ("bar", "entry"),
+            ("bar", "return"),
+            ("foo", "return"),
+        ]
+        .iter()
+        .map(|(func, name)| line(&mut f, 0, 0, PID[0], func, name))
+        .collect();
         assert_eq!(
             got,
             [
@@ -587,15 +603,27 @@ mod flow_tests {
     fn other_probes_show_function_and_name_with_a_bar() {
         let mut f = FlowIndent::new();
         line(&mut f, 1, 0, PID[0], "foo", "entry");
-        assert_eq!(line(&mut f, 1, 1, "pid42", "foo", "4"), format!("  1 {:<41} ", "  | foo:4"));
-        assert_eq!(line(&mut f, 1, 2, "dtrace", "", "BEGIN"), format!("  1 {:<41} ", "  | :BEGIN"));
+        assert_eq!(
+            line(&mut f, 1, 1, "pid42", "foo", "4"),
+            format!("  1 {:<41} ", "  | foo:4")
+        );
+        assert_eq!(
+            line(&mut f, 1, 2, "dtrace", "", "BEGIN"),
+            format!("  1 {:<41} ", "  | :BEGIN")
+        );
     }
 
     #[test]
     fn syscall_arrows_are_double() {
         let mut f = FlowIndent::new();
-        assert_eq!(line(&mut f, 0, 0, "syscall", "read", "entry"), format!("  0 {:<41} ", " => read"));
-        assert_eq!(line(&mut f, 0, 0, "syscall", "read", "return"), format!("  0 {:<41} ", " <= read"));
+        assert_eq!(
+            line(&mut f, 0, 0, "syscall", "read", "entry"),
+            format!("  0 {:<41} ", " => read")
+        );
+        assert_eq!(
+            line(&mut f, 0, 0, "syscall", "read", "return"),
+            format!("  0 {:<41} ", " <= read")
+        );
     }
 
     #[test]
@@ -603,15 +631,30 @@ mod flow_tests {
         let mut f = FlowIndent::new();
         line(&mut f, 0, 0, PID[0], "foo", "entry");
         // CPU 1 has its own indent: its return stays at column 0.
-        assert_eq!(line(&mut f, 1, 0, PID[0], "foo", "return"), format!("  1 {:<41} ", " <- foo"));
-        assert_eq!(line(&mut f, 0, 0, PID[0], "bar", "entry"), format!("  0 {:<41} ", "   -> bar"));
+        assert_eq!(
+            line(&mut f, 1, 0, PID[0], "foo", "return"),
+            format!("  1 {:<41} ", " <- foo")
+        );
+        assert_eq!(
+            line(&mut f, 0, 0, PID[0], "bar", "entry"),
+            format!("  0 {:<41} ", "   -> bar")
+        );
     }
 
     #[test]
     fn a_second_clause_on_the_same_entry_does_not_indent_again() {
         let mut f = FlowIndent::new();
-        assert_eq!(line(&mut f, 0, 0, PID[0], "foo", "entry"), format!("  0 {:<41} ", " -> foo"));
-        assert_eq!(line(&mut f, 0, 1, PID[0], "foo", "entry"), format!("  0 {:<41} ", "  | foo:entry"));
-        assert_eq!(line(&mut f, 0, 0, PID[0], "bar", "entry"), format!("  0 {:<41} ", "   -> bar"));
+        assert_eq!(
+            line(&mut f, 0, 0, PID[0], "foo", "entry"),
+            format!("  0 {:<41} ", " -> foo")
+        );
+        assert_eq!(
+            line(&mut f, 0, 1, PID[0], "foo", "entry"),
+            format!("  0 {:<41} ", "  | foo:entry")
+        );
+        assert_eq!(
+            line(&mut f, 0, 0, PID[0], "bar", "entry"),
+            format!("  0 {:<41} ", "   -> bar")
+        );
     }
 }

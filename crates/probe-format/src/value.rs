@@ -163,7 +163,12 @@ impl Symbol {
     /// an address without a known module stays as it is (printed `0x…`).
     pub fn module_key(&self) -> Symbol {
         match &self.module {
-            Some(m) => Symbol { addr: 0, module: Some(m.clone()), name: None, offset: 0 },
+            Some(m) => Symbol {
+                addr: 0,
+                module: Some(m.clone()),
+                name: None,
+                offset: 0,
+            },
             None => Symbol::unknown(self.addr),
         }
     }

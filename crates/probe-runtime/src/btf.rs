@@ -31,14 +31,18 @@ pub struct BtfError(pub String);
 impl Btf {
     /// Reads and parses `/sys/kernel/btf/vmlinux` (Linux 5.4+ with CONFIG_DEBUG_INFO_BTF).
     pub fn vmlinux() -> Result<Btf, BtfError> {
-        let data = std::fs::read("/sys/kernel/btf/vmlinux").map_err(|e| BtfError(format!("/sys/kernel/btf/vmlinux: {e}")))?;
+        let data = std::fs::read("/sys/kernel/btf/vmlinux")
+            .map_err(|e| BtfError(format!("/sys/kernel/btf/vmlinux: {e}")))?;
         Btf::parse(&data)
     }
 
     /// Parses a BTF blob (little-endian).
     pub fn parse(data: &[u8]) -> Result<Btf, BtfError> {
         let u16at = |o: usize| data.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
-        let u32at = |o: usize| data.get(o..o + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let u32at = |o: usize| {
+            data.get(o..o + 4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
         if u16at(0) != Some(0xeb9f) {
             return Err(BtfError("bad magic".into()));
         }
@@ -48,7 +52,9 @@ impl Btf {
         let type_len = u32at(12).ok_or_else(err)? as usize;
         let str_off = u32at(16).ok_or_else(err)? as usize + hdr_len;
         let str_len = u32at(20).ok_or_else(err)? as usize;
-        let strings = data.get(str_off..str_off + str_len).ok_or_else(|| BtfError("string section out of range".into()))?;
+        let strings = data
+            .get(str_off..str_off + str_len)
+            .ok_or_else(|| BtfError("string section out of range".into()))?;
         let name = |off: u32| -> String {
             let s = strings.get(off as usize..).unwrap_or(&[]);
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
@@ -66,8 +72,8 @@ impl Btf {
             p += 12;
             let mut members = Vec::new();
             let extra = match kind {
-                1 => 4,                 // INT
-                3 => 12,                // ARRAY
+                1 => 4,  // INT
+                3 => 12, // ARRAY
                 4 | 5 => {
                     // STRUCT / UNION
                     for i in 0..vlen {
@@ -80,16 +86,20 @@ impl Btf {
                     }
                     vlen * 12
                 }
-                6 => vlen * 8,          // ENUM
-                13 => vlen * 8,         // FUNC_PROTO
-                14 => 4,                // VAR
-                15 => vlen * 12,        // DATASEC
-                17 => 4,                // DECL_TAG
-                19 => vlen * 12,        // ENUM64
-                _ => 0,                 // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG
+                6 => vlen * 8,   // ENUM
+                13 => vlen * 8,  // FUNC_PROTO
+                14 => 4,         // VAR
+                15 => vlen * 12, // DATASEC
+                17 => 4,         // DECL_TAG
+                19 => vlen * 12, // ENUM64
+                _ => 0, // PTR, FWD, TYPEDEF, VOLATILE, CONST, RESTRICT, FUNC, FLOAT, TYPE_TAG
             };
             p += extra;
-            types.push(BtfType { kind, name: name(name_off), members });
+            types.push(BtfType {
+                kind,
+                name: name(name_off),
+                members,
+            });
         }
         Ok(Btf { types })
     }
@@ -99,7 +109,9 @@ impl Btf {
     }
 
     fn struct_named(&self, name: &str) -> Option<&BtfType> {
-        self.types.iter().find(|t| t.kind == 4 && t.name == name && !t.members.is_empty())
+        self.types
+            .iter()
+            .find(|t| t.kind == 4 && t.name == name && !t.members.is_empty())
     }
 
     /// Byte offset of member `field` in struct `ty` (looking into anonymous struct/union members)
@@ -118,10 +130,11 @@ impl Btf {
         for (n, ty, bits) in &t.members {
             if n.is_empty()
                 && let Some(inner) = self.get(*ty)
-                    && matches!(inner.kind, 4 | 5)
-                        && let Some(r) = self.find_member(inner, field, base_bits + bits) {
-                            return Some(r);
-                        }
+                && matches!(inner.kind, 4 | 5)
+                && let Some(r) = self.find_member(inner, field, base_bits + bits)
+            {
+                return Some(r);
+            }
         }
         None
     }
@@ -132,7 +145,11 @@ impl Btf {
         let (tgid, _) = self.member_offset("task_struct", "tgid")?;
         let (se, _) = self.member_offset("task_struct", "se")?;
         let (sum, _) = self.member_offset("sched_entity", "sum_exec_runtime")?;
-        Some(TaskOffsets { real_parent, tgid, sum_exec_runtime: se + sum })
+        Some(TaskOffsets {
+            real_parent,
+            tgid,
+            sum_exec_runtime: se + sum,
+        })
     }
 }
 

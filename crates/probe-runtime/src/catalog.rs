@@ -16,7 +16,8 @@
 use std::path::{Path, PathBuf};
 
 use probe_sema::catalog::{
-    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, TpField, field_matches,
+    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, TpField,
+    field_matches,
 };
 
 use crate::syscalls::SYSCALLS_X86_64;
@@ -41,13 +42,19 @@ pub fn tracefs_dir() -> Option<PathBuf> {
 /// The tracefs `id` of `category/event` (for `perf_event_open`).
 pub fn tracepoint_id(category: &str, event: &str) -> Option<u64> {
     let dir = tracefs_dir()?;
-    std::fs::read_to_string(dir.join("events").join(category).join(event).join("id")).ok()?.trim().parse().ok()
+    std::fs::read_to_string(dir.join("events").join(category).join(event).join("id"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The fields of `category/event` from its tracefs format file (common fields excluded).
 pub fn tracepoint_fields(category: &str, event: &str) -> Option<Vec<TpField>> {
     let dir = tracefs_dir()?;
-    let text = std::fs::read_to_string(dir.join("events").join(category).join(event).join("format")).ok()?;
+    let text =
+        std::fs::read_to_string(dir.join("events").join(category).join(event).join("format"))
+            .ok()?;
     probe_sema::tracefs::parse_tracepoint_format(&text).ok()
 }
 
@@ -64,12 +71,18 @@ const BUILTIN_PROVIDERS: &[&str] = &["dtrace", "profile", "syscall", "proc"];
 
 /// The syscall number of `name` in the x86-64 table.
 pub fn syscall_nr(name: &str) -> Option<u32> {
-    SYSCALLS_X86_64.iter().find(|(_, n)| *n == name).map(|(nr, _)| *nr)
+    SYSCALLS_X86_64
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(nr, _)| *nr)
 }
 
 /// The name of syscall `nr`.
 pub fn syscall_name(nr: u32) -> Option<&'static str> {
-    SYSCALLS_X86_64.iter().find(|(n, _)| *n == nr).map(|(_, name)| *name)
+    SYSCALLS_X86_64
+        .iter()
+        .find(|(n, _)| *n == nr)
+        .map(|(_, name)| *name)
 }
 
 /// Parses a profile probe name `tick-N[unit]` / `profile-N[unit]` into (period in ns, every CPU).
@@ -111,14 +124,21 @@ pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
             _ => 3,
         },
         "syscall" => {
-            let i = SYSCALLS_X86_64.iter().position(|(_, n)| *n == function).unwrap_or(0) as u32;
+            let i = SYSCALLS_X86_64
+                .iter()
+                .position(|(_, n)| *n == function)
+                .unwrap_or(0) as u32;
             4 + 2 * i + u32::from(name == "return")
         }
         "profile" => {
-            let h = name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+            let h = name
+                .bytes()
+                .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
             4 + 2 * nsys + (h % 1000)
         }
-        "proc" => 4 + 2 * nsys + 1000 + PROC_PROBES.iter().position(|p| p.0 == name).unwrap_or(0) as u32,
+        "proc" => {
+            4 + 2 * nsys + 1000 + PROC_PROBES.iter().position(|p| p.0 == name).unwrap_or(0) as u32
+        }
         cat => {
             thread_local! {
                 static IDS: std::cell::RefCell<std::collections::HashMap<(String, String), u32>> =
@@ -147,16 +167,27 @@ impl KernelCatalog {
     }
 
     fn dtrace(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
-        for (name, p) in [("BEGIN", DtraceProbe::Begin), ("END", DtraceProbe::End), ("ERROR", DtraceProbe::Error)] {
+        for (name, p) in [
+            ("BEGIN", DtraceProbe::Begin),
+            ("END", DtraceProbe::End),
+            ("ERROR", DtraceProbe::Error),
+        ] {
             if desc.matches("dtrace", "", "", name) {
-                let args = if p == DtraceProbe::Error { ProbeArgs::DtraceError } else { ProbeArgs::None };
+                let args = if p == DtraceProbe::Error {
+                    ProbeArgs::DtraceError
+                } else {
+                    ProbeArgs::None
+                };
                 out.push(probe("dtrace", "", name, args, ProbeKind::Dtrace(p)));
             }
         }
     }
 
     fn profile(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
-        if !field_matches(&desc.provider, "profile") || !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
+        if !field_matches(&desc.provider, "profile")
+            || !field_matches(&desc.module, "")
+            || !field_matches(&desc.function, "")
+        {
             return;
         }
         let mut names: Vec<String> = Vec::new();
@@ -176,7 +207,16 @@ impl KernelCatalog {
         }
         for n in names {
             if let Some((period_ns, every_cpu)) = parse_profile_name(&n) {
-                out.push(probe("profile", "", &n, ProbeArgs::Profile, ProbeKind::Profile { period_ns, every_cpu }));
+                out.push(probe(
+                    "profile",
+                    "",
+                    &n,
+                    ProbeArgs::Profile,
+                    ProbeKind::Profile {
+                        period_ns,
+                        every_cpu,
+                    },
+                ));
             }
         }
     }
@@ -199,8 +239,14 @@ impl KernelCatalog {
                     // files would slow down `syscall:::entry`).
                     let typed = if literal { syscall_args(name) } else { None };
                     match typed {
-                        Some(args) => ProbeArgs::SyscallEntry { nargs: args.len().min(6) as u8, args },
-                        None => ProbeArgs::SyscallEntry { nargs: 6, args: Vec::new() },
+                        Some(args) => ProbeArgs::SyscallEntry {
+                            nargs: args.len().min(6) as u8,
+                            args,
+                        },
+                        None => ProbeArgs::SyscallEntry {
+                            nargs: 6,
+                            args: Vec::new(),
+                        },
                     }
                 } else {
                     ProbeArgs::SyscallReturn
@@ -226,7 +272,10 @@ impl KernelCatalog {
                     "",
                     name,
                     ProbeArgs::Tracepoint { fields },
-                    ProbeKind::Tracepoint { category: cat.into(), event: ev.into() },
+                    ProbeKind::Tracepoint {
+                        category: cat.into(),
+                        event: ev.into(),
+                    },
                 ));
             }
         }
@@ -239,32 +288,54 @@ impl KernelCatalog {
         // Tracepoint names are C identifiers: a literal name such as `tick-1s` cannot be one, so
         // no need to scan tracefs for it.
         let literal_name = !desc.name.is_empty() && !desc.name.contains(['*', '?', '[', '\\']);
-        if literal_name && !desc.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if literal_name
+            && !desc
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return;
         }
         if !field_matches(&desc.module, "") || !field_matches(&desc.function, "") {
             return;
         }
         let is_literal = |f: &str| !f.is_empty() && !f.contains(['*', '?', '[', '\\']);
-        let matching: Vec<(String, String)> = if is_literal(&desc.provider) || is_literal(&desc.name) {
+        let matching: Vec<(String, String)> = if is_literal(&desc.provider)
+            || is_literal(&desc.name)
+        {
             // One category or one event name: look only there (`BEGIN` must not list all of
             // tracefs; that was most of `BEGIN { exit(0); }`'s time and memory).
             list_tracepoints(&desc.provider, &desc.name)
         } else {
             let all = self.tracepoints.get_or_init(|| list_tracepoints("", ""));
-            all.iter().filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e)).cloned().collect()
+            all.iter()
+                .filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e))
+                .cloned()
+                .collect()
         };
         for (cat, ev) in matching {
             let fields = tracepoint_fields(&cat, &ev).unwrap_or_default();
-            out.push(probe(&cat, "", &ev, ProbeArgs::Tracepoint { fields }, ProbeKind::Tracepoint {
-                category: cat.clone(),
-                event: ev.clone(),
-            }));
+            out.push(probe(
+                &cat,
+                "",
+                &ev,
+                ProbeArgs::Tracepoint { fields },
+                ProbeKind::Tracepoint {
+                    category: cat.clone(),
+                    event: ev.clone(),
+                },
+            ));
         }
     }
 }
 
-fn probe(provider: &str, function: &str, name: &str, args: ProbeArgs, kind: ProbeKind) -> ProbeInfo {
+fn probe(
+    provider: &str,
+    function: &str,
+    name: &str,
+    args: ProbeArgs,
+    kind: ProbeKind,
+) -> ProbeInfo {
     ProbeInfo {
         provider: provider.into(),
         module: String::new(),
@@ -285,22 +356,33 @@ fn syscall_args(name: &str) -> Option<Vec<TpField>> {
     };
     let fields = tracepoint_fields("syscalls", &format!("sys_enter_{name}"))
         .or_else(|| tracepoint_fields("syscalls", &format!("sys_enter_{alt}")))?;
-    Some(fields.into_iter().filter(|f| f.name != "__syscall_nr").collect())
+    Some(
+        fields
+            .into_iter()
+            .filter(|f| f.name != "__syscall_nr")
+            .collect(),
+    )
 }
 
 /// `(category, event)` of every tracefs tracepoint whose category matches `cat_pat` and event
 /// matches `ev_pat`, sorted.
 pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
-    let Some(dir) = tracefs_dir() else { return Vec::new() };
+    let Some(dir) = tracefs_dir() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let literal = |p: &str| !p.is_empty() && !p.contains(['*', '?', '[', '\\']);
     if literal(cat_pat) && literal(ev_pat) {
-        if !BUILTIN_PROVIDERS.contains(&cat_pat) && dir.join("events").join(cat_pat).join(ev_pat).is_dir() {
+        if !BUILTIN_PROVIDERS.contains(&cat_pat)
+            && dir.join("events").join(cat_pat).join(ev_pat).is_dir()
+        {
             out.push((cat_pat.to_string(), ev_pat.to_string()));
         }
         return out;
     }
-    let Ok(cats) = std::fs::read_dir(dir.join("events")) else { return out };
+    let Ok(cats) = std::fs::read_dir(dir.join("events")) else {
+        return out;
+    };
     for c in cats.flatten() {
         let cat = c.file_name().to_string_lossy().into_owned();
         if !field_matches(cat_pat, &cat)
@@ -316,7 +398,9 @@ pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
             }
             continue;
         }
-        let Ok(evs) = std::fs::read_dir(c.path()) else { continue };
+        let Ok(evs) = std::fs::read_dir(c.path()) else {
+            continue;
+        };
         for e in evs.flatten() {
             let ev = e.file_name().to_string_lossy().into_owned();
             if field_matches(ev_pat, &ev) && e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -340,10 +424,16 @@ impl ProbeCatalog for KernelCatalog {
     }
 
     fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = ["dtrace:::BEGIN", "dtrace:::END", "dtrace:::ERROR", "profile:::tick-1s", "profile:::profile-97"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut v: Vec<String> = [
+            "dtrace:::BEGIN",
+            "dtrace:::END",
+            "dtrace:::ERROR",
+            "profile:::tick-1s",
+            "profile:::profile-97",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         for &(_, name) in SYSCALLS_X86_64 {
             v.push(format!("syscall::{name}:entry"));
             v.push(format!("syscall::{name}:return"));
@@ -366,10 +456,19 @@ mod tests {
     fn profile_names_parse_with_dtrace_units() {
         assert_eq!(parse_profile_name("tick-1s"), Some((1_000_000_000, false)));
         assert_eq!(parse_profile_name("tick-5ms"), Some((5_000_000, false)));
-        assert_eq!(parse_profile_name("profile-97"), Some((1_000_000_000 / 97, true)));
-        assert_eq!(parse_profile_name("profile-1000hz"), Some((1_000_000, true)));
+        assert_eq!(
+            parse_profile_name("profile-97"),
+            Some((1_000_000_000 / 97, true))
+        );
+        assert_eq!(
+            parse_profile_name("profile-1000hz"),
+            Some((1_000_000, true))
+        );
         assert_eq!(parse_profile_name("tick-100us"), Some((100_000, false)));
-        assert_eq!(parse_profile_name("tick-1min"), Some((60_000_000_000, false)));
+        assert_eq!(
+            parse_profile_name("tick-1min"),
+            Some((60_000_000_000, false))
+        );
         assert_eq!(parse_profile_name("tick-"), None);
         assert_eq!(parse_profile_name("tick-3parsecs"), None);
     }
@@ -390,7 +489,13 @@ mod tests {
         let reads = c.matching(&ProbeDescPattern::new("syscall", "", "read", ""));
         assert_eq!(reads.len(), 2);
         assert_eq!(reads[0].kind, ProbeKind::Syscall { nr: 0, entry: true });
-        assert_eq!(reads[1].kind, ProbeKind::Syscall { nr: 0, entry: false });
+        assert_eq!(
+            reads[1].kind,
+            ProbeKind::Syscall {
+                nr: 0,
+                entry: false
+            }
+        );
         let begin = c.matching(&ProbeDescPattern::new("", "", "", "BEGIN"));
         assert_eq!(begin.len(), 1);
         assert_eq!(begin[0].kind, ProbeKind::Dtrace(DtraceProbe::Begin));

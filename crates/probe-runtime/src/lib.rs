@@ -16,6 +16,6 @@ pub mod ringbuf;
 pub mod run;
 pub mod session;
 pub mod spec;
-pub mod syscalls;
 pub mod sys;
+pub mod syscalls;
 pub mod user;

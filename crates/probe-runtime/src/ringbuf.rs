@@ -38,33 +38,63 @@ impl RingBuf {
         // SAFETY: mapping a fresh region (addr null) of one page at offset 0 of the ring-buffer map
         // fd; the kernel allows RW for the consumer page only.
         let consumer = unsafe {
-            libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
         };
         if consumer == libc::MAP_FAILED {
-            return Err(SyscallError { call: "mmap(ringbuf consumer)", source: std::io::Error::last_os_error() });
+            return Err(SyscallError {
+                call: "mmap(ringbuf consumer)",
+                source: std::io::Error::last_os_error(),
+            });
         }
         let plen = page + 2 * data_size as usize;
         // SAFETY: a fresh read-only region over the producer page and the double-mapped data area,
         // the exact layout ringbuf_map_mmap_user permits.
-        let producer =
-            unsafe { libc::mmap(std::ptr::null_mut(), plen, libc::PROT_READ, libc::MAP_SHARED, fd, page as libc::off_t) };
+        let producer = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                plen,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                page as libc::off_t,
+            )
+        };
         if producer == libc::MAP_FAILED {
             let err = std::io::Error::last_os_error();
             // SAFETY: unmapping the region mapped just above, which nothing else references.
             unsafe { libc::munmap(consumer, page) };
-            return Err(SyscallError { call: "mmap(ringbuf producer)", source: err });
+            return Err(SyscallError {
+                call: "mmap(ringbuf producer)",
+                source: err,
+            });
         }
         // SAFETY: epoll_create1 has no memory preconditions.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
-            return Err(SyscallError { call: "epoll_create1", source: std::io::Error::last_os_error() });
+            return Err(SyscallError {
+                call: "epoll_create1",
+                source: std::io::Error::last_os_error(),
+            });
         }
         // SAFETY: the kernel returned this descriptor and nothing else owns it.
         let epoll = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ep) };
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: 0,
+        };
         // SAFETY: `ev` is a valid epoll_event; both fds are open.
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            return Err(SyscallError { call: "epoll_ctl(ringbuf)", source: std::io::Error::last_os_error() });
+            return Err(SyscallError {
+                call: "epoll_ctl(ringbuf)",
+                source: std::io::Error::last_os_error(),
+            });
         }
         Ok(RingBuf {
             consumer: consumer as *mut u8,
@@ -87,7 +117,10 @@ impl RingBuf {
             if e.raw_os_error() == Some(libc::EINTR) {
                 return Ok(false);
             }
-            return Err(SyscallError { call: "epoll_wait(ringbuf)", source: e });
+            return Err(SyscallError {
+                call: "epoll_wait(ringbuf)",
+                source: e,
+            });
         }
         Ok(n > 0)
     }
@@ -123,7 +156,10 @@ impl RingBuf {
                     // SAFETY: a committed record of `size` bytes follows its header; the data area is
                     // mapped twice, so [off + 8, off + 8 + size) is readable even when it wraps.
                     let rec = unsafe {
-                        std::slice::from_raw_parts(data.add((cons & mask) as usize + HDR_SZ as usize), size as usize)
+                        std::slice::from_raw_parts(
+                            data.add((cons & mask) as usize + HDR_SZ as usize),
+                            size as usize,
+                        )
                     };
                     f(rec);
                     n += 1;
@@ -141,7 +177,10 @@ impl Drop for RingBuf {
         // SAFETY: unmapping exactly the two regions mapped in `new`; no references outlive self.
         unsafe {
             libc::munmap(self.consumer as *mut libc::c_void, self.page);
-            libc::munmap(self.producer as *mut libc::c_void, self.page + 2 * self.data_size as usize);
+            libc::munmap(
+                self.producer as *mut libc::c_void,
+                self.page + 2 * self.data_size as usize,
+            );
         }
     }
 }

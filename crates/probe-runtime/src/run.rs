@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use probe_codegen::layout::{
-    AggFunc as CAgg, Attach, Field, FieldKind, Fault, Layout, RecordAction, Stat,
+    AggFunc as CAgg, Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat,
 };
 use probe_codegen::{CodegenOptions, compile};
 use probe_format::agg::{AggData, AggEntry as FEntry, AggFunc as FAgg, Aggregation, SortOptions};
@@ -81,7 +81,9 @@ pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
     };
     match compile(prog, &opts) {
         Err(e) if e.message == probe_codegen::lower::NEEDS_TASK_OFFSETS => {
-            let task = crate::btf::Btf::vmlinux().ok().and_then(|b| b.task_offsets());
+            let task = crate::btf::Btf::vmlinux()
+                .ok()
+                .and_then(|b| b.task_offsets());
             if task.is_none() {
                 return Err(e.into());
             }
@@ -118,15 +120,21 @@ impl Kallsyms {
         let mut syms = Vec::new();
         for line in text.lines() {
             let mut it = line.split_whitespace();
-            let (Some(a), Some(t), Some(n)) = (it.next(), it.next(), it.next()) else { continue };
+            let (Some(a), Some(t), Some(n)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
             if !matches!(t, "t" | "T" | "w" | "W") {
                 continue;
             }
-            let Ok(addr) = u64::from_str_radix(a, 16) else { continue };
+            let Ok(addr) = u64::from_str_radix(a, 16) else {
+                continue;
+            };
             if addr == 0 {
                 continue;
             }
-            let module = it.next().map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
+            let module = it
+                .next()
+                .map(|m| m.trim_matches(|c| c == '[' || c == ']').to_string());
             syms.push((addr, n.to_string(), module));
         }
         syms.sort_by_key(|s| s.0);
@@ -152,14 +160,24 @@ impl Kallsyms {
 /// Display id of a probe (`-l`'s ID column and the non-quiet probe lines).
 pub fn probe_display_id(full_name: &str) -> u32 {
     let mut parts = full_name.splitn(4, ':');
-    let (p, _m, f, n) = (parts.next().unwrap_or(""), parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (p, _m, f, n) = (
+        parts.next().unwrap_or(""),
+        parts.next(),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
     catalog::probe_id(p, f, n)
 }
 
 /// Whether `flowindent` is on (`-F`, `-x flowindent`, `#pragma D option flowindent`): the last
 /// setting wins, as for every option.
 fn flowindent(prog: &CheckedProgram) -> bool {
-    prog.options.other.iter().rev().find(|(k, _)| k == "flowindent").is_some_and(|(_, v)| v != "0")
+    prog.options
+        .other
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "flowindent")
+        .is_some_and(|(_, v)| v != "0")
 }
 
 /// The consumer state of one run.
@@ -184,10 +202,11 @@ pub struct Consumer<'a> {
     specs: SpecStore,
 }
 
-
 impl std::fmt::Debug for Consumer<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Consumer").field("session", &self.session).finish_non_exhaustive()
+        f.debug_struct("Consumer")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
     }
 }
 
@@ -201,7 +220,12 @@ fn fagg(f: &CAgg) -> FAgg {
         CAgg::Stddev => FAgg::Stddev,
         CAgg::Quantize => FAgg::Quantize,
         CAgg::Lquantize { base, limit, step } => FAgg::Lquantize { base, limit, step },
-        CAgg::Llquantize { factor, low, high, steps } => FAgg::Llquantize {
+        CAgg::Llquantize {
+            factor,
+            low,
+            high,
+            steps,
+        } => FAgg::Llquantize {
             factor: factor as u16,
             low: low as u16,
             high: high as u16,
@@ -294,15 +318,17 @@ impl<'a> Consumer<'a> {
                 break;
             }
             if let Some(t) = target.as_deref_mut()
-                && t.exited().is_some() {
-                    self.drain()?;
-                    self.stopped.get_or_insert(StopReason::TargetExited);
-                }
+                && t.exited().is_some()
+            {
+                self.drain()?;
+                self.stopped.get_or_insert(StopReason::TargetExited);
+            }
             if let Some(pid) = self.cfg.watch_pid
-                && !sys::process_alive(pid) {
-                    self.drain()?;
-                    self.stopped.get_or_insert(StopReason::TargetExited);
-                }
+                && !sys::process_alive(pid)
+            {
+                self.drain()?;
+                self.stopped.get_or_insert(StopReason::TargetExited);
+            }
             if last_status.elapsed() > Duration::from_secs(1) {
                 self.report_drops()?;
                 last_status = Instant::now();
@@ -346,7 +372,14 @@ impl<'a> Consumer<'a> {
             })
             .collect();
         self.session.consume(|r: RawRecord<'_>| {
-            recs.push((r.record, r.cpu, r.probe_key, r.mask, r.timestamp, r.bytes.to_vec()));
+            recs.push((
+                r.record,
+                r.cpu,
+                r.probe_key,
+                r.mask,
+                r.timestamp,
+                r.bytes.to_vec(),
+            ));
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
@@ -362,7 +395,11 @@ impl<'a> Consumer<'a> {
         let name = match prog.attach {
             Attach::SysEnter | Attach::SysExit => {
                 let func = catalog::syscall_name(key as u32).unwrap_or("unknown");
-                let n = if prog.attach == Attach::SysEnter { "entry" } else { "return" };
+                let n = if prog.attach == Attach::SysEnter {
+                    "entry"
+                } else {
+                    "return"
+                };
                 format!("syscall::{func}:{n}")
             }
             _ => {
@@ -381,14 +418,28 @@ impl<'a> Consumer<'a> {
         let module = parts.next().unwrap_or("").to_string();
         let function = parts.next().unwrap_or("").to_string();
         let pname = parts.next().unwrap_or("").to_string();
-        ProbeRef { id: catalog::probe_id(&provider, &function, &pname), provider, module, function, name: pname }
+        ProbeRef {
+            id: catalog::probe_id(&provider, &function, &pname),
+            provider,
+            module,
+            function,
+            name: pname,
+        }
     }
 
     fn decode(&mut self, f: &Field, bytes: &[u8]) -> Value {
         let o = f.offset as usize;
-        let u64at = |o: usize| bytes.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let u64at = |o: usize| {
+            bytes
+                .get(o..o + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
         match &f.kind {
-            FieldKind::Int { bytes: w, signed } => Value::Int(Int { bits: u64at(o), bytes: *w, signed: *signed }),
+            FieldKind::Int { bytes: w, signed } => Value::Int(Int {
+                bits: u64at(o),
+                bytes: *w,
+                signed: *signed,
+            }),
             FieldKind::Str { len } => {
                 let s = bytes.get(o..o + *len as usize).unwrap_or(&[]);
                 let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
@@ -396,17 +447,26 @@ impl<'a> Consumer<'a> {
             }
             FieldKind::Stack { user, frames } => {
                 let ks = self.ksyms.get_or_insert_with(Kallsyms::load);
-                let mut st = Stack { user: *user, frames: Vec::new() };
+                let mut st = Stack {
+                    user: *user,
+                    frames: Vec::new(),
+                };
                 for i in 0..*frames as usize {
                     let a = u64at(o + 8 * i);
                     if a == 0 {
                         break;
                     }
-                    st.frames.push(if *user { self.usyms.resolve(a) } else { ks.resolve(a) });
+                    st.frames.push(if *user {
+                        self.usyms.resolve(a)
+                    } else {
+                        ks.resolve(a)
+                    });
                 }
                 Value::Stack(st)
             }
-            FieldKind::Sym(SymKind::Usym | SymKind::Umod | SymKind::Uaddr) => Value::Sym(self.usyms.resolve(u64at(o))),
+            FieldKind::Sym(SymKind::Usym | SymKind::Umod | SymKind::Uaddr) => {
+                Value::Sym(self.usyms.resolve(u64at(o)))
+            }
             FieldKind::Sym(_) => {
                 let a = u64at(o);
                 let ks = self.ksyms.get_or_insert_with(Kallsyms::load);
@@ -418,24 +478,39 @@ impl<'a> Consumer<'a> {
     /// The (id, token) of a record's executed `speculate()`, if it has one.
     fn speculated(&self, id: u32, mask: u64, bytes: &[u8]) -> Option<(u64, u64)> {
         let desc = self.session.layout.records.get(id as usize)?;
-        let (i, a) = desc.actions.iter().enumerate().find(|(_, a)| a.action == RecordAction::Speculate)?;
+        let (i, a) = desc
+            .actions
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.action == RecordAction::Speculate)?;
         if mask & (1 << i) == 0 {
             return None;
         }
         let word = |f: &Field| {
             let o = f.offset as usize;
-            bytes.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            bytes
+                .get(o..o + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
         };
         Some((word(&a.fields[0]), word(&a.fields[1])))
     }
 
     /// A record from the ring buffer: held in its speculation's buffer when its clause
     /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
-    fn record(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
+    fn record(
+        &mut self,
+        id: u32,
+        cpu: u32,
+        key: u64,
+        mask: u64,
+        ts: u64,
+        bytes: &[u8],
+    ) -> Result<(), RunError> {
         match self.speculated(id, mask, bytes) {
             None => self.record_now(id, cpu, key, mask, ts, bytes),
             Some((spec, token)) => {
-                self.specs.hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
+                self.specs
+                    .hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
                 Ok(())
             }
         }
@@ -453,35 +528,54 @@ impl<'a> Consumer<'a> {
         Ok(())
     }
 
-    fn record_now(&mut self, id: u32, cpu: u32, key: u64, mask: u64, ts: u64, bytes: &[u8]) -> Result<(), RunError> {
-        let Some(desc) = self.session.layout.records.get(id as usize).cloned() else { return Ok(()) };
+    fn record_now(
+        &mut self,
+        id: u32,
+        cpu: u32,
+        key: u64,
+        mask: u64,
+        ts: u64,
+        bytes: &[u8],
+    ) -> Result<(), RunError> {
+        let Some(desc) = self.session.layout.records.get(id as usize).cloned() else {
+            return Ok(());
+        };
         let probe = self.probe_of(id as usize, key);
         // A run-time error: report it, fire ERROR clauses.
         if let Some(a) = desc.actions.first()
-            && a.action == RecordAction::Error {
-                let fault = self.decode(&a.fields[0], bytes);
-                let addr = self.decode(&a.fields[1], bytes);
-                let (Value::Int(fault), Value::Int(addr)) = (fault, addr) else { return Ok(()) };
-                let what = Fault::from_u64(fault.bits).map_or("fault".to_string(), |f| f.describe(addr.bits));
-                let msg = format!(
-                    "error on enabled probe ID {} ({}:{}:{}:{}): {}",
-                    desc.clause + 1,
-                    probe.provider,
-                    probe.module,
-                    probe.function,
-                    probe.name,
-                    what
-                );
-                if self.cfg.json {
-                    writeln!(self.out, "{}", probe_format::json::error_line(&probe, &what))?;
-                } else {
-                    writeln!(self.err, "sightline: {msg}")?;
-                }
-                if self.session.has_error_clauses() {
-                    self.session.run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
-                }
+            && a.action == RecordAction::Error
+        {
+            let fault = self.decode(&a.fields[0], bytes);
+            let addr = self.decode(&a.fields[1], bytes);
+            let (Value::Int(fault), Value::Int(addr)) = (fault, addr) else {
                 return Ok(());
+            };
+            let what =
+                Fault::from_u64(fault.bits).map_or("fault".to_string(), |f| f.describe(addr.bits));
+            let msg = format!(
+                "error on enabled probe ID {} ({}:{}:{}:{}): {}",
+                desc.clause + 1,
+                probe.provider,
+                probe.module,
+                probe.function,
+                probe.name,
+                what
+            );
+            if self.cfg.json {
+                writeln!(
+                    self.out,
+                    "{}",
+                    probe_format::json::error_line(&probe, &what)
+                )?;
+            } else {
+                writeln!(self.err, "sightline: {msg}")?;
             }
+            if self.session.has_error_clauses() {
+                self.session
+                    .run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
+            }
+            return Ok(());
+        }
         let mut text = String::new();
         let mut items = Vec::new();
         if let Some(flow) = self.flow.as_mut().filter(|_| !self.cfg.json) {
@@ -491,14 +585,24 @@ impl<'a> Consumer<'a> {
                 text.push_str(probe_format::output::FLOW_HEADER);
                 self.header_done = true;
             }
-            let parts = [probe.provider.as_str(), &probe.module, &probe.function, &probe.name];
+            let parts = [
+                probe.provider.as_str(),
+                &probe.module,
+                &probe.function,
+                &probe.name,
+            ];
             text.push_str(&flow.prefix(cpu, desc.clause as u32, parts));
         } else if !self.cfg.quiet && !self.cfg.json {
             if !self.header_done {
                 text.push_str(probe_format::output::TRACE_HEADER);
                 self.header_done = true;
             }
-            text.push_str(&probe_format::output::probe_prefix(cpu, probe.id, &probe.function, &probe.name));
+            text.push_str(&probe_format::output::probe_prefix(
+                cpu,
+                probe.id,
+                &probe.function,
+                &probe.name,
+            ));
         }
         for (i, a) in desc.actions.iter().enumerate() {
             if mask & (1 << i) == 0 {
@@ -513,15 +617,24 @@ impl<'a> Consumer<'a> {
                 RecordAction::Printf { format } => {
                     let args: Vec<Value> = a.fields.iter().map(|f| self.decode(f, bytes)).collect();
                     let s = match probe_format::printf::parse(format) {
-                        Ok(pieces) => probe_format::printf::format(&pieces, &args).unwrap_or_else(|e| format!("<{e}>")),
+                        Ok(pieces) => probe_format::printf::format(&pieces, &args)
+                            .unwrap_or_else(|e| format!("<{e}>")),
                         Err(e) => format!("<{e}>"),
                     };
                     text.push_str(&s);
-                    items.push(RecordItem::Printf { format: format.clone(), text: s, args });
+                    items.push(RecordItem::Printf {
+                        format: format.clone(),
+                        text: s,
+                        args,
+                    });
                 }
                 RecordAction::Exit => {
                     let v = self.decode(&a.fields[0], bytes);
-                    let status = if let Value::Int(i) = v { i.as_i64() as i32 } else { 0 };
+                    let status = if let Value::Int(i) = v {
+                        i.as_i64() as i32
+                    } else {
+                        0
+                    };
                     items.push(RecordItem::Exit(status));
                     self.stopped.get_or_insert(StopReason::Exit(status));
                 }
@@ -534,7 +647,11 @@ impl<'a> Consumer<'a> {
                         // The record's data so far, then one line per aggregation.
                         self.emit(&mut text, &mut items, cpu, &probe, ts)?;
                         for &ag in aggs {
-                            writeln!(self.out, "{}", probe_format::json::aggregation_line(&self.aggs[ag], &self.sort))?;
+                            writeln!(
+                                self.out,
+                                "{}",
+                                probe_format::json::aggregation_line(&self.aggs[ag], &self.sort)
+                            )?;
                         }
                     } else {
                         // printa's text joins the record's line (dt_consume.c prints it in place).
@@ -544,40 +661,43 @@ impl<'a> Consumer<'a> {
                             Some(f) => probe_format::printf::parse(f).map(Some),
                         };
                         let s = match pieces {
-                            Ok(p) => probe_format::output::printa_joined(&list, p.as_deref(), &self.sort)
-                                .unwrap_or_else(|e| format!("<{e}>")),
+                            Ok(p) => {
+                                probe_format::output::printa_joined(&list, p.as_deref(), &self.sort)
+                                    .unwrap_or_else(|e| format!("<{e}>"))
+                            }
                             Err(e) => format!("<{e}>"),
                         };
                         text.push_str(&s);
                     }
                 }
                 RecordAction::Clear { agg } => self.session.clear_agg(*agg, false)?,
-                RecordAction::Trunc { agg, keep } => {
-                    match keep {
-                        None | Some(0) => self.session.clear_agg(*agg, true)?,
-                        Some(n) => {
-                            self.refresh_agg(*agg)?;
-                            let mut model = self.aggs[*agg].clone();
-                            let before: Vec<Vec<Value>> = model.entries.iter().map(|e| e.keys.clone()).collect();
-                            model.trunc(Some(*n));
-                            let kept: Vec<Vec<Value>> = model.entries.iter().map(|e| e.keys.clone()).collect();
-                            let raw = self.session.read_agg(*agg)?;
-                            for (k, r) in before.iter().zip(raw.iter()) {
-                                if !kept.contains(k) {
-                                    self.session.delete_agg_key(*agg, &r.key)?;
-                                }
+                RecordAction::Trunc { agg, keep } => match keep {
+                    None | Some(0) => self.session.clear_agg(*agg, true)?,
+                    Some(n) => {
+                        self.refresh_agg(*agg)?;
+                        let mut model = self.aggs[*agg].clone();
+                        let before: Vec<Vec<Value>> =
+                            model.entries.iter().map(|e| e.keys.clone()).collect();
+                        model.trunc(Some(*n));
+                        let kept: Vec<Vec<Value>> =
+                            model.entries.iter().map(|e| e.keys.clone()).collect();
+                        let raw = self.session.read_agg(*agg)?;
+                        for (k, r) in before.iter().zip(raw.iter()) {
+                            if !kept.contains(k) {
+                                self.session.delete_agg_key(*agg, &r.key)?;
                             }
                         }
                     }
-                }
+                },
                 RecordAction::Normalize { agg, factor } => {
                     self.normals[*agg] = factor.map_or(1, |f| f.max(1) as u64);
                 }
                 RecordAction::Error | RecordAction::Speculate => {}
                 RecordAction::Commit | RecordAction::Discard => {
-                    let (Value::Int(spec), Value::Int(token)) =
-                        (self.decode(&a.fields[0], bytes), self.decode(&a.fields[1], bytes))
-                    else {
+                    let (Value::Int(spec), Value::Int(token)) = (
+                        self.decode(&a.fields[0], bytes),
+                        self.decode(&a.fields[1], bytes),
+                    ) else {
                         continue;
                     };
                     // What the committing clause printed so far goes first.
@@ -591,10 +711,21 @@ impl<'a> Consumer<'a> {
     }
 
     /// Writes the text (or JSON record) gathered for a record.
-    fn emit(&mut self, text: &mut String, items: &mut Vec<RecordItem>, cpu: u32, probe: &ProbeRef, ts: u64) -> Result<(), RunError> {
+    fn emit(
+        &mut self,
+        text: &mut String,
+        items: &mut Vec<RecordItem>,
+        cpu: u32,
+        probe: &ProbeRef,
+        ts: u64,
+    ) -> Result<(), RunError> {
         if self.cfg.json {
             if !items.is_empty() {
-                writeln!(self.out, "{}", probe_format::json::record_line(cpu, probe, Some(ts), items))?;
+                writeln!(
+                    self.out,
+                    "{}",
+                    probe_format::json::record_line(cpu, probe, Some(ts), items)
+                )?;
             }
             items.clear();
             return Ok(());
@@ -617,7 +748,11 @@ impl<'a> Consumer<'a> {
         let func = fagg(&desc.func);
         let mut entries = Vec::new();
         for e in raw {
-            let keys: Vec<Value> = desc.keys.iter().map(|f| agg_key(&f.kind, self.decode(f, &e.key))).collect();
+            let keys: Vec<Value> = desc
+                .keys
+                .iter()
+                .map(|f| agg_key(&f.kind, self.decode(f, &e.key)))
+                .collect();
             let mut data = AggData::zero(&func);
             for w in &e.words {
                 if let Ok(d) = AggData::from_words(&func, w) {
@@ -634,13 +769,19 @@ impl<'a> Consumer<'a> {
 
     fn print_aggregations_at_exit(&mut self) -> Result<(), RunError> {
         // DTrace ends its output with a newline, then the aggregations printa() did not print.
-        let ids: Vec<usize> = (0..self.aggs.len()).filter(|i| !self.printed.contains(i)).collect();
+        let ids: Vec<usize> = (0..self.aggs.len())
+            .filter(|i| !self.printed.contains(i))
+            .collect();
         for &i in &ids {
             self.refresh_agg(i)?;
         }
         if self.cfg.json {
             for &i in &ids {
-                writeln!(self.out, "{}", probe_format::json::aggregation_line(&self.aggs[i], &self.sort))?;
+                writeln!(
+                    self.out,
+                    "{}",
+                    probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
+                )?;
             }
         } else {
             let list: Vec<&Aggregation> = ids.iter().map(|&i| &self.aggs[i]).collect();
@@ -655,7 +796,11 @@ impl<'a> Consumer<'a> {
         let stats = self.session.stats()?;
         let mut dynamic = 0u64;
         for (cpu, s) in stats.iter().enumerate() {
-            for (stat, kind) in [(Stat::RecordDrops, Some(DropKind::Principal)), (Stat::AggDrops, Some(DropKind::Aggregation)), (Stat::DynvarDrops, None)] {
+            for (stat, kind) in [
+                (Stat::RecordDrops, Some(DropKind::Principal)),
+                (Stat::AggDrops, Some(DropKind::Aggregation)),
+                (Stat::DynvarDrops, None),
+            ] {
                 let now = s[stat as usize];
                 let prev = self.reported.insert((stat as u32, cpu), now).unwrap_or(0);
                 let n = now.saturating_sub(prev);
@@ -672,7 +817,10 @@ impl<'a> Consumer<'a> {
             self.drop_line(DropKind::Dynamic, None, dynamic)?;
         }
         let unavail: u64 = stats.iter().map(|s| s[Stat::SpecUnavail as usize]).sum();
-        let prev = self.reported.insert((Stat::SpecUnavail as u32, usize::MAX), unavail).unwrap_or(0);
+        let prev = self
+            .reported
+            .insert((Stat::SpecUnavail as u32, usize::MAX), unavail)
+            .unwrap_or(0);
         if unavail > prev {
             self.drop_line(DropKind::SpecUnavailable, None, unavail - prev)?;
         }
@@ -687,7 +835,11 @@ impl<'a> Consumer<'a> {
         if self.cfg.json {
             writeln!(self.out, "{}", probe_format::json::drops_line(kind, cpu, n))?;
         } else {
-            writeln!(self.err, "sightline: {}", probe_format::json::drop_message(kind, cpu, n))?;
+            writeln!(
+                self.err,
+                "sightline: {}",
+                probe_format::json::drop_message(kind, cpu, n)
+            )?;
         }
         Ok(())
     }
@@ -699,7 +851,9 @@ impl<'a> Consumer<'a> {
 /// equal are merged by [`Aggregation::merge_equal_keys`].
 fn agg_key(kind: &FieldKind, v: Value) -> Value {
     match (kind, v) {
-        (FieldKind::Sym(SymKind::Sym | SymKind::Usym), Value::Sym(s)) => Value::Sym(s.function_key()),
+        (FieldKind::Sym(SymKind::Sym | SymKind::Usym), Value::Sym(s)) => {
+            Value::Sym(s.function_key())
+        }
         (FieldKind::Sym(SymKind::Mod | SymKind::Umod), Value::Sym(s)) => Value::Sym(s.module_key()),
         (_, v) => v,
     }

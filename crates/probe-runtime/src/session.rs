@@ -69,9 +69,9 @@ impl RuntimeError {
     /// True when the failure is a missing privilege (EPERM/EACCES).
     pub fn is_permission(&self) -> bool {
         match self {
-            RuntimeError::Sys(e) | RuntimeError::Attach { source: e, .. } | RuntimeError::Verifier { source: e, .. } => {
-                e.is_permission()
-            }
+            RuntimeError::Sys(e)
+            | RuntimeError::Attach { source: e, .. }
+            | RuntimeError::Verifier { source: e, .. } => e.is_permission(),
             _ => false,
         }
     }
@@ -146,7 +146,14 @@ impl Session {
                 MapKind::PercpuArray => sys::map_type::PERCPU_ARRAY,
                 MapKind::RingBuf => sys::map_type::RINGBUF,
             };
-            let fd = sys::map_create_flags(t, m.key_size, m.value_size, m.max_entries, if m.no_prealloc { 1 } else { 0 }, &m.name)?;
+            let fd = sys::map_create_flags(
+                t,
+                m.key_size,
+                m.value_size,
+                m.max_entries,
+                if m.no_prealloc { 1 } else { 0 },
+                &m.name,
+            )?;
             maps.push(Some(fd));
         }
         // The syscall name table, when the code generator asked for it.
@@ -183,18 +190,39 @@ impl Session {
             };
             let what = describe_program(&layout, p);
             // Uprobe programs are loaded for uprobe_multi links where the kernel has them.
-            let multi = if p.kind == ProgKind::Kprobe { crate::user::load_uprobe_program(&bytes, &p.name) } else { None };
+            let multi = if p.kind == ProgKind::Kprobe {
+                crate::user::load_uprobe_program(&bytes, &p.name)
+            } else {
+                None
+            };
             let fd = match multi {
                 Some(fd) => fd,
-                None => sys::prog_load(t, &bytes, &p.name, verbose).map_err(|LoadError { error, log }| {
-                    RuntimeError::Verifier { what: what.clone(), reason: verifier_reason(&log), log, source: error }
-                })?,
+                None => sys::prog_load(t, &bytes, &p.name, verbose).map_err(
+                    |LoadError { error, log }| RuntimeError::Verifier {
+                        what: what.clone(),
+                        reason: verifier_reason(&log),
+                        log,
+                        source: error,
+                    },
+                )?,
             };
-            progs.push(Loaded { fd, attach: p.attach.clone(), what });
+            progs.push(Loaded {
+                fd,
+                attach: p.attach.clone(),
+                what,
+            });
         }
         let rb_fd = maps[layout.ringbuf].take().expect("ring buffer map");
         let ring = RingBuf::new(rb_fd, layout.maps[layout.ringbuf].max_entries)?;
-        Ok(Session { layout, maps, progs, links: Vec::new(), user_links: Vec::new(), ring, ncpus })
+        Ok(Session {
+            layout,
+            maps,
+            progs,
+            links: Vec::new(),
+            user_links: Vec::new(),
+            ring,
+            ncpus,
+        })
     }
 
     /// Runs the BEGIN (or END) programs once, on this thread, via `BPF_PROG_TEST_RUN`.
@@ -225,40 +253,99 @@ impl Session {
         for p in &self.progs {
             match &p.attach {
                 Attach::Begin | Attach::End | Attach::Error => {}
-                Attach::SysEnter => self.links.push(
-                    sys::raw_tracepoint_open("sys_enter", &p.fd)
-                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?,
-                ),
-                Attach::SysExit => self.links.push(
-                    sys::raw_tracepoint_open("sys_exit", &p.fd)
-                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?,
-                ),
+                Attach::SysEnter => {
+                    self.links
+                        .push(
+                            sys::raw_tracepoint_open("sys_enter", &p.fd).map_err(|source| {
+                                RuntimeError::Attach {
+                                    probe: p.what.clone(),
+                                    source,
+                                }
+                            })?,
+                        )
+                }
+                Attach::SysExit => {
+                    self.links
+                        .push(
+                            sys::raw_tracepoint_open("sys_exit", &p.fd).map_err(|source| {
+                                RuntimeError::Attach {
+                                    probe: p.what.clone(),
+                                    source,
+                                }
+                            })?,
+                        )
+                }
                 Attach::Tracepoint { category, event } => {
-                    let id = catalog::tracepoint_id(category, event).ok_or_else(|| RuntimeError::NoTracepoint {
-                        category: category.clone(),
-                        event: event.clone(),
-                        dir: catalog::TRACEFS.into(),
+                    let id = catalog::tracepoint_id(category, event).ok_or_else(|| {
+                        RuntimeError::NoTracepoint {
+                            category: category.clone(),
+                            event: event.clone(),
+                            dir: catalog::TRACEFS.into(),
+                        }
                     })?;
-                    let ev = sys::perf_event_open(PerfKind::Tracepoint { id }, 0)
-                        .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
-                    sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
-                    sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                    let ev =
+                        sys::perf_event_open(PerfKind::Tracepoint { id }, 0).map_err(|source| {
+                            RuntimeError::Attach {
+                                probe: p.what.clone(),
+                                source,
+                            }
+                        })?;
+                    sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| RuntimeError::Attach {
+                        probe: p.what.clone(),
+                        source,
+                    })?;
+                    sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach {
+                        probe: p.what.clone(),
+                        source,
+                    })?;
                     self.links.push(ev);
                 }
-                Attach::Profile { period_ns, every_cpu } => {
-                    let cpus = if *every_cpu { sys::online_cpus() } else { vec![sys::online_cpus().first().copied().unwrap_or(0)] };
+                Attach::Profile {
+                    period_ns,
+                    every_cpu,
+                } => {
+                    let cpus = if *every_cpu {
+                        sys::online_cpus()
+                    } else {
+                        vec![sys::online_cpus().first().copied().unwrap_or(0)]
+                    };
                     for cpu in cpus {
-                        let ev = sys::perf_event_open(PerfKind::CpuClock { period_ns: *period_ns }, cpu as i32)
-                            .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
-                        sys::perf_event_set_bpf(&ev, &p.fd)
-                            .map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
-                        sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach { probe: p.what.clone(), source })?;
+                        let ev = sys::perf_event_open(
+                            PerfKind::CpuClock {
+                                period_ns: *period_ns,
+                            },
+                            cpu as i32,
+                        )
+                        .map_err(|source| RuntimeError::Attach {
+                            probe: p.what.clone(),
+                            source,
+                        })?;
+                        sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| {
+                            RuntimeError::Attach {
+                                probe: p.what.clone(),
+                                source,
+                            }
+                        })?;
+                        sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach {
+                            probe: p.what.clone(),
+                            source,
+                        })?;
                         self.links.push(ev);
                     }
                 }
-                Attach::Uprobe { path, offset, ret, pid, semaphore } => self.user_links.push(
-                    crate::user::attach(&p.fd, path, *offset, *ret, *pid, *semaphore)
-                        .map_err(|source| RuntimeError::User { probe: p.what.clone(), source })?,
+                Attach::Uprobe {
+                    path,
+                    offset,
+                    ret,
+                    pid,
+                    semaphore,
+                } => self.user_links.push(
+                    crate::user::attach(&p.fd, path, *offset, *ret, *pid, *semaphore).map_err(
+                        |source| RuntimeError::User {
+                            probe: p.what.clone(),
+                            source,
+                        },
+                    )?,
                 ),
             }
         }
@@ -317,7 +404,8 @@ impl Session {
             let mut buf = vec![0u8; 8 * self.ncpus];
             if sys::map_lookup(m, &s.to_le_bytes(), &mut buf)? {
                 for (cpu, slot) in out.iter_mut().enumerate() {
-                    slot[s as usize] = u64::from_le_bytes(buf[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
+                    slot[s as usize] =
+                        u64::from_le_bytes(buf[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
                 }
             }
         }
@@ -360,7 +448,9 @@ impl Session {
                         .collect()
                 })
                 .collect();
-            if matches!(spec.kind, MapKind::PercpuArray) && words.iter().all(|v| v.iter().all(|&x| x == 0)) {
+            if matches!(spec.kind, MapKind::PercpuArray)
+                && words.iter().all(|v| v.iter().all(|&x| x == 0))
+            {
                 continue;
             }
             out.push(AggEntry { key, words });
@@ -394,9 +484,22 @@ impl Session {
 }
 
 fn describe_program(layout: &Layout, p: &probe_codegen::layout::ProgSpec) -> String {
-    let clauses: Vec<String> = p.clauses.iter().map(|c| format!("clause {}", c + 1)).collect();
-    let probes: Vec<&str> = p.probes.iter().take(3).map(|&i| layout.probes[i].name.as_str()).collect();
-    let more = if p.probes.len() > 3 { format!(" and {} more", p.probes.len() - 3) } else { String::new() };
+    let clauses: Vec<String> = p
+        .clauses
+        .iter()
+        .map(|c| format!("clause {}", c + 1))
+        .collect();
+    let probes: Vec<&str> = p
+        .probes
+        .iter()
+        .take(3)
+        .map(|&i| layout.probes[i].name.as_str())
+        .collect();
+    let more = if p.probes.len() > 3 {
+        format!(" and {} more", p.probes.len() - 3)
+    } else {
+        String::new()
+    };
     format!("{} ({}{})", clauses.join(", "), probes.join(", "), more)
 }
 
@@ -405,7 +508,9 @@ pub fn verifier_reason(log: &str) -> String {
     log.lines()
         .rev()
         .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .find(|l| {
+            !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time")
+        })
         .unwrap_or("no verifier log (the kernel refused the program before verification)")
         .to_string()
 }
@@ -431,14 +536,26 @@ mod tests {
     /// Invalid argument (os error 22): Invalid argument (os error 22)").
     #[test]
     fn attach_error_chain_names_each_cause_once() {
-        let source = SyscallError { call: "bpf(BPF_RAW_TRACEPOINT_OPEN)", source: std::io::Error::from_raw_os_error(22) };
-        let e = crate::run::RunError::Runtime(RuntimeError::Attach { probe: "clause 1 (syscall::openat:entry)".into(), source });
+        let source = SyscallError {
+            call: "bpf(BPF_RAW_TRACEPOINT_OPEN)",
+            source: std::io::Error::from_raw_os_error(22),
+        };
+        let e = crate::run::RunError::Runtime(RuntimeError::Attach {
+            probe: "clause 1 (syscall::openat:entry)".into(),
+            source,
+        });
         assert_eq!(
             chain(&e),
             "attaching clause 1 (syscall::openat:entry): bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22)"
         );
-        let e = RuntimeError::Sys(SyscallError { call: "bpf(BPF_MAP_CREATE)", source: std::io::Error::from_raw_os_error(1) });
-        assert_eq!(chain(&e), "bpf(BPF_MAP_CREATE): Operation not permitted (os error 1)");
+        let e = RuntimeError::Sys(SyscallError {
+            call: "bpf(BPF_MAP_CREATE)",
+            source: std::io::Error::from_raw_os_error(1),
+        });
+        assert_eq!(
+            chain(&e),
+            "bpf(BPF_MAP_CREATE): Operation not permitted (os error 1)"
+        );
         assert!(e.is_permission());
         let e = crate::run::RunError::Io(std::io::Error::from_raw_os_error(32));
         assert_eq!(chain(&e), "writing output: Broken pipe (os error 32)");

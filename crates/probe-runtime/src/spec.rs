@@ -42,7 +42,12 @@ pub(crate) struct SpecStore {
 impl SpecStore {
     /// An empty store whose speculations hold `specsize` bytes per CPU each.
     pub(crate) fn new(specsize: u64) -> SpecStore {
-        SpecStore { bufs: HashMap::new(), retired: HashMap::new(), specsize, drops: 0 }
+        SpecStore {
+            bufs: HashMap::new(),
+            retired: HashMap::new(),
+            specsize,
+            drops: 0,
+        }
     }
 
     /// Keeps `rec`, traced speculatively into speculation `spec` with `token`; drops it when the
@@ -72,8 +77,12 @@ impl SpecStore {
         let generation = token >> 8;
         let g = self.retired.entry(spec).or_insert(0);
         *g = (*g).max(generation);
-        self.bufs.retain(|&(s, t), _| s != spec || t >> 8 > generation || t == token);
-        self.bufs.remove(&(spec, token)).map(|b| b.records).unwrap_or_default()
+        self.bufs
+            .retain(|&(s, t), _| s != spec || t >> 8 > generation || t == token);
+        self.bufs
+            .remove(&(spec, token))
+            .map(|b| b.records)
+            .unwrap_or_default()
     }
 
     /// Speculative drops since the last call ("N speculative drops").
@@ -131,8 +140,15 @@ mod tests {
         s.hold(1, token(2), rec(0, b'n', 10));
         s.hold(2, token(1), rec(0, b'k', 10));
         assert_eq!(s.retire(1, token(2)).len(), 1);
-        assert!(s.retire(1, token(1)).is_empty(), "older generation of id 1 kept");
-        assert_eq!(s.retire(2, token(1)).len(), 1, "another id's buffer was dropped");
+        assert!(
+            s.retire(1, token(1)).is_empty(),
+            "older generation of id 1 kept"
+        );
+        assert_eq!(
+            s.retire(2, token(1)).len(),
+            1,
+            "another id's buffer was dropped"
+        );
     }
 
     #[test]

@@ -28,11 +28,17 @@ pub struct SyscallError {
 
 impl SyscallError {
     fn last(call: &'static str) -> SyscallError {
-        SyscallError { call, source: io::Error::last_os_error() }
+        SyscallError {
+            call,
+            source: io::Error::last_os_error(),
+        }
     }
     /// True when the kernel said EPERM/EACCES (missing CAP_BPF/CAP_PERFMON/CAP_SYS_ADMIN).
     pub fn is_permission(&self) -> bool {
-        matches!(self.source.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES))
+        matches!(
+            self.source.raw_os_error(),
+            Some(libc::EPERM) | Some(libc::EACCES)
+        )
     }
 }
 
@@ -80,9 +86,18 @@ fn bpf<T>(cmd: libc::c_int, attr: &mut T, call: &'static str) -> SysResult<libc:
     // SAFETY: `attr` is a live, initialized `#[repr(C)]` struct laid out as the prefix of
     // `union bpf_attr` for `cmd`, and its size is passed, so the kernel reads/writes only it.
     let r = unsafe {
-        libc::syscall(libc::SYS_bpf, cmd, attr as *mut T as *mut libc::c_void, std::mem::size_of::<T>() as libc::c_uint)
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut T as *mut libc::c_void,
+            std::mem::size_of::<T>() as libc::c_uint,
+        )
     };
-    if r < 0 { Err(SyscallError::last(call)) } else { Ok(r) }
+    if r < 0 {
+        Err(SyscallError::last(call))
+    } else {
+        Ok(r)
+    }
 }
 
 fn fd_from(r: libc::c_long) -> OwnedFd {
@@ -111,7 +126,12 @@ struct MapCreateAttr {
 
 fn obj_name(name: &str) -> [u8; 16] {
     let mut out = [0u8; 16];
-    for (i, b) in name.bytes().filter(|b| b.is_ascii_alphanumeric() || *b == b'_').take(15).enumerate() {
+    for (i, b) in name
+        .bytes()
+        .filter(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .take(15)
+        .enumerate()
+    {
         out[i] = b;
     }
     out
@@ -120,7 +140,13 @@ fn obj_name(name: &str) -> [u8; 16] {
 /// `bpf(BPF_MAP_CREATE)`: a map of `map_type` with the given key/value sizes (bytes) and capacity.
 /// For a ring buffer `key_size = value_size = 0` and `max_entries` is the data size in bytes
 /// (a power-of-two multiple of the page size).
-pub fn map_create(map_type: u32, key_size: u32, value_size: u32, max_entries: u32, name: &str) -> SysResult<OwnedFd> {
+pub fn map_create(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    name: &str,
+) -> SysResult<OwnedFd> {
     map_create_flags(map_type, key_size, value_size, max_entries, 0, name)
 }
 
@@ -186,8 +212,13 @@ pub fn map_lookup(map: &OwnedFd, key: &[u8], value: &mut [u8]) -> SysResult<bool
 
 /// `bpf(BPF_MAP_DELETE_ELEM)`. Returns `false` when the key was absent.
 pub fn map_delete(map: &OwnedFd, key: &[u8]) -> SysResult<bool> {
-    let mut attr =
-        MapElemAttr { map_fd: map.as_raw_fd() as u32, _pad: 0, key: key.as_ptr() as u64, value: 0, flags: 0 };
+    let mut attr = MapElemAttr {
+        map_fd: map.as_raw_fd() as u32,
+        _pad: 0,
+        key: key.as_ptr() as u64,
+        value: 0,
+        flags: 0,
+    };
     match bpf(BPF_MAP_DELETE_ELEM, &mut attr, "bpf(BPF_MAP_DELETE_ELEM)") {
         Ok(_) => Ok(true),
         Err(e) if e.source.raw_os_error() == Some(libc::ENOENT) => Ok(false),
@@ -270,7 +301,12 @@ pub struct LoadError {
 /// of `prog_type` under the GPL license (tracing helpers need it). With `verbose` the verifier logs
 /// every instruction (log level 2); otherwise the log is kept only for errors. On failure returns
 /// the verifier log.
-pub fn prog_load(prog_type: u32, insns: &[[u8; 8]], name: &str, verbose: bool) -> Result<OwnedFd, LoadError> {
+pub fn prog_load(
+    prog_type: u32,
+    insns: &[[u8; 8]],
+    name: &str,
+    verbose: bool,
+) -> Result<OwnedFd, LoadError> {
     let license = c"GPL";
     let attempt = |log: &mut Vec<u8>, level: u32| {
         let mut attr = ProgLoadAttr {
@@ -280,14 +316,22 @@ pub fn prog_load(prog_type: u32, insns: &[[u8; 8]], name: &str, verbose: bool) -
             license: license.as_ptr() as u64,
             log_level: level,
             log_size: log.len() as u32,
-            log_buf: if log.is_empty() { 0 } else { log.as_mut_ptr() as u64 },
+            log_buf: if log.is_empty() {
+                0
+            } else {
+                log.as_mut_ptr() as u64
+            },
             prog_name: obj_name(name),
             ..Default::default()
         };
         bpf(BPF_PROG_LOAD, &mut attr, "bpf(BPF_PROG_LOAD)")
     };
     let mut none = Vec::new();
-    let first = if verbose { Err(SyscallError::last("bpf(BPF_PROG_LOAD)")) } else { attempt(&mut none, 0) };
+    let first = if verbose {
+        Err(SyscallError::last("bpf(BPF_PROG_LOAD)"))
+    } else {
+        attempt(&mut none, 0)
+    };
     match first {
         Ok(fd) => Ok(fd_from(fd)),
         Err(_) => {
@@ -297,7 +341,10 @@ pub fn prog_load(prog_type: u32, insns: &[[u8; 8]], name: &str, verbose: bool) -
                 Ok(fd) => Ok(fd_from(fd)),
                 Err(error) => {
                     let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-                    Err(LoadError { error, log: String::from_utf8_lossy(&log[..end]).into_owned() })
+                    Err(LoadError {
+                        error,
+                        log: String::from_utf8_lossy(&log[..end]).into_owned(),
+                    })
                 }
             }
         }
@@ -320,8 +367,17 @@ pub fn raw_tracepoint_open(name: &str, prog: &OwnedFd) -> SysResult<OwnedFd> {
         call: "bpf(BPF_RAW_TRACEPOINT_OPEN)",
         source: io::Error::from(io::ErrorKind::InvalidInput),
     })?;
-    let mut attr = RawTpAttr { name: cname.as_ptr() as u64, prog_fd: prog.as_raw_fd() as u32, ..Default::default() };
-    bpf(BPF_RAW_TRACEPOINT_OPEN, &mut attr, "bpf(BPF_RAW_TRACEPOINT_OPEN)").map(fd_from)
+    let mut attr = RawTpAttr {
+        name: cname.as_ptr() as u64,
+        prog_fd: prog.as_raw_fd() as u32,
+        ..Default::default()
+    };
+    bpf(
+        BPF_RAW_TRACEPOINT_OPEN,
+        &mut attr,
+        "bpf(BPF_RAW_TRACEPOINT_OPEN)",
+    )
+    .map(fd_from)
 }
 
 #[repr(C)]
@@ -352,7 +408,11 @@ pub fn prog_test_run_raw_tp(prog: &OwnedFd, ctx: &[u64]) -> SysResult<u32> {
     let mut attr = TestRunAttr {
         prog_fd: prog.as_raw_fd() as u32,
         ctx_size_in: std::mem::size_of_val(ctx) as u32,
-        ctx_in: if ctx.is_empty() { 0 } else { ctx.as_ptr() as u64 },
+        ctx_in: if ctx.is_empty() {
+            0
+        } else {
+            ctx.as_ptr() as u64
+        },
         ..Default::default()
     };
     bpf(BPF_PROG_TEST_RUN, &mut attr, "bpf(BPF_PROG_TEST_RUN)")?;
@@ -410,7 +470,11 @@ pub fn perf_event_open(kind: PerfKind, cpu: i32) -> SysResult<OwnedFd> {
     const PERF_TYPE_TRACEPOINT: u32 = 2;
     const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
     const DISABLED: u64 = 1;
-    let mut attr = PerfEventAttr { size: std::mem::size_of::<PerfEventAttr>() as u32, flags: DISABLED, ..Default::default() };
+    let mut attr = PerfEventAttr {
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        flags: DISABLED,
+        ..Default::default()
+    };
     match kind {
         PerfKind::CpuClock { period_ns } => {
             attr.type_ = PERF_TYPE_SOFTWARE;
@@ -428,17 +492,38 @@ pub fn perf_event_open(kind: PerfKind, cpu: i32) -> SysResult<OwnedFd> {
     // SAFETY: `attr` is a fully initialized perf_event_attr whose `size` field matches its layout;
     // the kernel only reads it.
     let r = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, &mut attr as *mut PerfEventAttr, -1 as libc::pid_t, cpu, -1 as libc::c_int, PERF_FLAG_FD_CLOEXEC)
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &mut attr as *mut PerfEventAttr,
+            -1 as libc::pid_t,
+            cpu,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
     };
-    if r < 0 { Err(SyscallError::last("perf_event_open")) } else { Ok(fd_from(r)) }
+    if r < 0 {
+        Err(SyscallError::last("perf_event_open"))
+    } else {
+        Ok(fd_from(r))
+    }
 }
 
 /// `ioctl(PERF_EVENT_IOC_SET_BPF)`: runs `prog` on every sample of `event` (Linux 4.1).
 pub fn perf_event_set_bpf(event: &OwnedFd, prog: &OwnedFd) -> SysResult<()> {
     const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
     // SAFETY: the ioctl takes the program fd by value; both descriptors are open.
-    let r = unsafe { libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_SET_BPF as _, prog.as_raw_fd()) };
-    if r < 0 { Err(SyscallError::last("ioctl(PERF_EVENT_IOC_SET_BPF)")) } else { Ok(()) }
+    let r = unsafe {
+        libc::ioctl(
+            event.as_raw_fd(),
+            PERF_EVENT_IOC_SET_BPF as _,
+            prog.as_raw_fd(),
+        )
+    };
+    if r < 0 {
+        Err(SyscallError::last("ioctl(PERF_EVENT_IOC_SET_BPF)"))
+    } else {
+        Ok(())
+    }
 }
 
 /// `ioctl(PERF_EVENT_IOC_ENABLE)`.
@@ -446,18 +531,27 @@ pub fn perf_event_enable(event: &OwnedFd) -> SysResult<()> {
     const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
     // SAFETY: the ioctl takes no argument; the descriptor is open.
     let r = unsafe { libc::ioctl(event.as_raw_fd(), PERF_EVENT_IOC_ENABLE as _, 0) };
-    if r < 0 { Err(SyscallError::last("ioctl(PERF_EVENT_IOC_ENABLE)")) } else { Ok(()) }
+    if r < 0 {
+        Err(SyscallError::last("ioctl(PERF_EVENT_IOC_ENABLE)"))
+    } else {
+        Ok(())
+    }
 }
 
 /// Number of possible CPUs (`/sys/devices/system/cpu/possible`), the slot count of per-CPU map
 /// values.
 pub fn possible_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/possible").ok().and_then(|s| parse_cpu_list(&s).last().map(|c| c + 1)).unwrap_or(1)
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| parse_cpu_list(&s).last().map(|c| c + 1))
+        .unwrap_or(1)
 }
 
 /// CPUs that are online now (`/sys/devices/system/cpu/online`), where perf events can be opened.
 pub fn online_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online").map(|s| parse_cpu_list(&s)).unwrap_or_else(|_| vec![0])
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .map(|s| parse_cpu_list(&s))
+        .unwrap_or_else(|_| vec![0])
 }
 
 /// Parses a kernel CPU list such as `0-3,5` (Documentation/admin-guide/cputopology.rst).
@@ -480,16 +574,33 @@ pub fn parse_cpu_list(s: &str) -> Vec<usize> {
 pub fn mount_tracefs(dir: &str) -> SysResult<()> {
     let src = c"nodev";
     let fstype = c"tracefs";
-    let target = CString::new(dir)
-        .map_err(|_| SyscallError { call: "mount(tracefs)", source: io::Error::from(io::ErrorKind::InvalidInput) })?;
+    let target = CString::new(dir).map_err(|_| SyscallError {
+        call: "mount(tracefs)",
+        source: io::Error::from(io::ErrorKind::InvalidInput),
+    })?;
     // SAFETY: all three strings are NUL-terminated and live across the call; data is null.
-    let r = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if r < 0 { Err(SyscallError::last("mount(tracefs)")) } else { Ok(()) }
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        Err(SyscallError::last("mount(tracefs)"))
+    } else {
+        Ok(())
+    }
 }
 
 /// Raises RLIMIT_MEMLOCK to infinity (kernels before 5.11 charged BPF memory to it; harmless after).
 pub fn raise_memlock() {
-    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: `lim` is a valid rlimit; failure is ignored (memcg accounting makes it moot on 5.11+).
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
@@ -497,7 +608,10 @@ pub fn raise_memlock() {
 /// `CLOCK_REALTIME - CLOCK_MONOTONIC` in ns (clock_gettime(2)), for `walltimestamp`.
 pub fn wall_offset_ns() -> i64 {
     let read = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: `ts` is a valid timespec to fill.
         unsafe { libc::clock_gettime(clock, &mut ts) };
         ts.tv_sec * 1_000_000_000 + ts.tv_nsec
@@ -544,7 +658,10 @@ pub fn process_alive(pid: u32) -> bool {
         return false;
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')).unwrap_or(true),
+        Ok(s) => s
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
         Err(_) => false,
     }
 }

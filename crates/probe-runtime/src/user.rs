@@ -4,18 +4,18 @@
 //!
 //! See `docs/probe-user.md` for the provider syntax and semantics.
 
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use probe_format::value::Symbol;
 use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_user::attach::{AttachError, AttachRequest, UserAttachment};
-use probe_user::provider::UserCatalog;
 use probe_user::maps::ProcessMaps;
+use probe_user::provider::UserCatalog;
 use probe_user::symbolize::Symbolizer;
 use probe_user::{AbsAddr, FileOffset};
 
@@ -36,7 +36,10 @@ impl FullCatalog {
     /// `semaphore::repair_stale` over its record directory; a no-op when there are none).
     pub fn new() -> FullCatalog {
         let _ = probe_user::semaphore::repair_stale(&probe_user::semaphore::default_record_dir());
-        FullCatalog { kernel: KernelCatalog::new(), user: UserCatalog::new() }
+        FullCatalog {
+            kernel: KernelCatalog::new(),
+            user: UserCatalog::new(),
+        }
     }
 
     /// Tells the user catalog that `pid` is a `-c` command held before executing `exe`, so that
@@ -80,7 +83,10 @@ fn snapshots() -> &'static Mutex<HashMap<u32, ProcessMaps>> {
 }
 
 fn store_snapshot(m: ProcessMaps) {
-    snapshots().lock().unwrap_or_else(|e| e.into_inner()).insert(m.pid, m);
+    snapshots()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(m.pid, m);
 }
 
 impl ProbeCatalog for FullCatalog {
@@ -105,7 +111,13 @@ pub fn load_uprobe_program(insns: &[[u8; 8]], name: &str) -> Option<OwnedFd> {
         return None;
     }
     let raw: Vec<u64> = insns.iter().map(|b| u64::from_le_bytes(*b)).collect();
-    probe_user::sys::prog_load(probe_user::sys::BPF_PROG_TYPE_KPROBE, probe_user::sys::BPF_TRACE_UPROBE_MULTI, &raw, name).ok()
+    probe_user::sys::prog_load(
+        probe_user::sys::BPF_PROG_TYPE_KPROBE,
+        probe_user::sys::BPF_TRACE_UPROBE_MULTI,
+        &raw,
+        name,
+    )
+    .ok()
 }
 
 /// Attaches a loaded uprobe program to one probe, with its USDT semaphore: through a uprobe_multi
@@ -136,7 +148,11 @@ pub fn attach(
         None
     };
     let (offsets, cookies, as_ret): (Vec<FileOffset>, Vec<u64>, bool) = match sites {
-        Some(s) => (s.iter().map(|x| x.0).collect(), s.iter().map(|x| x.1).collect(), false),
+        Some(s) => (
+            s.iter().map(|x| x.0).collect(),
+            s.iter().map(|x| x.1).collect(),
+            false,
+        ),
         None => (vec![FileOffset(offset)], vec![0], ret),
     };
     let req = AttachRequest {
@@ -171,42 +187,61 @@ pub struct UserSymbols {
 impl UserSymbols {
     /// Symbolization in process `pid` (`$target`), or none; starts the watcher thread.
     pub fn new(pid: Option<u32>) -> UserSymbols {
-        let Some(pid) = pid else { return UserSymbols::default() };
+        let Some(pid) = pid else {
+            return UserSymbols::default();
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let st = stop.clone();
         let own_exe = std::fs::read_link("/proc/self/exe").ok();
-        let spawned = std::thread::Builder::new().name("usym-maps".into()).spawn(move || {
-            let start = Instant::now();
-            while !st.load(Ordering::Relaxed) {
-                match ProcessMaps::read(pid) {
-                    // A held -c child still runs our own image until its execve.
-                    Ok(m) if Some(&m.exe) != own_exe.as_ref() && !m.mappings.is_empty() => {
-                        // A poll read before the entry snapshot may be stored after it: never replace a
-                        // snapshot by one with fewer mappings.
-                        let mut all = snapshots().lock().unwrap_or_else(|e| e.into_inner());
-                        if all.get(&pid).is_none_or(|old| old.mappings.len() <= m.mappings.len()) {
-                            all.insert(pid, m);
+        let spawned = std::thread::Builder::new()
+            .name("usym-maps".into())
+            .spawn(move || {
+                let start = Instant::now();
+                while !st.load(Ordering::Relaxed) {
+                    match ProcessMaps::read(pid) {
+                        // A held -c child still runs our own image until its execve.
+                        Ok(m) if Some(&m.exe) != own_exe.as_ref() && !m.mappings.is_empty() => {
+                            // A poll read before the entry snapshot may be stored after it: never replace a
+                            // snapshot by one with fewer mappings.
+                            let mut all = snapshots().lock().unwrap_or_else(|e| e.into_inner());
+                            if all
+                                .get(&pid)
+                                .is_none_or(|old| old.mappings.len() <= m.mappings.len())
+                            {
+                                all.insert(pid, m);
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                                break;
+                            }
                         }
                     }
-                    Ok(_) => {}
-                    Err(_) => {
-                        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                            break;
-                        }
-                    }
+                    let fast = start.elapsed() < Duration::from_secs(1);
+                    std::thread::sleep(if fast {
+                        Duration::from_micros(500)
+                    } else {
+                        Duration::from_millis(10)
+                    });
                 }
-                let fast = start.elapsed() < Duration::from_secs(1);
-                std::thread::sleep(if fast { Duration::from_micros(500) } else { Duration::from_millis(10) });
-            }
-        });
+            });
         let _ = spawned;
-        UserSymbols { pid: Some(pid), inner: None, stop: Some(stop) }
+        UserSymbols {
+            pid: Some(pid),
+            inner: None,
+            stop: Some(stop),
+        }
     }
 
     /// Takes the watcher's latest snapshot of the target's mappings.
     pub fn refresh(&mut self) {
         let Some(pid) = self.pid else { return };
-        let snap = snapshots().lock().unwrap_or_else(|e| e.into_inner()).get(&pid).cloned();
+        let snap = snapshots()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&pid)
+            .cloned();
         if let Some(m) = snap {
             self.inner.get_or_insert_with(Symbolizer::new).set_maps(m);
         }
@@ -214,10 +249,20 @@ impl UserSymbols {
 
     /// The symbol of user address `addr` (or the bare address).
     pub fn resolve(&mut self, addr: u64) -> Symbol {
-        let Some(pid) = self.pid else { return Symbol::unknown(addr) };
+        let Some(pid) = self.pid else {
+            return Symbol::unknown(addr);
+        };
         self.refresh();
-        let s = self.inner.get_or_insert_with(Symbolizer::new).resolve(pid, AbsAddr(addr));
-        Symbol { addr, module: s.module, name: s.function, offset: s.offset }
+        let s = self
+            .inner
+            .get_or_insert_with(Symbolizer::new)
+            .resolve(pid, AbsAddr(addr));
+        Symbol {
+            addr,
+            module: s.module,
+            name: s.function,
+            offset: s.offset,
+        }
     }
 }
 

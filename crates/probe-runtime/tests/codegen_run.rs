@@ -11,17 +11,28 @@ use probe_sema::SemaOptions;
 fn run(src: &str) -> (String, String, StopReason) {
     let file = probe_syntax::SourceFile::new("t.d", src);
     let (ast, diags) = probe_syntax::parse(&file);
-    assert!(diags.iter().all(|d| !d.is_error()), "parse errors in {src}: {diags:?}");
+    assert!(
+        diags.iter().all(|d| !d.is_error()),
+        "parse errors in {src}: {diags:?}"
+    );
     let prog = probe_sema::analyze(&ast, &KernelCatalog::new(), &SemaOptions::default())
         .unwrap_or_else(|d| panic!("sema errors in {src}: {d:?}"));
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let cfg = RunConfig { quiet: true, ..RunConfig::default() };
+    let cfg = RunConfig {
+        quiet: true,
+        ..RunConfig::default()
+    };
     let reason = {
-        let mut c = Consumer::new(&prog, cfg, &mut out, &mut err).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let mut c =
+            Consumer::new(&prog, cfg, &mut out, &mut err).unwrap_or_else(|e| panic!("{src}: {e}"));
         c.run(None).unwrap_or_else(|e| panic!("{src}: {e}"))
     };
-    (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap(), reason)
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+        reason,
+    )
 }
 
 /// The printed value of an integer expression, evaluated in BEGIN.
@@ -91,7 +102,8 @@ fn division_by_zero_is_a_dtrace_error_and_drops_the_clause_record() {
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
-    let (out, err, reason) = run("BEGIN { z = 0; printf(\"before\\n\"); printf(\"%d\\n\", 1 / z); } BEGIN { exit(4); }");
+    let (out, err, reason) =
+        run("BEGIN { z = 0; printf(\"before\\n\"); printf(\"%d\\n\", 1 / z); } BEGIN { exit(4); }");
     assert!(err.contains("divide-by-zero"), "stderr: {err}");
     assert!(err.contains("error on enabled probe ID 1"), "stderr: {err}");
     // The faulting clause's data is discarded, like DTrace's uncommitted buffer.
@@ -104,7 +116,22 @@ fn aggregations_match_probe_format_buckets() {
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
-    let values: [i64; 14] = [0, 1, 2, 3, 4, 7, 8, 1000, -1, -2, -3, -1000, i64::MAX, i64::MIN + 1];
+    let values: [i64; 14] = [
+        0,
+        1,
+        2,
+        3,
+        4,
+        7,
+        8,
+        1000,
+        -1,
+        -2,
+        -3,
+        -1000,
+        i64::MAX,
+        i64::MIN + 1,
+    ];
     let mut body = String::new();
     for v in values {
         body.push_str(&format!(
@@ -116,15 +143,33 @@ fn aggregations_match_probe_format_buckets() {
     use probe_format::agg::{AggFunc, Aggregation};
     let funcs = [
         ("q", AggFunc::Quantize),
-        ("l", AggFunc::Lquantize { base: -10, limit: 100, step: 10 }),
-        ("ll", AggFunc::Llquantize { factor: 10, low: 0, high: 3, nsteps: 10 }),
+        (
+            "l",
+            AggFunc::Lquantize {
+                base: -10,
+                limit: 100,
+                step: 10,
+            },
+        ),
+        (
+            "ll",
+            AggFunc::Llquantize {
+                factor: 10,
+                low: 0,
+                high: 3,
+                nsteps: 10,
+            },
+        ),
         ("c", AggFunc::Count),
         ("s", AggFunc::Sum),
         ("mn", AggFunc::Min),
         ("mx", AggFunc::Max),
     ];
-    let mut models: Vec<Aggregation> =
-        funcs.iter().enumerate().map(|(i, (n, f))| Aggregation::new(*n, i as u32, *f)).collect();
+    let mut models: Vec<Aggregation> = funcs
+        .iter()
+        .enumerate()
+        .map(|(i, (n, f))| Aggregation::new(*n, i as u32, *f))
+        .collect();
     for v in values {
         for m in &mut models {
             m.add(vec![], v, 1);
@@ -140,7 +185,9 @@ fn keyed_aggregation_with_string_and_int_keys() {
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
-    let (out, _, _) = run(r#"BEGIN { @["b", 2] = count(); @["a", 1] = count(); @["b", 2] = count(); @a = avg(3); @a = avg(4); @sd = stddev(2); @sd = stddev(4); exit(0); }"#);
+    let (out, _, _) = run(
+        r#"BEGIN { @["b", 2] = count(); @["a", 1] = count(); @["b", 2] = count(); @a = avg(3); @a = avg(4); @sd = stddev(2); @sd = stddev(4); exit(0); }"#,
+    );
     use probe_format::agg::{AggFunc, Aggregation};
     use probe_format::value::{Int, Value};
     let key = |s: &str, i: i32| vec![Value::Str(s.into()), Value::Int(Int::i32(i))];
@@ -166,7 +213,10 @@ fn attachments_open() -> usize {
         .filter_map(|e| std::fs::read_link(e.path()).ok())
         .filter(|t| {
             let t = t.to_string_lossy();
-            t.contains("bpf-link") || t.contains("bpf_link") || t.contains("perf_event") || t.contains("bpf-raw-tracepoint")
+            t.contains("bpf-link")
+                || t.contains("bpf_link")
+                || t.contains("perf_event")
+                || t.contains("bpf-raw-tracepoint")
         })
         .count()
 }
@@ -194,16 +244,34 @@ fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
     let mut out = Vec::new();
     let mut err = Vec::new();
     {
-        let mut c = Consumer::new(&prog, RunConfig { quiet: true, ..RunConfig::default() }, &mut out, &mut err).unwrap();
+        let mut c = Consumer::new(
+            &prog,
+            RunConfig {
+                quiet: true,
+                ..RunConfig::default()
+            },
+            &mut out,
+            &mut err,
+        )
+        .unwrap();
         let reason = c.run(None).unwrap();
         assert_eq!(reason, StopReason::Exit(0));
         // After the run everything is detached already.
         assert_eq!(c.session().attachments(), 0);
     }
-    assert_eq!(attachments_open(), before, "an attachment fd outlived the run");
+    assert_eq!(
+        attachments_open(),
+        before,
+        "an attachment fd outlived the run"
+    );
     let out = String::from_utf8(out).unwrap();
     // Every entry is counted under its system call's name; this process made some.
-    assert!(out.lines().any(|l| l.trim_start().starts_with("ioctl") || l.trim_start().starts_with("epoll_wait")), "{out}");
+    assert!(
+        out.lines().any(
+            |l| l.trim_start().starts_with("ioctl") || l.trim_start().starts_with("epoll_wait")
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -222,10 +290,17 @@ fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
         })
     };
     // 1024 entries at most (the floor for a tiny dynvarsize); timestamps are distinct keys.
-    let (_, err, _) = run("#pragma D option dynvarsize=1k\nsyscall:::entry { a[timestamp] = 1; } tick-300ms { exit(0); }");
+    let (_, err, _) = run(
+        "#pragma D option dynvarsize=1k\nsyscall:::entry { a[timestamp] = 1; } tick-300ms { exit(0); }",
+    );
     let n: u64 = err
         .lines()
-        .find_map(|l| l.strip_prefix("sightline: ")?.strip_suffix(" dynamic variable drops")?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("sightline: ")?
+                .strip_suffix(" dynamic variable drops")?
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no dynamic variable drops reported: {err}"));
     assert!(n > 0);
     // A 16 KiB ring buffer read once a second overflows under a printf per system call.
@@ -234,7 +309,10 @@ fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     busy.join().unwrap();
-    assert!(err.lines().any(|l| l.contains(" drops on CPU ")), "no principal drops reported: {err}");
+    assert!(
+        err.lines().any(|l| l.contains(" drops on CPU ")),
+        "no principal drops reported: {err}"
+    );
 }
 
 #[test]
@@ -324,9 +402,15 @@ fn string_subroutines_follow_dtrace() {
         (r#"substr(basename("/usr/lib/libc.so.6"), 0, 4)"#, "libc"),
     ];
     for (expr, want) in strings {
-        let (out, err, _) = run(&format!("BEGIN {{ printf(\"[%s]\\n\", {expr}); exit(0); }}"));
+        let (out, err, _) = run(&format!(
+            "BEGIN {{ printf(\"[%s]\\n\", {expr}); exit(0); }}"
+        ));
         assert!(err.is_empty(), "{expr}: stderr {err}");
-        assert_eq!(out.lines().next(), Some(format!("[{want}]").as_str()), "{expr}");
+        assert_eq!(
+            out.lines().next(),
+            Some(format!("[{want}]").as_str()),
+            "{expr}"
+        );
     }
     let ints = [
         // index: first position at or after start (negative start -> 0; start past the end ->

@@ -123,17 +123,24 @@ fn verifier_rejection_names_the_clause_and_quotes_the_reason() {
             clauses: vec![1],
             probes: vec![0],
         }],
-        probes: vec![ProbeRef { name: "dtrace:::BEGIN".into() }],
+        probes: vec![ProbeRef {
+            name: "dtrace:::BEGIN".into(),
+        }],
         ringbuf: 0,
         stats: 1,
         ..Layout::default()
     };
     let err = probe_runtime::session::Session::load(layout, false).unwrap_err();
     let msg = err.to_string();
-    assert!(msg.starts_with("clause 2 (dtrace:::BEGIN): the BPF verifier rejected the program: "), "{msg}");
+    assert!(
+        msg.starts_with("clause 2 (dtrace:::BEGIN): the BPF verifier rejected the program: "),
+        "{msg}"
+    );
     assert!(msg.contains("R2 !read_ok"), "{msg}");
     match err {
-        probe_runtime::session::RuntimeError::Verifier { log, .. } => assert!(log.contains("R2 !read_ok")),
+        probe_runtime::session::RuntimeError::Verifier { log, .. } => {
+            assert!(log.contains("R2 !read_ok"))
+        }
         e => panic!("not a verifier error: {e}"),
     }
 }

@@ -11,13 +11,15 @@
 //! 4. the checking pass: each clause's probe descriptions are matched against the catalog, then its
 //!    predicate and statements are typed, with every error reported.
 
+use crate::SemaOptions;
 use crate::catalog::{ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use crate::checked::*;
 use crate::types::{SymKind, Type, usual_arithmetic};
-use crate::SemaOptions;
 use probe_format::agg::AggFunc;
 use probe_format::printf::{self, ArgKind, ArgSlot};
-use probe_syntax::ast::{self, BaseType, BinaryOp, Expr, ExprKind, MacroVar, Stmt, StmtKind, UnaryOp};
+use probe_syntax::ast::{
+    self, BaseType, BinaryOp, Expr, ExprKind, MacroVar, Stmt, StmtKind, UnaryOp,
+};
 use probe_syntax::{Diagnostic, Span};
 use std::collections::HashMap;
 
@@ -50,11 +52,18 @@ pub fn analyze(
     // Pre-pass: fix variable and aggregation types from first assignments, twice so that a chain
     // `a = b; ... b = 1;` resolves. Diagnostics and probe matching are off.
     a.quiet = true;
-    let matched: Vec<Option<Vec<ProbeInfo>>> =
-        program.clauses().map(|c| a.match_probes(c).ok().map(|(p, _)| p)).collect();
+    let matched: Vec<Option<Vec<ProbeInfo>>> = program
+        .clauses()
+        .map(|c| a.match_probes(c).ok().map(|(p, _)| p))
+        .collect();
     for _ in 0..2 {
         for (c, probes) in program.clauses().zip(&matched) {
-            let cx = ClauseCx { prepass: probes.is_none(), probes: probes.clone().unwrap_or_default(), locals: Vec::new(), in_predicate: false };
+            let cx = ClauseCx {
+                prepass: probes.is_none(),
+                probes: probes.clone().unwrap_or_default(),
+                locals: Vec::new(),
+                in_predicate: false,
+            };
             a.prepass_stmts(&c.body, &cx);
         }
     }
@@ -110,7 +119,11 @@ pub fn needs_user_symbols(program: &ast::Program) -> bool {
 
 /// True when `expr` holds for some expression of the program, or `ty` for some type it names
 /// (casts, `sizeof`, `offsetof`, declarations, inlines). Walks the whole AST.
-fn any_node(program: &ast::Program, expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
+fn any_node(
+    program: &ast::Program,
+    expr: &dyn Fn(&Expr) -> bool,
+    ty: &dyn Fn(&ast::TypeName) -> bool,
+) -> bool {
     fn walk(e: &Expr, expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
         if expr(e) {
             return true;
@@ -135,19 +148,27 @@ fn any_node(program: &ast::Program, expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&a
             | ExprKind::AggRef(_) => false,
         }
     }
-    fn stmts(s: &[Stmt], expr: &dyn Fn(&Expr) -> bool, ty: &dyn Fn(&ast::TypeName) -> bool) -> bool {
+    fn stmts(
+        s: &[Stmt],
+        expr: &dyn Fn(&Expr) -> bool,
+        ty: &dyn Fn(&ast::TypeName) -> bool,
+    ) -> bool {
         let w = |x: &Expr| walk(x, expr, ty);
         s.iter().any(|s| match &s.kind {
             StmtKind::Expr(e) => w(e),
             StmtKind::Aggregate(a) => a.keys.iter().chain(&a.args).any(w),
             StmtKind::If { cond, then, els } => {
-                w(cond) || stmts(then, expr, ty) || els.as_deref().is_some_and(|e| stmts(e, expr, ty))
+                w(cond)
+                    || stmts(then, expr, ty)
+                    || els.as_deref().is_some_and(|e| stmts(e, expr, ty))
             }
             StmtKind::Empty => false,
         })
     }
     program.items.iter().any(|i| match i {
-        ast::Item::Clause(c) => c.predicate.as_ref().is_some_and(|p| walk(p, expr, ty)) || stmts(&c.body, expr, ty),
+        ast::Item::Clause(c) => {
+            c.predicate.as_ref().is_some_and(|p| walk(p, expr, ty)) || stmts(&c.body, expr, ty)
+        }
         ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
         ast::Item::Inline(d) => ty(&d.ty) || walk(&d.value, expr, ty),
         ast::Item::Option(_) => false,
@@ -191,22 +212,104 @@ struct Analyzer<'a> {
 
 /// Names of actions (statement-level calls that record or act).
 const ACTIONS: &[&str] = &[
-    "trace", "printf", "printa", "exit", "clear", "trunc", "normalize", "denormalize", "speculate", "commit",
-    "discard", "tracemem", "system", "raise", "stop",
+    "trace",
+    "printf",
+    "printa",
+    "exit",
+    "clear",
+    "trunc",
+    "normalize",
+    "denormalize",
+    "speculate",
+    "commit",
+    "discard",
+    "tracemem",
+    "system",
+    "raise",
+    "stop",
 ];
 /// Names of subroutines (calls with a value).
 const SUBROUTINES: &[&str] = &[
-    "copyinstr", "copyin", "strlen", "strjoin", "stringof", "basename", "dirname", "substr", "strchr", "strrchr",
-    "strstr", "index", "rindex", "lltostr", "rand", "progenyof", "speculation", "htons", "ntohs", "htonl", "ntohl", "htonll", "ntohll", "stack",
-    "ustack", "sym", "func", "mod", "usym", "ufunc", "umod", "uaddr",
+    "copyinstr",
+    "copyin",
+    "strlen",
+    "strjoin",
+    "stringof",
+    "basename",
+    "dirname",
+    "substr",
+    "strchr",
+    "strrchr",
+    "strstr",
+    "index",
+    "rindex",
+    "lltostr",
+    "rand",
+    "progenyof",
+    "speculation",
+    "htons",
+    "ntohs",
+    "htonl",
+    "ntohl",
+    "htonll",
+    "ntohll",
+    "stack",
+    "ustack",
+    "sym",
+    "func",
+    "mod",
+    "usym",
+    "ufunc",
+    "umod",
+    "uaddr",
 ];
 /// Aggregating functions.
-const AGG_FUNCS: &[&str] = &["count", "sum", "avg", "min", "max", "stddev", "quantize", "lquantize", "llquantize"];
+const AGG_FUNCS: &[&str] = &[
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "stddev",
+    "quantize",
+    "lquantize",
+    "llquantize",
+];
 /// Built-in variable names (for suggestions).
 const BUILTINS: &[&str] = &[
-    "pid", "tid", "ppid", "uid", "gid", "execname", "cpu", "timestamp", "vtimestamp", "walltimestamp", "probeprov",
-    "probemod", "probefunc", "probename", "arg0", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7", "arg8",
-    "arg9", "args", "errno", "curthread", "epid", "id", "caller", "ucaller", "stackdepth", "ustackdepth",
+    "pid",
+    "tid",
+    "ppid",
+    "uid",
+    "gid",
+    "execname",
+    "cpu",
+    "timestamp",
+    "vtimestamp",
+    "walltimestamp",
+    "probeprov",
+    "probemod",
+    "probefunc",
+    "probename",
+    "arg0",
+    "arg1",
+    "arg2",
+    "arg3",
+    "arg4",
+    "arg5",
+    "arg6",
+    "arg7",
+    "arg8",
+    "arg9",
+    "args",
+    "errno",
+    "curthread",
+    "epid",
+    "id",
+    "caller",
+    "ucaller",
+    "stackdepth",
+    "ustackdepth",
 ];
 
 /// Edit distance with adjacent transpositions (optimal string alignment), for "did you mean":
@@ -225,7 +328,9 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     for i in 1..=n {
         for j in 1..=m {
             let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
             if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
                 v = v.min(d[i - 2][j - 2] + 1);
             }
@@ -236,7 +341,11 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// The closest candidates to `name` (distance at most a third of its length, at least 1), best first.
-fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>, max: usize) -> Vec<String> {
+fn nearest<'c>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+    max: usize,
+) -> Vec<String> {
     let limit = (name.chars().count() / 3).max(1);
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
@@ -245,15 +354,24 @@ fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>, max: u
         .collect();
     scored.sort();
     scored.dedup();
-    keep_best(scored).into_iter().take(max).map(|(_, c)| c.to_string()).collect()
+    keep_best(scored)
+        .into_iter()
+        .take(max)
+        .map(|(_, c)| c.to_string())
+        .collect()
 }
 
 /// Keeps the candidates close to the best one: an exact-but-one match hides the weaker ones
 /// (`opn` → `open`, not also `bpf`); otherwise one more edit than the best is tolerated.
 fn keep_best<T>(sorted: Vec<(usize, T)>) -> Vec<(usize, T)> {
-    let Some(best) = sorted.first().map(|(d, _)| *d) else { return sorted };
+    let Some(best) = sorted.first().map(|(d, _)| *d) else {
+        return sorted;
+    };
     let slack = if best <= 1 { 0 } else { 1 };
-    sorted.into_iter().filter(|(d, _)| *d <= best + slack).collect()
+    sorted
+        .into_iter()
+        .filter(|(d, _)| *d <= best + slack)
+        .collect()
 }
 
 fn did_you_mean(list: &[String]) -> Option<String> {
@@ -262,7 +380,10 @@ fn did_you_mean(list: &[String]) -> Option<String> {
         [one] => Some(format!("did you mean `{one}`?")),
         many => Some(format!(
             "did you mean {}?",
-            many.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -275,8 +396,12 @@ fn int_lit_type(lit: &ast::IntLit) -> Type {
         return Type::INT;
     }
     let v = lit.value;
-    let ladder: [(u8, bool, u64); 4] =
-        [(4, true, i32::MAX as u64), (4, false, u32::MAX as u64), (8, true, i64::MAX as u64), (8, false, u64::MAX)];
+    let ladder: [(u8, bool, u64); 4] = [
+        (4, true, i32::MAX as u64),
+        (4, false, u32::MAX as u64),
+        (8, true, i64::MAX as u64),
+        (8, false, u64::MAX),
+    ];
     for (bytes, signed, limit) in ladder {
         if lit.unsigned_suffix && signed {
             continue;
@@ -310,7 +435,9 @@ fn parse_int_arg(s: &str) -> Option<i64> {
 
 fn is_identifier(s: &str) -> bool {
     let mut c = s.chars();
-    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_') && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    c.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn mk(kind: TExprKind, ty: Type, span: Span) -> TExpr {
@@ -343,7 +470,11 @@ pub(crate) fn const_eval(e: &TExpr) -> Option<i128> {
         match ty.as_int() {
             Some((bytes, signed)) => {
                 let bits = bytes as u32 * 8;
-                let m = if bits == 64 { v as u64 as u128 } else { (v as u128) & ((1u128 << bits) - 1) };
+                let m = if bits == 64 {
+                    v as u64 as u128
+                } else {
+                    (v as u128) & ((1u128 << bits) - 1)
+                };
                 if signed && bits < 128 && (m >> (bits - 1)) & 1 == 1 {
                     (m as i128) - (1i128 << bits)
                 } else {
@@ -456,11 +587,12 @@ enum OptKind {
 fn option_kind(name: &str) -> Option<OptKind> {
     use OptKind::*;
     Some(match name {
-        "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes" | "defaultargs" | "argref" | "zdefs"
-        | "aggzoom" | "aggpack" | "agghist" | "nolibs" | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
+        "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes"
+        | "defaultargs" | "argref" | "zdefs" | "aggzoom" | "aggpack" | "agghist" | "nolibs"
+        | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
         "bufsize" | "aggsize" | "dynvarsize" | "specsize" => Size,
-        "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos" | "jstackframes"
-        | "jstackstrsize" | "cpu" | "stackindent" => Count,
+        "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos"
+        | "jstackframes" | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
         "bufpolicy" | "bufresize" | "dynvarpolicy" => Text,
         _ => return None,
@@ -468,11 +600,44 @@ fn option_kind(name: &str) -> Option<OptKind> {
 }
 
 const OPTION_NAMES: &[&str] = &[
-    "quiet", "aggsortkey", "aggsortrev", "destructive", "flowindent", "rawbytes", "defaultargs", "argref", "zdefs", "aggzoom",
-    "aggpack", "bufsize", "aggsize", "dynvarsize", "specsize", "strsize", "nspec", "stackframes", "ustackframes",
-    "aggsortpos", "aggsortkeypos", "switchrate", "aggrate", "statusrate", "cleanrate", "bufpolicy", "bufresize",
-    "dynvarpolicy", "cpu", "verbose", "stackindent", "empty", "nolibs", "jstackframes", "jstackstrsize", "agghist",
-    "grabanon", "temporal",
+    "quiet",
+    "aggsortkey",
+    "aggsortrev",
+    "destructive",
+    "flowindent",
+    "rawbytes",
+    "defaultargs",
+    "argref",
+    "zdefs",
+    "aggzoom",
+    "aggpack",
+    "bufsize",
+    "aggsize",
+    "dynvarsize",
+    "specsize",
+    "strsize",
+    "nspec",
+    "stackframes",
+    "ustackframes",
+    "aggsortpos",
+    "aggsortkeypos",
+    "switchrate",
+    "aggrate",
+    "statusrate",
+    "cleanrate",
+    "bufpolicy",
+    "bufresize",
+    "dynvarpolicy",
+    "cpu",
+    "verbose",
+    "stackindent",
+    "empty",
+    "nolibs",
+    "jstackframes",
+    "jstackstrsize",
+    "agghist",
+    "grabanon",
+    "temporal",
 ];
 
 impl<'a> Analyzer<'a> {
@@ -512,8 +677,10 @@ impl<'a> Analyzer<'a> {
     // ----- options -----
 
     fn options(&mut self, program: &ast::Program) {
-        let pragmas: Vec<(String, Option<String>, Span)> =
-            program.options().map(|o| (o.name.clone(), o.value.clone(), o.span)).collect();
+        let pragmas: Vec<(String, Option<String>, Span)> = program
+            .options()
+            .map(|o| (o.name.clone(), o.value.clone(), o.span))
+            .collect();
         for (n, v, s) in pragmas {
             self.set_option(&n, v.as_deref(), s);
         }
@@ -524,7 +691,11 @@ impl<'a> Analyzer<'a> {
     }
 
     fn set_option(&mut self, name: &str, value: Option<&str>, span: Span) {
-        let where_ = if span == Span::DETACHED { " (from -x)" } else { "" };
+        let where_ = if span == Span::DETACHED {
+            " (from -x)"
+        } else {
+            ""
+        };
         let Some(kind) = option_kind(name) else {
             let mut d = Diagnostic::error(format!("unrecognized option `{name}`{where_}"), span);
             if let Some(h) = did_you_mean(&nearest(name, OPTION_NAMES.iter().copied(), 3)) {
@@ -534,7 +705,10 @@ impl<'a> Analyzer<'a> {
             return;
         };
         let bad = |this: &mut Self, what: &str| {
-            this.report(Diagnostic::error(format!("option `{name}` needs {what}{where_}"), span));
+            this.report(Diagnostic::error(
+                format!("option `{name}` needs {what}{where_}"),
+                span,
+            ));
         };
         let o = &mut self.options;
         match kind {
@@ -552,11 +726,15 @@ impl<'a> Analyzer<'a> {
                     "destructive" => o.destructive = on,
                     "defaultargs" => self.defaultargs = on,
                     "argref" => self.argref = on,
-                    _ => o.other.push((name.to_string(), if on { "1" } else { "0" }.to_string())),
+                    _ => o
+                        .other
+                        .push((name.to_string(), if on { "1" } else { "0" }.to_string())),
                 }
             }
             OptKind::Size => {
-                let Some(v) = value.and_then(parse_size) else { return bad(self, "a size such as 4m, 512k or 65536") };
+                let Some(v) = value.and_then(parse_size) else {
+                    return bad(self, "a size such as 4m, 512k or 65536");
+                };
                 match name {
                     "bufsize" => o.bufsize = Some(v),
                     "aggsize" => o.aggsize = Some(v),
@@ -565,7 +743,10 @@ impl<'a> Analyzer<'a> {
                 }
             }
             OptKind::Count => {
-                let Some(v) = value.and_then(parse_size).and_then(|v| u32::try_from(v).ok()) else {
+                let Some(v) = value
+                    .and_then(parse_size)
+                    .and_then(|v| u32::try_from(v).ok())
+                else {
                     return bad(self, "a number");
                 };
                 match name {
@@ -595,7 +776,9 @@ impl<'a> Analyzer<'a> {
                 }
             }
             OptKind::Text => {
-                let Some(v) = value else { return bad(self, "a value") };
+                let Some(v) = value else {
+                    return bad(self, "a value");
+                };
                 o.other.push((name.to_string(), v.to_string()));
             }
         }
@@ -612,8 +795,13 @@ impl<'a> Analyzer<'a> {
             let n = i + 1;
             if !self.args_used.contains(&n) {
                 self.report(
-                    Diagnostic::error(format!("extraneous argument `{value}` (${n} is not referenced)"), Span::DETACHED)
-                        .with_hint("remove the argument, or set `-x argref` (or `defaultargs`) to allow it"),
+                    Diagnostic::error(
+                        format!("extraneous argument `{value}` (${n} is not referenced)"),
+                        Span::DETACHED,
+                    )
+                    .with_hint(
+                        "remove the argument, or set `-x argref` (or `defaultargs`) to allow it",
+                    ),
                 );
             }
         }
@@ -623,19 +811,31 @@ impl<'a> Analyzer<'a> {
 
     fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
         let base = match &t.base {
-            BaseType::Int { bytes, signed } => Type::Int { bytes: *bytes, signed: *signed },
+            BaseType::Int { bytes, signed } => Type::Int {
+                bytes: *bytes,
+                signed: *signed,
+            },
             BaseType::String => Type::String,
             BaseType::Void => Type::Void,
             BaseType::Struct(name) => {
                 let Some(btf) = self.btf.clone() else {
                     return Err(self.report(
-                        Diagnostic::error(format!("unknown type `{}`: no kernel type information", t.text), t.span)
-                            .with_hint("structure types come from the kernel's BTF (/sys/kernel/btf/vmlinux)"),
+                        Diagnostic::error(
+                            format!("unknown type `{}`: no kernel type information", t.text),
+                            t.span,
+                        )
+                        .with_hint(
+                            "structure types come from the kernel's BTF (/sys/kernel/btf/vmlinux)",
+                        ),
                     ));
                 };
                 match btf.struct_id(name) {
                     Some(id) => btf.d_type(id),
-                    None => return Err(self.err(format!("the kernel has no type `{}`", t.text), t.span)),
+                    None => {
+                        return Err(
+                            self.err(format!("the kernel has no type `{}`", t.text), t.span)
+                        );
+                    }
                 }
             }
         };
@@ -649,9 +849,14 @@ impl<'a> Analyzer<'a> {
     }
 
     fn inline_definition(&mut self, d: &ast::InlineDef) {
-        let Ok(ty) = self.type_of_name(&d.ty) else { return };
+        let Ok(ty) = self.type_of_name(&d.ty) else {
+            return;
+        };
         if matches!(ty, Type::Void) {
-            self.err(format!("inline `{}` cannot have type void", d.name), d.ty.span);
+            self.err(
+                format!("inline `{}` cannot have type void", d.name),
+                d.ty.span,
+            );
             return;
         }
         if self.inlines.contains_key(&d.name) || Builtin::from_name(&d.name).is_some() {
@@ -665,7 +870,10 @@ impl<'a> Analyzer<'a> {
     fn expand_inline(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let (ty, value) = self.inlines[name].clone();
         if self.expanding.iter().any(|n| n == name) {
-            return Err(self.err(format!("inline `{name}` is defined in terms of itself"), span));
+            return Err(self.err(
+                format!("inline `{name}` is defined in terms of itself"),
+                span,
+            ));
         }
         self.expanding.push(name.to_string());
         let t = self.expr(&value, cx);
@@ -674,17 +882,31 @@ impl<'a> Analyzer<'a> {
         let ok = (t.ty.is_integral() && ty.is_integral()) || t.ty == ty;
         if !ok {
             return Err(self.report(
-                Diagnostic::error(format!("inline `{name}` is declared `{ty}` but its value has type `{}`", t.ty), value.span)
-                    .with_label(span, "used here"),
+                Diagnostic::error(
+                    format!(
+                        "inline `{name}` is declared `{ty}` but its value has type `{}`",
+                        t.ty
+                    ),
+                    value.span,
+                )
+                .with_label(span, "used here"),
             ));
         }
-        Ok(TExpr { span, ..convert(t, &ty) })
+        Ok(TExpr {
+            span,
+            ..convert(t, &ty)
+        })
     }
 
     fn declaration(&mut self, d: &ast::VarDecl) {
-        let Ok(ty) = self.type_of_name(&d.ty) else { return };
+        let Ok(ty) = self.type_of_name(&d.ty) else {
+            return;
+        };
         if ty == Type::Void {
-            self.err(format!("variable `{}` cannot have type void", d.name), d.ty.span);
+            self.err(
+                format!("variable `{}` cannot have type void", d.name),
+                d.ty.span,
+            );
             return;
         }
         let mut keys: Vec<Type> = Vec::new();
@@ -702,7 +924,13 @@ impl<'a> Analyzer<'a> {
             return;
         }
         if scope == VarScope::Global && BUILTINS.contains(&d.name.as_str()) {
-            self.err(format!("`{}` is a built-in variable and cannot be redeclared", d.name), d.span);
+            self.err(
+                format!(
+                    "`{}` is a built-in variable and cannot be redeclared",
+                    d.name
+                ),
+                d.span,
+            );
             return;
         }
         if self.lookup(scope, &d.name).is_some() {
@@ -724,9 +952,23 @@ impl<'a> Analyzer<'a> {
         self.table(scope).get(name).copied()
     }
 
-    fn new_var(&mut self, scope: VarScope, name: &str, keys: Vec<Type>, ty: Type, span: Span) -> VarId {
+    fn new_var(
+        &mut self,
+        scope: VarScope,
+        name: &str,
+        keys: Vec<Type>,
+        ty: Type,
+        span: Span,
+    ) -> VarId {
         let id = VarId(self.vars.len() as u32);
-        self.vars.push(Variable { id, name: name.to_string(), scope, keys, ty, span });
+        self.vars.push(Variable {
+            id,
+            name: name.to_string(),
+            scope,
+            keys,
+            ty,
+            span,
+        });
         self.table(scope).insert(name.to_string(), id);
         id
     }
@@ -751,7 +993,9 @@ impl<'a> Analyzer<'a> {
         while let Some(i) = rest.find('$') {
             out.push_str(&rest[..i]);
             let after = &rest[i + 1..];
-            let len = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+            let len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
             let name = &after[..len];
             let value = if let Ok(n) = name.parse::<usize>() {
                 self.args_used.insert(n);
@@ -764,14 +1008,25 @@ impl<'a> Analyzer<'a> {
                     "target" => self.opts.target_pid.map(|p| p.to_string()),
                     "pid" => self.opts.pid.map(|p| p.to_string()),
                     _ => {
-                        return Err(self.err(format!("unknown macro variable `${name}` in probe description"), field.span));
+                        return Err(self.err(
+                            format!("unknown macro variable `${name}` in probe description"),
+                            field.span,
+                        ));
                     }
                 }
             };
             let Some(value) = value else {
-                let hint = if name == "target" { "give a process with -p PID or a command with -c CMD" } else { "pass the macro argument after the script" };
+                let hint = if name == "target" {
+                    "give a process with -p PID or a command with -c CMD"
+                } else {
+                    "pass the macro argument after the script"
+                };
                 return Err(self.report(
-                    Diagnostic::error(format!("macro variable `${name}` is not defined"), field.span).with_hint(hint),
+                    Diagnostic::error(
+                        format!("macro variable `${name}` is not defined"),
+                        field.span,
+                    )
+                    .with_hint(hint),
                 ));
             };
             out.push_str(&value);
@@ -801,7 +1056,11 @@ impl<'a> Analyzer<'a> {
                 continue;
             }
             let pat = ProbeDescPattern::new(&subst[0], &subst[1], &subst[2], &subst[3]);
-            let text = if d.text.contains('$') { pat.to_string() } else { d.text.clone() };
+            let text = if d.text.contains('$') {
+                pat.to_string()
+            } else {
+                d.text.clone()
+            };
             let found = self.catalog.matching(&pat);
             if found.is_empty() && self.opts.allow_zero_matches {
                 continue;
@@ -814,8 +1073,10 @@ impl<'a> Analyzer<'a> {
                 }
                 let names = self.catalog.names();
                 let sugg = nearest_probes(&pat, &names);
-                let mut diag =
-                    Diagnostic::error(format!("probe description `{text}` does not match any probes"), d.span);
+                let mut diag = Diagnostic::error(
+                    format!("probe description `{text}` does not match any probes"),
+                    d.span,
+                );
                 if let Some(h) = did_you_mean(&sugg) {
                     diag = diag.with_hint(h);
                 } else {
@@ -844,7 +1105,12 @@ impl<'a> Analyzer<'a> {
             Err(Reported) => (Vec::new(), Vec::new(), false),
         };
         // Type the clause even when matching failed (prepass mode for args), to report its errors.
-        let mut cx = ClauseCx { probes, locals: Vec::new(), prepass: !matched_ok, in_predicate: false };
+        let mut cx = ClauseCx {
+            probes,
+            locals: Vec::new(),
+            prepass: !matched_ok,
+            in_predicate: false,
+        };
         cx.in_predicate = true;
         let typed_predicate = c.predicate.as_ref().map(|p| self.expr(p, &mut cx));
         cx.in_predicate = false;
@@ -852,7 +1118,10 @@ impl<'a> Analyzer<'a> {
             (Some(p), Some(typed)) => match typed {
                 Ok(t) => {
                     if !t.ty.is_integral() {
-                        let msg = format!("a predicate must be an integer or pointer expression, not `{}`", t.ty);
+                        let msg = format!(
+                            "a predicate must be an integer or pointer expression, not `{}`",
+                            t.ty
+                        );
                         let mut d = Diagnostic::error(msg, p.span);
                         if t.ty == Type::String {
                             d = d.with_hint("compare the string: /execname == \"bash\"/");
@@ -913,8 +1182,11 @@ impl<'a> Analyzer<'a> {
                     Action::Speculate(_) => {
                         if let Some(first) = speculate {
                             self.report(
-                                Diagnostic::error("only one speculate() is allowed per clause", *span)
-                                    .with_label(first, "first speculate() here"),
+                                Diagnostic::error(
+                                    "only one speculate() is allowed per clause",
+                                    *span,
+                                )
+                                .with_label(first, "first speculate() here"),
                             );
                         } else if let Some(rec) = recorded {
                             self.report(
@@ -925,8 +1197,11 @@ impl<'a> Analyzer<'a> {
                         }
                         if let Some(c) = commit {
                             self.report(
-                                Diagnostic::error("speculate() and commit() cannot be in the same clause", *span)
-                                    .with_label(c, "commit() here"),
+                                Diagnostic::error(
+                                    "speculate() and commit() cannot be in the same clause",
+                                    *span,
+                                )
+                                .with_label(c, "commit() here"),
                             );
                         }
                         speculate.get_or_insert(*span);
@@ -934,26 +1209,38 @@ impl<'a> Analyzer<'a> {
                     Action::Commit(_) => {
                         if let Some(sp) = speculate {
                             self.report(
-                                Diagnostic::error("speculate() and commit() cannot be in the same clause", *span)
-                                    .with_label(sp, "speculate() here"),
+                                Diagnostic::error(
+                                    "speculate() and commit() cannot be in the same clause",
+                                    *span,
+                                )
+                                .with_label(sp, "speculate() here"),
                             );
                         } else if let Some(rec) = recorded {
                             // "A clause containing a commit() cannot contain a data recording
                             // action" (guide, "Committing a Speculation"; dt_cc.c D_COMM_DREC).
                             self.report(
-                                Diagnostic::error("commit() may not follow data-recording actions", *span)
-                                    .with_label(rec, "data recorded here")
-                                    .with_hint("record the data in another clause"),
+                                Diagnostic::error(
+                                    "commit() may not follow data-recording actions",
+                                    *span,
+                                )
+                                .with_label(rec, "data recorded here")
+                                .with_hint("record the data in another clause"),
                             );
                         }
                         commit.get_or_insert(*span);
                     }
-                    Action::Trace(_) | Action::Printf { .. } | Action::Printa { .. } | Action::Tracemem { .. } => {
+                    Action::Trace(_)
+                    | Action::Printf { .. }
+                    | Action::Printa { .. }
+                    | Action::Tracemem { .. } => {
                         if let Some(c) = commit {
                             self.report(
-                                Diagnostic::error("data-recording actions may not follow commit()", *span)
-                                    .with_label(c, "commit() here")
-                                    .with_hint("record the data in another clause"),
+                                Diagnostic::error(
+                                    "data-recording actions may not follow commit()",
+                                    *span,
+                                )
+                                .with_label(c, "commit() here")
+                                .with_hint("record the data in another clause"),
                             );
                         }
                         recorded.get_or_insert(*span);
@@ -985,11 +1272,21 @@ impl<'a> Analyzer<'a> {
         for s in stmts {
             match &s.kind {
                 StmtKind::Expr(e) => {
-                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass, in_predicate: false };
+                    let mut cx2 = ClauseCx {
+                        probes: cx.probes.clone(),
+                        locals: Vec::new(),
+                        prepass: cx.prepass,
+                        in_predicate: false,
+                    };
                     let _ = self.expr(e, &mut cx2);
                 }
                 StmtKind::Aggregate(a) => {
-                    let mut cx2 = ClauseCx { probes: cx.probes.clone(), locals: Vec::new(), prepass: cx.prepass, in_predicate: false };
+                    let mut cx2 = ClauseCx {
+                        probes: cx.probes.clone(),
+                        locals: Vec::new(),
+                        prepass: cx.prepass,
+                        in_predicate: false,
+                    };
                     let _ = self.aggregate(a, s.span, &mut cx2);
                 }
                 StmtKind::If { then, els, .. } => {
@@ -1024,26 +1321,50 @@ impl<'a> Analyzer<'a> {
                 let els = els.as_ref().map(|e| self.stmts(e, cx)).unwrap_or_default();
                 let c = c?;
                 if !c.ty.is_integral() {
-                    return Err(self.err(format!("an `if` condition must be an integer or pointer, not `{}`", c.ty), cond.span));
+                    return Err(self.err(
+                        format!(
+                            "an `if` condition must be an integer or pointer, not `{}`",
+                            c.ty
+                        ),
+                        cond.span,
+                    ));
                 }
                 TStmt::If { cond: c, then, els }
             }
             StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
             StmtKind::Expr(e) => {
-                if let ExprKind::Call { func, func_span, args } = &e.kind {
+                if let ExprKind::Call {
+                    func,
+                    func_span,
+                    args,
+                } = &e.kind
+                {
                     if ACTIONS.contains(&func.as_str()) {
                         let act = self.action(func, *func_span, args, e.span, cx)?;
                         return Ok(Some(TStmt::Action(act, s.span)));
                     }
-                    if matches!(func.as_str(), "stack" | "ustack" | "sym" | "func" | "mod" | "usym" | "ufunc" | "umod" | "uaddr")
-                    {
+                    if matches!(
+                        func.as_str(),
+                        "stack"
+                            | "ustack"
+                            | "sym"
+                            | "func"
+                            | "mod"
+                            | "usym"
+                            | "ufunc"
+                            | "umod"
+                            | "uaddr"
+                    ) {
                         // As a statement these record their value, like trace().
                         let t = self.expr(e, cx)?;
                         return Ok(Some(TStmt::Action(Action::Trace(t), s.span)));
                     }
                 }
                 let t = self.expr(e, cx)?;
-                let effect = matches!(t.kind, TExprKind::Assign(..) | TExprKind::IncDec { .. } | TExprKind::Call(..));
+                let effect = matches!(
+                    t.kind,
+                    TExprKind::Assign(..) | TExprKind::IncDec { .. } | TExprKind::Call(..)
+                );
                 if !effect {
                     self.report(
                         Diagnostic::warning("statement has no effect", e.span)
@@ -1071,8 +1392,11 @@ impl<'a> Analyzer<'a> {
             match const_eval(e) {
                 Some(v) if v >= i64::MIN as i128 && v <= i64::MAX as i128 => Ok(v as i64),
                 _ => Err(this.report(
-                    Diagnostic::error(format!("{}() {what} must be an integer constant", a.func), e.span)
-                        .with_hint(format!("usage: {}", agg_usage(&a.func))),
+                    Diagnostic::error(
+                        format!("{}() {what} must be an integer constant", a.func),
+                        e.span,
+                    )
+                    .with_hint(format!("usage: {}", agg_usage(&a.func))),
                 )),
             }
         };
@@ -1119,13 +1443,24 @@ impl<'a> Analyzer<'a> {
                 for (i, what) in ["factor", "low", "high", "nsteps"].iter().enumerate() {
                     let k = konst(self, i + 1, what)?;
                     v[i] = u16::try_from(k).map_err(|_| {
-                        self.report(Diagnostic::error(format!("llquantize() {what} must be between 0 and 65535"), args[i + 1].span))
+                        self.report(Diagnostic::error(
+                            format!("llquantize() {what} must be between 0 and 65535"),
+                            args[i + 1].span,
+                        ))
                     })?;
                 }
-                AggFunc::Llquantize { factor: v[0], low: v[1], high: v[2], nsteps: v[3] }
+                AggFunc::Llquantize {
+                    factor: v[0],
+                    low: v[1],
+                    high: v[2],
+                    nsteps: v[3],
+                }
             }
             other => {
-                let mut d = Diagnostic::error(format!("`{other}` is not an aggregating function"), a.func_span);
+                let mut d = Diagnostic::error(
+                    format!("`{other}` is not an aggregating function"),
+                    a.func_span,
+                );
                 let sugg = nearest(other, AGG_FUNCS.iter().copied(), 2);
                 d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| {
                     "aggregating functions are count, sum, avg, min, max, stddev, quantize, lquantize, llquantize".into()
@@ -1136,8 +1471,15 @@ impl<'a> Analyzer<'a> {
         if let Err(e) = func.validate() {
             let msg = e.to_string();
             return Err(self.report(
-                Diagnostic::error(format!("invalid {}() parameters: {}", a.func, msg.split(": ").last().unwrap_or(&msg)), a.func_span.to(args[n - 1].span))
-                    .with_hint(format!("usage: {}", agg_usage(&a.func))),
+                Diagnostic::error(
+                    format!(
+                        "invalid {}() parameters: {}",
+                        a.func,
+                        msg.split(": ").last().unwrap_or(&msg)
+                    ),
+                    a.func_span.to(args[n - 1].span),
+                )
+                .with_hint(format!("usage: {}", agg_usage(&a.func))),
             ));
         }
         Ok((func, 1))
@@ -1150,7 +1492,10 @@ impl<'a> Analyzer<'a> {
             match self.expr(k, cx) {
                 Ok(t) => {
                     if matches!(t.ty, Type::Void | Type::Array(..)) {
-                        self.err(format!("an aggregation key cannot have type `{}`", t.ty), k.span);
+                        self.err(
+                            format!("an aggregation key cannot have type `{}`", t.ty),
+                            k.span,
+                        );
                         failed = true;
                     }
                     keys.push(t)
@@ -1176,8 +1521,11 @@ impl<'a> Analyzer<'a> {
             let v = args[0].clone();
             let Some((_, signed)) = v.ty.promoted().and_then(|t| t.as_int()) else {
                 return Err(self.report(
-                    Diagnostic::error(format!("{}() needs an integer argument, not `{}`", a.func, v.ty), v.span)
-                        .with_hint("aggregating functions take integer values"),
+                    Diagnostic::error(
+                        format!("{}() needs an integer argument, not `{}`", a.func, v.ty),
+                        v.span,
+                    )
+                    .with_hint("aggregating functions take integer values"),
                 ));
             };
             arg_ty = if signed { Type::I64 } else { Type::U64 };
@@ -1191,14 +1539,23 @@ impl<'a> Analyzer<'a> {
         };
         let incr = match args.get(incr_index) {
             Some(i) if i.ty.is_integral() => Some(convert(i.clone(), &Type::I64)),
-            Some(i) => return Err(self.err(format!("{}() increment must be an integer, not `{}`", a.func, i.ty), i.span)),
+            Some(i) => {
+                return Err(self.err(
+                    format!("{}() increment must be an integer, not `{}`", a.func, i.ty),
+                    i.span,
+                ));
+            }
             None => None,
         };
         let key_types: Vec<Type> = keys.iter().map(|k| k.ty.clone()).collect();
         let id = match self.agg_names.get(&a.name).copied() {
             Some(id) => {
                 let existing = self.aggs[id.0 as usize].clone();
-                let disp = if a.name.is_empty() { "@".to_string() } else { format!("@{}", a.name) };
+                let disp = if a.name.is_empty() {
+                    "@".to_string()
+                } else {
+                    format!("@{}", a.name)
+                };
                 if existing.func != func {
                     return Err(self.report(
                         Diagnostic::error(
@@ -1212,7 +1569,11 @@ impl<'a> Analyzer<'a> {
                 if existing.keys.len() != keys.len() {
                     return Err(self.report(
                         Diagnostic::error(
-                            format!("{disp} has {} key(s) here but {} before", keys.len(), existing.keys.len()),
+                            format!(
+                                "{disp} has {} key(s) here but {} before",
+                                keys.len(),
+                                existing.keys.len()
+                            ),
                             a.name_span,
                         )
                         .with_label(existing.span, "first used here"),
@@ -1231,12 +1592,25 @@ impl<'a> Analyzer<'a> {
             }
             None => {
                 let id = AggId(self.aggs.len() as u32);
-                self.aggs.push(Aggregation { id, name: a.name.clone(), func, keys: key_types, arg_ty, span: a.name_span });
+                self.aggs.push(Aggregation {
+                    id,
+                    name: a.name.clone(),
+                    func,
+                    keys: key_types,
+                    arg_ty,
+                    span: a.name_span,
+                });
                 self.agg_names.insert(a.name.clone(), id);
                 id
             }
         };
-        Ok(TStmt::Aggregate { agg: id, keys, value, incr, span })
+        Ok(TStmt::Aggregate {
+            agg: id,
+            keys,
+            value,
+            incr,
+            span,
+        })
     }
 
     /// Converts a key to the type fixed at first use: integers to the key's integer type; strings
@@ -1249,8 +1623,11 @@ impl<'a> Analyzer<'a> {
             return Ok(convert(k, want));
         }
         Err(self.report(
-            Diagnostic::error(format!("{what} key has type `{}` here but `{want}` before", k.ty), k.span)
-                .with_label(first, "first used here"),
+            Diagnostic::error(
+                format!("{what} key has type `{}` here but `{want}` before", k.ty),
+                k.span,
+            )
+            .with_label(first, "first used here"),
         ))
     }
 
@@ -1259,7 +1636,8 @@ impl<'a> Analyzer<'a> {
             ExprKind::AggRef(name) => match self.agg_names.get(name) {
                 Some(id) => Ok(*id),
                 None => {
-                    let names: Vec<String> = self.agg_names.keys().map(|n| format!("@{n}")).collect();
+                    let names: Vec<String> =
+                        self.agg_names.keys().map(|n| format!("@{n}")).collect();
                     let sugg = nearest(&format!("@{name}"), names.iter().map(|s| s.as_str()), 3);
                     let mut d = Diagnostic::error(format!("unknown aggregation `@{name}`"), e.span);
                     if let Some(h) = did_you_mean(&sugg) {
@@ -1268,20 +1646,31 @@ impl<'a> Analyzer<'a> {
                     Err(self.report(d))
                 }
             },
-            _ => Err(self.report(
-                Diagnostic::error("expected an aggregation such as `@a`", e.span),
-            )),
+            _ => Err(self.report(Diagnostic::error(
+                "expected an aggregation such as `@a`",
+                e.span,
+            ))),
         }
     }
 
     // ----- actions -----
 
-    fn action(&mut self, func: &str, func_span: Span, args: &[Expr], span: Span, cx: &mut ClauseCx) -> R<Action> {
+    fn action(
+        &mut self,
+        func: &str,
+        func_span: Span,
+        args: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Action> {
         let n = args.len();
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
             this.report(
-                Diagnostic::error(format!("{func}() takes {want}, {n} given"), func_span.to(span))
-                    .with_hint(format!("usage: {usage}")),
+                Diagnostic::error(
+                    format!("{func}() takes {want}, {n} given"),
+                    func_span.to(span),
+                )
+                .with_hint(format!("usage: {usage}")),
             )
         };
         match func {
@@ -1291,13 +1680,20 @@ impl<'a> Analyzer<'a> {
                 }
                 let t = self.expr(&args[0], cx)?;
                 if matches!(t.ty, Type::Void | Type::Array(..)) {
-                    return Err(self.err(format!("trace() cannot record a value of type `{}`", t.ty), t.span));
+                    return Err(self.err(
+                        format!("trace() cannot record a value of type `{}`", t.ty),
+                        t.span,
+                    ));
                 }
                 Ok(Action::Trace(t))
             }
             "printf" | "system" => {
                 if n == 0 {
-                    return Err(arity(self, "a format string and its arguments", &format!("{func}(\"format\", args...)")));
+                    return Err(arity(
+                        self,
+                        "a format string and its arguments",
+                        &format!("{func}(\"format\", args...)"),
+                    ));
                 }
                 let format = self.format_string(&args[0], func)?;
                 let mut targs = Vec::new();
@@ -1314,20 +1710,34 @@ impl<'a> Analyzer<'a> {
                 let targs = self.check_printf(&format, &args[0], targs, func, span)?;
                 if func == "system" {
                     self.require_destructive(func, func_span);
-                    return Ok(Action::System { format, args: targs });
+                    return Ok(Action::System {
+                        format,
+                        args: targs,
+                    });
                 }
-                Ok(Action::Printf { format, args: targs })
+                Ok(Action::Printf {
+                    format,
+                    args: targs,
+                })
             }
             "printa" => {
                 if n == 0 {
-                    return Err(arity(self, "aggregations", "printa(@a) or printa(\"format\", @a, ...)"));
+                    return Err(arity(
+                        self,
+                        "aggregations",
+                        "printa(@a) or printa(\"format\", @a, ...)",
+                    ));
                 }
                 let (format, rest) = match &args[0].kind {
                     ExprKind::Str(_) => (Some(self.format_string(&args[0], func)?), &args[1..]),
                     _ => (None, args),
                 };
                 if rest.is_empty() {
-                    return Err(arity(self, "at least one aggregation", "printa(\"format\", @a, ...)"));
+                    return Err(arity(
+                        self,
+                        "at least one aggregation",
+                        "printa(\"format\", @a, ...)",
+                    ));
                 }
                 let mut aggs: Vec<AggId> = Vec::new();
                 for a in rest {
@@ -1337,8 +1747,18 @@ impl<'a> Analyzer<'a> {
                     if let Some(&first) = aggs.first() {
                         let (f, g) = (&self.aggs[first.0 as usize], &self.aggs[id.0 as usize]);
                         if f.keys != g.keys {
-                            let fk = f.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
-                            let gk = g.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
+                            let fk = f
+                                .keys
+                                .iter()
+                                .map(|k| k.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            let gk = g
+                                .keys
+                                .iter()
+                                .map(|k| k.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ");
                             let (fs, gs) = (f.span, g.span);
                             return Err(self.report(
                                 Diagnostic::error(
@@ -1369,11 +1789,19 @@ impl<'a> Analyzer<'a> {
                     return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
                 }
                 let id = self.agg_ref(&args[0])?;
-                Ok(if func == "clear" { Action::Clear(id) } else { Action::Denormalize(id) })
+                Ok(if func == "clear" {
+                    Action::Clear(id)
+                } else {
+                    Action::Denormalize(id)
+                })
             }
             "trunc" => {
                 if !(1..=2).contains(&n) {
-                    return Err(arity(self, "one or two arguments", "trunc(@a) or trunc(@a, n)"));
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "trunc(@a) or trunc(@a, n)",
+                    ));
                 }
                 let agg = self.agg_ref(&args[0])?;
                 let keep = match args.get(1) {
@@ -1388,7 +1816,10 @@ impl<'a> Analyzer<'a> {
                 }
                 let agg = self.agg_ref(&args[0])?;
                 let f = self.int_expr(&args[1], cx, "normalize() factor")?;
-                Ok(Action::Normalize { agg, factor: convert(f, &Type::I64) })
+                Ok(Action::Normalize {
+                    agg,
+                    factor: convert(f, &Type::I64),
+                })
             }
             "speculate" | "commit" | "discard" => {
                 if n != 1 {
@@ -1408,9 +1839,15 @@ impl<'a> Analyzer<'a> {
                 let addr = self.int_expr(&args[0], cx, "tracemem() address")?;
                 let size = self.int_expr(&args[1], cx, "tracemem() size")?;
                 let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
-                    return Err(self.err("tracemem() size must be a non-negative integer constant", size.span));
+                    return Err(self.err(
+                        "tracemem() size must be a non-negative integer constant",
+                        size.span,
+                    ));
                 };
-                Ok(Action::Tracemem { addr: convert(addr, &Type::U64), size: sz })
+                Ok(Action::Tracemem {
+                    addr: convert(addr, &Type::U64),
+                    size: sz,
+                })
             }
             "raise" => {
                 if n != 1 {
@@ -1434,8 +1871,9 @@ impl<'a> Analyzer<'a> {
     fn require_destructive(&mut self, func: &str, span: Span) {
         if !self.options.destructive {
             self.report(
-                Diagnostic::error(format!("{func}() is a destructive action"), span)
-                    .with_hint("allow destructive actions with `#pragma D option destructive` or -w"),
+                Diagnostic::error(format!("{func}() is a destructive action"), span).with_hint(
+                    "allow destructive actions with `#pragma D option destructive` or -w",
+                ),
             );
         }
     }
@@ -1459,15 +1897,23 @@ impl<'a> Analyzer<'a> {
     }
 
     /// Checks printf arguments against the format (DTrace's dt_printf_validate): count and kinds.
-    fn check_printf(&mut self, fmt: &str, fmt_expr: &Expr, args: Vec<TExpr>, func: &str, span: Span) -> R<Vec<TExpr>> {
+    fn check_printf(
+        &mut self,
+        fmt: &str,
+        fmt_expr: &Expr,
+        args: Vec<TExpr>,
+        func: &str,
+        span: Span,
+    ) -> R<Vec<TExpr>> {
         let pieces = match printf::parse(fmt) {
             Ok(p) => p,
             Err(e) => return Err(self.err(format!("{func}() format: {e}"), fmt_expr.span)),
         };
         if printf::has_aggregation_conversion(&pieces) {
-            return Err(self.report(
-                Diagnostic::error(format!("{func}() format uses `%@`, which only printa() accepts"), fmt_expr.span),
-            ));
+            return Err(self.report(Diagnostic::error(
+                format!("{func}() format uses `%@`, which only printa() accepts"),
+                fmt_expr.span,
+            )));
         }
         let slots = printf::arg_slots(&pieces);
         if slots.len() != args.len() {
@@ -1492,7 +1938,9 @@ impl<'a> Analyzer<'a> {
         let mut out = Vec::new();
         for (i, (slot, arg)) in slots.iter().zip(args).enumerate() {
             let (kind, name) = match *slot {
-                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => (ArgKind::Int, format!("*{}", convs[conv].name)),
+                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
+                    (ArgKind::Int, format!("*{}", convs[conv].name))
+                }
                 ArgSlot::Value { conv, kind } => (kind, convs[conv].name.clone()),
             };
             out.push(self.check_arg_kind(arg, kind, &name, i + 2, fmt_expr.span)?);
@@ -1500,7 +1948,14 @@ impl<'a> Analyzer<'a> {
         Ok(out)
     }
 
-    fn check_arg_kind(&mut self, arg: TExpr, kind: ArgKind, conv: &str, argno: usize, fmt_span: Span) -> R<TExpr> {
+    fn check_arg_kind(
+        &mut self,
+        arg: TExpr,
+        kind: ArgKind,
+        conv: &str,
+        argno: usize,
+        fmt_span: Span,
+    ) -> R<TExpr> {
         let ok = match kind {
             ArgKind::Int | ArgKind::Port => arg.ty.is_integral(),
             // dt_printf.c pfcheck_time: a 64-bit integer (walltimestamp, timestamp).
@@ -1550,7 +2005,11 @@ impl<'a> Analyzer<'a> {
         let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
         let first = self.aggs[aggs[0].0 as usize].clone();
         if slots.len() > first.keys.len() {
-            let disp = if first.name.is_empty() { "@".to_string() } else { format!("@{}", first.name) };
+            let disp = if first.name.is_empty() {
+                "@".to_string()
+            } else {
+                format!("@{}", first.name)
+            };
             return Err(self.report(
                 Diagnostic::error(
                     format!(
@@ -1566,7 +2025,9 @@ impl<'a> Analyzer<'a> {
         }
         for (i, (slot, kt)) in slots.iter().zip(first.keys.iter()).enumerate() {
             let (kind, name) = match *slot {
-                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => (ArgKind::Int, convs[conv].name.clone()),
+                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
+                    (ArgKind::Int, convs[conv].name.clone())
+                }
                 ArgSlot::Value { conv, kind } => (kind, convs[conv].name.clone()),
             };
             let probe = mk(TExprKind::Int(0), kt.clone(), first.span);
@@ -1685,14 +2146,25 @@ impl<'a> Analyzer<'a> {
     fn stringof(&mut self, t: TExpr, span: Span) -> R<TExpr> {
         match &t.ty {
             Type::String => Ok(t),
-            Type::Ptr(inner) if **inner == Type::CHAR => Ok(mk(TExprKind::Call(Subr::Stringof, vec![t]), Type::String, span)),
+            Type::Ptr(inner) if **inner == Type::CHAR => Ok(mk(
+                TExprKind::Call(Subr::Stringof, vec![t]),
+                Type::String,
+                span,
+            )),
             Type::Ptr(_) | Type::Int { .. } => {
                 let p = convert(t, &Type::Ptr(Box::new(Type::CHAR)));
-                Ok(mk(TExprKind::Call(Subr::Stringof, vec![p]), Type::String, span))
+                Ok(mk(
+                    TExprKind::Call(Subr::Stringof, vec![p]),
+                    Type::String,
+                    span,
+                ))
             }
             other => Err(self.report(
-                Diagnostic::error(format!("stringof() needs a string, a pointer or an address, not `{other}`"), span)
-                    .with_hint("for a user-space address use copyinstr(addr)"),
+                Diagnostic::error(
+                    format!("stringof() needs a string, a pointer or an address, not `{other}`"),
+                    span,
+                )
+                .with_hint("for a user-space address use copyinstr(addr)"),
             )),
         }
     }
@@ -1715,39 +2187,68 @@ impl<'a> Analyzer<'a> {
         if name == "args" {
             return Err(self.report(
                 Diagnostic::error("`args` must be used as `args[N]` or `args->field`", span)
-                    .with_hint("args[0] is the first typed argument; args->name a tracepoint field"),
+                    .with_hint(
+                        "args[0] is the first typed argument; args->name a tracepoint field",
+                    ),
             ));
         }
         if let Some(id) = self.lookup(VarScope::Global, name) {
             let v = &self.vars[id.0 as usize];
             if v.is_assoc() {
                 let n = v.keys.len();
-                return Err(self.err(format!("associative array `{name}` needs {n} key(s): {name}[...]"), span));
+                return Err(self.err(
+                    format!("associative array `{name}` needs {n} key(s): {name}[...]"),
+                    span,
+                ));
             }
             let ty = v.ty.clone();
-            return Ok(mk(TExprKind::Var(VarAccess { var: id, keys: Vec::new() }), ty, span));
+            return Ok(mk(
+                TExprKind::Var(VarAccess {
+                    var: id,
+                    keys: Vec::new(),
+                }),
+                ty,
+                span,
+            ));
         }
         if let Some(v) = crate::consts::named_constant(name) {
             return Ok(mk(TExprKind::Int(v as u64), Type::INT, span));
         }
         if ACTIONS.contains(&name) || SUBROUTINES.contains(&name) || AGG_FUNCS.contains(&name) {
-            return Err(self.report(
-                Diagnostic::error(format!("`{name}` is a function; call it as {name}(...)"), span),
-            ));
+            return Err(self.report(Diagnostic::error(
+                format!("`{name}` is a function; call it as {name}(...)"),
+                span,
+            )));
         }
         let mut cands: Vec<&str> = BUILTINS.to_vec();
         let globals: Vec<String> = self.globals.keys().cloned().collect();
         cands.extend(globals.iter().map(|s| s.as_str()));
         let sugg = nearest(name, cands, 3);
         let mut d = Diagnostic::error(format!("unknown variable `{name}`"), span);
-        d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| format!("a variable must be assigned somewhere, e.g. `{name} = 0;`")));
+        d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| {
+            format!("a variable must be assigned somewhere, e.g. `{name} = 0;`")
+        }));
         Err(self.report(d))
     }
 
     fn macro_var(&mut self, m: &MacroVar, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let int_const = |v: i64| -> TExpr {
-            let lit = ast::IntLit { value: v as u64, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: false };
-            let ty = if v < 0 { if v >= i32::MIN as i64 { Type::INT } else { Type::I64 } } else { int_lit_type(&lit) };
+            let lit = ast::IntLit {
+                value: v as u64,
+                unsigned_suffix: false,
+                long_suffix: false,
+                decimal: true,
+                char_lit: false,
+            };
+            let ty = if v < 0 {
+                if v >= i32::MIN as i64 {
+                    Type::INT
+                } else {
+                    Type::I64
+                }
+            } else {
+                int_lit_type(&lit)
+            };
             mk(TExprKind::Int(v as u64), ty, span)
         };
         match m {
@@ -1759,10 +2260,18 @@ impl<'a> Analyzer<'a> {
                 } else {
                     self.opts.macro_args.get(*n as usize - 1).cloned()
                 };
-                let shown = if as_string { format!("$${n}") } else { format!("${n}") };
+                let shown = if as_string {
+                    format!("$${n}")
+                } else {
+                    format!("${n}")
+                };
                 let Some(value) = value else {
                     if self.defaultargs {
-                        return Ok(if as_string { mk(TExprKind::Str(String::new()), Type::String, span) } else { int_const(0) });
+                        return Ok(if as_string {
+                            mk(TExprKind::Str(String::new()), Type::String, span)
+                        } else {
+                            int_const(0)
+                        });
                     }
                     return Err(self.report(
                         Diagnostic::error(format!("macro argument `{shown}` is not defined"), span)
@@ -1777,7 +2286,8 @@ impl<'a> Analyzer<'a> {
                 }
                 if is_identifier(&value) {
                     // DTrace substitutes the argument as a token: an identifier names a variable.
-                    let known = Builtin::from_name(&value).is_some() || self.globals.contains_key(&value);
+                    let known =
+                        Builtin::from_name(&value).is_some() || self.globals.contains_key(&value);
                     if known {
                         return self.ident(&value, span, cx);
                     }
@@ -1813,7 +2323,13 @@ impl<'a> Analyzer<'a> {
                         } else {
                             "the consumer did not set `$pid`"
                         };
-                        Err(self.report(Diagnostic::error(format!("macro variable `${name}` is not defined"), span).with_hint(hint)))
+                        Err(self.report(
+                            Diagnostic::error(
+                                format!("macro variable `${name}` is not defined"),
+                                span,
+                            )
+                            .with_hint(hint),
+                        ))
                     }
                 }
             }
@@ -1827,17 +2343,35 @@ impl<'a> Analyzer<'a> {
                     cx.locals.push(id);
                 }
                 let ty = self.vars[id.0 as usize].ty.clone();
-                Ok(mk(TExprKind::Var(VarAccess { var: id, keys: Vec::new() }), ty, span))
+                Ok(mk(
+                    TExprKind::Var(VarAccess {
+                        var: id,
+                        keys: Vec::new(),
+                    }),
+                    ty,
+                    span,
+                ))
             }
             None => {
-                let (prefix, kind) = if scope == VarScope::Thread { ("self", "thread-local") } else { ("this", "clause-local") };
+                let (prefix, kind) = if scope == VarScope::Thread {
+                    ("self", "thread-local")
+                } else {
+                    ("this", "clause-local")
+                };
                 let names: Vec<String> = self.table(scope).keys().cloned().collect();
-                let sugg: Vec<String> =
-                    nearest(name, names.iter().map(|s| s.as_str()), 3).into_iter().map(|s| format!("{prefix}->{s}")).collect();
-                let hint = did_you_mean(&sugg)
-                    .unwrap_or_else(|| format!("assign it first, e.g. `{prefix}->{name} = timestamp;`, or declare it"));
+                let sugg: Vec<String> = nearest(name, names.iter().map(|s| s.as_str()), 3)
+                    .into_iter()
+                    .map(|s| format!("{prefix}->{s}"))
+                    .collect();
+                let hint = did_you_mean(&sugg).unwrap_or_else(|| {
+                    format!("assign it first, e.g. `{prefix}->{name} = timestamp;`, or declare it")
+                });
                 Err(self.report(
-                    Diagnostic::error(format!("{kind} variable `{prefix}->{name}` is never assigned"), span).with_hint(hint),
+                    Diagnostic::error(
+                        format!("{kind} variable `{prefix}->{name}` is never assigned"),
+                        span,
+                    )
+                    .with_hint(hint),
                 ))
             }
         }
@@ -1848,7 +2382,14 @@ impl<'a> Analyzer<'a> {
         match op {
             UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot => {
                 let Some(ty) = t.ty.promoted().filter(|_| t.ty.is_int()) else {
-                    return Err(self.err(format!("operator `{}` needs an integer operand, not `{}`", op.as_str(), t.ty), span));
+                    return Err(self.err(
+                        format!(
+                            "operator `{}` needs an integer operand, not `{}`",
+                            op.as_str(),
+                            t.ty
+                        ),
+                        span,
+                    ));
                 };
                 let t = convert(t, &ty);
                 if op == UnaryOp::Plus {
@@ -1866,7 +2407,13 @@ impl<'a> Analyzer<'a> {
             }
             UnaryOp::Not => {
                 if !t.ty.is_integral() {
-                    let mut d = Diagnostic::error(format!("operator `!` needs an integer or pointer operand, not `{}`", t.ty), span);
+                    let mut d = Diagnostic::error(
+                        format!(
+                            "operator `!` needs an integer or pointer operand, not `{}`",
+                            t.ty
+                        ),
+                        span,
+                    );
                     if t.ty == Type::String {
                         d = d.with_hint("compare strings explicitly: s == \"\"");
                     }
@@ -1878,7 +2425,9 @@ impl<'a> Analyzer<'a> {
                 Type::Ptr(inner) if inner.is_int() || matches!(*inner, Type::Ptr(_)) => {
                     Ok(mk(TExprKind::Deref(Box::new(t)), *inner, span))
                 }
-                Type::Ptr(inner) => Err(self.err(format!("cannot dereference a `{inner} *`"), span)),
+                Type::Ptr(inner) => {
+                    Err(self.err(format!("cannot dereference a `{inner} *`"), span))
+                }
                 other => Err(self.report(
                     Diagnostic::error(format!("operator `*` needs a pointer, not `{other}`"), span)
                         .with_hint("cast an address to a pointer type first: *(int *)addr"),
@@ -1891,7 +2440,14 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    fn binary(&mut self, op: BinaryOp, a: &Expr, b: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        a: &Expr,
+        b: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
         let ta = self.expr(a, cx);
         let tb = self.expr(b, cx);
         let (ta, tb) = (ta?, tb?);
@@ -1899,22 +2455,46 @@ impl<'a> Analyzer<'a> {
         if op.is_logical() {
             for t in [&ta, &tb] {
                 if !t.ty.is_integral() {
-                    return Err(self.err(format!("operator `{}` needs integer or pointer operands, not `{}`", op.as_str(), t.ty), t.span));
+                    return Err(self.err(
+                        format!(
+                            "operator `{}` needs integer or pointer operands, not `{}`",
+                            op.as_str(),
+                            t.ty
+                        ),
+                        t.span,
+                    ));
                 }
             }
-            return Ok(mk(TExprKind::Binary(op, Box::new(ta), Box::new(tb)), Type::INT, span));
+            return Ok(mk(
+                TExprKind::Binary(op, Box::new(ta), Box::new(tb)),
+                Type::INT,
+                span,
+            ));
         }
         if op.is_comparison() {
             if ta.ty == Type::String && tb.ty == Type::String {
-                return Ok(mk(TExprKind::StrCmp(op, Box::new(ta), Box::new(tb)), Type::INT, span));
+                return Ok(mk(
+                    TExprKind::StrCmp(op, Box::new(ta), Box::new(tb)),
+                    Type::INT,
+                    span,
+                ));
             }
             if ta.ty.is_integral() && tb.ty.is_integral() {
                 let common = usual_arithmetic(&ta.ty, &tb.ty).unwrap_or(Type::I64);
                 let (ta, tb) = (convert(ta, &common), convert(tb, &common));
-                return Ok(mk(TExprKind::Binary(op, Box::new(ta), Box::new(tb)), Type::INT, span));
+                return Ok(mk(
+                    TExprKind::Binary(op, Box::new(ta), Box::new(tb)),
+                    Type::INT,
+                    span,
+                ));
             }
             let mut d = Diagnostic::error(
-                format!("cannot compare `{}` with `{}` using `{}`", ta.ty, tb.ty, op.as_str()),
+                format!(
+                    "cannot compare `{}` with `{}` using `{}`",
+                    ta.ty,
+                    tb.ty,
+                    op.as_str()
+                ),
                 span,
             )
             .with_label(ta.span, format!("`{}`", ta.ty))
@@ -1928,7 +2508,11 @@ impl<'a> Analyzer<'a> {
         if !ta.ty.is_integral() || !tb.ty.is_integral() {
             let bad = if ta.ty.is_integral() { &tb } else { &ta };
             let mut d = Diagnostic::error(
-                format!("operator `{}` needs integer operands, not `{}`", op.as_str(), bad.ty),
+                format!(
+                    "operator `{}` needs integer operands, not `{}`",
+                    op.as_str(),
+                    bad.ty
+                ),
                 bad.span,
             );
             if op == Add && (ta.ty == Type::String || tb.ty == Type::String) {
@@ -1946,22 +2530,46 @@ impl<'a> Analyzer<'a> {
                     n
                 } else {
                     let s = n.span;
-                    mk(TExprKind::Binary(Mul, Box::new(n), Box::new(mk(TExprKind::Int(elem), Type::I64, s))), Type::I64, s)
+                    mk(
+                        TExprKind::Binary(
+                            Mul,
+                            Box::new(n),
+                            Box::new(mk(TExprKind::Int(elem), Type::I64, s)),
+                        ),
+                        Type::I64,
+                        s,
+                    )
                 };
                 let a64 = convert(ta, &Type::U64);
-                let sum = mk(TExprKind::Binary(op, Box::new(a64), Box::new(convert(scaled, &Type::U64))), Type::U64, span);
+                let sum = mk(
+                    TExprKind::Binary(op, Box::new(a64), Box::new(convert(scaled, &Type::U64))),
+                    Type::U64,
+                    span,
+                );
                 return Ok(convert(sum, &pty));
             }
             if op == Sub && matches!(tb.ty, Type::Ptr(_)) {
                 let d = mk(
-                    TExprKind::Binary(Sub, Box::new(convert(ta, &Type::I64)), Box::new(convert(tb, &Type::I64))),
+                    TExprKind::Binary(
+                        Sub,
+                        Box::new(convert(ta, &Type::I64)),
+                        Box::new(convert(tb, &Type::I64)),
+                    ),
                     Type::I64,
                     span,
                 );
                 if elem == 1 {
                     return Ok(d);
                 }
-                return Ok(mk(TExprKind::Binary(Div, Box::new(d), Box::new(mk(TExprKind::Int(elem), Type::I64, span))), Type::I64, span));
+                return Ok(mk(
+                    TExprKind::Binary(
+                        Div,
+                        Box::new(d),
+                        Box::new(mk(TExprKind::Int(elem), Type::I64, span)),
+                    ),
+                    Type::I64,
+                    span,
+                ));
             }
         }
         if matches!(op, Shl | Shr) {
@@ -1971,17 +2579,28 @@ impl<'a> Analyzer<'a> {
             if let Some(sh) = const_eval(&tb) {
                 let bits = lt.size(0) as i128 * 8;
                 if sh < 0 || sh >= bits {
-                    self.report(Diagnostic::warning(format!("shift count {sh} is out of range for `{lt}`"), tb.span));
+                    self.report(Diagnostic::warning(
+                        format!("shift count {sh} is out of range for `{lt}`"),
+                        tb.span,
+                    ));
                 }
             }
-            return Ok(mk(TExprKind::Binary(op, Box::new(ta), Box::new(tb)), lt, span));
+            return Ok(mk(
+                TExprKind::Binary(op, Box::new(ta), Box::new(tb)),
+                lt,
+                span,
+            ));
         }
         let ty = usual_arithmetic(&ta.ty, &tb.ty).unwrap_or(Type::I64);
         let (ta, tb) = (convert(ta, &ty), convert(tb, &ty));
         if matches!(op, Div | Mod) && const_eval(&tb) == Some(0) {
             return Err(self.err("division by zero", tb.span));
         }
-        Ok(mk(TExprKind::Binary(op, Box::new(ta), Box::new(tb)), ty, span))
+        Ok(mk(
+            TExprKind::Binary(op, Box::new(ta), Box::new(tb)),
+            ty,
+            span,
+        ))
     }
 
     /// Resolves an assignment target. A variable not yet known is created with type `new_ty`
@@ -1994,43 +2613,66 @@ impl<'a> Analyzer<'a> {
             ExprKind::Index(base, keys) => match &base.kind {
                 ExprKind::Ident(n) if n != "args" => (VarScope::Global, n, keys.as_slice()),
                 ExprKind::SelfVar(_) | ExprKind::ThisVar(_) => {
-                    return Err(self.err("thread-local and clause-local variables cannot be associative arrays", e.span));
+                    return Err(self.err(
+                        "thread-local and clause-local variables cannot be associative arrays",
+                        e.span,
+                    ));
                 }
                 _ => return Err(self.err("this cannot be assigned to", e.span)),
             },
             ExprKind::AggRef(_) => {
                 return Err(self.report(
-                    Diagnostic::error("an aggregation must be assigned an aggregating function", e.span)
-                        .with_hint("@a[keys] = count(); or sum(x), avg(x), quantize(x) ..."),
+                    Diagnostic::error(
+                        "an aggregation must be assigned an aggregating function",
+                        e.span,
+                    )
+                    .with_hint("@a[keys] = count(); or sum(x), avg(x), quantize(x) ..."),
                 ));
             }
             _ => return Err(self.err("the left side of an assignment must be a variable", e.span)),
         };
         if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
-            let mut d = Diagnostic::error(format!("`{name}` is a built-in variable and cannot be assigned"), e.span);
+            let mut d = Diagnostic::error(
+                format!("`{name}` is a built-in variable and cannot be assigned"),
+                e.span,
+            );
             if cx.in_predicate {
                 d = d.with_hint(format!("to compare, write `==`: /{name} == .../"));
             }
             return Err(self.report(d));
         }
         if scope == VarScope::Global && self.inlines.contains_key(name) {
-            return Err(self.err(format!("`{name}` is an inline and cannot be assigned"), e.span));
+            return Err(self.err(
+                format!("`{name}` is an inline and cannot be assigned"),
+                e.span,
+            ));
         }
-        if scope == VarScope::Global && crate::consts::named_constant(name).is_some() && self.lookup(scope, name).is_none() {
-            return Err(self.err(format!("`{name}` is a constant and cannot be assigned"), e.span));
+        if scope == VarScope::Global
+            && crate::consts::named_constant(name).is_some()
+            && self.lookup(scope, name).is_none()
+        {
+            return Err(self.err(
+                format!("`{name}` is a constant and cannot be assigned"),
+                e.span,
+            ));
         }
         let mut tkeys = Vec::new();
         for k in keys {
             let t = self.expr(k, cx)?;
             if matches!(t.ty, Type::Void | Type::Array(..) | Type::Stack { .. }) {
-                return Err(self.err(format!("an associative array key cannot have type `{}`", t.ty), t.span));
+                return Err(self.err(
+                    format!("an associative array key cannot have type `{}`", t.ty),
+                    t.span,
+                ));
             }
             tkeys.push(t);
         }
         let id = match self.lookup(scope, name) {
             Some(id) => id,
             None => {
-                let Some(ty) = new_ty else { return Err(self.err(format!("unknown variable `{name}`"), e.span)) };
+                let Some(ty) = new_ty else {
+                    return Err(self.err(format!("unknown variable `{name}`"), e.span));
+                };
                 let key_tys = tkeys.iter().map(|k| k.ty.clone()).collect();
                 self.new_var(scope, name, key_tys, ty, e.span)
             }
@@ -2046,23 +2688,43 @@ impl<'a> Analyzer<'a> {
             } else if tkeys.is_empty() {
                 format!("associative array `{disp}` needs {} key(s)", v.keys.len())
             } else {
-                format!("associative array `{disp}` has {} key(s), {} given", v.keys.len(), tkeys.len())
+                format!(
+                    "associative array `{disp}` has {} key(s), {} given",
+                    v.keys.len(),
+                    tkeys.len()
+                )
             };
-            return Err(self.report(Diagnostic::error(msg, e.span).with_label(v.span, "first assigned here")));
+            return Err(self
+                .report(Diagnostic::error(msg, e.span).with_label(v.span, "first assigned here")));
         }
         let mut conv_keys = Vec::new();
         for (k, want) in tkeys.into_iter().zip(v.keys.iter()) {
             conv_keys.push(self.convert_key(k, want, &format!("`{disp}`"), v.span)?);
         }
-        Ok(VarAccess { var: id, keys: conv_keys })
+        Ok(VarAccess {
+            var: id,
+            keys: conv_keys,
+        })
     }
 
-    fn assign(&mut self, op: Option<BinaryOp>, lhs: &Expr, rhs: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+    fn assign(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
         let r = self.expr(rhs, cx)?;
         if matches!(r.ty, Type::Void | Type::Stack { .. } | Type::Array(..)) {
             return Err(self.report(
-                Diagnostic::error(format!("a value of type `{}` cannot be stored in a variable", r.ty), rhs.span)
-                    .with_hint("stacks can be aggregation keys (@[stack()] = count()) or traced (stack();)"),
+                Diagnostic::error(
+                    format!("a value of type `{}` cannot be stored in a variable", r.ty),
+                    rhs.span,
+                )
+                .with_hint(
+                    "stacks can be aggregation keys (@[stack()] = count()) or traced (stack();)",
+                ),
             ));
         }
         // A new variable takes the right side's type; `x += e` on a new variable: e's promoted type.
@@ -2075,7 +2737,10 @@ impl<'a> Analyzer<'a> {
         let disp = Self::var_display(&v);
         let mismatch = |this: &mut Self, r: &TExpr| -> Reported {
             let mut d = Diagnostic::error(
-                format!("type mismatch: `{disp}` has type `{}`, the value has type `{}`", v.ty, r.ty),
+                format!(
+                    "type mismatch: `{disp}` has type `{}`, the value has type `{}`",
+                    v.ty, r.ty
+                ),
                 r.span,
             )
             .with_label(v.span, format!("`{disp}` got type `{}` here", v.ty));
@@ -2101,15 +2766,24 @@ impl<'a> Analyzer<'a> {
                 if !v.ty.is_integral() || !r.ty.is_integral() {
                     if v.ty == Type::String {
                         return Err(self.report(
-                            Diagnostic::error(format!("operator `{}=` needs integers; `{disp}` is a string", bop.as_str()), span)
-                                .with_hint("join strings with strjoin(a, b)"),
+                            Diagnostic::error(
+                                format!(
+                                    "operator `{}=` needs integers; `{disp}` is a string",
+                                    bop.as_str()
+                                ),
+                                span,
+                            )
+                            .with_hint("join strings with strjoin(a, b)"),
                         ));
                     }
                     return Err(mismatch(self, &r));
                 }
                 let load = mk(TExprKind::Var(target.clone()), v.ty.clone(), lhs.span);
                 let (common, rt) = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
-                    (v.ty.promoted().unwrap_or(Type::I64), r.ty.promoted().unwrap_or(Type::I64))
+                    (
+                        v.ty.promoted().unwrap_or(Type::I64),
+                        r.ty.promoted().unwrap_or(Type::I64),
+                    )
                 } else {
                     let c = usual_arithmetic(&v.ty, &r.ty).unwrap_or(Type::I64);
                     (c.clone(), c)
@@ -2118,16 +2792,28 @@ impl<'a> Analyzer<'a> {
                 if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
                     return Err(self.err("division by zero", r.span));
                 }
-                let bin = mk(TExprKind::Binary(bop, Box::new(convert(load, &common)), Box::new(r)), common, span);
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(load, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
                 convert(bin, &v.ty)
             }
         };
-        Ok(mk(TExprKind::Assign(target, Box::new(value)), v.ty.clone(), span))
+        Ok(mk(
+            TExprKind::Assign(target, Box::new(value)),
+            v.ty.clone(),
+            span,
+        ))
     }
 
     fn index(&mut self, base: &Expr, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
-        if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) {
-            let whole = Expr { kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()), span };
+        if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..))
+        {
+            let whole = Expr {
+                kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                span,
+            };
             if let Some((addr, tid)) = self.place(&whole, cx)? {
                 return self.load(addr, tid, span);
             }
@@ -2136,20 +2822,34 @@ impl<'a> Analyzer<'a> {
             if name == "args" {
                 return self.probe_arg(idx, span, cx);
             }
-            let scalar_pointer = self
-                .lookup(VarScope::Global, name)
-                .is_some_and(|id| !self.vars[id.0 as usize].is_assoc() && matches!(self.vars[id.0 as usize].ty, Type::Ptr(_)));
-            if Builtin::from_name(name).is_none() && !scalar_pointer && !self.inlines.contains_key(name) {
+            let scalar_pointer = self.lookup(VarScope::Global, name).is_some_and(|id| {
+                !self.vars[id.0 as usize].is_assoc()
+                    && matches!(self.vars[id.0 as usize].ty, Type::Ptr(_))
+            });
+            if Builtin::from_name(name).is_none()
+                && !scalar_pointer
+                && !self.inlines.contains_key(name)
+            {
                 let Some(id) = self.lookup(VarScope::Global, name) else {
-                    let names: Vec<String> =
-                        self.vars.iter().filter(|v| v.is_assoc()).map(|v| v.name.clone()).collect();
+                    let names: Vec<String> = self
+                        .vars
+                        .iter()
+                        .filter(|v| v.is_assoc())
+                        .map(|v| v.name.clone())
+                        .collect();
                     let sugg = nearest(name, names.iter().map(|s| s.as_str()), 3);
-                    let hint = did_you_mean(&sugg).unwrap_or_else(|| format!("assign an element first: {name}[key] = value;"));
+                    let hint = did_you_mean(&sugg).unwrap_or_else(|| {
+                        format!("assign an element first: {name}[key] = value;")
+                    });
                     return Err(self.report(
-                        Diagnostic::error(format!("unknown associative array `{name}`"), base.span).with_hint(hint),
+                        Diagnostic::error(format!("unknown associative array `{name}`"), base.span)
+                            .with_hint(hint),
                     ));
                 };
-                let fake = Expr { kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()), span };
+                let fake = Expr {
+                    kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                    span,
+                };
                 let acc = self.lvalue(&fake, cx, None)?;
                 let ty = self.vars[id.0 as usize].ty.clone();
                 return Ok(mk(TExprKind::Var(acc), ty, span));
@@ -2166,7 +2866,10 @@ impl<'a> Analyzer<'a> {
                     return Err(self.err("an array subscript must be an integer constant", i.span));
                 };
                 if k < 0 || k >= len as i128 {
-                    return Err(self.err(format!("subscript {k} is out of range for an array of {len}"), i.span));
+                    return Err(self.err(
+                        format!("subscript {k} is out of range for an array of {len}"),
+                        i.span,
+                    ));
                 }
                 Ok(mk(TExprKind::ArrayElem(Box::new(b), k as u32), *elem, span))
             }
@@ -2180,15 +2883,34 @@ impl<'a> Analyzer<'a> {
                 let size = elem.size(self.options.strsize).max(1) as u64;
                 let ispan = i.span;
                 let off = mk(
-                    TExprKind::Binary(BinaryOp::Mul, Box::new(convert(i, &Type::U64)), Box::new(mk(TExprKind::Int(size), Type::U64, ispan))),
+                    TExprKind::Binary(
+                        BinaryOp::Mul,
+                        Box::new(convert(i, &Type::U64)),
+                        Box::new(mk(TExprKind::Int(size), Type::U64, ispan)),
+                    ),
                     Type::U64,
                     ispan,
                 );
                 let ptr_ty = b.ty.clone();
-                let sum = mk(TExprKind::Binary(BinaryOp::Add, Box::new(convert(b, &Type::U64)), Box::new(off)), Type::U64, span);
-                Ok(mk(TExprKind::Deref(Box::new(convert(sum, &ptr_ty))), elem, span))
+                let sum = mk(
+                    TExprKind::Binary(
+                        BinaryOp::Add,
+                        Box::new(convert(b, &Type::U64)),
+                        Box::new(off),
+                    ),
+                    Type::U64,
+                    span,
+                );
+                Ok(mk(
+                    TExprKind::Deref(Box::new(convert(sum, &ptr_ty))),
+                    elem,
+                    span,
+                ))
             }
-            other => Err(self.err(format!("a value of type `{other}` cannot be subscripted"), span)),
+            other => Err(self.err(
+                format!("a value of type `{other}` cannot be subscripted"),
+                span,
+            )),
         }
     }
 
@@ -2198,7 +2920,10 @@ impl<'a> Analyzer<'a> {
         }
         let i = self.int_expr(&idx[0], cx, "an args[] subscript")?;
         let Some(n) = const_eval(&i).filter(|n| (0..10).contains(n)) else {
-            return Err(self.err("args[] subscript must be an integer constant from 0 to 9", i.span));
+            return Err(self.err(
+                "args[] subscript must be an integer constant from 0 to 9",
+                i.span,
+            ));
         };
         let n = n as u8;
         if cx.prepass {
@@ -2209,11 +2934,17 @@ impl<'a> Analyzer<'a> {
             let t = match &p.args {
                 ProbeArgs::SyscallEntry { nargs, args } => {
                     if n >= *nargs {
-                        return Err(self.report(
-                            Diagnostic::error(format!("args[{n}] is out of range: {} has {nargs} argument(s)", p.full_name()), span),
-                        ));
+                        return Err(self.report(Diagnostic::error(
+                            format!(
+                                "args[{n}] is out of range: {} has {nargs} argument(s)",
+                                p.full_name()
+                            ),
+                            span,
+                        )));
                     }
-                    args.get(n as usize).map(|f| f.d_type()).unwrap_or(Type::I64)
+                    args.get(n as usize)
+                        .map(|f| f.d_type())
+                        .unwrap_or(Type::I64)
                 }
                 ProbeArgs::SyscallReturn | ProbeArgs::Uprobe { ret: true } => {
                     if n > 1 {
@@ -2223,31 +2954,55 @@ impl<'a> Analyzer<'a> {
                 }
                 ProbeArgs::Uprobe { ret: false } => {
                     if n > 5 {
-                        return Err(self.err(format!("args[{n}] is out of range at {}: uprobes have args[0]..args[5]", p.full_name()), span));
+                        return Err(self.err(
+                            format!(
+                                "args[{n}] is out of range at {}: uprobes have args[0]..args[5]",
+                                p.full_name()
+                            ),
+                            span,
+                        ));
                     }
                     Type::I64
                 }
                 ProbeArgs::Usdt { args } => match args.get(n as usize) {
-                    Some(a) => Type::Int { bytes: a.size.clamp(1, 8), signed: a.signed },
+                    Some(a) => Type::Int {
+                        bytes: a.size.clamp(1, 8),
+                        signed: a.signed,
+                    },
                     None => {
-                        return Err(self.err(format!("args[{n}] is out of range: {} has {} argument(s)", p.full_name(), args.len()), span));
+                        return Err(self.err(
+                            format!(
+                                "args[{n}] is out of range: {} has {} argument(s)",
+                                p.full_name(),
+                                args.len()
+                            ),
+                            span,
+                        ));
                     }
                 },
                 ProbeArgs::Tracepoint { .. } => {
                     return Err(self.report(
-                        Diagnostic::error(format!("{} is a tracepoint: its arguments are named", p.full_name()), span)
-                            .with_hint("use args->field (see the fields with `sightline probe -lv`)"),
+                        Diagnostic::error(
+                            format!("{} is a tracepoint: its arguments are named", p.full_name()),
+                            span,
+                        )
+                        .with_hint("use args->field (see the fields with `sightline probe -lv`)"),
                     ));
                 }
                 ProbeArgs::None | ProbeArgs::Profile | ProbeArgs::DtraceError => {
-                    return Err(self.err(format!("probe {} has no typed arguments (args[])", p.full_name()), span));
+                    return Err(self.err(
+                        format!("probe {} has no typed arguments (args[])", p.full_name()),
+                        span,
+                    ));
                 }
             };
             match &ty {
                 None => ty = Some(t),
                 // Probe arguments are 64-bit slots: integers and pointers of different C types
                 // (`syscall:::entry` with `args[0]`) meet as the slot's `int64_t`, like `arg0`.
-                Some(prev) if *prev != t && prev.is_integral() && t.is_integral() => ty = Some(Type::I64),
+                Some(prev) if *prev != t && prev.is_integral() && t.is_integral() => {
+                    ty = Some(Type::I64)
+                }
                 Some(prev) if *prev != t => {
                     return Err(self.report(
                         Diagnostic::error(format!("args[{n}] has different types at the clause's probes (`{prev}` and `{t}`)"), span)
@@ -2260,12 +3015,25 @@ impl<'a> Analyzer<'a> {
         Ok(mk(TExprKind::ProbeArg(n), ty.unwrap_or(Type::I64), span))
     }
 
-    fn member(&mut self, base: &Expr, field: &str, field_span: Span, arrow: bool, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+    fn member(
+        &mut self,
+        base: &Expr,
+        field: &str,
+        field_span: Span,
+        arrow: bool,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
         let is_args = matches!(&base.kind, ExprKind::Ident(n) if n == "args");
         if !is_args {
             if self.btf.is_some() {
                 let whole = Expr {
-                    kind: ExprKind::Member { base: Box::new(base.clone()), field: field.to_string(), field_span, arrow },
+                    kind: ExprKind::Member {
+                        base: Box::new(base.clone()),
+                        field: field.to_string(),
+                        field_span,
+                        arrow,
+                    },
                     span,
                 };
                 if let Some((addr, tid)) = self.place(&whole, cx)? {
@@ -2275,8 +3043,11 @@ impl<'a> Analyzer<'a> {
             // Type the base for its own errors (an unknown variable is the likelier mistake).
             self.expr(base, cx)?;
             let d = if self.btf.is_some() {
-                Diagnostic::error(format!("cannot access member `{field}` of a value that is not a structure"), span)
-                    .with_hint("members are read through pointers to kernel structures: p->member")
+                Diagnostic::error(
+                    format!("cannot access member `{field}` of a value that is not a structure"),
+                    span,
+                )
+                .with_hint("members are read through pointers to kernel structures: p->member")
             } else {
                 Diagnostic::error(format!("cannot access member `{field}`: no kernel type information"), span)
                     .with_hint("structure layouts come from the kernel's BTF (/sys/kernel/btf/vmlinux), which was not loaded")
@@ -2284,9 +3055,10 @@ impl<'a> Analyzer<'a> {
             return Err(self.report(d));
         }
         if !arrow {
-            return Err(self.report(
-                Diagnostic::error("tracepoint fields are accessed with `args->field`", span),
-            ));
+            return Err(self.report(Diagnostic::error(
+                "tracepoint fields are accessed with `args->field`",
+                span,
+            )));
         }
         if cx.prepass {
             return Ok(mk(TExprKind::TpField(field.to_string()), Type::I64, span));
@@ -2308,15 +3080,22 @@ impl<'a> Analyzer<'a> {
                                 }
                             });
                             return Err(self.report(
-                                Diagnostic::error(format!("{} has no field `{field}`", p.full_name()), field_span).with_hint(hint),
+                                Diagnostic::error(
+                                    format!("{} has no field `{field}`", p.full_name()),
+                                    field_span,
+                                )
+                                .with_hint(hint),
                             ));
                         }
                     }
                 }
                 _ => {
                     return Err(self.report(
-                        Diagnostic::error(format!("probe {} has no named arguments (args->)", p.full_name()), span)
-                            .with_hint("use arg0..arg9 or args[N]"),
+                        Diagnostic::error(
+                            format!("probe {} has no named arguments (args->)", p.full_name()),
+                            span,
+                        )
+                        .with_hint("use arg0..arg9 or args[N]"),
                     ));
                 }
             };
@@ -2332,16 +3111,27 @@ impl<'a> Analyzer<'a> {
                 Some(_) => {}
             }
         }
-        Ok(mk(TExprKind::TpField(field.to_string()), ty.unwrap_or(Type::I64), span))
+        Ok(mk(
+            TExprKind::TpField(field.to_string()),
+            ty.unwrap_or(Type::I64),
+            span,
+        ))
     }
 
     /// The address and BTF type of a kernel memory *place* written with `->`, `.` and `[]`:
     /// `p->a` (p a struct pointer), `place.a` (an embedded struct), `place[i]` (an array member).
     /// `None` when `e` is not such a place (e.g. `args->field` on a tracepoint).
     fn place(&mut self, e: &Expr, cx: &mut ClauseCx) -> R<Option<(TExpr, u32)>> {
-        let Some(btf) = self.btf.clone() else { return Ok(None) };
+        let Some(btf) = self.btf.clone() else {
+            return Ok(None);
+        };
         match &e.kind {
-            ExprKind::Member { base, field, field_span, arrow: true } => {
+            ExprKind::Member {
+                base,
+                field,
+                field_span,
+                arrow: true,
+            } => {
                 if matches!(&base.kind, ExprKind::Ident(n) if n == "args") {
                     // args->field: a tracepoint field, unless it is itself a pointer (`args->p->x`
                     // arrives here with base `args->p`, not `args`).
@@ -2350,29 +3140,63 @@ impl<'a> Analyzer<'a> {
                 let b = self.expr(base, cx)?;
                 let Type::Ptr(inner) = &b.ty else {
                     return Err(self.report(
-                        Diagnostic::error(format!("operator `->` needs a pointer to a structure, not `{}`", b.ty), base.span)
-                            .with_hint("cast an address: ((struct task_struct *)addr)->pid"),
+                        Diagnostic::error(
+                            format!(
+                                "operator `->` needs a pointer to a structure, not `{}`",
+                                b.ty
+                            ),
+                            base.span,
+                        )
+                        .with_hint("cast an address: ((struct task_struct *)addr)->pid"),
                     ));
                 };
                 let Type::Struct { id, name, .. } = inner.as_ref() else {
-                    return Err(self.err(format!("operator `->` needs a pointer to a structure, not `{}`", b.ty), base.span));
+                    return Err(self.err(
+                        format!(
+                            "operator `->` needs a pointer to a structure, not `{}`",
+                            b.ty
+                        ),
+                        base.span,
+                    ));
                 };
                 let (id, name) = (*id, name.clone());
                 let addr = convert(b, &Type::U64);
-                self.member_place(&btf, addr, id, &name, field, *field_span).map(Some)
+                self.member_place(&btf, addr, id, &name, field, *field_span)
+                    .map(Some)
             }
-            ExprKind::Member { base, field, field_span, arrow: false } => {
-                let Some((addr, tid)) = self.place(base, cx)? else { return Ok(None) };
-                let Type::Struct { id, name, .. } = btf.d_type(tid) else {
-                    return Err(self.err(format!("operator `.` needs a structure, not `{}`", btf.d_type(tid)), base.span));
+            ExprKind::Member {
+                base,
+                field,
+                field_span,
+                arrow: false,
+            } => {
+                let Some((addr, tid)) = self.place(base, cx)? else {
+                    return Ok(None);
                 };
-                self.member_place(&btf, addr, id, &name, field, *field_span).map(Some)
+                let Type::Struct { id, name, .. } = btf.d_type(tid) else {
+                    return Err(self.err(
+                        format!("operator `.` needs a structure, not `{}`", btf.d_type(tid)),
+                        base.span,
+                    ));
+                };
+                self.member_place(&btf, addr, id, &name, field, *field_span)
+                    .map(Some)
             }
-            ExprKind::Index(base, idx) if matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) => {
-                let Some((addr, tid)) = self.place(base, cx)? else { return Ok(None) };
+            ExprKind::Index(base, idx)
+                if matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) =>
+            {
+                let Some((addr, tid)) = self.place(base, cx)? else {
+                    return Ok(None);
+                };
                 let rid = btf.resolve(tid);
                 let crate::btf::BtfType::Array { elem, len } = btf.get(rid).clone() else {
-                    return Err(self.err(format!("a value of type `{}` cannot be subscripted", btf.d_type(tid)), base.span));
+                    return Err(self.err(
+                        format!(
+                            "a value of type `{}` cannot be subscripted",
+                            btf.d_type(tid)
+                        ),
+                        base.span,
+                    ));
                 };
                 if idx.len() != 1 {
                     return Err(self.err("an array takes one subscript", e.span));
@@ -2381,41 +3205,74 @@ impl<'a> Analyzer<'a> {
                 if let Some(k) = const_eval(&i)
                     && (k < 0 || k >= len as i128)
                 {
-                    return Err(self.err(format!("subscript {k} is out of range for an array of {len}"), i.span));
+                    return Err(self.err(
+                        format!("subscript {k} is out of range for an array of {len}"),
+                        i.span,
+                    ));
                 }
                 let size = btf.size_of(elem) as u64;
                 let span = i.span;
                 let scaled = mk(
-                    TExprKind::Binary(BinaryOp::Mul, Box::new(convert(i, &Type::U64)), Box::new(mk(TExprKind::Int(size), Type::U64, span))),
+                    TExprKind::Binary(
+                        BinaryOp::Mul,
+                        Box::new(convert(i, &Type::U64)),
+                        Box::new(mk(TExprKind::Int(size), Type::U64, span)),
+                    ),
                     Type::U64,
                     span,
                 );
-                let sum = mk(TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(scaled)), Type::U64, e.span);
+                let sum = mk(
+                    TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(scaled)),
+                    Type::U64,
+                    e.span,
+                );
                 Ok(Some((sum, elem)))
             }
             _ => Ok(None),
         }
     }
 
-    fn member_place(&mut self, btf: &crate::btf::Btf, addr: TExpr, id: u32, sname: &str, field: &str, field_span: Span) -> R<(TExpr, u32)> {
+    fn member_place(
+        &mut self,
+        btf: &crate::btf::Btf,
+        addr: TExpr,
+        id: u32,
+        sname: &str,
+        field: &str,
+        field_span: Span,
+    ) -> R<(TExpr, u32)> {
         let Some((m, bit_off)) = btf.member(id, field) else {
             let names = btf.member_names(id);
             let sugg = nearest(field, names.iter().map(|s| s.as_str()), 3);
-            let mut d = Diagnostic::error(format!("struct {sname} has no member `{field}`"), field_span);
+            let mut d = Diagnostic::error(
+                format!("struct {sname} has no member `{field}`"),
+                field_span,
+            );
             if let Some(h) = did_you_mean(&sugg) {
                 d = d.with_hint(h);
             }
             return Err(self.report(d));
         };
         if m.bitfield_size != 0 || bit_off % 8 != 0 {
-            return Err(self.err(format!("`{field}` is a bitfield member, which D cannot read yet"), field_span));
+            return Err(self.err(
+                format!("`{field}` is a bitfield member, which D cannot read yet"),
+                field_span,
+            ));
         }
         let off = (bit_off / 8) as u64;
         let span = addr.span.to(field_span);
         let a = if off == 0 {
             TExpr { span, ..addr }
         } else {
-            mk(TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(mk(TExprKind::Int(off), Type::U64, field_span))), Type::U64, span)
+            mk(
+                TExprKind::Binary(
+                    BinaryOp::Add,
+                    Box::new(addr),
+                    Box::new(mk(TExprKind::Int(off), Type::U64, field_span)),
+                ),
+                Type::U64,
+                span,
+            )
         };
         Ok((a, m.ty))
     }
@@ -2425,7 +3282,13 @@ impl<'a> Analyzer<'a> {
     fn upgrade_pointer(&self, c_type: &str, ty: Type) -> Type {
         let Some(btf) = &self.btf else { return ty };
         let t = c_type.trim().trim_start_matches("const ").trim();
-        let Some(name) = t.strip_prefix("struct ").and_then(|r| r.strip_suffix('*')).map(str::trim) else { return ty };
+        let Some(name) = t
+            .strip_prefix("struct ")
+            .and_then(|r| r.strip_suffix('*'))
+            .map(str::trim)
+        else {
+            return ty;
+        };
         match btf.struct_id(name) {
             Some(id) if !name.contains(['*', ' ']) => Type::Ptr(Box::new(btf.d_type(id))),
             _ => ty,
@@ -2435,39 +3298,72 @@ impl<'a> Analyzer<'a> {
     /// Reads the value of BTF type `tid` at kernel address `addr` (a `uint64_t`): integers and
     /// pointers by `*`, char arrays as strings (`stringof`).
     fn load(&mut self, addr: TExpr, tid: u32, span: Span) -> R<TExpr> {
-        let Some(btf) = self.btf.clone() else { return Err(self.err("no kernel type information", span)) };
+        let Some(btf) = self.btf.clone() else {
+            return Err(self.err("no kernel type information", span));
+        };
         let ty = btf.d_type(tid);
         match &ty {
             Type::Int { .. } | Type::Ptr(_) => {
-                let p = mk(TExprKind::Cast(Box::new(addr)), Type::Ptr(Box::new(ty.clone())), span);
+                let p = mk(
+                    TExprKind::Cast(Box::new(addr)),
+                    Type::Ptr(Box::new(ty.clone())),
+                    span,
+                );
                 Ok(mk(TExprKind::Deref(Box::new(p)), ty, span))
             }
             Type::String => {
-                let p = mk(TExprKind::Cast(Box::new(addr)), Type::Ptr(Box::new(Type::CHAR)), span);
-                Ok(mk(TExprKind::Call(Subr::Stringof, vec![p]), Type::String, span))
+                let p = mk(
+                    TExprKind::Cast(Box::new(addr)),
+                    Type::Ptr(Box::new(Type::CHAR)),
+                    span,
+                );
+                Ok(mk(
+                    TExprKind::Call(Subr::Stringof, vec![p]),
+                    Type::String,
+                    span,
+                ))
             }
             Type::Struct { name, .. } => Err(self.report(
                 Diagnostic::error(format!("a `struct {name}` cannot be used as a value"), span)
                     .with_hint("read one of its members with `.member`"),
             )),
             Type::Array(..) => Err(self.report(
-                Diagnostic::error(format!("an array of type `{ty}` cannot be used as a value"), span).with_hint("read an element: a[i]"),
+                Diagnostic::error(
+                    format!("an array of type `{ty}` cannot be used as a value"),
+                    span,
+                )
+                .with_hint("read an element: a[i]"),
             )),
-            _ => Err(self.err(format!("members of this type (`{ty}`) cannot be read"), span)),
+            _ => Err(self.err(
+                format!("members of this type (`{ty}`) cannot be read"),
+                span,
+            )),
         }
     }
 
-    fn call(&mut self, func: &str, func_span: Span, args: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+    fn call(
+        &mut self,
+        func: &str,
+        func_span: Span,
+        args: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
         if ACTIONS.contains(&func) {
             return Err(self.report(
-                Diagnostic::error(format!("`{func}()` is an action and has no value"), func_span)
-                    .with_hint(format!("call {func}() as a statement of its own")),
+                Diagnostic::error(
+                    format!("`{func}()` is an action and has no value"),
+                    func_span,
+                )
+                .with_hint(format!("call {func}() as a statement of its own")),
             ));
         }
         if AGG_FUNCS.contains(&func) {
             return Err(self.report(
                 Diagnostic::error(format!("`{func}()` is an aggregating function"), func_span)
-                    .with_hint(format!("assign it to an aggregation: @name[keys] = {func}(...);")),
+                    .with_hint(format!(
+                        "assign it to an aggregation: @name[keys] = {func}(...);"
+                    )),
             ));
         }
         let n = args.len();
@@ -2477,28 +3373,39 @@ impl<'a> Analyzer<'a> {
         }
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
             this.report(
-                Diagnostic::error(format!("{func}() takes {want}, {n} given"), span).with_hint(format!("usage: {usage}")),
+                Diagnostic::error(format!("{func}() takes {want}, {n} given"), span)
+                    .with_hint(format!("usage: {usage}")),
             )
         };
         let need_int = |this: &mut Self, t: &TExpr, what: &str| -> R<()> {
             if t.ty.is_integral() {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(format!("{func}() {what} must be an integer, not `{}`", t.ty), t.span)))
+                Err(this.report(Diagnostic::error(
+                    format!("{func}() {what} must be an integer, not `{}`", t.ty),
+                    t.span,
+                )))
             }
         };
         let need_str = |this: &mut Self, t: &TExpr, what: &str| -> R<()> {
             if t.ty == Type::String {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(format!("{func}() {what} must be a string, not `{}`", t.ty), t.span)))
+                Err(this.report(Diagnostic::error(
+                    format!("{func}() {what} must be a string, not `{}`", t.ty),
+                    t.span,
+                )))
             }
         };
         let call = |s: Subr, args: Vec<TExpr>, ty: Type| mk(TExprKind::Call(s, args), ty, span);
         match func {
             "copyinstr" => {
                 if !(1..=2).contains(&n) {
-                    return Err(arity(self, "one or two arguments", "copyinstr(address [, maxlen])"));
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "copyinstr(address [, maxlen])",
+                    ));
                 }
                 need_int(self, &targs[0], "address")?;
                 if n == 2 {
@@ -2532,22 +3439,46 @@ impl<'a> Analyzer<'a> {
             }
             "strjoin" | "strstr" => {
                 if n != 2 {
-                    return Err(arity(self, "two arguments", &format!("{func}(string, string)")));
+                    return Err(arity(
+                        self,
+                        "two arguments",
+                        &format!("{func}(string, string)"),
+                    ));
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_str(self, &targs[1], "second argument")?;
-                Ok(call(if func == "strjoin" { Subr::Strjoin } else { Subr::Strstr }, targs, Type::String))
+                Ok(call(
+                    if func == "strjoin" {
+                        Subr::Strjoin
+                    } else {
+                        Subr::Strstr
+                    },
+                    targs,
+                    Type::String,
+                ))
             }
             "basename" | "dirname" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", &format!("{func}(string)")));
                 }
                 need_str(self, &targs[0], "argument")?;
-                Ok(call(if func == "basename" { Subr::Basename } else { Subr::Dirname }, targs, Type::String))
+                Ok(call(
+                    if func == "basename" {
+                        Subr::Basename
+                    } else {
+                        Subr::Dirname
+                    },
+                    targs,
+                    Type::String,
+                ))
             }
             "substr" => {
                 if !(2..=3).contains(&n) {
-                    return Err(arity(self, "two or three arguments", "substr(string, index [, length])"));
+                    return Err(arity(
+                        self,
+                        "two or three arguments",
+                        "substr(string, index [, length])",
+                    ));
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_int(self, &targs[1], "index")?;
@@ -2555,32 +3486,60 @@ impl<'a> Analyzer<'a> {
                     need_int(self, &targs[2], "length")?;
                 }
                 // The string stays; index and length are int64_t.
-                let v = targs.into_iter().enumerate().map(|(i, t)| if i == 0 { t } else { convert(t, &Type::I64) }).collect();
+                let v = targs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| if i == 0 { t } else { convert(t, &Type::I64) })
+                    .collect();
                 Ok(call(Subr::Substr, v, Type::String))
             }
             "strchr" | "strrchr" => {
                 if n != 2 {
-                    return Err(arity(self, "two arguments", &format!("{func}(string, char)")));
+                    return Err(arity(
+                        self,
+                        "two arguments",
+                        &format!("{func}(string, char)"),
+                    ));
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_int(self, &targs[1], "character")?;
                 let [s, c] = <[TExpr; 2]>::try_from(targs).map_err(|_| Reported)?;
-                let subr = if func == "strchr" { Subr::Strchr } else { Subr::Strrchr };
+                let subr = if func == "strchr" {
+                    Subr::Strchr
+                } else {
+                    Subr::Strrchr
+                };
                 Ok(call(subr, vec![s, convert(c, &Type::CHAR)], Type::String))
             }
             "index" | "rindex" => {
                 // DTrace's `int index(const char *s, const char *subs [, int start])` (and rindex):
                 // the position is converted to `int64_t` as dtrace_dif_subr reads it.
                 if !(2..=3).contains(&n) {
-                    return Err(arity(self, "two or three arguments", &format!("{func}(string, string [, start])")));
+                    return Err(arity(
+                        self,
+                        "two or three arguments",
+                        &format!("{func}(string, string [, start])"),
+                    ));
                 }
                 need_str(self, &targs[0], "first argument")?;
                 need_str(self, &targs[1], "second argument")?;
                 if n == 3 {
                     need_int(self, &targs[2], "start position")?;
                 }
-                let v = targs.into_iter().enumerate().map(|(i, t)| if i < 2 { t } else { convert(t, &Type::I64) }).collect();
-                Ok(call(if func == "index" { Subr::Index } else { Subr::Rindex }, v, Type::INT))
+                let v = targs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| if i < 2 { t } else { convert(t, &Type::I64) })
+                    .collect();
+                Ok(call(
+                    if func == "index" {
+                        Subr::Index
+                    } else {
+                        Subr::Rindex
+                    },
+                    v,
+                    Type::INT,
+                ))
             }
             "lltostr" => {
                 if n != 1 {
@@ -2594,7 +3553,15 @@ impl<'a> Analyzer<'a> {
                 if n != 0 {
                     return Err(arity(self, "no arguments", &format!("{func}()")));
                 }
-                Ok(call(if func == "rand" { Subr::Rand } else { Subr::Speculation }, targs, Type::INT))
+                Ok(call(
+                    if func == "rand" {
+                        Subr::Rand
+                    } else {
+                        Subr::Speculation
+                    },
+                    targs,
+                    Type::INT,
+                ))
             }
             "progenyof" => {
                 if n != 1 {
@@ -2610,7 +3577,13 @@ impl<'a> Analyzer<'a> {
                 }
                 need_int(self, &targs[0], "argument")?;
                 let (s, ty) = match func {
-                    "htons" | "ntohs" => (Subr::Htons, Type::Int { bytes: 2, signed: false }),
+                    "htons" | "ntohs" => (
+                        Subr::Htons,
+                        Type::Int {
+                            bytes: 2,
+                            signed: false,
+                        },
+                    ),
                     "htonl" | "ntohl" => (Subr::Htonl, Type::UINT),
                     _ => (Subr::Htonll, Type::U64),
                 };
@@ -2621,12 +3594,25 @@ impl<'a> Analyzer<'a> {
                 let user = func == "ustack";
                 let max = if user { 2 } else { 1 };
                 if n > max {
-                    return Err(arity(self, if user { "at most two arguments" } else { "at most one argument" }, &format!("{func}([frames])")));
+                    return Err(arity(
+                        self,
+                        if user {
+                            "at most two arguments"
+                        } else {
+                            "at most one argument"
+                        },
+                        &format!("{func}([frames])"),
+                    ));
                 }
                 let frames = match targs.first() {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,
-                        _ => return Err(self.err(format!("{func}() frame count must be an integer constant from 1 to 1024"), t.span)),
+                        _ => return Err(self.err(
+                            format!(
+                                "{func}() frame count must be an integer constant from 1 to 1024"
+                            ),
+                            t.span,
+                        )),
                     },
                     None => {
                         if user {
@@ -2636,7 +3622,11 @@ impl<'a> Analyzer<'a> {
                         }
                     }
                 };
-                Ok(mk(TExprKind::Stack { user, frames }, Type::Stack { user, frames }, span))
+                Ok(mk(
+                    TExprKind::Stack { user, frames },
+                    Type::Stack { user, frames },
+                    span,
+                ))
             }
             "sym" | "func" | "mod" | "usym" | "ufunc" | "umod" | "uaddr" => {
                 if n != 1 {
@@ -2652,7 +3642,11 @@ impl<'a> Analyzer<'a> {
                 };
                 let [a] = <[TExpr; 1]>::try_from(targs).map_err(|_| Reported)?;
                 let a = convert(a, &Type::U64);
-                Ok(mk(TExprKind::Symbol(kind, Box::new(a)), Type::Symbol(kind), span))
+                Ok(mk(
+                    TExprKind::Symbol(kind, Box::new(a)),
+                    Type::Symbol(kind),
+                    span,
+                ))
             }
             _ => {
                 let mut all: Vec<&str> = SUBROUTINES.to_vec();
@@ -2686,8 +3680,15 @@ fn agg_usage(func: &str) -> &'static str {
 
 fn describe_agg(f: &AggFunc) -> String {
     match f {
-        AggFunc::Lquantize { base, limit, step } => format!("lquantize(.., {base}, {limit}, {step})"),
-        AggFunc::Llquantize { factor, low, high, nsteps } => format!("llquantize(.., {factor}, {low}, {high}, {nsteps})"),
+        AggFunc::Lquantize { base, limit, step } => {
+            format!("lquantize(.., {base}, {limit}, {step})")
+        }
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => format!("llquantize(.., {factor}, {low}, {high}, {nsteps})"),
         other => format!("{}()", other.name()),
     }
 }
@@ -2719,7 +3720,11 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
         })
         .collect();
     scored.sort();
-    keep_best(scored).into_iter().take(3).map(|(_, n)| n.clone()).collect()
+    keep_best(scored)
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -2751,7 +3756,13 @@ mod tests {
 
     #[test]
     fn int_literal_ladder() {
-        let lit = |value, u, l| ast::IntLit { value, unsigned_suffix: u, long_suffix: l, decimal: true, char_lit: false };
+        let lit = |value, u, l| ast::IntLit {
+            value,
+            unsigned_suffix: u,
+            long_suffix: l,
+            decimal: true,
+            char_lit: false,
+        };
         assert_eq!(int_lit_type(&lit(1, false, false)), Type::INT);
         assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::UINT);
         assert_eq!(int_lit_type(&lit(5_000_000_000, false, false)), Type::I64);

@@ -157,7 +157,10 @@ impl Btf {
     ///
     /// Errors: bad magic, truncated data, or an unknown kind.
     pub fn parse(b: &[u8]) -> Result<Btf, BtfError> {
-        let magic = b.get(0..2).map(|s| u16::from_le_bytes([s[0], s[1]])).ok_or(BtfError::Truncated(0))?;
+        let magic = b
+            .get(0..2)
+            .map(|s| u16::from_le_bytes([s[0], s[1]]))
+            .ok_or(BtfError::Truncated(0))?;
         if magic != 0xEB9F {
             return Err(BtfError::BadMagic(magic));
         }
@@ -168,7 +171,9 @@ impl Btf {
         let str_len = u32_at(b, 20)? as usize;
         let types_start = hdr_len + type_off;
         let types_end = types_start + type_len;
-        let strings = b.get(hdr_len + str_off..hdr_len + str_off + str_len).ok_or(BtfError::Truncated(hdr_len + str_off))?;
+        let strings = b
+            .get(hdr_len + str_off..hdr_len + str_off + str_len)
+            .ok_or(BtfError::Truncated(hdr_len + str_off))?;
         if types_end > b.len() {
             return Err(BtfError::Truncated(types_end));
         }
@@ -190,7 +195,12 @@ impl Btf {
                     let enc = u32_at(b, off)?;
                     off += 4;
                     let encoding = (enc >> 24) & 0xf;
-                    BtfType::Int { name, size: size_or_type, signed: encoding & 1 != 0, bool_: encoding & 4 != 0 }
+                    BtfType::Int {
+                        name,
+                        size: size_or_type,
+                        signed: encoding & 1 != 0,
+                        bool_: encoding & 4 != 0,
+                    }
                 }
                 kind::PTR => BtfType::Ptr(size_or_type),
                 kind::ARRAY => {
@@ -206,28 +216,54 @@ impl Btf {
                         let ty = u32_at(b, off + 4)?;
                         let raw = u32_at(b, off + 8)?;
                         off += 12;
-                        let (bit_offset, bitfield_size) = if kind_flag { (raw & 0xff_ffff, raw >> 24) } else { (raw, 0) };
-                        members.push(BtfMember { name: m_name, ty, bit_offset, bitfield_size });
+                        let (bit_offset, bitfield_size) = if kind_flag {
+                            (raw & 0xff_ffff, raw >> 24)
+                        } else {
+                            (raw, 0)
+                        };
+                        members.push(BtfMember {
+                            name: m_name,
+                            ty,
+                            bit_offset,
+                            bitfield_size,
+                        });
                     }
                     if !name.is_empty() {
                         // Keep the first complete definition of a name.
                         structs.entry(name.clone()).or_insert(id);
                     }
-                    BtfType::Struct { name, size: size_or_type, union: k == kind::UNION, members }
+                    BtfType::Struct {
+                        name,
+                        size: size_or_type,
+                        union: k == kind::UNION,
+                        members,
+                    }
                 }
                 kind::ENUM => {
                     off += 8 * vlen;
-                    BtfType::Enum { name, size: size_or_type, signed: kind_flag }
+                    BtfType::Enum {
+                        name,
+                        size: size_or_type,
+                        signed: kind_flag,
+                    }
                 }
                 kind::ENUM64 => {
                     off += 12 * vlen;
-                    BtfType::Enum { name, size: size_or_type, signed: kind_flag }
+                    BtfType::Enum {
+                        name,
+                        size: size_or_type,
+                        signed: kind_flag,
+                    }
                 }
                 kind::FWD => BtfType::Fwd { name },
-                kind::TYPEDEF => BtfType::Alias { name, ty: size_or_type },
-                kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => {
-                    BtfType::Alias { name: String::new(), ty: size_or_type }
-                }
+                kind::TYPEDEF => BtfType::Alias {
+                    name,
+                    ty: size_or_type,
+                },
+                kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => BtfType::Alias {
+                    name: String::new(),
+                    ty: size_or_type,
+                },
                 kind::FUNC => BtfType::Void,
                 kind::FUNC_PROTO => {
                     off += 8 * vlen;
@@ -294,7 +330,9 @@ impl Btf {
     /// Finds member `name` of the struct/union `id`, descending into anonymous struct and union
     /// members. Returns the member and its offset in bits from the start of `id`.
     pub fn member(&self, id: u32, name: &str) -> Option<(BtfMember, u32)> {
-        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else { return None };
+        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else {
+            return None;
+        };
         for m in members {
             if m.name == name {
                 return Some((m.clone(), m.bit_offset));
@@ -310,7 +348,9 @@ impl Btf {
 
     /// Names of the members of struct/union `id` (anonymous members flattened), for suggestions.
     pub fn member_names(&self, id: u32) -> Vec<String> {
-        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else { return Vec::new() };
+        let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         for m in members {
             if m.name.is_empty() {
@@ -325,7 +365,9 @@ impl Btf {
     /// Size in bytes of type `id` (0 for void and functions).
     pub fn size_of(&self, id: u32) -> u32 {
         match self.get(self.resolve(id)) {
-            BtfType::Int { size, .. } | BtfType::Enum { size, .. } | BtfType::Float { size } => *size,
+            BtfType::Int { size, .. } | BtfType::Enum { size, .. } | BtfType::Float { size } => {
+                *size
+            }
             BtfType::Struct { size, .. } => *size,
             BtfType::Ptr(_) => 8,
             BtfType::Array { elem, len } => self.size_of(*elem).saturating_mul(*len),
@@ -335,7 +377,14 @@ impl Btf {
 
     /// True when `id` is a 1-byte integer (`char`, `unsigned char`, `u8`): arrays of it are strings.
     pub fn is_char(&self, id: u32) -> bool {
-        matches!(self.get(self.resolve(id)), BtfType::Int { size: 1, bool_: false, .. })
+        matches!(
+            self.get(self.resolve(id)),
+            BtfType::Int {
+                size: 1,
+                bool_: false,
+                ..
+            }
+        )
     }
 
     /// The D type of a value of BTF type `id`: integers and enums as integers, pointers as
@@ -344,19 +393,40 @@ impl Btf {
     pub fn d_type(&self, id: u32) -> Type {
         let rid = self.resolve(id);
         match self.get(rid) {
-            BtfType::Int { size, signed, bool_, .. } => {
+            BtfType::Int {
+                size,
+                signed,
+                bool_,
+                ..
+            } => {
                 let bytes = match size {
                     1 | 2 | 4 | 8 => *size as u8,
                     _ => 8,
                 };
-                Type::Int { bytes, signed: *signed && !*bool_ }
+                Type::Int {
+                    bytes,
+                    signed: *signed && !*bool_,
+                }
             }
-            BtfType::Enum { size, signed, .. } => {
-                Type::Int { bytes: if matches!(size, 1 | 2 | 4 | 8) { *size as u8 } else { 4 }, signed: *signed }
-            }
+            BtfType::Enum { size, signed, .. } => Type::Int {
+                bytes: if matches!(size, 1 | 2 | 4 | 8) {
+                    *size as u8
+                } else {
+                    4
+                },
+                signed: *signed,
+            },
             BtfType::Ptr(to) => Type::Ptr(Box::new(self.d_type(*to))),
-            BtfType::Struct { name, size, .. } => Type::Struct { name: name.clone(), id: rid, size: *size },
-            BtfType::Fwd { name } => Type::Struct { name: name.clone(), id: rid, size: 0 },
+            BtfType::Struct { name, size, .. } => Type::Struct {
+                name: name.clone(),
+                id: rid,
+                size: *size,
+            },
+            BtfType::Fwd { name } => Type::Struct {
+                name: name.clone(),
+                id: rid,
+                size: 0,
+            },
             BtfType::Array { elem, len } => {
                 if self.is_char(*elem) {
                     Type::String
@@ -378,7 +448,9 @@ mod tests {
     fn sample() -> Vec<u8> {
         let strings = b"\0int\0point\0x\0name\0next\0unsigned char\0y\0long\0u32_t\0".to_vec();
         let s = |name: &str| -> u32 {
-            let pos = strings.windows(name.len() + 1).position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0);
+            let pos = strings
+                .windows(name.len() + 1)
+                .position(|w| &w[..name.len()] == name.as_bytes() && w[name.len()] == 0);
             pos.unwrap() as u32
         };
         let mut t: Vec<u8> = Vec::new();
@@ -436,7 +508,14 @@ mod tests {
         assert_eq!((off, btf.d_type(name.ty)), (32, Type::String));
         let (next, off) = btf.member(p, "next").unwrap();
         assert_eq!(off, 128);
-        assert_eq!(btf.d_type(next.ty), Type::Ptr(Box::new(Type::Struct { name: "point".into(), id: 5, size: 32 })));
+        assert_eq!(
+            btf.d_type(next.ty),
+            Type::Ptr(Box::new(Type::Struct {
+                name: "point".into(),
+                id: 5,
+                size: 32
+            }))
+        );
         // `y` lives in an anonymous union at bit 192.
         let (y, off) = btf.member(p, "y").unwrap();
         assert_eq!((off, btf.d_type(y.ty)), (192, Type::I64));
@@ -448,7 +527,10 @@ mod tests {
 
     #[test]
     fn rejects_bad_input() {
-        assert_eq!(Btf::parse(&[0, 0, 0, 0]).unwrap_err(), BtfError::BadMagic(0));
+        assert_eq!(
+            Btf::parse(&[0, 0, 0, 0]).unwrap_err(),
+            BtfError::BadMagic(0)
+        );
         let mut b = sample();
         b.truncate(40);
         assert!(matches!(Btf::parse(&b), Err(BtfError::Truncated(_))));

@@ -56,7 +56,11 @@ impl ProbeDescPattern {
 
 impl std::fmt::Display for ProbeDescPattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}:{}:{}", self.provider, self.module, self.function, self.name)
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.provider, self.module, self.function, self.name
+        )
     }
 }
 
@@ -184,7 +188,10 @@ pub struct ProbeInfo {
 impl ProbeInfo {
     /// `provider:module:function:name`.
     pub fn full_name(&self) -> String {
-        format!("{}:{}:{}:{}", self.provider, self.module, self.function, self.name)
+        format!(
+            "{}:{}:{}:{}",
+            self.provider, self.module, self.function, self.name
+        )
     }
 }
 
@@ -294,11 +301,23 @@ impl TpField {
                 return Type::String;
             }
             let elem_size = self.size.checked_div(n).unwrap_or(self.size);
-            return Type::Array(Box::new(Type::Int { bytes: elem_size.clamp(1, 8) as u8, signed: self.signed }), n);
+            return Type::Array(
+                Box::new(Type::Int {
+                    bytes: elem_size.clamp(1, 8) as u8,
+                    signed: self.signed,
+                }),
+                n,
+            );
         }
         if let Some(pointee) = base.strip_suffix('*') {
             let pointee = pointee.trim();
-            let inner = if is_char(pointee) { Type::CHAR } else if pointee.ends_with("void") { Type::Void } else { Type::U64 };
+            let inner = if is_char(pointee) {
+                Type::CHAR
+            } else if pointee.ends_with("void") {
+                Type::Void
+            } else {
+                Type::U64
+            };
             return Type::Ptr(Box::new(inner));
         }
         // System call arguments are 8-byte slots typed by the C prototype (`unsigned int fd`):
@@ -312,7 +331,10 @@ impl TpField {
             1 | 2 | 4 | 8 => self.size as u8,
             _ => 8,
         };
-        Type::Int { bytes, signed: self.signed }
+        Type::Int {
+            bytes,
+            signed: self.signed,
+        }
     }
 }
 
@@ -323,12 +345,19 @@ fn c_int_type(c_type: &str) -> Option<(u8, bool)> {
         "char" | "signed char" | "s8" | "__s8" | "int8_t" => (1, true),
         "unsigned char" | "u8" | "__u8" | "uint8_t" | "bool" => (1, false),
         "short" | "short int" | "s16" | "__s16" | "int16_t" => (2, true),
-        "unsigned short" | "unsigned short int" | "u16" | "__u16" | "uint16_t" | "umode_t" => (2, false),
-        "int" | "signed int" | "s32" | "__s32" | "int32_t" | "pid_t" | "key_t" | "clockid_t" | "timer_t" | "mqd_t" => (4, true),
-        "unsigned int" | "unsigned" | "u32" | "__u32" | "uint32_t" | "uid_t" | "gid_t" | "qid_t" | "rwf_t" => (4, false),
-        "long" | "long int" | "long long" | "s64" | "__s64" | "int64_t" | "ssize_t" | "loff_t" | "off_t" | "time_t" => (8, true),
-        "unsigned long" | "unsigned long int" | "unsigned long long" | "u64" | "__u64" | "uint64_t" | "size_t"
-        | "aio_context_t" | "cap_user_header_t" | "cap_user_data_t" => (8, false),
+        "unsigned short" | "unsigned short int" | "u16" | "__u16" | "uint16_t" | "umode_t" => {
+            (2, false)
+        }
+        "int" | "signed int" | "s32" | "__s32" | "int32_t" | "pid_t" | "key_t" | "clockid_t"
+        | "timer_t" | "mqd_t" => (4, true),
+        "unsigned int" | "unsigned" | "u32" | "__u32" | "uint32_t" | "uid_t" | "gid_t"
+        | "qid_t" | "rwf_t" => (4, false),
+        "long" | "long int" | "long long" | "s64" | "__s64" | "int64_t" | "ssize_t" | "loff_t"
+        | "off_t" | "time_t" => (8, true),
+        "unsigned long" | "unsigned long int" | "unsigned long long" | "u64" | "__u64"
+        | "uint64_t" | "size_t" | "aio_context_t" | "cap_user_header_t" | "cap_user_data_t" => {
+            (8, false)
+        }
         _ => return None,
     })
 }
@@ -419,7 +448,11 @@ pub struct StaticCatalog {
 
 impl ProbeCatalog for StaticCatalog {
     fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        self.probes.iter().filter(|p| desc.matches_probe(p)).cloned().collect()
+        self.probes
+            .iter()
+            .filter(|p| desc.matches_probe(p))
+            .cloned()
+            .collect()
     }
 
     fn names(&self) -> Vec<String> {
@@ -479,12 +512,24 @@ mod tests {
             data_loc_string: dl,
         };
         assert_eq!(f("char", 16, false, Some(16), false).d_type(), Type::String);
-        assert_eq!(f("__data_loc char[]", 4, false, None, true).d_type(), Type::String);
+        assert_eq!(
+            f("__data_loc char[]", 4, false, None, true).d_type(),
+            Type::String
+        );
         assert_eq!(f("pid_t", 4, true, None, false).d_type(), Type::INT);
-        assert_eq!(f("const char *", 8, false, None, false).d_type(), Type::Ptr(Box::new(Type::CHAR)));
-        assert_eq!(f("u32", 24, false, Some(6), false).d_type(), Type::Array(Box::new(Type::UINT), 6));
+        assert_eq!(
+            f("const char *", 8, false, None, false).d_type(),
+            Type::Ptr(Box::new(Type::CHAR))
+        );
+        assert_eq!(
+            f("u32", 24, false, Some(6), false).d_type(),
+            Type::Array(Box::new(Type::UINT), 6)
+        );
         // A syscall slot of 8 bytes typed `unsigned int` by the prototype.
-        assert_eq!(f("unsigned int", 8, false, None, false).d_type(), Type::UINT);
+        assert_eq!(
+            f("unsigned int", 8, false, None, false).d_type(),
+            Type::UINT
+        );
         assert_eq!(f("size_t", 8, false, None, false).d_type(), Type::U64);
         assert_eq!(f("long", 8, true, None, false).d_type(), Type::I64);
     }

@@ -19,8 +19,8 @@
 //! target's signedness"; a cast to a wider type of the same value is a no-op.
 
 use crate::catalog::ProbeInfo;
-pub use probe_format::agg::AggFunc;
 use crate::types::{SymKind, Type};
+pub use probe_format::agg::AggFunc;
 use probe_syntax::Span;
 use probe_syntax::ast::{BinaryOp, UnaryOp};
 
@@ -482,14 +482,23 @@ impl Builtin {
     /// The D type of the built-in.
     pub fn ty(self) -> Type {
         match self {
-            Builtin::Pid | Builtin::Tid | Builtin::Ppid | Builtin::Cpu | Builtin::Errno => Type::INT,
-            Builtin::Uid | Builtin::Gid | Builtin::Epid | Builtin::Id | Builtin::Stackdepth | Builtin::Ustackdepth => {
-                Type::UINT
+            Builtin::Pid | Builtin::Tid | Builtin::Ppid | Builtin::Cpu | Builtin::Errno => {
+                Type::INT
             }
-            Builtin::Execname | Builtin::Probeprov | Builtin::Probemod | Builtin::Probefunc | Builtin::Probename => {
-                Type::String
+            Builtin::Uid
+            | Builtin::Gid
+            | Builtin::Epid
+            | Builtin::Id
+            | Builtin::Stackdepth
+            | Builtin::Ustackdepth => Type::UINT,
+            Builtin::Execname
+            | Builtin::Probeprov
+            | Builtin::Probemod
+            | Builtin::Probefunc
+            | Builtin::Probename => Type::String,
+            Builtin::Timestamp | Builtin::Vtimestamp | Builtin::Caller | Builtin::Ucaller => {
+                Type::U64
             }
-            Builtin::Timestamp | Builtin::Vtimestamp | Builtin::Caller | Builtin::Ucaller => Type::U64,
             Builtin::Walltimestamp | Builtin::Arg(_) => Type::I64,
             Builtin::Curthread => Type::Ptr(Box::new(Type::Void)),
         }

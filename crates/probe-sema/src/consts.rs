@@ -149,7 +149,11 @@ pub fn named_constant(name: &str) -> Option<i64> {
     if !name.starts_with('E') && !name.starts_with("SIG") {
         return None;
     }
-    ERRNO.iter().chain(SIGNALS).find(|(n, _)| *n == name).map(|&(_, v)| v)
+    ERRNO
+        .iter()
+        .chain(SIGNALS)
+        .find(|(n, _)| *n == name)
+        .map(|&(_, v)| v)
 }
 
 #[cfg(test)]
@@ -192,7 +196,10 @@ mod tests {
             }
         }
         if checked > 0 {
-            assert!(checked > 80, "only {checked} constants found in the headers");
+            assert!(
+                checked > 80,
+                "only {checked} constants found in the headers"
+            );
         }
         assert_eq!(named_constant("ENOENT"), Some(2));
         assert_eq!(named_constant("SIGKILL"), Some(9));

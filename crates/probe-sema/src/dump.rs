@@ -20,13 +20,33 @@ pub fn program(p: &CheckedProgram) -> String {
         let keys = if v.keys.is_empty() {
             String::new()
         } else {
-            format!("[{}]", v.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{}]",
+                v.keys
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         };
-        let _ = writeln!(out, "var {}#{} {:?}{keys}: {}", v.name, v.id.0, v.scope, v.ty);
+        let _ = writeln!(
+            out,
+            "var {}#{} {:?}{keys}: {}",
+            v.name, v.id.0, v.scope, v.ty
+        );
     }
     for a in &p.aggregations {
-        let keys = a.keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", ");
-        let _ = writeln!(out, "agg @{}#{} {:?} keys [{keys}] arg {}", a.name, a.id.0, a.func, a.arg_ty);
+        let keys = a
+            .keys
+            .iter()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "agg @{}#{} {:?} keys [{keys}] arg {}",
+            a.name, a.id.0, a.func, a.arg_ty
+        );
     }
     for c in &p.clauses {
         let probes: Vec<String> = c.probes.iter().map(|p| p.full_name()).collect();
@@ -53,8 +73,26 @@ impl std::fmt::Debug for OptionsDiff<'_> {
                 if o.$name != d.$name { l.entry(&stringify!($name), &o.$name); }
             )*};
         }
-        field!(quiet, bufsize, aggsize, dynvarsize, strsize, nspec, specsize, stackframes, ustackframes, aggsortkey,
-            aggsortrev, aggsortpos, aggsortkeypos, switchrate, aggrate, statusrate, destructive, other);
+        field!(
+            quiet,
+            bufsize,
+            aggsize,
+            dynvarsize,
+            strsize,
+            nspec,
+            specsize,
+            stackframes,
+            ustackframes,
+            aggsortkey,
+            aggsortrev,
+            aggsortpos,
+            aggsortkeypos,
+            switchrate,
+            aggrate,
+            statusrate,
+            destructive,
+            other
+        );
         l.finish()
     }
 }
@@ -68,10 +106,22 @@ fn stmt(out: &mut String, p: &CheckedProgram, s: &TStmt, depth: usize) {
         TStmt::Action(a, _) => {
             let _ = writeln!(out, "{ind}{}", action(p, a));
         }
-        TStmt::Aggregate { agg, keys, value, incr, .. } => {
+        TStmt::Aggregate {
+            agg,
+            keys,
+            value,
+            incr,
+            ..
+        } => {
             let a = p.agg(*agg);
             let keys: Vec<String> = keys.iter().map(|k| expr(p, k)).collect();
-            let mut s = format!("{ind}@{}#{}[{}] <- {}", a.name, agg.0, keys.join(", "), a.func.name());
+            let mut s = format!(
+                "{ind}@{}#{}[{}] <- {}",
+                a.name,
+                agg.0,
+                keys.join(", "),
+                a.func.name()
+            );
             if let Some(v) = value {
                 let _ = write!(s, " {}", expr(p, v));
             }
@@ -107,16 +157,30 @@ fn action(p: &CheckedProgram, a: &Action) -> String {
         Action::System { format, args } => format!("system {format:?} {}", list(args)),
         Action::Printa { format, aggs } => format!(
             "printa {}{}",
-            format.as_ref().map(|f| format!("{f:?} ")).unwrap_or_default(),
-            aggs.iter().map(|a| aggname(p, *a)).collect::<Vec<_>>().join(" ")
+            format
+                .as_ref()
+                .map(|f| format!("{f:?} "))
+                .unwrap_or_default(),
+            aggs.iter()
+                .map(|a| aggname(p, *a))
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
         Action::Exit(e) => format!("exit {}", expr(p, e)),
         Action::Clear(a) => format!("clear {}", aggname(p, *a)),
         Action::Denormalize(a) => format!("denormalize {}", aggname(p, *a)),
         Action::Trunc { agg, keep } => {
-            format!("trunc {}{}", aggname(p, *agg), keep.as_ref().map(|k| format!(" {}", expr(p, k))).unwrap_or_default())
+            format!(
+                "trunc {}{}",
+                aggname(p, *agg),
+                keep.as_ref()
+                    .map(|k| format!(" {}", expr(p, k)))
+                    .unwrap_or_default()
+            )
         }
-        Action::Normalize { agg, factor } => format!("normalize {} {}", aggname(p, *agg), expr(p, factor)),
+        Action::Normalize { agg, factor } => {
+            format!("normalize {} {}", aggname(p, *agg), expr(p, factor))
+        }
         Action::Speculate(e) => format!("speculate {}", expr(p, e)),
         Action::Commit(e) => format!("commit {}", expr(p, e)),
         Action::Discard(e) => format!("discard {}", expr(p, e)),
@@ -156,11 +220,17 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
         TExprKind::Var(a) => access(p, a),
         TExprKind::Unary(op, x) => format!("({} {})", op.as_str(), expr(p, x)),
         TExprKind::Binary(op, a, b) => format!("({} {} {})", op.as_str(), expr(p, a), expr(p, b)),
-        TExprKind::StrCmp(op, a, b) => format!("(str{} {} {})", op.as_str(), expr(p, a), expr(p, b)),
+        TExprKind::StrCmp(op, a, b) => {
+            format!("(str{} {} {})", op.as_str(), expr(p, a), expr(p, b))
+        }
         TExprKind::Ternary(c, a, b) => format!("(?: {} {} {})", expr(p, c), expr(p, a), expr(p, b)),
         TExprKind::Cast(x) => format!("(cast {})", expr(p, x)),
         TExprKind::Assign(t, v) => format!("(= {} {})", access(p, t), expr(p, v)),
-        TExprKind::IncDec { target, increment, prefix } => format!(
+        TExprKind::IncDec {
+            target,
+            increment,
+            prefix,
+        } => format!(
             "({}{} {})",
             if *prefix { "pre" } else { "post" },
             if *increment { "++" } else { "--" },
@@ -175,7 +245,9 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
             out.push(')');
             out
         }
-        TExprKind::Stack { user, frames } => format!("({} {frames})", if *user { "ustack" } else { "stack" }),
+        TExprKind::Stack { user, frames } => {
+            format!("({} {frames})", if *user { "ustack" } else { "stack" })
+        }
         TExprKind::Symbol(k, a) => format!("({k:?} {})", expr(p, a)).to_lowercase(),
         TExprKind::Deref(x) => format!("(* {})", expr(p, x)),
         TExprKind::ArrayElem(x, i) => format!("(elem {} {i})", expr(p, x)),
@@ -186,7 +258,9 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
 /// Short type names for dumps (`i32`, `u64`, `str`, ...).
 fn short_type(t: &Type) -> String {
     match t {
-        Type::Int { bytes, signed } => format!("{}{}", if *signed { "i" } else { "u" }, *bytes as u32 * 8),
+        Type::Int { bytes, signed } => {
+            format!("{}{}", if *signed { "i" } else { "u" }, *bytes as u32 * 8)
+        }
         Type::String => "str".into(),
         Type::Ptr(inner) => format!("{}*", short_type(inner)),
         Type::Stack { user, frames } => format!("{}stack{frames}", if *user { "u" } else { "" }),

@@ -19,14 +19,16 @@ pub mod types;
 
 pub use analyze::{analyze, needs_kernel_types, needs_user_symbols};
 pub use catalog::{
-    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
-    field_matches, glob_match,
+    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog,
+    TpField, UsdtArg, field_matches, glob_match,
 };
 pub use checked::{
-    Action, AggFunc, AggId, Aggregation, Builtin, CheckedClause, CheckedProgram, Options, Subr, TExpr, TExprKind,
-    TStmt, VarAccess, VarId, VarScope, Variable,
+    Action, AggFunc, AggId, Aggregation, Builtin, CheckedClause, CheckedProgram, Options, Subr,
+    TExpr, TExprKind, TStmt, VarAccess, VarId, VarScope, Variable,
 };
-pub use tracefs::{FormatFileError, TracepointFormat, parse_tracepoint_format, parse_tracepoint_format_full};
+pub use tracefs::{
+    FormatFileError, TracepointFormat, parse_tracepoint_format, parse_tracepoint_format_full,
+};
 pub use types::{SymKind, Type, usual_arithmetic};
 
 /// Inputs to the analysis besides the program and the catalog.

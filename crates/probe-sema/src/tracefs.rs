@@ -52,7 +52,12 @@ pub fn parse_tracepoint_format(text: &str) -> Result<Vec<TpField>, FormatFileErr
 
 /// Parses a tracefs `format` file completely (name, id, common fields and the event's fields).
 pub fn parse_tracepoint_format_full(text: &str) -> Result<TracepointFormat, FormatFileError> {
-    let mut out = TracepointFormat { name: String::new(), id: None, common_fields: Vec::new(), fields: Vec::new() };
+    let mut out = TracepointFormat {
+        name: String::new(),
+        id: None,
+        common_fields: Vec::new(),
+        fields: Vec::new(),
+    };
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
         let line = raw.trim();
@@ -61,7 +66,10 @@ pub fn parse_tracepoint_format_full(text: &str) -> Result<TracepointFormat, Form
         } else if let Some(rest) = line.strip_prefix("ID:") {
             out.id = rest.trim().parse().ok();
         } else if line.starts_with("field:") {
-            let field = parse_field_line(line).map_err(|reason| FormatFileError { line: line_no, reason })?;
+            let field = parse_field_line(line).map_err(|reason| FormatFileError {
+                line: line_no,
+                reason,
+            })?;
             if field.name.starts_with("common_") {
                 out.common_fields.push(field);
             } else {
@@ -83,9 +91,17 @@ fn parse_field_line(line: &str) -> Result<TpField, String> {
         if let Some(d) = part.strip_prefix("field:") {
             decl = Some(d.trim());
         } else if let Some(v) = part.strip_prefix("offset:") {
-            offset = Some(v.trim().parse::<u32>().map_err(|_| format!("bad offset `{v}`"))?);
+            offset = Some(
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("bad offset `{v}`"))?,
+            );
         } else if let Some(v) = part.strip_prefix("size:") {
-            size = Some(v.trim().parse::<u32>().map_err(|_| format!("bad size `{v}`"))?);
+            size = Some(
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("bad size `{v}`"))?,
+            );
         } else if let Some(v) = part.strip_prefix("signed:") {
             signed = v.trim() == "1";
         }
@@ -117,7 +133,15 @@ fn parse_field_line(line: &str) -> Result<TpField, String> {
         return Err(format!("no type in `{decl}`"));
     }
     let data_loc_string = c_type.starts_with("__data_loc") && c_type.contains("char");
-    Ok(TpField { name: name.to_string(), c_type, offset, size, signed, array, data_loc_string })
+    Ok(TpField {
+        name: name.to_string(),
+        c_type,
+        offset,
+        size,
+        signed,
+        array,
+        data_loc_string,
+    })
 }
 
 #[cfg(test)]
@@ -149,11 +173,26 @@ print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC
         assert_eq!(f.fields.len(), 3);
         let file = &f.fields[0];
         assert_eq!(
-            (file.name.as_str(), file.c_type.as_str(), file.offset, file.size, file.data_loc_string),
+            (
+                file.name.as_str(),
+                file.c_type.as_str(),
+                file.offset,
+                file.size,
+                file.data_loc_string
+            ),
             ("filename", "__data_loc char[]", 8, 4, true)
         );
         let pid = &f.fields[1];
-        assert_eq!((pid.name.as_str(), pid.c_type.as_str(), pid.offset, pid.size, pid.signed), ("pid", "pid_t", 12, 4, true));
+        assert_eq!(
+            (
+                pid.name.as_str(),
+                pid.c_type.as_str(),
+                pid.offset,
+                pid.size,
+                pid.signed
+            ),
+            ("pid", "pid_t", 12, 4, true)
+        );
         assert_eq!(pid.array, None);
     }
 
@@ -171,10 +210,13 @@ print fmt: \"filename=%s pid=%d old_pid=%d\", __get_str(filename), REC->pid, REC
 
     #[test]
     fn reports_bad_lines() {
-        let err = parse_tracepoint_format("format:\n\tfield:int x;\toffset:zz;\tsize:4;\tsigned:1;\n").unwrap_err();
+        let err =
+            parse_tracepoint_format("format:\n\tfield:int x;\toffset:zz;\tsize:4;\tsigned:1;\n")
+                .unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.reason.contains("bad offset"), "{err}");
-        let err = parse_tracepoint_format("\tfield:int;\toffset:0;\tsize:4;\tsigned:1;\n").unwrap_err();
+        let err =
+            parse_tracepoint_format("\tfield:int;\toffset:0;\tsize:4;\tsigned:1;\n").unwrap_err();
         assert!(err.reason.contains("no type"), "{err}");
     }
 }

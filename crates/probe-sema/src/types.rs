@@ -65,15 +65,30 @@ pub enum SymKind {
 
 impl Type {
     /// `int` (4 bytes, signed).
-    pub const INT: Type = Type::Int { bytes: 4, signed: true };
+    pub const INT: Type = Type::Int {
+        bytes: 4,
+        signed: true,
+    };
     /// `unsigned int`.
-    pub const UINT: Type = Type::Int { bytes: 4, signed: false };
+    pub const UINT: Type = Type::Int {
+        bytes: 4,
+        signed: false,
+    };
     /// `int64_t` / `long`.
-    pub const I64: Type = Type::Int { bytes: 8, signed: true };
+    pub const I64: Type = Type::Int {
+        bytes: 8,
+        signed: true,
+    };
     /// `uint64_t` / `unsigned long` / `size_t` / `uintptr_t`.
-    pub const U64: Type = Type::Int { bytes: 8, signed: false };
+    pub const U64: Type = Type::Int {
+        bytes: 8,
+        signed: false,
+    };
     /// `char`.
-    pub const CHAR: Type = Type::Int { bytes: 1, signed: true };
+    pub const CHAR: Type = Type::Int {
+        bytes: 1,
+        signed: true,
+    };
 
     /// True for integers and pointers (the scalar types arithmetic accepts).
     pub fn is_integral(&self) -> bool {
@@ -116,7 +131,11 @@ impl Type {
     /// (ISO C 6.3.1.1; pointers become `uintptr_t`).
     pub fn promoted(&self) -> Option<Type> {
         let (bytes, signed) = self.as_int()?;
-        Some(if bytes < 4 { Type::INT } else { Type::Int { bytes, signed } })
+        Some(if bytes < 4 {
+            Type::INT
+        } else {
+            Type::Int { bytes, signed }
+        })
     }
 }
 
@@ -133,11 +152,7 @@ pub fn usual_arithmetic(a: &Type, b: &Type) -> Option<Type> {
         (ab.max(bb), asg)
     } else {
         let (sb, ub) = if asg { (ab, bb) } else { (bb, ab) };
-        if ub >= sb {
-            (ub, false)
-        } else {
-            (sb, true)
-        }
+        if ub >= sb { (ub, false) } else { (sb, true) }
     };
     Some(Type::Int { bytes, signed })
 }
@@ -196,7 +211,10 @@ mod tests {
         // int64 + uint64 -> uint64.
         assert_eq!(usual_arithmetic(&Type::I64, &Type::U64), Some(Type::U64));
         // unsigned short + int -> int.
-        assert_eq!(usual_arithmetic(&int(2, false), &Type::INT), Some(Type::INT));
+        assert_eq!(
+            usual_arithmetic(&int(2, false), &Type::INT),
+            Some(Type::INT)
+        );
         assert_eq!(usual_arithmetic(&Type::String, &Type::INT), None);
     }
 }

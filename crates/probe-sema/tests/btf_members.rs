@@ -23,7 +23,11 @@ const TYPEDEF: u32 = 8;
 
 impl Builder {
     fn new() -> Builder {
-        Builder { types: Vec::new(), strings: vec![0], next_id: 1 }
+        Builder {
+            types: Vec::new(),
+            strings: vec![0],
+            next_id: 1,
+        }
     }
     fn s(&mut self, name: &str) -> u32 {
         if name.is_empty() {
@@ -60,7 +64,11 @@ impl Builder {
     fn strukt(&mut self, name: &str, size: u32, members: &[(&str, u32, u32, u32)]) -> u32 {
         let n = self.s(name);
         let kind_flag = members.iter().any(|m| m.3 != 0);
-        let mut w = vec![n, (STRUCT << 24) | (u32::from(kind_flag) << 31) | members.len() as u32, size];
+        let mut w = vec![
+            n,
+            (STRUCT << 24) | (u32::from(kind_flag) << 31) | members.len() as u32,
+            size,
+        ];
         for &(mn, ty, off, bits) in members {
             let mn = self.s(mn);
             w.extend_from_slice(&[mn, ty, if kind_flag { (bits << 24) | off } else { off }]);
@@ -71,7 +79,13 @@ impl Builder {
         let mut b = Vec::new();
         b.extend_from_slice(&0xEB9Fu16.to_le_bytes());
         b.extend_from_slice(&[1, 0]);
-        for w in [24u32, 0, self.types.len() as u32, self.types.len() as u32, self.strings.len() as u32] {
+        for w in [
+            24u32,
+            0,
+            self.types.len() as u32,
+            self.types.len() as u32,
+            self.strings.len() as u32,
+        ] {
             b.extend_from_slice(&w.to_le_bytes());
         }
         b.extend_from_slice(&self.types);
@@ -92,7 +106,11 @@ fn kernel() -> Arc<Btf> {
     let uint = b.int("unsigned int", 4, false); // 5
     let comm = b.array(chr, 16, int); // 6
     let nr = b.array(uint, 4, int); // 7
-    let se = b.strukt("sched_entity", 24, &[("nr", nr, 0, 0), ("vruntime", u64_, 128, 0)]); // 8
+    let se = b.strukt(
+        "sched_entity",
+        24,
+        &[("nr", nr, 0, 0), ("vruntime", u64_, 128, 0)],
+    ); // 8
     let task_ptr = b.ptr(10); // 9
     let task = b.strukt(
         "task_struct",
@@ -115,7 +133,10 @@ fn run(text: &str, btf: Option<Arc<Btf>>) -> String {
     let (program, diags) = parse(&file);
     let map: SourceMap = file.into();
     assert!(diags.is_empty(), "{}", render_all(&diags, &map));
-    let opts = SemaOptions { kernel_types: btf, ..Default::default() };
+    let opts = SemaOptions {
+        kernel_types: btf,
+        ..Default::default()
+    };
     match analyze(&program, &common::catalog(), &opts) {
         Ok(p) => dump::program(&p),
         Err(d) => render_all(&d, &map),
@@ -221,7 +242,9 @@ fn needs_kernel_types_only_for_structure_access() {
         probe_sema::needs_kernel_types(&p)
     };
     assert!(!needs("BEGIN { exit(0); }"));
-    assert!(!needs("sched:::sched_switch { @[args->prev_comm] = count(); self->x = 1; this->y = self->x; }"));
+    assert!(!needs(
+        "sched:::sched_switch { @[args->prev_comm] = count(); self->x = 1; this->y = self->x; }"
+    ));
     assert!(needs("BEGIN { trace(curthread->pid); }"));
     assert!(needs("BEGIN { x = (struct task_struct *)arg0; }"));
     assert!(needs("sched:::sched_switch /args->p->pid/ { }"));
@@ -235,20 +258,35 @@ fn needs_user_symbols_only_for_user_symbol_actions() {
         assert!(d.is_empty(), "{text}: {d:?}");
         probe_sema::needs_user_symbols(&p)
     };
-    assert!(!needs("syscall:::entry { @[execname, probefunc] = count(); printf(\"%d\\n\", pid); }"));
+    assert!(!needs(
+        "syscall:::entry { @[execname, probefunc] = count(); printf(\"%d\\n\", pid); }"
+    ));
     assert!(!needs("profile-97 { @[stack()] = count(); }"));
-    assert!(needs("profile-97 /pid == $target/ { @[ustack()] = count(); }"));
+    assert!(needs(
+        "profile-97 /pid == $target/ { @[ustack()] = count(); }"
+    ));
     assert!(needs("profile-97 { @[usym(arg1)] = count(); }"));
     assert!(needs("tick-1s /x/ { printf(\"%A\\n\", uaddr(arg1 + 1)); }"));
-    assert!(needs("pid$target:a.out:f:entry { self->u = ufunc(arg0) == 0 ? 1 : 2; }"));
+    assert!(needs(
+        "pid$target:a.out:f:entry { self->u = ufunc(arg0) == 0 ? 1 : 2; }"
+    ));
 }
 
 #[test]
 fn without_btf_member_access_says_why() {
-    let out = run("BEGIN { a = curthread->pid; b = (struct task_struct *)arg0; }", None);
-    assert!(out.contains("cannot access member `pid`: no kernel type information"), "{out}");
+    let out = run(
+        "BEGIN { a = curthread->pid; b = (struct task_struct *)arg0; }",
+        None,
+    );
+    assert!(
+        out.contains("cannot access member `pid`: no kernel type information"),
+        "{out}"
+    );
     assert!(out.contains("/sys/kernel/btf/vmlinux"), "{out}");
-    assert!(out.contains("unknown type `struct task_struct *`: no kernel type information"), "{out}");
+    assert!(
+        out.contains("unknown type `struct task_struct *`: no kernel type information"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -257,24 +295,34 @@ fn running_kernel_btf() {
     let Ok(bytes) = std::fs::read(path) else {
         let msg = format!("skipped: {path} is absent (kernel without CONFIG_DEBUG_INFO_BTF)");
         // CI runs on a kernel with BTF (.ci/run): a skip there is a failure.
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg}; CI=true makes this a failure");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{msg}; CI=true makes this a failure"
+        );
         eprintln!("{msg}");
         return;
     };
     let btf = Btf::parse(&bytes).unwrap();
     assert!(btf.len() > 10_000, "only {} types", btf.len());
-    let task = btf.struct_id("task_struct").expect("task_struct in vmlinux BTF");
+    let task = btf
+        .struct_id("task_struct")
+        .expect("task_struct in vmlinux BTF");
     let (pid, off) = btf.member(task, "pid").unwrap();
     assert_eq!(btf.d_type(pid.ty), Type::INT, "pid_t is int");
     assert!(off > 0 && off % 8 == 0);
     let (comm, _) = btf.member(task, "comm").unwrap();
     assert_eq!(btf.d_type(comm.ty), Type::String);
     let (parent, _) = btf.member(task, "real_parent").unwrap();
-    assert!(matches!(btf.d_type(parent.ty), Type::Ptr(inner) if matches!(*inner, Type::Struct { ref name, .. } if name == "task_struct")));
+    assert!(
+        matches!(btf.d_type(parent.ty), Type::Ptr(inner) if matches!(*inner, Type::Struct { ref name, .. } if name == "task_struct"))
+    );
     // A program using it type-checks against the real layout.
     let out = run(
         "BEGIN { printf(\"%s %d %d\\n\", curthread->comm, curthread->pid, curthread->real_parent->tgid); exit(0); }",
         Some(Arc::new(btf)),
     );
-    assert!(out.starts_with("clause 0 dtrace:::BEGIN\n  printf"), "{out}");
+    assert!(
+        out.starts_with("clause 0 dtrace:::BEGIN\n  printf"),
+        "{out}"
+    );
 }

@@ -13,7 +13,11 @@ use probe_syntax::{SourceFile, SourceMap, parse, render_all};
 use std::path::Path;
 
 fn render_case(name: &str, text: &str) -> String {
-    let mut opts = SemaOptions { script_name: Some(name.to_string()), pid: Some(4242), ..Default::default() };
+    let mut opts = SemaOptions {
+        script_name: Some(name.to_string()),
+        pid: Some(4242),
+        ..Default::default()
+    };
     for line in text.lines().take_while(|l| l.starts_with("//")) {
         if let Some(a) = line.strip_prefix("// args:") {
             opts.macro_args = a.split_whitespace().map(String::from).collect();

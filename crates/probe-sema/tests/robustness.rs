@@ -14,7 +14,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
     fn below(&mut self, n: usize) -> usize {
@@ -23,8 +26,39 @@ impl Lcg {
 }
 
 const PIECES: &[&str] = &[
-    "(", ")", "{", "}", "[", "]", "/", "*", ";", ",", ":", "\"", "'", "\\", "@", "$", "#", "->", "?", "=", "é",
-    "\n", " ", "0x", "9", "self", "this", "args", "count()", "printf(", "/*", "//", "#pragma D option ",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "/",
+    "*",
+    ";",
+    ",",
+    ":",
+    "\"",
+    "'",
+    "\\",
+    "@",
+    "$",
+    "#",
+    "->",
+    "?",
+    "=",
+    "é",
+    "\n",
+    " ",
+    "0x",
+    "9",
+    "self",
+    "this",
+    "args",
+    "count()",
+    "printf(",
+    "/*",
+    "//",
+    "#pragma D option ",
 ];
 
 fn mutate(text: &str, rng: &mut Lcg) -> String {
@@ -61,7 +95,10 @@ fn mutate(text: &str, rng: &mut Lcg) -> String {
 fn mutated_scripts_never_panic() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut scripts = Vec::new();
-    for dir in [root.join("tests/golden"), root.join("../probe-syntax/tests/golden")] {
+    for dir in [
+        root.join("tests/golden"),
+        root.join("../probe-syntax/tests/golden"),
+    ] {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
             if e.path().extension().is_some_and(|x| x == "d") {
                 scripts.push(std::fs::read_to_string(e.path()).unwrap());
@@ -70,7 +107,11 @@ fn mutated_scripts_never_panic() {
     }
     assert!(scripts.len() > 20);
     let catalog = common::catalog();
-    let opts = SemaOptions { macro_args: vec!["1".into(), "x".into()], target_pid: Some(1234), ..Default::default() };
+    let opts = SemaOptions {
+        macro_args: vec!["1".into(), "x".into()],
+        target_pid: Some(1234),
+        ..Default::default()
+    };
     let mut rng = Lcg(0x5167_4e11);
     let mut with_errors = 0;
     for round in 0..60 {
@@ -87,7 +128,10 @@ fn mutated_scripts_never_panic() {
             if !all.is_empty() {
                 with_errors += 1;
             }
-            for line in out.lines().filter(|l| l.contains(": error: ") || l.starts_with("error: ")) {
+            for line in out
+                .lines()
+                .filter(|l| l.contains(": error: ") || l.starts_with("error: "))
+            {
                 assert!(
                     line.starts_with("m.d:") || line.starts_with("error: "),
                     "round {round}: bad diagnostic line {line:?} for input:\n{text}"
@@ -96,7 +140,10 @@ fn mutated_scripts_never_panic() {
         }
     }
     // The mutations must actually break scripts, or this test proves nothing.
-    assert!(with_errors > 500, "only {with_errors} mutated scripts had diagnostics");
+    assert!(
+        with_errors > 500,
+        "only {with_errors} mutated scripts had diagnostics"
+    );
 }
 
 #[test]
@@ -106,7 +153,16 @@ fn deepest_accepted_nesting_analyzes_without_overflow() {
     let catalog = common::catalog();
     // `!` and `~` keep one node per level (`-` would lex `--`); parentheses and subscripts cost the
     // parser two or three levels each.
-    for (prefix, suffix, n) in [("!", "", 95), ("~", "", 95), ("(1 + ", ")", 30), ("x[", "]", 30), ("~(", ")", 30), ("if (1) ", "", 90), ("1 + ", "", 95), ("x[0] + 1 - ", "", 45)] {
+    for (prefix, suffix, n) in [
+        ("!", "", 95),
+        ("~", "", 95),
+        ("(1 + ", ")", 30),
+        ("x[", "]", 30),
+        ("~(", ")", 30),
+        ("if (1) ", "", 90),
+        ("1 + ", "", 95),
+        ("x[0] + 1 - ", "", 45),
+    ] {
         let body = if prefix.starts_with("if") {
             format!("x[0] = 1; {}y = 1;", prefix.repeat(n))
         } else {

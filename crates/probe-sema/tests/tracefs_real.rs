@@ -7,7 +7,9 @@ use std::path::Path;
 fn tracefs() -> Option<&'static Path> {
     let root = Path::new("/sys/kernel/tracing");
     if !root.join("events").exists() {
-        let st = std::process::Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]).status();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .status();
         if !matches!(st, Ok(s) if s.success()) {
             return None;
         }
@@ -27,7 +29,15 @@ fn sched_switch_format_of_running_kernel() {
     assert!(f.id.is_some());
     assert!(f.common_fields.iter().any(|c| c.name == "common_pid"));
     let names: Vec<&str> = f.fields.iter().map(|f| f.name.as_str()).collect();
-    for want in ["prev_comm", "prev_pid", "prev_prio", "prev_state", "next_comm", "next_pid", "next_prio"] {
+    for want in [
+        "prev_comm",
+        "prev_pid",
+        "prev_prio",
+        "prev_state",
+        "next_comm",
+        "next_pid",
+        "next_prio",
+    ] {
         assert!(names.contains(&want), "{want} missing from {names:?}");
     }
     let comm = f.fields.iter().find(|f| f.name == "prev_comm").unwrap();
@@ -46,11 +56,16 @@ fn every_sched_and_syscalls_format_parses() {
     let root = tracefs().expect("tracefs mountable as root");
     let mut parsed = 0;
     for cat in ["sched", "syscalls", "signal", "block"] {
-        let Ok(dir) = std::fs::read_dir(root.join("events").join(cat)) else { continue };
+        let Ok(dir) = std::fs::read_dir(root.join("events").join(cat)) else {
+            continue;
+        };
         for ev in dir.flatten() {
             let p = ev.path().join("format");
-            let Ok(text) = std::fs::read_to_string(&p) else { continue };
-            let f = parse_tracepoint_format_full(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            let f = parse_tracepoint_format_full(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert_eq!(f.common_fields.len(), 4, "{}", p.display());
             parsed += 1;
         }

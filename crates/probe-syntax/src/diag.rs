@@ -83,7 +83,10 @@ impl Diagnostic {
 
     /// A warning at `span`.
     pub fn warning(message: impl Into<String>, span: Span) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(message, span) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(message, span)
+        }
     }
 
     /// Sets the text printed after the primary caret.
@@ -94,7 +97,10 @@ impl Diagnostic {
 
     /// Adds a secondary label.
     pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Diagnostic {
-        self.labels.push(Label { span, message: message.into() });
+        self.labels.push(Label {
+            span,
+            message: message.into(),
+        });
         self
     }
 
@@ -123,7 +129,15 @@ impl Diagnostic {
             return out;
         };
         let (line, col) = file.line_col(self.span.start);
-        let _ = writeln!(out, "{}:{}:{}: {}: {}", file.name(), line, col, self.severity.as_str(), self.message);
+        let _ = writeln!(
+            out,
+            "{}:{}:{}: {}: {}",
+            file.name(),
+            line,
+            col,
+            self.severity.as_str(),
+            self.message
+        );
 
         let mut marks: Vec<Mark<'a>> = Vec::new();
         let mark = |span: Span, primary: bool, msg: &'a str| -> Option<Mark<'a>> {
@@ -133,10 +147,19 @@ impl Diagnostic {
             let (line, col) = file.line_col(span.start);
             let line_text = file.line_text(line);
             // Multi-line spans are marked to the end of their first line.
-            let end_pos = span.end.min(file.line_start(line) + line_text.len() as u32).max(span.start);
+            let end_pos = span
+                .end
+                .min(file.line_start(line) + line_text.len() as u32)
+                .max(span.start);
             let (_, end_col) = file.line_col(end_pos);
             let end_col = end_col.max(col + 1);
-            Some(Mark { line, col, end_col, primary, msg })
+            Some(Mark {
+                line,
+                col,
+                end_col,
+                primary,
+                msg,
+            })
         };
         marks.extend(mark(self.span, true, &self.span_label));
         for lab in &self.labels {
@@ -145,15 +168,22 @@ impl Diagnostic {
         let mut lines: Vec<usize> = marks.iter().map(|m| m.line).collect();
         lines.sort_unstable();
         lines.dedup();
-        let gutter = lines.last().map(|l| l.to_string().len()).unwrap_or(1).max(4);
+        let gutter = lines
+            .last()
+            .map(|l| l.to_string().len())
+            .unwrap_or(1)
+            .max(4);
         for l in lines {
             let text = file.line_text(l);
             let _ = writeln!(out, "{:>gutter$} | {}", l, text);
             for m in marks.iter().filter(|m| m.line == l) {
                 let (c, ec, primary, msg) = (m.col, m.end_col, m.primary, m.msg);
                 // Copy tabs from the source prefix so the marker lines up however tabs are shown.
-                let prefix: String =
-                    text.chars().take(c - 1).map(|ch| if ch == '\t' { '\t' } else { ' ' }).collect();
+                let prefix: String = text
+                    .chars()
+                    .take(c - 1)
+                    .map(|ch| if ch == '\t' { '\t' } else { ' ' })
+                    .collect();
                 let n = ec - c;
                 let marker = if primary {
                     format!("^{}", "~".repeat(n.saturating_sub(1)))
@@ -212,8 +242,12 @@ mod tests {
     #[test]
     fn detached_span_has_no_location() {
         let map: SourceMap = SourceFile::new("t.d", "BEGIN {}").into();
-        let d = Diagnostic::error("unrecognized option `quite`", Span::DETACHED).with_hint("did you mean `quiet`?");
-        assert_eq!(d.render(&map), "error: unrecognized option `quite`\nhint: did you mean `quiet`?\n");
+        let d = Diagnostic::error("unrecognized option `quite`", Span::DETACHED)
+            .with_hint("did you mean `quiet`?");
+        assert_eq!(
+            d.render(&map),
+            "error: unrecognized option `quite`\nhint: did you mean `quiet`?\n"
+        );
     }
 
     #[test]

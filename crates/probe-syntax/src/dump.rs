@@ -16,7 +16,15 @@ pub fn program(p: &Program) -> String {
     for item in &p.items {
         match item {
             Item::Option(o) => {
-                let _ = writeln!(out, "(option {}{})", o.name, o.value.as_ref().map(|v| format!(" {v}")).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "(option {}{})",
+                    o.name,
+                    o.value
+                        .as_ref()
+                        .map(|v| format!(" {v}"))
+                        .unwrap_or_default()
+                );
             }
             Item::Decl(d) => {
                 let scope = match d.scope {
@@ -27,7 +35,14 @@ pub fn program(p: &Program) -> String {
                 let keys = if d.keys.is_empty() {
                     String::new()
                 } else {
-                    format!(" [{}]", d.keys.iter().map(|k| k.text.as_str()).collect::<Vec<_>>().join(", "))
+                    format!(
+                        " [{}]",
+                        d.keys
+                            .iter()
+                            .map(|k| k.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 };
                 let _ = writeln!(out, "(decl {scope}{} {}{keys})", d.ty.text, d.name);
             }
@@ -38,7 +53,12 @@ pub fn program(p: &Program) -> String {
                 let probes: Vec<String> = c
                     .probes
                     .iter()
-                    .map(|p| format!("{}:{}:{}:{}", p.provider.text, p.module.text, p.function.text, p.name.text))
+                    .map(|p| {
+                        format!(
+                            "{}:{}:{}:{}",
+                            p.provider.text, p.module.text, p.function.text, p.name.text
+                        )
+                    })
                     .collect();
                 let _ = writeln!(out, "(clause {}", probes.join(" "));
                 if let Some(pred) = &c.predicate {
@@ -67,10 +87,17 @@ fn stmt(out: &mut String, s: &Stmt, depth: usize) {
             let keys = if a.keys.is_empty() {
                 String::new()
             } else {
-                format!("[{}] ", a.keys.iter().map(expr).collect::<Vec<_>>().join(" "))
+                format!(
+                    "[{}] ",
+                    a.keys.iter().map(expr).collect::<Vec<_>>().join(" ")
+                )
             };
             let args: Vec<String> = a.args.iter().map(expr).collect();
-            let args = if args.is_empty() { String::new() } else { format!(" {}", args.join(" ")) };
+            let args = if args.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", args.join(" "))
+            };
             let _ = writeln!(out, "{ind}(agg @{} {keys}({}{args}))", a.name, a.func);
         }
         StmtKind::If { cond, then, els } => {
@@ -96,7 +123,12 @@ pub fn expr(e: &Expr) -> String {
             if i.char_lit {
                 format!("'c'={}", i.value as i64)
             } else {
-                format!("{}{}{}", i.value, if i.unsigned_suffix { "u" } else { "" }, if i.long_suffix { "l" } else { "" })
+                format!(
+                    "{}{}{}",
+                    i.value,
+                    if i.unsigned_suffix { "u" } else { "" },
+                    if i.long_suffix { "l" } else { "" }
+                )
             }
         }
         ExprKind::Str(s) => format!("{s:?}"),
@@ -110,10 +142,24 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::Unary(op, x) => format!("({} {})", op.as_str(), expr(x)),
         ExprKind::Binary(op, a, b) => format!("({} {} {})", op.as_str(), expr(a), expr(b)),
         ExprKind::Assign(op, a, b) => {
-            format!("({}= {} {})", op.map(|o| o.as_str()).unwrap_or(""), expr(a), expr(b))
+            format!(
+                "({}= {} {})",
+                op.map(|o| o.as_str()).unwrap_or(""),
+                expr(a),
+                expr(b)
+            )
         }
-        ExprKind::IncDec { increment, prefix, expr: x } => {
-            format!("({}{} {})", if *prefix { "pre" } else { "post" }, if *increment { "++" } else { "--" }, expr(x))
+        ExprKind::IncDec {
+            increment,
+            prefix,
+            expr: x,
+        } => {
+            format!(
+                "({}{} {})",
+                if *prefix { "pre" } else { "post" },
+                if *increment { "++" } else { "--" },
+                expr(x)
+            )
         }
         ExprKind::Ternary(c, a, b) => format!("(?: {} {} {})", expr(c), expr(a), expr(b)),
         ExprKind::Cast(t, x) => format!("(cast {} {})", t.text, expr(x)),
@@ -139,8 +185,15 @@ pub fn expr(e: &Expr) -> String {
             s.push(')');
             s
         }
-        ExprKind::Member { base, field, arrow, .. } => {
-            format!("({} {} {})", if *arrow { "->" } else { "." }, expr(base), field)
+        ExprKind::Member {
+            base, field, arrow, ..
+        } => {
+            format!(
+                "({} {} {})",
+                if *arrow { "->" } else { "." },
+                expr(base),
+                field
+            )
         }
     }
 }

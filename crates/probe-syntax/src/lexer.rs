@@ -62,9 +62,9 @@ pub struct Token {
 
 /// All punctuators, longest first so that maximal munch picks `<<=` over `<<` over `<`.
 const PUNCTS: &[&str] = &[
-    "<<=", ">>=", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "^^", "+=", "-=", "*=", "/=",
-    "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "<", ">", "=", "!", "~", "&", "|", "^", "?", ":", ";", ",",
-    ".", "(", ")", "[", "]", "{", "}",
+    "<<=", ">>=", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "^^", "+=",
+    "-=", "*=", "/=", "%=", "&=", "|=", "^=", "+", "-", "*", "/", "%", "<", ">", "=", "!", "~",
+    "&", "|", "^", "?", ":", ";", ",", ".", "(", ")", "[", "]", "{", "}",
 ];
 
 /// Characters allowed in a probe description (DTrace's lexer accepts `[-$:a-zA-Z_.?*\\\[\]!0-9]`
@@ -99,7 +99,10 @@ impl<'s> Lexer<'s> {
 
     /// The text between two global offsets of this file ("" if out of range).
     pub fn text_between(&self, from: u32, to: u32) -> &'s str {
-        let (a, b) = ((from.saturating_sub(self.base)) as usize, (to.saturating_sub(self.base)) as usize);
+        let (a, b) = (
+            (from.saturating_sub(self.base)) as usize,
+            (to.saturating_sub(self.base)) as usize,
+        );
         self.text.get(a..b).unwrap_or("")
     }
 
@@ -119,7 +122,10 @@ impl<'s> Lexer<'s> {
 
     /// True when the cursor is at the start of a line (only blanks before it on its line).
     fn at_line_start(&self, pos: usize) -> bool {
-        self.text[..pos].rsplit('\n').next().is_none_or(|l| l.chars().all(|c| c == ' ' || c == '\t'))
+        self.text[..pos]
+            .rsplit('\n')
+            .next()
+            .is_none_or(|l| l.chars().all(|c| c == ' ' || c == '\t'))
     }
 
     /// Skips whitespace and comments (`/* */`, `//`, and a `#!` first line). An unterminated
@@ -136,9 +142,12 @@ impl<'s> Lexer<'s> {
                     None => {
                         self.pos = self.text.len();
                         diags.push(
-                            Diagnostic::error("unterminated comment", Span::new(self.base + start as u32, self.base + start as u32 + 2))
-                                .with_span_label("comment starts here")
-                                .with_hint("close the comment with `*/`"),
+                            Diagnostic::error(
+                                "unterminated comment",
+                                Span::new(self.base + start as u32, self.base + start as u32 + 2),
+                            )
+                            .with_span_label("comment starts here")
+                            .with_hint("close the comment with `*/`"),
                         );
                     }
                 }
@@ -210,7 +219,10 @@ impl<'s> Lexer<'s> {
         }
         let trailing = path.matches('/').count() >= 2
             && !path.ends_with('/')
-            && after.chars().next().is_none_or(|c| c.is_whitespace() || c == '{' || c == ',');
+            && after
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_whitespace() || c == '{' || c == ',');
         Err(trailing.then_some(len))
     }
 
@@ -224,11 +236,20 @@ impl<'s> Lexer<'s> {
             let Some(c) = self.peek_char() else {
                 // An unterminated comment ran to the end: what the parser misses there is a
                 // consequence, already reported.
-                let damaged = diags[trivia_errors_before..].iter().any(|d| d.message.starts_with("unterminated"));
-                return Token { tok: Tok::Eof, span: self.span(start), damaged };
+                let damaged = diags[trivia_errors_before..]
+                    .iter()
+                    .any(|d| d.message.starts_with("unterminated"));
+                return Token {
+                    tok: Tok::Eof,
+                    span: self.span(start),
+                    damaged,
+                };
             };
             let tok = if c.is_ascii_alphabetic() || c == '_' {
-                while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                while self
+                    .peek_char()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
                     self.pos += 1;
                 }
                 Tok::Ident(self.text[start..self.pos].to_string())
@@ -251,31 +272,50 @@ impl<'s> Lexer<'s> {
                 }
             } else if c == '@' {
                 self.pos += 1;
-                while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                while self
+                    .peek_char()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
                     self.pos += 1;
                 }
                 Tok::Agg(self.text[start + 1..self.pos].to_string())
             } else if c == '#' {
-                let line_end = self.text[self.pos..].find('\n').map(|i| self.pos + i).unwrap_or(self.text.len());
+                let line_end = self.text[self.pos..]
+                    .find('\n')
+                    .map(|i| self.pos + i)
+                    .unwrap_or(self.text.len());
                 let at_start = self.at_line_start(start);
                 self.pos = line_end;
                 if !at_start {
-                    diags.push(
-                        Diagnostic::error("`#` directive not at the start of a line", Span::new(self.base + start as u32, self.base + start as u32 + 1)),
-                    );
+                    diags.push(Diagnostic::error(
+                        "`#` directive not at the start of a line",
+                        Span::new(self.base + start as u32, self.base + start as u32 + 1),
+                    ));
                     continue;
                 }
                 Tok::Directive(self.text[start..line_end].trim_end().to_string())
-            } else if let Some(p) = PUNCTS.iter().find(|p| self.text[self.pos..].starts_with(**p)) {
+            } else if let Some(p) = PUNCTS
+                .iter()
+                .find(|p| self.text[self.pos..].starts_with(**p))
+            {
                 self.pos += p.len();
                 Tok::Punct(p)
             } else {
                 self.bump();
-                diags.push(Diagnostic::error(format!("invalid character {c:?}"), self.span(start)));
+                diags.push(Diagnostic::error(
+                    format!("invalid character {c:?}"),
+                    self.span(start),
+                ));
                 continue;
             };
-            let damaged = diags[errors_before..].iter().any(|d| d.message.starts_with("unterminated"));
-            return Token { tok, span: self.span(start), damaged };
+            let damaged = diags[errors_before..]
+                .iter()
+                .any(|d| d.message.starts_with("unterminated"));
+            return Token {
+                tok,
+                span: self.span(start),
+                damaged,
+            };
         }
     }
 
@@ -292,10 +332,21 @@ impl<'s> Lexer<'s> {
                 self.pos += 1;
             }
             let n: u32 = self.text[start..self.pos].parse().ok()?;
-            return Some(if string_form { MacroVar::ArgString(n) } else { MacroVar::Arg(n) });
+            return Some(if string_form {
+                MacroVar::ArgString(n)
+            } else {
+                MacroVar::Arg(n)
+            });
         }
-        if !string_form && self.peek_char().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') {
-            while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if !string_form
+            && self
+                .peek_char()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        {
+            while self
+                .peek_char()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
                 self.pos += 1;
             }
             return Some(MacroVar::Named(self.text[start..self.pos].to_string()));
@@ -319,19 +370,33 @@ impl<'s> Lexer<'s> {
             self.pos += 1;
         }
         // `1.5`, `1e3`: D has no floating point; consume the whole constant and say so.
-        if radix != 16 && self.peek_char() == Some('.') && self.text[self.pos + 1..].starts_with(|c: char| c.is_ascii_digit()) {
+        if radix != 16
+            && self.peek_char() == Some('.')
+            && self.text[self.pos + 1..].starts_with(|c: char| c.is_ascii_digit())
+        {
             self.pos += 1;
             while self.peek_char().is_some_and(|c| c.is_ascii_alphanumeric()) {
                 self.pos += 1;
             }
             diags.push(
-                Diagnostic::error("floating-point constants are not supported", self.span(start))
-                    .with_hint("D in Sightline, as in DTrace's kernel, computes with integers only"),
+                Diagnostic::error(
+                    "floating-point constants are not supported",
+                    self.span(start),
+                )
+                .with_hint("D in Sightline, as in DTrace's kernel, computes with integers only"),
             );
-            return Tok::Int(IntLit { value: 0, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: false });
+            return Tok::Int(IntLit {
+                value: 0,
+                unsigned_suffix: false,
+                long_suffix: false,
+                decimal: true,
+                char_lit: false,
+            });
         }
         let word = &self.text[digits_start..self.pos];
-        let digits_end = word.find(|c: char| !c.is_digit(radix)).unwrap_or(word.len());
+        let digits_end = word
+            .find(|c: char| !c.is_digit(radix))
+            .unwrap_or(word.len());
         let (digits, suffix) = word.split_at(digits_end);
         let lower = suffix.to_ascii_lowercase();
         let (unsigned_suffix, long_suffix, ok_suffix) = match lower.as_str() {
@@ -351,7 +416,10 @@ impl<'s> Lexer<'s> {
             diags.push(Diagnostic::error(what, span));
         }
         let value = if digits.is_empty() && radix == 16 {
-            diags.push(Diagnostic::error("hexadecimal constant has no digits", span));
+            diags.push(Diagnostic::error(
+                "hexadecimal constant has no digits",
+                span,
+            ));
             0
         } else if digits.is_empty() {
             0
@@ -367,7 +435,13 @@ impl<'s> Lexer<'s> {
                 }
             }
         };
-        Tok::Int(IntLit { value, unsigned_suffix, long_suffix, decimal: radix == 10, char_lit: false })
+        Tok::Int(IntLit {
+            value,
+            unsigned_suffix,
+            long_suffix,
+            decimal: radix == 10,
+            char_lit: false,
+        })
     }
 
     /// One escape sequence after `\` (ISO C 6.4.4.4): returns the byte, or reports it.
@@ -398,7 +472,10 @@ impl<'s> Lexer<'s> {
                     }
                 }
                 if v > 255 {
-                    diags.push(Diagnostic::error("octal escape sequence out of range", self.span(esc_start)));
+                    diags.push(Diagnostic::error(
+                        "octal escape sequence out of range",
+                        self.span(esc_start),
+                    ));
                 }
                 v as u8
             }
@@ -408,7 +485,10 @@ impl<'s> Lexer<'s> {
                     self.pos += 1;
                 }
                 if self.pos == ds {
-                    diags.push(Diagnostic::error("`\\x` used with no following hex digits", self.span(esc_start)));
+                    diags.push(Diagnostic::error(
+                        "`\\x` used with no following hex digits",
+                        self.span(esc_start),
+                    ));
                     return Some(b'x');
                 }
                 u8::from_str_radix(&self.text[ds..self.pos], 16).unwrap_or(0)
@@ -468,7 +548,13 @@ impl<'s> Lexer<'s> {
                         Diagnostic::error("unterminated character constant", self.span(start))
                             .with_hint("close it with `'`"),
                     );
-                    return Tok::Int(IntLit { value: 0, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: true });
+                    return Tok::Int(IntLit {
+                        value: 0,
+                        unsigned_suffix: false,
+                        long_suffix: false,
+                        decimal: true,
+                        char_lit: true,
+                    });
                 }
                 Some('\'') => {
                     self.pos += 1;
@@ -488,12 +574,25 @@ impl<'s> Lexer<'s> {
             }
         }
         if vals.len() != 1 {
-            let msg = if vals.is_empty() { "empty character constant" } else { "character constant has more than one character" };
-            diags.push(Diagnostic::error(msg, self.span(start)).with_hint("use a string constant (\"...\") for text"));
+            let msg = if vals.is_empty() {
+                "empty character constant"
+            } else {
+                "character constant has more than one character"
+            };
+            diags.push(
+                Diagnostic::error(msg, self.span(start))
+                    .with_hint("use a string constant (\"...\") for text"),
+            );
         }
         // `char` is signed: '\377' is -1 (promoted to int).
         let v = vals.first().copied().unwrap_or(0) as i8 as i64 as u64;
-        Tok::Int(IntLit { value: v, unsigned_suffix: false, long_suffix: false, decimal: true, char_lit: true })
+        Tok::Int(IntLit {
+            value: v,
+            unsigned_suffix: false,
+            long_suffix: false,
+            decimal: true,
+            char_lit: true,
+        })
     }
 }
 
@@ -526,7 +625,16 @@ mod tests {
     fn integers_and_suffixes() {
         let (t, d) = lex("10 0x1F 017 42u 7ul 0 'a' '\\n' '\\377'");
         assert!(d.is_empty(), "{d:?}");
-        let vals: Vec<u64> = t.iter().map(|t| if let Tok::Int(i) = t { i.value } else { panic!() }).collect();
+        let vals: Vec<u64> = t
+            .iter()
+            .map(|t| {
+                if let Tok::Int(i) = t {
+                    i.value
+                } else {
+                    panic!()
+                }
+            })
+            .collect();
         assert_eq!(vals, vec![10, 31, 15, 42, 7, 0, 97, 10, u64::MAX]);
         let Tok::Int(u) = &t[3] else { panic!() };
         assert!(u.unsigned_suffix && !u.long_suffix && u.decimal);
@@ -536,9 +644,18 @@ mod tests {
 
     #[test]
     fn bad_numbers() {
-        assert_eq!(lex("09").1[0].message, "invalid digit `9` in octal constant");
-        assert_eq!(lex("12zz").1[0].message, "invalid suffix `zz` on integer constant");
-        assert_eq!(lex("99999999999999999999").1[0].message, "integer constant is too large");
+        assert_eq!(
+            lex("09").1[0].message,
+            "invalid digit `9` in octal constant"
+        );
+        assert_eq!(
+            lex("12zz").1[0].message,
+            "invalid suffix `zz` on integer constant"
+        );
+        assert_eq!(
+            lex("99999999999999999999").1[0].message,
+            "integer constant is too large"
+        );
     }
 
     #[test]
@@ -572,7 +689,9 @@ mod tests {
 
     #[test]
     fn macros_aggs_comments_and_directives() {
-        let (t, d) = lex("#!/usr/sbin/dtrace -s\n$1 $$2 $target @ @foo /* c */ // x\n #pragma D option quiet\n");
+        let (t, d) = lex(
+            "#!/usr/sbin/dtrace -s\n$1 $$2 $target @ @foo /* c */ // x\n #pragma D option quiet\n",
+        );
         assert!(d.is_empty(), "{d:?}");
         assert_eq!(
             t,
@@ -608,13 +727,31 @@ mod tests {
             (s, l.next_token(&mut d).tok)
         };
         let libc = "pid:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc:entry";
-        assert_eq!(spec(&format!("{libc}/arg0 > 8/")), (libc.to_string(), Tok::Punct("/")));
-        assert_eq!(spec("python:/usr/bin/python3.11::function-return {").0, "python:/usr/bin/python3.11::function-return");
-        assert_eq!(spec("pid$target:/usr/lib/*/libc.so.?:malloc:entry").0, "pid$target:/usr/lib/*/libc.so.?:malloc:entry");
+        assert_eq!(
+            spec(&format!("{libc}/arg0 > 8/")),
+            (libc.to_string(), Tok::Punct("/"))
+        );
+        assert_eq!(
+            spec("python:/usr/bin/python3.11::function-return {").0,
+            "python:/usr/bin/python3.11::function-return"
+        );
+        assert_eq!(
+            spec("pid$target:/usr/lib/*/libc.so.?:malloc:entry").0,
+            "pid$target:/usr/lib/*/libc.so.?:malloc:entry"
+        );
         // Not a path: no `:` after it (a predicate after an empty name), or a comment.
-        assert_eq!(spec("syscall:::/pid == 1/"), ("syscall:::".to_string(), Tok::Punct("/")));
-        assert_eq!(spec("syscall:::/pid/"), ("syscall:::".to_string(), Tok::Punct("/")));
-        assert_eq!(spec("syscall:::/* c */ {"), ("syscall:::".to_string(), Tok::Punct("{")));
+        assert_eq!(
+            spec("syscall:::/pid == 1/"),
+            ("syscall:::".to_string(), Tok::Punct("/"))
+        );
+        assert_eq!(
+            spec("syscall:::/pid/"),
+            ("syscall:::".to_string(), Tok::Punct("/"))
+        );
+        assert_eq!(
+            spec("syscall:::/* c */ {"),
+            ("syscall:::".to_string(), Tok::Punct("{"))
+        );
         assert_eq!(spec("syscall::// c\n{").0, "syscall::");
     }
 }

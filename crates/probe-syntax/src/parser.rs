@@ -48,11 +48,45 @@ type PResult<T> = Result<T, Reported>;
 fn is_type_word(s: &str) -> bool {
     matches!(
         s,
-        "char" | "short" | "int" | "long" | "signed" | "unsigned" | "void" | "string" | "int8_t" | "int16_t"
-            | "int32_t" | "int64_t" | "uint8_t" | "uint16_t" | "uint32_t" | "uint64_t" | "intptr_t" | "uintptr_t"
-            | "size_t" | "ssize_t" | "pid_t" | "id_t" | "uid_t" | "gid_t" | "processorid_t" | "uchar_t"
-            | "ushort_t" | "uint_t" | "ulong_t" | "u8" | "u16" | "u32" | "u64" | "s8" | "s16" | "s32" | "s64"
-            | "struct" | "union"
+        "char"
+            | "short"
+            | "int"
+            | "long"
+            | "signed"
+            | "unsigned"
+            | "void"
+            | "string"
+            | "int8_t"
+            | "int16_t"
+            | "int32_t"
+            | "int64_t"
+            | "uint8_t"
+            | "uint16_t"
+            | "uint32_t"
+            | "uint64_t"
+            | "intptr_t"
+            | "uintptr_t"
+            | "size_t"
+            | "ssize_t"
+            | "pid_t"
+            | "id_t"
+            | "uid_t"
+            | "gid_t"
+            | "processorid_t"
+            | "uchar_t"
+            | "ushort_t"
+            | "uint_t"
+            | "ulong_t"
+            | "u8"
+            | "u16"
+            | "u32"
+            | "u64"
+            | "s8"
+            | "s16"
+            | "s32"
+            | "s64"
+            | "struct"
+            | "union"
     )
 }
 
@@ -61,8 +95,24 @@ fn is_reserved(s: &str) -> bool {
     is_type_word(s)
         || matches!(
             s,
-            "self" | "this" | "sizeof" | "stringof" | "if" | "else" | "struct" | "union" | "enum" | "typedef"
-                | "inline" | "translator" | "xlate" | "offsetof" | "return" | "for" | "while" | "do"
+            "self"
+                | "this"
+                | "sizeof"
+                | "stringof"
+                | "if"
+                | "else"
+                | "struct"
+                | "union"
+                | "enum"
+                | "typedef"
+                | "inline"
+                | "translator"
+                | "xlate"
+                | "offsetof"
+                | "return"
+                | "for"
+                | "while"
+                | "do"
         )
 }
 
@@ -89,7 +139,15 @@ impl<'s> Parser<'s> {
         let mut lexer = Lexer::new(text, base);
         let mut diags = Vec::new();
         let tok = lexer.next_token(&mut diags);
-        Parser { lexer, tok, prev_end: base, prev_damaged: false, diags, no_slash: false, depth: 0 }
+        Parser {
+            lexer,
+            tok,
+            prev_end: base,
+            prev_damaged: false,
+            diags,
+            no_slash: false,
+            depth: 0,
+        }
     }
 
     // ----- token helpers -----
@@ -121,7 +179,11 @@ impl<'s> Parser<'s> {
     /// Where an error about the current token points: the token, or at the end of input the point
     /// just after the last token (rather than an empty line past the end of the file).
     fn err_span(&self) -> Span {
-        if matches!(self.tok.tok, Tok::Eof) { self.after_prev() } else { self.tok.span }
+        if matches!(self.tok.tok, Tok::Eof) {
+            self.after_prev()
+        } else {
+            self.tok.span
+        }
     }
 
     /// An empty span just after the previous token (where a missing token belongs).
@@ -139,7 +201,10 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         let found = self.tok.tok.describe();
-        let d = Diagnostic::error(format!("expected `{p}` {what}, found {found}"), self.err_span());
+        let d = Diagnostic::error(
+            format!("expected `{p}` {what}, found {found}"),
+            self.err_span(),
+        );
         self.diags.push(d);
         Err(Reported)
     }
@@ -166,7 +231,10 @@ impl<'s> Parser<'s> {
                     Ok(d) => items.push(Item::Inline(d)),
                     Err(Reported) => self.recover_statement(),
                 },
-                Tok::Ident(w) if is_type_word(w) || ((w == "self" || w == "this") && self.next_is_type_word()) => {
+                Tok::Ident(w)
+                    if is_type_word(w)
+                        || ((w == "self" || w == "this") && self.next_is_type_word()) =>
+                {
                     match self.declaration() {
                         Ok(d) => items.push(Item::Decl(d)),
                         Err(Reported) => self.recover_statement(),
@@ -196,7 +264,9 @@ impl<'s> Parser<'s> {
     /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
     fn directive(&mut self) -> Option<Item> {
         let tok = self.bump();
-        let Tok::Directive(line) = tok.tok else { return None };
+        let Tok::Directive(line) = tok.tok else {
+            return None;
+        };
         let words: Vec<&str> = line[1..].split_whitespace().collect();
         match words.as_slice() {
             ["pragma", "D", "option", opt] => {
@@ -205,10 +275,18 @@ impl<'s> Parser<'s> {
                     None => (opt.to_string(), None),
                 };
                 if name.is_empty() || value.as_deref() == Some("") {
-                    self.diags.push(Diagnostic::error("malformed `#pragma D option`", tok.span).with_hint("write `#pragma D option name` or `#pragma D option name=value`"));
+                    self.diags.push(
+                        Diagnostic::error("malformed `#pragma D option`", tok.span).with_hint(
+                            "write `#pragma D option name` or `#pragma D option name=value`",
+                        ),
+                    );
                     return None;
                 }
-                Some(Item::Option(OptionPragma { name, value, span: tok.span }))
+                Some(Item::Option(OptionPragma {
+                    name,
+                    value,
+                    span: tok.span,
+                }))
             }
             ["pragma", "D", "option", ..] => {
                 self.diags.push(
@@ -218,7 +296,10 @@ impl<'s> Parser<'s> {
                 None
             }
             ["pragma", "D", ..] | ["pragma", ..] | ["ident", ..] => {
-                self.diags.push(Diagnostic::warning("pragma ignored", tok.span).with_hint("only `#pragma D option` is supported"));
+                self.diags.push(
+                    Diagnostic::warning("pragma ignored", tok.span)
+                        .with_hint("only `#pragma D option` is supported"),
+                );
                 None
             }
             _ => {
@@ -246,7 +327,12 @@ impl<'s> Parser<'s> {
         let ty = self.type_name()?;
         let name = match &self.tok.tok {
             Tok::Ident(n) if !is_reserved(n) => n.clone(),
-            _ => return Err(self.error_here(format!("expected a variable name, found {}", self.tok.tok.describe()))),
+            _ => {
+                return Err(self.error_here(format!(
+                    "expected a variable name, found {}",
+                    self.tok.tok.describe()
+                )));
+            }
         };
         self.bump();
         let mut keys = Vec::new();
@@ -268,7 +354,13 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         let end = self.expect_punct(";", "after the declaration")?;
-        Ok(VarDecl { scope, ty, name, keys, span: start.to(end) })
+        Ok(VarDecl {
+            scope,
+            ty,
+            name,
+            keys,
+            span: start.to(end),
+        })
     }
 
     /// inline-definition := `inline` type-name IDENT `=` expression `;`
@@ -277,13 +369,23 @@ impl<'s> Parser<'s> {
         let ty = self.type_name()?;
         let name = match &self.tok.tok {
             Tok::Ident(n) if !is_reserved(n) => n.clone(),
-            _ => return Err(self.error_here(format!("expected a name for the inline, found {}", self.tok.tok.describe()))),
+            _ => {
+                return Err(self.error_here(format!(
+                    "expected a name for the inline, found {}",
+                    self.tok.tok.describe()
+                )));
+            }
         };
         self.bump();
         self.expect_punct("=", "after the inline's name")?;
         let value = self.expr_bp(bp::ASSIGN + 1)?;
         let end = self.expect_punct(";", "after the inline definition")?;
-        Ok(InlineDef { ty, name, value, span: start.to(end) })
+        Ok(InlineDef {
+            ty,
+            name,
+            value,
+            span: start.to(end),
+        })
     }
 
     /// clause := probe-descriptions [predicate] [`{` statement* `}`]
@@ -332,26 +434,43 @@ impl<'s> Parser<'s> {
             } else {
                 let found = self.tok.tok.describe();
                 self.diags.push(
-                    Diagnostic::error(format!("expected `}}` at the end of the clause, found {found}"), self.err_span())
-                        .with_label(open, "the clause's body starts here"),
+                    Diagnostic::error(
+                        format!("expected `}}` at the end of the clause, found {found}"),
+                        self.err_span(),
+                    )
+                    .with_label(open, "the clause's body starts here"),
                 );
                 end = self.after_prev();
             }
-        } else if ok && !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) && !self.clause_follows() {
+        } else if ok
+            && !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_))
+            && !self.clause_follows()
+        {
             let found = self.tok.tok.describe();
             self.diags.push(
-                Diagnostic::error(format!("expected `{{`, `/` or `,` after the probe description, found {found}"), self.tok.span)
-                    .with_hint("a clause is `probe /predicate/ { statements }`"),
+                Diagnostic::error(
+                    format!("expected `{{`, `/` or `,` after the probe description, found {found}"),
+                    self.tok.span,
+                )
+                .with_hint("a clause is `probe /predicate/ { statements }`"),
             );
             // Skip the rest of the would-be statement.
-            while !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_)) && !self.is_punct(";") && !self.is_punct("}") {
+            while !matches!(self.tok.tok, Tok::Eof | Tok::Directive(_))
+                && !self.is_punct(";")
+                && !self.is_punct("}")
+            {
                 self.bump();
             }
             if self.is_punct(";") || self.is_punct("}") {
                 self.bump();
             }
         }
-        Clause { probes, predicate, body, span: start.to(end) }
+        Clause {
+            probes,
+            predicate,
+            body,
+            span: start.to(end),
+        }
     }
 
     /// True when the current token begins a new clause on a later line (a bodiless clause may be
@@ -359,7 +478,11 @@ impl<'s> Parser<'s> {
     fn clause_follows(&self) -> bool {
         let starts = matches!(&self.tok.tok, Tok::Ident(_) | Tok::Int(_))
             || matches!(&self.tok.tok, Tok::Punct(p) if matches!(*p, ":" | "*" | "?" | "["));
-        starts && self.lexer.text_between(self.prev_end, self.tok.span.start).contains('\n')
+        starts
+            && self
+                .lexer
+                .text_between(self.prev_end, self.tok.span.start)
+                .contains('\n')
     }
 
     /// probe-description := field [`:` field [`:` field [`:` field]]] — lexed as one word, then split.
@@ -372,7 +495,10 @@ impl<'s> Parser<'s> {
         self.prev_damaged = false;
         if text.is_empty() {
             let found = self.tok.tok.describe();
-            let mut d = Diagnostic::error(format!("expected a probe description, found {found}"), self.err_span());
+            let mut d = Diagnostic::error(
+                format!("expected a probe description, found {found}"),
+                self.err_span(),
+            );
             if after_comma {
                 d = d.with_hint("remove the trailing `,` after the last probe description");
             }
@@ -382,8 +508,14 @@ impl<'s> Parser<'s> {
         let parts: Vec<&str> = text.split(':').collect();
         if parts.len() > 4 {
             self.diags.push(
-                Diagnostic::error(format!("probe description has {} fields; at most 4 are allowed", parts.len()), span)
-                    .with_hint("write provider:module:function:name"),
+                Diagnostic::error(
+                    format!(
+                        "probe description has {} fields; at most 4 are allowed",
+                        parts.len()
+                    ),
+                    span,
+                )
+                .with_hint("write provider:module:function:name"),
             );
             return Err(Reported);
         }
@@ -391,16 +523,36 @@ impl<'s> Parser<'s> {
         let mut fields: Vec<PatField> = Vec::with_capacity(4);
         let mut off = span.start;
         for part in &parts {
-            fields.push(PatField { text: part.to_string(), span: Span::new(off, off + part.len() as u32) });
+            fields.push(PatField {
+                text: part.to_string(),
+                span: Span::new(off, off + part.len() as u32),
+            });
             off += part.len() as u32 + 1;
         }
         while fields.len() < 4 {
-            fields.insert(0, PatField { text: String::new(), span: Span::new(span.start, span.start) });
+            fields.insert(
+                0,
+                PatField {
+                    text: String::new(),
+                    span: Span::new(span.start, span.start),
+                },
+            );
         }
         let mut it = fields.into_iter();
-        let (provider, module, function, name) =
-            (it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field), it.next().unwrap_or_else(empty_field));
-        Ok(ProbeDesc { provider, module, function, name, text, span })
+        let (provider, module, function, name) = (
+            it.next().unwrap_or_else(empty_field),
+            it.next().unwrap_or_else(empty_field),
+            it.next().unwrap_or_else(empty_field),
+            it.next().unwrap_or_else(empty_field),
+        );
+        Ok(ProbeDesc {
+            provider,
+            module,
+            function,
+            name,
+            text,
+            span,
+        })
     }
 
     /// predicate := `/` expression `/`
@@ -413,8 +565,11 @@ impl<'s> Parser<'s> {
         if !self.is_punct("/") {
             let found = self.tok.tok.describe();
             self.diags.push(
-                Diagnostic::error(format!("expected `/` to end the predicate, found {found}"), self.err_span())
-                    .with_label(open, "predicate starts here"),
+                Diagnostic::error(
+                    format!("expected `/` to end the predicate, found {found}"),
+                    self.err_span(),
+                )
+                .with_label(open, "predicate starts here"),
             );
             return Err(Reported);
         }
@@ -422,12 +577,18 @@ impl<'s> Parser<'s> {
         // `/a / b > 1/` ends the predicate at the division. An operand right after the closing `/`
         // on the same line gives it away.
         let operand_follows = matches!(self.tok.tok, Tok::Ident(_) | Tok::Int(_) | Tok::Punct("("))
-            && !self.lexer.text_between(close.end, self.tok.span.start).contains('\n');
+            && !self
+                .lexer
+                .text_between(close.end, self.tok.span.start)
+                .contains('\n');
         if operand_follows {
             self.diags.push(
-                Diagnostic::error("`/` ends the predicate here; a division inside a predicate needs parentheses", close)
-                    .with_label(open, "predicate starts here")
-                    .with_hint("write the division in parentheses: /(a / b) > 1/"),
+                Diagnostic::error(
+                    "`/` ends the predicate here; a division inside a predicate needs parentheses",
+                    close,
+                )
+                .with_label(open, "predicate starts here")
+                .with_hint("write the division in parentheses: /(a / b) > 1/"),
             );
             return Err(Reported);
         }
@@ -492,7 +653,10 @@ impl<'s> Parser<'s> {
         let start = self.tok.span;
         if self.is_punct(";") {
             self.bump();
-            return Ok(Stmt { kind: StmtKind::Empty, span: start });
+            return Ok(Stmt {
+                kind: StmtKind::Empty,
+                span: start,
+            });
         }
         if self.is_ident("if") {
             return self.if_statement();
@@ -500,13 +664,19 @@ impl<'s> Parser<'s> {
         if self.is_punct("{") {
             // Report, then parse the block anyway so that errors inside it are found too.
             self.diags.push(
-                Diagnostic::error("blocks are only allowed after `if` and `else`", self.tok.span)
-                    .with_hint("remove the braces"),
+                Diagnostic::error(
+                    "blocks are only allowed after `if` and `else`",
+                    self.tok.span,
+                )
+                .with_hint("remove the braces"),
             );
             self.bump();
             let _ = self.statement_list();
             let end = self.expect_punct("}", "at the end of the block")?;
-            return Ok(Stmt { kind: StmtKind::Empty, span: start.to(end) });
+            return Ok(Stmt {
+                kind: StmtKind::Empty,
+                span: start.to(end),
+            });
         }
         let kind = if let Tok::Agg(_) = self.tok.tok {
             if matches!(peek_after(&self.lexer), Tok::Punct("=" | "[")) {
@@ -518,7 +688,10 @@ impl<'s> Parser<'s> {
             StmtKind::Expr(self.expression()?)
         };
         let end = self.statement_terminator()?;
-        Ok(Stmt { kind, span: start.to(end) })
+        Ok(Stmt {
+            kind,
+            span: start.to(end),
+        })
     }
 
     /// Consumes the statement's `;`. When it is missing, reports it and carries on as if it were
@@ -540,8 +713,11 @@ impl<'s> Parser<'s> {
             return Ok(self.after_prev());
         }
         let found = self.tok.tok.describe();
-        let mut d = Diagnostic::error(format!("expected `;` after the statement, found {found}"), self.after_prev())
-            .with_label(self.tok.span, "next token");
+        let mut d = Diagnostic::error(
+            format!("expected `;` after the statement, found {found}"),
+            self.after_prev(),
+        )
+        .with_label(self.tok.span, "next token");
         if self.is_punct("{") {
             d = d.with_hint("if this starts a new clause, a `}` is missing before it");
             self.diags.push(d);
@@ -568,7 +744,10 @@ impl<'s> Parser<'s> {
         } else {
             None
         };
-        Ok(Stmt { kind: StmtKind::If { cond, then, els }, span: start.to(self.after_prev()) })
+        Ok(Stmt {
+            kind: StmtKind::If { cond, then, els },
+            span: start.to(self.after_prev()),
+        })
     }
 
     /// block-or-statement := `{` statement* `}` | statement
@@ -585,7 +764,9 @@ impl<'s> Parser<'s> {
     /// aggregation-statement := AGG [`[` argument-list `]`] `=` IDENT `(` [argument-list] `)`
     fn aggregation_statement(&mut self) -> PResult<AggStmt> {
         let tok = self.bump();
-        let Tok::Agg(name) = tok.tok else { unreachable!("caller checked for an aggregation token") };
+        let Tok::Agg(name) = tok.tok else {
+            unreachable!("caller checked for an aggregation token")
+        };
         let name_span = tok.span;
         let mut keys = Vec::new();
         if self.eat_punct("[") {
@@ -608,16 +789,33 @@ impl<'s> Parser<'s> {
         if !self.is_punct("(") {
             let found = self.tok.tok.describe();
             self.diags.push(
-                Diagnostic::error(format!("expected `(` after the aggregating function, found {found}"), self.err_span())
-                    .with_label(func_span, "an aggregating function is always called")
-                    .with_hint(format!("write `{func}()`{}", if func == "count" { "" } else { " with its arguments" })),
+                Diagnostic::error(
+                    format!("expected `(` after the aggregating function, found {found}"),
+                    self.err_span(),
+                )
+                .with_label(func_span, "an aggregating function is always called")
+                .with_hint(format!(
+                    "write `{func}()`{}",
+                    if func == "count" {
+                        ""
+                    } else {
+                        " with its arguments"
+                    }
+                )),
             );
             return Err(Reported);
         }
         self.bump();
         let args = self.nested(|p| p.argument_list(")"))?;
         self.expect_punct(")", "after the arguments")?;
-        Ok(AggStmt { name, name_span, keys, func, func_span, args })
+        Ok(AggStmt {
+            name,
+            name_span,
+            keys,
+            func,
+            func_span,
+            args,
+        })
     }
 
     /// argument-list := [assignment-expression {`,` assignment-expression}] (stops before `close`)
@@ -670,8 +868,11 @@ impl<'s> Parser<'s> {
 
     fn too_deep(&mut self) -> Reported {
         self.diags.push(
-            Diagnostic::error(format!("expression or statement nested more than {MAX_DEPTH} levels deep"), self.err_span())
-                .with_hint("split it using variables"),
+            Diagnostic::error(
+                format!("expression or statement nested more than {MAX_DEPTH} levels deep"),
+                self.err_span(),
+            )
+            .with_hint("split it using variables"),
         );
         Reported
     }
@@ -693,7 +894,10 @@ impl<'s> Parser<'s> {
                 self.bump();
                 let rhs = self.expr_bp(bp::ASSIGN)?;
                 let span = lhs.span.to(rhs.span);
-                lhs = Expr { kind: ExprKind::Assign(aop, Box::new(lhs), Box::new(rhs)), span };
+                lhs = Expr {
+                    kind: ExprKind::Assign(aop, Box::new(lhs), Box::new(rhs)),
+                    span,
+                };
                 continue;
             }
             if op == "?" {
@@ -705,20 +909,28 @@ impl<'s> Parser<'s> {
                 self.expect_punct(":", "in the conditional expression")?;
                 let els = self.expr_bp(bp::TERNARY)?;
                 let span = lhs.span.to(els.span);
-                lhs = Expr { kind: ExprKind::Ternary(Box::new(lhs), Box::new(then), Box::new(els)), span };
+                lhs = Expr {
+                    kind: ExprKind::Ternary(Box::new(lhs), Box::new(then), Box::new(els)),
+                    span,
+                };
                 continue;
             }
             if op == "/" && self.no_slash {
                 break;
             }
-            let Some((bop, lbp)) = binary_op(op) else { break };
+            let Some((bop, lbp)) = binary_op(op) else {
+                break;
+            };
             if lbp <= min_bp {
                 break;
             }
             self.bump();
             let rhs = self.expr_bp(lbp)?;
             let span = lhs.span.to(rhs.span);
-            lhs = Expr { kind: ExprKind::Binary(bop, Box::new(lhs), Box::new(rhs)), span };
+            lhs = Expr {
+                kind: ExprKind::Binary(bop, Box::new(lhs), Box::new(rhs)),
+                span,
+            };
         }
         Ok(lhs)
     }
@@ -739,7 +951,14 @@ impl<'s> Parser<'s> {
                 self.bump();
                 let e = self.unary_expression()?;
                 let span = start.to(e.span);
-                Ok(Expr { kind: ExprKind::IncDec { increment: op == "++", prefix: true, expr: Box::new(e) }, span })
+                Ok(Expr {
+                    kind: ExprKind::IncDec {
+                        increment: op == "++",
+                        prefix: true,
+                        expr: Box::new(e),
+                    },
+                    span,
+                })
             }
             Tok::Punct(op @ ("-" | "+" | "!" | "~" | "*" | "&")) => {
                 self.bump();
@@ -753,27 +972,42 @@ impl<'s> Parser<'s> {
                     _ => UnaryOp::AddrOf,
                 };
                 let span = start.to(e.span);
-                Ok(Expr { kind: ExprKind::Unary(uop, Box::new(e)), span })
+                Ok(Expr {
+                    kind: ExprKind::Unary(uop, Box::new(e)),
+                    span,
+                })
             }
-            Tok::Punct("(") if matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) => {
+            Tok::Punct("(") if matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) =>
+            {
                 self.bump();
                 let ty = self.type_name()?;
                 self.expect_punct(")", "after the type in the cast")?;
                 let e = self.unary_expression()?;
                 let span = start.to(e.span);
-                Ok(Expr { kind: ExprKind::Cast(ty, Box::new(e)), span })
+                Ok(Expr {
+                    kind: ExprKind::Cast(ty, Box::new(e)),
+                    span,
+                })
             }
             Tok::Ident(w) if w == "sizeof" => {
                 self.bump();
-                if self.is_punct("(") && matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) {
+                if self.is_punct("(")
+                    && matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w))
+                {
                     self.bump();
                     let ty = self.type_name()?;
                     let end = self.expect_punct(")", "after the type")?;
-                    return Ok(Expr { kind: ExprKind::SizeofType(ty), span: start.to(end) });
+                    return Ok(Expr {
+                        kind: ExprKind::SizeofType(ty),
+                        span: start.to(end),
+                    });
                 }
                 let e = self.unary_expression()?;
                 let span = start.to(e.span);
-                Ok(Expr { kind: ExprKind::SizeofExpr(Box::new(e)), span })
+                Ok(Expr {
+                    kind: ExprKind::SizeofExpr(Box::new(e)),
+                    span,
+                })
             }
             Tok::Ident(w) if w == "offsetof" => {
                 self.bump();
@@ -782,13 +1016,19 @@ impl<'s> Parser<'s> {
                 self.expect_punct(",", "after the type in `offsetof`")?;
                 let (member, _) = self.member_name()?;
                 let end = self.expect_punct(")", "after the member name")?;
-                Ok(Expr { kind: ExprKind::Offsetof(ty, member), span: start.to(end) })
+                Ok(Expr {
+                    kind: ExprKind::Offsetof(ty, member),
+                    span: start.to(end),
+                })
             }
             Tok::Ident(w) if w == "stringof" => {
                 self.bump();
                 let e = self.unary_expression()?;
                 let span = start.to(e.span);
-                Ok(Expr { kind: ExprKind::Stringof(Box::new(e)), span })
+                Ok(Expr {
+                    kind: ExprKind::Stringof(Box::new(e)),
+                    span,
+                })
             }
             _ => self.postfix_expression(),
         }
@@ -810,10 +1050,14 @@ impl<'s> Parser<'s> {
                     let idx = self.nested(|p| p.argument_list("]"))?;
                     let end = self.expect_punct("]", "after the subscript")?;
                     if idx.is_empty() {
-                        self.diags.push(Diagnostic::error("empty subscript", e.span.to(end)));
+                        self.diags
+                            .push(Diagnostic::error("empty subscript", e.span.to(end)));
                     }
                     let span = e.span.to(end);
-                    e = Expr { kind: ExprKind::Index(Box::new(e), idx), span };
+                    e = Expr {
+                        kind: ExprKind::Index(Box::new(e), idx),
+                        span,
+                    };
                 }
                 Tok::Punct("(") => {
                     let ExprKind::Ident(name) = &e.kind else {
@@ -823,18 +1067,40 @@ impl<'s> Parser<'s> {
                     self.bump();
                     let args = self.nested(|p| p.argument_list(")"))?;
                     let end = self.expect_punct(")", "after the arguments")?;
-                    e = Expr { kind: ExprKind::Call { func, func_span, args }, span: func_span.to(end) };
+                    e = Expr {
+                        kind: ExprKind::Call {
+                            func,
+                            func_span,
+                            args,
+                        },
+                        span: func_span.to(end),
+                    };
                 }
                 Tok::Punct(op @ ("->" | ".")) => {
                     self.bump();
                     let (field, field_span) = self.member_name()?;
                     let span = e.span.to(field_span);
-                    e = Expr { kind: ExprKind::Member { base: Box::new(e), field, field_span, arrow: op == "->" }, span };
+                    e = Expr {
+                        kind: ExprKind::Member {
+                            base: Box::new(e),
+                            field,
+                            field_span,
+                            arrow: op == "->",
+                        },
+                        span,
+                    };
                 }
                 Tok::Punct(op @ ("++" | "--")) => {
                     let end = self.bump().span;
                     let span = e.span.to(end);
-                    e = Expr { kind: ExprKind::IncDec { increment: op == "++", prefix: false, expr: Box::new(e) }, span };
+                    e = Expr {
+                        kind: ExprKind::IncDec {
+                            increment: op == "++",
+                            prefix: false,
+                            expr: Box::new(e),
+                        },
+                        span,
+                    };
                 }
                 _ => break,
             }
@@ -872,7 +1138,10 @@ impl<'s> Parser<'s> {
                     span = span.to(self.tok.span);
                     self.bump();
                 }
-                return Ok(Expr { kind: ExprKind::Str(s), span });
+                return Ok(Expr {
+                    kind: ExprKind::Str(s),
+                    span,
+                });
             }
             Tok::Macro(m) => ExprKind::Macro(m),
             Tok::Agg(name) => ExprKind::AggRef(name),
@@ -881,18 +1150,31 @@ impl<'s> Parser<'s> {
                 if !self.is_punct("->") {
                     let found = self.tok.tok.describe();
                     self.diags.push(
-                        Diagnostic::error(format!("expected `->` after `{w}`, found {found}"), self.err_span())
-                            .with_hint(format!("{w} variables are written `{w}->name`")),
+                        Diagnostic::error(
+                            format!("expected `->` after `{w}`, found {found}"),
+                            self.err_span(),
+                        )
+                        .with_hint(format!("{w} variables are written `{w}->name`")),
                     );
                     return Err(Reported);
                 }
                 self.bump();
                 let (name, nspan) = self.member_name()?;
-                let kind = if w == "self" { ExprKind::SelfVar(name) } else { ExprKind::ThisVar(name) };
-                return Ok(Expr { kind, span: t.span.to(nspan) });
+                let kind = if w == "self" {
+                    ExprKind::SelfVar(name)
+                } else {
+                    ExprKind::ThisVar(name)
+                };
+                return Ok(Expr {
+                    kind,
+                    span: t.span.to(nspan),
+                });
             }
             Tok::Ident(w) if is_reserved(&w) => {
-                self.diags.push(Diagnostic::error(format!("unexpected keyword `{w}` in an expression"), t.span));
+                self.diags.push(Diagnostic::error(
+                    format!("unexpected keyword `{w}` in an expression"),
+                    t.span,
+                ));
                 return Err(Reported);
             }
             Tok::Ident(w) => ExprKind::Ident(w),
@@ -900,11 +1182,15 @@ impl<'s> Parser<'s> {
                 self.bump();
                 let e = self.nested(|p| p.expression())?;
                 let end = self.expect_punct(")", "to close the parenthesis")?;
-                return Ok(Expr { kind: e.kind, span: t.span.to(end) });
+                return Ok(Expr {
+                    kind: e.kind,
+                    span: t.span.to(end),
+                });
             }
             ref other => {
                 let found = other.describe();
-                let mut d = Diagnostic::error(format!("expected an expression, found {found}"), t.span);
+                let mut d =
+                    Diagnostic::error(format!("expected an expression, found {found}"), t.span);
                 if matches!(other, Tok::Punct(";" | ")" | "]" | "}")) {
                     d = d.with_hint("an operand is missing");
                 }
@@ -921,7 +1207,9 @@ impl<'s> Parser<'s> {
         let start = self.tok.span;
         if self.is_ident("struct") || self.is_ident("union") {
             let kw = self.bump();
-            let Tok::Ident(kw) = kw.tok else { unreachable!("checked above") };
+            let Tok::Ident(kw) = kw.tok else {
+                unreachable!("checked above")
+            };
             let name = match &self.tok.tok {
                 Tok::Ident(n) if !is_reserved(n) => n.clone(),
                 _ => {
@@ -935,8 +1223,20 @@ impl<'s> Parser<'s> {
                 self.bump();
                 pointer += 1;
             }
-            let text = format!("{kw} {name}{}", if pointer > 0 { format!(" {}", "*".repeat(pointer as usize)) } else { String::new() });
-            return Ok(TypeName { base: BaseType::Struct(name), pointer, text, span: start.to(self.after_prev()) });
+            let text = format!(
+                "{kw} {name}{}",
+                if pointer > 0 {
+                    format!(" {}", "*".repeat(pointer as usize))
+                } else {
+                    String::new()
+                }
+            );
+            return Ok(TypeName {
+                base: BaseType::Struct(name),
+                pointer,
+                text,
+                span: start.to(self.after_prev()),
+            });
         }
         let mut words: Vec<String> = Vec::new();
         while let Tok::Ident(w) = &self.tok.tok {
@@ -956,17 +1256,36 @@ impl<'s> Parser<'s> {
             pointer += 1;
         }
         let span = start.to(self.after_prev());
-        let text = format!("{}{}", words.join(" "), if pointer > 0 { format!(" {}", "*".repeat(pointer as usize)) } else { String::new() });
+        let text = format!(
+            "{}{}",
+            words.join(" "),
+            if pointer > 0 {
+                format!(" {}", "*".repeat(pointer as usize))
+            } else {
+                String::new()
+            }
+        );
         let Some(base) = base_type(&words) else {
-            self.diags.push(Diagnostic::error(format!("invalid type `{}`", words.join(" ")), span));
+            self.diags.push(Diagnostic::error(
+                format!("invalid type `{}`", words.join(" ")),
+                span,
+            ));
             return Err(Reported);
         };
-        Ok(TypeName { base, pointer, text, span })
+        Ok(TypeName {
+            base,
+            pointer,
+            text,
+            span,
+        })
     }
 }
 
 fn empty_field() -> PatField {
-    PatField { text: String::new(), span: Span::default() }
+    PatField {
+        text: String::new(),
+        span: Span::default(),
+    }
 }
 
 /// Maps C type words to a base type (LP64). `None` for an invalid combination.
@@ -980,7 +1299,9 @@ fn base_type(words: &[String]) -> Option<BaseType> {
             "uint8_t" | "uchar_t" | "u8" => int(1, false),
             "short" | "int16_t" | "s16" => int(2, true),
             "uint16_t" | "ushort_t" | "u16" => int(2, false),
-            "int" | "signed" | "int32_t" | "pid_t" | "id_t" | "processorid_t" | "s32" => int(4, true),
+            "int" | "signed" | "int32_t" | "pid_t" | "id_t" | "processorid_t" | "s32" => {
+                int(4, true)
+            }
             "unsigned" | "uint32_t" | "uid_t" | "gid_t" | "uint_t" | "u32" => int(4, false),
             "long" | "int64_t" | "intptr_t" | "ssize_t" | "s64" => int(8, true),
             "uint64_t" | "uintptr_t" | "size_t" | "ulong_t" | "u64" => int(8, false),

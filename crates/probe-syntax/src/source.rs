@@ -20,7 +20,10 @@ pub struct Span {
 impl Span {
     /// A span that belongs to no source file: diagnostics about command-line input (`-x` options)
     /// render without a location.
-    pub const DETACHED: Span = Span { start: u32::MAX, end: u32::MAX };
+    pub const DETACHED: Span = Span {
+        start: u32::MAX,
+        end: u32::MAX,
+    };
 
     /// The span `[start, end)`.
     pub fn new(start: u32, end: u32) -> Span {
@@ -29,7 +32,10 @@ impl Span {
 
     /// The smallest span covering both `self` and `other`.
     pub fn to(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 
     /// Length in bytes.
@@ -77,7 +83,12 @@ impl SourceFile {
                 line_starts.push(i as u32 + 1);
             }
         }
-        SourceFile { name, text, base, line_starts }
+        SourceFile {
+            name,
+            text,
+            base,
+            line_starts,
+        }
     }
 
     /// The name shown in diagnostics (a path, or e.g. `<command line>`).
@@ -129,14 +140,25 @@ impl SourceFile {
 
     /// The text of 1-based line `line`, without its newline.
     pub fn line_text(&self, line: usize) -> &str {
-        let Some(&start) = self.line_starts.get(line.wrapping_sub(1)) else { return "" };
-        let end = self.line_starts.get(line).map(|&e| e as usize).unwrap_or(self.text.len());
+        let Some(&start) = self.line_starts.get(line.wrapping_sub(1)) else {
+            return "";
+        };
+        let end = self
+            .line_starts
+            .get(line)
+            .map(|&e| e as usize)
+            .unwrap_or(self.text.len());
         self.text[start as usize..end].trim_end_matches(['\n', '\r'])
     }
 
     /// Global offset of the start of 1-based line `line`.
     pub fn line_start(&self, line: usize) -> u32 {
-        self.base + self.line_starts.get(line.wrapping_sub(1)).copied().unwrap_or(0)
+        self.base
+            + self
+                .line_starts
+                .get(line.wrapping_sub(1))
+                .copied()
+                .unwrap_or(0)
     }
 }
 
@@ -156,7 +178,8 @@ impl SourceMap {
     /// one, so that an end-of-file span maps to one file only).
     pub fn add(&mut self, name: impl Into<String>, text: impl Into<String>) -> FileId {
         let base = self.files.last().map(|f| f.end() + 1).unwrap_or(0);
-        self.files.push(SourceFile::with_base(name.into(), text.into(), base));
+        self.files
+            .push(SourceFile::with_base(name.into(), text.into(), base));
         FileId(self.files.len() as u32 - 1)
     }
 
@@ -177,7 +200,9 @@ impl SourceMap {
 
     /// The text a span covers ("" if unknown).
     pub fn slice(&self, span: Span) -> &str {
-        self.file_of(span.start).map(|f| f.slice(span)).unwrap_or("")
+        self.file_of(span.start)
+            .map(|f| f.slice(span))
+            .unwrap_or("")
     }
 }
 

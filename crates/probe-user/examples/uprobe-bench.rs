@@ -18,7 +18,10 @@ use probe_user::elf::ElfFile;
 use probe_user::sys::{self, BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, UprobeSite};
 
 fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    u64::from(op) | (u64::from(dst | (src << 4)) << 8) | (u64::from(off as u16) << 16) | (u64::from(imm as u32) << 32)
+    u64::from(op)
+        | (u64::from(dst | (src << 4)) << 8)
+        | (u64::from(off as u16) << 16)
+        | (u64::from(imm as u32) << 32)
 }
 
 /// `map[0] += 1` (atomic), the same work as bpftrace's `@ = count()` minus its per-CPU map.
@@ -45,7 +48,9 @@ fn pick(elf: &ElfFile, n: usize) -> Vec<(String, u64)> {
         .functions()
         .iter()
         .filter(|f| !f.ifunc && f.size > 0 && !f.name.starts_with('_'))
-        .filter(|f| decode_function(elf, f).is_ok_and(|c| c.insns.first().is_some_and(|i| i.probeable)))
+        .filter(|f| {
+            decode_function(elf, f).is_ok_and(|c| c.insns.first().is_some_and(|i| i.probeable))
+        })
         .map(|f| (f.name.clone(), f.offset.0))
         .collect();
     fs.sort();
@@ -65,11 +70,24 @@ fn main() {
     let elf = ElfFile::open(path).unwrap_or_else(|e| panic!("{e}"));
     match mode.as_str() {
         "hits" => {
-            let f = elf.function(&args[3]).unwrap_or_else(|| panic!("no function {}", args[3]));
+            let f = elf
+                .function(&args[3])
+                .unwrap_or_else(|| panic!("no function {}", args[3]));
             let map = sys::array_map_create(1).unwrap();
-            let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, &count_program(map.as_raw_fd()), "sl_bench").unwrap();
-            let site = UprobeSite { offset: f.offset, ref_ctr_offset: None, cookie: 0 };
-            let link = sys::attach_uprobe_multi(prog.as_raw_fd(), path, &[site], None, false).unwrap();
+            let prog = sys::prog_load(
+                BPF_PROG_TYPE_KPROBE,
+                BPF_TRACE_UPROBE_MULTI,
+                &count_program(map.as_raw_fd()),
+                "sl_bench",
+            )
+            .unwrap();
+            let site = UprobeSite {
+                offset: f.offset,
+                ref_ctr_offset: None,
+                cookie: 0,
+            };
+            let link =
+                sys::attach_uprobe_multi(prog.as_raw_fd(), path, &[site], None, false).unwrap();
             println!("attached");
             let mut line = String::new();
             std::io::stdin().lock().read_line(&mut line).unwrap();
@@ -85,9 +103,20 @@ fn main() {
             let map = sys::array_map_create(1).unwrap();
             let mut held = Vec::new();
             for (_, off) in &funcs {
-                let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, &count_program(map.as_raw_fd()), "sl_bench").unwrap();
-                let site = UprobeSite { offset: probe_user::FileOffset(*off), ref_ctr_offset: None, cookie: 0 };
-                let link = sys::attach_uprobe_multi(prog.as_raw_fd(), path, &[site], None, false).unwrap();
+                let prog = sys::prog_load(
+                    BPF_PROG_TYPE_KPROBE,
+                    BPF_TRACE_UPROBE_MULTI,
+                    &count_program(map.as_raw_fd()),
+                    "sl_bench",
+                )
+                .unwrap();
+                let site = UprobeSite {
+                    offset: probe_user::FileOffset(*off),
+                    ref_ctr_offset: None,
+                    cookie: 0,
+                };
+                let link =
+                    sys::attach_uprobe_multi(prog.as_raw_fd(), path, &[site], None, false).unwrap();
                 held.push((link, prog));
             }
             let t1 = Instant::now();
@@ -103,7 +132,12 @@ fn main() {
             }
             let t2 = Instant::now();
             let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-            println!("attach {:.1} ms, detach {:.1} ms ({})", ms(t0, t1), ms(t1, t2), if parallel { "parallel" } else { "sequential" });
+            println!(
+                "attach {:.1} ms, detach {:.1} ms ({})",
+                ms(t0, t1),
+                ms(t1, t2),
+                if parallel { "parallel" } else { "sequential" }
+            );
         }
         "attach" | "list" => {
             let n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
@@ -116,20 +150,38 @@ fn main() {
             }
             let t0 = Instant::now();
             let map = sys::array_map_create(1).unwrap();
-            let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, &count_program(map.as_raw_fd()), "sl_bench").unwrap();
+            let prog = sys::prog_load(
+                BPF_PROG_TYPE_KPROBE,
+                BPF_TRACE_UPROBE_MULTI,
+                &count_program(map.as_raw_fd()),
+                "sl_bench",
+            )
+            .unwrap();
             let t1 = Instant::now();
             let sites: Vec<UprobeSite> = funcs
                 .iter()
                 .enumerate()
-                .map(|(i, (_, off))| UprobeSite { offset: probe_user::FileOffset(*off), ref_ctr_offset: None, cookie: i as u64 })
+                .map(|(i, (_, off))| UprobeSite {
+                    offset: probe_user::FileOffset(*off),
+                    ref_ctr_offset: None,
+                    cookie: i as u64,
+                })
                 .collect();
-            let link = sys::attach_uprobe_multi(prog.as_raw_fd(), path, &sites, None, false).unwrap();
+            let link =
+                sys::attach_uprobe_multi(prog.as_raw_fd(), path, &sites, None, false).unwrap();
             let t2 = Instant::now();
             drop(link);
             drop(prog);
             let t3 = Instant::now();
             let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-            println!("{:.3} {:.3} {:.3} {:.3} {}", ms(t0, t1), ms(t1, t2), ms(t2, t3), ms(t0, t3), sites.len());
+            println!(
+                "{:.3} {:.3} {:.3} {:.3} {}",
+                ms(t0, t1),
+                ms(t1, t2),
+                ms(t2, t3),
+                ms(t0, t3),
+                sites.len()
+            );
         }
         _ => {
             eprintln!("{usage}");

@@ -278,19 +278,34 @@ impl ArgSpec {
         // The size is digits with an optional minus before `@`; `@` cannot appear in operands
         // except as part of a symbol version (`sym@GLIBC`), which never follows only digits.
         let (size, signed, operand) = match text.split_once('@') {
-            Some((sz, op)) if !sz.is_empty() && sz.trim_start_matches('-').chars().all(|c| c.is_ascii_digit()) => {
-                let n: i32 = sz
-                    .parse()
-                    .map_err(|_| ArgSpecError::BadSize { spec: text.into(), size: sz.into() })?;
+            Some((sz, op))
+                if !sz.is_empty()
+                    && sz
+                        .trim_start_matches('-')
+                        .chars()
+                        .all(|c| c.is_ascii_digit()) =>
+            {
+                let n: i32 = sz.parse().map_err(|_| ArgSpecError::BadSize {
+                    spec: text.into(),
+                    size: sz.into(),
+                })?;
                 if ![1, 2, 4, 8].contains(&n.abs()) {
-                    return Err(ArgSpecError::BadSize { spec: text.into(), size: sz.into() });
+                    return Err(ArgSpecError::BadSize {
+                        spec: text.into(),
+                        size: sz.into(),
+                    });
                 }
                 (n.unsigned_abs() as u8, n < 0, op)
             }
             _ => (8, false, text),
         };
         let loc = parse_operand(text, operand)?;
-        Ok(ArgSpec { size, signed, loc, text: text.to_string() })
+        Ok(ArgSpec {
+            size,
+            signed,
+            loc,
+            text: text.to_string(),
+        })
     }
 
     /// Resolves a [`ArgLocation::Static`] operand's symbol through `lookup` (usually
@@ -300,7 +315,10 @@ impl ArgSpec {
     /// [`ArgSpecError::UnknownSymbol`] when the symbol is not found, [`ArgSpecError::BadOperand`]
     /// for a RIP-relative operand with no symbol (its address depends on the instruction it came
     /// from, which the note does not record).
-    pub fn resolve(&mut self, lookup: impl Fn(&str) -> Option<VirtAddr>) -> Result<(), ArgSpecError> {
+    pub fn resolve(
+        &mut self,
+        lookup: impl Fn(&str) -> Option<VirtAddr>,
+    ) -> Result<(), ArgSpecError> {
         if let ArgLocation::Static { symbol, disp, addr } = &mut self.loc {
             let Some(sym) = symbol else {
                 return Err(ArgSpecError::BadOperand {
@@ -308,8 +326,10 @@ impl ArgSpec {
                     reason: "RIP-relative operand without a symbol",
                 });
             };
-            let base = lookup(sym)
-                .ok_or_else(|| ArgSpecError::UnknownSymbol { spec: self.text.clone(), symbol: sym.clone() })?;
+            let base = lookup(sym).ok_or_else(|| ArgSpecError::UnknownSymbol {
+                spec: self.text.clone(),
+                symbol: sym.clone(),
+            })?;
             *addr = Some(VirtAddr(base.0.wrapping_add(*disp as u64)));
         }
         Ok(())
@@ -324,10 +344,20 @@ impl ArgSpec {
     pub fn at_site(&self, pc: VirtAddr) -> String {
         let size = format!("{}{}", if self.signed { "-" } else { "" }, self.size);
         match &self.loc {
-            ArgLocation::Static { addr: Some(a), .. } => format!("{size}@{}(%rip)", a.0.wrapping_sub(pc.0) as i64),
+            ArgLocation::Static { addr: Some(a), .. } => {
+                format!("{size}@{}(%rip)", a.0.wrapping_sub(pc.0) as i64)
+            }
             ArgLocation::Register { reg, byte: 0 } => format!("{size}@%{}", reg.name()),
-            ArgLocation::Memory { base: Some(b), index: None, disp } => format!("{size}@{disp}(%{})", b.name()),
-            ArgLocation::Memory { base: Some(b), index: Some((i, sc)), disp } => {
+            ArgLocation::Memory {
+                base: Some(b),
+                index: None,
+                disp,
+            } => format!("{size}@{disp}(%{})", b.name()),
+            ArgLocation::Memory {
+                base: Some(b),
+                index: Some((i, sc)),
+                disp,
+            } => {
                 format!("{size}@{disp}(%{},%{},{sc})", b.name(), i.name())
             }
             ArgLocation::Immediate(v) => format!("{size}@${v}"),
@@ -342,7 +372,12 @@ impl ArgSpec {
     /// unresolved.
     ///
     /// This is the executable specification of argument access that code generators mirror.
-    pub fn eval(&self, reg: impl Fn(Reg) -> u64, mem: impl Fn(u64, u8) -> Option<u64>, bias: u64) -> Option<i64> {
+    pub fn eval(
+        &self,
+        reg: impl Fn(Reg) -> u64,
+        mem: impl Fn(u64, u8) -> Option<u64>,
+        bias: u64,
+    ) -> Option<i64> {
         let raw = match &self.loc {
             ArgLocation::Register { reg: r, byte } => reg(*r) >> (8 * u32::from(*byte)),
             ArgLocation::Memory { base, index, disp } => {
@@ -352,7 +387,9 @@ impl ArgSpec {
                 }
                 mem(a, self.size)?
             }
-            ArgLocation::Static { addr, .. } => mem(bias.wrapping_add(addr.as_ref()?.0), self.size)?,
+            ArgLocation::Static { addr, .. } => {
+                mem(bias.wrapping_add(addr.as_ref()?.0), self.size)?
+            }
             ArgLocation::Immediate(v) => *v as u64,
         };
         Some(extend(raw, self.size, self.signed))
@@ -366,7 +403,11 @@ pub fn extend(raw: u64, size: u8, signed: bool) -> i64 {
         return raw as i64;
     }
     let shift = 64 - bits;
-    if signed { ((raw << shift) as i64) >> shift } else { ((raw << shift) >> shift) as i64 }
+    if signed {
+        ((raw << shift) as i64) >> shift
+    } else {
+        ((raw << shift) >> shift) as i64
+    }
 }
 
 /// Parses an integer in C syntax: decimal or `0x` hex, with an optional sign.
@@ -390,22 +431,37 @@ fn parse_disp(spec: &str, t: &str) -> Result<(Option<String>, i64), ArgSpecError
     if let Some(v) = parse_int(t) {
         return Ok((None, v));
     }
-    let bad = || ArgSpecError::BadOperand { spec: spec.into(), reason: "bad displacement" };
+    let bad = || ArgSpecError::BadOperand {
+        spec: spec.into(),
+        reason: "bad displacement",
+    };
     let first = t.chars().next().ok_or_else(bad)?;
     if !(first.is_ascii_alphabetic() || first == '_' || first == '.') {
         return Err(bad());
     }
     let end = t[1..].find(['+', '-']).map_or(t.len(), |i| i + 1);
     let (sym, rest) = t.split_at(end);
-    let off = if rest.is_empty() { 0 } else { parse_int(rest).ok_or_else(bad)? };
+    let off = if rest.is_empty() {
+        0
+    } else {
+        parse_int(rest).ok_or_else(bad)?
+    };
     Ok((Some(sym.to_string()), off))
 }
 
 fn parse_operand(spec: &str, op: &str) -> Result<ArgLocation, ArgSpecError> {
-    let bad = |reason| ArgSpecError::BadOperand { spec: spec.into(), reason };
+    let bad = |reason| ArgSpecError::BadOperand {
+        spec: spec.into(),
+        reason,
+    };
     let reg = |r: &str| -> Result<(Reg, u8), ArgSpecError> {
-        let name = r.strip_prefix('%').ok_or_else(|| bad("register without %"))?;
-        parse_reg(name).ok_or_else(|| ArgSpecError::BadRegister { spec: spec.into(), reg: r.into() })
+        let name = r
+            .strip_prefix('%')
+            .ok_or_else(|| bad("register without %"))?;
+        parse_reg(name).ok_or_else(|| ArgSpecError::BadRegister {
+            spec: spec.into(),
+            reg: r.into(),
+        })
     };
     if op.is_empty() {
         return Err(bad("empty operand"));
@@ -421,14 +477,18 @@ fn parse_operand(spec: &str, op: &str) -> Result<ArgLocation, ArgSpecError> {
         return Ok(ArgLocation::Register { reg: r, byte });
     }
     if let Some(imm) = op.strip_prefix('$') {
-        return parse_int(imm).map(ArgLocation::Immediate).ok_or_else(|| bad("bad immediate"));
+        return parse_int(imm)
+            .map(ArgLocation::Immediate)
+            .ok_or_else(|| bad("bad immediate"));
     }
     if op.contains(':') {
         return Err(bad("segment-prefixed operands are not supported"));
     }
     let (disp_text, inner) = match op.find('(') {
         Some(i) => {
-            let inner = op[i + 1..].strip_suffix(')').ok_or_else(|| bad("unbalanced parenthesis"))?;
+            let inner = op[i + 1..]
+                .strip_suffix(')')
+                .ok_or_else(|| bad("unbalanced parenthesis"))?;
             (&op[..i], Some(inner))
         }
         None => (op, None),
@@ -437,8 +497,16 @@ fn parse_operand(spec: &str, op: &str) -> Result<ArgLocation, ArgSpecError> {
     let Some(inner) = inner else {
         // No parentheses: an absolute address, by symbol or number.
         return Ok(match symbol {
-            Some(s) => ArgLocation::Static { symbol: Some(s), disp, addr: None },
-            None => ArgLocation::Static { symbol: None, disp: 0, addr: Some(VirtAddr(disp as u64)) },
+            Some(s) => ArgLocation::Static {
+                symbol: Some(s),
+                disp,
+                addr: None,
+            },
+            None => ArgLocation::Static {
+                symbol: None,
+                disp: 0,
+                addr: Some(VirtAddr(disp as u64)),
+            },
         });
     };
     let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
@@ -450,7 +518,11 @@ fn parse_operand(spec: &str, op: &str) -> Result<ArgLocation, ArgSpecError> {
         if parts.len() != 1 {
             return Err(bad("RIP-relative operand with an index"));
         }
-        return Ok(ArgLocation::Static { symbol, disp, addr: None });
+        return Ok(ArgLocation::Static {
+            symbol,
+            disp,
+            addr: None,
+        });
     }
     if symbol.is_some() {
         return Err(bad("symbolic displacement with a register base"));
@@ -487,33 +559,111 @@ mod tests {
     fn registers() {
         let a = p("-4@%edi");
         assert_eq!((a.size, a.signed), (4, true));
-        assert_eq!(a.loc, ArgLocation::Register { reg: Reg::Rdi, byte: 0 });
-        assert_eq!(p("8@%rbx").loc, ArgLocation::Register { reg: Reg::Rbx, byte: 0 });
-        assert_eq!(p("1@%ah").loc, ArgLocation::Register { reg: Reg::Rax, byte: 1 });
-        assert_eq!(p("2@%r10w").loc, ArgLocation::Register { reg: Reg::R10, byte: 0 });
-        assert_eq!(p("-1@%r9b").loc, ArgLocation::Register { reg: Reg::R9, byte: 0 });
-        assert_eq!(p("1@%sil").loc, ArgLocation::Register { reg: Reg::Rsi, byte: 0 });
+        assert_eq!(
+            a.loc,
+            ArgLocation::Register {
+                reg: Reg::Rdi,
+                byte: 0
+            }
+        );
+        assert_eq!(
+            p("8@%rbx").loc,
+            ArgLocation::Register {
+                reg: Reg::Rbx,
+                byte: 0
+            }
+        );
+        assert_eq!(
+            p("1@%ah").loc,
+            ArgLocation::Register {
+                reg: Reg::Rax,
+                byte: 1
+            }
+        );
+        assert_eq!(
+            p("2@%r10w").loc,
+            ArgLocation::Register {
+                reg: Reg::R10,
+                byte: 0
+            }
+        );
+        assert_eq!(
+            p("-1@%r9b").loc,
+            ArgLocation::Register {
+                reg: Reg::R9,
+                byte: 0
+            }
+        );
+        assert_eq!(
+            p("1@%sil").loc,
+            ArgLocation::Register {
+                reg: Reg::Rsi,
+                byte: 0
+            }
+        );
         assert_eq!(Reg::Rdi.pt_regs_offset(), 112);
         assert_eq!(Reg::Rsp.pt_regs_offset(), 152);
         assert_eq!(Reg::Rdi.dwarf(), 5);
-        assert!(matches!(ArgSpec::parse("8@%xmm0"), Err(ArgSpecError::BadRegister { .. })));
-        assert!(matches!(ArgSpec::parse("8@%r16"), Err(ArgSpecError::BadRegister { .. })));
+        assert!(matches!(
+            ArgSpec::parse("8@%xmm0"),
+            Err(ArgSpecError::BadRegister { .. })
+        ));
+        assert!(matches!(
+            ArgSpec::parse("8@%r16"),
+            Err(ArgSpecError::BadRegister { .. })
+        ));
     }
 
     #[test]
     fn memory_forms() {
-        assert_eq!(p("8@-8(%rbp)").loc, ArgLocation::Memory { base: Some(Reg::Rbp), index: None, disp: -8 });
-        assert_eq!(p("-4@112(%rsp)").loc, ArgLocation::Memory { base: Some(Reg::Rsp), index: None, disp: 112 });
-        assert_eq!(p("4@(%rsi)").loc, ArgLocation::Memory { base: Some(Reg::Rsi), index: None, disp: 0 });
+        assert_eq!(
+            p("8@-8(%rbp)").loc,
+            ArgLocation::Memory {
+                base: Some(Reg::Rbp),
+                index: None,
+                disp: -8
+            }
+        );
+        assert_eq!(
+            p("-4@112(%rsp)").loc,
+            ArgLocation::Memory {
+                base: Some(Reg::Rsp),
+                index: None,
+                disp: 112
+            }
+        );
+        assert_eq!(
+            p("4@(%rsi)").loc,
+            ArgLocation::Memory {
+                base: Some(Reg::Rsi),
+                index: None,
+                disp: 0
+            }
+        );
         assert_eq!(
             p("8@(%rax,%rdx,8)").loc,
-            ArgLocation::Memory { base: Some(Reg::Rax), index: Some((Reg::Rdx, 8)), disp: 0 }
+            ArgLocation::Memory {
+                base: Some(Reg::Rax),
+                index: Some((Reg::Rdx, 8)),
+                disp: 0
+            }
         );
         assert_eq!(
             p("2@0x10(%rax,%r12)").loc,
-            ArgLocation::Memory { base: Some(Reg::Rax), index: Some((Reg::R12, 1)), disp: 16 }
+            ArgLocation::Memory {
+                base: Some(Reg::Rax),
+                index: Some((Reg::R12, 1)),
+                disp: 16
+            }
         );
-        assert_eq!(p("4@(,%rcx,4)").loc, ArgLocation::Memory { base: None, index: Some((Reg::Rcx, 4)), disp: 0 });
+        assert_eq!(
+            p("4@(,%rcx,4)").loc,
+            ArgLocation::Memory {
+                base: None,
+                index: Some((Reg::Rcx, 4)),
+                disp: 0
+            }
+        );
         assert!(ArgSpec::parse("8@(%rax,%rdx,3)").is_err());
         assert!(ArgSpec::parse("8@-8(%rbp").is_err());
         assert!(ArgSpec::parse("8@%fs:0x28").is_err());
@@ -521,27 +671,70 @@ mod tests {
 
     #[test]
     fn static_and_immediate() {
-        assert_eq!(p("8@counter(%rip)").loc, ArgLocation::Static { symbol: Some("counter".into()), disp: 0, addr: None });
-        assert_eq!(p("4@tbl+8(%rip)").loc, ArgLocation::Static { symbol: Some("tbl".into()), disp: 8, addr: None });
-        assert_eq!(p("4@tbl-0x4(%rip)").loc, ArgLocation::Static { symbol: Some("tbl".into()), disp: -4, addr: None });
+        assert_eq!(
+            p("8@counter(%rip)").loc,
+            ArgLocation::Static {
+                symbol: Some("counter".into()),
+                disp: 0,
+                addr: None
+            }
+        );
+        assert_eq!(
+            p("4@tbl+8(%rip)").loc,
+            ArgLocation::Static {
+                symbol: Some("tbl".into()),
+                disp: 8,
+                addr: None
+            }
+        );
+        assert_eq!(
+            p("4@tbl-0x4(%rip)").loc,
+            ArgLocation::Static {
+                symbol: Some("tbl".into()),
+                disp: -4,
+                addr: None
+            }
+        );
         assert_eq!(p("-4@$5").loc, ArgLocation::Immediate(5));
         assert_eq!(p("-4@$-5").loc, ArgLocation::Immediate(-5));
         assert_eq!(p("8@$0x10").loc, ArgLocation::Immediate(16));
         let mut s = p("8@counter+4(%rip)");
-        s.resolve(|n| (n == "counter").then_some(VirtAddr(0x4010))).unwrap();
-        assert_eq!(s.loc, ArgLocation::Static { symbol: Some("counter".into()), disp: 4, addr: Some(VirtAddr(0x4014)) });
+        s.resolve(|n| (n == "counter").then_some(VirtAddr(0x4010)))
+            .unwrap();
+        assert_eq!(
+            s.loc,
+            ArgLocation::Static {
+                symbol: Some("counter".into()),
+                disp: 4,
+                addr: Some(VirtAddr(0x4014))
+            }
+        );
         let mut u = p("8@nothere(%rip)");
-        assert!(matches!(u.resolve(|_| None), Err(ArgSpecError::UnknownSymbol { .. })));
+        assert!(matches!(
+            u.resolve(|_| None),
+            Err(ArgSpecError::UnknownSymbol { .. })
+        ));
     }
 
     #[test]
     fn sizes() {
-        for (t, size, signed) in [("1@%al", 1, false), ("-1@%al", 1, true), ("2@%ax", 2, false), ("-8@%rax", 8, true)] {
+        for (t, size, signed) in [
+            ("1@%al", 1, false),
+            ("-1@%al", 1, true),
+            ("2@%ax", 2, false),
+            ("-8@%rax", 8, true),
+        ] {
             let a = p(t);
             assert_eq!((a.size, a.signed), (size, signed), "{t}");
         }
-        assert!(matches!(ArgSpec::parse("3@%eax"), Err(ArgSpecError::BadSize { .. })));
-        assert!(matches!(ArgSpec::parse("16@%eax"), Err(ArgSpecError::BadSize { .. })));
+        assert!(matches!(
+            ArgSpec::parse("3@%eax"),
+            Err(ArgSpecError::BadSize { .. })
+        ));
+        assert!(matches!(
+            ArgSpec::parse("16@%eax"),
+            Err(ArgSpecError::BadSize { .. })
+        ));
         // Version 1 notes carry no size.
         let v1 = p("%rdi");
         assert_eq!((v1.size, v1.signed), (8, false));
@@ -582,7 +775,10 @@ mod tests {
         assert_eq!(g.at_site(VirtAddr(0x11ca)), "-8@11870(%rip)");
         assert_eq!(p("-4@%edi").at_site(VirtAddr(1)), "-4@%rdi");
         assert_eq!(p("8@0x10(%rbp)").at_site(VirtAddr(1)), "8@16(%rbp)");
-        assert_eq!(p("8@(%rax,%rdx,8)").at_site(VirtAddr(1)), "8@0(%rax,%rdx,8)");
+        assert_eq!(
+            p("8@(%rax,%rdx,8)").at_site(VirtAddr(1)),
+            "8@0(%rax,%rdx,8)"
+        );
         assert_eq!(p("-4@$0x10").at_site(VirtAddr(1)), "-4@$16");
         assert_eq!(p("1@%ah").at_site(VirtAddr(1)), "1@%ah");
     }

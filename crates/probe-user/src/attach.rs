@@ -77,7 +77,9 @@ impl UserAttachment {
 
 impl Drop for UserAttachment {
     fn drop(&mut self) {
-        let Some((pid, path, vaddr)) = self.setter.take() else { return };
+        let Some((pid, path, vaddr)) = self.setter.take() else {
+            return;
+        };
         // Never leave the target stopped at its entry.
         crate::entry::release_all();
         // Undo the increment in a process that outlives the tracing.
@@ -117,7 +119,10 @@ pub struct AttachRequest<'a> {
 /// # Errors
 /// [`AttachError::Sys`] when the kernel refuses both ways of attaching.
 pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, AttachError> {
-    let err = |source| AttachError::Sys { path: req.path.to_path_buf(), source };
+    let err = |source| AttachError::Sys {
+        path: req.path.to_path_buf(),
+        source,
+    };
     let mut out = UserAttachment::default();
     let sites: Vec<UprobeSite> = req
         .offsets
@@ -141,7 +146,9 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         Some(link) => out.links.push(link),
         None => {
             for s in &sites {
-                out.perf.push(sys::attach_uprobe_perf(prog, req.path, *s, req.pid, req.ret).map_err(err)?);
+                out.perf.push(
+                    sys::attach_uprobe_perf(prog, req.path, *s, req.pid, req.ret).map_err(err)?,
+                );
             }
         }
     }
@@ -154,20 +161,31 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
             && let Some(vaddr) = elf.vaddr_of_offset(sem)
         {
             for pid in pids {
-                let Ok(maps) = ProcessMaps::read(pid) else { continue };
+                let Ok(maps) = ProcessMaps::read(pid) else {
+                    continue;
+                };
                 let Some(module) = maps.module(req.path, &elf) else {
                     // Not mapped yet: a -c command held before its execve. The kernel's counter
                     // covers it unless the semaphore's page is mapped twice (lld): then set it
                     // from the executable's entry point, before any of its code runs.
-                    if req.pid == Some(pid) && out.setter.is_none() && elf.page_shared_by_segments(sem) {
+                    if req.pid == Some(pid)
+                        && out.setter.is_none()
+                        && elf.page_shared_by_segments(sem)
+                    {
                         let path = req.path.to_path_buf();
                         let p2 = path.clone();
-                        crate::entry::add_action(req.path, pid, Box::new(move |pid| {
-                            let module = ElfFile::open(&p2).ok().and_then(|e| ProcessMaps::read(pid).ok()?.module(&p2, &e));
-                            if let Some(m) = module {
-                                let _ = semaphore::adjust(pid, m.abs(vaddr), 1);
-                            }
-                        }))
+                        crate::entry::add_action(
+                            req.path,
+                            pid,
+                            Box::new(move |pid| {
+                                let module = ElfFile::open(&p2)
+                                    .ok()
+                                    .and_then(|e| ProcessMaps::read(pid).ok()?.module(&p2, &e));
+                                if let Some(m) = module {
+                                    let _ = semaphore::adjust(pid, m.abs(vaddr), 1);
+                                }
+                            }),
+                        )
                         .map_err(|e| err(SysError::Invalid(e.to_string())))?;
                         out.setter = Some((pid, path, vaddr));
                     }
@@ -175,7 +193,9 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
                 };
                 let addr = module.abs(vaddr);
                 if matches!(semaphore::read(pid, addr), Ok(0)) {
-                    let guard = out.semaphores.get_or_insert_with(|| SemaphoreGuard::new(&semaphore::default_record_dir()));
+                    let guard = out.semaphores.get_or_insert_with(|| {
+                        SemaphoreGuard::new(&semaphore::default_record_dir())
+                    });
                     if guard.increment(pid, addr).is_ok() {
                         out.self_set_semaphores += 1;
                     }
@@ -199,25 +219,32 @@ pub fn detach_all(all: Vec<UserAttachment>) {
     let threads = all.len().min(64);
     let per = all.len().div_ceil(threads);
     let mut it = all.into_iter();
-    std::thread::scope(|s| loop {
-        let chunk: Vec<UserAttachment> = it.by_ref().take(per).collect();
-        if chunk.is_empty() {
-            break;
+    std::thread::scope(|s| {
+        loop {
+            let chunk: Vec<UserAttachment> = it.by_ref().take(per).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            // A thread that cannot start drops its chunk here, on this thread.
+            let _ = std::thread::Builder::new().spawn_scoped(s, move || drop(chunk));
         }
-        // A thread that cannot start drops its chunk here, on this thread.
-        let _ = std::thread::Builder::new().spawn_scoped(s, move || drop(chunk));
     });
 }
 
 /// Pids of the processes that currently map `path` (scans `/proc/*/maps`).
 pub fn processes_mapping(path: &Path) -> Vec<u32> {
-    let Some(p) = path.to_str() else { return Vec::new() };
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Some(p) = path.to_str() else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut out: Vec<u32> = dir
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.lines().any(|l| l.ends_with(p)))
+            std::fs::read_to_string(format!("/proc/{pid}/maps"))
+                .is_ok_and(|m| m.lines().any(|l| l.ends_with(p)))
         })
         .collect();
     out.sort_unstable();

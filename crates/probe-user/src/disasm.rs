@@ -43,7 +43,9 @@ pub enum DisasmError {
         offset: u64,
     },
     /// A branch inside the function targets the middle of a decoded instruction.
-    #[error("function {function}: branch at {from:#x} targets {to:#x}, inside an instruction (overlapping code)")]
+    #[error(
+        "function {function}: branch at {from:#x} targets {to:#x}, inside an instruction (overlapping code)"
+    )]
     Overlap {
         /// The function.
         function: String,
@@ -96,7 +98,9 @@ pub struct FunctionCode {
 impl FunctionCode {
     /// True when `offset` (from the function's start) is the first byte of an instruction.
     pub fn is_boundary(&self, offset: u64) -> bool {
-        self.insns.binary_search_by_key(&offset, |i| i.offset).is_ok()
+        self.insns
+            .binary_search_by_key(&offset, |i| i.offset)
+            .is_ok()
     }
 
     /// Offsets of all instructions.
@@ -106,7 +110,9 @@ impl FunctionCode {
 
     /// The return sites: `ret` instructions and tail calls, where DTrace's `return` probe fires.
     pub fn return_sites(&self) -> impl Iterator<Item = &Insn> + '_ {
-        self.insns.iter().filter(|i| matches!(i.kind, InsnKind::Return | InsnKind::TailCall))
+        self.insns
+            .iter()
+            .filter(|i| matches!(i.kind, InsnKind::Return | InsnKind::TailCall))
     }
 
     /// True when the function has an indirect jump that is not a GOT tail call (a jump table or a
@@ -123,11 +129,16 @@ impl FunctionCode {
 /// branch lands inside an instruction.
 pub fn decode_function(elf: &ElfFile, func: &Function) -> Result<FunctionCode, DisasmError> {
     if func.size == 0 {
-        return Err(DisasmError::NoSize { function: func.name.clone() });
+        return Err(DisasmError::NoSize {
+            function: func.name.clone(),
+        });
     }
     let bytes = elf
         .bytes_at(func.addr, func.size)
-        .ok_or_else(|| DisasmError::NotInFile { function: func.name.clone(), addr: func.addr })?;
+        .ok_or_else(|| DisasmError::NotInFile {
+            function: func.name.clone(),
+            addr: func.addr,
+        })?;
     decode_bytes(&func.name, func.addr, bytes)
 }
 
@@ -146,7 +157,10 @@ pub fn decode_bytes(name: &str, addr: VirtAddr, bytes: &[u8]) -> Result<Function
         decoder.decode_out(&mut insn);
         let offset = insn.ip() - start;
         if insn.is_invalid() || insn.next_ip() > end {
-            return Err(DisasmError::Invalid { function: name.to_string(), offset });
+            return Err(DisasmError::Invalid {
+                function: name.to_string(),
+                offset,
+            });
         }
         let inside = |t: u64| start <= t && t < end;
         let kind = match insn.flow_control() {
@@ -179,12 +193,25 @@ pub fn decode_bytes(name: &str, addr: VirtAddr, bytes: &[u8]) -> Result<Function
             _ => InsnKind::Other,
         };
         let raw = &bytes[offset as usize..(offset as usize + insn.len())];
-        insns.push(Insn { offset, len: insn.len() as u8, kind, probeable: kernel_can_probe(raw) });
+        insns.push(Insn {
+            offset,
+            len: insn.len() as u8,
+            kind,
+            probeable: kernel_can_probe(raw),
+        });
     }
-    let code = FunctionCode { name: name.to_string(), addr, insns };
+    let code = FunctionCode {
+        name: name.to_string(),
+        addr,
+        insns,
+    };
     for (from, to) in branch_targets {
         if !code.is_boundary(to) {
-            return Err(DisasmError::Overlap { function: name.to_string(), from, to });
+            return Err(DisasmError::Overlap {
+                function: name.to_string(),
+                from,
+                to,
+            });
         }
     }
     Ok(code)
@@ -194,9 +221,9 @@ pub fn decode_bytes(name: &str, addr: VirtAddr, bytes: &[u8]) -> Result<Function
 /// after prefixes, transcribed from `good_insns_64` in `arch/x86/kernel/uprobes.c` (Linux 6.x):
 /// 06 07 0e 16 17 1e 1f 27 2f 37 3f 60-62 6c-6f 82 9a cc-cf d4-d6 e4-e7 ea ec-ef f1 f4 fa fb.
 const BAD_OPCODES: [u8; 40] = [
-    0x06, 0x07, 0x0e, 0x16, 0x17, 0x1e, 0x1f, 0x27, 0x2f, 0x37, 0x3f, 0x60, 0x61, 0x62, 0x6c, 0x6d, 0x6e, 0x6f, 0x82,
-    0x9a, 0xcc, 0xcd, 0xce, 0xcf, 0xd4, 0xd5, 0xd6, 0xe4, 0xe5, 0xe6, 0xe7, 0xea, 0xec, 0xed, 0xee, 0xef, 0xf1, 0xf4,
-    0xfa, 0xfb,
+    0x06, 0x07, 0x0e, 0x16, 0x17, 0x1e, 0x1f, 0x27, 0x2f, 0x37, 0x3f, 0x60, 0x61, 0x62, 0x6c, 0x6d,
+    0x6e, 0x6f, 0x82, 0x9a, 0xcc, 0xcd, 0xce, 0xcf, 0xd4, 0xd5, 0xd6, 0xe4, 0xe5, 0xe6, 0xe7, 0xea,
+    0xec, 0xed, 0xee, 0xef, 0xf1, 0xf4, 0xfa, 0xfb,
 ];
 
 /// True when the kernel's x86 uprobe code accepts an instruction (`uprobe_init_insn` in
@@ -230,7 +257,10 @@ pub fn kernel_can_probe(raw: &[u8]) -> bool {
 
 /// True when the instruction's first operand is a near branch target (a direct branch).
 fn is_near_branch(insn: &Instruction) -> bool {
-    matches!(insn.op0_kind(), OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64)
+    matches!(
+        insn.op0_kind(),
+        OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+    )
 }
 
 #[cfg(test)]
@@ -270,7 +300,10 @@ mod tests {
         ));
         // jmp +1 lands in the middle of the 5-byte mov that follows.
         let code = [0xeb, 0x01, 0xb8, 0x01, 0x00, 0x00, 0x00, 0xc3];
-        assert!(matches!(decode_bytes("h", VirtAddr(0x1000), &code), Err(DisasmError::Overlap { from: 0, to: 3, .. })));
+        assert!(matches!(
+            decode_bytes("h", VirtAddr(0x1000), &code),
+            Err(DisasmError::Overlap { from: 0, to: 3, .. })
+        ));
         // An instruction cut off by the symbol's end.
         assert!(matches!(
             decode_bytes("i", VirtAddr(0x1000), &[0x90, 0xb8, 0x01]),
@@ -292,7 +325,9 @@ mod tests {
     fn kernel_refusals() {
         assert!(kernel_can_probe(&[0x55])); // push rbp
         assert!(kernel_can_probe(&[0xf3, 0x0f, 0x1e, 0xfa])); // endbr64
-        assert!(kernel_can_probe(&[0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0])); // mov rax, fs:0x28
+        assert!(kernel_can_probe(&[
+            0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0
+        ])); // mov rax, fs:0x28
         assert!(!kernel_can_probe(&[0xf0, 0x48, 0x0f, 0xb1, 0x0a])); // lock cmpxchg
         assert!(!kernel_can_probe(&[0x3e, 0xff, 0xe0])); // notrack jmp rax
         assert!(!kernel_can_probe(&[0xf4])); // hlt
@@ -300,6 +335,9 @@ mod tests {
         assert!(!kernel_can_probe(&[0xc5, 0xfe, 0x6f, 0x07])); // vmovdqu: opcode 6f after VEX
         assert!(kernel_can_probe(&[0xc5, 0xfd, 0x74, 0x0f])); // vpcmpeqb
         let f = decode_bytes("k", VirtAddr(0x1000), &[0x90, 0xf4, 0xc3]).unwrap();
-        assert_eq!(f.insns.iter().map(|i| i.probeable).collect::<Vec<_>>(), vec![true, false, true]);
+        assert_eq!(
+            f.insns.iter().map(|i| i.probeable).collect::<Vec<_>>(),
+            vec![true, false, true]
+        );
     }
 }

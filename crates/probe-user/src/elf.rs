@@ -140,7 +140,10 @@ impl ElfFile {
     /// little-endian ELF file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ElfError> {
         let path = path.as_ref().to_path_buf();
-        let data = std::fs::read(&path).map_err(|source| ElfError::Read { path: path.clone(), source })?;
+        let data = std::fs::read(&path).map_err(|source| ElfError::Read {
+            path: path.clone(),
+            source,
+        })?;
         Self::from_bytes(path, data)
     }
 
@@ -149,11 +152,17 @@ impl ElfFile {
     /// # Errors
     /// [`ElfError::Parse`] when the bytes are not a 64-bit little-endian ELF file.
     pub fn from_bytes(path: PathBuf, data: Vec<u8>) -> Result<Self, ElfError> {
-        let parse_err = |e: object::Error| ElfError::Parse { path: path.clone(), reason: e.to_string() };
+        let parse_err = |e: object::Error| ElfError::Parse {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
         let file = ElfFile64::<object::Endianness>::parse(&*data).map_err(parse_err)?;
         let endian = file.endian();
         if !file.is_little_endian() {
-            return Err(ElfError::Parse { path: path.clone(), reason: "big-endian ELF".into() });
+            return Err(ElfError::Parse {
+                path: path.clone(),
+                reason: "big-endian ELF".into(),
+            });
         }
         let kind = match file.elf_header().e_type(endian) {
             elf::ET_EXEC => ElfKind::Executable,
@@ -181,7 +190,10 @@ impl ElfFile {
             .collect();
 
         let mut functions: Vec<Function> = Vec::new();
-        let tables = [(SymbolTable::Symtab, file.symbols()), (SymbolTable::Dynsym, file.dynamic_symbols())];
+        let tables = [
+            (SymbolTable::Symtab, file.symbols()),
+            (SymbolTable::Dynsym, file.dynamic_symbols()),
+        ];
         for (table, syms) in tables {
             for sym in syms {
                 if sym.kind() != SymbolKind::Text || sym.is_undefined() || sym.address() == 0 {
@@ -192,7 +204,9 @@ impl ElfFile {
                     continue;
                 }
                 let addr = sym.address();
-                let Some(offset) = vaddr_to_offset(&segments, addr) else { continue };
+                let Some(offset) = vaddr_to_offset(&segments, addr) else {
+                    continue;
+                };
                 let ifunc = sym.elf_symbol().st_type() == elf::STT_GNU_IFUNC;
                 functions.push(Function {
                     name: name.to_string(),
@@ -216,9 +230,16 @@ impl ElfFile {
         {
             for d in dyns {
                 let tag = d.d_tag(endian);
-                let Ok(text) = d.string(endian, strings) else { continue };
+                let Ok(text) = d.string(endian, strings) else {
+                    continue;
+                };
                 let text = String::from_utf8_lossy(text).into_owned();
-                let dirs = || text.split(':').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>();
+                let dirs = || {
+                    text.split(':')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                };
                 if tag == elf::DT_NEEDED {
                     dynamic.needed.push(text.clone());
                 } else if tag == elf::DT_RPATH {
@@ -229,10 +250,21 @@ impl ElfFile {
             }
         }
         // One entry per (name, address): .symtab comes first, so dedup keeps it.
-        functions.sort_by(|a, b| (a.addr, &a.name, a.table as u8).cmp(&(b.addr, &b.name, b.table as u8)));
+        functions.sort_by(|a, b| {
+            (a.addr, &a.name, a.table as u8).cmp(&(b.addr, &b.name, b.table as u8))
+        });
         functions.dedup_by(|b, a| a.addr == b.addr && a.name == b.name);
         let entry = VirtAddr(file.elf_header().e_entry(endian));
-        Ok(ElfFile { path, data, kind, segments, functions, sections, dynamic, entry })
+        Ok(ElfFile {
+            path,
+            data,
+            kind,
+            segments,
+            functions,
+            sections,
+            dynamic,
+            entry,
+        })
     }
 
     /// The path the file was opened from.
@@ -260,7 +292,9 @@ impl ElfFile {
         let page = off.0 & !(PAGE - 1);
         self.segments
             .iter()
-            .filter(|s| s.filesz > 0 && (s.offset & !(PAGE - 1)) <= page && page < s.offset + s.filesz)
+            .filter(|s| {
+                s.filesz > 0 && (s.offset & !(PAGE - 1)) <= page && page < s.offset + s.filesz
+            })
             .count()
             > 1
     }
@@ -281,8 +315,13 @@ impl ElfFile {
     }
 
     /// Functions whose name matches the glob `pattern` ([`crate::glob`] syntax; empty matches all).
-    pub fn functions_matching<'a>(&'a self, pattern: &'a str) -> impl Iterator<Item = &'a Function> + 'a {
-        self.functions.iter().filter(move |f| crate::glob::glob_match(pattern, &f.name))
+    pub fn functions_matching<'a>(
+        &'a self,
+        pattern: &'a str,
+    ) -> impl Iterator<Item = &'a Function> + 'a {
+        self.functions
+            .iter()
+            .filter(move |f| crate::glob::glob_match(pattern, &f.name))
     }
 
     /// The first function named exactly `name` (the `.symtab` entry when both tables have it).
@@ -316,7 +355,10 @@ impl ElfFile {
     pub fn file_offset(&self, addr: VirtAddr) -> Result<FileOffset, ElfError> {
         vaddr_to_offset(&self.segments, addr.0)
             .map(FileOffset)
-            .ok_or_else(|| ElfError::NotMapped { path: self.path.clone(), addr })
+            .ok_or_else(|| ElfError::NotMapped {
+                path: self.path.clone(),
+                addr,
+            })
     }
 
     /// Converts a file offset back to the link-time virtual address that maps it, if any.
@@ -329,12 +371,16 @@ impl ElfFile {
 
     /// `len` bytes of the file starting at virtual address `addr`, when they are all file-backed.
     pub fn bytes_at(&self, addr: VirtAddr, len: u64) -> Option<&[u8]> {
-        let seg = self
-            .segments
-            .iter()
-            .find(|s| s.vaddr <= addr.0 && addr.0.checked_add(len).is_some_and(|e| e <= s.vaddr + s.filesz))?;
+        let seg = self.segments.iter().find(|s| {
+            s.vaddr <= addr.0
+                && addr
+                    .0
+                    .checked_add(len)
+                    .is_some_and(|e| e <= s.vaddr + s.filesz)
+        })?;
         let start = usize::try_from(addr.0 - seg.vaddr + seg.offset).ok()?;
-        self.data.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+        self.data
+            .get(start..start.checked_add(usize::try_from(len).ok()?)?)
     }
 
     /// The whole file's bytes.
@@ -344,7 +390,10 @@ impl ElfFile {
 
     /// The link-time address of the first section called `name`.
     pub fn section_addr(&self, name: &str) -> Option<VirtAddr> {
-        self.sections.iter().find(|s| s.name == name).map(|s| VirtAddr(s.addr))
+        self.sections
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| VirtAddr(s.addr))
     }
 
     /// The file bytes of every section called `name` (empty when there is none).
@@ -383,8 +432,20 @@ mod tests {
     #[test]
     fn offset_conversion_uses_segments() {
         let segs = [
-            Segment { vaddr: 0x400000, memsz: 0x1000, offset: 0, filesz: 0x1000, flags: 5 },
-            Segment { vaddr: 0x601e10, memsz: 0x300, offset: 0x1e10, filesz: 0x200, flags: 6 },
+            Segment {
+                vaddr: 0x400000,
+                memsz: 0x1000,
+                offset: 0,
+                filesz: 0x1000,
+                flags: 5,
+            },
+            Segment {
+                vaddr: 0x601e10,
+                memsz: 0x300,
+                offset: 0x1e10,
+                filesz: 0x200,
+                flags: 6,
+            },
         ];
         assert_eq!(vaddr_to_offset(&segs, 0x400123), Some(0x123));
         assert_eq!(vaddr_to_offset(&segs, 0x601e18), Some(0x1e18));

@@ -58,7 +58,8 @@ struct Rendezvous {
 }
 
 fn registry() -> &'static Mutex<HashMap<u32, Arc<Rendezvous>>> {
-    static R: std::sync::OnceLock<Mutex<HashMap<u32, Arc<Rendezvous>>>> = std::sync::OnceLock::new();
+    static R: std::sync::OnceLock<Mutex<HashMap<u32, Arc<Rendezvous>>>> =
+        std::sync::OnceLock::new();
     R.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -82,21 +83,42 @@ pub fn add_action(exe: &Path, pid: u32, action: Action) -> Result<(), EntryError
             drop(reg);
             action(pid);
         } else {
-            r.actions.lock().unwrap_or_else(|e| e.into_inner()).push(action);
+            r.actions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(action);
         }
         return Ok(());
     }
-    let exe_err = |reason: String| EntryError::Exe { path: exe.to_path_buf(), reason };
+    let exe_err = |reason: String| EntryError::Exe {
+        path: exe.to_path_buf(),
+        reason,
+    };
     let elf = ElfFile::open(exe).map_err(|e| exe_err(e.to_string()))?;
     if elf.entry().0 == 0 {
         return Err(exe_err("no entry point".into()));
     }
-    let entry = elf.file_offset(elf.entry()).map_err(|e| exe_err(e.to_string()))?;
-    let sys_err = |source| EntryError::Sys { path: exe.to_path_buf(), source };
-    let prog = sys::prog_load(sys::BPF_PROG_TYPE_KPROBE, sys::BPF_TRACE_UPROBE_MULTI, &sys::stop_self_program(), "sl_entry_stop")
-        .map_err(|e| sys_err(SysError::Syscall(e)))?;
-    let site = UprobeSite { offset: entry, ref_ctr_offset: None, cookie: 0 };
-    let link = sys::attach_uprobe_multi(prog.as_raw_fd(), exe, &[site], Some(pid), false).map_err(sys_err)?;
+    let entry = elf
+        .file_offset(elf.entry())
+        .map_err(|e| exe_err(e.to_string()))?;
+    let sys_err = |source| EntryError::Sys {
+        path: exe.to_path_buf(),
+        source,
+    };
+    let prog = sys::prog_load(
+        sys::BPF_PROG_TYPE_KPROBE,
+        sys::BPF_TRACE_UPROBE_MULTI,
+        &sys::stop_self_program(),
+        "sl_entry_stop",
+    )
+    .map_err(|e| sys_err(SysError::Syscall(e)))?;
+    let site = UprobeSite {
+        offset: entry,
+        ref_ctr_offset: None,
+        cookie: 0,
+    };
+    let link = sys::attach_uprobe_multi(prog.as_raw_fd(), exe, &[site], Some(pid), false)
+        .map_err(sys_err)?;
     let stop = Arc::new(AtomicBool::new(false));
     let r = Arc::new(Rendezvous {
         exe: exe.to_path_buf(),
@@ -109,10 +131,15 @@ pub fn add_action(exe: &Path, pid: u32, action: Action) -> Result<(), EntryError
     reg.insert(pid, r.clone());
     drop(reg);
     let exe = exe.to_path_buf();
-    let spawned = std::thread::Builder::new().name("entry-rendezvous".into()).spawn(move || watch(pid, &exe, &r, &stop));
+    let spawned = std::thread::Builder::new()
+        .name("entry-rendezvous".into())
+        .spawn(move || watch(pid, &exe, &r, &stop));
     if spawned.is_err() {
         // Without a watcher nobody would resume the process: take the hook away again.
-        registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
     }
     Ok(())
 }
@@ -127,9 +154,14 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
             Some('T' | 't') => {
                 // Ours only once the executable is mapped (after execve); before it, the consumer
                 // holds the process stopped itself.
-                let mapped = ProcessMaps::read(pid).ok().zip(elf.as_ref()).and_then(|(m, e)| m.module(exe, e)).is_some();
+                let mapped = ProcessMaps::read(pid)
+                    .ok()
+                    .zip(elf.as_ref())
+                    .and_then(|(m, e)| m.module(exe, e))
+                    .is_some();
                 if mapped {
-                    let actions = std::mem::take(&mut *r.actions.lock().unwrap_or_else(|e| e.into_inner()));
+                    let actions =
+                        std::mem::take(&mut *r.actions.lock().unwrap_or_else(|e| e.into_inner()));
                     for a in actions {
                         a(pid);
                     }
@@ -143,17 +175,27 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
         std::thread::sleep(std::time::Duration::from_micros(100));
     }
     // The hook has served (or the process is gone): detach it.
-    registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&pid);
 }
 
 /// Stops every watcher and resumes any process still stopped at its entry by us. A process that
 /// is stopped but has not executed its command yet (held by the consumer before `execve`) is left
 /// to the consumer.
 pub fn release_all() {
-    let all: Vec<(u32, Arc<Rendezvous>)> = registry().lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
+    let all: Vec<(u32, Arc<Rendezvous>)> = registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .collect();
     for (pid, r) in all {
         r.stop.store(true, Ordering::Relaxed);
-        if !r.done.load(Ordering::Acquire) && matches!(process_state(pid), Some('T' | 't')) && at_entry(pid, &r.exe) {
+        if !r.done.load(Ordering::Acquire)
+            && matches!(process_state(pid), Some('T' | 't'))
+            && at_entry(pid, &r.exe)
+        {
             let _ = sys::kill(pid, libc::SIGCONT);
         }
     }
@@ -161,11 +203,20 @@ pub fn release_all() {
 
 /// True when `pid` runs `exe` (mapped: it is past its `execve`).
 fn at_entry(pid: u32, exe: &Path) -> bool {
-    let Ok(elf) = ElfFile::open(exe) else { return false };
-    ProcessMaps::read(pid).ok().and_then(|m| m.module(exe, &elf)).is_some()
+    let Ok(elf) = ElfFile::open(exe) else {
+        return false;
+    };
+    ProcessMaps::read(pid)
+        .ok()
+        .and_then(|m| m.module(exe, &elf))
+        .is_some()
 }
 
 /// True while a rendezvous for `pid` is pending.
 pub fn pending(pid: u32) -> bool {
-    registry().lock().unwrap_or_else(|e| e.into_inner()).get(&pid).is_some_and(|r| !r.done.load(Ordering::Acquire))
+    registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&pid)
+        .is_some_and(|r| !r.done.load(Ordering::Acquire))
 }

@@ -57,7 +57,10 @@ pub enum HeldError {
 }
 
 fn last(call: &'static str) -> HeldError {
-    HeldError::Sys { call, source: io::Error::last_os_error() }
+    HeldError::Sys {
+        call,
+        source: io::Error::last_os_error(),
+    }
 }
 
 /// Where the command is in its life.
@@ -95,13 +98,17 @@ pub struct HeldCommand {
 /// [`HeldError::CannotExecute`] with `ENOENT`, `EACCES`, ... as execve(2) would return.
 pub fn check_executable(path: &Path) -> Result<(), HeldError> {
     use std::os::unix::ffi::OsStrExt;
-    let fail = |source: io::Error| HeldError::CannotExecute { path: path.to_path_buf(), source };
+    let fail = |source: io::Error| HeldError::CannotExecute {
+        path: path.to_path_buf(),
+        source,
+    };
     let meta = std::fs::metadata(path).map_err(fail)?;
     if !meta.is_file() {
         // execve(2): EACCES "the file or a script interpreter is not a regular file".
         return Err(fail(io::Error::from_raw_os_error(libc::EACCES)));
     }
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| fail(io::Error::from(io::ErrorKind::InvalidInput)))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| fail(io::Error::from(io::ErrorKind::InvalidInput)))?;
     // SAFETY: access(2) reads the NUL-terminated path `c`, which outlives the call.
     if unsafe { libc::access(c.as_ptr(), libc::X_OK) } < 0 {
         return Err(fail(io::Error::last_os_error()));
@@ -121,9 +128,16 @@ impl HeldCommand {
     pub fn spawn(path: &Path, argv: &[String]) -> Result<HeldCommand, HeldError> {
         use std::os::unix::ffi::OsStrExt;
         check_executable(path)?;
-        let invalid = || HeldError::CannotExecute { path: path.to_path_buf(), source: io::Error::from(io::ErrorKind::InvalidInput) };
+        let invalid = || HeldError::CannotExecute {
+            path: path.to_path_buf(),
+            source: io::Error::from(io::ErrorKind::InvalidInput),
+        };
         let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid())?;
-        let cargs: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str())).collect::<Result<_, _>>().map_err(|_| invalid())?;
+        let cargs: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| invalid())?;
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         // execvp(3)'s fallback for ENOEXEC: `/bin/sh PATH ARGS...`.
@@ -148,7 +162,8 @@ impl HeldCommand {
             return Err(last("pipe2"));
         }
         // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
-        let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read_end, write_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let wfd = write_end.as_raw_fd();
         // SAFETY: fork; the child only calls async-signal-safe functions (signal, ptrace, getpid,
         // kill, execv, write, _exit) on memory prepared before the fork.
@@ -163,7 +178,13 @@ impl HeldCommand {
             // writes its errno to the pipe and exits 127.
             unsafe {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                if libc::ptrace(libc::PTRACE_TRACEME, 0, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>()) < 0 {
+                if libc::ptrace(
+                    libc::PTRACE_TRACEME,
+                    0,
+                    std::ptr::null_mut::<libc::c_void>(),
+                    std::ptr::null_mut::<libc::c_void>(),
+                ) < 0
+                {
                     libc::_exit(126);
                 }
                 libc::kill(libc::getpid(), libc::SIGSTOP);
@@ -193,14 +214,25 @@ impl HeldCommand {
                 source: io::Error::from(io::ErrorKind::PermissionDenied),
             });
         }
-        let mut held = HeldCommand { pid: pid as u32, path: path.to_path_buf(), state: State::Held, errors: Some(read_end), status: None };
+        let mut held = HeldCommand {
+            pid: pid as u32,
+            path: path.to_path_buf(),
+            state: State::Held,
+            errors: Some(read_end),
+            status: None,
+        };
         // PTRACE_O_EXITKILL: should we die while it is held (SIGKILL, a crash, Ctrl-C before our
         // handler exists), the kernel kills it rather than detach it to run untraced. Options end
         // with PTRACE_DETACH, so a released command is not affected.
         // SAFETY: our tracee is in a ptrace stop (waited above); data is the option bits, addr is
         // ignored.
         let r = unsafe {
-            libc::ptrace(libc::PTRACE_SETOPTIONS, pid, std::ptr::null_mut::<libc::c_void>(), libc::PTRACE_O_EXITKILL as usize as *mut libc::c_void)
+            libc::ptrace(
+                libc::PTRACE_SETOPTIONS,
+                pid,
+                std::ptr::null_mut::<libc::c_void>(),
+                libc::PTRACE_O_EXITKILL as usize as *mut libc::c_void,
+            )
         };
         if r < 0 {
             let e = last("ptrace(PTRACE_SETOPTIONS, PTRACE_O_EXITKILL)");
@@ -229,13 +261,20 @@ impl HeldCommand {
         // SAFETY: detaching from our own tracee, stopped in signal-delivery-stop (spawn waited for
         // that stop); addr is ignored and data 0 means "deliver no signal".
         let r = unsafe {
-            libc::ptrace(libc::PTRACE_DETACH, self.pid as libc::pid_t, std::ptr::null_mut::<libc::c_void>(), std::ptr::null_mut::<libc::c_void>())
+            libc::ptrace(
+                libc::PTRACE_DETACH,
+                self.pid as libc::pid_t,
+                std::ptr::null_mut::<libc::c_void>(),
+                std::ptr::null_mut::<libc::c_void>(),
+            )
         };
         if r < 0 {
             return Err(last("ptrace(PTRACE_DETACH)"));
         }
         self.state = State::Running;
-        let Some(fd) = self.errors.take() else { return Ok(()) };
+        let Some(fd) = self.errors.take() else {
+            return Ok(());
+        };
         let mut buf = [0u8; 4];
         let n = loop {
             // SAFETY: read(2) into `buf`, a valid 4-byte buffer, from our pipe's read end.
@@ -251,7 +290,10 @@ impl HeldCommand {
         if n as usize == buf.len() {
             let errno = i32::from_ne_bytes(buf);
             self.wait_blocking()?;
-            return Err(HeldError::CannotExecute { path: self.path.clone(), source: io::Error::from_raw_os_error(errno) });
+            return Err(HeldError::CannotExecute {
+                path: self.path.clone(),
+                source: io::Error::from_raw_os_error(errno),
+            });
         }
         Ok(())
     }
@@ -319,7 +361,11 @@ impl HeldCommand {
 
 /// A wait status as the exit code, or 128 + the signal that ended the process.
 fn decode(status: libc::c_int) -> i32 {
-    if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) }
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    }
 }
 
 impl Drop for HeldCommand {

@@ -8,12 +8,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::FileOffset;
 use crate::disasm::{DisasmError, InsnKind, decode_function};
 use crate::elf::{ElfError, ElfFile, Function};
 use crate::glob::{glob_match, is_glob};
 use crate::maps::{MapsError, ProcessMaps};
 use crate::usdt::{UsdtError, UsdtProbe, probes};
-use crate::FileOffset;
 
 /// Errors selecting user-space probe sites.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,9 @@ pub enum SiteError {
     },
     /// The kernel refuses a uprobe on the instruction at an offset (see
     /// [`crate::disasm::kernel_can_probe`]).
-    #[error("{function}+{offset:#x}: the kernel cannot place a uprobe on this instruction (LOCK/segment prefix or a privileged opcode)")]
+    #[error(
+        "{function}+{offset:#x}: the kernel cannot place a uprobe on this instruction (LOCK/segment prefix or a privileged opcode)"
+    )]
     NotProbeable {
         /// The function.
         function: String,
@@ -131,7 +133,12 @@ pub struct PidSite {
 /// pattern names one exactly.
 fn select_functions<'a>(elf: &'a ElfFile, pattern: &'a str) -> Vec<&'a Function> {
     if !is_glob(pattern) && !pattern.is_empty() {
-        return elf.functions().iter().filter(|f| f.name == pattern).take(1).collect();
+        return elf
+            .functions()
+            .iter()
+            .filter(|f| f.name == pattern)
+            .take(1)
+            .collect();
     }
     let mut out: Vec<&Function> = Vec::new();
     for f in elf.functions_matching(pattern) {
@@ -151,7 +158,11 @@ fn select_functions<'a>(elf: &'a ElfFile, pattern: &'a str) -> Vec<&'a Function>
 ///
 /// # Errors
 /// [`SiteError`] as described, or for an offset that is not an instruction boundary.
-pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSite>, usize), SiteError> {
+pub fn pid_sites(
+    elf: &ElfFile,
+    function: &str,
+    name: &str,
+) -> Result<(Vec<PidSite>, usize), SiteError> {
     let exact = !is_glob(function) && !function.is_empty();
     let name = PidName::parse(name);
     let mut out = Vec::new();
@@ -184,21 +195,39 @@ pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSi
                         skipped += 1;
                         continue;
                     }
-                    let kind = PidSiteKind::Return { offset: i.offset, tail_call: i.kind == InsnKind::TailCall };
+                    let kind = PidSiteKind::Return {
+                        offset: i.offset,
+                        tail_call: i.kind == InsnKind::TailCall,
+                    };
                     out.push(site("return".into(), kind, i.offset));
                 }
             }
             PidName::Offset(o) => {
                 if *o >= f.size {
-                    return Err(SiteError::BeyondEnd { function: f.name.clone(), offset: *o, size: f.size });
+                    return Err(SiteError::BeyondEnd {
+                        function: f.name.clone(),
+                        offset: *o,
+                        size: f.size,
+                    });
                 }
                 if !code.is_boundary(*o) {
-                    return Err(SiteError::NotBoundary { path: elf.path().into(), function: f.name.clone(), offset: *o });
+                    return Err(SiteError::NotBoundary {
+                        path: elf.path().into(),
+                        function: f.name.clone(),
+                        offset: *o,
+                    });
                 }
                 if code.insns.iter().any(|i| i.offset == *o && !i.probeable) {
-                    return Err(SiteError::NotProbeable { function: f.name.clone(), offset: *o });
+                    return Err(SiteError::NotProbeable {
+                        function: f.name.clone(),
+                        offset: *o,
+                    });
                 }
-                out.push(site(format!("{o:x}"), PidSiteKind::Instruction { offset: *o }, *o));
+                out.push(site(
+                    format!("{o:x}"),
+                    PidSiteKind::Instruction { offset: *o },
+                    *o,
+                ));
             }
             PidName::Instructions(pat) => {
                 for i in &code.insns {
@@ -225,14 +254,25 @@ pub fn pid_sites(elf: &ElfFile, function: &str, name: &str) -> Result<(Vec<PidSi
 /// # Errors
 /// [`SiteError::NotBoundary`] when no function starts at `entry`; [`SiteError::Disasm`] when the
 /// function does not decode.
-pub fn return_sites_at(elf: &ElfFile, entry: FileOffset) -> Result<Vec<(FileOffset, u64)>, SiteError> {
-    let f = elf.functions().iter().find(|f| f.offset == entry).ok_or_else(|| SiteError::NotBoundary {
-        path: elf.path().to_path_buf(),
-        function: format!("(function at file offset {entry})"),
-        offset: 0,
-    })?;
+pub fn return_sites_at(
+    elf: &ElfFile,
+    entry: FileOffset,
+) -> Result<Vec<(FileOffset, u64)>, SiteError> {
+    let f = elf
+        .functions()
+        .iter()
+        .find(|f| f.offset == entry)
+        .ok_or_else(|| SiteError::NotBoundary {
+            path: elf.path().to_path_buf(),
+            function: format!("(function at file offset {entry})"),
+            offset: 0,
+        })?;
     let code = decode_function(elf, f)?;
-    Ok(code.return_sites().filter(|i| i.probeable).map(|i| (FileOffset(f.offset.0 + i.offset), i.offset)).collect())
+    Ok(code
+        .return_sites()
+        .filter(|i| i.probeable)
+        .map(|i| (FileOffset(f.offset.0 + i.offset), i.offset))
+        .collect())
 }
 
 /// What to list or attach to: a running process, a command about to be executed, or a file by
@@ -324,7 +364,13 @@ pub struct ProbeRow {
 ///
 /// # Errors
 /// As [`usdt_probes`].
-pub fn list_usdt(target: &Target, provider: &str, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
+pub fn list_usdt(
+    target: &Target,
+    provider: &str,
+    module: &str,
+    function: &str,
+    name: &str,
+) -> Result<Vec<ProbeRow>, SiteError> {
     let suffix = match target {
         Target::Process(pid) | Target::Command { pid, .. } => pid.to_string(),
         Target::File(_) => String::new(),
@@ -349,16 +395,31 @@ pub fn list_usdt(target: &Target, provider: &str, module: &str, function: &str, 
 ///
 /// # Errors
 /// As [`target_files`] and [`pid_sites`].
-pub fn list_pid(target: &Target, module: &str, function: &str, name: &str) -> Result<Vec<ProbeRow>, SiteError> {
+pub fn list_pid(
+    target: &Target,
+    module: &str,
+    function: &str,
+    name: &str,
+) -> Result<Vec<ProbeRow>, SiteError> {
     let provider = match target {
         Target::Process(pid) | Target::Command { pid, .. } => format!("pid{pid}"),
         Target::File(_) => "pid".to_string(),
     };
     let mut rows = Vec::new();
     for path in target_files(target, module)? {
-        let Ok(elf) = ElfFile::open(&path) else { continue };
-        let module = Path::new(&path).file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
-        let names: Vec<&str> = if name.is_empty() { vec!["entry", "return"] } else { vec![name] };
+        let Ok(elf) = ElfFile::open(&path) else {
+            continue;
+        };
+        let module = Path::new(&path)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        let names: Vec<&str> = if name.is_empty() {
+            vec!["entry", "return"]
+        } else {
+            vec![name]
+        };
         for n in names {
             let (sites, _) = pid_sites(&elf, function, n)?;
             let mut last: Option<(String, String)> = None;
@@ -367,7 +428,12 @@ pub fn list_pid(target: &Target, module: &str, function: &str, name: &str) -> Re
                 if last.as_ref() == Some(&key) {
                     continue; // several return sites are one probe
                 }
-                rows.push(ProbeRow { provider: provider.clone(), module: module.clone(), function: s.function, name: s.name });
+                rows.push(ProbeRow {
+                    provider: provider.clone(),
+                    module: module.clone(),
+                    function: s.function,
+                    name: s.name,
+                });
                 last = Some(key);
             }
         }
@@ -397,8 +463,14 @@ mod tests {
         assert_eq!(target_files(&t, "libc.so.6").unwrap().len(), 1);
         assert_eq!(target_files(&t, "libc*").unwrap().len(), 1);
         assert!(target_files(&t, "libm.so.6").unwrap().is_empty());
-        let c = Target::Command { pid: 1, exe: PathBuf::from("/usr/bin/python3.11") };
-        assert_eq!(target_files(&c, "a.out").unwrap(), vec![PathBuf::from("/usr/bin/python3.11")]);
+        let c = Target::Command {
+            pid: 1,
+            exe: PathBuf::from("/usr/bin/python3.11"),
+        };
+        assert_eq!(
+            target_files(&c, "a.out").unwrap(),
+            vec![PathBuf::from("/usr/bin/python3.11")]
+        );
         assert_eq!(target_files(&c, "libc.so.6").unwrap().len(), 1);
         assert!(target_files(&c, "").unwrap().len() >= 5);
     }

@@ -28,7 +28,9 @@ fn read_conf(path: &Path, out: &mut Vec<PathBuf>, depth: u32) {
     if depth > 8 {
         return;
     }
-    let Ok(text) = std::fs::read_to_string(path) else { return };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
     for line in text.lines() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -61,7 +63,12 @@ fn read_conf(path: &Path, out: &mut Vec<PathBuf>, depth: u32) {
 }
 
 /// The default directories after the configured ones.
-const DEFAULT_DIRS: [&str; 4] = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib", "/usr/lib"];
+const DEFAULT_DIRS: [&str; 4] = [
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib",
+    "/usr/lib",
+];
 
 /// Finds the file for library `name` needed by `by` (see the module docs for the order).
 fn find_library(name: &str, by: &ElfFile, conf: &[PathBuf]) -> Option<PathBuf> {
@@ -69,8 +76,13 @@ fn find_library(name: &str, by: &ElfFile, conf: &[PathBuf]) -> Option<PathBuf> {
         let p = PathBuf::from(name);
         return p.is_file().then_some(p);
     }
-    let origin = by.path().parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-    let expand = |d: &str| PathBuf::from(d.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin));
+    let origin = by
+        .path()
+        .parent()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let expand =
+        |d: &str| PathBuf::from(d.replace("$ORIGIN", &origin).replace("${ORIGIN}", &origin));
     let dynamic = by.dynamic();
     let mut dirs: Vec<PathBuf> = Vec::new();
     if dynamic.runpath.is_empty() {
@@ -106,7 +118,10 @@ pub fn load_closure(exe: &Path) -> Vec<PathBuf> {
             if let Some(p) = find_library(name, &elf, &conf) {
                 // Compare by canonical path so /lib and /usr/lib (merged /usr) count once.
                 let canon = std::fs::canonicalize(&p).unwrap_or(p.clone());
-                if !out.iter().any(|o| std::fs::canonicalize(o).unwrap_or(o.clone()) == canon) {
+                if !out
+                    .iter()
+                    .any(|o| std::fs::canonicalize(o).unwrap_or(o.clone()) == canon)
+                {
                     out.push(p.clone());
                     queue.push(p);
                 }
@@ -126,10 +141,16 @@ mod tests {
         let files = load_closure(Path::new("/usr/bin/python3.11"));
         assert_eq!(files[0], PathBuf::from("/usr/bin/python3.11"));
         assert_eq!(files[1], PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
-        let names: Vec<String> =
-            files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
         for n in ["libm.so.6", "libz.so.1", "libexpat.so.1", "libc.so.6"] {
-            assert_eq!(names.iter().filter(|x| *x == n).count(), 1, "{n} in {names:?}");
+            assert_eq!(
+                names.iter().filter(|x| *x == n).count(),
+                1,
+                "{n} in {names:?}"
+            );
         }
         // The libc found is the one the system uses.
         let libc = files.iter().find(|p| p.ends_with("libc.so.6")).unwrap();

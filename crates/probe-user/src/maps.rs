@@ -93,7 +93,11 @@ pub fn parse_maps(pid: u32, text: &str) -> Result<Vec<Mapping>, MapsError> {
         if line.trim().is_empty() {
             continue;
         }
-        let bad = || MapsError::Malformed { pid, line: i + 1, text: line.to_string() };
+        let bad = || MapsError::Malformed {
+            pid,
+            line: i + 1,
+            text: line.to_string(),
+        };
         let mut fields = line.splitn(6, ' ');
         let range = fields.next().ok_or_else(bad)?;
         let perms = fields.next().ok_or_else(bad)?;
@@ -161,15 +165,28 @@ impl ProcessMaps {
     /// [`MapsError::Read`] when the process is gone or not readable, [`MapsError::Malformed`] on a
     /// bad line.
     pub fn read(pid: u32) -> Result<Self, MapsError> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-            .map_err(|source| MapsError::Read { pid, what: "maps", source })?;
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map_err(|source| MapsError::Read { pid, what: "exe", source })?;
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|source| {
+            MapsError::Read {
+                pid,
+                what: "maps",
+                source,
+            }
+        })?;
+        let exe =
+            std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|source| MapsError::Read {
+                pid,
+                what: "exe",
+                source,
+            })?;
         let exe = match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
             Some(p) => PathBuf::from(p),
             None => exe,
         };
-        Ok(ProcessMaps { pid, exe, mappings: parse_maps(pid, &text)? })
+        Ok(ProcessMaps {
+            pid,
+            exe,
+            mappings: parse_maps(pid, &text)?,
+        })
     }
 
     /// Distinct mapped file paths, in address order of their first mapping.
@@ -191,7 +208,10 @@ impl ProcessMaps {
         let mut out = Vec::new();
         for path in self.paths() {
             let has_exec = self.mappings.iter().any(|m| m.path == path && m.is_exec());
-            let base = Path::new(path).file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let base = Path::new(path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("");
             let hit = if pattern.is_empty() {
                 has_exec
             } else if pattern == "a.out" {
@@ -211,7 +231,9 @@ impl ProcessMaps {
     /// The mapping containing `addr`.
     pub fn mapping_at(&self, addr: AbsAddr) -> Option<&Mapping> {
         let idx = self.mappings.partition_point(|m| m.start <= addr);
-        idx.checked_sub(1).map(|i| &self.mappings[i]).filter(|m| m.contains(addr))
+        idx.checked_sub(1)
+            .map(|i| &self.mappings[i])
+            .filter(|m| m.contains(addr))
     }
 
     /// The module for `path` with its load bias computed from `elf` (the same file, parsed).
@@ -224,13 +246,20 @@ impl ProcessMaps {
         // The process shows canonical paths; `path` may go through a symlink (`/lib` → `/usr/lib`).
         let canon = std::fs::canonicalize(path).ok();
         let canon = canon.as_ref().and_then(|c| c.to_str()).unwrap_or(p);
-        let first_map = self.mappings.iter().find(|m| m.path == p || m.path == canon)?;
+        let first_map = self
+            .mappings
+            .iter()
+            .find(|m| m.path == p || m.path == canon)?;
         let seg = elf.segments().first()?;
         if first_map.offset.0 != seg.offset & !(PAGE - 1) {
             return None;
         }
         let bias = first_map.start.0.wrapping_sub(seg.vaddr & !(PAGE - 1));
-        Some(Module { path: path.to_path_buf(), bias, is_exe: path == self.exe })
+        Some(Module {
+            path: path.to_path_buf(),
+            bias,
+            is_exe: path == self.exe,
+        })
     }
 }
 
@@ -249,7 +278,11 @@ mod tests {
 ";
 
     fn snapshot() -> ProcessMaps {
-        ProcessMaps { pid: 1, exe: PathBuf::from("/usr/bin/cat"), mappings: parse_maps(1, SAMPLE).unwrap() }
+        ProcessMaps {
+            pid: 1,
+            exe: PathBuf::from("/usr/bin/cat"),
+            mappings: parse_maps(1, SAMPLE).unwrap(),
+        }
     }
 
     #[test]
@@ -263,15 +296,31 @@ mod tests {
         assert!(!m[2].is_file());
         assert_eq!(m[5].path, "/tmp/x");
         assert!(m[5].deleted);
-        assert!(matches!(parse_maps(3, "zzz r-xp"), Err(MapsError::Malformed { pid: 3, line: 1, .. })));
+        assert!(matches!(
+            parse_maps(3, "zzz r-xp"),
+            Err(MapsError::Malformed {
+                pid: 3,
+                line: 1,
+                ..
+            })
+        ));
     }
 
     #[test]
     fn resolves_modules() {
         let s = snapshot();
-        assert_eq!(s.resolve_module("a.out"), vec![PathBuf::from("/usr/bin/cat")]);
-        assert_eq!(s.resolve_module("libc.so.6"), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")]);
-        assert_eq!(s.resolve_module("libc*"), vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")]);
+        assert_eq!(
+            s.resolve_module("a.out"),
+            vec![PathBuf::from("/usr/bin/cat")]
+        );
+        assert_eq!(
+            s.resolve_module("libc.so.6"),
+            vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")]
+        );
+        assert_eq!(
+            s.resolve_module("libc*"),
+            vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")]
+        );
         assert_eq!(
             s.resolve_module("/usr/lib/x86_64-linux-gnu/libc.so.6"),
             vec![PathBuf::from("/usr/lib/x86_64-linux-gnu/libc.so.6")]
@@ -286,7 +335,10 @@ mod tests {
     fn finds_mapping_of_address() {
         let s = snapshot();
         let m = s.mapping_at(AbsAddr(0x7f1e5a028010)).unwrap();
-        assert_eq!(m.file_offset_of(AbsAddr(0x7f1e5a028010)), FileOffset(0x28010));
+        assert_eq!(
+            m.file_offset_of(AbsAddr(0x7f1e5a028010)),
+            FileOffset(0x28010)
+        );
         assert!(s.mapping_at(AbsAddr(0x10)).is_none());
         assert!(s.mapping_at(AbsAddr(0x55d0c2a07000)).is_none());
     }

@@ -22,7 +22,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use probe_sema::catalog::{ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, UsdtArg};
+use probe_sema::catalog::{
+    ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, UsdtArg,
+};
 
 use crate::elf::ElfFile;
 use crate::glob::{glob_match, is_glob};
@@ -40,7 +42,10 @@ struct Cache {
 /// Splits `pid1234` into (`pid`, 1234) and `python1234` into (`python`, 1234); a provider without
 /// trailing digits has no pid.
 pub fn split_provider(provider: &str) -> (&str, Option<u32>) {
-    let digits = provider.len() - provider.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let digits = provider.len()
+        - provider
+            .trim_end_matches(|c: char| c.is_ascii_digit())
+            .len();
     if digits == 0 || digits == provider.len() {
         return (provider, None);
     }
@@ -67,26 +72,42 @@ pub struct UserCatalog {
 impl UserCatalog {
     /// A catalog with the default cap of 100 000 probes per description.
     pub fn new() -> Self {
-        UserCatalog { cache: Arc::default(), max_probes: 100_000, held: None }
+        UserCatalog {
+            cache: Arc::default(),
+            max_probes: 100_000,
+            held: None,
+        }
     }
 
     /// True when this catalog answers for `desc` (a pid provider, or a provider with a pid or a
     /// path module), so the caller need not ask its kernel catalog.
     pub fn handles(desc: &ProbeDescPattern) -> bool {
         let (prov, pid) = split_provider(&desc.provider);
-        pid.is_some() || (!is_glob(prov) && !prov.is_empty() && desc.module.starts_with('/')) || prov == "pid"
+        pid.is_some()
+            || (!is_glob(prov) && !prov.is_empty() && desc.module.starts_with('/'))
+            || prov == "pid"
     }
 
     /// The same catalog for a `-c` command held before executing `exe`.
     pub fn with_held_command(pid: u32, exe: PathBuf) -> Self {
-        UserCatalog { held: Some((pid, exe)), ..Self::new() }
+        UserCatalog {
+            held: Some((pid, exe)),
+            ..Self::new()
+        }
     }
 
     fn target<'a>(&self, desc: &'a ProbeDescPattern) -> Option<(Target, &'a str, Option<u32>)> {
         let (prov, pid) = split_provider(&desc.provider);
         match pid {
             Some(p) => match &self.held {
-                Some((hp, exe)) if *hp == p => Some((Target::Command { pid: p, exe: exe.clone() }, prov, Some(p))),
+                Some((hp, exe)) if *hp == p => Some((
+                    Target::Command {
+                        pid: p,
+                        exe: exe.clone(),
+                    },
+                    prov,
+                    Some(p),
+                )),
                 _ => Some((Target::Process(p), prov, Some(p))),
             },
             None if desc.module.starts_with('/') && !is_glob(&desc.module) => {
@@ -131,18 +152,31 @@ impl UserCatalog {
         if let Some(p) = self.cache().usdt.get(path) {
             return p.clone();
         }
-        let p = Arc::new(self.elf(path).and_then(|e| probes(&e).ok()).unwrap_or_default());
+        let p = Arc::new(
+            self.elf(path)
+                .and_then(|e| probes(&e).ok())
+                .unwrap_or_default(),
+        );
         self.cache().usdt.insert(path.to_path_buf(), p.clone());
         p
     }
 
-    fn pid_probes(&self, desc: &ProbeDescPattern, target: &Target, pid: Option<u32>) -> Vec<ProbeInfo> {
+    fn pid_probes(
+        &self,
+        desc: &ProbeDescPattern,
+        target: &Target,
+        pid: Option<u32>,
+    ) -> Vec<ProbeInfo> {
         let files = self.files(target, &desc.module);
         let name = desc.name.as_str();
         let mut out = Vec::new();
         for path in files {
             let Some(elf) = self.elf(&path) else { continue };
-            let module = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+            let module = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
             let path_s = path.to_string_lossy().into_owned();
             let mk = |function: &str, pname: &str, offset: u64, ret: bool| ProbeInfo {
                 provider: desc.provider.clone(),
@@ -150,7 +184,12 @@ impl UserCatalog {
                 function: function.to_string(),
                 name: pname.to_string(),
                 args: ProbeArgs::Uprobe { ret },
-                kind: ProbeKind::Uprobe { path: path_s.clone(), offset, ret, pid },
+                kind: ProbeKind::Uprobe {
+                    path: path_s.clone(),
+                    offset,
+                    ret,
+                    pid,
+                },
             };
             let wants = |n: &str| name.is_empty() || glob_match(name, n);
             let literal = !name.is_empty() && !is_glob(name);
@@ -167,7 +206,11 @@ impl UserCatalog {
                 }
             }
             if (name.is_empty() || !literal || (name != "entry" && name != "return"))
-                && let Ok((sites, _)) = pid_sites(&elf, &desc.function, if name.is_empty() { "*" } else { name })
+                && let Ok((sites, _)) = pid_sites(
+                    &elf,
+                    &desc.function,
+                    if name.is_empty() { "*" } else { name },
+                )
             {
                 for s in sites {
                     if s.name != "entry" && s.name != "return" {
@@ -183,19 +226,40 @@ impl UserCatalog {
         out
     }
 
-    fn usdt(&self, desc: &ProbeDescPattern, target: &Target, prov: &str, pid: Option<u32>) -> Vec<ProbeInfo> {
-        let probes: Vec<UsdtProbe> =
-            self.files(target, &desc.module).iter().flat_map(|f| self.usdt_of(f).iter().cloned().collect::<Vec<_>>()).collect();
+    fn usdt(
+        &self,
+        desc: &ProbeDescPattern,
+        target: &Target,
+        prov: &str,
+        pid: Option<u32>,
+    ) -> Vec<ProbeInfo> {
+        let probes: Vec<UsdtProbe> = self
+            .files(target, &desc.module)
+            .iter()
+            .flat_map(|f| self.usdt_of(f).iter().cloned().collect::<Vec<_>>())
+            .collect();
         let suffix = pid.map(|p| p.to_string()).unwrap_or_default();
         probes
             .into_iter()
-            .filter(|p| p.matches(prov, &desc.name) && (desc.function.is_empty() || glob_match(&desc.function, &p.function)))
+            .filter(|p| {
+                p.matches(prov, &desc.name)
+                    && (desc.function.is_empty() || glob_match(&desc.function, &p.function))
+            })
             .map(|p| ProbeInfo {
                 provider: format!("{}{suffix}", p.provider),
                 module: p.module().to_string(),
                 function: p.function.clone(),
                 name: p.dtrace_name(),
-                args: ProbeArgs::Usdt { args: p.args.iter().map(|a| UsdtArg { size: a.size, signed: a.signed }).collect() },
+                args: ProbeArgs::Usdt {
+                    args: p
+                        .args
+                        .iter()
+                        .map(|a| UsdtArg {
+                            size: a.size,
+                            signed: a.signed,
+                        })
+                        .collect(),
+                },
                 kind: ProbeKind::Usdt {
                     path: p.path.to_string_lossy().into_owned(),
                     offset: p.pc_offset.0,
@@ -210,7 +274,9 @@ impl UserCatalog {
 
 impl ProbeCatalog for UserCatalog {
     fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        let Some((target, prov, pid)) = self.target(desc) else { return Vec::new() };
+        let Some((target, prov, pid)) = self.target(desc) else {
+            return Vec::new();
+        };
         if prov == "pid" {
             self.pid_probes(desc, &target, pid)
         } else {
@@ -235,9 +301,18 @@ mod tests {
         assert_eq!(split_provider("pid"), ("pid", None));
         assert_eq!(split_provider("python"), ("python", None));
         assert_eq!(split_provider("123"), ("123", None));
-        assert!(UserCatalog::handles(&ProbeDescPattern::new("pid7", "a.out", "main", "entry")));
-        assert!(UserCatalog::handles(&ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "")));
-        assert!(!UserCatalog::handles(&ProbeDescPattern::new("syscall", "", "read", "entry")));
+        assert!(UserCatalog::handles(&ProbeDescPattern::new(
+            "pid7", "a.out", "main", "entry"
+        )));
+        assert!(UserCatalog::handles(&ProbeDescPattern::new(
+            "python",
+            "/usr/bin/python3.11",
+            "",
+            ""
+        )));
+        assert!(!UserCatalog::handles(&ProbeDescPattern::new(
+            "syscall", "", "read", "entry"
+        )));
     }
 
     #[test]
@@ -246,18 +321,57 @@ mod tests {
         let d = ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "function-return");
         let m = c.matching(&d);
         assert_eq!(m.len(), 1);
-        assert_eq!((m[0].provider.as_str(), m[0].module.as_str(), m[0].name.as_str()), ("python", "python3.11", "function-return"));
+        assert_eq!(
+            (
+                m[0].provider.as_str(),
+                m[0].module.as_str(),
+                m[0].name.as_str()
+            ),
+            ("python", "python3.11", "function-return")
+        );
         match &m[0].kind {
-            ProbeKind::Usdt { semaphore, arg_specs, pid, .. } => {
+            ProbeKind::Usdt {
+                semaphore,
+                arg_specs,
+                pid,
+                ..
+            } => {
                 assert!(semaphore.is_some());
                 assert_eq!(arg_specs.len(), 3);
                 assert_eq!(*pid, None);
             }
             k => panic!("{k:?}"),
         }
-        assert_eq!(m[0].args, ProbeArgs::Usdt { args: vec![UsdtArg { size: 8, signed: false }, UsdtArg { size: 8, signed: false }, UsdtArg { size: 4, signed: true }] });
+        assert_eq!(
+            m[0].args,
+            ProbeArgs::Usdt {
+                args: vec![
+                    UsdtArg {
+                        size: 8,
+                        signed: false
+                    },
+                    UsdtArg {
+                        size: 8,
+                        signed: false
+                    },
+                    UsdtArg {
+                        size: 4,
+                        signed: true
+                    }
+                ]
+            }
+        );
         // The `__` spelling matches too.
-        assert_eq!(c.matching(&ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "function__return")).len(), 1);
+        assert_eq!(
+            c.matching(&ProbeDescPattern::new(
+                "python",
+                "/usr/bin/python3.11",
+                "",
+                "function__return"
+            ))
+            .len(),
+            1
+        );
     }
 
     #[test]
@@ -266,10 +380,31 @@ mod tests {
         let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
         let m = c.matching(&ProbeDescPattern::new("pid", libc, "malloc", "entry"));
         assert_eq!(m.len(), 1);
-        let malloc = ElfFile::open(libc).unwrap().function("malloc").unwrap().offset.0;
-        assert_eq!(m[0].kind, ProbeKind::Uprobe { path: libc.into(), offset: malloc, ret: false, pid: None });
+        let malloc = ElfFile::open(libc)
+            .unwrap()
+            .function("malloc")
+            .unwrap()
+            .offset
+            .0;
+        assert_eq!(
+            m[0].kind,
+            ProbeKind::Uprobe {
+                path: libc.into(),
+                offset: malloc,
+                ret: false,
+                pid: None
+            }
+        );
         let r = c.matching(&ProbeDescPattern::new("pid", libc, "malloc", "return"));
-        assert_eq!(r[0].kind, ProbeKind::Uprobe { path: libc.into(), offset: malloc, ret: true, pid: None });
+        assert_eq!(
+            r[0].kind,
+            ProbeKind::Uprobe {
+                path: libc.into(),
+                offset: malloc,
+                ret: true,
+                pid: None
+            }
+        );
         assert_eq!(r[0].args, ProbeArgs::Uprobe { ret: true });
         // Empty name: entry, return and every instruction.
         let all = c.matching(&ProbeDescPattern::new("pid", libc, "getpid", ""));
@@ -277,6 +412,14 @@ mod tests {
         assert_eq!(all.iter().filter(|p| p.name == "entry").count(), 1);
         assert_eq!(all.iter().filter(|p| p.name == "0").count(), 1);
         // Not a path, no pid: not ours.
-        assert!(c.matching(&ProbeDescPattern::new("pid", "libc.so.6", "malloc", "entry")).is_empty());
+        assert!(
+            c.matching(&ProbeDescPattern::new(
+                "pid",
+                "libc.so.6",
+                "malloc",
+                "entry"
+            ))
+            .is_empty()
+        );
     }
 }

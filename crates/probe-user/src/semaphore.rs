@@ -55,8 +55,17 @@ pub enum SemaphoreError {
     },
 }
 
-fn mem_err(pid: u32, addr: AbsAddr, op: &'static str) -> impl FnOnce(std::io::Error) -> SemaphoreError {
-    move |source| SemaphoreError::Mem { pid, addr, op, source }
+fn mem_err(
+    pid: u32,
+    addr: AbsAddr,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> SemaphoreError {
+    move |source| SemaphoreError::Mem {
+        pid,
+        addr,
+        op,
+        source,
+    }
 }
 
 /// Reads the u16 semaphore at `addr` of process `pid`.
@@ -66,7 +75,8 @@ fn mem_err(pid: u32, addr: AbsAddr, op: &'static str) -> impl FnOnce(std::io::Er
 pub fn read(pid: u32, addr: AbsAddr) -> Result<u16, SemaphoreError> {
     let f = std::fs::File::open(format!("/proc/{pid}/mem")).map_err(mem_err(pid, addr, "open"))?;
     let mut b = [0u8; 2];
-    f.read_exact_at(&mut b, addr.0).map_err(mem_err(pid, addr, "pread"))?;
+    f.read_exact_at(&mut b, addr.0)
+        .map_err(mem_err(pid, addr, "pread"))?;
     Ok(u16::from_ne_bytes(b))
 }
 
@@ -82,9 +92,11 @@ pub fn adjust(pid: u32, addr: AbsAddr, delta: i32) -> Result<u16, SemaphoreError
         .open(format!("/proc/{pid}/mem"))
         .map_err(mem_err(pid, addr, "open"))?;
     let mut b = [0u8; 2];
-    f.read_exact_at(&mut b, addr.0).map_err(mem_err(pid, addr, "pread"))?;
+    f.read_exact_at(&mut b, addr.0)
+        .map_err(mem_err(pid, addr, "pread"))?;
     let v = (i32::from(u16::from_ne_bytes(b)) + delta).clamp(0, i32::from(u16::MAX)) as u16;
-    f.write_all_at(&v.to_ne_bytes(), addr.0).map_err(mem_err(pid, addr, "pwrite"))?;
+    f.write_all_at(&v.to_ne_bytes(), addr.0)
+        .map_err(mem_err(pid, addr, "pwrite"))?;
     Ok(v)
 }
 
@@ -130,7 +142,11 @@ impl SemaphoreGuard {
     /// A guard whose record file is `<dir>/<our pid>.sem` (created on the first increment).
     pub fn new(dir: &Path) -> Self {
         let me = std::process::id();
-        SemaphoreGuard { record: dir.join(format!("{me}.sem")), owner: (me, start_time(me).unwrap_or(0)), done: Vec::new() }
+        SemaphoreGuard {
+            record: dir.join(format!("{me}.sem")),
+            owner: (me, start_time(me).unwrap_or(0)),
+            done: Vec::new(),
+        }
     }
 
     /// The record file's path.
@@ -163,7 +179,10 @@ impl SemaphoreGuard {
     }
 
     fn write_record(&self) -> Result<(), SemaphoreError> {
-        let err = |source| SemaphoreError::Record { path: self.record.clone(), source };
+        let err = |source| SemaphoreError::Record {
+            path: self.record.clone(),
+            source,
+        };
         if let Some(d) = self.record.parent() {
             std::fs::create_dir_all(d).map_err(err)?;
         }
@@ -214,17 +233,24 @@ pub struct Repair {
 /// without action.
 pub fn repair_stale(dir: &Path) -> Vec<Repair> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
     for e in entries.flatten() {
         let path = e.path();
         if path.extension().is_none_or(|x| x != "sem") {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
         let mut lines = text.lines();
         let owner = lines.next().and_then(|l| {
             let mut f = l.split_whitespace();
-            Some((f.next()?.parse::<u32>().ok()?, f.next()?.parse::<u64>().ok()?))
+            Some((
+                f.next()?.parse::<u32>().ok()?,
+                f.next()?.parse::<u64>().ok()?,
+            ))
         });
         if let Some((pid, start)) = owner
             && start_time(pid) == Some(start)
@@ -234,8 +260,16 @@ pub fn repair_stale(dir: &Path) -> Vec<Repair> {
         let (mut restored, mut gone) = (0, 0);
         for l in lines {
             let mut f = l.split_whitespace();
-            let parsed = (|| Some((f.next()?.parse::<u32>().ok()?, f.next()?.parse::<u64>().ok()?, u64::from_str_radix(f.next()?, 16).ok()?)))();
-            let Some((pid, start, addr)) = parsed else { continue };
+            let parsed = (|| {
+                Some((
+                    f.next()?.parse::<u32>().ok()?,
+                    f.next()?.parse::<u64>().ok()?,
+                    u64::from_str_radix(f.next()?, 16).ok()?,
+                ))
+            })();
+            let Some((pid, start, addr)) = parsed else {
+                continue;
+            };
             if start_time(pid) == Some(start) && adjust(pid, AbsAddr(addr), -1).is_ok() {
                 restored += 1;
             } else {
@@ -243,7 +277,11 @@ pub fn repair_stale(dir: &Path) -> Vec<Repair> {
             }
         }
         let _ = std::fs::remove_file(&path);
-        out.push(Repair { record: path, restored, gone });
+        out.push(Repair {
+            record: path,
+            restored,
+            gone,
+        });
     }
     out
 }

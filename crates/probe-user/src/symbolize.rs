@@ -58,7 +58,9 @@ impl UserSymbol {
 
     /// DTrace's `umod` form: the module's basename, or the address in hex.
     pub fn module_name(&self) -> String {
-        self.module.clone().unwrap_or_else(|| format!("{:#x}", self.addr.0))
+        self.module
+            .clone()
+            .unwrap_or_else(|| format!("{:#x}", self.addr.0))
     }
 }
 
@@ -71,7 +73,10 @@ pub struct Symbolizer {
 
 impl std::fmt::Debug for Symbolizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Symbolizer").field("processes", &self.maps.len()).field("cached", &self.cache.len()).finish()
+        f.debug_struct("Symbolizer")
+            .field("processes", &self.maps.len())
+            .field("cached", &self.cache.len())
+            .finish()
     }
 }
 
@@ -89,7 +94,11 @@ impl Symbolizer {
             .enable_inlined_fns(false)
             .enable_demangling(true)
             .build();
-        Symbolizer { inner, maps: HashMap::new(), cache: HashMap::new() }
+        Symbolizer {
+            inner,
+            maps: HashMap::new(),
+            cache: HashMap::new(),
+        }
     }
 
     /// Reads and keeps `pid`'s mappings now, so its addresses resolve after it exits. Returns false
@@ -116,19 +125,37 @@ impl Symbolizer {
         if let Some(s) = self.cache.get(&(pid, addr.0)) {
             return s.clone();
         }
-        let covered = self.maps.get(&pid).is_some_and(|m| m.mapping_at(addr).is_some());
+        let covered = self
+            .maps
+            .get(&pid)
+            .is_some_and(|m| m.mapping_at(addr).is_some());
         if !covered {
             // New process, or a library loaded since the snapshot: refresh if it still runs.
             self.remember(pid);
         }
-        let mut sym = UserSymbol { addr, module: None, function: None, offset: 0 };
-        if let Some(m) = self.maps.get(&pid).and_then(|m| m.mapping_at(addr)).filter(|m| m.is_file()) {
+        let mut sym = UserSymbol {
+            addr,
+            module: None,
+            function: None,
+            offset: 0,
+        };
+        if let Some(m) = self
+            .maps
+            .get(&pid)
+            .and_then(|m| m.mapping_at(addr))
+            .filter(|m| m.is_file())
+        {
             let path = PathBuf::from(&m.path);
-            sym.module = path.file_name().and_then(|n| n.to_str()).map(str::to_string);
+            sym.module = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string);
             let off = m.file_offset_of(addr).0;
             let mut src = Elf::new(path);
             src.debug_syms = false;
-            if let Ok(mut v) = self.inner.symbolize(&Source::Elf(src), Input::FileOffset(&[off]))
+            if let Ok(mut v) = self
+                .inner
+                .symbolize(&Source::Elf(src), Input::FileOffset(&[off]))
                 && let Some(Symbolized::Sym(s)) = v.pop()
             {
                 sym.function = Some(s.name.to_string());
@@ -141,7 +168,10 @@ impl Symbolizer {
 
     /// Resolves a user stack (innermost frame first) to DTrace's frame strings.
     pub fn stack(&mut self, pid: u32, frames: &[u64]) -> Vec<String> {
-        frames.iter().map(|&a| self.resolve(pid, AbsAddr(a)).frame()).collect()
+        frames
+            .iter()
+            .map(|&a| self.resolve(pid, AbsAddr(a)).frame())
+            .collect()
     }
 }
 
@@ -151,15 +181,30 @@ mod tests {
 
     #[test]
     fn formats_like_dtrace() {
-        let s = UserSymbol { addr: AbsAddr(0x7f00), module: Some("libc.so.6".into()), function: Some("malloc".into()), offset: 0x12 };
+        let s = UserSymbol {
+            addr: AbsAddr(0x7f00),
+            module: Some("libc.so.6".into()),
+            function: Some("malloc".into()),
+            offset: 0x12,
+        };
         assert_eq!(s.frame(), "libc.so.6`malloc+0x12");
         assert_eq!(s.sym(), "libc.so.6`malloc");
         assert_eq!(s.module_name(), "libc.so.6");
-        let at0 = UserSymbol { offset: 0, ..s.clone() };
+        let at0 = UserSymbol {
+            offset: 0,
+            ..s.clone()
+        };
         assert_eq!(at0.frame(), "libc.so.6`malloc");
-        let nosym = UserSymbol { function: None, ..s.clone() };
+        let nosym = UserSymbol {
+            function: None,
+            ..s.clone()
+        };
         assert_eq!(nosym.frame(), "libc.so.6`0x7f00");
-        let anon = UserSymbol { module: None, function: None, ..s };
+        let anon = UserSymbol {
+            module: None,
+            function: None,
+            ..s
+        };
         assert_eq!(anon.frame(), "0x7f00");
         assert_eq!(anon.module_name(), "0x7f00");
     }

@@ -100,13 +100,30 @@ impl Attr {
 }
 
 /// Calls `bpf(cmd, attr, sizeof attr)` and returns the non-negative result.
-fn bpf(cmd: u32, attr: &mut Attr, call: &'static str, context: impl FnOnce() -> String) -> Result<i64, SyscallError> {
+fn bpf(
+    cmd: u32,
+    attr: &mut Attr,
+    call: &'static str,
+    context: impl FnOnce() -> String,
+) -> Result<i64, SyscallError> {
     // SAFETY: `attr` points to 128 initialized bytes that live across the call; every pointer the
     // caller stored in it refers to memory that outlives this call (the callers keep the buffers in
     // locals until after it returns), and the kernel reads at most the given size.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd as libc::c_long, attr.0.as_mut_ptr(), attr.0.len() as libc::c_long) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr.0.as_mut_ptr(),
+            attr.0.len() as libc::c_long,
+        )
+    };
     if r < 0 {
-        return Err(SyscallError { call, context: context(), source: std::io::Error::last_os_error(), log: None });
+        return Err(SyscallError {
+            call,
+            context: context(),
+            source: std::io::Error::last_os_error(),
+            log: None,
+        });
     }
     Ok(r)
 }
@@ -154,7 +171,10 @@ pub fn attach_uprobe_multi(
         .map_err(|_| SysError::Invalid(format!("path {} contains a NUL byte", path.display())))?;
     let offsets: Vec<u64> = sites.iter().map(|s| s.offset.0).collect();
     let cookies: Vec<u64> = sites.iter().map(|s| s.cookie).collect();
-    let ref_ctrs: Vec<u64> = sites.iter().map(|s| s.ref_ctr_offset.map_or(0, |o| o.0)).collect();
+    let ref_ctrs: Vec<u64> = sites
+        .iter()
+        .map(|s| s.ref_ctr_offset.map_or(0, |o| o.0))
+        .collect();
     let any_ref = sites.iter().any(|s| s.ref_ctr_offset.is_some());
     let mut attr = Attr::new();
     attr.u32(0, prog as u32)
@@ -164,17 +184,29 @@ pub fn attach_uprobe_multi(
         .u64(32, if any_ref { ref_ctrs.as_ptr() as u64 } else { 0 })
         .u64(40, cookies.as_ptr() as u64)
         .u32(48, sites.len() as u32)
-        .u32(52, if retprobe { BPF_F_UPROBE_MULTI_RETURN } else { 0 })
-        .u32(56, pid.unwrap_or(0));
-    let fd = bpf(BPF_LINK_CREATE, &mut attr, "bpf(BPF_LINK_CREATE uprobe_multi)", || {
-        format!(
-            "{} site(s) in {}, first offset {}, pid {}",
-            sites.len(),
-            path.display(),
-            sites[0].offset,
-            pid.map_or("any".to_string(), |p| p.to_string())
+        .u32(
+            52,
+            if retprobe {
+                BPF_F_UPROBE_MULTI_RETURN
+            } else {
+                0
+            },
         )
-    })?;
+        .u32(56, pid.unwrap_or(0));
+    let fd = bpf(
+        BPF_LINK_CREATE,
+        &mut attr,
+        "bpf(BPF_LINK_CREATE uprobe_multi)",
+        || {
+            format!(
+                "{} site(s) in {}, first offset {}, pid {}",
+                sites.len(),
+                path.display(),
+                sites[0].offset,
+                pid.map_or("any".to_string(), |p| p.to_string())
+            )
+        },
+    )?;
     // The kernel copied the arrays during the call; they may be freed now.
     drop((cpath, offsets, cookies, ref_ctrs));
     Ok(owned(fd))
@@ -201,15 +233,37 @@ pub fn uprobe_pmu() -> Result<UprobePmu, SysError> {
     static PMU: OnceLock<Result<UprobePmu, String>> = OnceLock::new();
     const DIR: &str = "/sys/bus/event_source/devices/uprobe";
     let r = PMU.get_or_init(|| {
-        let read = |f: &str| std::fs::read_to_string(format!("{DIR}/{f}")).map_err(|e| format!("{DIR}/{f}: {e}"));
-        let pmu_type = read("type")?.trim().parse::<u32>().map_err(|e| format!("{DIR}/type: {e}"))?;
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{DIR}/{f}")).map_err(|e| format!("{DIR}/{f}: {e}"))
+        };
+        let pmu_type = read("type")?
+            .trim()
+            .parse::<u32>()
+            .map_err(|e| format!("{DIR}/type: {e}"))?;
         // `config:N` or `config:N-M`: the first bit.
-        let first_bit = |t: &str| -> Option<u32> { t.trim().strip_prefix("config:")?.split('-').next()?.parse().ok() };
-        let retprobe_bit = first_bit(&read("format/retprobe")?).ok_or(format!("{DIR}/format/retprobe: not config:N"))?;
-        let ref_ctr_shift = read("format/ref_ctr_offset").ok().and_then(|t| first_bit(&t));
-        Ok(UprobePmu { pmu_type, retprobe_bit, ref_ctr_shift })
+        let first_bit = |t: &str| -> Option<u32> {
+            t.trim()
+                .strip_prefix("config:")?
+                .split('-')
+                .next()?
+                .parse()
+                .ok()
+        };
+        let retprobe_bit = first_bit(&read("format/retprobe")?)
+            .ok_or(format!("{DIR}/format/retprobe: not config:N"))?;
+        let ref_ctr_shift = read("format/ref_ctr_offset")
+            .ok()
+            .and_then(|t| first_bit(&t));
+        Ok(UprobePmu {
+            pmu_type,
+            retprobe_bit,
+            ref_ctr_shift,
+        })
     });
-    r.clone().map_err(|reason| SysError::Pmu { path: DIR.into(), reason })
+    r.clone().map_err(|reason| SysError::Pmu {
+        path: DIR.into(),
+        reason,
+    })
 }
 
 /// A perf-event uprobe with a BPF program attached; dropping it detaches.
@@ -265,8 +319,19 @@ pub fn attach_uprobe_perf(
     // struct perf_event_attr (include/uapi/linux/perf_event.h): type @0, size @4, config @8,
     // config1 (uprobe_path) @56, config2 (probe_offset) @64. PERF_ATTR_SIZE_VER7 = 128.
     let mut attr = Attr::new();
-    attr.u32(0, pmu.pmu_type).u32(4, 128).u64(8, config).u64(56, cpath.as_ptr() as u64).u64(64, site.offset.0);
-    let context = || format!("{} offset {} pid {}", path.display(), site.offset, pid.map_or(-1, |p| p as i64));
+    attr.u32(0, pmu.pmu_type)
+        .u32(4, 128)
+        .u64(8, config)
+        .u64(56, cpath.as_ptr() as u64)
+        .u64(64, site.offset.0);
+    let context = || {
+        format!(
+            "{} offset {} pid {}",
+            path.display(),
+            site.offset,
+            pid.map_or(-1, |p| p as i64)
+        )
+    };
     // A system-wide uprobe event is opened with pid -1 on one CPU (it fires on every CPU anyway:
     // uprobe events filter by task, not CPU); a per-process one with cpu -1.
     let (p, cpu) = match pid {
@@ -275,9 +340,24 @@ pub fn attach_uprobe_perf(
     };
     // SAFETY: `attr` is a zero-initialized perf_event_attr of the declared size whose path pointer
     // (`cpath`) outlives the call; the other arguments are plain integers.
-    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, attr.0.as_mut_ptr(), p, cpu, -1 as libc::c_int, PERF_FLAG_FD_CLOEXEC) };
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.0.as_mut_ptr(),
+            p,
+            cpu,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
     if fd < 0 {
-        return Err(SyscallError { call: "perf_event_open(uprobe)", context: context(), source: std::io::Error::last_os_error(), log: None }.into());
+        return Err(SyscallError {
+            call: "perf_event_open(uprobe)",
+            context: context(),
+            source: std::io::Error::last_os_error(),
+            log: None,
+        }
+        .into());
     }
     let fd = owned(fd);
     drop(cpath);
@@ -285,18 +365,39 @@ pub fn attach_uprobe_perf(
     // older ioctl does the same job.
     if site.cookie != 0 {
         let mut attr = Attr::new();
-        attr.u32(0, prog as u32).u32(4, fd.as_raw_fd() as u32).u32(8, BPF_PERF_EVENT).u64(16, site.cookie);
-        let link = bpf(BPF_LINK_CREATE, &mut attr, "bpf(BPF_LINK_CREATE perf_event)", context)?;
-        return Ok(PerfUprobe { fd, link: Some(owned(link)) });
+        attr.u32(0, prog as u32)
+            .u32(4, fd.as_raw_fd() as u32)
+            .u32(8, BPF_PERF_EVENT)
+            .u64(16, site.cookie);
+        let link = bpf(
+            BPF_LINK_CREATE,
+            &mut attr,
+            "bpf(BPF_LINK_CREATE perf_event)",
+            context,
+        )?;
+        return Ok(PerfUprobe {
+            fd,
+            link: Some(owned(link)),
+        });
     }
     for (req, arg, call) in [
-        (PERF_EVENT_IOC_SET_BPF, prog as libc::c_ulong, "ioctl(PERF_EVENT_IOC_SET_BPF)"),
+        (
+            PERF_EVENT_IOC_SET_BPF,
+            prog as libc::c_ulong,
+            "ioctl(PERF_EVENT_IOC_SET_BPF)",
+        ),
         (PERF_EVENT_IOC_ENABLE, 0, "ioctl(PERF_EVENT_IOC_ENABLE)"),
     ] {
         // SAFETY: `fd` is a perf event we own; both requests take an integer argument, not a pointer.
         let r = unsafe { libc::ioctl(fd.as_raw_fd(), req, arg) };
         if r < 0 {
-            return Err(SyscallError { call, context: context(), source: std::io::Error::last_os_error(), log: None }.into());
+            return Err(SyscallError {
+                call,
+                context: context(),
+                source: std::io::Error::last_os_error(),
+                log: None,
+            }
+            .into());
         }
     }
     Ok(PerfUprobe { fd, link: None })
@@ -308,7 +409,12 @@ pub fn attach_uprobe_perf(
 ///
 /// # Errors
 /// [`SyscallError`] naming `bpf(BPF_PROG_LOAD)` with the verifier log.
-pub fn prog_load(prog_type: u32, expected_attach_type: u32, insns: &[u64], name: &str) -> Result<OwnedFd, SyscallError> {
+pub fn prog_load(
+    prog_type: u32,
+    expected_attach_type: u32,
+    insns: &[u64],
+    name: &str,
+) -> Result<OwnedFd, SyscallError> {
     let license = c"GPL";
     let attempt = |log: &mut [u8]| {
         let mut attr = Attr::new();
@@ -318,11 +424,15 @@ pub fn prog_load(prog_type: u32, expected_attach_type: u32, insns: &[u64], name:
             .u64(16, license.as_ptr() as u64)
             .u32(68, expected_attach_type);
         if !log.is_empty() {
-            attr.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
+            attr.u32(24, 1)
+                .u32(28, log.len() as u32)
+                .u64(32, log.as_mut_ptr() as u64);
         }
         let n = name.len().min(15);
         attr.0[48..48 + n].copy_from_slice(&name.as_bytes()[..n]);
-        bpf(BPF_PROG_LOAD, &mut attr, "bpf(BPF_PROG_LOAD)", || format!("program {name}"))
+        bpf(BPF_PROG_LOAD, &mut attr, "bpf(BPF_PROG_LOAD)", || {
+            format!("program {name}")
+        })
     };
     // Without a log first (faster); on failure again with one, to quote the verifier.
     if let Ok(fd) = attempt(&mut []) {
@@ -345,8 +455,14 @@ pub fn prog_load(prog_type: u32, expected_attach_type: u32, insns: &[u64], name:
 /// [`SyscallError`] naming `bpf(BPF_MAP_CREATE)`.
 pub fn array_map_create(entries: u32) -> Result<OwnedFd, SyscallError> {
     let mut attr = Attr::new();
-    attr.u32(0, BPF_MAP_TYPE_ARRAY).u32(4, 4).u32(8, 8).u32(12, entries);
-    bpf(BPF_MAP_CREATE, &mut attr, "bpf(BPF_MAP_CREATE)", || format!("array of {entries} u64")).map(owned)
+    attr.u32(0, BPF_MAP_TYPE_ARRAY)
+        .u32(4, 4)
+        .u32(8, 8)
+        .u32(12, entries);
+    bpf(BPF_MAP_CREATE, &mut attr, "bpf(BPF_MAP_CREATE)", || {
+        format!("array of {entries} u64")
+    })
+    .map(owned)
 }
 
 /// Reads the u64 value at `key` of an array map made by [`array_map_create`].
@@ -356,8 +472,15 @@ pub fn array_map_create(entries: u32) -> Result<OwnedFd, SyscallError> {
 pub fn map_lookup(map: RawFd, key: u32) -> Result<u64, SyscallError> {
     let mut value = 0u64;
     let mut attr = Attr::new();
-    attr.u32(0, map as u32).u64(8, &key as *const u32 as u64).u64(16, &mut value as *mut u64 as u64);
-    bpf(BPF_MAP_LOOKUP_ELEM, &mut attr, "bpf(BPF_MAP_LOOKUP_ELEM)", || format!("key {key}"))?;
+    attr.u32(0, map as u32)
+        .u64(8, &key as *const u32 as u64)
+        .u64(16, &mut value as *mut u64 as u64);
+    bpf(
+        BPF_MAP_LOOKUP_ELEM,
+        &mut attr,
+        "bpf(BPF_MAP_LOOKUP_ELEM)",
+        || format!("key {key}"),
+    )?;
     Ok(value)
 }
 
@@ -369,7 +492,9 @@ pub fn map_lookup(map: RawFd, key: u32) -> Result<u64, SyscallError> {
 /// be written before any of its code runs (see [`crate::attach`]; `bpf_probe_write_user` would do
 /// it from the program but is refused under kernel lockdown).
 pub fn stop_self_program() -> Vec<u64> {
-    let insn = |op: u8, dst: u8, imm: i32| u64::from(op) | (u64::from(dst) << 8) | (u64::from(imm as u32) << 32);
+    let insn = |op: u8, dst: u8, imm: i32| {
+        u64::from(op) | (u64::from(dst) << 8) | (u64::from(imm as u32) << 32)
+    };
     vec![
         insn(0xb7, 1, libc::SIGSTOP), // r1 = SIGSTOP
         insn(0x85, 0, 109),           // bpf_send_signal(r1)
@@ -386,7 +511,12 @@ pub fn kill(pid: u32, sig: i32) -> Result<(), SyscallError> {
     // SAFETY: kill(2) takes two integers and touches no memory of ours.
     let r = unsafe { libc::kill(pid as libc::pid_t, sig) };
     if r < 0 {
-        return Err(SyscallError { call: "kill", context: format!("pid {pid} signal {sig}"), source: std::io::Error::last_os_error(), log: None });
+        return Err(SyscallError {
+            call: "kill",
+            context: format!("pid {pid} signal {sig}"),
+            source: std::io::Error::last_os_error(),
+            log: None,
+        });
     }
     Ok(())
 }
@@ -402,10 +532,19 @@ pub fn uprobe_multi_supported() -> bool {
     *OK.get_or_init(|| {
         // r0 = 0; exit
         let insns = [0x0000_0000_0000_00b7u64, 0x0000_0000_0000_0095];
-        let Ok(prog) = prog_load(BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, &insns, "sl_probe_umulti") else {
+        let Ok(prog) = prog_load(
+            BPF_PROG_TYPE_KPROBE,
+            BPF_TRACE_UPROBE_MULTI,
+            &insns,
+            "sl_probe_umulti",
+        ) else {
             return false;
         };
-        let site = UprobeSite { offset: FileOffset(0), ref_ctr_offset: None, cookie: 0 };
+        let site = UprobeSite {
+            offset: FileOffset(0),
+            ref_ctr_offset: None,
+            cookie: 0,
+        };
         match attach_uprobe_multi(prog.as_raw_fd(), Path::new("/"), &[site], None, false) {
             Ok(_) => true,
             Err(SysError::Syscall(e)) => e.source.raw_os_error() == Some(libc::EBADF),

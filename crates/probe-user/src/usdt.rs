@@ -90,7 +90,8 @@ impl UsdtProbe {
     /// True when the name matches `pattern` (glob) in either spelling: `function__return`,
     /// `function-return` and `function-*` all match `function__return`.
     pub fn matches_name(&self, pattern: &str) -> bool {
-        glob_match(pattern, &self.name) || glob_match(&pattern.replace("__", "-"), &self.dtrace_name())
+        glob_match(pattern, &self.name)
+            || glob_match(&pattern.replace("__", "-"), &self.dtrace_name())
     }
 
     /// True when provider and name match their patterns (empty patterns match everything).
@@ -127,13 +128,21 @@ pub struct RawNote {
 /// # Errors
 /// [`UsdtError::Malformed`] (with `path` for context) on truncated notes or unterminated strings.
 pub fn parse_notes(path: &Path, sec: &[u8]) -> Result<Vec<RawNote>, UsdtError> {
-    let bad = |at, reason| UsdtError::Malformed { path: path.to_path_buf(), at, reason };
-    let u32_at = |i: usize| sec.get(i..i + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    let bad = |at, reason| UsdtError::Malformed {
+        path: path.to_path_buf(),
+        at,
+        reason,
+    };
+    let u32_at = |i: usize| {
+        sec.get(i..i + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    };
     let align4 = |n: usize| (n + 3) & !3;
     let mut out = Vec::new();
     let mut i = 0;
     while i + 12 <= sec.len() {
-        let (Some(namesz), Some(descsz), Some(ty)) = (u32_at(i), u32_at(i + 4), u32_at(i + 8)) else {
+        let (Some(namesz), Some(descsz), Some(ty)) = (u32_at(i), u32_at(i + 4), u32_at(i + 8))
+        else {
             return Err(bad(i, "truncated note header"));
         };
         let (namesz, descsz) = (namesz as usize, descsz as usize);
@@ -162,7 +171,14 @@ pub fn parse_notes(path: &Path, sec: &[u8]) -> Result<Vec<RawNote>, UsdtError> {
             if !d[24..].ends_with(&[0]) {
                 return Err(bad(i, "unterminated string"));
             }
-            out.push(RawNote { pc: u64_at(0), base: u64_at(8), semaphore: u64_at(16), provider, name, args });
+            out.push(RawNote {
+                pc: u64_at(0),
+                base: u64_at(8),
+                semaphore: u64_at(16),
+                provider,
+                name,
+                args,
+            });
         }
         i = next;
     }
@@ -186,7 +202,8 @@ pub fn probes(elf: &ElfFile) -> Result<Vec<UsdtProbe>, UsdtError> {
                 _ => 0,
             };
             let pc = VirtAddr(note.pc.wrapping_add(delta));
-            let semaphore = (note.semaphore != 0).then(|| VirtAddr(note.semaphore.wrapping_add(delta)));
+            let semaphore =
+                (note.semaphore != 0).then(|| VirtAddr(note.semaphore.wrapping_add(delta)));
             let pc_offset = elf.file_offset(pc)?;
             let semaphore_offset = semaphore.map(|s| elf.file_offset(s)).transpose()?;
             let arg_err = |source| UsdtError::Arg {
@@ -199,7 +216,10 @@ pub fn probes(elf: &ElfFile) -> Result<Vec<UsdtProbe>, UsdtError> {
             for a in &mut args {
                 a.resolve(|s| elf.symbol_addr(s)).map_err(arg_err)?;
             }
-            let function = elf.function_at(pc).map(|f| f.name.clone()).unwrap_or_default();
+            let function = elf
+                .function_at(pc)
+                .map(|f| f.name.clone())
+                .unwrap_or_default();
             out.push(UsdtProbe {
                 path: path.to_path_buf(),
                 provider: note.provider,
@@ -244,7 +264,12 @@ mod tests {
 
     #[test]
     fn parses_descriptors() {
-        let mut sec = note(0x1139, 0x2004, 0x4010, &["prov", "probe__one", "-4@%edi 8@-8(%rbp)"]);
+        let mut sec = note(
+            0x1139,
+            0x2004,
+            0x4010,
+            &["prov", "probe__one", "-4@%edi 8@-8(%rbp)"],
+        );
         sec.extend(note(0x1200, 0x2004, 0, &["prov", "two", ""]));
         let notes = parse_notes(Path::new("x"), &sec).unwrap();
         assert_eq!(notes.len(), 2);

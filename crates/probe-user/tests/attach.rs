@@ -37,19 +37,31 @@ impl Prog {
     }
     /// (hits, register sum) for cookie `c`.
     fn get(&self, c: u32) -> (u64, u64) {
-        (sys::map_lookup(self.map.as_raw_fd(), c).unwrap(), sys::map_lookup(self.map.as_raw_fd(), c + 8).unwrap())
+        (
+            sys::map_lookup(self.map.as_raw_fd(), c).unwrap(),
+            sys::map_lookup(self.map.as_raw_fd(), c + 8).unwrap(),
+        )
     }
 }
 
 /// Starts `target N wait`: it blocks reading stdin until `go` is called.
 /// Returns once the target is blocked in its read (so its libraries are mapped).
 fn start(bin: &Path) -> Child {
-    let mut child = Command::new(bin).args([&N.to_string(), "wait"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(bin)
+        .args([&N.to_string(), "wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id();
     for _ in 0..400 {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or("");
         if maps.contains("libc.so.6") && state == "S" {
             return child;
         }
@@ -69,7 +81,13 @@ fn go(mut child: Child) -> String {
 }
 
 fn sites(s: &[PidSite], cookie: u64) -> Vec<UprobeSite> {
-    s.iter().map(|s| UprobeSite { offset: s.offset, ref_ctr_offset: None, cookie }).collect()
+    s.iter()
+        .map(|s| UprobeSite {
+            offset: s.offset,
+            ref_ctr_offset: None,
+            cookie,
+        })
+        .collect()
 }
 
 fn build(flags: &[&str]) -> (tempfile::TempDir, PathBuf) {
@@ -93,9 +111,30 @@ fn multi_link_entry_return_and_uretprobe_are_exact() {
     let p_entry = Prog::new(Reg::Rdi, true);
     let p_ret = Prog::new(Reg::Rax, true);
     let p_uret = Prog::new(Reg::Rax, true);
-    let _l1 = sys::attach_uprobe_multi(p_entry.prog.as_raw_fd(), &bin, &sites(&entry, 0), Some(pid), false).unwrap();
-    let _l2 = sys::attach_uprobe_multi(p_ret.prog.as_raw_fd(), &bin, &sites(&rets, 1), Some(pid), false).unwrap();
-    let _l3 = sys::attach_uprobe_multi(p_uret.prog.as_raw_fd(), &bin, &sites(&entry, 2), Some(pid), true).unwrap();
+    let _l1 = sys::attach_uprobe_multi(
+        p_entry.prog.as_raw_fd(),
+        &bin,
+        &sites(&entry, 0),
+        Some(pid),
+        false,
+    )
+    .unwrap();
+    let _l2 = sys::attach_uprobe_multi(
+        p_ret.prog.as_raw_fd(),
+        &bin,
+        &sites(&rets, 1),
+        Some(pid),
+        false,
+    )
+    .unwrap();
+    let _l3 = sys::attach_uprobe_multi(
+        p_uret.prog.as_raw_fd(),
+        &bin,
+        &sites(&entry, 2),
+        Some(pid),
+        true,
+    )
+    .unwrap();
     let out = go(child);
     assert_eq!(out, "10 60");
     // add(i, 1) for i in 0..10: arg0 sums to 45, the return value to 55.
@@ -115,13 +154,21 @@ fn pid_filter_excludes_other_processes() {
     let a = start(&bin);
     let b = start(&bin);
     let p = Prog::new(Reg::Rdi, true);
-    let _l = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &sites(&entry, 0), Some(a.id()), false).unwrap();
+    let _l = sys::attach_uprobe_multi(
+        p.prog.as_raw_fd(),
+        &bin,
+        &sites(&entry, 0),
+        Some(a.id()),
+        false,
+    )
+    .unwrap();
     go(b);
     go(a);
     assert_eq!(p.get(0).0, N);
     // By path (no pid): every process running the file.
     let p2 = Prog::new(Reg::Rdi, true);
-    let _l2 = sys::attach_uprobe_multi(p2.prog.as_raw_fd(), &bin, &sites(&entry, 0), None, false).unwrap();
+    let _l2 = sys::attach_uprobe_multi(p2.prog.as_raw_fd(), &bin, &sites(&entry, 0), None, false)
+        .unwrap();
     let (c, d) = (start(&bin), start(&bin));
     go(c);
     go(d);
@@ -153,8 +200,14 @@ fn perf_event_fallback_attaches() {
     assert_eq!(q.get(0), (N, 5u64.wrapping_sub(0)));
     // A bad offset: the error names bpf(BPF_LINK_CREATE).
     let m = Prog::new(Reg::Rdi, true);
-    let bad = UprobeSite { offset: FileOffset(1 << 40), ref_ctr_offset: None, cookie: 0 };
-    let err = sys::attach_uprobe_multi(m.prog.as_raw_fd(), &bin, &[bad], None, false).unwrap_err().to_string();
+    let bad = UprobeSite {
+        offset: FileOffset(1 << 40),
+        ref_ctr_offset: None,
+        cookie: 0,
+    };
+    let err = sys::attach_uprobe_multi(m.prog.as_raw_fd(), &bin, &[bad], None, false)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("bpf(BPF_LINK_CREATE"), "{err}");
 }
 
@@ -166,7 +219,9 @@ fn usdt_with_kernel_semaphore_fires_and_reads_args() {
     let (_d, bin) = build(&["-DWITH_SEM"]);
     let elf = ElfFile::open(&bin).unwrap();
     let probe = probes(&elf).unwrap().remove(0);
-    let ArgLocation::Register { reg, byte: 0 } = probe.args[0].loc else { panic!("arg0 {:?}", probe.args[0]) };
+    let ArgLocation::Register { reg, byte: 0 } = probe.args[0].loc else {
+        panic!("arg0 {:?}", probe.args[0])
+    };
     let child = start(&bin);
     let pid = child.id();
     let maps = ProcessMaps::read(pid).unwrap();
@@ -174,8 +229,13 @@ fn usdt_with_kernel_semaphore_fires_and_reads_args() {
     let sem_addr = module.abs(probe.semaphore.unwrap());
     assert_eq!(semaphore::read(pid, sem_addr).unwrap(), 0);
     let p = Prog::new(reg, true);
-    let site = UprobeSite { offset: probe.pc_offset, ref_ctr_offset: probe.semaphore_offset, cookie: 3 };
-    let link = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    let site = UprobeSite {
+        offset: probe.pc_offset,
+        ref_ctr_offset: probe.semaphore_offset,
+        cookie: 3,
+    };
+    let link =
+        sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
     // The kernel incremented the semaphore in the running process.
     assert_eq!(semaphore::read(pid, sem_addr).unwrap(), 1);
     let out = go(child);
@@ -202,8 +262,13 @@ fn usdt_semaphore_through_proc_mem_is_restored() {
     let module = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap();
     let sem = module.abs(probe.semaphore.unwrap());
     let p = Prog::new(Reg::Rax, true);
-    let site = UprobeSite { offset: probe.pc_offset, ref_ctr_offset: None, cookie: 0 };
-    let _link = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    let site = UprobeSite {
+        offset: probe.pc_offset,
+        ref_ctr_offset: None,
+        cookie: 0,
+    };
+    let _link =
+        sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
     let mut guard = SemaphoreGuard::new(rec.path());
     assert_eq!(guard.increment(pid, sem).unwrap(), 1);
     assert!(guard.record_path().exists());
@@ -230,7 +295,11 @@ fn stale_semaphore_records_are_repaired() {
     let rec = tempfile::tempdir().unwrap();
     let child = start(&bin);
     let pid = child.id();
-    let sem = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap().abs(probe.semaphore.unwrap());
+    let sem = ProcessMaps::read(pid)
+        .unwrap()
+        .module(&bin, &elf)
+        .unwrap()
+        .abs(probe.semaphore.unwrap());
     // A "crashed" owner: a process that has exited, whose record says it incremented `sem`.
     let dead = Command::new("true").spawn().unwrap();
     let dead_pid = dead.id();
@@ -239,11 +308,19 @@ fn stale_semaphore_records_are_repaired() {
     dead.wait().unwrap();
     semaphore::adjust(pid, sem, 1).unwrap();
     let start = semaphore::start_time(pid).unwrap();
-    std::fs::write(rec.path().join(format!("{dead_pid}.sem")), format!("{dead_pid} {dead_start}\n{pid} {start} {:x}\n", sem.0)).unwrap();
+    std::fs::write(
+        rec.path().join(format!("{dead_pid}.sem")),
+        format!("{dead_pid} {dead_start}\n{pid} {start} {:x}\n", sem.0),
+    )
+    .unwrap();
     // A live owner's record (ours) is left alone.
     let me = std::process::id();
     let live = rec.path().join(format!("{me}.sem"));
-    std::fs::write(&live, format!("{me} {}\n", semaphore::start_time(me).unwrap())).unwrap();
+    std::fs::write(
+        &live,
+        format!("{me} {}\n", semaphore::start_time(me).unwrap()),
+    )
+    .unwrap();
     let repairs = repair_stale(rec.path());
     assert_eq!(repairs.len(), 1);
     assert_eq!((repairs[0].restored, repairs[0].gone), (1, 0));
@@ -265,17 +342,37 @@ fn every_instruction_at_scale_leaves_target_intact() {
     let libc = ElfFile::open(libc_path).unwrap();
     // Every instruction of libc's malloc/free family and string functions that decode.
     let mut lib_sites = Vec::new();
-    for pat in ["*malloc*", "*free*", "str*", "__libc_start*", "exit", "_IO_*"] {
+    for pat in [
+        "*malloc*",
+        "*free*",
+        "str*",
+        "__libc_start*",
+        "exit",
+        "_IO_*",
+    ] {
         lib_sites.extend(pid_sites(&libc, pat, "").unwrap().0);
     }
     lib_sites.sort_by_key(|s| s.offset);
     lib_sites.dedup_by_key(|s| s.offset);
-    assert!(own.len() + lib_sites.len() > 2000, "{} + {}", own.len(), lib_sites.len());
+    assert!(
+        own.len() + lib_sites.len() > 2000,
+        "{} + {}",
+        own.len(),
+        lib_sites.len()
+    );
     let child = start(&bin);
     let pid = child.id();
     let p = Prog::new(Reg::Rax, true);
-    let l1 = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &sites(&own, 0), Some(pid), false).unwrap();
-    let l2 = sys::attach_uprobe_multi(p.prog.as_raw_fd(), libc_path, &sites(&lib_sites, 1), Some(pid), false).unwrap();
+    let l1 = sys::attach_uprobe_multi(p.prog.as_raw_fd(), &bin, &sites(&own, 0), Some(pid), false)
+        .unwrap();
+    let l2 = sys::attach_uprobe_multi(
+        p.prog.as_raw_fd(),
+        libc_path,
+        &sites(&lib_sites, 1),
+        Some(pid),
+        false,
+    )
+    .unwrap();
     let out = go(child);
     drop((l1, l2));
     assert_eq!(out, unprobed);
@@ -304,8 +401,14 @@ fn symbolizes_process_addresses_after_exit() {
     go(child);
     // The process has exited; its remembered maps still resolve.
     let main = elf.function("main").unwrap();
-    assert_eq!(s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).frame(), "t`main+0x4");
-    assert_eq!(s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).sym(), "t`main");
+    assert_eq!(
+        s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).frame(),
+        "t`main+0x4"
+    );
+    assert_eq!(
+        s.resolve(pid, AbsAddr(module.abs(main.addr).0 + 4)).sym(),
+        "t`main"
+    );
     assert_eq!(s.resolve(pid, module.abs(add.addr)).frame(), "t`add");
     let m = s.resolve(pid, AbsAddr(libc_mod.abs(malloc.addr).0 + 0x10));
     assert_eq!(m.module.as_deref(), Some("libc.so.6"));
@@ -328,22 +431,67 @@ fn catalog_probes_attach_through_attach_module() {
     let pid = child.id();
     let cat = UserCatalog::new();
     // pid$target:a.out:add:return -> a uretprobe; arg1 (rax) sums to 55.
-    let ret = cat.matching(&ProbeDescPattern::new(&format!("pid{pid}"), "a.out", "add", "return"));
+    let ret = cat.matching(&ProbeDescPattern::new(
+        &format!("pid{pid}"),
+        "a.out",
+        "add",
+        "return",
+    ));
     assert_eq!(ret.len(), 1);
-    let ProbeKind::Uprobe { path, offset, ret: true, pid: Some(p) } = &ret[0].kind else { panic!("{:?}", ret[0].kind) };
+    let ProbeKind::Uprobe {
+        path,
+        offset,
+        ret: true,
+        pid: Some(p),
+    } = &ret[0].kind
+    else {
+        panic!("{:?}", ret[0].kind)
+    };
     assert_eq!(*p, pid);
     let pr = Prog::new(Reg::Rax, false);
-    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: true, pid: Some(pid), semaphore: None, multi_prog: false, cookies: &[] };
+    let req = AttachRequest {
+        path: Path::new(path),
+        offsets: &[FileOffset(*offset)],
+        ret: true,
+        pid: Some(pid),
+        semaphore: None,
+        multi_prog: false,
+        cookies: &[],
+    };
     let a1 = attach(pr.prog.as_raw_fd(), &req).unwrap();
     assert_eq!(a1.len(), 1);
     // sl_test$target:::tick with its semaphore, through a uprobe_multi link.
-    let usdt = cat.matching(&ProbeDescPattern::new(&format!("sl_test{pid}"), "", "", "tick"));
+    let usdt = cat.matching(&ProbeDescPattern::new(
+        &format!("sl_test{pid}"),
+        "",
+        "",
+        "tick",
+    ));
     assert_eq!(usdt.len(), 1);
     assert_eq!(usdt[0].provider, format!("sl_test{pid}"));
-    assert_eq!((usdt[0].module.as_str(), usdt[0].function.as_str()), ("t", "main"));
-    let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &usdt[0].kind else { panic!() };
+    assert_eq!(
+        (usdt[0].module.as_str(), usdt[0].function.as_str()),
+        ("t", "main")
+    );
+    let ProbeKind::Usdt {
+        path,
+        offset,
+        semaphore: Some(sem),
+        ..
+    } = &usdt[0].kind
+    else {
+        panic!()
+    };
     let pu = Prog::new(Reg::Rax, true);
-    let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true, cookies: &[] };
+    let req = AttachRequest {
+        path: Path::new(path),
+        offsets: &[FileOffset(*offset)],
+        ret: false,
+        pid: Some(pid),
+        semaphore: Some(FileOffset(*sem)),
+        multi_prog: true,
+        cookies: &[],
+    };
     let a2 = attach(pu.prog.as_raw_fd(), &req).unwrap();
     // The kernel's counter took: nothing set by hand.
     assert_eq!(a2.self_set_semaphores, 0);
@@ -387,16 +535,33 @@ fn held_command_probes_fire_from_the_start() {
         let p = Prog::new(reg, true);
         let (path, offset, sem) = match &info.kind {
             ProbeKind::Uprobe { path, offset, .. } => (path.clone(), *offset, None),
-            ProbeKind::Usdt { path, offset, semaphore, .. } => (path.clone(), *offset, semaphore.map(FileOffset)),
+            ProbeKind::Usdt {
+                path,
+                offset,
+                semaphore,
+                ..
+            } => (path.clone(), *offset, semaphore.map(FileOffset)),
             k => panic!("{k:?}"),
         };
-        let req = AttachRequest { path: Path::new(&path), offsets: &[FileOffset(offset)], ret: false, pid: Some(pid), semaphore: sem, multi_prog: true, cookies: &[] };
+        let req = AttachRequest {
+            path: Path::new(&path),
+            offsets: &[FileOffset(offset)],
+            ret: false,
+            pid: Some(pid),
+            semaphore: sem,
+            multi_prog: true,
+            cookies: &[],
+        };
         held.push(attach(p.prog.as_raw_fd(), &req).unwrap());
         progs.push(p);
     }
     child.stdin.take().unwrap().write_all(b"go\n").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "10 60", "the semaphore was set from the start");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "10 60",
+        "the semaphore was set from the start"
+    );
     assert_eq!(progs[0].get(0), (N, 45));
     // malloc(16 * (i % 4 + 1)) ten times: sizes sum to 16 * (1+2+3+4+1+2+3+4+1+2) = 368; the
     // shell before exec and stdio add a few more calls.
@@ -422,7 +587,10 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
     let bin = common::build_rust_sem(dir.path());
     let elf = ElfFile::open(&bin).unwrap();
     let probe = probes(&elf).unwrap().remove(0);
-    assert!(elf.page_shared_by_segments(probe.semaphore_offset.unwrap()), "not the lld layout this test is about");
+    assert!(
+        elf.page_shared_by_segments(probe.semaphore_offset.unwrap()),
+        "not the lld layout this test is about"
+    );
     // Kernel counter only (what the attach does when the process is already running): 0 hits.
     let run = |use_setter: bool| -> (String, u64) {
         let mut child = Command::new("sh")
@@ -435,22 +603,52 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
         let cat = UserCatalog::with_held_command(pid, bin.clone());
         let m = cat.matching(&ProbeDescPattern::new(&format!("rs{pid}"), "", "", "hit"));
         assert_eq!(m.len(), 1);
-        let ProbeKind::Usdt { path, offset, semaphore: Some(sem), .. } = &m[0].kind else { panic!() };
+        let ProbeKind::Usdt {
+            path,
+            offset,
+            semaphore: Some(sem),
+            ..
+        } = &m[0].kind
+        else {
+            panic!()
+        };
         let p = Prog::new(Reg::Rdi, true);
         let held = if use_setter {
-            let req = AttachRequest { path: Path::new(path), offsets: &[FileOffset(*offset)], ret: false, pid: Some(pid), semaphore: Some(FileOffset(*sem)), multi_prog: true, cookies: &[] };
+            let req = AttachRequest {
+                path: Path::new(path),
+                offsets: &[FileOffset(*offset)],
+                ret: false,
+                pid: Some(pid),
+                semaphore: Some(FileOffset(*sem)),
+                multi_prog: true,
+                cookies: &[],
+            };
             let a = attach(p.prog.as_raw_fd(), &req).unwrap();
             assert!(a.has_entry_setter());
             Ok(a)
         } else {
-            let site = UprobeSite { offset: FileOffset(*offset), ref_ctr_offset: Some(FileOffset(*sem)), cookie: 0 };
-            Err(sys::attach_uprobe_multi(p.prog.as_raw_fd(), Path::new(path), &[site], Some(pid), false).unwrap())
+            let site = UprobeSite {
+                offset: FileOffset(*offset),
+                ref_ctr_offset: Some(FileOffset(*sem)),
+                cookie: 0,
+            };
+            Err(sys::attach_uprobe_multi(
+                p.prog.as_raw_fd(),
+                Path::new(path),
+                &[site],
+                Some(pid),
+                false,
+            )
+            .unwrap())
         };
         child.stdin.take().unwrap().write_all(b"go\n").unwrap();
         let out = child.wait_with_output().unwrap();
         drop(held);
         // (iterations that saw the semaphore, arg0 sum)
-        (String::from_utf8_lossy(&out.stdout).trim().to_string(), p.get(0).1)
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            p.get(0).1,
+        )
     };
     // FIXME(kernel): the reference counter alone misses this layout under -c; this asserts today's
     // kernel behaviour that the setter exists for.
@@ -472,10 +670,15 @@ fn uprobe_ip_is_the_probe_address() {
     let child = start(&bin);
     let pid = child.id();
     let module = ProcessMaps::read(pid).unwrap().module(&bin, &elf).unwrap();
-    let site = UprobeSite { offset: add.offset, ref_ctr_offset: None, cookie: 0 };
+    let site = UprobeSite {
+        offset: add.offset,
+        ref_ctr_offset: None,
+        cookie: 0,
+    };
     let pm = Prog::new(Reg::Rip, true);
     let pp = Prog::new(Reg::Rip, false);
-    let _l = sys::attach_uprobe_multi(pm.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
+    let _l =
+        sys::attach_uprobe_multi(pm.prog.as_raw_fd(), &bin, &[site], Some(pid), false).unwrap();
     let _e = sys::attach_uprobe_perf(pp.prog.as_raw_fd(), &bin, site, Some(pid), false).unwrap();
     go(child);
     let want = N.wrapping_mul(module.abs(add.addr).0);

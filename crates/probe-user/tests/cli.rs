@@ -8,21 +8,42 @@ use std::process::Command;
 
 /// Runs `sightline probe ARGS` and returns (stdout, stderr), asserting success.
 fn probe(args: &[&str]) -> (String, String) {
-    let out = Command::new(test_support::sightline_bin()).arg("probe").args(args).output().expect("run sightline");
-    let (so, se) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(out.status.success(), "sightline probe {args:?} failed\nstdout:\n{so}\nstderr:\n{se}");
+    let out = Command::new(test_support::sightline_bin())
+        .arg("probe")
+        .args(args)
+        .output()
+        .expect("run sightline");
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "sightline probe {args:?} failed\nstdout:\n{so}\nstderr:\n{se}"
+    );
     (so, se)
 }
 
 /// The aggregation lines of an output: non-empty lines with only whitespace-separated fields.
 fn rows(out: &str) -> Vec<Vec<String>> {
-    out.lines().map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>()).filter(|r| !r.is_empty()).collect()
+    out.lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .filter(|r| !r.is_empty())
+        .collect()
 }
 
 fn gcc(dir: &Path, src: &str, name: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common").join(src);
-    let st = Command::new("gcc").args(["-O1", "-o"]).arg(&out).arg(&src).args(flags).status().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/common")
+        .join(src);
+    let st = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(flags)
+        .status()
+        .unwrap();
     assert!(st.success());
     out
 }
@@ -42,14 +63,28 @@ fn python_function_return_counts_are_exact() {
         "-c",
         &format!("/usr/bin/python3.11 {s}"),
         "-n",
-        &format!("python$target:::function-return /copyinstr(arg0) == \"{s}\"/ {{ @[copyinstr(arg1), arg2] = count(); }}"),
+        &format!(
+            "python$target:::function-return /copyinstr(arg0) == \"{s}\"/ {{ @[copyinstr(arg1), arg2] = count(); }}"
+        ),
     ]);
     let r = rows(&out);
     // alpha returns 7 times directly and 3 times through beta, at line 2; beta 3 times at line 4;
     // the module once.
-    assert!(r.contains(&vec!["alpha".into(), "2".into(), "10".into()]), "{out}");
-    assert!(r.contains(&vec!["beta".into(), "4".into(), "3".into()]), "{out}");
-    assert_eq!(r.iter().filter(|x| x[0] == "<module>" && x[2] == "1").count(), 1, "{out}");
+    assert!(
+        r.contains(&vec!["alpha".into(), "2".into(), "10".into()]),
+        "{out}"
+    );
+    assert!(
+        r.contains(&vec!["beta".into(), "4".into(), "3".into()]),
+        "{out}"
+    );
+    assert_eq!(
+        r.iter()
+            .filter(|x| x[0] == "<module>" && x[2] == "1")
+            .count(),
+        1,
+        "{out}"
+    );
     assert_eq!(r.len(), 3, "{out}");
 }
 
@@ -62,7 +97,12 @@ fn malloc_quantize_is_exact() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = gcc(dir.path(), "mallocs.c", "mallocs", &[]);
-    let (out, _) = probe(&["-c", bin.to_str().unwrap(), "-n", "pid$target:libc.so.6:malloc:entry { @ = quantize(arg0); }"]);
+    let (out, _) = probe(&[
+        "-c",
+        bin.to_str().unwrap(),
+        "-n",
+        "pid$target:libc.so.6:malloc:entry { @ = quantize(arg0); }",
+    ]);
     let want = "\
            value  ------------- Distribution ------------- count    
                0 |                                         0        
@@ -107,7 +147,13 @@ fn entry_return_pairs_and_values_are_exact() {
         "END { printa(\"entries %@d\\n\", @e); printa(\"arg0 sum %@d\\n\", @a); printa(\"arg1 sum %@d\\n\", @b); printa(\"returns %@d\\n\", @r); printa(\"values %@d\\n\", @v); printa(\"classify %d %@d\\n\", @c); printa(\"ret at %x %@d\\n\", @o); }",
     ]);
     // add(i, 1) for i in 0..10; classify(i - 2) returns -1, -1, 0, then 1 seven times.
-    for line in ["entries 10", "arg0 sum 45", "arg1 sum 10", "returns 10", "values 55"] {
+    for line in [
+        "entries 10",
+        "arg0 sum 45",
+        "arg1 sum 10",
+        "returns 10",
+        "values 55",
+    ] {
         assert!(out.lines().any(|l| l == line), "{line}: {out}");
     }
     assert!(out.contains("classify -1 2"), "{out}");
@@ -123,9 +169,16 @@ fn entry_return_pairs_and_values_are_exact() {
             probe_user::list::PidSiteKind::Return { offset, .. } => offset,
             _ => panic!(),
         })
-        .map(|o| out.lines().find_map(|l| l.strip_prefix(&format!("ret at {o:x} "))).map_or(0, |n| n.parse::<u64>().unwrap()))
+        .map(|o| {
+            out.lines()
+                .find_map(|l| l.strip_prefix(&format!("ret at {o:x} ")))
+                .map_or(0, |n| n.parse::<u64>().unwrap())
+        })
         .sum();
-    assert_eq!(seen, 10, "every return counted at its instruction's offset: {out}");
+    assert_eq!(
+        seen, 10,
+        "every return counted at its instruction's offset: {out}"
+    );
 }
 
 /// A `<sys/sdt.h>` program with and without a semaphore: every probe fires, with its arguments;
@@ -167,8 +220,13 @@ fn rust_lld_semaphore_probes_fire_under_c() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::build_rust_sem(dir.path());
     let elf = probe_user::elf::ElfFile::open(&bin).unwrap();
-    let sem = probe_user::usdt::probes(&elf).unwrap()[0].semaphore_offset.unwrap();
-    assert!(elf.page_shared_by_segments(sem), "the semaphore must be on the page lld maps twice");
+    let sem = probe_user::usdt::probes(&elf).unwrap()[0]
+        .semaphore_offset
+        .unwrap();
+    assert!(
+        elf.page_shared_by_segments(sem),
+        "the semaphore must be on the page lld maps twice"
+    );
     let (out, _) = probe(&[
         "-q",
         "-c",
@@ -176,8 +234,14 @@ fn rust_lld_semaphore_probes_fire_under_c() {
         "-n",
         "rs$target:::hit { @n = count(); @s = sum(arg0); } END { printa(\"hits %@d\\n\", @n); printa(\"sum %@d\\n\", @s); }",
     ]);
-    assert!(out.lines().any(|l| l == "hits 10") && out.lines().any(|l| l == "sum 45"), "{out}");
-    assert!(out.lines().any(|l| l.trim() == "10"), "the program saw the semaphore 10 times: {out}");
+    assert!(
+        out.lines().any(|l| l == "hits 10") && out.lines().any(|l| l == "sum 45"),
+        "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.trim() == "10"),
+        "the program saw the semaphore 10 times: {out}"
+    );
 }
 
 /// `ustack()` as an aggregation key, symbolized after the process exited.
@@ -188,11 +252,26 @@ fn ustack_is_symbolized() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = common::build_target(dir.path(), "t", &["-fno-omit-frame-pointer"]);
-    let (out, _) = probe(&["-c", &format!("{} 10", bin.display()), "-n", "pid$target:a.out:classify:entry { @[ustack()] = count(); }"]);
-    let lines: Vec<&str> = out.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let i = lines.iter().position(|l| *l == "t`classify").unwrap_or_else(|| panic!("no t`classify frame:\n{out}"));
+    let (out, _) = probe(&[
+        "-c",
+        &format!("{} 10", bin.display()),
+        "-n",
+        "pid$target:a.out:classify:entry { @[ustack()] = count(); }",
+    ]);
+    let lines: Vec<&str> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let i = lines
+        .iter()
+        .position(|l| *l == "t`classify")
+        .unwrap_or_else(|| panic!("no t`classify frame:\n{out}"));
     // The frames below it are in libc (the caller's frame pointer chain), then the count.
-    assert!(lines[i + 1..].iter().any(|l| l.starts_with("libc.so.6`")), "{out}");
+    assert!(
+        lines[i + 1..].iter().any(|l| l.starts_with("libc.so.6`")),
+        "{out}"
+    );
     assert!(lines.contains(&"10"), "{out}");
 }
 
@@ -206,7 +285,15 @@ fn libstdcxx_throw_and_catch_counts() {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("throws");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/throws.cc");
-    assert!(Command::new("g++").args(["-O1", "-o"]).arg(&bin).arg(&src).status().unwrap().success());
+    assert!(
+        Command::new("g++")
+            .args(["-O1", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .unwrap()
+            .success()
+    );
     let (out, _) = probe(&[
         "-c",
         bin.to_str().unwrap(),
@@ -214,8 +301,14 @@ fn libstdcxx_throw_and_catch_counts() {
         "libstdcxx$target:::throw,libstdcxx$target:::catch { @[probename] = count(); }",
     ]);
     let r = rows(&out);
-    assert!(r.contains(&vec!["throw".to_string(), "5".to_string()]), "{out}");
-    assert!(r.contains(&vec!["catch".to_string(), "5".to_string()]), "{out}");
+    assert!(
+        r.contains(&vec!["throw".to_string(), "5".to_string()]),
+        "{out}"
+    );
+    assert!(
+        r.contains(&vec!["catch".to_string(), "5".to_string()]),
+        "{out}"
+    );
 }
 
 /// Probes by path (the module given as a macro argument, since a `/` cannot appear in a D probe
@@ -231,7 +324,12 @@ fn probes_by_path_cover_running_and_later_processes() {
     let bin = common::build_target(dir.path(), "t", &["-DWITH_SEM"]);
     let b = bin.to_str().unwrap();
     // Already running (blocked before its loop).
-    let mut early = Command::new(&bin).args(["10", "wait"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut early = Command::new(&bin)
+        .args(["10", "wait"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let ep = early.id();
     let mut tracer = Command::new(test_support::sightline_bin())
         .args([
@@ -266,8 +364,20 @@ fn probes_by_path_cover_running_and_later_processes() {
     assert!(out.contains(&format!("add {ep} 10")), "{out}");
     assert!(out.contains(&format!("tick {ep} 10")), "{out}");
     // The later process (its pid unknown here) by its counts.
-    assert_eq!(out.lines().filter(|l| l.starts_with("add ") && l.ends_with(" 5")).count(), 1, "{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("tick ") && l.ends_with(" 5")).count(), 1, "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("add ") && l.ends_with(" 5"))
+            .count(),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("tick ") && l.ends_with(" 5"))
+            .count(),
+        1,
+        "{out}"
+    );
     assert_eq!(String::from_utf8_lossy(&late.stdout).trim(), "5 15");
 }
 
@@ -293,8 +403,16 @@ fn thousands_of_instruction_probes_leave_the_target_intact() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no match count in {err}"));
     assert!(matched > 2000, "{matched} probes");
-    assert!(out.contains("10 60"), "the target's output is unchanged: {out}");
-    let hits: u64 = rows(&out).iter().filter(|r| r.len() == 1).filter_map(|r| r[0].parse().ok()).max().unwrap();
+    assert!(
+        out.contains("10 60"),
+        "the target's output is unchanged: {out}"
+    );
+    let hits: u64 = rows(&out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap();
     assert!(hits > 500, "{hits} hits");
 }
 
@@ -310,7 +428,11 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::build_rust_sem(dir.path());
     // 200 iterations, 20 ms apart: 4 s, of which tracing covers about 1 s.
-    let target = Command::new(&bin).args(["200", "20"]).stdout(Stdio::piped()).spawn().unwrap();
+    let target = Command::new(&bin)
+        .args(["200", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = target.id();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let (out, _) = probe(&[
@@ -322,12 +444,19 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
     ]);
     let t = target.wait_with_output().unwrap();
     let enabled: u64 = String::from_utf8_lossy(&t.stdout).trim().parse().unwrap();
-    let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
+    let hits: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("hits "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     // Traced for about 1 s of the 4 s: some iterations, not all, and exactly those fired.
     assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
     // The program tests the semaphore, then reaches the probe site: a detach between the two loses
     // that one hit (and an attach between them adds none), so the counts agree within one.
-    assert!(hits.abs_diff(enabled) <= 1, "hits {hits} enabled {enabled}: {out}");
+    assert!(
+        hits.abs_diff(enabled) <= 1,
+        "hits {hits} enabled {enabled}: {out}"
+    );
 }
 
 /// `-l`: a binary's USDT probes (path as a macro argument) and a running process's.
@@ -335,11 +464,28 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
 fn lists_usdt_probes_of_a_binary_and_a_process() {
     use std::process::Stdio;
     let (out, _) = probe(&["-l", "-n", "python:$1::", "/usr/bin/python3.11"]);
-    let names: Vec<String> = rows(&out).iter().skip(1).map(|r| r.last().unwrap().clone()).collect();
-    for n in ["function-entry", "function-return", "gc-start", "gc-done", "line", "audit"] {
+    let names: Vec<String> = rows(&out)
+        .iter()
+        .skip(1)
+        .map(|r| r.last().unwrap().clone())
+        .collect();
+    for n in [
+        "function-entry",
+        "function-return",
+        "gc-start",
+        "gc-done",
+        "line",
+        "audit",
+    ] {
         assert!(names.iter().any(|x| x == n), "{n} in {out}");
     }
-    assert!(rows(&out).iter().skip(1).all(|r| r[1] == "python" && r[2] == "python3.11"), "{out}");
+    assert!(
+        rows(&out)
+            .iter()
+            .skip(1)
+            .all(|r| r[1] == "python" && r[2] == "python3.11"),
+        "{out}"
+    );
     if !test_support::privileged("reads another process's maps") {
         return;
     }
@@ -350,12 +496,25 @@ fn lists_usdt_probes_of_a_binary_and_a_process() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let pid = py.id();
-    let (out, _) = probe(&["-l", "-p", &pid.to_string(), "-n", "python$target:::function-return"]);
+    let (out, _) = probe(&[
+        "-l",
+        "-p",
+        &pid.to_string(),
+        "-n",
+        "python$target:::function-return",
+    ]);
     drop(py.stdin.take());
     py.wait().unwrap();
     let r = rows(&out);
     assert_eq!(r.len(), 2, "{out}");
-    assert_eq!((r[1][1].as_str(), r[1][2].as_str(), r[1][3].as_str()), (format!("python{pid}").as_str(), "python3.11", "function-return"));
+    assert_eq!(
+        (r[1][1].as_str(), r[1][2].as_str(), r[1][3].as_str()),
+        (
+            format!("python{pid}").as_str(),
+            "python3.11",
+            "function-return"
+        )
+    );
 }
 
 /// Ctrl-C (SIGINT) ends tracing of a running process cleanly: aggregations print, the probe is
@@ -368,7 +527,11 @@ fn sigint_detaches_and_restores_the_semaphore() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = common::build_rust_sem(dir.path());
-    let target = Command::new(&bin).args(["200", "20"]).stdout(Stdio::piped()).spawn().unwrap();
+    let target = Command::new(&bin)
+        .args(["200", "20"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = target.id();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let tracer = Command::new(test_support::sightline_bin())
@@ -392,15 +555,28 @@ fn sigint_detaches_and_restores_the_semaphore() {
     std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
     assert_eq!(line, "ready\n");
     std::thread::sleep(std::time::Duration::from_millis(700));
-    assert!(Command::new("kill").args(["-INT", &tracer.id().to_string()]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &tracer.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
     let mut out = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
     tracer.wait().unwrap();
     let t = target.wait_with_output().unwrap();
     let enabled: u64 = String::from_utf8_lossy(&t.stdout).trim().parse().unwrap();
-    let hits: u64 = out.lines().find_map(|l| l.strip_prefix("hits ")).and_then(|n| n.parse().ok()).unwrap_or(0);
+    let hits: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("hits "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     assert!(enabled > 0 && enabled < 200, "enabled {enabled}");
     // The program tests the semaphore, then reaches the probe site: a detach between the two loses
     // that one hit (and an attach between them adds none), so the counts agree within one.
-    assert!(hits.abs_diff(enabled) <= 1, "hits {hits} enabled {enabled}: {out}");
+    assert!(
+        hits.abs_diff(enabled) <= 1,
+        "hits {hits} enabled {enabled}: {out}"
+    );
 }

@@ -6,7 +6,8 @@ use probe_user::held::{HeldCommand, HeldError};
 /// The state letter of `/proc/PID/stat` (`T`/`t` stopped, `Z` zombie), `None` once reaped.
 fn state(pid: u32) -> Option<char> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+    s.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
 #[test]
@@ -52,14 +53,23 @@ fn released_runs_and_reports_its_status() {
 
 #[test]
 fn cannot_execute_is_reported_before_fork() {
-    let e = HeldCommand::spawn(std::path::Path::new("/nonexistent/cmd"), &["cmd".to_string()]).unwrap_err();
+    let e = HeldCommand::spawn(
+        std::path::Path::new("/nonexistent/cmd"),
+        &["cmd".to_string()],
+    )
+    .unwrap_err();
     match e {
-        HeldError::CannotExecute { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::ENOENT)),
+        HeldError::CannotExecute { source, .. } => {
+            assert_eq!(source.raw_os_error(), Some(libc::ENOENT))
+        }
         e => panic!("unexpected {e}"),
     }
-    let e = HeldCommand::spawn(std::path::Path::new("/etc/passwd"), &["passwd".to_string()]).unwrap_err();
+    let e = HeldCommand::spawn(std::path::Path::new("/etc/passwd"), &["passwd".to_string()])
+        .unwrap_err();
     match e {
-        HeldError::CannotExecute { source, .. } => assert_eq!(source.raw_os_error(), Some(libc::EACCES)),
+        HeldError::CannotExecute { source, .. } => {
+            assert_eq!(source.raw_os_error(), Some(libc::EACCES))
+        }
         e => panic!("unexpected {e}"),
     }
 }
@@ -90,7 +100,12 @@ fn killed_tracer_takes_the_held_command_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("ran.txt");
     let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "killed_tracer_takes_the_held_command_with_it", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "killed_tracer_takes_the_held_command_with_it",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("HELD_EXITKILL_FILE", &file)
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -99,7 +114,10 @@ fn killed_tracer_takes_the_held_command_with_it() {
     let pid: u32 = lines
         .by_ref()
         .map_while(Result::ok)
-        .find_map(|l| l.split_once("HELD_PID ").map(|(_, p)| p.trim().parse().unwrap()))
+        .find_map(|l| {
+            l.split_once("HELD_PID ")
+                .map(|(_, p)| p.trim().parse().unwrap())
+        })
         .expect("the helper prints the held pid");
     assert_eq!(state(pid), Some('t'), "held in a ptrace stop");
     // The tracer dies without releasing it: PTRACE_O_EXITKILL kills the command.
@@ -114,7 +132,11 @@ fn killed_tracer_takes_the_held_command_with_it() {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(gone, "the held command outlived its tracer: state {:?}", state(pid));
+    assert!(
+        gone,
+        "the held command outlived its tracer: state {:?}",
+        state(pid)
+    );
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!file.exists(), "the held command ran after its tracer died");
 }

@@ -18,14 +18,24 @@ const PYTHON: &str = "/usr/bin/python3.11";
 const LIBSTDCXX: &str = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
 
 fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf8")
 }
 
 /// Defined FUNC/IFUNC symbols of one table as `readelf -W` lists them: (name, addr).
 fn readelf_funcs(path: &str, dynsym: bool) -> BTreeSet<(String, u64)> {
-    let text = run("readelf", &["-W", if dynsym { "--dyn-syms" } else { "--syms" }, path]);
+    let text = run(
+        "readelf",
+        &["-W", if dynsym { "--dyn-syms" } else { "--syms" }, path],
+    );
     let mut out = BTreeSet::new();
     let mut in_table = false;
     for line in text.lines() {
@@ -55,31 +65,61 @@ fn libc_and_python_functions_match_readelf() {
     for (path, kind) in [(LIBC, ElfKind::Dynamic), (PYTHON, ElfKind::Executable)] {
         let elf = ElfFile::open(path).unwrap();
         assert_eq!(elf.kind(), kind, "{path}");
-        let ours: BTreeSet<(String, u64)> = elf.functions().iter().map(|f| (f.name.clone(), f.addr.0)).collect();
+        let ours: BTreeSet<(String, u64)> = elf
+            .functions()
+            .iter()
+            .map(|f| (f.name.clone(), f.addr.0))
+            .collect();
         let theirs = readelf_funcs(path, true);
-        assert!(theirs.len() > 1000, "{path}: only {} functions", theirs.len());
+        assert!(
+            theirs.len() > 1000,
+            "{path}: only {} functions",
+            theirs.len()
+        );
         let only_ours: Vec<_> = ours.difference(&theirs).take(10).collect();
         let only_theirs: Vec<_> = theirs.difference(&ours).take(10).collect();
-        assert!(only_ours.is_empty() && only_theirs.is_empty(), "{path}: only ours {only_ours:?}, only readelf {only_theirs:?}");
+        assert!(
+            only_ours.is_empty() && only_theirs.is_empty(),
+            "{path}: only ours {only_ours:?}, only readelf {only_theirs:?}"
+        );
         // Stripped: everything came from .dynsym.
-        assert!(elf.functions().iter().all(|f| f.table == SymbolTable::Dynsym));
+        assert!(
+            elf.functions()
+                .iter()
+                .all(|f| f.table == SymbolTable::Dynsym)
+        );
     }
 }
 
 /// `objdump -F` prints each function label's file offset; ours must agree.
 #[test]
 fn file_offsets_match_objdump() {
-    for (path, func) in [(LIBC, "malloc"), (LIBC, "getpid"), (PYTHON, "PyObject_GetAttr"), (PYTHON, "Py_Main")] {
+    for (path, func) in [
+        (LIBC, "malloc"),
+        (LIBC, "getpid"),
+        (PYTHON, "PyObject_GetAttr"),
+        (PYTHON, "Py_Main"),
+    ] {
         let elf = ElfFile::open(path).unwrap();
-        let f = elf.function(func).unwrap_or_else(|| panic!("{func} in {path}"));
+        let f = elf
+            .function(func)
+            .unwrap_or_else(|| panic!("{func} in {path}"));
         let text = run(
             "objdump",
-            &["-d", "-F", &format!("--start-address={:#x}", f.addr.0), &format!("--stop-address={:#x}", f.addr.0 + 1), path],
+            &[
+                "-d",
+                "-F",
+                &format!("--start-address={:#x}", f.addr.0),
+                &format!("--stop-address={:#x}", f.addr.0 + 1),
+                path,
+            ],
         );
         let want = text
             .lines()
             .find_map(|l| l.split("(File Offset: ").nth(1))
-            .map(|s| u64::from_str_radix(s.trim_end_matches("):").trim_start_matches("0x"), 16).unwrap())
+            .map(|s| {
+                u64::from_str_radix(s.trim_end_matches("):").trim_start_matches("0x"), 16).unwrap()
+            })
             .unwrap_or_else(|| panic!("no file offset in objdump output:\n{text}"));
         assert_eq!(f.offset, FileOffset(want), "{path} {func}");
         assert_eq!(elf.vaddr_of_offset(f.offset), Some(f.addr));
@@ -94,7 +134,13 @@ fn file_offsets_match_objdump() {
 fn objdump_starts(path: &Path, start: u64, end: u64) -> Vec<u64> {
     let text = run(
         "objdump",
-        &["-d", "--no-show-raw-insn", &format!("--start-address={start:#x}"), &format!("--stop-address={end:#x}"), path.to_str().unwrap()],
+        &[
+            "-d",
+            "--no-show-raw-insn",
+            &format!("--start-address={start:#x}"),
+            &format!("--stop-address={end:#x}"),
+            path.to_str().unwrap(),
+        ],
     );
     text.lines()
         .filter_map(|l| {
@@ -114,7 +160,11 @@ fn instruction_boundaries_match_objdump() {
         let f = elf.function(name).unwrap();
         let code = decode_function(&elf, f).unwrap();
         let ours: Vec<u64> = code.offsets().map(|o| f.addr.0 + o).collect();
-        assert_eq!(ours, objdump_starts(&target, f.addr.0, f.addr.0 + f.size), "{name}");
+        assert_eq!(
+            ours,
+            objdump_starts(&target, f.addr.0, f.addr.0 + f.size),
+            "{name}"
+        );
         checked += 1;
     }
     // classify has three returns or a shared one: at least one `ret`, all at boundaries.
@@ -126,7 +176,12 @@ fn instruction_boundaries_match_objdump() {
     for f in libc.functions().iter().filter(|f| f.size > 0).step_by(50) {
         let code = decode_function(&libc, f).unwrap_or_else(|e| panic!("{e}"));
         let ours: Vec<u64> = code.offsets().map(|o| f.addr.0 + o).collect();
-        assert_eq!(ours, objdump_starts(Path::new(LIBC), f.addr.0, f.addr.0 + f.size), "libc {}", f.name);
+        assert_eq!(
+            ours,
+            objdump_starts(Path::new(LIBC), f.addr.0, f.addr.0 + f.size),
+            "libc {}",
+            f.name
+        );
         checked += 1;
     }
     assert!(checked > 40, "checked {checked}");
@@ -144,7 +199,15 @@ fn pid_sites_entry_return_offsets() {
     let (r, _) = pid_sites(&elf, "add", "return").unwrap();
     let ret_offs: Vec<u64> = r.iter().map(|s| s.offset.0 - add.offset.0).collect();
     // The return sites are exactly the `ret`s objdump shows.
-    let text = run("objdump", &["-d", &format!("--start-address={:#x}", add.addr.0), &format!("--stop-address={:#x}", add.addr.0 + add.size), target.to_str().unwrap()]);
+    let text = run(
+        "objdump",
+        &[
+            "-d",
+            &format!("--start-address={:#x}", add.addr.0),
+            &format!("--stop-address={:#x}", add.addr.0 + add.size),
+            target.to_str().unwrap(),
+        ],
+    );
     let want: Vec<u64> = text
         .lines()
         .filter(|l| l.trim_end().ends_with("ret"))
@@ -152,23 +215,40 @@ fn pid_sites_entry_return_offsets() {
         .map(|a| a - add.addr.0)
         .collect();
     assert_eq!(ret_offs, want);
-    assert!(matches!(r[0].kind, PidSiteKind::Return { tail_call: false, .. }));
+    assert!(matches!(
+        r[0].kind,
+        PidSiteKind::Return {
+            tail_call: false,
+            ..
+        }
+    ));
     // Every instruction; an offset inside an instruction is refused.
     let (all, _) = pid_sites(&elf, "main", "").unwrap();
     let main = elf.function("main").unwrap();
-    assert_eq!(all.len(), objdump_starts(&target, main.addr.0, main.addr.0 + main.size).len());
+    assert_eq!(
+        all.len(),
+        objdump_starts(&target, main.addr.0, main.addr.0 + main.size).len()
+    );
     let second = match all[1].kind {
         PidSiteKind::Instruction { offset } => offset,
         _ => panic!(),
     };
     assert!(pid_sites(&elf, "main", &format!("{second:x}")).is_ok());
     if second > 1 {
-        let err = pid_sites(&elf, "main", &format!("{:x}", second - 1)).unwrap_err().to_string();
+        let err = pid_sites(&elf, "main", &format!("{:x}", second - 1))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an instruction boundary"), "{err}");
     }
     // Globs over functions.
     let (globbed, _) = pid_sites(&elf, "cla*", "entry").unwrap();
-    assert_eq!(globbed.iter().map(|s| s.function.as_str()).collect::<Vec<_>>(), vec!["classify"]);
+    assert_eq!(
+        globbed
+            .iter()
+            .map(|s| s.function.as_str())
+            .collect::<Vec<_>>(),
+        vec!["classify"]
+    );
 }
 
 #[test]
@@ -228,13 +308,20 @@ fn python_and_libstdcxx_notes_match_readelf() {
             assert_eq!(p.semaphore.map_or(0, |s| s.0), t.3);
             assert_eq!(p.provider, provider);
             assert_eq!(elf.vaddr_of_offset(p.pc_offset), Some(p.pc));
-            assert!(!p.function.is_empty() || path == PYTHON, "{} has no function", p.name);
+            assert!(
+                !p.function.is_empty() || path == PYTHON,
+                "{} has no function",
+                p.name
+            );
         }
     }
     // Python's probes all have semaphores, in .probes; libstdc++'s none.
     let py = probes(&ElfFile::open(PYTHON).unwrap()).unwrap();
     assert!(py.iter().all(|p| p.semaphore_offset.is_some()));
-    let ret: Vec<_> = py.iter().filter(|p| p.matches_name("function-return")).collect();
+    let ret: Vec<_> = py
+        .iter()
+        .filter(|p| p.matches_name("function-return"))
+        .collect();
     assert_eq!(ret.len(), 1);
     assert_eq!(ret[0].dtrace_name(), "function-return");
     // function__return's arguments: filename, function name (pointers) and line number.
@@ -248,13 +335,19 @@ fn python_and_libstdcxx_notes_match_readelf() {
 #[test]
 fn c_program_notes_with_and_without_semaphores() {
     let dir = tempfile::tempdir().unwrap();
-    for (name, flags, has_sem) in [("nosem", &[][..], false), ("sem", &["-DWITH_SEM"][..], true)] {
+    for (name, flags, has_sem) in [
+        ("nosem", &[][..], false),
+        ("sem", &["-DWITH_SEM"][..], true),
+    ] {
         let bin = common::build_target(dir.path(), name, flags);
         let elf = ElfFile::open(&bin).unwrap();
         let ps = probes(&elf).unwrap();
         assert_eq!(ps.len(), 1, "{name}");
         let p = &ps[0];
-        assert_eq!((p.provider.as_str(), p.name.as_str(), p.function.as_str()), ("sl_test", "tick", "main"));
+        assert_eq!(
+            (p.provider.as_str(), p.name.as_str(), p.function.as_str()),
+            ("sl_test", "tick", "main")
+        );
         assert_eq!(p.semaphore.is_some(), has_sem, "{name}");
         if let Some(s) = p.semaphore {
             // The semaphore is the variable the program declared.
@@ -271,9 +364,25 @@ fn c_program_notes_with_and_without_semaphores() {
             }
             other => panic!("{name}: arg2 {other:?}"),
         }
-        assert!(matches!(p.args[0].loc, ArgLocation::Register { reg: Reg::R12 | Reg::Rbx | Reg::Rbp | Reg::R13 | Reg::R14 | Reg::R15, .. }) || matches!(p.args[0].loc, ArgLocation::Register { .. }));
+        assert!(
+            matches!(
+                p.args[0].loc,
+                ArgLocation::Register {
+                    reg: Reg::R12 | Reg::Rbx | Reg::Rbp | Reg::R13 | Reg::R14 | Reg::R15,
+                    ..
+                }
+            ) || matches!(p.args[0].loc, ArgLocation::Register { .. })
+        );
         let rows = list_usdt(&Target::File(bin.clone()), "sl_test", "", "", "tick").unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].provider.as_str(), rows[0].module.as_str(), rows[0].function.as_str(), rows[0].name.as_str()), ("sl_test", name, "main", "tick"));
+        assert_eq!(
+            (
+                rows[0].provider.as_str(),
+                rows[0].module.as_str(),
+                rows[0].function.as_str(),
+                rows[0].name.as_str()
+            ),
+            ("sl_test", name, "main", "tick")
+        );
     }
 }

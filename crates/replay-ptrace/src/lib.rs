@@ -24,13 +24,14 @@
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 pub mod seccomp;
-pub mod syscallbuf;
 mod sys;
+pub mod syscallbuf;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, coarse_monotonic_ns, cpuid, forward_signal_handlers, kill, own_rdtsc_fallbacks,
-    pin_current_to_cpu, rdtsc, rdtscp, take_pending_signal, tgkill, trap_own_rdtsc, untrap_own_rdtsc,
+    CpuidResult, Regs, coarse_monotonic_ns, cpuid, forward_signal_handlers, kill,
+    own_rdtsc_fallbacks, pin_current_to_cpu, rdtsc, rdtscp, take_pending_signal, tgkill,
+    trap_own_rdtsc, untrap_own_rdtsc,
 };
 pub use tracee::{
     PtraceEvent, Resume, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,
@@ -107,7 +108,10 @@ pub struct RemotePtr<T> {
 impl<T> RemotePtr<T> {
     /// Wraps a raw tracee address (as found in a register or a tracee structure).
     pub const fn new(addr: u64) -> Self {
-        RemotePtr { addr, _pointee: PhantomData }
+        RemotePtr {
+            addr,
+            _pointee: PhantomData,
+        }
     }
     /// The null pointer.
     pub const fn null() -> Self {
@@ -127,7 +131,10 @@ impl<T> RemotePtr<T> {
     }
     /// This address plus `n` elements of `T` (wrapping, as the tracee's own arithmetic would).
     pub const fn add(self, n: u64) -> Self {
-        Self::new(self.addr.wrapping_add(n.wrapping_mul(std::mem::size_of::<T>() as u64)))
+        Self::new(
+            self.addr
+                .wrapping_add(n.wrapping_mul(std::mem::size_of::<T>() as u64)),
+        )
     }
     /// This address minus `bytes` bytes.
     pub const fn sub_bytes(self, bytes: u64) -> Self {

@@ -91,7 +91,13 @@ struct ArgRule {
 impl Filter {
     /// A filter whose unlisted system calls get `default`.
     pub fn new(default: Action) -> Self {
-        Filter { default, rules: Vec::new(), arg_rules: Vec::new(), allowed_ip: None, range_rules: Vec::new() }
+        Filter {
+            default,
+            rules: Vec::new(),
+            arg_rules: Vec::new(),
+            allowed_ip: None,
+            range_rules: Vec::new(),
+        }
     }
 
     /// Lets every system call made from the instruction ending at `ip` run (seccomp_data's
@@ -108,16 +114,37 @@ impl Filter {
     /// ([`crate::syscallbuf::BASE`]) while the rest of them run untraced.
     pub fn trace_if_arg_in(&mut self, nr: i64, arg: u8, high: u32, low_end: u32) -> &mut Self {
         assert!(arg < 6, "argument index 0-5");
-        self.range_rules.push(RangeRule { nr: nr as u32, arg, high, low_end });
+        self.range_rules.push(RangeRule {
+            nr: nr as u32,
+            arg,
+            high,
+            low_end,
+        });
         self
     }
 
     /// System call `nr` gets `matched` when the low 32 bits of argument `arg` (0-5) equal one of
     /// `values`, and `otherwise` else (e.g. `fcntl` commands that only touch fd flags run free).
     /// Argument rules are checked before plain rules.
-    pub fn rule_arg(&mut self, nr: i64, arg: u8, values: &[u32], matched: Action, otherwise: Action) -> &mut Self {
-        assert!(arg < 6 && values.len() < 200, "argument index 0-5, fewer than 200 values");
-        self.arg_rules.push(ArgRule { nr: nr as u32, arg, values: values.to_vec(), matched, otherwise });
+    pub fn rule_arg(
+        &mut self,
+        nr: i64,
+        arg: u8,
+        values: &[u32],
+        matched: Action,
+        otherwise: Action,
+    ) -> &mut Self {
+        assert!(
+            arg < 6 && values.len() < 200,
+            "argument index 0-5, fewer than 200 values"
+        );
+        self.arg_rules.push(ArgRule {
+            nr: nr as u32,
+            arg,
+            values: values.to_vec(),
+            matched,
+            otherwise,
+        });
         self
     }
 
@@ -131,7 +158,10 @@ impl Filter {
 
     /// The action the compiled program takes for native system call `nr`.
     pub fn action_for(&self, nr: i64) -> Action {
-        self.rules.iter().find(|(n, _)| *n == nr as u32).map_or(self.default, |(_, a)| *a)
+        self.rules
+            .iter()
+            .find(|(n, _)| *n == nr as u32)
+            .map_or(self.default, |(_, a)| *a)
     }
 
     /// The action for `nr` with arguments `args`, argument rules included.
@@ -146,7 +176,12 @@ impl Filter {
     /// Compiles the filter to classic BPF. Rules whose action equals the default are dropped, so
     /// the program stays short: each rule costs two instructions.
     pub fn compile(&self) -> Vec<SockFilter> {
-        let stmt = |code: u16, k: u32| SockFilter { code, jt: 0, jf: 0, k };
+        let stmt = |code: u16, k: u32| SockFilter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        };
         let jump = |code: u16, k: u32, jt: u8, jf: u8| SockFilter { code, jt, jf, k };
         let ret = |a: Action| stmt(BPF_RET | BPF_K, ret_value(a));
         let mut prog = vec![
@@ -183,7 +218,10 @@ impl Filter {
             let n = r.values.len();
             // jeq nr ? fall into the block : skip it (n + 3 instructions).
             prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, r.nr, 0, (n + 3) as u8));
-            prog.push(stmt(BPF_LD | BPF_W | BPF_ABS, OFF_ARGS + 8 * u32::from(r.arg)));
+            prog.push(stmt(
+                BPF_LD | BPF_W | BPF_ABS,
+                OFF_ARGS + 8 * u32::from(r.arg),
+            ));
             for (j, v) in r.values.iter().enumerate() {
                 // Equal: jump to the final `ret matched` (n - j instructions ahead).
                 prog.push(jump(BPF_JMP | BPF_JEQ | BPF_K, *v, (n - j) as u8, 0));
@@ -230,7 +268,11 @@ pub fn evaluate_at(prog: &[SockFilter], arch: u32, nr: u32, ip: u64, args: [u64;
                     k if k == OFF_IP + 4 => (ip >> 32) as u32,
                     k => {
                         let a = args[((k - OFF_ARGS) / 8) as usize];
-                        if (k - OFF_ARGS) % 8 == 4 { (a >> 32) as u32 } else { a as u32 }
+                        if (k - OFF_ARGS) % 8 == 4 {
+                            (a >> 32) as u32
+                        } else {
+                            a as u32
+                        }
                     }
                 }
             }
@@ -255,16 +297,35 @@ mod tests {
     #[test]
     fn compiled_program_matches_rules() {
         let mut f = Filter::new(Action::Trace);
-        f.rule(libc::SYS_mmap, Action::Allow).rule(libc::SYS_rseq, Action::Errno(38));
+        f.rule(libc::SYS_mmap, Action::Allow)
+            .rule(libc::SYS_rseq, Action::Errno(38));
         f.rule(libc::SYS_read, Action::Trace);
         let p = f.compile();
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_mmap as u32, [0; 6]), SECCOMP_RET_ALLOW);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_rseq as u32, [0; 6]), SECCOMP_RET_ERRNO | 38);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_read as u32, [0; 6]), SECCOMP_RET_TRACE);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, 9999, [0; 6]), SECCOMP_RET_TRACE);
+        assert_eq!(
+            evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_mmap as u32, [0; 6]),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_rseq as u32, [0; 6]),
+            SECCOMP_RET_ERRNO | 38
+        );
+        assert_eq!(
+            evaluate(&p, AUDIT_ARCH_X86_64, libc::SYS_read as u32, [0; 6]),
+            SECCOMP_RET_TRACE
+        );
+        assert_eq!(
+            evaluate(&p, AUDIT_ARCH_X86_64, 9999, [0; 6]),
+            SECCOMP_RET_TRACE
+        );
         // i386 and x32 system calls cannot bypass the policy.
-        assert_eq!(evaluate(&p, 0x4000_0003, 3, [0; 6]), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
-        assert_eq!(evaluate(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, [0; 6]), SECCOMP_RET_ERRNO | 38);
+        assert_eq!(
+            evaluate(&p, 0x4000_0003, 3, [0; 6]),
+            SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
+        assert_eq!(
+            evaluate(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, [0; 6]),
+            SECCOMP_RET_ERRNO | 38
+        );
         // The redundant read rule (same as default) costs nothing.
         assert_eq!(p.len(), 6 + 4 + 1);
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
@@ -281,37 +342,83 @@ mod tests {
         assert_eq!(at(libc::SYS_newfstatat, ip), SECCOMP_RET_ALLOW);
         assert_eq!(at(libc::SYS_newfstatat, ip + 2), SECCOMP_RET_TRACE);
         // Same low half, other high half: still traced.
-        assert_eq!(at(libc::SYS_newfstatat, ip & 0xffff_ffff), SECCOMP_RET_TRACE);
+        assert_eq!(
+            at(libc::SYS_newfstatat, ip & 0xffff_ffff),
+            SECCOMP_RET_TRACE
+        );
         assert_eq!(at(libc::SYS_rseq, 0x1000), SECCOMP_RET_ERRNO | 38);
         // The architecture check still comes first.
-        assert_eq!(evaluate_at(&p, 0x4000_0003, 3, ip, [0; 6]), SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(
+            evaluate_at(&p, 0x4000_0003, 3, ip, [0; 6]),
+            SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
     }
 
     #[test]
     fn range_rules_trace_calls_on_addresses_in_the_range_only() {
         let mut f = Filter::new(Action::Trace);
-        f.rule(libc::SYS_munmap, Action::Allow).rule(libc::SYS_mremap, Action::Allow);
+        f.rule(libc::SYS_munmap, Action::Allow)
+            .rule(libc::SYS_mremap, Action::Allow);
         f.trace_if_arg_in(libc::SYS_munmap, 0, 0x7fff, 0xa011_0000);
         f.trace_if_arg_in(libc::SYS_mremap, 0, 0x7fff, 0xa011_0000);
         f.trace_if_arg_in(libc::SYS_mremap, 4, 0x7fff, 0xa011_0000);
         let p = f.compile();
         let ev = |nr: i64, args: [u64; 6]| evaluate(&p, AUDIT_ARCH_X86_64, nr as u32, args);
         let at = |a: u64| [a, 0x1000, 0, 0, 0, 0];
-        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a000_0000)), SECCOMP_RET_TRACE);
-        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_0000_0000)), SECCOMP_RET_TRACE);
-        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a010_f000)), SECCOMP_RET_TRACE);
-        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_a011_0000)), SECCOMP_RET_ALLOW, "just past the end");
-        assert_eq!(ev(libc::SYS_munmap, at(0x7fff_f7d8_0000)), SECCOMP_RET_ALLOW, "libc's area");
-        assert_eq!(ev(libc::SYS_munmap, at(0x7ffe_a000_0000)), SECCOMP_RET_ALLOW, "other high half");
-        assert_eq!(ev(libc::SYS_mremap, [0x5555_0000_0000, 0, 0, 3, 0x7fff_a000_0000, 0]), SECCOMP_RET_TRACE);
-        assert_eq!(ev(libc::SYS_mremap, [0x5555_0000_0000, 0, 0, 3, 0x5555_1000_0000, 0]), SECCOMP_RET_ALLOW);
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7fff_a000_0000)),
+            SECCOMP_RET_TRACE
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7fff_0000_0000)),
+            SECCOMP_RET_TRACE
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7fff_a010_f000)),
+            SECCOMP_RET_TRACE
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7fff_a011_0000)),
+            SECCOMP_RET_ALLOW,
+            "just past the end"
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7fff_f7d8_0000)),
+            SECCOMP_RET_ALLOW,
+            "libc's area"
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, at(0x7ffe_a000_0000)),
+            SECCOMP_RET_ALLOW,
+            "other high half"
+        );
+        assert_eq!(
+            ev(
+                libc::SYS_mremap,
+                [0x5555_0000_0000, 0, 0, 3, 0x7fff_a000_0000, 0]
+            ),
+            SECCOMP_RET_TRACE
+        );
+        assert_eq!(
+            ev(
+                libc::SYS_mremap,
+                [0x5555_0000_0000, 0, 0, 3, 0x5555_1000_0000, 0]
+            ),
+            SECCOMP_RET_ALLOW
+        );
     }
 
     #[test]
     fn argument_rules_select_by_the_low_half_of_an_argument() {
         let mut f = Filter::new(Action::Trace);
         f.rule(libc::SYS_mmap, Action::Allow);
-        f.rule_arg(libc::SYS_fcntl, 1, &[1, 2, 1030], Action::Allow, Action::Trace);
+        f.rule_arg(
+            libc::SYS_fcntl,
+            1,
+            &[1, 2, 1030],
+            Action::Allow,
+            Action::Trace,
+        );
         let p = f.compile();
         let ev = |nr: i64, a1: u64| evaluate(&p, AUDIT_ARCH_X86_64, nr as u32, [3, a1, 0, 0, 0, 0]);
         assert_eq!(ev(libc::SYS_fcntl, 1030), SECCOMP_RET_ALLOW);
@@ -320,7 +427,13 @@ mod tests {
         assert_eq!(ev(libc::SYS_fcntl, 0x1_0000_0002), SECCOMP_RET_ALLOW); // low half only
         assert_eq!(ev(libc::SYS_mmap, 3), SECCOMP_RET_ALLOW);
         assert_eq!(ev(libc::SYS_read, 1030), SECCOMP_RET_TRACE);
-        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 3, 0, 0, 0, 0]), Action::Trace);
-        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 1, 0, 0, 0, 0]), Action::Allow);
+        assert_eq!(
+            f.action_for_args(libc::SYS_fcntl, [3, 3, 0, 0, 0, 0]),
+            Action::Trace
+        );
+        assert_eq!(
+            f.action_for_args(libc::SYS_fcntl, [3, 1, 0, 0, 0, 0]),
+            Action::Allow
+        );
     }
 }

@@ -33,36 +33,77 @@ pub(crate) fn ptrace(
     // SAFETY: the requests used by this crate either take no pointer (addr/data are integers) or take
     // a pointer to a live, correctly sized buffer owned by the caller for the duration of the call
     // (GETREGS/SETREGS: `Regs`; GETSIGINFO/SETSIGINFO: 128 bytes; GETEVENTMSG: a `c_ulong`).
-    let r = unsafe { libc::ptrace(req, tid, addr as *mut libc::c_void, data as *mut libc::c_void) };
-    if r == -1 { Err(last_err(call, tid)) } else { Ok(r) }
+    let r = unsafe {
+        libc::ptrace(
+            req,
+            tid,
+            addr as *mut libc::c_void,
+            data as *mut libc::c_void,
+        )
+    };
+    if r == -1 {
+        Err(last_err(call, tid))
+    } else {
+        Ok(r)
+    }
 }
 
 pub(crate) fn get_regs(tid: i32) -> Result<Regs> {
     // SAFETY: user_regs_struct is plain integers; all-zero is a valid value.
     let mut regs: Regs = unsafe { std::mem::zeroed() };
-    ptrace("ptrace(PTRACE_GETREGS)", libc::PTRACE_GETREGS, tid, 0, &raw mut regs as usize)?;
+    ptrace(
+        "ptrace(PTRACE_GETREGS)",
+        libc::PTRACE_GETREGS,
+        tid,
+        0,
+        &raw mut regs as usize,
+    )?;
     Ok(regs)
 }
 
 pub(crate) fn set_regs(tid: i32, regs: &Regs) -> Result<()> {
-    ptrace("ptrace(PTRACE_SETREGS)", libc::PTRACE_SETREGS, tid, 0, regs as *const Regs as usize)?;
+    ptrace(
+        "ptrace(PTRACE_SETREGS)",
+        libc::PTRACE_SETREGS,
+        tid,
+        0,
+        regs as *const Regs as usize,
+    )?;
     Ok(())
 }
 
 pub(crate) fn get_event_msg(tid: i32) -> Result<u64> {
     let mut msg: libc::c_ulong = 0;
-    ptrace("ptrace(PTRACE_GETEVENTMSG)", libc::PTRACE_GETEVENTMSG, tid, 0, &raw mut msg as usize)?;
+    ptrace(
+        "ptrace(PTRACE_GETEVENTMSG)",
+        libc::PTRACE_GETEVENTMSG,
+        tid,
+        0,
+        &raw mut msg as usize,
+    )?;
     Ok(msg)
 }
 
 pub(crate) fn get_siginfo(tid: i32) -> Result<[u8; 128]> {
     let mut buf = [0u8; 128];
-    ptrace("ptrace(PTRACE_GETSIGINFO)", libc::PTRACE_GETSIGINFO, tid, 0, buf.as_mut_ptr() as usize)?;
+    ptrace(
+        "ptrace(PTRACE_GETSIGINFO)",
+        libc::PTRACE_GETSIGINFO,
+        tid,
+        0,
+        buf.as_mut_ptr() as usize,
+    )?;
     Ok(buf)
 }
 
 pub(crate) fn set_siginfo(tid: i32, info: &[u8; 128]) -> Result<()> {
-    ptrace("ptrace(PTRACE_SETSIGINFO)", libc::PTRACE_SETSIGINFO, tid, 0, info.as_ptr() as usize)?;
+    ptrace(
+        "ptrace(PTRACE_SETSIGINFO)",
+        libc::PTRACE_SETSIGINFO,
+        tid,
+        0,
+        info.as_ptr() as usize,
+    )?;
     Ok(())
 }
 
@@ -72,8 +113,14 @@ pub(crate) fn read_mem(tid: i32, addr: RemotePtr<u8>, buf: &mut [u8]) -> Result<
     if buf.is_empty() {
         return Ok(());
     }
-    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let remote = libc::iovec { iov_base: addr.addr() as *mut libc::c_void, iov_len: buf.len() };
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr.addr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
     // SAFETY: `local` describes `buf`, which we borrow mutably for the call; the remote iovec is only
     // interpreted in the tracee's address space by the kernel.
     let n = unsafe { libc::process_vm_readv(tid, &raw const local, 1, &raw const remote, 1, 0) };
@@ -82,7 +129,10 @@ pub(crate) fn read_mem(tid: i32, addr: RemotePtr<u8>, buf: &mut [u8]) -> Result<
     }
     let err = io::Error::last_os_error();
     if n < 0 && err.raw_os_error() == Some(libc::ESRCH) {
-        return Err(Error::TraceeDied { tid, call: "process_vm_readv" });
+        return Err(Error::TraceeDied {
+            tid,
+            call: "process_vm_readv",
+        });
     }
     proc_mem(tid, addr, MemOp::Read(buf))
 }
@@ -93,8 +143,14 @@ pub(crate) fn write_mem(tid: i32, addr: RemotePtr<u8>, data: &[u8]) -> Result<()
     if data.is_empty() {
         return Ok(());
     }
-    let local = libc::iovec { iov_base: data.as_ptr() as *mut libc::c_void, iov_len: data.len() };
-    let remote = libc::iovec { iov_base: addr.addr() as *mut libc::c_void, iov_len: data.len() };
+    let local = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr.addr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
     // SAFETY: `local` describes `data`, only read by the kernel; the remote iovec names tracee memory.
     let n = unsafe { libc::process_vm_writev(tid, &raw const local, 1, &raw const remote, 1, 0) };
     if n >= 0 && n as usize == data.len() {
@@ -102,7 +158,10 @@ pub(crate) fn write_mem(tid: i32, addr: RemotePtr<u8>, data: &[u8]) -> Result<()
     }
     let err = io::Error::last_os_error();
     if n < 0 && err.raw_os_error() == Some(libc::ESRCH) {
-        return Err(Error::TraceeDied { tid, call: "process_vm_writev" });
+        return Err(Error::TraceeDied {
+            tid,
+            call: "process_vm_writev",
+        });
     }
     proc_mem(tid, addr, MemOp::Write(data))
 }
@@ -116,22 +175,47 @@ fn proc_mem(tid: i32, addr: RemotePtr<u8>, op: MemOp<'_>) -> Result<()> {
     use std::os::unix::fs::FileExt;
     let path = format!("/proc/{tid}/mem");
     let write = matches!(op, MemOp::Write(_));
-    let file = std::fs::OpenOptions::new().read(true).write(write).open(&path).map_err(|source| {
-        if source.kind() == io::ErrorKind::NotFound {
-            Error::TraceeDied { tid, call: "open(/proc/<tid>/mem)" }
-        } else {
-            Error::Sys { call: "open(/proc/<tid>/mem)", tid, source }
-        }
-    })?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(&path)
+        .map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound {
+                Error::TraceeDied {
+                    tid,
+                    call: "open(/proc/<tid>/mem)",
+                }
+            } else {
+                Error::Sys {
+                    call: "open(/proc/<tid>/mem)",
+                    tid,
+                    source,
+                }
+            }
+        })?;
     let (call, len, res) = match op {
-        MemOp::Read(buf) => ("pread(/proc/<tid>/mem)", buf.len(), file.read_exact_at(buf, addr.addr())),
-        MemOp::Write(data) => {
-            ("pwrite(/proc/<tid>/mem)", data.len(), file.write_all_at(data, addr.addr()))
-        }
+        MemOp::Read(buf) => (
+            "pread(/proc/<tid>/mem)",
+            buf.len(),
+            file.read_exact_at(buf, addr.addr()),
+        ),
+        MemOp::Write(data) => (
+            "pwrite(/proc/<tid>/mem)",
+            data.len(),
+            file.write_all_at(data, addr.addr()),
+        ),
     };
     res.map_err(|source| {
-        if source.kind() == io::ErrorKind::UnexpectedEof || source.kind() == io::ErrorKind::WriteZero {
-            Error::ShortMemory { call, tid, addr, len, done: 0 }
+        if source.kind() == io::ErrorKind::UnexpectedEof
+            || source.kind() == io::ErrorKind::WriteZero
+        {
+            Error::ShortMemory {
+                call,
+                tid,
+                addr,
+                len,
+                done: 0,
+            }
         } else {
             Error::Sys { call, tid, source }
         }
@@ -155,8 +239,20 @@ pub(crate) fn waitpid_any() -> Result<Option<(i32, i32)>> {
                     return Ok(None);
                 }
             }
-            Some(libc::ECHILD) => return Err(Error::Sys { call: "waitpid(-1, __WALL)", tid: -1, source: err }),
-            _ => return Err(Error::Sys { call: "waitpid(-1, __WALL)", tid: -1, source: err }),
+            Some(libc::ECHILD) => {
+                return Err(Error::Sys {
+                    call: "waitpid(-1, __WALL)",
+                    tid: -1,
+                    source: err,
+                });
+            }
+            _ => {
+                return Err(Error::Sys {
+                    call: "waitpid(-1, __WALL)",
+                    tid: -1,
+                    source: err,
+                });
+            }
         }
     }
 }
@@ -172,7 +268,11 @@ pub(crate) fn waitpid_one(tid: i32) -> Result<i32> {
         }
         let err = io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(Error::Sys { call: "waitpid(tid, __WALL)", tid, source: err });
+            return Err(Error::Sys {
+                call: "waitpid(tid, __WALL)",
+                tid,
+                source: err,
+            });
         }
     }
 }
@@ -181,7 +281,11 @@ pub(crate) fn waitpid_one(tid: i32) -> Result<i32> {
 pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
     // SAFETY: tgkill takes only integers.
     let r = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) };
-    if r == -1 { Err(last_err("tgkill", tid)) } else { Ok(()) }
+    if r == -1 {
+        Err(last_err("tgkill", tid))
+    } else {
+        Ok(())
+    }
 }
 
 /// `kill(2)`: sends `sig` to process `pid` (process-directed: a standard signal already pending for
@@ -189,7 +293,11 @@ pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
 pub fn kill(pid: i32, sig: i32) -> Result<()> {
     // SAFETY: kill takes only integers.
     let r = unsafe { libc::kill(pid, sig) };
-    if r == -1 { Err(last_err("kill", pid)) } else { Ok(()) }
+    if r == -1 {
+        Err(last_err("kill", pid))
+    } else {
+        Ok(())
+    }
 }
 
 /// Pins the calling thread to `cpu` with `sched_setaffinity(2)`.
@@ -204,8 +312,14 @@ pub fn pin_current_to_cpu(cpu: usize) -> Result<()> {
     // (we only pass CPUs from our own affinity mask).
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: `set` lives for the call and its size is passed.
-    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set) };
-    if r == -1 { Err(last_err("sched_setaffinity", 0)) } else { Ok(()) }
+    let r = unsafe {
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if r == -1 {
+        Err(last_err("sched_setaffinity", 0))
+    } else {
+        Ok(())
+    }
 }
 
 /// The first CPU in the calling thread's affinity mask (`sched_getaffinity(2)`).
@@ -213,12 +327,15 @@ pub(crate) fn first_allowed_cpu() -> Result<usize> {
     // SAFETY: as above, a zeroed cpu_set_t is valid.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid out-buffer of the passed size.
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) };
+    let r =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw mut set) };
     if r == -1 {
         return Err(last_err("sched_getaffinity", 0));
     }
     // SAFETY: CPU_ISSET only reads the set.
-    Ok((0..libc::CPU_SETSIZE as usize).find(|&c| unsafe { libc::CPU_ISSET(c, &set) }).unwrap_or(0))
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .unwrap_or(0))
 }
 
 static SIGNAL_SEEN: AtomicI32 = AtomicI32::new(0);
@@ -300,10 +417,18 @@ static OWN_TSC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 static OLD_SEGV_ACTION: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
 
 fn set_own_tsc(trapped: bool) -> Result<()> {
-    let mode = if trapped { libc::PR_TSC_SIGSEGV } else { libc::PR_TSC_ENABLE };
+    let mode = if trapped {
+        libc::PR_TSC_SIGSEGV
+    } else {
+        libc::PR_TSC_ENABLE
+    };
     // SAFETY: prctl(PR_SET_TSC) takes only integers and affects only the calling thread.
     let r = unsafe { libc::prctl(libc::PR_SET_TSC, mode as libc::c_ulong, 0, 0, 0) };
-    if r == -1 { Err(last_err("prctl(PR_SET_TSC)", 0)) } else { Ok(()) }
+    if r == -1 {
+        Err(last_err("prctl(PR_SET_TSC)", 0))
+    } else {
+        Ok(())
+    }
 }
 
 fn with_own_tsc<T>(f: impl FnOnce() -> T) -> T {
@@ -321,7 +446,12 @@ fn with_own_tsc<T>(f: impl FnOnce() -> T) -> T {
 extern "C" fn own_tsc_fault(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t and ucontext_t for the duration of
     // the handler.
-    let (code, rip) = unsafe { ((*info).si_code, (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize]) };
+    let (code, rip) = unsafe {
+        (
+            (*info).si_code,
+            (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize],
+        )
+    };
     // A faulting RDTSC raises #GP, which the kernel reports as SIGSEGV with SI_KERNEL; RIP then points
     // at the instruction, in mapped executable memory, so its bytes can be read.
     if code == 0x80 {
@@ -408,7 +538,10 @@ pub fn own_rdtsc_fallbacks() -> u64 {
 /// (`clock_gettime(CLOCK_MONOTONIC_COARSE)`, resolution one jiffy, 1–10 ms), for the tracer thread
 /// while [`trap_own_rdtsc`] is in effect.
 pub fn coarse_monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid out-buffer for the call; the coarse clock is served from the vDSO's
     // data page without RDTSC.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &raw mut ts) };
@@ -433,7 +566,12 @@ pub fn cpuid(leaf: u32, subleaf: u32) -> CpuidResult {
     // SAFETY: CPUID is always available on x86-64 and has no memory effects.
     #[allow(unused_unsafe)]
     let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
-    CpuidResult { eax: r.eax, ebx: r.ebx, ecx: r.ecx, edx: r.edx }
+    CpuidResult {
+        eax: r.eax,
+        ebx: r.ebx,
+        ecx: r.ecx,
+        edx: r.edx,
+    }
 }
 
 /// Everything the child needs between `fork` and `execve`, prepared before forking so the child only
@@ -518,7 +656,13 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
         }
     }
     drop(rd);
-    let seized = ptrace("ptrace(PTRACE_SEIZE)", libc::PTRACE_SEIZE, pid, 0, opts as usize);
+    let seized = ptrace(
+        "ptrace(PTRACE_SEIZE)",
+        libc::PTRACE_SEIZE,
+        pid,
+        0,
+        opts as usize,
+    );
     if let Err(e) = seized {
         let _ = kill(pid, libc::SIGKILL);
         let _ = waitpid_one(pid);

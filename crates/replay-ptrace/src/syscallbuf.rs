@@ -107,7 +107,12 @@ pub struct Bufferable {
 }
 
 const fn b(nr: i64, nargs: u8, output: Output) -> Bufferable {
-    Bufferable { nr, nargs, output, only_if: None }
+    Bufferable {
+        nr,
+        nargs,
+        output,
+        only_if: None,
+    }
 }
 
 const O_DIRECTORY: u32 = libc::O_DIRECTORY as u32;
@@ -125,7 +130,11 @@ pub const BUFFERED: &[Bufferable] = &[
     b(libc::SYS_getdents64, 3, Output::Counted { arg: 1, max: 2 }),
     b(libc::SYS_readlink, 3, Output::Counted { arg: 1, max: 2 }),
     b(libc::SYS_readlinkat, 4, Output::Counted { arg: 2, max: 3 }),
-    b(libc::SYS_clock_gettime, 2, Output::Fixed { arg: 1, len: 16 }),
+    b(
+        libc::SYS_clock_gettime,
+        2,
+        Output::Fixed { arg: 1, len: 16 },
+    ),
     b(libc::SYS_access, 2, Output::None),
     b(libc::SYS_faccessat, 3, Output::None),
     b(libc::SYS_faccessat2, 4, Output::None),
@@ -138,8 +147,14 @@ pub const BUFFERED: &[Bufferable] = &[
     b(libc::SYS_listxattr, 3, Output::Counted { arg: 1, max: 2 }),
     b(libc::SYS_llistxattr, 3, Output::Counted { arg: 1, max: 2 }),
     b(libc::SYS_flistxattr, 3, Output::Counted { arg: 1, max: 2 }),
-    Bufferable { only_if: Some((1, libc::F_GETFL as u32, 0)), ..b(libc::SYS_fcntl, 2, Output::None) },
-    Bufferable { only_if: Some((2, O_DIRECTORY, OPEN_MASK)), ..b(libc::SYS_openat, 3, Output::DirectoryFd) },
+    Bufferable {
+        only_if: Some((1, libc::F_GETFL as u32, 0)),
+        ..b(libc::SYS_fcntl, 2, Output::None)
+    },
+    Bufferable {
+        only_if: Some((2, O_DIRECTORY, OPEN_MASK)),
+        ..b(libc::SYS_openat, 3, Output::DirectoryFd)
+    },
 ];
 
 /// The entry of [`BUFFERED`] for `nr`.
@@ -494,7 +509,9 @@ pub fn stub_site(stub: u64, s: &[u8]) -> Option<(u64, [u8; 8], usize)> {
         return None;
     }
     let rel = i32::from_le_bytes(s.get(jmp + 1..jmp + 5)?.try_into().ok()?);
-    let site = (stub + jmp as u64 + 5).wrapping_add(rel as i64 as u64).wrapping_sub(len as u64);
+    let site = (stub + jmp as u64 + 5)
+        .wrapping_add(rel as i64 as u64)
+        .wrapping_sub(len as u64);
     let mut orig = [0u8; 8];
     orig[..2].copy_from_slice(&[0x0f, 0x05]);
     orig[2..len].copy_from_slice(&s[18..jmp]);
@@ -616,7 +633,12 @@ mod tests {
             let row = &t[i * 16..i * 16 + 16];
             let (cond, val, mask) = e.only_if.map_or((0, 0, 0), |(a, v, m)| (a + 1, v, m));
             let u32_at = |o: usize| u32::from_le_bytes(row[o..o + 4].try_into().unwrap());
-            assert_eq!((row[5], u32_at(8), u32_at(12)), (cond, val, mask), "nr {}", e.nr);
+            assert_eq!(
+                (row[5], u32_at(8), u32_at(12)),
+                (cond, val, mask),
+                "nr {}",
+                e.nr
+            );
             assert_eq!(u16::from_le_bytes([row[0], row[1]]) as i64, e.nr, "row {i}");
             assert_eq!(row[2], e.nargs, "nargs of {}", e.nr);
             let (arg, kind, val) = match e.output {
@@ -625,15 +647,28 @@ mod tests {
                 Output::Counted { arg, max } => (arg, 2, u16::from(max)),
                 Output::DirectoryFd => (255, 3, 0),
             };
-            assert_eq!((row[3], row[4], u16::from_le_bytes([row[6], row[7]])), (arg, kind, val), "nr {}", e.nr);
+            assert_eq!(
+                (row[3], row[4], u16::from_le_bytes([row[6], row[7]])),
+                (arg, kind, val),
+                "nr {}",
+                e.nr
+            );
         }
         let end = &t[BUFFERED.len() * 16..BUFFERED.len() * 16 + 2];
-        assert_eq!(end, [0xff, 0xff], "table ends after the Rust table's entries");
+        assert_eq!(
+            end,
+            [0xff, 0xff],
+            "table ends after the Rust table's entries"
+        );
     }
 
     #[test]
     fn handler_fits_before_the_stubs_and_ips_are_inside_it() {
-        assert!((code().len() as u64) < STUBS_OFF, "handler is {} bytes", code().len());
+        assert!(
+            (code().len() as u64) < STUBS_OFF,
+            "handler is {} bytes",
+            code().len()
+        );
         for ip in [untraced_ip(), traced_ip()] {
             assert!(ip > BASE && ip < BASE + STUBS_OFF, "{ip:#x}");
         }
@@ -649,12 +684,27 @@ mod tests {
     #[test]
     fn patchable_sites_are_libc_wrapper_shapes() {
         // getdents64 in glibc 2.36: syscall; cmp $0xfffffffffffff000,%rax
-        assert_eq!(patch_len(&[0x0f, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff]), Some(8));
-        assert_eq!(patch_len(&[0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff]), Some(8));
+        assert_eq!(
+            patch_len(&[0x0f, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff]),
+            Some(8)
+        );
+        assert_eq!(
+            patch_len(&[0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff]),
+            Some(8)
+        );
         // fstatat64: syscall; cmp $0xfffff000,%eax; ja
-        assert_eq!(patch_len(&[0x0f, 0x05, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0x77]), Some(7));
-        assert_eq!(patch_len(&[0x0f, 0x05, 0x89, 0xc2, 0x85, 0xc0, 0x75, 0x02]), None);
-        assert_eq!(patch_len(&[0x90, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff]), None);
+        assert_eq!(
+            patch_len(&[0x0f, 0x05, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0x77]),
+            Some(7)
+        );
+        assert_eq!(
+            patch_len(&[0x0f, 0x05, 0x89, 0xc2, 0x85, 0xc0, 0x75, 0x02]),
+            None
+        );
+        assert_eq!(
+            patch_len(&[0x90, 0x05, 0x48, 0x3d, 0x00, 0xf0, 0xff, 0xff]),
+            None
+        );
     }
 
     #[test]
@@ -681,8 +731,16 @@ mod tests {
     fn a_stub_gives_back_its_site_and_original_bytes() {
         let stub = BASE + STUBS_OFF + 5 * STUB_LEN;
         for (site, orig, len) in [
-            (0x7fff_f7e0_0041u64, [0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff], 8),
-            (0x7fff_f7fe_a928u64, [0x0f, 0x05, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0x00], 7),
+            (
+                0x7fff_f7e0_0041u64,
+                [0x0f, 0x05, 0x48, 0x3d, 0x01, 0xf0, 0xff, 0xff],
+                8,
+            ),
+            (
+                0x7fff_f7fe_a928u64,
+                [0x0f, 0x05, 0x3d, 0x00, 0xf0, 0xff, 0xff, 0x00],
+                7,
+            ),
         ] {
             let s = site_stub(stub, site, &orig, len).unwrap();
             assert_eq!(stub_site(stub, &s), Some((site, orig, len)));
@@ -695,13 +753,32 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let recs = vec![
-            Buffered { nr: 262, args: [1, 2, 3, 4, 5, 6], result: 0, data: vec![7; 144] },
-            Buffered { nr: 217, args: [3, 0x1000, 32768, 0, 0, 0], result: 5, data: vec![1, 2, 3, 4, 5] },
-            Buffered { nr: 39, args: [0; 6], result: 1234, data: vec![] },
+            Buffered {
+                nr: 262,
+                args: [1, 2, 3, 4, 5, 6],
+                result: 0,
+                data: vec![7; 144],
+            },
+            Buffered {
+                nr: 217,
+                args: [3, 0x1000, 32768, 0, 0, 0],
+                result: 5,
+                data: vec![1, 2, 3, 4, 5],
+            },
+            Buffered {
+                nr: 39,
+                args: [0; 6],
+                result: 1234,
+                data: vec![],
+            },
         ];
         let b = encode_records(&recs);
         assert_eq!(b.len() % 8, 0);
         assert_eq!(parse_records(&b).unwrap(), recs);
-        assert_eq!(parse_records(&b[..b.len() - 8]), Err(216 + 80), "the third record is cut");
+        assert_eq!(
+            parse_records(&b[..b.len() - 8]),
+            Err(216 + 80),
+            "the third record is cut"
+        );
     }
 }

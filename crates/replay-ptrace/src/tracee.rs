@@ -157,7 +157,10 @@ impl Running {
     pub fn into_stopped(self, event: &WaitEvent) -> Stopped {
         assert_eq!(event.tid, self.tid, "wait event for another tracee");
         assert!(!event.is_death(), "a dead tracee cannot be stopped");
-        Stopped { tid: self.tid, regs: None }
+        Stopped {
+            tid: self.tid,
+            regs: None,
+        }
     }
 
     /// Sends `sig` to this thread with `tgkill(2)` (tgid = tid for a single-threaded process).
@@ -265,7 +268,13 @@ impl Stopped {
 
     /// Detaches (`PTRACE_DETACH`), delivering `sig` if nonzero. The thread runs on untraced.
     pub fn detach(self, sig: i32) -> Result<()> {
-        sys::ptrace("ptrace(PTRACE_DETACH)", libc::PTRACE_DETACH, self.tid, 0, sig as usize)?;
+        sys::ptrace(
+            "ptrace(PTRACE_DETACH)",
+            libc::PTRACE_DETACH,
+            self.tid,
+            0,
+            sig as usize,
+        )?;
         Ok(())
     }
 
@@ -289,13 +298,22 @@ impl Stopped {
         self.set_regs(&r)?;
         let mut held = Vec::new();
         loop {
-            sys::ptrace("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL, self.tid, 0, 0)?;
+            sys::ptrace(
+                "ptrace(PTRACE_SYSCALL)",
+                libc::PTRACE_SYSCALL,
+                self.tid,
+                0,
+                0,
+            )?;
             let status = sys::waitpid_one(self.tid)?;
             match decode(self.tid, status).kind {
                 WaitKind::SyscallStop => break,
                 WaitKind::Signal(s) => held.push(s),
                 WaitKind::Exited(_) | WaitKind::Signaled(_) => {
-                    return Err(Error::TraceeDied { tid: self.tid, call: "substituted syscall" });
+                    return Err(Error::TraceeDied {
+                        tid: self.tid,
+                        call: "substituted syscall",
+                    });
                 }
                 WaitKind::Event(_) => {}
             }
@@ -327,14 +345,23 @@ impl Stopped {
         let mut held = Vec::new();
         let mut stops = 0;
         while stops < 2 {
-            sys::ptrace("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL, self.tid, 0, 0)?;
+            sys::ptrace(
+                "ptrace(PTRACE_SYSCALL)",
+                libc::PTRACE_SYSCALL,
+                self.tid,
+                0,
+                0,
+            )?;
             let status = sys::waitpid_one(self.tid)?;
             let ev = decode(self.tid, status);
             match ev.kind {
                 WaitKind::SyscallStop => stops += 1,
                 WaitKind::Signal(s) => held.push(s),
                 WaitKind::Exited(_) | WaitKind::Signaled(_) => {
-                    return Err(Error::TraceeDied { tid: self.tid, call: "injected syscall" });
+                    return Err(Error::TraceeDied {
+                        tid: self.tid,
+                        call: "injected syscall",
+                    });
                 }
                 WaitKind::Event(_) => {}
             }

@@ -13,7 +13,10 @@ fn trapped_tracer_thread_reads_the_counter_and_survives_a_stray_rdtsc() {
         // A raw RDTSC faults; the SIGSEGV handler re-enables the counter and lets it run again.
         // SAFETY: RDTSC has no memory effects (this is the stray instruction the net must catch).
         let c = unsafe { core::arch::x86_64::_rdtsc() };
-        assert!(c > b, "the re-executed RDTSC returns a later value: {c} vs {b}");
+        assert!(
+            c > b,
+            "the re-executed RDTSC returns a later value: {c} vs {b}"
+        );
         assert_eq!(replay_ptrace::own_rdtsc_fallbacks(), 1);
         // The counter is now enabled for good: another raw read does not fault again.
         // SAFETY: as above.

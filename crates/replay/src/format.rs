@@ -277,11 +277,23 @@ impl Record {
                 for _ in 0..n {
                     let addr = c.u64()?;
                     let len = c.u32()? as usize;
-                    writes.push(MemWrite { addr, data: c.bytes(len)?.to_vec() });
+                    writes.push(MemWrite {
+                        addr,
+                        data: c.bytes(len)?.to_vec(),
+                    });
                 }
                 let len = c.u32()? as usize;
                 let extra = c.bytes(len)?.to_vec();
-                Event::Syscall(SyscallEvent { nr, args, result, writes, rendezvous, output, data_hash, extra })
+                Event::Syscall(SyscallEvent {
+                    nr,
+                    args,
+                    result,
+                    writes,
+                    rendezvous,
+                    output,
+                    data_hash,
+                    extra,
+                })
             }
             K_SIGNAL => {
                 let signo = c.u32()? as i32;
@@ -294,7 +306,10 @@ impl Record {
                 let value = c.u64()?;
                 let has = c.u8()? != 0;
                 let aux = c.u32()?;
-                Event::Rdtsc { value, aux: has.then_some(aux) }
+                Event::Rdtsc {
+                    value,
+                    aux: has.then_some(aux),
+                }
             }
             K_CPUID => {
                 let leaf = c.u32()?;
@@ -307,7 +322,10 @@ impl Record {
             }
             K_EXIT => {
                 let status = c.u32()? as i32;
-                Event::Exit { status, rendezvous: c.rdv()? }
+                Event::Exit {
+                    status,
+                    rendezvous: c.rdv()?,
+                }
             }
             K_PATCH => {
                 let site = c.u64()?;
@@ -325,11 +343,21 @@ impl Record {
                     }
                     let result = c.u64()? as i64;
                     let len = c.u32()? as usize;
-                    recs.push(Buffered { nr, args, result, data: c.bytes(len)?.to_vec() });
+                    recs.push(Buffered {
+                        nr,
+                        args,
+                        result,
+                        data: c.bytes(len)?.to_vec(),
+                    });
                 }
                 Event::Buffered(recs)
             }
-            k => return Err(Error::Format(format!("unknown record kind {k} at byte {}", c.pos))),
+            k => {
+                return Err(Error::Format(format!(
+                    "unknown record kind {k} at byte {}",
+                    c.pos
+                )));
+            }
         };
         Ok(Record { pid, event })
     }
@@ -353,7 +381,8 @@ impl<'a> Cursor<'a> {
     }
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], Error> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| Error::Format(format!("record truncated at byte {}", self.pos)))?;
+        let end =
+            end.ok_or_else(|| Error::Format(format!("record truncated at byte {}", self.pos)))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -362,14 +391,25 @@ impl<'a> Cursor<'a> {
         Ok(self.bytes(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, Error> {
-        Ok(u32::from_le_bytes(self.bytes(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.bytes(4)?.try_into().expect("4 bytes"),
+        ))
     }
     fn u64(&mut self) -> Result<u64, Error> {
-        Ok(u64::from_le_bytes(self.bytes(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.bytes(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn rdv(&mut self) -> Result<Vec<Rendezvous>, Error> {
         let n = self.u32()? as usize;
-        (0..n).map(|_| Ok(Rendezvous { obj: self.u64()?, seq: self.u64()? })).collect()
+        (0..n)
+            .map(|_| {
+                Ok(Rendezvous {
+                    obj: self.u64()?,
+                    seq: self.u64()?,
+                })
+            })
+            .collect()
     }
 }
 
@@ -426,8 +466,14 @@ impl Writer {
         let thread = std::thread::Builder::new()
             .name("sightline-rec-writer".into())
             .spawn(move || {
-                let mut stats = WriterStats { file_bytes: header.len() as u64, ..Default::default() };
-                let zerr = |source| Error::Io { path: "zstd compress".into(), source };
+                let mut stats = WriterStats {
+                    file_bytes: header.len() as u64,
+                    ..Default::default()
+                };
+                let zerr = |source| Error::Io {
+                    path: "zstd compress".into(),
+                    source,
+                };
                 let mut zc = zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(zerr)?;
                 // Each frame carries its content checksum, so a corrupt byte is an error on read
                 // rather than other input bytes replayed.
@@ -448,7 +494,10 @@ impl Writer {
                 file.sync_data().map_err(io(&events_path))?;
                 Ok(stats)
             })
-            .map_err(|source| Error::Io { path: "writer thread".into(), source })?;
+            .map_err(|source| Error::Io {
+                path: "writer thread".into(),
+                source,
+            })?;
         // The writer thread may run on any CPU: the tracer pins only itself.
         Ok(Writer {
             dir: dir.to_path_buf(),
@@ -467,7 +516,9 @@ impl Writer {
         rec.encode(&mut self.buf);
         self.count += 1;
         self.events += 1;
-        if self.count >= CHUNK_EVENTS || self.buf.len() >= CHUNK_BYTES || replay_ptrace::coarse_monotonic_ns().saturating_sub(self.since_ns) >= CHUNK_AGE_NS
+        if self.count >= CHUNK_EVENTS
+            || self.buf.len() >= CHUNK_BYTES
+            || replay_ptrace::coarse_monotonic_ns().saturating_sub(self.since_ns) >= CHUNK_AGE_NS
         {
             self.flush()?;
         }
@@ -493,7 +544,9 @@ impl Writer {
     fn join(&mut self) -> Result<WriterStats, Error> {
         self.tx = None;
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| Error::Format("recording writer thread panicked".into()))?,
+            Some(t) => t
+                .join()
+                .map_err(|_| Error::Format("recording writer thread panicked".into()))?,
             None => Ok(WriterStats::default()),
         }
     }
@@ -523,7 +576,10 @@ impl Writer {
 fn write_meta(dir: &Path, meta: &Meta) -> Result<(), Error> {
     let path = dir.join(META_FILE);
     let text = serde_json::to_string_pretty(meta).map_err(|e| Error::Format(e.to_string()))?;
-    std::fs::write(&path, text + "\n").map_err(|source| Error::Io { path: path.display().to_string(), source })
+    std::fs::write(&path, text + "\n").map_err(|source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// A recording read back into memory.
@@ -551,8 +607,10 @@ impl Recording {
     /// version or a corrupt chunk (a torn last chunk is not an error: see [`Self::truncated`]).
     pub fn open(dir: &Path) -> Result<Recording, Error> {
         let meta_path = dir.join(META_FILE);
-        let text = std::fs::read_to_string(&meta_path)
-            .map_err(|source| Error::Io { path: meta_path.display().to_string(), source })?;
+        let text = std::fs::read_to_string(&meta_path).map_err(|source| Error::Io {
+            path: meta_path.display().to_string(),
+            source,
+        })?;
         let meta: Meta = serde_json::from_str(&text)
             .map_err(|e| Error::Format(format!("{}: {e}", meta_path.display())))?;
         if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&meta.version) {
@@ -565,13 +623,22 @@ impl Recording {
         let mut data = Vec::new();
         File::open(&ev_path)
             .and_then(|mut f| f.read_to_end(&mut data))
-            .map_err(|source| Error::Io { path: ev_path.display().to_string(), source })?;
+            .map_err(|source| Error::Io {
+                path: ev_path.display().to_string(),
+                source,
+            })?;
         if data.len() < 16 || &data[..8] != STREAM_MAGIC {
-            return Err(Error::Format(format!("{}: not a Sightline event stream", ev_path.display())));
+            return Err(Error::Format(format!(
+                "{}: not a Sightline event stream",
+                ev_path.display()
+            )));
         }
         let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
         if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
-            return Err(Error::Format(format!("{}: stream version {version}", ev_path.display())));
+            return Err(Error::Format(format!(
+                "{}: stream version {version}",
+                ev_path.display()
+            )));
         }
         let mut rec = Recording {
             meta,
@@ -587,8 +654,10 @@ impl Recording {
                 rec.truncated = true;
                 break;
             }
-            let raw_len = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4")) as usize;
-            let comp_len = u32::from_le_bytes(data[pos + 8..pos + 12].try_into().expect("4")) as usize;
+            let raw_len =
+                u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4")) as usize;
+            let comp_len =
+                u32::from_le_bytes(data[pos + 8..pos + 12].try_into().expect("4")) as usize;
             let n = u32::from_le_bytes(data[pos + 12..pos + 16].try_into().expect("4")) as usize;
             let start = pos + 16;
             if data.len() - start < comp_len {
@@ -602,7 +671,10 @@ impl Recording {
                 rec.records.push(Record::decode(&mut c)?);
             }
             if !c.is_empty() {
-                return Err(Error::Format(format!("chunk {} has trailing bytes", rec.chunks)));
+                return Err(Error::Format(format!(
+                    "chunk {} has trailing bytes",
+                    rec.chunks
+                )));
             }
             rec.raw_bytes += raw_len as u64;
             rec.chunks += 1;
@@ -624,17 +696,46 @@ mod tests {
                     nr: 0,
                     args: [3, 0x7fff_0000, 4096, 0, 0, 0],
                     result: 5,
-                    writes: vec![MemWrite { addr: 0x7fff_0000, data: b"hello".to_vec() }],
+                    writes: vec![MemWrite {
+                        addr: 0x7fff_0000,
+                        data: b"hello".to_vec(),
+                    }],
                     rendezvous: vec![Rendezvous { obj: 7, seq: 2 }],
                     output: 0,
                     data_hash: 0,
                     extra: vec![],
                 }),
             },
-            Record { pid: 42, event: Event::Signal { signo: 14, info: Box::new([9; 128]), sync: false } },
-            Record { pid: 43, event: Event::Rdtsc { value: 123_456, aux: Some(1) } },
-            Record { pid: 43, event: Event::Cpuid { leaf: 1, subleaf: 0, out: [1, 2, 3, 4] } },
-            Record { pid: 43, event: Event::Exit { status: 256, rendezvous: vec![] } },
+            Record {
+                pid: 42,
+                event: Event::Signal {
+                    signo: 14,
+                    info: Box::new([9; 128]),
+                    sync: false,
+                },
+            },
+            Record {
+                pid: 43,
+                event: Event::Rdtsc {
+                    value: 123_456,
+                    aux: Some(1),
+                },
+            },
+            Record {
+                pid: 43,
+                event: Event::Cpuid {
+                    leaf: 1,
+                    subleaf: 0,
+                    out: [1, 2, 3, 4],
+                },
+            },
+            Record {
+                pid: 43,
+                event: Event::Exit {
+                    status: 256,
+                    rendezvous: vec![],
+                },
+            },
         ]
     }
 
@@ -697,7 +798,10 @@ mod tests {
         match Recording::open(dir.path()) {
             Err(Error::Format(msg)) => assert!(msg.contains("chunk 0"), "{msg}"),
             Err(e) => panic!("expected a format error, got {e}"),
-            Ok(r) => panic!("corruption went unnoticed: {} records decoded", r.records.len()),
+            Ok(r) => panic!(
+                "corruption went unnoticed: {} records decoded",
+                r.records.len()
+            ),
         }
     }
 

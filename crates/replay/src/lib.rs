@@ -87,7 +87,11 @@ pub struct Divergence {
 
 impl fmt::Display for Divergence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "replay diverged in process {} at event #{}", self.pid, self.index)?;
+        writeln!(
+            f,
+            "replay diverged in process {} at event #{}",
+            self.pid, self.index
+        )?;
         writeln!(f, "  expected: {}", self.expected)?;
         writeln!(f, "  found:    {}", self.found)?;
         if self.last_matching.is_empty() {
@@ -111,21 +115,48 @@ pub fn describe(ev: &format::Event) -> String {
             let n = if spec.name.is_empty() { 6 } else { spec.nargs };
             let args: Vec<String> = s.args[..n]
                 .iter()
-                .map(|a| if *a > 0xffff { format!("{a:#x}") } else { format!("{}", *a as i64) })
+                .map(|a| {
+                    if *a > 0xffff {
+                        format!("{a:#x}")
+                    } else {
+                        format!("{}", *a as i64)
+                    }
+                })
                 .collect();
-            format!("{}({}) = {}", syscalls::name(s.nr), args.join(", "), s.result)
+            format!(
+                "{}({}) = {}",
+                syscalls::name(s.nr),
+                args.join(", "),
+                s.result
+            )
         }
         Event::Signal { signo, sync, .. } => {
-            format!("signal {} ({})", signo, if *sync { "synchronous" } else { "asynchronous" })
+            format!(
+                "signal {} ({})",
+                signo,
+                if *sync { "synchronous" } else { "asynchronous" }
+            )
         }
-        Event::Rdtsc { aux, .. } => if aux.is_some() { "rdtscp".into() } else { "rdtsc".into() },
+        Event::Rdtsc { aux, .. } => {
+            if aux.is_some() {
+                "rdtscp".into()
+            } else {
+                "rdtsc".into()
+            }
+        }
         Event::Cpuid { leaf, subleaf, .. } => format!("cpuid(leaf {leaf:#x}, subleaf {subleaf})"),
         Event::Exit { status, .. } => format!("exit (wait status {status:#x})"),
-        Event::SyscallbufPatch { site, .. } => format!("syscall-buffer patch of the site at {site:#x}"),
+        Event::SyscallbufPatch { site, .. } => {
+            format!("syscall-buffer patch of the site at {site:#x}")
+        }
         Event::Buffered(recs) => {
             let names: Vec<String> = recs.iter().take(3).map(|r| syscalls::name(r.nr)).collect();
             let more = if recs.len() > 3 { ", ..." } else { "" };
-            format!("{} buffered system call(s): {}{more}", recs.len(), names.join(", "))
+            format!(
+                "{} buffered system call(s): {}{more}",
+                recs.len(),
+                names.join(", ")
+            )
         }
     }
 }

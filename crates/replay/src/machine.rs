@@ -47,7 +47,12 @@ pub fn prepare_image(t: &mut Stopped, at_random: Option<&[u8]>) -> Result<ImageI
         p = p.add(1);
     }
     p = p.add(1);
-    let mut info = ImageInfo { at_random: Vec::new(), cpuid_faulting: false, tsc_trapped: false, vdso_hidden: false };
+    let mut info = ImageInfo {
+        at_random: Vec::new(),
+        cpuid_faulting: false,
+        tsc_trapped: false,
+        vdso_hidden: false,
+    };
     for _ in 0..64 {
         let key = t.read_u64(p)?;
         if key == AT_NULL {
@@ -70,11 +75,19 @@ pub fn prepare_image(t: &mut Stopped, at_random: Option<&[u8]>) -> Result<ImageI
         }
         p = p.add(2);
     }
-    info.cpuid_faulting = t.inject_syscall(libc::SYS_arch_prctl, [ARCH_SET_CPUID, 0, 0, 0, 0, 0])? == 0;
+    info.cpuid_faulting =
+        t.inject_syscall(libc::SYS_arch_prctl, [ARCH_SET_CPUID, 0, 0, 0, 0, 0])? == 0;
     if info.vdso_hidden {
         let r = t.inject_syscall(
             libc::SYS_prctl,
-            [libc::PR_SET_TSC as u64, libc::PR_TSC_SIGSEGV as u64, 0, 0, 0, 0],
+            [
+                libc::PR_SET_TSC as u64,
+                libc::PR_TSC_SIGSEGV as u64,
+                0,
+                0,
+                0,
+                0,
+            ],
         )?;
         info.tsc_trapped = r == 0;
     }
@@ -105,7 +118,9 @@ impl Trap {
 /// Decodes the instruction at the tracee's rip after a SIGSEGV with `si_code == SI_KERNEL`.
 pub fn decode_trap(t: &mut Stopped) -> Result<Option<Trap>, Error> {
     let rip = t.regs()?.rip;
-    let Ok(b) = t.read_bytes(RemotePtr::new(rip), 3) else { return Ok(None) };
+    let Ok(b) = t.read_bytes(RemotePtr::new(rip), 3) else {
+        return Ok(None);
+    };
     Ok(match b[..] {
         [0x0f, 0x31, _] => Some(Trap::Rdtsc),
         [0x0f, 0x01, 0xf9] => Some(Trap::Rdtscp),
@@ -141,8 +156,10 @@ pub fn si_code(info: &[u8; 128]) -> i32 {
 /// (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS with a positive, kernel-set `si_code`). Such
 /// signals recur by themselves on replay; every other signal is asynchronous.
 pub fn is_synchronous(sig: i32, info: &[u8; 128]) -> bool {
-    matches!(sig, libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP | libc::SIGSYS)
-        && si_code(info) > 0
+    matches!(
+        sig,
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP | libc::SIGSYS
+    ) && si_code(info) > 0
 }
 
 #[cfg(test)]

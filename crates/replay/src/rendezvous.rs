@@ -60,7 +60,8 @@ pub struct Progress {
 impl Progress {
     /// True when every earlier event of each object in `rdv` has been replayed.
     pub fn ready(&self, rdv: &[Rendezvous]) -> bool {
-        rdv.iter().all(|r| self.done.get(&r.obj).copied().unwrap_or(0) == r.seq)
+        rdv.iter()
+            .all(|r| self.done.get(&r.obj).copied().unwrap_or(0) == r.seq)
     }
 
     /// The first unmet point of `rdv`, with the count replayed so far (for reports).

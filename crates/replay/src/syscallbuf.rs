@@ -55,15 +55,18 @@ pub fn drain_and_reset(t: &Stopped) -> Result<Vec<Buffered>, Error> {
 }
 
 fn take(t: &Stopped, reset: bool) -> Result<Vec<Buffered>, Error> {
-    let Some(h) = header(t) else { return Ok(Vec::new()) };
+    let Some(h) = header(t) else {
+        return Ok(Vec::new());
+    };
     if h.used == 0 {
         return Ok(Vec::new());
     }
     let data = match h.used.checked_sub(h.pos) {
         Some(0) => Vec::new(),
-        Some(n) if h.used <= sb::MAP_LEN - sb::BUF_OFF - sb::HEADER_LEN => {
-            t.read_bytes(RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN + h.pos), n as usize)?
-        }
+        Some(n) if h.used <= sb::MAP_LEN - sb::BUF_OFF - sb::HEADER_LEN => t.read_bytes(
+            RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN + h.pos),
+            n as usize,
+        )?,
         _ => {
             return Err(Error::Format(format!(
                 "tid {}: corrupt syscall buffer header (used {}, drained {})",
@@ -78,8 +81,13 @@ fn take(t: &Stopped, reset: bool) -> Result<Vec<Buffered>, Error> {
     } else if !data.is_empty() {
         t.write_bytes(header_ptr().add(16), &h.used.to_le_bytes())?;
     }
-    sb::parse_records(&data)
-        .map_err(|at| Error::Format(format!("tid {}: corrupt syscall buffer at byte {}", t.tid(), h.pos as usize + at)))
+    sb::parse_records(&data).map_err(|at| {
+        Error::Format(format!(
+            "tid {}: corrupt syscall buffer at byte {}",
+            t.tid(),
+            h.pos as usize + at
+        ))
+    })
 }
 
 /// Replay: puts `recs` into the tracee's buffer for the handler to serve.
@@ -88,9 +96,15 @@ fn take(t: &Stopped, reset: bool) -> Result<Vec<Buffered>, Error> {
 pub fn fill(t: &Stopped, recs: &[Buffered]) -> Result<(), Error> {
     let data = sb::encode_records(recs);
     if data.len() as u64 > sb::MAP_LEN - sb::BUF_OFF - sb::HEADER_LEN {
-        return Err(Error::Format(format!("a buffered batch of {} bytes does not fit the buffer", data.len())));
+        return Err(Error::Format(format!(
+            "a buffered batch of {} bytes does not fit the buffer",
+            data.len()
+        )));
     }
-    t.write_bytes(RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN), &data)?;
+    t.write_bytes(
+        RemotePtr::new(sb::BASE + sb::BUF_OFF + sb::HEADER_LEN),
+        &data,
+    )?;
     let mut used_pos = (data.len() as u64).to_le_bytes().to_vec();
     used_pos.extend_from_slice(&0u64.to_le_bytes());
     t.write_bytes(header_ptr().add(8), &used_pos)?;
@@ -122,7 +136,8 @@ pub fn inside_handler(rip: u64) -> bool {
 /// a call is let through only after [`uninstall`], so the program gets the address as natively and
 /// no patched site is left jumping into memory that is no longer the handler.
 pub fn touches_region(nr: i64, args: &[u64; 6]) -> bool {
-    let overlaps = |addr: u64, len: u64| addr < sb::BASE + sb::MAP_LEN && addr.saturating_add(len) > sb::BASE;
+    let overlaps =
+        |addr: u64, len: u64| addr < sb::BASE + sb::MAP_LEN && addr.saturating_add(len) > sb::BASE;
     let fixed = (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) as u64;
     match nr {
         libc::SYS_mmap => args[3] & fixed != 0 && overlaps(args[0], args[1]),
@@ -130,7 +145,8 @@ pub fn touches_region(nr: i64, args: &[u64; 6]) -> bool {
             overlaps(args[0], args[1])
         }
         libc::SYS_mremap => {
-            overlaps(args[0], args[1]) || (args[3] & libc::MREMAP_FIXED as u64 != 0 && overlaps(args[4], args[2]))
+            overlaps(args[0], args[1])
+                || (args[3] & libc::MREMAP_FIXED as u64 != 0 && overlaps(args[4], args[2]))
         }
         _ => false,
     }
@@ -146,12 +162,20 @@ pub fn touches_region(nr: i64, args: &[u64; 6]) -> bool {
 pub fn uninstall(t: &Stopped) -> Result<usize, Error> {
     let Some(h) = header(t) else { return Ok(0) };
     let end = h.next_stub.clamp(sb::STUBS_OFF, sb::CODE_LEN);
-    let stubs = t.read_bytes(RemotePtr::new(sb::BASE + sb::STUBS_OFF), (end - sb::STUBS_OFF) as usize)?;
+    let stubs = t.read_bytes(
+        RemotePtr::new(sb::BASE + sb::STUBS_OFF),
+        (end - sb::STUBS_OFF) as usize,
+    )?;
     let mut restored = 0;
     for (i, s) in stubs.chunks_exact(sb::STUB_LEN as usize).enumerate() {
         let stub = sb::BASE + sb::STUBS_OFF + i as u64 * sb::STUB_LEN;
-        let Some((site, orig, len)) = sb::stub_site(stub, s) else { continue };
-        let (Ok(now), Some(patch)) = (t.read_bytes(RemotePtr::new(site), len), sb::site_patch(site, len, stub)) else {
+        let Some((site, orig, len)) = sb::stub_site(stub, s) else {
+            continue;
+        };
+        let (Ok(now), Some(patch)) = (
+            t.read_bytes(RemotePtr::new(site), len),
+            sb::site_patch(site, len, stub),
+        ) else {
             continue;
         };
         if now == patch {
@@ -176,7 +200,11 @@ pub fn candidate(t: &Stopped, nr: i64, rip: u64) -> Option<(u64, [u8; 8])> {
     if (sb::BASE..sb::BASE + sb::MAP_LEN).contains(&site) {
         return None;
     }
-    let orig: [u8; 8] = t.read_bytes(RemotePtr::new(site), 8).ok()?.try_into().ok()?;
+    let orig: [u8; 8] = t
+        .read_bytes(RemotePtr::new(site), 8)
+        .ok()?
+        .try_into()
+        .ok()?;
     let len = sb::patch_len(&orig)?;
     // In reach of the stubs (checked with the last slot: the region is small).
     sb::site_patch(site, len, sb::BASE + sb::CODE_LEN)?;
@@ -206,7 +234,8 @@ pub enum Installed {
 pub fn install(t: &mut Stopped, site: u64, orig: &[u8; 8], mode: u32) -> Result<Installed, Error> {
     let saved = t.regs()?;
     let nr = saved.orig_rax;
-    let len = sb::patch_len(orig).ok_or_else(|| Error::Format(format!("site {site:#x} is not patchable")))?;
+    let len = sb::patch_len(orig)
+        .ok_or_else(|| Error::Format(format!("site {site:#x} is not patchable")))?;
     let mut substituted = false;
     let h = match header(t) {
         Some(h) => h,
@@ -229,12 +258,16 @@ pub fn install(t: &mut Stopped, site: u64, orig: &[u8; 8], mode: u32) -> Result<
             }
             t.write_bytes(RemotePtr::new(sb::BASE), sb::code())?;
             t.write_bytes(header_ptr(), &sb::header(mode))?;
-            header(t).ok_or_else(|| Error::Format("syscall buffer header not readable after mapping".into()))?
+            header(t).ok_or_else(|| {
+                Error::Format("syscall buffer header not readable after mapping".into())
+            })?
         }
     };
     let stub = sb::BASE + h.next_stub;
     let (Some(stub_code), Some(patch)) = (
-        (h.next_stub + sb::STUB_LEN <= sb::CODE_LEN).then(|| sb::site_stub(stub, site, orig, len)).flatten(),
+        (h.next_stub + sb::STUB_LEN <= sb::CODE_LEN)
+            .then(|| sb::site_stub(stub, site, orig, len))
+            .flatten(),
         sb::site_patch(site, len, stub),
     ) else {
         if substituted {
@@ -244,7 +277,10 @@ pub fn install(t: &mut Stopped, site: u64, orig: &[u8; 8], mode: u32) -> Result<
         return Ok(Installed::NotHere);
     };
     t.write_bytes(RemotePtr::new(stub), &stub_code)?;
-    t.write_bytes(header_ptr().add(40), &(h.next_stub + sb::STUB_LEN).to_le_bytes())?;
+    t.write_bytes(
+        header_ptr().add(40),
+        &(h.next_stub + sb::STUB_LEN).to_le_bytes(),
+    )?;
     t.write_bytes(RemotePtr::new(site), &patch)?;
     if substituted {
         rewind(t, saved, site, nr)?;
@@ -277,9 +313,18 @@ mod tests {
     fn inside_the_handler_means_its_code_but_not_after_its_trapped_call() {
         let traced = sb::traced_ip();
         assert!(inside_handler(sb::BASE));
-        assert!(inside_handler(traced - 2), "at the trapped syscall itself (a restart)");
-        assert!(!inside_handler(traced), "after it: it only returns or starts over");
-        assert!(inside_handler(sb::untraced_ip()), "after its untraced call, the record half-written");
+        assert!(
+            inside_handler(traced - 2),
+            "at the trapped syscall itself (a restart)"
+        );
+        assert!(
+            !inside_handler(traced),
+            "after it: it only returns or starts over"
+        );
+        assert!(
+            inside_handler(sb::untraced_ip()),
+            "after its untraced call, the record half-written"
+        );
         assert!(!inside_handler(sb::BASE + sb::STUBS_OFF), "a stub");
         assert!(!inside_handler(sb::BASE - 1));
         assert!(!inside_handler(0x7fff_f7e0_0041));

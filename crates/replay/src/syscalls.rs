@@ -10,7 +10,10 @@
 //!
 //! Numbers and structure sizes are x86-64's (`arch/x86/entry/syscalls/syscall_64.tbl`, the man pages
 //! of each call).
-#![expect(non_upper_case_globals, reason = "libc's SYS_* constants are matched as patterns")]
+#![expect(
+    non_upper_case_globals,
+    reason = "libc's SYS_* constants are matched as patterns"
+)]
 
 use replay_ptrace::seccomp::{Action, Filter};
 
@@ -60,13 +63,31 @@ pub struct Spec {
 }
 
 const fn s(name: &'static str, nargs: usize, mode: Mode) -> Spec {
-    Spec { name, nargs, mode, fd_arg: None, returns_fd: false }
+    Spec {
+        name,
+        nargs,
+        mode,
+        fd_arg: None,
+        returns_fd: false,
+    }
 }
 const fn fd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
-    Spec { name, nargs, mode, fd_arg: Some(0), returns_fd: false }
+    Spec {
+        name,
+        nargs,
+        mode,
+        fd_arg: Some(0),
+        returns_fd: false,
+    }
 }
 const fn newfd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
-    Spec { name, nargs, mode, fd_arg: None, returns_fd: true }
+    Spec {
+        name,
+        nargs,
+        mode,
+        fd_arg: None,
+        returns_fd: true,
+    }
 }
 
 /// System calls that run untrapped at full speed, in recording and in replay.
@@ -139,7 +160,13 @@ pub fn filter() -> Filter {
     // Memory calls on the 2.5 GiB below the end of the syscall-buffering region are traced, so that a
     // program mapping over the region unpatches it first (crate::syscallbuf::touches_region).
     let (high, low_end) = region_guard();
-    for nr in [libc::SYS_mmap, libc::SYS_munmap, libc::SYS_mprotect, libc::SYS_madvise, libc::SYS_pkey_mprotect] {
+    for nr in [
+        libc::SYS_mmap,
+        libc::SYS_munmap,
+        libc::SYS_mprotect,
+        libc::SYS_madvise,
+        libc::SYS_pkey_mprotect,
+    ] {
         f.trace_if_arg_in(nr, 0, high, low_end);
     }
     f.trace_if_arg_in(libc::SYS_mremap, 0, high, low_end);
@@ -184,8 +211,14 @@ pub fn spec(nr: i64) -> Spec {
         SYS_openat => newfd("openat", 4, Open),
         SYS_creat => newfd("creat", 2, Open),
         SYS_openat2 => newfd("openat2", 4, Open),
-        SYS_accept => Spec { fd_arg: Some(0), ..newfd("accept", 3, StandIn) },
-        SYS_accept4 => Spec { fd_arg: Some(0), ..newfd("accept4", 4, StandIn) },
+        SYS_accept => Spec {
+            fd_arg: Some(0),
+            ..newfd("accept", 3, StandIn)
+        },
+        SYS_accept4 => Spec {
+            fd_arg: Some(0),
+            ..newfd("accept4", 4, StandIn)
+        },
         SYS_pipe => s("pipe", 1, Real),
         SYS_pipe2 => s("pipe2", 2, Real),
         SYS_socket => newfd("socket", 3, Real),
@@ -200,7 +233,10 @@ pub fn spec(nr: i64) -> Spec {
         SYS_inotify_init => newfd("inotify_init", 0, Real),
         SYS_inotify_init1 => newfd("inotify_init1", 1, Real),
         SYS_memfd_create => newfd("memfd_create", 2, Real),
-        SYS_fcntl => Spec { fd_arg: None, ..fd("fcntl", 3, Fcntl) },
+        SYS_fcntl => Spec {
+            fd_arg: None,
+            ..fd("fcntl", 3, Fcntl)
+        },
         // Trapped only near the syscall-buffering region (see `filter`); they build process state.
         SYS_mmap => s("mmap", 6, Real),
         SYS_munmap => s("munmap", 2, Real),
@@ -334,7 +370,11 @@ pub fn spec(nr: i64) -> Spec {
 /// Name of system call `nr` for reports (`syscall_<nr>` when unnamed here).
 pub fn name(nr: i64) -> String {
     let s = spec(nr);
-    if s.name.is_empty() { format!("syscall_{nr}") } else { s.name.to_string() }
+    if s.name.is_empty() {
+        format!("syscall_{nr}")
+    } else {
+        s.name.to_string()
+    }
 }
 
 /// True for the kernel-internal "restart" results (`-ERESTARTSYS` 512, `-ERESTARTNOINTR` 513,
@@ -371,12 +411,18 @@ pub fn outputs(
         mem(p, 4).map(|b| u32::from_le_bytes(b[..4].try_into().expect("4")) as usize)
     };
     match nr {
-        SYS_read | SYS_pread64 | SYS_getdents | SYS_getdents64 | SYS_getrandom if ok => fixed(&mut out, a[1 - usize::from(nr == SYS_getrandom)], r),
-        SYS_readlink | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr if ok => fixed(&mut out, a[if nr == SYS_readlink { 1 } else { 2 }], r),
+        SYS_read | SYS_pread64 | SYS_getdents | SYS_getdents64 | SYS_getrandom if ok => {
+            fixed(&mut out, a[1 - usize::from(nr == SYS_getrandom)], r)
+        }
+        SYS_readlink | SYS_getxattr | SYS_lgetxattr | SYS_fgetxattr if ok => {
+            fixed(&mut out, a[if nr == SYS_readlink { 1 } else { 2 }], r)
+        }
         SYS_listxattr | SYS_llistxattr | SYS_flistxattr if ok => fixed(&mut out, a[1], r),
         SYS_readlinkat if ok => fixed(&mut out, a[2], r),
         SYS_getcwd if ok => fixed(&mut out, a[0], r),
-        SYS_readv | SYS_preadv | SYS_preadv2 if ok => scatter(&mut out, mem, a[1], a[2] as usize, r),
+        SYS_readv | SYS_preadv | SYS_preadv2 if ok => {
+            scatter(&mut out, mem, a[1], a[2] as usize, r)
+        }
         SYS_recvfrom => {
             if ok {
                 fixed(&mut out, a[1], r);
@@ -469,7 +515,11 @@ pub fn outputs(
         // a bitmask of maxnode bits rounded up to whole longs (mm/mempolicy.c, copy_nodes_to_user).
         SYS_get_mempolicy if ok => {
             fixed(&mut out, a[0], 4);
-            fixed(&mut out, a[1], (a[2] as usize).min(1 << 16).div_ceil(64) * 8);
+            fixed(
+                &mut out,
+                a[1],
+                (a[2] as usize).min(1 << 16).div_ceil(64) * 8,
+            );
         }
         SYS_getitimer => fixed(&mut out, a[1], 32),
         SYS_setitimer => fixed(&mut out, a[2], 32),
@@ -504,7 +554,9 @@ fn scatter(
     mut total: usize,
 ) {
     let cnt = cnt.min(1024);
-    let Some(raw) = mem(iov, cnt * 16) else { return };
+    let Some(raw) = mem(iov, cnt * 16) else {
+        return;
+    };
     for i in 0..cnt {
         if total == 0 {
             break;
@@ -551,7 +603,16 @@ pub fn inputs(
 /// True for the write family (calls whose data [`inputs`] describes).
 pub fn is_write(nr: i64) -> bool {
     use libc::*;
-    matches!(nr, SYS_write | SYS_pwrite64 | SYS_sendto | SYS_writev | SYS_pwritev | SYS_pwritev2 | SYS_sendmsg)
+    matches!(
+        nr,
+        SYS_write
+            | SYS_pwrite64
+            | SYS_sendto
+            | SYS_writev
+            | SYS_pwritev
+            | SYS_pwritev2
+            | SYS_sendmsg
+    )
 }
 
 /// 64-bit FNV-1a over `data`, continuing from `h` (start with [`HASH_SEED`]). Used for the data hash
@@ -575,34 +636,78 @@ mod tests {
     fn allowed_and_refused_calls_are_not_trapped_and_the_rest_is() {
         let f = filter();
         assert_eq!(f.action_for(libc::SYS_mmap), Action::Allow);
-        assert_eq!(f.action_for(libc::SYS_rseq), Action::Errno(libc::ENOSYS as u16));
+        assert_eq!(
+            f.action_for(libc::SYS_rseq),
+            Action::Errno(libc::ENOSYS as u16)
+        );
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
         assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
-        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]), Action::Allow);
-        assert_eq!(f.action_for_args(libc::SYS_fcntl, [3, libc::F_GETFL as u64, 0, 0, 0, 0]), Action::Trace);
+        assert_eq!(
+            f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]),
+            Action::Allow
+        );
+        assert_eq!(
+            f.action_for_args(libc::SYS_fcntl, [3, libc::F_GETFL as u64, 0, 0, 0, 0]),
+            Action::Trace
+        );
         // Every allowed call must not also be described as something to replay, except the memory
         // calls traced near the syscall-buffering region, which replay runs for real.
-        let guarded = [libc::SYS_mmap, libc::SYS_munmap, libc::SYS_mprotect, libc::SYS_madvise, libc::SYS_mremap];
+        let guarded = [
+            libc::SYS_mmap,
+            libc::SYS_munmap,
+            libc::SYS_mprotect,
+            libc::SYS_madvise,
+            libc::SYS_mremap,
+        ];
         for &nr in ALLOWED {
             if guarded.contains(&nr) {
                 assert_eq!(spec(nr).mode, Mode::Real, "{nr}");
             } else {
-                assert!(spec(nr).name.is_empty(), "{nr} is allowed but has a replay spec");
+                assert!(
+                    spec(nr).name.is_empty(),
+                    "{nr} is allowed but has a replay spec"
+                );
             }
         }
         // The guard traces them on addresses up to the region's end, and only there.
         let p = f.compile();
-        let ev = |nr: i64, a0: u64| replay_ptrace::seccomp::evaluate(&p, 0xc000_003e, nr as u32, [a0, 0x1000, 3, 0x22, 0, 0]);
-        assert_eq!(ev(libc::SYS_mmap, replay_ptrace::syscallbuf::BASE), 0x7ff0_0000, "traced");
-        assert_eq!(ev(libc::SYS_munmap, 0x7fff_f7d8_0000), 0x7fff_0000, "libc's area runs free");
+        let ev = |nr: i64, a0: u64| {
+            replay_ptrace::seccomp::evaluate(
+                &p,
+                0xc000_003e,
+                nr as u32,
+                [a0, 0x1000, 3, 0x22, 0, 0],
+            )
+        };
+        assert_eq!(
+            ev(libc::SYS_mmap, replay_ptrace::syscallbuf::BASE),
+            0x7ff0_0000,
+            "traced"
+        );
+        assert_eq!(
+            ev(libc::SYS_munmap, 0x7fff_f7d8_0000),
+            0x7fff_0000,
+            "libc's area runs free"
+        );
         assert_eq!(ev(libc::SYS_mmap, 0), 0x7fff_0000, "no address: runs free");
     }
 
     #[test]
     fn read_outputs_follow_the_result_and_readv_scatters() {
         let mut no_mem = |_: u64, _: usize| None;
-        assert_eq!(outputs(libc::SYS_read, &[3, 0x1000, 4096, 0, 0, 0], 10, &mut no_mem), vec![(0x1000, 10)]);
-        assert!(outputs(libc::SYS_read, &[3, 0x1000, 4096, 0, 0, 0], -11, &mut no_mem).is_empty());
+        assert_eq!(
+            outputs(libc::SYS_read, &[3, 0x1000, 4096, 0, 0, 0], 10, &mut no_mem),
+            vec![(0x1000, 10)]
+        );
+        assert!(
+            outputs(
+                libc::SYS_read,
+                &[3, 0x1000, 4096, 0, 0, 0],
+                -11,
+                &mut no_mem
+            )
+            .is_empty()
+        );
         // Two iovecs of 4 and 8 bytes, 6 bytes read.
         let mut iov = Vec::new();
         for (b, l) in [(0x2000u64, 4u64), (0x3000, 8)] {

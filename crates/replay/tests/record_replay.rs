@@ -21,9 +21,16 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// Builds `tests/guests/<name>.c` into `dir`.
 fn guest(name: &str, dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/guests").join(format!("{name}.c"));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/guests")
+        .join(format!("{name}.c"));
     let out = dir.join(name);
-    let st = Command::new("gcc").args(["-O1", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("run gcc");
+    let st = Command::new("gcc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
     assert!(st.success(), "gcc failed for {}", src.display());
     out
 }
@@ -49,8 +56,16 @@ fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
         .output()
         .expect("run sightline record");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("in {}", dir.display())), "record must say where it wrote: {stderr}");
-    Recorded { dir, stdout: out.stdout, stderr: out.stderr, code: out.status.code().unwrap_or(-1) }
+    assert!(
+        stderr.contains(&format!("in {}", dir.display())),
+        "record must say where it wrote: {stderr}"
+    );
+    Recorded {
+        dir,
+        stdout: out.stdout,
+        stderr: out.stderr,
+        code: out.status.code().unwrap_or(-1),
+    }
 }
 
 /// The recorded system-call numbers of each process, by recorded pid.
@@ -77,7 +92,12 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
     let tmp = tempfile::tempdir().unwrap();
     let r = record(tmp.path(), cwd, cmd);
     let rec = Recording::open(&r.dir).unwrap();
-    assert_eq!(rec.meta.status, "complete", "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        rec.meta.status,
+        "complete",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     assert!(!rec.truncated);
     let expected = recorded_syscalls(&rec);
     assert!(expected.iter().map(|(_, s)| s.len()).sum::<usize>() > 0);
@@ -92,14 +112,27 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
         );
         let recorded_err = String::from_utf8_lossy(&r.stderr);
         let replayed_err = String::from_utf8_lossy(&err);
-        assert!(recorded_err.starts_with(replayed_err.as_ref()), "replay {round}: stderr {replayed_err:?}");
-        assert_eq!(outcome.syscalls, expected, "replay {round} of {cmd:?}: system calls differ");
+        assert!(
+            recorded_err.starts_with(replayed_err.as_ref()),
+            "replay {round}: stderr {replayed_err:?}"
+        );
+        assert_eq!(
+            outcome.syscalls, expected,
+            "replay {round} of {cmd:?}: system calls differ"
+        );
         assert_eq!(outcome.exit_code, r.code);
         assert_eq!(outcome.processes, expected.len());
     }
     // The CLI writes the same bytes.
-    let cli = Command::new(test_support::sightline_bin()).arg("replay").arg(&r.dir).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&cli.stdout), String::from_utf8_lossy(&r.stdout));
+    let cli = Command::new(test_support::sightline_bin())
+        .arg("replay")
+        .arg(&r.dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&cli.stdout),
+        String::from_utf8_lossy(&r.stdout)
+    );
     assert_eq!(cli.status.code(), Some(r.code));
     (r.stdout, rec)
 }
@@ -126,7 +159,10 @@ fn date_proc_stat_and_uname() {
         return;
     }
     let _g = lock();
-    let out = record_and_replay_3(Path::new("/"), &["sh", "-c", "date; cat /proc/self/stat; uname -a"]);
+    let out = record_and_replay_3(
+        Path::new("/"),
+        &["sh", "-c", "date; cat /proc/self/stat; uname -a"],
+    );
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 3);
 }
 
@@ -173,7 +209,11 @@ fn sqlite3_random_and_datetime() {
     let out = record_and_replay_3(tmp.path(), &["sqlite3", "db.sqlite", sql]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 2);
     // Replay wrote nothing: the database is as the recording left it (one row).
-    let rows = Command::new("sqlite3").current_dir(tmp.path()).args(["db.sqlite", "select count(*) from t"]).output().unwrap();
+    let rows = Command::new("sqlite3")
+        .current_dir(tmp.path())
+        .args(["db.sqlite", "select count(*) from t"])
+        .output()
+        .unwrap();
     assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "1");
 }
 
@@ -184,9 +224,14 @@ fn gzip_then_gunzip_without_touching_files_on_replay() {
     }
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
-    let data: String = (0..50_000).map(|i| format!("line {i} {}\n", i * 7919 % 1000)).collect();
+    let data: String = (0..50_000)
+        .map(|i| format!("line {i} {}\n", i * 7919 % 1000))
+        .collect();
     std::fs::write(tmp.path().join("f"), &data).unwrap();
-    let out = record_and_replay_3(tmp.path(), &["sh", "-c", "gzip f && ls && gunzip f.gz && md5sum f && ls"]);
+    let out = record_and_replay_3(
+        tmp.path(),
+        &["sh", "-c", "gzip f && ls && gunzip f.gz && md5sum f && ls"],
+    );
     assert_eq!(String::from_utf8_lossy(&out).lines().next(), Some("f.gz"));
     // After the recording the file is back; three replays changed nothing on disk.
     assert_eq!(std::fs::read_to_string(tmp.path().join("f")).unwrap(), data);
@@ -203,7 +248,12 @@ fn children_over_pipes_reaped_in_timing_order() {
     let exe = guest("pipes", tmp.path());
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out);
-    assert_eq!(text.lines().filter(|l| l.starts_with("reaped child")).count(), 4);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("reaped child"))
+            .count(),
+        4
+    );
     assert_eq!(text.lines().filter(|l| l.starts_with("from ")).count(), 12);
 }
 
@@ -221,7 +271,9 @@ fn make_j2_on_a_small_makefile() {
     // Eight jobs, two at a time: make waits in pselect6 with SIGCHLD unblocked only by its mask.
     let mut mk = String::from("all: o1 o2 o3 o4 o5 o6 o7 o8\n\t@echo all done\n");
     for i in 1..=8 {
-        mk += &format!("o{i}:\n\t@sh -c \"seq 20000 | sort -n | tail -1 > /dev/null\"; echo built o{i} $$(date +%N)\n");
+        mk += &format!(
+            "o{i}:\n\t@sh -c \"seq 20000 | sort -n | tail -1 > /dev/null\"; echo built o{i} $$(date +%N)\n"
+        );
     }
     std::fs::write(tmp.path().join("Makefile"), mk).unwrap();
     let out = record_and_replay_3(tmp.path(), &["make", "-j2"]);
@@ -238,8 +290,24 @@ fn sigalrm_timer_in_a_syscall_loop() {
     let exe = guest("alarm", tmp.path());
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 16);
-    let alarms = rec.records.iter().filter(|r| matches!(r.event, Event::Signal { signo: 14, sync: false, .. })).count();
-    assert!(alarms >= 16, "every SIGALRM is recorded at a sync point ({alarms})");
+    let alarms = rec
+        .records
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.event,
+                Event::Signal {
+                    signo: 14,
+                    sync: false,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(
+        alarms >= 16,
+        "every SIGALRM is recorded at a sync point ({alarms})"
+    );
 }
 
 #[test]
@@ -252,14 +320,25 @@ fn rdtsc_and_cpuid_replay_identically() {
     let exe = guest("tsc", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
     let rec = Recording::open(&r.dir).unwrap();
-    let rdtscs = rec.records.iter().filter(|r| matches!(r.event, Event::Rdtsc { .. })).count();
+    let rdtscs = rec
+        .records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Rdtsc { .. }))
+        .count();
     assert!(rdtscs >= 2, "RDTSC and RDTSCP must be trapped and recorded");
     let text = String::from_utf8_lossy(&r.stdout).into_owned();
     if rec.meta.cpuid_faulting {
-        assert!(text.contains("rdrand bit 0"), "CPUID faulting masks RDRAND: {text}");
+        assert!(
+            text.contains("rdrand bit 0"),
+            "CPUID faulting masks RDRAND: {text}"
+        );
     } else {
         // FIXME: this VM refuses ARCH_SET_CPUID (ENODEV), so CPUID runs natively and RDRAND shows.
-        assert!(rec.records.iter().all(|r| !matches!(r.event, Event::Cpuid { .. })));
+        assert!(
+            rec.records
+                .iter()
+                .all(|r| !matches!(r.event, Event::Cpuid { .. }))
+        );
     }
     for _ in 0..3 {
         let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -277,13 +356,20 @@ fn a_thread_is_refused_clearly_and_the_program_still_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = guest("thread", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
-    assert_eq!(String::from_utf8_lossy(&r.stdout), "before thread\nafter thread\n");
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "before thread\nafter thread\n"
+    );
     // The program exited 0; the unusable recording makes `sightline record` exit 2.
     assert_eq!(r.code, 2);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(err.contains("threads are not yet supported"), "{err}");
     let rec = Recording::open(&r.dir).unwrap();
-    assert!(rec.meta.status.starts_with("unsupported: "), "{}", rec.meta.status);
+    assert!(
+        rec.meta.status.starts_with("unsupported: "),
+        "{}",
+        rec.meta.status
+    );
     let (mut out, mut e) = (Vec::new(), Vec::new());
     match replay::replayer::replay(&rec, &mut out, &mut e) {
         Err(replay::Error::Unsupported(msg)) => assert!(msg.contains("CLONE_THREAD"), "{msg}"),
@@ -303,11 +389,17 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
     // Inject a divergence: the replayed shell gets another script than the recorded one.
     let meta_path = r.dir.join("meta.json");
     let meta = std::fs::read_to_string(&meta_path).unwrap();
-    std::fs::write(&meta_path, meta.replace("echo one; echo two", "echo one; echo 2wo")).unwrap();
+    std::fs::write(
+        &meta_path,
+        meta.replace("echo one; echo two", "echo one; echo 2wo"),
+    )
+    .unwrap();
     let rec = Recording::open(&r.dir).unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
-    let replay::Error::Divergence(d) = &e else { panic!("expected a divergence, got {e}") };
+    let replay::Error::Divergence(d) = &e else {
+        panic!("expected a divergence, got {e}")
+    };
     assert_eq!(d.pid, rec.meta.root_pid);
     assert!(d.expected.starts_with("write(1, "), "{e}");
     assert!(d.found.contains("writing different data"), "{e}");
@@ -315,10 +407,17 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
     // The first line still came out; the diverging one did not.
     assert_eq!(out, b"one\n");
     // The CLI prints the same report and fails.
-    let cli = Command::new(test_support::sightline_bin()).arg("replay").arg(&r.dir).output().unwrap();
+    let cli = Command::new(test_support::sightline_bin())
+        .arg("replay")
+        .arg(&r.dir)
+        .output()
+        .unwrap();
     assert_eq!(cli.status.code(), Some(2));
     let msg = String::from_utf8_lossy(&cli.stderr);
-    assert!(msg.contains("replay diverged in process") && msg.contains("last matching events"), "{msg}");
+    assert!(
+        msg.contains("replay diverged in process") && msg.contains("last matching events"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -362,16 +461,37 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
     std::thread::sleep(std::time::Duration::from_millis(700));
     let recorder = child.id() as i32;
     // The tracee is the recorder's only child.
-    let children = std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children.split_whitespace().next().expect("a tracee").parse().unwrap();
-    Command::new("kill").args(["-INT", &recorder.to_string()]).status().unwrap();
+    let children =
+        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let sleeper: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("a tracee")
+        .parse()
+        .unwrap();
+    Command::new("kill")
+        .args(["-INT", &recorder.to_string()])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     // sleep died of the forwarded SIGINT; the recorder exits with its status.
-    assert_eq!(out.status.code(), Some(128 + 2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!Path::new(&format!("/proc/{sleeper}")).exists(), "tracee {sleeper} left behind");
+    assert_eq!(
+        out.status.code(),
+        Some(128 + 2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !Path::new(&format!("/proc/{sleeper}")).exists(),
+        "tracee {sleeper} left behind"
+    );
     let rec = Recording::open(&tmp.path().join("rec")).unwrap();
     assert_eq!(rec.meta.status, "complete");
-    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 2, .. })));
+    assert!(
+        rec.records
+            .iter()
+            .any(|r| matches!(r.event, Event::Signal { signo: 2, .. }))
+    );
 }
 
 #[test]
@@ -385,16 +505,39 @@ fn info_and_dump_describe_the_recording() {
     let rec = Recording::open(&r.dir).unwrap();
     let procs = recorded_syscalls(&rec).len();
     assert!(procs >= 3, "sh, echo side and cat: {procs}");
-    let info = Command::new(test_support::sightline_bin()).args(["replay", "--info"]).arg(&r.dir).output().unwrap();
+    let info = Command::new(test_support::sightline_bin())
+        .args(["replay", "--info"])
+        .arg(&r.dir)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&info.stdout);
     assert!(text.contains("status:      complete"), "{text}");
-    assert!(text.contains(&format!("events:      {} in {procs} process(es)", rec.records.len())), "{text}");
-    assert!(text.contains(&format!("{} bytes on disk", rec.file_bytes)), "{text}");
-    assert!(text.lines().any(|l| l.trim_start().starts_with("execve")), "{text}");
-    let dump = Command::new(test_support::sightline_bin()).args(["replay", "--dump"]).arg(&r.dir).output().unwrap();
+    assert!(
+        text.contains(&format!(
+            "events:      {} in {procs} process(es)",
+            rec.records.len()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{} bytes on disk", rec.file_bytes)),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("execve")),
+        "{text}"
+    );
+    let dump = Command::new(test_support::sightline_bin())
+        .args(["replay", "--dump"])
+        .arg(&r.dir)
+        .output()
+        .unwrap();
     let dump = String::from_utf8_lossy(&dump.stdout);
     assert_eq!(dump.lines().count(), rec.records.len());
-    assert!(dump.lines().next().unwrap().contains("execve() = 0"), "{dump}");
+    assert!(
+        dump.lines().next().unwrap().contains("execve() = 0"),
+        "{dump}"
+    );
 }
 
 #[test]
@@ -408,7 +551,11 @@ fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     let tmp = tempfile::tempdir().unwrap();
     let exe = guest("exit_by_dir", tmp.path());
     let dir = tmp.path().join("d");
-    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap(), dir.to_str().unwrap()]);
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[exe.to_str().unwrap(), dir.to_str().unwrap()],
+    );
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stderr));
     std::fs::create_dir(&dir).unwrap();
     let mut child = Command::new(test_support::sightline_bin())
@@ -433,7 +580,10 @@ fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let status = status.expect("the replay hung after a diverging exit");
     assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("diverged") && stderr.contains("exit (wait status 0x300)"), "{stderr}");
+    assert!(
+        stderr.contains("diverged") && stderr.contains("exit (wait status 0x300)"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -472,7 +622,10 @@ fn a_missing_recorded_working_directory_is_a_clear_error() {
             assert!(e.to_string().contains("working directory"), "{e}");
             assert!(e.to_string().contains(gone.to_str().unwrap()), "{e}");
         }
-        other => panic!("expected a clear error, got {:?}", other.map(|o| o.exit_code)),
+        other => panic!(
+            "expected a clear error, got {:?}",
+            other.map(|o| o.exit_code)
+        ),
     }
     assert!(out.is_empty());
 }
@@ -507,9 +660,15 @@ fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
     match replay::replayer::replay(&rec, &mut out, &mut err) {
         Err(replay::Error::Divergence(d)) => {
             assert_eq!(d.pid, rec.meta.root_pid);
-            assert!(d.index > 0 && d.expected.contains("the recording ends here"), "{d:?}");
+            assert!(
+                d.index > 0 && d.expected.contains("the recording ends here"),
+                "{d:?}"
+            );
         }
-        other => panic!("expected the end of the prefix, got {:?}", other.map(|o| o.exit_code)),
+        other => panic!(
+            "expected the end of the prefix, got {:?}",
+            other.map(|o| o.exit_code)
+        ),
     }
 }
 
@@ -553,25 +712,58 @@ fn sigstop_pauses_a_recorded_process_until_sigcont() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(400));
     let recorder = child.id() as i32;
-    let children = std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children.split_whitespace().next().expect("a tracee").parse().unwrap();
+    let children =
+        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let sleeper: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("a tracee")
+        .parse()
+        .unwrap();
     let state = || {
         let s = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
-        s.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()).unwrap_or("?").to_string()
+        s.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string()
     };
-    Command::new("kill").args(["-STOP", &sleeper.to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-STOP", &sleeper.to_string()])
+        .status()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
     // Past the sleep's deadline and still there, stopped ('t' under ptrace, 'T' natively).
     let stopped = state();
-    Command::new("kill").args(["-CONT", &sleeper.to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-CONT", &sleeper.to_string()])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    assert!(stopped == "t" || stopped == "T", "state {stopped}: the stop signal did not stop it");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stopped == "t" || stopped == "T",
+        "state {stopped}: the stop signal did not stop it"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rec = Recording::open(&dir).unwrap();
     assert_eq!(rec.meta.status, "complete");
-    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Signal { signo: 19, .. })));
+    assert!(
+        rec.records
+            .iter()
+            .any(|r| matches!(r.event, Event::Signal { signo: 19, .. }))
+    );
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    assert_eq!(replay::replayer::replay(&rec, &mut o, &mut e).unwrap().exit_code, 0);
+    assert_eq!(
+        replay::replayer::replay(&rec, &mut o, &mut e)
+            .unwrap()
+            .exit_code,
+        0
+    );
 }
 
 /// A directory tree of `n` directories with three files each, for `find`.
@@ -610,17 +802,37 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
     let root_s = root.to_str().unwrap();
     let cmd = ["find", root_s, "-name", "*.so*"];
     let (stdout, rec) = record_and_replay_3_rec(tmp.path(), &cmd);
-    assert_eq!(String::from_utf8_lossy(&stdout).lines().count(), 80, "two .so* files per directory");
+    assert_eq!(
+        String::from_utf8_lossy(&stdout).lines().count(),
+        80,
+        "two .so* files per directory"
+    );
     // The hot calls went through the handler, not through ptrace stops: 81 directories (+ the root)
     // are opened, read and stat'ed.
-    let patches = rec.records.iter().filter(|r| matches!(r.event, Event::SyscallbufPatch { .. })).count();
-    assert!(patches >= 3, "newfstatat, getdents64 and openat sites patched: {patches}");
+    let patches = rec
+        .records
+        .iter()
+        .filter(|r| matches!(r.event, Event::SyscallbufPatch { .. }))
+        .count();
+    assert!(
+        patches >= 3,
+        "newfstatat, getdents64 and openat sites patched: {patches}"
+    );
     let (t_dents, b_dents) = trapped_and_buffered(&rec, libc::SYS_getdents64);
     let (t_stat, b_stat) = trapped_and_buffered(&rec, libc::SYS_newfstatat);
     let (t_open, b_open) = trapped_and_buffered(&rec, libc::SYS_openat);
-    assert!(b_dents >= 81 * 2 && t_dents <= 2, "getdents64: {t_dents} trapped, {b_dents} buffered");
-    assert!(b_stat >= 81 && t_stat <= 2, "newfstatat: {t_stat} trapped, {b_stat} buffered");
-    assert!(b_open >= 80, "directory opens buffered: {t_open} trapped, {b_open} buffered");
+    assert!(
+        b_dents >= 81 * 2 && t_dents <= 2,
+        "getdents64: {t_dents} trapped, {b_dents} buffered"
+    );
+    assert!(
+        b_stat >= 81 && t_stat <= 2,
+        "newfstatat: {t_stat} trapped, {b_stat} buffered"
+    );
+    assert!(
+        b_open >= 80,
+        "directory opens buffered: {t_open} trapped, {b_open} buffered"
+    );
 
     // Recorded again with buffering off: every call trapped, and the program made exactly the same
     // system calls (buffering changes how they are recorded, not what the program does).
@@ -637,10 +849,27 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
         .unwrap();
     assert_eq!(out.stdout, stdout);
     let rec2 = Recording::open(&dir2).unwrap();
-    assert!(!rec2.records.iter().any(|r| matches!(r.event, Event::Buffered(_) | Event::SyscallbufPatch { .. })));
-    assert_eq!(trapped_and_buffered(&rec2, libc::SYS_getdents64), (t_dents + b_dents, 0));
-    let seq = |r: &Recording| recorded_syscalls(r).into_iter().map(|(_, s)| s).collect::<Vec<_>>();
-    assert_eq!(seq(&rec), seq(&rec2), "same system calls, buffered or trapped");
+    assert!(
+        !rec2
+            .records
+            .iter()
+            .any(|r| matches!(r.event, Event::Buffered(_) | Event::SyscallbufPatch { .. }))
+    );
+    assert_eq!(
+        trapped_and_buffered(&rec2, libc::SYS_getdents64),
+        (t_dents + b_dents, 0)
+    );
+    let seq = |r: &Recording| {
+        recorded_syscalls(r)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        seq(&rec),
+        seq(&rec2),
+        "same system calls, buffered or trapped"
+    );
 }
 
 #[test]
@@ -670,10 +899,18 @@ fn a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence() {
         .expect("a buffered newfstatat");
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
-    let replay::Error::Divergence(d) = &e else { panic!("expected a divergence, got {e}") };
+    let replay::Error::Divergence(d) = &e else {
+        panic!("expected a divergence, got {e}")
+    };
     assert_eq!(d.pid, pid);
-    assert!(d.expected.contains("buffered system calls recorded here"), "{e}");
-    assert!(d.found.starts_with("newfstatat("), "the call made instead (record {nth} of its batch): {e}");
+    assert!(
+        d.expected.contains("buffered system calls recorded here"),
+        "{e}"
+    );
+    assert!(
+        d.found.starts_with("newfstatat("),
+        "the call made instead (record {nth} of its batch): {e}"
+    );
 }
 
 /// Builds C source `src` as `<dir>/<name>` (for guests that only a syscall-buffering test needs).
@@ -681,7 +918,12 @@ fn guest_from_source(name: &str, src: &str, dir: &Path) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let out = dir.join(name);
-    let st = Command::new("gcc").args(["-O2", "-o"]).arg(&out).arg(&c).status().expect("run gcc");
+    let st = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .status()
+        .expect("run gcc");
     assert!(st.success(), "gcc failed for {name}");
     out
 }
@@ -723,7 +965,10 @@ int main(void) {
     let exe = guest_from_source("alarm_stat", src, tmp.path());
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&out).into_owned();
-    assert!(out.starts_with("ok=100000 ") && out.ends_with(" alarms=1\n"), "{out}");
+    assert!(
+        out.starts_with("ok=100000 ") && out.ends_with(" alarms=1\n"),
+        "{out}"
+    );
     // Every call recorded exactly once (a drained record is never drained again), nearly all of
     // them buffered: as many as with buffering off (the dynamic loader's own count depends on the
     // environment, e.g. cargo's LD_LIBRARY_PATH).
@@ -743,8 +988,15 @@ int main(void) {
         .unwrap();
     assert!(st.success());
     let rec2 = Recording::open(&dir2).unwrap();
-    assert_eq!(trapped_and_buffered(&rec2, libc::SYS_newfstatat), (trapped + buffered, 0));
-    let alarms = rec.records.iter().filter(|r| matches!(r.event, Event::Signal { signo: 14, .. })).count();
+    assert_eq!(
+        trapped_and_buffered(&rec2, libc::SYS_newfstatat),
+        (trapped + buffered, 0)
+    );
+    let alarms = rec
+        .records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Signal { signo: 14, .. }))
+        .count();
     assert!(alarms >= 1, "SIGALRM recorded");
 }
 
@@ -796,7 +1048,10 @@ int main(void) {
         .count();
     // Timing decides how many forks a SIGCHLD interrupts; with 3000 buffered stats between forks
     // nearly every child has exited by then.
-    assert!(interrupted >= 1, "no fork was interrupted by a held SIGCHLD: the test did not test");
+    assert!(
+        interrupted >= 1,
+        "no fork was interrupted by a held SIGCHLD: the test did not test"
+    );
 }
 
 /// SIGALRMs that arrive while the program makes only buffered calls are held until its next
@@ -846,8 +1101,14 @@ int main(void) {
         .iter()
         .rposition(|r| matches!(&r.event, Event::Syscall(s) if s.nr == libc::SYS_setitimer))
         .expect("setitimer recorded");
-    let late = rec.records[stop..].iter().filter(|r| matches!(r.event, Event::Signal { signo: 14, .. })).count();
-    assert!(late <= 1, "{late} SIGALRMs delivered after the timer was stopped");
+    let late = rec.records[stop..]
+        .iter()
+        .filter(|r| matches!(r.event, Event::Signal { signo: 14, .. }))
+        .count();
+    assert!(
+        late <= 1,
+        "{late} SIGALRMs delivered after the timer was stopped"
+    );
     assert_eq!(rec.meta.exit_code, Some(0));
 }
 
@@ -910,13 +1171,30 @@ int main(void) {
 "#;
     let exe = guest_from_source("kill_busy_children", src, tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
-    assert_eq!(String::from_utf8_lossy(&r.stdout), "child 0 signal 9\nchild 1 signal 15\nchild 2 signal 9\nchild 3 signal 9\n");
+    assert_eq!(
+        String::from_utf8_lossy(&r.stdout),
+        "child 0 signal 9\nchild 1 signal 15\nchild 2 signal 9\nchild 3 signal 9\n"
+    );
     let rec = Recording::open(&r.dir).unwrap();
-    assert!(rec.records.iter().any(|r| matches!(r.event, Event::Buffered(_))), "the children's stats were buffered");
+    assert!(
+        rec.records
+            .iter()
+            .any(|r| matches!(r.event, Event::Buffered(_))),
+        "the children's stats were buffered"
+    );
     for round in 0..3 {
         let out = cli_replay_within(&r.dir, 60).unwrap_or_else(|| panic!("replay {round} hung"));
-        assert_eq!(String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&r.stdout), "replay {round}");
-        assert_eq!(out.status.code(), Some(0), "replay {round}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&r.stdout),
+            "replay {round}"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "replay {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -934,7 +1212,12 @@ fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
     let out = record_and_replay_3(tmp.path(), &[prog.to_str().unwrap()]);
     assert_eq!(out.len(), 901);
     for d in [b'0', b'1', b'2'] {
-        assert_eq!(out.iter().filter(|&&c| c == d).count(), 300, "300 bytes from child {}", d as char);
+        assert_eq!(
+            out.iter().filter(|&&c| c == d).count(),
+            300,
+            "300 bytes from child {}",
+            d as char
+        );
     }
 }
 
@@ -986,7 +1269,10 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
         return;
     }
     if !have("ps") {
-        assert!(std::env::var_os("CI").is_none(), "ps is absent under CI (scripts/install-deps.sh installs procps)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ps is absent under CI (scripts/install-deps.sh installs procps)"
+        );
         eprintln!("skipped: ps is absent (scripts/install-deps.sh installs procps)");
         return;
     }
@@ -994,7 +1280,11 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
     let tmp = tempfile::tempdir().unwrap();
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &["ps", "-eo", "pid,comm"]);
     let text = String::from_utf8_lossy(&out);
-    assert_eq!(text.lines().next().map(str::trim), Some("PID COMMAND"), "{text}");
+    assert_eq!(
+        text.lines().next().map(str::trim),
+        Some("PID COMMAND"),
+        "{text}"
+    );
     assert!(text.lines().count() > 10, "one line per process: {text}");
     let mempolicy = rec
         .records
@@ -1005,5 +1295,8 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
         })
         .next()
         .expect("ps calls get_mempolicy");
-    assert!(!mempolicy.writes.is_empty(), "its mode and node mask are recorded");
+    assert!(
+        !mempolicy.writes.is_empty(),
+        "its mode and node mask are recorded"
+    );
 }

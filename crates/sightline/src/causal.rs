@@ -24,7 +24,11 @@ impl DbArg {
     fn path(&self) -> PathBuf {
         self.db
             .clone()
-            .or_else(|| std::env::var_os("SIGHTLINE_DB").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                std::env::var_os("SIGHTLINE_DB")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from("sightline.db"))
     }
 }
@@ -136,7 +140,8 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         // Colour only for a terminal: a log file or pipe gets plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SIGHTLINE_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("SIGHTLINE_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .try_init();
     let db = args.db.path();
@@ -217,9 +222,19 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
     for f in files {
         match causal_collector::import::import_file(&mut store, f, now_ns()) {
             Ok(s) => {
-                print!("{}: {} events in {} tasks ({:?})", f.display(), s.events, s.tasks, s.format);
+                print!(
+                    "{}: {} events in {} tasks ({:?})",
+                    f.display(),
+                    s.events,
+                    s.tasks,
+                    s.format
+                );
                 if s.skipped > 0 {
-                    print!("; {} skipped, first: {}", s.skipped, s.first_problem.unwrap_or_default());
+                    print!(
+                        "; {} skipped, first: {}",
+                        s.skipped,
+                        s.first_problem.unwrap_or_default()
+                    );
                 }
                 println!();
             }
@@ -229,7 +244,11 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant, "chrono-compatible
@@ -263,14 +282,23 @@ fn fmt_time(ns: i64) -> String {
     let ms = ns.rem_euclid(1_000_000_000) / 1_000_000;
     let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{ms:03}", s / 3600, s / 60 % 60, s % 60)
+    format!(
+        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}.{ms:03}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
 }
 
 /// Parses a --since/--until TIME into ns since the epoch. Times outside what i64 ns can hold
 /// (years before 1678 or after 2262, ages over 292 years) are an error, not an overflow.
 fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
     let s = s.trim();
-    let range = || anyhow::anyhow!("time {s:?}: out of range (ns since 1970 must fit in 64 bits: years 1678 to 2262)");
+    let range = || {
+        anyhow::anyhow!(
+            "time {s:?}: out of range (ns since 1970 must fit in 64 bits: years 1678 to 2262)"
+        )
+    };
     let unit = |c: char| match c {
         's' => Some(1i64),
         'm' => Some(60),
@@ -290,10 +318,15 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
     if let Ok(secs) = s.parse::<i64>() {
         return secs.checked_mul(1_000_000_000).ok_or_else(range);
     }
-    let (date, time) = s.trim_end_matches('Z').split_once(['T', ' ']).unwrap_or((s, ""));
+    let (date, time) = s
+        .trim_end_matches('Z')
+        .split_once(['T', ' '])
+        .unwrap_or((s, ""));
     let mut dp = date.splitn(3, '-').map(str::parse::<u32>);
     let (Some(Ok(y)), Some(Ok(mo)), Some(Ok(d))) = (dp.next(), dp.next(), dp.next()) else {
-        bail!("time {s:?}: expected unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or an age like 30m, 2h, 7d");
+        bail!(
+            "time {s:?}: expected unix seconds, YYYY-MM-DD[THH:MM[:SS]] (UTC) or an age like 30m, 2h, 7d"
+        );
     };
     if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
         bail!("time {s:?}: no such date");
@@ -317,7 +350,10 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
 /// answer "no task matches").
 fn open_existing(db: &std::path::Path) -> anyhow::Result<Store> {
     if !db.exists() {
-        bail!("no store at {}: `sightline collect` or `sightline import` creates one (or give --db / $SIGHTLINE_DB)", db.display());
+        bail!(
+            "no store at {}: `sightline collect` or `sightline import` creates one (or give --db / $SIGHTLINE_DB)",
+            db.display()
+        );
     }
     Ok(Store::open(db)?)
 }
@@ -326,8 +362,16 @@ fn open_existing(db: &std::path::Path) -> anyhow::Result<Store> {
 pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
     let now = now_ns();
     let filter = TaskFilter {
-        since_ns: args.since.as_deref().map(|s| parse_time(s, now)).transpose()?,
-        until_ns: args.until.as_deref().map(|s| parse_time(s, now)).transpose()?,
+        since_ns: args
+            .since
+            .as_deref()
+            .map(|s| parse_time(s, now))
+            .transpose()?,
+        until_ns: args
+            .until
+            .as_deref()
+            .map(|s| parse_time(s, now))
+            .transpose()?,
         tag: args.tag,
         title: args.title,
         limit: args.limit,
@@ -341,8 +385,17 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // Ids are 16 digits (X-Trace), 32 (an OTLP trace id) or up to 40: the column fits the longest.
-    let w = list.iter().map(|t| t.task_id.len()).max().unwrap_or(0).max(16);
-    writeln!(out, "{:<w$} {:<23} {:>7} {:>11}  {:<20} TITLE", "TASK", "FIRST SEEN (UTC)", "EVENTS", "DURATION", "HOSTS")?;
+    let w = list
+        .iter()
+        .map(|t| t.task_id.len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
+    writeln!(
+        out,
+        "{:<w$} {:<23} {:>7} {:>11}  {:<20} TITLE",
+        "TASK", "FIRST SEEN (UTC)", "EVENTS", "DURATION", "HOSTS"
+    )?;
     for t in &list {
         let hosts = t.hosts.join(",");
         writeln!(
@@ -351,8 +404,14 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
             t.task_id,
             fmt_time(t.first_seen_ns()),
             t.events,
-            t.duration_ns().map(fmt_duration).unwrap_or_else(|| "?".into()),
-            if hosts.is_empty() { "-".to_string() } else { hosts },
+            t.duration_ns()
+                .map(fmt_duration)
+                .unwrap_or_else(|| "?".into()),
+            if hosts.is_empty() {
+                "-".to_string()
+            } else {
+                hosts
+            },
             t.title.as_deref().unwrap_or("-")
         )?;
     }
@@ -383,7 +442,11 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let cp = if args.critical_path { CriticalPath::compute(&g) } else { None };
+    let cp = if args.critical_path {
+        CriticalPath::compute(&g)
+    } else {
+        None
+    };
     let acct = args.resources.then(|| Accounting::compute(&g));
     match args.format {
         ShowFormat::Text => {
@@ -412,11 +475,26 @@ mod tests {
 
     #[test]
     fn times_parse_and_format() {
-        assert_eq!(fmt_time(1_384_989_788_371_000_000), "2013-11-20 23:23:08.371");
-        assert_eq!(parse_time("2013-11-20T23:23:08Z", 0).unwrap(), 1_384_989_788_000_000_000);
-        assert_eq!(parse_time("2013-11-20", 0).unwrap(), 1_384_905_600_000_000_000);
-        assert_eq!(parse_time("1384989788", 0).unwrap(), 1_384_989_788_000_000_000);
-        assert_eq!(parse_time("2h", 10_000_000_000_000).unwrap(), 10_000_000_000_000 - 7_200_000_000_000);
+        assert_eq!(
+            fmt_time(1_384_989_788_371_000_000),
+            "2013-11-20 23:23:08.371"
+        );
+        assert_eq!(
+            parse_time("2013-11-20T23:23:08Z", 0).unwrap(),
+            1_384_989_788_000_000_000
+        );
+        assert_eq!(
+            parse_time("2013-11-20", 0).unwrap(),
+            1_384_905_600_000_000_000
+        );
+        assert_eq!(
+            parse_time("1384989788", 0).unwrap(),
+            1_384_989_788_000_000_000
+        );
+        assert_eq!(
+            parse_time("2h", 10_000_000_000_000).unwrap(),
+            10_000_000_000_000 - 7_200_000_000_000
+        );
         assert!(parse_time("2013-13-01", 0).is_err());
         assert!(parse_time("yesterday", 0).is_err());
     }
@@ -425,10 +503,20 @@ mod tests {
     /// 4000000000) panicked with an arithmetic overflow instead of reporting a bad time.
     #[test]
     fn out_of_range_times_are_errors_not_overflows() {
-        for t in ["9999999999999d", "-9999999999999d", "99999999999999", "-99999999999999", "4000000000-01-01", "2263-01-01"] {
+        for t in [
+            "9999999999999d",
+            "-9999999999999d",
+            "99999999999999",
+            "-99999999999999",
+            "4000000000-01-01",
+            "2263-01-01",
+        ] {
             let e = parse_time(t, 1_700_000_000_000_000_000).expect_err(t);
             assert!(e.to_string().contains("out of range"), "{t}: {e}");
         }
-        assert_eq!(parse_time("2262-01-01", 0).unwrap(), 9_214_646_400_000_000_000);
+        assert_eq!(
+            parse_time("2262-01-01", 0).unwrap(),
+            9_214_646_400_000_000_000
+        );
     }
 }

@@ -89,7 +89,8 @@ mod tests {
     #[test]
     fn causes_already_in_the_message_are_not_repeated() {
         let io = std::io::Error::from_raw_os_error(98); // EADDRINUSE
-        let inner = anyhow::Error::new(io).context("binding X-Trace TCP on 0.0.0.0:7831: Address already in use (os error 98)");
+        let inner = anyhow::Error::new(io)
+            .context("binding X-Trace TCP on 0.0.0.0:7831: Address already in use (os error 98)");
         let e = inner.context("collector");
         assert_eq!(
             render_error(&e),

@@ -6,17 +6,19 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use probe_runtime::user::FullCatalog;
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
 use probe_runtime::sys;
-use probe_user::held::{HeldCommand, HeldError};
+use probe_runtime::user::FullCatalog;
 use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
 use probe_syntax::SourceMap;
+use probe_user::held::{HeldCommand, HeldError};
 
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall")]
+#[command(
+    after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall"
+)]
 pub struct ProbeArgs {
     /// A probe clause or probe description, as in `dtrace -n` (repeatable).
     #[arg(short = 'n', value_name = "CLAUSE")]
@@ -75,7 +77,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut catalog = FullCatalog::new();
     // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
     if args.clauses.iter().any(|c| c.trim().is_empty()) {
-        bail!("-n: empty probe description (give a description such as 'syscall::read:entry' or a clause)");
+        bail!(
+            "-n: empty probe description (give a description such as 'syscall::read:entry' or a clause)"
+        );
     }
     if args.list {
         return list(&args, &mut catalog);
@@ -83,7 +87,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
     let mut map = SourceMap::new();
     for path in &args.script {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let text = if text.starts_with("#!") {
             // Keep line numbers: blank the interpreter line.
             let end = text.find('\n').unwrap_or(text.len());
@@ -94,7 +99,14 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         map.add(path.display().to_string(), text);
     }
     for (i, c) in args.clauses.iter().enumerate() {
-        map.add(if args.clauses.len() == 1 { "-n".to_string() } else { format!("-n#{}", i + 1) }, c.clone());
+        map.add(
+            if args.clauses.len() == 1 {
+                "-n".to_string()
+            } else {
+                format!("-n#{}", i + 1)
+            },
+            c.clone(),
+        );
     }
     for d in descriptions(&args) {
         map.add("-P/-m/-f", d.to_string());
@@ -127,7 +139,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
             catalog.set_held_command(pid, path.clone(), probe_sema::needs_user_symbols(&program));
-            child = Some(Held { cmd: c, exec_error: None });
+            child = Some(Held {
+                cmd: c,
+                exec_error: None,
+            });
             Some(pid)
         }
         (None, Some(pid)) => {
@@ -154,8 +169,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     }
     // Kernel structures (`curthread->pid`) are typed from BTF, parsed only when the program uses them.
     let kernel_types = if probe_sema::needs_kernel_types(&program) {
-        let bytes = std::fs::read(KERNEL_BTF).with_context(|| format!("reading kernel types from {KERNEL_BTF}"))?;
-        let btf = probe_sema::btf::Btf::parse(&bytes).with_context(|| format!("parsing {KERNEL_BTF}"))?;
+        let bytes = std::fs::read(KERNEL_BTF)
+            .with_context(|| format!("reading kernel types from {KERNEL_BTF}"))?;
+        let btf =
+            probe_sema::btf::Btf::parse(&bytes).with_context(|| format!("parsing {KERNEL_BTF}"))?;
         Some(std::sync::Arc::new(btf))
     } else {
         None
@@ -185,7 +202,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         quiet: !notices,
         json: args.json,
         verbose: args.verbose,
-        watch_pid: if args.command.is_none() { args.pid } else { None },
+        watch_pid: if args.command.is_none() {
+            args.pid
+        } else {
+            None
+        },
         target_pid,
     };
     let mut out: Box<dyn Write> = match &args.output {
@@ -208,7 +229,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             let probes: usize = checked
                 .clauses
                 .iter()
-                .filter(|c| map.file_of(c.span.start).is_some_and(|g| std::ptr::eq(g, f)))
+                .filter(|c| {
+                    map.file_of(c.span.start)
+                        .is_some_and(|g| std::ptr::eq(g, f))
+                })
                 .map(|c| c.probes.len())
                 .sum();
             let (what, name) = if n < args.script.len() {
@@ -216,9 +240,23 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             } else {
                 let (program, _) = probe_syntax::parse(f);
                 let first = program.clauses().next();
-                ("description", first.map(|c| c.probes.iter().map(|p| p.text.trim()).collect::<Vec<_>>().join(",")).unwrap_or_default())
+                (
+                    "description",
+                    first
+                        .map(|c| {
+                            c.probes
+                                .iter()
+                                .map(|p| p.text.trim())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .unwrap_or_default(),
+                )
             };
-            eprintln!("sightline: {what} '{name}' matched {probes} probe{}", if probes == 1 { "" } else { "s" });
+            eprintln!(
+                "sightline: {what} '{name}' matched {probes} probe{}",
+                if probes == 1 { "" } else { "s" }
+            );
         }
     }
     let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
@@ -228,7 +266,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             // A -c command whose exec failed: say so as for a file that is not there.
             if let Some(e) = child.as_mut().and_then(|c| c.exec_error.take()) {
                 drop(consumer);
-                eprintln!("sightline: -c {}: cannot execute: {}", args.command.as_deref().unwrap_or_default(), cannot_execute_reason(&e));
+                eprintln!(
+                    "sightline: -c {}: cannot execute: {}",
+                    args.command.as_deref().unwrap_or_default(),
+                    cannot_execute_reason(&e)
+                );
                 return Ok(ExitCode::from(2));
             }
             return Err(explain(e, args.verbose));
@@ -331,7 +373,10 @@ fn descriptions(args: &ProbeArgs) -> Vec<String> {
 /// gives none (its diagnostics come from the real compile).
 fn clause_descriptions(clause: &str) -> Vec<String> {
     let (program, _) = probe_syntax::parse(&probe_syntax::SourceFile::new("-n", clause));
-    program.clauses().flat_map(|c| c.probes.iter().map(|p| p.text.trim().to_string())).collect()
+    program
+        .clauses()
+        .flat_map(|c| c.probes.iter().map(|p| p.text.trim().to_string()))
+        .collect()
 }
 
 /// Splits `-c`'s command into words as a shell would for simple commands: whitespace separates,
@@ -392,8 +437,15 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
         return Some(std::path::PathBuf::from(name));
     }
     let path = std::env::var_os("PATH")?;
-    let candidates: Vec<_> = std::env::split_paths(&path).map(|d| d.join(name)).filter(|p| p.is_file()).collect();
-    candidates.iter().find(|p| probe_user::held::check_executable(p).is_ok()).or(candidates.first()).cloned()
+    let candidates: Vec<_> = std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .filter(|p| p.is_file())
+        .collect();
+    candidates
+        .iter()
+        .find(|p| probe_user::held::check_executable(p).is_ok())
+        .or(candidates.first())
+        .cloned()
 }
 
 /// Creates the `-c` command held (before its exec): its resolved path and the handle, or the exit
@@ -402,12 +454,17 @@ fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
 /// Errors: an empty command, a name not found in PATH, a failure to fork or trace.
 fn spawn_command(cmd: &str) -> anyhow::Result<Result<(std::path::PathBuf, HeldCommand), ExitCode>> {
     let words = split_words(cmd);
-    let Some(first) = words.first() else { bail!("-c: empty command") };
+    let Some(first) = words.first() else {
+        bail!("-c: empty command")
+    };
     let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
     match HeldCommand::spawn(&path, &words) {
         Ok(c) => Ok(Ok((path, c))),
         Err(e @ HeldError::CannotExecute { .. }) => {
-            eprintln!("sightline: -c {first}: cannot execute: {}", cannot_execute_reason(&e));
+            eprintln!(
+                "sightline: -c {first}: cannot execute: {}",
+                cannot_execute_reason(&e)
+            );
             Ok(Err(ExitCode::from(2)))
         }
         Err(e) => Err(anyhow::Error::new(e).context("-c: starting the command")),
@@ -440,7 +497,11 @@ fn list(args: &ProbeArgs, catalog: &mut FullCatalog) -> anyhow::Result<ExitCode>
     r
 }
 
-fn list_probes(args: &ProbeArgs, catalog: &FullCatalog, pid: Option<u32>) -> anyhow::Result<ExitCode> {
+fn list_probes(
+    args: &ProbeArgs,
+    catalog: &FullCatalog,
+    pid: Option<u32>,
+) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
     // `$target` in a listed description is the -c or -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
     // ... and `$1`..`$9` the macro arguments (`-l -n 'python:$1::' /usr/bin/python3.11`).
@@ -470,7 +531,11 @@ fn list_probes(args: &ProbeArgs, catalog: &FullCatalog, pid: Option<u32>) -> any
         pats.push(ProbeDescPattern::new("", "", "", ""));
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "{:>5} {:>10} {:>17} {:>33} NAME", "ID", "PROVIDER", "MODULE", "FUNCTION")?;
+    writeln!(
+        out,
+        "{:>5} {:>10} {:>17} {:>33} NAME",
+        "ID", "PROVIDER", "MODULE", "FUNCTION"
+    )?;
     let mut seen = std::collections::HashSet::new();
     for p in &pats {
         // Each description's probes in ID order, as dtrace(1M) lists them.
@@ -478,11 +543,20 @@ fn list_probes(args: &ProbeArgs, catalog: &FullCatalog, pid: Option<u32>) -> any
             .matching(p)
             .into_iter()
             .filter(|info| seen.insert(info.full_name()))
-            .map(|info| (probe_runtime::run::probe_display_id(&info.full_name()), info))
+            .map(|info| {
+                (
+                    probe_runtime::run::probe_display_id(&info.full_name()),
+                    info,
+                )
+            })
             .collect();
         rows.sort_by_key(|(id, _)| *id);
         for (id, info) in rows {
-            writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", id, info.provider, info.module, info.function, info.name)?;
+            writeln!(
+                out,
+                "{:>5} {:>10} {:>17} {:>33} {}",
+                id, info.provider, info.module, info.function, info.name
+            )?;
         }
     }
     out.flush()?;
@@ -504,7 +578,10 @@ mod tests {
 
     #[test]
     fn command_words_split_like_a_shell() {
-        assert_eq!(split_words("python3 -c 'import json'"), vec!["python3", "-c", "import json"]);
+        assert_eq!(
+            split_words("python3 -c 'import json'"),
+            vec!["python3", "-c", "import json"]
+        );
         assert_eq!(split_words(r#"a b\ c "d e""#), vec!["a", "b c", "d e"]);
         assert_eq!(split_words("  x   ''  "), vec!["x", ""]);
     }

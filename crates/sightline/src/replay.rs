@@ -44,10 +44,17 @@ pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!("{} exists and is not a directory", dir.display());
     }
-    if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
+    if dir.exists()
+        && std::fs::read_dir(&dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
         anyhow::bail!("{} exists and is not empty", dir.display());
     }
-    let opts = replay::recorder::RecordOptions { dir: dir.clone(), command: args.command };
+    let opts = replay::recorder::RecordOptions {
+        dir: dir.clone(),
+        command: args.command,
+    };
     let out = replay::recorder::record(&opts).context("record")?;
     eprintln!(
         "sightline: recorded {} events of {} process(es) in {} ({} bytes)",
@@ -59,7 +66,10 @@ pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     if let Some(why) = &out.incomplete {
         // The program ran to its end, but the recording cannot be replayed past this point: a
         // script must not take it for a good recording (exit 0).
-        eprintln!("sightline: the recording is incomplete: {why} (the program exited with {})", out.exit_code);
+        eprintln!(
+            "sightline: the recording is incomplete: {why} (the program exited with {})",
+            out.exit_code
+        );
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::from(out.exit_code.clamp(0, 255) as u8))
@@ -79,7 +89,12 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         use std::io::Write;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for (i, r) in rec.records.iter().enumerate() {
-            writeln!(out, "{i:>8} pid {:>7}  {}", r.pid, replay::describe(&r.event))?;
+            writeln!(
+                out,
+                "{i:>8} pid {:>7}  {}",
+                r.pid,
+                replay::describe(&r.event)
+            )?;
         }
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
@@ -92,15 +107,36 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
 }
 
-fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Recording) -> std::io::Result<()> {
+fn print_info(
+    o: &mut impl std::io::Write,
+    dir: &Path,
+    rec: &replay::format::Recording,
+) -> std::io::Result<()> {
     use replay::format::Event;
     let m = &rec.meta;
     writeln!(o, "recording:   {}", dir.display())?;
     writeln!(o, "format:      version {}", m.version)?;
-    writeln!(o, "command:     {}", m.argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "))?;
+    writeln!(
+        o,
+        "command:     {}",
+        m.argv
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )?;
     writeln!(o, "executable:  {}", m.path)?;
     writeln!(o, "cwd:         {}", m.cwd)?;
-    writeln!(o, "status:      {}{}", m.status, if rec.truncated { " (stream truncated)" } else { "" })?;
+    writeln!(
+        o,
+        "status:      {}{}",
+        m.status,
+        if rec.truncated {
+            " (stream truncated)"
+        } else {
+            ""
+        }
+    )?;
     if let Some(c) = m.exit_code {
         writeln!(o, "exit code:   {c}")?;
     }
@@ -134,8 +170,17 @@ fn print_info(o: &mut impl std::io::Write, dir: &Path, rec: &replay::format::Rec
             _ => {}
         }
     }
-    writeln!(o, "events:      {} in {} process(es)", rec.records.len(), per_proc.len())?;
-    writeln!(o, "  {:>8} {:>9} {:>8} {:>12}", "pid", "events", "signals", "input bytes")?;
+    writeln!(
+        o,
+        "events:      {} in {} process(es)",
+        rec.records.len(),
+        per_proc.len()
+    )?;
+    writeln!(
+        o,
+        "  {:>8} {:>9} {:>8} {:>12}",
+        "pid", "events", "signals", "input bytes"
+    )?;
     for (pid, (n, s, b)) in &per_proc {
         writeln!(o, "  {pid:>8} {n:>9} {s:>8} {b:>12}")?;
     }

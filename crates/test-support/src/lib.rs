@@ -48,7 +48,8 @@ pub fn privileged(what: &str) -> bool {
     if is_root() {
         return true;
     }
-    let msg = format!("skipped: {what}: needs root (BPF, uprobes and ptrace need CAP_SYS_ADMIN/CAP_BPF)");
+    let msg =
+        format!("skipped: {what}: needs root (BPF, uprobes and ptrace need CAP_SYS_ADMIN/CAP_BPF)");
     if env_flag("SIGHTLINE_REQUIRE_PRIVILEGED") {
         panic!("{msg}; SIGHTLINE_REQUIRE_PRIVILEGED=1 makes this a failure");
     }
@@ -112,7 +113,9 @@ pub fn cargo_build(args: &[&str]) -> PathBuf {
     if release {
         cmd.arg("--release");
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("run cargo build {args:?}: {e}"));
+    let status = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build {args:?}: {e}"));
     assert!(status.success(), "cargo build {args:?} failed");
     profile_dir
 }
@@ -121,7 +124,9 @@ pub fn cargo_build(args: &[&str]) -> PathBuf {
 /// process ([`cargo_build`] of `-p sightline`).
 pub fn sightline_bin() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| cargo_build(&["-p", "sightline"]).join("sightline")).clone()
+    BUILT
+        .get_or_init(|| cargo_build(&["-p", "sightline"]).join("sightline"))
+        .clone()
 }
 
 /// Runs golden tests: every `*.{ext}` file in `dir` is rendered by `render(file_name, text)` and
@@ -131,7 +136,12 @@ pub fn sightline_bin() -> PathBuf {
 /// committing: an expectation must be right, not merely current). Panics listing every mismatch or
 /// missing expectation, and when fewer than `min_cases` cases exist (so an emptied directory cannot
 /// pass).
-pub fn check_golden(dir: &Path, ext: &str, min_cases: usize, render: impl Fn(&str, &str) -> String) {
+pub fn check_golden(
+    dir: &Path,
+    ext: &str,
+    min_cases: usize,
+    render: impl Fn(&str, &str) -> String,
+) {
     let update = env_flag("UPDATE_GOLDEN");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
@@ -140,22 +150,42 @@ pub fn check_golden(dir: &Path, ext: &str, min_cases: usize, render: impl Fn(&st
         .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
     cases.sort();
-    assert!(cases.len() >= min_cases, "golden cases missing from {}", dir.display());
+    assert!(
+        cases.len() >= min_cases,
+        "golden cases missing from {}",
+        dir.display()
+    );
     let mut failures = Vec::new();
     for case in &cases {
-        let name = case.file_name().expect("a file name").to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(case).unwrap_or_else(|e| panic!("reading {}: {e}", case.display()));
+        let name = case
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(case)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", case.display()));
         let got = render(&name, &text);
         let exp_path = case.with_extension("expected");
         if update {
-            std::fs::write(&exp_path, &got).unwrap_or_else(|e| panic!("writing {}: {e}", exp_path.display()));
+            std::fs::write(&exp_path, &got)
+                .unwrap_or_else(|e| panic!("writing {}: {e}", exp_path.display()));
             continue;
         }
         match std::fs::read_to_string(&exp_path) {
             Ok(want) if want == got => {}
-            Ok(want) => failures.push(format!("{name}: mismatch\n--- expected\n{want}--- got\n{got}")),
-            Err(_) => failures.push(format!("{name}: no {} (run with UPDATE_GOLDEN=1)\n--- got\n{got}", exp_path.display())),
+            Ok(want) => failures.push(format!(
+                "{name}: mismatch\n--- expected\n{want}--- got\n{got}"
+            )),
+            Err(_) => failures.push(format!(
+                "{name}: no {} (run with UPDATE_GOLDEN=1)\n--- got\n{got}",
+                exp_path.display()
+            )),
         }
     }
-    assert!(failures.is_empty(), "{} golden case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} golden case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

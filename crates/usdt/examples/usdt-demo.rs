@@ -20,13 +20,19 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut number = |what: &str| -> u64 {
-            args.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{what} needs a number"))
+            args.next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("{what} needs a number"))
         };
         match a.as_str() {
             "--iterations" => iterations = number("--iterations"),
             "--interval-ms" => interval = Duration::from_millis(number("--interval-ms")),
             "--semaphores" => {
-                println!("provider {} semaphores at {:p}", demo::PROVIDER, &demo::SEMAPHORES);
+                println!(
+                    "provider {} semaphores at {:p}",
+                    demo::PROVIDER,
+                    &demo::SEMAPHORES
+                );
                 println!("tick {:?}", demo::tick::semaphore());
                 println!("empty {:?}", demo::empty::semaphore());
                 return;
@@ -42,5 +48,8 @@ fn main() {
             std::thread::sleep(interval);
         }
     }
-    println!("fired {i} iterations; tick semaphore {}", demo::tick::semaphore().count());
+    println!(
+        "fired {i} iterations; tick semaphore {}",
+        demo::tick::semaphore().count()
+    );
 }

@@ -50,9 +50,9 @@ mod arg;
 mod macros;
 mod site;
 
+pub use arg::{Arg, STR_MAX, Staged, StrCopy};
 #[cfg(feature = "json")]
 pub use arg::{Json, JsonText};
-pub use arg::{Arg, STR_MAX, StrCopy, Staged};
 
 use core::sync::atomic::{AtomicU16, Ordering};
 

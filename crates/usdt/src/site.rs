@@ -39,16 +39,34 @@
 macro_rules! __usdt_spec_arg {
     ($sep:literal $name:ident) => {
         ::core::concat!(
-            ".ascii \"", $sep, "\"\n",
+            ".ascii \"",
+            $sep,
+            "\"\n",
             ".set .Lsightline_usdt_spec, {}\n",
-            ".if .Lsightline_usdt_spec == 1\n.ascii \"1@{", ::core::stringify!($name), ":l}\"\n",
-            ".elseif .Lsightline_usdt_spec == -1\n.ascii \"-1@{", ::core::stringify!($name), ":l}\"\n",
-            ".elseif .Lsightline_usdt_spec == 2\n.ascii \"2@{", ::core::stringify!($name), ":x}\"\n",
-            ".elseif .Lsightline_usdt_spec == -2\n.ascii \"-2@{", ::core::stringify!($name), ":x}\"\n",
-            ".elseif .Lsightline_usdt_spec == 4\n.ascii \"4@{", ::core::stringify!($name), ":e}\"\n",
-            ".elseif .Lsightline_usdt_spec == -4\n.ascii \"-4@{", ::core::stringify!($name), ":e}\"\n",
-            ".elseif .Lsightline_usdt_spec == -8\n.ascii \"-8@{", ::core::stringify!($name), ":r}\"\n",
-            ".else\n.ascii \"8@{", ::core::stringify!($name), ":r}\"\n",
+            ".if .Lsightline_usdt_spec == 1\n.ascii \"1@{",
+            ::core::stringify!($name),
+            ":l}\"\n",
+            ".elseif .Lsightline_usdt_spec == -1\n.ascii \"-1@{",
+            ::core::stringify!($name),
+            ":l}\"\n",
+            ".elseif .Lsightline_usdt_spec == 2\n.ascii \"2@{",
+            ::core::stringify!($name),
+            ":x}\"\n",
+            ".elseif .Lsightline_usdt_spec == -2\n.ascii \"-2@{",
+            ::core::stringify!($name),
+            ":x}\"\n",
+            ".elseif .Lsightline_usdt_spec == 4\n.ascii \"4@{",
+            ::core::stringify!($name),
+            ":e}\"\n",
+            ".elseif .Lsightline_usdt_spec == -4\n.ascii \"-4@{",
+            ::core::stringify!($name),
+            ":e}\"\n",
+            ".elseif .Lsightline_usdt_spec == -8\n.ascii \"-8@{",
+            ::core::stringify!($name),
+            ":r}\"\n",
+            ".else\n.ascii \"8@{",
+            ::core::stringify!($name),
+            ":r}\"\n",
             ".endif\n",
         )
     };
@@ -62,7 +80,11 @@ macro_rules! __usdt_spec_arg {
 macro_rules! __usdt_spec_slice {
     ($sep:literal $name:ident) => {
         ::core::concat!(
-            ".ascii \"", $sep, "8@{", ::core::stringify!($name), ":r} 8@{:r}\"\n",
+            ".ascii \"",
+            $sep,
+            "8@{",
+            ::core::stringify!($name),
+            ":r} 8@{:r}\"\n",
         )
     };
 }
@@ -127,16 +149,34 @@ macro_rules! __usdt_site {
 macro_rules! __usdt_spec_arg {
     ($sep:literal $name:ident) => {
         ::core::concat!(
-            ".ascii \"", $sep, "\"\n",
+            ".ascii \"",
+            $sep,
+            "\"\n",
             ".set .Lsightline_usdt_spec, {}\n",
-            ".if .Lsightline_usdt_spec == 1\n.ascii \"1@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == -1\n.ascii \"-1@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == 2\n.ascii \"2@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == -2\n.ascii \"-2@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == 4\n.ascii \"4@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == -4\n.ascii \"-4@{", ::core::stringify!($name), ":w}\"\n",
-            ".elseif .Lsightline_usdt_spec == -8\n.ascii \"-8@{", ::core::stringify!($name), ":x}\"\n",
-            ".else\n.ascii \"8@{", ::core::stringify!($name), ":x}\"\n",
+            ".if .Lsightline_usdt_spec == 1\n.ascii \"1@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == -1\n.ascii \"-1@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == 2\n.ascii \"2@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == -2\n.ascii \"-2@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == 4\n.ascii \"4@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == -4\n.ascii \"-4@{",
+            ::core::stringify!($name),
+            ":w}\"\n",
+            ".elseif .Lsightline_usdt_spec == -8\n.ascii \"-8@{",
+            ::core::stringify!($name),
+            ":x}\"\n",
+            ".else\n.ascii \"8@{",
+            ::core::stringify!($name),
+            ":x}\"\n",
             ".endif\n",
         )
     };
@@ -149,7 +189,11 @@ macro_rules! __usdt_spec_arg {
 macro_rules! __usdt_spec_slice {
     ($sep:literal $name:ident) => {
         ::core::concat!(
-            ".ascii \"", $sep, "8@{", ::core::stringify!($name), ":x} 8@{:x}\"\n",
+            ".ascii \"",
+            $sep,
+            "8@{",
+            ::core::stringify!($name),
+            ":x} 8@{:x}\"\n",
         )
     };
 }
@@ -208,7 +252,10 @@ macro_rules! __usdt_site {
 // ---------------------------------------------------------------------------------------------
 
 /// Unsupported target: no argument spec.
-#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __usdt_spec_arg {
@@ -218,7 +265,10 @@ macro_rules! __usdt_spec_arg {
 }
 
 /// Unsupported target: no argument spec.
-#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __usdt_spec_slice {
@@ -228,7 +278,10 @@ macro_rules! __usdt_spec_slice {
 }
 
 /// Unsupported target: the staged values are only borrowed (so they count as used) and dropped.
-#[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __usdt_site {

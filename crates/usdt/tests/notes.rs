@@ -20,7 +20,10 @@ fn declared() -> Vec<(&'static str, &'static [i8])> {
         (demo::bytes::NAME, demo::bytes::ARG_SIZES),
         (demo::json::NAME, demo::json::ARG_SIZES),
         (demo::empty::NAME, demo::empty::ARG_SIZES),
-        (demo::iteration__done::NAME, demo::iteration__done::ARG_SIZES),
+        (
+            demo::iteration__done::NAME,
+            demo::iteration__done::ARG_SIZES,
+        ),
     ]
 }
 
@@ -77,7 +80,9 @@ fn notes_match_declared_probes() {
     let bin = common::demo_bin();
     let data = std::fs::read(&bin).expect("read demo binary");
     let obj = object::File::parse(&*data).expect("parse ELF");
-    let notes_section = obj.section_by_name(".note.stapsdt").expect(".note.stapsdt present");
+    let notes_section = obj
+        .section_by_name(".note.stapsdt")
+        .expect(".note.stapsdt present");
     let notes = common::parse_notes(notes_section.data().unwrap());
 
     // Every declared probe has at least one site, with the provider name and argument specs whose
@@ -91,19 +96,42 @@ fn notes_match_declared_probes() {
             for (spec, &size) in site.args.iter().zip(sizes) {
                 let (sz, reg) = spec.split_once('@').expect("SIZE@LOCATION");
                 assert_eq!(sz.parse::<i8>().unwrap(), size, "{name}: {spec}");
-                assert_eq!(register_width(reg), Some(size.unsigned_abs()), "{name}: {spec}");
+                assert_eq!(
+                    register_width(reg),
+                    Some(size.unsigned_abs()),
+                    "{name}: {spec}"
+                );
             }
         }
     }
-    assert!(notes.iter().all(|n| declared().iter().any(|(d, _)| *d == n.name)));
+    assert!(
+        notes
+            .iter()
+            .all(|n| declared().iter().any(|(d, _)| *d == n.name))
+    );
     // The declared integer probes, exactly.
     let unsigned = notes.iter().find(|n| n.name == "unsigned").unwrap();
-    let sizes: Vec<&str> = unsigned.args.iter().map(|a| a.split('@').next().unwrap()).collect();
+    let sizes: Vec<&str> = unsigned
+        .args
+        .iter()
+        .map(|a| a.split('@').next().unwrap())
+        .collect();
     assert_eq!(sizes, ["1", "2", "4", "8", "8"]);
     let signed = notes.iter().find(|n| n.name == "signed").unwrap();
-    let sizes: Vec<&str> = signed.args.iter().map(|a| a.split('@').next().unwrap()).collect();
+    let sizes: Vec<&str> = signed
+        .args
+        .iter()
+        .map(|a| a.split('@').next().unwrap())
+        .collect();
     assert_eq!(sizes, ["-1", "-2", "-4", "-8", "-8"]);
-    assert!(notes.iter().find(|n| n.name == "empty").unwrap().args.is_empty());
+    assert!(
+        notes
+            .iter()
+            .find(|n| n.name == "empty")
+            .unwrap()
+            .args
+            .is_empty()
+    );
 }
 
 #[test]
@@ -111,14 +139,26 @@ fn sites_are_5_byte_nops_and_base_matches() {
     let bin = common::demo_bin();
     let data = std::fs::read(&bin).expect("read demo binary");
     let obj = object::File::parse(&*data).expect("parse ELF");
-    let notes = common::parse_notes(obj.section_by_name(".note.stapsdt").unwrap().data().unwrap());
-    let base = obj.section_by_name(".stapsdt.base").expect(".stapsdt.base kept by the linker");
+    let notes = common::parse_notes(
+        obj.section_by_name(".note.stapsdt")
+            .unwrap()
+            .data()
+            .unwrap(),
+    );
+    let base = obj
+        .section_by_name(".stapsdt.base")
+        .expect(".stapsdt.base kept by the linker");
     let text = obj.section_by_name(".text").unwrap();
     let text_data = text.data().unwrap();
     for n in &notes {
         assert_eq!(n.base, base.address(), "{n:?}");
         let off = (n.pc - text.address()) as usize;
-        assert_eq!(&text_data[off..off + 5], &[0x0f, 0x1f, 0x44, 0x00, 0x00], "site of {}", n.name);
+        assert_eq!(
+            &text_data[off..off + 5],
+            &[0x0f, 0x1f, 0x44, 0x00, 0x00],
+            "site of {}",
+            n.name
+        );
     }
 }
 
@@ -127,7 +167,12 @@ fn semaphores_are_the_declared_fields_on_their_own_page() {
     let bin = common::demo_bin();
     let data = std::fs::read(&bin).expect("read demo binary");
     let obj = object::File::parse(&*data).expect("parse ELF");
-    let notes = common::parse_notes(obj.section_by_name(".note.stapsdt").unwrap().data().unwrap());
+    let notes = common::parse_notes(
+        obj.section_by_name(".note.stapsdt")
+            .unwrap()
+            .data()
+            .unwrap(),
+    );
 
     // The provider's SEMAPHORES static (mangled `..4demo10SEMAPHORES..`).
     let sym = obj
@@ -141,7 +186,11 @@ fn semaphores_are_the_declared_fields_on_their_own_page() {
     // Field order = declaration order: probe k's semaphore is at SEMAPHORES + 2k.
     for (k, (name, _)) in declared().iter().enumerate() {
         for n in notes.iter().filter(|n| n.name == *name) {
-            assert_eq!(n.semaphore, sym.address() + 2 * k as u64, "semaphore of {name}");
+            assert_eq!(
+                n.semaphore,
+                sym.address() + 2 * k as u64,
+                "semaphore of {name}"
+            );
         }
     }
 
@@ -156,5 +205,8 @@ fn semaphores_are_the_declared_fields_on_their_own_page() {
             size > 0 && off / 4096 <= page && page <= (off + size - 1) / 4096
         })
         .count();
-    assert_eq!(holders, 1, "the semaphores' file page is mapped by {holders} segments");
+    assert_eq!(
+        holders, 1,
+        "the semaphores' file page is mapped by {holders} segments"
+    );
 }

@@ -25,7 +25,9 @@ fn load_bias() -> u64 {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
     let line = maps
         .lines()
-        .find(|l| l.ends_with(exe.to_str().unwrap()) && l.split_whitespace().nth(2) == Some("00000000"))
+        .find(|l| {
+            l.ends_with(exe.to_str().unwrap()) && l.split_whitespace().nth(2) == Some("00000000")
+        })
         .expect("mapping of the test executable at offset 0");
     u64::from_str_radix(line.split('-').next().unwrap(), 16).unwrap()
 }
@@ -34,8 +36,16 @@ fn load_bias() -> u64 {
 fn note_semaphore() -> u64 {
     let data = std::fs::read(std::env::current_exe().unwrap()).unwrap();
     let obj = object::File::parse(&*data).unwrap();
-    let notes = common::parse_notes(obj.section_by_name(".note.stapsdt").unwrap().data().unwrap());
-    let once: Vec<_> = notes.iter().filter(|n| n.provider == "selftest" && n.name == "once").collect();
+    let notes = common::parse_notes(
+        obj.section_by_name(".note.stapsdt")
+            .unwrap()
+            .data()
+            .unwrap(),
+    );
+    let once: Vec<_> = notes
+        .iter()
+        .filter(|n| n.provider == "selftest" && n.name == "once")
+        .collect();
     assert!(!once.is_empty(), "no selftest:once note in {notes:?}");
     assert!(once.iter().all(|n| n.semaphore == once[0].semaphore));
     assert_eq!(once[0].args.len(), 2);
@@ -43,7 +53,10 @@ fn note_semaphore() -> u64 {
 }
 
 fn write_mem(addr: u64, bytes: &[u8]) {
-    let mut mem = OpenOptions::new().write(true).open("/proc/self/mem").expect("open /proc/self/mem");
+    let mut mem = OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+        .expect("open /proc/self/mem");
     mem.seek(SeekFrom::Start(addr)).unwrap();
     mem.write_all(bytes).expect("write /proc/self/mem");
 }
@@ -71,10 +84,16 @@ fn semaphore_written_through_proc_mem_enables_the_probe() {
     write_mem(addr, &(before + 1).to_ne_bytes());
     assert!(selftest::once::is_enabled());
     assert_eq!(selftest::once::semaphore().count(), 1);
-    assert!(!selftest::other::is_enabled(), "the neighbouring semaphore is untouched");
+    assert!(
+        !selftest::other::is_enabled(),
+        "the neighbouring semaphore is untouched"
+    );
     fire(&mut calls);
     fire(&mut calls);
-    assert_eq!(calls, 2, "enabled: arguments evaluated once per hit, the site ran");
+    assert_eq!(
+        calls, 2,
+        "enabled: arguments evaluated once per hit, the site ran"
+    );
 
     // ... and restores it on detach.
     write_mem(addr, &before.to_ne_bytes());

@@ -32,12 +32,32 @@ usdt:{bin}:demo:empty /@go/ {{ printf("empty\n"); exit(); }}
 fn expected_lines(i: u64) -> Vec<String> {
     let bytes: String = BYTES
         .iter()
-        .map(|&b| if b.is_ascii_graphic() { (b as char).to_string() } else { format!("\\x{b:02x}") })
+        .map(|&b| {
+            if b.is_ascii_graphic() {
+                (b as char).to_string()
+            } else {
+                format!("\\x{b:02x}")
+            }
+        })
         .collect();
     vec![
         format!("tick {i}"),
-        format!("unsigned {} {} {} {} {}", u8::MAX, u16::MAX, u32::MAX, u64::MAX, 12345),
-        format!("signed {} {} {} {} {}", i8::MIN, i16::MIN, i32::MIN, i64::MIN, -1),
+        format!(
+            "unsigned {} {} {} {} {}",
+            u8::MAX,
+            u16::MAX,
+            u32::MAX,
+            u64::MAX,
+            12345
+        ),
+        format!(
+            "signed {} {} {} {} {}",
+            i8::MIN,
+            i16::MIN,
+            i32::MIN,
+            i64::MIN,
+            -1
+        ),
         format!("flags 1 0 {}", 'é' as u32),
         format!("text [{TEXT}] [{}]", CTEXT.to_str().unwrap()),
         format!("bytes {bytes} {}", BYTES.len()),
@@ -54,19 +74,37 @@ fn bpftrace_sees_every_argument_type_exactly() {
     let bin = common::demo_bin();
     let bin = bin.to_str().unwrap();
     let out = Command::new("timeout")
-        .args(["-k", "5", "60", "bpftrace", "-e", &bpftrace_script(bin), "-c"])
+        .args([
+            "-k",
+            "5",
+            "60",
+            "bpftrace",
+            "-e",
+            &bpftrace_script(bin),
+            "-c",
+        ])
         .arg(format!("{bin} --iterations 3 --interval-ms 200"))
         .output()
         .expect("run bpftrace");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout
         .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with("Attaching") && !l.starts_with("fired") && !l.starts_with('@'))
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("Attaching")
+                && !l.starts_with("fired")
+                && !l.starts_with('@')
+        })
         .collect();
     // bpftrace attaches before the command runs, so the first iteration is the one traced.
     let expected = expected_lines(0);
     let first = &lines[..expected.len().min(lines.len())];
-    assert_eq!(first, expected, "bpftrace output:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        first,
+        expected,
+        "bpftrace output:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // bpftrace's exit() is asynchronous: on a loaded machine a later iteration can print part of
     // its lines before bpftrace stops. Each such group must still be that iteration's exact values.
     let mut rest = &lines[expected.len()..];
@@ -74,15 +112,30 @@ fn bpftrace_sees_every_argument_type_exactly() {
         let i: u64 = tick
             .strip_prefix("tick ")
             .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected line {tick:?} after the first iteration:\n{stdout}"));
+            .unwrap_or_else(|| {
+                panic!("unexpected line {tick:?} after the first iteration:\n{stdout}")
+            });
         let want = expected_lines(i);
-        let n = rest.iter().skip(1).position(|l| l.starts_with("tick ")).map_or(rest.len(), |p| p + 1);
-        assert!(n <= want.len() && rest[..n] == want[..n], "iteration {i} differs:\n{stdout}");
+        let n = rest
+            .iter()
+            .skip(1)
+            .position(|l| l.starts_with("tick "))
+            .map_or(rest.len(), |p| p + 1);
+        assert!(
+            n <= want.len() && rest[..n] == want[..n],
+            "iteration {i} differs:\n{stdout}"
+        );
         rest = &rest[n..];
     }
     // The demo saw its semaphore raised by bpftrace through the kernel's reference counter.
-    assert!(stdout.contains("fired 3 iterations; tick semaphore "), "{stdout}");
-    assert!(!stdout.contains("tick semaphore 0"), "semaphore still 0 under bpftrace -c:\n{stdout}");
+    assert!(
+        stdout.contains("fired 3 iterations; tick semaphore "),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("tick semaphore 0"),
+        "semaphore still 0 under bpftrace -c:\n{stdout}"
+    );
 }
 
 /// The D script for `sightline probe`: the same lines as the bpftrace script, for iteration 0.
@@ -117,14 +170,24 @@ fn sightline_probe_c_fires_every_probe_with_exact_values() {
         .expect("run sightline probe");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "sightline probe failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
-    let lines: Vec<&str> = stdout.lines().filter(|l| !l.is_empty() && !l.starts_with("fired")).collect();
+    assert!(
+        out.status.success(),
+        "sightline probe failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("fired"))
+        .collect();
     let mut expected = expected_lines(0);
     // sightline's D script has no buf() formatting: the byte slice shows as its length.
     expected[5] = format!("bytes {}", BYTES.len());
     expected.push("done 0".to_string());
     assert_eq!(lines, expected, "stdout:\n{stdout}\nstderr:\n{stderr}");
     // The probes were enabled for the demo itself (its semaphore was non-zero).
-    assert!(stdout.contains("fired 2 iterations; tick semaphore "), "{stdout}");
+    assert!(
+        stdout.contains("fired 2 iterations; tick semaphore "),
+        "{stdout}"
+    );
     assert!(!stdout.contains("tick semaphore 0"), "{stdout}");
 }

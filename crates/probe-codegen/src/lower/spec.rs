@@ -38,7 +38,10 @@ impl ProgGen<'_, '_> {
     fn spec_map(&mut self, span: Span) -> Res<(usize, u32)> {
         let nspec = self.b.prog.options.nspec.unwrap_or(1);
         if nspec == 0 || nspec > NSPEC_MAX {
-            return self.err(span, format!("nspec must be from 1 to {NSPEC_MAX} (it is {nspec})"));
+            return self.err(
+                span,
+                format!("nspec must be from 1 to {NSPEC_MAX} (it is {nspec})"),
+            );
         }
         let m = match self.b.spec_map {
             Some(m) => m,
@@ -95,7 +98,13 @@ impl ProgGen<'_, '_> {
 
     /// `speculate(id)`, `commit(id)`, `discard(id)`: writes the id to the record field at
     /// `offs[0]` and the token (see the module documentation) to `offs[1]`.
-    pub(super) fn spec_action(&mut self, which: SpecAction, id: &TExpr, offs: &[u32], span: Span) -> Res<()> {
+    pub(super) fn spec_action(
+        &mut self,
+        which: SpecAction,
+        id: &TExpr,
+        offs: &[u32],
+        span: Span,
+    ) -> Res<()> {
         let (map, nspec) = self.spec_map(span)?;
         let (id_off, tok_off) = (offs[0] as i16, offs[1] as i16);
         let idslot = self.slot(span)?;

@@ -217,7 +217,13 @@ impl ProgGen<'_, '_> {
     /// One forward pass records, in scratch words, the last non-slash position `L`, the start of
     /// the last component `FB` (a non-slash right after a slash) and the last non-slash before
     /// that component's slashes `LD` (the end of the dirname); -1 while there is none.
-    pub(super) fn basename_dirname(&mut self, arg: &TExpr, dir: bool, off: u32, span: Span) -> Res<()> {
+    pub(super) fn basename_dirname(
+        &mut self,
+        arg: &TExpr,
+        dir: bool,
+        off: u32,
+        span: Span,
+    ) -> Res<()> {
         let ss = self.strsize();
         self.loop_cost(if dir { "dirname()" } else { "basename()" }, ss, 18, span)?;
         // 8 zero bytes before the string: the "previous byte" of position 0 is NUL, not '/'.

@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use probe_sema::{
-    DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg, parse_tracepoint_format,
+    DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
+    parse_tracepoint_format,
 };
 
 const SCHED_SWITCH: &str = "name: sched_switch
@@ -70,7 +71,14 @@ const SYS_ENTER_OPENAT: &str = "format:
 \tfield:umode_t mode;\toffset:40;\tsize:8;\tsigned:0;
 ";
 
-fn probe(provider: &str, module: &str, function: &str, name: &str, args: ProbeArgs, kind: ProbeKind) -> ProbeInfo {
+fn probe(
+    provider: &str,
+    module: &str,
+    function: &str,
+    name: &str,
+    args: ProbeArgs,
+    kind: ProbeKind,
+) -> ProbeInfo {
     ProbeInfo {
         provider: provider.into(),
         module: module.into(),
@@ -82,7 +90,11 @@ fn probe(provider: &str, module: &str, function: &str, name: &str, args: ProbeAr
 }
 
 fn syscall_args(format: &str) -> Vec<TpField> {
-    parse_tracepoint_format(format).unwrap().into_iter().filter(|f| f.name != "__syscall_nr").collect()
+    parse_tracepoint_format(format)
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.name != "__syscall_nr")
+        .collect()
 }
 
 fn tracepoint(category: &str, event: &str, format: &str) -> ProbeInfo {
@@ -91,20 +103,76 @@ fn tracepoint(category: &str, event: &str, format: &str) -> ProbeInfo {
         "",
         "",
         event,
-        ProbeArgs::Tracepoint { fields: parse_tracepoint_format(format).unwrap() },
-        ProbeKind::Tracepoint { category: category.into(), event: event.into() },
+        ProbeArgs::Tracepoint {
+            fields: parse_tracepoint_format(format).unwrap(),
+        },
+        ProbeKind::Tracepoint {
+            category: category.into(),
+            event: event.into(),
+        },
     )
 }
 
 /// The test catalog: dtrace, profile, a few syscalls (x86-64 numbers), tracepoints, a USDT probe.
 pub fn catalog() -> StaticCatalog {
     let mut probes = vec![
-        probe("dtrace", "", "", "BEGIN", ProbeArgs::None, ProbeKind::Dtrace(DtraceProbe::Begin)),
-        probe("dtrace", "", "", "END", ProbeArgs::None, ProbeKind::Dtrace(DtraceProbe::End)),
-        probe("dtrace", "", "", "ERROR", ProbeArgs::DtraceError, ProbeKind::Dtrace(DtraceProbe::Error)),
-        probe("profile", "", "", "tick-1s", ProbeArgs::Profile, ProbeKind::Profile { period_ns: 1_000_000_000, every_cpu: false }),
-        probe("profile", "", "", "tick-10ms", ProbeArgs::Profile, ProbeKind::Profile { period_ns: 10_000_000, every_cpu: false }),
-        probe("profile", "", "", "profile-97", ProbeArgs::Profile, ProbeKind::Profile { period_ns: 1_000_000_000 / 97, every_cpu: true }),
+        probe(
+            "dtrace",
+            "",
+            "",
+            "BEGIN",
+            ProbeArgs::None,
+            ProbeKind::Dtrace(DtraceProbe::Begin),
+        ),
+        probe(
+            "dtrace",
+            "",
+            "",
+            "END",
+            ProbeArgs::None,
+            ProbeKind::Dtrace(DtraceProbe::End),
+        ),
+        probe(
+            "dtrace",
+            "",
+            "",
+            "ERROR",
+            ProbeArgs::DtraceError,
+            ProbeKind::Dtrace(DtraceProbe::Error),
+        ),
+        probe(
+            "profile",
+            "",
+            "",
+            "tick-1s",
+            ProbeArgs::Profile,
+            ProbeKind::Profile {
+                period_ns: 1_000_000_000,
+                every_cpu: false,
+            },
+        ),
+        probe(
+            "profile",
+            "",
+            "",
+            "tick-10ms",
+            ProbeArgs::Profile,
+            ProbeKind::Profile {
+                period_ns: 10_000_000,
+                every_cpu: false,
+            },
+        ),
+        probe(
+            "profile",
+            "",
+            "",
+            "profile-97",
+            ProbeArgs::Profile,
+            ProbeKind::Profile {
+                period_ns: 1_000_000_000 / 97,
+                every_cpu: true,
+            },
+        ),
     ];
     let syscalls: [(&str, u32, u8, Option<&str>); 7] = [
         ("read", 0, 3, Some(SYS_ENTER_READ)),
@@ -120,7 +188,11 @@ pub fn catalog() -> StaticCatalog {
         probe_pair(&mut probes, name, nr, nargs, args);
     }
     probes.push(tracepoint("sched", "sched_switch", SCHED_SWITCH));
-    probes.push(tracepoint("sched", "sched_process_exec", SCHED_PROCESS_EXEC));
+    probes.push(tracepoint(
+        "sched",
+        "sched_process_exec",
+        SCHED_PROCESS_EXEC,
+    ));
     probes.push(tracepoint("signal", "signal_generate", SIGNAL_GENERATE));
     probes.push(probe(
         "python",
@@ -129,9 +201,18 @@ pub fn catalog() -> StaticCatalog {
         "function__entry",
         ProbeArgs::Usdt {
             args: vec![
-                UsdtArg { size: 8, signed: false },
-                UsdtArg { size: 8, signed: false },
-                UsdtArg { size: 4, signed: true },
+                UsdtArg {
+                    size: 8,
+                    signed: false,
+                },
+                UsdtArg {
+                    size: 8,
+                    signed: false,
+                },
+                UsdtArg {
+                    size: 4,
+                    signed: true,
+                },
             ],
         },
         ProbeKind::Usdt {
@@ -148,7 +229,12 @@ pub fn catalog() -> StaticCatalog {
         "main",
         "entry",
         ProbeArgs::Uprobe { ret: false },
-        ProbeKind::Uprobe { path: "/tmp/a.out".into(), offset: 0x1139, ret: false, pid: Some(1234) },
+        ProbeKind::Uprobe {
+            path: "/tmp/a.out".into(),
+            offset: 0x1139,
+            ret: false,
+            pid: Some(1234),
+        },
     ));
     probes.push(probe(
         "pid1234",
@@ -156,12 +242,31 @@ pub fn catalog() -> StaticCatalog {
         "main",
         "return",
         ProbeArgs::Uprobe { ret: true },
-        ProbeKind::Uprobe { path: "/tmp/a.out".into(), offset: 0x1139, ret: true, pid: Some(1234) },
+        ProbeKind::Uprobe {
+            path: "/tmp/a.out".into(),
+            offset: 0x1139,
+            ret: true,
+            pid: Some(1234),
+        },
     ));
     StaticCatalog { probes }
 }
 
 fn probe_pair(probes: &mut Vec<ProbeInfo>, name: &str, nr: u32, nargs: u8, args: Vec<TpField>) {
-    probes.push(probe("syscall", "", name, "entry", ProbeArgs::SyscallEntry { nargs, args }, ProbeKind::Syscall { nr, entry: true }));
-    probes.push(probe("syscall", "", name, "return", ProbeArgs::SyscallReturn, ProbeKind::Syscall { nr, entry: false }));
+    probes.push(probe(
+        "syscall",
+        "",
+        name,
+        "entry",
+        ProbeArgs::SyscallEntry { nargs, args },
+        ProbeKind::Syscall { nr, entry: true },
+    ));
+    probes.push(probe(
+        "syscall",
+        "",
+        name,
+        "return",
+        ProbeArgs::SyscallReturn,
+        ProbeKind::Syscall { nr, entry: false },
+    ));
 }

@@ -21,7 +21,10 @@ pub fn build_target(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
 }
 
 fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
-    u64::from(op) | (u64::from(dst | (src << 4)) << 8) | (u64::from(off as u16) << 16) | (u64::from(imm as u32) << 32)
+    u64::from(op)
+        | (u64::from(dst | (src << 4)) << 8)
+        | (u64::from(off as u16) << 16)
+        | (u64::from(imm as u32) << 32)
 }
 
 /// A kprobe-type program: `slot[cookie] += 1; slot[cookie + 8] += *(u64 *)(ctx + reg_off)`.
@@ -66,7 +69,12 @@ pub fn build_rust_sem(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/rust_sem.rs");
     let out = dir.join("rust_sem");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let st = Command::new(rustc).args(["-O", "--edition", "2024", "-o"]).arg(&out).arg(&src).status().expect("run rustc");
+    let st = Command::new(rustc)
+        .args(["-O", "--edition", "2024", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run rustc");
     assert!(st.success(), "rustc failed");
     out
 }

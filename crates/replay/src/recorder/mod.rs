@@ -111,13 +111,18 @@ struct Recorder {
 /// executable match in `PATH`.
 pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    let is_exe = |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let is_exe = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
     if cmd.contains('/') {
         let p = PathBuf::from(cmd);
         return is_exe(&p).then_some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path).map(|d| d.join(cmd)).find(|p| is_exe(p))
+    std::env::split_paths(&path)
+        .map(|d| d.join(cmd))
+        .find(|p| is_exe(p))
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -126,7 +131,9 @@ pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
 pub fn script_fallback(path: &Path, argv: &[String]) -> (PathBuf, Vec<String>) {
     use std::io::Read;
     let mut head = [0u8; 4];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).unwrap_or(0);
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
     let runnable = (n >= 2 && head[..2] == *b"#!") || (n == 4 && head == *b"\x7fELF");
     if runnable || n == 0 && std::fs::metadata(path).is_err() {
         return (path.to_path_buf(), argv.to_vec());
@@ -157,7 +164,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     })?;
     let (path, argv) = script_fallback(&path, &opts.command);
     let cwd = std::env::current_dir()
-        .map_err(|source| Error::Io { path: ".".into(), source })?
+        .map_err(|source| Error::Io {
+            path: ".".into(),
+            source,
+        })?
         .display()
         .to_string();
     let env: Vec<String> = std::env::vars_os()
@@ -214,7 +224,13 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         syscallbuf: crate::syscallbuf::enabled(),
         output_waiting: VecDeque::new(),
     };
-    r.procs.insert(root_pid, Proc { thread: Some(root), ..Proc::default() });
+    r.procs.insert(
+        root_pid,
+        Proc {
+            thread: Some(root),
+            ..Proc::default()
+        },
+    );
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
     if let Err(e) = replay_ptrace::trap_own_rdtsc()
         && r.debug
@@ -237,7 +253,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         };
     }
     let stats = r.w.finish()?;
-    Ok(RecordOutcome { dir: opts.dir.clone(), exit_code, events, processes, stats, incomplete })
+    Ok(RecordOutcome {
+        dir: opts.dir.clone(),
+        exit_code,
+        events,
+        processes,
+        stats,
+        incomplete,
+    })
 }
 
 impl Recorder {
@@ -259,7 +282,9 @@ impl Recorder {
                 // signals are delivered now, as they would be natively.
                 self.interrupts += 1;
                 if self.interrupts >= 2 && self.procs.values().any(|p| !p.held.is_empty()) {
-                    self.stop_recording("interrupted while a signal waited for a sync point".into());
+                    self.stop_recording(
+                        "interrupted while a signal waited for a sync point".into(),
+                    );
                 }
             }
             let ev = match replay_ptrace::wait_any() {
@@ -290,7 +315,10 @@ impl Recorder {
                 eprintln!("[record] tid {} {:?}", ev.tid, ev.kind);
             }
             let proc = self.procs.entry(ev.tid).or_default();
-            let running = proc.thread.take().unwrap_or_else(|| Running::attached(ev.tid));
+            let running = proc
+                .thread
+                .take()
+                .unwrap_or_else(|| Running::attached(ev.tid));
             let stopped = running.into_stopped(&ev);
             let result = if self.passthrough.is_some() {
                 self.passthrough_stop(ev.kind, stopped)
@@ -310,12 +338,18 @@ impl Recorder {
                 }
             };
             // An output write's exit stop (or anything that ended it) lets the next one run.
-            if self.output_inflight == Some(ev.tid) && self.procs.get(&ev.tid).is_none_or(|p| p.pending.is_none()) {
+            if self.output_inflight == Some(ev.tid)
+                && self.procs.get(&ev.tid).is_none_or(|p| p.pending.is_none())
+            {
                 self.output_done(ev.tid);
             }
             let is_output = how == Resume::Syscall
                 && self.passthrough.is_none()
-                && self.procs.get(&ev.tid).and_then(|p| p.pending.as_ref()).is_some_and(|p| p.is_output());
+                && self
+                    .procs
+                    .get(&ev.tid)
+                    .and_then(|p| p.pending.as_ref())
+                    .is_some_and(|p| p.is_output());
             if is_output {
                 match self.output_inflight {
                     Some(other) if other != ev.tid => {
@@ -389,7 +423,9 @@ impl Recorder {
                 let how = self.resume_how(t.tid());
                 Ok((t, how, 0))
             }
-            WaitKind::Exited(_) | WaitKind::Signaled(_) => unreachable!("deaths are handled by run"),
+            WaitKind::Exited(_) | WaitKind::Signaled(_) => {
+                unreachable!("deaths are handled by run")
+            }
         }
     }
 
@@ -464,7 +500,10 @@ impl Recorder {
 /// True for the signals whose default action stops the process (a group-stop): the recorder then
 /// leaves the tracee stopped with `PTRACE_LISTEN`, as it would be natively, until `SIGCONT`.
 fn is_stop_signal(sig: i32) -> bool {
-    matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+    matches!(
+        sig,
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+    )
 }
 
 /// What a handler gives back: the tracee to resume, how, and the signal to deliver; or the error
@@ -484,14 +523,14 @@ impl GoneExt for Error {
 /// Compares two register files field by field (libc's struct has no `PartialEq`).
 pub(crate) fn regs_eq(a: &Regs, b: &Regs) -> bool {
     let fa = [
-        a.r15, a.r14, a.r13, a.r12, a.rbp, a.rbx, a.r11, a.r10, a.r9, a.r8, a.rax, a.rcx, a.rdx, a.rsi,
-        a.rdi, a.orig_rax, a.rip, a.cs, a.eflags, a.rsp, a.ss, a.fs_base, a.gs_base, a.ds, a.es, a.fs,
-        a.gs,
+        a.r15, a.r14, a.r13, a.r12, a.rbp, a.rbx, a.r11, a.r10, a.r9, a.r8, a.rax, a.rcx, a.rdx,
+        a.rsi, a.rdi, a.orig_rax, a.rip, a.cs, a.eflags, a.rsp, a.ss, a.fs_base, a.gs_base, a.ds,
+        a.es, a.fs, a.gs,
     ];
     let fb = [
-        b.r15, b.r14, b.r13, b.r12, b.rbp, b.rbx, b.r11, b.r10, b.r9, b.r8, b.rax, b.rcx, b.rdx, b.rsi,
-        b.rdi, b.orig_rax, b.rip, b.cs, b.eflags, b.rsp, b.ss, b.fs_base, b.gs_base, b.ds, b.es, b.fs,
-        b.gs,
+        b.r15, b.r14, b.r13, b.r12, b.rbp, b.rbx, b.r11, b.r10, b.r9, b.r8, b.rax, b.rcx, b.rdx,
+        b.rsi, b.rdi, b.orig_rax, b.rip, b.cs, b.eflags, b.rsp, b.ss, b.fs_base, b.gs_base, b.ds,
+        b.es, b.fs, b.gs,
     ];
     fa == fb
 }

@@ -30,7 +30,13 @@ impl Recorder {
             Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
         let rdv = self.next_rdv(process_object(tid));
-        if let Err(e) = self.emit(tid, Event::Exit { status, rendezvous: vec![rdv] }) {
+        if let Err(e) = self.emit(
+            tid,
+            Event::Exit {
+                status,
+                rendezvous: vec![rdv],
+            },
+        ) {
             return Err(Box::new((Some(t), e)));
         }
         Ok((t, replay_ptrace::Resume::Cont, 0))

@@ -25,21 +25,29 @@ pub(super) fn emulate_trap_if_any(t: &mut Stopped) -> Result<Option<Event>, Erro
     if machine::si_code(&info) != SI_KERNEL {
         return Ok(None);
     }
-    let Some(trap) = machine::decode_trap(t)? else { return Ok(None) };
+    let Some(trap) = machine::decode_trap(t)? else {
+        return Ok(None);
+    };
     let mut regs = t.regs()?;
     let ev = match trap {
         Trap::Rdtsc => {
             let v = replay_ptrace::rdtsc();
             regs.rax = v & 0xffff_ffff;
             regs.rdx = v >> 32;
-            Event::Rdtsc { value: v, aux: None }
+            Event::Rdtsc {
+                value: v,
+                aux: None,
+            }
         }
         Trap::Rdtscp => {
             let (v, aux) = replay_ptrace::rdtscp();
             regs.rax = v & 0xffff_ffff;
             regs.rdx = v >> 32;
             regs.rcx = u64::from(aux);
-            Event::Rdtsc { value: v, aux: Some(aux) }
+            Event::Rdtsc {
+                value: v,
+                aux: Some(aux),
+            }
         }
         Trap::Cpuid => {
             let (leaf, subleaf) = (regs.rax as u32, regs.rcx as u32);
@@ -78,12 +86,26 @@ impl Recorder {
             // A held signal, re-raised by us at a sync point: deliver its original siginfo.
             t.set_siginfo(&orig)?;
             p.last_exit_regs = None;
-            self.emit(tid, Event::Signal { signo: sig, info: orig, sync: false })?;
+            self.emit(
+                tid,
+                Event::Signal {
+                    signo: sig,
+                    info: orig,
+                    sync: false,
+                },
+            )?;
             return Ok(sig);
         }
         if machine::is_synchronous(sig, &info) {
             p.last_exit_regs = None;
-            self.emit(tid, Event::Signal { signo: sig, info, sync: true })?;
+            self.emit(
+                tid,
+                Event::Signal {
+                    signo: sig,
+                    info,
+                    sync: true,
+                },
+            )?;
             return Ok(sig);
         }
         let regs = t.regs()?;
@@ -92,12 +114,23 @@ impl Recorder {
         if at_sync_point {
             p.last_exit_regs = None;
             // Still right after the last system call's exit: deliver here.
-            self.emit(tid, Event::Signal { signo: sig, info, sync: false })?;
+            self.emit(
+                tid,
+                Event::Signal {
+                    signo: sig,
+                    info,
+                    sync: false,
+                },
+            )?;
             return Ok(sig);
         }
         if std::env::var_os("SIGHTLINE_DEBUG").is_some() {
-            eprintln!("[record] hold signal {sig} for {tid}: last exit regs {:?}, now rip {:#x} rax {:#x}",
-                p.last_exit_regs.map(|r| (r.rip, r.rax, r.orig_rax)), regs.rip, regs.rax);
+            eprintln!(
+                "[record] hold signal {sig} for {tid}: last exit regs {:?}, now rip {:#x} rax {:#x}",
+                p.last_exit_regs.map(|r| (r.rip, r.rax, r.orig_rax)),
+                regs.rip,
+                regs.rax
+            );
         }
         p.held.push_back((sig, info));
         Ok(0)

@@ -50,9 +50,13 @@ impl Recorder {
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
         // Entering a trapped call, the handler is not mid-append: drain and empty the buffer.
-        if let Err(e) = crate::syscallbuf::drain_and_reset(&t)
-            .and_then(|recs| if recs.is_empty() { Ok(()) } else { self.emit(tid, Event::Buffered(recs)) })
-        {
+        if let Err(e) = crate::syscallbuf::drain_and_reset(&t).and_then(|recs| {
+            if recs.is_empty() {
+                Ok(())
+            } else {
+                self.emit(tid, Event::Buffered(recs))
+            }
+        }) {
             return Err(Box::new((Some(t), e)));
         }
         if crate::syscallbuf::touches_region(nr, &args) {
@@ -106,22 +110,37 @@ impl Recorder {
     /// At the seccomp stop of a bufferable call from a patchable libc site: patch the site (mapping
     /// the handler first if needed), record that, and let the call restart through the handler.
     /// `None` when the stop is to be handled as usual.
-    fn try_syscallbuf(&mut self, mut t: Stopped, nr: i64, rip: u64) -> Result<StopResult, Box<Stopped>> {
+    fn try_syscallbuf(
+        &mut self,
+        mut t: Stopped,
+        nr: i64,
+        rip: u64,
+    ) -> Result<StopResult, Box<Stopped>> {
         use crate::syscallbuf::{self as sb, Installed};
         let tid = t.tid();
-        if !self.syscallbuf || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off) || sb::from_handler(rip) {
+        if !self.syscallbuf
+            || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off)
+            || sb::from_handler(rip)
+        {
             return Err(Box::new(t));
         }
-        let Some((site, orig)) = sb::candidate(&t, nr, rip) else { return Err(Box::new(t)) };
+        let Some((site, orig)) = sb::candidate(&t, nr, rip) else {
+            return Err(Box::new(t));
+        };
         match sb::install(&mut t, site, &orig, replay_ptrace::syscallbuf::MODE_RECORD) {
             Ok(Installed::Patched) => {
                 if self.debug {
-                    eprintln!("[record] tid {tid}: patched {} site at {site:#x}", syscalls::name(nr));
+                    eprintln!(
+                        "[record] tid {tid}: patched {} site at {site:#x}",
+                        syscalls::name(nr)
+                    );
                 }
-                Ok(match self.emit(tid, Event::SyscallbufPatch { site, orig }) {
-                    Ok(()) => Ok((t, Resume::Cont, 0)),
-                    Err(e) => Err(Box::new((Some(t), e))),
-                })
+                Ok(
+                    match self.emit(tid, Event::SyscallbufPatch { site, orig }) {
+                        Ok(()) => Ok((t, Resume::Cont, 0)),
+                        Err(e) => Err(Box::new((Some(t), e))),
+                    },
+                )
             }
             Ok(outcome) => {
                 if let Some(p) = self.procs.get_mut(&tid) {
@@ -130,7 +149,11 @@ impl Recorder {
                 if self.debug {
                     eprintln!("[record] tid {tid}: no syscall buffering ({outcome:?})");
                 }
-                if outcome == Installed::Rewound { Ok(Ok((t, Resume::Cont, 0))) } else { Err(Box::new(t)) }
+                if outcome == Installed::Rewound {
+                    Ok(Ok((t, Resume::Cont, 0)))
+                } else {
+                    Err(Box::new(t))
+                }
             }
             Err(e) => Ok(Err(Box::new((Some(t), e)))),
         }
@@ -204,7 +227,16 @@ impl Recorder {
             self.cpuid_faulting |= info.cpuid_faulting;
             extra = info.at_random;
         }
-        let ev = SyscallEvent { nr, args, result, writes, rendezvous, output, data_hash, extra };
+        let ev = SyscallEvent {
+            nr,
+            args,
+            result,
+            writes,
+            rendezvous,
+            output,
+            data_hash,
+            extra,
+        };
         self.emit(tid, Event::Syscall(ev))?;
         let regs = t.regs()?;
         if let Some(p) = self.procs.get_mut(&tid) {
@@ -238,7 +270,10 @@ impl Recorder {
                 };
                 let ft = m.file_type();
                 let shared = ft.is_fifo() || ft.is_socket() || ft.is_char_device();
-                FdInfo { obj: (shared || out != 0).then(|| fd_object(id.0, id.1)), out }
+                FdInfo {
+                    obj: (shared || out != 0).then(|| fd_object(id.0, id.1)),
+                    out,
+                }
             }
             Err(_) => FdInfo { obj: None, out: 0 },
         }

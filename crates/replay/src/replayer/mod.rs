@@ -96,25 +96,41 @@ enum Next {
 /// [`Error::Unsupported`] for a recording that stopped early; [`Error::Command`] when the recorded
 /// executable or working directory no longer exists; [`Error::Ptrace`] when the replay's tracees
 /// cannot be driven.
-pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<ReplayOutcome, Error> {
+pub fn replay(
+    rec: &Recording,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<ReplayOutcome, Error> {
     if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
-        return Err(Error::Unsupported(format!("this recording stopped early: {why}")));
+        return Err(Error::Unsupported(format!(
+            "this recording stopped early: {why}"
+        )));
     }
     // The first process is started again from the recorded executable in the recorded directory;
     // say so plainly instead of reporting a divergence at its first event.
     let command = rec.meta.path.clone();
     if let Err(e) = std::fs::metadata(&rec.meta.path) {
-        return Err(Error::Command { command, reason: format!("the recorded executable is not there: {e}") });
+        return Err(Error::Command {
+            command,
+            reason: format!("the recorded executable is not there: {e}"),
+        });
     }
     if !Path::new(&rec.meta.cwd).is_dir() {
         return Err(Error::Command {
             command,
-            reason: format!("the recorded working directory {} does not exist", rec.meta.cwd),
+            reason: format!(
+                "the recorded working directory {} does not exist",
+                rec.meta.cwd
+            ),
         });
     }
     let mut streams: HashMap<i32, Stream> = HashMap::new();
     for r in &rec.records {
-        streams.entry(r.pid).or_default().events.push_back(r.event.clone());
+        streams
+            .entry(r.pid)
+            .or_default()
+            .events
+            .push_back(r.event.clone());
     }
     let spec = SpawnSpec {
         path: rec.meta.path.clone(),
@@ -154,7 +170,13 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
     r.real_of.insert(root_pid, root_tid);
     r.procs.insert(
         root_tid,
-        RProc { rec: root_pid, thread: Some(root), parked: None, pending: None, releasing: None },
+        RProc {
+            rec: root_pid,
+            thread: Some(root),
+            parked: None,
+            pending: None,
+            releasing: None,
+        },
     );
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
     if let Err(e) = replay_ptrace::trap_own_rdtsc()
@@ -168,10 +190,20 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
         r.kill_all();
     }
     result?;
-    r.stdout.flush().map_err(|source| Error::Io { path: "<stdout>".into(), source })?;
-    r.stderr.flush().map_err(|source| Error::Io { path: "<stderr>".into(), source })?;
+    r.stdout.flush().map_err(|source| Error::Io {
+        path: "<stdout>".into(),
+        source,
+    })?;
+    r.stderr.flush().map_err(|source| Error::Io {
+        path: "<stderr>".into(),
+        source,
+    })?;
     // Every recorded event must have been replayed.
-    let mut left: Vec<(&i32, &Stream)> = r.streams.iter().filter(|(_, s)| !s.events.is_empty()).collect();
+    let mut left: Vec<(&i32, &Stream)> = r
+        .streams
+        .iter()
+        .filter(|(_, s)| !s.events.is_empty())
+        .collect();
     left.sort_by_key(|(p, _)| **p);
     if let Some((pid, s)) = left.first() {
         return Err(Error::Divergence(Box::new(Divergence {
@@ -182,10 +214,18 @@ pub fn replay(rec: &Recording, stdout: &mut dyn Write, stderr: &mut dyn Write) -
             last_matching: s.recent.iter().cloned().collect(),
         })));
     }
-    let mut syscalls: Vec<(i32, Vec<i64>)> =
-        r.streams.iter_mut().map(|(p, s)| (*p, std::mem::take(&mut s.syscalls))).collect();
+    let mut syscalls: Vec<(i32, Vec<i64>)> = r
+        .streams
+        .iter_mut()
+        .map(|(p, s)| (*p, std::mem::take(&mut s.syscalls)))
+        .collect();
     syscalls.sort_by_key(|(p, _)| *p);
-    Ok(ReplayOutcome { exit_code: r.root_exit.unwrap_or(0), events: r.events, processes: r.processes, syscalls })
+    Ok(ReplayOutcome {
+        exit_code: r.root_exit.unwrap_or(0),
+        events: r.events,
+        processes: r.processes,
+        syscalls,
+    })
 }
 
 impl Replayer<'_> {
@@ -206,7 +246,11 @@ impl Replayer<'_> {
                 self.unmapped.insert(ev.tid, (t, ev.kind));
                 continue;
             };
-            let t = p.thread.take().unwrap_or_else(|| Running::attached(ev.tid)).into_stopped(&ev);
+            let t = p
+                .thread
+                .take()
+                .unwrap_or_else(|| Running::attached(ev.tid))
+                .into_stopped(&ev);
             if self.debug {
                 eprintln!("[replay] tid {} {:?}", ev.tid, ev.kind);
             }
@@ -255,7 +299,9 @@ impl Replayer<'_> {
                 let how = self.resume_how(t.tid());
                 Ok(Next::Resume(t, how, 0))
             }
-            WaitKind::Exited(_) | WaitKind::Signaled(_) => unreachable!("deaths are handled by run"),
+            WaitKind::Exited(_) | WaitKind::Signaled(_) => {
+                unreachable!("deaths are handled by run")
+            }
         }
     }
 
@@ -268,7 +314,9 @@ impl Replayer<'_> {
     /// That trapped call fetches the batch instead.
     fn prefill(&mut self, t: &mut Stopped) -> Result<(), Error> {
         let rec = self.rec_of(t.tid());
-        let Some(Event::Buffered(_)) = self.front(rec) else { return Ok(()) };
+        let Some(Event::Buffered(_)) = self.front(rec) else {
+            return Ok(());
+        };
         match crate::syscallbuf::header(t) {
             Some(h) if h.used == h.pos => {}
             _ => return Ok(()),
@@ -297,7 +345,11 @@ impl Replayer<'_> {
                 .procs
                 .iter()
                 .filter(|(_, p)| p.parked.is_some())
-                .filter(|(_, p)| self.streams.get(&p.rec).is_some_and(|s| self.front_ready(s)))
+                .filter(|(_, p)| {
+                    self.streams
+                        .get(&p.rec)
+                        .is_some_and(|s| self.front_ready(s))
+                })
                 .map(|(t, _)| *t)
                 .collect();
             if ready.is_empty() {
@@ -362,7 +414,9 @@ impl Replayer<'_> {
 
     /// Marks the front event of `rec` replayed.
     fn complete(&mut self, rec: i32) {
-        let Some(s) = self.streams.get_mut(&rec) else { return };
+        let Some(s) = self.streams.get_mut(&rec) else {
+            return;
+        };
         if let Some(ev) = s.events.pop_front() {
             match &ev {
                 Event::Syscall(e) => {
@@ -389,7 +443,13 @@ impl Replayer<'_> {
             .get(&rec)
             .map(|s| (s.index, s.recent.iter().cloned().collect()))
             .unwrap_or_default();
-        Error::Divergence(Box::new(Divergence { pid: rec, index, expected, found, last_matching }))
+        Error::Divergence(Box::new(Divergence {
+            pid: rec,
+            index,
+            expected,
+            found,
+            last_matching,
+        }))
     }
 
     /// The expected-event text for `rec` when its stream is exhausted.
@@ -404,14 +464,24 @@ impl Replayer<'_> {
     /// Kills the replay's own tracees (after a divergence) and reaps them. A SIGKILLed tracee still
     /// reports `PTRACE_EVENT_EXIT`, so stops are resumed until every tracee is gone.
     fn kill_all(&mut self) {
-        let tids: Vec<i32> = self.procs.keys().chain(self.unmapped.keys()).copied().collect();
+        let tids: Vec<i32> = self
+            .procs
+            .keys()
+            .chain(self.unmapped.keys())
+            .copied()
+            .collect();
         for tid in &tids {
             let _ = replay_ptrace::tgkill(*tid, *tid, libc::SIGKILL);
             // A tracee held in a stop whose report we already consumed (its PTRACE_EVENT_EXIT stop
             // when the exit diverged, a parked one) is not woken by SIGKILL and would never report
             // again: resume it so it dies. On a running tracee this fails with ESRCH, ignored.
-            let held = replay_ptrace::WaitEvent { tid: *tid, kind: WaitKind::SyscallStop };
-            let _ = Running::attached(*tid).into_stopped(&held).resume(Resume::Cont, 0);
+            let held = replay_ptrace::WaitEvent {
+                tid: *tid,
+                kind: WaitKind::SyscallStop,
+            };
+            let _ = Running::attached(*tid)
+                .into_stopped(&held)
+                .resume(Resume::Cont, 0);
         }
         self.procs.clear();
         self.unmapped.clear();
@@ -419,7 +489,9 @@ impl Replayer<'_> {
             match replay_ptrace::wait_any() {
                 Ok(Some(ev)) if !ev.is_death() => {
                     let _ = replay_ptrace::tgkill(ev.tid, ev.tid, libc::SIGKILL);
-                    let _ = Running::attached(ev.tid).into_stopped(&ev).resume(Resume::Cont, 0);
+                    let _ = Running::attached(ev.tid)
+                        .into_stopped(&ev)
+                        .resume(Resume::Cont, 0);
                 }
                 Ok(_) => {}
                 Err(_) => break,

@@ -7,8 +7,8 @@
 use replay_ptrace::{Resume, Stopped, WaitKind};
 
 use super::{Next, RProc, Replayer};
-use crate::{Error, describe};
 use crate::format::Event;
+use crate::{Error, describe};
 
 impl Replayer<'_> {
     /// Fork, vfork or clone event stop in the parent.
@@ -19,12 +19,25 @@ impl Replayer<'_> {
             Some(p) => p.ev.result as i32,
             None => {
                 let rec = self.rec_of(tid);
-                return Err(self.divergence(rec, self.expected_text(rec), format!("a new child process {child}")));
+                return Err(self.divergence(
+                    rec,
+                    self.expected_text(rec),
+                    format!("a new child process {child}"),
+                ));
             }
         };
         self.real_of.insert(child_rec, child);
         self.processes += 1;
-        self.procs.insert(child, RProc { rec: child_rec, thread: None, parked: None, pending: None, releasing: None });
+        self.procs.insert(
+            child,
+            RProc {
+                rec: child_rec,
+                thread: None,
+                parked: None,
+                pending: None,
+                releasing: None,
+            },
+        );
         if let Some((ct, kind)) = self.unmapped.remove(&child) {
             self.dispatch(ct, kind)?;
         } else {
@@ -48,14 +61,24 @@ impl Replayer<'_> {
             ));
         }
         match self.front(rec) {
-            Some(Event::Exit { status: s, rendezvous }) if *s == status => {
+            Some(Event::Exit {
+                status: s,
+                rendezvous,
+            }) if *s == status => {
                 if !self.progress.ready(rendezvous) {
-                    return Ok(Next::Park(t, WaitKind::Event(replay_ptrace::PtraceEvent::Exit)));
+                    return Ok(Next::Park(
+                        t,
+                        WaitKind::Event(replay_ptrace::PtraceEvent::Exit),
+                    ));
                 }
                 self.complete(rec);
                 Ok(Next::Resume(t, Resume::Cont, 0))
             }
-            _ => Err(self.divergence(rec, self.expected_text(rec), format!("exit (wait status {status:#x})"))),
+            _ => Err(self.divergence(
+                rec,
+                self.expected_text(rec),
+                format!("exit (wait status {status:#x})"),
+            )),
         }
     }
 
@@ -63,7 +86,10 @@ impl Replayer<'_> {
     pub(super) fn on_death(&mut self, tid: i32, kind: WaitKind) -> Result<(), Error> {
         let rec = self.rec_of(tid);
         if self.debug {
-            eprintln!("[replay] tid {tid} (recorded {rec}) {kind:?}; next event {:?}", self.front(rec).map(describe));
+            eprintln!(
+                "[replay] tid {tid} (recorded {rec}) {kind:?}; next event {:?}",
+                self.front(rec).map(describe)
+            );
         }
         // Died without reporting its exit stop: seen (often, on kernel 6.18) after the replay's own
         // SIGKILL at a recorded SIGKILL death (`syscall.rs`) when the process was making buffered
@@ -96,7 +122,9 @@ impl Replayer<'_> {
         let dead = std::mem::take(&mut self.dead);
         for rec in dead {
             match self.front(rec) {
-                Some(Event::Exit { rendezvous, .. }) if self.progress.ready(rendezvous) => self.complete(rec),
+                Some(Event::Exit { rendezvous, .. }) if self.progress.ready(rendezvous) => {
+                    self.complete(rec)
+                }
                 Some(Event::Exit { .. }) => self.dead.push(rec),
                 _ => {}
             }

@@ -18,9 +18,16 @@ impl Replayer<'_> {
     /// If the next recorded event of `tid` is an asynchronous signal, raises it now.
     pub(super) fn raise_next_signal(&mut self, tid: i32) -> Result<(), Error> {
         let rec = self.rec_of(tid);
-        let Some(Event::Signal { signo, sync: false, .. }) = self.front(rec) else { return Ok(()) };
+        let Some(Event::Signal {
+            signo, sync: false, ..
+        }) = self.front(rec)
+        else {
+            return Ok(());
+        };
         let signo = *signo;
-        let Some(p) = self.procs.get_mut(&tid) else { return Ok(()) };
+        let Some(p) = self.procs.get_mut(&tid) else {
+            return Ok(());
+        };
         if p.releasing.is_none() {
             replay_ptrace::tgkill(tid, tid, signo)?;
             p.releasing = Some(signo);
@@ -53,7 +60,10 @@ impl Replayer<'_> {
                 }
                 _ => {
                     let found = match trap {
-                        Trap::Cpuid => format!("cpuid(leaf {:#x}, subleaf {})", regs.rax as u32, regs.rcx as u32),
+                        Trap::Cpuid => format!(
+                            "cpuid(leaf {:#x}, subleaf {})",
+                            regs.rax as u32, regs.rcx as u32
+                        ),
                         Trap::Rdtsc => "rdtsc".into(),
                         Trap::Rdtscp => "rdtscp".into(),
                     };
@@ -68,7 +78,10 @@ impl Replayer<'_> {
         }
         let releasing = self.procs.get(&tid).and_then(|p| p.releasing);
         if releasing == Some(sig) {
-            let Some(Event::Signal { signo, info: orig, .. }) = self.front(rec) else {
+            let Some(Event::Signal {
+                signo, info: orig, ..
+            }) = self.front(rec)
+            else {
                 return Err(self.divergence(rec, self.expected_text(rec), format!("signal {sig}")));
             };
             debug_assert_eq!(*signo, sig);
@@ -82,14 +95,22 @@ impl Replayer<'_> {
         }
         if machine::is_synchronous(sig, &info) {
             match self.front(rec) {
-                Some(Event::Signal { signo, sync: true, .. }) if *signo == sig => {
+                Some(Event::Signal {
+                    signo, sync: true, ..
+                }) if *signo == sig => {
                     self.complete(rec);
                     self.raise_next_signal(tid)?;
                     return Ok(Next::Resume(t, Resume::Cont, sig));
                 }
                 other => {
-                    let expected = other.map(describe).unwrap_or_else(|| self.expected_text(rec));
-                    return Err(self.divergence(rec, expected, format!("synchronous signal {sig}")));
+                    let expected = other
+                        .map(describe)
+                        .unwrap_or_else(|| self.expected_text(rec));
+                    return Err(self.divergence(
+                        rec,
+                        expected,
+                        format!("synchronous signal {sig}"),
+                    ));
                 }
             }
         }

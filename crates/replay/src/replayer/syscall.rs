@@ -31,7 +31,11 @@ enum Fixup {
     /// number so the kernel restarts it (or turns it into -EINTR) when the signal is delivered.
     Restart,
     /// Run with some registers rewritten (and maybe scratch memory): restore them at exit.
-    Rewritten { saved: [u64; 6], scratch: Option<(u64, Vec<u8>)>, expect: i64 },
+    Rewritten {
+        saved: [u64; 6],
+        scratch: Option<(u64, Vec<u8>)>,
+        expect: i64,
+    },
     /// fork/vfork/clone: inject the recorded child pid.
     Fork,
     /// execve: prepare the new image with the recorded AT_RANDOM.
@@ -49,7 +53,9 @@ fn waited_child(ev: &SyscallEvent) -> i32 {
             .writes
             .first()
             .filter(|w| w.data.len() >= 20)
-            .map_or(0, |w| i32::from_le_bytes(w.data[16..20].try_into().expect("4"))),
+            .map_or(0, |w| {
+                i32::from_le_bytes(w.data[16..20].try_into().expect("4"))
+            }),
     }
 }
 
@@ -64,8 +70,16 @@ fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
 fn render(nr: i64, args: &[u64; 6]) -> String {
     let spec = syscalls::spec(nr);
     let n = if spec.name.is_empty() { 6 } else { spec.nargs };
-    let a: Vec<String> =
-        args[..n].iter().map(|a| if *a > 0xffff { format!("{a:#x}") } else { format!("{}", *a as i64) }).collect();
+    let a: Vec<String> = args[..n]
+        .iter()
+        .map(|a| {
+            if *a > 0xffff {
+                format!("{a:#x}")
+            } else {
+                format!("{}", *a as i64)
+            }
+        })
+        .collect();
     format!("{}({})", syscalls::name(nr), a.join(", "))
 }
 
@@ -101,10 +115,14 @@ impl Replayer<'_> {
                 t.set_regs(&r)?;
                 Ok(Some(Resume::Cont))
             }
-            Some(Event::Buffered(_)) => Err(self.divergence(rec, self.expected_text(rec), render(nr, args))),
+            Some(Event::Buffered(_)) => {
+                Err(self.divergence(rec, self.expected_text(rec), render(nr, args)))
+            }
             Some(Event::SyscallbufPatch { site, orig }) => {
                 let (site, orig) = (*site, *orig);
-                if rip.wrapping_sub(2) != site || sb::candidate(t, nr, rip).map(|c| c.1) != Some(orig) {
+                if rip.wrapping_sub(2) != site
+                    || sb::candidate(t, nr, rip).map(|c| c.1) != Some(orig)
+                {
                     return Err(self.divergence(rec, self.expected_text(rec), render(nr, args)));
                 }
                 match sb::install(t, site, &orig, replay_ptrace::syscallbuf::MODE_REPLAY)? {
@@ -115,7 +133,10 @@ impl Replayer<'_> {
                     other => Err(self.divergence(
                         rec,
                         self.expected_text(rec),
-                        format!("{}: the syscall buffer could not be installed ({other:?})", render(nr, args)),
+                        format!(
+                            "{}: the syscall buffer could not be installed ({other:?})",
+                            render(nr, args)
+                        ),
                     )),
                 }
             }
@@ -147,7 +168,11 @@ impl Replayer<'_> {
                     s => s.nargs,
                 };
                 if e.nr != nr || e.args[..n] != args[..n] {
-                    return Err(self.divergence(rec, describe(&Event::Syscall(e.clone())), render(nr, &args)));
+                    return Err(self.divergence(
+                        rec,
+                        describe(&Event::Syscall(e.clone())),
+                        render(nr, &args),
+                    ));
                 }
                 e.clone()
             }
@@ -171,14 +196,21 @@ impl Replayer<'_> {
             crate::syscallbuf::uninstall(&t)?;
         }
         if !self.progress.ready(&ev.rendezvous) {
-            return Ok(Next::Park(t, WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp)));
+            return Ok(Next::Park(
+                t,
+                WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp),
+            ));
         }
         if syscalls::is_write(nr) && ev.result > 0 {
             self.check_and_output(&t, rec, &ev)?;
         }
         if let Some(fixup) = self.masked_wait(&mut t, rec, &ev)? {
             if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending { ev, fixup, restarting: false });
+                p.pending = Some(Pending {
+                    ev,
+                    fixup,
+                    restarting: false,
+                });
             }
             return Ok(Next::Resume(t, Resume::Syscall, 0));
         }
@@ -201,11 +233,18 @@ impl Replayer<'_> {
                 _ => Mode::Emulate,
             },
             Mode::SigSuspend => {
-                let interrupted = syscalls::is_restart(ev.result) || ev.result == -i64::from(libc::EINTR);
-                let next_signal = self.streams.get(&rec).and_then(|s| s.events.get(1)).and_then(|e| match e {
-                    Event::Signal { signo, sync: false, .. } => Some(*signo),
-                    _ => None,
-                });
+                let interrupted =
+                    syscalls::is_restart(ev.result) || ev.result == -i64::from(libc::EINTR);
+                let next_signal = self
+                    .streams
+                    .get(&rec)
+                    .and_then(|s| s.events.get(1))
+                    .and_then(|e| match e {
+                        Event::Signal {
+                            signo, sync: false, ..
+                        } => Some(*signo),
+                        _ => None,
+                    });
                 match (interrupted, next_signal) {
                     (true, Some(sig)) => {
                         // Raise it now: the real rt_sigsuspend returns at once and the handler runs
@@ -229,13 +268,21 @@ impl Replayer<'_> {
             Mode::Wait => self.rewrite_wait(&mut t, &ev)?,
             Mode::Open => self.rewrite_open(&mut t, &ev)?,
             Mode::StandIn => {
-                let flags = if nr == libc::SYS_accept4 { args[3] as i32 & libc::O_CLOEXEC } else { 0 };
+                let flags = if nr == libc::SYS_accept4 {
+                    args[3] as i32 & libc::O_CLOEXEC
+                } else {
+                    0
+                };
                 self.stand_in(&mut t, &ev, "/dev/null", libc::O_RDWR | flags, None)?
             }
             Mode::Fcntl | Mode::Ioctl => unreachable!("resolved above"),
         };
         if let Some(p) = self.procs.get_mut(&tid) {
-            p.pending = Some(Pending { ev, fixup, restarting: false });
+            p.pending = Some(Pending {
+                ev,
+                fixup,
+                restarting: false,
+            });
         }
         Ok(Next::Resume(t, Resume::Syscall, 0))
     }
@@ -246,12 +293,25 @@ impl Replayer<'_> {
     /// `rt_sigsuspend(mask)` with the recorded signal raised first: it returns at once and the
     /// handler runs under the call's mask, exactly as recorded (both calls restore the old mask
     /// the same way, through `TIF_RESTORE_SIGMASK`).
-    fn masked_wait(&mut self, t: &mut Stopped, rec: i32, ev: &SyscallEvent) -> Result<Option<Fixup>, Error> {
+    fn masked_wait(
+        &mut self,
+        t: &mut Stopped,
+        rec: i32,
+        ev: &SyscallEvent,
+    ) -> Result<Option<Fixup>, Error> {
         let interrupted = syscalls::is_restart(ev.result) || ev.result == -i64::from(libc::EINTR);
-        if !interrupted || !matches!(ev.nr, libc::SYS_pselect6 | libc::SYS_ppoll | libc::SYS_epoll_pwait) {
+        if !interrupted
+            || !matches!(
+                ev.nr,
+                libc::SYS_pselect6 | libc::SYS_ppoll | libc::SYS_epoll_pwait
+            )
+        {
             return Ok(None);
         }
-        let Some(Event::Signal { signo, sync: false, .. }) = self.streams.get(&rec).and_then(|s| s.events.get(1)) else {
+        let Some(Event::Signal {
+            signo, sync: false, ..
+        }) = self.streams.get(&rec).and_then(|s| s.events.get(1))
+        else {
             return Ok(None);
         };
         let signo = *signo;
@@ -274,7 +334,11 @@ impl Replayer<'_> {
         if let Some(p) = self.procs.get_mut(&tid) {
             p.releasing = Some(signo);
         }
-        Ok(Some(Fixup::Rewritten { saved, scratch: None, expect: -514 }))
+        Ok(Some(Fixup::Rewritten {
+            saved,
+            scratch: None,
+            expect: -514,
+        }))
     }
 
     /// Checks a write's data against the recorded hash, and writes program output to our own
@@ -294,8 +358,15 @@ impl Replayer<'_> {
         if h != ev.data_hash {
             return Err(self.divergence(
                 rec,
-                format!("{} writing the recorded data", describe(&Event::Syscall(ev.clone()))),
-                format!("{} writing different data (hash {h:#x}, recorded {:#x})", render(ev.nr, &ev.args), ev.data_hash),
+                format!(
+                    "{} writing the recorded data",
+                    describe(&Event::Syscall(ev.clone()))
+                ),
+                format!(
+                    "{} writing different data (hash {h:#x}, recorded {:#x})",
+                    render(ev.nr, &ev.args),
+                    ev.data_hash
+                ),
             ));
         }
         let sink: &mut dyn std::io::Write = match ev.output {
@@ -306,7 +377,10 @@ impl Replayer<'_> {
         // Flushed at once, so stdout and stderr interleave as they did when recorded.
         sink.write_all(&data)
             .and_then(|()| sink.flush())
-            .map_err(|source| Error::Io { path: "<program output>".into(), source })
+            .map_err(|source| Error::Io {
+                path: "<program output>".into(),
+                source,
+            })
     }
 
     /// Skips the call and injects its recorded result and memory.
@@ -321,7 +395,11 @@ impl Replayer<'_> {
         if syscalls::is_restart(ev.result) {
             let tid = t.tid();
             if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending { ev, fixup: Fixup::Restart, restarting: false });
+                p.pending = Some(Pending {
+                    ev,
+                    fixup: Fixup::Restart,
+                    restarting: false,
+                });
             }
             return Ok(Next::Resume(t, Resume::Syscall, 0));
         }
@@ -356,7 +434,11 @@ impl Replayer<'_> {
         };
         set_args(&mut regs, a);
         t.set_regs(&regs)?;
-        Ok(Fixup::Rewritten { saved, scratch: None, expect })
+        Ok(Fixup::Rewritten {
+            saved,
+            scratch: None,
+            expect,
+        })
     }
 
     /// open/openat/creat/openat2: a read-only open of an existing file or directory runs for real;
@@ -365,8 +447,16 @@ impl Replayer<'_> {
         let a = ev.args;
         let (dirfd, path_ptr, flags) = match ev.nr {
             libc::SYS_open => (AT_FDCWD, a[0], a[1] as i32),
-            libc::SYS_creat => (AT_FDCWD, a[0], libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC),
-            libc::SYS_openat2 => (a[0] as i32 as i64, a[1], t.read_u64(RemotePtr::new(a[2]))? as i32),
+            libc::SYS_creat => (
+                AT_FDCWD,
+                a[0],
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            ),
+            libc::SYS_openat2 => (
+                a[0] as i32 as i64,
+                a[1],
+                t.read_u64(RemotePtr::new(a[2]))? as i32,
+            ),
             _ => (a[0] as i32 as i64, a[1], a[2] as i32),
         };
         let path = t.read_cstr(RemotePtr::new(path_ptr), 4096)?;
@@ -381,16 +471,30 @@ impl Replayer<'_> {
         };
         let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY
             && flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) == 0;
-        let kind = std::fs::metadata(&resolved).ok().map(|m| m.mode() & libc::S_IFMT);
+        let kind = std::fs::metadata(&resolved)
+            .ok()
+            .map(|m| m.mode() & libc::S_IFMT);
         let real_ok = read_only && matches!(kind, Some(libc::S_IFREG | libc::S_IFDIR));
         if real_ok {
             return Ok(Fixup::Real);
         }
         let cloexec = flags & libc::O_CLOEXEC;
         if flags & libc::O_DIRECTORY != 0 {
-            self.stand_in(t, ev, "/", libc::O_RDONLY | libc::O_DIRECTORY | cloexec, Some((path_ptr, path.len() + 1)))
+            self.stand_in(
+                t,
+                ev,
+                "/",
+                libc::O_RDONLY | libc::O_DIRECTORY | cloexec,
+                Some((path_ptr, path.len() + 1)),
+            )
         } else {
-            self.stand_in(t, ev, "/dev/null", libc::O_RDWR | cloexec, Some((path_ptr, path.len() + 1)))
+            self.stand_in(
+                t,
+                ev,
+                "/dev/null",
+                libc::O_RDWR | cloexec,
+                Some((path_ptr, path.len() + 1)),
+            )
         }
     }
 
@@ -419,14 +523,20 @@ impl Replayer<'_> {
         regs.orig_rax = libc::SYS_openat as u64;
         set_args(&mut regs, [AT_FDCWD as u64, at, flags as u64, 0, 0, 0]);
         t.set_regs(&regs)?;
-        Ok(Fixup::Rewritten { saved, scratch: Some((at, old)), expect: ev.result })
+        Ok(Fixup::Rewritten {
+            saved,
+            scratch: Some((at, old)),
+            expect: ev.result,
+        })
     }
 
     /// Syscall-exit stop of a call that ran for real (or a restart fixup).
     pub(super) fn syscall_exit(&mut self, mut t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
-        let Some(Pending { ev, fixup, .. }) = self.procs.get_mut(&tid).and_then(|p| p.pending.take()) else {
+        let Some(Pending { ev, fixup, .. }) =
+            self.procs.get_mut(&tid).and_then(|p| p.pending.take())
+        else {
             return Ok(Next::Resume(t, Resume::Cont, 0));
         };
         let mut regs = t.regs()?;
@@ -443,32 +553,53 @@ impl Replayer<'_> {
             regs.rip -= 2;
             t.set_regs(&regs)?;
             if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending { ev, fixup, restarting: true });
+                p.pending = Some(Pending {
+                    ev,
+                    fixup,
+                    restarting: true,
+                });
             }
             return Ok(Next::Resume(t, Resume::Cont, 0));
         }
         let mismatch = |me: &Self, what: String| {
-            me.divergence(rec, describe(&Event::Syscall(ev.clone())), format!("{} returned {real}{what}", render(ev.nr, &ev.args)))
+            me.divergence(
+                rec,
+                describe(&Event::Syscall(ev.clone())),
+                format!("{} returned {real}{what}", render(ev.nr, &ev.args)),
+            )
         };
         match &fixup {
             Fixup::Real => {
                 let spec = syscalls::spec(ev.nr);
                 if spec.returns_fd && real != ev.result {
-                    return Err(mismatch(self, " (the fd table differs from the recording)".into()));
+                    return Err(mismatch(
+                        self,
+                        " (the fd table differs from the recording)".into(),
+                    ));
                 }
-                if matches!(ev.nr, libc::SYS_pipe | libc::SYS_pipe2 | libc::SYS_socketpair) {
+                if matches!(
+                    ev.nr,
+                    libc::SYS_pipe | libc::SYS_pipe2 | libc::SYS_socketpair
+                ) {
                     let w = ev.writes.first().map(|w| (w.addr, w.data.clone()));
                     if let Some((addr, data)) = w
                         && t.read_bytes(RemotePtr::new(addr), data.len())? != data
                     {
-                        return Err(mismatch(self, " with other fd numbers than recorded".into()));
+                        return Err(mismatch(
+                            self,
+                            " with other fd numbers than recorded".into(),
+                        ));
                     }
                 }
             }
             Fixup::Restart => {
                 regs.orig_rax = ev.nr as u64;
             }
-            Fixup::Rewritten { saved, scratch, expect } => {
+            Fixup::Rewritten {
+                saved,
+                scratch,
+                expect,
+            } => {
                 if real != *expect {
                     return Err(mismatch(self, format!(" (replay expected {expect})")));
                 }

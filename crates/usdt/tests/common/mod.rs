@@ -11,7 +11,8 @@ pub fn demo_bin() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            test_support::cargo_build(&["-p", "sightline-usdt", "--example", "usdt-demo"]).join("examples/usdt-demo")
+            test_support::cargo_build(&["-p", "sightline-usdt", "--example", "usdt-demo"])
+                .join("examples/usdt-demo")
         })
         .clone()
 }
@@ -32,7 +33,11 @@ pub struct SdtNote {
 }
 
 fn cstr_at(bytes: &[u8], at: &mut usize) -> String {
-    let end = bytes[*at..].iter().position(|&b| b == 0).expect("NUL-terminated string") + *at;
+    let end = bytes[*at..]
+        .iter()
+        .position(|&b| b == 0)
+        .expect("NUL-terminated string")
+        + *at;
     let s = String::from_utf8(bytes[*at..end].to_vec()).expect("UTF-8 note string");
     *at = end + 1;
     s
