@@ -68,7 +68,7 @@ pub struct ImportArgs {
 /// Options of `sightline tasks`.
 #[derive(Debug, clap::Args)]
 pub struct TasksArgs {
-    /// Only tasks first seen at or after TIME (unix seconds, YYYY-MM-DD[THH:MM[:SS]] UTC, or an
+    /// Only tasks first seen at or after TIME (unix seconds, `YYYY-MM-DD[THH:MM[:SS]]` UTC, or an
     /// age such as 30m, 2h, 7d).
     #[arg(long, value_name = "TIME")]
     pub since: Option<String>,
