@@ -2,6 +2,8 @@
 //! them, and the layouts of ring-buffer records and aggregation entries (documented for users in
 //! `docs/probe-internals.md`).
 
+use probe_format::agg::AggFunc;
+
 use crate::insn::{Insn, MapRef};
 
 /// Kind of a BPF map (the runtime maps these to `enum bpf_map_type`).
@@ -334,7 +336,8 @@ impl Fault {
 pub struct AggDesc {
     /// Name without `@` (empty for `@`).
     pub name: String,
-    /// The function and its constant parameters.
+    /// The function and its constant parameters (its value layout is probe-format's
+    /// [`AggFunc::nwords`] 64-bit words).
     pub func: AggFunc,
     /// Key fields (an unkeyed aggregation has one 8-byte zero key).
     pub keys: Vec<Field>,
@@ -342,45 +345,6 @@ pub struct AggDesc {
     pub key_size: u32,
     /// Index of its map in [`Layout::maps`].
     pub map: usize,
-}
-
-/// An aggregating function and its value layout (all slots `u64`/`i64`, per CPU).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AggFunc {
-    /// `[count]`
-    Count,
-    /// `[sum]`
-    Sum,
-    /// `[count, sum]`
-    Avg,
-    /// `[count, min]` (min valid when count > 0)
-    Min,
-    /// `[count, max]`
-    Max,
-    /// `[count, sum, sum of squares low 64 bits, high 64 bits]`
-    Stddev,
-    /// `[bucket counts; 127]` indexed as probe-format's quantize buckets.
-    Quantize,
-    /// `[bucket counts; (limit - base) / step + 3]`.
-    Lquantize {
-        /// Lower bound.
-        base: i64,
-        /// Upper bound.
-        limit: i64,
-        /// Step.
-        step: i64,
-    },
-    /// `[bucket counts; n]` for factor/low/high/steps.
-    Llquantize {
-        /// Factor.
-        factor: i64,
-        /// Low magnitude.
-        low: i64,
-        /// High magnitude.
-        high: i64,
-        /// Steps per magnitude.
-        steps: i64,
-    },
 }
 
 /// A probe a program serves, as the runtime prints it in errors and `-l`.

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use probe_sema::checked::{
-    Action, AggFunc as SAgg, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt,
+    Action, AggFunc, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt,
     VarAccess, VarScope,
 };
 use probe_sema::{DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, Type};
@@ -114,9 +114,9 @@ const SYSNAME_LEN: u32 = 64;
 /// its own buffer in the per-CPU scratch map (32000 bytes per clause in all), kept for the clause.
 pub const COPYIN_MAX: u32 = 1024;
 /// Quantize buckets (DTrace's `DTRACE_QUANTIZE_NBUCKETS`: 63 negative, zero, 63 positive).
-pub const QUANTIZE_BUCKETS: u32 = 127;
+const QUANTIZE_BUCKETS: u32 = probe_format::agg::QUANTIZE_NBUCKETS as u32;
 /// The zero bucket's index.
-pub const QUANTIZE_ZERO: i64 = 63;
+const QUANTIZE_ZERO: i64 = probe_format::agg::QUANTIZE_ZERO_BUCKET as i64;
 
 /// The attach point a probe needs; clauses sharing one are compiled into one program.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -431,32 +431,8 @@ impl<'p> Builder<'p> {
                 });
                 off += sz;
             }
-            let func = match a.func {
-                SAgg::Count => AggFunc::Count,
-                SAgg::Sum => AggFunc::Sum,
-                SAgg::Avg => AggFunc::Avg,
-                SAgg::Min => AggFunc::Min,
-                SAgg::Max => AggFunc::Max,
-                SAgg::Stddev => AggFunc::Stddev,
-                SAgg::Quantize => AggFunc::Quantize,
-                SAgg::Lquantize { base, limit, step } => AggFunc::Lquantize {
-                    base,
-                    limit,
-                    step: step.max(1),
-                },
-                SAgg::Llquantize {
-                    factor,
-                    low,
-                    high,
-                    nsteps,
-                } => AggFunc::Llquantize {
-                    factor: factor as i64,
-                    low: low as i64,
-                    high: high as i64,
-                    steps: nsteps as i64,
-                },
-            };
-            let value_size = agg_slots(&func) * 8;
+            let func = a.func;
+            let value_size = func.nwords() as u32 * 8;
             self.agg_value_max = self.agg_value_max.max(value_size);
             let keyed = !fields.is_empty();
             let key_size = if keyed { off } else { 4 };
@@ -604,39 +580,12 @@ impl<'p> Builder<'p> {
     }
 }
 
-/// Value slots (8 bytes each) of an aggregating function.
-pub fn agg_slots(f: &AggFunc) -> u32 {
-    match f {
-        AggFunc::Count | AggFunc::Sum => 1,
-        AggFunc::Avg | AggFunc::Min | AggFunc::Max => 2,
-        AggFunc::Stddev => 4,
-        AggFunc::Quantize => QUANTIZE_BUCKETS,
-        AggFunc::Lquantize { base, limit, step } => lquantize_levels(*base, *limit, *step) + 2,
-        AggFunc::Llquantize {
-            factor,
-            low,
-            high,
-            steps,
-        } => llquantize_boundaries(*factor, *low, *high, *steps).len() as u32 + 1,
-    }
-}
-
-/// Number of in-range buckets of `lquantize(_, base, limit, step)`: `(limit - base) / step`.
-pub fn lquantize_levels(base: i64, limit: i64, step: i64) -> u32 {
-    (((limit - base) / step.max(1)).max(1)) as u32
-}
-
 /// The lower bounds of llquantize's buckets 1.. (ascending): bucket `i + 1` holds values
 /// `>= bounds[i]` (and below the next bound); bucket 0 holds values below `factor^low`. Taken
 /// from probe-format's labels so the BPF side and the printer agree exactly
 /// ([`probe_format::agg::llquantize_bucket`]).
-pub fn llquantize_boundaries(factor: i64, low: i64, high: i64, nsteps: i64) -> Vec<i64> {
-    let v = probe_format::agg::llquantize_bucket_values(
-        factor as u16,
-        low as u16,
-        high as u16,
-        nsteps as u16,
-    );
+pub fn llquantize_boundaries(factor: u16, low: u16, high: u16, nsteps: u16) -> Vec<i64> {
+    let v = probe_format::agg::llquantize_bucket_values(factor, low, high, nsteps);
     v[1..].to_vec()
 }
 
@@ -1415,8 +1364,8 @@ impl ProgGen<'_, '_> {
                 self.quantize_bucket(R2);
                 self.bump_bucket(QUANTIZE_BUCKETS, islot);
             }
-            AggFunc::Lquantize { base, limit, step } => {
-                let levels = lquantize_levels(*base, *limit, *step);
+            AggFunc::Lquantize { base, step, .. } => {
+                let levels = desc.func.lquantize_levels() as u32;
                 let under = a.label();
                 let over = a.label();
                 let have = a.label();
@@ -1443,9 +1392,9 @@ impl ProgGen<'_, '_> {
                 factor,
                 low,
                 high,
-                steps,
+                nsteps,
             } => {
-                let bounds = llquantize_boundaries(*factor, *low, *high, *steps);
+                let bounds = llquantize_boundaries(*factor, *low, *high, *nsteps);
                 // Bucket = number of bounds <= v (bounds ascend), by a descending compare chain.
                 let have = a.label();
                 for (i, bnd) in bounds.iter().enumerate().rev() {
@@ -2972,8 +2921,7 @@ mod tests {
             (10, 1, 4, 20),
             (4, 2, 6, 8),
         ] {
-            let bounds =
-                llquantize_boundaries(factor as i64, low as i64, high as i64, nsteps as i64);
+            let bounds = llquantize_boundaries(factor, low, high, nsteps);
             assert_eq!(
                 bounds.len() + 1,
                 probe_format::agg::llquantize_nbuckets(factor, low, high, nsteps),
@@ -2986,17 +2934,6 @@ mod tests {
                 assert_eq!(ours, theirs, "v={v} for {factor},{low},{high},{nsteps}");
                 v = if v < 1000 { v + 1 } else { v + 37 };
             }
-        }
-    }
-
-    #[test]
-    fn lquantize_layout_matches_probe_format() {
-        for (base, limit, step) in [(0i64, 100i64, 10i64), (-10, 100, 10), (0, 7, 3)] {
-            let f = probe_format::agg::AggFunc::Lquantize { base, limit, step };
-            assert_eq!(
-                agg_slots(&AggFunc::Lquantize { base, limit, step }) as usize,
-                f.nwords()
-            );
         }
     }
 }

@@ -11,11 +11,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use probe_codegen::layout::{
-    AggFunc as CAgg, Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat,
-};
+use probe_codegen::layout::{Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat};
 use probe_codegen::{CodegenOptions, compile};
-use probe_format::agg::{AggData, AggEntry as FEntry, AggFunc as FAgg, Aggregation, SortOptions};
+use probe_format::agg::{AggData, AggEntry as FEntry, Aggregation, SortOptions};
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
 use probe_format::value::{Int, Stack, Symbol, Value};
 use probe_sema::CheckedProgram;
@@ -210,30 +208,6 @@ impl std::fmt::Debug for Consumer<'_> {
     }
 }
 
-fn fagg(f: &CAgg) -> FAgg {
-    match *f {
-        CAgg::Count => FAgg::Count,
-        CAgg::Sum => FAgg::Sum,
-        CAgg::Avg => FAgg::Avg,
-        CAgg::Min => FAgg::Min,
-        CAgg::Max => FAgg::Max,
-        CAgg::Stddev => FAgg::Stddev,
-        CAgg::Quantize => FAgg::Quantize,
-        CAgg::Lquantize { base, limit, step } => FAgg::Lquantize { base, limit, step },
-        CAgg::Llquantize {
-            factor,
-            low,
-            high,
-            steps,
-        } => FAgg::Llquantize {
-            factor: factor as u16,
-            low: low as u16,
-            high: high as u16,
-            nsteps: steps as u16,
-        },
-    }
-}
-
 impl<'a> Consumer<'a> {
     /// Compiles and loads `prog` (nothing attached yet).
     pub fn new(
@@ -249,7 +223,7 @@ impl<'a> Consumer<'a> {
             .aggs
             .iter()
             .enumerate()
-            .map(|(i, a)| Aggregation::new(a.name.clone(), i as u32, fagg(&a.func)))
+            .map(|(i, a)| Aggregation::new(a.name.clone(), i as u32, a.func))
             .collect::<Vec<_>>();
         let o = &prog.options;
         let sort = SortOptions {
@@ -745,7 +719,7 @@ impl<'a> Consumer<'a> {
     fn refresh_agg(&mut self, id: usize) -> Result<(), RunError> {
         let raw = self.session.read_agg(id)?;
         let desc = self.session.layout.aggs[id].clone();
-        let func = fagg(&desc.func);
+        let func = desc.func;
         let mut entries = Vec::new();
         for e in raw {
             let keys: Vec<Value> = desc

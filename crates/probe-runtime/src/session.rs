@@ -124,7 +124,7 @@ pub struct Session {
 pub struct AggEntry {
     /// Raw key bytes (layout in [`probe_codegen::layout::AggDesc::keys`]).
     pub key: Vec<u8>,
-    /// Value words per CPU (`words[cpu][slot]`, layout per [`probe_codegen::layout::AggFunc`]).
+    /// Value words per CPU (`words[cpu][slot]`, layout per [`probe_format::agg::AggFunc`]).
     pub words: Vec<Vec<u64>>,
 }
 
