@@ -3,6 +3,7 @@
 //! `docs/probe-internals.md`).
 
 use probe_format::agg::AggFunc;
+use probe_sema::argspec::ArgSpec;
 
 use crate::insn::{Insn, MapRef};
 
@@ -410,59 +411,13 @@ pub enum ArgAccess {
         /// Byte offset of the register.
         reg_offset: i16,
     },
-    /// A USDT argument per its stapsdt spec.
-    Usdt(UsdtArgSpec),
+    /// A USDT argument per its typed stapsdt spec, relative to the probe site
+    /// ([`ArgSpec::at_site`]): registers are read from the uprobe's `struct pt_regs`, memory with
+    /// `bpf_probe_read_user`.
+    Usdt(ArgSpec),
     /// The attach cookie (`bpf_get_attach_cookie`): a pid `return` probe's `arg0`, the offset of the
     /// returning instruction, which the attacher gives each return site.
     AttachCookie,
-}
-
-/// A USDT argument location (stapsdt `size@location`, x86-64 AT&T syntax), resolved to register
-/// offsets in `struct pt_regs` so codegen reads them from the uprobe's context.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsdtArgSpec {
-    /// Where the value is.
-    pub loc: UsdtLoc,
-    /// Size in bytes (1, 2, 4, 8).
-    pub size: u8,
-    /// Sign-extend (`-N@...`)?
-    pub signed: bool,
-}
-
-/// The location forms of a stapsdt argument.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UsdtLoc {
-    /// `%reg`: the register's value.
-    Reg {
-        /// Offset in `struct pt_regs`.
-        reg_offset: i16,
-    },
-    /// `disp(%base)`: memory at base + disp (user memory).
-    Mem {
-        /// Base register's offset in `struct pt_regs`.
-        base_offset: i16,
-        /// Displacement in bytes.
-        disp: i64,
-    },
-    /// `disp(%base,%index,scale)`.
-    MemIndexed {
-        /// Base register offset.
-        base_offset: i16,
-        /// Index register offset.
-        index_offset: i16,
-        /// Scale (1, 2, 4, 8).
-        scale: u8,
-        /// Displacement.
-        disp: i64,
-    },
-    /// `sym(%rip)` or an absolute address: memory at this run-time address (the attacher adds the
-    /// load bias).
-    Addr {
-        /// Absolute virtual address in the traced process.
-        addr: u64,
-    },
-    /// `$imm`: a constant.
-    Imm(i64),
 }
 
 /// x86-64 `struct pt_regs` byte offsets (arch/x86/include/asm/ptrace.h), for [`ArgAccess`].
@@ -509,36 +464,6 @@ pub mod pt_regs {
     pub const SP: i16 = 152;
     /// ss
     pub const SS: i16 = 160;
-    /// Offset of register `name` (`rdi`, `edi`, `di`, `r8d`, ...), for USDT specs.
-    pub fn by_name(name: &str) -> Option<i16> {
-        let n = name.trim_start_matches('%');
-        Some(match n {
-            "rax" | "eax" | "ax" | "al" => AX,
-            "rbx" | "ebx" | "bx" | "bl" => BX,
-            "rcx" | "ecx" | "cx" | "cl" => CX,
-            "rdx" | "edx" | "dx" | "dl" => DX,
-            "rsi" | "esi" | "si" | "sil" => SI,
-            "rdi" | "edi" | "di" | "dil" => DI,
-            "rbp" | "ebp" | "bp" | "bpl" => BP,
-            "rsp" | "esp" | "sp" | "spl" => SP,
-            "rip" => IP,
-            _ => {
-                let rest = n.strip_prefix('r')?;
-                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-                match digits.parse::<u8>().ok()? {
-                    8 => R8,
-                    9 => R9,
-                    10 => R10,
-                    11 => R11,
-                    12 => R12,
-                    13 => R13,
-                    14 => R14,
-                    15 => R15,
-                    _ => return None,
-                }
-            }
-        })
-    }
 }
 
 /// The x86-64 system-call argument registers in order (arg0..arg5), as offsets in `struct pt_regs`.

@@ -17,6 +17,7 @@
 
 use std::collections::BTreeMap;
 
+use probe_sema::argspec::{ArgLocation, ArgSpec, Reg as UReg};
 use probe_sema::checked::{
     Action, AggFunc, Builtin, CheckedClause, CheckedProgram, Subr, TExpr, TExprKind, TStmt,
     VarAccess, VarScope,
@@ -1655,39 +1656,15 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    fn usdt_arg(&mut self, spec: &UsdtArgSpec, span: Span) -> Res<()> {
-        let addr_in_r3 = match &spec.loc {
-            UsdtLoc::Imm(v) => {
-                self.asm.mov_imm(R0, *v);
-                false
-            }
-            UsdtLoc::Reg { reg_offset } => {
-                self.asm.ldx(Size::DW, R0, R6, *reg_offset);
-                false
-            }
-            UsdtLoc::Mem { base_offset, disp } => {
-                self.asm.ldx(Size::DW, R3, R6, *base_offset);
-                self.asm.mov_imm(R1, *disp);
-                self.asm.alu(Alu::Add, R3, R1);
-                true
-            }
-            UsdtLoc::MemIndexed {
-                base_offset,
-                index_offset,
-                scale,
-                disp,
-            } => {
-                self.asm.ldx(Size::DW, R3, R6, *base_offset);
-                self.asm.ldx(Size::DW, R1, R6, *index_offset);
-                self.asm.alu_imm(Alu::Mul, R1, *scale as i32);
-                self.asm.alu(Alu::Add, R3, R1);
-                self.asm.mov_imm(R1, *disp);
-                self.asm.alu(Alu::Add, R3, R1);
-                true
-            }
-            UsdtLoc::Addr { addr } => {
-                self.asm.mov_imm(R3, *addr as i64);
-                true
+    fn usdt_arg(&mut self, spec: &ArgSpec, span: Span) -> Res<()> {
+        let addr_in_r3 = match usdt_operand(&mut self.asm, spec) {
+            Ok(UsdtOperand::Value) => false,
+            Ok(UsdtOperand::Address) => true,
+            Err(why) => {
+                return self.err(
+                    span,
+                    format!("USDT argument `{spec}` is not supported: {why}"),
+                );
             }
         };
         if addr_in_r3 {
@@ -1739,13 +1716,7 @@ impl ProgGen<'_, '_> {
                 let probe = self.probes.first();
                 match probe.map(|p| &p.kind) {
                     Some(ProbeKind::Usdt { arg_specs, .. }) => match arg_specs.get(n as usize) {
-                        Some(s) => match parse_usdt_spec(s) {
-                            Some(spec) => ArgAccess::Usdt(spec),
-                            None => {
-                                return self
-                                    .err(span, format!("USDT argument spec `{s}` not understood"));
-                            }
-                        },
+                        Some(spec) => ArgAccess::Usdt(spec.clone()),
                         None => ArgAccess::Zero,
                     },
                     // DTrace: arg0 = offset of the returning instruction (the attach cookie of each
@@ -2820,95 +2791,176 @@ impl ProgGen<'_, '_> {
     }
 }
 
-/// Parses a stapsdt argument spec (x86-64, AT&T syntax: `-4@%eax`, `8@16(%rbp)`,
-/// `4@-8(%rbp,%rax,4)`, `8@$5`, `8@sym(%rip)` is left to the attacher and rejected here).
-pub fn parse_usdt_spec(spec: &str) -> Option<UsdtArgSpec> {
-    let (size_s, loc) = spec.split_once('@')?;
-    let size_i: i32 = size_s.parse().ok()?;
-    let signed = size_i < 0;
-    let size = size_i.unsigned_abs() as u8;
-    let loc = loc.trim();
-    let l = if let Some(imm) = loc.strip_prefix('$') {
-        UsdtLoc::Imm(imm.parse().ok()?)
-    } else if let Some(r) = loc.strip_prefix('%') {
-        UsdtLoc::Reg {
-            reg_offset: pt_regs::by_name(r)?,
+/// Where [`usdt_operand`] left a USDT argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UsdtOperand {
+    /// The value is in `R0` (not yet truncated to the argument's size).
+    Value,
+    /// The argument's user-space address is in `R3`; the caller reads `spec.size` bytes there.
+    Address,
+}
+
+/// Emits the code that locates a USDT argument, the context (`struct pt_regs *`) in `R6`, as
+/// [`ArgSpec::eval`] specifies: a register is loaded from its `pt_regs` slot and shifted down for
+/// the high-byte registers (`%ah` is byte 1 of `rax`); a memory operand's address is
+/// `base + index * scale + disp`. Clobbers `R0`, `R1`, `R3`.
+///
+/// # Errors
+/// The reason, for a static operand that [`ArgSpec::at_site`] did not make `%rip`-relative (its
+/// address would need the module's load bias).
+fn usdt_operand(a: &mut Asm, spec: &ArgSpec) -> Result<UsdtOperand, &'static str> {
+    let slot = |r: UReg| r.pt_regs_offset() as i16;
+    match &spec.loc {
+        ArgLocation::Immediate(v) => {
+            a.mov_imm(R0, *v);
+            Ok(UsdtOperand::Value)
         }
-    } else if let Some(open) = loc.find('(') {
-        let disp_s = &loc[..open];
-        let disp: i64 = if disp_s.is_empty() {
-            0
-        } else {
-            disp_s.parse().ok()?
-        };
-        let inner = loc[open + 1..].strip_suffix(')')?;
-        let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
-        match parts.as_slice() {
-            // `disp(%rip)`: probe-user's catalog rewrites `sym(%rip)` to the symbol's distance from the
-            // probe site, and `regs->ip` at a uprobe is the probe site's address.
-            [base] => UsdtLoc::Mem {
-                base_offset: pt_regs::by_name(base)?,
-                disp,
-            },
-            [base, index, scale] => UsdtLoc::MemIndexed {
-                base_offset: pt_regs::by_name(base)?,
-                index_offset: pt_regs::by_name(index)?,
-                scale: scale.parse().ok()?,
-                disp,
-            },
-            _ => return None,
+        ArgLocation::Register { reg, byte } => {
+            a.ldx(Size::DW, R0, R6, slot(*reg));
+            if *byte > 0 {
+                a.alu_imm(Alu::Rsh, R0, 8 * i32::from(*byte));
+            }
+            Ok(UsdtOperand::Value)
         }
-    } else {
-        return None;
-    };
-    Some(UsdtArgSpec {
-        loc: l,
-        size,
-        signed,
-    })
+        ArgLocation::Memory { base, index, disp } => {
+            match base {
+                Some(b) => a.ldx(Size::DW, R3, R6, slot(*b)),
+                None => a.mov_imm(R3, 0),
+            }
+            if let Some((i, scale)) = index {
+                a.ldx(Size::DW, R1, R6, slot(*i));
+                a.alu_imm(Alu::Mul, R1, i32::from(*scale));
+                a.alu(Alu::Add, R3, R1);
+            }
+            if *disp != 0 {
+                a.mov_imm(R1, *disp);
+                a.alu(Alu::Add, R3, R1);
+            }
+            Ok(UsdtOperand::Address)
+        }
+        ArgLocation::Static { .. } => Err("its address is not relative to the probe site"),
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use probe_sema::argspec::VirtAddr;
+
     use super::*;
 
+    /// Runs the straight-line code [`usdt_operand`] emits over a `struct pt_regs` (`regs`, by byte
+    /// offset) and returns `R0` for a value or `R3` for an address, truncated and extended as the
+    /// caller's `normalize` does for a value.
+    fn run_operand(spec: &ArgSpec, regs: &dyn Fn(i16) -> u64) -> (UsdtOperand, u64) {
+        let mut a = Asm::new();
+        let kind = usdt_operand(&mut a, spec).expect("supported");
+        let (insns, _) = a.finish();
+        let mut r = [0u64; 11];
+        let mut pc = 0;
+        while pc < insns.len() {
+            let i = insns[pc];
+            let (d, s) = (i.dst as usize, i.src as usize);
+            let imm = i.imm as i64 as u64;
+            match i.code {
+                0x79 => {
+                    assert_eq!(s, 6, "loads only from the context");
+                    r[d] = regs(i.off);
+                }
+                0xb7 => r[d] = imm,
+                0x18 => {
+                    r[d] = (i.imm as u32 as u64) | ((insns[pc + 1].imm as u32 as u64) << 32);
+                    pc += 1;
+                }
+                0x77 => r[d] >>= imm,
+                0x27 => r[d] = r[d].wrapping_mul(imm),
+                0x0f => r[d] = r[d].wrapping_add(r[s]),
+                c => panic!("unexpected opcode {c:#x} for {spec}"),
+            }
+            pc += 1;
+        }
+        match kind {
+            UsdtOperand::Value => (
+                kind,
+                probe_sema::argspec::extend(r[0], spec.size, spec.signed) as u64,
+            ),
+            UsdtOperand::Address => (kind, r[3]),
+        }
+    }
+
+    /// Issue 21: `%ah`-style high-byte registers (and every other operand form) are read as
+    /// [`ArgSpec::eval`] specifies, from the typed spec (no text round-trip).
     #[test]
-    fn usdt_specs_parse_to_pt_regs_locations() {
-        let s = parse_usdt_spec("-4@%eax").unwrap();
-        assert_eq!((s.size, s.signed), (4, true));
-        assert_eq!(
-            s.loc,
-            UsdtLoc::Reg {
-                reg_offset: pt_regs::AX
-            }
-        );
-        let s = parse_usdt_spec("8@-16(%rbp)").unwrap();
-        assert_eq!(
-            s.loc,
-            UsdtLoc::Mem {
-                base_offset: pt_regs::BP,
-                disp: -16
-            }
-        );
-        let s = parse_usdt_spec("4@8(%rdi,%r12,4)").unwrap();
-        assert_eq!(
-            s.loc,
-            UsdtLoc::MemIndexed {
-                base_offset: pt_regs::DI,
-                index_offset: pt_regs::R12,
-                scale: 4,
-                disp: 8
-            }
-        );
-        assert_eq!(parse_usdt_spec("8@$42").unwrap().loc, UsdtLoc::Imm(42));
-        assert_eq!(
-            parse_usdt_spec("2@%r9w").unwrap().loc,
-            UsdtLoc::Reg {
-                reg_offset: pt_regs::R9
-            }
-        );
-        assert!(parse_usdt_spec("8@x(%rip)").is_none());
-        assert!(parse_usdt_spec("garbage").is_none());
+    fn usdt_operands_match_argspec_eval() {
+        let reg_val = |r: UReg| 0x1111_0000_0000_0000u64 | (u64::from(r.dwarf()) << 16) | 0x9a80;
+        let by_offset = |off: i16| {
+            let all = [
+                UReg::Rax,
+                UReg::Rbx,
+                UReg::Rcx,
+                UReg::Rdx,
+                UReg::Rsi,
+                UReg::Rdi,
+                UReg::Rbp,
+                UReg::Rsp,
+                UReg::R8,
+                UReg::R12,
+                UReg::Rip,
+            ];
+            let r = all
+                .into_iter()
+                .find(|r| r.pt_regs_offset() as i16 == off)
+                .unwrap_or_else(|| panic!("no register at pt_regs offset {off}"));
+            reg_val(r)
+        };
+        for text in [
+            "1@%ah",
+            "-1@%ah",
+            "1@%bh",
+            "-1@%ch",
+            "1@%dh",
+            "-4@%eax",
+            "8@%rbx",
+            "2@%r12w",
+            "-1@%sil",
+            "8@$42",
+            "-4@$-5",
+            "8@$0x123456789",
+        ] {
+            let spec = ArgSpec::parse(text).unwrap();
+            let want = spec.eval(reg_val, |_, _| None, 0).unwrap() as u64;
+            assert_eq!(
+                run_operand(&spec, &by_offset),
+                (UsdtOperand::Value, want),
+                "{text}"
+            );
+        }
+        for text in ["8@-16(%rbp)", "4@8(%rdi,%r12,4)", "4@(,%rcx,8)", "2@(%rsp)"] {
+            let spec = ArgSpec::parse(text).unwrap();
+            let seen = std::cell::Cell::new(None);
+            spec.eval(
+                reg_val,
+                |addr, size| {
+                    seen.set(Some((addr, size)));
+                    Some(0)
+                },
+                0,
+            );
+            let (addr, size) = seen.get().expect("a memory read");
+            assert_eq!(size, spec.size);
+            assert_eq!(
+                run_operand(&spec, &by_offset),
+                (UsdtOperand::Address, addr),
+                "{text}"
+            );
+        }
+        // A static operand reads through %rip once made site-relative; not before.
+        let mut spec = ArgSpec::parse("8@counter+8(%rip)").unwrap();
+        spec.resolve(|_| Some(VirtAddr(0x4000))).unwrap();
+        assert!(usdt_operand(&mut Asm::new(), &spec).is_err());
+        let site = spec.at_site(VirtAddr(0x1000));
+        let (kind, addr) = run_operand(&site, &by_offset);
+        assert_eq!(kind, UsdtOperand::Address);
+        assert_eq!(addr, reg_val(UReg::Rip).wrapping_add(0x3008));
     }
 
     /// The BPF side computes the llquantize bucket as "how many lower bounds are <= v"; that

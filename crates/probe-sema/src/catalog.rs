@@ -409,8 +409,9 @@ pub enum ProbeKind {
         offset: u64,
         /// File offset of the semaphore to increment while attached, if any.
         semaphore: Option<u64>,
-        /// The raw stapsdt argument specs (`-4@%eax`, `8@16(%rbp)`, ...).
-        arg_specs: Vec<String>,
+        /// The typed stapsdt argument specs, made relative to the probe site
+        /// ([`crate::argspec::ArgSpec::at_site`]).
+        arg_specs: Vec<crate::argspec::ArgSpec>,
         /// Only for this process (`None`: every process mapping `path`).
         pid: Option<u32>,
     },

@@ -5,10 +5,12 @@
 //! arguments are, [`ProbeInfo`], [`ProbeArgs`], [`ProbeKind`]), [`SemaOptions`] (macro arguments,
 //! `$target`, `-x` options), and the output [`CheckedProgram`] (typed clauses, resolved variables and
 //! aggregations, see [`checked`]). [`parse_tracepoint_format`] reads tracefs `format` files;
-//! [`glob_match`] is DTrace's probe-description field matching.
+//! [`glob_match`] is DTrace's probe-description field matching. [`argspec::ArgSpec`] is a USDT
+//! argument's typed location, shared by probe-user, the catalog and probe-codegen.
 #![deny(missing_docs)]
 
 pub mod analyze;
+pub mod argspec;
 pub mod btf;
 pub mod catalog;
 pub mod checked;

@@ -30,7 +30,7 @@
 //! (where the kernel places uprobes) and [`AbsAddr`] (an address in a running process).
 #![deny(missing_docs)]
 
-pub mod argspec;
+pub use probe_sema::argspec;
 pub mod attach;
 pub mod disasm;
 pub mod elf;
@@ -48,9 +48,7 @@ pub mod usdt;
 
 use std::fmt;
 
-/// A link-time virtual address, as in ELF symbol tables, program headers and stapsdt notes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct VirtAddr(pub u64);
+pub use probe_sema::argspec::VirtAddr;
 
 /// A byte offset in a file: where the kernel places a uprobe (`uprobetracer.rst`) and where a
 /// semaphore's reference counter lives (`ref_ctr_offset`).
@@ -70,4 +68,4 @@ macro_rules! hex_display {
         }
     )*};
 }
-hex_display!(VirtAddr, FileOffset, AbsAddr);
+hex_display!(FileOffset, AbsAddr);

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use probe_sema::argspec::ArgSpec;
 use probe_sema::{
     DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
     parse_tracepoint_format,
@@ -219,7 +220,9 @@ pub fn catalog() -> StaticCatalog {
             path: "/usr/bin/python3.11".into(),
             offset: 0x1000,
             semaphore: Some(0x2000),
-            arg_specs: vec!["8@%rbx".into(), "8@%rbp".into(), "-4@%eax".into()],
+            arg_specs: ["8@%rbx", "8@%rbp", "-4@%eax"]
+                .map(|t| ArgSpec::parse(t).unwrap())
+                .to_vec(),
             pid: None,
         },
     ));

@@ -17,10 +17,24 @@
 //! their pt_regs slot (the layout of `struct pt_regs` in `arch/x86/include/asm/ptrace.h`) and DWARF
 //! number (System V AMD64 psABI, table "DWARF Register Number Mapping"), so code generators can load
 //! them either way.
+//!
+//! The typed [`ArgSpec`] is the one form every stage uses: probe-user parses it from the note and
+//! resolves its symbols, the catalog carries it ([`crate::ProbeKind::Usdt`]) made relative to the
+//! probe site ([`ArgSpec::at_site`]), sema types `argN` by its size and signedness, and probe-codegen
+//! reads it from the uprobe's `struct pt_regs`. It lives here, the lowest crate that needs it, so
+//! that nothing has to print it back to text.
 
 use std::fmt;
 
-use crate::VirtAddr;
+/// A link-time virtual address, as in ELF symbol tables, program headers and stapsdt notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct VirtAddr(pub u64);
+
+impl fmt::Display for VirtAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
 
 /// Errors in an argument string.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -219,7 +233,8 @@ pub enum ArgLocation {
         /// Byte position within the 64-bit register.
         byte: u8,
     },
-    /// In memory at `base + index * scale + disp`.
+    /// In memory at `base + index * scale + disp`. The parser never produces a `%rip` base (those
+    /// operands are [`ArgLocation::Static`]); [`ArgSpec::at_site`] does.
     Memory {
         /// Base register (`None` for `(,%rcx,4)`).
         base: Option<Reg>,
@@ -308,8 +323,8 @@ impl ArgSpec {
         })
     }
 
-    /// Resolves a [`ArgLocation::Static`] operand's symbol through `lookup` (usually
-    /// [`crate::elf::ElfFile::symbol_addr`]); other locations are unchanged.
+    /// Resolves a [`ArgLocation::Static`] operand's symbol through `lookup` (usually probe-user's
+    /// `ElfFile::symbol_addr`); other locations are unchanged.
     ///
     /// # Errors
     /// [`ArgSpecError::UnknownSymbol`] when the symbol is not found, [`ArgSpecError::BadOperand`]
@@ -335,34 +350,21 @@ impl ArgSpec {
         Ok(())
     }
 
-    /// The spec in a canonical form for a code generator that knows registers and decimal numbers,
-    /// at the probe site `pc`: 64-bit register names, decimal displacements and immediates, and a
-    /// resolved [`ArgLocation::Static`] operand as `SIZE@DISP(%rip)` with `DISP` its distance from
-    /// `pc` (at a uprobe `%rip` holds the probe's address, so no load bias is needed). Forms without
-    /// such an equivalent (`%ah`-style high bytes, a memory operand without a base register, an
-    /// unresolved symbol) are returned as written.
-    pub fn at_site(&self, pc: VirtAddr) -> String {
-        let size = format!("{}{}", if self.signed { "-" } else { "" }, self.size);
-        match &self.loc {
-            ArgLocation::Static { addr: Some(a), .. } => {
-                format!("{size}@{}(%rip)", a.0.wrapping_sub(pc.0) as i64)
-            }
-            ArgLocation::Register { reg, byte: 0 } => format!("{size}@%{}", reg.name()),
-            ArgLocation::Memory {
-                base: Some(b),
+    /// The spec as seen at the probe site `pc`: a resolved [`ArgLocation::Static`] operand becomes
+    /// [`ArgLocation::Memory`] relative to `%rip` (displacement = its address − `pc`), because at a
+    /// uprobe `%rip` holds the probe's address, so the code generator needs no load bias. Other
+    /// locations (and an unresolved static operand, which a code generator rejects) are unchanged;
+    /// [`ArgSpec::text`] stays the note's text.
+    pub fn at_site(&self, pc: VirtAddr) -> ArgSpec {
+        let mut out = self.clone();
+        if let ArgLocation::Static { addr: Some(a), .. } = &self.loc {
+            out.loc = ArgLocation::Memory {
+                base: Some(Reg::Rip),
                 index: None,
-                disp,
-            } => format!("{size}@{disp}(%{})", b.name()),
-            ArgLocation::Memory {
-                base: Some(b),
-                index: Some((i, sc)),
-                disp,
-            } => {
-                format!("{size}@{disp}(%{},%{},{sc})", b.name(), i.name())
-            }
-            ArgLocation::Immediate(v) => format!("{size}@${v}"),
-            _ => self.text.clone(),
+                disp: a.0.wrapping_sub(pc.0) as i64,
+            };
         }
+        out
     }
 
     /// Computes the argument's value the way generated code must: `reg(r)` reads a 64-bit register,
@@ -768,18 +770,46 @@ mod tests {
         s.resolve(|_| Some(VirtAddr(0x10))).unwrap();
         assert_eq!(s.eval(regs, mem, 0x5000), Some(7));
         assert_eq!(p("8@0(%rdx)").eval(regs, mem, 0), None);
-        // At the site: a static operand relative to the probe address.
-        assert_eq!(s.at_site(VirtAddr(0x30)), "2@-32(%rip)");
+        // At the site: a static operand relative to the probe address, read through %rip.
+        let rip = |disp| ArgLocation::Memory {
+            base: Some(Reg::Rip),
+            index: None,
+            disp,
+        };
+        let here = s.at_site(VirtAddr(0x30));
+        assert_eq!(here.loc, rip(-32));
+        assert_eq!(here.text, "2@g(%rip)");
+        let at_rip = |r: Reg| if r == Reg::Rip { 0x5030 } else { regs(r) };
+        assert_eq!(here.eval(at_rip, mem, 0), Some(7));
         let mut g = p("-8@counter(%rip)");
         g.resolve(|_| Some(VirtAddr(0x4028))).unwrap();
-        assert_eq!(g.at_site(VirtAddr(0x11ca)), "-8@11870(%rip)");
-        assert_eq!(p("-4@%edi").at_site(VirtAddr(1)), "-4@%rdi");
-        assert_eq!(p("8@0x10(%rbp)").at_site(VirtAddr(1)), "8@16(%rbp)");
-        assert_eq!(
-            p("8@(%rax,%rdx,8)").at_site(VirtAddr(1)),
-            "8@0(%rax,%rdx,8)"
-        );
-        assert_eq!(p("-4@$0x10").at_site(VirtAddr(1)), "-4@$16");
-        assert_eq!(p("1@%ah").at_site(VirtAddr(1)), "1@%ah");
+        assert_eq!(g.at_site(VirtAddr(0x11ca)).loc, rip(11870));
+        for t in [
+            "-4@%edi",
+            "8@0x10(%rbp)",
+            "8@(%rax,%rdx,8)",
+            "-4@$0x10",
+            "1@%ah",
+        ] {
+            assert_eq!(p(t).at_site(VirtAddr(1)), p(t), "{t}");
+        }
+        // Unresolved: left for the code generator to reject.
+        assert_eq!(p("8@x(%rip)").at_site(VirtAddr(1)), p("8@x(%rip)"));
+    }
+
+    /// Issue 21: the high-byte registers decode to their register and byte 1.
+    #[test]
+    fn high_byte_registers() {
+        for (t, reg) in [
+            ("1@%ah", Reg::Rax),
+            ("1@%bh", Reg::Rbx),
+            ("-1@%ch", Reg::Rcx),
+            ("1@%dh", Reg::Rdx),
+        ] {
+            assert_eq!(p(t).loc, ArgLocation::Register { reg, byte: 1 }, "{t}");
+        }
+        let regs = |r: Reg| if r == Reg::Rcx { 0x80ff } else { 0x1234 };
+        assert_eq!(p("-1@%ch").eval(regs, |_, _| None, 0), Some(-128));
+        assert_eq!(p("1@%bh").eval(regs, |_, _| None, 0), Some(0x12));
     }
 }
