@@ -13,6 +13,8 @@
 //! - [`output`]: DTrace's text layouts byte for byte: the `CPU ID FUNCTION:NAME` lines,
 //!   `trace()` data, keys, distribution tables, `printa()` and the print at exit.
 //! - [`json`]: strict JSON Lines records (`--json`).
+//! - [`civil`]: days since 1970 to and from civil dates (printf's `%Y`/`%T`, and the binary's
+//!   causal views).
 //!
 //! Sources: the DTrace guide (chapters "Output Formatting", "Aggregations", "Data Recording
 //! Actions", "Options and Tunables") and, for byte-level layout, libdtrace's consumer
@@ -22,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod agg;
+pub mod civil;
 pub mod json;
 pub mod output;
 pub mod printf;

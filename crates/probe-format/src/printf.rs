@@ -1115,26 +1115,12 @@ const MONTHS: [&str; 12] = [
 ];
 const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
 
-/// Civil date from days since 1970-01-01 (Howard Hinnant's `civil_from_days` algorithm).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// `%Y`: `YYYY Mon DD HH:MM:SS` with the day space-padded, as ctime(3) fields rearranged
 /// (dt_printf.c `pfprint_time`), in UTC.
 pub fn format_time_y(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = crate::civil::civil_from_days(days);
     format!(
         "{y} {} {d:>2} {:02}:{:02}:{:02}",
         MONTHS[(m - 1) as usize],
@@ -1148,7 +1134,7 @@ pub fn format_time_y(secs: i64) -> String {
 pub fn format_time_822(secs: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil(days);
+    let (y, m, d) = crate::civil::civil_from_days(days);
     format!(
         "{}, {d:02} {} {y} {:02}:{:02}:{:02} UTC",
         DAYS[days.rem_euclid(7) as usize],

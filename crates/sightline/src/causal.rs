@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use causal_analysis::{Accounting, Comparison, CriticalPath, TaskGraph, fmt_duration, render};
 use causal_collector::{Collector, Config, Store, TaskFilter};
+use probe_format::civil::{civil_from_days, days_from_civil};
 
 /// Where the store is.
 #[derive(Debug, clap::Args)]
@@ -249,31 +250,6 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant, "chrono-compatible
-/// low-level date algorithms", civil_from_days).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01 (Hinnant's days_from_civil).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// ns since the epoch → `YYYY-MM-DD HH:MM:SS.mmm` UTC.
