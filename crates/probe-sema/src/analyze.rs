@@ -15,7 +15,7 @@ use crate::SemaOptions;
 use crate::catalog::{ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use crate::checked::*;
 use crate::types::{SymKind, Type, usual_arithmetic};
-use probe_format::agg::AggFunc;
+use probe_format::agg::{AggError, AggFunc};
 use probe_format::printf::{self, ArgKind, ArgSlot};
 use probe_syntax::ast::{
     self, BaseType, BinaryOp, Expr, ExprKind, MacroVar, Stmt, StmtKind, UnaryOp,
@@ -1469,14 +1469,16 @@ impl<'a> Analyzer<'a> {
             }
         };
         if let Err(e) = func.validate() {
-            let msg = e.to_string();
+            // The diagnostic's span shows the parameters: only the reason is said.
+            let reason = match e {
+                AggError::BadLquantize { reason, .. } | AggError::BadLlquantize { reason, .. } => {
+                    reason.to_string()
+                }
+                other => other.to_string(),
+            };
             return Err(self.report(
                 Diagnostic::error(
-                    format!(
-                        "invalid {}() parameters: {}",
-                        a.func,
-                        msg.split(": ").last().unwrap_or(&msg)
-                    ),
+                    format!("invalid {}() parameters: {reason}", a.func),
                     a.func_span.to(args[n - 1].span),
                 )
                 .with_hint(format!("usage: {}", agg_usage(&a.func))),
