@@ -1,0 +1,387 @@
+//! Actions: `trace`, `printf`, `printa`, `exit`, speculations and the other statement-level
+//! calls (DTrace guide, "Actions and Subroutines").
+
+use super::*;
+
+impl Analyzer<'_> {
+    pub(super) fn action(
+        &mut self,
+        func: &str,
+        func_span: Span,
+        args: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Action> {
+        let n = args.len();
+        let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
+            this.report(
+                Diagnostic::error(
+                    format!("{func}() takes {want}, {n} given"),
+                    func_span.to(span),
+                )
+                .with_hint(format!("usage: {usage}")),
+            )
+        };
+        match func {
+            "trace" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "trace(expression)"));
+                }
+                let t = self.expr(&args[0], cx)?;
+                if matches!(t.ty, Type::Void | Type::Array(..)) {
+                    return Err(self.err(
+                        format!("trace() cannot record a value of type `{}`", t.ty),
+                        t.span,
+                    ));
+                }
+                Ok(Action::Trace(t))
+            }
+            "printf" | "system" => {
+                if n == 0 {
+                    return Err(arity(
+                        self,
+                        "a format string and its arguments",
+                        &format!("{func}(\"format\", args...)"),
+                    ));
+                }
+                let format = self.format_string(&args[0], func)?;
+                let mut targs = Vec::new();
+                let mut failed = false;
+                for a in &args[1..] {
+                    match self.expr(a, cx) {
+                        Ok(t) => targs.push(t),
+                        Err(Reported) => failed = true,
+                    }
+                }
+                if failed {
+                    return Err(Reported);
+                }
+                let targs = self.check_printf(&format, &args[0], targs, func, span)?;
+                if func == "system" {
+                    self.require_destructive(func, func_span);
+                    return Ok(Action::System {
+                        format,
+                        args: targs,
+                    });
+                }
+                Ok(Action::Printf {
+                    format,
+                    args: targs,
+                })
+            }
+            "printa" => {
+                if n == 0 {
+                    return Err(arity(
+                        self,
+                        "aggregations",
+                        "printa(@a) or printa(\"format\", @a, ...)",
+                    ));
+                }
+                let (format, rest) = match &args[0].kind {
+                    ExprKind::Str(_) => (Some(self.format_string(&args[0], func)?), &args[1..]),
+                    _ => (None, args),
+                };
+                if rest.is_empty() {
+                    return Err(arity(
+                        self,
+                        "at least one aggregation",
+                        "printa(\"format\", @a, ...)",
+                    ));
+                }
+                let mut aggs: Vec<AggId> = Vec::new();
+                for a in rest {
+                    let id = self.agg_ref(a)?;
+                    // DTrace prints several aggregations side by side, joined on their keys: the
+                    // key types must agree.
+                    if let Some(&first) = aggs.first() {
+                        let (f, g) = (&self.aggs[first.0 as usize], &self.aggs[id.0 as usize]);
+                        if f.keys != g.keys {
+                            let fk = f
+                                .keys
+                                .iter()
+                                .map(|k| k.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            let gk = g
+                                .keys
+                                .iter()
+                                .map(|k| k.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ");
+                            let (fs, gs) = (f.span, g.span);
+                            return Err(self.report(
+                                Diagnostic::error(
+                                    format!("printa() aggregations must have the same keys: [{fk}] and [{gk}]"),
+                                    a.span,
+                                )
+                                .with_label(fs, "first aggregation used here")
+                                .with_label(gs, "this one used here"),
+                            ));
+                        }
+                    }
+                    aggs.push(id);
+                }
+                if let Some(f) = &format {
+                    self.check_printa(f, &args[0], &aggs)?;
+                }
+                Ok(Action::Printa { format, aggs })
+            }
+            "exit" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "exit(status)"));
+                }
+                let t = self.int_expr(&args[0], cx, "exit() status")?;
+                Ok(Action::Exit(convert(t, &Type::INT)))
+            }
+            "clear" | "denormalize" => {
+                if n != 1 {
+                    return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
+                }
+                let id = self.agg_ref(&args[0])?;
+                Ok(if func == "clear" {
+                    Action::Clear(id)
+                } else {
+                    Action::Denormalize(id)
+                })
+            }
+            "trunc" => {
+                if !(1..=2).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "trunc(@a) or trunc(@a, n)",
+                    ));
+                }
+                let agg = self.agg_ref(&args[0])?;
+                let keep = match args.get(1) {
+                    Some(k) => Some(convert(self.int_expr(k, cx, "trunc() count")?, &Type::I64)),
+                    None => None,
+                };
+                Ok(Action::Trunc { agg, keep })
+            }
+            "normalize" => {
+                if n != 2 {
+                    return Err(arity(self, "two arguments", "normalize(@a, n)"));
+                }
+                let agg = self.agg_ref(&args[0])?;
+                let f = self.int_expr(&args[1], cx, "normalize() factor")?;
+                Ok(Action::Normalize {
+                    agg,
+                    factor: convert(f, &Type::I64),
+                })
+            }
+            "speculate" | "commit" | "discard" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(id)")));
+                }
+                let id = convert(self.int_expr(&args[0], cx, "speculation id")?, &Type::INT);
+                Ok(match func {
+                    "speculate" => Action::Speculate(id),
+                    "commit" => Action::Commit(id),
+                    _ => Action::Discard(id),
+                })
+            }
+            "tracemem" => {
+                if n != 2 {
+                    return Err(arity(self, "two arguments", "tracemem(address, size)"));
+                }
+                let addr = self.int_expr(&args[0], cx, "tracemem() address")?;
+                let size = self.int_expr(&args[1], cx, "tracemem() size")?;
+                let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
+                    return Err(self.err(
+                        "tracemem() size must be a non-negative integer constant",
+                        size.span,
+                    ));
+                };
+                Ok(Action::Tracemem {
+                    addr: convert(addr, &Type::U64),
+                    size: sz,
+                })
+            }
+            "raise" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "raise(signal)"));
+                }
+                self.require_destructive(func, func_span);
+                let s = self.int_expr(&args[0], cx, "raise() signal")?;
+                Ok(Action::Raise(convert(s, &Type::INT)))
+            }
+            "stop" => {
+                if n != 0 {
+                    return Err(arity(self, "no arguments", "stop()"));
+                }
+                self.require_destructive(func, func_span);
+                Ok(Action::Stop)
+            }
+            _ => Err(self.err(format!("unknown action `{func}`"), func_span)),
+        }
+    }
+
+    fn require_destructive(&mut self, func: &str, span: Span) {
+        if !self.options.destructive {
+            self.report(
+                Diagnostic::error(format!("{func}() is a destructive action"), span).with_hint(
+                    "allow destructive actions with `#pragma D option destructive` or -w",
+                ),
+            );
+        }
+    }
+
+    pub(super) fn int_expr(&mut self, e: &Expr, cx: &mut ClauseCx, what: &str) -> R<TExpr> {
+        let t = self.expr(e, cx)?;
+        if !t.ty.is_integral() {
+            return Err(self.err(format!("{what} must be an integer, not `{}`", t.ty), e.span));
+        }
+        Ok(t)
+    }
+
+    fn format_string(&mut self, e: &Expr, func: &str) -> R<String> {
+        match &e.kind {
+            ExprKind::Str(s) => Ok(s.clone()),
+            _ => Err(self.report(
+                Diagnostic::error(format!("{func}() format must be a string constant"), e.span)
+                    .with_hint(format!("write {func}(\"%d\\n\", x)")),
+            )),
+        }
+    }
+
+    /// Checks printf arguments against the format (DTrace's dt_printf_validate): count and kinds.
+    fn check_printf(
+        &mut self,
+        fmt: &str,
+        fmt_expr: &Expr,
+        args: Vec<TExpr>,
+        func: &str,
+        span: Span,
+    ) -> R<Vec<TExpr>> {
+        let pieces = match printf::parse(fmt) {
+            Ok(p) => p,
+            Err(e) => return Err(self.err(format!("{func}() format: {e}"), fmt_expr.span)),
+        };
+        if printf::has_aggregation_conversion(&pieces) {
+            return Err(self.report(Diagnostic::error(
+                format!("{func}() format uses `%@`, which only printa() accepts"),
+                fmt_expr.span,
+            )));
+        }
+        let slots = printf::arg_slots(&pieces);
+        if slots.len() != args.len() {
+            let d = Diagnostic::error(
+                format!(
+                    "{func}() format needs {} argument{}, {} given",
+                    slots.len(),
+                    if slots.len() == 1 { "" } else { "s" },
+                    args.len()
+                ),
+                if args.len() > slots.len() { args[slots.len()].span } else { span },
+            )
+            .with_label(fmt_expr.span, "format")
+            .with_hint(if args.len() < slots.len() {
+                "give one argument per conversion (`*` width/precision take one more each); write `%%` for a literal `%`"
+            } else {
+                "remove the extra arguments or add conversions for them"
+            });
+            return Err(self.report(d));
+        }
+        let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
+        let mut out = Vec::new();
+        for (i, (slot, arg)) in slots.iter().zip(args).enumerate() {
+            let (kind, name) = match *slot {
+                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
+                    (ArgKind::Int, format!("*{}", convs[conv].name))
+                }
+                ArgSlot::Value { conv, kind } => (kind, convs[conv].name.clone()),
+            };
+            out.push(self.check_arg_kind(arg, kind, &name, i + 2, fmt_expr.span)?);
+        }
+        Ok(out)
+    }
+
+    fn check_arg_kind(
+        &mut self,
+        arg: TExpr,
+        kind: ArgKind,
+        conv: &str,
+        argno: usize,
+        fmt_span: Span,
+    ) -> R<TExpr> {
+        let ok = match kind {
+            ArgKind::Int | ArgKind::Port => arg.ty.is_integral(),
+            // dt_printf.c pfcheck_time: a 64-bit integer (walltimestamp, timestamp).
+            ArgKind::Time => matches!(arg.ty, Type::Int { bytes: 8, .. }),
+            ArgKind::SmallInt => matches!(arg.ty, Type::Int { bytes, .. } if bytes <= 4),
+            ArgKind::Addr => arg.ty.is_integral() || matches!(arg.ty, Type::Symbol(_)),
+            ArgKind::Str => arg.ty == Type::String,
+            ArgKind::Stack => matches!(arg.ty, Type::Stack { .. }),
+            ArgKind::Float => false,
+            ArgKind::None => true,
+        };
+        if ok {
+            return Ok(arg);
+        }
+        let proto = match kind {
+            ArgKind::Int => "char, short, int, long or long long",
+            ArgKind::SmallInt => "char, short or int",
+            ArgKind::Addr => "pointer or integer",
+            ArgKind::Str => "string",
+            ArgKind::Stack => "stack",
+            ArgKind::Time => "a 64-bit integer such as walltimestamp",
+            ArgKind::Port => "uint16_t",
+            ArgKind::Float => "floating point (not supported: D on BPF has no floating point)",
+            ArgKind::None => "none",
+        };
+        let mut d = Diagnostic::error(
+            format!("argument #{argno} has type `{}`, incompatible with conversion %{conv} (expects {proto})", arg.ty),
+            arg.span,
+        )
+        .with_label(fmt_span, "format");
+        if kind == ArgKind::Str && arg.ty.is_integral() {
+            d = d.with_hint("for a user-space string address use copyinstr(addr); for a kernel `char *` use stringof(p)");
+        } else if matches!(kind, ArgKind::Int) && arg.ty == Type::String {
+            d = d.with_hint("use %s for strings");
+        } else if kind == ArgKind::SmallInt {
+            d = d.with_hint("cast the argument: (char)x or (int)x");
+        }
+        Err(self.report(d))
+    }
+
+    fn check_printa(&mut self, fmt: &str, fmt_expr: &Expr, aggs: &[AggId]) -> R<()> {
+        let pieces = match printf::parse(fmt) {
+            Ok(p) => p,
+            Err(e) => return Err(self.err(format!("printa() format: {e}"), fmt_expr.span)),
+        };
+        let slots = printf::arg_slots(&pieces);
+        let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
+        let first = self.aggs[aggs[0].0 as usize].clone();
+        if slots.len() > first.keys.len() {
+            let disp = if first.name.is_empty() {
+                "@".to_string()
+            } else {
+                format!("@{}", first.name)
+            };
+            return Err(self.report(
+                Diagnostic::error(
+                    format!(
+                        "printa() format has {} key conversion(s) but {disp} has {} key(s)",
+                        slots.len(),
+                        first.keys.len()
+                    ),
+                    fmt_expr.span,
+                )
+                .with_label(first.span, "aggregation first used here")
+                .with_hint("use %@d (or %@u, %@x ...) for the aggregation's value"),
+            ));
+        }
+        for (i, (slot, kt)) in slots.iter().zip(first.keys.iter()).enumerate() {
+            let (kind, name) = match *slot {
+                ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
+                    (ArgKind::Int, convs[conv].name.clone())
+                }
+                ArgSlot::Value { conv, kind } => (kind, convs[conv].name.clone()),
+            };
+            let probe = mk(TExprKind::Int(0), kt.clone(), first.span);
+            self.check_arg_kind(probe, kind, &name, i + 1, fmt_expr.span)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+//! Aggregations: the aggregating functions and their constant parameters, keys and the checks
+//! between uses of one aggregation (DTrace guide, "Aggregations").
+
+use super::*;
+
+impl Analyzer<'_> {
+    fn agg_func(&mut self, a: &ast::AggStmt, args: &[TExpr]) -> R<(AggFunc, usize)> {
+        // Returns the function with constants and the number of leading value arguments (0 or 1).
+        let n = args.len();
+        let arity = |this: &mut Self, want: &str| {
+            this.report(
+                Diagnostic::error(format!("{}() takes {want}, {n} given", a.func), a.func_span)
+                    .with_hint(format!("usage: {}", agg_usage(&a.func))),
+            )
+        };
+        let konst = |this: &mut Self, i: usize, what: &str| -> R<i64> {
+            let e = &args[i];
+            match const_eval(e) {
+                Some(v) if v >= i64::MIN as i128 && v <= i64::MAX as i128 => Ok(v as i64),
+                _ => Err(this.report(
+                    Diagnostic::error(
+                        format!("{}() {what} must be an integer constant", a.func),
+                        e.span,
+                    )
+                    .with_hint(format!("usage: {}", agg_usage(&a.func))),
+                )),
+            }
+        };
+        let func = match a.func.as_str() {
+            "count" => {
+                if n != 0 {
+                    return Err(arity(self, "no arguments"));
+                }
+                return Ok((AggFunc::Count, 0));
+            }
+            "sum" | "avg" | "min" | "max" | "stddev" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument"));
+                }
+                let f = match a.func.as_str() {
+                    "sum" => AggFunc::Sum,
+                    "avg" => AggFunc::Avg,
+                    "min" => AggFunc::Min,
+                    "max" => AggFunc::Max,
+                    _ => AggFunc::Stddev,
+                };
+                return Ok((f, 1));
+            }
+            "quantize" => {
+                if !(1..=2).contains(&n) {
+                    return Err(arity(self, "1 or 2 arguments"));
+                }
+                AggFunc::Quantize
+            }
+            "lquantize" => {
+                if !(3..=5).contains(&n) {
+                    return Err(arity(self, "3 to 5 arguments"));
+                }
+                let base = konst(self, 1, "base")?;
+                let limit = konst(self, 2, "limit")?;
+                let step = if n >= 4 { konst(self, 3, "step")? } else { 1 };
+                AggFunc::Lquantize { base, limit, step }
+            }
+            "llquantize" => {
+                if !(5..=6).contains(&n) {
+                    return Err(arity(self, "5 or 6 arguments"));
+                }
+                let mut v = [0u16; 4];
+                for (i, what) in ["factor", "low", "high", "nsteps"].iter().enumerate() {
+                    let k = konst(self, i + 1, what)?;
+                    v[i] = u16::try_from(k).map_err(|_| {
+                        self.report(Diagnostic::error(
+                            format!("llquantize() {what} must be between 0 and 65535"),
+                            args[i + 1].span,
+                        ))
+                    })?;
+                }
+                AggFunc::Llquantize {
+                    factor: v[0],
+                    low: v[1],
+                    high: v[2],
+                    nsteps: v[3],
+                }
+            }
+            other => {
+                let mut d = Diagnostic::error(
+                    format!("`{other}` is not an aggregating function"),
+                    a.func_span,
+                );
+                let sugg = nearest(other, AGG_FUNCS.iter().copied(), 2);
+                d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| {
+                    "aggregating functions are count, sum, avg, min, max, stddev, quantize, lquantize, llquantize".into()
+                }));
+                return Err(self.report(d));
+            }
+        };
+        if let Err(e) = func.validate() {
+            // The diagnostic's span shows the parameters: only the reason is said.
+            let reason = match e {
+                AggError::BadLquantize { reason, .. } | AggError::BadLlquantize { reason, .. } => {
+                    reason.to_string()
+                }
+                other => other.to_string(),
+            };
+            return Err(self.report(
+                Diagnostic::error(
+                    format!("invalid {}() parameters: {reason}", a.func),
+                    a.func_span.to(args[n - 1].span),
+                )
+                .with_hint(format!("usage: {}", agg_usage(&a.func))),
+            ));
+        }
+        Ok((func, 1))
+    }
+
+    pub(super) fn aggregate(
+        &mut self,
+        a: &ast::AggStmt,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TStmt> {
+        let mut keys = Vec::new();
+        let mut failed = false;
+        for k in &a.keys {
+            match self.expr(k, cx) {
+                Ok(t) => {
+                    if matches!(t.ty, Type::Void | Type::Array(..)) {
+                        self.err(
+                            format!("an aggregation key cannot have type `{}`", t.ty),
+                            k.span,
+                        );
+                        failed = true;
+                    }
+                    keys.push(t)
+                }
+                Err(Reported) => failed = true,
+            }
+        }
+        let mut args = Vec::new();
+        for x in &a.args {
+            match self.expr(x, cx) {
+                Ok(t) => args.push(t),
+                Err(Reported) => failed = true,
+            }
+        }
+        if failed {
+            return Err(Reported);
+        }
+        let (func, nvalue) = self.agg_func(a, &args)?;
+        // The value argument: integral, converted to int64_t/uint64_t.
+        let mut value = None;
+        let mut arg_ty = Type::I64;
+        if nvalue == 1 {
+            let v = args[0].clone();
+            let Some((_, signed)) = v.ty.promoted().and_then(|t| t.as_int()) else {
+                return Err(self.report(
+                    Diagnostic::error(
+                        format!("{}() needs an integer argument, not `{}`", a.func, v.ty),
+                        v.span,
+                    )
+                    .with_hint("aggregating functions take integer values"),
+                ));
+            };
+            arg_ty = if signed { Type::I64 } else { Type::U64 };
+            value = Some(convert(v, &arg_ty));
+        }
+        let incr_index = match func {
+            AggFunc::Quantize => 1,
+            AggFunc::Lquantize { .. } => 4,
+            AggFunc::Llquantize { .. } => 5,
+            _ => usize::MAX,
+        };
+        let incr = match args.get(incr_index) {
+            Some(i) if i.ty.is_integral() => Some(convert(i.clone(), &Type::I64)),
+            Some(i) => {
+                return Err(self.err(
+                    format!("{}() increment must be an integer, not `{}`", a.func, i.ty),
+                    i.span,
+                ));
+            }
+            None => None,
+        };
+        let key_types: Vec<Type> = keys.iter().map(|k| k.ty.clone()).collect();
+        let id = match self.agg_names.get(&a.name).copied() {
+            Some(id) => {
+                let existing = self.aggs[id.0 as usize].clone();
+                let disp = if a.name.is_empty() {
+                    "@".to_string()
+                } else {
+                    format!("@{}", a.name)
+                };
+                if existing.func != func {
+                    return Err(self.report(
+                        Diagnostic::error(
+                            format!("{disp} is used with {} here but with {} before", describe_agg(&func), describe_agg(&existing.func)),
+                            a.func_span,
+                        )
+                        .with_label(existing.span, "first used here")
+                        .with_hint("an aggregation has one aggregating function with the same parameters everywhere"),
+                    ));
+                }
+                if existing.keys.len() != keys.len() {
+                    return Err(self.report(
+                        Diagnostic::error(
+                            format!(
+                                "{disp} has {} key(s) here but {} before",
+                                keys.len(),
+                                existing.keys.len()
+                            ),
+                            a.name_span,
+                        )
+                        .with_label(existing.span, "first used here"),
+                    ));
+                }
+                let mut converted = Vec::new();
+                for (k, want) in keys.into_iter().zip(existing.keys.iter()) {
+                    converted.push(self.convert_key(k, want, &disp, existing.span)?);
+                }
+                keys = converted;
+                if existing.arg_ty != arg_ty {
+                    // Mixed signedness across uses: keep the first; convert.
+                    value = value.map(|v| convert(v, &existing.arg_ty));
+                }
+                id
+            }
+            None => {
+                let id = AggId(self.aggs.len() as u32);
+                self.aggs.push(Aggregation {
+                    id,
+                    name: a.name.clone(),
+                    func,
+                    keys: key_types,
+                    arg_ty,
+                    span: a.name_span,
+                });
+                self.agg_names.insert(a.name.clone(), id);
+                id
+            }
+        };
+        Ok(TStmt::Aggregate {
+            agg: id,
+            keys,
+            value,
+            incr,
+            span,
+        })
+    }
+
+    /// Converts a key to the type fixed at first use: integers to the key's integer type; strings
+    /// must stay strings; stacks and symbols must match.
+    pub(super) fn convert_key(
+        &mut self,
+        k: TExpr,
+        want: &Type,
+        what: &str,
+        first: Span,
+    ) -> R<TExpr> {
+        if &k.ty == want {
+            return Ok(k);
+        }
+        if k.ty.is_integral() && want.is_integral() {
+            return Ok(convert(k, want));
+        }
+        Err(self.report(
+            Diagnostic::error(
+                format!("{what} key has type `{}` here but `{want}` before", k.ty),
+                k.span,
+            )
+            .with_label(first, "first used here"),
+        ))
+    }
+
+    pub(super) fn agg_ref(&mut self, e: &Expr) -> R<AggId> {
+        match &e.kind {
+            ExprKind::AggRef(name) => match self.agg_names.get(name) {
+                Some(id) => Ok(*id),
+                None => {
+                    let names: Vec<String> =
+                        self.agg_names.keys().map(|n| format!("@{n}")).collect();
+                    let sugg = nearest(&format!("@{name}"), names.iter().map(|s| s.as_str()), 3);
+                    let mut d = Diagnostic::error(format!("unknown aggregation `@{name}`"), e.span);
+                    if let Some(h) = did_you_mean(&sugg) {
+                        d = d.with_hint(h);
+                    }
+                    Err(self.report(d))
+                }
+            },
+            _ => Err(self.report(Diagnostic::error(
+                "expected an aggregation such as `@a`",
+                e.span,
+            ))),
+        }
+    }
+}
+
+fn agg_usage(func: &str) -> &'static str {
+    match func {
+        "count" => "@a[keys] = count()",
+        "sum" => "@a[keys] = sum(value)",
+        "avg" => "@a[keys] = avg(value)",
+        "min" => "@a[keys] = min(value)",
+        "max" => "@a[keys] = max(value)",
+        "stddev" => "@a[keys] = stddev(value)",
+        "quantize" => "@a[keys] = quantize(value [, increment])",
+        "lquantize" => "@a[keys] = lquantize(value, base, limit [, step [, increment]])",
+        "llquantize" => "@a[keys] = llquantize(value, factor, low, high, nsteps [, increment])",
+        _ => "@a[keys] = count()",
+    }
+}
+
+fn describe_agg(f: &AggFunc) -> String {
+    match f {
+        AggFunc::Lquantize { base, limit, step } => {
+            format!("lquantize(.., {base}, {limit}, {step})")
+        }
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => format!("llquantize(.., {factor}, {low}, {high}, {nsteps})"),
+        other => format!("{}()", other.name()),
+    }
+}

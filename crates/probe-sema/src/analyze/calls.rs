@@ -1,0 +1,327 @@
+//! Subroutine calls in expressions (`strlen`, `copyinstr`, `stringof`, ...: DTrace guide, "Actions
+//! and Subroutines" > "Subroutines").
+
+use super::*;
+
+impl Analyzer<'_> {
+    pub(super) fn call(
+        &mut self,
+        func: &str,
+        func_span: Span,
+        args: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        if ACTIONS.contains(&func) {
+            return Err(self.report(
+                Diagnostic::error(
+                    format!("`{func}()` is an action and has no value"),
+                    func_span,
+                )
+                .with_hint(format!("call {func}() as a statement of its own")),
+            ));
+        }
+        if AGG_FUNCS.contains(&func) {
+            return Err(self.report(
+                Diagnostic::error(format!("`{func}()` is an aggregating function"), func_span)
+                    .with_hint(format!(
+                        "assign it to an aggregation: @name[keys] = {func}(...);"
+                    )),
+            ));
+        }
+        let n = args.len();
+        let mut targs = Vec::new();
+        for a in args {
+            targs.push(self.expr(a, cx)?);
+        }
+        let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
+            this.report(
+                Diagnostic::error(format!("{func}() takes {want}, {n} given"), span)
+                    .with_hint(format!("usage: {usage}")),
+            )
+        };
+        let need_int = |this: &mut Self, t: &TExpr, what: &str| -> R<()> {
+            if t.ty.is_integral() {
+                Ok(())
+            } else {
+                Err(this.report(Diagnostic::error(
+                    format!("{func}() {what} must be an integer, not `{}`", t.ty),
+                    t.span,
+                )))
+            }
+        };
+        let need_str = |this: &mut Self, t: &TExpr, what: &str| -> R<()> {
+            if t.ty == Type::String {
+                Ok(())
+            } else {
+                Err(this.report(Diagnostic::error(
+                    format!("{func}() {what} must be a string, not `{}`", t.ty),
+                    t.span,
+                )))
+            }
+        };
+        let call = |s: Subr, args: Vec<TExpr>, ty: Type| mk(TExprKind::Call(s, args), ty, span);
+        match func {
+            "copyinstr" => {
+                if !(1..=2).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "copyinstr(address [, maxlen])",
+                    ));
+                }
+                need_int(self, &targs[0], "address")?;
+                if n == 2 {
+                    need_int(self, &targs[1], "length")?;
+                }
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Copyinstr, v, Type::String))
+            }
+            "copyin" => {
+                if n != 2 {
+                    return Err(arity(self, "two arguments", "copyin(address, size)"));
+                }
+                need_int(self, &targs[0], "address")?;
+                need_int(self, &targs[1], "size")?;
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Copyin, v, Type::Ptr(Box::new(Type::Void))))
+            }
+            "strlen" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "strlen(string)"));
+                }
+                need_str(self, &targs[0], "argument")?;
+                Ok(call(Subr::Strlen, targs, Type::U64))
+            }
+            "stringof" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "stringof(expr)"));
+                }
+                let [t] = <[TExpr; 1]>::try_from(targs).map_err(|_| Reported)?;
+                self.stringof(t, span)
+            }
+            "strjoin" | "strstr" => {
+                if n != 2 {
+                    return Err(arity(
+                        self,
+                        "two arguments",
+                        &format!("{func}(string, string)"),
+                    ));
+                }
+                need_str(self, &targs[0], "first argument")?;
+                need_str(self, &targs[1], "second argument")?;
+                Ok(call(
+                    if func == "strjoin" {
+                        Subr::Strjoin
+                    } else {
+                        Subr::Strstr
+                    },
+                    targs,
+                    Type::String,
+                ))
+            }
+            "basename" | "dirname" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(string)")));
+                }
+                need_str(self, &targs[0], "argument")?;
+                Ok(call(
+                    if func == "basename" {
+                        Subr::Basename
+                    } else {
+                        Subr::Dirname
+                    },
+                    targs,
+                    Type::String,
+                ))
+            }
+            "substr" => {
+                if !(2..=3).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "two or three arguments",
+                        "substr(string, index [, length])",
+                    ));
+                }
+                need_str(self, &targs[0], "first argument")?;
+                need_int(self, &targs[1], "index")?;
+                if n == 3 {
+                    need_int(self, &targs[2], "length")?;
+                }
+                // The string stays; index and length are int64_t.
+                let v = targs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| if i == 0 { t } else { convert(t, &Type::I64) })
+                    .collect();
+                Ok(call(Subr::Substr, v, Type::String))
+            }
+            "strchr" | "strrchr" => {
+                if n != 2 {
+                    return Err(arity(
+                        self,
+                        "two arguments",
+                        &format!("{func}(string, char)"),
+                    ));
+                }
+                need_str(self, &targs[0], "first argument")?;
+                need_int(self, &targs[1], "character")?;
+                let [s, c] = <[TExpr; 2]>::try_from(targs).map_err(|_| Reported)?;
+                let subr = if func == "strchr" {
+                    Subr::Strchr
+                } else {
+                    Subr::Strrchr
+                };
+                Ok(call(subr, vec![s, convert(c, &Type::CHAR)], Type::String))
+            }
+            "index" | "rindex" => {
+                // DTrace's `int index(const char *s, const char *subs [, int start])` (and rindex):
+                // the position is converted to `int64_t` as dtrace_dif_subr reads it.
+                if !(2..=3).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "two or three arguments",
+                        &format!("{func}(string, string [, start])"),
+                    ));
+                }
+                need_str(self, &targs[0], "first argument")?;
+                need_str(self, &targs[1], "second argument")?;
+                if n == 3 {
+                    need_int(self, &targs[2], "start position")?;
+                }
+                let v = targs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, t)| if i < 2 { t } else { convert(t, &Type::I64) })
+                    .collect();
+                Ok(call(
+                    if func == "index" {
+                        Subr::Index
+                    } else {
+                        Subr::Rindex
+                    },
+                    v,
+                    Type::INT,
+                ))
+            }
+            "lltostr" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "lltostr(integer)"));
+                }
+                need_int(self, &targs[0], "argument")?;
+                let v = targs.into_iter().map(|t| convert(t, &Type::I64)).collect();
+                Ok(call(Subr::Lltostr, v, Type::String))
+            }
+            "rand" | "speculation" => {
+                if n != 0 {
+                    return Err(arity(self, "no arguments", &format!("{func}()")));
+                }
+                Ok(call(
+                    if func == "rand" {
+                        Subr::Rand
+                    } else {
+                        Subr::Speculation
+                    },
+                    targs,
+                    Type::INT,
+                ))
+            }
+            "progenyof" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "progenyof(pid)"));
+                }
+                need_int(self, &targs[0], "pid")?;
+                let v = targs.into_iter().map(|t| convert(t, &Type::INT)).collect();
+                Ok(call(Subr::Progenyof, v, Type::INT))
+            }
+            "htons" | "ntohs" | "htonl" | "ntohl" | "htonll" | "ntohll" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(integer)")));
+                }
+                need_int(self, &targs[0], "argument")?;
+                let (s, ty) = match func {
+                    "htons" | "ntohs" => (
+                        Subr::Htons,
+                        Type::Int {
+                            bytes: 2,
+                            signed: false,
+                        },
+                    ),
+                    "htonl" | "ntohl" => (Subr::Htonl, Type::UINT),
+                    _ => (Subr::Htonll, Type::U64),
+                };
+                let v = targs.into_iter().map(|t| convert(t, &ty)).collect();
+                Ok(call(s, v, ty))
+            }
+            "stack" | "ustack" => {
+                let user = func == "ustack";
+                let max = if user { 2 } else { 1 };
+                if n > max {
+                    return Err(arity(
+                        self,
+                        if user {
+                            "at most two arguments"
+                        } else {
+                            "at most one argument"
+                        },
+                        &format!("{func}([frames])"),
+                    ));
+                }
+                let frames = match targs.first() {
+                    Some(t) => match const_eval(t) {
+                        Some(v) if (1..=1024).contains(&v) => v as u32,
+                        _ => return Err(self.err(
+                            format!(
+                                "{func}() frame count must be an integer constant from 1 to 1024"
+                            ),
+                            t.span,
+                        )),
+                    },
+                    None => {
+                        if user {
+                            self.options.ustackframes
+                        } else {
+                            self.options.stackframes
+                        }
+                    }
+                };
+                Ok(mk(
+                    TExprKind::Stack { user, frames },
+                    Type::Stack { user, frames },
+                    span,
+                ))
+            }
+            "sym" | "func" | "mod" | "usym" | "ufunc" | "umod" | "uaddr" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(address)")));
+                }
+                need_int(self, &targs[0], "address")?;
+                let kind = match func {
+                    "sym" | "func" => SymKind::Sym,
+                    "mod" => SymKind::Mod,
+                    "usym" | "ufunc" => SymKind::Usym,
+                    "umod" => SymKind::Umod,
+                    _ => SymKind::Uaddr,
+                };
+                let [a] = <[TExpr; 1]>::try_from(targs).map_err(|_| Reported)?;
+                let a = convert(a, &Type::U64);
+                Ok(mk(
+                    TExprKind::Symbol(kind, Box::new(a)),
+                    Type::Symbol(kind),
+                    span,
+                ))
+            }
+            _ => {
+                let mut all: Vec<&str> = SUBROUTINES.to_vec();
+                all.extend_from_slice(ACTIONS);
+                all.extend_from_slice(AGG_FUNCS);
+                let sugg = nearest(func, all, 3);
+                let mut d = Diagnostic::error(format!("unknown function `{func}`"), func_span);
+                if let Some(h) = did_you_mean(&sugg) {
+                    d = d.with_hint(h);
+                }
+                Err(self.report(d))
+            }
+        }
+    }
+}

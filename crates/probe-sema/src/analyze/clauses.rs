@@ -1,0 +1,434 @@
+//! Clauses and probe matching: each clause's probe descriptions against the catalog (with the
+//! nearest probes for a description that matches nothing), the pre-pass that fixes variable and
+//! aggregation types, and statements.
+
+use super::*;
+
+impl Analyzer<'_> {
+    fn substitute_macros(&mut self, field: &ast::PatField) -> R<String> {
+        let text = &field.text;
+        if !text.contains('$') {
+            return Ok(text.clone());
+        }
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find('$') {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + 1..];
+            let len = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            let name = &after[..len];
+            let value = if let Ok(n) = name.parse::<usize>() {
+                self.args_used.insert(n);
+                match n {
+                    0 => self.opts.script_name.clone(),
+                    _ => self.opts.macro_args.get(n - 1).cloned(),
+                }
+            } else {
+                match name {
+                    "target" => self.opts.target_pid.map(|p| p.to_string()),
+                    "pid" => self.opts.pid.map(|p| p.to_string()),
+                    _ => {
+                        return Err(self.err(
+                            format!("unknown macro variable `${name}` in probe description"),
+                            field.span,
+                        ));
+                    }
+                }
+            };
+            let Some(value) = value else {
+                let hint = if name == "target" {
+                    "give a process with -p PID or a command with -c CMD"
+                } else {
+                    "pass the macro argument after the script"
+                };
+                return Err(self.report(
+                    Diagnostic::error(
+                        format!("macro variable `${name}` is not defined"),
+                        field.span,
+                    )
+                    .with_hint(hint),
+                ));
+            };
+            out.push_str(&value);
+            rest = &after[len..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    pub(super) fn match_probes(&mut self, c: &ast::Clause) -> R<(Vec<ProbeInfo>, Vec<String>)> {
+        let mut probes: Vec<ProbeInfo> = Vec::new();
+        // Full names already in `probes`: `syscall:::entry` matches hundreds, and a linear search
+        // per probe made matching quadratic (most of the start-up time).
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut descs = Vec::new();
+        let mut failed = false;
+        for d in &c.probes {
+            let fields = [&d.provider, &d.module, &d.function, &d.name];
+            let mut subst = Vec::new();
+            for f in fields {
+                match self.substitute_macros(f) {
+                    Ok(s) => subst.push(s),
+                    Err(Reported) => failed = true,
+                }
+            }
+            if subst.len() != 4 {
+                continue;
+            }
+            let pat = ProbeDescPattern::new(&subst[0], &subst[1], &subst[2], &subst[3]);
+            let text = if d.text.contains('$') {
+                pat.to_string()
+            } else {
+                d.text.clone()
+            };
+            let found = self.catalog.matching(&pat);
+            if found.is_empty() && self.opts.allow_zero_matches {
+                continue;
+            }
+            if found.is_empty() {
+                failed = true;
+                if self.quiet {
+                    // The pre-pass: the checking pass reports it (listing names can be costly).
+                    continue;
+                }
+                let names = self.catalog.names();
+                let sugg = nearest_probes(&pat, &names);
+                let mut diag = Diagnostic::error(
+                    format!("probe description `{text}` does not match any probes"),
+                    d.span,
+                );
+                if let Some(h) = did_you_mean(&sugg) {
+                    diag = diag.with_hint(h);
+                } else {
+                    diag = diag.with_hint("`sightline probe -l` lists the available probes");
+                }
+                self.report(diag);
+                continue;
+            }
+            for p in found {
+                if seen.insert(p.full_name()) {
+                    probes.push(p);
+                }
+            }
+            descs.push(text);
+        }
+        if failed {
+            return Err(Reported);
+        }
+        Ok((probes, descs))
+    }
+
+    pub(super) fn clause(&mut self, index: usize, c: &ast::Clause) -> Option<CheckedClause> {
+        let matched = self.match_probes(c);
+        let (probes, descriptions, matched_ok) = match matched {
+            Ok((p, d)) => (p, d, true),
+            Err(Reported) => (Vec::new(), Vec::new(), false),
+        };
+        // Type the clause even when matching failed (prepass mode for args), to report its errors.
+        let mut cx = ClauseCx {
+            probes,
+            locals: Vec::new(),
+            prepass: !matched_ok,
+            in_predicate: false,
+        };
+        cx.in_predicate = true;
+        let typed_predicate = c.predicate.as_ref().map(|p| self.expr(p, &mut cx));
+        cx.in_predicate = false;
+        let predicate = match (&c.predicate, typed_predicate) {
+            (Some(p), Some(typed)) => match typed {
+                Ok(t) => {
+                    if !t.ty.is_integral() {
+                        let msg = format!(
+                            "a predicate must be an integer or pointer expression, not `{}`",
+                            t.ty
+                        );
+                        let mut d = Diagnostic::error(msg, p.span);
+                        if t.ty == Type::String {
+                            d = d.with_hint("compare the string: /execname == \"bash\"/");
+                        }
+                        self.report(d);
+                        None
+                    } else {
+                        Some(t)
+                    }
+                }
+                Err(Reported) => None,
+            },
+            _ => None,
+        };
+        let body = self.stmts(&c.body, &mut cx);
+        self.check_speculation(&body);
+        if !matched_ok || cx.probes.is_empty() {
+            // Failed matching was reported; an empty match is allowed only with `-Z`: drop it.
+            return None;
+        }
+        Some(CheckedClause {
+            index,
+            probes: cx.probes,
+            predicate,
+            body,
+            clause_locals: cx.locals,
+            descriptions,
+            span: c.span,
+        })
+    }
+
+    /// DTrace's rules for speculative clauses (guide, "Speculative Tracing" → "Using a
+    /// Speculation", "Committing a Speculation"): one `speculate()` per clause, before any
+    /// data-recording action; no aggregations, `exit()` or destructive actions in a speculative
+    /// clause; no `speculate()` and `commit()` in the same clause; no data recording before or
+    /// after `commit()`.
+    fn check_speculation(&mut self, body: &[TStmt]) {
+        fn flatten<'t>(body: &'t [TStmt], out: &mut Vec<&'t TStmt>) {
+            for s in body {
+                match s {
+                    TStmt::If { then, els, .. } => {
+                        flatten(then, out);
+                        flatten(els, out);
+                    }
+                    other => out.push(other),
+                }
+            }
+        }
+        let mut flat = Vec::new();
+        flatten(body, &mut flat);
+        let mut speculate: Option<Span> = None;
+        let mut commit: Option<Span> = None;
+        let mut recorded: Option<Span> = None;
+        let mut not_speculative: Vec<(Span, &str)> = Vec::new();
+        for s in flat {
+            match s {
+                TStmt::Action(a, span) => match a {
+                    Action::Speculate(_) => {
+                        if let Some(first) = speculate {
+                            self.report(
+                                Diagnostic::error(
+                                    "only one speculate() is allowed per clause",
+                                    *span,
+                                )
+                                .with_label(first, "first speculate() here"),
+                            );
+                        } else if let Some(rec) = recorded {
+                            self.report(
+                                Diagnostic::error("speculate() must come before any data-recording action", *span)
+                                    .with_label(rec, "data recorded here")
+                                    .with_hint("a clause traces either speculatively or not: move speculate() first"),
+                            );
+                        }
+                        if let Some(c) = commit {
+                            self.report(
+                                Diagnostic::error(
+                                    "speculate() and commit() cannot be in the same clause",
+                                    *span,
+                                )
+                                .with_label(c, "commit() here"),
+                            );
+                        }
+                        speculate.get_or_insert(*span);
+                    }
+                    Action::Commit(_) => {
+                        if let Some(sp) = speculate {
+                            self.report(
+                                Diagnostic::error(
+                                    "speculate() and commit() cannot be in the same clause",
+                                    *span,
+                                )
+                                .with_label(sp, "speculate() here"),
+                            );
+                        } else if let Some(rec) = recorded {
+                            // "A clause containing a commit() cannot contain a data recording
+                            // action" (guide, "Committing a Speculation"; dt_cc.c D_COMM_DREC).
+                            self.report(
+                                Diagnostic::error(
+                                    "commit() may not follow data-recording actions",
+                                    *span,
+                                )
+                                .with_label(rec, "data recorded here")
+                                .with_hint("record the data in another clause"),
+                            );
+                        }
+                        commit.get_or_insert(*span);
+                    }
+                    Action::Trace(_)
+                    | Action::Printf { .. }
+                    | Action::Printa { .. }
+                    | Action::Tracemem { .. } => {
+                        if let Some(c) = commit {
+                            self.report(
+                                Diagnostic::error(
+                                    "data-recording actions may not follow commit()",
+                                    *span,
+                                )
+                                .with_label(c, "commit() here")
+                                .with_hint("record the data in another clause"),
+                            );
+                        }
+                        recorded.get_or_insert(*span);
+                    }
+                    Action::Exit(_) => not_speculative.push((*span, "exit()")),
+                    Action::System { .. } | Action::Raise(_) | Action::Stop => {
+                        not_speculative.push((*span, "a destructive action"))
+                    }
+                    _ => {}
+                },
+                TStmt::Aggregate { span, .. } => not_speculative.push((*span, "an aggregation")),
+                _ => {}
+            }
+        }
+        if let Some(sp) = speculate {
+            for (span, what) in not_speculative {
+                self.report(
+                    Diagnostic::error(format!("{what} cannot be speculative"), span)
+                        .with_label(sp, "this clause speculates here")
+                        .with_hint("aggregations, exit() and destructive actions go in a clause without speculate()"),
+                );
+            }
+        }
+    }
+
+    // ----- pre-pass -----
+
+    pub(super) fn prepass_stmts(&mut self, stmts: &[Stmt], cx: &ClauseCx) {
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Expr(e) => {
+                    let mut cx2 = ClauseCx {
+                        probes: cx.probes.clone(),
+                        locals: Vec::new(),
+                        prepass: cx.prepass,
+                        in_predicate: false,
+                    };
+                    let _ = self.expr(e, &mut cx2);
+                }
+                StmtKind::Aggregate(a) => {
+                    let mut cx2 = ClauseCx {
+                        probes: cx.probes.clone(),
+                        locals: Vec::new(),
+                        prepass: cx.prepass,
+                        in_predicate: false,
+                    };
+                    let _ = self.aggregate(a, s.span, &mut cx2);
+                }
+                StmtKind::If { then, els, .. } => {
+                    self.prepass_stmts(then, cx);
+                    if let Some(e) = els {
+                        self.prepass_stmts(e, cx);
+                    }
+                }
+                StmtKind::Empty => {}
+            }
+        }
+    }
+
+    // ----- statements -----
+
+    fn stmts(&mut self, stmts: &[Stmt], cx: &mut ClauseCx) -> Vec<TStmt> {
+        let mut out = Vec::new();
+        for s in stmts {
+            if let Ok(Some(t)) = self.stmt(s, cx) {
+                out.push(t);
+            }
+        }
+        out
+    }
+
+    fn stmt(&mut self, s: &Stmt, cx: &mut ClauseCx) -> R<Option<TStmt>> {
+        Ok(Some(match &s.kind {
+            StmtKind::Empty => return Ok(None),
+            StmtKind::If { cond, then, els } => {
+                let c = self.expr(cond, cx);
+                let then = self.stmts(then, cx);
+                let els = els.as_ref().map(|e| self.stmts(e, cx)).unwrap_or_default();
+                let c = c?;
+                if !c.ty.is_integral() {
+                    return Err(self.err(
+                        format!(
+                            "an `if` condition must be an integer or pointer, not `{}`",
+                            c.ty
+                        ),
+                        cond.span,
+                    ));
+                }
+                TStmt::If { cond: c, then, els }
+            }
+            StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
+            StmtKind::Expr(e) => {
+                if let ExprKind::Call {
+                    func,
+                    func_span,
+                    args,
+                } = &e.kind
+                {
+                    if ACTIONS.contains(&func.as_str()) {
+                        let act = self.action(func, *func_span, args, e.span, cx)?;
+                        return Ok(Some(TStmt::Action(act, s.span)));
+                    }
+                    if matches!(
+                        func.as_str(),
+                        "stack"
+                            | "ustack"
+                            | "sym"
+                            | "func"
+                            | "mod"
+                            | "usym"
+                            | "ufunc"
+                            | "umod"
+                            | "uaddr"
+                    ) {
+                        // As a statement these record their value, like trace().
+                        let t = self.expr(e, cx)?;
+                        return Ok(Some(TStmt::Action(Action::Trace(t), s.span)));
+                    }
+                }
+                let t = self.expr(e, cx)?;
+                let effect = matches!(
+                    t.kind,
+                    TExprKind::Assign(..) | TExprKind::IncDec { .. } | TExprKind::Call(..)
+                );
+                if !effect {
+                    self.report(
+                        Diagnostic::warning("statement has no effect", e.span)
+                            .with_hint("to print a value use trace(expr) or printf()"),
+                    );
+                }
+                TStmt::Expr(t)
+            }
+        }))
+    }
+}
+
+/// The probes nearest to a description that matched nothing: field-wise edit distance (an empty
+/// pattern field costs nothing), at most 3, best first.
+fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
+    let pf = [&pat.provider, &pat.module, &pat.function, &pat.name];
+    let mut scored: Vec<(usize, &String)> = names
+        .iter()
+        .filter_map(|n| {
+            let parts: Vec<&str> = n.splitn(4, ':').collect();
+            if parts.len() != 4 {
+                return None;
+            }
+            // Each differing field may be off by a third of its length (at least 2 edits).
+            let mut total = 0;
+            for (p, f) in pf.iter().zip(parts.iter()) {
+                if p.is_empty() || crate::catalog::glob_match(p, f) {
+                    continue;
+                }
+                let d = edit_distance(p, f);
+                if d > (p.chars().count() / 3).max(2) {
+                    return None;
+                }
+                total += d;
+            }
+            Some((total, n))
+        })
+        .collect();
+    scored.sort();
+    keep_best(scored)
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.clone())
+        .collect()
+}

@@ -1,0 +1,178 @@
+//! Declarations and variables: `int x;`, `self string s;`, `this` locals, `inline` definitions
+//! (DTrace guide, "Variables" and "Type and Constant Definitions").
+
+use super::*;
+
+impl Analyzer<'_> {
+    pub(super) fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
+        let base = match &t.base {
+            BaseType::Int { bytes, signed } => Type::Int {
+                bytes: *bytes,
+                signed: *signed,
+            },
+            BaseType::String => Type::String,
+            BaseType::Void => Type::Void,
+            BaseType::Struct(name) => {
+                let Some(btf) = self.btf.clone() else {
+                    return Err(self.report(
+                        Diagnostic::error(
+                            format!("unknown type `{}`: no kernel type information", t.text),
+                            t.span,
+                        )
+                        .with_hint(
+                            "structure types come from the kernel's BTF (/sys/kernel/btf/vmlinux)",
+                        ),
+                    ));
+                };
+                match btf.struct_id(name) {
+                    Some(id) => btf.d_type(id),
+                    None => {
+                        return Err(
+                            self.err(format!("the kernel has no type `{}`", t.text), t.span)
+                        );
+                    }
+                }
+            }
+        };
+        if matches!(base, Type::Struct { .. }) && t.pointer == 0 {
+            return Err(self.report(
+                Diagnostic::error(format!("a `{}` cannot be used as a value", t.text), t.span)
+                    .with_hint(format!("use a pointer: ({} *)", t.text)),
+            ));
+        }
+        Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
+    }
+
+    pub(super) fn inline_definition(&mut self, d: &ast::InlineDef) {
+        let Ok(ty) = self.type_of_name(&d.ty) else {
+            return;
+        };
+        if matches!(ty, Type::Void) {
+            self.err(
+                format!("inline `{}` cannot have type void", d.name),
+                d.ty.span,
+            );
+            return;
+        }
+        if self.inlines.contains_key(&d.name) || Builtin::from_name(&d.name).is_some() {
+            self.err(format!("`{}` is already defined", d.name), d.span);
+            return;
+        }
+        self.inlines.insert(d.name.clone(), (ty, d.value.clone()));
+    }
+
+    /// Expands a use of inline `name`: the definition typed here and converted to its type.
+    pub(super) fn expand_inline(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let (ty, value) = self.inlines[name].clone();
+        if self.expanding.iter().any(|n| n == name) {
+            return Err(self.err(
+                format!("inline `{name}` is defined in terms of itself"),
+                span,
+            ));
+        }
+        self.expanding.push(name.to_string());
+        let t = self.expr(&value, cx);
+        self.expanding.pop();
+        let t = t?;
+        let ok = (t.ty.is_integral() && ty.is_integral()) || t.ty == ty;
+        if !ok {
+            return Err(self.report(
+                Diagnostic::error(
+                    format!(
+                        "inline `{name}` is declared `{ty}` but its value has type `{}`",
+                        t.ty
+                    ),
+                    value.span,
+                )
+                .with_label(span, "used here"),
+            ));
+        }
+        Ok(TExpr {
+            span,
+            ..convert(t, &ty)
+        })
+    }
+
+    pub(super) fn declaration(&mut self, d: &ast::VarDecl) {
+        let Ok(ty) = self.type_of_name(&d.ty) else {
+            return;
+        };
+        if ty == Type::Void {
+            self.err(
+                format!("variable `{}` cannot have type void", d.name),
+                d.ty.span,
+            );
+            return;
+        }
+        let mut keys: Vec<Type> = Vec::new();
+        for k in &d.keys {
+            let Ok(t) = self.type_of_name(k) else { return };
+            keys.push(t);
+        }
+        let scope = match d.scope {
+            ast::DeclScope::Global => VarScope::Global,
+            ast::DeclScope::Thread => VarScope::Thread,
+            ast::DeclScope::Clause => VarScope::Clause,
+        };
+        if scope != VarScope::Global && !keys.is_empty() {
+            self.err("only global variables can be associative arrays", d.span);
+            return;
+        }
+        if scope == VarScope::Global && BUILTINS.contains(&d.name.as_str()) {
+            self.err(
+                format!(
+                    "`{}` is a built-in variable and cannot be redeclared",
+                    d.name
+                ),
+                d.span,
+            );
+            return;
+        }
+        if self.lookup(scope, &d.name).is_some() {
+            self.err(format!("variable `{}` is declared twice", d.name), d.span);
+            return;
+        }
+        self.new_var(scope, &d.name, keys, ty, d.span);
+    }
+
+    pub(super) fn table(&mut self, scope: VarScope) -> &mut HashMap<String, VarId> {
+        match scope {
+            VarScope::Global => &mut self.globals,
+            VarScope::Thread => &mut self.threads,
+            VarScope::Clause => &mut self.locals,
+        }
+    }
+
+    pub(super) fn lookup(&mut self, scope: VarScope, name: &str) -> Option<VarId> {
+        self.table(scope).get(name).copied()
+    }
+
+    pub(super) fn new_var(
+        &mut self,
+        scope: VarScope,
+        name: &str,
+        keys: Vec<Type>,
+        ty: Type,
+        span: Span,
+    ) -> VarId {
+        let id = VarId(self.vars.len() as u32);
+        self.vars.push(Variable {
+            id,
+            name: name.to_string(),
+            scope,
+            keys,
+            ty,
+            span,
+        });
+        self.table(scope).insert(name.to_string(), id);
+        id
+    }
+
+    pub(super) fn var_display(v: &Variable) -> String {
+        match v.scope {
+            VarScope::Global => v.name.clone(),
+            VarScope::Thread => format!("self->{}", v.name),
+            VarScope::Clause => format!("this->{}", v.name),
+        }
+    }
+}

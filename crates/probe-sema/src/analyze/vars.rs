@@ -1,0 +1,429 @@
+//! Variable access: assignment targets, assignments, indexing of associative arrays, and probe
+//! arguments (`argN`, `args[N]`).
+
+use super::*;
+
+impl Analyzer<'_> {
+    /// Resolves an assignment target. A variable not yet known is created with type `new_ty`
+    /// (and the key types of `keys_hint` or of the written keys).
+    pub(super) fn lvalue(
+        &mut self,
+        e: &Expr,
+        cx: &mut ClauseCx,
+        new_ty: Option<Type>,
+    ) -> R<VarAccess> {
+        let (scope, name, keys): (VarScope, &str, &[Expr]) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n, &[]),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n, &[]),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n, &[]),
+            ExprKind::Index(base, keys) => match &base.kind {
+                ExprKind::Ident(n) if n != "args" => (VarScope::Global, n, keys.as_slice()),
+                ExprKind::SelfVar(_) | ExprKind::ThisVar(_) => {
+                    return Err(self.err(
+                        "thread-local and clause-local variables cannot be associative arrays",
+                        e.span,
+                    ));
+                }
+                _ => return Err(self.err("this cannot be assigned to", e.span)),
+            },
+            ExprKind::AggRef(_) => {
+                return Err(self.report(
+                    Diagnostic::error(
+                        "an aggregation must be assigned an aggregating function",
+                        e.span,
+                    )
+                    .with_hint("@a[keys] = count(); or sum(x), avg(x), quantize(x) ..."),
+                ));
+            }
+            _ => return Err(self.err("the left side of an assignment must be a variable", e.span)),
+        };
+        if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
+            let mut d = Diagnostic::error(
+                format!("`{name}` is a built-in variable and cannot be assigned"),
+                e.span,
+            );
+            if cx.in_predicate {
+                d = d.with_hint(format!("to compare, write `==`: /{name} == .../"));
+            }
+            return Err(self.report(d));
+        }
+        if scope == VarScope::Global && self.inlines.contains_key(name) {
+            return Err(self.err(
+                format!("`{name}` is an inline and cannot be assigned"),
+                e.span,
+            ));
+        }
+        if scope == VarScope::Global
+            && crate::consts::named_constant(name).is_some()
+            && self.lookup(scope, name).is_none()
+        {
+            return Err(self.err(
+                format!("`{name}` is a constant and cannot be assigned"),
+                e.span,
+            ));
+        }
+        let mut tkeys = Vec::new();
+        for k in keys {
+            let t = self.expr(k, cx)?;
+            if matches!(t.ty, Type::Void | Type::Array(..) | Type::Stack { .. }) {
+                return Err(self.err(
+                    format!("an associative array key cannot have type `{}`", t.ty),
+                    t.span,
+                ));
+            }
+            tkeys.push(t);
+        }
+        let id = match self.lookup(scope, name) {
+            Some(id) => id,
+            None => {
+                let Some(ty) = new_ty else {
+                    return Err(self.err(format!("unknown variable `{name}`"), e.span));
+                };
+                let key_tys = tkeys.iter().map(|k| k.ty.clone()).collect();
+                self.new_var(scope, name, key_tys, ty, e.span)
+            }
+        };
+        if scope == VarScope::Clause && !cx.locals.contains(&id) {
+            cx.locals.push(id);
+        }
+        let v = self.vars[id.0 as usize].clone();
+        let disp = Self::var_display(&v);
+        if v.keys.len() != tkeys.len() {
+            let msg = if v.keys.is_empty() {
+                format!("`{disp}` is a scalar variable, not an associative array")
+            } else if tkeys.is_empty() {
+                format!("associative array `{disp}` needs {} key(s)", v.keys.len())
+            } else {
+                format!(
+                    "associative array `{disp}` has {} key(s), {} given",
+                    v.keys.len(),
+                    tkeys.len()
+                )
+            };
+            return Err(self
+                .report(Diagnostic::error(msg, e.span).with_label(v.span, "first assigned here")));
+        }
+        let mut conv_keys = Vec::new();
+        for (k, want) in tkeys.into_iter().zip(v.keys.iter()) {
+            conv_keys.push(self.convert_key(k, want, &format!("`{disp}`"), v.span)?);
+        }
+        Ok(VarAccess {
+            var: id,
+            keys: conv_keys,
+        })
+    }
+
+    pub(super) fn assign(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let r = self.expr(rhs, cx)?;
+        if matches!(r.ty, Type::Void | Type::Stack { .. } | Type::Array(..)) {
+            return Err(self.report(
+                Diagnostic::error(
+                    format!("a value of type `{}` cannot be stored in a variable", r.ty),
+                    rhs.span,
+                )
+                .with_hint(
+                    "stacks can be aggregation keys (@[stack()] = count()) or traced (stack();)",
+                ),
+            ));
+        }
+        // A new variable takes the right side's type; `x += e` on a new variable: e's promoted type.
+        let new_ty = match op {
+            None => r.ty.clone(),
+            Some(_) => r.ty.promoted().unwrap_or(r.ty.clone()),
+        };
+        let target = self.lvalue(lhs, cx, Some(new_ty))?;
+        let v = self.vars[target.var.0 as usize].clone();
+        let disp = Self::var_display(&v);
+        let mismatch = |this: &mut Self, r: &TExpr| -> Reported {
+            let mut d = Diagnostic::error(
+                format!(
+                    "type mismatch: `{disp}` has type `{}`, the value has type `{}`",
+                    v.ty, r.ty
+                ),
+                r.span,
+            )
+            .with_label(v.span, format!("`{disp}` got type `{}` here", v.ty));
+            if v.ty == Type::String && r.ty.is_integral() {
+                d = d.with_hint("for a user-space string use copyinstr(addr); for a kernel `char *` use stringof(p)");
+            } else if v.ty.is_integral() && r.ty == Type::String {
+                d = d.with_hint("a variable's type is fixed by its first assignment; use another variable for strings");
+            }
+            this.report(d)
+        };
+        let value = match op {
+            None => {
+                if (v.ty.is_integral() && r.ty.is_integral())
+                    || v.ty == r.ty
+                    || (matches!(v.ty, Type::Symbol(_)) && r.ty.is_integral())
+                {
+                    convert(r, &v.ty)
+                } else {
+                    return Err(mismatch(self, &r));
+                }
+            }
+            Some(bop) => {
+                if !v.ty.is_integral() || !r.ty.is_integral() {
+                    if v.ty == Type::String {
+                        return Err(self.report(
+                            Diagnostic::error(
+                                format!(
+                                    "operator `{}=` needs integers; `{disp}` is a string",
+                                    bop.as_str()
+                                ),
+                                span,
+                            )
+                            .with_hint("join strings with strjoin(a, b)"),
+                        ));
+                    }
+                    return Err(mismatch(self, &r));
+                }
+                let load = mk(TExprKind::Var(target.clone()), v.ty.clone(), lhs.span);
+                let (common, rt) = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+                    (
+                        v.ty.promoted().unwrap_or(Type::I64),
+                        r.ty.promoted().unwrap_or(Type::I64),
+                    )
+                } else {
+                    let c = usual_arithmetic(&v.ty, &r.ty).unwrap_or(Type::I64);
+                    (c.clone(), c)
+                };
+                let r = convert(r, &rt);
+                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+                    return Err(self.err("division by zero", r.span));
+                }
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(load, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
+                convert(bin, &v.ty)
+            }
+        };
+        Ok(mk(
+            TExprKind::Assign(target, Box::new(value)),
+            v.ty.clone(),
+            span,
+        ))
+    }
+
+    pub(super) fn index(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..))
+        {
+            let whole = Expr {
+                kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                span,
+            };
+            if let Some((addr, tid)) = self.place(&whole, cx)? {
+                return self.load(addr, tid, span);
+            }
+        }
+        if let ExprKind::Ident(name) = &base.kind {
+            if name == "args" {
+                return self.probe_arg(idx, span, cx);
+            }
+            let scalar_pointer = self.lookup(VarScope::Global, name).is_some_and(|id| {
+                !self.vars[id.0 as usize].is_assoc()
+                    && matches!(self.vars[id.0 as usize].ty, Type::Ptr(_))
+            });
+            if Builtin::from_name(name).is_none()
+                && !scalar_pointer
+                && !self.inlines.contains_key(name)
+            {
+                let Some(id) = self.lookup(VarScope::Global, name) else {
+                    let names: Vec<String> = self
+                        .vars
+                        .iter()
+                        .filter(|v| v.is_assoc())
+                        .map(|v| v.name.clone())
+                        .collect();
+                    let sugg = nearest(name, names.iter().map(|s| s.as_str()), 3);
+                    let hint = did_you_mean(&sugg).unwrap_or_else(|| {
+                        format!("assign an element first: {name}[key] = value;")
+                    });
+                    return Err(self.report(
+                        Diagnostic::error(format!("unknown associative array `{name}`"), base.span)
+                            .with_hint(hint),
+                    ));
+                };
+                let fake = Expr {
+                    kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                    span,
+                };
+                let acc = self.lvalue(&fake, cx, None)?;
+                let ty = self.vars[id.0 as usize].ty.clone();
+                return Ok(mk(TExprKind::Var(acc), ty, span));
+            }
+        }
+        let b = self.expr(base, cx)?;
+        match b.ty.clone() {
+            Type::Array(elem, len) => {
+                if idx.len() != 1 {
+                    return Err(self.err("an array takes one subscript", span));
+                }
+                let i = self.int_expr(&idx[0], cx, "an array subscript")?;
+                let Some(k) = const_eval(&i) else {
+                    return Err(self.err("an array subscript must be an integer constant", i.span));
+                };
+                if k < 0 || k >= len as i128 {
+                    return Err(self.err(
+                        format!("subscript {k} is out of range for an array of {len}"),
+                        i.span,
+                    ));
+                }
+                Ok(mk(TExprKind::ArrayElem(Box::new(b), k as u32), *elem, span))
+            }
+            // `p[i]` is `*(p + i)` (guide, "Pointers and Arrays" → "Pointer and Array Relationship").
+            Type::Ptr(inner) if inner.is_integral() => {
+                if idx.len() != 1 {
+                    return Err(self.err("a pointer takes one subscript", span));
+                }
+                let i = self.int_expr(&idx[0], cx, "a subscript")?;
+                let elem = *inner.clone();
+                let size = elem.size(self.options.strsize).max(1) as u64;
+                let ispan = i.span;
+                let off = mk(
+                    TExprKind::Binary(
+                        BinaryOp::Mul,
+                        Box::new(convert(i, &Type::U64)),
+                        Box::new(mk(TExprKind::Int(size), Type::U64, ispan)),
+                    ),
+                    Type::U64,
+                    ispan,
+                );
+                let ptr_ty = b.ty.clone();
+                let sum = mk(
+                    TExprKind::Binary(
+                        BinaryOp::Add,
+                        Box::new(convert(b, &Type::U64)),
+                        Box::new(off),
+                    ),
+                    Type::U64,
+                    span,
+                );
+                Ok(mk(
+                    TExprKind::Deref(Box::new(convert(sum, &ptr_ty))),
+                    elem,
+                    span,
+                ))
+            }
+            other => Err(self.err(
+                format!("a value of type `{other}` cannot be subscripted"),
+                span,
+            )),
+        }
+    }
+
+    fn probe_arg(&mut self, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if idx.len() != 1 {
+            return Err(self.err("args[] takes one subscript", span));
+        }
+        let i = self.int_expr(&idx[0], cx, "an args[] subscript")?;
+        let Some(n) = const_eval(&i).filter(|n| (0..10).contains(n)) else {
+            return Err(self.err(
+                "args[] subscript must be an integer constant from 0 to 9",
+                i.span,
+            ));
+        };
+        let n = n as u8;
+        if cx.prepass {
+            return Ok(mk(TExprKind::ProbeArg(n), Type::I64, span));
+        }
+        let mut ty: Option<Type> = None;
+        for p in &cx.probes {
+            let t = match &p.args {
+                ProbeArgs::SyscallEntry { nargs, args } => {
+                    if n >= *nargs {
+                        return Err(self.report(Diagnostic::error(
+                            format!(
+                                "args[{n}] is out of range: {} has {nargs} argument(s)",
+                                p.full_name()
+                            ),
+                            span,
+                        )));
+                    }
+                    args.get(n as usize)
+                        .map(|f| f.d_type())
+                        .unwrap_or(Type::I64)
+                }
+                ProbeArgs::SyscallReturn | ProbeArgs::Uprobe { ret: true } => {
+                    if n > 1 {
+                        return Err(self.err(format!("args[{n}] is out of range at {}: a return probe has args[0] and args[1]", p.full_name()), span));
+                    }
+                    Type::I64
+                }
+                ProbeArgs::Uprobe { ret: false } => {
+                    if n > 5 {
+                        return Err(self.err(
+                            format!(
+                                "args[{n}] is out of range at {}: uprobes have args[0]..args[5]",
+                                p.full_name()
+                            ),
+                            span,
+                        ));
+                    }
+                    Type::I64
+                }
+                ProbeArgs::Usdt { args } => match args.get(n as usize) {
+                    Some(a) => Type::Int {
+                        bytes: a.size.clamp(1, 8),
+                        signed: a.signed,
+                    },
+                    None => {
+                        return Err(self.err(
+                            format!(
+                                "args[{n}] is out of range: {} has {} argument(s)",
+                                p.full_name(),
+                                args.len()
+                            ),
+                            span,
+                        ));
+                    }
+                },
+                ProbeArgs::Tracepoint { .. } => {
+                    return Err(self.report(
+                        Diagnostic::error(
+                            format!("{} is a tracepoint: its arguments are named", p.full_name()),
+                            span,
+                        )
+                        .with_hint("use args->field (see the fields with `sightline probe -lv`)"),
+                    ));
+                }
+                ProbeArgs::None | ProbeArgs::Profile | ProbeArgs::DtraceError => {
+                    return Err(self.err(
+                        format!("probe {} has no typed arguments (args[])", p.full_name()),
+                        span,
+                    ));
+                }
+            };
+            match &ty {
+                None => ty = Some(t),
+                // Probe arguments are 64-bit slots: integers and pointers of different C types
+                // (`syscall:::entry` with `args[0]`) meet as the slot's `int64_t`, like `arg0`.
+                Some(prev) if *prev != t && prev.is_integral() && t.is_integral() => {
+                    ty = Some(Type::I64)
+                }
+                Some(prev) if *prev != t => {
+                    return Err(self.report(
+                        Diagnostic::error(format!("args[{n}] has different types at the clause's probes (`{prev}` and `{t}`)"), span)
+                            .with_hint("split the clause, or use arg0..arg9 (int64_t)"),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(mk(TExprKind::ProbeArg(n), ty.unwrap_or(Type::I64), span))
+    }
+}
