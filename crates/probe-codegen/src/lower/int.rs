@@ -1,0 +1,481 @@
+//! Integer expressions (result in `R0`): operators, conversions, `copyin`, dereferences and the
+//! integer subroutines.
+
+use super::*;
+
+impl ProgGen<'_, '_> {
+    pub(super) fn int(&mut self, e: &TExpr) -> Res<()> {
+        match &e.kind {
+            TExprKind::Int(v) => {
+                let mut v = *v as i64;
+                if let Type::Int { bytes, signed } = e.ty
+                    && bytes < 8
+                {
+                    let sh = 64 - bytes as u32 * 8;
+                    v = if signed {
+                        (v << sh) >> sh
+                    } else {
+                        ((v as u64) << sh >> sh) as i64
+                    };
+                }
+                self.asm.mov_imm(R0, v);
+            }
+            TExprKind::Str(_) => return self.err(e.span, "a string where an integer is expected"),
+            TExprKind::Builtin(b) => self.builtin_int(*b, e.span)?,
+            TExprKind::ProbeArg(n) => {
+                if let GroupKey::Tracepoint(..) = self.group {
+                    return self.err(
+                        e.span,
+                        "args[N] is not defined at tracepoints: use args->field",
+                    );
+                }
+                if matches!(self.group, GroupKey::Profile(..)) {
+                    self.profile_arg(*n)?;
+                } else {
+                    self.arg(*n, e.span)?;
+                }
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::TpField(name) if self.group == GroupKey::SysEnter => {
+                self.syscall_field(name, e.span)?;
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::TpField(name) => {
+                let f = self.tp_field(name, e.span)?;
+                if f.array.is_some() || f.data_loc_string {
+                    return self.err(
+                        e.span,
+                        format!("tracepoint field `{name}` is not an integer"),
+                    );
+                }
+                let size = Size::from_bytes(f.size);
+                if f.signed && f.size < 8 {
+                    self.asm.ldxsx(size, R0, R6, f.offset as i16);
+                } else {
+                    self.asm.ldx(size, R0, R6, f.offset as i16);
+                }
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::ArrayElem(base, i) => {
+                let TExprKind::TpField(name) = &base.kind else {
+                    return self.err(
+                        e.span,
+                        "indexing is supported on tracepoint array fields only",
+                    );
+                };
+                let f = self.tp_field(name, e.span)?;
+                let n = f.array.unwrap_or(1).max(1);
+                let elem = f.size / n;
+                if *i >= n {
+                    return self.err(
+                        e.span,
+                        format!("index {i} is out of bounds of `{name}` ({n} elements)"),
+                    );
+                }
+                let off = (f.offset + i * elem) as i16;
+                if f.signed && elem < 8 {
+                    self.asm.ldxsx(Size::from_bytes(elem), R0, R6, off);
+                } else {
+                    self.asm.ldx(Size::from_bytes(elem), R0, R6, off);
+                }
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::Var(va) => {
+                if !e.ty.is_integral() && !matches!(e.ty, Type::Symbol(_)) {
+                    return self.err(
+                        e.span,
+                        "a non-integer variable where an integer is expected",
+                    );
+                }
+                self.var_read_int(va, e.span)?;
+            }
+            TExprKind::Unary(op, inner) => match op {
+                UnaryOp::Not => {
+                    self.int(inner)?;
+                    let a = &mut self.asm;
+                    let one = a.label();
+                    let done = a.label();
+                    a.jmp_imm(Cond::Eq, R0, 0, one);
+                    a.mov_imm(R0, 0);
+                    a.ja(done);
+                    a.bind(one);
+                    a.mov_imm(R0, 1);
+                    a.bind(done);
+                }
+                UnaryOp::Neg => {
+                    self.int(inner)?;
+                    self.asm.alu_imm(Alu::Neg, R0, 0);
+                    self.normalize(R0, &e.ty);
+                }
+                UnaryOp::BitNot => {
+                    self.int(inner)?;
+                    self.asm.alu_imm(Alu::Xor, R0, -1);
+                    self.normalize(R0, &e.ty);
+                }
+                UnaryOp::Plus => self.int(inner)?,
+                UnaryOp::Deref => {
+                    self.int(inner)?;
+                    self.deref(&e.ty, e.span)?;
+                }
+                UnaryOp::AddrOf => {
+                    return self.err(e.span, "the & operator is not supported by sightline");
+                }
+            },
+            TExprKind::Deref(inner) => {
+                self.int(inner)?;
+                self.deref(&e.ty, e.span)?;
+            }
+            TExprKind::Binary(op, l, r) => self.binary(*op, l, r, &e.ty, e.span)?,
+            TExprKind::StrCmp(op, l, r) => {
+                let ss = self.strsize();
+                let a_off = self.scratch(ss, e.span)?;
+                self.string(l, a_off)?;
+                let b_off = self.scratch(ss, e.span)?;
+                self.string(r, b_off)?;
+                self.strcmp(a_off, b_off, ss);
+                // R0 = -1/0/1; turn into the comparison's truth value.
+                let c = match op {
+                    BinaryOp::Eq => Cond::Eq,
+                    BinaryOp::Ne => Cond::Ne,
+                    BinaryOp::Lt => Cond::SLt,
+                    BinaryOp::Le => Cond::SLe,
+                    BinaryOp::Gt => Cond::SGt,
+                    BinaryOp::Ge => Cond::SGe,
+                    _ => return self.err(e.span, "internal: string operator"),
+                };
+                self.set_cond(c, R0, 0);
+            }
+            TExprKind::Ternary(c, t, f) => {
+                self.int(c)?;
+                let els = self.asm.label();
+                let done = self.asm.label();
+                self.asm.jmp_imm(Cond::Eq, R0, 0, els);
+                self.int(t)?;
+                self.asm.ja(done);
+                self.asm.bind(els);
+                self.int(f)?;
+                self.asm.bind(done);
+            }
+            TExprKind::Cast(inner) => {
+                if inner.ty.is_string() {
+                    return self.err(e.span, "a string cannot be converted to an integer");
+                }
+                self.int(inner)?;
+                self.normalize(R0, &e.ty);
+            }
+            TExprKind::Assign(..) => self.assign(e)?,
+            TExprKind::IncDec {
+                target,
+                increment,
+                prefix,
+            } => {
+                let old = self.slot(e.span)?;
+                let new = self.slot(e.span)?;
+                self.var_read_int(target, e.span)?;
+                self.asm.stx(Size::DW, R10, old, R0);
+                self.asm
+                    .alu_imm(Alu::Add, R0, if *increment { 1 } else { -1 });
+                self.normalize(R0, &e.ty);
+                self.asm.stx(Size::DW, R10, new, R0);
+                self.var_write_int(target, new, e.span)?;
+                self.asm
+                    .ldx(Size::DW, R0, R10, if *prefix { new } else { old });
+            }
+            TExprKind::Call(subr, args) => self.call_int(*subr, args, e)?,
+            TExprKind::Stack { .. } => return self.err(e.span, "a stack is not an integer"),
+            TExprKind::Symbol(_, inner) => self.int(inner)?,
+        }
+        Ok(())
+    }
+
+    /// `copyin(uaddr, size)` (DTrace guide, "Actions and Subroutines" > copyin): copies `size`
+    /// bytes of user memory at `uaddr` into a scratch buffer of the clause and leaves the
+    /// buffer's address in R0 (a plain integer, read back through `bpf_probe_read_kernel` like
+    /// any pointer). `size` must be an integer constant in 1..=[`COPYIN_MAX`] bytes; the buffer
+    /// keeps a NUL after the bytes so `stringof(copyin(..))` stops there. Each copyin() gets its
+    /// own buffer, kept until the clause ends. A fault reports `invalid address` (ERROR probe).
+    fn copyin(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let mut size_e = &args[1];
+        while let TExprKind::Cast(inner) = &size_e.kind {
+            size_e = inner;
+        }
+        let size = match size_e.kind {
+            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) => {
+                return self.err(span, format!("copyin() size {v} is out of range: sightline copies 1 to {COPYIN_MAX} bytes"));
+            }
+            _ => {
+                return self.err(
+                    span,
+                    format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"),
+                );
+            }
+        };
+        let addr = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        // size bytes, then at least one zero byte (the last 8-byte word is zeroed first).
+        let alloc = (size + 8) & !7;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        let a = &mut self.asm;
+        a.st_imm(Size::DW, R7, (off + alloc - 8) as i16, 0);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, size as i64);
+        a.ldx(Size::DW, R3, R10, addr);
+        a.call(helper::PROBE_READ_USER);
+        let ok = a.label();
+        a.jmp_imm(Cond::SGe, R0, 0, ok);
+        self.fault(Fault::BadAddr, Some(addr), span)?;
+        self.asm.bind(ok);
+        // The buffer's address as a scalar: a map-value pointer may not take part in arbitrary
+        // arithmetic, so it is spilled and read back by a helper (which yields a plain integer).
+        let spill = self.slot(span)?;
+        let val = self.slot(span)?;
+        let a = &mut self.asm;
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.stx(Size::DW, R10, spill, R1);
+        a.st_imm(Size::DW, R10, val, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, spill as i32);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.ldx(Size::DW, R0, R10, val);
+        Ok(())
+    }
+
+    /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`.
+    fn deref(&mut self, ty: &Type, span: Span) -> Res<()> {
+        let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
+        let addr = self.slot(span)?;
+        let val = self.slot(span)?;
+        let a = &mut self.asm;
+        a.stx(Size::DW, R10, addr, R0);
+        a.st_imm(Size::DW, R10, val, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, size as i64);
+        a.mov(R3, R0);
+        a.call(helper::PROBE_READ_KERNEL);
+        let ok = a.label();
+        a.jmp_imm(Cond::SGe, R0, 0, ok);
+        self.fault(Fault::BadAddr, Some(addr), span)?;
+        self.asm.bind(ok);
+        self.asm.ldx(Size::DW, R0, R10, val);
+        self.normalize(R0, ty);
+        Ok(())
+    }
+
+    /// R0 = (R0 cond imm) ? 1 : 0.
+    fn set_cond(&mut self, c: Cond, r: Reg, imm: i32) {
+        let a = &mut self.asm;
+        let t = a.label();
+        let done = a.label();
+        a.jmp_imm(c, r, imm, t);
+        a.mov_imm(R0, 0);
+        a.ja(done);
+        a.bind(t);
+        a.mov_imm(R0, 1);
+        a.bind(done);
+    }
+
+    fn binary(&mut self, op: BinaryOp, l: &TExpr, r: &TExpr, ty: &Type, span: Span) -> Res<()> {
+        match op {
+            BinaryOp::LogAnd | BinaryOp::LogOr => {
+                let a_done = self.asm.label();
+                let done = self.asm.label();
+                self.int(l)?;
+                if op == BinaryOp::LogAnd {
+                    self.asm.jmp_imm(Cond::Eq, R0, 0, a_done);
+                } else {
+                    self.asm.jmp_imm(Cond::Ne, R0, 0, a_done);
+                }
+                self.int(r)?;
+                self.set_cond(Cond::Ne, R0, 0);
+                self.asm.ja(done);
+                self.asm.bind(a_done);
+                self.asm
+                    .mov_imm(R0, if op == BinaryOp::LogAnd { 0 } else { 1 });
+                self.asm.bind(done);
+                return Ok(());
+            }
+            BinaryOp::LogXor => {
+                let s = self.slot(span)?;
+                self.int(l)?;
+                self.set_cond(Cond::Ne, R0, 0);
+                self.asm.stx(Size::DW, R10, s, R0);
+                self.int(r)?;
+                self.set_cond(Cond::Ne, R0, 0);
+                self.asm.ldx(Size::DW, R1, R10, s);
+                self.asm.alu(Alu::Xor, R0, R1);
+                return Ok(());
+            }
+            _ => {}
+        }
+        let s = self.slot(span)?;
+        self.int(l)?;
+        self.asm.stx(Size::DW, R10, s, R0);
+        self.int(r)?;
+        self.asm.mov(R1, R0);
+        self.asm.ldx(Size::DW, R0, R10, s);
+        // Signedness of the operation: comparisons use the (common) operand type.
+        let opnd_signed = l.ty.as_int().is_some_and(|(_, s)| s);
+        let res_signed = ty.as_int().is_some_and(|(_, s)| s);
+        if op.is_comparison() {
+            let c = match (op, opnd_signed) {
+                (BinaryOp::Eq, _) => Cond::Eq,
+                (BinaryOp::Ne, _) => Cond::Ne,
+                (BinaryOp::Lt, true) => Cond::SLt,
+                (BinaryOp::Lt, false) => Cond::Lt,
+                (BinaryOp::Le, true) => Cond::SLe,
+                (BinaryOp::Le, false) => Cond::Le,
+                (BinaryOp::Gt, true) => Cond::SGt,
+                (BinaryOp::Gt, false) => Cond::Gt,
+                (BinaryOp::Ge, true) => Cond::SGe,
+                (_, _) => Cond::Ge,
+            };
+            let a = &mut self.asm;
+            let t = a.label();
+            let done = a.label();
+            a.jmp(c, R0, R1, t);
+            a.mov_imm(R0, 0);
+            a.ja(done);
+            a.bind(t);
+            a.mov_imm(R0, 1);
+            a.bind(done);
+            return Ok(());
+        }
+        let alu = match op {
+            BinaryOp::Add => Alu::Add,
+            BinaryOp::Sub => Alu::Sub,
+            BinaryOp::Mul => Alu::Mul,
+            BinaryOp::Div => {
+                if res_signed {
+                    Alu::SDiv
+                } else {
+                    Alu::Div
+                }
+            }
+            BinaryOp::Mod => {
+                if res_signed {
+                    Alu::SMod
+                } else {
+                    Alu::Mod
+                }
+            }
+            BinaryOp::Shl => Alu::Lsh,
+            BinaryOp::Shr => {
+                if res_signed {
+                    Alu::Arsh
+                } else {
+                    Alu::Rsh
+                }
+            }
+            BinaryOp::BitAnd => Alu::And,
+            BinaryOp::BitOr => Alu::Or,
+            BinaryOp::BitXor => Alu::Xor,
+            _ => return self.err(span, format!("internal: operator {}", op.as_str())),
+        };
+        if matches!(op, BinaryOp::Div | BinaryOp::Mod) {
+            let ok = self.asm.label();
+            self.asm.jmp_imm(Cond::Ne, R1, 0, ok);
+            self.fault(Fault::DivZero, None, span)?;
+            self.asm.bind(ok);
+        }
+        self.asm.alu(alu, R0, R1);
+        self.normalize(R0, ty);
+        Ok(())
+    }
+
+    fn call_int(&mut self, subr: Subr, args: &[TExpr], e: &TExpr) -> Res<()> {
+        match subr {
+            Subr::Strlen => {
+                // bpf_probe_read_kernel_str from our own scratch returns length + 1: no loop.
+                let ss = self.strsize();
+                let off = self.scratch(ss, e.span)?;
+                self.string(&args[0], off)?;
+                let tmp = self.scratch(ss, e.span)?;
+                let a = &mut self.asm;
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, tmp as i32);
+                a.mov_imm(R2, ss as i64);
+                a.mov(R3, R7);
+                a.alu_imm(Alu::Add, R3, off as i32);
+                a.call(helper::PROBE_READ_KERNEL_STR);
+                let ok = a.label();
+                a.alu_imm(Alu::Sub, R0, 1);
+                a.jmp_imm(Cond::SGe, R0, 0, ok);
+                a.mov_imm(R0, 0);
+                a.bind(ok);
+            }
+            Subr::Rand => {
+                // DTrace's rand() is never negative (illumos dtrace.c DIF_SUBR_RAND: a value
+                // modulo 1771875); the `int` of 32 random bits would be negative half the time.
+                // Clearing the sign bit keeps 31 uniform bits: 0 ..= 2^31 - 1.
+                self.asm.call(helper::GET_PRANDOM_U32);
+                self.asm.alu_imm(Alu::And, R0, 0x7fff_ffff);
+                self.normalize(R0, &e.ty);
+            }
+            Subr::Htons | Subr::Htonl | Subr::Htonll => {
+                self.int(&args[0])?;
+                let bits = match subr {
+                    Subr::Htons => 16,
+                    Subr::Htonl => 32,
+                    _ => 64,
+                };
+                self.asm.to_be(R0, bits);
+                self.normalize(R0, &e.ty);
+            }
+            Subr::Copyin => self.copyin(args, e.span)?,
+            Subr::Speculation => self.speculation(e.span)?,
+            Subr::Index | Subr::Rindex if args.len() >= 2 => {
+                let kind = if subr == Subr::Index {
+                    Search::Index
+                } else {
+                    Search::Rindex
+                };
+                let (_, w) = self.search(kind, args, e.span)?;
+                self.asm.ldx(Size::DW, R0, R7, w as i16);
+            }
+            other => {
+                return self.err(
+                    e.span,
+                    format!("subroutine {other:?} is not supported by sightline yet")
+                        .to_lowercase(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// R0 = strcmp-like sign (-1, 0, 1) of the NUL-padded strings at scratch `a` and `b`.
+    fn strcmp(&mut self, a_off: u32, b_off: u32, len: u32) {
+        let a = &mut self.asm;
+        let differ = a.label();
+        let done = a.label();
+        let mut i = 0;
+        while i < len {
+            a.ldx(Size::DW, R1, R7, (a_off + i) as i16);
+            a.ldx(Size::DW, R2, R7, (b_off + i) as i16);
+            a.jmp(Cond::Ne, R1, R2, differ);
+            i += 8;
+        }
+        a.mov_imm(R0, 0);
+        a.ja(done);
+        a.bind(differ);
+        // Byte order: big-endian words compare like the bytes in memory.
+        a.to_be(R1, 64);
+        a.to_be(R2, 64);
+        let lt = a.label();
+        a.jmp(Cond::Lt, R1, R2, lt);
+        a.mov_imm(R0, 1);
+        a.ja(done);
+        a.bind(lt);
+        a.mov_imm(R0, -1);
+        a.bind(done);
+    }
+}

@@ -1,0 +1,217 @@
+//! Maps: the sizes of keys, values and strings, and the maps a program needs (globals, associative
+//! arrays, thread-locals, aggregations, scratch, the ring buffer and the stats).
+
+use super::*;
+
+/// The most bytes a string expression's value can take (NUL included), when that is known to be
+/// less than `strsize`: literals, `execname` (the 16-byte comm) and choices between them.
+pub(super) fn str_cap(e: &TExpr, strsize: u32) -> u32 {
+    let c = match &e.kind {
+        TExprKind::Str(s) => (s.len() as u32 + 1).min(strsize),
+        TExprKind::Builtin(Builtin::Execname) => 16,
+        TExprKind::Ternary(_, a, b) => str_cap(a, strsize).max(str_cap(b, strsize)),
+        TExprKind::Cast(inner) => str_cap(inner, strsize),
+        _ => strsize,
+    };
+    c.min(strsize)
+}
+
+/// For aggregation `agg`, the capacity of each key position: the largest [`str_cap`] over every
+/// update of it in the program (strsize for non-string keys; unused then).
+fn agg_key_caps(prog: &CheckedProgram, agg: usize, nkeys: usize, strsize: u32) -> Vec<u32> {
+    fn walk(stmts: &[TStmt], agg: usize, caps: &mut [u32], strsize: u32) {
+        for s in stmts {
+            match s {
+                TStmt::Aggregate { agg: a, keys, .. } if a.0 as usize == agg => {
+                    for (c, k) in caps.iter_mut().zip(keys) {
+                        *c = (*c).max(str_cap(k, strsize));
+                    }
+                }
+                TStmt::If { then, els, .. } => {
+                    walk(then, agg, caps, strsize);
+                    walk(els, agg, caps, strsize);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut caps = vec![1u32; nkeys];
+    for c in &prog.clauses {
+        walk(&c.body, agg, &mut caps, strsize);
+    }
+    // Round up to whole 8-byte words (the key layout's unit).
+    caps.iter()
+        .map(|c| ((c + 7) & !7).min(strsize.max(8)))
+        .collect()
+}
+
+/// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
+pub(super) fn ringbuf_size(bytes: u64) -> u32 {
+    bytes.clamp(16 << 10, 1 << 30).next_power_of_two() as u32
+}
+
+pub(super) fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
+    match ty {
+        Type::String => FieldKind::Str { len: strsize },
+        Type::Stack { user, frames } => FieldKind::Stack {
+            user: *user,
+            frames: *frames,
+        },
+        Type::Symbol(k) => FieldKind::Sym(*k),
+        Type::Int { bytes, signed } => FieldKind::Int {
+            bytes: *bytes,
+            signed: *signed,
+        },
+        _ => FieldKind::Int {
+            bytes: 8,
+            signed: false,
+        },
+    }
+}
+
+fn entries_for(space: u64, entry_bytes: u32) -> u32 {
+    let n = space / (entry_bytes as u64 + 64);
+    n.clamp(1024, 1 << 20) as u32
+}
+
+impl Builder<'_> {
+    pub(super) fn add_map(&mut self, spec: MapSpec) -> usize {
+        self.layout.maps.push(spec);
+        self.layout.maps.len() - 1
+    }
+
+    pub(super) fn build_maps(&mut self) -> Res<()> {
+        let rb = ringbuf_size(self.opts.bufsize.unwrap_or(16 << 10));
+        self.layout.ringbuf = self.add_map(MapSpec {
+            name: "sl_records".into(),
+            kind: MapKind::RingBuf,
+            key_size: 0,
+            value_size: 0,
+            max_entries: rb,
+            no_prealloc: false,
+            role: MapRole::Records,
+        });
+        self.layout.stats = self.add_map(MapSpec {
+            name: "sl_stats".into(),
+            kind: MapKind::PercpuArray,
+            key_size: 4,
+            value_size: 8,
+            max_entries: STAT_COUNT,
+            no_prealloc: false,
+            role: MapRole::Stats,
+        });
+        let strsize = self.strsize;
+        for v in &self.prog.variables {
+            let vk = value_kind(&v.ty, strsize);
+            let home = match v.scope {
+                VarScope::Clause => VarHome::ClauseLocal,
+                VarScope::Thread => {
+                    let map = self.layout.maps.len();
+                    self.layout.maps.push(MapSpec {
+                        name: format!("sl_self_{}", v.name),
+                        kind: MapKind::Hash,
+                        key_size: 8,
+                        value_size: vk.size(),
+                        max_entries: entries_for(self.opts.dynvarsize, 8 + vk.size()),
+                        no_prealloc: true,
+                        role: MapRole::ThreadLocal(v.name.clone()),
+                    });
+                    VarHome::ThreadLocal { map }
+                }
+                VarScope::Global if v.is_assoc() => {
+                    let key_fields: Vec<FieldKind> =
+                        v.keys.iter().map(|t| value_kind(t, strsize)).collect();
+                    let key_size: u32 = key_fields.iter().map(FieldKind::size).sum();
+                    let map = self.layout.maps.len();
+                    self.layout.maps.push(MapSpec {
+                        name: format!("sl_a_{}", v.name),
+                        kind: MapKind::Hash,
+                        key_size,
+                        value_size: vk.size(),
+                        max_entries: entries_for(self.opts.dynvarsize, key_size + vk.size()),
+                        no_prealloc: true,
+                        role: MapRole::Assoc(v.name.clone()),
+                    });
+                    VarHome::Map { map, key_fields }
+                }
+                VarScope::Global => {
+                    let offset = self.globals_size;
+                    self.globals_size += vk.size();
+                    self.layout.globals.push(GlobalVar {
+                        name: v.name.clone(),
+                        offset,
+                        kind: vk,
+                    });
+                    VarHome::Global { offset }
+                }
+            };
+            self.homes.push(home);
+        }
+        if self.globals_size > 0 {
+            self.globals_map = Some(self.add_map(MapSpec {
+                name: "sl_globals".into(),
+                kind: MapKind::Array,
+                key_size: 4,
+                value_size: self.globals_size,
+                max_entries: 1,
+                no_prealloc: false,
+                role: MapRole::Globals,
+            }));
+        }
+        for a in &self.prog.aggregations {
+            // String keys take only the room their values can need (e.g. 16 bytes for execname),
+            // which makes hashing and copying the key cheaper than a full strsize buffer.
+            let caps = agg_key_caps(self.prog, a.id.0 as usize, a.keys.len(), strsize);
+            let keys: Vec<FieldKind> = a
+                .keys
+                .iter()
+                .zip(&caps)
+                .map(|(t, cap)| match value_kind(t, strsize) {
+                    FieldKind::Str { .. } => FieldKind::Str { len: *cap },
+                    k => k,
+                })
+                .collect();
+            let mut off = 0;
+            let mut fields = Vec::new();
+            for k in keys {
+                let sz = k.size();
+                fields.push(Field {
+                    offset: off,
+                    kind: k,
+                });
+                off += sz;
+            }
+            let func = a.func;
+            let value_size = func.nwords() as u32 * 8;
+            self.agg_value_max = self.agg_value_max.max(value_size);
+            let keyed = !fields.is_empty();
+            let key_size = if keyed { off } else { 4 };
+            let id = self.layout.aggs.len();
+            let map = self.add_map(MapSpec {
+                name: format!("sl_agg_{}", a.name),
+                kind: if keyed {
+                    MapKind::PercpuHash
+                } else {
+                    MapKind::PercpuArray
+                },
+                key_size,
+                value_size,
+                max_entries: if keyed {
+                    entries_for(self.opts.aggsize, key_size + value_size)
+                } else {
+                    1
+                },
+                no_prealloc: keyed,
+                role: MapRole::Aggregation(id),
+            });
+            self.layout.aggs.push(AggDesc {
+                name: a.name.clone(),
+                func,
+                keys: fields,
+                key_size,
+                map,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,322 @@
+//! Program structure: one BPF program per attach point with its prologue, each clause with its
+//! predicate, the system-call number filter, and the memory helpers clauses share.
+
+use super::*;
+
+impl Builder<'_> {
+    pub(super) fn program(
+        &mut self,
+        g: GroupKey,
+        members: Vec<(usize, Vec<ProbeInfo>)>,
+    ) -> Res<()> {
+        let (kind, attach) = match &g {
+            GroupKey::Begin => (ProgKind::RawTracepoint, Attach::Begin),
+            GroupKey::End => (ProgKind::RawTracepoint, Attach::End),
+            GroupKey::Error => (ProgKind::RawTracepoint, Attach::Error),
+            GroupKey::SysEnter => (ProgKind::RawTracepoint, Attach::SysEnter),
+            GroupKey::SysExit => (ProgKind::RawTracepoint, Attach::SysExit),
+            GroupKey::Tracepoint(c, e) => (
+                ProgKind::Tracepoint,
+                Attach::Tracepoint {
+                    category: c.clone(),
+                    event: e.clone(),
+                },
+            ),
+            GroupKey::Profile(p, e) => (
+                ProgKind::PerfEvent,
+                Attach::Profile {
+                    period_ns: *p,
+                    every_cpu: *e,
+                },
+            ),
+            GroupKey::Uprobe(path, offset, ret, pid, semaphore) => (
+                ProgKind::Kprobe,
+                Attach::Uprobe {
+                    path: path.clone(),
+                    offset: *offset,
+                    ret: *ret,
+                    pid: *pid,
+                    semaphore: *semaphore,
+                },
+            ),
+        };
+        let name = match &g {
+            GroupKey::Begin => "sl_begin".to_string(),
+            GroupKey::End => "sl_end".into(),
+            GroupKey::Error => "sl_error".into(),
+            GroupKey::SysEnter => "sl_sys_enter".into(),
+            GroupKey::SysExit => "sl_sys_exit".into(),
+            GroupKey::Tracepoint(_, e) => format!("sl_{e}"),
+            GroupKey::Profile(..) => "sl_profile".into(),
+            GroupKey::Uprobe(..) => "sl_uprobe".into(),
+        };
+        let scratch_map = self.add_map(MapSpec {
+            name: format!("sl_scr{}", self.layout.programs.len()),
+            kind: MapKind::Array,
+            key_size: 4,
+            value_size: 8, // fixed below once the program's use is known
+            max_entries: self.opts.ncpus.max(1),
+            no_prealloc: false,
+            role: MapRole::Scratch,
+        });
+        let mut probe_ids = Vec::new();
+        for (_, probes) in &members {
+            for p in probes {
+                let full = p.full_name();
+                let id = match self.layout.probes.iter().position(|q| q.name == full) {
+                    Some(i) => i,
+                    None => {
+                        self.layout.probes.push(ProbeRef { name: full });
+                        self.layout.probes.len() - 1
+                    }
+                };
+                if !probe_ids.contains(&id) {
+                    probe_ids.push(id);
+                }
+            }
+        }
+        let prog_index = self.layout.programs.len();
+        let mut pg = ProgGen {
+            b: self,
+            prog_index,
+            record: None,
+            asm: Asm::new(),
+            group: g.clone(),
+            scratch_map,
+            stack_next: SLOT_FIRST,
+            scratch_next: 0,
+            scratch_max: 0,
+            pinned: 0,
+            clause: 0,
+            clause_span: Span::new(0, 0),
+            clause_end: None,
+            probes: Vec::new(),
+            clause_locals: BTreeMap::new(),
+            zero_off: 0,
+            sysnames_map: None,
+            loop_cost: 0,
+        };
+        pg.prologue(&members)?;
+        for (ci, probes) in &members {
+            let clause = &pg.b.prog.clauses[*ci];
+            pg.clause(clause, probes, &members)?;
+        }
+        let out = pg.asm.label();
+        pg.asm.bind(out);
+        pg.asm.mov_imm(R0, 0);
+        pg.asm.exit();
+        let scratch_size = (pg.scratch_max.max(8) + 7) & !7;
+        let asm = std::mem::take(&mut pg.asm);
+        drop(pg);
+        self.layout.maps[scratch_map].value_size = scratch_size;
+        let (insns, map_refs) = asm.finish();
+        self.layout.programs.push(ProgSpec {
+            name,
+            kind,
+            attach,
+            insns,
+            map_refs,
+            clauses: members.iter().map(|(c, _)| *c).collect(),
+            probes: probe_ids,
+        });
+        Ok(())
+    }
+}
+
+impl ProgGen<'_, '_> {
+    /// `dst = map_lookup_elem(map, &SLOT_KEY)`; returns 0 from the program when the lookup
+    /// fails (it cannot for an array map's key 0 or a CPU index, but the verifier needs the check).
+    fn lookup_or_return(&mut self, map: usize, dst: Reg) {
+        let a = &mut self.asm;
+        a.ld_map(R1, map);
+        a.mov(R2, R10);
+        a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
+        a.call(helper::MAP_LOOKUP_ELEM);
+        let ok = a.label();
+        a.jmp_imm(Cond::Ne, R0, 0, ok);
+        a.mov_imm(R0, 0);
+        a.exit();
+        a.bind(ok);
+        a.mov(dst, R0);
+    }
+
+    fn prologue(&mut self, members: &[(usize, Vec<ProbeInfo>)]) -> Res<()> {
+        let a = &mut self.asm;
+        a.mov(R6, R1);
+        a.call(helper::GET_SMP_PROCESSOR_ID);
+        a.stx(Size::W, R10, SLOT_KEY, R0);
+        self.lookup_or_return(self.scratch_map, R7);
+        // A zeroed region, never written, used to create aggregation entries.
+        let zsize = self.b.agg_value_max.max(8);
+        self.zero_off = self.scratch(zsize, Span::new(0, 0))?;
+        let a = &mut self.asm;
+        if let Some(g) = self.b.globals_map {
+            a.st_imm(Size::W, R10, SLOT_KEY, 0);
+            self.lookup_or_return(g, R8);
+        }
+        let a = &mut self.asm;
+        match self.group {
+            GroupKey::SysEnter => {
+                a.ldx(Size::DW, R0, R6, 8);
+                a.stx(Size::DW, R10, SLOT_NR, R0);
+            }
+            GroupKey::SysExit => {
+                // nr = regs->orig_ax, read through the pt_regs pointer in ctx[0].
+                a.st_imm(Size::DW, R10, SLOT_NR, -1);
+                a.mov(R1, R10);
+                a.alu_imm(Alu::Add, R1, SLOT_NR as i32);
+                a.mov_imm(R2, 8);
+                a.ldx(Size::DW, R3, R6, 0);
+                a.alu_imm(Alu::Add, R3, pt_regs::ORIG_AX as i32);
+                a.call(helper::PROBE_READ_KERNEL);
+            }
+            _ => {
+                a.st_imm(Size::DW, R10, SLOT_NR, 0);
+            }
+        }
+        let _ = members;
+        Ok(())
+    }
+
+    pub(super) fn clause(
+        &mut self,
+        c: &CheckedClause,
+        probes: &[ProbeInfo],
+        _members: &[(usize, Vec<ProbeInfo>)],
+    ) -> Res<()> {
+        self.clause = c.index;
+        self.clause_span = c.span;
+        self.probes = probes.to_vec();
+        self.stack_next = SLOT_FIRST;
+        let scratch_mark = self.scratch_next;
+        self.pinned = 0;
+        let end = self.asm.label();
+        self.clause_end = Some(end);
+        // Clause-local variables get scratch slots for the clause.
+        self.clause_locals.clear();
+        for v in &c.clause_locals {
+            let ty = self.b.prog.var(*v).ty.clone();
+            let size = value_kind(&ty, self.strsize()).size();
+            let off = self.scratch(size, c.span)?;
+            self.zero(off, size);
+            self.clause_locals.insert(v.0, off);
+        }
+        if self.is_syscall() {
+            self.syscall_filter(probes, end)?;
+        }
+        if let Some(p) = &c.predicate {
+            self.int(p)?;
+            self.asm.jmp_imm(Cond::Eq, R0, 0, end);
+        }
+        let mut shapes = Vec::new();
+        self.collect_actions(&c.body, &mut shapes);
+        self.record = None;
+        if !shapes.is_empty() || c.body.is_empty() {
+            let (id, size, sections) = self.record_layout(shapes);
+            let base = self.scratch(size, c.span)?;
+            self.write_header(base, id);
+            self.record = Some(CurRecord {
+                base,
+                size,
+                sections,
+                next: 0,
+            });
+        }
+        for s in &c.body {
+            self.stmt(s)?;
+        }
+        if let Some(r) = self.record.take() {
+            self.submit(r.base, r.size);
+        }
+        self.asm.bind(end);
+        self.scratch_next = scratch_mark;
+        self.pinned = 0;
+        Ok(())
+    }
+
+    fn syscall_filter(&mut self, probes: &[ProbeInfo], end: Label) -> Res<()> {
+        let nrs: Vec<u32> = probes
+            .iter()
+            .filter_map(|p| match p.kind {
+                ProbeKind::Syscall { nr, .. } => Some(nr),
+                _ => None,
+            })
+            .collect();
+        if nrs.len() >= self.b.opts.syscall_count {
+            return Ok(()); // every system call: no filter
+        }
+        self.asm.ldx(Size::DW, R1, R10, SLOT_NR);
+        let hit = self.asm.label();
+        // A sorted compare chain; ranges of consecutive numbers collapse into one test.
+        let mut sorted = nrs.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut i = 0;
+        while i < sorted.len() {
+            let mut j = i;
+            while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+                j += 1;
+            }
+            if i == j {
+                self.asm.jmp_imm(Cond::Eq, R1, sorted[i] as i32, hit);
+            } else {
+                let skip = self.asm.label();
+                self.asm.jmp_imm(Cond::Lt, R1, sorted[i] as i32, skip);
+                self.asm.jmp_imm(Cond::Le, R1, sorted[j] as i32, hit);
+                self.asm.bind(skip);
+            }
+            i = j + 1;
+        }
+        self.asm.ja(end);
+        self.asm.bind(hit);
+        Ok(())
+    }
+
+    // ---- memory helpers ----
+
+    pub(super) fn zero(&mut self, off: u32, len: u32) {
+        let mut i = 0;
+        while i < len {
+            self.asm.st_imm(Size::DW, R7, (off + i) as i16, 0);
+            i += 8;
+        }
+    }
+
+    /// Copies `len` bytes (a multiple of 8) from `src + soff` to `dst + doff` through R1.
+    pub(super) fn copy(&mut self, dst: Reg, doff: i32, src: Reg, soff: i32, len: u32) {
+        let mut i = 0;
+        while i < len {
+            self.asm.ldx(Size::DW, R1, src, (soff + i as i32) as i16);
+            self.asm.stx(Size::DW, dst, (doff + i as i32) as i16, R1);
+            i += 8;
+        }
+    }
+
+    pub(super) fn stat_inc(&mut self, stat: Stat) {
+        let a = &mut self.asm;
+        a.st_imm(Size::W, R10, SLOT_KEY, stat as i32);
+        a.ld_map(R1, self.b.layout.stats);
+        a.mov(R2, R10);
+        a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
+        a.call(helper::MAP_LOOKUP_ELEM);
+        let skip = a.label();
+        a.jmp_imm(Cond::Eq, R0, 0, skip);
+        a.ldx(Size::DW, R1, R0, 0);
+        a.alu_imm(Alu::Add, R1, 1);
+        a.stx(Size::DW, R0, 0, R1);
+        a.bind(skip);
+    }
+
+    /// Normalizes R-register `r` to the representation of `ty` (truncate, then sign/zero extend).
+    pub(super) fn normalize(&mut self, r: Reg, ty: &Type) {
+        if let Type::Int { bytes, signed } = ty
+            && *bytes < 8
+        {
+            if *signed {
+                self.asm.movsx(r, r, (*bytes as i16) * 8);
+            } else {
+                self.asm.zext(r, *bytes as u32 * 8);
+            }
+        }
+    }
+}

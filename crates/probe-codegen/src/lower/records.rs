@@ -1,0 +1,151 @@
+//! Records: ring-buffer record layouts, headers, sections, stored values and faults (the layouts
+//! are documented in `docs/probe-internals.md`).
+
+use super::*;
+
+impl ProgGen<'_, '_> {
+    /// Registers a record layout for `actions` and returns (record id, size, per-action field
+    /// offsets relative to the record start).
+    pub(super) fn record_layout(
+        &mut self,
+        actions: Vec<(RecordAction, Vec<FieldKind>)>,
+    ) -> (u32, u32, Vec<Vec<u32>>) {
+        let mut size = RECORD_HEADER;
+        let mut recs = Vec::new();
+        let mut offs = Vec::new();
+        for (action, kinds) in actions {
+            let mut fields = Vec::new();
+            let mut o = Vec::new();
+            for k in kinds {
+                o.push(size);
+                fields.push(Field {
+                    offset: size,
+                    kind: k.clone(),
+                });
+                size += k.size();
+            }
+            recs.push(ActionRec { action, fields });
+            offs.push(o);
+        }
+        let id = self.b.layout.records.len() as u32;
+        self.b.layout.records.push(RecordDesc {
+            clause: self.clause,
+            program: self.prog_index,
+            actions: recs,
+            size,
+        });
+        (id, size, offs)
+    }
+
+    /// Writes the record header at scratch `base` (mask 0).
+    pub(super) fn write_header(&mut self, base: u32, id: u32) {
+        let a = &mut self.asm;
+        a.st_imm(Size::W, R7, base as i16, id as i32);
+        a.call(helper::GET_SMP_PROCESSOR_ID);
+        a.stx(Size::W, R7, (base + 4) as i16, R0);
+        a.ldx(Size::DW, R0, R10, SLOT_NR);
+        a.stx(Size::DW, R7, (base + 8) as i16, R0);
+        a.st_imm(Size::DW, R7, (base + 16) as i16, 0);
+        a.call(helper::KTIME_GET_NS);
+        a.stx(Size::DW, R7, (base + 24) as i16, R0);
+    }
+
+    /// Sends `size` bytes at scratch `base` to the ring buffer; a full buffer counts a drop.
+    pub(super) fn submit(&mut self, base: u32, size: u32) {
+        let a = &mut self.asm;
+        a.ld_map(R1, self.b.layout.ringbuf);
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, base as i32);
+        a.mov_imm(R3, size as i64);
+        a.mov_imm(R4, 0);
+        a.call(helper::RINGBUF_OUTPUT);
+        let ok = a.label();
+        a.jmp_imm(Cond::SGe, R0, 0, ok);
+        self.stat_inc(Stat::RecordDrops);
+        self.asm.bind(ok);
+    }
+
+    /// The next action's field offsets (absolute scratch offsets), marking it executed.
+    pub(super) fn next_section(&mut self, span: Span) -> Res<Vec<u32>> {
+        let Some(r) = self.record.as_mut() else {
+            return self.err(span, "internal: action outside a clause record");
+        };
+        let i = r.next;
+        r.next += 1;
+        let base = r.base;
+        let offs: Vec<u32> = r
+            .sections
+            .get(i)
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|o| base + o)
+            .collect();
+        // mask |= 1 << i
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R1, R7, (base + 16) as i16);
+        if i < 31 {
+            a.alu_imm(Alu::Or, R1, 1 << i);
+        } else {
+            a.mov_imm(R2, 1i64 << i.min(63));
+            a.alu(Alu::Or, R1, R2);
+        }
+        a.stx(Size::DW, R7, (base + 16) as i16, R1);
+        Ok(offs)
+    }
+
+    /// Writes the value of `e` (of field kind `k`) at scratch offset `off`.
+    pub(super) fn store_value(&mut self, e: &TExpr, k: &FieldKind, off: u32) -> Res<()> {
+        match k {
+            FieldKind::Str { len } if *len < self.strsize() => self.string_small(e, off, *len),
+            FieldKind::Str { .. } => self.string(e, off),
+            FieldKind::Stack { user, frames } => {
+                self.zero(off, frames * 8);
+                let a = &mut self.asm;
+                a.mov(R1, R6);
+                a.mov(R2, R7);
+                a.alu_imm(Alu::Add, R2, off as i32);
+                a.mov_imm(R3, (*frames * 8) as i64);
+                a.mov_imm(R4, if *user { 256 } else { 0 });
+                a.call(helper::GET_STACK);
+                Ok(())
+            }
+            _ => {
+                self.int(e)?;
+                self.asm.stx(Size::DW, R7, off as i16, R0);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn fault(&mut self, fault: Fault, addr_slot: Option<i16>, span: Span) -> Res<()> {
+        let kinds = vec![
+            FieldKind::Int {
+                bytes: 8,
+                signed: false,
+            },
+            FieldKind::Int {
+                bytes: 8,
+                signed: false,
+            },
+        ];
+        let mark = self.scratch_next;
+        let (id, size, offs) = self.record_layout(vec![(RecordAction::Error, kinds)]);
+        let base = self.scratch(size, span)?;
+        self.write_header(base, id);
+        self.asm.st_imm(Size::DW, R7, (base + 16) as i16, 1);
+        self.asm.mov_imm(R0, fault as i64);
+        self.asm.stx(Size::DW, R7, (base + offs[0][0]) as i16, R0);
+        match addr_slot {
+            Some(s) => self.asm.ldx(Size::DW, R0, R10, s),
+            None => self.asm.mov_imm(R0, 0),
+        }
+        self.asm.stx(Size::DW, R7, (base + offs[0][1]) as i16, R0);
+        self.submit(base, size);
+        self.stat_inc(Stat::Errors);
+        self.scratch_next = mark;
+        let end = self.clause_end.expect("inside a clause");
+        self.asm.ja(end);
+        Ok(())
+    }
+}

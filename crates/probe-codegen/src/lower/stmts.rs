@@ -1,0 +1,197 @@
+//! Statements and actions: what each action records and how.
+
+use super::*;
+
+impl ProgGen<'_, '_> {
+    pub(super) fn stmt(&mut self, s: &TStmt) -> Res<()> {
+        let mark = (self.stack_next, self.scratch_next);
+        match s {
+            TStmt::Expr(e) => {
+                if e.ty.is_string() {
+                    if let TExprKind::Assign(..) = e.kind {
+                        self.assign(e)?;
+                    } else {
+                        let off = self.scratch(self.strsize(), e.span)?;
+                        self.string(e, off)?;
+                    }
+                } else {
+                    self.int(e)?;
+                }
+            }
+            TStmt::If { cond, then, els } => {
+                self.int(cond)?;
+                let else_l = self.asm.label();
+                let done = self.asm.label();
+                self.asm.jmp_imm(Cond::Eq, R0, 0, else_l);
+                for s in then {
+                    self.stmt(s)?;
+                }
+                self.asm.ja(done);
+                self.asm.bind(else_l);
+                for s in els {
+                    self.stmt(s)?;
+                }
+                self.asm.bind(done);
+            }
+            TStmt::Aggregate {
+                agg,
+                keys,
+                value,
+                incr,
+                span,
+            } => self.aggregate(agg.0 as usize, keys, value.as_ref(), incr.as_ref(), *span)?,
+            TStmt::Action(a, span) => self.action(a, *span)?,
+        }
+        self.stack_next = mark.0;
+        self.scratch_next = mark.1.max(self.pinned);
+        Ok(())
+    }
+
+    /// The record part of an action: what it does in user space and its fields. `None` for
+    /// actions that record nothing (none today) or are rejected in [`Self::action`].
+    fn action_shape(&self, a: &Action) -> Option<(RecordAction, Vec<FieldKind>)> {
+        let ss = self.strsize();
+        Some(match a {
+            Action::Trace(e) => (RecordAction::Trace, vec![value_kind(&e.ty, ss)]),
+            Action::Printf { format, args } => (
+                RecordAction::Printf {
+                    format: format.clone(),
+                },
+                args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
+            ),
+            Action::Exit(_) => (
+                RecordAction::Exit,
+                vec![FieldKind::Int {
+                    bytes: 4,
+                    signed: true,
+                }],
+            ),
+            Action::Printa { format, aggs } => (
+                RecordAction::Printa {
+                    format: format.clone(),
+                    aggs: aggs.iter().map(|a| a.0 as usize).collect(),
+                },
+                vec![],
+            ),
+            Action::Clear(agg) => (
+                RecordAction::Clear {
+                    agg: agg.0 as usize,
+                },
+                vec![],
+            ),
+            Action::Trunc { agg, keep } => {
+                let keep = match keep {
+                    None => None,
+                    Some(e) => Some(self.const_int(e)?),
+                };
+                (
+                    RecordAction::Trunc {
+                        agg: agg.0 as usize,
+                        keep,
+                    },
+                    vec![],
+                )
+            }
+            Action::Normalize { agg, factor } => (
+                RecordAction::Normalize {
+                    agg: agg.0 as usize,
+                    factor: Some(self.const_int(factor)?),
+                },
+                vec![],
+            ),
+            Action::Denormalize(agg) => (
+                RecordAction::Normalize {
+                    agg: agg.0 as usize,
+                    factor: None,
+                },
+                vec![],
+            ),
+            Action::Speculate(_) | Action::Commit(_) | Action::Discard(_) => {
+                let action = match a {
+                    Action::Speculate(_) => RecordAction::Speculate,
+                    Action::Commit(_) => RecordAction::Commit,
+                    _ => RecordAction::Discard,
+                };
+                let word = FieldKind::Int {
+                    bytes: 8,
+                    signed: false,
+                };
+                (action, vec![word.clone(), word])
+            }
+            _ => return None,
+        })
+    }
+
+    pub(super) fn collect_actions(
+        &self,
+        body: &[TStmt],
+        out: &mut Vec<(RecordAction, Vec<FieldKind>)>,
+    ) {
+        for s in body {
+            match s {
+                TStmt::Action(a, _) => {
+                    if let Some(shape) = self.action_shape(a) {
+                        out.push(shape);
+                    }
+                }
+                TStmt::If { then, els, .. } => {
+                    self.collect_actions(then, out);
+                    self.collect_actions(els, out);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn action(&mut self, a: &Action, span: Span) -> Res<()> {
+        match a {
+            Action::Tracemem { .. } => {
+                return self.err(span, "tracemem() is not supported by sightline yet");
+            }
+            Action::System { .. } | Action::Raise(_) | Action::Stop => {
+                return self.err(
+                    span,
+                    "destructive actions (system, raise, stop) are not supported",
+                );
+            }
+            Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
+                return self.err(e.span, "trunc() needs a constant count");
+            }
+            Action::Normalize { factor, .. } if self.const_int(factor).is_none() => {
+                return self.err(factor.span, "normalize() needs a constant factor");
+            }
+            _ => {}
+        }
+        let offs = self.next_section(span)?;
+        match a {
+            Action::Trace(e) => {
+                let k = value_kind(&e.ty, self.strsize());
+                self.store_value(e, &k, offs[0])?;
+            }
+            Action::Printf { args, .. } => {
+                for (e, off) in args.iter().zip(&offs) {
+                    let k = value_kind(&e.ty, self.strsize());
+                    self.store_value(e, &k, *off)?;
+                }
+            }
+            Action::Exit(e) => {
+                self.int(e)?;
+                self.asm.stx(Size::DW, R7, offs[0] as i16, R0);
+            }
+            Action::Speculate(id) => self.spec_action(SpecAction::Speculate, id, &offs, span)?,
+            Action::Commit(id) => self.spec_action(SpecAction::Commit, id, &offs, span)?,
+            Action::Discard(id) => self.spec_action(SpecAction::Discard, id, &offs, span)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn const_int(&self, e: &TExpr) -> Option<i64> {
+        match &e.kind {
+            TExprKind::Int(v) => Some(*v as i64),
+            TExprKind::Cast(inner) => self.const_int(inner),
+            TExprKind::Unary(UnaryOp::Neg, inner) => self.const_int(inner).map(|v| -v),
+            _ => None,
+        }
+    }
+}

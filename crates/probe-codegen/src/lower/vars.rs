@@ -1,0 +1,159 @@
+//! Variables: pointers to their storage (globals, associative arrays, thread-locals, clause
+//! locals), reads, writes, deletes and assignments.
+
+use super::*;
+
+impl ProgGen<'_, '_> {
+    /// Leaves a pointer to the variable's storage in R0 (or 0 if a dynamic variable is absent).
+    /// With `create`, absent dynamic variables are created zeroed (a full map counts a drop and
+    /// yields 0).
+    pub(super) fn var_ptr(&mut self, va: &VarAccess, create: bool, span: Span) -> Res<()> {
+        let home = self.b.homes[va.var.0 as usize].clone();
+        match home {
+            VarHome::Global { offset } => {
+                self.asm.mov(R0, R8);
+                self.asm.alu_imm(Alu::Add, R0, offset as i32);
+            }
+            VarHome::ClauseLocal => {
+                let Some(&off) = self.clause_locals.get(&va.var.0) else {
+                    return self.err(span, "clause-local variable used outside its clause");
+                };
+                self.asm.mov(R0, R7);
+                self.asm.alu_imm(Alu::Add, R0, off as i32);
+            }
+            VarHome::ThreadLocal { map } => {
+                let kslot = self.slot(span)?;
+                self.asm.call(helper::GET_CURRENT_PID_TGID);
+                self.asm.zext(R0, 32);
+                self.asm.stx(Size::DW, R10, kslot, R0);
+                self.map_ptr(map, R10, kslot as i32, create)?;
+            }
+            VarHome::Map {
+                map, key_fields, ..
+            } => {
+                let koff = self.build_key(&key_fields, &va.keys, span)?;
+                self.map_ptr(map, R7, koff as i32, create)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn map_ptr(&mut self, map: usize, kbase: Reg, koff: i32, create: bool) -> Res<()> {
+        let a = &mut self.asm;
+        a.ld_map(R1, map);
+        a.mov(R2, kbase);
+        a.alu_imm(Alu::Add, R2, koff);
+        a.call(helper::MAP_LOOKUP_ELEM);
+        if create {
+            let done = a.label();
+            a.jmp_imm(Cond::Ne, R0, 0, done);
+            a.ld_map(R1, map);
+            a.mov(R2, kbase);
+            a.alu_imm(Alu::Add, R2, koff);
+            a.mov(R3, R7);
+            a.alu_imm(Alu::Add, R3, self.zero_off as i32);
+            a.mov_imm(R4, 0);
+            a.call(helper::MAP_UPDATE_ELEM);
+            let ok = a.label();
+            a.jmp_imm(Cond::Eq, R0, 0, ok);
+            self.stat_inc(Stat::DynvarDrops);
+            self.asm.mov_imm(R0, 0);
+            self.asm.ja(done);
+            self.asm.bind(ok);
+            let a = &mut self.asm;
+            a.ld_map(R1, map);
+            a.mov(R2, kbase);
+            a.alu_imm(Alu::Add, R2, koff);
+            a.call(helper::MAP_LOOKUP_ELEM);
+            a.bind(done);
+        }
+        Ok(())
+    }
+
+    pub(super) fn var_read_int(&mut self, va: &VarAccess, span: Span) -> Res<()> {
+        self.var_ptr(va, false, span)?;
+        let z = self.asm.label();
+        self.asm.jmp_imm(Cond::Eq, R0, 0, z);
+        self.asm.ldx(Size::DW, R0, R0, 0);
+        self.asm.bind(z);
+        Ok(())
+    }
+
+    /// Deletes a dynamic variable (assignment of 0).
+    fn var_delete(&mut self, va: &VarAccess, span: Span) -> Res<()> {
+        let home = self.b.homes[va.var.0 as usize].clone();
+        match home {
+            VarHome::ThreadLocal { map } => {
+                let kslot = self.slot(span)?;
+                self.asm.call(helper::GET_CURRENT_PID_TGID);
+                self.asm.zext(R0, 32);
+                self.asm.stx(Size::DW, R10, kslot, R0);
+                let a = &mut self.asm;
+                a.ld_map(R1, map);
+                a.mov(R2, R10);
+                a.alu_imm(Alu::Add, R2, kslot as i32);
+                a.call(helper::MAP_DELETE_ELEM);
+            }
+            VarHome::Map {
+                map, key_fields, ..
+            } => {
+                let koff = self.build_key(&key_fields, &va.keys, span)?;
+                let a = &mut self.asm;
+                a.ld_map(R1, map);
+                a.mov(R2, R7);
+                a.alu_imm(Alu::Add, R2, koff as i32);
+                a.call(helper::MAP_DELETE_ELEM);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Stores the integer in stack slot `vslot` into the variable (dynamic variables: 0 deletes).
+    pub(super) fn var_write_int(&mut self, va: &VarAccess, vslot: i16, span: Span) -> Res<()> {
+        let dynamic = self.b.prog.var(va.var).is_dynamic();
+        if dynamic {
+            let del = self.asm.label();
+            let done = self.asm.label();
+            self.asm.ldx(Size::DW, R0, R10, vslot);
+            self.asm.jmp_imm(Cond::Eq, R0, 0, del);
+            self.var_ptr(va, true, span)?;
+            self.asm.jmp_imm(Cond::Eq, R0, 0, done);
+            self.asm.ldx(Size::DW, R1, R10, vslot);
+            self.asm.stx(Size::DW, R0, 0, R1);
+            self.asm.ja(done);
+            self.asm.bind(del);
+            self.var_delete(va, span)?;
+            self.asm.bind(done);
+        } else {
+            self.var_ptr(va, false, span)?;
+            self.asm.ldx(Size::DW, R1, R10, vslot);
+            self.asm.stx(Size::DW, R0, 0, R1);
+        }
+        Ok(())
+    }
+
+    pub(super) fn assign(&mut self, e: &TExpr) -> Res<()> {
+        let TExprKind::Assign(va, value) = &e.kind else {
+            unreachable!("assign() on a non-assignment")
+        };
+        if e.ty.is_string() || matches!(e.ty, Type::Stack { .. }) {
+            let k = value_kind(&e.ty, self.strsize());
+            let tmp = self.scratch(k.size(), e.span)?;
+            self.store_value(value, &k, tmp)?;
+            self.var_ptr(va, true, e.span)?;
+            let skip = self.asm.label();
+            self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+            self.asm.mov(R9, R0);
+            self.copy(R9, 0, R7, tmp as i32, k.size());
+            self.asm.bind(skip);
+            return Ok(());
+        }
+        let vslot = self.slot(e.span)?;
+        self.int(value)?;
+        self.asm.stx(Size::DW, R10, vslot, R0);
+        self.var_write_int(va, vslot, e.span)?;
+        self.asm.ldx(Size::DW, R0, R10, vslot);
+        Ok(())
+    }
+}
