@@ -261,4 +261,20 @@ impl<'a> Analyzer<'a> {
     fn err(&mut self, msg: impl Into<String>, span: Span) -> Reported {
         self.report(Diagnostic::error(msg, span))
     }
+
+    /// Reports a call of `func` with the wrong number of arguments ("`func`() takes `want`,
+    /// `given` given"), with `usage` as the hint.
+    fn arity_error(
+        &mut self,
+        func: &str,
+        want: &str,
+        given: usize,
+        span: Span,
+        usage: &str,
+    ) -> Reported {
+        self.report(
+            Diagnostic::error(format!("{func}() takes {want}, {given} given"), span)
+                .with_hint(format!("usage: {usage}")),
+        )
+    }
 }

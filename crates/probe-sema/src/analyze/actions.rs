@@ -14,13 +14,7 @@ impl Analyzer<'_> {
     ) -> R<Action> {
         let n = args.len();
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
-            this.report(
-                Diagnostic::error(
-                    format!("{func}() takes {want}, {n} given"),
-                    func_span.to(span),
-                )
-                .with_hint(format!("usage: {usage}")),
-            )
+            this.arity_error(func, want, n, func_span.to(span), usage)
         };
         match func {
             "trace" => {

@@ -8,10 +8,7 @@ impl Analyzer<'_> {
         // Returns the function with constants and the number of leading value arguments (0 or 1).
         let n = args.len();
         let arity = |this: &mut Self, want: &str| {
-            this.report(
-                Diagnostic::error(format!("{}() takes {want}, {n} given", a.func), a.func_span)
-                    .with_hint(format!("usage: {}", agg_usage(&a.func))),
-            )
+            this.arity_error(&a.func, want, n, a.func_span, agg_usage(&a.func))
         };
         let konst = |this: &mut Self, i: usize, what: &str| -> R<i64> {
             let e = &args[i];

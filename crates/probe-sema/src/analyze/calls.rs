@@ -35,10 +35,7 @@ impl Analyzer<'_> {
             targs.push(self.expr(a, cx)?);
         }
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
-            this.report(
-                Diagnostic::error(format!("{func}() takes {want}, {n} given"), span)
-                    .with_hint(format!("usage: {usage}")),
-            )
+            this.arity_error(func, want, n, span, usage)
         };
         let need_int = |this: &mut Self, t: &TExpr, what: &str| -> R<()> {
             if t.ty.is_integral() {
