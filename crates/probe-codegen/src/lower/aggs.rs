@@ -96,6 +96,15 @@ impl ProgGen<'_, '_> {
             .is_none_or(|(_, s)| s);
         let a = &mut self.asm;
         a.ldx(Size::DW, R2, R10, vslot);
+        // Words 0 and 1 of avg() and stddev(): count += 1, sum += the value in R2.
+        let count_and_sum = |a: &mut Asm| {
+            a.ldx(Size::DW, R1, R9, 0);
+            a.alu_imm(Alu::Add, R1, 1);
+            a.stx(Size::DW, R9, 0, R1);
+            a.ldx(Size::DW, R1, R9, 8);
+            a.alu(Alu::Add, R1, R2);
+            a.stx(Size::DW, R9, 8, R1);
+        };
         match &desc.func {
             AggFunc::Count => {
                 a.ldx(Size::DW, R1, R9, 0);
@@ -107,14 +116,7 @@ impl ProgGen<'_, '_> {
                 a.alu(Alu::Add, R1, R2);
                 a.stx(Size::DW, R9, 0, R1);
             }
-            AggFunc::Avg => {
-                a.ldx(Size::DW, R1, R9, 0);
-                a.alu_imm(Alu::Add, R1, 1);
-                a.stx(Size::DW, R9, 0, R1);
-                a.ldx(Size::DW, R1, R9, 8);
-                a.alu(Alu::Add, R1, R2);
-                a.stx(Size::DW, R9, 8, R1);
-            }
+            AggFunc::Avg => count_and_sum(a),
             AggFunc::Min | AggFunc::Max => {
                 let set = a.label();
                 let skip = a.label();
@@ -137,12 +139,7 @@ impl ProgGen<'_, '_> {
             }
             AggFunc::Stddev => {
                 // count, sum, and the 128-bit sum of squares (lo, hi).
-                a.ldx(Size::DW, R1, R9, 0);
-                a.alu_imm(Alu::Add, R1, 1);
-                a.stx(Size::DW, R9, 0, R1);
-                a.ldx(Size::DW, R1, R9, 8);
-                a.alu(Alu::Add, R1, R2);
-                a.stx(Size::DW, R9, 8, R1);
+                count_and_sum(a);
                 // u = |v|; a = u >> 32; b = u & 0xffffffff.
                 let pos = a.label();
                 a.jmp_imm(Cond::SGe, R2, 0, pos);

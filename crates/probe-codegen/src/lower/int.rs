@@ -224,11 +224,7 @@ impl ProgGen<'_, '_> {
         a.alu_imm(Alu::Add, R1, off as i32);
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, addr);
-        a.call(helper::PROBE_READ_USER);
-        let ok = a.label();
-        a.jmp_imm(Cond::SGe, R0, 0, ok);
-        self.fault(Fault::BadAddr, Some(addr), span)?;
-        self.asm.bind(ok);
+        self.call_or_fault(helper::PROBE_READ_USER, addr, span)?;
         // The buffer's address as a scalar: a map-value pointer may not take part in arbitrary
         // arithmetic, so it is spilled and read back by a helper (which yields a plain integer).
         let spill = self.slot(span)?;
@@ -260,22 +256,23 @@ impl ProgGen<'_, '_> {
         a.alu_imm(Alu::Add, R1, val as i32);
         a.mov_imm(R2, size as i64);
         a.mov(R3, R0);
-        a.call(helper::PROBE_READ_KERNEL);
-        let ok = a.label();
-        a.jmp_imm(Cond::SGe, R0, 0, ok);
-        self.fault(Fault::BadAddr, Some(addr), span)?;
-        self.asm.bind(ok);
+        self.call_or_fault(helper::PROBE_READ_KERNEL, addr, span)?;
         self.asm.ldx(Size::DW, R0, R10, val);
         self.normalize(R0, ty);
         Ok(())
     }
 
-    /// R0 = (R0 cond imm) ? 1 : 0.
+    /// R0 = (r cond imm) ? 1 : 0.
     fn set_cond(&mut self, c: Cond, r: Reg, imm: i32) {
+        self.set_bool(|a, t| a.jmp_imm(c, r, imm, t));
+    }
+
+    /// R0 = 1 when the jump `jump` emits (to the label it is given) is taken, else 0.
+    fn set_bool(&mut self, jump: impl FnOnce(&mut Asm, Label)) {
         let a = &mut self.asm;
         let t = a.label();
         let done = a.label();
-        a.jmp_imm(c, r, imm, t);
+        jump(a, t);
         a.mov_imm(R0, 0);
         a.ja(done);
         a.bind(t);
@@ -338,15 +335,7 @@ impl ProgGen<'_, '_> {
                 (BinaryOp::Ge, true) => Cond::SGe,
                 (_, _) => Cond::Ge,
             };
-            let a = &mut self.asm;
-            let t = a.label();
-            let done = a.label();
-            a.jmp(c, R0, R1, t);
-            a.mov_imm(R0, 0);
-            a.ja(done);
-            a.bind(t);
-            a.mov_imm(R0, 1);
-            a.bind(done);
+            self.set_bool(|a, t| a.jmp(c, R0, R1, t));
             return Ok(());
         }
         let alu = match op {
@@ -394,23 +383,9 @@ impl ProgGen<'_, '_> {
     fn call_int(&mut self, subr: Subr, args: &[TExpr], e: &TExpr) -> Res<()> {
         match subr {
             Subr::Strlen => {
-                // bpf_probe_read_kernel_str from our own scratch returns length + 1: no loop.
-                let ss = self.strsize();
-                let off = self.scratch(ss, e.span)?;
+                let off = self.scratch(self.strsize(), e.span)?;
                 self.string(&args[0], off)?;
-                let tmp = self.scratch(ss, e.span)?;
-                let a = &mut self.asm;
-                a.mov(R1, R7);
-                a.alu_imm(Alu::Add, R1, tmp as i32);
-                a.mov_imm(R2, ss as i64);
-                a.mov(R3, R7);
-                a.alu_imm(Alu::Add, R3, off as i32);
-                a.call(helper::PROBE_READ_KERNEL_STR);
-                let ok = a.label();
-                a.alu_imm(Alu::Sub, R0, 1);
-                a.jmp_imm(Cond::SGe, R0, 0, ok);
-                a.mov_imm(R0, 0);
-                a.bind(ok);
+                self.strlen_at(off, e.span)?;
             }
             Subr::Rand => {
                 // DTrace's rand() is never negative (illumos dtrace.c DIF_SUBR_RAND: a value

@@ -118,6 +118,17 @@ impl ProgGen<'_, '_> {
         }
     }
 
+    /// Calls the memory-reading helper `helper` (its arguments in R1..R3) and raises DTrace's
+    /// invalid-address fault for the address in stack slot `addr_slot` when it fails (R0 < 0).
+    pub(super) fn call_or_fault(&mut self, helper: i32, addr_slot: i16, span: Span) -> Res<()> {
+        self.asm.call(helper);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::SGe, R0, 0, ok);
+        self.fault(Fault::BadAddr, Some(addr_slot), span)?;
+        self.asm.bind(ok);
+        Ok(())
+    }
+
     pub(super) fn fault(&mut self, fault: Fault, addr_slot: Option<i16>, span: Span) -> Res<()> {
         let kinds = vec![
             FieldKind::Int {

@@ -229,11 +229,7 @@ impl ProgGen<'_, '_> {
                 a.mov(R1, R7);
                 a.alu_imm(Alu::Add, R1, off as i32);
                 a.ldx(Size::DW, R3, R10, addr);
-                a.call(helper::PROBE_READ_USER_STR);
-                let ok = a.label();
-                a.jmp_imm(Cond::SGe, R0, 0, ok);
-                self.fault(Fault::BadAddr, Some(addr), e.span)?;
-                self.asm.bind(ok);
+                self.call_or_fault(helper::PROBE_READ_USER_STR, addr, e.span)?;
             }
             TExprKind::Call(Subr::Stringof, args) | TExprKind::Call(Subr::Strjoin, args)
                 if args.is_empty() =>
@@ -255,11 +251,7 @@ impl ProgGen<'_, '_> {
                     a.alu_imm(Alu::Add, R1, off as i32);
                     a.mov_imm(R2, ss as i64);
                     a.ldx(Size::DW, R3, R10, addr);
-                    a.call(helper::PROBE_READ_KERNEL_STR);
-                    let ok = a.label();
-                    a.jmp_imm(Cond::SGe, R0, 0, ok);
-                    self.fault(Fault::BadAddr, Some(addr), e.span)?;
-                    self.asm.bind(ok);
+                    self.call_or_fault(helper::PROBE_READ_KERNEL_STR, addr, e.span)?;
                 }
             }
             TExprKind::Call(Subr::Strjoin, args) if args.len() == 2 => {

@@ -86,7 +86,7 @@ impl ProgGen<'_, '_> {
 
     /// R0 = the length of the string at scratch `off`, in `[0, strsize - 1]`. Loop-free:
     /// `bpf_probe_read_kernel_str` from our own scratch memory returns length + 1. Clobbers R1..R5.
-    fn strlen_at(&mut self, off: u32, span: Span) -> Res<()> {
+    pub(super) fn strlen_at(&mut self, off: u32, span: Span) -> Res<()> {
         let ss = self.strsize();
         let tmp = self.scratch(ss, span)?;
         let a = &mut self.asm;
