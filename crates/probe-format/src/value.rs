@@ -124,14 +124,18 @@ impl Symbol {
         }
     }
 
+    /// ``module` `` when the module is known, else empty.
+    fn module_prefix(&self) -> String {
+        self.module
+            .as_deref()
+            .map(|m| format!("{m}`"))
+            .unwrap_or_default()
+    }
+
     /// ``module`name+0xoff``, ``module`name`` when the offset is 0, ``module`0xaddr`` when only the
     /// module is known, `module` for a module alone ([`Symbol::is_module_only`]), `0xaddr` otherwise (dt_consume.c `dt_print_stack`, dtrace `%a`).
     pub fn with_offset(&self) -> String {
-        let prefix = self
-            .module
-            .as_deref()
-            .map(|m| format!("{m}`"))
-            .unwrap_or_default();
+        let prefix = self.module_prefix();
         match &self.name {
             None if self.is_module_only() => self.module.clone().unwrap_or_default(),
             Some(n) if self.offset > 0 => format!("{prefix}{n}+0x{:x}", self.offset),
@@ -181,11 +185,7 @@ impl Symbol {
 
     /// ``module`name`` without the offset, as `sym()`/`func()` print (dt_consume.c `dt_print_sym`).
     pub fn without_offset(&self) -> String {
-        let prefix = self
-            .module
-            .as_deref()
-            .map(|m| format!("{m}`"))
-            .unwrap_or_default();
+        let prefix = self.module_prefix();
         match &self.name {
             None if self.is_module_only() => self.module.clone().unwrap_or_default(),
             Some(n) => format!("{prefix}{n}"),
