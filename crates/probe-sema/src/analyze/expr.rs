@@ -78,6 +78,20 @@ pub(super) fn convert(e: TExpr, ty: &Type) -> TExpr {
     mk(TExprKind::Cast(Box::new(e)), ty.clone(), span)
 }
 
+/// `(uint64_t)i * size`: the byte offset of element `i` of `size`-byte elements.
+pub(super) fn scaled_index(i: TExpr, size: u64) -> TExpr {
+    let span = i.span;
+    mk(
+        TExprKind::Binary(
+            BinaryOp::Mul,
+            Box::new(convert(i, &Type::U64)),
+            Box::new(mk(TExprKind::Int(size), Type::U64, span)),
+        ),
+        Type::U64,
+        span,
+    )
+}
+
 /// Evaluates an integer constant expression (literals, casts, unary and binary operators,
 /// conditionals). `None` if it is not constant or divides by zero.
 pub(crate) fn const_eval(e: &TExpr) -> Option<i128> {

@@ -200,16 +200,7 @@ impl Analyzer<'_> {
                     ));
                 }
                 let size = btf.size_of(elem) as u64;
-                let span = i.span;
-                let scaled = mk(
-                    TExprKind::Binary(
-                        BinaryOp::Mul,
-                        Box::new(convert(i, &Type::U64)),
-                        Box::new(mk(TExprKind::Int(size), Type::U64, span)),
-                    ),
-                    Type::U64,
-                    span,
-                );
+                let scaled = scaled_index(i, size);
                 let sum = mk(
                     TExprKind::Binary(BinaryOp::Add, Box::new(addr), Box::new(scaled)),
                     Type::U64,

@@ -293,16 +293,7 @@ impl Analyzer<'_> {
                 let i = self.int_expr(&idx[0], cx, "a subscript")?;
                 let elem = *inner.clone();
                 let size = elem.size(self.options.strsize).max(1) as u64;
-                let ispan = i.span;
-                let off = mk(
-                    TExprKind::Binary(
-                        BinaryOp::Mul,
-                        Box::new(convert(i, &Type::U64)),
-                        Box::new(mk(TExprKind::Int(size), Type::U64, ispan)),
-                    ),
-                    Type::U64,
-                    ispan,
-                );
+                let off = scaled_index(i, size);
                 let ptr_ty = b.ty.clone();
                 let sum = mk(
                     TExprKind::Binary(
