@@ -420,48 +420,55 @@ pub enum ArgAccess {
     AttachCookie,
 }
 
-/// x86-64 `struct pt_regs` byte offsets (arch/x86/include/asm/ptrace.h), for [`ArgAccess`].
+/// x86-64 `struct pt_regs` byte offsets (arch/x86/include/asm/ptrace.h), for [`ArgAccess`]; the
+/// general-purpose registers come from probe-sema's one table ([`probe_sema::argspec::Reg::pt_regs_offset`]).
 pub mod pt_regs {
+    use probe_sema::argspec::Reg;
+
+    const fn of(r: Reg) -> i16 {
+        r.pt_regs_offset() as i16
+    }
+
     /// r15
-    pub const R15: i16 = 0;
+    pub const R15: i16 = of(Reg::R15);
     /// r14
-    pub const R14: i16 = 8;
+    pub const R14: i16 = of(Reg::R14);
     /// r13
-    pub const R13: i16 = 16;
+    pub const R13: i16 = of(Reg::R13);
     /// r12
-    pub const R12: i16 = 24;
+    pub const R12: i16 = of(Reg::R12);
     /// rbp
-    pub const BP: i16 = 32;
+    pub const BP: i16 = of(Reg::Rbp);
     /// rbx
-    pub const BX: i16 = 40;
+    pub const BX: i16 = of(Reg::Rbx);
     /// r11
-    pub const R11: i16 = 48;
+    pub const R11: i16 = of(Reg::R11);
     /// r10 (4th syscall argument)
-    pub const R10: i16 = 56;
+    pub const R10: i16 = of(Reg::R10);
     /// r9
-    pub const R9: i16 = 64;
+    pub const R9: i16 = of(Reg::R9);
     /// r8
-    pub const R8: i16 = 72;
+    pub const R8: i16 = of(Reg::R8);
     /// rax (return value)
-    pub const AX: i16 = 80;
+    pub const AX: i16 = of(Reg::Rax);
     /// rcx
-    pub const CX: i16 = 88;
+    pub const CX: i16 = of(Reg::Rcx);
     /// rdx
-    pub const DX: i16 = 96;
+    pub const DX: i16 = of(Reg::Rdx);
     /// rsi
-    pub const SI: i16 = 104;
+    pub const SI: i16 = of(Reg::Rsi);
     /// rdi
-    pub const DI: i16 = 112;
+    pub const DI: i16 = of(Reg::Rdi);
     /// orig_rax (system call number)
     pub const ORIG_AX: i16 = 120;
     /// rip
-    pub const IP: i16 = 128;
+    pub const IP: i16 = of(Reg::Rip);
     /// cs
     pub const CS: i16 = 136;
     /// eflags
     pub const FLAGS: i16 = 144;
     /// rsp
-    pub const SP: i16 = 152;
+    pub const SP: i16 = of(Reg::Rsp);
     /// ss
     pub const SS: i16 = 160;
 }
@@ -476,12 +483,33 @@ pub const SYSCALL_ARG_REGS: [i16; 6] = [
     pt_regs::R9,
 ];
 
-/// The x86-64 SysV function argument registers in order (uprobe arg0..arg5).
-pub const CALL_ARG_REGS: [i16; 6] = [
-    pt_regs::DI,
-    pt_regs::SI,
-    pt_regs::DX,
-    pt_regs::CX,
-    pt_regs::R8,
-    pt_regs::R9,
-];
+/// The x86-64 SysV function argument registers in order (uprobe arg0..arg5): probe-sema's
+/// [`Reg::ARGS`](probe_sema::argspec::Reg::ARGS) as offsets in `struct pt_regs`.
+pub const CALL_ARG_REGS: [i16; 6] = {
+    let mut out = [0; 6];
+    let mut i = 0;
+    while i < 6 {
+        out[i] = probe_sema::argspec::Reg::ARGS[i].pt_regs_offset() as i16;
+        i += 1;
+    }
+    out
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `struct pt_regs` of arch/x86/include/asm/ptrace.h: 21 8-byte fields in this order.
+    #[test]
+    fn pt_regs_offsets_follow_the_kernel_layout() {
+        use pt_regs::*;
+        let fields = [
+            R15, R14, R13, R12, BP, BX, R11, R10, R9, R8, AX, CX, DX, SI, DI, ORIG_AX, IP, CS,
+            FLAGS, SP, SS,
+        ];
+        for (i, off) in fields.into_iter().enumerate() {
+            assert_eq!(off, 8 * i as i16, "field {i}");
+        }
+        assert_eq!(CALL_ARG_REGS, [DI, SI, DX, CX, R8, R9]);
+    }
+}

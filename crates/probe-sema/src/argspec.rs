@@ -101,7 +101,7 @@ pub enum Reg {
 impl Reg {
     /// Byte offset of the register in the kernel's x86-64 `struct pt_regs`
     /// (`arch/x86/include/asm/ptrace.h`), the context of a uprobe BPF program.
-    pub fn pt_regs_offset(self) -> u16 {
+    pub const fn pt_regs_offset(self) -> u16 {
         match self {
             Reg::R15 => 0,
             Reg::R14 => 8,
