@@ -61,19 +61,22 @@ impl ProgGen<'_, '_> {
         m
     }
 
+    /// `execname` (the 16-byte `comm`, `bpf_get_current_comm`) into `cap` zeroed bytes at `off`.
+    fn execname(&mut self, off: u32, cap: u32) {
+        self.zero(off, cap);
+        let a = &mut self.asm;
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, 16.min(cap as i64));
+        a.call(helper::GET_CURRENT_COMM);
+    }
+
     /// Writes a string whose capacity `cap` (< strsize) came from [`str_cap`]: only the forms
     /// `str_cap` sizes below strsize reach here.
     pub(super) fn string_small(&mut self, e: &TExpr, off: u32, cap: u32) -> Res<()> {
         match &e.kind {
             TExprKind::Str(s) => self.string_lit(s.as_bytes(), off, cap),
-            TExprKind::Builtin(Builtin::Execname) => {
-                self.zero(off, cap);
-                let a = &mut self.asm;
-                a.mov(R1, R7);
-                a.alu_imm(Alu::Add, R1, off as i32);
-                a.mov_imm(R2, 16.min(cap as i64));
-                a.call(helper::GET_CURRENT_COMM);
-            }
+            TExprKind::Builtin(Builtin::Execname) => self.execname(off, cap),
             TExprKind::Ternary(c, t, f) => {
                 self.int(c)?;
                 let els = self.asm.label();
@@ -95,14 +98,7 @@ impl ProgGen<'_, '_> {
         let ss = self.strsize();
         match &e.kind {
             TExprKind::Str(s) => self.string_lit(s.as_bytes(), off, ss),
-            TExprKind::Builtin(Builtin::Execname) => {
-                self.zero(off, ss);
-                let a = &mut self.asm;
-                a.mov(R1, R7);
-                a.alu_imm(Alu::Add, R1, off as i32);
-                a.mov_imm(R2, 16.min(ss as i64));
-                a.call(helper::GET_CURRENT_COMM);
-            }
+            TExprKind::Builtin(Builtin::Execname) => self.execname(off, ss),
             TExprKind::Builtin(
                 b @ (Builtin::Probeprov
                 | Builtin::Probemod
