@@ -134,6 +134,15 @@ const QUANTIZE_BUCKETS: u32 = probe_format::agg::QUANTIZE_NBUCKETS as u32;
 /// The zero bucket's index.
 const QUANTIZE_ZERO: i64 = probe_format::agg::QUANTIZE_ZERO_BUCKET as i64;
 
+/// `R0 = bpf_map_lookup_elem(map, &SLOT_KEY)` (the CPU number or the 0 of a one-element array,
+/// stored there by the caller); the caller checks R0 for NULL.
+fn lookup_slot_key(a: &mut Asm, map: usize) {
+    a.ld_map(R1, map);
+    a.mov(R2, R10);
+    a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
+    a.call(helper::MAP_LOOKUP_ELEM);
+}
+
 /// The attach point a probe needs; clauses sharing one are compiled into one program.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum GroupKey {

@@ -56,10 +56,7 @@ impl ProgGen<'_, '_> {
         if desc.keys.is_empty() {
             self.asm.st_imm(Size::W, R10, SLOT_KEY, 0);
             let a = &mut self.asm;
-            a.ld_map(R1, map);
-            a.mov(R2, R10);
-            a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-            a.call(helper::MAP_LOOKUP_ELEM);
+            lookup_slot_key(a, map);
             a.jmp_imm(Cond::Eq, R0, 0, done);
             a.mov(R9, R0);
         } else {

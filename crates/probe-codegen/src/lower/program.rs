@@ -128,10 +128,7 @@ impl ProgGen<'_, '_> {
     /// fails (it cannot for an array map's key 0 or a CPU index, but the verifier needs the check).
     fn lookup_or_return(&mut self, map: usize, dst: Reg) {
         let a = &mut self.asm;
-        a.ld_map(R1, map);
-        a.mov(R2, R10);
-        a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-        a.call(helper::MAP_LOOKUP_ELEM);
+        lookup_slot_key(a, map);
         let ok = a.label();
         a.jmp_imm(Cond::Ne, R0, 0, ok);
         a.mov_imm(R0, 0);
@@ -295,10 +292,7 @@ impl ProgGen<'_, '_> {
     pub(super) fn stat_inc(&mut self, stat: Stat) {
         let a = &mut self.asm;
         a.st_imm(Size::W, R10, SLOT_KEY, stat as i32);
-        a.ld_map(R1, self.b.layout.stats);
-        a.mov(R2, R10);
-        a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-        a.call(helper::MAP_LOOKUP_ELEM);
+        lookup_slot_key(a, self.b.layout.stats);
         let skip = a.label();
         a.jmp_imm(Cond::Eq, R0, 0, skip);
         a.ldx(Size::DW, R1, R0, 0);

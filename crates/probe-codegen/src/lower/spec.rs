@@ -71,10 +71,7 @@ impl ProgGen<'_, '_> {
             let a = &mut self.asm;
             let next = a.label();
             a.st_imm(Size::W, R10, SLOT_KEY, id as i32);
-            a.ld_map(R1, map);
-            a.mov(R2, R10);
-            a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-            a.call(helper::MAP_LOOKUP_ELEM);
+            lookup_slot_key(a, map);
             a.jmp_imm(Cond::Eq, R0, 0, next);
             a.mov(R9, R0);
             a.ldx(Size::DW, R1, R9, 0);
@@ -120,10 +117,7 @@ impl ProgGen<'_, '_> {
         let a = &mut self.asm;
         a.bind(valid);
         a.stx(Size::W, R10, SLOT_KEY, R0);
-        a.ld_map(R1, map);
-        a.mov(R2, R10);
-        a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-        a.call(helper::MAP_LOOKUP_ELEM);
+        lookup_slot_key(a, map);
         a.jmp_imm(Cond::Eq, R0, 0, out);
         a.mov(R9, R0);
         a.ldx(Size::DW, R1, R9, 0);

@@ -116,10 +116,7 @@ impl ProgGen<'_, '_> {
                     a.ldx(Size::DW, R1, R10, SLOT_NR);
                     a.jmp_imm(Cond::Gt, R1, 511, done);
                     a.stx(Size::W, R10, SLOT_KEY, R1);
-                    a.ld_map(R1, m);
-                    a.mov(R2, R10);
-                    a.alu_imm(Alu::Add, R2, SLOT_KEY as i32);
-                    a.call(helper::MAP_LOOKUP_ELEM);
+                    lookup_slot_key(a, m);
                     a.jmp_imm(Cond::Eq, R0, 0, done);
                     a.mov(R9, R0);
                     let n = SYSNAME_LEN.min(ss - 8);
