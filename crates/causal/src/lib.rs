@@ -42,6 +42,7 @@ pub mod propagation;
 pub mod report;
 pub mod reporter;
 mod sys;
+mod text;
 pub mod thread;
 pub mod w3c;
 pub mod wire;
