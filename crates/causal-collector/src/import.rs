@@ -42,8 +42,8 @@ const CHUNK: usize = 20_000;
 /// an X-Trace export, anything else is tried as OTLP protobuf.
 ///
 /// # Errors
-/// [`ImportError::Read`], [`ImportError::Format`] (nothing usable in the file),
-/// [`ImportError::Store`].
+/// [`ImportError::Read`], [`ImportError::Otlp`], [`ImportError::NotJsonNorOtlp`],
+/// [`ImportError::Format`] (nothing usable in the file), [`ImportError::Store`].
 pub fn import_file(
     store: &mut Store,
     path: &Path,
@@ -53,52 +53,54 @@ pub fn import_file(
         path: path.to_path_buf(),
         source,
     })?;
-    let format_err = |reason: String| ImportError::Format {
-        path: path.to_path_buf(),
-        reason,
-    };
-    let (format, events, skipped, first_problem) =
-        match serde_json::from_slice::<serde_json::Value>(&bytes) {
-            Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
-                let req = otlp::decode_json(&bytes).map_err(|e| format_err(e.to_string()))?;
+    let (format, events, skipped, first_problem) = match serde_json::from_slice::<serde_json::Value>(
+        &bytes,
+    ) {
+        Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
+            let req = otlp::decode_json(&bytes).map_err(|source| ImportError::Otlp {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            let c = otlp::to_events(&req);
+            (
+                FileFormat::OtlpJson,
+                c.events,
+                c.rejected as usize,
+                c.first_error,
+            )
+        }
+        Ok(v) if xtrace::is_export(&v) => {
+            let x = xtrace::read_export(&v);
+            let first = x
+                .malformed
+                .first()
+                .map(|(i, why)| format!("report {i}: {why}"));
+            (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
+        }
+        Ok(_) => {
+            return Err(ImportError::Format {
+                path: path.to_path_buf(),
+                reason: "JSON, but neither an X-Trace task list with reports nor an OTLP request with resourceSpans",
+            });
+        }
+        Err(json_err) => match otlp::decode_protobuf(&bytes) {
+            Ok(req) if !req.resource_spans.is_empty() => {
                 let c = otlp::to_events(&req);
                 (
-                    FileFormat::OtlpJson,
+                    FileFormat::OtlpProtobuf,
                     c.events,
                     c.rejected as usize,
                     c.first_error,
                 )
             }
-            Ok(v) if xtrace::is_export(&v) => {
-                let x = xtrace::read_export(&v);
-                let first = x
-                    .malformed
-                    .first()
-                    .map(|(i, why)| format!("report {i}: {why}"));
-                (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
+            _ => {
+                return Err(ImportError::NotJsonNorOtlp {
+                    path: path.to_path_buf(),
+                    source: json_err,
+                });
             }
-            Ok(_) => {
-                return Err(format_err(
-                    "JSON, but neither a task list with reports nor resourceSpans".into(),
-                ));
-            }
-            Err(json_err) => match otlp::decode_protobuf(&bytes) {
-                Ok(req) if !req.resource_spans.is_empty() => {
-                    let c = otlp::to_events(&req);
-                    (
-                        FileFormat::OtlpProtobuf,
-                        c.events,
-                        c.rejected as usize,
-                        c.first_error,
-                    )
-                }
-                _ => {
-                    return Err(format_err(format!(
-                        "not JSON ({json_err}) and not an OTLP protobuf request"
-                    )));
-                }
-            },
-        };
+        },
+    };
     let mut tasks = std::collections::HashSet::new();
     for e in &events {
         tasks.insert(e.task.as_str());

@@ -50,7 +50,7 @@ pub enum ReportError {
     #[error("report has no X-Trace metadata")]
     MissingMetadata,
     /// The `X-Trace` value does not parse.
-    #[error("report X-Trace metadata {value:?}: {source}")]
+    #[error("reading report X-Trace metadata {value:?}")]
     BadMetadata {
         /// The value.
         value: String,
@@ -58,7 +58,7 @@ pub enum ReportError {
         source: MetadataError,
     },
     /// An `Edge` value does not parse as an OpId.
-    #[error("report Edge {value:?}: {source}")]
+    #[error("reading report Edge {value:?}")]
     BadEdge {
         /// The value.
         value: String,

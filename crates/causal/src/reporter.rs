@@ -87,8 +87,8 @@ pub enum ConfigError {
     #[error("the causal reporter is already running (init must come before the first event)")]
     AlreadyInitialized,
     /// The reporter thread could not be spawned.
-    #[error("spawning the causal reporter thread: {0}")]
-    Spawn(std::io::Error),
+    #[error("spawning the causal reporter thread")]
+    Spawn(#[source] std::io::Error),
 }
 
 impl Sink {
