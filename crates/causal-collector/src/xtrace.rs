@@ -136,7 +136,7 @@ fn report_of_json(r: &Value) -> Result<Report, String> {
     }
     // X-Trace first so that a report's metadata is read before anything that depends on it.
     pairs.sort_by_key(|(k, _)| *k != "X-Trace");
-    Report::from_pairs(pairs).map_err(|e| e.to_string())
+    Report::from_pairs(pairs).map_err(|e| crate::error::error_chain(&e))
 }
 
 fn scalar(v: &Value) -> String {
