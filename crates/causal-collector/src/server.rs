@@ -280,11 +280,7 @@ impl Collector {
         if let Some(addr) = config.xtrace_tcp {
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "X-Trace TCP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("X-Trace TCP", addr))?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
             tasks.spawn(tcp_accept(
                 l,
@@ -298,11 +294,7 @@ impl Collector {
         if let Some(addr) = config.xtrace_udp {
             let s = UdpSocket::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "X-Trace UDP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("X-Trace UDP", addr))?;
             enlarge_udp_receive_buffer(&s, config.udp_recv_buffer);
             enable_drop_counter(&s);
             addrs.xtrace_udp = Some(s.local_addr().unwrap_or(addr));
@@ -317,11 +309,7 @@ impl Collector {
         if let Some(addr) = config.otlp_http {
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "OTLP/HTTP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("OTLP/HTTP", addr))?;
             addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
             let app = axum::Router::new()
                 .route("/v1/traces", axum::routing::post(otlp_traces))
@@ -393,6 +381,14 @@ impl Collector {
             .map_err(|_| CollectorError::WriterPanicked)?;
         Ok(stats.snapshot())
     }
+}
+
+/// The error of binding the listener `what` on `addr`.
+fn bind_error(
+    what: &'static str,
+    addr: SocketAddr,
+) -> impl FnOnce(std::io::Error) -> CollectorError {
+    move |source| CollectorError::Bind { what, addr, source }
 }
 
 fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {

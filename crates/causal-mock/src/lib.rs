@@ -273,15 +273,7 @@ impl ExpectedEvent {
             return false;
         }
         if let Some(want) = &self.parents {
-            let mut got: Vec<String> = r
-                .parents()
-                .map(|p| {
-                    labels
-                        .get(&p)
-                        .cloned()
-                        .unwrap_or_else(|| format!("<unknown {p}>"))
-                })
-                .collect();
+            let mut got = parent_labels(r, labels);
             let mut want = want.clone();
             got.sort();
             want.sort();
@@ -365,18 +357,22 @@ impl TaskExpectation {
     }
 }
 
+/// The labels of `r`'s parents (`<unknown OPID>` for a parent not among the task's reports).
+fn parent_labels(r: &Report, labels: &HashMap<OpId, String>) -> Vec<String> {
+    r.parents()
+        .map(|p| {
+            labels
+                .get(&p)
+                .cloned()
+                .unwrap_or_else(|| format!("<unknown {p}>"))
+        })
+        .collect()
+}
+
 fn listing(reports: &[Report], labels: &HashMap<OpId, String>) -> String {
     let mut s = String::new();
     for r in reports {
-        let parents: Vec<String> = r
-            .parents()
-            .map(|p| {
-                labels
-                    .get(&p)
-                    .cloned()
-                    .unwrap_or_else(|| format!("<unknown {p}>"))
-            })
-            .collect();
+        let parents = parent_labels(r, labels);
         let _ = writeln!(
             s,
             "  {:?} agent={:?} pid={:?} parents={parents:?} fields={:?}",

@@ -395,30 +395,15 @@ impl Report {
             let b = c.take(width as usize, "edge")?;
             r.edges.push(OpId::from_bytes(b).expect("width checked"));
         }
-        if has(6) {
-            r.timestamp_ns = Some(c.u64("Timestamp")?);
-        }
-        if has(7) {
-            r.hrt_ns = Some(c.u64("HRT")?);
-        }
-        if has(4) {
-            r.thread_id = Some(c.u64("ThreadID")?);
-        }
-        if has(0) {
-            r.agent = Some(c.string("Agent")?);
-        }
-        if has(1) {
-            r.label = Some(c.string("Label")?);
-        }
-        if has(2) {
-            r.host = Some(c.string("Host")?);
-        }
-        if has(3) {
-            r.process_id = Some(c.string("ProcessID")?);
-        }
-        if has(5) {
-            r.thread_name = Some(c.string("ThreadName")?);
-        }
+        // In the order of the layout (`docs/causal-wire.md`); the bit is each field's in `present`.
+        r.timestamp_ns = has(6).then(|| c.u64("Timestamp")).transpose()?;
+        r.hrt_ns = has(7).then(|| c.u64("HRT")).transpose()?;
+        r.thread_id = has(4).then(|| c.u64("ThreadID")).transpose()?;
+        r.agent = has(0).then(|| c.string("Agent")).transpose()?;
+        r.label = has(1).then(|| c.string("Label")).transpose()?;
+        r.host = has(2).then(|| c.string("Host")).transpose()?;
+        r.process_id = has(3).then(|| c.string("ProcessID")).transpose()?;
+        r.thread_name = has(5).then(|| c.string("ThreadName")).transpose()?;
         let n = c.varint("field count")?;
         for _ in 0..n {
             let k = c.string("field key")?;
