@@ -53,54 +53,53 @@ pub fn import_file(
         path: path.to_path_buf(),
         source,
     })?;
-    let (format, events, skipped, first_problem) = match serde_json::from_slice::<serde_json::Value>(
-        &bytes,
-    ) {
-        Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
-            let req = otlp::decode_json(&bytes).map_err(|source| ImportError::Otlp {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            let c = otlp::to_events(&req);
-            (
-                FileFormat::OtlpJson,
-                c.events,
-                c.rejected as usize,
-                c.first_error,
-            )
-        }
-        Ok(v) if xtrace::is_export(&v) => {
-            let x = xtrace::read_export(&v);
-            let first = x
-                .malformed
-                .first()
-                .map(|(i, why)| format!("report {i}: {why}"));
-            (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
-        }
-        Ok(_) => {
-            return Err(ImportError::Format {
-                path: path.to_path_buf(),
-                reason: "JSON, but neither an X-Trace task list with reports nor an OTLP request with resourceSpans",
-            });
-        }
-        Err(json_err) => match otlp::decode_protobuf(&bytes) {
-            Ok(req) if !req.resource_spans.is_empty() => {
+    let (format, events, skipped, first_problem) =
+        match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
+                let req = otlp::decode_json(&bytes).map_err(|source| ImportError::Otlp {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 let c = otlp::to_events(&req);
                 (
-                    FileFormat::OtlpProtobuf,
+                    FileFormat::OtlpJson,
                     c.events,
                     c.rejected as usize,
                     c.first_error,
                 )
             }
-            _ => {
-                return Err(ImportError::NotJsonNorOtlp {
+            Ok(v) if xtrace::is_export(&v) => {
+                let x = xtrace::read_export(&v);
+                let first = x
+                    .malformed
+                    .first()
+                    .map(|(i, why)| format!("report {i}: {why}"));
+                (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
+            }
+            Ok(_) => {
+                return Err(ImportError::Format {
                     path: path.to_path_buf(),
-                    source: json_err,
+                    reason: "JSON, but neither a task list with reports nor resourceSpans",
                 });
             }
-        },
-    };
+            Err(json_err) => match otlp::decode_protobuf(&bytes) {
+                Ok(req) if !req.resource_spans.is_empty() => {
+                    let c = otlp::to_events(&req);
+                    (
+                        FileFormat::OtlpProtobuf,
+                        c.events,
+                        c.rejected as usize,
+                        c.first_error,
+                    )
+                }
+                _ => {
+                    return Err(ImportError::NotJsonNorOtlp {
+                        path: path.to_path_buf(),
+                        source: json_err,
+                    });
+                }
+            },
+        };
     let mut tasks = std::collections::HashSet::new();
     for e in &events {
         tasks.insert(e.task.as_str());
