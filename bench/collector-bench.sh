@@ -14,7 +14,7 @@
 # VmHWM. Two sizes are run: if memory is bounded, the peak does not grow with the event count.
 # Side by side, "baseline" inserts the same events straight into a store (no network, no
 # decoding): the ceiling of the store itself; the ratio shows what ingest costs on top.
-# The "decode" line times the text decoder alone, both ways side by side (see collector_bench.rs).
+# The "decode" line times the text decoder alone, and the parse within it (see collector_bench.rs).
 # Target (issue 6): >= 200,000 events/s with bounded memory, on this 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,8 +80,8 @@ run "$EVENTS"
 run $((EVENTS * 2))
 "$GEN" baseline "$WORK/baseline.db" "$EVENTS" | tee "$WORK/baseline"
 "$GEN" analyze "$WORK/run-$((EVENTS * 2)).db"
-# The text decoder alone: the collector's direct text -> event path vs decoding through
-# causal::Report (what it did before; still what it falls back to), on the same reports.
+# The text decoder alone: the collector's decode_payload (causal::Report::decode, then the
+# conversion to an event) and Report::decode alone, on the same reports.
 "$GEN" decode 300000
 
 read -r _ a1 b1 _ _ w1 p1 <"$WORK/fig-$EVENTS"

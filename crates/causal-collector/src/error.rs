@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Opening or creating the database file failed.
-    #[error("opening store {path}: {source}")]
+    #[error("opening store {path}")]
     Open {
         /// The database file.
         path: PathBuf,
@@ -25,7 +25,7 @@ pub enum StoreError {
         expected: u32,
     },
     /// A statement failed.
-    #[error("store: {what}: {source}")]
+    #[error("store: {what}")]
     Sql {
         /// What the statement was doing.
         what: &'static str,
@@ -50,38 +50,74 @@ pub enum StoreError {
     },
 }
 
-/// Errors decoding an OTLP request.
+/// Errors decoding an OTLP request (OTLP specification, "OTLP/HTTP").
 #[derive(Debug, thiserror::Error)]
 pub enum OtlpError {
     /// The body is not an `ExportTraceServiceRequest` in protobuf.
-    #[error("invalid OTLP protobuf body: {0}")]
-    Protobuf(String),
-    /// The body is not an `ExportTraceServiceRequest` in OTLP/JSON.
-    #[error("invalid OTLP/JSON body: {0}")]
-    Json(String),
-    /// The gzip body did not decompress, or decompressed beyond the limit.
-    #[error("invalid gzip body: {0}")]
-    Gzip(String),
+    #[error("decoding the OTLP protobuf body")]
+    Protobuf(#[source] prost::DecodeError),
+    /// The body is not JSON.
+    #[error("decoding the OTLP/JSON body")]
+    Json(#[source] serde_json::Error),
+    /// The body is JSON but not an object (an `ExportTraceServiceRequest` is one).
+    #[error("decoding the OTLP/JSON body: the body is not a JSON object")]
+    NotAnObject,
+    /// A 64-bit integer field (proto3 JSON writes them as numbers or decimal strings) with a
+    /// value that is neither, or out of range.
+    #[error("decoding the OTLP/JSON body: {field} is {value}, not {expected}")]
+    Integer {
+        /// The field (`startTimeUnixNano`, `intValue`, ...).
+        field: &'static str,
+        /// The value as JSON text.
+        value: String,
+        /// What it must be (`a u64`, `an i64`).
+        expected: &'static str,
+    },
+    /// The gzip body did not decompress.
+    #[error("decompressing the gzip body")]
+    Gzip(#[source] std::io::Error),
+    /// The gzip body decompresses to more than the collector takes.
+    #[error("decompressing the gzip body: it decompresses beyond {limit} bytes")]
+    GzipTooLarge {
+        /// The limit, bytes.
+        limit: u64,
+    },
 }
 
 /// Errors importing files.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// Reading the file failed.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is neither an X-Trace JSON export nor OTLP (JSON or protobuf).
-    #[error("{path}: not an X-Trace JSON export nor an OTLP traces request: {reason}")]
+    /// The file is JSON, but neither an X-Trace JSON export nor an OTLP/JSON request.
+    #[error("importing {path}: {reason}")]
     Format {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        reason: &'static str,
+    },
+    /// The file is OTLP/JSON (it has `resourceSpans`) but does not decode.
+    #[error("importing {path} as an OTLP/JSON traces request")]
+    Otlp {
+        /// The file.
+        path: PathBuf,
+        /// Why it does not decode.
+        source: OtlpError,
+    },
+    /// The file is neither JSON nor an OTLP protobuf traces request.
+    #[error("importing {path}: neither JSON nor an OTLP protobuf traces request")]
+    NotJsonNorOtlp {
+        /// The file.
+        path: PathBuf,
+        /// Why it is not JSON.
+        source: serde_json::Error,
     },
     /// Storing failed.
     #[error(transparent)]
@@ -92,7 +128,7 @@ pub enum ImportError {
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
     /// Binding a listening socket failed.
-    #[error("binding {what} on {addr}: {source}")]
+    #[error("binding {what} on {addr}")]
     Bind {
         /// Which listener (`X-Trace TCP`, `X-Trace UDP`, `OTLP/HTTP`).
         what: &'static str,
@@ -104,7 +140,26 @@ pub enum CollectorError {
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The writer thread could not be started or panicked.
-    #[error("store writer thread: {0}")]
-    Writer(String),
+    /// The store writer thread could not be started.
+    #[error("starting the store writer thread")]
+    SpawnWriter(#[source] std::io::Error),
+    /// Waiting for the store writer thread at shutdown failed.
+    #[error("waiting for the store writer thread")]
+    JoinWriter(#[source] tokio::task::JoinError),
+    /// The store writer thread panicked.
+    #[error("the store writer thread panicked")]
+    WriterPanicked,
+}
+
+/// The text of `error` followed by each of its sources, joined with `": "`: what a reply or a
+/// log line shows (the messages of this crate's errors leave their cause to the source).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        out.push_str(": ");
+        out.push_str(&e.to_string());
+        cause = e.source();
+    }
+    out
 }

@@ -42,8 +42,8 @@ const CHUNK: usize = 20_000;
 /// an X-Trace export, anything else is tried as OTLP protobuf.
 ///
 /// # Errors
-/// [`ImportError::Read`], [`ImportError::Format`] (nothing usable in the file),
-/// [`ImportError::Store`].
+/// [`ImportError::Read`], [`ImportError::Otlp`], [`ImportError::NotJsonNorOtlp`],
+/// [`ImportError::Format`] (nothing usable in the file), [`ImportError::Store`].
 pub fn import_file(
     store: &mut Store,
     path: &Path,
@@ -53,14 +53,13 @@ pub fn import_file(
         path: path.to_path_buf(),
         source,
     })?;
-    let format_err = |reason: String| ImportError::Format {
-        path: path.to_path_buf(),
-        reason,
-    };
     let (format, events, skipped, first_problem) =
         match serde_json::from_slice::<serde_json::Value>(&bytes) {
             Ok(v) if v.get("resourceSpans").is_some() || v.get("resource_spans").is_some() => {
-                let req = otlp::decode_json(&bytes).map_err(|e| format_err(e.to_string()))?;
+                let req = otlp::decode_json(&bytes).map_err(|source| ImportError::Otlp {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
                 let c = otlp::to_events(&req);
                 (
                     FileFormat::OtlpJson,
@@ -78,9 +77,10 @@ pub fn import_file(
                 (FileFormat::XTraceJson, x.events, x.malformed.len(), first)
             }
             Ok(_) => {
-                return Err(format_err(
-                    "JSON, but neither a task list with reports nor resourceSpans".into(),
-                ));
+                return Err(ImportError::Format {
+                    path: path.to_path_buf(),
+                    reason: "JSON, but neither a task list with reports nor resourceSpans",
+                });
             }
             Err(json_err) => match otlp::decode_protobuf(&bytes) {
                 Ok(req) if !req.resource_spans.is_empty() => {
@@ -93,9 +93,10 @@ pub fn import_file(
                     )
                 }
                 _ => {
-                    return Err(format_err(format!(
-                        "not JSON ({json_err}) and not an OTLP protobuf request"
-                    )));
+                    return Err(ImportError::NotJsonNorOtlp {
+                        path: path.to_path_buf(),
+                        source: json_err,
+                    });
                 }
             },
         };

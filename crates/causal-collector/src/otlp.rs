@@ -284,8 +284,7 @@ fn hex_upper(b: &[u8]) -> String {
 /// # Errors
 /// [`OtlpError::Protobuf`] when the bytes are not that message.
 pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> {
-    <ExportTraceServiceRequest as prost::Message>::decode(body)
-        .map_err(|e| OtlpError::Protobuf(e.to_string()))
+    <ExportTraceServiceRequest as prost::Message>::decode(body).map_err(OtlpError::Protobuf)
 }
 
 // ---- OTLP/JSON ----
@@ -311,36 +310,33 @@ fn string(o: &Value, camel: &str, snake: &str) -> String {
 }
 
 /// A 64-bit integer given as a JSON number or a decimal string.
-fn u64_of(v: Option<&Value>, what: &'static str) -> Result<u64, OtlpError> {
-    match v {
-        None => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not a u64"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not a u64"))),
-        Some(other) => Err(OtlpError::Json(format!(
-            "{what}: expected a number or string, found {other}"
-        ))),
-    }
+fn u64_of(v: Option<&Value>, field: &'static str) -> Result<u64, OtlpError> {
+    int_of(v, field, "a u64", Value::as_u64)
 }
 
-fn i64_of(v: Option<&Value>, what: &'static str) -> Result<i64, OtlpError> {
-    match v {
-        None => Ok(0),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .ok_or_else(|| OtlpError::Json(format!("{what}: {n} is not an i64"))),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map_err(|_| OtlpError::Json(format!("{what}: {s:?} is not an i64"))),
-        Some(other) => Err(OtlpError::Json(format!(
-            "{what}: expected a number or string, found {other}"
-        ))),
-    }
+/// A 64-bit signed integer given as a JSON number or a decimal string.
+fn i64_of(v: Option<&Value>, field: &'static str) -> Result<i64, OtlpError> {
+    int_of(v, field, "an i64", Value::as_i64)
+}
+
+/// `u64_of` and `i64_of`: absent is 0; a number is read by `of_number`, a string parsed.
+fn int_of<T: std::str::FromStr + Default>(
+    v: Option<&Value>,
+    field: &'static str,
+    expected: &'static str,
+    of_number: fn(&Value) -> Option<T>,
+) -> Result<T, OtlpError> {
+    let parsed = match v {
+        None => return Ok(T::default()),
+        Some(n @ Value::Number(_)) => of_number(n),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(_) => None,
+    };
+    parsed.ok_or_else(|| OtlpError::Integer {
+        field,
+        value: v.map(Value::to_string).unwrap_or_default(),
+        expected,
+    })
 }
 
 /// An id given as hex (either case). Text that is not hex decodes to no bytes, which makes the
@@ -428,13 +424,13 @@ const STATUS_CODES: &[&str] = &["STATUS_CODE_UNSET", "STATUS_CODE_OK", "STATUS_C
 /// Decodes an `ExportTraceServiceRequest` in OTLP/JSON.
 ///
 /// # Errors
-/// [`OtlpError::Json`] when the text is not JSON, or a 64-bit field is neither a number nor a
-/// decimal string. Ids that are not hex do not fail the request: their spans are rejected by
+/// [`OtlpError::Json`] when the text is not JSON, [`OtlpError::NotAnObject`],
+/// [`OtlpError::Integer`] when a 64-bit field is neither a number nor a decimal string in range. Ids that are not hex do not fail the request: their spans are rejected by
 /// [`to_events`].
 pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| OtlpError::Json(e.to_string()))?;
+    let v: Value = serde_json::from_slice(body).map_err(OtlpError::Json)?;
     if !v.is_object() {
-        return Err(OtlpError::Json("the body is not a JSON object".into()));
+        return Err(OtlpError::NotAnObject);
     }
     let mut req = ExportTraceServiceRequest::default();
     for rs in arr(&v, "resourceSpans", "resource_spans") {
@@ -782,9 +778,29 @@ mod tests {
     #[test]
     fn bad_64_bit_integer_fails_the_request() {
         let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"01","startTimeUnixNano":"12x"}]}]}]}"#;
-        assert!(matches!(decode_json(body), Err(OtlpError::Json(m)) if m.contains("12x")));
-        assert!(decode_json(b"[1]").is_err());
-        assert!(decode_json(b"{").is_err());
+        match decode_json(body) {
+            Err(OtlpError::Integer {
+                field: "startTimeUnixNano",
+                value,
+                expected: "a u64",
+            }) => assert_eq!(value, r#""12x""#),
+            other => panic!("{other:?}"),
+        }
+        let negative =
+            br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"endTimeUnixNano":-5}]}]}]}"#;
+        assert!(matches!(
+            decode_json(negative),
+            Err(OtlpError::Integer { field: "endTimeUnixNano", value, .. }) if value == "-5"
+        ));
+        assert!(matches!(decode_json(b"[1]"), Err(OtlpError::NotAnObject)));
+        let e = decode_json(b"{").unwrap_err();
+        assert!(matches!(e, OtlpError::Json(_)));
+        // The cause is the source, not repeated in the message.
+        assert_eq!(e.to_string(), "decoding the OTLP/JSON body");
+        assert_eq!(
+            crate::error::error_chain(&e),
+            "decoding the OTLP/JSON body: EOF while parsing an object at line 1 column 1"
+        );
     }
 
     #[test]

@@ -54,7 +54,7 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use crate::error::{CollectorError, OtlpError};
+use crate::error::{CollectorError, OtlpError, error_chain};
 use crate::otlp;
 use crate::store::Store;
 use crate::xtrace;
@@ -267,7 +267,7 @@ impl Collector {
     ///
     /// # Errors
     /// [`CollectorError::Store`] when the store cannot be opened, [`CollectorError::Bind`] when a
-    /// listener cannot be bound, [`CollectorError::Writer`] when the writer thread cannot start.
+    /// listener cannot be bound, [`CollectorError::SpawnWriter`] when the writer thread cannot start.
     pub async fn start(config: Config) -> Result<Collector, CollectorError> {
         let store = Store::open(&config.db)?;
         let stats = Arc::new(Stats::default());
@@ -280,11 +280,7 @@ impl Collector {
         if let Some(addr) = config.xtrace_tcp {
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "X-Trace TCP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("X-Trace TCP", addr))?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
             tasks.spawn(tcp_accept(
                 l,
@@ -298,11 +294,7 @@ impl Collector {
         if let Some(addr) = config.xtrace_udp {
             let s = UdpSocket::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "X-Trace UDP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("X-Trace UDP", addr))?;
             enlarge_udp_receive_buffer(&s, config.udp_recv_buffer);
             enable_drop_counter(&s);
             addrs.xtrace_udp = Some(s.local_addr().unwrap_or(addr));
@@ -317,11 +309,7 @@ impl Collector {
         if let Some(addr) = config.otlp_http {
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(|source| CollectorError::Bind {
-                    what: "OTLP/HTTP",
-                    addr,
-                    source,
-                })?;
+                .map_err(bind_error("OTLP/HTTP", addr))?;
             addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
             let app = axum::Router::new()
                 .route("/v1/traces", axum::routing::post(otlp_traces))
@@ -348,7 +336,7 @@ impl Collector {
         let writer = std::thread::Builder::new()
             .name("sightline-store".into())
             .spawn(move || writer_loop(store, rx, wstats))
-            .map_err(|e| CollectorError::Writer(e.to_string()))?;
+            .map_err(CollectorError::SpawnWriter)?;
         Ok(Collector {
             addrs,
             stats,
@@ -373,7 +361,8 @@ impl Collector {
     /// the final counters.
     ///
     /// # Errors
-    /// [`CollectorError::Writer`] when the writer thread panicked.
+    /// [`CollectorError::JoinWriter`], [`CollectorError::WriterPanicked`] when the writer thread
+    /// panicked.
     pub async fn shutdown(self) -> Result<StatsSnapshot, CollectorError> {
         let Collector {
             stats,
@@ -388,10 +377,18 @@ impl Collector {
         drop(tx);
         tokio::task::spawn_blocking(move || writer.join())
             .await
-            .map_err(|e| CollectorError::Writer(e.to_string()))?
-            .map_err(|_| CollectorError::Writer("the writer thread panicked".into()))?;
+            .map_err(CollectorError::JoinWriter)?
+            .map_err(|_| CollectorError::WriterPanicked)?;
         Ok(stats.snapshot())
     }
+}
+
+/// The error of binding the listener `what` on `addr`.
+fn bind_error(
+    what: &'static str,
+    addr: SocketAddr,
+) -> impl FnOnce(std::io::Error) -> CollectorError {
+    move |source| CollectorError::Bind { what, addr, source }
 }
 
 fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {
@@ -399,7 +396,10 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
     let _checkpointer = match store.start_checkpointer() {
         Ok(c) => Some(c),
         Err(e) => {
-            tracing::warn!("store checkpoints stay on the writer thread: {e}");
+            tracing::warn!(
+                "store checkpoints stay on the writer thread: {}",
+                error_chain(&e)
+            );
             None
         }
     };
@@ -434,7 +434,7 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
         let mut result = store.insert(&events, now_ns());
         if let Err(e) = &result {
             // One retry: a busy database (another writer, e.g. `sightline import`) usually clears.
-            tracing::warn!("store write failed, retrying once: {e}");
+            tracing::warn!("store write failed, retrying once: {}", error_chain(e));
             std::thread::sleep(std::time::Duration::from_millis(200));
             result = store.insert(&events, now_ns());
         }
@@ -446,8 +446,9 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
             }
             Err(e) => {
                 bump(&stats.events_lost, n);
+                let e = error_chain(&e);
                 tracing::error!("store write failed; {n} events lost: {e}");
-                Err(e.to_string())
+                Err(e)
             }
         };
         for a in acks {
@@ -598,7 +599,10 @@ async fn tcp_conn(
                         Err(e) => {
                             let n = bump(&stats.xtrace_malformed, 1);
                             if worth_logging(n) {
-                                tracing::warn!("X-Trace TCP {peer}: malformed report (#{n}): {e}");
+                                tracing::warn!(
+                                    "X-Trace TCP {peer}: malformed report (#{n}): {}",
+                                    error_chain(&e)
+                                );
                             }
                         }
                     }
@@ -611,7 +615,10 @@ async fn tcp_conn(
                 Err(e) => {
                     let n = bump(&stats.xtrace_malformed, 1);
                     if worth_logging(n) {
-                        tracing::warn!("X-Trace TCP {peer}: closing the connection (#{n}): {e}");
+                        tracing::warn!(
+                            "X-Trace TCP {peer}: closing the connection (#{n}): {}",
+                            error_chain(&e)
+                        );
                     }
                     break 'conn;
                 }
@@ -729,7 +736,10 @@ async fn udp_loop(
                 Err(e) => {
                     let c = bump(&stats.xtrace_malformed, 1);
                     if worth_logging(c) {
-                        tracing::warn!("X-Trace UDP {peer}: malformed report (#{c}): {e}");
+                        tracing::warn!(
+                            "X-Trace UDP {peer}: malformed report (#{c}): {}",
+                            error_chain(&e)
+                        );
                     }
                 }
             }
@@ -944,12 +954,11 @@ fn error_reply(enc: Encoding, status: StatusCode, code: i32, message: String) ->
 fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
     let mut out = Vec::new();
     let mut d = flate2::read::GzDecoder::new(body).take(MAX_GZIP_EXPANSION + 1);
-    d.read_to_end(&mut out)
-        .map_err(|e| OtlpError::Gzip(e.to_string()))?;
+    d.read_to_end(&mut out).map_err(OtlpError::Gzip)?;
     if out.len() as u64 > MAX_GZIP_EXPANSION {
-        return Err(OtlpError::Gzip(format!(
-            "decompresses beyond {MAX_GZIP_EXPANSION} bytes"
-        )));
+        return Err(OtlpError::GzipTooLarge {
+            limit: MAX_GZIP_EXPANSION,
+        });
     }
     Ok(out)
 }
@@ -1031,7 +1040,7 @@ async fn otlp_traces(
             Ok(b) => b.into(),
             Err(e) => {
                 bump(&st.stats.otlp_bad_requests, 1);
-                return error_reply(enc, StatusCode::BAD_REQUEST, 3, e.to_string());
+                return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
             }
         },
         other => {
@@ -1053,9 +1062,9 @@ async fn otlp_traces(
         Err(e) => {
             let c = bump(&st.stats.otlp_bad_requests, 1);
             if worth_logging(c) {
-                tracing::warn!("OTLP/HTTP request #{n}: {e}");
+                tracing::warn!("OTLP/HTTP request #{n}: {}", error_chain(&e));
             }
-            return error_reply(enc, StatusCode::BAD_REQUEST, 3, e.to_string());
+            return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
         }
     };
     let conv = otlp::to_events(&req);

@@ -21,6 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::{Context as _, anyhow};
 use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -55,7 +56,7 @@ fn main() {
             match demo() {
                 Ok(()) => {}
                 Err(e) => {
-                    eprintln!("demo: {e}");
+                    eprintln!("causal-example demo: {e:#}");
                     std::process::exit(1);
                 }
             }
@@ -152,7 +153,7 @@ fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
                         propagation::inject(&ctx, &mut out);
                         (http::StatusCode::OK, out, answer).into_response()
                     }
-                    Ok(Err(e)) => (http::StatusCode::BAD_GATEWAY, e).into_response(),
+                    Ok(Err(e)) => (http::StatusCode::BAD_GATEWAY, format!("{e:#}")).into_response(),
                     Err(e) => {
                         (http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
                     }
@@ -163,7 +164,7 @@ fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
 }
 
 /// Calls both back ends in parallel (one thread each) and joins their answers.
-fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> Result<(String, Context), String> {
+fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> anyhow::Result<(String, Context)> {
     match ctx {
         Some(c) => {
             causal::set_current(Some(c));
@@ -184,31 +185,34 @@ fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> Result<(String, Context), 
         // Joining the thread joins its last event into this thread's context.
         answers.push(
             c.join()
-                .map_err(|_| "a call thread panicked".to_string())??,
+                .map_err(|_| anyhow!("a back-end call thread panicked"))??,
         );
     }
     causal::event("join answers")
         .kv("answers", answers.len())
         .report();
-    let ctx = causal::take_current().ok_or("no context after join")?;
+    let ctx = causal::take_current().context("taking the context after the join")?;
     Ok((answers.join(","), ctx))
 }
 
 /// One back-end call: report, send with the context's headers, join the answer's context.
-fn call(name: &'static str, url: &str) -> Result<String, String> {
+fn call(name: &'static str, url: &str) -> anyhow::Result<String> {
     causal::event("call backend").kv("backend", name).report();
     // Client side, two lines: the request carries the context ...
     let mut req = ureq::get(&format!("{url}/work"));
-    propagation::inject_current(req.headers_mut().ok_or("request builder")?);
-    let mut resp = req.call().map_err(|e| format!("GET {url}/work: {e}"))?;
+    propagation::inject_current(
+        req.headers_mut()
+            .with_context(|| format!("building GET {url}/work"))?,
+    );
+    let mut resp = req.call().with_context(|| format!("GET {url}/work"))?;
     // ... and the response's context is joined, so the next event follows the back end's last.
-    let mut cur = causal::take_current().ok_or("no context")?;
+    let mut cur = causal::take_current().context("taking the context after the call")?;
     propagation::join_response(&mut cur, resp.headers());
     causal::set_current(Some(cur));
     let body = resp
         .body_mut()
         .read_to_string()
-        .map_err(|e| e.to_string())?;
+        .with_context(|| format!("reading the answer of GET {url}/work"))?;
     causal::event("backend answered")
         .kv("backend", name)
         .kv("answer", body.clone())
@@ -223,21 +227,21 @@ struct Server {
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Result<Server, String> {
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    fn start(args: &[&str]) -> anyhow::Result<Server> {
+        let exe = std::env::current_exe().context("finding this program's path")?;
         let mut child = Command::new(exe)
             .args(args)
             .stdout(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("spawn {args:?}: {e}"))?;
+            .with_context(|| format!("starting server {args:?}"))?;
         let mut line = String::new();
-        BufReader::new(child.stdout.take().ok_or("stdout")?)
+        BufReader::new(child.stdout.take().context("taking the server's stdout")?)
             .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
+            .with_context(|| format!("reading the address of server {args:?}"))?;
         let addr = line
             .trim()
             .strip_prefix("listening on ")
-            .ok_or_else(|| format!("{args:?} said {line:?}"))?;
+            .with_context(|| format!("starting server {args:?}: it said {line:?}"))?;
         Ok(Server {
             child,
             url: format!("http://{addr}"),
@@ -245,14 +249,18 @@ impl Server {
     }
 
     /// Asks the server to exit cleanly and waits for it.
-    fn stop(mut self) -> Result<(), String> {
+    fn stop(mut self) -> anyhow::Result<()> {
         let _ = ureq::get(&format!("{}/shutdown", self.url)).call();
-        let status = self.child.wait().map_err(|e| e.to_string())?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("{} exited with {status}", self.url))
-        }
+        let status = self
+            .child
+            .wait()
+            .with_context(|| format!("waiting for server {}", self.url))?;
+        anyhow::ensure!(
+            status.success(),
+            "stopping server {}: it exited with {status}",
+            self.url
+        );
+        Ok(())
     }
 }
 
@@ -266,16 +274,21 @@ impl Drop for Server {
     }
 }
 
-fn demo() -> Result<(), String> {
+fn demo() -> anyhow::Result<()> {
     let a = Server::start(&["backend", "a", "30"])?;
     let b = Server::start(&["backend", "b", "60"])?;
     let front = Server::start(&["frontend", &a.url, &b.url])?;
     let ctx = causal::start_task("client request", [("path", "/request".into())]);
     let mut req = ureq::get(&format!("{}/request", front.url));
-    propagation::inject_current(req.headers_mut().ok_or("request builder")?);
+    propagation::inject_current(
+        req.headers_mut()
+            .context("building GET /request of the front end")?,
+    );
     let sent_traceparent = ctx.traceparent().map(|t| t.to_string()).unwrap_or_default();
-    let mut resp = req.call().map_err(|e| format!("GET /request: {e}"))?;
-    let mut cur = causal::take_current().ok_or("no context")?;
+    let mut resp = req
+        .call()
+        .with_context(|| format!("GET {}/request", front.url))?;
+    let mut cur = causal::take_current().context("taking the context after the request")?;
     propagation::join_response(&mut cur, resp.headers());
     let back_traceparent = resp
         .headers()
@@ -287,7 +300,7 @@ fn demo() -> Result<(), String> {
     let answer = resp
         .body_mut()
         .read_to_string()
-        .map_err(|e| e.to_string())?;
+        .with_context(|| format!("reading the answer of GET {}/request", front.url))?;
     causal::event("client done")
         .kv("answer", answer.clone())
         .report();

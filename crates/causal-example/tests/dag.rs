@@ -4,8 +4,8 @@
 use std::process::Command;
 use std::time::Duration;
 
-use causal::mock::{TcpCollector, expect, expect_task};
 use causal::{Report, TaskId};
+use causal_mock::{TcpCollector, expect, expect_task};
 
 fn run_demo(format: &str) -> (TaskId, Vec<Report>, String) {
     let collector = TcpCollector::start().unwrap();

@@ -16,7 +16,9 @@
 //! - [`Report`]: one event's report, with the X-Trace Report 1.0 text codec and the native binary
 //!   codec; [`wire`] frames reports on a stream; [`reporter`] sends them from a background thread
 //!   (bounded queue, batching, drop counters, [`reporter::flush`]).
-//! - [`mock`]: an expectation-based mock collector for tests.
+//!
+//! Tests of instrumented code check reports with the expectation-based mock collector of the
+//! `causal-mock` crate (a dev-dependency, apart from this library as `tracing-mock` is).
 //!
 //! Formats: `docs/causal-metadata.md`, `docs/causal-wire.md`.
 //!
@@ -36,12 +38,12 @@ pub mod future;
 mod ids;
 pub mod layer;
 pub mod metadata;
-pub mod mock;
 mod probes;
 pub mod propagation;
 pub mod report;
 pub mod reporter;
 mod sys;
+mod text;
 pub mod thread;
 pub mod w3c;
 pub mod wire;

@@ -204,7 +204,7 @@ impl TaskId {
     /// Hex errors as [`Metadata::parse_text`], then those of [`TaskId::from_bytes`].
     pub fn parse_hex(s: &str) -> Result<TaskId, MetadataError> {
         let mut buf = [0u8; 20];
-        let n = decode_hex_into(s.trim(), &mut buf, 0)?;
+        let n = decode_hex_into(crate::text::trim(s), &mut buf, 0)?;
         TaskId::from_bytes(&buf[..n])
     }
 }
@@ -271,7 +271,7 @@ impl OpId {
     /// Hex errors as [`Metadata::parse_text`]; [`MetadataError::OpIdLength`] for other lengths.
     pub fn parse_hex(s: &str) -> Result<OpId, MetadataError> {
         let mut buf = [0u8; 8];
-        let n = decode_hex_into(s.trim(), &mut buf, 0)?;
+        let n = decode_hex_into(crate::text::trim(s), &mut buf, 0)?;
         OpId::from_bytes(&buf[..n])
     }
 
@@ -309,7 +309,21 @@ impl OpId {
 
     /// Uppercase hex, 8 or 16 digits.
     pub fn to_hex(&self) -> String {
-        self.to_string()
+        let (buf, n) = self.hex_digits();
+        std::str::from_utf8(&buf[..n])
+            .expect("hex digits are ASCII")
+            .to_string()
+    }
+
+    /// The uppercase hex digits (the first 8 or 16 bytes of the buffer), written without the
+    /// formatting machinery: the collector formats every event's OpId and edges.
+    fn hex_digits(&self) -> ([u8; 16], usize) {
+        let n = self.len() * 2;
+        let mut buf = [0u8; 16];
+        for (i, d) in buf[..n].iter_mut().enumerate() {
+            *d = HEX_UPPER[((self.value >> (4 * (n - 1 - i))) & 15) as usize];
+        }
+        (buf, n)
     }
 }
 
@@ -322,11 +336,8 @@ impl fmt::Debug for OpId {
 impl fmt::Display for OpId {
     /// Uppercase hex, 8 or 16 digits.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.len == 4 {
-            write!(f, "{:08X}", self.value as u32)
-        } else {
-            write!(f, "{:016X}", self.value)
-        }
+        let (buf, n) = self.hex_digits();
+        f.pad(std::str::from_utf8(&buf[..n]).expect("hex digits are ASCII"))
     }
 }
 
@@ -553,7 +564,7 @@ impl Metadata {
     /// [`MetadataError::OddLength`], [`MetadataError::InvalidHex`], then those of
     /// [`Metadata::parse_binary`].
     pub fn parse_text(s: &str) -> Result<Metadata, MetadataError> {
-        let s = s.trim();
+        let s = crate::text::trim(s);
         if s.is_empty() {
             return Err(MetadataError::Empty);
         }
@@ -647,7 +658,24 @@ pub(crate) fn decode_hex_into(
     pos_base: usize,
 ) -> Result<usize, MetadataError> {
     let b = s.as_bytes();
-    if let Some((i, ch)) = s.char_indices().find(|(_, c)| !c.is_ascii_hexdigit()) {
+    // The common case in one pass; anything wrong is found again below, in the errors' order.
+    if b.len().is_multiple_of(2) && b.len() / 2 <= out.len() {
+        let decoded = out.iter_mut().zip(b.chunks_exact(2)).all(|(o, d)| {
+            match (hex_val(d[0]), hex_val(d[1])) {
+                (Some(hi), Some(lo)) => {
+                    *o = (hi << 4) | lo;
+                    true
+                }
+                _ => false,
+            }
+        });
+        if decoded {
+            return Ok(b.len() / 2);
+        }
+    }
+    if let Some(i) = b.iter().position(|c| !c.is_ascii_hexdigit()) {
+        // Only ASCII precedes `i`, so it is a character boundary.
+        let ch = s[i..].chars().next().expect("a byte at i");
         return Err(MetadataError::InvalidHex {
             pos: pos_base + i,
             ch,
@@ -663,12 +691,7 @@ pub(crate) fn decode_hex_into(
             extra: n - out.len(),
         });
     }
-    for i in 0..n {
-        let hi = hex_val(b[2 * i]).expect("checked hex");
-        let lo = hex_val(b[2 * i + 1]).expect("checked hex");
-        out[i] = (hi << 4) | lo;
-    }
-    Ok(n)
+    unreachable!("valid hex of at most {} bytes decodes above", out.len())
 }
 
 #[cfg(test)]

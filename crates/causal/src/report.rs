@@ -20,6 +20,7 @@
 use std::fmt::Write as _;
 
 use crate::metadata::{Metadata, MetadataError, OpId};
+use crate::text::{trim, trim_start};
 
 /// The first line of every X-Trace 1.0 text report.
 pub const XTRACE_TEXT_HEADER: &str = "X-Trace Report ver 1.0";
@@ -49,7 +50,7 @@ pub enum ReportError {
     #[error("report has no X-Trace metadata")]
     MissingMetadata,
     /// The `X-Trace` value does not parse.
-    #[error("report X-Trace metadata {value:?}: {source}")]
+    #[error("reading report X-Trace metadata {value:?}")]
     BadMetadata {
         /// The value.
         value: String,
@@ -57,7 +58,7 @@ pub enum ReportError {
         source: MetadataError,
     },
     /// An `Edge` value does not parse as an OpId.
-    #[error("report Edge {value:?}: {source}")]
+    #[error("reading report Edge {value:?}")]
     BadEdge {
         /// The value.
         value: String,
@@ -193,47 +194,11 @@ impl Report {
         V: AsRef<str>,
         I: IntoIterator<Item = (K, V)>,
     {
-        let mut md: Option<Metadata> = None;
-        let mut r = Report::new(Metadata::new(
-            crate::metadata::TaskId::from_u64(1).expect("non-zero"),
-            OpId::new(0),
-        ));
+        let mut b = PairReader::default();
         for (k, v) in pairs {
-            let (k, v) = (k.as_ref(), v.as_ref());
-            let taken = match k {
-                "X-Trace" if md.is_none() => {
-                    md = Some(Metadata::parse_text(v).map_err(|source| {
-                        ReportError::BadMetadata {
-                            value: v.to_string(),
-                            source,
-                        }
-                    })?);
-                    true
-                }
-                "Edge" => {
-                    let e = OpId::parse_hex(v).map_err(|source| ReportError::BadEdge {
-                        value: v.to_string(),
-                        source,
-                    })?;
-                    r.edges.push(e);
-                    true
-                }
-                "Agent" => set_str(&mut r.agent, v),
-                "Label" => set_str(&mut r.label, v),
-                "Host" => set_str(&mut r.host, v),
-                "ProcessID" => set_str(&mut r.process_id, v),
-                "ThreadName" => set_str(&mut r.thread_name, v),
-                "ThreadID" => set_num(&mut r.thread_id, v.trim().parse().ok()),
-                "Timestamp" => set_num(&mut r.timestamp_ns, parse_timestamp_ns(v)),
-                "HRT" => set_num(&mut r.hrt_ns, v.trim().parse().ok()),
-                _ => false,
-            };
-            if !taken {
-                r.fields.push((k.to_string(), v.to_string()));
-            }
+            b.pair(k.as_ref(), v.as_ref())?;
         }
-        r.metadata = md.ok_or(ReportError::MissingMetadata)?;
-        Ok(r)
+        b.finish()
     }
 
     /// The X-Trace Report 1.0 text form: header, then `Key: value` lines, each ending in `\n`.
@@ -289,28 +254,49 @@ impl Report {
 
     /// Parses an X-Trace Report 1.0 text report (`\n` or `\r\n` line ends; blank lines ignored).
     ///
+    /// Each line is split at its first `:` and both sides are trimmed (whitespace as
+    /// `char::is_whitespace`), then read as [`Report::from_pairs`] reads a pair. This is the one
+    /// reader of the text format in the workspace (the collector decodes through it), so it reads
+    /// in one pass without collecting the pairs, and trims ASCII without Unicode tables.
+    ///
     /// # Errors
     /// [`ReportError::MissingHeader`], [`ReportError::BadLine`], then those of
     /// [`Report::from_pairs`].
     pub fn parse_xtrace_text(text: &str) -> Result<Report, ReportError> {
-        let mut lines = text.lines().enumerate();
-        let first = lines.next().map(|(_, l)| l.trim()).unwrap_or("");
+        let bytes = text.as_bytes();
+        let header_end = bytes
+            .iter()
+            .position(|&c| c == b'\n')
+            .unwrap_or(bytes.len());
+        let first = trim(&text[..header_end]);
         if first != XTRACE_TEXT_HEADER {
             return Err(ReportError::MissingHeader {
                 found: first.chars().take(64).collect(),
             });
         }
-        let mut pairs = Vec::with_capacity(16);
-        for (i, line) in lines {
-            if line.trim().is_empty() {
-                continue;
+        let mut b = PairReader::default();
+        // One scan per line finds both its end (`\n`; a `\r` before it is trimmed like any other
+        // whitespace) and its first `:`. Both are ASCII, so every index is a character boundary.
+        let (mut pos, mut line_no) = (header_end + 1, 1);
+        while pos < bytes.len() {
+            let start = pos;
+            let mut colon = None;
+            while pos < bytes.len() && bytes[pos] != b'\n' {
+                if bytes[pos] == b':' && colon.is_none() {
+                    colon = Some(pos);
+                }
+                pos += 1;
             }
-            let (k, v) = line
-                .split_once(':')
-                .ok_or(ReportError::BadLine { line: i + 1 })?;
-            pairs.push((k.trim(), v.trim()));
+            let end = pos;
+            pos += 1;
+            line_no += 1;
+            match colon {
+                Some(c) => b.pair(trim(&text[start..c]), trim(&text[c + 1..end]))?,
+                None if trim(&text[start..end]).is_empty() => {}
+                None => return Err(ReportError::BadLine { line: line_no }),
+            }
         }
-        Report::from_pairs(pairs)
+        b.finish()
     }
 
     /// Appends the native binary form to `out` (layout in `docs/causal-wire.md`).
@@ -409,30 +395,15 @@ impl Report {
             let b = c.take(width as usize, "edge")?;
             r.edges.push(OpId::from_bytes(b).expect("width checked"));
         }
-        if has(6) {
-            r.timestamp_ns = Some(c.u64("Timestamp")?);
-        }
-        if has(7) {
-            r.hrt_ns = Some(c.u64("HRT")?);
-        }
-        if has(4) {
-            r.thread_id = Some(c.u64("ThreadID")?);
-        }
-        if has(0) {
-            r.agent = Some(c.string("Agent")?);
-        }
-        if has(1) {
-            r.label = Some(c.string("Label")?);
-        }
-        if has(2) {
-            r.host = Some(c.string("Host")?);
-        }
-        if has(3) {
-            r.process_id = Some(c.string("ProcessID")?);
-        }
-        if has(5) {
-            r.thread_name = Some(c.string("ThreadName")?);
-        }
+        // In the order of the layout (`docs/causal-wire.md`); the bit is each field's in `present`.
+        r.timestamp_ns = has(6).then(|| c.u64("Timestamp")).transpose()?;
+        r.hrt_ns = has(7).then(|| c.u64("HRT")).transpose()?;
+        r.thread_id = has(4).then(|| c.u64("ThreadID")).transpose()?;
+        r.agent = has(0).then(|| c.string("Agent")).transpose()?;
+        r.label = has(1).then(|| c.string("Label")).transpose()?;
+        r.host = has(2).then(|| c.string("Host")).transpose()?;
+        r.process_id = has(3).then(|| c.string("ProcessID")).transpose()?;
+        r.thread_name = has(5).then(|| c.string("ThreadName")).transpose()?;
         let n = c.varint("field count")?;
         for _ in 0..n {
             let k = c.string("field key")?;
@@ -461,7 +432,7 @@ impl Report {
             let text = std::str::from_utf8(payload).map_err(|e| ReportError::NotUtf8 {
                 offset: e.valid_up_to(),
             })?;
-            return Report::parse_xtrace_text(text.trim_start());
+            return Report::parse_xtrace_text(trim_start(text));
         }
         Err(ReportError::UnknownFormat {
             prefix: payload[..payload.len().min(4)].to_vec(),
@@ -475,8 +446,9 @@ impl Report {
 /// 10^14, as in the Hadoop reports: 10^14 ms is the year 5138, 10^14 ns is 1970-01-02) and integer
 /// nanoseconds (this library). Returns `None` for anything else.
 pub fn parse_timestamp_ns(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if let Some((sec, frac)) = s.split_once('.') {
+    let s = trim(s);
+    if let Some(dot) = s.bytes().position(|c| c == b'.') {
+        let (sec, frac) = (&s[..dot], &s[dot + 1..]);
         let sec: u64 = sec.parse().ok()?;
         if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
             return None;
@@ -493,22 +465,89 @@ pub fn parse_timestamp_ns(s: &str) -> Option<u64> {
     }
 }
 
-fn set_str(slot: &mut Option<String>, v: &str) -> bool {
+/// Reads key/value pairs into a report, with the rules of [`Report::from_pairs`] (shared by it
+/// and [`Report::parse_xtrace_text`]).
+#[derive(Default)]
+struct PairReader {
+    metadata: Option<Metadata>,
+    edges: Vec<OpId>,
+    agent: Option<String>,
+    label: Option<String>,
+    host: Option<String>,
+    process_id: Option<String>,
+    thread_id: Option<u64>,
+    thread_name: Option<String>,
+    timestamp_ns: Option<u64>,
+    hrt_ns: Option<u64>,
+    fields: Vec<(String, String)>,
+}
+
+impl PairReader {
+    /// Takes one key/value: a standard key fills its field the first time it has a usable
+    /// value; anything else, or a standard key again, goes to the fields.
+    fn pair(&mut self, k: &str, v: &str) -> Result<(), ReportError> {
+        // By length first: most keys are then told apart without comparing any text.
+        let taken = match (k.len(), k) {
+            (7, "X-Trace") if self.metadata.is_none() => {
+                let md = Metadata::parse_text(v).map_err(|source| ReportError::BadMetadata {
+                    value: v.to_string(),
+                    source,
+                })?;
+                self.metadata = Some(md);
+                true
+            }
+            (4, "Edge") => {
+                let e = OpId::parse_hex(v).map_err(|source| ReportError::BadEdge {
+                    value: v.to_string(),
+                    source,
+                })?;
+                self.edges.push(e);
+                true
+            }
+            (5, "Agent") => set_once(&mut self.agent, || Some(v.to_string())),
+            (5, "Label") => set_once(&mut self.label, || Some(v.to_string())),
+            (4, "Host") => set_once(&mut self.host, || Some(v.to_string())),
+            (9, "ProcessID") => set_once(&mut self.process_id, || Some(v.to_string())),
+            (10, "ThreadName") => set_once(&mut self.thread_name, || Some(v.to_string())),
+            (8, "ThreadID") => set_once(&mut self.thread_id, || trim(v).parse().ok()),
+            (9, "Timestamp") => set_once(&mut self.timestamp_ns, || parse_timestamp_ns(v)),
+            (3, "HRT") => set_once(&mut self.hrt_ns, || trim(v).parse().ok()),
+            _ => false,
+        };
+        if !taken {
+            self.fields.push((k.to_string(), v.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The report read.
+    ///
+    /// # Errors
+    /// [`ReportError::MissingMetadata`] when no `X-Trace` key was seen.
+    fn finish(self) -> Result<Report, ReportError> {
+        Ok(Report {
+            metadata: self.metadata.ok_or(ReportError::MissingMetadata)?,
+            edges: self.edges,
+            agent: self.agent,
+            label: self.label,
+            host: self.host,
+            process_id: self.process_id,
+            thread_id: self.thread_id,
+            thread_name: self.thread_name,
+            timestamp_ns: self.timestamp_ns,
+            hrt_ns: self.hrt_ns,
+            fields: self.fields,
+        })
+    }
+}
+
+/// Fills an empty `slot` with `value()` when that is `Some`; true when it did.
+fn set_once<T>(slot: &mut Option<T>, value: impl FnOnce() -> Option<T>) -> bool {
     if slot.is_some() {
         return false;
     }
-    *slot = Some(v.to_string());
-    true
-}
-
-fn set_num(slot: &mut Option<u64>, v: Option<u64>) -> bool {
-    match (slot.is_some(), v) {
-        (false, Some(v)) => {
-            *slot = Some(v);
-            true
-        }
-        _ => false,
-    }
+    *slot = value();
+    slot.is_some()
 }
 
 fn push_line(out: &mut String, k: &str, v: &str) {
@@ -693,6 +732,129 @@ mod tests {
             Some(1_384_989_788_371_000_123)
         );
         assert_eq!(parse_timestamp_ns("soon"), None);
+    }
+
+    const MD: &str = "X-Trace: 19438AE15464ED9BC37EF82CE98B84355D\n";
+
+    fn parse(body: &str) -> Result<Report, ReportError> {
+        Report::decode(format!("{XTRACE_TEXT_HEADER}\n{body}").as_bytes())
+    }
+
+    fn fields(r: &Report) -> Vec<(&str, &str)> {
+        r.fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn text_lines_split_at_the_first_colon_and_trim_unicode_whitespace() {
+        let r = parse(&format!(
+            "{MD}\u{a0}Label\u{2003}: \u{85}spaced\u{a0}\n\u{3000}\n\x0bAgent\x0b:\x0cv\x0c\r\n\r\n\
+             Key: a: b: c\n:empty key\nempty value:\nx-trace: lower key\nedge: 1\nLabel: é\n"
+        ))
+        .unwrap();
+        assert_eq!(r.label.as_deref(), Some("spaced"));
+        assert_eq!(r.agent.as_deref(), Some("v"));
+        // Keys are case-sensitive: `x-trace` and `edge` are plain fields.
+        assert_eq!(
+            fields(&r),
+            [
+                ("Key", "a: b: c"),
+                ("", "empty key"),
+                ("empty value", ""),
+                ("x-trace", "lower key"),
+                ("edge", "1"),
+                ("Label", "é"),
+            ]
+        );
+    }
+
+    #[test]
+    fn text_standard_keys_take_their_first_usable_value() {
+        let r = parse(&format!(
+            "{MD}X-Trace: 19438AE15464ED9BC37EF82CE98B84355E\nAgent: x\nAgent: y\n\
+             ThreadID: nope\nThreadID: 7\nThreadID: 8\nHRT: +5\nHRT: -1\n\
+             Timestamp: 99999999999999999999\nTimestamp: 1.5\nTimestamp: 1384989801450\n"
+        ))
+        .unwrap();
+        assert_eq!(r.metadata.op_id(), OpId::new(0x7EF8_2CE9_8B84_355D));
+        assert_eq!(r.agent.as_deref(), Some("x"));
+        assert_eq!(r.thread_id, Some(7));
+        // `u64::from_str` takes a leading `+`.
+        assert_eq!(r.hrt_ns, Some(5));
+        assert_eq!(r.timestamp_ns, Some(1_500_000_000));
+        assert_eq!(
+            fields(&r),
+            [
+                ("X-Trace", "19438AE15464ED9BC37EF82CE98B84355E"),
+                ("Agent", "y"),
+                ("ThreadID", "nope"),
+                ("ThreadID", "8"),
+                ("HRT", "-1"),
+                ("Timestamp", "99999999999999999999"),
+                ("Timestamp", "1384989801450"),
+            ]
+        );
+    }
+
+    #[test]
+    fn text_edges_keep_their_width_and_bad_ones_are_named() {
+        let r = parse(&format!(
+            "{MD}Edge: 7ef82ce9\nEdge: 00000000\nEdge:  7EF82CE98B84355D \n"
+        ))
+        .unwrap();
+        assert_eq!(
+            r.edges,
+            [
+                OpId::new4(0x7EF8_2CE9),
+                OpId::new4(0),
+                OpId::new(0x7EF8_2CE9_8B84_355D)
+            ]
+        );
+        assert_eq!(r.parents().count(), 2);
+        for bad in ["7EF82CE98B84355", "7EF82CE98B84355DAA", "xyz", ""] {
+            match parse(&format!("{MD}Edge: {bad}\n")) {
+                Err(ReportError::BadEdge { value, .. }) => assert_eq!(value, bad),
+                other => panic!("Edge {bad:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn text_header_variants() {
+        for ok in [
+            format!("  \n{XTRACE_TEXT_HEADER}\n{MD}"),
+            format!("{XTRACE_TEXT_HEADER}  \n{MD}"),
+            format!("{XTRACE_TEXT_HEADER}\r\n{MD}"),
+            format!("{XTRACE_TEXT_HEADER}\nX-Trace: 19438ae15464ed9bc37ef82ce98b84355d"),
+        ] {
+            let r = Report::decode(ok.as_bytes()).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+            assert_eq!(r.metadata.to_text(), "19438AE15464ED9BC37EF82CE98B84355D");
+        }
+        assert_eq!(
+            Report::decode(format!("X-Trace Report ver 1.1\n{MD}").as_bytes()),
+            Err(ReportError::MissingHeader {
+                found: "X-Trace Report ver 1.1".into()
+            })
+        );
+        assert_eq!(
+            parse("Agent: no metadata\n"),
+            Err(ReportError::MissingMetadata)
+        );
+        assert_eq!(parse(""), Err(ReportError::MissingMetadata));
+        assert!(matches!(
+            parse("X-Trace:\n"),
+            Err(ReportError::BadMetadata { .. })
+        ));
+        assert_eq!(
+            parse(&format!("{MD}\nno colon here\n")),
+            Err(ReportError::BadLine { line: 4 })
+        );
+        let mut bad = format!("{XTRACE_TEXT_HEADER}\n{MD}Label: ").into_bytes();
+        let offset = bad.len();
+        bad.extend_from_slice(&[0xff, 0xfe, b'\n']);
+        assert_eq!(Report::decode(&bad), Err(ReportError::NotUtf8 { offset }));
     }
 
     #[test]

@@ -87,8 +87,8 @@ pub enum ConfigError {
     #[error("the causal reporter is already running (init must come before the first event)")]
     AlreadyInitialized,
     /// The reporter thread could not be spawned.
-    #[error("spawning the causal reporter thread: {0}")]
-    Spawn(std::io::Error),
+    #[error("spawning the causal reporter thread")]
+    Spawn(#[source] std::io::Error),
 }
 
 impl Sink {
@@ -205,47 +205,53 @@ impl Config {
             })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_SAMPLE") {
-            c.sample_rate = v
-                .trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|r| (0.0..=1.0).contains(r))
-                .ok_or(ConfigError::BadValue {
-                    var: "SIGHTLINE_CAUSAL_SAMPLE",
-                    value: v.clone(),
-                    why: "a number in [0, 1]",
-                })?;
+            c.sample_rate = parse_env("SIGHTLINE_CAUSAL_SAMPLE", &v, "a number in [0, 1]", |r| {
+                (0.0..=1.0).contains(r)
+            })?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_AGENT") {
             c.agent = v;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_QUEUE") {
-            c.queue_capacity = v
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (16..=MAX_QUEUE_CAPACITY).contains(n))
-                .ok_or(ConfigError::BadValue {
-                    var: "SIGHTLINE_CAUSAL_QUEUE",
-                    value: v.clone(),
-                    why: "an integer in [16, 1048576]",
-                })?;
+            c.queue_capacity = parse_env(
+                "SIGHTLINE_CAUSAL_QUEUE",
+                &v,
+                "an integer in [16, 1048576]",
+                |n| (16..=MAX_QUEUE_CAPACITY).contains(n),
+            )?;
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_FLUSH_MS") {
-            let ms =
-                v.trim()
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|&n| n >= 1)
-                    .ok_or(ConfigError::BadValue {
-                        var: "SIGHTLINE_CAUSAL_FLUSH_MS",
-                        value: v.clone(),
-                        why: "an integer >= 1",
-                    })?;
+            let ms = parse_env(
+                "SIGHTLINE_CAUSAL_FLUSH_MS",
+                &v,
+                "an integer >= 1",
+                |&n: &u64| n >= 1,
+            )?;
             c.flush_interval = Duration::from_millis(ms);
         }
         Ok(c)
     }
+}
+
+/// The value `v` of the variable `var`, trimmed and parsed, when `accept` takes it.
+///
+/// # Errors
+/// [`ConfigError::BadValue`] with `why` (what the value must be) otherwise.
+fn parse_env<T: std::str::FromStr>(
+    var: &'static str,
+    v: &str,
+    why: &'static str,
+    accept: impl Fn(&T) -> bool,
+) -> Result<T, ConfigError> {
+    v.trim()
+        .parse::<T>()
+        .ok()
+        .filter(|x| accept(x))
+        .ok_or_else(|| ConfigError::BadValue {
+            var,
+            value: v.to_string(),
+            why,
+        })
 }
 
 /// Counters of the reporter since it started.

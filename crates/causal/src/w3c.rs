@@ -34,7 +34,7 @@ pub enum TraceParentError {
         value: String,
     },
     /// A field holds a non-hex character.
-    #[error("traceparent field {field}: {source}")]
+    #[error("reading traceparent field {field}")]
     Hex {
         /// Which field.
         field: &'static str,

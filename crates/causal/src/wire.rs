@@ -68,7 +68,7 @@ pub enum WireError {
         got: usize,
     },
     /// Reading failed.
-    #[error("reading a report frame: {0}")]
+    #[error("reading a report frame")]
     Io(#[from] io::Error),
     /// The frame's payload is not a report.
     #[error(transparent)]

@@ -1,38 +1,16 @@
 //! Hostile use: thread-local destructors, fork without exec, oversized reports, out-of-range
-//! configuration, corrupted payloads. Tests that need a fresh reporter (one per process) re-run
-//! this test binary as a child process with `--exact <test>` and `CAUSAL_HOSTILE_CHILD=<test>`.
+//! configuration, corrupted payloads. Tests that need a fresh reporter (one per process) run a
+//! scenario of the `test_child` example (`examples/test_child.rs`) as a child process.
 
 use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
 
+use causal::Context;
 use causal::metadata::{Metadata, OpId, TaskId};
 use causal::report::Report;
-use causal::reporter::{Config, ConfigError, Sink};
 use causal::w3c::TraceParent;
-use causal::{Context, WireFormat};
 
-const CHILD_VAR: &str = "CAUSAL_HOSTILE_CHILD";
-
-fn in_child(test: &str) -> bool {
-    std::env::var(CHILD_VAR).as_deref() == Ok(test)
-}
-
-fn run_child(test: &str, envs: &[(&str, &str)]) -> Output {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD_VAR, test)
-        .env("SIGHTLINE_CAUSAL_SINK", "off")
-        .envs(envs.iter().copied())
-        .output()
-        .unwrap();
-    eprintln!(
-        "child stdout:\n{}\nchild stderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+mod common;
+use common::run_child;
 
 fn file_reports(path: &Path) -> Vec<Report> {
     let mut f = std::fs::File::open(path).unwrap();
@@ -44,52 +22,9 @@ fn file_reports(path: &Path) -> Vec<Report> {
     out
 }
 
-fn file_config(path: &Path) -> Config {
-    Config {
-        sink: Sink::File(path.to_path_buf()),
-        format: WireFormat::Binary,
-        ..Config::default()
-    }
-}
-
-struct ReportsOnDrop;
-
-impl Drop for ReportsOnDrop {
-    fn drop(&mut self) {
-        // Runs after CURRENT's destructor (see below): the thread's context is gone.
-        let r = causal::report("in destructor", []);
-        let c = causal::current();
-        let prev = causal::set_current(None);
-        println!(
-            "DESTRUCTOR report={r:?} current={} prev={}",
-            c.is_some(),
-            prev.is_some()
-        );
-    }
-}
-
-thread_local! {
-    static REPORTS_ON_DROP: ReportsOnDrop = const { ReportsOnDrop };
-}
-
 #[test]
 fn report_in_thread_local_destructor_returns_none_instead_of_panicking() {
-    let name = "report_in_thread_local_destructor_returns_none_instead_of_panicking";
-    if in_child(name) {
-        std::thread::spawn(|| {
-            // Thread-local destructors run in reverse order of first use: touching this one
-            // before the context makes it run after the context's.
-            REPORTS_ON_DROP.with(|_| {});
-            causal::start_task("task", []);
-            assert!(causal::report("alive", []).is_some());
-        })
-        .join()
-        .unwrap();
-        return;
-    }
-    let out = run_child(name, &[]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_child("report-in-tls-destructor", &[]);
     assert!(
         stdout.contains("DESTRUCTOR report=None current=false prev=false"),
         "{stdout}"
@@ -98,37 +33,11 @@ fn report_in_thread_local_destructor_returns_none_instead_of_panicking() {
 
 #[test]
 fn forked_child_reports_through_its_own_reporter_with_fresh_ids() {
-    let name = "forked_child_reports_through_its_own_reporter_with_fresh_ids";
     let dir = std::env::temp_dir().join(format!("causal-hostile-fork-{}", std::process::id()));
     let path = dir.join("reports.frames");
-    if in_child(name) {
-        let path = std::path::PathBuf::from(std::env::var("HOSTILE_FILE").unwrap());
-        causal::reporter::init(file_config(&path)).unwrap();
-        causal::start_task("before fork", []);
-        assert!(causal::reporter::flush(Duration::from_secs(5)));
-        // SAFETY: fork(2) in a test process; the child only reports an event and exits.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            causal::report("in child", []);
-            // A normal exit: the atexit flush must send the child's event.
-            std::process::exit(0);
-        }
-        causal::report("parent after fork", []);
-        let mut status = 0;
-        // SAFETY: waiting for the child forked above; `status` is a valid out pointer.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child status {status}"
-        );
-        assert!(causal::reporter::flush(Duration::from_secs(5)));
-        return;
-    }
     std::fs::create_dir_all(&dir).unwrap();
     let _ = std::fs::remove_file(&path);
-    let out = run_child(name, &[("HOSTILE_FILE", path.to_str().unwrap())]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
+    run_child("fork", &[("HOSTILE_FILE", path.to_str().unwrap())]);
     let reports = file_reports(&path);
     let by_label = |l: &str| {
         reports
@@ -165,57 +74,30 @@ fn forked_child_reports_through_its_own_reporter_with_fresh_ids() {
 
 #[test]
 fn oversized_report_is_dropped_and_counted_not_framed() {
-    let name = "oversized_report_is_dropped_and_counted_not_framed";
     let dir = std::env::temp_dir().join(format!("causal-hostile-big-{}", std::process::id()));
     let path = dir.join("reports.frames");
-    if in_child(name) {
-        let path = std::path::PathBuf::from(std::env::var("HOSTILE_FILE").unwrap());
-        causal::reporter::init(file_config(&path)).unwrap();
-        causal::start_task("small before", []);
-        let big = "x".repeat(causal::wire::MAX_FRAME_LEN + 1);
-        causal::report("huge", [("body", big.into())]);
-        causal::report("small after", []);
-        assert!(causal::reporter::flush(Duration::from_secs(5)));
-        let s = causal::stats();
-        println!("STATS sent={} dropped_sink={}", s.sent, s.dropped_sink);
-        return;
-    }
     std::fs::create_dir_all(&dir).unwrap();
     let _ = std::fs::remove_file(&path);
-    let out = run_child(name, &[("HOSTILE_FILE", path.to_str().unwrap())]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
+    let stdout = run_child(
+        "oversized-report",
+        &[("HOSTILE_FILE", path.to_str().unwrap())],
+    );
     let labels: Vec<String> = file_reports(&path)
         .into_iter()
         .filter_map(|r| r.label)
         .collect();
     assert_eq!(labels, ["small before", "small after"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("STATS sent=2 dropped_sink=1"));
+    assert!(stdout.contains("STATS sent=2 dropped_sink=1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn queue_capacity_out_of_range_is_a_typed_error() {
-    let name = "queue_capacity_out_of_range_is_a_typed_error";
-    if in_child(name) {
-        let e = Config::from_env().unwrap_err();
-        assert!(
-            matches!(
-                e,
-                ConfigError::BadValue {
-                    var: "SIGHTLINE_CAUSAL_QUEUE",
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        // The first event then runs with the defaults instead of allocating the huge queue.
-        causal::start_task("task", []);
-        println!("QUEUE OK");
-        return;
-    }
-    let out = run_child(name, &[("SIGHTLINE_CAUSAL_QUEUE", "18446744073709551615")]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("QUEUE OK"));
+    let stdout = run_child(
+        "queue-out-of-range",
+        &[("SIGHTLINE_CAUSAL_QUEUE", "18446744073709551615")],
+    );
+    assert!(stdout.contains("QUEUE OK"));
 }
 
 /// A small deterministic generator for mutations (xorshift64).
@@ -333,42 +215,7 @@ fn traceparent_section_3_2_rules() {
 
 #[test]
 fn panicking_callback_sink_costs_one_report_not_the_reporter() {
-    let name = "panicking_callback_sink_costs_one_report_not_the_reporter";
-    if in_child(name) {
-        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        let sink = Sink::Callback(std::sync::Arc::new(|r: &Report| {
-            assert_ne!(
-                r.label.as_deref(),
-                Some("boom"),
-                "callback refuses this report"
-            );
-            SEEN.lock()
-                .unwrap()
-                .push(r.label.clone().unwrap_or_default());
-        }));
-        causal::reporter::init(Config {
-            sink,
-            ..Config::default()
-        })
-        .unwrap();
-        causal::start_task("first", []);
-        assert!(causal::reporter::flush(Duration::from_secs(5)));
-        causal::report("boom", []);
-        assert!(causal::reporter::flush(Duration::from_secs(5)));
-        causal::report("after", []);
-        let flushed = causal::reporter::flush(Duration::from_secs(5));
-        let s = causal::stats();
-        println!(
-            "FLUSHED {flushed} SEEN {:?} SENT {} DROPPED_SINK {}",
-            SEEN.lock().unwrap(),
-            s.sent,
-            s.dropped_sink
-        );
-        return;
-    }
-    let out = run_child(name, &[]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_child("panicking-callback", &[]);
     assert!(
         stdout.contains(r#"FLUSHED true SEEN ["first", "after"] SENT 2 DROPPED_SINK 1"#),
         "{stdout}"
@@ -377,42 +224,7 @@ fn panicking_callback_sink_costs_one_report_not_the_reporter() {
 
 #[test]
 fn collector_that_never_reads_costs_counted_drops_not_a_blocked_program() {
-    let name = "collector_that_never_reads_costs_counted_drops_not_a_blocked_program";
-    if in_child(name) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        // Accepts connections and never reads from them (a stuck collector).
-        std::thread::spawn(move || {
-            let mut held = Vec::new();
-            for s in listener.incoming() {
-                held.push(s);
-            }
-        });
-        let config = Config {
-            sink: Sink::Tcp(addr),
-            queue_capacity: 256,
-            flush_interval: Duration::from_millis(1),
-            ..Config::default()
-        };
-        causal::reporter::init(config).unwrap();
-        causal::start_task("task", []);
-        let body = "b".repeat(4096);
-        for _ in 0..5000 {
-            causal::report("event", [("body", body.clone().into())]);
-        }
-        // The loop ended: the program was never blocked. The reporter may still be stuck in a
-        // write (2 s timeout) for a while; its counters must add up once it is done.
-        let flushed = causal::reporter::flush(Duration::from_secs(20));
-        let s = causal::stats();
-        println!(
-            "FLUSHED {flushed} QUEUED {} DROPPED_QUEUE {} SENT {} DROPPED_SINK {}",
-            s.queued, s.dropped_queue_full, s.sent, s.dropped_sink
-        );
-        return;
-    }
-    let out = run_child(name, &[]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_child("collector-never-reads", &[]);
     let line = stdout
         .lines()
         .find_map(|l| l.find("FLUSHED").map(|i| &l[i..]))
@@ -433,33 +245,7 @@ fn collector_that_never_reads_costs_counted_drops_not_a_blocked_program() {
 
 #[test]
 fn context_calls_from_inside_a_key_value_iterator_do_not_panic() {
-    let name = "context_calls_from_inside_a_key_value_iterator_do_not_panic";
-    if in_child(name) {
-        causal::start_task("task", []);
-        // The key/values are produced lazily, while `report` holds the thread's context.
-        let fields = (0..2u64).map(|i| {
-            let inner = causal::report("inner", []);
-            let cur = causal::current();
-            let prev = causal::set_current(None);
-            let joined = {
-                causal::join_current(std::iter::empty());
-                "joined"
-            };
-            println!(
-                "INNER report={inner:?} current={} prev={} {joined}",
-                cur.is_some(),
-                prev.is_some()
-            );
-            ("i", causal::Value::U64(i))
-        });
-        let outer = causal::report("outer", fields);
-        let builder = causal::event("builder").kv("k", 1u8).report();
-        println!("OUTER {} BUILDER {}", outer.is_some(), builder.is_some());
-        return;
-    }
-    let out = run_child(name, &[]);
-    assert!(out.status.success(), "child failed: {:?}", out.status);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = run_child("context-calls-in-kv-iterator", &[]);
     assert_eq!(
         stdout
             .matches("INNER report=None current=false prev=false joined")

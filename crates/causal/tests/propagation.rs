@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use causal::mock::{self, TcpCollector, expect, expect_task};
 use causal::propagation;
 use causal::{Context, InContextExt, Metadata};
+use causal_mock::{self as mock, TcpCollector, expect, expect_task};
+
+mod common;
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -513,45 +515,20 @@ fn tracing_layer_joins_concurrent_child_spans() {
     causal::set_current(None);
 }
 
-/// Runs in a child process (see `child_process_inherits_the_context`), reporting over TCP.
-#[test]
-fn child_process_helper() {
-    if std::env::var("CAUSAL_TEST_CHILD").is_err() {
-        return;
-    }
-    assert!(
-        propagation::attach_from_env(),
-        "the parent passed a context"
-    );
-    causal::report("child work", [("role", "child".into())]);
-    assert!(causal::flush(WAIT));
-}
-
 #[test]
 fn child_process_inherits_the_context() {
     let m = mock::install();
     let collector = TcpCollector::start().unwrap();
     let ctx = causal::start_task("parent", []);
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child_process_helper",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("CAUSAL_TEST_CHILD", "1")
-    .env(
+    // The `propagated` scenario of the `test_child` example, reporting over TCP.
+    let mut cmd = common::child_command("propagated");
+    cmd.env(
         "SIGHTLINE_CAUSAL_SINK",
         format!("tcp://{}", collector.addr()),
     )
     .env("SIGHTLINE_CAUSAL_FORMAT", "binary");
     propagation::command_with_current(&mut cmd);
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "child: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::stdout_of(cmd);
     let child = collector.received().wait_for(ctx.task_id(), 1, WAIT);
     assert!(
         collector.bad_frames().is_empty(),

@@ -1,69 +1,28 @@
 //! The reporter in child processes (it is global per process): flush at a normal exit, the drop
-//! counter when the queue overflows, and the UDP and file sinks.
+//! counter when the queue overflows, and the UDP and file sinks. The child processes are the
+//! scenarios of the `test_child` example (`examples/test_child.rs`).
 
 use std::net::{TcpListener, UdpSocket};
-use std::process::Command;
 use std::time::Duration;
 
-use causal::mock::TcpCollector;
 use causal::{Report, TaskId};
+use causal_mock::TcpCollector;
 
-/// Runs this test binary's `helper` test in a child process with `env` set; returns its stdout.
-fn run_helper(helper: &str, env: &[(&str, String)]) -> String {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", helper, "--nocapture", "--test-threads=1"])
-        .env("CAUSAL_REPORTER_HELPER", helper);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{helper}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn is_helper(name: &str) -> bool {
-    std::env::var("CAUSAL_REPORTER_HELPER").is_ok_and(|h| h == name)
-}
-
-fn line_value<'a>(stdout: &'a str, key: &str) -> &'a str {
-    // The harness prints `test NAME ... ` before the helper's first line.
-    stdout
-        .lines()
-        .find_map(|l| l.split_once(key).map(|(_, v)| v.trim()))
-        .unwrap_or_else(|| panic!("no {key:?} in {stdout}"))
-}
-
-#[test]
-fn helper_exit_without_flush() {
-    if !is_helper("helper_exit_without_flush") {
-        return;
-    }
-    let ctx = causal::start_task("before exit", []);
-    for i in 0..100u32 {
-        causal::report("work", [("i", i.into())]);
-    }
-    println!("task {}", ctx.task_id());
-    // No flush: the reporter's atexit hook must send the 101 reports.
-    std::process::exit(0);
-}
+mod common;
+use common::{line_value, run_child};
 
 #[test]
 fn reports_are_flushed_at_a_normal_exit() {
     let collector = TcpCollector::start().unwrap();
-    let out = run_helper(
-        "helper_exit_without_flush",
+    let out = run_child(
+        "exit-without-flush",
         &[
             (
                 "SIGHTLINE_CAUSAL_SINK",
-                format!("tcp://{}", collector.addr()),
+                &format!("tcp://{}", collector.addr()),
             ),
             // A long interval, so only the exit flush can have sent them in time.
-            ("SIGHTLINE_CAUSAL_FLUSH_MS", "60000".into()),
+            ("SIGHTLINE_CAUSAL_FLUSH_MS", "60000"),
         ],
     );
     let task = TaskId::parse_hex(line_value(&out, "task ")).unwrap();
@@ -80,30 +39,16 @@ fn reports_are_flushed_at_a_normal_exit() {
 }
 
 #[test]
-fn helper_overflow() {
-    if !is_helper("helper_overflow") {
-        return;
-    }
-    let _ctx = causal::start_task("flood", []);
-    for _ in 0..20_000 {
-        causal::report("x", []);
-    }
-    let s = causal::stats();
-    println!("queued {}", s.queued);
-    println!("dropped_queue_full {}", s.dropped_queue_full);
-}
-
-#[test]
 fn a_full_queue_drops_and_counts_instead_of_blocking() {
     // A "collector" that accepts and never reads: the reporter's writes stall (until their 2 s
     // timeout) while the program keeps reporting into a 16-event queue.
     let stuck = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = stuck.local_addr().unwrap();
-    let out = run_helper(
-        "helper_overflow",
+    let out = run_child(
+        "overflow",
         &[
-            ("SIGHTLINE_CAUSAL_SINK", format!("tcp://{addr}")),
-            ("SIGHTLINE_CAUSAL_QUEUE", "16".into()),
+            ("SIGHTLINE_CAUSAL_SINK", &format!("tcp://{addr}")),
+            ("SIGHTLINE_CAUSAL_QUEUE", "16"),
         ],
     );
     let queued: u64 = line_value(&out, "queued ").parse().unwrap();
@@ -121,27 +66,15 @@ fn a_full_queue_drops_and_counts_instead_of_blocking() {
 }
 
 #[test]
-fn helper_udp_and_file() {
-    if !is_helper("helper_udp_and_file") {
-        return;
-    }
-    let ctx = causal::start_task("datagram", [("k", "v".into())]);
-    causal::report("second", []);
-    println!("task {}", ctx.task_id());
-    assert!(causal::flush(Duration::from_secs(10)));
-    println!("sent {}", causal::stats().sent);
-}
-
-#[test]
 fn udp_sink_sends_one_report_per_datagram() {
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    let out = run_helper(
-        "helper_udp_and_file",
+    let out = run_child(
+        "udp-and-file",
         &[(
             "SIGHTLINE_CAUSAL_SINK",
-            format!("udp://{}", sock.local_addr().unwrap()),
+            &format!("udp://{}", sock.local_addr().unwrap()),
         )],
     );
     assert_eq!(line_value(&out, "sent "), "2");
@@ -166,11 +99,11 @@ fn file_sink_appends_frames() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("reports.frames");
     let _ = std::fs::remove_file(&path);
-    let out = run_helper(
-        "helper_udp_and_file",
+    let out = run_child(
+        "udp-and-file",
         &[
-            ("SIGHTLINE_CAUSAL_SINK", format!("file:{}", path.display())),
-            ("SIGHTLINE_CAUSAL_FORMAT", "binary".into()),
+            ("SIGHTLINE_CAUSAL_SINK", &format!("file:{}", path.display())),
+            ("SIGHTLINE_CAUSAL_FORMAT", "binary"),
         ],
     );
     let task = TaskId::parse_hex(line_value(&out, "task ")).unwrap();
@@ -188,42 +121,12 @@ fn file_sink_appends_frames() {
 }
 
 #[test]
-fn helper_sampling() {
-    if !is_helper("helper_sampling") {
-        return;
-    }
-    let mut sampled = 0;
-    let mut flags_clear = 0;
-    for _ in 0..1000 {
-        let ctx = causal::start_task("maybe", []);
-        causal::report("inside", [("n", 1u8.into())]);
-        let mut h = http::HeaderMap::new();
-        causal::propagation::inject_current(&mut h);
-        if ctx.is_sampled() {
-            sampled += 1;
-        } else {
-            assert!(h.get("X-Trace").is_none());
-        }
-        // The decision travels: an unsampled task sends a traceparent with the flag clear.
-        if h.get("traceparent")
-            .is_some_and(|v| v.to_str().unwrap().ends_with("-00"))
-        {
-            flags_clear += 1;
-        }
-    }
-    assert!(causal::flush(Duration::from_secs(10)));
-    println!("sampled {sampled}");
-    println!("flags_clear {flags_clear}");
-    println!("queued {}", causal::stats().queued);
-}
-
-#[test]
 fn head_sampling_follows_the_configured_rate() {
-    let none = run_helper(
-        "helper_sampling",
+    let none = run_child(
+        "sampling",
         &[
-            ("SIGHTLINE_CAUSAL_SINK", "off".into()),
-            ("SIGHTLINE_CAUSAL_SAMPLE", "0".into()),
+            ("SIGHTLINE_CAUSAL_SINK", "off"),
+            ("SIGHTLINE_CAUSAL_SAMPLE", "0"),
         ],
     );
     assert_eq!(line_value(&none, "sampled "), "0");
@@ -237,10 +140,7 @@ fn head_sampling_follows_the_configured_rate() {
         "1000",
         "every unsampled task says so downstream"
     );
-    let all = run_helper(
-        "helper_sampling",
-        &[("SIGHTLINE_CAUSAL_SINK", "off".into())],
-    );
+    let all = run_child("sampling", &[("SIGHTLINE_CAUSAL_SINK", "off")]);
     assert_eq!(line_value(&all, "sampled "), "1000");
     assert_eq!(
         line_value(&all, "queued "),
@@ -248,11 +148,11 @@ fn head_sampling_follows_the_configured_rate() {
         "two events per sampled task"
     );
     assert_eq!(line_value(&all, "flags_clear "), "0");
-    let half = run_helper(
-        "helper_sampling",
+    let half = run_child(
+        "sampling",
         &[
-            ("SIGHTLINE_CAUSAL_SINK", "off".into()),
-            ("SIGHTLINE_CAUSAL_SAMPLE", "0.5".into()),
+            ("SIGHTLINE_CAUSAL_SINK", "off"),
+            ("SIGHTLINE_CAUSAL_SAMPLE", "0.5"),
         ],
     );
     let n: u64 = line_value(&half, "sampled ").parse().unwrap();
@@ -266,22 +166,6 @@ fn head_sampling_follows_the_configured_rate() {
 }
 
 #[test]
-fn helper_sink_down() {
-    if !is_helper("helper_sink_down") {
-        return;
-    }
-    let _ctx = causal::start_task("nobody listens", []);
-    for _ in 0..5 {
-        causal::report("lost", []);
-    }
-    assert!(causal::flush(Duration::from_secs(10)));
-    let s = causal::stats();
-    println!("sent {}", s.sent);
-    println!("dropped_sink {}", s.dropped_sink);
-    println!("dropped {}", causal::dropped());
-}
-
-#[test]
 fn an_unreachable_collector_costs_counted_drops() {
     // A port with nothing listening: bind, note the port, close.
     let port = TcpListener::bind("127.0.0.1:0")
@@ -289,9 +173,9 @@ fn an_unreachable_collector_costs_counted_drops() {
         .local_addr()
         .unwrap()
         .port();
-    let out = run_helper(
-        "helper_sink_down",
-        &[("SIGHTLINE_CAUSAL_SINK", format!("tcp://127.0.0.1:{port}"))],
+    let out = run_child(
+        "sink-down",
+        &[("SIGHTLINE_CAUSAL_SINK", &format!("tcp://127.0.0.1:{port}"))],
     );
     assert_eq!(line_value(&out, "sent "), "0");
     assert_eq!(line_value(&out, "dropped_sink "), "6");
@@ -299,36 +183,19 @@ fn an_unreachable_collector_costs_counted_drops() {
 }
 
 #[test]
-fn helper_bad_env() {
-    if !is_helper("helper_bad_env") {
-        return;
-    }
-    match causal::Config::from_env() {
-        Ok(_) => println!("config ok"),
-        Err(e) => println!("config error: {e}"),
-    }
-}
-
-#[test]
 fn bad_environment_values_are_named() {
-    let out = run_helper(
-        "helper_bad_env",
-        &[("SIGHTLINE_CAUSAL_SAMPLE", "lots".into())],
-    );
+    let out = run_child("bad-env", &[("SIGHTLINE_CAUSAL_SAMPLE", "lots")]);
     assert_eq!(
         line_value(&out, "config error: "),
         r#"SIGHTLINE_CAUSAL_SAMPLE="lots": a number in [0, 1]"#
     );
-    let out = run_helper(
-        "helper_bad_env",
-        &[("SIGHTLINE_CAUSAL_SINK", "http://x".into())],
-    );
+    let out = run_child("bad-env", &[("SIGHTLINE_CAUSAL_SINK", "http://x")]);
     assert!(line_value(&out, "config error: ").starts_with(r#"SIGHTLINE_CAUSAL_SINK="http://x""#));
-    let out = run_helper(
-        "helper_bad_env",
+    let out = run_child(
+        "bad-env",
         &[
-            ("SIGHTLINE_CAUSAL_FORMAT", "binary".into()),
-            ("SIGHTLINE_CAUSAL_QUEUE", "64".into()),
+            ("SIGHTLINE_CAUSAL_FORMAT", "binary"),
+            ("SIGHTLINE_CAUSAL_QUEUE", "64"),
         ],
     );
     assert_eq!(line_value(&out, "config "), "ok");

@@ -241,7 +241,8 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("sightline import: {e}");
+                // The cause is the error's source (e.g. the I/O or JSON error): print the chain.
+                eprintln!("sightline import: {:#}", anyhow::Error::new(e));
             }
         }
     }

@@ -1,21 +1,26 @@
-//! An expectation-based mock collector for tests, after `tracing-mock`'s scripted subscriber.
+//! An expectation-based mock collector for testing code instrumented with `causal`, after
+//! `tracing-mock`'s scripted subscriber. It is its own crate, as `tracing-mock` is apart from
+//! `tracing`, so that programs linking `causal` do not carry it; tests take it as a
+//! dev-dependency.
 //!
 //! ```no_run
-//! use causal::mock::{self, expect};
-//! let collector = mock::install(); // in-process: the reporter's sink becomes the mock
+//! use causal_mock::expect;
+//! let collector = causal_mock::install(); // in-process: the reporter's sink becomes the mock
 //! let ctx = causal::start_task("request", []);
 //! causal::report("work", [("n", 3u32.into())]);
 //! let reports = collector.wait_for(ctx.task_id(), 2, std::time::Duration::from_secs(5));
-//! mock::expect_task()
+//! causal_mock::expect_task()
 //!     .event(expect::event().label("request").no_parents())
 //!     .event(expect::event().label("work").parents(["request"]).field("n", "3"))
 //!     .only()
 //!     .check(&reports);
 //! ```
 //!
-//! [`install`] captures reports in-process through a callback sink; [`TcpCollector`] listens on a
-//! loopback port and reads framed reports exactly as `sightline collect` does, for reports sent by
-//! other processes.
+//! The main types: [`install`] captures reports in-process through a callback sink
+//! ([`MockCollector`]); [`TcpCollector`] listens on a loopback port and reads framed reports
+//! exactly as `sightline collect` does, for reports sent by other processes; [`expect_task`] and
+//! [`expect::event`] script what one task's reports must be ([`TaskExpectation`]).
+#![deny(missing_docs)]
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -23,9 +28,9 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::metadata::{OpId, TaskId};
-use crate::report::Report;
-use crate::reporter::{self, Config, Sink};
+use causal::Report;
+use causal::metadata::{OpId, TaskId};
+use causal::reporter::{self, Config, Sink};
 
 /// Reports received, shared between the receiving side and the test.
 #[derive(Debug, Default)]
@@ -120,7 +125,7 @@ pub fn install() -> &'static MockCollector {
             flush_interval: Duration::from_millis(5),
             ..Config::default()
         };
-        reporter::init(config).expect("causal::mock::install must run before the first event");
+        reporter::init(config).expect("causal_mock::install must run before the first event");
         MockCollector { received }
     })
 }
@@ -154,7 +159,7 @@ impl TcpCollector {
                     std::thread::spawn(move || {
                         let mut scratch = Vec::new();
                         loop {
-                            match crate::wire::read_report(&mut conn, &mut scratch) {
+                            match causal::wire::read_report(&mut conn, &mut scratch) {
                                 Ok(Some(rep)) => r.push(rep),
                                 Ok(None) => return,
                                 Err(e) => {
@@ -268,15 +273,7 @@ impl ExpectedEvent {
             return false;
         }
         if let Some(want) = &self.parents {
-            let mut got: Vec<String> = r
-                .parents()
-                .map(|p| {
-                    labels
-                        .get(&p)
-                        .cloned()
-                        .unwrap_or_else(|| format!("<unknown {p}>"))
-                })
-                .collect();
+            let mut got = parent_labels(r, labels);
             let mut want = want.clone();
             got.sort();
             want.sort();
@@ -360,18 +357,22 @@ impl TaskExpectation {
     }
 }
 
+/// The labels of `r`'s parents (`<unknown OPID>` for a parent not among the task's reports).
+fn parent_labels(r: &Report, labels: &HashMap<OpId, String>) -> Vec<String> {
+    r.parents()
+        .map(|p| {
+            labels
+                .get(&p)
+                .cloned()
+                .unwrap_or_else(|| format!("<unknown {p}>"))
+        })
+        .collect()
+}
+
 fn listing(reports: &[Report], labels: &HashMap<OpId, String>) -> String {
     let mut s = String::new();
     for r in reports {
-        let parents: Vec<String> = r
-            .parents()
-            .map(|p| {
-                labels
-                    .get(&p)
-                    .cloned()
-                    .unwrap_or_else(|| format!("<unknown {p}>"))
-            })
-            .collect();
+        let parents = parent_labels(r, labels);
         let _ = writeln!(
             s,
             "  {:?} agent={:?} pid={:?} parents={parents:?} fields={:?}",
@@ -387,7 +388,7 @@ fn listing(reports: &[Report], labels: &HashMap<OpId, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metadata::Metadata;
+    use causal::metadata::Metadata;
 
     fn rep(label: &str, op: u64, parents: &[u64]) -> Report {
         let mut r = Report::new(Metadata::new(TaskId::from_u64(1).unwrap(), OpId::new(op)));
