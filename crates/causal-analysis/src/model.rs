@@ -149,9 +149,12 @@ impl Event {
 /// (fire-and-forget work) gets no such edge. Returns the number of edges added.
 pub fn infer_span_nesting(events: &mut [Event]) -> usize {
     use std::collections::HashMap;
+    // The first event with an id wins, as in `TaskGraph::build` (a duplicate delivered later
+    // must not receive the edges: the graph drops it).
     let index: HashMap<&str, usize> = events
         .iter()
         .enumerate()
+        .rev()
         .map(|(i, e)| (e.id.as_str(), i))
         .collect();
     let mut add: Vec<(usize, String)> = Vec::new();
