@@ -45,10 +45,14 @@ CREATE TABLE IF NOT EXISTS events(
     links       TEXT,
     fields      TEXT
 );
-CREATE INDEX IF NOT EXISTS events_by_task ON events(task);
+CREATE INDEX IF NOT EXISTS events_by_task_event ON events(task, event_id);
 CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL, PRIMARY KEY(task, host)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
 ";
+
+/// The columns [`Row::same_as`] compares, in its order.
+const STORED_COLUMNS: &str =
+    "ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields";
 
 /// Columns of `events` written per row.
 const COLUMNS: usize = 14;
@@ -112,6 +116,23 @@ impl<'e> Row<'e> {
                 serde_json::to_string(&fs).expect("strings serialize")
             }),
         }
+    }
+
+    /// Whether the stored row `r` (the columns of [`STORED_COLUMNS`]) holds exactly this event.
+    fn same_as(&self, r: &rusqlite::Row<'_>) -> rusqlite::Result<bool> {
+        let e = self.e;
+        Ok(r.get::<_, Option<i64>>(0)? == e.timestamp_ns
+            && r.get::<_, Option<i64>>(1)? == self.hrt
+            && r.get::<_, Option<String>>(2)? == e.agent
+            && r.get::<_, Option<String>>(3)?.as_deref() == e.labels.first().map(String::as_str)
+            && r.get::<_, Option<String>>(4)? == e.host
+            && r.get::<_, Option<String>>(5)? == e.process
+            && r.get::<_, Option<i64>>(6)? == e.pid.map(i64::from)
+            && r.get::<_, Option<i64>>(7)? == self.tid
+            && r.get::<_, Option<String>>(8)? == e.thread_name
+            && r.get::<_, Option<String>>(9)? == self.parents
+            && r.get::<_, Option<String>>(10)? == self.links
+            && r.get::<_, Option<String>>(11)? == self.fields)
     }
 
     fn push_args<'a>(&'a self, out: &mut Vec<&'a dyn rusqlite::ToSql>) {
@@ -197,7 +218,8 @@ pub struct TaskSummary {
     pub first_ts_ns: Option<i64>,
     /// Latest event timestamp, ns.
     pub last_ts_ns: Option<i64>,
-    /// Reports stored (a report sent twice counts twice; `show` keeps one).
+    /// Events stored: each distinct event once (an identical copy delivered again is not
+    /// stored), plus the other versions of conflicting ones.
     pub events: i64,
     /// The `Title` key's value, else the label of the earliest labelled event.
     pub title: Option<String>,
@@ -253,10 +275,15 @@ impl Drop for Checkpointer {
 /// What one [`Store::insert`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InsertStats {
-    /// Events written.
+    /// Events written (new events, and new versions of conflicting ones).
     pub events: usize,
-    /// Distinct tasks touched.
+    /// Distinct tasks among the events written.
     pub tasks: usize,
+    /// Events identical to one already stored (or earlier in the batch): not written.
+    pub duplicates: usize,
+    /// Events whose id was already stored (or earlier in the batch) with different content:
+    /// written as another version, so both are kept.
+    pub conflicts: usize,
 }
 
 /// The store: an open SQLite connection.
@@ -279,6 +306,76 @@ struct Agg<'a> {
     title: Option<(i64, i64, &'a str)>, // (rank, ts, text)
     hosts: Vec<&'a str>,
     tags: Vec<&'a str>,
+}
+
+/// Which of `events` to write: `(keep, duplicates, conflicts)`. An event is a duplicate when an
+/// identical one (every stored column equal) is already stored in its task or comes earlier in
+/// the batch; a conflict when only events with its id and different content are.
+fn dedupe(
+    tx: &rusqlite::Transaction<'_>,
+    events: &[Event],
+) -> Result<(Vec<bool>, usize, usize), StoreError> {
+    let mut keep = vec![true; events.len()];
+    let (mut duplicates, mut conflicts) = (0, 0);
+    // Earlier in the batch: the indexes of the kept events with each (task, id).
+    let mut seen: HashMap<(&str, &str), Vec<usize>> = HashMap::with_capacity(events.len());
+    // Tasks already stored, with their row id (looked up once per task).
+    let mut stored: HashMap<&str, Option<i64>> = HashMap::new();
+    let mut task_q = tx
+        .prepare_cached("SELECT id FROM tasks WHERE task_id = ?1")
+        .map_err(sql("preparing the task lookup"))?;
+    let mut event_q = tx
+        .prepare_cached(&format!(
+            "SELECT {STORED_COLUMNS} FROM events WHERE task = ?1 AND event_id = ?2"
+        ))
+        .map_err(sql("preparing the event lookup"))?;
+    for (i, e) in events.iter().enumerate() {
+        let key = (e.task.as_str(), e.id.as_str());
+        let mut same_id = false;
+        if let Some(prev) = seen.get(&key) {
+            same_id = true;
+            if prev.iter().any(|&j| events[j] == *e) {
+                keep[i] = false;
+                duplicates += 1;
+                continue;
+            }
+        }
+        let task = match stored.get(e.task.as_str()) {
+            Some(t) => *t,
+            None => {
+                let t: Option<i64> = task_q
+                    .query_row([&e.task], |r| r.get(0))
+                    .optional()
+                    .map_err(sql("looking up a task"))?;
+                stored.insert(e.task.as_str(), t);
+                t
+            }
+        };
+        if let Some(task) = task {
+            let row = Row::new(e, task);
+            let mut rows = event_q
+                .query(params![task, e.id])
+                .map_err(sql("looking up an event"))?;
+            let mut identical = false;
+            while let Some(r) = rows.next().map_err(sql("reading an event"))? {
+                same_id = true;
+                if row.same_as(r).map_err(sql("reading an event"))? {
+                    identical = true;
+                    break;
+                }
+            }
+            if identical {
+                keep[i] = false;
+                duplicates += 1;
+                continue;
+            }
+        }
+        if same_id {
+            conflicts += 1;
+        }
+        seen.entry(key).or_default().push(i);
+    }
+    Ok((keep, duplicates, conflicts))
 }
 
 impl Store {
@@ -395,6 +492,12 @@ impl Store {
     /// Writes `events` in one transaction; `received_ns` is the arrival time (ns since the Unix
     /// epoch) recorded for tasks seen for the first time. Either every event is stored or none.
     ///
+    /// Idempotent: an event identical to one already stored in its task (or earlier in
+    /// `events`) is not written again and is counted in [`InsertStats::duplicates`], so a retried
+    /// export or a second import changes no count, edge or view. An event whose id is stored with
+    /// different content is written as another version ([`InsertStats::conflicts`]); both are
+    /// kept, and `TaskGraph::build` uses the first and reports the conflict.
+    ///
     /// # Errors
     /// [`StoreError::Sql`] (e.g. the disk is full); the transaction is rolled back.
     pub fn insert(
@@ -405,6 +508,28 @@ impl Store {
         if events.is_empty() {
             return Ok(InsertStats::default());
         }
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql("beginning a transaction"))?;
+        // Idempotence: an event identical to one already stored (an exporter's retry, a file
+        // imported twice) is not written again; one with the same id and different content is
+        // written as another version (both kept; `TaskGraph::build` reports it).
+        let (keep, duplicates, conflicts) = dedupe(&tx, events)?;
+        let events: Vec<&Event> = events
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(e, _)| e)
+            .collect();
+        if events.is_empty() {
+            tx.commit().map_err(sql("committing a batch"))?;
+            return Ok(InsertStats {
+                duplicates,
+                conflicts,
+                ..InsertStats::default()
+            });
+        }
         // Per-task aggregates in order of first appearance; `slot[i]` indexes event i's task.
         // Events of one task usually come in runs, so the previous event's task is tried before
         // the map (hashing every event's task id twice was ~4% of the writer's time).
@@ -412,7 +537,7 @@ impl Store {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut slot: Vec<usize> = Vec::with_capacity(events.len());
         let mut last: Option<(&str, usize)> = None;
-        for e in events {
+        for &e in &events {
             let task = e.task.as_str();
             let i = match last {
                 Some((t, i)) if t == task => i,
@@ -453,10 +578,7 @@ impl Store {
                 }
             }
         }
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(sql("beginning a transaction"))?;
+
         let mut ids: Vec<i64> = Vec::with_capacity(aggs.len());
         {
             let mut up = tx
@@ -530,7 +652,7 @@ impl Store {
             let rows: Vec<Row<'_>> = events
                 .iter()
                 .zip(&slot)
-                .map(|(e, &i)| Row::new(e, ids[i]))
+                .map(|(&e, &i)| Row::new(e, ids[i]))
                 .collect();
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(ROWS_PER_INSERT * COLUMNS);
@@ -553,6 +675,8 @@ impl Store {
         Ok(InsertStats {
             events: events.len(),
             tasks: aggs.len(),
+            duplicates,
+            conflicts,
         })
     }
 
@@ -796,7 +920,9 @@ mod tests {
             s.insert(&[a.clone(), b.clone(), c], 1).unwrap(),
             InsertStats {
                 events: 3,
-                tasks: 2
+                tasks: 2,
+                duplicates: 0,
+                conflicts: 0
             }
         );
         let mut t = ev("AAAA", "04", 500, "late", &[Parent::causal("02")]);

@@ -239,6 +239,15 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
                     s.tasks,
                     s.format
                 );
+                if s.duplicates > 0 {
+                    print!("; {} already stored (not stored again)", s.duplicates);
+                }
+                if s.conflicts > 0 {
+                    print!(
+                        "; {} stored as another version of an event already stored with different content",
+                        s.conflicts
+                    );
+                }
                 if s.skipped > 0 {
                     print!(
                         "; {} skipped, first: {}",
