@@ -123,7 +123,8 @@ impl Event {
     }
 
     /// A short name of the process for accounting: `process`, else `pid`, else `?`, prefixed by
-    /// the host when the process string does not already name it (`manny/8201@manny` is avoided).
+    /// the host when the process string does not already end with it as Java's `pid@host` does
+    /// (`manny/8201@manny` is avoided).
     pub fn process_key(&self) -> String {
         let proc = match (&self.process, self.pid) {
             (Some(p), _) => p.clone(),
@@ -131,7 +132,9 @@ impl Event {
             (None, None) => "?".to_string(),
         };
         match &self.host {
-            Some(h) if !proc.contains(h.as_str()) => format!("{h}/{proc}"),
+            Some(h) if proc.rsplit_once('@').is_none_or(|(_, ph)| ph != h) => {
+                format!("{h}/{proc}")
+            }
             _ => proc,
         }
     }
@@ -264,6 +267,20 @@ mod tests {
         ];
         assert_eq!(infer_span_nesting(&mut evs), 0);
         assert_eq!(evs[1].parents, vec![Parent::causal("S:start")]);
+    }
+
+    /// Regression: the host prefix was left out whenever the process string merely contained
+    /// the host name, so service `backend` on host `b` was `backend`, like one on another host.
+    #[test]
+    fn the_host_is_left_out_only_when_the_process_names_it() {
+        let e = |process: &str, host: &str| Event {
+            process: Some(process.into()),
+            host: Some(host.into()),
+            ..Event::default()
+        };
+        assert_eq!(e("backend", "b").process_key(), "b/backend");
+        assert_eq!(e("8201@manny", "manny").process_key(), "8201@manny");
+        assert_eq!(e("8201@manny", "moe").process_key(), "moe/8201@manny");
     }
 
     #[test]
