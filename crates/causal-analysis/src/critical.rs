@@ -176,12 +176,16 @@ fn spans_of(g: &TaskGraph) -> (Vec<Span>, Vec<Option<usize>>) {
             has_parent = true;
             if let Some(ps) = span_of_start[pi]
                 && ps != s
-                && !spans[ps].children.contains(&s)
             {
                 spans[ps].children.push(s);
             }
         }
         spans[s].root = !has_parent;
+    }
+    // A start event that names its parent twice would list the child twice.
+    for sp in &mut spans {
+        sp.children.sort_unstable();
+        sp.children.dedup();
     }
     (spans, span_of_end)
 }
@@ -360,17 +364,21 @@ impl CriticalPath {
             }
             // The parents that can block: every known parent except those reached by a link.
             let e = &g.events[cur];
-            let blocking: Vec<usize> = g
-                .parents_of(cur)
-                .iter()
-                .copied()
-                .filter(|&p| {
-                    let pid = &g.events[p].id;
-                    e.parents
-                        .iter()
-                        .any(|q| &q.id == pid && q.kind != EdgeKind::Link)
-                })
-                .collect();
+            let blocking: Vec<usize> = if e.parents.iter().any(|q| q.kind == EdgeKind::Link) {
+                let causal: std::collections::HashSet<&str> = e
+                    .parents
+                    .iter()
+                    .filter(|q| q.kind != EdgeKind::Link)
+                    .map(|q| q.id.as_str())
+                    .collect();
+                g.parents_of(cur)
+                    .iter()
+                    .copied()
+                    .filter(|&p| causal.contains(g.events[p].id.as_str()))
+                    .collect()
+            } else {
+                g.parents_of(cur).to_vec()
+            };
             if blocking.is_empty() {
                 break;
             }

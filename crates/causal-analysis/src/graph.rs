@@ -247,12 +247,16 @@ impl TaskGraph {
         let mut edges = Vec::new();
         let mut parents = vec![Vec::new(); n];
         let mut children = vec![Vec::new(); n];
+        // `added[p] == c` when p is already a parent of c: O(1) per edge, so a span with 100,000
+        // nested children does not cost 100,000² comparisons.
+        let mut added = vec![usize::MAX; n];
         for (ci, ev) in kept.iter().enumerate() {
             for p in &ev.parents {
                 let from_index = index.get(&p.id).copied();
                 match from_index {
                     Some(pi) => {
-                        if !parents[ci].contains(&pi) {
+                        if added[pi] != ci {
+                            added[pi] = ci;
                             parents[ci].push(pi);
                             children[pi].push(ci);
                         }

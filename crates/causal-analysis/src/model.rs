@@ -190,8 +190,14 @@ pub fn infer_span_nesting(events: &mut [Event]) -> usize {
         }
     }
     let mut added = 0;
+    // The parents each end event already has, built only for the ends that get edges (a set, so
+    // a span with many children costs linear time).
+    let mut existing: HashMap<usize, std::collections::HashSet<String>> = HashMap::new();
     for (pe, child) in add {
-        if !events[pe].parents.iter().any(|p| p.id == child) {
+        let have = existing
+            .entry(pe)
+            .or_insert_with(|| events[pe].parents.iter().map(|p| p.id.clone()).collect());
+        if have.insert(child.clone()) {
             events[pe].parents.push(Parent {
                 id: child,
                 kind: EdgeKind::Nested,

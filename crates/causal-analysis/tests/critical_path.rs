@@ -447,3 +447,21 @@ fn the_documented_join_example() {
     );
     check_invariants(&cp);
 }
+
+#[test]
+fn a_deep_span_tree_is_walked_without_recursion() {
+    // 20,000 spans, each the only child of the previous one: a recursive walk would need 20,000
+    // stack frames. Each span starts 1 after its parent and ends 1 before it.
+    let n = 20_000i64;
+    let mut evs = Vec::new();
+    for i in 0..n {
+        let parent = (i > 0).then(|| format!("S{}", i - 1));
+        evs.extend(span(&format!("S{i}"), parent.as_deref(), i, 2 * n - i));
+    }
+    let (_, cp) = path_of(evs);
+    assert_eq!(cp.steps.len(), 2 * n as usize);
+    assert_eq!(cp.total_ns, 2 * n);
+    assert_eq!(cp.steps[n as usize - 1].id, format!("S{}:start", n - 1));
+    assert_eq!(cp.steps[n as usize].id, format!("S{}:end", n - 1));
+    check_invariants(&cp);
+}
