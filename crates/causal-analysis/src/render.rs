@@ -1,10 +1,17 @@
 //! Views of a task: indented text that shows forks and joins, Graphviz DOT, and JSON.
 //!
-//! The text view prints a spanning tree of the graph in which every event hangs under the parent
-//! that finished last (the same choice the critical path makes), so a chain of events stays at one
-//! indentation, a fork indents its branches, and every other parent of a join prints a `joins`
-//! line pointing at it. Nothing is hidden: every event is printed once and every edge is either the
-//! tree edge or a `joins` line (edges from unknown events are listed as problems).
+//! The text view ([`text_view`]) opens with the task's counts, its problems and any notes (the
+//! clock-skew corrections), then the critical path when asked for (each step with two labelled
+//! time columns: offset from the task's start, and the step's duration), then the graph:
+//!
+//! - a task made only of spans prints each span once, as a tree: offset from the task's start,
+//!   duration, `service: name (kind, status)`, location and span id, with its span events and
+//!   links under it;
+//! - any other task prints a spanning tree of its events in which every event hangs under the
+//!   parent that finished last, so a chain of events stays at one indentation, a fork indents its
+//!   branches, and every other parent of a join prints a `joins` line pointing at it. Nothing is
+//!   hidden: every event is printed once and every edge is either the tree edge or a `joins` line
+//!   (edges from unknown events are listed as problems).
 
 use std::fmt::Write as _;
 
