@@ -96,6 +96,8 @@ pub struct TextOptions<'a> {
     pub critical_path_only: bool,
     /// Lines printed under the header (the clock-skew adjustments of `show`).
     pub notes: &'a [String],
+    /// Print each span's attributes (the other fields of its start and end events) under it.
+    pub verbose: bool,
 }
 
 /// The indented text view of `g` with the critical path `cp` (if any) before the graph.
@@ -151,7 +153,7 @@ pub fn text_view(g: &TaskGraph, opts: &TextOptions<'_>) -> String {
         .map(|c| c.mask(n))
         .unwrap_or_else(|| vec![false; n]);
     match SpanIndex::of_span_task(g) {
-        Some(spans) => span_tree_text(g, &spans, &on_path, &mut out),
+        Some(spans) => span_tree_text(g, &spans, &on_path, opts.verbose, &mut out),
         None => event_tree_text(g, &on_path, &mut out),
     }
     out
@@ -259,7 +261,16 @@ fn span_title(start: &Event, end: &Event) -> String {
     }
 }
 
-fn span_tree_text(g: &TaskGraph, ix: &SpanIndex, on_path: &[bool], out: &mut String) {
+/// Fields shown in a span's own line, not repeated among its attributes.
+const SPAN_LINE_FIELDS: [&str; 4] = ["span.name", "span.kind", "status.code", "status.message"];
+
+fn span_tree_text(
+    g: &TaskGraph,
+    ix: &SpanIndex,
+    on_path: &[bool],
+    verbose: bool,
+    out: &mut String,
+) {
     let t0 = g.time_span().map(|(a, _)| a);
     let _ = writeln!(
         out,
@@ -295,6 +306,13 @@ fn span_tree_text(g: &TaskGraph, ix: &SpanIndex, on_path: &[bool], out: &mut Str
                 span_title(start, end),
                 bracket(&location(start)),
             );
+            if verbose {
+                for (k, v) in start.fields.iter().chain(&end.fields) {
+                    if !SPAN_LINE_FIELDS.contains(&k.as_str()) {
+                        let _ = writeln!(out, "  {pad}  {k} = {v}");
+                    }
+                }
+            }
             for p in start.parents.iter().filter(|p| p.kind == EdgeKind::Link) {
                 let from = p.id.strip_suffix(":end").unwrap_or(&p.id);
                 match g.index_of(&p.id).and_then(|i| g.events[i].label()) {
@@ -653,6 +671,7 @@ events: +offset from the task's start; * on the critical path
                 critical_path: Some(&cp),
                 critical_path_only: true,
                 notes: &["skew adjusted: host b +1.0 ms".to_string()],
+                verbose: false,
             },
         );
         assert!(
@@ -732,6 +751,24 @@ spans (3): +offset from the task's start, then duration; * on the critical path
         assert!(
             t.contains("critical path: 6 events, 100.000ms; rule: span tree;"),
             "{t}"
+        );
+        let mut g = g;
+        let a = g.index_of("A:start").unwrap();
+        g.events[a]
+            .fields
+            .push(("http.method".into(), "GET".into()));
+        let v = text_view(
+            &g,
+            &TextOptions {
+                verbose: true,
+                ..TextOptions::default()
+            },
+        );
+        assert!(
+            v.contains(
+                "svc: A-op (client, error: timeout)  A\n      http.method = GET\n    +50.000ms"
+            ),
+            "{v}"
         );
     }
 

@@ -117,6 +117,9 @@ pub struct ShowArgs {
     /// process, and mark its events in the graph.
     #[arg(long)]
     pub critical_path: bool,
+    /// Print each span's attributes under it (text format).
+    #[arg(short, long)]
+    pub verbose: bool,
     /// Print only the critical path (and the task's header), not the graph.
     #[arg(long)]
     pub critical_path_only: bool,
@@ -490,6 +493,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 critical_path: cp.as_ref(),
                 critical_path_only: args.critical_path_only,
                 notes: &notes,
+                verbose: args.verbose,
             };
             out.write_all(render::text_view(&g, &view).as_bytes())?;
             if let Some(a) = &acct {

@@ -54,6 +54,8 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
         14_600_000,
     );
     server["status"] = serde_json::json!({"code": 2, "message": "boom"});
+    server["attributes"] =
+        serde_json::json!([{"key": "http.route", "value": {"stringValue": "/stock"}}]);
     let body = serde_json::json!({"resourceSpans": [
         resource(&[("service.name", "frontend"), ("host.name", "a")],
                  vec![span(SKEWED, "53995C3F42CD8AD8", None, "checkout", 3, 0, 100 * MS)]),
@@ -171,6 +173,15 @@ fn critical_path_first_or_alone_and_each_span_once() {
             "*   +20.000ms 60.000ms  backend: GET /stock (server, error: boom)  [b backend]  00F067AA0BA902B7",
         ],
         "{text}"
+    );
+
+    assert!(!text.contains("http.route"), "{text}");
+    let verbose = run(&["show", SKEWED, "-v"], &db);
+    assert!(
+        verbose.contains(
+            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n"
+        ),
+        "{verbose}"
     );
 
     let only = run(&["show", SKEWED, "--critical-path-only"], &db);
