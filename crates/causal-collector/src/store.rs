@@ -50,9 +50,43 @@ CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
 ";
 
-/// The columns [`Row::same_as`] compares, in its order.
+/// The columns that make an event's content ([`Content`]), in its order.
 const STORED_COLUMNS: &str =
     "ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields";
+
+/// The values of [`STORED_COLUMNS`] of one `events` row: two rows with the same task, event id
+/// and content are the same event delivered twice.
+type Content = (
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+fn content_of(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Content> {
+    Ok((
+        r.get(first)?,
+        r.get(first + 1)?,
+        r.get(first + 2)?,
+        r.get(first + 3)?,
+        r.get(first + 4)?,
+        r.get(first + 5)?,
+        r.get(first + 6)?,
+        r.get(first + 7)?,
+        r.get(first + 8)?,
+        r.get(first + 9)?,
+        r.get(first + 10)?,
+        r.get(first + 11)?,
+    ))
+}
 
 /// Columns of `events` written per row.
 const COLUMNS: usize = 14;
@@ -118,21 +152,24 @@ impl<'e> Row<'e> {
         }
     }
 
-    /// Whether the stored row `r` (the columns of [`STORED_COLUMNS`]) holds exactly this event.
-    fn same_as(&self, r: &rusqlite::Row<'_>) -> rusqlite::Result<bool> {
+    /// The stored content of this row (the columns of [`STORED_COLUMNS`]), to compare with a
+    /// row read back.
+    fn content(&self) -> Content {
         let e = self.e;
-        Ok(r.get::<_, Option<i64>>(0)? == e.timestamp_ns
-            && r.get::<_, Option<i64>>(1)? == self.hrt
-            && r.get::<_, Option<String>>(2)? == e.agent
-            && r.get::<_, Option<String>>(3)?.as_deref() == e.labels.first().map(String::as_str)
-            && r.get::<_, Option<String>>(4)? == e.host
-            && r.get::<_, Option<String>>(5)? == e.process
-            && r.get::<_, Option<i64>>(6)? == e.pid.map(i64::from)
-            && r.get::<_, Option<i64>>(7)? == self.tid
-            && r.get::<_, Option<String>>(8)? == e.thread_name
-            && r.get::<_, Option<String>>(9)? == self.parents
-            && r.get::<_, Option<String>>(10)? == self.links
-            && r.get::<_, Option<String>>(11)? == self.fields)
+        (
+            e.timestamp_ns,
+            self.hrt,
+            e.agent.clone(),
+            e.labels.first().cloned(),
+            e.host.clone(),
+            e.process.clone(),
+            e.pid.map(i64::from),
+            self.tid,
+            e.thread_name.clone(),
+            self.parents.clone(),
+            self.links.clone(),
+            self.fields.clone(),
+        )
     }
 
     fn push_args<'a>(&'a self, out: &mut Vec<&'a dyn rusqlite::ToSql>) {
@@ -311,69 +348,75 @@ struct Agg<'a> {
 /// Which of `events` to write: `(keep, duplicates, conflicts)`. An event is a duplicate when an
 /// identical one (every stored column equal) is already stored in its task or comes earlier in
 /// the batch; a conflict when only events with its id and different content are.
+///
+/// Stored events are looked up once per task already in the store, with one query for all of
+/// the batch's ids of that task (a new task needs no lookup at all).
 fn dedupe(
     tx: &rusqlite::Transaction<'_>,
     events: &[Event],
 ) -> Result<(Vec<bool>, usize, usize), StoreError> {
     let mut keep = vec![true; events.len()];
     let (mut duplicates, mut conflicts) = (0, 0);
-    // Earlier in the batch: the indexes of the kept events with each (task, id).
-    let mut seen: HashMap<(&str, &str), Vec<usize>> = HashMap::with_capacity(events.len());
-    // Tasks already stored, with their row id (looked up once per task).
-    let mut stored: HashMap<&str, Option<i64>> = HashMap::new();
+    // The batch's events per task, in order of first appearance.
+    let mut by_task: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        by_task.entry(e.task.as_str()).or_default().push(i);
+    }
     let mut task_q = tx
         .prepare_cached("SELECT id FROM tasks WHERE task_id = ?1")
         .map_err(sql("preparing the task lookup"))?;
     let mut event_q = tx
         .prepare_cached(&format!(
-            "SELECT {STORED_COLUMNS} FROM events WHERE task = ?1 AND event_id = ?2"
+            "SELECT event_id, {STORED_COLUMNS} FROM events
+             WHERE task = ?1 AND event_id IN (SELECT value FROM json_each(?2))"
         ))
         .map_err(sql("preparing the event lookup"))?;
-    for (i, e) in events.iter().enumerate() {
-        let key = (e.task.as_str(), e.id.as_str());
-        let mut same_id = false;
-        if let Some(prev) = seen.get(&key) {
-            same_id = true;
-            if prev.iter().any(|&j| events[j] == *e) {
-                keep[i] = false;
-                duplicates += 1;
-                continue;
+    for (task, idx) in by_task {
+        // What is stored already under these ids: event id → contents.
+        let mut stored: HashMap<String, Vec<Content>> = HashMap::new();
+        let task_row: Option<i64> = task_q
+            .query_row([task], |r| r.get(0))
+            .optional()
+            .map_err(sql("looking up a task"))?;
+        if let Some(t) = task_row {
+            let ids: Vec<&str> = idx.iter().map(|&i| events[i].id.as_str()).collect();
+            let ids = serde_json::to_string(&ids).expect("strings serialize");
+            let mut rows = event_q
+                .query(params![t, ids])
+                .map_err(sql("looking up stored events"))?;
+            while let Some(r) = rows.next().map_err(sql("reading stored events"))? {
+                let id: String = r.get(0).map_err(sql("reading stored events"))?;
+                let c = content_of(r, 1).map_err(sql("reading stored events"))?;
+                stored.entry(id).or_default().push(c);
             }
         }
-        let task = match stored.get(e.task.as_str()) {
-            Some(t) => *t,
-            None => {
-                let t: Option<i64> = task_q
-                    .query_row([&e.task], |r| r.get(0))
-                    .optional()
-                    .map_err(sql("looking up a task"))?;
-                stored.insert(e.task.as_str(), t);
-                t
-            }
-        };
-        if let Some(task) = task {
-            let row = Row::new(e, task);
-            let mut rows = event_q
-                .query(params![task, e.id])
-                .map_err(sql("looking up an event"))?;
-            let mut identical = false;
-            while let Some(r) = rows.next().map_err(sql("reading an event"))? {
+        // Kept events of this batch by id (compared as events: no row content is built for a
+        // new task's events).
+        let mut seen: HashMap<&str, Vec<usize>> = HashMap::with_capacity(idx.len());
+        for i in idx {
+            let e = &events[i];
+            let mut same_id = false;
+            if let Some(prev) = seen.get(e.id.as_str()) {
                 same_id = true;
-                if row.same_as(r).map_err(sql("reading an event"))? {
-                    identical = true;
-                    break;
+                if prev.iter().any(|&j| events[j] == *e) {
+                    keep[i] = false;
+                    duplicates += 1;
+                    continue;
                 }
             }
-            if identical {
-                keep[i] = false;
-                duplicates += 1;
-                continue;
+            if let Some(versions) = stored.get(&e.id) {
+                same_id = true;
+                if versions.contains(&Row::new(e, 0).content()) {
+                    keep[i] = false;
+                    duplicates += 1;
+                    continue;
+                }
             }
+            if same_id {
+                conflicts += 1;
+            }
+            seen.entry(e.id.as_str()).or_default().push(i);
         }
-        if same_id {
-            conflicts += 1;
-        }
-        seen.entry(key).or_default().push(i);
     }
     Ok((keep, duplicates, conflicts))
 }
