@@ -251,7 +251,7 @@ fn expand(
         // smaller span id (id order, not arrival order).
         cands.sort_by(|a, b| {
             a.2.cmp(&b.2)
-                .then_with(|| (a.2 - a.1).cmp(&(b.2 - b.1)))
+                .then_with(|| a.2.saturating_sub(a.1).cmp(&b.2.saturating_sub(b.1)))
                 .then_with(|| {
                     g.order_key(spans[b.0].start)
                         .1
@@ -311,7 +311,7 @@ impl CriticalPath {
         roots.sort_by_key(|&s| {
             (
                 spans[s].t1,
-                spans[s].t1 - spans[s].t0,
+                spans[s].t1.saturating_sub(spans[s].t0),
                 std::cmp::Reverse(g.order_key(spans[s].start).1),
             )
         });

@@ -81,8 +81,8 @@ impl Bounds {
     /// The bounds of `a` relative to `b`: negated and swapped.
     fn flipped(self) -> Bounds {
         Bounds {
-            low: self.high.map(|h| -h),
-            high: self.low.map(|l| -l),
+            low: self.high.map(i64::saturating_neg),
+            high: self.low.map(i64::saturating_neg),
             evidence: self.evidence,
         }
     }
@@ -91,7 +91,8 @@ impl Bounds {
     fn choose(self) -> i64 {
         match (self.low, self.high) {
             (Some(l), Some(h)) if l <= 0 && 0 <= h => 0,
-            (Some(l), Some(h)) if l <= h => l + (h - l) / 2,
+            // The midpoint without overflow: (l + h) / 2 in 128 bits fits back in 64.
+            (Some(l), Some(h)) if l <= h => ((i128::from(l) + i128::from(h)) / 2) as i64,
             (Some(l), Some(_)) => l,
             (Some(l), None) => l.max(0),
             (None, Some(h)) => h.min(0),

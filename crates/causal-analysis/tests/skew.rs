@@ -163,3 +163,20 @@ fn asynchronous_spans_only_bound_from_below() {
     evs.extend(span("Q", Some("P"), "b", "consumer", 50 * MS, 200 * MS));
     assert!(SkewAdjustment::estimate(&evs).is_empty());
 }
+
+/// Hostile timestamps (the extremes of i64) must not overflow the estimate, the correction or
+/// the critical path.
+#[test]
+fn extreme_timestamps_do_not_overflow() {
+    let mut evs = span("C", None, "a", "client", i64::MIN, i64::MAX);
+    evs.extend(span("S", Some("C"), "b", "server", i64::MAX, i64::MIN));
+    evs.extend(span("S2", Some("C"), "c", "server", i64::MIN, i64::MIN));
+    let adj = SkewAdjustment::estimate(&evs);
+    adj.apply(&mut evs);
+    infer_span_nesting(&mut evs);
+    let g = TaskGraph::build("T", evs);
+    let cp = CriticalPath::compute(&g).unwrap();
+    assert!(cp.steps.iter().all(|s| s.delta_ns >= 0));
+    assert!(cp.total_ns >= 0);
+    let _ = causal_analysis::render::text(&g, Some(&cp));
+}
