@@ -465,3 +465,28 @@ fn a_deep_span_tree_is_walked_without_recursion() {
     assert_eq!(cp.steps[n as usize].id, format!("S{}:end", n - 1));
     check_invariants(&cp);
 }
+
+#[test]
+fn xtrace_span_reports_give_the_span_tree_answer_by_happened_before() {
+    // The shape `causal::layer` reports (docs/critical-path.md): P enters, A runs, then B and C
+    // overlap, and each child's exit is joined into P's next event.
+    let (_, cp) = path_of(vec![
+        report("P-enter", 0, &[]),
+        report("A-enter", 10, &["P-enter"]),
+        report("A-exit", 40, &["A-enter"]),
+        report("B-enter", 50, &["A-exit"]),
+        report("C-enter", 55, &["A-exit"]),
+        report("B-exit", 80, &["B-enter"]),
+        report("C-exit", 90, &["C-enter"]),
+        report("P-exit", 100, &["B-exit", "C-exit"]),
+    ]);
+    // As Jaeger's rule on the same spans: A, then C (B ended before C, but after C started).
+    assert_eq!(
+        ids(&cp),
+        [
+            "P-enter", "A-enter", "A-exit", "C-enter", "C-exit", "P-exit"
+        ]
+    );
+    assert_eq!(cp.rules, [Rule::HappenedBefore]);
+    check_invariants(&cp);
+}
