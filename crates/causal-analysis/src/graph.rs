@@ -168,6 +168,31 @@ fn abbreviate(ids: &[String], n: usize) -> String {
     s
 }
 
+/// Whether `a` and `b` are the same report: equal in everything but the inferred
+/// [`EdgeKind::Nested`] edges (which `infer_span_nesting` adds to the first copy only).
+fn same_report(a: &Event, b: &Event) -> bool {
+    let reported = |e: &Event| {
+        e.parents
+            .iter()
+            .filter(|p| p.kind != EdgeKind::Nested)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    a.task == b.task
+        && a.id == b.id
+        && a.agent == b.agent
+        && a.host == b.host
+        && a.process == b.process
+        && a.pid == b.pid
+        && a.tid == b.tid
+        && a.thread_name == b.thread_name
+        && a.timestamp_ns == b.timestamp_ns
+        && a.hrt_ns == b.hrt_ns
+        && a.labels == b.labels
+        && a.fields == b.fields
+        && reported(a) == reported(b)
+}
+
 /// Formats ns as a human duration (`1.234s`, `12.5ms`, `830µs`, `12ns`).
 pub fn fmt_duration(ns: i64) -> String {
     let a = ns.unsigned_abs();
@@ -223,7 +248,7 @@ impl TaskGraph {
         let mut conflicting: Vec<String> = Vec::new();
         for ev in events {
             if let Some(&k) = index.get(&ev.id) {
-                if kept[k] == ev {
+                if same_report(&kept[k], &ev) {
                     identical += 1;
                 } else {
                     conflicting.push(ev.id);

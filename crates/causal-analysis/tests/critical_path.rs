@@ -490,3 +490,34 @@ fn xtrace_span_reports_give_the_span_tree_answer_by_happened_before() {
     assert_eq!(cp.rules, [Rule::HappenedBefore]);
     check_invariants(&cp);
 }
+
+/// Regression (issue 17): a store written before ingest was idempotent holds every span twice;
+/// the nesting edges went to the second copies, which the graph drops, so "7 edges, 1 join"
+/// became "5 edges, 0 joins", with one warning line per event.
+#[test]
+fn duplicated_reports_leave_edges_joins_and_path_as_they_were() {
+    let once = cat(vec![
+        span("P", None, 0, 100),
+        span("A", Some("P"), 10, 40),
+        span("B", Some("P"), 50, 90),
+    ]);
+    let twice: Vec<Event> = once.iter().chain(&once).cloned().collect();
+    let (g1, cp1) = path_of(once);
+    let (g2, cp2) = path_of(twice);
+    assert_eq!((g1.edges.len(), g1.joins().len()), (7, 1));
+    assert_eq!((g2.edges.len(), g2.joins().len()), (7, 1));
+    assert_eq!(ids(&cp1), ids(&cp2));
+    assert_eq!(
+        g2.problems,
+        [Problem::DuplicateEvents {
+            identical: 6,
+            conflicting: vec![]
+        }]
+    );
+    let text = causal_analysis::render::text(&g2, None);
+    assert_eq!(text.matches("problem:").count(), 1, "{text}");
+    assert!(
+        text.contains("problem: 6 identical duplicate reports ignored\n"),
+        "{text}"
+    );
+}
