@@ -34,12 +34,15 @@ pub struct Edge {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "problem", rename_all = "snake_case")]
 pub enum Problem {
-    /// Several reports carried the same event id; the first one is kept, the others dropped.
-    DuplicateEvent {
-        /// The event id.
-        id: String,
-        /// How many reports carried it (≥ 2).
-        reports: usize,
+    /// Reports that carried an event id already seen, summarised for the whole task: identical
+    /// copies (an exporter's retry, a file imported twice) are counted once and dropped;
+    /// different versions of one id (a conflict) are listed, and the first version is the one
+    /// the graph uses.
+    DuplicateEvents {
+        /// Reports identical to the kept one (dropped, counted here only).
+        identical: usize,
+        /// Ids with two or more different versions, sorted.
+        conflicting: Vec<String>,
     },
     /// An edge names a parent that no report of this task describes (a lost report, or a parent in
     /// another task).
@@ -93,11 +96,25 @@ pub enum Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Problem::DuplicateEvent { id, reports } => {
-                write!(
-                    f,
-                    "event {id} reported {reports} times; the first report is kept"
-                )
+            Problem::DuplicateEvents {
+                identical,
+                conflicting,
+            } => {
+                if *identical > 0 {
+                    write!(f, "{identical} identical duplicate reports ignored")?;
+                    if !conflicting.is_empty() {
+                        write!(f, "; ")?;
+                    }
+                }
+                if !conflicting.is_empty() {
+                    write!(
+                        f,
+                        "{} events reported in different versions (the first is used): {}",
+                        conflicting.len(),
+                        abbreviate(conflicting, 8)
+                    )?;
+                }
+                Ok(())
             }
             Problem::UnknownParent { event, parent } => {
                 write!(f, "event {event} has an edge from unknown event {parent}")
@@ -151,6 +168,31 @@ fn abbreviate(ids: &[String], n: usize) -> String {
     s
 }
 
+/// Whether `a` and `b` are the same report: equal in everything but the inferred
+/// [`EdgeKind::Nested`] edges (which `infer_span_nesting` adds to the first copy only).
+fn same_report(a: &Event, b: &Event) -> bool {
+    let reported = |e: &Event| {
+        e.parents
+            .iter()
+            .filter(|p| p.kind != EdgeKind::Nested)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    a.task == b.task
+        && a.id == b.id
+        && a.agent == b.agent
+        && a.host == b.host
+        && a.process == b.process
+        && a.pid == b.pid
+        && a.tid == b.tid
+        && a.thread_name == b.thread_name
+        && a.timestamp_ns == b.timestamp_ns
+        && a.hrt_ns == b.hrt_ns
+        && a.labels == b.labels
+        && a.fields == b.fields
+        && reported(a) == reported(b)
+}
+
 /// Formats ns as a human duration (`1.234s`, `12.5ms`, `830µs`, `12ns`).
 pub fn fmt_duration(ns: i64) -> String {
     let a = ns.unsigned_abs();
@@ -188,6 +230,9 @@ pub struct TaskGraph {
     children: Vec<Vec<usize>>,
     /// Topological rank of each event (`usize::MAX` for events on or after a cycle).
     rank: Vec<usize>,
+    /// Position of each event in the events sorted by id: the tie-break that does not depend on
+    /// the order in which reports arrived.
+    id_rank: Vec<usize>,
     /// Events in topological order (ties broken by timestamp, then input order).
     topo: Vec<usize>,
 }
@@ -199,10 +244,15 @@ impl TaskGraph {
         let task = task.into();
         let mut kept: Vec<Event> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
-        let mut dup_counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut identical = 0usize;
+        let mut conflicting: Vec<String> = Vec::new();
         for ev in events {
-            if index.contains_key(&ev.id) {
-                *dup_counts.entry(ev.id.clone()).or_insert(1) += 1;
+            if let Some(&k) = index.get(&ev.id) {
+                if same_report(&kept[k], &ev) {
+                    identical += 1;
+                } else {
+                    conflicting.push(ev.id);
+                }
                 continue;
             }
             index.insert(ev.id.clone(), kept.len());
@@ -210,19 +260,28 @@ impl TaskGraph {
         }
         let n = kept.len();
         let mut problems = Vec::new();
-        for (id, reports) in dup_counts {
-            problems.push(Problem::DuplicateEvent { id, reports });
+        conflicting.sort();
+        conflicting.dedup();
+        if identical > 0 || !conflicting.is_empty() {
+            problems.push(Problem::DuplicateEvents {
+                identical,
+                conflicting,
+            });
         }
 
         let mut edges = Vec::new();
         let mut parents = vec![Vec::new(); n];
         let mut children = vec![Vec::new(); n];
+        // `added[p] == c` when p is already a parent of c: O(1) per edge, so a span with 100,000
+        // nested children does not cost 100,000² comparisons.
+        let mut added = vec![usize::MAX; n];
         for (ci, ev) in kept.iter().enumerate() {
             for p in &ev.parents {
                 let from_index = index.get(&p.id).copied();
                 match from_index {
                     Some(pi) => {
-                        if !parents[ci].contains(&pi) {
+                        if added[pi] != ci {
+                            added[pi] = ci;
                             parents[ci].push(pi);
                             children[pi].push(ci);
                         }
@@ -242,6 +301,12 @@ impl TaskGraph {
             }
         }
 
+        let mut by_id: Vec<usize> = (0..n).collect();
+        by_id.sort_by(|&a, &b| kept[a].id.cmp(&kept[b].id));
+        let mut id_rank = vec![0; n];
+        for (r, &i) in by_id.iter().enumerate() {
+            id_rank[i] = r;
+        }
         let mut g = TaskGraph {
             task,
             events: kept,
@@ -251,6 +316,7 @@ impl TaskGraph {
             parents,
             children,
             rank: vec![usize::MAX; n],
+            id_rank,
             topo: Vec::with_capacity(n),
         };
         g.sort_children();
@@ -260,23 +326,35 @@ impl TaskGraph {
         g
     }
 
-    /// Children sorted by (timestamp, input order) so that every view is deterministic.
+    /// The order key of event `i`: (timestamp, id). Missing timestamps sort last. The id, not the
+    /// arrival order, breaks ties, so every view and the critical path are the same whatever
+    /// order the reports came in.
+    pub fn order_key(&self, i: usize) -> (i64, usize) {
+        (
+            self.events[i].timestamp_ns.unwrap_or(i64::MAX),
+            self.id_rank[i],
+        )
+    }
+
+    /// Children sorted by (timestamp, id) so that every view is deterministic.
     fn sort_children(&mut self) {
-        let events = &self.events;
+        let (events, id_rank) = (&self.events, &self.id_rank);
         for c in &mut self.children {
-            c.sort_by_key(|&i| (events[i].timestamp_ns.unwrap_or(i64::MAX), i));
+            c.sort_by_key(|&i| (events[i].timestamp_ns.unwrap_or(i64::MAX), id_rank[i]));
         }
     }
 
-    /// Kahn's algorithm with a heap keyed by (timestamp, input index): a topological order that
-    /// follows time where time agrees with causality. Events left over are on (or after) a cycle.
+    /// Kahn's algorithm with a heap keyed by (timestamp, id): a topological order that follows
+    /// time where time agrees with causality and does not depend on arrival order. Events left
+    /// over are on (or after) a cycle.
     fn toposort(&mut self) {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let n = self.events.len();
         let mut indeg: Vec<usize> = self.parents.iter().map(Vec::len).collect();
-        let key = |i: usize| (self.events[i].timestamp_ns.unwrap_or(i64::MAX), i);
-        let mut heap: BinaryHeap<Reverse<(i64, usize)>> = (0..n)
+        let (events, id_rank) = (&self.events, &self.id_rank);
+        let key = |i: usize| ((events[i].timestamp_ns.unwrap_or(i64::MAX), id_rank[i]), i);
+        let mut heap: BinaryHeap<Reverse<((i64, usize), usize)>> = (0..n)
             .filter(|&i| indeg[i] == 0)
             .map(|i| Reverse(key(i)))
             .collect();
@@ -420,12 +498,12 @@ impl TaskGraph {
         &self.children[i]
     }
 
-    /// Roots: events without a known parent, earliest first.
+    /// Roots: events without a known parent, earliest first (ties by id).
     pub fn roots(&self) -> Vec<usize> {
         let mut r: Vec<usize> = (0..self.events.len())
             .filter(|&i| self.parents[i].is_empty())
             .collect();
-        r.sort_by_key(|&i| (self.events[i].timestamp_ns.unwrap_or(i64::MAX), i));
+        r.sort_by_key(|&i| self.order_key(i));
         r
     }
 
@@ -533,7 +611,8 @@ mod tests {
                 ev("X", 1, "h1", &["Y"]),
                 ev("Y", 2, "h1", &["X"]), // cycle X <-> Y
                 ev("Z", 3, "h1", &["Y"]), // downstream of the cycle, not on it
-                ev("C", 61, "h2", &[]),   // duplicate
+                ev("C", 61, "h2", &[]),   // a conflicting duplicate
+                ev("R2", 5, "h1", &[]),   // an identical duplicate
                 ev("R2", 5, "h1", &[]),   // second root
             ],
         );
@@ -541,9 +620,9 @@ mod tests {
         assert_eq!(g.edges.len(), 6);
         let p = &g.problems;
         assert!(
-            p.contains(&Problem::DuplicateEvent {
-                id: "C".into(),
-                reports: 2
+            p.contains(&Problem::DuplicateEvents {
+                identical: 1,
+                conflicting: vec!["C".into()]
             }),
             "{p:?}"
         );

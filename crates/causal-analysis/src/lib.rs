@@ -4,8 +4,10 @@
 //! - [`Event`] (with its incoming edges, [`Parent`]): one X-Trace report or one OTLP span boundary;
 //! - [`TaskGraph`]: one task rebuilt from its events, with the structural [`Problem`]s found
 //!   (cycles, edges from unknown events, several roots, clock skew between hosts);
-//! - [`CriticalPath`]: the path X-Trace's swimlane view found (walk back from the last event, at each
-//!   join follow the parent that finished last), with time per agent, host and process;
+//! - [`CriticalPath`]: Jaeger's rule for span trees and happened-before for DAGs with joins
+//!   ([`Rule`], `docs/critical-path.md`), with time per agent, host and process;
+//! - [`SkewAdjustment`]: per-host clock corrections estimated from RPC pairs and edges between
+//!   hosts (Jaeger's and Zipkin's adjusters), applied before analysis and display;
 //! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON;
 //! - [`Comparison`] of two tasks (per agent and per event kind) and [`Accounting`] of a task's
 //!   thread time and reported resources per process and agent.
@@ -20,9 +22,11 @@ pub mod critical;
 pub mod graph;
 pub mod model;
 pub mod render;
+pub mod skew;
 
 pub use accounting::{Accounting, Usage};
 pub use compare::Comparison;
-pub use critical::{CriticalPath, Share, Step};
+pub use critical::{CriticalPath, Rule, Share, Step};
 pub use graph::{Edge, Problem, TaskGraph, fmt_duration};
 pub use model::{EdgeKind, Event, Parent, infer_span_nesting, parse_pid};
+pub use skew::{HostSkew, SkewAdjustment};

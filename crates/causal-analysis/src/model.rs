@@ -123,7 +123,8 @@ impl Event {
     }
 
     /// A short name of the process for accounting: `process`, else `pid`, else `?`, prefixed by
-    /// the host when the process string does not already name it (`manny/8201@manny` is avoided).
+    /// the host when the process string does not already end with it as Java's `pid@host` does
+    /// (`manny/8201@manny` is avoided).
     pub fn process_key(&self) -> String {
         let proc = match (&self.process, self.pid) {
             (Some(p), _) => p.clone(),
@@ -131,7 +132,9 @@ impl Event {
             (None, None) => "?".to_string(),
         };
         match &self.host {
-            Some(h) if !proc.contains(h.as_str()) => format!("{h}/{proc}"),
+            Some(h) if proc.rsplit_once('@').is_none_or(|(_, ph)| ph != h) => {
+                format!("{h}/{proc}")
+            }
             _ => proc,
         }
     }
@@ -149,9 +152,12 @@ impl Event {
 /// (fire-and-forget work) gets no such edge. Returns the number of edges added.
 pub fn infer_span_nesting(events: &mut [Event]) -> usize {
     use std::collections::HashMap;
+    // The first event with an id wins, as in `TaskGraph::build` (a duplicate delivered later
+    // must not receive the edges: the graph drops it).
     let index: HashMap<&str, usize> = events
         .iter()
         .enumerate()
+        .rev()
         .map(|(i, e)| (e.id.as_str(), i))
         .collect();
     let mut add: Vec<(usize, String)> = Vec::new();
@@ -184,8 +190,14 @@ pub fn infer_span_nesting(events: &mut [Event]) -> usize {
         }
     }
     let mut added = 0;
+    // The parents each end event already has, built only for the ends that get edges (a set, so
+    // a span with many children costs linear time).
+    let mut existing: HashMap<usize, std::collections::HashSet<String>> = HashMap::new();
     for (pe, child) in add {
-        if !events[pe].parents.iter().any(|p| p.id == child) {
+        let have = existing
+            .entry(pe)
+            .or_insert_with(|| events[pe].parents.iter().map(|p| p.id.clone()).collect());
+        if have.insert(child.clone()) {
             events[pe].parents.push(Parent {
                 id: child,
                 kind: EdgeKind::Nested,
@@ -261,6 +273,20 @@ mod tests {
         ];
         assert_eq!(infer_span_nesting(&mut evs), 0);
         assert_eq!(evs[1].parents, vec![Parent::causal("S:start")]);
+    }
+
+    /// Regression: the host prefix was left out whenever the process string merely contained
+    /// the host name, so service `backend` on host `b` was `backend`, like one on another host.
+    #[test]
+    fn the_host_is_left_out_only_when_the_process_names_it() {
+        let e = |process: &str, host: &str| Event {
+            process: Some(process.into()),
+            host: Some(host.into()),
+            ..Event::default()
+        };
+        assert_eq!(e("backend", "b").process_key(), "b/backend");
+        assert_eq!(e("8201@manny", "manny").process_key(), "8201@manny");
+        assert_eq!(e("8201@manny", "moe").process_key(), "moe/8201@manny");
     }
 
     #[test]

@@ -1,10 +1,17 @@
 //! Views of a task: indented text that shows forks and joins, Graphviz DOT, and JSON.
 //!
-//! The text view prints a spanning tree of the graph in which every event hangs under the parent
-//! that finished last (the same choice the critical path makes), so a chain of events stays at one
-//! indentation, a fork indents its branches, and every other parent of a join prints a `joins`
-//! line pointing at it. Nothing is hidden: every event is printed once and every edge is either the
-//! tree edge or a `joins` line (edges from unknown events are listed as problems).
+//! The text view ([`text_view`]) opens with the task's counts, its problems and any notes (the
+//! clock-skew corrections), then the critical path when asked for (each step with two labelled
+//! time columns: offset from the task's start, and the step's duration), then the graph:
+//!
+//! - a task made only of spans prints each span once, as a tree: offset from the task's start,
+//!   duration, `service: name (kind, status)`, location and span id, with its span events and
+//!   links under it;
+//! - any other task prints a spanning tree of its events in which every event hangs under the
+//!   parent that finished last, so a chain of events stays at one indentation, a fork indents its
+//!   branches, and every other parent of a join prints a `joins` line pointing at it. Nothing is
+//!   hidden: every event is printed once and every edge is either the tree edge or a `joins` line
+//!   (edges from unknown events are listed as problems).
 
 use std::fmt::Write as _;
 
@@ -80,11 +87,37 @@ fn indent(depth: usize) -> String {
     }
 }
 
-/// The indented text view of `g`, marking the events of `cp` with `*` and appending its summary.
+/// What [`text_view`] prints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextOptions<'a> {
+    /// The critical path: printed before the graph, and its events marked `*` in it.
+    pub critical_path: Option<&'a CriticalPath>,
+    /// Print the header and the critical path only, not the graph.
+    pub critical_path_only: bool,
+    /// Lines printed under the header (the clock-skew adjustments of `show`).
+    pub notes: &'a [String],
+    /// Print each span's attributes (the other fields of its start and end events) under it.
+    pub verbose: bool,
+}
+
+/// The indented text view of `g` with the critical path `cp` (if any) before the graph.
 pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
+    text_view(
+        g,
+        &TextOptions {
+            critical_path: cp,
+            ..TextOptions::default()
+        },
+    )
+}
+
+/// The text view: a header line (counts, duration), the problems found, `opts.notes`, the critical
+/// path, then the graph. A task made only of spans prints each span once, as a tree (offset from
+/// the task's start, duration, kind, status); any other task prints its events as a spanning tree
+/// that shows forks and joins (see the module docs).
+pub fn text_view(g: &TaskGraph, opts: &TextOptions<'_>) -> String {
     let mut out = String::new();
     let n = g.len();
-    let t0 = g.time_span().map(|(a, _)| a);
     let span = g
         .time_span()
         .map(|(a, b)| fmt_duration(b.saturating_sub(a)))
@@ -103,8 +136,218 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
     for p in &g.problems {
         let _ = writeln!(out, "problem: {p}");
     }
-    let on_path = cp.map(|c| c.mask(n)).unwrap_or_else(|| vec![false; n]);
+    for l in opts.notes {
+        let _ = writeln!(out, "{l}");
+    }
+    if let Some(cp) = opts.critical_path {
+        out.push_str(&critical_path_text(g, cp));
+    }
+    if opts.critical_path_only {
+        return out;
+    }
+    if opts.critical_path.is_some() {
+        out.push('\n');
+    }
+    let on_path = opts
+        .critical_path
+        .map(|c| c.mask(n))
+        .unwrap_or_else(|| vec![false; n]);
+    match SpanIndex::of_span_task(g) {
+        Some(spans) => span_tree_text(g, &spans, &on_path, opts.verbose, &mut out),
+        None => event_tree_text(g, &on_path, &mut out),
+    }
+    out
+}
 
+/// The spans of a task whose every event belongs to one (`S:start`, `S:end`, `S:eventN`).
+struct SpanIndex {
+    /// (start event, end event) per span.
+    spans: Vec<(usize, usize)>,
+    /// Child spans of each span, by start time then id.
+    children: Vec<Vec<usize>>,
+    /// Span events of each span, in time order.
+    events: Vec<Vec<usize>>,
+    /// Spans without a parent span in the task, by start time then id.
+    roots: Vec<usize>,
+}
+
+impl SpanIndex {
+    fn of_span_task(g: &TaskGraph) -> Option<SpanIndex> {
+        use std::collections::HashMap;
+        if g.is_empty() {
+            return None;
+        }
+        let mut by_id: HashMap<&str, usize> = HashMap::new();
+        let mut spans = Vec::new();
+        for (i, e) in g.events.iter().enumerate() {
+            if let Some(sid) = e.id.strip_suffix(":start") {
+                let end = g.index_of(&format!("{sid}:end"))?;
+                by_id.insert(sid, spans.len());
+                spans.push((i, end));
+            }
+        }
+        let mut events = vec![Vec::new(); spans.len()];
+        for (i, e) in g.events.iter().enumerate() {
+            let (sid, what) = e.id.rsplit_once(':')?;
+            let s = *by_id.get(sid)?;
+            if what.starts_with("event") {
+                events[s].push(i);
+            } else if what != "start" && what != "end" {
+                return None;
+            }
+        }
+        let mut children = vec![Vec::new(); spans.len()];
+        let mut roots = Vec::new();
+        for (s, &(start, _)) in spans.iter().enumerate() {
+            let parent = g.events[start]
+                .parents
+                .iter()
+                .filter(|p| p.kind == EdgeKind::Causal)
+                .find_map(|p| p.id.strip_suffix(":start").and_then(|ps| by_id.get(ps)))
+                .copied()
+                .filter(|&p| p != s);
+            match parent {
+                Some(p) => children[p].push(s),
+                None => roots.push(s),
+            }
+        }
+        let key = |s: &usize| g.order_key(spans[*s].0);
+        roots.sort_by_key(key);
+        for c in &mut children {
+            c.sort_by_key(key);
+        }
+        for e in &mut events {
+            e.sort_by_key(|&i| g.order_key(i));
+        }
+        Some(SpanIndex {
+            spans,
+            children,
+            events,
+            roots,
+        })
+    }
+}
+
+/// `name (kind, status)` of a span from its start and end events (`docs/otlp-mapping.md`).
+fn span_title(start: &Event, end: &Event) -> String {
+    let name = start
+        .field("span.name")
+        .map(str::to_string)
+        .or_else(|| {
+            start
+                .label()
+                .map(|l| l.strip_suffix(" start").unwrap_or(l).to_string())
+        })
+        .unwrap_or_default();
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(k) = start.field("span.kind") {
+        extra.push(k.to_string());
+    }
+    match (end.field("status.code"), end.field("status.message")) {
+        (Some(c), Some(m)) => extra.push(format!("{c}: {m}")),
+        (Some(c), None) => extra.push(c.to_string()),
+        (None, Some(m)) => extra.push(format!("status: {m}")),
+        (None, None) => {}
+    }
+    let who = start
+        .agent
+        .as_deref()
+        .map(|a| format!("{a}: "))
+        .unwrap_or_default();
+    if extra.is_empty() {
+        format!("{who}{name}")
+    } else {
+        format!("{who}{name} ({})", extra.join(", "))
+    }
+}
+
+/// Fields shown in a span's own line, not repeated among its attributes.
+const SPAN_LINE_FIELDS: [&str; 4] = ["span.name", "span.kind", "status.code", "status.message"];
+
+fn span_tree_text(
+    g: &TaskGraph,
+    ix: &SpanIndex,
+    on_path: &[bool],
+    verbose: bool,
+    out: &mut String,
+) {
+    let t0 = g.time_span().map(|(a, _)| a);
+    let _ = writeln!(
+        out,
+        "spans ({}): +offset from the task's start, then duration; * on the critical path",
+        ix.spans.len()
+    );
+    let mut printed = vec![false; ix.spans.len()];
+    // Roots first; spans on a cycle of parents are reached from no root and start afterwards.
+    let starts: Vec<usize> = ix.roots.iter().copied().chain(0..ix.spans.len()).collect();
+    for s in starts {
+        let mut stack = vec![(s, 0usize)];
+        while let Some((s, depth)) = stack.pop() {
+            if std::mem::replace(&mut printed[s], true) {
+                continue;
+            }
+            let (si, ei) = ix.spans[s];
+            let (start, end) = (&g.events[si], &g.events[ei]);
+            let pad = indent(depth);
+            let mark = if on_path[si] || on_path[ei] {
+                "* "
+            } else {
+                "  "
+            };
+            let dur = match (start.timestamp_ns, end.timestamp_ns) {
+                (Some(a), Some(b)) => fmt_duration(b.saturating_sub(a)),
+                _ => "?".into(),
+            };
+            let sid = start.id.strip_suffix(":start").unwrap_or(&start.id);
+            let _ = writeln!(
+                out,
+                "{mark}{pad}{} {dur}  {}  {}{sid}",
+                offset(start, t0),
+                span_title(start, end),
+                bracket(&location(start)),
+            );
+            if verbose {
+                for (k, v) in start.fields.iter().chain(&end.fields) {
+                    if !SPAN_LINE_FIELDS.contains(&k.as_str()) {
+                        let _ = writeln!(out, "  {pad}  {k} = {v}");
+                    }
+                }
+            }
+            for p in start.parents.iter().filter(|p| p.kind == EdgeKind::Link) {
+                let from = p.id.strip_suffix(":end").unwrap_or(&p.id);
+                match g.index_of(&p.id).and_then(|i| g.events[i].label()) {
+                    Some(l) => {
+                        let name = l.strip_suffix(" end").unwrap_or(l);
+                        let _ = writeln!(out, "  {pad}  link from {name} ({from})");
+                    }
+                    None => {
+                        let _ = writeln!(out, "  {pad}  link from {from}");
+                    }
+                }
+            }
+            for &e in &ix.events[s] {
+                let ev = &g.events[e];
+                let _ = writeln!(
+                    out,
+                    "  {pad}  {} event {}",
+                    offset(ev, t0),
+                    ev.label().unwrap_or("")
+                );
+            }
+            for &c in ix.children[s].iter().rev() {
+                stack.push((c, depth + 1));
+            }
+        }
+    }
+}
+
+fn event_tree_text(g: &TaskGraph, on_path: &[bool], out: &mut String) {
+    let n = g.len();
+    let t0 = g.time_span().map(|(a, _)| a);
+    let _ = writeln!(
+        out,
+        "events: +offset from the task's start; * on the critical path"
+    );
     // Home parent: the known parent that finished last.
     let home: Vec<Option<usize>> = (0..n)
         .map(|i| g.latest_of(g.parents_of(i).iter().copied()))
@@ -175,34 +418,50 @@ pub fn text(g: &TaskGraph, cp: Option<&CriticalPath>) -> String {
             }
         }
     }
-    if let Some(cp) = cp {
-        out.push_str(&critical_path_text(g, cp));
-    }
-    out
 }
 
-/// The critical path as text: each step with its time, then the time per agent, host and process.
+/// The critical path as text: a heading with its length and rules, each step with two labelled
+/// time columns (offset from the task's start, the step's duration), then the time per agent,
+/// host and process.
 pub fn critical_path_text(g: &TaskGraph, cp: &CriticalPath) -> String {
     let mut out = String::new();
+    let mixed = cp.rules.len() > 1;
+    let rules: Vec<&str> = cp.rules.iter().map(|r| r.as_str()).collect();
     let _ = writeln!(
         out,
-        "\ncritical path: {} events, {}{}",
+        "\ncritical path: {} events, {}{}; rule: {}{}; columns: offset from the task's start, step duration",
         cp.steps.len(),
         fmt_duration(cp.total_ns),
         if cp.reached_root {
             ""
         } else {
             " (stopped at a cycle before reaching a root)"
+        },
+        rules.join(" and "),
+        if mixed {
+            " (marked per step: span, hb)"
+        } else {
+            ""
         }
     );
+    for note in &cp.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
     for s in &cp.steps {
         let e = &g.events[s.index];
+        let rule = match (mixed, s.rule) {
+            (false, _) => "",
+            (true, crate::critical::Rule::SpanTree) => "span ",
+            (true, crate::critical::Rule::HappenedBefore) => "hb   ",
+        };
         let _ = writeln!(
             out,
-            "  {:>12}  {}{}  {}{}",
-            format!("+{}", fmt_duration(s.delta_ns)),
+            "  {:>12} {:>11}  {rule}{}{}{}  {}{}",
+            format!("+{}", fmt_duration(s.offset_ns)),
+            fmt_duration(s.delta_ns),
             if s.join { "(join) " } else { "" },
             describe(e),
+            if s.clipped { " (clipped)" } else { "" },
             bracket(&location(e)),
             e.id
         );
@@ -386,6 +645,16 @@ mod tests {
         let t = text(&g, Some(&cp));
         let want = "\
 task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
+
+critical path: 4 events, 5.000ms; rule: happened-before; columns: offset from the task's start, step duration
+          +0ns         0ns  ag: label A  [h]  A
+      +3.000ms     3.000ms  ag: label C  [h]  C
+      +4.000ms     1.000ms  (join) ag: label D  [h]  D
+      +5.000ms     1.000ms  ag: label E  [h]  E
+";
+        assert!(t.starts_with(want), "{t}");
+        let graph = "
+events: +offset from the task's start; * on the critical path
 * +0ns ag: label A  [h]  A
   fork into 2 branches
     +1.000ms ag: label B  [h]  B
@@ -395,8 +664,112 @@ task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms
 *   +4.000ms ag: label D  [h]  D
 *   +5.000ms ag: label E  [h]  E
 ";
-        assert!(t.starts_with(want), "{t}");
-        assert!(t.contains("critical path: 4 events, 5.000ms"), "{t}");
+        assert!(t.ends_with(graph), "{t}");
+        let only = text_view(
+            &g,
+            &TextOptions {
+                critical_path: Some(&cp),
+                critical_path_only: true,
+                notes: &["skew adjusted: host b +1.0 ms".to_string()],
+                verbose: false,
+            },
+        );
+        assert!(
+            only.starts_with("task T: 5 events, 5 edges, 1 joins, 1 roots, 1 hosts, duration 5.000ms\nskew adjusted: host b +1.0 ms\n\ncritical path: 4 events"),
+            "{only}"
+        );
+        assert!(!only.contains("events: +offset"), "{only}");
+    }
+
+    #[test]
+    fn a_span_task_prints_each_span_once_with_duration_kind_and_status() {
+        let ms = 1_000_000;
+        let sp = |id: &str,
+                  parent: Option<&str>,
+                  t0: i64,
+                  t1: i64,
+                  kind: &str,
+                  status: &[(&str, &str)]| {
+            let mut start = Event {
+                task: "T".into(),
+                id: format!("{id}:start"),
+                agent: Some("svc".into()),
+                timestamp_ns: Some(t0 * ms),
+                labels: vec![format!("{id}-op start")],
+                fields: vec![
+                    ("span.name".into(), format!("{id}-op")),
+                    ("span.kind".into(), kind.into()),
+                ],
+                ..Event::default()
+            };
+            if let Some(p) = parent {
+                start.parents.push(Parent::causal(format!("{p}:start")));
+            }
+            let end = Event {
+                task: "T".into(),
+                id: format!("{id}:end"),
+                agent: Some("svc".into()),
+                timestamp_ns: Some(t1 * ms),
+                labels: vec![format!("{id}-op end")],
+                fields: status
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                parents: vec![Parent::causal(format!("{id}:start"))],
+                ..Event::default()
+            };
+            vec![start, end]
+        };
+        let mut evs = sp("R", None, 0, 100, "server", &[]);
+        evs.extend(sp(
+            "A",
+            Some("R"),
+            10,
+            40,
+            "client",
+            &[("status.code", "error"), ("status.message", "timeout")],
+        ));
+        evs.extend(sp(
+            "B",
+            Some("R"),
+            50,
+            90,
+            "internal",
+            &[("status.code", "ok")],
+        ));
+        crate::infer_span_nesting(&mut evs);
+        let g = TaskGraph::build("T", evs);
+        let cp = CriticalPath::compute(&g).unwrap();
+        let t = text(&g, Some(&cp));
+        let want = "
+spans (3): +offset from the task's start, then duration; * on the critical path
+* +0ns 100.000ms  svc: R-op (server)  R
+*   +10.000ms 30.000ms  svc: A-op (client, error: timeout)  A
+*   +50.000ms 40.000ms  svc: B-op (internal, ok)  B
+";
+        assert!(t.ends_with(want), "{t}");
+        assert!(
+            t.contains("critical path: 6 events, 100.000ms; rule: span tree;"),
+            "{t}"
+        );
+        let mut g = g;
+        let a = g.index_of("A:start").unwrap();
+        g.events[a]
+            .fields
+            .push(("http.method".into(), "GET".into()));
+        let v = text_view(
+            &g,
+            &TextOptions {
+                verbose: true,
+                ..TextOptions::default()
+            },
+        );
+        assert!(
+            v.contains(
+                "svc: A-op (client, error: timeout)  A\n      http.method = GET\n    +50.000ms"
+            ),
+            "{v}"
+        );
     }
 
     /// Regression: a "comb" (each event forks into a leaf and the next event) indented every

@@ -23,8 +23,13 @@ pub enum FileFormat {
 pub struct ImportSummary {
     /// The format found.
     pub format: FileFormat,
-    /// Events stored.
+    /// Events stored (new ones, and new versions of conflicting ones).
     pub events: usize,
+    /// Events of the file identical to ones already stored (or repeated in the file): not
+    /// stored again.
+    pub duplicates: usize,
+    /// Events whose id was already stored with different content: stored as another version.
+    pub conflicts: usize,
     /// Distinct tasks among them.
     pub tasks: usize,
     /// Reports or spans that could not be read (skipped).
@@ -105,12 +110,18 @@ pub fn import_file(
         tasks.insert(e.task.as_str());
     }
     let tasks = tasks.len();
+    let (mut stored, mut duplicates, mut conflicts) = (0, 0, 0);
     for chunk in events.chunks(CHUNK) {
-        store.insert(chunk, received_ns)?;
+        let s = store.insert(chunk, received_ns)?;
+        stored += s.events;
+        duplicates += s.duplicates;
+        conflicts += s.conflicts;
     }
     Ok(ImportSummary {
         format,
-        events: events.len(),
+        events: stored,
+        duplicates,
+        conflicts,
         tasks,
         skipped,
         first_problem,

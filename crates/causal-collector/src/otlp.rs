@@ -545,6 +545,28 @@ fn ns(t: u64) -> Option<i64> {
     (t != 0).then(|| i64::try_from(t).unwrap_or(i64::MAX))
 }
 
+/// The `process` of a resource's events: what tells its process apart from others, from the
+/// resource attributes available (`docs/otlp-mapping.md`, "Processes"): `service.name`, then
+/// `[service.instance.id]`, then `pid N` (`process.pid`); `None` when none is present. The host
+/// (`host.name`) is the event's own field and is added by `Event::process_key`.
+fn process_identity(
+    service: Option<&str>,
+    instance: Option<&str>,
+    pid: Option<&str>,
+) -> Option<String> {
+    let mut s = service.unwrap_or_default().to_string();
+    if let Some(i) = instance {
+        s.push_str(&format!("[{i}]"));
+    }
+    if let Some(p) = pid {
+        if !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(&format!("pid {p}"));
+    }
+    (!s.is_empty()).then_some(s)
+}
+
 /// Maps the spans of `req` to events as `docs/otlp-mapping.md` specifies. A span whose trace id is
 /// not 16 bytes or is all zero, or whose span id is not 8 bytes or is all zero, is rejected (OTLP
 /// requires valid ids), counted in [`Converted::rejected`], and the others are kept.
@@ -565,8 +587,13 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
         };
         let agent = rattr("service.name");
         let host = rattr("host.name");
-        let process = rattr("process.pid");
-        let pid = process.as_deref().and_then(causal_analysis::parse_pid);
+        let pid_text = rattr("process.pid");
+        let pid = pid_text.as_deref().and_then(causal_analysis::parse_pid);
+        let process = process_identity(
+            agent.as_deref(),
+            rattr("service.instance.id").as_deref(),
+            pid_text.as_deref(),
+        );
         for ss in &rs.scope_spans {
             let scope = ss
                 .scope

@@ -45,10 +45,48 @@ CREATE TABLE IF NOT EXISTS events(
     links       TEXT,
     fields      TEXT
 );
-CREATE INDEX IF NOT EXISTS events_by_task ON events(task);
+CREATE INDEX IF NOT EXISTS events_by_task_event ON events(task, event_id);
 CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL, PRIMARY KEY(task, host)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
 ";
+
+/// The columns that make an event's content ([`Content`]), in its order.
+const STORED_COLUMNS: &str =
+    "ts_ns, hrt_ns, agent, label, host, process, pid, tid, thread_name, parents, links, fields";
+
+/// The values of [`STORED_COLUMNS`] of one `events` row: two rows with the same task, event id
+/// and content are the same event delivered twice.
+type Content = (
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+fn content_of(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<Content> {
+    Ok((
+        r.get(first)?,
+        r.get(first + 1)?,
+        r.get(first + 2)?,
+        r.get(first + 3)?,
+        r.get(first + 4)?,
+        r.get(first + 5)?,
+        r.get(first + 6)?,
+        r.get(first + 7)?,
+        r.get(first + 8)?,
+        r.get(first + 9)?,
+        r.get(first + 10)?,
+        r.get(first + 11)?,
+    ))
+}
 
 /// Columns of `events` written per row.
 const COLUMNS: usize = 14;
@@ -112,6 +150,26 @@ impl<'e> Row<'e> {
                 serde_json::to_string(&fs).expect("strings serialize")
             }),
         }
+    }
+
+    /// The stored content of this row (the columns of [`STORED_COLUMNS`]), to compare with a
+    /// row read back.
+    fn content(&self) -> Content {
+        let e = self.e;
+        (
+            e.timestamp_ns,
+            self.hrt,
+            e.agent.clone(),
+            e.labels.first().cloned(),
+            e.host.clone(),
+            e.process.clone(),
+            e.pid.map(i64::from),
+            self.tid,
+            e.thread_name.clone(),
+            self.parents.clone(),
+            self.links.clone(),
+            self.fields.clone(),
+        )
     }
 
     fn push_args<'a>(&'a self, out: &mut Vec<&'a dyn rusqlite::ToSql>) {
@@ -197,7 +255,8 @@ pub struct TaskSummary {
     pub first_ts_ns: Option<i64>,
     /// Latest event timestamp, ns.
     pub last_ts_ns: Option<i64>,
-    /// Reports stored (a report sent twice counts twice; `show` keeps one).
+    /// Events stored: each distinct event once (an identical copy delivered again is not
+    /// stored), plus the other versions of conflicting ones.
     pub events: i64,
     /// The `Title` key's value, else the label of the earliest labelled event.
     pub title: Option<String>,
@@ -253,10 +312,15 @@ impl Drop for Checkpointer {
 /// What one [`Store::insert`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InsertStats {
-    /// Events written.
+    /// Events written (new events, and new versions of conflicting ones).
     pub events: usize,
-    /// Distinct tasks touched.
+    /// Distinct tasks among the events written.
     pub tasks: usize,
+    /// Events identical to one already stored (or earlier in the batch): not written.
+    pub duplicates: usize,
+    /// Events whose id was already stored (or earlier in the batch) with different content:
+    /// written as another version, so both are kept.
+    pub conflicts: usize,
 }
 
 /// The store: an open SQLite connection.
@@ -279,6 +343,82 @@ struct Agg<'a> {
     title: Option<(i64, i64, &'a str)>, // (rank, ts, text)
     hosts: Vec<&'a str>,
     tags: Vec<&'a str>,
+}
+
+/// Which of `events` to write: `(keep, duplicates, conflicts)`. An event is a duplicate when an
+/// identical one (every stored column equal) is already stored in its task or comes earlier in
+/// the batch; a conflict when only events with its id and different content are.
+///
+/// Stored events are looked up once per task already in the store, with one query for all of
+/// the batch's ids of that task (a new task needs no lookup at all).
+fn dedupe(
+    tx: &rusqlite::Transaction<'_>,
+    events: &[Event],
+) -> Result<(Vec<bool>, usize, usize), StoreError> {
+    let mut keep = vec![true; events.len()];
+    let (mut duplicates, mut conflicts) = (0, 0);
+    // The batch's events per task, in order of first appearance.
+    let mut by_task: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        by_task.entry(e.task.as_str()).or_default().push(i);
+    }
+    let mut task_q = tx
+        .prepare_cached("SELECT id FROM tasks WHERE task_id = ?1")
+        .map_err(sql("preparing the task lookup"))?;
+    let mut event_q = tx
+        .prepare_cached(&format!(
+            "SELECT event_id, {STORED_COLUMNS} FROM events
+             WHERE task = ?1 AND event_id IN (SELECT value FROM json_each(?2))"
+        ))
+        .map_err(sql("preparing the event lookup"))?;
+    for (task, idx) in by_task {
+        // What is stored already under these ids: event id → contents.
+        let mut stored: HashMap<String, Vec<Content>> = HashMap::new();
+        let task_row: Option<i64> = task_q
+            .query_row([task], |r| r.get(0))
+            .optional()
+            .map_err(sql("looking up a task"))?;
+        if let Some(t) = task_row {
+            let ids: Vec<&str> = idx.iter().map(|&i| events[i].id.as_str()).collect();
+            let ids = serde_json::to_string(&ids).expect("strings serialize");
+            let mut rows = event_q
+                .query(params![t, ids])
+                .map_err(sql("looking up stored events"))?;
+            while let Some(r) = rows.next().map_err(sql("reading stored events"))? {
+                let id: String = r.get(0).map_err(sql("reading stored events"))?;
+                let c = content_of(r, 1).map_err(sql("reading stored events"))?;
+                stored.entry(id).or_default().push(c);
+            }
+        }
+        // Kept events of this batch by id (compared as events: no row content is built for a
+        // new task's events).
+        let mut seen: HashMap<&str, Vec<usize>> = HashMap::with_capacity(idx.len());
+        for i in idx {
+            let e = &events[i];
+            let mut same_id = false;
+            if let Some(prev) = seen.get(e.id.as_str()) {
+                same_id = true;
+                if prev.iter().any(|&j| events[j] == *e) {
+                    keep[i] = false;
+                    duplicates += 1;
+                    continue;
+                }
+            }
+            if let Some(versions) = stored.get(&e.id) {
+                same_id = true;
+                if versions.contains(&Row::new(e, 0).content()) {
+                    keep[i] = false;
+                    duplicates += 1;
+                    continue;
+                }
+            }
+            if same_id {
+                conflicts += 1;
+            }
+            seen.entry(e.id.as_str()).or_default().push(i);
+        }
+    }
+    Ok((keep, duplicates, conflicts))
 }
 
 impl Store {
@@ -395,6 +535,12 @@ impl Store {
     /// Writes `events` in one transaction; `received_ns` is the arrival time (ns since the Unix
     /// epoch) recorded for tasks seen for the first time. Either every event is stored or none.
     ///
+    /// Idempotent: an event identical to one already stored in its task (or earlier in
+    /// `events`) is not written again and is counted in [`InsertStats::duplicates`], so a retried
+    /// export or a second import changes no count, edge or view. An event whose id is stored with
+    /// different content is written as another version ([`InsertStats::conflicts`]); both are
+    /// kept, and `TaskGraph::build` uses the first and reports the conflict.
+    ///
     /// # Errors
     /// [`StoreError::Sql`] (e.g. the disk is full); the transaction is rolled back.
     pub fn insert(
@@ -405,6 +551,28 @@ impl Store {
         if events.is_empty() {
             return Ok(InsertStats::default());
         }
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql("beginning a transaction"))?;
+        // Idempotence: an event identical to one already stored (an exporter's retry, a file
+        // imported twice) is not written again; one with the same id and different content is
+        // written as another version (both kept; `TaskGraph::build` reports it).
+        let (keep, duplicates, conflicts) = dedupe(&tx, events)?;
+        let events: Vec<&Event> = events
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(e, _)| e)
+            .collect();
+        if events.is_empty() {
+            tx.commit().map_err(sql("committing a batch"))?;
+            return Ok(InsertStats {
+                duplicates,
+                conflicts,
+                ..InsertStats::default()
+            });
+        }
         // Per-task aggregates in order of first appearance; `slot[i]` indexes event i's task.
         // Events of one task usually come in runs, so the previous event's task is tried before
         // the map (hashing every event's task id twice was ~4% of the writer's time).
@@ -412,7 +580,7 @@ impl Store {
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut slot: Vec<usize> = Vec::with_capacity(events.len());
         let mut last: Option<(&str, usize)> = None;
-        for e in events {
+        for &e in &events {
             let task = e.task.as_str();
             let i = match last {
                 Some((t, i)) if t == task => i,
@@ -453,10 +621,7 @@ impl Store {
                 }
             }
         }
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(sql("beginning a transaction"))?;
+
         let mut ids: Vec<i64> = Vec::with_capacity(aggs.len());
         {
             let mut up = tx
@@ -530,7 +695,7 @@ impl Store {
             let rows: Vec<Row<'_>> = events
                 .iter()
                 .zip(&slot)
-                .map(|(e, &i)| Row::new(e, ids[i]))
+                .map(|(&e, &i)| Row::new(e, ids[i]))
                 .collect();
             let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
             let mut args: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(ROWS_PER_INSERT * COLUMNS);
@@ -553,6 +718,8 @@ impl Store {
         Ok(InsertStats {
             events: events.len(),
             tasks: aggs.len(),
+            duplicates,
+            conflicts,
         })
     }
 
@@ -796,7 +963,9 @@ mod tests {
             s.insert(&[a.clone(), b.clone(), c], 1).unwrap(),
             InsertStats {
                 events: 3,
-                tasks: 2
+                tasks: 2,
+                duplicates: 0,
+                conflicts: 0
             }
         );
         let mut t = ev("AAAA", "04", 500, "late", &[Parent::causal("02")]);

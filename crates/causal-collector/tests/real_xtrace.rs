@@ -155,7 +155,7 @@ fn every_real_xtrace_file_is_rebuilt_exactly() {
             assert!(
                 !g.problems
                     .iter()
-                    .any(|p| matches!(p, Problem::DuplicateEvent { .. } | Problem::Cycle { .. }))
+                    .any(|p| matches!(p, Problem::DuplicateEvents { .. } | Problem::Cycle { .. }))
             );
             joins_seen += g.joins().len();
             let cp = CriticalPath::compute(&g).unwrap();

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use causal_analysis::{Accounting, Comparison, CriticalPath, TaskGraph, fmt_duration, render};
+use causal_analysis::{
+    Accounting, Comparison, CriticalPath, SkewAdjustment, TaskGraph, fmt_duration, render,
+};
 use causal_collector::{Collector, Config, Store, TaskFilter};
 use probe_format::civil::{civil_from_days, days_from_civil};
 
@@ -112,9 +114,20 @@ pub struct ShowArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: ShowFormat,
-    /// Mark and list the critical path, with its time per agent, host and process.
+    /// List the critical path first (docs/critical-path.md), with its time per agent, host and
+    /// process, and mark its events in the graph.
     #[arg(long)]
     pub critical_path: bool,
+    /// Print each span's attributes under it (text format).
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Print only the critical path (and the task's header), not the graph.
+    #[arg(long)]
+    pub critical_path_only: bool,
+    /// Keep every host's timestamps as reported: do not correct the clock skew estimated from
+    /// RPC pairs and edges between hosts.
+    #[arg(long)]
+    pub no_skew_adjust: bool,
     /// Add the resource accounting: events, thread time and reported counters (Cycles, Bytes, …)
     /// per process and per agent.
     #[arg(long)]
@@ -230,6 +243,15 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
                     s.tasks,
                     s.format
                 );
+                if s.duplicates > 0 {
+                    print!("; {} already stored (not stored again)", s.duplicates);
+                }
+                if s.conflicts > 0 {
+                    print!(
+                        "; {} stored as another version of an event already stored with different content",
+                        s.conflicts
+                    );
+                }
                 if s.skipped > 0 {
                     print!(
                         "; {} skipped, first: {}",
@@ -395,20 +417,36 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Loads task `task` for analysis: its stored events with the clock-skew correction applied
+/// (unless `adjust` is false; docs/critical-path.md "Clock skew"), then the nesting edges of its
+/// spans (docs/otlp-mapping.md), rebuilt as a graph.
+fn load_graph(
+    store: &Store,
+    task: String,
+    adjust: bool,
+) -> anyhow::Result<(TaskGraph, SkewAdjustment)> {
+    let mut events = store.load_task(&task)?;
+    let skew = if adjust {
+        SkewAdjustment::estimate(&events)
+    } else {
+        SkewAdjustment::default()
+    };
+    skew.apply(&mut events);
+    // Nesting edges compare end times: after the skew correction.
+    causal_analysis::infer_span_nesting(&mut events);
+    Ok((TaskGraph::build(task, events), skew))
+}
+
 /// Runs `sightline show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = open_existing(&args.db.path())?;
     let task = store.resolve_task(&args.task)?;
-    let mut events = store.load_task(&task)?;
-    // OTLP spans: a parent's end waits for the children that ended inside it (docs/otlp-mapping.md).
-    causal_analysis::infer_span_nesting(&mut events);
-    let g = TaskGraph::build(task, events);
+    let adjust = !args.no_skew_adjust;
+    let (g, skew) = load_graph(&store, task, adjust)?;
     let mut out = std::io::stdout().lock();
     if let Some(other) = &args.compare {
         let other = store.resolve_task(other)?;
-        let mut events = store.load_task(&other)?;
-        causal_analysis::infer_span_nesting(&mut events);
-        let b = TaskGraph::build(other, events);
+        let (b, _) = load_graph(&store, other, adjust)?;
         let c = Comparison::compute(&g, &b);
         match args.format {
             ShowFormat::Json => {
@@ -419,7 +457,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let cp = if args.critical_path {
+    let cp = if args.critical_path || args.critical_path_only {
         CriticalPath::compute(&g)
     } else {
         None
@@ -427,7 +465,14 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let acct = args.resources.then(|| Accounting::compute(&g));
     match args.format {
         ShowFormat::Text => {
-            out.write_all(render::text(&g, cp.as_ref()).as_bytes())?;
+            let notes = skew.lines();
+            let view = render::TextOptions {
+                critical_path: cp.as_ref(),
+                critical_path_only: args.critical_path_only,
+                notes: &notes,
+                verbose: args.verbose,
+            };
+            out.write_all(render::text_view(&g, &view).as_bytes())?;
             if let Some(a) = &acct {
                 writeln!(out)?;
                 out.write_all(a.text().as_bytes())?;
@@ -436,6 +481,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ShowFormat::Dot => out.write_all(render::dot(&g, cp.as_ref()).as_bytes())?,
         ShowFormat::Json => {
             let mut v = render::json(&g, cp.as_ref());
+            v["skew_adjustment"] = serde_json::to_value(&skew)?;
             if let Some(a) = &acct {
                 v["resources"] = serde_json::to_value(a)?;
             }

@@ -1,0 +1,243 @@
+//! `sightline show` and `import` on hand-made OTLP traces whose answers are known: the clock-skew
+//! line and `--no-skew-adjust`, the critical path first or alone with labelled time columns, each
+//! span once with its duration, kind and status, processes told apart by service, and a second
+//! import that changes nothing.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const T0: i64 = 1_700_000_000_000_000_000;
+const MS: i64 = 1_000_000;
+const SKEWED: &str = "0AF7651916CD43DD8448EB211C80319C";
+const TWO_SERVICES: &str = "4BF92F3577B34DA6A3CE929D0E0E4736";
+
+fn span(
+    trace: &str,
+    id: &str,
+    parent: Option<&str>,
+    name: &str,
+    kind: u8,
+    t0: i64,
+    t1: i64,
+) -> Value {
+    let mut s = serde_json::json!({
+        "traceId": trace, "spanId": id, "name": name, "kind": kind,
+        "startTimeUnixNano": (T0 + t0).to_string(), "endTimeUnixNano": (T0 + t1).to_string(),
+    });
+    if let Some(p) = parent {
+        s["parentSpanId"] = p.into();
+    }
+    s
+}
+
+fn resource(attrs: &[(&str, &str)], spans: Vec<Value>) -> Value {
+    let attrs: Vec<Value> = attrs
+        .iter()
+        .map(|(k, v)| serde_json::json!({"key": k, "value": {"stringValue": v}}))
+        .collect();
+    serde_json::json!({"resource": {"attributes": attrs}, "scopeSpans": [{"spans": spans}]})
+}
+
+/// Trace SKEWED: `frontend` on host a calls `backend` on host b, whose clock is 65.4 ms behind
+/// (it stamped its 20–80 ms as −45.4–14.6 ms) and which fails. Trace TWO_SERVICES: `alpha` calls
+/// `beta`, neither reporting a pid or a host.
+fn write_traces(dir: &Path) -> std::path::PathBuf {
+    let mut server = span(
+        SKEWED,
+        "00F067AA0BA902B7",
+        Some("53995C3F42CD8AD8"),
+        "GET /stock",
+        2,
+        -45_400_000,
+        14_600_000,
+    );
+    server["status"] = serde_json::json!({"code": 2, "message": "boom"});
+    server["attributes"] =
+        serde_json::json!([{"key": "http.route", "value": {"stringValue": "/stock"}}]);
+    let body = serde_json::json!({"resourceSpans": [
+        resource(&[("service.name", "frontend"), ("host.name", "a")],
+                 vec![span(SKEWED, "53995C3F42CD8AD8", None, "checkout", 3, 0, 100 * MS)]),
+        resource(&[("service.name", "backend"), ("host.name", "b")], vec![server]),
+        resource(&[("service.name", "alpha")],
+                 vec![span(TWO_SERVICES, "1111111111111111", None, "root", 2, 0, 50 * MS)]),
+        resource(&[("service.name", "beta")],
+                 vec![span(TWO_SERVICES, "2222222222222222", Some("1111111111111111"), "work", 1, 10 * MS, 40 * MS)]),
+    ]});
+    let f = dir.join("traces.json");
+    std::fs::write(&f, serde_json::to_vec(&body).unwrap()).unwrap();
+    f
+}
+
+fn run(args: &[&str], db: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn store() -> (tempfile::TempDir, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write_traces(tmp.path());
+    let db = tmp.path().join("v.db");
+    let out = run(&["import", f.to_str().unwrap()], &db);
+    assert!(out.contains(": 8 events in 2 tasks (OtlpJson)"), "{out}");
+    (tmp, db)
+}
+
+#[test]
+fn skew_is_corrected_and_shown_and_can_be_turned_off() {
+    let (_tmp, db) = store();
+    let text = run(&["show", SKEWED, "--critical-path"], &db);
+    let mut lines = text.lines();
+    let head = lines.next().unwrap();
+    assert!(head.ends_with("2 hosts, duration 100.000ms"), "{text}");
+    assert_eq!(
+        lines.next(),
+        Some("skew adjusted: host b +65.4 ms (against a, 2 bounds)"),
+        "{text}"
+    );
+    assert!(!text.contains("problem:"), "{text}");
+    // The server span now lies inside its client span: 20..80 ms, on the path unclipped.
+    assert!(
+        text.contains("     +20.000ms    20.000ms  backend: GET /stock start  [b backend]  00F067AA0BA902B7:start"),
+        "{text}"
+    );
+    assert!(!text.contains("(clipped)"), "{text}");
+
+    let raw = run(
+        &["show", SKEWED, "--critical-path", "--no-skew-adjust"],
+        &db,
+    );
+    assert!(!raw.contains("skew adjusted"), "{raw}");
+    assert!(
+        raw.lines().next().unwrap().ends_with("duration 145.400ms"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("problem: clock skew: 1 edges from a to b go back in time"),
+        "{raw}"
+    );
+    // Unadjusted, the path still never lasts longer than the root span: the server is clipped.
+    assert!(raw.contains("critical path: 4 events, 100.000ms;"), "{raw}");
+    assert!(raw.contains("(clipped)"), "{raw}");
+
+    let v: Value = serde_json::from_str(&run(
+        &["show", SKEWED, "--format", "json", "--critical-path"],
+        &db,
+    ))
+    .unwrap();
+    assert_eq!(v["skew_adjustment"]["reference"], "a");
+    assert_eq!(v["skew_adjustment"]["hosts"][0]["host"], "b");
+    assert_eq!(v["skew_adjustment"]["hosts"][0]["offset_ns"], 65_400_000);
+    let cp = &v["critical_path"];
+    assert_eq!(cp["total_ns"], 100 * MS);
+    assert_eq!(cp["rules"], serde_json::json!(["span_tree"]));
+    let deltas: Vec<i64> = cp["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["delta_ns"].as_i64().unwrap())
+        .collect();
+    assert_eq!(deltas, [0, 20 * MS, 60 * MS, 20 * MS]);
+}
+
+#[test]
+fn critical_path_first_or_alone_and_each_span_once() {
+    let (_tmp, db) = store();
+    let text = run(&["show", SKEWED, "--critical-path"], &db);
+    let path_at = text.find("\ncritical path: ").expect("path listed");
+    let spans_at = text
+        .find("\nspans (2): +offset from the task's start, then duration")
+        .unwrap();
+    assert!(path_at < spans_at, "the path comes first: {text}");
+    assert!(
+        text.contains("; rule: span tree; columns: offset from the task's start, step duration\n"),
+        "{text}"
+    );
+    // Each span once, with its duration, kind and status.
+    let span_lines: Vec<&str> = text[spans_at..].lines().skip(2).collect();
+    assert_eq!(
+        span_lines,
+        [
+            "* +0ns 100.000ms  frontend: checkout (client)  [a frontend]  53995C3F42CD8AD8",
+            "*   +20.000ms 60.000ms  backend: GET /stock (server, error: boom)  [b backend]  00F067AA0BA902B7",
+        ],
+        "{text}"
+    );
+
+    assert!(!text.contains("http.route"), "{text}");
+    let verbose = run(&["show", SKEWED, "-v"], &db);
+    assert!(
+        verbose.contains(
+            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n"
+        ),
+        "{verbose}"
+    );
+
+    let only = run(&["show", SKEWED, "--critical-path-only"], &db);
+    assert!(
+        only.contains("\ncritical path: 4 events, 100.000ms;"),
+        "{only}"
+    );
+    assert!(!only.contains("spans ("), "{only}");
+    assert!(only.starts_with(&text[..path_at]), "same header: {only}");
+}
+
+#[test]
+fn two_services_without_pid_or_host_are_two_processes() {
+    let (_tmp, db) = store();
+    let text = run(&["show", TWO_SERVICES, "--critical-path-only"], &db);
+    let procs: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "time by process:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(
+        procs,
+        [
+            "      30.000ms  60.0%     1 steps  beta",
+            "      20.000ms  40.0%     2 steps  alpha",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("time between processes: 20.000ms").count(),
+        1,
+        "{text}"
+    );
+}
+
+#[test]
+fn a_second_import_changes_nothing() {
+    let (tmp, db) = store();
+    let before: Vec<String> = [SKEWED, TWO_SERVICES]
+        .iter()
+        .map(|t| run(&["show", t, "--critical-path"], &db))
+        .collect();
+    let tasks = run(&["tasks"], &db);
+    let out = run(
+        &["import", tmp.path().join("traces.json").to_str().unwrap()],
+        &db,
+    );
+    assert!(
+        out.contains(": 0 events in 2 tasks (OtlpJson); 8 already stored (not stored again)"),
+        "{out}"
+    );
+    let after: Vec<String> = [SKEWED, TWO_SERVICES]
+        .iter()
+        .map(|t| run(&["show", t, "--critical-path"], &db))
+        .collect();
+    assert_eq!(before, after);
+    assert_eq!(run(&["tasks"], &db), tasks);
+}
