@@ -111,8 +111,7 @@ pub fn describe(ev: &format::Event) -> String {
     use format::Event;
     match ev {
         Event::Syscall(s) => {
-            let spec = syscalls::spec(s.nr);
-            let n = if spec.name.is_empty() { 6 } else { spec.nargs };
+            let n = syscalls::spec(s.nr).nargs;
             let args: Vec<String> = s.args[..n]
                 .iter()
                 .map(|a| {
