@@ -20,11 +20,11 @@
 //!
 //! # Exec failures
 //!
-//! [`HeldCommand::spawn`] checks the file first (exists, regular, executable: what execve(2) would
-//! refuse with `ENOENT`/`EACCES`), so the common mistakes are reported before anything is traced.
-//! Failures only execve(2) can see (a missing ELF interpreter, `ETXTBSY`) come back through a
-//! close-on-exec pipe: the child writes its `errno` there and exits 127; a successful exec closes
-//! the pipe (end of file). A file the kernel cannot execute (`ENOEXEC`: a script without `#!`) is
+//! [`HeldCommand::spawn`] checks the file first (`replay_ptrace::exec::check_executable`: exists,
+//! regular, executable: what execve(2) would refuse with `ENOENT`/`EACCES`), so the common mistakes
+//! are reported before anything is traced. Failures only execve(2) can see (a missing ELF
+//! interpreter, `ETXTBSY`) come back through a close-on-exec pipe: the child writes its `errno`
+//! there and exits 127; a successful exec closes the pipe (end of file). A file the kernel cannot execute (`ENOEXEC`: a script without `#!`) is
 //! run by `/bin/sh`, as execvp(3) does.
 
 use std::ffi::CString;
@@ -91,31 +91,6 @@ pub struct HeldCommand {
     status: Option<i32>,
 }
 
-/// Checks what execve(2) checks first: `path` exists, is a regular file and has an execute
-/// permission for us (access(2) `X_OK`; for root, any execute bit).
-///
-/// # Errors
-/// [`HeldError::CannotExecute`] with `ENOENT`, `EACCES`, ... as execve(2) would return.
-pub fn check_executable(path: &Path) -> Result<(), HeldError> {
-    use std::os::unix::ffi::OsStrExt;
-    let fail = |source: io::Error| HeldError::CannotExecute {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(fail)?;
-    if !meta.is_file() {
-        // execve(2): EACCES "the file or a script interpreter is not a regular file".
-        return Err(fail(io::Error::from_raw_os_error(libc::EACCES)));
-    }
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| fail(io::Error::from(io::ErrorKind::InvalidInput)))?;
-    // SAFETY: access(2) reads the NUL-terminated path `c`, which outlives the call.
-    if unsafe { libc::access(c.as_ptr(), libc::X_OK) } < 0 {
-        return Err(fail(io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 impl HeldCommand {
     /// Creates `path` (already resolved against `PATH`) with arguments `argv` (`argv[0]` included),
     /// held before its exec. Only async-signal-safe calls happen in the child, on memory prepared
@@ -127,7 +102,10 @@ impl HeldCommand {
     /// `waitpid`, or `ptrace(PTRACE_TRACEME)` refused in the child).
     pub fn spawn(path: &Path, argv: &[String]) -> Result<HeldCommand, HeldError> {
         use std::os::unix::ffi::OsStrExt;
-        check_executable(path)?;
+        replay_ptrace::exec::check_executable(path).map_err(|source| HeldError::CannotExecute {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let invalid = || HeldError::CannotExecute {
             path: path.to_path_buf(),
             source: io::Error::from(io::ErrorKind::InvalidInput),

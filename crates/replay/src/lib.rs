@@ -64,6 +64,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The command to record names no file we can execute (execvp's `PATH` rules).
+    #[error("finding the command to record")]
+    Lookup(#[from] replay_ptrace::exec::LookupError),
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),

@@ -137,10 +137,6 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
     (r.stdout, rec)
 }
 
-fn have(prog: &str) -> bool {
-    replay::recorder::resolve_command(prog).is_some()
-}
-
 #[test]
 fn echo_and_date_replay_identically() {
     if !test_support::privileged("records and replays with ptrace") {
@@ -198,8 +194,7 @@ fn sqlite3_random_and_datetime() {
     if !test_support::privileged("records and replays with ptrace") {
         return;
     }
-    if !have("sqlite3") {
-        eprintln!("skipped: sqlite3 is absent (scripts/install-deps.sh installs it)");
+    if !test_support::require_tool("sqlite3") {
         return;
     }
     let _g = lock();
@@ -262,8 +257,7 @@ fn make_j2_on_a_small_makefile() {
     if !test_support::privileged("records and replays with ptrace") {
         return;
     }
-    if !have("make") {
-        eprintln!("skipped: make is absent");
+    if !test_support::require_tool("make") {
         return;
     }
     let _g = lock();
@@ -1268,12 +1262,7 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
     if !test_support::privileged("records and replays with ptrace") {
         return;
     }
-    if !have("ps") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ps is absent under CI (scripts/install-deps.sh installs procps)"
-        );
-        eprintln!("skipped: ps is absent (scripts/install-deps.sh installs procps)");
+    if !test_support::require_tool("ps") {
         return;
     }
     let _g = lock();
