@@ -591,7 +591,7 @@ fn build_command(case: &Case, ctx: &Ctx<'_>, tdir: &Path) -> Result<Command, Str
         // The unprivileged user must be able to reach the binary and the case directory.
         use std::os::unix::fs::PermissionsExt;
         let bin = tdir.join("sightline");
-        std::fs::copy(&ctx.bin, &bin).map_err(|e| format!("copy binary: {e}"))?;
+        std::fs::copy(ctx.bin, &bin).map_err(|e| format!("copy binary: {e}"))?;
         for p in [tdir, bin.as_path()] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
                 .map_err(|e| e.to_string())?;
@@ -607,7 +607,7 @@ fn build_command(case: &Case, ctx: &Ctx<'_>, tdir: &Path) -> Result<Command, Str
         .arg(bin);
         c
     } else {
-        Command::new(&ctx.bin)
+        Command::new(ctx.bin)
     };
     clean_env(&mut cmd);
     cmd.current_dir(tdir).arg("probe");
