@@ -8,6 +8,9 @@ fn bpftrace_sees_causal_event_probes_with_the_task_id() {
     if !test_support::privileged("attaches bpftrace to the causal:event USDT probe") {
         return;
     }
+    if !test_support::require_tool("bpftrace") {
+        return;
+    }
     let bin = env!("CARGO_BIN_EXE_causal-example");
     let script = format!(
         r#"usdt:{bin}:causal:event {{ printf("EV %llx %llx %s\n", arg0, arg1, str(arg2)); }}"#

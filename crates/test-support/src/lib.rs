@@ -120,48 +120,6 @@ pub fn require_file(path: impl AsRef<Path>, what: &str) -> bool {
     path.exists() || skip(&format!("{what} {} is absent", path.display()))
 }
 
-/// Builds a workspace artifact with `cargo build -q ARGS` in the running test's target directory and
-/// profile (debug or release), and returns that profile directory (`<target>/<profile>`), where the
-/// artifact lies (`sightline`, `examples/NAME`).
-///
-/// Integration tests call it for binaries of other crates; Cargo's lock makes concurrent calls safe.
-/// Panics when the build fails.
-pub fn cargo_build(args: &[&str]) -> PathBuf {
-    // The test executable lives in <target>/<profile>/deps/.
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary in <target>/<profile>/deps")
-        .to_path_buf();
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
-    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .arg("build")
-        .arg("-q")
-        .args(args)
-        .env("CARGO_TARGET_DIR", &target_dir);
-    if release {
-        cmd.arg("--release");
-    }
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("run cargo build {args:?}: {e}"));
-    assert!(status.success(), "cargo build {args:?} failed");
-    profile_dir
-}
-
-/// Path of the `sightline` binary built by Cargo for this test run, building it once per test
-/// process ([`cargo_build`] of `-p sightline`).
-pub fn sightline_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| cargo_build(&["-p", "sightline"]).join("sightline"))
-        .clone()
-}
-
 /// Runs golden tests: every `*.{ext}` file in `dir` is rendered by `render(file_name, text)` and
 /// compared with the file of the same stem ending `.expected`.
 ///

@@ -1,12 +1,24 @@
-//! Record once, replay three times: outputs byte-identical to the recorded run and the same system
-//! call sequence per process. Real programs (python3, sqlite3, gzip, sh, make) and guest programs
-//! from `tests/guests/*.c`, built here with gcc.
+//! `sightline record` / `sightline replay`: record once, replay three times: outputs byte-identical
+//! to the recorded run and the same system call sequence per process. Real programs (python3,
+//! sqlite3, gzip, sh, make) and guest programs from `crates/replay/tests/guests/*.c`, built here with
+//! gcc.
+//!
+//! Every test also runs with the syscall buffer off (`SIGHTLINE_SYSCALLBUF=0`, every call trapped),
+//! as rr registers each test twice (`-no-syscallbuf`): `NAME_nosyscallbuf` in [`nosyscallbuf!`]'s
+//! list runs `NAME` so. Only the tests about the buffer itself are left out, each with its reason;
+//! `every_replay_test_also_runs_without_the_syscall_buffer` checks the list is complete.
 //!
 //! Recording goes through the `sightline` binary (the program's stdout is captured as it really
 //! ran); replays run in-process through the library so the per-process system-call sequences can be
 //! compared. All tests take one lock: replay waits for any child (`waitpid(-1)`), so two replays in
 //! one test process must not overlap.
+//!
+//! # Why not in the `cli` test binary
+//! The in-process replays reap any child of the test process (`waitpid(-1)`), so they cannot share
+//! a process with tests that run their own children (every other CLI test): one would take the
+//! other's exit status. This binary holds only record/replay tests, all under [`LOCK`].
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -15,15 +27,45 @@ use replay::format::{Event, Recording};
 
 static LOCK: Mutex<()> = Mutex::new(());
 
+thread_local! {
+    /// Set while a `_nosyscallbuf` variant runs (each test runs on its own thread).
+    static SYSCALLBUF_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A `sightline` command for this test: with `SIGHTLINE_SYSCALLBUF=0` in a `_nosyscallbuf` variant.
+fn sightline() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sightline"));
+    if SYSCALLBUF_OFF.get() {
+        c.env("SIGHTLINE_SYSCALLBUF", "0");
+    }
+    c
+}
+
+/// Runs `test` with the syscall buffer off for every recording it makes.
+fn without_syscallbuf(test: fn()) {
+    SYSCALLBUF_OFF.set(true);
+    test();
+}
+
+/// Registers `NAME_nosyscallbuf`: `NAME` run with the syscall buffer off.
+macro_rules! nosyscallbuf {
+    ($($variant:ident => $test:ident,)*) => {
+        $(
+            #[test]
+            fn $variant() {
+                without_syscallbuf($test)
+            }
+        )*
+    };
+}
+
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds `tests/guests/<name>.c` into `dir`.
+/// Builds `crates/replay/tests/guests/<name>.c` into `dir`.
 fn guest(name: &str, dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/guests")
-        .join(format!("{name}.c"));
+    let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O1", "-pthread", "-o"])
@@ -45,7 +87,7 @@ struct Recorded {
 /// `sightline record -o <tmp>/rec -- cmd...` in `cwd`.
 fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
     let dir = tmp.join("rec");
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .current_dir(cwd)
         .arg("record")
         .arg("-o")
@@ -124,11 +166,7 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
         assert_eq!(outcome.processes, expected.len());
     }
     // The CLI writes the same bytes.
-    let cli = Command::new(test_support::sightline_bin())
-        .arg("replay")
-        .arg(&r.dir)
-        .output()
-        .unwrap();
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&cli.stdout),
         String::from_utf8_lossy(&r.stdout)
@@ -401,11 +439,7 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
     // The first line still came out; the diverging one did not.
     assert_eq!(out, b"one\n");
     // The CLI prints the same report and fails.
-    let cli = Command::new(test_support::sightline_bin())
-        .arg("replay")
-        .arg(&r.dir)
-        .output()
-        .unwrap();
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
     assert_eq!(cli.status.code(), Some(2));
     let msg = String::from_utf8_lossy(&cli.stderr);
     assert!(
@@ -443,7 +477,7 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
     }
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
-    let child = Command::new(test_support::sightline_bin())
+    let child = sightline()
         .arg("record")
         .arg("-o")
         .arg(tmp.path().join("rec"))
@@ -499,7 +533,7 @@ fn info_and_dump_describe_the_recording() {
     let rec = Recording::open(&r.dir).unwrap();
     let procs = recorded_syscalls(&rec).len();
     assert!(procs >= 3, "sh, echo side and cat: {procs}");
-    let info = Command::new(test_support::sightline_bin())
+    let info = sightline()
         .args(["replay", "--info"])
         .arg(&r.dir)
         .output()
@@ -521,7 +555,7 @@ fn info_and_dump_describe_the_recording() {
         text.lines().any(|l| l.trim_start().starts_with("execve")),
         "{text}"
     );
-    let dump = Command::new(test_support::sightline_bin())
+    let dump = sightline()
         .args(["replay", "--dump"])
         .arg(&r.dir)
         .output()
@@ -552,7 +586,7 @@ fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     );
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stderr));
     std::fs::create_dir(&dir).unwrap();
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("replay")
         .arg(&r.dir)
         .stdout(Stdio::null())
@@ -634,7 +668,7 @@ fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("rec");
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("record")
         .arg("-o")
         .arg(&dir)
@@ -672,7 +706,7 @@ fn an_output_path_that_is_a_file_is_named_as_such() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("f");
     std::fs::write(&file, b"keep").unwrap();
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .arg("record")
         .arg("-o")
         .arg(&file)
@@ -695,7 +729,7 @@ fn sigstop_pauses_a_recorded_process_until_sigcont() {
     let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("rec");
-    let child = Command::new(test_support::sightline_bin())
+    let child = sightline()
         .arg("record")
         .arg("-o")
         .arg(&dir)
@@ -831,7 +865,7 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
     // Recorded again with buffering off: every call trapped, and the program made exactly the same
     // system calls (buffering changes how they are recorded, not what the program does).
     let dir2 = tmp.path().join("rec-unbuffered");
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .current_dir(tmp.path())
         .env("SIGHTLINE_SYSCALLBUF", "0")
         .args(["record", "-o"])
@@ -969,7 +1003,7 @@ int main(void) {
     let (trapped, buffered) = trapped_and_buffered(&rec, libc::SYS_newfstatat);
     assert!(buffered >= 199_000, "{buffered} buffered");
     let dir2 = tmp.path().join("rec-unbuffered");
-    let st = Command::new(test_support::sightline_bin())
+    let st = sightline()
         .env("SIGHTLINE_SYSCALLBUF", "0")
         .args(["record", "-o"])
         .arg(&dir2)
@@ -1108,7 +1142,7 @@ int main(void) {
 
 /// `sightline replay DIR` through the CLI, killed after `secs` seconds: `None` when it hung.
 fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("replay")
         .arg(dir)
         .stdout(Stdio::piped())
@@ -1288,4 +1322,151 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
         !mempolicy.writes.is_empty(),
         "its mode and node mask are recorded"
     );
+}
+
+/// `sightline record -- ./script` for a script without a `#!` line: like `execvp`, it runs as a
+/// `/bin/sh` script (it used to fail with exit 127), and the recording replays.
+#[test]
+fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
+    if !test_support::privileged("records and replays with ptrace") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("plain-script");
+    std::fs::write(&script, "echo \"args: $1 $2\"\nexit 3\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let native = Command::new(&script).args(["a", "b c"]).output();
+    // Rust's Command (execvp) gives ENOEXEC back rather than falling back; sh shows what POSIX does.
+    assert!(native.is_err() || native.unwrap().status.code() != Some(3));
+    let posix = Command::new("/bin/sh")
+        .arg(&script)
+        .args(["a", "b c"])
+        .output()
+        .unwrap();
+    assert_eq!(posix.stdout, b"args: a b c\n");
+
+    let dir = tmp.path().join("rec");
+    let out = sightline()
+        .current_dir(tmp.path())
+        .args(["record", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg("./plain-script")
+        .args(["a", "b c"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "args: a b c\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let rec = replay::format::Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.path, "/bin/sh");
+    assert_eq!(rec.meta.argv, ["/bin/sh", "./plain-script", "a", "b c"]);
+    let replayed = sightline().arg("replay").arg(&dir).output().unwrap();
+    assert_eq!(replayed.stdout, out.stdout);
+    assert_eq!(replayed.status.code(), Some(3));
+
+    // An ELF executable and a #! script are left alone.
+    let (p, a) =
+        replay::recorder::script_fallback(std::path::Path::new("/bin/true"), &["true".into()]);
+    assert_eq!(
+        (p.to_str().unwrap(), a),
+        ("/bin/true", vec!["true".to_string()])
+    );
+    let shebang = tmp.path().join("with-shebang");
+    std::fs::write(&shebang, "#!/bin/sh\necho hi\n").unwrap();
+    let (p, _) = replay::recorder::script_fallback(&shebang, &["x".into()]);
+    assert_eq!(p, shebang);
+}
+
+nosyscallbuf! {
+    echo_and_date_replay_identically_nosyscallbuf => echo_and_date_replay_identically,
+    date_proc_stat_and_uname_nosyscallbuf => date_proc_stat_and_uname,
+    shell_pipeline_with_random_sort_nosyscallbuf => shell_pipeline_with_random_sort,
+    python_random_time_pid_uuid_nosyscallbuf => python_random_time_pid_uuid,
+    sqlite3_random_and_datetime_nosyscallbuf => sqlite3_random_and_datetime,
+    gzip_then_gunzip_without_touching_files_on_replay_nosyscallbuf => gzip_then_gunzip_without_touching_files_on_replay,
+    children_over_pipes_reaped_in_timing_order_nosyscallbuf => children_over_pipes_reaped_in_timing_order,
+    make_j2_on_a_small_makefile_nosyscallbuf => make_j2_on_a_small_makefile,
+    sigalrm_timer_in_a_syscall_loop_nosyscallbuf => sigalrm_timer_in_a_syscall_loop,
+    rdtsc_and_cpuid_replay_identically_nosyscallbuf => rdtsc_and_cpuid_replay_identically,
+    a_thread_is_refused_clearly_and_the_program_still_runs_nosyscallbuf => a_thread_is_refused_clearly_and_the_program_still_runs,
+    a_changed_program_input_is_reported_as_a_divergence_nosyscallbuf => a_changed_program_input_is_reported_as_a_divergence,
+    a_truncated_recording_replays_its_prefix_then_reports_the_end_nosyscallbuf => a_truncated_recording_replays_its_prefix_then_reports_the_end,
+    sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind_nosyscallbuf => sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind,
+    info_and_dump_describe_the_recording_nosyscallbuf => info_and_dump_describe_the_recording,
+    a_diverging_exit_status_is_reported_and_the_replay_does_not_hang_nosyscallbuf => a_diverging_exit_status_is_reported_and_the_replay_does_not_hang,
+    a_child_sigkilled_by_its_parent_replays_nosyscallbuf => a_child_sigkilled_by_its_parent_replays,
+    a_missing_recorded_working_directory_is_a_clear_error_nosyscallbuf => a_missing_recorded_working_directory_is_a_clear_error,
+    a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix_nosyscallbuf => a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix,
+    an_output_path_that_is_a_file_is_named_as_such_nosyscallbuf => an_output_path_that_is_a_file_is_named_as_such,
+    sigstop_pauses_a_recorded_process_until_sigcont_nosyscallbuf => sigstop_pauses_a_recorded_process_until_sigcont,
+    held_sigalrms_merge_like_pending_signals_nosyscallbuf => held_sigalrms_merge_like_pending_signals,
+    concurrent_writers_to_stdout_replay_in_the_recorded_interleaving_nosyscallbuf => concurrent_writers_to_stdout_replay_in_the_recorded_interleaving,
+    ps_replays_with_its_get_mempolicy_outputs_nosyscallbuf => ps_replays_with_its_get_mempolicy_outputs,
+    a_script_without_shebang_runs_under_bin_sh_and_replays_nosyscallbuf => a_script_without_shebang_runs_under_bin_sh_and_replays,
+}
+
+/// Tests about the syscall buffer itself, which have no `_nosyscallbuf` variant, and why.
+const ONLY_WITH_SYSCALLBUF: &[(&str, &str)] = &[
+    (
+        "a_fork_interrupted_by_a_held_sigchld_replays",
+        "a SIGCHLD is held only while buffered calls run",
+    ),
+    (
+        "find_is_recorded_through_the_syscall_buffer_and_replays_identically",
+        "records with and without the buffer itself and compares the two",
+    ),
+    (
+        "a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence",
+        "needs a buffered call to change",
+    ),
+    (
+        "sigalrm_while_the_syscall_buffer_handler_is_mid_record",
+        "signals inside the buffer's handler; records without it itself",
+    ),
+    (
+        "children_sigkilled_amid_buffered_calls_replay_without_hanging",
+        "needs the children's calls buffered",
+    ),
+    (
+        "a_program_mapping_over_the_syscall_buffer_region_keeps_running",
+        "maps over the buffer's region, which exists only with the buffer",
+    ),
+];
+
+/// Every `#[test]` of this file has its `_nosyscallbuf` variant or is listed, with a reason, in
+/// [`ONLY_WITH_SYSCALLBUF`] (no privileges needed: it reads this file).
+#[test]
+fn every_replay_test_also_runs_without_the_syscall_buffer() {
+    let src = include_str!("replay.rs");
+    let mut missing = Vec::new();
+    for rest in src.split("#[test]\nfn ").skip(1) {
+        let name = &rest[..rest.find('(').expect("fn NAME(")];
+        if name.ends_with("_nosyscallbuf")
+            || name == "every_replay_test_also_runs_without_the_syscall_buffer"
+            || ONLY_WITH_SYSCALLBUF.iter().any(|(n, _)| *n == name)
+        {
+            continue;
+        }
+        if !src.contains(&format!("    {name}_nosyscallbuf => {name},")) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add to nosyscallbuf!: {}",
+        missing
+            .iter()
+            .map(|n| format!("{n}_nosyscallbuf => {n},"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for (name, _) in ONLY_WITH_SYSCALLBUF {
+        assert!(src.contains(&format!("fn {name}()")), "no test {name}");
+    }
 }
