@@ -11,10 +11,15 @@
 //!
 //! The kernel interface is faccessat(2) with `AT_EACCESS` (the check execve(2) makes with the
 //! effective ids; for root, any execute bit).
+//!
+//! [`spawn_held`] starts a command *held*: a tracee stopped before its `execve`, for `sightline probe
+//! -c`. It is the same fork as [`crate::spawn`]'s (one child set-up for every traced child), with
+//! nothing of ours installed in the program.
 
 use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// glibc's search path when `PATH` is unset (`posix/execvpe.c`, since glibc 2.24).
@@ -54,11 +59,7 @@ pub fn check_executable(path: &Path) -> io::Result<()> {
     }
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: faccessat(2) reads the NUL-terminated path `c`, which outlives the call.
-    if unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::may_execute(&c)
 }
 
 /// The file `name` runs with execvp(3)'s rules (see the module docs), searching `PATH` from the
@@ -111,6 +112,68 @@ pub fn find_executable_in(name: &str, path: &std::ffi::OsStr) -> Result<PathBuf,
             name: name.to_string(),
         }),
     }
+}
+
+/// A command created by [`spawn_held`]: our tracee, in a signal-delivery-stop (SIGSTOP) before its
+/// `execve`.
+#[derive(Debug)]
+pub struct HeldChild {
+    /// Its pid.
+    pub pid: i32,
+    /// Read end of its close-on-exec exec-error pipe: end of file once `execve` succeeded, or the
+    /// failed call's errno as 4 native-endian bytes (the child has then exited 127).
+    pub exec_errors: OwnedFd,
+}
+
+/// Starts `path` (already found, e.g. by [`find_executable`]) with `argv` (`argv[0]` included) and
+/// this process's environment and working directory, seized by the calling thread
+/// (`PTRACE_SEIZE` with `PTRACE_O_EXITKILL`: if we die, the kernel kills it rather than let it run
+/// untraced) and stopped before its `execve`.
+///
+/// Release it with `PTRACE_DETACH` and signal 0, which discards its SIGSTOP (ptrace(2)), so its
+/// first own action is the `execve`; kill it with SIGKILL and reap it to give it up. A file the
+/// kernel cannot execute (`ENOEXEC`) runs under `/bin/sh`, as execvp(3) does.
+///
+/// # Errors
+/// [`crate::Error::Spawn`] for an empty `argv` or a NUL byte in an argument or the environment, or
+/// a child that did not stop; [`crate::Error::Sys`] naming `pipe2`, `fork`, `ptrace(PTRACE_SEIZE)`
+/// or `waitpid`.
+pub fn spawn_held(path: &Path, argv: &[String]) -> crate::Result<HeldChild> {
+    let nul = |what: &str| crate::Error::Spawn(format!("NUL byte in {what}"));
+    if argv.is_empty() {
+        return Err(crate::Error::Spawn("empty command".into()));
+    }
+    let plan = crate::sys::ChildPlan {
+        path: CString::new(path.as_os_str().as_bytes()).map_err(|_| nul("the path"))?,
+        argv: argv
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>()
+            .map_err(|_| nul("an argument"))?,
+        envp: std::env::vars_os()
+            .map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv)
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|_| nul("the environment"))?,
+        cwd: None,
+        cpu: None,
+        no_aslr: false,
+        stdio_null: false,
+        close_fds: false,
+        filter: None,
+        hold: true,
+        sh_fallback: true,
+        exec_errors: true,
+    };
+    let (pid, errors) = crate::sys::fork_seized(&plan, libc::PTRACE_O_EXITKILL as u32)?;
+    Ok(HeldChild {
+        pid,
+        exec_errors: errors.expect("exec_errors asked for"),
+    })
 }
 
 #[cfg(test)]

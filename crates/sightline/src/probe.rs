@@ -310,10 +310,13 @@ impl Target for Held {
                             None => std::io::Error::from(source.kind()),
                         }
                     }
+                    // Only spawning gives it; release never does.
+                    HeldError::Spawn(_) => std::io::Error::from(std::io::ErrorKind::Other),
                 };
                 let call = match &e {
                     HeldError::CannotExecute { .. } => "execve in the -c child",
                     HeldError::Sys { call, .. } => call,
+                    HeldError::Spawn(_) => "creating the -c command",
                 };
                 self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
                 Err(RuntimeError::Sys(sys::SyscallError { call, source }))
