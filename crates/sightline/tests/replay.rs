@@ -63,6 +63,18 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The start of every test here: `None` (after saying why) without root or without one of `tools`;
+/// otherwise the [`LOCK`] and a temporary directory.
+fn start(tools: &[&str]) -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir)> {
+    if !test_support::privileged("records and replays with ptrace") {
+        return None;
+    }
+    if !tools.iter().all(|t| test_support::require_tool(t)) {
+        return None;
+    }
+    Some((lock(), tempfile::tempdir().unwrap()))
+}
+
 /// Builds `crates/replay/tests/guests/<name>.c` into `dir`.
 fn guest(name: &str, dir: &Path) -> PathBuf {
     let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
@@ -108,6 +120,33 @@ fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
         stderr: out.stderr,
         code: out.status.code().unwrap_or(-1),
     }
+}
+
+/// Starts `sightline record -o DIR -- CMD` (stdout to /dev/null, stderr piped), waits `ms`
+/// milliseconds for the tracee to start, and returns the recorder and the tracee's pid (the
+/// recorder's only child).
+fn record_in_background(dir: &Path, cmd: &[&str], ms: u64) -> (std::process::Child, i32) {
+    let child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let recorder = child.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let tracee = children
+        .split_whitespace()
+        .next()
+        .expect("a tracee")
+        .parse()
+        .unwrap();
+    (child, tracee)
 }
 
 /// The recorded system-call numbers of each process, by recorded pid.
@@ -177,10 +216,7 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
 
 #[test]
 fn echo_and_date_replay_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(Path::new("/"), &["echo", "hello", "replay"]);
     assert_eq!(out, b"hello replay\n");
     let out = record_and_replay_3(Path::new("/"), &["date", "+%s.%N"]);
@@ -189,10 +225,7 @@ fn echo_and_date_replay_identically() {
 
 #[test]
 fn date_proc_stat_and_uname() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(
         Path::new("/"),
         &["sh", "-c", "date; cat /proc/self/stat; uname -a"],
@@ -202,24 +235,16 @@ fn date_proc_stat_and_uname() {
 
 #[test]
 fn shell_pipeline_with_random_sort() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(Path::new("/"), &["sh", "-c", "seq 100000 | sort -R | head"]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 10);
 }
 
 #[test]
 fn python_random_time_pid_uuid() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, _tmp)) = start(&["python3"]) else {
         return;
-    }
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("skipped: /usr/bin/python3 is absent");
-        return;
-    }
-    let _g = lock();
+    };
     let script = "import random, time, os, uuid\n\
                   print(random.random(), random.getrandbits(64))\n\
                   print(time.time())\nprint(os.getpid())\nprint(uuid.uuid4())\n";
@@ -229,14 +254,9 @@ fn python_random_time_pid_uuid() {
 
 #[test]
 fn sqlite3_random_and_datetime() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["sqlite3"]) else {
         return;
-    }
-    if !test_support::require_tool("sqlite3") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let sql = "create table t(a, b); insert into t values (random(), datetime('now')); \
                select * from t; select random(), datetime('now');";
     let out = record_and_replay_3(tmp.path(), &["sqlite3", "db.sqlite", sql]);
@@ -252,11 +272,7 @@ fn sqlite3_random_and_datetime() {
 
 #[test]
 fn gzip_then_gunzip_without_touching_files_on_replay() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let data: String = (0..50_000)
         .map(|i| format!("line {i} {}\n", i * 7919 % 1000))
         .collect();
@@ -273,11 +289,7 @@ fn gzip_then_gunzip_without_touching_files_on_replay() {
 
 #[test]
 fn children_over_pipes_reaped_in_timing_order() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("pipes", tmp.path());
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out);
@@ -292,14 +304,9 @@ fn children_over_pipes_reaped_in_timing_order() {
 
 #[test]
 fn make_j2_on_a_small_makefile() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["make"]) else {
         return;
-    }
-    if !test_support::require_tool("make") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     // Eight jobs, two at a time: make waits in pselect6 with SIGCHLD unblocked only by its mask.
     let mut mk = String::from("all: o1 o2 o3 o4 o5 o6 o7 o8\n\t@echo all done\n");
     for i in 1..=8 {
@@ -314,11 +321,7 @@ fn make_j2_on_a_small_makefile() {
 
 #[test]
 fn sigalrm_timer_in_a_syscall_loop() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("alarm", tmp.path());
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 16);
@@ -344,11 +347,7 @@ fn sigalrm_timer_in_a_syscall_loop() {
 
 #[test]
 fn rdtsc_and_cpuid_replay_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("tsc", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
     let rec = Recording::open(&r.dir).unwrap();
@@ -381,11 +380,7 @@ fn rdtsc_and_cpuid_replay_identically() {
 
 #[test]
 fn a_thread_is_refused_clearly_and_the_program_still_runs() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("thread", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(
@@ -411,11 +406,7 @@ fn a_thread_is_refused_clearly_and_the_program_still_runs() {
 
 #[test]
 fn a_changed_program_input_is_reported_as_a_divergence() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
     assert_eq!(r.stdout, b"one\ntwo\n");
     // Inject a divergence: the replayed shell gets another script than the recorded one.
@@ -450,11 +441,7 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
 
 #[test]
 fn a_truncated_recording_replays_its_prefix_then_reports_the_end() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
     // Simulate a recorder killed mid-run: the last chunk is torn, meta still says "recording".
     let ev = r.dir.join("events.slr");
@@ -472,31 +459,9 @@ fn a_truncated_recording_replays_its_prefix_then_reports_the_end() {
 
 #[test]
 fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let child = sightline()
-        .arg("record")
-        .arg("-o")
-        .arg(tmp.path().join("rec"))
-        .args(["--", "sleep", "30"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let Some((_g, tmp)) = start(&[]) else { return };
+    let (child, sleeper) = record_in_background(&tmp.path().join("rec"), &["sleep", "30"], 700);
     let recorder = child.id() as i32;
-    // The tracee is the recorder's only child.
-    let children =
-        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children
-        .split_whitespace()
-        .next()
-        .expect("a tracee")
-        .parse()
-        .unwrap();
     Command::new("kill")
         .args(["-INT", &recorder.to_string()])
         .status()
@@ -524,11 +489,7 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
 
 #[test]
 fn info_and_dump_describe_the_recording() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo a | cat"]);
     let rec = Recording::open(&r.dir).unwrap();
     let procs = recorded_syscalls(&rec).len();
@@ -572,11 +533,7 @@ fn info_and_dump_describe_the_recording() {
 fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     // The tracee stops at PTRACE_EVENT_EXIT with another status than recorded; the replay must
     // report the divergence and end, not wait forever for a tracee held in its exit stop.
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("exit_by_dir", tmp.path());
     let dir = tmp.path().join("d");
     let r = record(
@@ -619,11 +576,7 @@ fn a_child_sigkilled_by_its_parent_replays() {
     // The child's last recorded event is its exit by SIGKILL, taken while blocked in pause(); the
     // parent's kill() is emulated on replay, so without help the child reaches pause() and the
     // replay reported a divergence ("expected exit (wait status 0x9), found pause()").
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("kill_child", tmp.path());
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out), "child killed by signal 9\n");
@@ -633,11 +586,7 @@ fn a_child_sigkilled_by_its_parent_replays() {
 fn a_missing_recorded_working_directory_is_a_clear_error() {
     // Before: the replay's first process failed its chdir and the user got "replay diverged …
     // expected execve() = 0, found exit (wait status 0x7f00)".
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let gone = tmp.path().join("gone");
     std::fs::create_dir(&gone).unwrap();
     let r = record(tmp.path(), &gone, &["echo", "hi"]);
@@ -662,11 +611,7 @@ fn a_missing_recorded_working_directory_is_a_clear_error() {
 fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
     // meta.json was written only at the start (root_pid 0) and at the end; after a SIGKILL of the
     // recorder the replay matched no process and diverged at "process 0, event #0".
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let dir = tmp.path().join("rec");
     let mut child = sightline()
         .arg("record")
@@ -703,6 +648,7 @@ fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
 #[test]
 fn an_output_path_that_is_a_file_is_named_as_such() {
     // Before: "exists and is not empty" for a plain file given to -o.
+    let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("f");
     std::fs::write(&file, b"keep").unwrap();
@@ -723,31 +669,9 @@ fn an_output_path_that_is_a_file_is_named_as_such() {
 fn sigstop_pauses_a_recorded_process_until_sigcont() {
     // Before: the group-stop was answered with PTRACE_CONT, so `kill -STOP` (or Ctrl-Z) left the
     // recorded process running (state S).
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let dir = tmp.path().join("rec");
-    let child = sightline()
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .args(["--", "sleep", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    let recorder = child.id() as i32;
-    let children =
-        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children
-        .split_whitespace()
-        .next()
-        .expect("a tracee")
-        .parse()
-        .unwrap();
+    let (child, sleeper) = record_in_background(&dir, &["sleep", "1"], 400);
     let state = || {
         let s = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
         s.rsplit(')')
@@ -820,11 +744,7 @@ fn trapped_and_buffered(rec: &Recording, nr: i64) -> (usize, usize) {
 
 #[test]
 fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let root = tmp.path().join("tree");
     tree(&root, 40);
     let root_s = root.to_str().unwrap();
@@ -902,11 +822,7 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
 
 #[test]
 fn a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let root = tmp.path().join("tree");
     tree(&root, 5);
     let r = record(tmp.path(), tmp.path(), &["find", root.to_str().unwrap()]);
@@ -962,11 +878,7 @@ fn guest_from_source(name: &str, src: &str, dir: &Path) -> PathBuf {
 /// feet, so the next batch held stale or misplaced records and the replay diverged.
 #[test]
 fn sigalrm_while_the_syscall_buffer_handler_is_mid_record() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1034,11 +946,7 @@ int main(void) {
 /// used to run that interrupted fork for real, making a child recorded as pid -513.
 #[test]
 fn a_fork_interrupted_by_a_held_sigchld_replays() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1089,11 +997,7 @@ int main(void) {
 /// A standard signal is now held once, as the kernel keeps it pending once.
 #[test]
 fn held_sigalrms_merge_like_pending_signals() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1168,11 +1072,7 @@ fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
 /// the exit stop.
 #[test]
 fn children_sigkilled_amid_buffered_calls_replay_without_hanging() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1228,11 +1128,7 @@ int main(void) {
 
 #[test]
 fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let prog = guest("concurrent_writers", tmp.path());
     // Output writes run one at a time while recording, so the recorded order is the order the bytes
     // came out in; before, two pending exit stops were reported in child-list order and replays
@@ -1255,11 +1151,7 @@ fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
 /// trapped from there on.
 #[test]
 fn a_program_mapping_over_the_syscall_buffer_region_keeps_running() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <stdio.h>
 #include <string.h>
@@ -1293,14 +1185,9 @@ int main(void) {
 /// recorded: replay diverged at the next call ("syscall_238(303, …)"), found by a new user.
 #[test]
 fn ps_replays_with_its_get_mempolicy_outputs() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["ps"]) else {
         return;
-    }
-    if !test_support::require_tool("ps") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &["ps", "-eo", "pid,comm"]);
     let text = String::from_utf8_lossy(&out);
     assert_eq!(
@@ -1328,10 +1215,7 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
 /// `/bin/sh` script (it used to fail with exit 127), and the recording replays.
 #[test]
 fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let script = tmp.path().join("plain-script");
     std::fs::write(&script, "echo \"args: $1 $2\"\nexit 3\n").unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
