@@ -267,6 +267,10 @@ fn load_all_cases() -> Vec<Case> {
 /// Compiles every `tests/probe/workloads/*.c` into `dir`, returning name → binary path.
 fn build_workloads(dir: &Path) -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
+    assert!(
+        test_support::require_tool("gcc"),
+        "the workloads need gcc (scripts/install-deps.sh)"
+    );
     let src_dir = cases_dir().join("workloads");
     let mut srcs: Vec<PathBuf> = std::fs::read_dir(&src_dir)
         .expect("tests/probe/workloads exists")
@@ -625,6 +629,17 @@ fn build_command(case: &Case, ctx: &Ctx<'_>, tdir: &Path) -> Result<Command, Str
 /// Runs one case; `Ok` carries a note for the report (what a STRACE comparison compared), `Err`
 /// describes the failure.
 fn run_case(case: &Case, ctx: &Ctx<'_>) -> Result<String, String> {
+    // The tools a case runs besides sightline: skipped without them (a failure under CI=true).
+    let tools = [
+        (case.strace.is_some(), "strace"),
+        (case.as_nobody, "setpriv"),
+    ];
+    if !tools
+        .iter()
+        .all(|&(needed, tool)| !needed || test_support::require_tool(tool))
+    {
+        return Ok("; skipped: a tool is missing".into());
+    }
     let mut note = String::new();
     let tmp = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let tdir = tmp.path();
