@@ -3,7 +3,12 @@
 # Idempotent: installs only what is missing, so a second run costs a second.
 set -euo pipefail
 need=()
-for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc python3.11 gdb binutils curl procps; do
+# Every tool a test runs (test_support::require_tool skips without it, and fails under CI=true):
+# bpftrace (usdt, causal-example), strace (probe cases), sqlite3, make, procps' ps (replay),
+# gcc and g++ (workloads, guests, probe-user targets), python3 (replay) and python3.11 (USDT),
+# linux-libc-dev's asm/unistd_64.h (linux-syscalls' generation check), util-linux's setpriv (probe
+# cases).
+for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc g++ python3 python3.11 gdb binutils curl procps linux-libc-dev util-linux; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

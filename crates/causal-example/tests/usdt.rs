@@ -8,15 +8,7 @@ fn bpftrace_sees_causal_event_probes_with_the_task_id() {
     if !test_support::privileged("attaches bpftrace to the causal:event USDT probe") {
         return;
     }
-    // FIXME: through test-support's tool check once it has one (issue 21); until then the same
-    // rule by hand: skip with the reason when bpftrace is absent, fail under CI=true.
-    if let Err(e) = Command::new("bpftrace").arg("--version").output()
-        && e.kind() == std::io::ErrorKind::NotFound
-    {
-        let msg = "skipped: bpftrace is not installed (scripts/install-deps.sh)";
-        let ci = std::env::var("CI").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-        assert!(!ci, "{msg}; CI=true makes this a failure");
-        eprintln!("{msg}");
+    if !test_support::require_tool("bpftrace") {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_causal-example");

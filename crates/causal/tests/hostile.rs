@@ -1,6 +1,6 @@
 //! Hostile use: thread-local destructors, fork without exec, oversized reports, out-of-range
 //! configuration, corrupted payloads. Tests that need a fresh reporter (one per process) run a
-//! scenario of the `test_child` example (`examples/test_child.rs`) as a child process.
+//! scenario of the `causal-test-child` binary (`src/bin/causal-test-child.rs`) as a child process.
 
 use std::path::Path;
 

@@ -520,7 +520,7 @@ fn child_process_inherits_the_context() {
     let m = mock::install();
     let collector = TcpCollector::start().unwrap();
     let ctx = causal::start_task("parent", []);
-    // The `propagated` scenario of the `test_child` example, reporting over TCP.
+    // The `propagated` scenario of the `causal-test-child` binary, reporting over TCP.
     let mut cmd = common::child_command("propagated");
     cmd.env(
         "SIGHTLINE_CAUSAL_SINK",

@@ -1,6 +1,6 @@
 //! The reporter in child processes (it is global per process): flush at a normal exit, the drop
 //! counter when the queue overflows, and the UDP and file sinks. The child processes are the
-//! scenarios of the `test_child` example (`examples/test_child.rs`).
+//! scenarios of the `causal-test-child` binary (`src/bin/causal-test-child.rs`).
 
 use std::net::{TcpListener, UdpSocket};
 use std::time::Duration;

@@ -20,7 +20,7 @@ use probe_sema::catalog::{
     field_matches,
 };
 
-use crate::syscalls::SYSCALLS_X86_64;
+use linux_syscalls::SYSCALLS_X86_64;
 
 /// Where tracefs is (mounted on demand by [`tracefs_dir`]).
 pub const TRACEFS: &str = "/sys/kernel/tracing";

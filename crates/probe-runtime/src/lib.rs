@@ -17,5 +17,4 @@ pub mod run;
 pub mod session;
 pub mod spec;
 pub mod sys;
-pub mod syscalls;
 pub mod user;

@@ -74,7 +74,7 @@ pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
         wall_offset_ns: sys::wall_offset_ns(),
         dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
         aggsize: o.aggsize.unwrap_or(4 << 20),
-        syscall_count: crate::syscalls::SYSCALLS_X86_64.len(),
+        syscall_count: linux_syscalls::SYSCALLS_X86_64.len(),
         task: None,
     };
     match compile(prog, &opts) {

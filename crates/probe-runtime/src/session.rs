@@ -163,7 +163,7 @@ impl Session {
                 let vs = m.value_size as usize;
                 let mut keys = Vec::new();
                 let mut values = Vec::new();
-                for &(nr, name) in crate::syscalls::SYSCALLS_X86_64 {
+                for &(nr, name) in linux_syscalls::SYSCALLS_X86_64 {
                     if nr < m.max_entries {
                         keys.extend_from_slice(&nr.to_le_bytes());
                         let mut v = vec![0u8; vs];

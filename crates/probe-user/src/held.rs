@@ -1,6 +1,6 @@
 //! The `-c` command of `sightline probe`: created held, then released to run once every probe is
 //! attached, or killed (never having run) when tracing is given up. The kernel interface is
-//! fork(2), ptrace(2), execve(2), pipe2(2), kill(2) and waitpid(2).
+//! ptrace(2), kill(2) and waitpid(2); the fork is `replay_ptrace::exec::spawn_held`'s.
 //!
 //! DTrace's semantics (illumos `dt_proc_create` / `dt_proc_destroy`): a process dtrace creates for
 //! `-c` is released to run when tracing starts; if dtrace gives up before that (a description that
@@ -11,7 +11,8 @@
 //!
 //! Nothing the hold does may be seen by the probes as the target's own activity once they are
 //! attached (a blocking read of a start signal returns after the probes attach; a SIGCONT would be
-//! seen by `signal:::signal_generate`). So the child asks to be traced (`PTRACE_TRACEME`) and stops
+//! seen by `signal:::signal_generate`). So the child is our tracee (`PTRACE_SEIZE`, by
+//! `replay_ptrace::exec::spawn_held`, the fork shared with `sightline record`) and stops
 //! itself with SIGSTOP before any probe exists; [`HeldCommand::release`] detaches with no signal
 //! (`PTRACE_DETACH`, data 0, which discards the SIGSTOP; ptrace(2)), so the command's first traced
 //! event is its `execve`. SIGCHLD gets `SA_NOCLDSTOP`, so the stop sends us no SIGCHLD. While held
@@ -20,16 +21,15 @@
 //!
 //! # Exec failures
 //!
-//! [`HeldCommand::spawn`] checks the file first (exists, regular, executable: what execve(2) would
-//! refuse with `ENOENT`/`EACCES`), so the common mistakes are reported before anything is traced.
-//! Failures only execve(2) can see (a missing ELF interpreter, `ETXTBSY`) come back through a
-//! close-on-exec pipe: the child writes its `errno` there and exits 127; a successful exec closes
-//! the pipe (end of file). A file the kernel cannot execute (`ENOEXEC`: a script without `#!`) is
-//! run by `/bin/sh`, as execvp(3) does.
+//! [`HeldCommand::spawn`] checks the file first (`replay_ptrace::exec::check_executable`: exists,
+//! regular, executable: what execve(2) would refuse with `ENOENT`/`EACCES`), so the common mistakes
+//! are reported before anything is traced. Failures only execve(2) can see (a missing ELF
+//! interpreter, `ETXTBSY`) come back through a close-on-exec pipe: the child writes its `errno`
+//! there and exits 127; a successful exec closes the pipe (end of file). A file the kernel cannot
+//! execute (`ENOEXEC`: a script without `#!`) is run by `/bin/sh`, as execvp(3) does.
 
-use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// Errors of creating, releasing and killing a held command.
@@ -45,6 +45,9 @@ pub enum HeldError {
         #[source]
         source: io::Error,
     },
+    /// Creating the held child failed (`replay_ptrace::exec::spawn_held`).
+    #[error("creating the held command")]
+    Spawn(#[source] replay_ptrace::Error),
     /// A system call failed.
     #[error("{call}: {source}")]
     Sys {
@@ -91,60 +94,20 @@ pub struct HeldCommand {
     status: Option<i32>,
 }
 
-/// Checks what execve(2) checks first: `path` exists, is a regular file and has an execute
-/// permission for us (access(2) `X_OK`; for root, any execute bit).
-///
-/// # Errors
-/// [`HeldError::CannotExecute`] with `ENOENT`, `EACCES`, ... as execve(2) would return.
-pub fn check_executable(path: &Path) -> Result<(), HeldError> {
-    use std::os::unix::ffi::OsStrExt;
-    let fail = |source: io::Error| HeldError::CannotExecute {
-        path: path.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(fail)?;
-    if !meta.is_file() {
-        // execve(2): EACCES "the file or a script interpreter is not a regular file".
-        return Err(fail(io::Error::from_raw_os_error(libc::EACCES)));
-    }
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| fail(io::Error::from(io::ErrorKind::InvalidInput)))?;
-    // SAFETY: access(2) reads the NUL-terminated path `c`, which outlives the call.
-    if unsafe { libc::access(c.as_ptr(), libc::X_OK) } < 0 {
-        return Err(fail(io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 impl HeldCommand {
     /// Creates `path` (already resolved against `PATH`) with arguments `argv` (`argv[0]` included),
-    /// held before its exec. Only async-signal-safe calls happen in the child, on memory prepared
-    /// before fork(2).
+    /// held before its exec, through the one traced-child fork of the workspace
+    /// (`replay_ptrace::exec::spawn_held`).
     ///
     /// # Errors
     /// [`HeldError::CannotExecute`] when the file cannot be executed (nothing is created then);
-    /// [`HeldError::Sys`] naming the failed call (`sigaction(SIGCHLD)`, `pipe2`, `fork`,
-    /// `waitpid`, or `ptrace(PTRACE_TRACEME)` refused in the child).
+    /// [`HeldError::Sys`] naming `sigaction(SIGCHLD)`; [`HeldError::Spawn`] when creating the
+    /// child failed (`pipe2`, `fork`, `ptrace(PTRACE_SEIZE)`, `waitpid`, a NUL byte in an argument).
     pub fn spawn(path: &Path, argv: &[String]) -> Result<HeldCommand, HeldError> {
-        use std::os::unix::ffi::OsStrExt;
-        check_executable(path)?;
-        let invalid = || HeldError::CannotExecute {
+        replay_ptrace::exec::check_executable(path).map_err(|source| HeldError::CannotExecute {
             path: path.to_path_buf(),
-            source: io::Error::from(io::ErrorKind::InvalidInput),
-        };
-        let cpath = CString::new(path.as_os_str().as_bytes()).map_err(|_| invalid())?;
-        let cargs: Vec<CString> = argv
-            .iter()
-            .map(|a| CString::new(a.as_str()))
-            .collect::<Result<_, _>>()
-            .map_err(|_| invalid())?;
-        let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        // execvp(3)'s fallback for ENOEXEC: `/bin/sh PATH ARGS...`.
-        let sh = c"/bin/sh";
-        let mut sh_ptrs: Vec<*const libc::c_char> = vec![sh.as_ptr(), cpath.as_ptr()];
-        sh_ptrs.extend(cargs.iter().skip(1).map(|c| c.as_ptr()));
-        sh_ptrs.push(std::ptr::null());
+            source,
+        })?;
         // SAFETY: a zeroed sigaction with SIG_DFL and SA_NOCLDSTOP is valid; only flags change.
         let r = unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -156,90 +119,14 @@ impl HeldCommand {
         if r < 0 {
             return Err(last("sigaction(SIGCHLD)"));
         }
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 writes two descriptors into `fds`, a valid array of two ints.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
-            return Err(last("pipe2"));
-        }
-        // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
-        let (read_end, write_end) =
-            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let wfd = write_end.as_raw_fd();
-        // SAFETY: fork; the child only calls async-signal-safe functions (signal, ptrace, getpid,
-        // kill, execv, write, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(last("fork"));
-        }
-        if pid == 0 {
-            // SAFETY: in the child: restore SIGPIPE (Rust ignores it; ignored signals survive
-            // exec), become our parent's tracee and stop until it detaches us, then exec. A failed
-            // PTRACE_TRACEME exits at once (126) rather than run the command unheld. A failed exec
-            // writes its errno to the pipe and exits 127.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                if libc::ptrace(
-                    libc::PTRACE_TRACEME,
-                    0,
-                    std::ptr::null_mut::<libc::c_void>(),
-                    std::ptr::null_mut::<libc::c_void>(),
-                ) < 0
-                {
-                    libc::_exit(126);
-                }
-                libc::kill(libc::getpid(), libc::SIGSTOP);
-                libc::execv(cpath.as_ptr(), ptrs.as_ptr());
-                let mut errno = *libc::__errno_location();
-                if errno == libc::ENOEXEC {
-                    libc::execv(sh.as_ptr(), sh_ptrs.as_ptr());
-                    errno = *libc::__errno_location();
-                }
-                let bytes = errno.to_ne_bytes();
-                libc::write(wfd, bytes.as_ptr().cast(), bytes.len());
-                libc::_exit(127);
-            }
-        }
-        // Our copy of the write end closes here, so a successful exec leaves the pipe at EOF.
-        drop(write_end);
-        let mut status = 0;
-        // SAFETY: waiting for our own child to stop; `status` is a valid int.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        if r < 0 {
-            return Err(last("waitpid(WUNTRACED)"));
-        }
-        if !libc::WIFSTOPPED(status) {
-            // The child exited (PTRACE_TRACEME refused): say which call failed.
-            return Err(HeldError::Sys {
-                call: "ptrace(PTRACE_TRACEME) in the -c child",
-                source: io::Error::from(io::ErrorKind::PermissionDenied),
-            });
-        }
-        let mut held = HeldCommand {
-            pid: pid as u32,
+        let child = replay_ptrace::exec::spawn_held(path, argv).map_err(HeldError::Spawn)?;
+        Ok(HeldCommand {
+            pid: child.pid as u32,
             path: path.to_path_buf(),
             state: State::Held,
-            errors: Some(read_end),
+            errors: Some(child.exec_errors),
             status: None,
-        };
-        // PTRACE_O_EXITKILL: should we die while it is held (SIGKILL, a crash, Ctrl-C before our
-        // handler exists), the kernel kills it rather than detach it to run untraced. Options end
-        // with PTRACE_DETACH, so a released command is not affected.
-        // SAFETY: our tracee is in a ptrace stop (waited above); data is the option bits, addr is
-        // ignored.
-        let r = unsafe {
-            libc::ptrace(
-                libc::PTRACE_SETOPTIONS,
-                pid,
-                std::ptr::null_mut::<libc::c_void>(),
-                libc::PTRACE_O_EXITKILL as usize as *mut libc::c_void,
-            )
-        };
-        if r < 0 {
-            let e = last("ptrace(PTRACE_SETOPTIONS, PTRACE_O_EXITKILL)");
-            let _ = held.kill();
-            return Err(e);
-        }
-        Ok(held)
+        })
     }
 
     /// True while the command is held (created, not yet released or killed).

@@ -14,6 +14,7 @@
 //! - [`seccomp::Filter`]: a classic-BPF seccomp filter that returns `SECCOMP_RET_TRACE` only for the
 //!   system calls the policy names, `SECCOMP_RET_ERRNO` for the ones it refuses, and lets every other
 //!   system call run at full speed.
+//! - [`exec::find_executable`]: the file a command name runs, with execvp(3)'s `PATH` rules.
 //! - [`spawn`] and [`SpawnSpec`]: start a program under `PTRACE_SEIZE`, pinned to one CPU, without
 //!   address-space randomization, with the filter installed just before `execve`.
 //!
@@ -23,6 +24,7 @@
 #![deny(missing_docs)]
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
+pub mod exec;
 pub mod seccomp;
 mod sys;
 pub mod syscallbuf;

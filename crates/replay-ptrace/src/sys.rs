@@ -576,36 +576,71 @@ pub fn cpuid(leaf: u32, subleaf: u32) -> CpuidResult {
 
 /// Everything the child needs between `fork` and `execve`, prepared before forking so the child only
 /// makes raw system calls (no allocation: the parent may hold allocator locks).
+///
+/// One plan serves both kinds of traced child: a recorded program (pinned, no ASLR, only fds 0-2,
+/// the recorded working directory, the seccomp filter) and a held `-c` command of `probe` (stopped
+/// before its exec until released, nothing of ours installed, exec errors reported through a pipe).
 pub(crate) struct ChildPlan {
     pub path: CString,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
-    pub cwd: CString,
-    pub cpu: usize,
+    /// Working directory to change to (`None`: the parent's).
+    pub cwd: Option<CString>,
+    /// CPU to pin the child to (`None`: the parent's affinity).
+    pub cpu: Option<usize>,
     pub no_aslr: bool,
     pub stdio_null: bool,
-    pub filter: Vec<SockFilter>,
+    /// Close every fd above 2 (`close_range(3, ~0)`), so fd numbers are the same on replay.
+    pub close_fds: bool,
+    /// The seccomp filter to install just before `execve`.
+    pub filter: Option<Vec<SockFilter>>,
+    /// Stop with SIGSTOP (a signal-delivery-stop of our tracee) before `execve`, until the tracer
+    /// detaches or resumes it: a held command.
+    pub hold: bool,
+    /// execvp(3)'s `ENOEXEC` fallback: a file the kernel cannot execute runs as
+    /// `/bin/sh PATH ARGS...`.
+    pub sh_fallback: bool,
+    /// Report a failed `execve` (or set-up step) as its errno through a close-on-exec pipe, whose
+    /// read end [`fork_seized`] returns, instead of a message on stderr.
+    pub exec_errors: bool,
 }
 
-/// `fork(2)`s a child that waits until the parent has seized it, then prepares itself and `execve`s.
-/// The parent seizes it with `opts` before releasing it. Returns the child's pid.
-pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid 2-element out-array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(last_err("pipe2", 0));
-    }
-    // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+/// `fork(2)`s a child that waits until the parent has seized it (`PTRACE_SEIZE` with `opts`), then
+/// prepares itself as `plan` says and `execve`s. Returns the child's pid and, with
+/// [`ChildPlan::exec_errors`], the read end of the exec-error pipe (end of file once the exec
+/// succeeded; the errno as 4 native-endian bytes when it failed). A held child ([`ChildPlan::hold`])
+/// has been waited for in its SIGSTOP stop when this returns.
+pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<OwnedFd>)> {
+    let pipe = || -> Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0i32; 2];
+        // SAFETY: `fds` is a valid 2-element out-array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+            return Err(last_err("pipe2", 0));
+        }
+        // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    };
+    let (rd, wr) = pipe()?;
+    let errors = if plan.exec_errors {
+        Some(pipe()?)
+    } else {
+        None
+    };
+    let err_fd = errors.as_ref().map_or(-1, |(_, w)| w.as_raw_fd());
 
     let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
+    // execvp(3)'s ENOEXEC fallback: `/bin/sh PATH ARGS...`.
+    let sh = c"/bin/sh";
+    let mut sh_argv: Vec<*const libc::c_char> = vec![sh.as_ptr(), plan.path.as_ptr()];
+    sh_argv.extend(plan.argv.iter().skip(1).map(|a| a.as_ptr()));
+    sh_argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = plan.envp.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
-    let prog = libc::sock_fprog {
-        len: plan.filter.len() as u16,
-        filter: plan.filter.as_ptr() as *mut libc::sock_filter,
-    };
+    let prog = plan.filter.as_ref().map(|f| libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr() as *mut libc::sock_filter,
+    });
     let devnull = c"/dev/null";
 
     // SAFETY: fork is followed in the child only by async-signal-safe raw system calls on data
@@ -616,7 +651,7 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
     }
     if pid == 0 {
         // SAFETY: child side; see the fork comment. Every pointer passed is into `plan`, `argv`,
-        // `envp`, `prog` or static strings, all alive in this copy of the address space.
+        // `sh_argv`, `envp`, `prog` or static strings, all alive in this copy of the address space.
         unsafe {
             let mut b = 0u8;
             // Wait for the parent's PTRACE_SEIZE (it closes the write end or writes a byte).
@@ -625,12 +660,19 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
             // Rust's runtime ignores SIGPIPE and ignored dispositions survive execve: give the
             // program the default a shell would.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if plan.hold {
+                // A signal-delivery-stop of our tracer's tracee; PTRACE_DETACH with signal 0
+                // discards it (ptrace(2)), so the program never sees this SIGSTOP.
+                libc::kill(libc::getpid(), libc::SIGSTOP);
+            }
             if plan.no_aslr {
                 libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             }
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(plan.cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+            if let Some(cpu) = plan.cpu {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
+            }
             if plan.stdio_null {
                 let fd = libc::open(devnull.as_ptr(), libc::O_RDWR);
                 if fd >= 0 {
@@ -639,20 +681,33 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
                     libc::dup2(fd, 2);
                 }
             }
-            // Only 0, 1 and 2 cross into the program, so fd numbers are the same on replay.
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-            if libc::chdir(plan.cwd.as_ptr()) == -1 {
-                child_fail(b"sightline: chdir to the recorded working directory failed\n");
+            if plan.close_fds {
+                // Only 0, 1 and 2 cross into the program, so fd numbers are the same on replay.
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
             }
-            // SECCOMP_SET_MODE_FILTER = 1. As root no_new_privs is not needed; otherwise set it.
-            if libc::syscall(libc::SYS_seccomp, 1, 0, &raw const prog) == -1 {
-                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                if libc::syscall(libc::SYS_seccomp, 1, 0, &raw const prog) == -1 {
-                    child_fail(b"sightline: installing the seccomp filter failed\n");
+            if let Some(cwd) = &plan.cwd
+                && libc::chdir(cwd.as_ptr()) == -1
+            {
+                child_fail(
+                    err_fd,
+                    b"sightline: chdir to the recorded working directory failed\n",
+                );
+            }
+            if let Some(prog) = &prog {
+                // SECCOMP_SET_MODE_FILTER = 1. As root no_new_privs is not needed; otherwise set it.
+                if libc::syscall(libc::SYS_seccomp, 1, 0, prog as *const libc::sock_fprog) == -1 {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    if libc::syscall(libc::SYS_seccomp, 1, 0, prog as *const libc::sock_fprog) == -1
+                    {
+                        child_fail(err_fd, b"sightline: installing the seccomp filter failed\n");
+                    }
                 }
             }
             libc::execve(plan.path.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            child_fail(b"sightline: execve of the command failed\n");
+            if plan.sh_fallback && *libc::__errno_location() == libc::ENOEXEC {
+                libc::execve(sh.as_ptr(), sh_argv.as_ptr(), envp.as_ptr());
+            }
+            child_fail(err_fd, b"sightline: execve of the command failed\n");
         }
     }
     drop(rd);
@@ -669,19 +724,48 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<i32> {
         return Err(e);
     }
     drop(wr); // releases the child
-    Ok(pid)
+    // Our copy of the error pipe's write end closes here, so a successful exec leaves it at EOF.
+    let errors = errors.map(|(r, _)| r);
+    if plan.hold {
+        let status = waitpid_one(pid)?;
+        if !libc::WIFSTOPPED(status) || libc::WSTOPSIG(status) != libc::SIGSTOP {
+            let _ = kill(pid, libc::SIGKILL);
+            let _ = waitpid_one(pid);
+            return Err(Error::Spawn(format!(
+                "the held child did not stop before its exec (wait status {status:#x})"
+            )));
+        }
+    }
+    Ok((pid, errors))
 }
 
-/// Child-side failure: writes `msg` to stderr and exits 127, as a shell does for a failed exec.
+/// Child-side failure: reports the errno through the exec-error pipe `err_fd` when there is one
+/// (`-1`: none), else writes `msg` to stderr; then exits 127, as a shell does for a failed exec.
 ///
 /// # Safety
 /// Only called in the forked child.
-unsafe fn child_fail(msg: &[u8]) -> ! {
-    // SAFETY: write and _exit are async-signal-safe; msg is a live slice.
+unsafe fn child_fail(err_fd: i32, msg: &[u8]) -> ! {
+    // SAFETY: __errno_location, write and _exit are async-signal-safe; msg and errno's bytes are
+    // live.
     unsafe {
-        libc::write(2, msg.as_ptr().cast(), msg.len());
+        if err_fd >= 0 {
+            let errno = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(err_fd, errno.as_ptr().cast(), errno.len());
+        } else {
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+        }
         libc::_exit(127)
     }
+}
+
+/// faccessat(2) `X_OK` with `AT_EACCESS`: may our effective ids execute `path` (for root: any
+/// execute bit)?
+pub(crate) fn may_execute(path: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: faccessat(2) reads the NUL-terminated path, which outlives the call.
+    if unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::X_OK, libc::AT_EACCESS) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub(crate) fn first_cpu() -> Result<usize> {

@@ -428,12 +428,16 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
         path: cstr(&spec.path)?,
         argv: spec.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
         envp: spec.env.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
-        cwd: cstr(&spec.cwd)?,
-        cpu,
+        cwd: Some(cstr(&spec.cwd)?),
+        cpu: Some(cpu),
         no_aslr: spec.no_aslr,
         stdio_null: spec.stdio_null,
-        filter: spec.filter.compile(),
+        close_fds: true,
+        filter: Some(spec.filter.compile()),
+        hold: false,
+        sh_fallback: false,
+        exec_errors: false,
     };
-    let pid = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
+    let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
     Ok(Running { tid: pid })
 }

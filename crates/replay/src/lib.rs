@@ -64,6 +64,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The command to record names no file we can execute (execvp's `PATH` rules).
+    #[error("finding the command to record")]
+    Lookup(#[from] replay_ptrace::exec::LookupError),
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),
@@ -111,8 +114,7 @@ pub fn describe(ev: &format::Event) -> String {
     use format::Event;
     match ev {
         Event::Syscall(s) => {
-            let spec = syscalls::spec(s.nr);
-            let n = if spec.name.is_empty() { 6 } else { spec.nargs };
+            let n = syscalls::spec(s.nr).nargs;
             let args: Vec<String> = s.args[..n]
                 .iter()
                 .map(|a| {

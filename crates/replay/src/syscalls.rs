@@ -47,11 +47,10 @@ pub enum Mode {
     Ioctl,
 }
 
-/// The static description of one trapped system call.
+/// The static description of one trapped system call (its name is [`name`]'s, from the one
+/// system-call table, `linux_syscalls`).
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
-    /// Name, for reports.
-    pub name: &'static str,
     /// Number of argument registers it reads (the ones divergence checking compares).
     pub nargs: usize,
     /// Replay mode.
@@ -62,27 +61,24 @@ pub struct Spec {
     pub returns_fd: bool,
 }
 
-const fn s(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+const fn s(nargs: usize, mode: Mode) -> Spec {
     Spec {
-        name,
         nargs,
         mode,
         fd_arg: None,
         returns_fd: false,
     }
 }
-const fn fd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+const fn fd(nargs: usize, mode: Mode) -> Spec {
     Spec {
-        name,
         nargs,
         mode,
         fd_arg: Some(0),
         returns_fd: false,
     }
 }
-const fn newfd(name: &'static str, nargs: usize, mode: Mode) -> Spec {
+const fn newfd(nargs: usize, mode: Mode) -> Spec {
     Spec {
-        name,
         nargs,
         mode,
         fd_arg: None,
@@ -188,193 +184,195 @@ fn region_guard() -> (u32, u32) {
 /// effects) are trapped.
 pub const FCNTL_FREE: &[u32] = &[0, 1, 2, 1030];
 
-/// The description of system call `nr`. Unknown numbers are emulated, with all six arguments checked.
+/// The description of system call `nr`. Calls without a description here are emulated, with all six
+/// arguments checked.
 pub fn spec(nr: i64) -> Spec {
+    described(nr).unwrap_or(s(6, Mode::Emulate))
+}
+
+/// The description of system call `nr` when this policy has one.
+fn described(nr: i64) -> Option<Spec> {
     use Mode::*;
     use libc::*;
-    match nr {
-        SYS_read => fd("read", 3, Emulate),
-        SYS_write => fd("write", 3, Emulate),
-        SYS_pread64 => fd("pread64", 4, Emulate),
-        SYS_pwrite64 => fd("pwrite64", 4, Emulate),
-        SYS_readv => fd("readv", 3, Emulate),
-        SYS_writev => fd("writev", 3, Emulate),
-        SYS_preadv => fd("preadv", 5, Emulate),
-        SYS_pwritev => fd("pwritev", 5, Emulate),
-        SYS_preadv2 => fd("preadv2", 6, Emulate),
-        SYS_pwritev2 => fd("pwritev2", 6, Emulate),
-        SYS_recvfrom => fd("recvfrom", 6, Emulate),
-        SYS_sendto => fd("sendto", 6, Emulate),
-        SYS_recvmsg => fd("recvmsg", 3, Emulate),
-        SYS_sendmsg => fd("sendmsg", 3, Emulate),
-        SYS_open => newfd("open", 3, Open),
-        SYS_openat => newfd("openat", 4, Open),
-        SYS_creat => newfd("creat", 2, Open),
-        SYS_openat2 => newfd("openat2", 4, Open),
+    Some(match nr {
+        SYS_read => fd(3, Emulate),
+        SYS_write => fd(3, Emulate),
+        SYS_pread64 => fd(4, Emulate),
+        SYS_pwrite64 => fd(4, Emulate),
+        SYS_readv => fd(3, Emulate),
+        SYS_writev => fd(3, Emulate),
+        SYS_preadv => fd(5, Emulate),
+        SYS_pwritev => fd(5, Emulate),
+        SYS_preadv2 => fd(6, Emulate),
+        SYS_pwritev2 => fd(6, Emulate),
+        SYS_recvfrom => fd(6, Emulate),
+        SYS_sendto => fd(6, Emulate),
+        SYS_recvmsg => fd(3, Emulate),
+        SYS_sendmsg => fd(3, Emulate),
+        SYS_open => newfd(3, Open),
+        SYS_openat => newfd(4, Open),
+        SYS_creat => newfd(2, Open),
+        SYS_openat2 => newfd(4, Open),
         SYS_accept => Spec {
             fd_arg: Some(0),
-            ..newfd("accept", 3, StandIn)
+            ..newfd(3, StandIn)
         },
         SYS_accept4 => Spec {
             fd_arg: Some(0),
-            ..newfd("accept4", 4, StandIn)
+            ..newfd(4, StandIn)
         },
-        SYS_pipe => s("pipe", 1, Real),
-        SYS_pipe2 => s("pipe2", 2, Real),
-        SYS_socket => newfd("socket", 3, Real),
-        SYS_socketpair => s("socketpair", 4, Real),
-        SYS_eventfd => newfd("eventfd", 1, Real),
-        SYS_eventfd2 => newfd("eventfd2", 2, Real),
-        SYS_epoll_create => newfd("epoll_create", 1, Real),
-        SYS_epoll_create1 => newfd("epoll_create1", 1, Real),
-        SYS_timerfd_create => newfd("timerfd_create", 2, Real),
-        SYS_signalfd => newfd("signalfd", 3, Real),
-        SYS_signalfd4 => newfd("signalfd4", 4, Real),
-        SYS_inotify_init => newfd("inotify_init", 0, Real),
-        SYS_inotify_init1 => newfd("inotify_init1", 1, Real),
-        SYS_memfd_create => newfd("memfd_create", 2, Real),
+        SYS_pipe => s(1, Real),
+        SYS_pipe2 => s(2, Real),
+        SYS_socket => newfd(3, Real),
+        SYS_socketpair => s(4, Real),
+        SYS_eventfd => newfd(1, Real),
+        SYS_eventfd2 => newfd(2, Real),
+        SYS_epoll_create => newfd(1, Real),
+        SYS_epoll_create1 => newfd(1, Real),
+        SYS_timerfd_create => newfd(2, Real),
+        SYS_signalfd => newfd(3, Real),
+        SYS_signalfd4 => newfd(4, Real),
+        SYS_inotify_init => newfd(0, Real),
+        SYS_inotify_init1 => newfd(1, Real),
+        SYS_memfd_create => newfd(2, Real),
         SYS_fcntl => Spec {
             fd_arg: None,
-            ..fd("fcntl", 3, Fcntl)
+            ..fd(3, Fcntl)
         },
         // Trapped only near the syscall-buffering region (see `filter`); they build process state.
-        SYS_mmap => s("mmap", 6, Real),
-        SYS_munmap => s("munmap", 2, Real),
-        SYS_mprotect => s("mprotect", 3, Real),
-        SYS_madvise => s("madvise", 3, Real),
-        SYS_pkey_mprotect => s("pkey_mprotect", 4, Real),
-        SYS_mremap => s("mremap", 5, Real),
-        SYS_ioctl => fd("ioctl", 3, Ioctl),
-        SYS_fork => s("fork", 0, Fork),
-        SYS_vfork => s("vfork", 0, Fork),
-        SYS_clone => s("clone", 5, Fork),
+        SYS_mmap => s(6, Real),
+        SYS_munmap => s(2, Real),
+        SYS_mprotect => s(3, Real),
+        SYS_madvise => s(3, Real),
+        SYS_pkey_mprotect => s(4, Real),
+        SYS_mremap => s(5, Real),
+        SYS_ioctl => fd(3, Ioctl),
+        SYS_fork => s(0, Fork),
+        SYS_vfork => s(0, Fork),
+        SYS_clone => s(5, Fork),
         // Not compared: the first execve's pointers are into the spawning tracer's memory.
-        SYS_execve => s("execve", 0, Exec),
-        SYS_execveat => s("execveat", 0, Exec),
-        SYS_wait4 => s("wait4", 4, Wait),
-        SYS_waitid => s("waitid", 5, Wait),
-        SYS_rt_sigsuspend => s("rt_sigsuspend", 2, SigSuspend),
-        SYS_stat => s("stat", 2, Emulate),
-        SYS_lstat => s("lstat", 2, Emulate),
-        SYS_fstat => s("fstat", 2, Emulate),
-        SYS_newfstatat => s("newfstatat", 4, Emulate),
-        SYS_statx => s("statx", 5, Emulate),
-        SYS_statfs => s("statfs", 2, Emulate),
-        SYS_fstatfs => s("fstatfs", 2, Emulate),
-        SYS_getdents => s("getdents", 3, Emulate),
-        SYS_getdents64 => s("getdents64", 3, Emulate),
-        SYS_lseek => s("lseek", 3, Emulate),
-        SYS_access => s("access", 2, Emulate),
-        SYS_faccessat => s("faccessat", 3, Emulate),
-        SYS_faccessat2 => s("faccessat2", 4, Emulate),
-        SYS_readlink => s("readlink", 3, Emulate),
-        SYS_readlinkat => s("readlinkat", 4, Emulate),
-        SYS_getcwd => s("getcwd", 2, Emulate),
-        SYS_clock_gettime => s("clock_gettime", 2, Emulate),
-        SYS_clock_getres => s("clock_getres", 2, Emulate),
-        SYS_gettimeofday => s("gettimeofday", 2, Emulate),
-        SYS_time => s("time", 1, Emulate),
-        SYS_nanosleep => s("nanosleep", 2, Emulate),
-        SYS_clock_nanosleep => s("clock_nanosleep", 4, Emulate),
-        SYS_getrandom => s("getrandom", 3, Emulate),
-        SYS_uname => s("uname", 1, Emulate),
-        SYS_sysinfo => s("sysinfo", 1, Emulate),
-        SYS_getrusage => s("getrusage", 2, Emulate),
-        SYS_times => s("times", 1, Emulate),
-        SYS_getpid => s("getpid", 0, Emulate),
-        SYS_getppid => s("getppid", 0, Emulate),
-        SYS_gettid => s("gettid", 0, Emulate),
-        SYS_set_tid_address => s("set_tid_address", 1, Emulate),
-        SYS_getpgid => s("getpgid", 1, Emulate),
-        SYS_getpgrp => s("getpgrp", 0, Emulate),
-        SYS_getsid => s("getsid", 1, Emulate),
-        SYS_setpgid => s("setpgid", 2, Emulate),
-        SYS_setsid => s("setsid", 0, Emulate),
-        SYS_kill => s("kill", 2, Emulate),
-        SYS_tgkill => s("tgkill", 3, Emulate),
-        SYS_tkill => s("tkill", 2, Emulate),
-        SYS_poll => s("poll", 3, Emulate),
-        SYS_ppoll => s("ppoll", 4, Emulate),
-        SYS_select => s("select", 5, Emulate),
-        SYS_pselect6 => s("pselect6", 6, Emulate),
-        SYS_epoll_wait => s("epoll_wait", 4, Emulate),
-        SYS_epoll_pwait => s("epoll_pwait", 6, Emulate),
-        SYS_epoll_ctl => s("epoll_ctl", 4, Emulate),
-        SYS_connect => fd("connect", 3, Emulate),
-        SYS_bind => fd("bind", 3, Emulate),
-        SYS_listen => fd("listen", 2, Emulate),
-        SYS_shutdown => fd("shutdown", 2, Emulate),
-        SYS_getsockname => s("getsockname", 3, Emulate),
-        SYS_getpeername => s("getpeername", 3, Emulate),
-        SYS_getsockopt => s("getsockopt", 5, Emulate),
-        SYS_setsockopt => s("setsockopt", 5, Emulate),
-        SYS_sched_getaffinity => s("sched_getaffinity", 3, Emulate),
-        SYS_get_mempolicy => s("get_mempolicy", 5, Emulate),
-        SYS_set_mempolicy => s("set_mempolicy", 3, Emulate),
-        SYS_mbind => s("mbind", 6, Emulate),
-        SYS_sched_setaffinity => s("sched_setaffinity", 3, Emulate),
-        SYS_getrlimit => s("getrlimit", 2, Emulate),
-        SYS_alarm => s("alarm", 1, Emulate),
-        SYS_setitimer => s("setitimer", 3, Emulate),
-        SYS_getitimer => s("getitimer", 2, Emulate),
-        SYS_timer_create => s("timer_create", 3, Emulate),
-        SYS_timer_settime => s("timer_settime", 4, Emulate),
-        SYS_timer_gettime => s("timer_gettime", 2, Emulate),
-        SYS_timer_delete => s("timer_delete", 1, Emulate),
-        SYS_pause => s("pause", 0, Emulate),
-        SYS_rt_sigtimedwait => s("rt_sigtimedwait", 4, Emulate),
-        SYS_rt_sigpending => s("rt_sigpending", 2, Emulate),
-        SYS_getcpu => s("getcpu", 3, Emulate),
-        SYS_getresuid => s("getresuid", 3, Emulate),
-        SYS_getresgid => s("getresgid", 3, Emulate),
-        SYS_getgroups => s("getgroups", 2, Emulate),
-        SYS_getxattr => s("getxattr", 4, Emulate),
-        SYS_lgetxattr => s("lgetxattr", 4, Emulate),
-        SYS_fgetxattr => s("fgetxattr", 4, Emulate),
-        SYS_listxattr => s("listxattr", 3, Emulate),
-        SYS_llistxattr => s("llistxattr", 3, Emulate),
-        SYS_flistxattr => s("flistxattr", 3, Emulate),
-        SYS_mincore => s("mincore", 3, Emulate),
-        SYS_restart_syscall => s("restart_syscall", 0, Emulate),
-        SYS_unlink => s("unlink", 1, Emulate),
-        SYS_unlinkat => s("unlinkat", 3, Emulate),
-        SYS_rename => s("rename", 2, Emulate),
-        SYS_renameat => s("renameat", 4, Emulate),
-        SYS_renameat2 => s("renameat2", 5, Emulate),
-        SYS_mkdir => s("mkdir", 2, Emulate),
-        SYS_mkdirat => s("mkdirat", 3, Emulate),
-        SYS_rmdir => s("rmdir", 1, Emulate),
-        SYS_chmod => s("chmod", 2, Emulate),
-        SYS_fchmod => s("fchmod", 2, Emulate),
-        SYS_fchmodat => s("fchmodat", 3, Emulate),
-        SYS_chown => s("chown", 3, Emulate),
-        SYS_fchown => s("fchown", 3, Emulate),
-        SYS_lchown => s("lchown", 3, Emulate),
-        SYS_fchownat => s("fchownat", 5, Emulate),
-        SYS_truncate => s("truncate", 2, Emulate),
-        SYS_ftruncate => s("ftruncate", 2, Emulate),
-        SYS_fsync => s("fsync", 1, Emulate),
-        SYS_fdatasync => s("fdatasync", 1, Emulate),
-        SYS_utimensat => s("utimensat", 4, Emulate),
-        SYS_symlink => s("symlink", 2, Emulate),
-        SYS_symlinkat => s("symlinkat", 3, Emulate),
-        SYS_link => s("link", 2, Emulate),
-        SYS_linkat => s("linkat", 5, Emulate),
-        SYS_fallocate => s("fallocate", 4, Emulate),
-        SYS_flock => s("flock", 2, Emulate),
-        SYS_fadvise64 => s("fadvise64", 4, Emulate),
-        _ => s("", 6, Emulate),
-    }
+        SYS_execve => s(0, Exec),
+        SYS_execveat => s(0, Exec),
+        SYS_wait4 => s(4, Wait),
+        SYS_waitid => s(5, Wait),
+        SYS_rt_sigsuspend => s(2, SigSuspend),
+        SYS_stat => s(2, Emulate),
+        SYS_lstat => s(2, Emulate),
+        SYS_fstat => s(2, Emulate),
+        SYS_newfstatat => s(4, Emulate),
+        SYS_statx => s(5, Emulate),
+        SYS_statfs => s(2, Emulate),
+        SYS_fstatfs => s(2, Emulate),
+        SYS_getdents => s(3, Emulate),
+        SYS_getdents64 => s(3, Emulate),
+        SYS_lseek => s(3, Emulate),
+        SYS_access => s(2, Emulate),
+        SYS_faccessat => s(3, Emulate),
+        SYS_faccessat2 => s(4, Emulate),
+        SYS_readlink => s(3, Emulate),
+        SYS_readlinkat => s(4, Emulate),
+        SYS_getcwd => s(2, Emulate),
+        SYS_clock_gettime => s(2, Emulate),
+        SYS_clock_getres => s(2, Emulate),
+        SYS_gettimeofday => s(2, Emulate),
+        SYS_time => s(1, Emulate),
+        SYS_nanosleep => s(2, Emulate),
+        SYS_clock_nanosleep => s(4, Emulate),
+        SYS_getrandom => s(3, Emulate),
+        SYS_uname => s(1, Emulate),
+        SYS_sysinfo => s(1, Emulate),
+        SYS_getrusage => s(2, Emulate),
+        SYS_times => s(1, Emulate),
+        SYS_getpid => s(0, Emulate),
+        SYS_getppid => s(0, Emulate),
+        SYS_gettid => s(0, Emulate),
+        SYS_set_tid_address => s(1, Emulate),
+        SYS_getpgid => s(1, Emulate),
+        SYS_getpgrp => s(0, Emulate),
+        SYS_getsid => s(1, Emulate),
+        SYS_setpgid => s(2, Emulate),
+        SYS_setsid => s(0, Emulate),
+        SYS_kill => s(2, Emulate),
+        SYS_tgkill => s(3, Emulate),
+        SYS_tkill => s(2, Emulate),
+        SYS_poll => s(3, Emulate),
+        SYS_ppoll => s(4, Emulate),
+        SYS_select => s(5, Emulate),
+        SYS_pselect6 => s(6, Emulate),
+        SYS_epoll_wait => s(4, Emulate),
+        SYS_epoll_pwait => s(6, Emulate),
+        SYS_epoll_ctl => s(4, Emulate),
+        SYS_connect => fd(3, Emulate),
+        SYS_bind => fd(3, Emulate),
+        SYS_listen => fd(2, Emulate),
+        SYS_shutdown => fd(2, Emulate),
+        SYS_getsockname => s(3, Emulate),
+        SYS_getpeername => s(3, Emulate),
+        SYS_getsockopt => s(5, Emulate),
+        SYS_setsockopt => s(5, Emulate),
+        SYS_sched_getaffinity => s(3, Emulate),
+        SYS_get_mempolicy => s(5, Emulate),
+        SYS_set_mempolicy => s(3, Emulate),
+        SYS_mbind => s(6, Emulate),
+        SYS_sched_setaffinity => s(3, Emulate),
+        SYS_getrlimit => s(2, Emulate),
+        SYS_alarm => s(1, Emulate),
+        SYS_setitimer => s(3, Emulate),
+        SYS_getitimer => s(2, Emulate),
+        SYS_timer_create => s(3, Emulate),
+        SYS_timer_settime => s(4, Emulate),
+        SYS_timer_gettime => s(2, Emulate),
+        SYS_timer_delete => s(1, Emulate),
+        SYS_pause => s(0, Emulate),
+        SYS_rt_sigtimedwait => s(4, Emulate),
+        SYS_rt_sigpending => s(2, Emulate),
+        SYS_getcpu => s(3, Emulate),
+        SYS_getresuid => s(3, Emulate),
+        SYS_getresgid => s(3, Emulate),
+        SYS_getgroups => s(2, Emulate),
+        SYS_getxattr => s(4, Emulate),
+        SYS_lgetxattr => s(4, Emulate),
+        SYS_fgetxattr => s(4, Emulate),
+        SYS_listxattr => s(3, Emulate),
+        SYS_llistxattr => s(3, Emulate),
+        SYS_flistxattr => s(3, Emulate),
+        SYS_mincore => s(3, Emulate),
+        SYS_restart_syscall => s(0, Emulate),
+        SYS_unlink => s(1, Emulate),
+        SYS_unlinkat => s(3, Emulate),
+        SYS_rename => s(2, Emulate),
+        SYS_renameat => s(4, Emulate),
+        SYS_renameat2 => s(5, Emulate),
+        SYS_mkdir => s(2, Emulate),
+        SYS_mkdirat => s(3, Emulate),
+        SYS_rmdir => s(1, Emulate),
+        SYS_chmod => s(2, Emulate),
+        SYS_fchmod => s(2, Emulate),
+        SYS_fchmodat => s(3, Emulate),
+        SYS_chown => s(3, Emulate),
+        SYS_fchown => s(3, Emulate),
+        SYS_lchown => s(3, Emulate),
+        SYS_fchownat => s(5, Emulate),
+        SYS_truncate => s(2, Emulate),
+        SYS_ftruncate => s(2, Emulate),
+        SYS_fsync => s(1, Emulate),
+        SYS_fdatasync => s(1, Emulate),
+        SYS_utimensat => s(4, Emulate),
+        SYS_symlink => s(2, Emulate),
+        SYS_symlinkat => s(3, Emulate),
+        SYS_link => s(2, Emulate),
+        SYS_linkat => s(5, Emulate),
+        SYS_fallocate => s(4, Emulate),
+        SYS_flock => s(2, Emulate),
+        SYS_fadvise64 => s(4, Emulate),
+        _ => return None,
+    })
 }
 
-/// Name of system call `nr` for reports (`syscall_<nr>` when unnamed here).
+/// Name of system call `nr` for reports: the kernel's (`linux_syscalls::name`), or `syscall_<nr>` for
+/// a number the table does not know.
 pub fn name(nr: i64) -> String {
-    let s = spec(nr);
-    if s.name.is_empty() {
-        format!("syscall_{nr}")
-    } else {
-        s.name.to_string()
-    }
+    linux_syscalls::name(nr).map_or_else(|| format!("syscall_{nr}"), str::to_string)
 }
 
 /// True for the kernel-internal "restart" results (`-ERESTARTSYS` 512, `-ERESTARTNOINTR` 513,
@@ -664,7 +662,7 @@ mod tests {
                 assert_eq!(spec(nr).mode, Mode::Real, "{nr}");
             } else {
                 assert!(
-                    spec(nr).name.is_empty(),
+                    described(nr).is_none(),
                     "{nr} is allowed but has a replay spec"
                 );
             }
@@ -690,6 +688,19 @@ mod tests {
             "libc's area runs free"
         );
         assert_eq!(ev(libc::SYS_mmap, 0), 0x7fff_0000, "no address: runs free");
+    }
+
+    #[test]
+    fn names_come_from_the_kernel_table() {
+        assert_eq!(name(libc::SYS_openat), "openat");
+        // Not described by the policy (it runs untrapped), still named.
+        assert_eq!(name(libc::SYS_futex), "futex");
+        assert!(described(libc::SYS_futex).is_none());
+        assert_eq!(name(-1), "syscall_-1");
+        assert_eq!(name(400), "syscall_400");
+        // Calls the policy does not describe are emulated with all six arguments compared.
+        let unknown = spec(400);
+        assert_eq!((unknown.nargs, unknown.mode), (6, Mode::Emulate));
     }
 
     #[test]

@@ -310,10 +310,13 @@ impl Target for Held {
                             None => std::io::Error::from(source.kind()),
                         }
                     }
+                    // Only spawning gives it; release never does.
+                    HeldError::Spawn(_) => std::io::Error::from(std::io::ErrorKind::Other),
                 };
                 let call = match &e {
                     HeldError::CannotExecute { .. } => "execve in the -c child",
                     HeldError::Sys { call, .. } => call,
+                    HeldError::Spawn(_) => "creating the -c command",
                 };
                 self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
                 Err(RuntimeError::Sys(sys::SyscallError { call, source }))
@@ -379,94 +382,33 @@ fn clause_descriptions(clause: &str) -> Vec<String> {
         .collect()
 }
 
-/// Splits `-c`'s command into words as a shell would for simple commands: whitespace separates,
-/// `'...'` and `"..."` quote, `\` escapes the next character. No expansions (dtrace(1M) also runs
-/// the command directly, without a shell).
-fn split_words(cmd: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = cmd.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    cur.push(q);
-                }
-            }
-            '"' => {
-                in_word = true;
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => cur.extend(chars.next()),
-                        _ => cur.push(q),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                cur.extend(chars.next());
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    words
-}
-
-/// `-c`'s command file: a name with `/` as given; otherwise the first executable file of that name in
-/// `PATH`, or (as execvp(3), which reports `EACCES` then) the first file of that name.
-fn resolve_command(name: &str) -> Option<std::path::PathBuf> {
-    if name.contains('/') {
-        return Some(std::path::PathBuf::from(name));
-    }
-    let path = std::env::var_os("PATH")?;
-    let candidates: Vec<_> = std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .filter(|p| p.is_file())
-        .collect();
-    candidates
-        .iter()
-        .find(|p| probe_user::held::check_executable(p).is_ok())
-        .or(candidates.first())
-        .cloned()
-}
-
 /// Creates the `-c` command held (before its exec): its resolved path and the handle, or the exit
 /// code after printing why it cannot be executed (missing, not executable: exit 2, as dtrace).
 ///
-/// Errors: an empty command, a name not found in PATH, a failure to fork or trace.
+/// The command is split into words as a shell would (`shlex`: quotes and backslashes, no
+/// expansions; dtrace(1M) also runs it without a shell) and found with execvp(3)'s `PATH` rules
+/// (`replay_ptrace::exec`).
+///
+/// Errors: an empty command or unbalanced quotes, a name not found in PATH, a failure to fork or
+/// trace.
 fn spawn_command(cmd: &str) -> anyhow::Result<Result<(std::path::PathBuf, HeldCommand), ExitCode>> {
-    let words = split_words(cmd);
+    use replay_ptrace::exec::{LookupError, find_executable};
+    let words = shlex::split(cmd).with_context(|| format!("-c: unbalanced quotes in {cmd:?}"))?;
     let Some(first) = words.first() else {
         bail!("-c: empty command")
     };
-    let path = resolve_command(first).with_context(|| format!("-c: command not found: {first}"))?;
+    let cannot_execute = |reason: &dyn std::fmt::Display| {
+        eprintln!("sightline: -c {first}: cannot execute: {reason}");
+        Ok(Err(ExitCode::from(2)))
+    };
+    let path = match find_executable(first) {
+        Ok(path) => path,
+        Err(LookupError::NotFound { .. }) => bail!("-c: command not found: {first}"),
+        Err(LookupError::CannotExecute { source, .. }) => return cannot_execute(&source),
+    };
     match HeldCommand::spawn(&path, &words) {
         Ok(c) => Ok(Ok((path, c))),
-        Err(e @ HeldError::CannotExecute { .. }) => {
-            eprintln!(
-                "sightline: -c {first}: cannot execute: {}",
-                cannot_execute_reason(&e)
-            );
-            Ok(Err(ExitCode::from(2)))
-        }
+        Err(HeldError::CannotExecute { source, .. }) => cannot_execute(&source),
         Err(e) => Err(anyhow::Error::new(e).context("-c: starting the command")),
     }
 }
@@ -570,19 +512,4 @@ fn pattern(d: &str) -> ProbeDescPattern {
         f.insert(0, "");
     }
     ProbeDescPattern::new(f[0], f[1], f[2], f[3])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_words_split_like_a_shell() {
-        assert_eq!(
-            split_words("python3 -c 'import json'"),
-            vec!["python3", "-c", "import json"]
-        );
-        assert_eq!(split_words(r#"a b\ c "d e""#), vec!["a", "b c", "d e"]);
-        assert_eq!(split_words("  x   ''  "), vec!["x", ""]);
-    }
 }

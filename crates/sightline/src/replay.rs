@@ -116,15 +116,7 @@ fn print_info(
     let m = &rec.meta;
     writeln!(o, "recording:   {}", dir.display())?;
     writeln!(o, "format:      version {}", m.version)?;
-    writeln!(
-        o,
-        "command:     {}",
-        m.argv
-            .iter()
-            .map(|a| shell_quote(a))
-            .collect::<Vec<_>>()
-            .join(" ")
-    )?;
+    writeln!(o, "command:     {}", command_line(&m.argv))?;
     writeln!(o, "executable:  {}", m.path)?;
     writeln!(o, "cwd:         {}", m.cwd)?;
     writeln!(
@@ -197,25 +189,22 @@ fn print_info(
     Ok(())
 }
 
-/// `arg` as a POSIX shell word: as is when it has only safe characters, else in single quotes (an
-/// embedded `'` becomes `'\''`), so `--info`'s command line can be pasted back into a shell.
-fn shell_quote(arg: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
-    if !arg.is_empty() && arg.chars().all(safe) {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
+/// `argv` as a POSIX shell command line (`shlex` quoting), so `--info`'s command can be pasted back
+/// into a shell. A recorded argument holds no NUL byte (execve(2) takes C strings), the one thing
+/// shlex refuses to quote; should one appear, the words are joined unquoted.
+fn command_line(argv: &[String]) -> String {
+    shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_else(|_| argv.join(" "))
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn info_quotes_arguments_like_a_shell() {
-        assert_eq!(super::shell_quote("find"), "find");
-        assert_eq!(super::shell_quote("*.so*"), "'*.so*'");
-        assert_eq!(super::shell_quote("a b"), "'a b'");
-        assert_eq!(super::shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(super::shell_quote(""), "''");
+        let argv: Vec<String> = ["find", "/usr", "-name", "*.so*", "a b", "it's", ""]
+            .map(String::from)
+            .to_vec();
+        let line = super::command_line(&argv);
+        assert!(line.starts_with("find /usr -name '*.so*' "), "{line}");
+        assert_eq!(shlex::split(&line), Some(argv));
     }
 }

@@ -42,16 +42,24 @@
 //! from what Sightline prints today.
 //!
 //! `XFAIL`: a case naming a capability the back end does not have yet. A failing XFAIL case is
-//! reported as "expected failure" and does not fail the test; an XFAIL case that passes fails the
-//! test, so that its `XFAIL` line gets removed.
+//! reported as "expected failure" and passes; an XFAIL case that passes fails, so that its `XFAIL`
+//! line gets removed.
 //!
-//! `PROBE_CASES=substring` runs only the cases whose `file:line: name` contains the substring.
+//! Each case is its own test (`libtest-mimic`, `harness = false`), named `FILE::NAME` (the case
+//! file's stem and the case's `NAME`): `cargo test -p sightline --test probe_cases -- printf::`
+//! runs one file's cases, `--exact 'printf::%d'` one case, `--list` lists them. Cases run one at a
+//! time unless `--test-threads` is given. `PROBE_CASES=substring` runs only the cases whose
+//! `file:line: name` contains the substring; a `PROBE_CASES` that matches no case fails the run.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
+
+use libtest_mimic::{Arguments, Failed, Trial};
 use std::time::{Duration, Instant};
 
 /// One case of a case file.
@@ -81,64 +89,21 @@ struct Case {
 }
 
 impl Case {
+    /// `file:line: name`, what `PROBE_CASES` matches and reports show.
     fn id(&self) -> String {
         format!("{}:{}: {}", self.file, self.line, self.name)
     }
+
+    /// The trial's name: `FILE::NAME` (`aggregations::count`), stable when lines move.
+    fn trial_name(&self) -> String {
+        let stem = self.file.strip_suffix(".case").unwrap_or(&self.file);
+        format!("{stem}::{}", self.name)
+    }
 }
 
-/// Splits `s` into words like a POSIX shell would for simple quoting: whitespace separates words,
-/// `'…'` keeps everything literally, `"…"` keeps everything but `\"` and `\\`.
+/// Splits `s` into words as a POSIX shell would (`shlex`: quotes and backslashes, no expansions).
 fn shell_words(s: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated ' in {s:?}")),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\')) => cur.push(c),
-                            Some(c) => {
-                                cur.push('\\');
-                                cur.push(c);
-                            }
-                            None => return Err(format!("unterminated \" in {s:?}")),
-                        },
-                        Some(c) => cur.push(c),
-                        None => return Err(format!("unterminated \" in {s:?}")),
-                    }
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    Ok(words)
+    shlex::split(s).ok_or_else(|| format!("unbalanced quotes in {s:?}"))
 }
 
 /// Parses one case file's text.
@@ -302,6 +267,10 @@ fn load_all_cases() -> Vec<Case> {
 /// Compiles every `tests/probe/workloads/*.c` into `dir`, returning name → binary path.
 fn build_workloads(dir: &Path) -> BTreeMap<String, PathBuf> {
     let mut out = BTreeMap::new();
+    assert!(
+        test_support::require_tool("gcc"),
+        "the workloads need gcc (scripts/install-deps.sh)"
+    );
     let src_dir = cases_dir().join("workloads");
     let mut srcs: Vec<PathBuf> = std::fs::read_dir(&src_dir)
         .expect("tests/probe/workloads exists")
@@ -337,14 +306,21 @@ fn write_data_file(path: &Path) {
     std::fs::write(path, s).expect("write data file");
 }
 
-struct Ctx {
-    bin: PathBuf,
-    workloads: BTreeMap<String, PathBuf>,
+/// What one case runs with.
+struct Ctx<'a> {
+    bin: &'a Path,
+    workloads: &'a BTreeMap<String, PathBuf>,
     /// The running case's BACKGROUND process id.
     bgpid: std::cell::Cell<Option<u32>>,
 }
 
-fn substitute(s: &str, ctx: &Ctx, tmp: &Path) -> Result<String, String> {
+/// What every case shares: the binary and the workloads, compiled on first use.
+struct Shared {
+    workloads: OnceLock<BTreeMap<String, PathBuf>>,
+    dir: tempfile::TempDir,
+}
+
+fn substitute(s: &str, ctx: &Ctx<'_>, tmp: &Path) -> Result<String, String> {
     let mut out = s.replace("{tmp}", &tmp.to_string_lossy());
     if let Some(pid) = ctx.bgpid.get() {
         out = out.replace("{bgpid}", &pid.to_string());
@@ -614,12 +590,12 @@ fn parse_strace_table(out: &str) -> BTreeMap<String, u64> {
 }
 
 /// The `sightline probe` command line of a case (run in `tdir`).
-fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String> {
+fn build_command(case: &Case, ctx: &Ctx<'_>, tdir: &Path) -> Result<Command, String> {
     let mut cmd = if case.as_nobody {
         // The unprivileged user must be able to reach the binary and the case directory.
         use std::os::unix::fs::PermissionsExt;
         let bin = tdir.join("sightline");
-        std::fs::copy(&ctx.bin, &bin).map_err(|e| format!("copy binary: {e}"))?;
+        std::fs::copy(ctx.bin, &bin).map_err(|e| format!("copy binary: {e}"))?;
         for p in [tdir, bin.as_path()] {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))
                 .map_err(|e| e.to_string())?;
@@ -635,7 +611,7 @@ fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String>
         .arg(bin);
         c
     } else {
-        Command::new(&ctx.bin)
+        Command::new(ctx.bin)
     };
     clean_env(&mut cmd);
     cmd.current_dir(tdir).arg("probe");
@@ -652,7 +628,18 @@ fn build_command(case: &Case, ctx: &Ctx, tdir: &Path) -> Result<Command, String>
 
 /// Runs one case; `Ok` carries a note for the report (what a STRACE comparison compared), `Err`
 /// describes the failure.
-fn run_case(case: &Case, ctx: &Ctx) -> Result<String, String> {
+fn run_case(case: &Case, ctx: &Ctx<'_>) -> Result<String, String> {
+    // The tools a case runs besides sightline: skipped without them (a failure under CI=true).
+    let tools = [
+        (case.strace.is_some(), "strace"),
+        (case.as_nobody, "setpriv"),
+    ];
+    if !tools
+        .iter()
+        .all(|&(needed, tool)| !needed || test_support::require_tool(tool))
+    {
+        return Ok("; skipped: a tool is missing".into());
+    }
     let mut note = String::new();
     let tmp = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let tdir = tmp.path();
@@ -878,7 +865,6 @@ fn run_case(case: &Case, ctx: &Ctx) -> Result<String, String> {
 
 /// The case files parse, every case has an expectation, and placeholders name existing
 /// workloads (no privileges needed).
-#[test]
 fn case_files_are_well_formed() {
     let cases = load_all_cases();
     assert!(
@@ -921,7 +907,7 @@ fn case_files_are_well_formed() {
     }
 }
 
-#[test]
+/// The harness's own parsers: case files, strace's table, the count table, JSON lines.
 fn harness_parsers() {
     assert_eq!(
         shell_words(r#"-q -c '{bin:x} 7' -n "a \"b\"" z"#).unwrap(),
@@ -953,73 +939,85 @@ fn harness_parsers() {
     assert!(check_json_line("not json").is_err());
 }
 
-/// Prints to the real stderr, past libtest's output capture, so that the per-case lines, the
-/// expected failures and the summary show in every run, passing or not.
-macro_rules! report {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
-    }};
+/// Runs one case as a trial: passes, fails with the case's report, or (XFAIL) passes as an expected
+/// failure, printed as such; an XFAIL case that passes fails, so that its `XFAIL` line gets removed.
+fn run_trial(case: &Case, shared: &Shared) -> Result<(), Failed> {
+    let ctx = Ctx {
+        bin: Path::new(env!("CARGO_BIN_EXE_sightline")),
+        workloads: shared
+            .workloads
+            .get_or_init(|| build_workloads(shared.dir.path())),
+        bgpid: std::cell::Cell::new(None),
+    };
+    let start = Instant::now();
+    let result = run_case(case, &ctx);
+    let secs = start.elapsed().as_secs_f64();
+    match (result, &case.xfail) {
+        (Ok(note), None) => {
+            if !note.is_empty() {
+                eprintln!("{} ({secs:.2} s{note})", case.id());
+            }
+            Ok(())
+        }
+        (Err(e), Some(reason)) => {
+            let first = e.lines().next().unwrap_or("");
+            eprintln!("expected failure {} (XFAIL: {reason}): {first}", case.id());
+            Ok(())
+        }
+        (Ok(_), Some(reason)) => Err(format!(
+            "{}: passes although marked XFAIL ({reason}); remove the XFAIL line",
+            case.id()
+        )
+        .into()),
+        (Err(e), None) => Err(format!("{} ({secs:.2} s)\n{e}", case.id()).into()),
+    }
 }
 
-/// Runs every case (see the module docs).
-#[test]
-fn probe_cases() {
-    if !test_support::privileged("runs sightline probe, which loads and attaches BPF programs") {
-        return;
+/// A plain test function as a trial (a panic is its failure).
+fn unit(name: &str, f: fn()) -> Trial {
+    Trial::test(name, move || {
+        f();
+        Ok(())
+    })
+}
+
+/// Every case is its own trial (libtest-mimic), named `FILE::NAME` after its case file's stem and
+/// its `NAME`, so that a failure names the case and `cargo test --test probe_cases -- NAME`
+/// selects cases; `PROBE_CASES=substring` also selects by `file:line: name`, and a `PROBE_CASES`
+/// that matches no case fails. Cases run one at a time unless `--test-threads` says otherwise: they
+/// share the kernel's probes and the machine's CPUs, which some expectations count.
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(1);
     }
-    let filter = std::env::var("PROBE_CASES").ok();
+    let filter = std::env::var("PROBE_CASES").ok().filter(|f| !f.is_empty());
     let cases: Vec<Case> = load_all_cases()
         .into_iter()
         .filter(|c| filter.as_deref().is_none_or(|f| c.id().contains(f)))
         .collect();
-    let wl_dir = tempfile::tempdir().expect("tempdir");
-    let ctx = Ctx {
-        bin: test_support::sightline_bin(),
-        workloads: build_workloads(wl_dir.path()),
-        bgpid: std::cell::Cell::new(None),
-    };
-    let (mut passed, mut xfailed) = (0, 0);
-    let mut failures = Vec::new();
-    for case in &cases {
-        let start = Instant::now();
-        let result = run_case(case, &ctx);
-        let secs = start.elapsed().as_secs_f64();
-        match (result, &case.xfail) {
-            (Ok(note), None) => {
-                passed += 1;
-                report!("ok       {} ({secs:.2} s{note})", case.id());
-            }
-            (Err(e), Some(reason)) => {
-                xfailed += 1;
-                let first = e.lines().next().unwrap_or("");
-                report!("expected failure {} (XFAIL: {reason}): {first}", case.id());
-            }
-            (Ok(_), Some(reason)) => {
-                report!(
-                    "XPASS    {}: passes although marked XFAIL ({reason}); remove the XFAIL line",
-                    case.id()
-                );
-                failures.push(format!(
-                    "{}: unexpectedly passed (XFAIL: {reason}); remove the XFAIL line",
-                    case.id()
-                ));
-            }
-            (Err(e), None) => {
-                report!("FAILED   {} ({secs:.2} s)\n{e}", case.id());
-                failures.push(format!("{}: {}", case.id(), e.lines().next().unwrap_or("")));
-            }
-        }
+    if let Some(f) = &filter
+        && cases.is_empty()
+    {
+        eprintln!("error: PROBE_CASES={f:?} matches no case (a case's id is `file:line: name`)");
+        return ExitCode::FAILURE;
     }
-    report!(
-        "probe cases: {passed} passed, {xfailed} expected failures, {} failed, of {}",
-        failures.len(),
-        cases.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} probe case(s) failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    let privileged = args.list
+        || test_support::privileged("runs sightline probe, which loads and attaches BPF programs");
+    let shared = Arc::new(Shared {
+        workloads: OnceLock::new(),
+        dir: tempfile::tempdir().expect("tempdir for the workloads"),
+    });
+    let mut trials = vec![
+        unit("case_files_are_well_formed", case_files_are_well_formed),
+        unit("harness_parsers", harness_parsers),
+    ];
+    for case in cases {
+        let shared = Arc::clone(&shared);
+        let name = case.trial_name();
+        trials.push(
+            Trial::test(name, move || run_trial(&case, &shared)).with_ignored_flag(!privileged),
+        );
+    }
+    libtest_mimic::run(&args, trials).exit_code()
 }

@@ -7,6 +7,9 @@
 //!   `SIGHTLINE_REQUIRE_PRIVILEGED=1` (set by `.ci/run`) it panics instead, so CI never skips silently.
 //! - **Shared data** (`../shared/data` beside the checkout): [`shared_data`] returns the path, or prints
 //!   why it is absent and returns `None`; with `CI=true` it panics instead.
+//! - **Tools and files** the machine may lack (`sqlite3`, `make`, a kernel header): [`require_tool`]
+//!   and [`require_file`] return `false` after printing why; with `CI=true` they panic, since
+//!   `scripts/install-deps.sh` installs everything the tests use.
 //!
 //! Use them as the first line of a test:
 //!
@@ -79,54 +82,42 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
-    let msg = format!("skipped: shared data {} is absent", path.display());
-    if env_flag("CI") {
-        panic!("{msg}; CI=true makes this a failure");
-    }
-    eprintln!("{msg}");
+    skip(&format!("shared data {} is absent", path.display()));
     None
 }
 
-/// Builds a workspace artifact with `cargo build -q ARGS` in the running test's target directory and
-/// profile (debug or release), and returns that profile directory (`<target>/<profile>`), where the
-/// artifact lies (`sightline`, `examples/NAME`).
-///
-/// Integration tests call it for binaries of other crates; Cargo's lock makes concurrent calls safe.
-/// Panics when the build fails.
-pub fn cargo_build(args: &[&str]) -> PathBuf {
-    // The test executable lives in <target>/<profile>/deps/.
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary in <target>/<profile>/deps")
-        .to_path_buf();
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
-    let target_dir = profile_dir.parent().expect("target dir").to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .arg("build")
-        .arg("-q")
-        .args(args)
-        .env("CARGO_TARGET_DIR", &target_dir);
-    if release {
-        cmd.arg("--release");
+/// Reports a missing prerequisite: panics under `CI=true`, otherwise prints `skipped: <msg>` and
+/// returns `false`.
+fn skip(msg: &str) -> bool {
+    if env_flag("CI") {
+        panic!("{msg}; CI=true makes this a failure");
     }
-    let status = cmd
-        .status()
-        .unwrap_or_else(|e| panic!("run cargo build {args:?}: {e}"));
-    assert!(status.success(), "cargo build {args:?} failed");
-    profile_dir
+    eprintln!("skipped: {msg}");
+    false
 }
 
-/// Path of the `sightline` binary built by Cargo for this test run, building it once per test
-/// process ([`cargo_build`] of `-p sightline`).
-pub fn sightline_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| cargo_build(&["-p", "sightline"]).join("sightline"))
-        .clone()
+/// Gate for a test that runs the program `name` (`"sqlite3"`, `"make"`): true when an executable file
+/// of that name is on `PATH`.
+///
+/// Otherwise prints `skipped: <name> is not installed` and returns `false`, or panics under
+/// `CI=true` (CI installs every tool the tests use).
+pub fn require_tool(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|d| {
+        std::fs::metadata(d.join(name))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    found || skip(&format!("{name} is not installed (not on PATH)"))
+}
+
+/// Gate for a test that reads the file `path`; `what` says what it is (`"the uapi header"`).
+///
+/// True when it exists. Otherwise prints `skipped: <what> <path> is absent` and returns `false`, or
+/// panics under `CI=true`.
+pub fn require_file(path: impl AsRef<Path>, what: &str) -> bool {
+    let path = path.as_ref();
+    path.exists() || skip(&format!("{what} {} is absent", path.display()))
 }
 
 /// Runs golden tests: every `*.{ext}` file in `dir` is rendered by `render(file_name, text)` and

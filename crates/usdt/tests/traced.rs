@@ -71,6 +71,9 @@ fn bpftrace_sees_every_argument_type_exactly() {
     if !test_support::privileged("attaches bpftrace to the demo's USDT probes") {
         return;
     }
+    if !test_support::require_tool("bpftrace") {
+        return;
+    }
     let bin = common::demo_bin();
     let bin = bin.to_str().unwrap();
     let out = Command::new("timeout")
@@ -159,8 +162,16 @@ fn sightline_probe_c_fires_every_probe_with_exact_values() {
     if !test_support::privileged("traces the demo's USDT probes with sightline probe -c") {
         return;
     }
-    let sightline = test_support::sightline_bin();
     let bin = common::demo_bin();
+    // No nested cargo builds the top binary for a lower crate: `cargo test --workspace` (CI) has
+    // built `sightline` beside the demo; a test run of this crate alone may not have.
+    let sightline = bin.with_file_name("sightline");
+    if !test_support::require_file(
+        &sightline,
+        "the sightline binary (cargo build -p sightline)",
+    ) {
+        return;
+    }
     let out = Command::new("timeout")
         .args(["-k", "5", "120"])
         .arg(&sightline)

@@ -1,25 +1,14 @@
-//! Running the `test_child` example (`crates/causal/examples/test_child.rs`): the child
+//! Running the `causal-test-child` binary (`crates/causal/src/bin/causal-test-child.rs`): the child
 //! processes of the tests that need a fresh reporter or a second process.
 #![allow(dead_code, reason = "each test binary uses a part of this module")]
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
-/// The `test_child` example, built for this test run (`target/<profile>/examples/test_child`).
-///
-/// Built with `test_support::cargo_build` once per test process, so that a run that selects
-/// test targets (`cargo test --test reporter`, which does not build examples) neither misses it
-/// nor runs a stale one; after `cargo test` it is already fresh and the build is a no-op.
+/// The `causal-test-child` binary (`crates/causal/src/bin/causal-test-child.rs`), which Cargo
+/// builds for every integration test of this crate and names in `CARGO_BIN_EXE_causal-test-child`.
 pub fn test_child() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            test_support::cargo_build(&["-p", "causal", "--example", "test_child"])
-                .join("examples")
-                .join("test_child")
-        })
-        .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_causal-test-child"))
 }
 
 /// The command that runs `scenario` of `test_child`, with the reporter's sink off unless the

@@ -5,9 +5,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// This directory (`crates/probe-user/tests/common`), found from this file's own path so that the
+/// CLI tests of the `sightline` crate, which include this module, find the same sources.
+pub fn here() -> PathBuf {
+    test_support::workspace_root()
+        .join(file!())
+        .parent()
+        .expect("a file has a directory")
+        .to_path_buf()
+}
+
 /// Compiles `tests/common/target.c` into `dir` with extra gcc flags; returns the binary.
 pub fn build_target(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/target.c");
+    let src = here().join("target.c");
     let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O1", "-g0", "-o"])
@@ -66,7 +76,7 @@ pub fn counter_program(map_fd: i32, reg_off: i16) -> Vec<u64> {
 
 /// Compiles `tests/common/rust_sem.rs` with rustc (default linker: lld) into `dir`.
 pub fn build_rust_sem(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/rust_sem.rs");
+    let src = here().join("rust_sem.rs");
     let out = dir.join("rust_sem");
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let st = Command::new(rustc)

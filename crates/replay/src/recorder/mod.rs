@@ -107,24 +107,6 @@ struct Recorder {
     interrupts: u32,
 }
 
-/// Resolves `argv[0]` like `execvp` does: a name with a slash is used as is, otherwise the first
-/// executable match in `PATH`.
-pub fn resolve_command(cmd: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let is_exe = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if cmd.contains('/') {
-        let p = PathBuf::from(cmd);
-        return is_exe(&p).then_some(p);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(cmd))
-        .find(|p| is_exe(p))
-}
-
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
 /// as a `/bin/sh` script (POSIX `exec`, "the shell shall be invoked as if … sh"; glibc's
 /// `maybe_script_execute`). Returns the executable and argv to record.
@@ -150,7 +132,8 @@ fn identity(path: &str) -> Option<(u64, u64)> {
 /// Records `opts.command` into `opts.dir`. The program's stdin, stdout and stderr are Sightline's.
 /// Returns after every recorded process has exited.
 ///
-/// Errors: the command cannot be found ([`Error::Command`]), the directory cannot be written
+/// Errors: an empty command ([`Error::Command`]), a command that names no executable file
+/// ([`Error::Lookup`]: execvp's `PATH` rules, `replay_ptrace::exec`), the directory cannot be written
 /// ([`Error::Io`]), the tracee cannot be started ([`Error::Ptrace`]). Problems after the start do not
 /// stop the program: they end the recording early ([`RecordOutcome::incomplete`]).
 pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
@@ -158,10 +141,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         command: String::new(),
         reason: "empty command".into(),
     })?;
-    let path = resolve_command(cmd).ok_or_else(|| Error::Command {
-        command: cmd.clone(),
-        reason: "not found in PATH or not executable".into(),
-    })?;
+    let path = replay_ptrace::exec::find_executable(cmd)?;
     let (path, argv) = script_fallback(&path, &opts.command);
     let cwd = std::env::current_dir()
         .map_err(|source| Error::Io {

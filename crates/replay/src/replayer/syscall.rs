@@ -68,8 +68,7 @@ fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
 }
 
 fn render(nr: i64, args: &[u64; 6]) -> String {
-    let spec = syscalls::spec(nr);
-    let n = if spec.name.is_empty() { 6 } else { spec.nargs };
+    let n = syscalls::spec(nr).nargs;
     let a: Vec<String> = args[..n]
         .iter()
         .map(|a| {
@@ -163,10 +162,7 @@ impl Replayer<'_> {
         }
         let ev = match self.front(rec) {
             Some(Event::Syscall(e)) => {
-                let n = match syscalls::spec(nr) {
-                    s if s.name.is_empty() => 6,
-                    s => s.nargs,
-                };
+                let n = syscalls::spec(nr).nargs;
                 if e.nr != nr || e.args[..n] != args[..n] {
                     return Err(self.divergence(
                         rec,

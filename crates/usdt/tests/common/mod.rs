@@ -3,18 +3,10 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
-/// Path of the `usdt-demo` example, built (same profile and target directory as this test) once
-/// per test process.
+/// Path of the `usdt-demo` binary, built by Cargo for these tests.
 pub fn demo_bin() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            test_support::cargo_build(&["-p", "sightline-usdt", "--example", "usdt-demo"])
-                .join("examples/usdt-demo")
-        })
-        .clone()
+    PathBuf::from(env!("CARGO_BIN_EXE_usdt-demo"))
 }
 
 /// One SystemTap v3 SDT note (`NT_STAPSDT`, owner "stapsdt"), as read from the file.

@@ -1,49 +1,39 @@
-//! End to end: the causal library's example system (a client, a front end and two back ends as
-//! four processes, fan-out and fan-in over HTTP) reports to a running `sightline collect`, which
-//! is stopped with SIGTERM; then `sightline show` rebuilds its task and its critical path.
+//! End to end: the example system (a client, a front end and two back ends as four processes,
+//! fan-out and fan-in over HTTP) reports to the real collector, which is then shut down; the stored
+//! task rebuilds as a DAG whose critical path runs through the slower back end.
+//!
+//! The collector runs in this test's process (the `causal-collector` library, on ephemeral loopback
+//! ports) and the task is read back through the same calls `sightline show` makes
+//! (`Store::load_task`, `infer_span_nesting`, `TaskGraph`, `CriticalPath`, `render`): no nested
+//! cargo build of the `sightline` binary is needed, and Cargo builds the example's binary for this
+//! test (`CARGO_BIN_EXE_causal-example`). The binary's own `collect`/`show` commands are tested in
+//! `crates/sightline/tests/cli/causal.rs`.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
 
-use serde_json::Value;
+use causal_analysis::{CriticalPath, TaskGraph, render};
+use causal_collector::{Collector, Config, Store, TaskFilter};
 
-/// Builds `crates/causal-example` (same profile and target directory as this test) and returns
-/// its binary, as `test_support::sightline_bin` does for `sightline`.
-fn example_bin() -> PathBuf {
-    test_support::cargo_build(&["-p", "causal-example"]).join("causal-example")
-}
-
-fn sightline(args: &[&str], db: &Path) -> String {
-    let out = Command::new(test_support::sightline_bin())
-        .args(args)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sightline {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
+/// Runs the demo against a collector on ephemeral ports; returns the demo's task id once the
+/// collector has stored its 12 events and shut down.
 fn run_demo_into_collector(format: &str, db: &Path) -> String {
-    let mut collector = Command::new(test_support::sightline_bin())
-        .args(["collect", "--xtrace-port", "0", "--otlp-port", "0", "--db"])
-        .arg(db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
         .unwrap();
-    let mut stdout = BufReader::new(collector.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let words: Vec<&str> = first.split_whitespace().collect();
-    let tcp = words[words.iter().position(|w| *w == "TCP").unwrap() + 1].to_string();
-
-    let demo = Command::new(example_bin())
+    let any = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let config = Config {
+        xtrace_tcp: Some(any),
+        xtrace_udp: None,
+        otlp_http: None,
+        ..Config::loopback(db)
+    };
+    let collector = rt.block_on(Collector::start(config)).unwrap();
+    let tcp = collector.addrs().xtrace_tcp.unwrap();
+    let demo = Command::new(env!("CARGO_BIN_EXE_causal-example"))
         .arg("demo")
         .env("SIGHTLINE_CAUSAL_SINK", format!("tcp://{tcp}"))
         .env("SIGHTLINE_CAUSAL_FORMAT", format)
@@ -61,21 +51,12 @@ fn run_demo_into_collector(format: &str, db: &Path) -> String {
         .expect("the demo prints its task")
         .trim()
         .to_string();
-
     // Every process of the demo has exited (and flushed its reporter); give the collector's
-    // connections a moment to be read, then stop it the way an operator would.
+    // connections a moment to be read, then stop it cleanly.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &collector.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    assert!(collector.wait().unwrap().success(), "{rest}");
-    assert!(rest.contains("stopped; 12 events stored"), "{rest}");
+    let stats = rt.block_on(collector.shutdown()).unwrap();
+    assert_eq!(stats.events_stored, 12, "{stats:?}");
+    assert_eq!(stats.events_lost, 0, "{stats:?}");
     task
 }
 
@@ -86,7 +67,14 @@ fn example_system_reports_to_the_collector_and_shows_as_a_dag() {
         let db = tmp.path().join("e2e.db");
         let task = run_demo_into_collector(format, &db);
 
-        let text = sightline(&["show", &task, "--critical-path"], &db);
+        let store = Store::open(&db).unwrap();
+        let id = store.resolve_task(&task).unwrap();
+        let mut events = store.load_task(&id).unwrap();
+        causal_analysis::infer_span_nesting(&mut events);
+        let g = TaskGraph::build(id.clone(), events);
+        let cp = CriticalPath::compute(&g);
+
+        let text = render::text(&g, cp.as_ref());
         // 12 events; joins: both "backend answered", "join answers", "client done".
         let head = text.lines().next().unwrap();
         assert!(
@@ -96,11 +84,7 @@ fn example_system_reports_to_the_collector_and_shows_as_a_dag() {
         assert!(!text.contains("problem:"), "{text}");
         assert!(text.contains("join of 3 parents"), "{text}");
 
-        let v: Value = serde_json::from_str(&sightline(
-            &["show", &task, "--format", "json", "--critical-path"],
-            &db,
-        ))
-        .unwrap();
+        let v = render::json(&g, cp.as_ref());
         let events = v["events"].as_array().unwrap();
         let label = |id: &str| {
             let e = events.iter().find(|e| e["id"] == id).unwrap();
@@ -148,8 +132,8 @@ fn example_system_reports_to_the_collector_and_shows_as_a_dag() {
             "backend-b's 60 ms delay is on the critical path: {b_ns} ns"
         );
 
-        let tasks = sightline(&["tasks"], &db);
-        let row = tasks.lines().find(|l| l.starts_with(&task)).unwrap();
-        assert!(row.ends_with("client request"), "{row}");
+        let tasks = store.tasks(&TaskFilter::default()).unwrap();
+        let row = tasks.iter().find(|t| t.task_id == id).unwrap();
+        assert_eq!(row.title.as_deref(), Some("client request"), "{row:?}");
     }
 }

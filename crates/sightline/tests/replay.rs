@@ -1,12 +1,24 @@
-//! Record once, replay three times: outputs byte-identical to the recorded run and the same system
-//! call sequence per process. Real programs (python3, sqlite3, gzip, sh, make) and guest programs
-//! from `tests/guests/*.c`, built here with gcc.
+//! `sightline record` / `sightline replay`: record once, replay three times: outputs byte-identical
+//! to the recorded run and the same system call sequence per process. Real programs (python3,
+//! sqlite3, gzip, sh, make) and guest programs from `crates/replay/tests/guests/*.c`, built here with
+//! gcc.
+//!
+//! Every test also runs with the syscall buffer off (`SIGHTLINE_SYSCALLBUF=0`, every call trapped),
+//! as rr registers each test twice (`-no-syscallbuf`): `NAME_nosyscallbuf` in [`nosyscallbuf!`]'s
+//! list runs `NAME` so. Only the tests about the buffer itself are left out, each with its reason;
+//! `every_replay_test_also_runs_without_the_syscall_buffer` checks the list is complete.
 //!
 //! Recording goes through the `sightline` binary (the program's stdout is captured as it really
 //! ran); replays run in-process through the library so the per-process system-call sequences can be
 //! compared. All tests take one lock: replay waits for any child (`waitpid(-1)`), so two replays in
 //! one test process must not overlap.
+//!
+//! # Why not in the `cli` test binary
+//! The in-process replays reap any child of the test process (`waitpid(-1)`), so they cannot share
+//! a process with tests that run their own children (every other CLI test): one would take the
+//! other's exit status. This binary holds only record/replay tests, all under [`LOCK`].
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -15,15 +27,57 @@ use replay::format::{Event, Recording};
 
 static LOCK: Mutex<()> = Mutex::new(());
 
+thread_local! {
+    /// Set while a `_nosyscallbuf` variant runs (each test runs on its own thread).
+    static SYSCALLBUF_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A `sightline` command for this test: with `SIGHTLINE_SYSCALLBUF=0` in a `_nosyscallbuf` variant.
+fn sightline() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sightline"));
+    if SYSCALLBUF_OFF.get() {
+        c.env("SIGHTLINE_SYSCALLBUF", "0");
+    }
+    c
+}
+
+/// Runs `test` with the syscall buffer off for every recording it makes.
+fn without_syscallbuf(test: fn()) {
+    SYSCALLBUF_OFF.set(true);
+    test();
+}
+
+/// Registers `NAME_nosyscallbuf`: `NAME` run with the syscall buffer off.
+macro_rules! nosyscallbuf {
+    ($($variant:ident => $test:ident,)*) => {
+        $(
+            #[test]
+            fn $variant() {
+                without_syscallbuf($test)
+            }
+        )*
+    };
+}
+
 fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds `tests/guests/<name>.c` into `dir`.
+/// The start of every test here: `None` (after saying why) without root or without one of `tools`;
+/// otherwise the [`LOCK`] and a temporary directory.
+fn start(tools: &[&str]) -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir)> {
+    if !test_support::privileged("records and replays with ptrace") {
+        return None;
+    }
+    if !tools.iter().all(|t| test_support::require_tool(t)) {
+        return None;
+    }
+    Some((lock(), tempfile::tempdir().unwrap()))
+}
+
+/// Builds `crates/replay/tests/guests/<name>.c` into `dir`.
 fn guest(name: &str, dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/guests")
-        .join(format!("{name}.c"));
+    let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O1", "-pthread", "-o"])
@@ -45,7 +99,7 @@ struct Recorded {
 /// `sightline record -o <tmp>/rec -- cmd...` in `cwd`.
 fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
     let dir = tmp.join("rec");
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .current_dir(cwd)
         .arg("record")
         .arg("-o")
@@ -66,6 +120,33 @@ fn record(tmp: &Path, cwd: &Path, cmd: &[&str]) -> Recorded {
         stderr: out.stderr,
         code: out.status.code().unwrap_or(-1),
     }
+}
+
+/// Starts `sightline record -o DIR -- CMD` (stdout to /dev/null, stderr piped), waits `ms`
+/// milliseconds for the tracee to start, and returns the recorder and the tracee's pid (the
+/// recorder's only child).
+fn record_in_background(dir: &Path, cmd: &[&str], ms: u64) -> (std::process::Child, i32) {
+    let child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let recorder = child.id();
+    let children =
+        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
+    let tracee = children
+        .split_whitespace()
+        .next()
+        .expect("a tracee")
+        .parse()
+        .unwrap();
+    (child, tracee)
 }
 
 /// The recorded system-call numbers of each process, by recorded pid.
@@ -124,11 +205,7 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
         assert_eq!(outcome.processes, expected.len());
     }
     // The CLI writes the same bytes.
-    let cli = Command::new(test_support::sightline_bin())
-        .arg("replay")
-        .arg(&r.dir)
-        .output()
-        .unwrap();
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&cli.stdout),
         String::from_utf8_lossy(&r.stdout)
@@ -137,16 +214,9 @@ fn record_and_replay_3_rec(cwd: &Path, cmd: &[&str]) -> (Vec<u8>, Recording) {
     (r.stdout, rec)
 }
 
-fn have(prog: &str) -> bool {
-    replay::recorder::resolve_command(prog).is_some()
-}
-
 #[test]
 fn echo_and_date_replay_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(Path::new("/"), &["echo", "hello", "replay"]);
     assert_eq!(out, b"hello replay\n");
     let out = record_and_replay_3(Path::new("/"), &["date", "+%s.%N"]);
@@ -155,10 +225,7 @@ fn echo_and_date_replay_identically() {
 
 #[test]
 fn date_proc_stat_and_uname() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(
         Path::new("/"),
         &["sh", "-c", "date; cat /proc/self/stat; uname -a"],
@@ -168,24 +235,16 @@ fn date_proc_stat_and_uname() {
 
 #[test]
 fn shell_pipeline_with_random_sort() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
+    let Some((_g, _tmp)) = start(&[]) else { return };
     let out = record_and_replay_3(Path::new("/"), &["sh", "-c", "seq 100000 | sort -R | head"]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 10);
 }
 
 #[test]
 fn python_random_time_pid_uuid() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, _tmp)) = start(&["python3"]) else {
         return;
-    }
-    if !Path::new("/usr/bin/python3").exists() {
-        eprintln!("skipped: /usr/bin/python3 is absent");
-        return;
-    }
-    let _g = lock();
+    };
     let script = "import random, time, os, uuid\n\
                   print(random.random(), random.getrandbits(64))\n\
                   print(time.time())\nprint(os.getpid())\nprint(uuid.uuid4())\n";
@@ -195,15 +254,9 @@ fn python_random_time_pid_uuid() {
 
 #[test]
 fn sqlite3_random_and_datetime() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["sqlite3"]) else {
         return;
-    }
-    if !have("sqlite3") {
-        eprintln!("skipped: sqlite3 is absent (scripts/install-deps.sh installs it)");
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let sql = "create table t(a, b); insert into t values (random(), datetime('now')); \
                select * from t; select random(), datetime('now');";
     let out = record_and_replay_3(tmp.path(), &["sqlite3", "db.sqlite", sql]);
@@ -219,11 +272,7 @@ fn sqlite3_random_and_datetime() {
 
 #[test]
 fn gzip_then_gunzip_without_touching_files_on_replay() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let data: String = (0..50_000)
         .map(|i| format!("line {i} {}\n", i * 7919 % 1000))
         .collect();
@@ -240,11 +289,7 @@ fn gzip_then_gunzip_without_touching_files_on_replay() {
 
 #[test]
 fn children_over_pipes_reaped_in_timing_order() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("pipes", tmp.path());
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     let text = String::from_utf8_lossy(&out);
@@ -259,15 +304,9 @@ fn children_over_pipes_reaped_in_timing_order() {
 
 #[test]
 fn make_j2_on_a_small_makefile() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["make"]) else {
         return;
-    }
-    if !have("make") {
-        eprintln!("skipped: make is absent");
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     // Eight jobs, two at a time: make waits in pselect6 with SIGCHLD unblocked only by its mask.
     let mut mk = String::from("all: o1 o2 o3 o4 o5 o6 o7 o8\n\t@echo all done\n");
     for i in 1..=8 {
@@ -282,11 +321,7 @@ fn make_j2_on_a_small_makefile() {
 
 #[test]
 fn sigalrm_timer_in_a_syscall_loop() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("alarm", tmp.path());
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 16);
@@ -312,11 +347,7 @@ fn sigalrm_timer_in_a_syscall_loop() {
 
 #[test]
 fn rdtsc_and_cpuid_replay_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("tsc", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
     let rec = Recording::open(&r.dir).unwrap();
@@ -349,11 +380,7 @@ fn rdtsc_and_cpuid_replay_identically() {
 
 #[test]
 fn a_thread_is_refused_clearly_and_the_program_still_runs() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("thread", tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(
@@ -379,11 +406,7 @@ fn a_thread_is_refused_clearly_and_the_program_still_runs() {
 
 #[test]
 fn a_changed_program_input_is_reported_as_a_divergence() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
     assert_eq!(r.stdout, b"one\ntwo\n");
     // Inject a divergence: the replayed shell gets another script than the recorded one.
@@ -407,11 +430,7 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
     // The first line still came out; the diverging one did not.
     assert_eq!(out, b"one\n");
     // The CLI prints the same report and fails.
-    let cli = Command::new(test_support::sightline_bin())
-        .arg("replay")
-        .arg(&r.dir)
-        .output()
-        .unwrap();
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
     assert_eq!(cli.status.code(), Some(2));
     let msg = String::from_utf8_lossy(&cli.stderr);
     assert!(
@@ -422,11 +441,7 @@ fn a_changed_program_input_is_reported_as_a_divergence() {
 
 #[test]
 fn a_truncated_recording_replays_its_prefix_then_reports_the_end() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
     // Simulate a recorder killed mid-run: the last chunk is torn, meta still says "recording".
     let ev = r.dir.join("events.slr");
@@ -444,31 +459,9 @@ fn a_truncated_recording_replays_its_prefix_then_reports_the_end() {
 
 #[test]
 fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let child = Command::new(test_support::sightline_bin())
-        .arg("record")
-        .arg("-o")
-        .arg(tmp.path().join("rec"))
-        .args(["--", "sleep", "30"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let Some((_g, tmp)) = start(&[]) else { return };
+    let (child, sleeper) = record_in_background(&tmp.path().join("rec"), &["sleep", "30"], 700);
     let recorder = child.id() as i32;
-    // The tracee is the recorder's only child.
-    let children =
-        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children
-        .split_whitespace()
-        .next()
-        .expect("a tracee")
-        .parse()
-        .unwrap();
     Command::new("kill")
         .args(["-INT", &recorder.to_string()])
         .status()
@@ -496,16 +489,12 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
 
 #[test]
 fn info_and_dump_describe_the_recording() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo a | cat"]);
     let rec = Recording::open(&r.dir).unwrap();
     let procs = recorded_syscalls(&rec).len();
     assert!(procs >= 3, "sh, echo side and cat: {procs}");
-    let info = Command::new(test_support::sightline_bin())
+    let info = sightline()
         .args(["replay", "--info"])
         .arg(&r.dir)
         .output()
@@ -527,7 +516,7 @@ fn info_and_dump_describe_the_recording() {
         text.lines().any(|l| l.trim_start().starts_with("execve")),
         "{text}"
     );
-    let dump = Command::new(test_support::sightline_bin())
+    let dump = sightline()
         .args(["replay", "--dump"])
         .arg(&r.dir)
         .output()
@@ -544,11 +533,7 @@ fn info_and_dump_describe_the_recording() {
 fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     // The tracee stops at PTRACE_EVENT_EXIT with another status than recorded; the replay must
     // report the divergence and end, not wait forever for a tracee held in its exit stop.
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("exit_by_dir", tmp.path());
     let dir = tmp.path().join("d");
     let r = record(
@@ -558,7 +543,7 @@ fn a_diverging_exit_status_is_reported_and_the_replay_does_not_hang() {
     );
     assert_eq!(r.code, 5, "{}", String::from_utf8_lossy(&r.stderr));
     std::fs::create_dir(&dir).unwrap();
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("replay")
         .arg(&r.dir)
         .stdout(Stdio::null())
@@ -591,11 +576,7 @@ fn a_child_sigkilled_by_its_parent_replays() {
     // The child's last recorded event is its exit by SIGKILL, taken while blocked in pause(); the
     // parent's kill() is emulated on replay, so without help the child reaches pause() and the
     // replay reported a divergence ("expected exit (wait status 0x9), found pause()").
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let exe = guest("kill_child", tmp.path());
     let out = record_and_replay_3(tmp.path(), &[exe.to_str().unwrap()]);
     assert_eq!(String::from_utf8_lossy(&out), "child killed by signal 9\n");
@@ -605,11 +586,7 @@ fn a_child_sigkilled_by_its_parent_replays() {
 fn a_missing_recorded_working_directory_is_a_clear_error() {
     // Before: the replay's first process failed its chdir and the user got "replay diverged …
     // expected execve() = 0, found exit (wait status 0x7f00)".
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let gone = tmp.path().join("gone");
     std::fs::create_dir(&gone).unwrap();
     let r = record(tmp.path(), &gone, &["echo", "hi"]);
@@ -634,13 +611,9 @@ fn a_missing_recorded_working_directory_is_a_clear_error() {
 fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
     // meta.json was written only at the start (root_pid 0) and at the end; after a SIGKILL of the
     // recorder the replay matched no process and diverged at "process 0, event #0".
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let dir = tmp.path().join("rec");
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("record")
         .arg("-o")
         .arg(&dir)
@@ -675,10 +648,11 @@ fn a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix() {
 #[test]
 fn an_output_path_that_is_a_file_is_named_as_such() {
     // Before: "exists and is not empty" for a plain file given to -o.
+    let _g = lock();
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("f");
     std::fs::write(&file, b"keep").unwrap();
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .arg("record")
         .arg("-o")
         .arg(&file)
@@ -695,31 +669,9 @@ fn an_output_path_that_is_a_file_is_named_as_such() {
 fn sigstop_pauses_a_recorded_process_until_sigcont() {
     // Before: the group-stop was answered with PTRACE_CONT, so `kill -STOP` (or Ctrl-Z) left the
     // recorded process running (state S).
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let dir = tmp.path().join("rec");
-    let child = Command::new(test_support::sightline_bin())
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .args(["--", "sleep", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    let recorder = child.id() as i32;
-    let children =
-        std::fs::read_to_string(format!("/proc/{recorder}/task/{recorder}/children")).unwrap();
-    let sleeper: i32 = children
-        .split_whitespace()
-        .next()
-        .expect("a tracee")
-        .parse()
-        .unwrap();
+    let (child, sleeper) = record_in_background(&dir, &["sleep", "1"], 400);
     let state = || {
         let s = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
         s.rsplit(')')
@@ -792,11 +744,7 @@ fn trapped_and_buffered(rec: &Recording, nr: i64) -> (usize, usize) {
 
 #[test]
 fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let root = tmp.path().join("tree");
     tree(&root, 40);
     let root_s = root.to_str().unwrap();
@@ -837,7 +785,7 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
     // Recorded again with buffering off: every call trapped, and the program made exactly the same
     // system calls (buffering changes how they are recorded, not what the program does).
     let dir2 = tmp.path().join("rec-unbuffered");
-    let out = Command::new(test_support::sightline_bin())
+    let out = sightline()
         .current_dir(tmp.path())
         .env("SIGHTLINE_SYSCALLBUF", "0")
         .args(["record", "-o"])
@@ -874,11 +822,7 @@ fn find_is_recorded_through_the_syscall_buffer_and_replays_identically() {
 
 #[test]
 fn a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let root = tmp.path().join("tree");
     tree(&root, 5);
     let r = record(tmp.path(), tmp.path(), &["find", root.to_str().unwrap()]);
@@ -934,11 +878,7 @@ fn guest_from_source(name: &str, src: &str, dir: &Path) -> PathBuf {
 /// feet, so the next batch held stale or misplaced records and the replay diverged.
 #[test]
 fn sigalrm_while_the_syscall_buffer_handler_is_mid_record() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -975,7 +915,7 @@ int main(void) {
     let (trapped, buffered) = trapped_and_buffered(&rec, libc::SYS_newfstatat);
     assert!(buffered >= 199_000, "{buffered} buffered");
     let dir2 = tmp.path().join("rec-unbuffered");
-    let st = Command::new(test_support::sightline_bin())
+    let st = sightline()
         .env("SIGHTLINE_SYSCALLBUF", "0")
         .args(["record", "-o"])
         .arg(&dir2)
@@ -1006,11 +946,7 @@ int main(void) {
 /// used to run that interrupted fork for real, making a child recorded as pid -513.
 #[test]
 fn a_fork_interrupted_by_a_held_sigchld_replays() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1061,11 +997,7 @@ int main(void) {
 /// A standard signal is now held once, as the kernel keeps it pending once.
 #[test]
 fn held_sigalrms_merge_like_pending_signals() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1114,7 +1046,7 @@ int main(void) {
 
 /// `sightline replay DIR` through the CLI, killed after `secs` seconds: `None` when it hung.
 fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = sightline()
         .arg("replay")
         .arg(dir)
         .stdout(Stdio::piped())
@@ -1140,11 +1072,7 @@ fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
 /// the exit stop.
 #[test]
 fn children_sigkilled_amid_buffered_calls_replay_without_hanging() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <signal.h>
 #include <stdio.h>
@@ -1200,11 +1128,7 @@ int main(void) {
 
 #[test]
 fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let prog = guest("concurrent_writers", tmp.path());
     // Output writes run one at a time while recording, so the recorded order is the order the bytes
     // came out in; before, two pending exit stops were reported in child-list order and replays
@@ -1227,11 +1151,7 @@ fn concurrent_writers_to_stdout_replay_in_the_recorded_interleaving() {
 /// trapped from there on.
 #[test]
 fn a_program_mapping_over_the_syscall_buffer_region_keeps_running() {
-    if !test_support::privileged("records and replays with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_g, tmp)) = start(&[]) else { return };
     let src = r#"
 #include <stdio.h>
 #include <string.h>
@@ -1265,19 +1185,9 @@ int main(void) {
 /// recorded: replay diverged at the next call ("syscall_238(303, …)"), found by a new user.
 #[test]
 fn ps_replays_with_its_get_mempolicy_outputs() {
-    if !test_support::privileged("records and replays with ptrace") {
+    let Some((_g, tmp)) = start(&["ps"]) else {
         return;
-    }
-    if !have("ps") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ps is absent under CI (scripts/install-deps.sh installs procps)"
-        );
-        eprintln!("skipped: ps is absent (scripts/install-deps.sh installs procps)");
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &["ps", "-eo", "pid,comm"]);
     let text = String::from_utf8_lossy(&out);
     assert_eq!(
@@ -1299,4 +1209,148 @@ fn ps_replays_with_its_get_mempolicy_outputs() {
         !mempolicy.writes.is_empty(),
         "its mode and node mask are recorded"
     );
+}
+
+/// `sightline record -- ./script` for a script without a `#!` line: like `execvp`, it runs as a
+/// `/bin/sh` script (it used to fail with exit 127), and the recording replays.
+#[test]
+fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
+    let Some((_g, tmp)) = start(&[]) else { return };
+    let script = tmp.path().join("plain-script");
+    std::fs::write(&script, "echo \"args: $1 $2\"\nexit 3\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let native = Command::new(&script).args(["a", "b c"]).output();
+    // Rust's Command (execvp) gives ENOEXEC back rather than falling back; sh shows what POSIX does.
+    assert!(native.is_err() || native.unwrap().status.code() != Some(3));
+    let posix = Command::new("/bin/sh")
+        .arg(&script)
+        .args(["a", "b c"])
+        .output()
+        .unwrap();
+    assert_eq!(posix.stdout, b"args: a b c\n");
+
+    let dir = tmp.path().join("rec");
+    let out = sightline()
+        .current_dir(tmp.path())
+        .args(["record", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg("./plain-script")
+        .args(["a", "b c"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "args: a b c\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let rec = replay::format::Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.path, "/bin/sh");
+    assert_eq!(rec.meta.argv, ["/bin/sh", "./plain-script", "a", "b c"]);
+    let replayed = sightline().arg("replay").arg(&dir).output().unwrap();
+    assert_eq!(replayed.stdout, out.stdout);
+    assert_eq!(replayed.status.code(), Some(3));
+
+    // An ELF executable and a #! script are left alone.
+    let (p, a) =
+        replay::recorder::script_fallback(std::path::Path::new("/bin/true"), &["true".into()]);
+    assert_eq!(
+        (p.to_str().unwrap(), a),
+        ("/bin/true", vec!["true".to_string()])
+    );
+    let shebang = tmp.path().join("with-shebang");
+    std::fs::write(&shebang, "#!/bin/sh\necho hi\n").unwrap();
+    let (p, _) = replay::recorder::script_fallback(&shebang, &["x".into()]);
+    assert_eq!(p, shebang);
+}
+
+nosyscallbuf! {
+    echo_and_date_replay_identically_nosyscallbuf => echo_and_date_replay_identically,
+    date_proc_stat_and_uname_nosyscallbuf => date_proc_stat_and_uname,
+    shell_pipeline_with_random_sort_nosyscallbuf => shell_pipeline_with_random_sort,
+    python_random_time_pid_uuid_nosyscallbuf => python_random_time_pid_uuid,
+    sqlite3_random_and_datetime_nosyscallbuf => sqlite3_random_and_datetime,
+    gzip_then_gunzip_without_touching_files_on_replay_nosyscallbuf => gzip_then_gunzip_without_touching_files_on_replay,
+    children_over_pipes_reaped_in_timing_order_nosyscallbuf => children_over_pipes_reaped_in_timing_order,
+    make_j2_on_a_small_makefile_nosyscallbuf => make_j2_on_a_small_makefile,
+    sigalrm_timer_in_a_syscall_loop_nosyscallbuf => sigalrm_timer_in_a_syscall_loop,
+    rdtsc_and_cpuid_replay_identically_nosyscallbuf => rdtsc_and_cpuid_replay_identically,
+    a_thread_is_refused_clearly_and_the_program_still_runs_nosyscallbuf => a_thread_is_refused_clearly_and_the_program_still_runs,
+    a_changed_program_input_is_reported_as_a_divergence_nosyscallbuf => a_changed_program_input_is_reported_as_a_divergence,
+    a_truncated_recording_replays_its_prefix_then_reports_the_end_nosyscallbuf => a_truncated_recording_replays_its_prefix_then_reports_the_end,
+    sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind_nosyscallbuf => sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind,
+    info_and_dump_describe_the_recording_nosyscallbuf => info_and_dump_describe_the_recording,
+    a_diverging_exit_status_is_reported_and_the_replay_does_not_hang_nosyscallbuf => a_diverging_exit_status_is_reported_and_the_replay_does_not_hang,
+    a_child_sigkilled_by_its_parent_replays_nosyscallbuf => a_child_sigkilled_by_its_parent_replays,
+    a_missing_recorded_working_directory_is_a_clear_error_nosyscallbuf => a_missing_recorded_working_directory_is_a_clear_error,
+    a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix_nosyscallbuf => a_recording_cut_by_sigkill_of_the_recorder_replays_its_prefix,
+    an_output_path_that_is_a_file_is_named_as_such_nosyscallbuf => an_output_path_that_is_a_file_is_named_as_such,
+    sigstop_pauses_a_recorded_process_until_sigcont_nosyscallbuf => sigstop_pauses_a_recorded_process_until_sigcont,
+    held_sigalrms_merge_like_pending_signals_nosyscallbuf => held_sigalrms_merge_like_pending_signals,
+    concurrent_writers_to_stdout_replay_in_the_recorded_interleaving_nosyscallbuf => concurrent_writers_to_stdout_replay_in_the_recorded_interleaving,
+    ps_replays_with_its_get_mempolicy_outputs_nosyscallbuf => ps_replays_with_its_get_mempolicy_outputs,
+    a_script_without_shebang_runs_under_bin_sh_and_replays_nosyscallbuf => a_script_without_shebang_runs_under_bin_sh_and_replays,
+}
+
+/// Tests about the syscall buffer itself, which have no `_nosyscallbuf` variant, and why.
+const ONLY_WITH_SYSCALLBUF: &[(&str, &str)] = &[
+    (
+        "a_fork_interrupted_by_a_held_sigchld_replays",
+        "a SIGCHLD is held only while buffered calls run",
+    ),
+    (
+        "find_is_recorded_through_the_syscall_buffer_and_replays_identically",
+        "records with and without the buffer itself and compares the two",
+    ),
+    (
+        "a_buffered_call_that_differs_on_replay_is_reported_as_a_divergence",
+        "needs a buffered call to change",
+    ),
+    (
+        "sigalrm_while_the_syscall_buffer_handler_is_mid_record",
+        "signals inside the buffer's handler; records without it itself",
+    ),
+    (
+        "children_sigkilled_amid_buffered_calls_replay_without_hanging",
+        "needs the children's calls buffered",
+    ),
+    (
+        "a_program_mapping_over_the_syscall_buffer_region_keeps_running",
+        "maps over the buffer's region, which exists only with the buffer",
+    ),
+];
+
+/// Every `#[test]` of this file has its `_nosyscallbuf` variant or is listed, with a reason, in
+/// [`ONLY_WITH_SYSCALLBUF`] (no privileges needed: it reads this file).
+#[test]
+fn every_replay_test_also_runs_without_the_syscall_buffer() {
+    let src = include_str!("replay.rs");
+    let mut missing = Vec::new();
+    for rest in src.split("#[test]\nfn ").skip(1) {
+        let name = &rest[..rest.find('(').expect("fn NAME(")];
+        if name.ends_with("_nosyscallbuf")
+            || name == "every_replay_test_also_runs_without_the_syscall_buffer"
+            || ONLY_WITH_SYSCALLBUF.iter().any(|(n, _)| *n == name)
+        {
+            continue;
+        }
+        if !src.contains(&format!("    {name}_nosyscallbuf => {name},")) {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add to nosyscallbuf!: {}",
+        missing
+            .iter()
+            .map(|n| format!("{n}_nosyscallbuf => {n},"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    for (name, _) in ONLY_WITH_SYSCALLBUF {
+        assert!(src.contains(&format!("fn {name}()")), "no test {name}");
+    }
 }

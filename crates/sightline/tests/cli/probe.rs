@@ -3,10 +3,10 @@
 //! command that cannot be executed is an error (exit 2); `-l -c` lists the command's probes.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn probe(dir: &Path, args: &[&str]) -> Output {
-    Command::new(test_support::sightline_bin())
+    crate::sightline()
         .arg("probe")
         .args(args)
         .current_dir(dir)
@@ -251,7 +251,7 @@ fn path_lookup_skips_files_that_are_not_executable() {
     std::fs::write(b.join("sl-cmd"), "#!/bin/sh\necho right > ran.txt\n").unwrap();
     std::fs::set_permissions(b.join("sl-cmd"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let path = format!("{}:{}:/usr/bin:/bin", a.display(), b.display());
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .args(["probe", "-q", "-c", "sl-cmd", "-n", "BEGIN {}"])
         .env("PATH", &path)
         .current_dir(dir.path())
@@ -263,7 +263,7 @@ fn path_lookup_skips_files_that_are_not_executable() {
         "right\n"
     );
     // ... and when it is the only one, the error is execve's EACCES.
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .args(["probe", "-q", "-c", "sl-cmd", "-n", "BEGIN {}"])
         .env("PATH", a.display().to_string())
         .current_dir(dir.path())

@@ -1,6 +1,7 @@
 //! `sightline probe` with the pid and USDT providers on real programs (root): exact counts,
 //! distributions, return values, semaphores, user stacks.
 
+#[path = "../../../probe-user/tests/common/mod.rs"]
 mod common;
 
 use std::path::Path;
@@ -8,7 +9,7 @@ use std::process::Command;
 
 /// Runs `sightline probe ARGS` and returns (stdout, stderr), asserting success.
 fn probe(args: &[&str]) -> (String, String) {
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .arg("probe")
         .args(args)
         .output()
@@ -34,9 +35,7 @@ fn rows(out: &str) -> Vec<Vec<String>> {
 
 fn gcc(dir: &Path, src: &str, name: &str, flags: &[&str]) -> std::path::PathBuf {
     let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/common")
-        .join(src);
+    let src = common::here().join(src);
     let st = Command::new("gcc")
         .args(["-O1", "-o"])
         .arg(&out)
@@ -284,7 +283,7 @@ fn libstdcxx_throw_and_catch_counts() {
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("throws");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/throws.cc");
+    let src = common::here().join("throws.cc");
     assert!(
         Command::new("g++")
             .args(["-O1", "-o"])
@@ -331,7 +330,7 @@ fn probes_by_path_cover_running_and_later_processes() {
         .spawn()
         .unwrap();
     let ep = early.id();
-    let mut tracer = Command::new(test_support::sightline_bin())
+    let mut tracer = crate::sightline()
         .args([
             "probe",
             "-q",
@@ -534,7 +533,7 @@ fn sigint_detaches_and_restores_the_semaphore() {
         .unwrap();
     let pid = target.id();
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let tracer = Command::new(test_support::sightline_bin())
+    let tracer = crate::sightline()
         .args([
             "probe",
             "-q",

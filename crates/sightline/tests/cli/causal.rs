@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 fn run(args: &[&str], db: &Path) -> String {
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .args(args)
         .arg("--db")
         .arg(db)
@@ -156,7 +156,7 @@ fn import_tasks_and_show_the_hdfs_trace() {
     );
     assert!(cmp.contains("GarbageCollection"), "{cmp}");
 
-    let bad = Command::new(test_support::sightline_bin())
+    let bad = crate::sightline()
         .args(["show", "ZZ", "--db"])
         .arg(&db)
         .output()
@@ -172,7 +172,7 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("collect.db");
-    let mut child = Command::new(test_support::sightline_bin())
+    let mut child = crate::sightline()
         .args(["collect", "--xtrace-port", "0", "--otlp-port", "0", "--db"])
         .arg(&db)
         .stdout(Stdio::piped())
@@ -263,7 +263,7 @@ fn reading_commands_do_not_create_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("typo.db");
     for args in [&["tasks"][..], &["show", "ABCD"][..]] {
-        let out = Command::new(test_support::sightline_bin())
+        let out = crate::sightline()
             .args(args)
             .arg("--db")
             .arg(&db)
@@ -377,7 +377,7 @@ fn importing_only_unreadable_files_fails_without_creating_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("typo.db");
     let missing = tmp.path().join("no-such-trace.json");
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .arg("import")
         .arg(&missing)
         .arg("--db")

@@ -1,14 +1,12 @@
 //! `sightline probe -l` lists each description's probes in ID order, as dtrace(1M) does.
 //! Regression: tracefs directory order printed sched's IDs as 100380 before 100379.
 
-use std::process::Command;
-
 #[test]
 fn listed_probes_are_in_id_order() {
     if !test_support::privileged("reads tracefs (mounting it if needed)") {
         return;
     }
-    let out = Command::new(test_support::sightline_bin())
+    let out = crate::sightline()
         .args(["probe", "-l", "-n", "sched:::", "-n", "dtrace:::"])
         .output()
         .expect("run sightline probe -l");

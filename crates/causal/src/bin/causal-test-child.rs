@@ -3,10 +3,10 @@
 //! The reporter is global per process and starts with the process's first event, so a test of
 //! how it starts, flushes at exit, overflows or forks needs a fresh process; so does a test of
 //! propagation to a child process. Each such test runs this program with the name of a scenario
-//! (`test_child SCENARIO`) and the environment the scenario reads (`SIGHTLINE_CAUSAL_*`,
+//! (`causal-test-child SCENARIO`) and the environment the scenario reads (`SIGHTLINE_CAUSAL_*`,
 //! `HOSTILE_FILE`), and checks what it prints on stdout and what it reports. A scenario that
-//! fails an assertion exits non-zero. The tests build it (`tests/common/mod.rs`) and run it from
-//! `target/<profile>/examples/test_child`.
+//! fails an assertion exits non-zero. Cargo builds it for the integration tests, which find it
+//! through `CARGO_BIN_EXE_causal-test-child` (`tests/common/mod.rs`). Not installed anywhere: `publish = false`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,7 +39,7 @@ fn main() {
         Some((_, run)) => run(),
         None => {
             let names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
-            eprintln!("test_child: unknown scenario {name:?}; one of {names:?}");
+            eprintln!("causal-test-child: unknown scenario {name:?}; one of {names:?}");
             std::process::exit(2);
         }
     }
