@@ -32,7 +32,7 @@ pub fn tracefs_dir() -> Option<PathBuf> {
     if dir.join("events").is_dir() {
         return Some(dir.to_path_buf());
     }
-    if crate::sys::mount_tracefs(TRACEFS).is_ok() && dir.join("events").is_dir() {
+    if probe_sys::os::mount_tracefs(TRACEFS).is_ok() && dir.join("events").is_dir() {
         return Some(dir.to_path_buf());
     }
     let old = Path::new("/sys/kernel/debug/tracing");

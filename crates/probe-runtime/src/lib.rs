@@ -1,6 +1,8 @@
 //! Probe providers, BPF load/attach, ring-buffer and map consumers.
 //!
-//! Main modules: [`sys`] (every kernel call: bpf(2), perf_event_open(2), mount(2)), [`ringbuf`]
+//! Kernel calls go through probe-sys (the one chokepoint for bpf(2) and perf_event_open(2)).
+//!
+//! Main modules: [`ringbuf`]
 //! (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
 //! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
 //! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
@@ -16,6 +18,5 @@ pub mod ringbuf;
 pub mod run;
 pub mod session;
 pub mod spec;
-pub mod sys;
 pub mod syscalls;
 pub mod user;

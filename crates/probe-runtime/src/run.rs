@@ -24,7 +24,7 @@ use probe_sema::types::SymKind;
 use crate::catalog;
 use crate::session::{RawRecord, RuntimeError, Session};
 use crate::spec::{SPECSIZE_DEFAULT, SpecStore};
-use crate::sys;
+use probe_sys::os as sys;
 
 /// How the consumer prints and when it stops.
 #[derive(Debug, Clone, Default)]

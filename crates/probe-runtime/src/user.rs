@@ -107,17 +107,10 @@ impl ProbeCatalog for FullCatalog {
 /// `None` when the kernel lacks them or refuses the program: the caller then loads it the usual way
 /// (which also quotes the verifier).
 pub fn load_uprobe_program(insns: &[[u8; 8]], name: &str) -> Option<OwnedFd> {
-    if !probe_user::sys::uprobe_multi_supported() {
+    if !probe_user::uprobe::uprobe_multi_supported() {
         return None;
     }
-    let raw: Vec<u64> = insns.iter().map(|b| u64::from_le_bytes(*b)).collect();
-    probe_user::sys::prog_load(
-        probe_user::sys::BPF_PROG_TYPE_KPROBE,
-        probe_user::sys::BPF_TRACE_UPROBE_MULTI,
-        &raw,
-        name,
-    )
-    .ok()
+    probe_user::uprobe::load_multi_program(insns, name).ok()
 }
 
 /// Attaches a loaded uprobe program to one probe, with its USDT semaphore: through a uprobe_multi

@@ -14,8 +14,8 @@
 //! - [`usdt::UsdtProbe`] and [`argspec::ArgSpec`]: SystemTap v3 notes with their typed argument
 //!   locations.
 //! - [`semaphore`]: USDT semaphores through `/proc/PID/mem` with a restore guard and a crash record.
-//! - [`sys`]: the kernel interface: uprobe_multi links and perf-event uprobes for a loaded BPF
-//!   program.
+//! - [`uprobe`]: uprobe_multi links and perf-event uprobes for a loaded BPF program, over
+//!   probe-sys (the kernel chokepoint).
 //! - [`symbolize::Symbolizer`]: addresses → `module`function+0xoff`, lazily and cached.
 //! - [`loader`]: the files a command will map (executable, loader, `DT_NEEDED` closure), for
 //!   attaching before it runs.
@@ -43,7 +43,7 @@ pub mod maps;
 pub mod provider;
 pub mod semaphore;
 pub mod symbolize;
-pub mod sys;
+pub mod uprobe;
 pub mod usdt;
 
 use std::fmt;

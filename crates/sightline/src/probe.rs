@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
-use probe_runtime::sys;
 use probe_runtime::user::FullCatalog;
 use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
 use probe_syntax::SourceMap;
+use probe_sys::os as sys;
 use probe_user::held::{HeldCommand, HeldError};
 
 /// Options of `sightline probe` (as dtrace(1M)).
@@ -316,7 +316,9 @@ impl Target for Held {
                     HeldError::Sys { call, .. } => call,
                 };
                 self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
-                Err(RuntimeError::Sys(sys::SyscallError { call, source }))
+                Err(RuntimeError::Sys(probe_sys::SyscallError::new(
+                    call, source,
+                )))
             }
         }
     }
