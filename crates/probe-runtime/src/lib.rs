@@ -2,8 +2,8 @@
 //!
 //! Kernel calls go through probe-sys (the one chokepoint for bpf(2) and perf_event_open(2)).
 //!
-//! Main modules: [`ringbuf`]
-//! (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
+//! Main modules: [`compile`] (the compile driver: parse → kernel BTF → analysis → code
+//! generation, [`compile::compile`]), [`ringbuf`] (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
 //! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
 //! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
 //! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
@@ -12,8 +12,8 @@
 //! attachment, user-space symbols).
 #![deny(missing_docs)]
 
-pub mod btf;
 pub mod catalog;
+pub mod compile;
 pub mod ringbuf;
 pub mod run;
 pub mod session;

@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use probe_codegen::layout::{
     AggFunc as CAgg, Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat,
 };
-use probe_codegen::{CodegenOptions, compile};
 use probe_format::agg::{AggData, AggEntry as FEntry, AggFunc as FAgg, Aggregation, SortOptions};
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
 use probe_format::value::{Int, Stack, Symbol, Value};
@@ -53,44 +52,15 @@ pub enum StopReason {
     TargetExited,
 }
 
-/// Errors of a run: code generation, or the kernel.
+/// Errors of a run: the kernel, or the output.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The code generator cannot lower the program.
-    #[error(transparent)]
-    Codegen(#[from] probe_codegen::CodegenError),
     /// Loading, attaching or reading failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// Writing the output failed.
     #[error("writing output")]
     Io(#[from] std::io::Error),
-}
-
-/// Compiles `prog` for this machine.
-pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
-    let o = &prog.options;
-    let opts = CodegenOptions {
-        ncpus: sys::possible_cpus() as u32,
-        bufsize: o.bufsize,
-        wall_offset_ns: sys::wall_offset_ns(),
-        dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
-        aggsize: o.aggsize.unwrap_or(4 << 20),
-        syscall_count: crate::syscalls::SYSCALLS_X86_64.len(),
-        task: None,
-    };
-    match compile(prog, &opts) {
-        Err(e) if e.message == probe_codegen::lower::NEEDS_TASK_OFFSETS => {
-            let task = crate::btf::Btf::vmlinux()
-                .ok()
-                .and_then(|b| b.task_offsets());
-            if task.is_none() {
-                return Err(e.into());
-            }
-            Ok(compile(prog, &CodegenOptions { task, ..opts })?)
-        }
-        r => Ok(r?),
-    }
 }
 
 /// A target the consumer released after attaching and watches for exit (`-c`).
@@ -235,14 +205,18 @@ fn fagg(f: &CAgg) -> FAgg {
 }
 
 impl<'a> Consumer<'a> {
-    /// Compiles and loads `prog` (nothing attached yet).
+    /// Loads `layout`, the code generated for `prog` ([`crate::compile::compile`]); nothing is
+    /// attached yet.
+    ///
+    /// # Errors
+    /// [`RunError::Runtime`] when a map cannot be created or the verifier rejects a program.
     pub fn new(
         prog: &'a CheckedProgram,
+        layout: Layout,
         cfg: RunConfig,
         out: &'a mut dyn Write,
         err: &'a mut dyn Write,
     ) -> Result<Consumer<'a>, RunError> {
-        let layout = codegen(prog)?;
         let session = Session::load(layout, cfg.verbose)?;
         let aggs = session
             .layout

@@ -6,10 +6,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use probe_runtime::compile::{self, CompileError, CompileOptions, Compiled};
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
 use probe_runtime::user::FullCatalog;
-use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
+use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_syntax::SourceMap;
 use probe_sys::os as sys;
 use probe_user::held::{HeldCommand, HeldError};
@@ -69,9 +70,6 @@ pub struct ProbeArgs {
     pub args: Vec<String>,
 }
 
-/// The running kernel's BTF (type information), for `curthread` and `struct` types.
-const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
-
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut catalog = FullCatalog::new();
@@ -114,20 +112,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if map.files().is_empty() {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
     }
-    let mut program = probe_syntax::ast::Program::default();
-    let mut diags = Vec::new();
-    for f in map.files() {
-        let (p, d) = probe_syntax::parse(f);
-        program.extend(p);
-        diags.extend(d);
-    }
-    if diags.iter().any(|d| d.is_error()) {
-        eprint!("{}", probe_syntax::render_all(&diags, &map));
-        return Ok(ExitCode::from(2));
-    }
-    if program.clauses().next().is_none() {
-        bail!("no probes specified: the program has no probe clauses");
-    }
+    let program = match compile::parse(&map) {
+        Ok(p) => p,
+        Err(e) => return report(e, &map),
+    };
     // The target: -c spawns it held, -p names it.
     let mut child = None;
     let target_pid = match (&args.command, args.pid) {
@@ -167,31 +155,16 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.flowindent {
         options.push(("flowindent".into(), None));
     }
-    // Kernel structures (`curthread->pid`) are typed from BTF, parsed only when the program uses them.
-    let kernel_types = if probe_sema::needs_kernel_types(&program) {
-        let bytes = std::fs::read(KERNEL_BTF)
-            .with_context(|| format!("reading kernel types from {KERNEL_BTF}"))?;
-        let btf =
-            probe_sema::btf::Btf::parse(&bytes).with_context(|| format!("parsing {KERNEL_BTF}"))?;
-        Some(std::sync::Arc::new(btf))
-    } else {
-        None
-    };
-    let sema_opts = SemaOptions {
-        kernel_types,
+    let opts = CompileOptions {
         macro_args: args.args.clone(),
         script_name: args.script.first().map(|p| p.display().to_string()),
         target_pid,
-        pid: Some(std::process::id()),
         options,
-        ..SemaOptions::default()
+        allow_zero_matches: false,
     };
-    let checked = match probe_sema::analyze(&program, &catalog, &sema_opts) {
+    let Compiled { checked, layout } = match compile::compile(&program, &catalog, &opts) {
         Ok(c) => c,
-        Err(diags) => {
-            eprint!("{}", probe_syntax::render_all(&diags, &map));
-            return Ok(ExitCode::from(2));
-        }
+        Err(e) => return report(e, &map),
     };
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
@@ -217,7 +190,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut err = std::io::stderr();
     sys::install_interrupt_handler().context("installing the SIGINT handler")?;
-    let mut consumer = match Consumer::new(&checked, cfg, &mut *out, &mut err) {
+    let mut consumer = match Consumer::new(&checked, layout, cfg, &mut *out, &mut err) {
         Ok(c) => c,
         Err(e) => return Err(explain(e, args.verbose)),
     };
@@ -332,6 +305,19 @@ fn cannot_execute_reason(e: &HeldError) -> String {
     match e {
         HeldError::CannotExecute { source, .. } => source.to_string(),
         e => e.to_string(),
+    }
+}
+
+/// Prints a compile error the way dtrace(1M) does: diagnostics rendered with carets (exit status
+/// 2); anything else is an error of the command.
+fn report(e: CompileError, map: &SourceMap) -> anyhow::Result<ExitCode> {
+    match e {
+        CompileError::Syntax(diags) | CompileError::Sema(diags) => {
+            eprint!("{}", probe_syntax::render_all(&diags, map));
+            Ok(ExitCode::from(2))
+        }
+        CompileError::NoClauses => bail!("{e}"),
+        e => Err(anyhow::Error::new(e)),
     }
 }
 
