@@ -2,14 +2,14 @@
 //!
 //! Kernel calls go through probe-sys (the one chokepoint for bpf(2) and perf_event_open(2)).
 //!
-//! Main modules: [`compile`] (the compile driver: parse → kernel BTF → analysis → code
-//! generation, [`compile::compile`]), [`ringbuf`] (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
-//! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
-//! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
-//! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
-//! through probe-format), [`spec`] (speculative records held until their commit or discard),
-//! [`user`] (the pid and USDT providers of probe-user in the catalog, their
-//! attachment, user-space symbols).
+//! Main modules, in pipeline order: [`compile`] (the compile driver: parse → kernel BTF →
+//! analysis → code generation, [`compile::compile`]), [`catalog`] (the kernel providers `dtrace`,
+//! `profile`, `syscall`, `proc` and tracefs tracepoints, and [`catalog::system`]: one probe-sema
+//! `Catalog` with probe-user's pid and USDT providers), [`session`] ([`session::Session`]: maps
+//! created, programs loaded and attached, records and aggregations read), [`ringbuf`] (the
+//! mmap'd ring-buffer consumer), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and
+//! printing through probe-format), [`spec`] (speculative records held until their commit or
+//! discard), [`user`] (uprobe attachment, the held command's entry snapshot, user-space symbols).
 #![deny(missing_docs)]
 
 pub mod catalog;

@@ -3,7 +3,7 @@
 //! recorded (through the consumer's quiet output) or aggregated (read back from the maps).
 //! Bucket indexes are compared with probe-format's reference functions.
 
-use probe_runtime::catalog::KernelCatalog;
+use probe_runtime::catalog;
 use probe_runtime::compile::{CompileOptions, Compiled, compile, parse};
 use probe_runtime::run::{Consumer, RunConfig, StopReason};
 
@@ -12,7 +12,7 @@ fn compiled(src: &str) -> Compiled {
     let mut sources = probe_syntax::SourceMap::new();
     sources.add("t.d", src.to_string());
     let ast = parse(&sources).unwrap_or_else(|e| panic!("{src}: {e:?}"));
-    compile(&ast, &KernelCatalog::new(), &CompileOptions::default())
+    compile(&ast, &catalog::kernel(), &CompileOptions::default())
         .unwrap_or_else(|e| panic!("{src}: {e:?}"))
 }
 

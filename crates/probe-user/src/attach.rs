@@ -164,6 +164,7 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         }
     }
     if let Some(sem) = req.semaphore {
+        repair_stale_once();
         let pids = match req.pid {
             Some(p) => vec![p],
             None => processes_mapping(req.path),
@@ -218,6 +219,18 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         }
     }
     Ok(out)
+}
+
+/// Undoes, once per process and before it sets semaphores of its own, the USDT semaphore
+/// increments that an earlier Sightline recorded and left behind when it died without cleaning
+/// up ([`semaphore::repair_stale`] over [`semaphore::default_record_dir`]; a no-op when there are
+/// none). This writes to the processes named in those records, so it runs at attach time, when
+/// the user asked for USDT probes, never when a catalog is built.
+fn repair_stale_once() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let _ = semaphore::repair_stale(&semaphore::default_record_dir());
+    });
 }
 
 /// Detaches many attachments at once, closing them from parallel threads (up to 64).

@@ -20,7 +20,8 @@
 //! - [`loader`]: the files a command will map (executable, loader, `DT_NEEDED` closure), for
 //!   attaching before it runs.
 //! - [`list`]: pid-provider sites and the data behind `sightline probe -l`.
-//! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
+//! - [`provider::PidProvider`], [`provider::UsdtProvider`]: the pid and USDT providers (probe-sema
+//!   `Provider`s) over [`provider::UserSites`].
 //! - [`entry`]: a rendezvous at a held command's entry point (semaphores, mappings for symbols).
 //! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
 //! - [`held::HeldCommand`]: the `-c` command, created held before its exec, then released or

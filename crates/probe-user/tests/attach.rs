@@ -426,14 +426,14 @@ fn symbolizes_process_addresses_after_exit() {
 fn catalog_probes_attach_through_attach_module() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
     let (_d, bin) = build(&["-DWITH_SEM"]);
     let child = start(&bin);
     let pid = child.id();
-    let cat = UserCatalog::new();
+    let cat = catalog(UserSites::new());
     // pid$target:a.out:add:return -> a uretprobe; arg1 (rax) sums to 55.
     let ret = cat.matching(&ProbeDescPattern::new(
         &format!("pid{pid}"),
@@ -511,7 +511,7 @@ fn catalog_probes_attach_through_attach_module() {
 fn held_command_probes_fire_from_the_start() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
@@ -524,7 +524,7 @@ fn held_command_probes_fire_from_the_start() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let cat = UserCatalog::with_held_command(pid, bin.clone());
+    let cat = catalog(UserSites::with_held_command(pid, bin.clone()));
     let one = |prov: &str, module: &str, func: &str, name: &str| {
         let m = cat.matching(&ProbeDescPattern::new(prov, module, func, name));
         assert_eq!(m.len(), 1, "{prov}:{module}:{func}:{name}");
@@ -583,7 +583,7 @@ fn held_command_probes_fire_from_the_start() {
 fn lld_semaphore_set_from_entry_point_under_held_command() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
@@ -604,7 +604,7 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let cat = UserCatalog::with_held_command(pid, bin.clone());
+        let cat = catalog(UserSites::with_held_command(pid, bin.clone()));
         let m = cat.matching(&ProbeDescPattern::new(&format!("rs{pid}"), "", "", "hit"));
         assert_eq!(m.len(), 1);
         let ProbeKind::Usdt {

@@ -9,11 +9,12 @@ use anyhow::{Context, bail};
 use probe_runtime::compile::{self, CompileError, CompileOptions, Compiled};
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
-use probe_runtime::user::FullCatalog;
-use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo};
+use probe_runtime::{catalog, user};
+use probe_sema::{Catalog, ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_syntax::SourceMap;
 use probe_sys::os as sys;
 use probe_user::held::{HeldCommand, HeldError};
+use probe_user::provider::UserSites;
 
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
@@ -72,7 +73,6 @@ pub struct ProbeArgs {
 
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    let mut catalog = FullCatalog::new();
     // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
     if args.clauses.iter().any(|c| c.trim().is_empty()) {
         bail!(
@@ -80,7 +80,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.list {
-        return list(&args, &mut catalog);
+        return list(&args);
     }
     // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
     let mut map = SourceMap::new();
@@ -117,7 +117,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return report(e, &map),
     };
     // The target: -c spawns it held, -p names it.
+    // Declared before the child so that it drops after it, at the very end: dropping it resumes a
+    // command still stopped at its entry.
+    let mut _entry_snapshot = None;
     let mut child = None;
+    let mut user = UserSites::new();
     let target_pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
             let (path, c) = match spawn_command(cmd)? {
@@ -126,7 +130,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             };
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
-            catalog.set_held_command(pid, path.clone(), probe_sema::needs_user_symbols(&program));
+            if probe_sema::needs_user_symbols(&program) {
+                _entry_snapshot = Some(user::snapshot_at_entry(pid, &path));
+            }
+            user = UserSites::with_held_command(pid, path);
             child = Some(Held {
                 cmd: c,
                 exec_error: None,
@@ -155,6 +162,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.flowindent {
         options.push(("flowindent".into(), None));
     }
+    let catalog = catalog::system(user);
     let opts = CompileOptions {
         macro_args: args.args.clone(),
         script_name: args.script.first().map(|p| p.display().to_string()),
@@ -464,32 +472,29 @@ fn spawn_command(cmd: &str) -> anyhow::Result<Result<(std::path::PathBuf, HeldCo
 /// `-l -c CMD` lists the probes of CMD as `dtrace -l -c` does: the command is created held (before
 /// its exec), its executable and libraries give the pid and USDT probes (`$target` is its pid), and
 /// it is killed afterwards, never having run.
-fn list(args: &ProbeArgs, catalog: &mut FullCatalog) -> anyhow::Result<ExitCode> {
+fn list(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut held = None;
+    let mut user = UserSites::new();
     let pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
             let (path, c) = match spawn_command(cmd)? {
                 Ok(x) => x,
                 Err(code) => return Ok(code),
             };
-            catalog.set_held_command(c.pid, path, false);
             let pid = c.pid;
+            user = UserSites::with_held_command(pid, path);
             held = Some(c);
             Some(pid)
         }
         (None, pid) => pid,
     };
-    let r = list_probes(args, catalog, pid);
+    let r = list_probes(args, &catalog::system(user), pid);
     // The command never runs: killed (and reaped) while still held.
     drop(held);
     r
 }
 
-fn list_probes(
-    args: &ProbeArgs,
-    catalog: &FullCatalog,
-    pid: Option<u32>,
-) -> anyhow::Result<ExitCode> {
+fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
     // `$target` in a listed description is the -c or -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
     // ... and `$1`..`$9` the macro arguments (`-l -n 'python:$1::' /usr/bin/python3.11`).
