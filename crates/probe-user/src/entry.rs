@@ -30,13 +30,20 @@ pub type Action = Box<dyn FnOnce(u32) + Send>;
 /// Errors setting up a rendezvous.
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
-    /// The executable could not be read or has no entry point in the file.
-    #[error("entry rendezvous for {path}: {reason}")]
+    /// The executable could not be read, or its entry point is not in the file.
+    #[error("entry rendezvous for {path}")]
     Exe {
         /// The executable.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: crate::elf::ElfError,
+    },
+    /// The executable has no entry point (`e_entry` is 0: a shared library).
+    #[error("entry rendezvous for {path}: it has no entry point")]
+    NoEntry {
+        /// The executable.
+        path: PathBuf,
     },
     /// Loading the stop program failed.
     #[error("entry rendezvous for {path}: loading the stop program")]
@@ -62,7 +69,7 @@ impl EntryError {
     /// The failed system call, if that was the cause.
     pub fn syscall(&self) -> Option<&probe_sys::SyscallError> {
         match self {
-            EntryError::Exe { .. } => None,
+            EntryError::Exe { .. } | EntryError::NoEntry { .. } => None,
             EntryError::Load { source, .. } => Some(source),
             EntryError::Attach { source, .. } => source.syscall(),
         }
@@ -111,17 +118,17 @@ pub fn add_action(exe: &Path, pid: u32, action: Action) -> Result<(), EntryError
         }
         return Ok(());
     }
-    let exe_err = |reason: String| EntryError::Exe {
+    let exe_err = |source| EntryError::Exe {
         path: exe.to_path_buf(),
-        reason,
+        source,
     };
-    let elf = ElfFile::open(exe).map_err(|e| exe_err(e.to_string()))?;
+    let elf = ElfFile::open(exe).map_err(exe_err)?;
     if elf.entry().0 == 0 {
-        return Err(exe_err("no entry point".into()));
+        return Err(EntryError::NoEntry {
+            path: exe.to_path_buf(),
+        });
     }
-    let entry = elf
-        .file_offset(elf.entry())
-        .map_err(|e| exe_err(e.to_string()))?;
+    let entry = elf.file_offset(elf.entry()).map_err(exe_err)?;
     let prog = uprobe::load_multi_program(&uprobe::stop_self_program(), "sl_entry_stop").map_err(
         |source| EntryError::Load {
             path: exe.to_path_buf(),
