@@ -620,13 +620,7 @@ impl<'a> Consumer<'a> {
                     if self.cfg.json {
                         // The record's data so far, then one line per aggregation.
                         self.emit(&mut text, &mut items, cpu, &probe, ts)?;
-                        for &ag in aggs {
-                            writeln!(
-                                self.out,
-                                "{}",
-                                probe_format::json::aggregation_line(&self.aggs[ag], &self.sort)
-                            )?;
-                        }
+                        self.json_aggregations(aggs)?;
                     } else {
                         // printa's text joins the record's line (dt_consume.c prints it in place).
                         let list: Vec<&Aggregation> = aggs.iter().map(|&a| &self.aggs[a]).collect();
@@ -750,17 +744,23 @@ impl<'a> Consumer<'a> {
             self.refresh_agg(i)?;
         }
         if self.cfg.json {
-            for &i in &ids {
-                writeln!(
-                    self.out,
-                    "{}",
-                    probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
-                )?;
-            }
+            self.json_aggregations(&ids)?;
         } else {
             let list: Vec<&Aggregation> = ids.iter().map(|&i| &self.aggs[i]).collect();
             let s = probe_format::output::print_at_exit(&list, &self.sort);
             self.out.write_all(s.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Writes aggregations `ids` as JSON Lines, one line each (probe-format's layout).
+    fn json_aggregations(&mut self, ids: &[usize]) -> std::io::Result<()> {
+        for &i in ids {
+            writeln!(
+                self.out,
+                "{}",
+                probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
+            )?;
         }
         Ok(())
     }

@@ -521,6 +521,84 @@ mod tests {
         out
     }
 
+    /// The layout of `src` (kernel providers only), compiled by the library's driver.
+    fn layout(src: &str) -> Layout {
+        let mut m = probe_syntax::SourceMap::new();
+        m.add("t.d", src.to_string());
+        let program = crate::compile::parse(&m).unwrap();
+        crate::compile::compile(
+            &program,
+            &crate::catalog::kernel(),
+            &crate::compile::CompileOptions::default(),
+        )
+        .unwrap()
+        .layout
+    }
+
+    /// A descriptor a hooked "kernel" may hand out (the session owns and closes it).
+    fn some_fd() -> i64 {
+        std::os::fd::IntoRawFd::into_raw_fd(std::fs::File::open("/dev/null").unwrap()) as i64
+    }
+
+    #[test]
+    fn a_rejected_program_is_a_verifier_error_with_the_log_and_its_last_line() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let layout = layout("BEGIN { exit(0); }");
+        let _g = override_syscall(|call| match call {
+            Syscall::Bpf {
+                cmd: BpfCmd::ProgLoad,
+                attr,
+            } => {
+                let (size, buf) = (attr.u32(28), attr.u64(32));
+                let log = b"0: (b7) r0 = 0\nR1 invalid mem access 'scalar'\nprocessed 3 insns\n\0";
+                if size as usize >= log.len() {
+                    // SAFETY: `buf` is prog_load's live log buffer of `size` bytes (the kernel's
+                    // contract for `log_buf`), and the log fits in it.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(log.as_ptr(), buf as *mut u8, log.len())
+                    };
+                }
+                Err(std::io::Error::from_raw_os_error(libc::EACCES))
+            }
+            // Maps and the syscall-name batch succeed.
+            _ => Ok(some_fd()),
+        });
+        let e = Session::load(layout, false).unwrap_err();
+        let RuntimeError::Verifier {
+            what, reason, log, ..
+        } = &e
+        else {
+            panic!("expected a verifier error, got {e:?}");
+        };
+        assert_eq!(reason, "R1 invalid mem access 'scalar'");
+        assert!(log.starts_with("0: (b7) r0 = 0\n"), "{log}");
+        assert!(what.contains("BEGIN"), "{what}");
+        assert!(e.is_permission(), "EACCES");
+        assert!(
+            chain(&e).ends_with(
+                "the BPF verifier rejected the program: R1 invalid mem access 'scalar': `bpf(BPF_PROG_LOAD)` failed: Permission denied (os error 13)"
+            ),
+            "{}",
+            chain(&e)
+        );
+    }
+
+    #[test]
+    fn a_refused_map_is_named_by_its_call_without_root() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let layout = layout("BEGIN { @n = count(); exit(0); }");
+        let _g = override_syscall(|call| match call {
+            Syscall::Bpf {
+                cmd: BpfCmd::MapCreate,
+                ..
+            } => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+            other => panic!("nothing after the refused map: {}", other.call()),
+        });
+        let e = Session::load(layout, false).unwrap_err();
+        assert!(matches!(&e, RuntimeError::Sys(s) if s.call == "bpf(BPF_MAP_CREATE)"));
+        assert!(e.is_permission());
+    }
+
     /// Regression: a failed attach printed its OS error three times ("attaching …:
     /// bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22): bpf(BPF_RAW_TRACEPOINT_OPEN):
     /// Invalid argument (os error 22): Invalid argument (os error 22)").
