@@ -1,7 +1,7 @@
 //! `bpf(2)` commands: maps, program loading, test runs, raw tracepoints and links.
 //!
 //! Each wrapper fills a [`BpfAttr`] at the offsets of `union bpf_attr` (include/uapi/linux/bpf.h)
-//! for its command and calls the chokepoint [`crate::syscall`]; every failure is a
+//! for its command and calls the chokepoint (`crate::syscall`); every failure is a
 //! [`SyscallError`](crate::SyscallError) naming the command.
 
 use std::ffi::CStr;

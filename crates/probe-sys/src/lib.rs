@@ -1,5 +1,5 @@
 //! The probe pipeline's kernel chokepoint: every `bpf(2)` and `perf_event_open(2)` call of
-//! Sightline's probe crates (and the `ioctl(2)`s on perf events) goes through [`syscall`], the one
+//! Sightline's probe crates (and the `ioctl(2)`s on perf events) goes through `syscall`, the one
 //! function that enters the kernel for them. Unit tests replace the kernel there with
 //! [`override_syscall`] (as aya's `override_syscall`), so the code that builds attributes and reads
 //! results runs without root.
@@ -197,7 +197,7 @@ impl PerfIoctl {
     }
 }
 
-/// One call through the chokepoint, as [`syscall`] and an [`override_syscall`] hook see it.
+/// One call through the chokepoint, as `syscall` and an [`override_syscall`] hook see it.
 ///
 /// Pointers that the attribute block holds (instructions, keys, paths, log buffers) point into
 /// memory that the caller keeps alive across the call.
@@ -252,7 +252,7 @@ thread_local! {
     static HOOK: RefCell<Option<SyscallHook>> = const { RefCell::new(None) };
 }
 
-/// Replaces the kernel for every [`syscall`] on this thread until the returned guard is dropped:
+/// Replaces the kernel for every call through the chokepoint on this thread until the returned guard is dropped:
 /// `hook` receives each call and returns its result. For unit tests (no root needed): make
 /// `BPF_MAP_CREATE` fail, write a verifier log, record the attributes a function built.
 ///
