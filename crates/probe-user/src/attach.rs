@@ -34,8 +34,8 @@ use crate::{FileOffset, VirtAddr};
 /// Errors attaching.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
-    /// The kernel refused (the source names the file and the call).
-    #[error("attaching uprobes")]
+    /// The kernel refused (the error names the file and the call).
+    #[error(transparent)]
     Uprobe(#[from] UprobeError),
     /// The entry-point rendezvous that sets a semaphore for a held command could not be set up.
     #[error("setting the USDT semaphore of {path} at its entry point")]
