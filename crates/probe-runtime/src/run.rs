@@ -22,7 +22,7 @@ use probe_sema::types::SymKind;
 
 use crate::catalog;
 use crate::session::{RawRecord, RuntimeError, Session};
-use crate::spec::{SPECSIZE_DEFAULT, SpecStore};
+use crate::spec::{HeldRecord, SPECSIZE_DEFAULT, SpecStore};
 use probe_sys::os as sys;
 
 /// How the consumer prints and when it stops.
@@ -330,7 +330,7 @@ impl<'a> Consumer<'a> {
     fn drain(&mut self) -> Result<(), RunError> {
         // Keep the target's mappings while it runs, for user symbols printed after it exits.
         self.usyms.refresh();
-        let mut recs: Vec<(u32, u32, u64, u64, u64, Vec<u8>)> = Vec::new();
+        let mut recs: Vec<HeldRecord> = Vec::new();
         // Copy out first: printing needs &mut self (aggregation reads happen while printing).
         let exits: Vec<u64> = self
             .session
@@ -357,8 +357,8 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
-        for (id, cpu, key, mask, ts, bytes) in recs {
-            self.record(id, cpu, key, mask, ts, &bytes)?;
+        for rec in recs {
+            self.record(rec)?;
         }
         Ok(())
     }
@@ -471,20 +471,12 @@ impl<'a> Consumer<'a> {
 
     /// A record from the ring buffer: held in its speculation's buffer when its clause
     /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
-    fn record(
-        &mut self,
-        id: u32,
-        cpu: u32,
-        key: u64,
-        mask: u64,
-        ts: u64,
-        bytes: &[u8],
-    ) -> Result<(), RunError> {
-        match self.speculated(id, mask, bytes) {
-            None => self.record_now(id, cpu, key, mask, ts, bytes),
+    fn record(&mut self, rec: HeldRecord) -> Result<(), RunError> {
+        // (record id, CPU, probe key, actions mask, timestamp, bytes): see `HeldRecord`.
+        match self.speculated(rec.0, rec.3, &rec.5) {
+            None => self.record_now(&rec),
             Some((spec, token)) => {
-                self.specs
-                    .hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
+                self.specs.hold(spec, token, rec);
                 Ok(())
             }
         }
@@ -495,22 +487,16 @@ impl<'a> Consumer<'a> {
     fn retire(&mut self, spec: u64, token: u64, commit: bool) -> Result<(), RunError> {
         let held = self.specs.retire(spec, token);
         if commit {
-            for (id, cpu, key, mask, ts, bytes) in held {
-                self.record_now(id, cpu, key, mask, ts, &bytes)?;
+            for rec in &held {
+                self.record_now(rec)?;
             }
         }
         Ok(())
     }
 
-    fn record_now(
-        &mut self,
-        id: u32,
-        cpu: u32,
-        key: u64,
-        mask: u64,
-        ts: u64,
-        bytes: &[u8],
-    ) -> Result<(), RunError> {
+    /// Prints (or, for `exit()`, `printa()`, ..., acts on) one record now.
+    fn record_now(&mut self, rec: &HeldRecord) -> Result<(), RunError> {
+        let &(id, cpu, key, mask, ts, ref bytes) = rec;
         let Some(desc) = self.session.layout.records.get(id as usize).cloned() else {
             return Ok(());
         };
