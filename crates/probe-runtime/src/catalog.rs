@@ -1,5 +1,10 @@
-//! The kernel probe catalog: the providers `dtrace`, `profile`, `syscall`, `proc` and every tracefs
-//! tracepoint, as sema's [`ProbeCatalog`].
+//! The system's probe catalog: the kernel providers `dtrace`, `profile`, `syscall`, `proc` and every
+//! tracefs tracepoint (each a probe-sema [`Provider`] here), plus probe-user's pid and USDT
+//! providers, plugged into one [`Catalog`] by [`kernel`] and [`system`].
+//!
+//! Building a catalog has no side effects: providers read tracefs, `/proc` and ELF files when asked,
+//! and never write to another process (USDT semaphores left behind by a crashed Sightline are
+//! repaired when probes are attached, by probe-user's `attach`).
 //!
 //! Naming (see `docs/probe-providers.md`):
 //! - `dtrace:::BEGIN`, `dtrace:::END`, `dtrace:::ERROR`;
@@ -16,9 +21,10 @@
 use std::path::{Path, PathBuf};
 
 use probe_sema::catalog::{
-    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, TpField,
+    Catalog, DtraceProbe, ProbeArgs, ProbeDescPattern, ProbeInfo, ProbeKind, Provider, TpField,
     field_matches,
 };
+use probe_user::provider::{PidProvider, UsdtProvider, UserSites};
 
 use linux_syscalls::SYSCALLS_X86_64;
 
@@ -32,7 +38,7 @@ pub fn tracefs_dir() -> Option<PathBuf> {
     if dir.join("events").is_dir() {
         return Some(dir.to_path_buf());
     }
-    if crate::sys::mount_tracefs(TRACEFS).is_ok() && dir.join("events").is_dir() {
+    if probe_sys::os::mount_tracefs(TRACEFS).is_ok() && dir.join("events").is_dir() {
         return Some(dir.to_path_buf());
     }
     let old = Path::new("/sys/kernel/debug/tracing");
@@ -153,20 +159,31 @@ pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
     }
 }
 
-/// The catalog of kernel probes on this machine.
-#[derive(Debug, Default, Clone)]
-pub struct KernelCatalog {
-    /// Every `(category, event)` in tracefs, read once on first use.
-    tracepoints: std::cell::OnceCell<Vec<(String, String)>>,
+/// The kernel providers, in the order they answer: `dtrace`, `profile`, `syscall`, `proc`, then
+/// tracefs tracepoints.
+pub fn kernel() -> Catalog {
+    Catalog::new()
+        .with(DtraceProvider)
+        .with(ProfileProvider)
+        .with(SyscallProvider)
+        .with(ProcProvider)
+        .with(TracepointProvider::default())
 }
 
-impl KernelCatalog {
-    /// A catalog reading tracefs on demand.
-    pub fn new() -> KernelCatalog {
-        KernelCatalog::default()
-    }
+/// Every provider of this machine: [`kernel`]'s, then the pid and USDT providers over `user`
+/// (which knows a held `-c` command, if any).
+pub fn system(user: UserSites) -> Catalog {
+    kernel()
+        .with(PidProvider(user.clone()))
+        .with(UsdtProvider(user))
+}
 
-    fn dtrace(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+/// The `dtrace` provider: `BEGIN`, `END`, `ERROR`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DtraceProvider;
+
+impl Provider for DtraceProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
         for (name, p) in [
             ("BEGIN", DtraceProbe::Begin),
             ("END", DtraceProbe::End),
@@ -183,7 +200,17 @@ impl KernelCatalog {
         }
     }
 
-    fn profile(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+    fn suggestions(&self, out: &mut Vec<String>) {
+        out.extend(["dtrace:::BEGIN", "dtrace:::END", "dtrace:::ERROR"].map(String::from));
+    }
+}
+
+/// The `profile` provider: `tick-N[unit]` (one CPU) and `profile-N[unit]` (every CPU).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProfileProvider;
+
+impl Provider for ProfileProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
         if !field_matches(&desc.provider, "profile")
             || !field_matches(&desc.module, "")
             || !field_matches(&desc.function, "")
@@ -221,7 +248,17 @@ impl KernelCatalog {
         }
     }
 
-    fn syscall(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+    fn suggestions(&self, out: &mut Vec<String>) {
+        out.extend(["profile:::tick-1s", "profile:::profile-97"].map(String::from));
+    }
+}
+
+/// The `syscall` provider: `syscall::NAME:entry` and `:return` for every x86-64 system call.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SyscallProvider;
+
+impl Provider for SyscallProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
         if !field_matches(&desc.provider, "syscall") || !field_matches(&desc.module, "") {
             return;
         }
@@ -263,7 +300,20 @@ impl KernelCatalog {
         }
     }
 
-    fn proc(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+    fn suggestions(&self, out: &mut Vec<String>) {
+        for &(_, name) in SYSCALLS_X86_64 {
+            out.push(format!("syscall::{name}:entry"));
+            out.push(format!("syscall::{name}:return"));
+        }
+    }
+}
+
+/// The `proc` provider: [`PROC_PROBES`] on their tracepoints.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcProvider;
+
+impl Provider for ProcProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
         for &(name, cat, ev) in PROC_PROBES {
             if desc.matches("proc", "", "", name) {
                 let fields = tracepoint_fields(cat, ev).unwrap_or_default();
@@ -281,7 +331,29 @@ impl KernelCatalog {
         }
     }
 
-    fn tracepoints(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+    fn suggestions(&self, out: &mut Vec<String>) {
+        for &(name, _, _) in PROC_PROBES {
+            out.push(format!("proc:::{name}"));
+        }
+    }
+}
+
+/// Every tracefs tracepoint as `CATEGORY:::EVENT` (categories named like the other providers
+/// excluded).
+#[derive(Debug, Default)]
+pub struct TracepointProvider {
+    /// Every `(category, event)` in tracefs, read once on first use.
+    all: std::sync::OnceLock<Vec<(String, String)>>,
+}
+
+impl TracepointProvider {
+    fn all(&self) -> &[(String, String)] {
+        self.all.get_or_init(|| list_tracepoints("", ""))
+    }
+}
+
+impl Provider for TracepointProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
         if BUILTIN_PROVIDERS.contains(&desc.provider.as_str()) {
             return;
         }
@@ -307,8 +379,8 @@ impl KernelCatalog {
             // tracefs; that was most of `BEGIN { exit(0); }`'s time and memory).
             list_tracepoints(&desc.provider, &desc.name)
         } else {
-            let all = self.tracepoints.get_or_init(|| list_tracepoints("", ""));
-            all.iter()
+            self.all()
+                .iter()
                 .filter(|(c, e)| field_matches(&desc.provider, c) && field_matches(&desc.name, e))
                 .cloned()
                 .collect()
@@ -325,6 +397,12 @@ impl KernelCatalog {
                     event: ev.clone(),
                 },
             ));
+        }
+    }
+
+    fn suggestions(&self, out: &mut Vec<String>) {
+        for (c, e) in self.all() {
+            out.push(format!("{c}:::{e}"));
         }
     }
 }
@@ -412,45 +490,10 @@ pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
     out
 }
 
-impl ProbeCatalog for KernelCatalog {
-    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        let mut out = Vec::new();
-        self.dtrace(desc, &mut out);
-        self.profile(desc, &mut out);
-        self.syscall(desc, &mut out);
-        self.proc(desc, &mut out);
-        self.tracepoints(desc, &mut out);
-        out
-    }
-
-    fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = [
-            "dtrace:::BEGIN",
-            "dtrace:::END",
-            "dtrace:::ERROR",
-            "profile:::tick-1s",
-            "profile:::profile-97",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        for &(_, name) in SYSCALLS_X86_64 {
-            v.push(format!("syscall::{name}:entry"));
-            v.push(format!("syscall::{name}:return"));
-        }
-        for &(name, _, _) in PROC_PROBES {
-            v.push(format!("proc:::{name}"));
-        }
-        for (c, e) in self.tracepoints.get_or_init(|| list_tracepoints("", "")) {
-            v.push(format!("{c}:::{e}"));
-        }
-        v
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use probe_sema::ProbeCatalog;
 
     #[test]
     fn profile_names_parse_with_dtrace_units() {
@@ -483,7 +526,7 @@ mod tests {
 
     #[test]
     fn syscall_wildcards_match_entry_and_return() {
-        let c = KernelCatalog::new();
+        let c = kernel();
         let all = c.matching(&ProbeDescPattern::new("syscall", "", "", "entry"));
         assert_eq!(all.len(), SYSCALLS_X86_64.len());
         let reads = c.matching(&ProbeDescPattern::new("syscall", "", "read", ""));

@@ -1,20 +1,21 @@
 //! Probe providers, BPF load/attach, ring-buffer and map consumers.
 //!
-//! Main modules: [`sys`] (every kernel call: bpf(2), perf_event_open(2), mount(2)), [`ringbuf`]
-//! (the mmap'd ring-buffer consumer), [`catalog`] ([`catalog::KernelCatalog`], the providers
-//! `dtrace`, `profile`, `syscall`, `proc` and tracefs tracepoints as probe-sema's `ProbeCatalog`),
-//! [`session`] ([`session::Session`]: maps created, programs loaded and attached, records and
-//! aggregations read), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and printing
-//! through probe-format), [`spec`] (speculative records held until their commit or discard),
-//! [`user`] (the pid and USDT providers of probe-user in the catalog, their
-//! attachment, user-space symbols).
+//! Kernel calls go through probe-sys (the one chokepoint for bpf(2) and perf_event_open(2)).
+//!
+//! Main modules, in pipeline order: [`compile`] (the compile driver: parse → kernel BTF →
+//! analysis → code generation, [`compile::compile`]), [`catalog`] (the kernel providers `dtrace`,
+//! `profile`, `syscall`, `proc` and tracefs tracepoints, and [`catalog::system`]: one probe-sema
+//! `Catalog` with probe-user's pid and USDT providers), [`session`] ([`session::Session`]: maps
+//! created, programs loaded and attached, records and aggregations read), [`ringbuf`] (the
+//! mmap'd ring-buffer consumer), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and
+//! printing through probe-format), [`spec`] (speculative records held until their commit or
+//! discard), [`user`] (uprobe attachment, the held command's entry snapshot, user-space symbols).
 #![deny(missing_docs)]
 
-pub mod btf;
 pub mod catalog;
+pub mod compile;
 pub mod ringbuf;
 pub mod run;
 pub mod session;
 pub mod spec;
-pub mod sys;
 pub mod user;

@@ -12,7 +12,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::sys::SyscallError;
+use probe_sys::SyscallError;
 
 const BUSY_BIT: u32 = 1 << 31;
 const DISCARD_BIT: u32 = 1 << 30;
@@ -48,10 +48,7 @@ impl RingBuf {
             )
         };
         if consumer == libc::MAP_FAILED {
-            return Err(SyscallError {
-                call: "mmap(ringbuf consumer)",
-                source: std::io::Error::last_os_error(),
-            });
+            return Err(SyscallError::last("mmap(ringbuf consumer)"));
         }
         let plen = page + 2 * data_size as usize;
         // SAFETY: a fresh read-only region over the producer page and the double-mapped data area,
@@ -70,18 +67,12 @@ impl RingBuf {
             let err = std::io::Error::last_os_error();
             // SAFETY: unmapping the region mapped just above, which nothing else references.
             unsafe { libc::munmap(consumer, page) };
-            return Err(SyscallError {
-                call: "mmap(ringbuf producer)",
-                source: err,
-            });
+            return Err(SyscallError::new("mmap(ringbuf producer)", err));
         }
         // SAFETY: epoll_create1 has no memory preconditions.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if ep < 0 {
-            return Err(SyscallError {
-                call: "epoll_create1",
-                source: std::io::Error::last_os_error(),
-            });
+            return Err(SyscallError::last("epoll_create1"));
         }
         // SAFETY: the kernel returned this descriptor and nothing else owns it.
         let epoll = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(ep) };
@@ -91,10 +82,7 @@ impl RingBuf {
         };
         // SAFETY: `ev` is a valid epoll_event; both fds are open.
         if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            return Err(SyscallError {
-                call: "epoll_ctl(ringbuf)",
-                source: std::io::Error::last_os_error(),
-            });
+            return Err(SyscallError::last("epoll_ctl(ringbuf)"));
         }
         Ok(RingBuf {
             consumer: consumer as *mut u8,
@@ -117,10 +105,7 @@ impl RingBuf {
             if e.raw_os_error() == Some(libc::EINTR) {
                 return Ok(false);
             }
-            return Err(SyscallError {
-                call: "epoll_wait(ringbuf)",
-                source: e,
-            });
+            return Err(SyscallError::new("epoll_wait(ringbuf)", e));
         }
         Ok(n > 0)
     }

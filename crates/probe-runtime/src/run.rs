@@ -12,7 +12,6 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use probe_codegen::layout::{Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat};
-use probe_codegen::{CodegenOptions, compile};
 use probe_format::agg::{AggData, AggEntry as FEntry, Aggregation, SortOptions};
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
 use probe_format::value::{Int, Stack, Symbol, Value};
@@ -21,8 +20,8 @@ use probe_sema::types::SymKind;
 
 use crate::catalog;
 use crate::session::{RawRecord, RuntimeError, Session};
-use crate::spec::{SPECSIZE_DEFAULT, SpecStore};
-use crate::sys;
+use crate::spec::{HeldRecord, SPECSIZE_DEFAULT, SpecStore};
+use probe_sys::os as sys;
 
 /// How the consumer prints and when it stops.
 #[derive(Debug, Clone, Default)]
@@ -51,44 +50,15 @@ pub enum StopReason {
     TargetExited,
 }
 
-/// Errors of a run: code generation, or the kernel.
+/// Errors of a run: the kernel, or the output.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The code generator cannot lower the program.
-    #[error(transparent)]
-    Codegen(#[from] probe_codegen::CodegenError),
     /// Loading, attaching or reading failed.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// Writing the output failed.
     #[error("writing output")]
     Io(#[from] std::io::Error),
-}
-
-/// Compiles `prog` for this machine.
-pub fn codegen(prog: &CheckedProgram) -> Result<Layout, RunError> {
-    let o = &prog.options;
-    let opts = CodegenOptions {
-        ncpus: sys::possible_cpus() as u32,
-        bufsize: o.bufsize,
-        wall_offset_ns: sys::wall_offset_ns(),
-        dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
-        aggsize: o.aggsize.unwrap_or(4 << 20),
-        syscall_count: linux_syscalls::SYSCALLS_X86_64.len(),
-        task: None,
-    };
-    match compile(prog, &opts) {
-        Err(e) if e.message == probe_codegen::lower::NEEDS_TASK_OFFSETS => {
-            let task = crate::btf::Btf::vmlinux()
-                .ok()
-                .and_then(|b| b.task_offsets());
-            if task.is_none() {
-                return Err(e.into());
-            }
-            Ok(compile(prog, &CodegenOptions { task, ..opts })?)
-        }
-        r => Ok(r?),
-    }
 }
 
 /// A target the consumer released after attaching and watches for exit (`-c`).
@@ -209,14 +179,18 @@ impl std::fmt::Debug for Consumer<'_> {
 }
 
 impl<'a> Consumer<'a> {
-    /// Compiles and loads `prog` (nothing attached yet).
+    /// Loads `layout`, the code generated for `prog` ([`crate::compile::compile`]); nothing is
+    /// attached yet.
+    ///
+    /// # Errors
+    /// [`RunError::Runtime`] when a map cannot be created or the verifier rejects a program.
     pub fn new(
         prog: &'a CheckedProgram,
+        layout: Layout,
         cfg: RunConfig,
         out: &'a mut dyn Write,
         err: &'a mut dyn Write,
     ) -> Result<Consumer<'a>, RunError> {
-        let layout = codegen(prog)?;
         let session = Session::load(layout, cfg.verbose)?;
         let aggs = session
             .layout
@@ -330,7 +304,7 @@ impl<'a> Consumer<'a> {
     fn drain(&mut self) -> Result<(), RunError> {
         // Keep the target's mappings while it runs, for user symbols printed after it exits.
         self.usyms.refresh();
-        let mut recs: Vec<(u32, u32, u64, u64, u64, Vec<u8>)> = Vec::new();
+        let mut recs: Vec<HeldRecord> = Vec::new();
         // Copy out first: printing needs &mut self (aggregation reads happen while printing).
         let exits: Vec<u64> = self
             .session
@@ -357,8 +331,8 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
-        for (id, cpu, key, mask, ts, bytes) in recs {
-            self.record(id, cpu, key, mask, ts, &bytes)?;
+        for rec in recs {
+            self.record(rec)?;
         }
         Ok(())
     }
@@ -471,20 +445,12 @@ impl<'a> Consumer<'a> {
 
     /// A record from the ring buffer: held in its speculation's buffer when its clause
     /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
-    fn record(
-        &mut self,
-        id: u32,
-        cpu: u32,
-        key: u64,
-        mask: u64,
-        ts: u64,
-        bytes: &[u8],
-    ) -> Result<(), RunError> {
-        match self.speculated(id, mask, bytes) {
-            None => self.record_now(id, cpu, key, mask, ts, bytes),
+    fn record(&mut self, rec: HeldRecord) -> Result<(), RunError> {
+        // (record id, CPU, probe key, actions mask, timestamp, bytes): see `HeldRecord`.
+        match self.speculated(rec.0, rec.3, &rec.5) {
+            None => self.record_now(&rec),
             Some((spec, token)) => {
-                self.specs
-                    .hold(spec, token, (id, cpu, key, mask, ts, bytes.to_vec()));
+                self.specs.hold(spec, token, rec);
                 Ok(())
             }
         }
@@ -495,22 +461,16 @@ impl<'a> Consumer<'a> {
     fn retire(&mut self, spec: u64, token: u64, commit: bool) -> Result<(), RunError> {
         let held = self.specs.retire(spec, token);
         if commit {
-            for (id, cpu, key, mask, ts, bytes) in held {
-                self.record_now(id, cpu, key, mask, ts, &bytes)?;
+            for rec in &held {
+                self.record_now(rec)?;
             }
         }
         Ok(())
     }
 
-    fn record_now(
-        &mut self,
-        id: u32,
-        cpu: u32,
-        key: u64,
-        mask: u64,
-        ts: u64,
-        bytes: &[u8],
-    ) -> Result<(), RunError> {
+    /// Prints (or, for `exit()`, `printa()`, ..., acts on) one record now.
+    fn record_now(&mut self, rec: &HeldRecord) -> Result<(), RunError> {
+        let &(id, cpu, key, mask, ts, ref bytes) = rec;
         let Some(desc) = self.session.layout.records.get(id as usize).cloned() else {
             return Ok(());
         };
@@ -620,13 +580,7 @@ impl<'a> Consumer<'a> {
                     if self.cfg.json {
                         // The record's data so far, then one line per aggregation.
                         self.emit(&mut text, &mut items, cpu, &probe, ts)?;
-                        for &ag in aggs {
-                            writeln!(
-                                self.out,
-                                "{}",
-                                probe_format::json::aggregation_line(&self.aggs[ag], &self.sort)
-                            )?;
-                        }
+                        self.json_aggregations(aggs)?;
                     } else {
                         // printa's text joins the record's line (dt_consume.c prints it in place).
                         let list: Vec<&Aggregation> = aggs.iter().map(|&a| &self.aggs[a]).collect();
@@ -750,17 +704,23 @@ impl<'a> Consumer<'a> {
             self.refresh_agg(i)?;
         }
         if self.cfg.json {
-            for &i in &ids {
-                writeln!(
-                    self.out,
-                    "{}",
-                    probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
-                )?;
-            }
+            self.json_aggregations(&ids)?;
         } else {
             let list: Vec<&Aggregation> = ids.iter().map(|&i| &self.aggs[i]).collect();
             let s = probe_format::output::print_at_exit(&list, &self.sort);
             self.out.write_all(s.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Writes aggregations `ids` as JSON Lines, one line each (probe-format's layout).
+    fn json_aggregations(&mut self, ids: &[usize]) -> std::io::Result<()> {
+        for &i in ids {
+            writeln!(
+                self.out,
+                "{}",
+                probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
+            )?;
         }
         Ok(())
     }

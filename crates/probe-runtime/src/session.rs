@@ -8,7 +8,9 @@ use probe_codegen::layout::{Attach, Layout, MapKind, ProgKind, STAT_COUNT};
 
 use crate::catalog;
 use crate::ringbuf::RingBuf;
-use crate::sys::{self, LoadError, PerfKind, SyscallError};
+use probe_sys::bpf::{self, ProgLoad, VerifierLog, attach_type, map_type, prog_type};
+use probe_sys::perf::{self, PerfKind, Scope};
+use probe_sys::{SyscallError, os};
 
 /// Errors of loading, attaching and reading a program.
 ///
@@ -72,9 +74,24 @@ impl RuntimeError {
             RuntimeError::Sys(e)
             | RuntimeError::Attach { source: e, .. }
             | RuntimeError::Verifier { source: e, .. } => e.is_permission(),
+            RuntimeError::User { source, .. } => {
+                source.syscall().is_some_and(SyscallError::is_permission)
+            }
             _ => false,
         }
     }
+}
+
+/// Opens a perf event of `kind` for every process on `cpu`, runs `p` on it and enables it.
+fn attach_perf(p: &Loaded, kind: PerfKind<'_>, cpu: u32) -> Result<OwnedFd, RuntimeError> {
+    let err = |source| RuntimeError::Attach {
+        probe: p.what.clone(),
+        source,
+    };
+    let ev = perf::perf_event_open(kind, Scope::Cpu(cpu)).map_err(err)?;
+    perf::set_bpf(&ev, p.fd.as_raw_fd()).map_err(err)?;
+    perf::enable(&ev).map_err(err)?;
+    Ok(ev)
 }
 
 /// One ring-buffer record with its header decoded (layout: [`probe_codegen::layout::RecordDesc`]).
@@ -135,18 +152,18 @@ impl Session {
     /// Creates the maps, patches their fds into the programs and loads the programs (nothing is
     /// attached yet). `verbose` keeps the full verifier log of a rejection.
     pub fn load(layout: Layout, verbose: bool) -> Result<Session, RuntimeError> {
-        sys::raise_memlock();
-        let ncpus = sys::possible_cpus();
+        os::raise_memlock();
+        let ncpus = os::possible_cpus();
         let mut maps = Vec::with_capacity(layout.maps.len());
         for m in &layout.maps {
             let t = match m.kind {
-                MapKind::Hash => sys::map_type::HASH,
-                MapKind::Array => sys::map_type::ARRAY,
-                MapKind::PercpuHash => sys::map_type::PERCPU_HASH,
-                MapKind::PercpuArray => sys::map_type::PERCPU_ARRAY,
-                MapKind::RingBuf => sys::map_type::RINGBUF,
+                MapKind::Hash => map_type::HASH,
+                MapKind::Array => map_type::ARRAY,
+                MapKind::PercpuHash => map_type::PERCPU_HASH,
+                MapKind::PercpuArray => map_type::PERCPU_ARRAY,
+                MapKind::RingBuf => map_type::RINGBUF,
             };
-            let fd = sys::map_create_flags(
+            let fd = bpf::map_create(
                 t,
                 m.key_size,
                 m.value_size,
@@ -172,7 +189,7 @@ impl Session {
                         values.extend_from_slice(&v);
                     }
                 }
-                sys::map_update_batch(fd, &keys, &values, (keys.len() / 4) as u32)?;
+                bpf::map_update_batch(fd, &keys, &values, (keys.len() / 4) as u32)?;
             }
         }
         let mut progs = Vec::new();
@@ -183,10 +200,10 @@ impl Session {
             }
             let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
             let t = match p.kind {
-                ProgKind::RawTracepoint => sys::prog_type::RAW_TRACEPOINT,
-                ProgKind::Tracepoint => sys::prog_type::TRACEPOINT,
-                ProgKind::PerfEvent => sys::prog_type::PERF_EVENT,
-                ProgKind::Kprobe => sys::prog_type::KPROBE,
+                ProgKind::RawTracepoint => prog_type::RAW_TRACEPOINT,
+                ProgKind::Tracepoint => prog_type::TRACEPOINT,
+                ProgKind::PerfEvent => prog_type::PERF_EVENT,
+                ProgKind::Kprobe => prog_type::KPROBE,
             };
             let what = describe_program(&layout, p);
             // Uprobe programs are loaded for uprobe_multi links where the kernel has them.
@@ -197,14 +214,26 @@ impl Session {
             };
             let fd = match multi {
                 Some(fd) => fd,
-                None => sys::prog_load(t, &bytes, &p.name, verbose).map_err(
-                    |LoadError { error, log }| RuntimeError::Verifier {
+                None => bpf::prog_load(&ProgLoad {
+                    prog_type: t,
+                    expected_attach_type: attach_type::NONE,
+                    insns: &bytes,
+                    name: &p.name,
+                    log: if verbose {
+                        VerifierLog::Verbose
+                    } else {
+                        VerifierLog::OnError
+                    },
+                })
+                .map_err(|mut source| {
+                    let log = source.verifier_log.take().unwrap_or_default();
+                    RuntimeError::Verifier {
                         what: what.clone(),
                         reason: verifier_reason(&log),
                         log,
-                        source: error,
-                    },
-                )?,
+                        source,
+                    }
+                })?,
             };
             progs.push(Loaded {
                 fd,
@@ -228,7 +257,7 @@ impl Session {
     /// Runs the BEGIN (or END) programs once, on this thread, via `BPF_PROG_TEST_RUN`.
     pub fn run_dtrace(&self, which: Attach) -> Result<(), RuntimeError> {
         for p in self.progs.iter().filter(|p| p.attach == which) {
-            sys::prog_test_run_raw_tp(&p.fd, &[0; 6])?;
+            bpf::prog_test_run_raw_tp(&p.fd, &[0; 6])?;
         }
         Ok(())
     }
@@ -242,7 +271,7 @@ impl Session {
     /// arg2 = action index, arg3 = offset, arg4 = fault, arg5 = address).
     pub fn run_error(&self, args: [u64; 6]) -> Result<(), RuntimeError> {
         for p in self.progs.iter().filter(|p| p.attach == Attach::Error) {
-            sys::prog_test_run_raw_tp(&p.fd, &args)?;
+            bpf::prog_test_run_raw_tp(&p.fd, &args)?;
         }
         Ok(())
     }
@@ -253,27 +282,19 @@ impl Session {
         for p in &self.progs {
             match &p.attach {
                 Attach::Begin | Attach::End | Attach::Error => {}
-                Attach::SysEnter => {
-                    self.links
-                        .push(
-                            sys::raw_tracepoint_open("sys_enter", &p.fd).map_err(|source| {
-                                RuntimeError::Attach {
-                                    probe: p.what.clone(),
-                                    source,
-                                }
-                            })?,
-                        )
-                }
-                Attach::SysExit => {
-                    self.links
-                        .push(
-                            sys::raw_tracepoint_open("sys_exit", &p.fd).map_err(|source| {
-                                RuntimeError::Attach {
-                                    probe: p.what.clone(),
-                                    source,
-                                }
-                            })?,
-                        )
+                Attach::SysEnter | Attach::SysExit => {
+                    let tp = if p.attach == Attach::SysEnter {
+                        c"sys_enter"
+                    } else {
+                        c"sys_exit"
+                    };
+                    let link = bpf::raw_tracepoint_open(tp, &p.fd).map_err(|source| {
+                        RuntimeError::Attach {
+                            probe: p.what.clone(),
+                            source,
+                        }
+                    })?;
+                    self.links.push(link);
                 }
                 Attach::Tracepoint { category, event } => {
                     let id = catalog::tracepoint_id(category, event).ok_or_else(|| {
@@ -283,21 +304,7 @@ impl Session {
                             dir: catalog::TRACEFS.into(),
                         }
                     })?;
-                    let ev =
-                        sys::perf_event_open(PerfKind::Tracepoint { id }, 0).map_err(|source| {
-                            RuntimeError::Attach {
-                                probe: p.what.clone(),
-                                source,
-                            }
-                        })?;
-                    sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| RuntimeError::Attach {
-                        probe: p.what.clone(),
-                        source,
-                    })?;
-                    sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach {
-                        probe: p.what.clone(),
-                        source,
-                    })?;
+                    let ev = attach_perf(p, PerfKind::Tracepoint { id }, 0)?;
                     self.links.push(ev);
                 }
                 Attach::Profile {
@@ -305,32 +312,15 @@ impl Session {
                     every_cpu,
                 } => {
                     let cpus = if *every_cpu {
-                        sys::online_cpus()
+                        os::online_cpus()
                     } else {
-                        vec![sys::online_cpus().first().copied().unwrap_or(0)]
+                        vec![os::online_cpus().first().copied().unwrap_or(0)]
                     };
                     for cpu in cpus {
-                        let ev = sys::perf_event_open(
-                            PerfKind::CpuClock {
-                                period_ns: *period_ns,
-                            },
-                            cpu as i32,
-                        )
-                        .map_err(|source| RuntimeError::Attach {
-                            probe: p.what.clone(),
-                            source,
-                        })?;
-                        sys::perf_event_set_bpf(&ev, &p.fd).map_err(|source| {
-                            RuntimeError::Attach {
-                                probe: p.what.clone(),
-                                source,
-                            }
-                        })?;
-                        sys::perf_event_enable(&ev).map_err(|source| RuntimeError::Attach {
-                            probe: p.what.clone(),
-                            source,
-                        })?;
-                        self.links.push(ev);
+                        let kind = PerfKind::CpuClock {
+                            period_ns: *period_ns,
+                        };
+                        self.links.push(attach_perf(p, kind, cpu as u32)?);
                     }
                 }
                 Attach::Uprobe {
@@ -402,7 +392,7 @@ impl Session {
         let mut out = vec![[0u64; STAT_COUNT as usize]; self.ncpus];
         for s in 0..STAT_COUNT {
             let mut buf = vec![0u8; 8 * self.ncpus];
-            if sys::map_lookup(m, &s.to_le_bytes(), &mut buf)? {
+            if bpf::map_lookup(m, &s.to_le_bytes(), &mut buf)? {
                 for (cpu, slot) in out.iter_mut().enumerate() {
                     slot[s as usize] =
                         u64::from_le_bytes(buf[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
@@ -427,7 +417,7 @@ impl Session {
             _ => {
                 let mut cur: Option<Vec<u8>> = None;
                 let mut next = vec![0u8; spec.key_size as usize];
-                while sys::map_next_key(m, cur.as_deref(), &mut next)? {
+                while bpf::map_next_key(m, cur.as_deref(), &mut next)? {
                     keys.push(next.clone());
                     cur = Some(next.clone());
                 }
@@ -435,7 +425,7 @@ impl Session {
         }
         let mut out = Vec::new();
         for key in keys {
-            if !sys::map_lookup(m, &key, &mut buf)? {
+            if !bpf::map_lookup(m, &key, &mut buf)? {
                 continue;
             }
             let words: Vec<Vec<u64>> = (0..self.ncpus)
@@ -467,9 +457,9 @@ impl Session {
         let entries = self.read_agg(id)?;
         for e in entries {
             if remove && spec.kind != MapKind::PercpuArray {
-                sys::map_delete(m, &e.key)?;
+                bpf::map_delete(m, &e.key)?;
             } else {
-                sys::map_update(m, &e.key, &zero)?;
+                bpf::map_update(m, &e.key, &zero)?;
             }
         }
         Ok(())
@@ -478,7 +468,7 @@ impl Session {
     /// Deletes one aggregation entry (used by `trunc(@a, n)`).
     pub fn delete_agg_key(&self, id: usize, key: &[u8]) -> Result<(), RuntimeError> {
         let desc = &self.layout.aggs[id];
-        sys::map_delete(self.map(desc.map), key)?;
+        bpf::map_delete(self.map(desc.map), key)?;
         Ok(())
     }
 }
@@ -531,30 +521,108 @@ mod tests {
         out
     }
 
+    /// The layout of `src` (kernel providers only), compiled by the library's driver.
+    fn layout(src: &str) -> Layout {
+        let mut m = probe_syntax::SourceMap::new();
+        m.add("t.d", src.to_string());
+        let program = crate::compile::parse(&m).unwrap();
+        crate::compile::compile(
+            &program,
+            &crate::catalog::kernel(),
+            &crate::compile::CompileOptions::default(),
+        )
+        .unwrap()
+        .layout
+    }
+
+    /// A descriptor a hooked "kernel" may hand out (the session owns and closes it).
+    fn some_fd() -> i64 {
+        std::os::fd::IntoRawFd::into_raw_fd(std::fs::File::open("/dev/null").unwrap()) as i64
+    }
+
+    #[test]
+    fn a_rejected_program_is_a_verifier_error_with_the_log_and_its_last_line() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let layout = layout("BEGIN { exit(0); }");
+        let _g = override_syscall(|call| match call {
+            Syscall::Bpf {
+                cmd: BpfCmd::ProgLoad,
+                attr,
+            } => {
+                let (size, buf) = (attr.u32(28), attr.u64(32));
+                let log = b"0: (b7) r0 = 0\nR1 invalid mem access 'scalar'\nprocessed 3 insns\n\0";
+                if size as usize >= log.len() {
+                    // SAFETY: `buf` is prog_load's live log buffer of `size` bytes (the kernel's
+                    // contract for `log_buf`), and the log fits in it.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(log.as_ptr(), buf as *mut u8, log.len())
+                    };
+                }
+                Err(std::io::Error::from_raw_os_error(libc::EACCES))
+            }
+            // Maps and the syscall-name batch succeed.
+            _ => Ok(some_fd()),
+        });
+        let e = Session::load(layout, false).unwrap_err();
+        let RuntimeError::Verifier {
+            what, reason, log, ..
+        } = &e
+        else {
+            panic!("expected a verifier error, got {e:?}");
+        };
+        assert_eq!(reason, "R1 invalid mem access 'scalar'");
+        assert!(log.starts_with("0: (b7) r0 = 0\n"), "{log}");
+        assert!(what.contains("BEGIN"), "{what}");
+        assert!(e.is_permission(), "EACCES");
+        assert!(
+            chain(&e).ends_with(
+                "the BPF verifier rejected the program: R1 invalid mem access 'scalar': `bpf(BPF_PROG_LOAD)` failed: Permission denied (os error 13)"
+            ),
+            "{}",
+            chain(&e)
+        );
+    }
+
+    #[test]
+    fn a_refused_map_is_named_by_its_call_without_root() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let layout = layout("BEGIN { @n = count(); exit(0); }");
+        let _g = override_syscall(|call| match call {
+            Syscall::Bpf {
+                cmd: BpfCmd::MapCreate,
+                ..
+            } => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+            other => panic!("nothing after the refused map: {}", other.call()),
+        });
+        let e = Session::load(layout, false).unwrap_err();
+        assert!(matches!(&e, RuntimeError::Sys(s) if s.call == "bpf(BPF_MAP_CREATE)"));
+        assert!(e.is_permission());
+    }
+
     /// Regression: a failed attach printed its OS error three times ("attaching …:
     /// bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22): bpf(BPF_RAW_TRACEPOINT_OPEN):
     /// Invalid argument (os error 22): Invalid argument (os error 22)").
     #[test]
     fn attach_error_chain_names_each_cause_once() {
-        let source = SyscallError {
-            call: "bpf(BPF_RAW_TRACEPOINT_OPEN)",
-            source: std::io::Error::from_raw_os_error(22),
-        };
+        let source = SyscallError::new(
+            "bpf(BPF_RAW_TRACEPOINT_OPEN)",
+            std::io::Error::from_raw_os_error(22),
+        );
         let e = crate::run::RunError::Runtime(RuntimeError::Attach {
             probe: "clause 1 (syscall::openat:entry)".into(),
             source,
         });
         assert_eq!(
             chain(&e),
-            "attaching clause 1 (syscall::openat:entry): bpf(BPF_RAW_TRACEPOINT_OPEN): Invalid argument (os error 22)"
+            "attaching clause 1 (syscall::openat:entry): `bpf(BPF_RAW_TRACEPOINT_OPEN)` failed: Invalid argument (os error 22)"
         );
-        let e = RuntimeError::Sys(SyscallError {
-            call: "bpf(BPF_MAP_CREATE)",
-            source: std::io::Error::from_raw_os_error(1),
-        });
+        let e = RuntimeError::Sys(SyscallError::new(
+            "bpf(BPF_MAP_CREATE)",
+            std::io::Error::from_raw_os_error(1),
+        ));
         assert_eq!(
             chain(&e),
-            "bpf(BPF_MAP_CREATE): Operation not permitted (os error 1)"
+            "`bpf(BPF_MAP_CREATE)` failed: Operation not permitted (os error 1)"
         );
         assert!(e.is_permission());
         let e = crate::run::RunError::Io(std::io::Error::from_raw_os_error(32));

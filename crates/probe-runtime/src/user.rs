@@ -1,74 +1,52 @@
-//! User-space providers in the runtime: the catalog that adds the pid and USDT providers of
-//! probe-user to the kernel catalog, attaching `Attach::Uprobe` programs through probe-user, and
-//! user-space symbolization for `ustack()`, `usym()`, `ufunc()`, `umod()` and `uaddr()`.
+//! User space in the runtime: attaching `Attach::Uprobe` programs through probe-user, the entry
+//! snapshot of a held `-c` command, and user-space symbolization for `ustack()`, `usym()`,
+//! `ufunc()`, `umod()` and `uaddr()`. (The pid and USDT providers are in [`crate::catalog::system`].)
 //!
 //! See `docs/probe-user.md` for the provider syntax and semantics.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use probe_format::value::Symbol;
-use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_user::attach::{AttachError, AttachRequest, UserAttachment};
 use probe_user::maps::ProcessMaps;
-use probe_user::provider::UserCatalog;
 use probe_user::symbolize::Symbolizer;
 use probe_user::{AbsAddr, FileOffset};
 
-use crate::catalog::KernelCatalog;
-
-/// The kernel catalog plus the user-space providers (`pidPID`, `PROVIDERPID`, and either by path).
-#[derive(Debug, Default)]
-pub struct FullCatalog {
-    /// dtrace, profile, syscall, proc and tracefs tracepoints.
-    pub kernel: KernelCatalog,
-    /// pid and USDT providers.
-    pub user: UserCatalog,
+/// The entry-point rendezvous of a held `-c` command that snapshots its mappings for user
+/// symbols ([`snapshot_at_entry`]). Dropping it resumes the command if it is still stopped at its
+/// entry (it is never left stopped by us).
+#[derive(Debug)]
+pub struct EntrySnapshot {
+    _private: (),
 }
 
-impl FullCatalog {
-    /// Both catalogs, with no held command. First undoes USDT semaphore increments that an
-    /// earlier Sightline left behind when it died without cleaning up (probe-user's
-    /// `semaphore::repair_stale` over its record directory; a no-op when there are none).
-    pub fn new() -> FullCatalog {
-        let _ = probe_user::semaphore::repair_stale(&probe_user::semaphore::default_record_dir());
-        FullCatalog {
-            kernel: KernelCatalog::new(),
-            user: UserCatalog::new(),
-        }
-    }
-
-    /// Tells the user catalog that `pid` is a `-c` command held before executing `exe`, so that
-    /// `pid$target:libc.so.6:...` resolves against the files the command will map; and snapshots
-    /// its mappings at its entry point (probe-user's entry rendezvous), so user addresses resolve
-    /// however short-lived it is. A command that is not an ELF executable (a script) gets no
-    /// snapshot there; the watcher in [`UserSymbols`] still polls it.
-    ///
-    /// The snapshot stops the command at its entry for a moment (a SIGSTOP that the command's
-    /// own tracing sees: `proc:::signal-send`, `signal:::signal_generate`), so it is taken only
-    /// when `snapshot_at_entry` says the program prints user symbols
-    /// (`probe_sema::needs_user_symbols`).
-    pub fn set_held_command(&mut self, pid: u32, exe: PathBuf, snapshot_at_entry: bool) {
-        if snapshot_at_entry {
-            let _ = probe_user::entry::add_action(
-                &exe,
-                pid,
-                Box::new(|pid| {
-                    if let Ok(m) = ProcessMaps::read(pid) {
-                        store_snapshot(m);
-                    }
-                }),
-            );
-        }
-        self.user.held = Some((pid, exe));
-    }
+/// Snapshots held process `pid`'s mappings at the entry point of `exe` (probe-user's entry
+/// rendezvous, after its `execve`), so user addresses resolve however short-lived it is. A
+/// command that is not an ELF executable (a script) gets no snapshot there; the watcher in
+/// [`UserSymbols`] still polls it.
+///
+/// The snapshot stops the command at its entry for a moment (a SIGSTOP that the command's own
+/// tracing sees: `proc:::signal-send`, `signal:::signal_generate`), so take it only when the
+/// program prints user symbols (`probe_sema::needs_user_symbols`).
+pub fn snapshot_at_entry(pid: u32, exe: &Path) -> EntrySnapshot {
+    let _ = probe_user::entry::add_action(
+        exe,
+        pid,
+        Box::new(|pid| {
+            if let Ok(m) = ProcessMaps::read(pid) {
+                store_snapshot(m);
+            }
+        }),
+    );
+    EntrySnapshot { _private: () }
 }
 
-impl Drop for FullCatalog {
+impl Drop for EntrySnapshot {
     fn drop(&mut self) {
         // Never leave a held command stopped at its entry point.
         probe_user::entry::release_all();
@@ -89,35 +67,16 @@ fn store_snapshot(m: ProcessMaps) {
         .insert(m.pid, m);
 }
 
-impl ProbeCatalog for FullCatalog {
-    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        let mut out = self.kernel.matching(desc);
-        out.extend(self.user.matching(desc));
-        out
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.kernel.names()
-    }
-}
-
 /// Loads a uprobe program (`BPF_PROG_TYPE_KPROBE`) with `expected_attach_type =
 /// BPF_TRACE_UPROBE_MULTI` when the kernel has uprobe_multi links, so [`attach`] can use one
 /// (they detach concurrently in milliseconds; perf-event uprobes take ~0.1 s each, serialized).
 /// `None` when the kernel lacks them or refuses the program: the caller then loads it the usual way
 /// (which also quotes the verifier).
 pub fn load_uprobe_program(insns: &[[u8; 8]], name: &str) -> Option<OwnedFd> {
-    if !probe_user::sys::uprobe_multi_supported() {
+    if !probe_user::uprobe::uprobe_multi_supported() {
         return None;
     }
-    let raw: Vec<u64> = insns.iter().map(|b| u64::from_le_bytes(*b)).collect();
-    probe_user::sys::prog_load(
-        probe_user::sys::BPF_PROG_TYPE_KPROBE,
-        probe_user::sys::BPF_TRACE_UPROBE_MULTI,
-        &raw,
-        name,
-    )
-    .ok()
+    probe_user::uprobe::load_multi_program(insns, name).ok()
 }
 
 /// Attaches a loaded uprobe program to one probe, with its USDT semaphore: through a uprobe_multi
@@ -172,7 +131,7 @@ pub fn attach(
 /// not carry the pid that produced a user address; with no target, addresses stay numeric).
 ///
 /// Aggregation keys are printed after the target has exited, when `/proc/PID/maps` is gone. A
-/// `-c` command's mappings are snapshotted at its entry point ([`FullCatalog::set_held_command`]:
+/// `-c` command's mappings are snapshotted at its entry point ([`snapshot_at_entry`]:
 /// everything the dynamic loader mapped), and a watcher thread re-snapshots the target while it
 /// runs (every 0.5 ms for its first second, then every 10 ms; only after its `execve`, before
 /// which a held command is a copy of sightline) to catch libraries it loads later. A library

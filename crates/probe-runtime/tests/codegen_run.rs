@@ -3,20 +3,22 @@
 //! recorded (through the consumer's quiet output) or aggregated (read back from the maps).
 //! Bucket indexes are compared with probe-format's reference functions.
 
-use probe_runtime::catalog::KernelCatalog;
+use probe_runtime::catalog;
+use probe_runtime::compile::{CompileOptions, Compiled, compile, parse};
 use probe_runtime::run::{Consumer, RunConfig, StopReason};
-use probe_sema::SemaOptions;
+
+/// Compiles `src` through the library's compile driver.
+fn compiled(src: &str) -> Compiled {
+    let mut sources = probe_syntax::SourceMap::new();
+    sources.add("t.d", src.to_string());
+    let ast = parse(&sources).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+    compile(&ast, &catalog::kernel(), &CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{src}: {e:?}"))
+}
 
 /// Compiles and runs `src`, returning (stdout, stderr, stop reason).
 fn run(src: &str) -> (String, String, StopReason) {
-    let file = probe_syntax::SourceFile::new("t.d", src);
-    let (ast, diags) = probe_syntax::parse(&file);
-    assert!(
-        diags.iter().all(|d| !d.is_error()),
-        "parse errors in {src}: {diags:?}"
-    );
-    let prog = probe_sema::analyze(&ast, &KernelCatalog::new(), &SemaOptions::default())
-        .unwrap_or_else(|d| panic!("sema errors in {src}: {d:?}"));
+    let c = compiled(src);
     let mut out = Vec::new();
     let mut err = Vec::new();
     let cfg = RunConfig {
@@ -24,8 +26,8 @@ fn run(src: &str) -> (String, String, StopReason) {
         ..RunConfig::default()
     };
     let reason = {
-        let mut c =
-            Consumer::new(&prog, cfg, &mut out, &mut err).unwrap_or_else(|e| panic!("{src}: {e}"));
+        let mut c = Consumer::new(&c.checked, c.layout, cfg, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("{src}: {e}"));
         c.run(None).unwrap_or_else(|e| panic!("{src}: {e}"))
     };
     (
@@ -227,14 +229,11 @@ fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
         return;
     }
     let src = "syscall:::entry { @[probefunc] = count(); } syscall:::return { @r = count(); } tick-1ms { exit(0); }";
-    let file = probe_syntax::SourceFile::new("t.d", src);
-    let (ast, _) = probe_syntax::parse(&file);
-    let prog = probe_sema::analyze(&ast, &KernelCatalog::new(), &SemaOptions::default()).unwrap();
+    let prog = compiled(src);
     let before = attachments_open();
     {
         // Attached: one link per raw tracepoint (sys_enter, sys_exit) and one cpu-clock event.
-        let layout = probe_runtime::run::codegen(&prog).unwrap();
-        let mut s = probe_runtime::session::Session::load(layout, false).unwrap();
+        let mut s = probe_runtime::session::Session::load(prog.layout.clone(), false).unwrap();
         s.attach().unwrap();
         assert_eq!(s.attachments(), 3);
         assert_eq!(attachments_open(), before + 3);
@@ -245,7 +244,8 @@ fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
     let mut err = Vec::new();
     {
         let mut c = Consumer::new(
-            &prog,
+            &prog.checked,
+            prog.layout.clone(),
             RunConfig {
                 quiet: true,
                 ..RunConfig::default()

@@ -1,7 +1,18 @@
 //! Kernel-layer tests: maps, program load, test runs, ring buffer, raw tracepoints (root only).
 
 use probe_codegen::insn::*;
-use probe_runtime::{ringbuf::RingBuf, sys};
+use probe_runtime::ringbuf::RingBuf;
+use probe_sys::bpf::{self as sys, ProgLoad, VerifierLog, attach_type, map_type, prog_type};
+
+fn raw_tp<'a>(insns: &'a [[u8; 8]], name: &'a str) -> ProgLoad<'a> {
+    ProgLoad {
+        prog_type: prog_type::RAW_TRACEPOINT,
+        expected_attach_type: attach_type::NONE,
+        insns,
+        name,
+        log: VerifierLog::OnError,
+    }
+}
 
 fn load(asm: Asm, maps: &[&std::os::fd::OwnedFd]) -> std::os::fd::OwnedFd {
     use std::os::fd::AsRawFd;
@@ -10,9 +21,9 @@ fn load(asm: Asm, maps: &[&std::os::fd::OwnedFd]) -> std::os::fd::OwnedFd {
         insns[r.insn].imm = maps[r.map].as_raw_fd();
     }
     let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
-    match sys::prog_load(sys::prog_type::RAW_TRACEPOINT, &bytes, "t", false) {
+    match sys::prog_load(&raw_tp(&bytes, "t")) {
         Ok(fd) => fd,
-        Err(e) => panic!("{e}\n{}", e.log),
+        Err(e) => panic!("{e}\n{}", e.verifier_log.as_deref().unwrap_or_default()),
     }
 }
 
@@ -21,7 +32,7 @@ fn test_run_writes_our_tgid_to_the_ring_buffer() {
     if !test_support::privileged("loads a BPF program") {
         return;
     }
-    let rb = sys::map_create(sys::map_type::RINGBUF, 0, 0, 4096 * 4, "rb").unwrap();
+    let rb = sys::map_create(map_type::RINGBUF, 0, 0, 4096 * 4, 0, "rb").unwrap();
     let mut a = Asm::new();
     a.call(helper::GET_CURRENT_PID_TGID);
     a.alu_imm(Alu::Rsh, R0, 32);
@@ -53,9 +64,10 @@ fn verifier_rejection_returns_the_log() {
     a.exit();
     let (insns, _) = a.finish();
     let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_bytes()).collect();
-    let err = sys::prog_load(sys::prog_type::RAW_TRACEPOINT, &bytes, "bad", false).unwrap_err();
-    assert_eq!(err.error.call, "bpf(BPF_PROG_LOAD)");
-    assert!(err.log.contains("R2 !read_ok"), "log: {}", err.log);
+    let err = sys::prog_load(&raw_tp(&bytes, "bad")).unwrap_err();
+    assert_eq!(err.call, "bpf(BPF_PROG_LOAD)");
+    let log = err.verifier_log.unwrap_or_default();
+    assert!(log.contains("R2 !read_ok"), "log: {log}");
 }
 
 #[test]
@@ -63,7 +75,7 @@ fn hash_map_update_lookup_iterate_delete() {
     if !test_support::privileged("creates a BPF map") {
         return;
     }
-    let m = sys::map_create(sys::map_type::HASH, 4, 8, 16, "h").unwrap();
+    let m = sys::map_create(map_type::HASH, 4, 8, 16, 0, "h").unwrap();
     for k in 1u32..=3 {
         sys::map_update(&m, &k.to_le_bytes(), &(k as u64 * 10).to_le_bytes()).unwrap();
     }

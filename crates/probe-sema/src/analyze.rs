@@ -135,6 +135,16 @@ pub fn needs_user_symbols(program: &ast::Program) -> bool {
     )
 }
 
+/// True when the program reads `ppid` or `vtimestamp`, which the code generator reads from the
+/// current `struct task_struct`: the caller should take the member offsets from kernel BTF.
+pub fn needs_task_offsets(program: &ast::Program) -> bool {
+    any_node(
+        program,
+        &|e| matches!(&e.kind, ExprKind::Ident(n) if n == "ppid" || n == "vtimestamp"),
+        &|_| false,
+    )
+}
+
 /// True when `expr` holds for some expression of the program, or `ty` for some type it names
 /// (casts, `sizeof`, `offsetof`, declarations, inlines). Walks the whole AST.
 fn any_node(

@@ -346,6 +346,20 @@ impl Btf {
         None
     }
 
+    /// Byte offset, from the start of struct (or union) `struct_name`, of the member reached by
+    /// `path` (`["se", "sum_exec_runtime"]` is `task_struct.se.sum_exec_runtime`), descending into
+    /// anonymous members as [`Btf::member`] does. `None` when the struct or a member is missing.
+    pub fn member_offset(&self, struct_name: &str, path: &[&str]) -> Option<u32> {
+        let mut id = self.struct_id(struct_name)?;
+        let mut bits = 0u32;
+        for field in path {
+            let (m, off) = self.member(id, field)?;
+            bits = bits.checked_add(off)?;
+            id = m.ty;
+        }
+        Some(bits / 8)
+    }
+
     /// Names of the members of struct/union `id` (anonymous members flattened), for suggestions.
     pub fn member_names(&self, id: u32) -> Vec<String> {
         let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else {
@@ -523,6 +537,18 @@ mod tests {
         assert_eq!(btf.d_type(8), Type::INT, "typedef of const int");
         assert_eq!(btf.size_of(3), 8);
         assert!(btf.member(p, "nope").is_none());
+    }
+
+    #[test]
+    fn member_offsets_follow_paths_and_anonymous_members_in_bytes() {
+        let btf = Btf::parse(&sample()).unwrap();
+        assert_eq!(btf.member_offset("point", &["next"]), Some(16));
+        assert_eq!(btf.member_offset("point", &["y"]), Some(24), "in the union");
+        assert_eq!(btf.member_offset("point", &[]), Some(0));
+        // `next` is a pointer: no member to descend into.
+        assert_eq!(btf.member_offset("point", &["next", "x"]), None);
+        assert_eq!(btf.member_offset("point", &["nope"]), None);
+        assert_eq!(btf.member_offset("nostruct", &["x"]), None);
     }
 
     #[test]

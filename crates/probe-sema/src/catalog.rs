@@ -1,9 +1,10 @@
 //! The probe catalog interface: what probes exist, what their arguments are, and how probe
 //! descriptions match them.
 //!
-//! The runtime implements [`ProbeCatalog`] (tracefs, the syscall table, profile/tick, the dtrace
-//! provider, uprobes/USDT); the analysis only asks it which probes a [`ProbeDescPattern`] matches and,
-//! for "did you mean" suggestions, which probe names exist. Matching follows the DTrace guide,
+//! A [`Catalog`] is the one catalog: [`Provider`]s plugged in, in order (the runtime's tracefs,
+//! syscall table, profile/tick and dtrace providers, probe-user's pid and USDT providers). The
+//! analysis sees it as a [`ProbeCatalog`] and only asks which probes a [`ProbeDescPattern`]
+//! matches and, for "did you mean" suggestions, which probe names exist. Matching follows the DTrace guide,
 //! "Program Structure" → "Probe Descriptions": each of the four fields is a shell-style glob (`*`,
 //! `?`, `[set]`, `[!set]`, `\` escape), and an empty field matches everything.
 
@@ -430,7 +431,27 @@ pub enum DtraceProbe {
     Error,
 }
 
-/// The source of probes the analysis matches probe descriptions against.
+/// One provider of probes (or a family of them) plugged into a [`Catalog`]: the runtime's
+/// `dtrace`, `profile`, `syscall`, `proc` and tracepoint providers, probe-user's pid and USDT
+/// providers, a fixed list in tests ([`StaticCatalog`]).
+///
+/// A provider answers only for the descriptions it owns (the syscall provider ignores
+/// `sched:::sched_switch`) and has no side effects on other processes: it reads `/proc`, ELF
+/// files and tracefs, never writes.
+pub trait Provider: std::fmt::Debug {
+    /// Appends the probes of this provider that match `desc` to `out`, in a stable order (the
+    /// order the clause's probes fire and list in).
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>);
+
+    /// Appends full names (`provider:module:function:name`) of probes worth suggesting when a
+    /// description matches nothing; may be a subset for huge providers (none by default).
+    fn suggestions(&self, out: &mut Vec<String>) {
+        let _ = out;
+    }
+}
+
+/// The source of probes the analysis matches probe descriptions against: every [`Provider`]
+/// (a [`Catalog`] of them, or one alone) is one.
 pub trait ProbeCatalog {
     /// All probes matching `desc`, in a stable order (the order the clause's probes fire/list in).
     fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo>;
@@ -440,24 +461,83 @@ pub trait ProbeCatalog {
     fn names(&self) -> Vec<String>;
 }
 
-/// A catalog over a fixed list of probes (tests, and the runtime's built-in dtrace/profile probes).
+impl<P: Provider + ?Sized> ProbeCatalog for P {
+    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
+        let mut out = Vec::new();
+        self.probes(desc, &mut out);
+        out
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.suggestions(&mut out);
+        out
+    }
+}
+
+/// The probe catalog: providers asked in the order they were added; a description's probes are
+/// each provider's matches, one provider after the other.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    providers: Vec<Box<dyn Provider + Send + Sync>>,
+}
+
+impl Catalog {
+    /// A catalog without providers (it matches nothing).
+    pub fn new() -> Catalog {
+        Catalog::default()
+    }
+
+    /// The catalog with `provider` added after the others.
+    pub fn with(mut self, provider: impl Provider + Send + Sync + 'static) -> Catalog {
+        self.providers.push(Box::new(provider));
+        self
+    }
+
+    /// Number of providers.
+    pub fn len(&self) -> usize {
+        self.providers.len()
+    }
+
+    /// True when there is no provider.
+    pub fn is_empty(&self) -> bool {
+        self.providers.is_empty()
+    }
+}
+
+impl Provider for Catalog {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        for p in &self.providers {
+            p.probes(desc, out);
+        }
+    }
+
+    fn suggestions(&self, out: &mut Vec<String>) {
+        for p in &self.providers {
+            p.suggestions(out);
+        }
+    }
+}
+
+/// A provider over a fixed list of probes (tests).
 #[derive(Clone, Debug, Default)]
 pub struct StaticCatalog {
     /// The probes.
     pub probes: Vec<ProbeInfo>,
 }
 
-impl ProbeCatalog for StaticCatalog {
-    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        self.probes
-            .iter()
-            .filter(|p| desc.matches_probe(p))
-            .cloned()
-            .collect()
+impl Provider for StaticCatalog {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        out.extend(
+            self.probes
+                .iter()
+                .filter(|p| desc.matches_probe(p))
+                .cloned(),
+        );
     }
 
-    fn names(&self) -> Vec<String> {
-        self.probes.iter().map(ProbeInfo::full_name).collect()
+    fn suggestions(&self, out: &mut Vec<String>) {
+        out.extend(self.probes.iter().map(ProbeInfo::full_name));
     }
 }
 
@@ -499,6 +579,43 @@ mod tests {
         assert!(!p.matches("syscall", "", "readv", "return"));
         assert!(p.is_literal());
         assert!(!ProbeDescPattern::new("syscall", "", "read*", "").is_literal());
+    }
+
+    fn probe(provider: &str, name: &str) -> ProbeInfo {
+        ProbeInfo {
+            provider: provider.into(),
+            module: String::new(),
+            function: String::new(),
+            name: name.into(),
+            args: ProbeArgs::None,
+            kind: ProbeKind::Other(0),
+        }
+    }
+
+    #[test]
+    fn a_catalog_asks_its_providers_in_order() {
+        let a = StaticCatalog {
+            probes: vec![probe("a", "x"), probe("a", "y")],
+        };
+        let b = StaticCatalog {
+            probes: vec![probe("b", "x")],
+        };
+        let c = Catalog::new().with(b).with(a);
+        assert_eq!(c.len(), 2);
+        let names = |d: &ProbeDescPattern| -> Vec<String> {
+            c.matching(d).iter().map(ProbeInfo::full_name).collect()
+        };
+        assert_eq!(
+            names(&ProbeDescPattern::new("", "", "", "x")),
+            vec!["b:::x", "a:::x"]
+        );
+        assert_eq!(names(&ProbeDescPattern::new("a", "", "", "")).len(), 2);
+        assert_eq!(c.names(), vec!["b:::x", "a:::x", "a:::y"]);
+        assert!(
+            Catalog::new()
+                .matching(&ProbeDescPattern::new("", "", "", ""))
+                .is_empty()
+        );
     }
 
     #[test]

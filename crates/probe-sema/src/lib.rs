@@ -1,8 +1,8 @@
 //! D semantic analysis: name resolution, types, probe-description matching, checks (pure, no system
 //! calls).
 //!
-//! Main types: [`ProbeCatalog`] (implemented by the runtime: which probes exist and what their
-//! arguments are, [`ProbeInfo`], [`ProbeArgs`], [`ProbeKind`]), [`SemaOptions`] (macro arguments,
+//! Main types: [`Catalog`] (the [`Provider`]s the runtime plugs in, seen by the analysis as a
+//! [`ProbeCatalog`]: which probes exist and what their arguments are, [`ProbeInfo`], [`ProbeArgs`], [`ProbeKind`]), [`SemaOptions`] (macro arguments,
 //! `$target`, `-x` options), and the output [`CheckedProgram`] (typed clauses, resolved variables and
 //! aggregations, see [`checked`]). [`parse_tracepoint_format`] reads tracefs `format` files;
 //! [`glob_match`] is DTrace's probe-description field matching. [`argspec::ArgSpec`] is a USDT
@@ -19,10 +19,10 @@ pub mod dump;
 pub mod tracefs;
 pub mod types;
 
-pub use analyze::{analyze, needs_kernel_types, needs_user_symbols};
+pub use analyze::{analyze, needs_kernel_types, needs_task_offsets, needs_user_symbols};
 pub use catalog::{
-    DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog,
-    TpField, UsdtArg, field_matches, glob_match,
+    Catalog, DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind,
+    Provider, StaticCatalog, TpField, UsdtArg, field_matches, glob_match,
 };
 pub use checked::{
     Action, AggFunc, AggId, Aggregation, Builtin, CheckedClause, CheckedProgram, Options, Subr,

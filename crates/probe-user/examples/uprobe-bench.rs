@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use probe_user::disasm::decode_function;
 use probe_user::elf::ElfFile;
-use probe_user::sys::{self, BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, UprobeSite};
+use probe_user::uprobe::{self as sys, UprobeSite};
 
 fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
     u64::from(op)
@@ -25,8 +25,8 @@ fn insn(op: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
 }
 
 /// `map[0] += 1` (atomic), the same work as bpftrace's `@ = count()` minus its per-CPU map.
-fn count_program(map_fd: i32) -> Vec<u64> {
-    vec![
+fn count_program(map_fd: i32) -> Vec<[u8; 8]> {
+    [
         insn(0x62, 10, 0, -4, 0), // *(u32 *)(r10 - 4) = 0
         insn(0x18, 1, 1, 0, map_fd),
         0,
@@ -39,6 +39,8 @@ fn count_program(map_fd: i32) -> Vec<u64> {
         insn(0xb7, 0, 0, 0, 0),
         insn(0x95, 0, 0, 0, 0),
     ]
+    .map(u64::to_le_bytes)
+    .to_vec()
 }
 
 /// The first `n` functions (by name) whose entry the kernel can probe and that are not ifunc
@@ -59,6 +61,18 @@ fn pick(elf: &ElfFile, n: usize) -> Vec<(String, u64)> {
     fs
 }
 
+/// A one-entry `BPF_MAP_TYPE_ARRAY` of u64 counters.
+fn array_map() -> std::os::fd::OwnedFd {
+    probe_sys::bpf::map_create(probe_sys::bpf::map_type::ARRAY, 4, 8, 1, 0, "sl_bench").unwrap()
+}
+
+/// The counter of an [`array_map`].
+fn lookup0(map: &std::os::fd::OwnedFd) -> u64 {
+    let mut v = [0u8; 8];
+    probe_sys::bpf::map_lookup(map, &0u32.to_le_bytes(), &mut v).unwrap();
+    u64::from_le_bytes(v)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: uprobe-bench hits PATH FUNCTION | attach PATH N | list PATH N";
@@ -73,14 +87,9 @@ fn main() {
             let f = elf
                 .function(&args[3])
                 .unwrap_or_else(|| panic!("no function {}", args[3]));
-            let map = sys::array_map_create(1).unwrap();
-            let prog = sys::prog_load(
-                BPF_PROG_TYPE_KPROBE,
-                BPF_TRACE_UPROBE_MULTI,
-                &count_program(map.as_raw_fd()),
-                "sl_bench",
-            )
-            .unwrap();
+            let map = array_map();
+            let prog =
+                sys::load_multi_program(&count_program(map.as_raw_fd()), "sl_bench").unwrap();
             let site = UprobeSite {
                 offset: f.offset,
                 ref_ctr_offset: None,
@@ -91,7 +100,7 @@ fn main() {
             println!("attached");
             let mut line = String::new();
             std::io::stdin().lock().read_line(&mut line).unwrap();
-            println!("{}", sys::map_lookup(map.as_raw_fd(), 0).unwrap());
+            println!("{}", lookup0(&map));
             drop(link);
         }
         "attach1" => {
@@ -100,16 +109,11 @@ fn main() {
             let n: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
             let funcs = pick(&elf, n);
             let t0 = Instant::now();
-            let map = sys::array_map_create(1).unwrap();
+            let map = array_map();
             let mut held = Vec::new();
             for (_, off) in &funcs {
-                let prog = sys::prog_load(
-                    BPF_PROG_TYPE_KPROBE,
-                    BPF_TRACE_UPROBE_MULTI,
-                    &count_program(map.as_raw_fd()),
-                    "sl_bench",
-                )
-                .unwrap();
+                let prog =
+                    sys::load_multi_program(&count_program(map.as_raw_fd()), "sl_bench").unwrap();
                 let site = UprobeSite {
                     offset: probe_user::FileOffset(*off),
                     ref_ctr_offset: None,
@@ -149,14 +153,9 @@ fn main() {
                 return;
             }
             let t0 = Instant::now();
-            let map = sys::array_map_create(1).unwrap();
-            let prog = sys::prog_load(
-                BPF_PROG_TYPE_KPROBE,
-                BPF_TRACE_UPROBE_MULTI,
-                &count_program(map.as_raw_fd()),
-                "sl_bench",
-            )
-            .unwrap();
+            let map = array_map();
+            let prog =
+                sys::load_multi_program(&count_program(map.as_raw_fd()), "sl_bench").unwrap();
             let t1 = Instant::now();
             let sites: Vec<UprobeSite> = funcs
                 .iter()

@@ -7,7 +7,7 @@
 //!
 //! Order of attempts: one uprobe_multi link for all offsets of the file (when the kernel has it
 //! and the program was loaded with `expected_attach_type = BPF_TRACE_UPROBE_MULTI`, see
-//! [`crate::sys::BPF_TRACE_UPROBE_MULTI`]); otherwise one perf-event uprobe per offset. Semaphores
+//! `BPF_TRACE_UPROBE_MULTI`, [`crate::uprobe::load_multi_program`]); otherwise one perf-event uprobe per offset. Semaphores
 //! go through the kernel's reference counter; for a probe on one process, the semaphore is then
 //! read back through `/proc/PID/mem` and, if the kernel did not set it (the lld double-mapping
 //! case), incremented by a [`SemaphoreGuard`]. For a probe by path, the processes already
@@ -28,20 +28,34 @@ use std::path::{Path, PathBuf};
 use crate::elf::ElfFile;
 use crate::maps::ProcessMaps;
 use crate::semaphore::{self, SemaphoreGuard};
-use crate::sys::{self, PerfUprobe, SysError, UprobeSite};
+use crate::uprobe::{self, PerfUprobe, UprobeError, UprobeSite};
 use crate::{FileOffset, VirtAddr};
 
 /// Errors attaching.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
-    /// The kernel refused (the error names the call).
-    #[error("attaching {path}: {source}")]
-    Sys {
-        /// The file.
+    /// The kernel refused (the error names the file and the call).
+    #[error(transparent)]
+    Uprobe(#[from] UprobeError),
+    /// The entry-point rendezvous that sets a semaphore for a held command could not be set up.
+    #[error("setting the USDT semaphore of {path} at its entry point")]
+    Entry {
+        /// The executable.
         path: PathBuf,
-        /// The failed call.
-        source: SysError,
+        /// Why (boxed: the rendezvous's error is large and rare).
+        #[source]
+        source: Box<crate::entry::EntryError>,
     },
+}
+
+impl AttachError {
+    /// The failed system call, if that was the cause.
+    pub fn syscall(&self) -> Option<&probe_sys::SyscallError> {
+        match self {
+            AttachError::Uprobe(e) => e.syscall(),
+            AttachError::Entry { source, .. } => source.syscall(),
+        }
+    }
 }
 
 /// Everything one [`attach`] call created. Dropping it detaches (closes the link / perf fds) and
@@ -117,12 +131,9 @@ pub struct AttachRequest<'a> {
 /// Attaches `prog` per `req` (see the module docs).
 ///
 /// # Errors
-/// [`AttachError::Sys`] when the kernel refuses both ways of attaching.
+/// [`AttachError::Uprobe`] when the kernel refuses both ways of attaching,
+/// [`AttachError::Entry`] when a held command's semaphore rendezvous cannot be set up.
 pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, AttachError> {
-    let err = |source| AttachError::Sys {
-        path: req.path.to_path_buf(),
-        source,
-    };
     let mut out = UserAttachment::default();
     let sites: Vec<UprobeSite> = req
         .offsets
@@ -137,8 +148,8 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
     if sites.is_empty() {
         return Ok(out);
     }
-    let multi = if req.multi_prog && sys::uprobe_multi_supported() {
-        sys::attach_uprobe_multi(prog, req.path, &sites, req.pid, req.ret).ok()
+    let multi = if req.multi_prog && uprobe::uprobe_multi_supported() {
+        uprobe::attach_uprobe_multi(prog, req.path, &sites, req.pid, req.ret).ok()
     } else {
         None
     };
@@ -146,13 +157,14 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         Some(link) => out.links.push(link),
         None => {
             for s in &sites {
-                out.perf.push(
-                    sys::attach_uprobe_perf(prog, req.path, *s, req.pid, req.ret).map_err(err)?,
-                );
+                out.perf.push(uprobe::attach_uprobe_perf(
+                    prog, req.path, *s, req.pid, req.ret,
+                )?);
             }
         }
     }
     if let Some(sem) = req.semaphore {
+        repair_stale_once();
         let pids = match req.pid {
             Some(p) => vec![p],
             None => processes_mapping(req.path),
@@ -186,7 +198,10 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
                                 }
                             }),
                         )
-                        .map_err(|e| err(SysError::Invalid(e.to_string())))?;
+                        .map_err(|source| AttachError::Entry {
+                            path: req.path.to_path_buf(),
+                            source: Box::new(source),
+                        })?;
                         out.setter = Some((pid, path, vaddr));
                     }
                     continue;
@@ -204,6 +219,18 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         }
     }
     Ok(out)
+}
+
+/// Undoes, once per process and before it sets semaphores of its own, the USDT semaphore
+/// increments that an earlier Sightline recorded and left behind when it died without cleaning
+/// up ([`semaphore::repair_stale`] over [`semaphore::default_record_dir`]; a no-op when there are
+/// none). This writes to the processes named in those records, so it runs at attach time, when
+/// the user asked for USDT probes, never when a catalog is built.
+fn repair_stale_once() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let _ = semaphore::repair_stale(&semaphore::default_record_dir());
+    });
 }
 
 /// Detaches many attachments at once, closing them from parallel threads (up to 64).

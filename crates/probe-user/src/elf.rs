@@ -18,20 +18,27 @@ use crate::{FileOffset, VirtAddr};
 #[derive(Debug, thiserror::Error)]
 pub enum ElfError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("reading {path}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not a 64-bit little-endian ELF file, or its headers are malformed.
-    #[error("{path} is not a usable 64-bit ELF file: {reason}")]
+    /// The file is not a 64-bit ELF file, or its headers are malformed.
+    #[error("{path} is not a usable 64-bit ELF file")]
     Parse {
         /// The file.
         path: PathBuf,
         /// What the parser rejected.
-        reason: String,
+        #[source]
+        source: object::Error,
+    },
+    /// The file is a big-endian ELF file (uprobes here are for x86-64, little-endian).
+    #[error("{path} is a big-endian ELF file")]
+    BigEndian {
+        /// The file.
+        path: PathBuf,
     },
     /// A virtual address lies in no `PT_LOAD` segment's file-backed part (so no uprobe can be put
     /// there).
@@ -136,7 +143,7 @@ impl ElfFile {
     /// Reads and parses the ELF file at `path`.
     ///
     /// # Errors
-    /// [`ElfError::Read`] when the file cannot be read, [`ElfError::Parse`] when it is not a 64-bit
+    /// [`ElfError::Read`] when the file cannot be read, [`ElfError::Parse`] (or [`ElfError::BigEndian`]) when it is not a 64-bit
     /// little-endian ELF file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ElfError> {
         let path = path.as_ref().to_path_buf();
@@ -150,19 +157,17 @@ impl ElfFile {
     /// Parses ELF bytes read elsewhere; `path` is kept for messages and for uprobe attach.
     ///
     /// # Errors
-    /// [`ElfError::Parse`] when the bytes are not a 64-bit little-endian ELF file.
+    /// [`ElfError::Parse`] when the bytes are not a 64-bit ELF file, [`ElfError::BigEndian`] when it
+    /// is big-endian.
     pub fn from_bytes(path: PathBuf, data: Vec<u8>) -> Result<Self, ElfError> {
-        let parse_err = |e: object::Error| ElfError::Parse {
+        let parse_err = |source| ElfError::Parse {
             path: path.clone(),
-            reason: e.to_string(),
+            source,
         };
         let file = ElfFile64::<object::Endianness>::parse(&*data).map_err(parse_err)?;
         let endian = file.endian();
         if !file.is_little_endian() {
-            return Err(ElfError::Parse {
-                path: path.clone(),
-                reason: "big-endian ELF".into(),
-            });
+            return Err(ElfError::BigEndian { path: path.clone() });
         }
         let kind = match file.elf_header().e_type(endian) {
             elf::ET_EXEC => ElfKind::Executable,

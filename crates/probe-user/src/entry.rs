@@ -4,7 +4,7 @@
 //!
 //! `sightline probe -c` holds the command before `execve`, when its memory is still a copy of
 //! Sightline's. [`add_action`] attaches a tiny program to the executable's entry point (`e_entry`,
-//! `_start`) for that pid ([`crate::sys::stop_self_program`]): when the process gets there — after
+//! `_start`) for that pid ([`crate::uprobe::stop_self_program`]): when the process gets there — after
 //! the dynamic loader mapped its libraries, before `main` and the executable's constructors — the
 //! program stops it with SIGSTOP. A watcher thread sees the stop (state `T` in
 //! `/proc/PID/stat` while the executable is mapped), runs every registered action with the pid,
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::elf::ElfFile;
 use crate::maps::ProcessMaps;
-use crate::sys::{self, SysError, UprobeSite};
+use crate::uprobe::{self, UprobeError, UprobeSite};
 
 /// Work to do at the entry stop, given the pid.
 pub type Action = Box<dyn FnOnce(u32) + Send>;
@@ -30,22 +30,50 @@ pub type Action = Box<dyn FnOnce(u32) + Send>;
 /// Errors setting up a rendezvous.
 #[derive(Debug, thiserror::Error)]
 pub enum EntryError {
-    /// The executable could not be read or has no entry point in the file.
-    #[error("entry rendezvous for {path}: {reason}")]
+    /// The executable could not be read, or its entry point is not in the file.
+    #[error("entry rendezvous for {path}")]
     Exe {
         /// The executable.
         path: PathBuf,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: crate::elf::ElfError,
     },
-    /// Loading or attaching the stop program failed.
-    #[error("entry rendezvous for {path}: {source}")]
-    Sys {
+    /// The executable has no entry point (`e_entry` is 0: a shared library).
+    #[error("entry rendezvous for {path}: it has no entry point")]
+    NoEntry {
+        /// The executable.
+        path: PathBuf,
+    },
+    /// Loading the stop program failed.
+    #[error("entry rendezvous for {path}: loading the stop program")]
+    Load {
         /// The executable.
         path: PathBuf,
         /// The failed call.
-        source: SysError,
+        #[source]
+        source: probe_sys::SyscallError,
     },
+    /// Attaching the stop program failed.
+    #[error("entry rendezvous for {path}")]
+    Attach {
+        /// The executable.
+        path: PathBuf,
+        /// The failed attach.
+        #[source]
+        source: UprobeError,
+    },
+}
+
+impl EntryError {
+    /// The failed system call, if that was the cause.
+    pub fn syscall(&self) -> Option<&probe_sys::SyscallError> {
+        match self {
+            EntryError::Exe { .. } | EntryError::NoEntry { .. } => None,
+            EntryError::Load { source, .. } => Some(source),
+            EntryError::Attach { source, .. } => source.syscall(),
+        }
+    }
 }
 
 struct Rendezvous {
@@ -90,35 +118,33 @@ pub fn add_action(exe: &Path, pid: u32, action: Action) -> Result<(), EntryError
         }
         return Ok(());
     }
-    let exe_err = |reason: String| EntryError::Exe {
-        path: exe.to_path_buf(),
-        reason,
-    };
-    let elf = ElfFile::open(exe).map_err(|e| exe_err(e.to_string()))?;
-    if elf.entry().0 == 0 {
-        return Err(exe_err("no entry point".into()));
-    }
-    let entry = elf
-        .file_offset(elf.entry())
-        .map_err(|e| exe_err(e.to_string()))?;
-    let sys_err = |source| EntryError::Sys {
+    let exe_err = |source| EntryError::Exe {
         path: exe.to_path_buf(),
         source,
     };
-    let prog = sys::prog_load(
-        sys::BPF_PROG_TYPE_KPROBE,
-        sys::BPF_TRACE_UPROBE_MULTI,
-        &sys::stop_self_program(),
-        "sl_entry_stop",
-    )
-    .map_err(|e| sys_err(SysError::Syscall(e)))?;
+    let elf = ElfFile::open(exe).map_err(exe_err)?;
+    if elf.entry().0 == 0 {
+        return Err(EntryError::NoEntry {
+            path: exe.to_path_buf(),
+        });
+    }
+    let entry = elf.file_offset(elf.entry()).map_err(exe_err)?;
+    let prog = uprobe::load_multi_program(&uprobe::stop_self_program(), "sl_entry_stop").map_err(
+        |source| EntryError::Load {
+            path: exe.to_path_buf(),
+            source,
+        },
+    )?;
     let site = UprobeSite {
         offset: entry,
         ref_ctr_offset: None,
         cookie: 0,
     };
-    let link = sys::attach_uprobe_multi(prog.as_raw_fd(), exe, &[site], Some(pid), false)
-        .map_err(sys_err)?;
+    let link = uprobe::attach_uprobe_multi(prog.as_raw_fd(), exe, &[site], Some(pid), false)
+        .map_err(|source| EntryError::Attach {
+            path: exe.to_path_buf(),
+            source,
+        })?;
     let stop = Arc::new(AtomicBool::new(false));
     let r = Arc::new(Rendezvous {
         exe: exe.to_path_buf(),
@@ -166,7 +192,7 @@ fn watch(pid: u32, exe: &Path, r: &Rendezvous, stop: &AtomicBool) {
                         a(pid);
                     }
                     r.done.store(true, Ordering::Release);
-                    let _ = sys::kill(pid, libc::SIGCONT);
+                    let _ = probe_sys::os::kill(pid, libc::SIGCONT);
                     break;
                 }
             }
@@ -196,7 +222,7 @@ pub fn release_all() {
             && matches!(process_state(pid), Some('T' | 't'))
             && at_entry(pid, &r.exe)
         {
-            let _ = sys::kill(pid, libc::SIGCONT);
+            let _ = probe_sys::os::kill(pid, libc::SIGCONT);
         }
     }
 }

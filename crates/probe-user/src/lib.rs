@@ -14,13 +14,14 @@
 //! - [`usdt::UsdtProbe`] and [`argspec::ArgSpec`]: SystemTap v3 notes with their typed argument
 //!   locations.
 //! - [`semaphore`]: USDT semaphores through `/proc/PID/mem` with a restore guard and a crash record.
-//! - [`sys`]: the kernel interface: uprobe_multi links and perf-event uprobes for a loaded BPF
-//!   program.
+//! - [`uprobe`]: uprobe_multi links and perf-event uprobes for a loaded BPF program, over
+//!   probe-sys (the kernel chokepoint).
 //! - [`symbolize::Symbolizer`]: addresses → `module`function+0xoff`, lazily and cached.
 //! - [`loader`]: the files a command will map (executable, loader, `DT_NEEDED` closure), for
 //!   attaching before it runs.
 //! - [`list`]: pid-provider sites and the data behind `sightline probe -l`.
-//! - [`provider::UserCatalog`]: the pid and USDT providers as a `probe_sema::ProbeCatalog`.
+//! - [`provider::PidProvider`], [`provider::UsdtProvider`]: the pid and USDT providers (probe-sema
+//!   `Provider`s) over [`provider::UserSites`].
 //! - [`entry`]: a rendezvous at a held command's entry point (semaphores, mappings for symbols).
 //! - [`attach::UserAttachment`]: attaching a loaded program to a catalog probe, semaphores included.
 //! - [`held::HeldCommand`]: the `-c` command, created held before its exec, then released or
@@ -43,7 +44,7 @@ pub mod maps;
 pub mod provider;
 pub mod semaphore;
 pub mod symbolize;
-pub mod sys;
+pub mod uprobe;
 pub mod usdt;
 
 use std::fmt;

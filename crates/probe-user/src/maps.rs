@@ -20,7 +20,7 @@ const PAGE: u64 = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum MapsError {
     /// `/proc/PID/maps` (or `/proc/PID/exe`) could not be read: usually the process is gone.
-    #[error("cannot read /proc/{pid}/{what}: {source}")]
+    #[error("reading /proc/{pid}/{what}")]
     Read {
         /// The process id.
         pid: u32,

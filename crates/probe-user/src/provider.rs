@@ -1,5 +1,6 @@
-//! The pid and USDT providers as a [`ProbeCatalog`]: probe descriptions → [`ProbeInfo`]s whose
-//! [`ProbeKind::Uprobe`] / [`ProbeKind::Usdt`] the runtime attaches with [`crate::attach`].
+//! The pid and USDT providers ([`PidProvider`], [`UsdtProvider`], probe-sema [`Provider`]s over
+//! the shared [`UserSites`]): probe descriptions → [`ProbeInfo`]s whose [`ProbeKind::Uprobe`] /
+//! [`ProbeKind::Usdt`] the runtime attaches with [`crate::attach`].
 //!
 //! Descriptions (DTrace guide, "pid Provider" and "User Process Tracing"; `$target` already
 //! substituted by the analysis):
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use probe_sema::catalog::{
-    ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, UsdtArg,
+    Catalog, ProbeArgs, ProbeDescPattern, ProbeInfo, ProbeKind, Provider, UsdtArg,
 };
 
 use crate::elf::ElfFile;
@@ -31,7 +32,7 @@ use crate::glob::{glob_match, is_glob};
 use crate::list::{Target, pid_sites, target_files};
 use crate::usdt::{UsdtProbe, probes};
 
-/// What [`UserCatalog`] remembers between queries.
+/// What [`UserSites`] remembers between queries.
 #[derive(Debug, Default)]
 struct Cache {
     elfs: HashMap<PathBuf, Option<Arc<ElfFile>>>,
@@ -53,10 +54,11 @@ pub fn split_provider(provider: &str) -> (&str, Option<u32>) {
     (name, pid.parse().ok())
 }
 
-/// The user-space providers' catalog. Holds nothing: every query reads `/proc` and the ELF files
-/// afresh, so it sees libraries loaded since the last query.
+/// The user-space targets' files and probe sites, shared by the pid and USDT providers (clones
+/// share the cache). A process's module list is read afresh at every query, so it sees libraries
+/// loaded since the last one; files are parsed once.
 #[derive(Debug, Clone, Default)]
-pub struct UserCatalog {
+pub struct UserSites {
     /// Parsed files and resolved module lists, shared by the queries of one analysis (a script
     /// with 100 descriptions parses libc once). Files are assumed not to change meanwhile.
     cache: Arc<Mutex<Cache>>,
@@ -69,18 +71,18 @@ pub struct UserCatalog {
     pub held: Option<(u32, PathBuf)>,
 }
 
-impl UserCatalog {
-    /// A catalog with the default cap of 100 000 probes per description.
+impl UserSites {
+    /// Sites with the default cap of 100 000 probes per description.
     pub fn new() -> Self {
-        UserCatalog {
+        UserSites {
             cache: Arc::default(),
             max_probes: 100_000,
             held: None,
         }
     }
 
-    /// True when this catalog answers for `desc` (a pid provider, or a provider with a pid or a
-    /// path module), so the caller need not ask its kernel catalog.
+    /// True when the user-space providers answer for `desc` (a pid provider, or a provider with a pid or a
+    /// path module), so the caller need not ask the kernel providers.
     pub fn handles(desc: &ProbeDescPattern) -> bool {
         let (prov, pid) = split_provider(&desc.provider);
         pid.is_some()
@@ -88,9 +90,9 @@ impl UserCatalog {
             || prov == "pid"
     }
 
-    /// The same catalog for a `-c` command held before executing `exe`.
+    /// The sites for a `-c` command held before executing `exe`.
     pub fn with_held_command(pid: u32, exe: PathBuf) -> Self {
-        UserCatalog {
+        UserSites {
             held: Some((pid, exe)),
             ..Self::new()
         }
@@ -272,27 +274,45 @@ impl UserCatalog {
     }
 }
 
-impl ProbeCatalog for UserCatalog {
-    fn matching(&self, desc: &ProbeDescPattern) -> Vec<ProbeInfo> {
-        let Some((target, prov, pid)) = self.target(desc) else {
-            return Vec::new();
-        };
-        if prov == "pid" {
-            self.pid_probes(desc, &target, pid)
-        } else {
-            self.usdt(desc, &target, prov, pid)
+/// The pid provider: `pidPID:MODULE:FUNCTION:NAME` and `pid:/path:FUNCTION:NAME` (see the module
+/// docs).
+#[derive(Debug, Clone, Default)]
+pub struct PidProvider(pub UserSites);
+
+impl Provider for PidProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        if let Some((target, "pid", pid)) = self.0.target(desc) {
+            out.extend(self.0.pid_probes(desc, &target, pid));
         }
     }
+}
 
-    fn names(&self) -> Vec<String> {
-        // Without a target there is nothing to enumerate; the kernel catalog answers for the rest.
-        Vec::new()
+/// The USDT providers: `PROVIDERPID:MODULE:FUNCTION:NAME` and `PROVIDER:/path:FUNCTION:NAME`
+/// (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct UsdtProvider(pub UserSites);
+
+impl Provider for UsdtProvider {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        match self.0.target(desc) {
+            Some((_, "pid", _)) | None => {}
+            Some((target, prov, pid)) => out.extend(self.0.usdt(desc, &target, prov, pid)),
+        }
     }
+}
+
+/// Both user-space providers over `sites`, in a catalog of their own (the runtime plugs the two
+/// into the system catalog after the kernel providers).
+pub fn catalog(sites: UserSites) -> Catalog {
+    Catalog::new()
+        .with(PidProvider(sites.clone()))
+        .with(UsdtProvider(sites))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use probe_sema::ProbeCatalog;
 
     #[test]
     fn provider_pids() {
@@ -301,23 +321,23 @@ mod tests {
         assert_eq!(split_provider("pid"), ("pid", None));
         assert_eq!(split_provider("python"), ("python", None));
         assert_eq!(split_provider("123"), ("123", None));
-        assert!(UserCatalog::handles(&ProbeDescPattern::new(
+        assert!(UserSites::handles(&ProbeDescPattern::new(
             "pid7", "a.out", "main", "entry"
         )));
-        assert!(UserCatalog::handles(&ProbeDescPattern::new(
+        assert!(UserSites::handles(&ProbeDescPattern::new(
             "python",
             "/usr/bin/python3.11",
             "",
             ""
         )));
-        assert!(!UserCatalog::handles(&ProbeDescPattern::new(
+        assert!(!UserSites::handles(&ProbeDescPattern::new(
             "syscall", "", "read", "entry"
         )));
     }
 
     #[test]
     fn usdt_by_path() {
-        let c = UserCatalog::new();
+        let c = catalog(UserSites::new());
         let d = ProbeDescPattern::new("python", "/usr/bin/python3.11", "", "function-return");
         let m = c.matching(&d);
         assert_eq!(m.len(), 1);
@@ -376,7 +396,7 @@ mod tests {
 
     #[test]
     fn pid_by_path() {
-        let c = UserCatalog::new();
+        let c = catalog(UserSites::new());
         let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
         let m = c.matching(&ProbeDescPattern::new("pid", libc, "malloc", "entry"));
         assert_eq!(m.len(), 1);

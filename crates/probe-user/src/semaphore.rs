@@ -34,7 +34,7 @@ use crate::AbsAddr;
 #[derive(Debug, thiserror::Error)]
 pub enum SemaphoreError {
     /// `/proc/PID/mem` could not be opened, read or written.
-    #[error("semaphore at {addr} in pid {pid}: {op} /proc/{pid}/mem failed: {source}")]
+    #[error("semaphore at {addr} in pid {pid}: {op} /proc/{pid}/mem failed")]
     Mem {
         /// The process.
         pid: u32,
@@ -46,7 +46,7 @@ pub enum SemaphoreError {
         source: std::io::Error,
     },
     /// The record file could not be written.
-    #[error("semaphore record {path}: {source}")]
+    #[error("writing semaphore record {path}")]
     Record {
         /// The record file.
         path: PathBuf,

@@ -43,7 +43,7 @@ pub enum UsdtError {
         reason: &'static str,
     },
     /// A probe's argument string did not parse.
-    #[error("{path}: probe {provider}:{name}: {source}")]
+    #[error("{path}: probe {provider}:{name}: reading its argument specs")]
     Arg {
         /// The file.
         path: PathBuf,

@@ -15,7 +15,7 @@ use probe_user::list::{PidSite, pid_sites};
 use probe_user::maps::ProcessMaps;
 use probe_user::semaphore::{self, SemaphoreGuard, repair_stale};
 use probe_user::symbolize::Symbolizer;
-use probe_user::sys::{self, BPF_PROG_TYPE_KPROBE, BPF_TRACE_UPROBE_MULTI, UprobeSite};
+use probe_user::uprobe::{self as sys, UprobeSite};
 use probe_user::usdt::probes;
 use probe_user::{AbsAddr, FileOffset};
 
@@ -28,18 +28,16 @@ struct Prog {
 
 impl Prog {
     fn new(reg: Reg, multi: bool) -> Prog {
-        let map = sys::array_map_create(64).unwrap();
+        let map = common::array_map(64);
         let insns = common::counter_program(map.as_raw_fd(), reg.pt_regs_offset() as i16);
-        let attach = if multi { BPF_TRACE_UPROBE_MULTI } else { 0 };
-        let prog = sys::prog_load(BPF_PROG_TYPE_KPROBE, attach, &insns, "sl_test_count")
-            .unwrap_or_else(|e| panic!("{e}\n{}", e.log.clone().unwrap_or_default()));
+        let prog = common::load(&insns, multi, "sl_test_count");
         Prog { map, prog }
     }
     /// (hits, register sum) for cookie `c`.
     fn get(&self, c: u32) -> (u64, u64) {
         (
-            sys::map_lookup(self.map.as_raw_fd(), c).unwrap(),
-            sys::map_lookup(self.map.as_raw_fd(), c + 8).unwrap(),
+            common::lookup(&self.map, c),
+            common::lookup(&self.map, c + 8),
         )
     }
 }
@@ -205,10 +203,16 @@ fn perf_event_fallback_attaches() {
         ref_ctr_offset: None,
         cookie: 0,
     };
-    let err = sys::attach_uprobe_multi(m.prog.as_raw_fd(), &bin, &[bad], None, false)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("bpf(BPF_LINK_CREATE"), "{err}");
+    let err = sys::attach_uprobe_multi(m.prog.as_raw_fd(), &bin, &[bad], None, false).unwrap_err();
+    assert_eq!(
+        err.syscall().map(|e| e.call),
+        Some("bpf(BPF_LINK_CREATE)"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!("attaching 1 site(s) of {}", bin.display())
+    );
 }
 
 #[test]
@@ -422,14 +426,14 @@ fn symbolizes_process_addresses_after_exit() {
 fn catalog_probes_attach_through_attach_module() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
     let (_d, bin) = build(&["-DWITH_SEM"]);
     let child = start(&bin);
     let pid = child.id();
-    let cat = UserCatalog::new();
+    let cat = catalog(UserSites::new());
     // pid$target:a.out:add:return -> a uretprobe; arg1 (rax) sums to 55.
     let ret = cat.matching(&ProbeDescPattern::new(
         &format!("pid{pid}"),
@@ -507,7 +511,7 @@ fn catalog_probes_attach_through_attach_module() {
 fn held_command_probes_fire_from_the_start() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
@@ -520,7 +524,7 @@ fn held_command_probes_fire_from_the_start() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    let cat = UserCatalog::with_held_command(pid, bin.clone());
+    let cat = catalog(UserSites::with_held_command(pid, bin.clone()));
     let one = |prov: &str, module: &str, func: &str, name: &str| {
         let m = cat.matching(&ProbeDescPattern::new(prov, module, func, name));
         assert_eq!(m.len(), 1, "{prov}:{module}:{func}:{name}");
@@ -579,7 +583,7 @@ fn held_command_probes_fire_from_the_start() {
 fn lld_semaphore_set_from_entry_point_under_held_command() {
     use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern, ProbeKind};
     use probe_user::attach::{AttachRequest, attach};
-    use probe_user::provider::UserCatalog;
+    use probe_user::provider::{UserSites, catalog};
     if !test_support::privileged("attaches uprobes") {
         return;
     }
@@ -600,7 +604,7 @@ fn lld_semaphore_set_from_entry_point_under_held_command() {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let cat = UserCatalog::with_held_command(pid, bin.clone());
+        let cat = catalog(UserSites::with_held_command(pid, bin.clone()));
         let m = cat.matching(&ProbeDescPattern::new(&format!("rs{pid}"), "", "", "hit"));
         assert_eq!(m.len(), 1);
         let ProbeKind::Usdt {

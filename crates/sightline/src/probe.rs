@@ -6,13 +6,15 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
+use probe_runtime::compile::{self, CompileError, CompileOptions, Compiled};
 use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
 use probe_runtime::session::RuntimeError;
-use probe_runtime::sys;
-use probe_runtime::user::FullCatalog;
-use probe_sema::{ProbeCatalog, ProbeDescPattern, ProbeInfo, SemaOptions};
+use probe_runtime::{catalog, user};
+use probe_sema::{Catalog, ProbeCatalog, ProbeDescPattern, ProbeInfo};
 use probe_syntax::SourceMap;
+use probe_sys::os as sys;
 use probe_user::held::{HeldCommand, HeldError};
+use probe_user::provider::UserSites;
 
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
@@ -69,12 +71,8 @@ pub struct ProbeArgs {
     pub args: Vec<String>,
 }
 
-/// The running kernel's BTF (type information), for `curthread` and `struct` types.
-const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
-
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
-    let mut catalog = FullCatalog::new();
     // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
     if args.clauses.iter().any(|c| c.trim().is_empty()) {
         bail!(
@@ -82,7 +80,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if args.list {
-        return list(&args, &mut catalog);
+        return list(&args);
     }
     // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
     let mut map = SourceMap::new();
@@ -114,22 +112,16 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if map.files().is_empty() {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
     }
-    let mut program = probe_syntax::ast::Program::default();
-    let mut diags = Vec::new();
-    for f in map.files() {
-        let (p, d) = probe_syntax::parse(f);
-        program.extend(p);
-        diags.extend(d);
-    }
-    if diags.iter().any(|d| d.is_error()) {
-        eprint!("{}", probe_syntax::render_all(&diags, &map));
-        return Ok(ExitCode::from(2));
-    }
-    if program.clauses().next().is_none() {
-        bail!("no probes specified: the program has no probe clauses");
-    }
+    let program = match compile::parse(&map) {
+        Ok(p) => p,
+        Err(e) => return report(e, &map),
+    };
     // The target: -c spawns it held, -p names it.
+    // Declared before the child so that it drops after it, at the very end: dropping it resumes a
+    // command still stopped at its entry.
+    let mut _entry_snapshot = None;
     let mut child = None;
+    let mut user = UserSites::new();
     let target_pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
             let (path, c) = match spawn_command(cmd)? {
@@ -138,7 +130,10 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             };
             let pid = c.pid;
             // pid$target/USDT modules resolve against the files the command will map.
-            catalog.set_held_command(pid, path.clone(), probe_sema::needs_user_symbols(&program));
+            if probe_sema::needs_user_symbols(&program) {
+                _entry_snapshot = Some(user::snapshot_at_entry(pid, &path));
+            }
+            user = UserSites::with_held_command(pid, path);
             child = Some(Held {
                 cmd: c,
                 exec_error: None,
@@ -167,31 +162,17 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.flowindent {
         options.push(("flowindent".into(), None));
     }
-    // Kernel structures (`curthread->pid`) are typed from BTF, parsed only when the program uses them.
-    let kernel_types = if probe_sema::needs_kernel_types(&program) {
-        let bytes = std::fs::read(KERNEL_BTF)
-            .with_context(|| format!("reading kernel types from {KERNEL_BTF}"))?;
-        let btf =
-            probe_sema::btf::Btf::parse(&bytes).with_context(|| format!("parsing {KERNEL_BTF}"))?;
-        Some(std::sync::Arc::new(btf))
-    } else {
-        None
-    };
-    let sema_opts = SemaOptions {
-        kernel_types,
+    let catalog = catalog::system(user);
+    let opts = CompileOptions {
         macro_args: args.args.clone(),
         script_name: args.script.first().map(|p| p.display().to_string()),
         target_pid,
-        pid: Some(std::process::id()),
         options,
-        ..SemaOptions::default()
+        allow_zero_matches: false,
     };
-    let checked = match probe_sema::analyze(&program, &catalog, &sema_opts) {
+    let Compiled { checked, layout } = match compile::compile(&program, &catalog, &opts) {
         Ok(c) => c,
-        Err(diags) => {
-            eprint!("{}", probe_syntax::render_all(&diags, &map));
-            return Ok(ExitCode::from(2));
-        }
+        Err(e) => return report(e, &map),
     };
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
@@ -217,7 +198,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut err = std::io::stderr();
     sys::install_interrupt_handler().context("installing the SIGINT handler")?;
-    let mut consumer = match Consumer::new(&checked, cfg, &mut *out, &mut err) {
+    let mut consumer = match Consumer::new(&checked, layout, cfg, &mut *out, &mut err) {
         Ok(c) => c,
         Err(e) => return Err(explain(e, args.verbose)),
     };
@@ -319,7 +300,9 @@ impl Target for Held {
                     HeldError::Spawn(_) => "creating the -c command",
                 };
                 self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
-                Err(RuntimeError::Sys(sys::SyscallError { call, source }))
+                Err(RuntimeError::Sys(probe_sys::SyscallError::new(
+                    call, source,
+                )))
             }
         }
     }
@@ -333,6 +316,19 @@ fn cannot_execute_reason(e: &HeldError) -> String {
     match e {
         HeldError::CannotExecute { source, .. } => source.to_string(),
         e => e.to_string(),
+    }
+}
+
+/// Prints a compile error the way dtrace(1M) does: diagnostics rendered with carets (exit status
+/// 2); anything else is an error of the command.
+fn report(e: CompileError, map: &SourceMap) -> anyhow::Result<ExitCode> {
+    match e {
+        CompileError::Syntax(diags) | CompileError::Sema(diags) => {
+            eprint!("{}", probe_syntax::render_all(&diags, map));
+            Ok(ExitCode::from(2))
+        }
+        CompileError::NoClauses => bail!("{e}"),
+        e => Err(anyhow::Error::new(e)),
     }
 }
 
@@ -418,32 +414,29 @@ fn spawn_command(cmd: &str) -> anyhow::Result<Result<(std::path::PathBuf, HeldCo
 /// `-l -c CMD` lists the probes of CMD as `dtrace -l -c` does: the command is created held (before
 /// its exec), its executable and libraries give the pid and USDT probes (`$target` is its pid), and
 /// it is killed afterwards, never having run.
-fn list(args: &ProbeArgs, catalog: &mut FullCatalog) -> anyhow::Result<ExitCode> {
+fn list(args: &ProbeArgs) -> anyhow::Result<ExitCode> {
     let mut held = None;
+    let mut user = UserSites::new();
     let pid = match (&args.command, args.pid) {
         (Some(cmd), _) => {
             let (path, c) = match spawn_command(cmd)? {
                 Ok(x) => x,
                 Err(code) => return Ok(code),
             };
-            catalog.set_held_command(c.pid, path, false);
             let pid = c.pid;
+            user = UserSites::with_held_command(pid, path);
             held = Some(c);
             Some(pid)
         }
         (None, pid) => pid,
     };
-    let r = list_probes(args, catalog, pid);
+    let r = list_probes(args, &catalog::system(user), pid);
     // The command never runs: killed (and reaped) while still held.
     drop(held);
     r
 }
 
-fn list_probes(
-    args: &ProbeArgs,
-    catalog: &FullCatalog,
-    pid: Option<u32>,
-) -> anyhow::Result<ExitCode> {
+fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow::Result<ExitCode> {
     let mut pats: Vec<ProbeDescPattern> = Vec::new();
     // `$target` in a listed description is the -c or -p process (`-l -p PID -n 'pid$target:a.out::entry'`).
     // ... and `$1`..`$9` the macro arguments (`-l -n 'python:$1::' /usr/bin/python3.11`).

@@ -88,3 +88,34 @@ pub fn build_rust_sem(dir: &Path) -> PathBuf {
     assert!(st.success(), "rustc failed");
     out
 }
+
+/// A `BPF_MAP_TYPE_ARRAY` of `entries` u64 values (u32 keys).
+pub fn array_map(entries: u32) -> std::os::fd::OwnedFd {
+    probe_sys::bpf::map_create(probe_sys::bpf::map_type::ARRAY, 4, 8, entries, 0, "sl_test")
+        .unwrap()
+}
+
+/// The u64 at `key` of an [`array_map`].
+pub fn lookup(map: &std::os::fd::OwnedFd, key: u32) -> u64 {
+    let mut v = [0u8; 8];
+    probe_sys::bpf::map_lookup(map, &key.to_le_bytes(), &mut v).unwrap();
+    u64::from_le_bytes(v)
+}
+
+/// Loads `insns` as a kprobe-type program, for uprobe_multi links when `multi`.
+pub fn load(insns: &[u64], multi: bool, name: &str) -> std::os::fd::OwnedFd {
+    use probe_sys::bpf::{ProgLoad, VerifierLog, attach_type, prog_type};
+    let bytes: Vec<[u8; 8]> = insns.iter().map(|i| i.to_le_bytes()).collect();
+    probe_sys::bpf::prog_load(&ProgLoad {
+        prog_type: prog_type::KPROBE,
+        expected_attach_type: if multi {
+            attach_type::TRACE_UPROBE_MULTI
+        } else {
+            attach_type::NONE
+        },
+        insns: &bytes,
+        name,
+        log: VerifierLog::OnError,
+    })
+    .unwrap_or_else(|e| panic!("{e}\n{}", e.verifier_log.clone().unwrap_or_default()))
+}
