@@ -91,6 +91,10 @@ impl UserAttachment {
 
 impl Drop for UserAttachment {
     fn drop(&mut self) {
+        // Semaphores first, links after: closing a uprobe link waits for RCU grace periods (tens
+        // of ms under load), and a program that still sees its semaphore set in that time takes
+        // the probe's slow path for a probe that no longer fires.
+        drop(self.semaphores.take());
         let Some((pid, path, vaddr)) = self.setter.take() else {
             return;
         };
