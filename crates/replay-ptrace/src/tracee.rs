@@ -167,6 +167,21 @@ impl Running {
     pub fn signal(&self, sig: i32) -> Result<()> {
         sys::tgkill(self.tid, self.tid, sig)
     }
+
+    /// Asks the kernel to stop this (seized) thread with `PTRACE_INTERRUPT` (kernel ≥ 3.4). It then
+    /// reports a [`PtraceEvent::Stop`] with `SIGTRAP` when running in user space; if another stop
+    /// comes first, that one is reported and the interrupt stop follows when the thread next heads
+    /// back to user space (ptrace(2), "PTRACE_INTERRUPT").
+    pub fn interrupt(&self) -> Result<()> {
+        sys::ptrace(
+            "ptrace(PTRACE_INTERRUPT)",
+            libc::PTRACE_INTERRUPT,
+            self.tid,
+            0,
+            0,
+        )?;
+        Ok(())
+    }
 }
 
 /// A tracee thread in a ptrace stop. Registers and memory are available only here; [`Self::resume`]
@@ -253,6 +268,22 @@ impl Stopped {
     /// Replaces the `siginfo_t` that will be delivered (`PTRACE_SETSIGINFO`).
     pub fn set_siginfo(&self, info: &[u8; 128]) -> Result<()> {
         sys::set_siginfo(self.tid, info)
+    }
+
+    /// Arms (`Some(addr)`) or clears (`None`) an execution breakpoint at `addr` in debug register 0
+    /// of this thread (`PTRACE_POKEUSER` of `u_debugreg[0]` and `u_debugreg[7]`: DR7 bit 0 enables
+    /// DR0 locally, R/W0 = 00 and LEN0 = 00 make it an instruction breakpoint; Intel SDM vol. 3B,
+    /// 18.2.4). A hit is a `SIGTRAP` signal-delivery-stop with `si_code == TRAP_HWBKPT` before the
+    /// instruction runs; the kernel sets EFLAGS.RF so resuming does not hit it again at once.
+    pub fn set_breakpoint(&mut self, addr: Option<u64>) -> Result<()> {
+        match addr {
+            Some(a) => {
+                sys::set_debugreg(self.tid, 7, 0)?;
+                sys::set_debugreg(self.tid, 0, a)?;
+                sys::set_debugreg(self.tid, 7, 1)
+            }
+            None => sys::set_debugreg(self.tid, 7, 0),
+        }
     }
 
     /// Resumes the thread, delivering `sig` if nonzero (meaningful in a signal-delivery-stop).

@@ -4,7 +4,8 @@
 //! The seccomp filter traps every system call by default (an unknown call is recorded and emulated,
 //! the safe choice: no side effect is repeated). [`ALLOWED`] lists the calls that run at full speed in
 //! both recording and replay because they only build process-local state deterministically (memory
-//! maps, signal dispositions, closing fds); [`REFUSED`] lists the calls that fail with ENOSYS in both,
+//! maps, signal dispositions, closing fds; not `futex` and `sched_yield`, which the thread scheduler
+//! must see, `crate::sched`); [`REFUSED`] lists the calls that fail with ENOSYS in both,
 //! so programs fall back to simpler ones (rseq, clone3, io_uring, and the fd-to-fd copies whose data
 //! never passes through tracee memory).
 //!
@@ -108,8 +109,6 @@ pub const ALLOWED: &[i64] = &[
     libc::SYS_arch_prctl,
     libc::SYS_set_robust_list,
     libc::SYS_get_robust_list,
-    libc::SYS_futex,
-    libc::SYS_sched_yield,
     libc::SYS_close,
     libc::SYS_dup,
     libc::SYS_dup2,
@@ -284,7 +283,13 @@ pub fn spec(nr: i64) -> Spec {
         SYS_getpid => s("getpid", 0, Emulate),
         SYS_getppid => s("getppid", 0, Emulate),
         SYS_gettid => s("gettid", 0, Emulate),
-        SYS_set_tid_address => s("set_tid_address", 1, Emulate),
+        // Real: the kernel must know the address it clears at thread exit (the recorded tid is
+        // injected as the result).
+        SYS_set_tid_address => s("set_tid_address", 1, Real),
+        // Trapped so that the scheduler sees a thread block (crate::sched); emulated on replay,
+        // where no thread waits in the kernel.
+        SYS_futex => s("futex", 6, Emulate),
+        SYS_sched_yield => s("sched_yield", 0, Emulate),
         SYS_getpgid => s("getpgid", 1, Emulate),
         SYS_getpgrp => s("getpgrp", 0, Emulate),
         SYS_getsid => s("getsid", 1, Emulate),
@@ -531,6 +536,25 @@ pub fn outputs(
         SYS_getcpu => {
             fixed(&mut out, a[0], 4);
             fixed(&mut out, a[1], 4);
+        }
+        // The futex word(s) the kernel itself changes: PI lock and unlock (owner tid and
+        // FUTEX_WAITERS in uaddr), FUTEX_WAKE_OP (the operation on uaddr2), the PI requeues
+        // (uaddr2); `kernel/futex/`.
+        SYS_futex => match a[1] & 0x7f {
+            6..=8 | 13 => fixed(&mut out, a[0], 4),
+            5 | 11 | 12 => fixed(&mut out, a[4], 4),
+            _ => {}
+        },
+        // The tids the kernel stores for a new thread (CLONE_PARENT_SETTID in the parent,
+        // CLONE_CHILD_SETTID in the child, the same memory with CLONE_VM): the recorded ones are
+        // written back on replay, where the real tids differ.
+        SYS_clone if ok && a[0] & 0x100 != 0 => {
+            if a[0] & 0x0010_0000 != 0 {
+                fixed(&mut out, a[2], 4);
+            }
+            if a[0] & 0x0100_0000 != 0 {
+                fixed(&mut out, a[3], 4);
+            }
         }
         SYS_getresuid | SYS_getresgid => {
             for p in [a[0], a[1], a[2]] {

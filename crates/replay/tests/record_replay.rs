@@ -348,36 +348,6 @@ fn rdtsc_and_cpuid_replay_identically() {
 }
 
 #[test]
-fn a_thread_is_refused_clearly_and_the_program_still_runs() {
-    if !test_support::privileged("records with ptrace") {
-        return;
-    }
-    let _g = lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let exe = guest("thread", tmp.path());
-    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
-    assert_eq!(
-        String::from_utf8_lossy(&r.stdout),
-        "before thread\nafter thread\n"
-    );
-    // The program exited 0; the unusable recording makes `sightline record` exit 2.
-    assert_eq!(r.code, 2);
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("threads are not yet supported"), "{err}");
-    let rec = Recording::open(&r.dir).unwrap();
-    assert!(
-        rec.meta.status.starts_with("unsupported: "),
-        "{}",
-        rec.meta.status
-    );
-    let (mut out, mut e) = (Vec::new(), Vec::new());
-    match replay::replayer::replay(&rec, &mut out, &mut e) {
-        Err(replay::Error::Unsupported(msg)) => assert!(msg.contains("CLONE_THREAD"), "{msg}"),
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
-}
-
-#[test]
 fn a_changed_program_input_is_reported_as_a_divergence() {
     if !test_support::privileged("records and replays with ptrace") {
         return;
