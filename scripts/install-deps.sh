@@ -3,7 +3,8 @@
 # Idempotent: installs only what is missing, so a second run costs a second.
 set -euo pipefail
 need=()
-for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc python3.11 gdb binutils curl procps; do
+for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc python3.11 gdb binutils curl procps \
+  nodejs default-jre-headless golang-go xz-utils; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -138,6 +138,13 @@ fn record_and_replay_3(cmd: &[&str], buf: Buf, env: &[(&str, &str)]) -> (Recordi
             String::from_utf8_lossy(&r.stdout),
             "replay {round} of {cmd:?} ({buf:?}): stdout differs"
         );
+        // The recorded stderr is the program's, then Sightline's own closing line.
+        let replayed_err = String::from_utf8_lossy(&err);
+        assert!(
+            r.stderr.starts_with(replayed_err.as_ref()),
+            "replay {round} of {cmd:?}: stderr {replayed_err:?} vs {:?}",
+            r.stderr
+        );
         assert_eq!(outcome.exit_code, r.code, "replay {round}: exit status");
         let replayed: Vec<(i32, Vec<i64>)> = outcome
             .syscalls
@@ -354,6 +361,51 @@ both_buffers!(
     python_pool,
     python_multiprocessing_pool_map_records_and_its_replay_diverges_at_sem_open,
     python_multiprocessing_pool_map_records_and_its_replay_diverges_at_sem_open_unbuffered
+);
+
+fn node_workers(buf: Buf) {
+    if !test_support::privileged("records with ptrace") || !tool("/usr/bin/node") {
+        return;
+    }
+    let _g = lock();
+    let script = "const { Worker, isMainThread, parentPort } = require('worker_threads');\n\
+if (isMainThread) {\n  let done = 0, sum = 0;\n  for (let i = 0; i < 2; i++) {\n\
+    const w = new Worker(__filename);\n\
+    w.on('message', (m) => { sum += m; if (++done === 2) console.log(sum); });\n  }\n\
+} else {\n  let s = 0; for (let i = 0; i < 100000; i++) s += Math.random();\n\
+  parentPort.postMessage(s);\n}\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("workers.js");
+    std::fs::write(&file, script).unwrap();
+    let (rec, out) = record_and_replay_3(&["/usr/bin/node", file.to_str().unwrap()], buf, &[]);
+    let sum: f64 = out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"));
+    assert!((99_000.0..101_000.0).contains(&sum), "{sum}");
+    let groups = replay::format::thread_groups(&rec.records);
+    assert!(groups.values().next().unwrap().len() >= 3, "{groups:?}");
+}
+both_buffers!(
+    node_workers,
+    node_worker_threads_post_random_sums,
+    node_worker_threads_post_random_sums_unbuffered
+);
+
+fn java_version(buf: Buf) {
+    if !test_support::privileged("records with ptrace") || !tool("/usr/bin/java") {
+        return;
+    }
+    let _g = lock();
+    // FIXME(#11): without -XX:-UsePerfData the JVM maps a file it creates in /tmp/hsperfdata_root
+    // shared; replay opens /dev/null instead, the mapping fails and the JVM takes another path (a
+    // divergence at its `unlink`), as with sem_open below.
+    let (rec, _) =
+        record_and_replay_3(&["/usr/bin/java", "-XX:-UsePerfData", "-version"], buf, &[]);
+    let groups = replay::format::thread_groups(&rec.records);
+    assert!(groups.values().next().unwrap().len() >= 5, "{groups:?}");
+}
+both_buffers!(
+    java_version,
+    java_version_with_its_vm_threads,
+    java_version_with_its_vm_threads_unbuffered
 );
 
 /// SIGTERM to `sightline record` while every thread computes: the signal reaches the program at a

@@ -9,7 +9,7 @@
 //! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
 //! they exit, so the program is never harmed, and the recording is marked incomplete.
 //!
-//! Threads are serialized (`crate::sched`): each process has a [`Group`] whose holder alone runs
+//! Threads are serialized (`crate::sched`): each process has a group whose holder alone runs
 //! user code; a stop of another thread waits, unprocessed, in the group's queue until the holder
 //! gives the right up, and a timer (`replay_ptrace::start_ticks`) lets the loop interrupt a holder
 //! that computes a whole time slice while another thread waits or a signal is held for it.
