@@ -288,6 +288,18 @@ pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
     }
 }
 
+/// `tkill(2)`: sends `sig` to thread `tid`, whatever its process (a thread-directed signal; unlike
+/// `tgkill(tid, tid, …)` it also reaches a thread that is not its process's leader).
+pub fn tkill(tid: i32, sig: i32) -> Result<()> {
+    // SAFETY: tkill takes only integers.
+    let r = unsafe { libc::syscall(libc::SYS_tkill, tid, sig) };
+    if r == -1 {
+        Err(last_err("tkill", tid))
+    } else {
+        Ok(())
+    }
+}
+
 /// `kill(2)`: sends `sig` to process `pid` (process-directed: a standard signal already pending for
 /// the process is not queued twice).
 pub fn kill(pid: i32, sig: i32) -> Result<()> {

@@ -163,9 +163,9 @@ impl Running {
         }
     }
 
-    /// Sends `sig` to this thread with `tgkill(2)` (tgid = tid for a single-threaded process).
+    /// Sends `sig` to this thread with `tkill(2)`.
     pub fn signal(&self, sig: i32) -> Result<()> {
-        sys::tgkill(self.tid, self.tid, sig)
+        sys::tkill(self.tid, sig)
     }
 
     /// Asks the kernel to stop this (seized) thread with `PTRACE_INTERRUPT` (kernel ≥ 3.4). It then
@@ -352,7 +352,7 @@ impl Stopped {
         self.regs = None;
         let result = self.regs()?.rax as i64;
         for s in held {
-            sys::tgkill(self.tid, self.tid, s)?;
+            sys::tkill(self.tid, s)?;
         }
         Ok(result)
     }
@@ -401,7 +401,7 @@ impl Stopped {
         self.write_bytes(at, &code)?;
         self.set_regs(&saved)?;
         for s in held {
-            sys::tgkill(self.tid, self.tid, s)?;
+            sys::tkill(self.tid, s)?;
         }
         Ok(result)
     }

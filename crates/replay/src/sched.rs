@@ -61,8 +61,10 @@ use crate::format::Signature;
 /// Default time slice: 5 ms of wall-clock time, checked at timer ticks of the same period.
 pub const DEFAULT_SLICE_NS: u64 = 5_000_000;
 
-/// The time slice (`SIGHTLINE_TIME_SLICE_MS`, default 5 ms): a holder running this long without a
-/// stop while another thread waits, or while a signal is held for it, is interrupted.
+/// The time slice (`SIGHTLINE_TIME_SLICE_MS`, default 5 ms): a holder that used this much CPU time
+/// (of its process, checked at timer ticks of this period) without a stop while another thread
+/// waits, or while a signal is held for it, is interrupted; so is one that ran 20 ticks of wall
+/// time without getting it.
 pub fn time_slice_ns() -> u64 {
     std::env::var("SIGHTLINE_TIME_SLICE_MS")
         .ok()

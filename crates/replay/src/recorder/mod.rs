@@ -159,6 +159,8 @@ struct Recorder {
     threads: usize,
     switches: u64,
     sync_points: u64,
+    /// The time slice (`crate::sched::time_slice_ns`).
+    slice_ns: u64,
 }
 
 /// Resolves `argv[0]` like `execvp` does: a name with a slash is used as is, otherwise the first
@@ -283,6 +285,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         threads: 0,
         switches: 0,
         sync_points: 0,
+        slice_ns: crate::sched::time_slice_ns(),
     };
     r.procs.insert(
         root_pid,
@@ -615,6 +618,7 @@ impl Recorder {
             return;
         }
         let mut stuck = Vec::new();
+        let slice_ns = self.slice_ns;
         for (&tgid, g) in self.groups.iter_mut() {
             g.held_ticks = g.held_ticks.saturating_add(1);
             let Some(h) = g.holder else { continue };
@@ -637,7 +641,12 @@ impl Recorder {
             }
             let Some(r) = &p.thread else { continue };
             p.ticks += 1;
-            if p.ticks < 2 {
+            // A slice is CPU time (a loaded machine does not preempt more), checked at ticks; after
+            // 20 ticks of wall time the holder is interrupted anyway (it may get no CPU at all).
+            let ran = replay_ptrace::process_cpu_ns(tgid)
+                .unwrap_or(u64::MAX)
+                .saturating_sub(p.cpu_at_resume);
+            if p.ticks < 2 || (ran < slice_ns && p.ticks < 20) {
                 continue;
             }
             if r.interrupt().is_ok() {

@@ -94,9 +94,10 @@ impl RProc {
 /// A thread on its way to a forced sync point.
 #[derive(Debug)]
 struct Seek {
-    /// Process CPU time (ns) up to which it runs without the breakpoint (the recorded CPU time to
-    /// the point, halved: a loop whose registers change at every iteration would otherwise stop at
-    /// each one of them).
+    /// Process CPU time (ns) up to which it runs without the breakpoint (half the recorded CPU
+    /// time to the point: a loop whose registers change at every iteration would otherwise stop at
+    /// each one of them; the recorded time also counts other threads' kernel work, which replay
+    /// does not repeat, so a larger share could run past the point).
     skip_until: Option<u64>,
     /// `PTRACE_INTERRUPT` sent at the end of the run ahead, its stop not yet seen.
     interrupting: bool,
@@ -735,7 +736,7 @@ impl Replayer<'_> {
             .copied()
             .collect();
         for tid in &tids {
-            let _ = replay_ptrace::tgkill(*tid, *tid, libc::SIGKILL);
+            let _ = replay_ptrace::tkill(*tid, libc::SIGKILL);
             // A tracee held in a stop whose report we already consumed (its PTRACE_EVENT_EXIT stop
             // when the exit diverged, a parked one) is not woken by SIGKILL and would never report
             // again: resume it so it dies. On a running tracee this fails with ESRCH, ignored.
@@ -752,7 +753,7 @@ impl Replayer<'_> {
         loop {
             match replay_ptrace::wait_any() {
                 Ok(Some(ev)) if !ev.is_death() => {
-                    let _ = replay_ptrace::tgkill(ev.tid, ev.tid, libc::SIGKILL);
+                    let _ = replay_ptrace::tkill(ev.tid, libc::SIGKILL);
                     let _ = Running::attached(ev.tid)
                         .into_stopped(&ev)
                         .resume(Resume::Cont, 0);

@@ -1,7 +1,7 @@
 //! Replaying signals and trapped instructions. Mirrors `recorder/signal.rs`.
 //!
 //! - A trapped RDTSC/RDTSCP/CPUID gets the recorded answer.
-//! - An asynchronous signal is raised by the replayer (`tgkill`) right after the event it followed
+//! - An asynchronous signal is raised by the replayer (`tkill`) right after the event it followed
 //!   in the recording, before the program runs another instruction, and delivered with its recorded
 //!   `siginfo_t`. Signals the replay's own kernel objects generate (a replayed child's real SIGCHLD)
 //!   are suppressed: only recorded signals reach the program.
@@ -85,7 +85,7 @@ impl Replayer<'_> {
             return Ok(());
         };
         if p.releasing.is_none() {
-            replay_ptrace::tgkill(tid, tid, signo)?;
+            replay_ptrace::tkill(tid, signo)?;
             p.releasing = Some(signo);
         }
         Ok(())
@@ -171,7 +171,10 @@ impl Replayer<'_> {
                     return Err(self.divergence(
                         rec,
                         expected,
-                        format!("synchronous signal {sig}"),
+                        format!(
+                            "synchronous signal {sig} (si_code {})",
+                            machine::si_code(&info)
+                        ),
                     ));
                 }
             }

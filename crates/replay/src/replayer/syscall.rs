@@ -227,7 +227,7 @@ impl Replayer<'_> {
                 if self.debug {
                     eprintln!("[replay] tid {tid}: SIGKILL at {}", render(nr, &args));
                 }
-                replay_ptrace::tgkill(tid, tid, libc::SIGKILL)?;
+                replay_ptrace::tkill(tid, libc::SIGKILL)?;
                 return Ok(Next::Resume(t, Resume::Cont, 0));
             }
             _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
@@ -290,7 +290,7 @@ impl Replayer<'_> {
                     (true, Some(sig)) => {
                         // Raise it now: the real rt_sigsuspend returns at once and the handler runs
                         // under the temporary mask, as recorded.
-                        replay_ptrace::tgkill(tid, tid, sig)?;
+                        replay_ptrace::tkill(tid, sig)?;
                         if let Some(p) = self.procs.get_mut(&tid) {
                             p.releasing = Some(sig);
                         }
@@ -371,7 +371,7 @@ impl Replayer<'_> {
         regs.orig_rax = libc::SYS_rt_sigsuspend as u64;
         set_args(&mut regs, [mask, 8, 0, 0, 0, 0]);
         t.set_regs(&regs)?;
-        replay_ptrace::tgkill(tid, tid, signo)?;
+        replay_ptrace::tkill(tid, signo)?;
         if let Some(p) = self.procs.get_mut(&tid) {
             p.releasing = Some(signo);
         }
