@@ -302,6 +302,24 @@ both_buffers!(
     barriers_timed_waits_pthread_kill_and_an_exit_with_a_blocked_thread_unbuffered
 );
 
+fn leader_exits_first(buf: Buf) {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("threads_exit", tmp.path());
+    let (rec, out) = record_and_replay_3(&[exe.to_str().unwrap()], buf, &[]);
+    assert!(out.starts_with("main leaves\n"), "{out}");
+    assert!(out.ends_with("worker 1 done\n"), "{out}");
+    assert_eq!(rec.meta.exit_code, Some(3));
+}
+both_buffers!(
+    leader_exits_first,
+    the_leader_exits_first_and_a_worker_ends_the_process,
+    the_leader_exits_first_and_a_worker_ends_the_process_unbuffered
+);
+
 fn getcpu_threads(buf: Buf) {
     if !test_support::privileged("records with ptrace") {
         return;

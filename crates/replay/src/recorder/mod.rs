@@ -91,6 +91,9 @@ struct Proc {
     ticks: u32,
     /// Its process's CPU time when this thread was last resumed (ns), for [`Event::SyncPoint`].
     cpu_at_resume: u64,
+    /// It vanished while a stop of it was being processed (SIGKILL, often another thread's
+    /// exit_group): nothing more of it is recorded.
+    killed: bool,
 }
 
 /// One process's scheduler state (`crate::sched`).
@@ -531,6 +534,18 @@ impl Recorder {
             Err(boxed) => {
                 let (stopped, err) = *boxed;
                 if err.is_gone() {
+                    // Killed under us (the SIGKILL of a group exit wakes a stopped thread): its
+                    // exit stop, if one comes, is not its own, and the right passes on.
+                    let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+                    if let Some(p) = self.procs.get_mut(&tid) {
+                        p.killed = true;
+                    }
+                    if let Some(g) = self.groups.get_mut(&tgid)
+                        && g.holder == Some(tid)
+                    {
+                        g.holder = None;
+                        g.why = SwitchPoint::Exit;
+                    }
                     return;
                 }
                 self.stop_recording(format!("internal error: {err}"));

@@ -51,10 +51,11 @@ impl Recorder {
     pub(super) fn on_exit(&mut self, t: Stopped) -> StopResult {
         let tid = t.tid();
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let killed = self.procs.get(&tid).is_some_and(|p| p.killed);
         if let Some(g) = self.groups.get_mut(&tgid)
             && g.threaded
         {
-            if g.holder != Some(tid) {
+            if g.holder != Some(tid) || killed {
                 // Killed by another thread's exit_group (or a signal from outside), wherever it
                 // was: nothing of it to replay.
                 return Ok((t, replay_ptrace::Resume::Cont, 0));

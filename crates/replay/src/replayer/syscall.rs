@@ -191,8 +191,14 @@ impl Replayer<'_> {
                     return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args)));
                 }
             }
-            if blocks && self.front(rec).is_none() {
-                // Still blocked here when its process ended in the recording: it stays so.
+            let killed_here = match self.front(rec) {
+                None => true,
+                Some(Event::Switch { why, .. }) => *why == crate::format::SwitchPoint::Exit,
+                _ => false,
+            };
+            if blocks && killed_here {
+                // Still blocked here when its process ended in the recording (killed by another
+                // thread's exit): it stays so, and its death hands the right on as recorded.
                 return Ok(Next::Hold(
                     t,
                     WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp),
