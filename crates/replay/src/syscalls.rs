@@ -665,6 +665,13 @@ mod tests {
             Action::Errno(libc::ENOSYS as u16)
         );
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+        // The thread scheduler must see a thread block or yield (crate::sched).
+        assert_eq!(f.action_for(libc::SYS_futex), Action::Trace);
+        assert_eq!(f.action_for(libc::SYS_sched_yield), Action::Trace);
+        assert_eq!(
+            f.action_for(libc::SYS_clone3),
+            Action::Errno(libc::ENOSYS as u16)
+        );
         assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
         assert_eq!(
             f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]),
@@ -743,6 +750,47 @@ mod tests {
             outputs(libc::SYS_readv, &[3, 0x500, 2, 0, 0, 0], 6, &mut mem),
             vec![(0x2000, 4), (0x3000, 2)]
         );
+    }
+
+    #[test]
+    fn a_new_threads_tids_are_written_back_and_pi_futex_words_too() {
+        let mut no_mem = |_: u64, _: usize| None;
+        // pthread_create's flags: CLONE_VM | ... | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID.
+        let flags = 0x3d0f00;
+        assert_eq!(
+            outputs(
+                libc::SYS_clone,
+                &[flags, 0x7000, 0x7990, 0x7990, 0x76c0, 0],
+                42,
+                &mut no_mem
+            ),
+            vec![(0x7990, 4)]
+        );
+        // A fork writes nothing into the parent.
+        assert!(
+            outputs(
+                libc::SYS_clone,
+                &[0x1200011, 0, 0, 0x7990, 0, 0],
+                42,
+                &mut no_mem
+            )
+            .is_empty()
+        );
+        // FUTEX_LOCK_PI_PRIVATE sets the owner in the word; FUTEX_WAKE_OP changes uaddr2.
+        assert_eq!(
+            outputs(libc::SYS_futex, &[0x5000, 0x86, 0, 0, 0, 0], 0, &mut no_mem),
+            vec![(0x5000, 4)]
+        );
+        assert_eq!(
+            outputs(
+                libc::SYS_futex,
+                &[0x5000, 0x85, 1, 1, 0x6000, 0],
+                1,
+                &mut no_mem
+            ),
+            vec![(0x6000, 4)]
+        );
+        assert!(outputs(libc::SYS_futex, &[0x5000, 0x80, 0, 0, 0, 0], 0, &mut no_mem).is_empty());
     }
 
     #[test]
