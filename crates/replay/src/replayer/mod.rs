@@ -255,7 +255,16 @@ pub fn replay(
             threaded: false,
         },
     );
-    let ticker = replay_ptrace::start_ticks(TICK_NS)?;
+    // The watchdog and run-ahead of forced sync points need ticks; without any, no timer.
+    let ticker = if rec
+        .records
+        .iter()
+        .any(|r| matches!(r.event, Event::SyncPoint { .. }))
+    {
+        Some(replay_ptrace::start_ticks(TICK_NS)?)
+    } else {
+        None
+    };
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
     if let Err(e) = replay_ptrace::trap_own_rdtsc()
         && r.debug
