@@ -5,7 +5,7 @@
 //!
 //! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
 //! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
-//! on (a thread, an internal error), the recorder switches to *pass-through*: it keeps serving the
+//! on (`execve` with several threads, an internal error), the recorder switches to *pass-through*: it keeps serving the
 //! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
 //! they exit, so the program is never harmed, and the recording is marked incomplete.
 //!
