@@ -3,11 +3,16 @@
 # (the ptrace baseline), and replay time, in one run. Prints seconds and ratios.
 #
 # Workloads: gzip of 40 MB (generated), a python3 script (random, time, pid, uuid4),
-# `find /usr -name '*.so*'`, sqlite3 (10,000 rows with random() and datetime('now')), `make -j2`.
+# `find /usr -name '*.so*'`, sqlite3 (10,000 rows with random() and datetime('now')), `make -j2`,
+# and two threaded ones (issue 11): `xz -T2` of the 40 MB, and 4 threads doing small file reads and
+# futex hand-offs (a mutex and condition variable passing a token round). Threaded workloads run
+# natively pinned to one core (`taskset -c 0`), as the recorder runs one thread at a time on one
+# CPU; their switches and forced sync points are printed from `sightline replay --info`.
 # Each configuration runs REPS times (default 3) and the fastest run counts: this VM is shared and
 # noisy, the minimum is the least disturbed measurement.
 #
 # Targets (issue 7): record <= 1.1x native for gzip, <= 3x for find; replay no slower than record.
+# Targets (issue 11): record <= 1.3x pinned native for xz -T2, <= 2x for the hand-off program.
 #
 # Usage: bench/replay-bench.sh            (builds sightline in release mode)
 #        SIGHTLINE=/path/to/sightline REPS=5 bench/replay-bench.sh
@@ -18,10 +23,11 @@ REPS=${REPS:-3}
 
 need() { command -v "$1" >/dev/null 2>&1; }
 missing=()
-for p in strace gzip sqlite3 make python3 find; do need "$p" || missing+=("$p"); done
+for p in strace gzip sqlite3 make python3 find xz gcc taskset; do need "$p" || missing+=("$p"); done
 if ((${#missing[@]})); then
     echo "installing: ${missing[*]}" >&2
-    apt-get update -qq && apt-get install -y -qq strace gzip sqlite3 make python3 findutils >/dev/null
+    apt-get update -qq && apt-get install -y -qq strace gzip sqlite3 make python3 findutils \
+        xz-utils gcc util-linux >/dev/null
 fi
 
 if [[ -z "${SIGHTLINE:-}" ]]; then
@@ -66,14 +72,53 @@ mkdir -p "$W/mk"
     done
 } > "$W/mk/Makefile"
 
-names=(gzip python3 find sqlite3 make-j2)
+cat > "$W/handoff.c" <<'EOF'
+/* 4 threads pass a token round 20,000 times; each turn reads 64 bytes of a file. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static int turn, rounds;
+static int fd;
+static void *run(void *arg) {
+    int me = (int)(long)arg;
+    char buf[64];
+    for (;;) {
+        pthread_mutex_lock(&m);
+        while (turn != me && rounds < 20000) pthread_cond_wait(&c, &m);
+        if (rounds >= 20000) { pthread_cond_broadcast(&c); pthread_mutex_unlock(&m); return 0; }
+        pread(fd, buf, sizeof buf, (rounds * 64) % 4096);
+        rounds++;
+        turn = (turn + 1) % 4;
+        pthread_cond_broadcast(&c);
+        pthread_mutex_unlock(&m);
+    }
+}
+int main(void) {
+    fd = open("/etc/services", O_RDONLY);
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], 0, run, (void *)i);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+    printf("%d rounds\n", rounds);
+    return 0;
+}
+EOF
+gcc -O1 -pthread -o "$W/handoff" "$W/handoff.c"
+
+names=(gzip python3 find sqlite3 make-j2 xz-T2 handoff)
 cmds=(
     "gzip -c $W/in40 > $W/out.gz"
     "python3 $W/script.py > /dev/null"
     "find /usr -name '*.so*' > /dev/null"
     "rm -f $W/db.sqlite && sqlite3 $W/db.sqlite < $W/db.sql > /dev/null"
     "make -s -C $W/mk -j2 > /dev/null"
+    "xz -T2 -c $W/in40 > $W/out.xz"
+    "$W/handoff > /dev/null"
 )
+# Threaded workloads: native runs pinned to one core.
+pinned=(0 0 0 0 0 1 1)
 
 # best_of CMD...: the fastest of REPS runs, as "wall cpu" seconds (cpu = user + sys of the whole
 # process tree, from bash's `time`; on a shared, loaded VM it is the steadier of the two).
@@ -100,7 +145,11 @@ for i in "${!names[@]}"; do
     name=${names[$i]}
     cmd=${cmds[$i]}
     rec="$W/rec-$name"
-    read -r nw nc <<<"$(best_of sh -c "$cmd")"
+    if ((${pinned[$i]})); then
+        read -r nw nc <<<"$(best_of taskset -c 0 sh -c "$cmd")"
+    else
+        read -r nw nc <<<"$(best_of sh -c "$cmd")"
+    fi
     read -r sw sc <<<"$(best_of strace -f -o /dev/null sh -c "$cmd")"
     read -r rw rc <<<"$(best_of sh -c "rm -rf '$rec' && '$SIGHTLINE' record -o '$rec' -- sh -c \"$cmd\"")"
     read -r pw pc <<<"$(best_of "$SIGHTLINE" replay "$rec")"
@@ -110,6 +159,11 @@ for i in "${!names[@]}"; do
         cat "$W/replay.err" >&2
     }
     size=$(du -sk "$rec" | cut -f1)
+    if ((${pinned[$i]})); then
+        sched=$("$SIGHTLINE" replay --info "$rec" | sed -n 's/^schedule: *//p')
+        syncs=$(awk '{ print $3 }' <<<"$sched")
+        status="$status; $sched; $(awk -v n="$syncs" -v t="$rw" 'BEGIN { if (t > 0) printf "%.0f forced sync points/s", n / t }')"
+    fi
     printf '%-8s %6s/%-6s %6s/%-6s %6s/%-6s %6s/%-6s   %5s/%-5s %5s/%-5s %5s/%-5s  %s KiB, %s\n' "$name" \
         "$nw" "$nc" "$sw" "$sc" "$rw" "$rc" "$pw" "$pc" \
         "$(ratio "$sw" "$nw")" "$(ratio "$sc" "$nc")" "$(ratio "$rw" "$nw")" "$(ratio "$rc" "$nc")" \

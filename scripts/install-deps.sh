@@ -7,8 +7,9 @@ need=()
 # bpftrace (usdt, causal-example), strace (probe cases), sqlite3, make, procps' ps (replay),
 # gcc and g++ (workloads, guests, probe-user targets), python3 (replay) and python3.11 (USDT),
 # linux-libc-dev's asm/unistd_64.h (linux-syscalls' generation check), util-linux's setpriv (probe
-# cases).
-for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc g++ python3 python3.11 gdb binutils curl procps linux-libc-dev util-linux; do
+# cases); nodejs, default-jre-headless, golang-go and xz-utils (threaded replay tests and benchmarks).
+for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc g++ python3 python3.11 gdb binutils curl procps linux-libc-dev util-linux \
+  nodejs default-jre-headless golang-go xz-utils; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

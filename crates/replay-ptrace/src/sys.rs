@@ -234,7 +234,7 @@ pub(crate) fn waitpid_any() -> Result<Option<(i32, i32)>> {
         let err = io::Error::last_os_error();
         match err.raw_os_error() {
             Some(libc::EINTR) => {
-                if SIGNAL_SEEN.load(Ordering::Relaxed) != 0 {
+                if SIGNAL_SEEN.load(Ordering::Relaxed) != 0 || TICK_SEEN.load(Ordering::Relaxed) {
                     // Let the caller look at the forwarded signal, then wait again.
                     return Ok(None);
                 }
@@ -283,6 +283,18 @@ pub fn tgkill(tgid: i32, tid: i32, sig: i32) -> Result<()> {
     let r = unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) };
     if r == -1 {
         Err(last_err("tgkill", tid))
+    } else {
+        Ok(())
+    }
+}
+
+/// `tkill(2)`: sends `sig` to thread `tid`, whatever its process (a thread-directed signal; unlike
+/// `tgkill(tid, tid, …)` it also reaches a thread that is not its process's leader).
+pub fn tkill(tid: i32, sig: i32) -> Result<()> {
+    // SAFETY: tkill takes only integers.
+    let r = unsafe { libc::syscall(libc::SYS_tkill, tid, sig) };
+    if r == -1 {
+        Err(last_err("tkill", tid))
     } else {
         Ok(())
     }
@@ -770,4 +782,119 @@ pub(crate) fn may_execute(path: &std::ffi::CStr) -> io::Result<()> {
 
 pub(crate) fn first_cpu() -> Result<usize> {
     first_allowed_cpu()
+}
+
+/// Set by the tick timer's handler ([`start_ticks`]).
+static TICK_SEEN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_tick(_sig: libc::c_int) {
+    TICK_SEEN.store(true, Ordering::Relaxed);
+}
+
+/// The signal of the tick timer. SIGALRM: the tracer never uses it otherwise, and the timer sends it
+/// to the tracer thread only (`SIGEV_THREAD_ID`), so no other thread of Sightline sees it.
+const TICK_SIGNAL: i32 = libc::SIGALRM;
+
+/// A periodic timer that interrupts the calling thread's waits (`timer_create(2)` with
+/// `SIGEV_THREAD_ID`, kernel ≥ 2.6.12): each expiry makes a blocked [`crate::wait_any`] return
+/// `Ok(None)` and [`take_tick`] return true. Deleted on drop.
+///
+/// # Why?
+/// The recorder must notice a thread that computes without stopping (to force a sync point) and
+/// the replayer a thread that never reaches its recorded one; both otherwise sit in
+/// `waitpid(-1)`, which only a signal interrupts.
+#[derive(Debug)]
+pub struct Ticker {
+    timer: libc::timer_t,
+}
+
+/// Starts a [`Ticker`] firing every `interval_ns` nanoseconds at the calling thread.
+///
+/// Errors: `sigaction` or `timer_create`/`timer_settime` failing ([`Error::Sys`]).
+pub fn start_ticks(interval_ns: u64) -> Result<Ticker> {
+    // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = note_tick as *const () as usize;
+    // No SA_RESTART: waitpid must return EINTR.
+    act.sa_flags = 0;
+    // SAFETY: act.sa_mask is a valid sigset_t inside `act`.
+    unsafe { libc::sigemptyset(&raw mut act.sa_mask) };
+    // SAFETY: `act` is initialised; the old action is not wanted.
+    if unsafe { libc::sigaction(TICK_SIGNAL, &raw const act, std::ptr::null_mut()) } == -1 {
+        return Err(last_err("sigaction(SIGALRM)", 0));
+    }
+    // SAFETY: a zeroed sigevent is valid; the fields the kernel reads for SIGEV_THREAD_ID are set.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_THREAD_ID;
+    sev.sigev_signo = TICK_SIGNAL;
+    // SAFETY: gettid takes no arguments.
+    sev.sigev_notify_thread_id = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let mut timer: libc::timer_t = std::ptr::null_mut();
+    // SAFETY: `sev` and `timer` are valid for the call.
+    if unsafe { libc::timer_create(libc::CLOCK_MONOTONIC, &raw mut sev, &raw mut timer) } == -1 {
+        return Err(last_err("timer_create", 0));
+    }
+    let ts = libc::timespec {
+        tv_sec: (interval_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (interval_ns % 1_000_000_000) as libc::c_long,
+    };
+    let spec = libc::itimerspec {
+        it_interval: ts,
+        it_value: ts,
+    };
+    // SAFETY: `timer` was just created; `spec` is valid for the call.
+    if unsafe { libc::timer_settime(timer, 0, &raw const spec, std::ptr::null_mut()) } == -1 {
+        let e = last_err("timer_settime", 0);
+        // SAFETY: `timer` is ours and not used afterwards.
+        unsafe { libc::timer_delete(timer) };
+        return Err(e);
+    }
+    Ok(Ticker { timer })
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        // SAFETY: the timer is ours and deleted once.
+        unsafe { libc::timer_delete(self.timer) };
+        TICK_SEEN.store(false, Ordering::Relaxed);
+    }
+}
+
+/// True once per expiry of the [`Ticker`] since the last call.
+pub fn take_tick() -> bool {
+    TICK_SEEN.swap(false, Ordering::Relaxed)
+}
+
+/// `offsetof(struct user, u_debugreg)` on x86-64 (`arch/x86/include/asm/user_64.h`).
+const DEBUGREG_OFFSET: usize = 848;
+
+/// Writes debug register `n` (0–7) of a stopped thread with `PTRACE_POKEUSER`.
+pub(crate) fn set_debugreg(tid: i32, n: usize, value: u64) -> Result<()> {
+    ptrace(
+        "ptrace(PTRACE_POKEUSER, u_debugreg)",
+        libc::PTRACE_POKEUSER,
+        tid,
+        DEBUGREG_OFFSET + 8 * n,
+        value as usize,
+    )?;
+    Ok(())
+}
+
+/// CPU time consumed so far by all threads of process `pid`, in nanoseconds: `clock_gettime(2)` on
+/// its process CPU clock (`MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)`,
+/// `include/linux/posix-timers_types.h`). `None` when the process is gone.
+///
+/// # Why the process clock?
+/// The kernel lets another process read only process clocks, not per-thread ones; with one thread
+/// of a recorded process running at a time, the process clock advances with that thread.
+pub fn process_cpu_ns(pid: i32) -> Option<u64> {
+    let clock = ((!pid) << 3) | 2;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-buffer; CPU clocks are served by the system call, not the vDSO,
+    // so no RDTSC runs in the tracer.
+    let r = unsafe { libc::clock_gettime(clock, &raw mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }

@@ -163,9 +163,24 @@ impl Running {
         }
     }
 
-    /// Sends `sig` to this thread with `tgkill(2)` (tgid = tid for a single-threaded process).
+    /// Sends `sig` to this thread with `tkill(2)`.
     pub fn signal(&self, sig: i32) -> Result<()> {
-        sys::tgkill(self.tid, self.tid, sig)
+        sys::tkill(self.tid, sig)
+    }
+
+    /// Asks the kernel to stop this (seized) thread with `PTRACE_INTERRUPT` (kernel ≥ 3.4). It then
+    /// reports a [`PtraceEvent::Stop`] with `SIGTRAP` when running in user space; if another stop
+    /// comes first, that one is reported and the interrupt stop follows when the thread next heads
+    /// back to user space (ptrace(2), "PTRACE_INTERRUPT").
+    pub fn interrupt(&self) -> Result<()> {
+        sys::ptrace(
+            "ptrace(PTRACE_INTERRUPT)",
+            libc::PTRACE_INTERRUPT,
+            self.tid,
+            0,
+            0,
+        )?;
+        Ok(())
     }
 }
 
@@ -255,6 +270,22 @@ impl Stopped {
         sys::set_siginfo(self.tid, info)
     }
 
+    /// Arms (`Some(addr)`) or clears (`None`) an execution breakpoint at `addr` in debug register 0
+    /// of this thread (`PTRACE_POKEUSER` of `u_debugreg[0]` and `u_debugreg[7]`: DR7 bit 0 enables
+    /// DR0 locally, R/W0 = 00 and LEN0 = 00 make it an instruction breakpoint; Intel SDM vol. 3B,
+    /// 18.2.4). A hit is a `SIGTRAP` signal-delivery-stop with `si_code == TRAP_HWBKPT` before the
+    /// instruction runs; the kernel sets EFLAGS.RF so resuming does not hit it again at once.
+    pub fn set_breakpoint(&mut self, addr: Option<u64>) -> Result<()> {
+        match addr {
+            Some(a) => {
+                sys::set_debugreg(self.tid, 7, 0)?;
+                sys::set_debugreg(self.tid, 0, a)?;
+                sys::set_debugreg(self.tid, 7, 1)
+            }
+            None => sys::set_debugreg(self.tid, 7, 0),
+        }
+    }
+
     /// Resumes the thread, delivering `sig` if nonzero (meaningful in a signal-delivery-stop).
     pub fn resume(self, how: Resume, sig: i32) -> Result<Running> {
         let (call, req) = match how {
@@ -321,7 +352,7 @@ impl Stopped {
         self.regs = None;
         let result = self.regs()?.rax as i64;
         for s in held {
-            sys::tgkill(self.tid, self.tid, s)?;
+            sys::tkill(self.tid, s)?;
         }
         Ok(result)
     }
@@ -370,7 +401,7 @@ impl Stopped {
         self.write_bytes(at, &code)?;
         self.set_regs(&saved)?;
         for s in held {
-            sys::tgkill(self.tid, self.tid, s)?;
+            sys::tkill(self.tid, s)?;
         }
         Ok(result)
     }

@@ -1,4 +1,4 @@
-//! The recording format (version 1), documented in `docs/recording-format.md`.
+//! The recording format (version 3), documented in `docs/recording-format.md`.
 //!
 //! A recording is a directory holding `meta.json` (what was run, how it ended) and `events.slr`
 //! (the event stream). The stream is a file header followed by independent zstd-compressed chunks,
@@ -19,8 +19,9 @@ use crate::Error;
 pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 2;
-/// The oldest format version this build reads (version 1 lacks only the syscall-buffer events).
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format version this build reads (version 1 lacks the syscall-buffer events, versions
+/// 1 and 2 the thread-schedule events; all three decode with this build).
 pub const OLDEST_VERSION: u32 = 1;
 /// The eight bytes that open `events.slr`.
 pub const STREAM_MAGIC: &[u8; 8] = b"SLREPLAY";
@@ -145,6 +146,24 @@ pub enum Event {
     },
     /// System calls the handler made and buffered since the previous event, in order.
     Buffered(Vec<Buffered>),
+    /// The scheduler gave the right to run user code to thread `to` (a thread of the same process):
+    /// recorded in the stream of the thread that had it, at the point it gave it up (a system call
+    /// that may block, a forced sync point, its exit). See `crate::sched`.
+    Switch {
+        /// Recorded tid of the thread that runs next.
+        to: i32,
+        /// Where the right was given up.
+        why: SwitchPoint,
+    },
+    /// A forced sync point: the recorder interrupted the thread here (`PTRACE_INTERRUPT` after a
+    /// time slice without a stop); replay runs it to the same point (`crate::sched`).
+    SyncPoint {
+        /// Where the thread stood.
+        sig: Signature,
+        /// CPU time its process used from the thread's previous resume to this point, in ns (a
+        /// hint: replay runs that long, halved, before it arms the breakpoint).
+        cpu_ns: u64,
+    },
     /// The process is exiting (`PTRACE_EVENT_EXIT`) with this wait status.
     Exit {
         /// Wait status (as `waitpid` reports it).
@@ -152,6 +171,52 @@ pub enum Event {
         /// Rendezvous with the parent's wait.
         rendezvous: Vec<Rendezvous>,
     },
+}
+
+/// Where a thread gave up the right to run (the point a [`Event::Switch`] is replayed at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SwitchPoint {
+    /// At the seccomp stop of a system call that may block (`crate::sched::may_block`), before
+    /// the call's own record.
+    #[default]
+    BlockingCall = 0,
+    /// Right after its previous record, a system call, having held the right a whole time slice
+    /// while other threads waited.
+    AfterSyscall = 1,
+    /// At the forced sync point recorded just before.
+    SyncPoint = 2,
+    /// At its exit (the leader) or death (other threads).
+    Exit = 3,
+}
+
+impl SwitchPoint {
+    fn from_u8(v: u8) -> Option<SwitchPoint> {
+        Some(match v {
+            0 => SwitchPoint::BlockingCall,
+            1 => SwitchPoint::AfterSyscall,
+            2 => SwitchPoint::SyncPoint,
+            3 => SwitchPoint::Exit,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a thread stood at a forced sync point: its general registers and a checksum of the top of
+/// its stack (`crate::sched::signature` computes it; `docs/recording-format.md` says why these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    /// r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi, rip, eflags (RF and
+    /// TF cleared), rsp, fs_base.
+    pub regs: [u64; 19],
+    /// 64-bit FNV-1a of the 256 bytes from rsp up (0 when they cannot be read).
+    pub stack_hash: u64,
+}
+
+impl Signature {
+    /// The instruction pointer.
+    pub fn rip(&self) -> u64 {
+        self.regs[15]
+    }
 }
 
 /// An event and the recorded pid of the process it belongs to.
@@ -170,6 +235,8 @@ const K_CPUID: u8 = 4;
 const K_EXIT: u8 = 5;
 const K_PATCH: u8 = 6;
 const K_BUFFERED: u8 = 7;
+const K_SWITCH: u8 = 8;
+const K_SYNC: u8 = 9;
 
 fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());
@@ -238,6 +305,19 @@ impl Record {
                 b.push(K_PATCH);
                 put_u64(b, *site);
                 b.extend_from_slice(orig);
+            }
+            Event::Switch { to, why } => {
+                b.push(K_SWITCH);
+                put_u32(b, *to as u32);
+                b.push(*why as u8);
+            }
+            Event::SyncPoint { sig, cpu_ns } => {
+                b.push(K_SYNC);
+                for r in sig.regs {
+                    put_u64(b, r);
+                }
+                put_u64(b, sig.stack_hash);
+                put_u64(b, *cpu_ns);
             }
             Event::Buffered(recs) => {
                 b.push(K_BUFFERED);
@@ -351,6 +431,24 @@ impl Record {
                     });
                 }
                 Event::Buffered(recs)
+            }
+            K_SWITCH => {
+                let to = c.u32()? as i32;
+                let at = c.pos;
+                let why = SwitchPoint::from_u8(c.u8()?)
+                    .ok_or_else(|| Error::Format(format!("unknown switch point at byte {at}")))?;
+                Event::Switch { to, why }
+            }
+            K_SYNC => {
+                let mut regs = [0u64; 19];
+                for r in &mut regs {
+                    *r = c.u64()?;
+                }
+                let stack_hash = c.u64()?;
+                Event::SyncPoint {
+                    sig: Signature { regs, stack_hash },
+                    cpu_ns: c.u64()?,
+                }
             }
             k => {
                 return Err(Error::Format(format!(
@@ -582,6 +680,30 @@ fn write_meta(dir: &Path, meta: &Meta) -> Result<(), Error> {
     })
 }
 
+/// The threads of each recorded process, from a recording's `clone` records: process (its first
+/// thread's recorded tid) to its threads' recorded tids, in order of creation, the first included.
+/// A thread is a child of a `clone` with `CLONE_THREAD`; every other new pid is a process.
+pub fn thread_groups(records: &[Record]) -> std::collections::BTreeMap<i32, Vec<i32>> {
+    let mut group_of: std::collections::HashMap<i32, i32> = Default::default();
+    let mut groups: std::collections::BTreeMap<i32, Vec<i32>> = Default::default();
+    for r in records {
+        let g = *group_of.entry(r.pid).or_insert_with(|| {
+            groups.entry(r.pid).or_default().push(r.pid);
+            r.pid
+        });
+        if let Event::Syscall(s) = &r.event
+            && s.nr == libc::SYS_clone
+            && s.result > 0
+            && s.args[0] & crate::sched::CLONE_THREAD != 0
+        {
+            let t = s.result as i32;
+            group_of.insert(t, g);
+            groups.entry(g).or_default().push(t);
+        }
+    }
+    groups
+}
+
 /// A recording read back into memory.
 #[derive(Debug)]
 pub struct Recording {
@@ -731,6 +853,23 @@ mod tests {
             },
             Record {
                 pid: 43,
+                event: Event::Switch {
+                    to: 44,
+                    why: SwitchPoint::AfterSyscall,
+                },
+            },
+            Record {
+                pid: 44,
+                event: Event::SyncPoint {
+                    sig: Signature {
+                        regs: std::array::from_fn(|i| i as u64 * 3 + 1),
+                        stack_hash: 0xfeed,
+                    },
+                    cpu_ns: 4_000_000,
+                },
+            },
+            Record {
+                pid: 43,
                 event: Event::Exit {
                     status: 256,
                     rendezvous: vec![],
@@ -803,6 +942,56 @@ mod tests {
                 r.records.len()
             ),
         }
+    }
+
+    #[test]
+    fn threads_are_grouped_by_their_clone_records() {
+        let clone = |pid: i32, flags: u64, result: i64| Record {
+            pid,
+            event: Event::Syscall(SyscallEvent {
+                nr: libc::SYS_clone,
+                args: [flags, 0, 0, 0, 0, 0],
+                result,
+                writes: vec![],
+                rendezvous: vec![],
+                output: 0,
+                data_hash: 0,
+                extra: vec![],
+            }),
+        };
+        let recs = vec![
+            clone(10, 0x3d0f00, 11),                         // a thread of 10
+            clone(11, 0x3d0f00, 12),                         // its thread starts one too
+            clone(10, libc::SIGCHLD as u64 | 0x1200000, 20), // fork: a process
+            Record {
+                pid: 20,
+                event: Event::Switch {
+                    to: 20,
+                    why: SwitchPoint::Exit,
+                },
+            },
+        ];
+        let g = thread_groups(&recs);
+        assert_eq!(g[&10], vec![10, 11, 12]);
+        assert_eq!(g[&20], vec![20]);
+        assert_eq!(g.len(), 2);
+    }
+
+    #[test]
+    fn a_version_2_recording_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut m = meta();
+        m.version = 2;
+        let mut w = Writer::create(dir.path(), m).unwrap();
+        w.push(&sample()[0]).unwrap();
+        w.finish().unwrap();
+        let path = dir.path().join(EVENTS_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&2u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let rec = Recording::open(dir.path()).unwrap();
+        assert_eq!(rec.meta.version, 2);
+        assert_eq!(rec.records, vec![sample()[0].clone()]);
     }
 
     #[test]

@@ -18,10 +18,14 @@
 //! - [`Divergence`]: what a replay reports when the program does something other than what was
 //!   recorded.
 //!
-//! Scope: programs made of one or more single-threaded processes. A `clone` with `CLONE_THREAD`
-//! stops the recording ([`recorder::RecordOutcome::incomplete`] says why; the program keeps running,
-//! served in pass-through) and replaying such a recording fails with [`Error::Unsupported`].
-//! Threads, forced sync points and go-live come next; the replayer already re-creates processes,
+//! - [`sched`]: threads, one at a time per process, with the schedule recorded, and forced sync
+//!   points (a thread computing a whole time slice is interrupted and the point replayed with a
+//!   hardware breakpoint), so spinning threads and signals to computing programs work.
+//!
+//! Scope: programs made of processes with any number of threads. `execve` in a process with
+//! several threads stops the recording ([`recorder::RecordOutcome::incomplete`] says why; the
+//! program keeps running, served in pass-through) and replaying such a recording fails with
+//! [`Error::Unsupported`]. Go-live comes next; the replayer already re-creates processes, threads,
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
 
@@ -30,6 +34,7 @@ pub mod machine;
 pub mod recorder;
 pub mod rendezvous;
 pub mod replayer;
+pub mod sched;
 pub mod syscallbuf;
 pub mod syscalls;
 
@@ -53,7 +58,7 @@ pub enum Error {
     /// The recording is malformed or of another version.
     #[error("bad recording: {0}")]
     Format(String),
-    /// The program did something this version cannot record (a thread).
+    /// The program did something this version cannot record (`execve` with several threads).
     #[error("not yet supported: {0}")]
     Unsupported(String),
     /// The command could not be started.
@@ -151,6 +156,22 @@ pub fn describe(ev: &format::Event) -> String {
         Event::SyscallbufPatch { site, .. } => {
             format!("syscall-buffer patch of the site at {site:#x}")
         }
+        Event::Switch { to, why } => {
+            let at = match why {
+                format::SwitchPoint::BlockingCall => "at a blocking call",
+                format::SwitchPoint::AfterSyscall => "after a system call",
+                format::SwitchPoint::SyncPoint => "at the sync point",
+                format::SwitchPoint::Exit => "at its exit",
+            };
+            format!("switch to thread {to} ({at})")
+        }
+        Event::SyncPoint { sig, cpu_ns } => format!(
+            "forced sync point at rip {:#x} (rsp {:#x}, stack hash {:#x}, {} µs of CPU)",
+            sig.rip(),
+            sig.regs[17],
+            sig.stack_hash,
+            cpu_ns / 1000
+        ),
         Event::Buffered(recs) => {
             let names: Vec<String> = recs.iter().take(3).map(|r| syscalls::name(r.nr)).collect();
             let more = if recs.len() > 3 { ", ..." } else { "" };

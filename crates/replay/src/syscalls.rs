@@ -4,7 +4,8 @@
 //! The seccomp filter traps every system call by default (an unknown call is recorded and emulated,
 //! the safe choice: no side effect is repeated). [`ALLOWED`] lists the calls that run at full speed in
 //! both recording and replay because they only build process-local state deterministically (memory
-//! maps, signal dispositions, closing fds); [`REFUSED`] lists the calls that fail with ENOSYS in both,
+//! maps, signal dispositions, closing fds; not `futex` and `sched_yield`, which the thread scheduler
+//! must see, `crate::sched`); [`REFUSED`] lists the calls that fail with ENOSYS in both,
 //! so programs fall back to simpler ones (rseq, clone3, io_uring, and the fd-to-fd copies whose data
 //! never passes through tracee memory).
 //!
@@ -104,8 +105,6 @@ pub const ALLOWED: &[i64] = &[
     libc::SYS_arch_prctl,
     libc::SYS_set_robust_list,
     libc::SYS_get_robust_list,
-    libc::SYS_futex,
-    libc::SYS_sched_yield,
     libc::SYS_close,
     libc::SYS_dup,
     libc::SYS_dup2,
@@ -286,7 +285,13 @@ fn described(nr: i64) -> Option<Spec> {
         SYS_getpid => s(0, Emulate),
         SYS_getppid => s(0, Emulate),
         SYS_gettid => s(0, Emulate),
-        SYS_set_tid_address => s(1, Emulate),
+        // Real: the kernel must know the address it clears at thread exit (the recorded tid is
+        // injected as the result).
+        SYS_set_tid_address => s(1, Real),
+        // Trapped so that the scheduler sees a thread block (crate::sched); emulated on replay,
+        // where no thread waits in the kernel.
+        SYS_futex => s(6, Emulate),
+        SYS_sched_yield => s(0, Emulate),
         SYS_getpgid => s(1, Emulate),
         SYS_getpgrp => s(0, Emulate),
         SYS_getsid => s(1, Emulate),
@@ -530,6 +535,25 @@ pub fn outputs(
             fixed(&mut out, a[0], 4);
             fixed(&mut out, a[1], 4);
         }
+        // The futex word(s) the kernel itself changes: PI lock and unlock (owner tid and
+        // FUTEX_WAITERS in uaddr), FUTEX_WAKE_OP (the operation on uaddr2), the PI requeues
+        // (uaddr2); `kernel/futex/`.
+        SYS_futex => match a[1] & 0x7f {
+            6..=8 | 13 => fixed(&mut out, a[0], 4),
+            5 | 11 | 12 => fixed(&mut out, a[4], 4),
+            _ => {}
+        },
+        // The tids the kernel stores for a new thread (CLONE_PARENT_SETTID in the parent,
+        // CLONE_CHILD_SETTID in the child, the same memory with CLONE_VM): the recorded ones are
+        // written back on replay, where the real tids differ.
+        SYS_clone if ok && a[0] & 0x100 != 0 => {
+            if a[0] & 0x0010_0000 != 0 {
+                fixed(&mut out, a[2], 4);
+            }
+            if a[0] & 0x0100_0000 != 0 {
+                fixed(&mut out, a[3], 4);
+            }
+        }
         SYS_getresuid | SYS_getresgid => {
             for p in [a[0], a[1], a[2]] {
                 fixed(&mut out, p, 4);
@@ -639,6 +663,13 @@ mod tests {
             Action::Errno(libc::ENOSYS as u16)
         );
         assert_eq!(f.action_for(libc::SYS_read), Action::Trace);
+        // The thread scheduler must see a thread block or yield (crate::sched).
+        assert_eq!(f.action_for(libc::SYS_futex), Action::Trace);
+        assert_eq!(f.action_for(libc::SYS_sched_yield), Action::Trace);
+        assert_eq!(
+            f.action_for(libc::SYS_clone3),
+            Action::Errno(libc::ENOSYS as u16)
+        );
         assert_eq!(f.action_for(libc::SYS_unlink), Action::Trace);
         assert_eq!(
             f.action_for_args(libc::SYS_fcntl, [3, 1030, 3, 0, 0, 0]),
@@ -694,8 +725,11 @@ mod tests {
     fn names_come_from_the_kernel_table() {
         assert_eq!(name(libc::SYS_openat), "openat");
         // Not described by the policy (it runs untrapped), still named.
+        assert_eq!(name(libc::SYS_brk), "brk");
+        assert!(described(libc::SYS_brk).is_none());
+        // Described (trapped for the thread scheduler) and named by the same table.
         assert_eq!(name(libc::SYS_futex), "futex");
-        assert!(described(libc::SYS_futex).is_none());
+        assert!(described(libc::SYS_futex).is_some());
         assert_eq!(name(-1), "syscall_-1");
         assert_eq!(name(400), "syscall_400");
         // Calls the policy does not describe are emulated with all six arguments compared.
@@ -730,6 +764,47 @@ mod tests {
             outputs(libc::SYS_readv, &[3, 0x500, 2, 0, 0, 0], 6, &mut mem),
             vec![(0x2000, 4), (0x3000, 2)]
         );
+    }
+
+    #[test]
+    fn a_new_threads_tids_are_written_back_and_pi_futex_words_too() {
+        let mut no_mem = |_: u64, _: usize| None;
+        // pthread_create's flags: CLONE_VM | ... | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID.
+        let flags = 0x3d0f00;
+        assert_eq!(
+            outputs(
+                libc::SYS_clone,
+                &[flags, 0x7000, 0x7990, 0x7990, 0x76c0, 0],
+                42,
+                &mut no_mem
+            ),
+            vec![(0x7990, 4)]
+        );
+        // A fork writes nothing into the parent.
+        assert!(
+            outputs(
+                libc::SYS_clone,
+                &[0x1200011, 0, 0, 0x7990, 0, 0],
+                42,
+                &mut no_mem
+            )
+            .is_empty()
+        );
+        // FUTEX_LOCK_PI_PRIVATE sets the owner in the word; FUTEX_WAKE_OP changes uaddr2.
+        assert_eq!(
+            outputs(libc::SYS_futex, &[0x5000, 0x86, 0, 0, 0, 0], 0, &mut no_mem),
+            vec![(0x5000, 4)]
+        );
+        assert_eq!(
+            outputs(
+                libc::SYS_futex,
+                &[0x5000, 0x85, 1, 1, 0x6000, 0],
+                1,
+                &mut no_mem
+            ),
+            vec![(0x6000, 4)]
+        );
+        assert!(outputs(libc::SYS_futex, &[0x5000, 0x80, 0, 0, 0, 0], 0, &mut no_mem).is_empty());
     }
 
     #[test]

@@ -38,7 +38,7 @@ fn default_dir() -> PathBuf {
 }
 
 /// Runs `sightline record`: the program's exit code becomes ours, except that an incomplete
-/// recording (e.g. the program started a thread, not yet supported) exits 2.
+/// recording (e.g. `execve` in a process with several threads, not yet supported) exits 2.
 pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let dir = args.output.unwrap_or_else(default_dir);
     if dir.exists() && !dir.is_dir() {
@@ -176,6 +176,28 @@ fn print_info(
     for (pid, (n, s, b)) in &per_proc {
         writeln!(o, "  {pid:>8} {n:>9} {s:>8} {b:>12}")?;
     }
+    let groups = replay::format::thread_groups(&rec.records);
+    let (mut switches, mut syncs) = (0u64, 0u64);
+    for r in &rec.records {
+        match r.event {
+            Event::Switch { .. } => switches += 1,
+            Event::SyncPoint { .. } => syncs += 1,
+            _ => {}
+        }
+    }
+    writeln!(o, "threads:     per process (first thread's pid: tids)")?;
+    for (pid, tids) in &groups {
+        let list: Vec<String> = tids.iter().map(|t| t.to_string()).collect();
+        writeln!(o, "  {pid:>8} {} thread(s): {}", tids.len(), list.join(" "))?;
+    }
+    writeln!(
+        o,
+        "schedule:    {switches} switches, {syncs} forced sync points (see docs/recording-format.md, Threads)"
+    )?;
+    writeln!(
+        o,
+        "rseq:        refused with ENOSYS (glibc runs without it; sched_getcpu makes recorded getcpu calls)"
+    )?;
     let mut calls: Vec<_> = per_call.into_iter().collect();
     calls.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     writeln!(

@@ -379,32 +379,6 @@ fn rdtsc_and_cpuid_replay_identically() {
 }
 
 #[test]
-fn a_thread_is_refused_clearly_and_the_program_still_runs() {
-    let Some((_g, tmp)) = start(&[]) else { return };
-    let exe = guest("thread", tmp.path());
-    let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
-    assert_eq!(
-        String::from_utf8_lossy(&r.stdout),
-        "before thread\nafter thread\n"
-    );
-    // The program exited 0; the unusable recording makes `sightline record` exit 2.
-    assert_eq!(r.code, 2);
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(err.contains("threads are not yet supported"), "{err}");
-    let rec = Recording::open(&r.dir).unwrap();
-    assert!(
-        rec.meta.status.starts_with("unsupported: "),
-        "{}",
-        rec.meta.status
-    );
-    let (mut out, mut e) = (Vec::new(), Vec::new());
-    match replay::replayer::replay(&rec, &mut out, &mut e) {
-        Err(replay::Error::Unsupported(msg)) => assert!(msg.contains("CLONE_THREAD"), "{msg}"),
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
-}
-
-#[test]
 fn a_changed_program_input_is_reported_as_a_divergence() {
     let Some((_g, tmp)) = start(&[]) else { return };
     let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo one; echo two"]);
@@ -1278,7 +1252,6 @@ nosyscallbuf! {
     make_j2_on_a_small_makefile_nosyscallbuf => make_j2_on_a_small_makefile,
     sigalrm_timer_in_a_syscall_loop_nosyscallbuf => sigalrm_timer_in_a_syscall_loop,
     rdtsc_and_cpuid_replay_identically_nosyscallbuf => rdtsc_and_cpuid_replay_identically,
-    a_thread_is_refused_clearly_and_the_program_still_runs_nosyscallbuf => a_thread_is_refused_clearly_and_the_program_still_runs,
     a_changed_program_input_is_reported_as_a_divergence_nosyscallbuf => a_changed_program_input_is_reported_as_a_divergence,
     a_truncated_recording_replays_its_prefix_then_reports_the_end_nosyscallbuf => a_truncated_recording_replays_its_prefix_then_reports_the_end,
     sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind_nosyscallbuf => sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind,

@@ -5,9 +5,14 @@
 //!
 //! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
 //! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
-//! on (a thread, an internal error), the recorder switches to *pass-through*: it keeps serving the
+//! on (`execve` with several threads, an internal error), the recorder switches to *pass-through*: it keeps serving the
 //! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
 //! they exit, so the program is never harmed, and the recording is marked incomplete.
+//!
+//! Threads are serialized (`crate::sched`): each process has a group whose holder alone runs
+//! user code; a stop of another thread waits, unprocessed, in the group's queue until the holder
+//! gives the right up, and a timer (`replay_ptrace::start_ticks`) lets the loop interrupt a holder
+//! that computes a whole time slice while another thread waits or a signal is held for it.
 
 mod process;
 mod signal;
@@ -20,7 +25,7 @@ use std::path::{Path, PathBuf};
 use replay_ptrace::{Regs, Resume, Running, SpawnSpec, Stopped, WaitKind};
 
 use crate::Error;
-use crate::format::{Event, Meta, Record, Rendezvous, Writer, WriterStats};
+use crate::format::{Event, Meta, Record, Rendezvous, SwitchPoint, Writer, WriterStats};
 use crate::rendezvous::Counters;
 
 /// What to record.
@@ -48,6 +53,12 @@ pub struct RecordOutcome {
     /// Set when recording stopped early (the recording is then a prefix); the program still ran to
     /// its end.
     pub incomplete: Option<String>,
+    /// Threads started by the recorded processes (`clone` with `CLONE_THREAD`).
+    pub threads: usize,
+    /// Changes of the running thread recorded ([`Event::Switch`]).
+    pub switches: u64,
+    /// Forced sync points recorded ([`Event::SyncPoint`]).
+    pub sync_points: u64,
 }
 
 /// Per-process recorder state.
@@ -69,6 +80,43 @@ struct Proc {
     /// Syscall buffering failed in this image (its region could not be mapped): patch nothing more
     /// until the next `execve`.
     sysbuf_off: bool,
+    /// The thread group (process) this thread belongs to: its leader's tid.
+    tgid: i32,
+    /// `PTRACE_INTERRUPT` was sent and its stop not yet seen.
+    interrupting: bool,
+    /// A seccomp stop arrived while interrupting: the call was rewound to run again after the
+    /// interrupt stop, which is then no sync point.
+    retry_entry: bool,
+    /// Ticks seen while this thread ran without a stop (a forced sync point needs one full tick).
+    ticks: u32,
+    /// Its process's CPU time when this thread was last resumed (ns), for [`Event::SyncPoint`].
+    cpu_at_resume: u64,
+    /// It vanished while a stop of it was being processed (SIGKILL, often another thread's
+    /// exit_group): nothing more of it is recorded.
+    killed: bool,
+}
+
+/// One process's scheduler state (`crate::sched`).
+#[derive(Debug, Default)]
+struct Group {
+    /// The thread allowed to run user code (`None`: free, the next thread to stop takes it).
+    holder: Option<i32>,
+    /// The last holder: a [`Event::Switch`] is recorded in its stream.
+    last: i32,
+    /// Threads waiting for the right, in arrival order, with the stop not yet processed.
+    waiting: VecDeque<(Stopped, WaitKind)>,
+    /// A second thread was started: the schedule is recorded from then on.
+    threaded: bool,
+    /// Live threads.
+    live: usize,
+    /// A thread (not the leader) past its exit stop: nobody runs until its death is reaped, so its
+    /// kernel-side exit work (`CLONE_CHILD_CLEARTID`, robust futexes) is done first.
+    exiting: Option<i32>,
+    /// Where the last holder gave the right up (recorded with the next switch).
+    why: SwitchPoint,
+    /// Ticks since the holder took the right: from one on, it yields at its next system call's
+    /// exit when another thread waits.
+    held_ticks: u32,
 }
 
 /// What an fd refers to, for rendezvous and output detection.
@@ -105,6 +153,17 @@ struct Recorder {
     seen_processes: usize,
     debug: bool,
     interrupts: u32,
+    groups: HashMap<i32, Group>,
+    /// A handler asks for the holder to give up the right once its thread is resumed.
+    release: bool,
+    /// A handler asks for the holder to give up the right and wait, stopped, for its next turn
+    /// (a forced sync point that switches threads).
+    yield_now: bool,
+    threads: usize,
+    switches: u64,
+    sync_points: u64,
+    /// The time slice (`crate::sched::time_slice_ns`).
+    slice_ns: u64,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -203,14 +262,40 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         output_inflight: None,
         syscallbuf: crate::syscallbuf::enabled(),
         output_waiting: VecDeque::new(),
+        groups: HashMap::new(),
+        release: false,
+        yield_now: false,
+        threads: 0,
+        switches: 0,
+        sync_points: 0,
+        slice_ns: crate::sched::time_slice_ns(),
     };
     r.procs.insert(
         root_pid,
         Proc {
             thread: Some(root),
+            tgid: root_pid,
             ..Proc::default()
         },
     );
+    r.groups.insert(
+        root_pid,
+        Group {
+            holder: Some(root_pid),
+            last: root_pid,
+            live: 1,
+            ..Group::default()
+        },
+    );
+    // The timer behind forced sync points; without it recording still works, but a thread that
+    // computes while another waits is not preempted.
+    let ticker = match replay_ptrace::start_ticks(crate::sched::time_slice_ns()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("sightline: no forced sync points: {e}");
+            None
+        }
+    };
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
     if let Err(e) = replay_ptrace::trap_own_rdtsc()
         && r.debug
@@ -218,6 +303,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
     r.run();
+    drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
     let exit_code = r.root_exit.unwrap_or(0);
     let events = r.w.events;
@@ -240,6 +326,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         processes,
         stats,
         incomplete,
+        threads: r.threads,
+        switches: r.switches,
+        sync_points: r.sync_points,
     })
 }
 
@@ -267,23 +356,30 @@ impl Recorder {
                     );
                 }
             }
+            if replay_ptrace::take_tick() {
+                self.on_tick();
+            }
             let ev = match replay_ptrace::wait_any() {
                 Ok(Some(ev)) => ev,
                 Ok(None) => continue,
                 Err(_) => return, // ECHILD: every tracee is gone
             };
+            let tgid = self.procs.get(&ev.tid).map_or(ev.tid, |p| p.tgid);
+            // A thread that waited for the right and reports again (the SIGKILL of a group exit
+            // woke it): its old stop is gone.
+            if let Some(g) = self.groups.get_mut(&tgid) {
+                g.waiting.retain(|(t, _)| t.tid() != ev.tid);
+            }
             match ev.kind {
                 WaitKind::Exited(code) => {
-                    self.procs.remove(&ev.tid);
-                    self.output_done(ev.tid);
+                    self.on_death(ev.tid, tgid);
                     if ev.tid == self.root {
                         self.root_exit = Some(code);
                     }
                     continue;
                 }
                 WaitKind::Signaled(sig) => {
-                    self.procs.remove(&ev.tid);
-                    self.output_done(ev.tid);
+                    self.on_death(ev.tid, tgid);
                     if ev.tid == self.root {
                         self.root_exit = Some(128 + sig);
                     }
@@ -294,57 +390,280 @@ impl Recorder {
             if self.debug {
                 eprintln!("[record] tid {} {:?}", ev.tid, ev.kind);
             }
-            let proc = self.procs.entry(ev.tid).or_default();
+            let proc = self.procs.entry(ev.tid).or_insert_with(|| Proc {
+                tgid,
+                ..Proc::default()
+            });
+            proc.ticks = 0;
             let running = proc
                 .thread
                 .take()
                 .unwrap_or_else(|| Running::attached(ev.tid));
             let stopped = running.into_stopped(&ev);
-            let result = if self.passthrough.is_some() {
-                self.passthrough_stop(ev.kind, stopped)
-            } else {
-                self.on_stop(ev.kind, stopped)
-            };
-            let (stopped, how, sig) = match result {
-                Ok(x) => x,
-                Err(boxed) => {
-                    let (stopped, err) = *boxed;
-                    if err.is_gone() {
-                        continue;
-                    }
-                    self.stop_recording(format!("internal error: {err}"));
-                    let Some(stopped) = stopped else { continue };
-                    (stopped, Resume::Cont, 0)
+            if !self.may_run(tgid, ev.tid, ev.kind) {
+                if self.debug {
+                    eprintln!("[record] tid {} waits for its turn", ev.tid);
                 }
+                let g = self.groups.entry(tgid).or_default();
+                g.waiting.push_back((stopped, ev.kind));
+                continue;
+            }
+            self.handle(stopped, ev.kind);
+            self.schedule(tgid);
+        }
+    }
+
+    /// Whether thread `tid` of process `tgid` may have its stop `kind` processed now: it holds the
+    /// right to run, or takes it because it is free (recording the switch). Exit stops of threads
+    /// killed by another thread's exit need no right.
+    fn may_run(&mut self, tgid: i32, tid: i32, kind: WaitKind) -> bool {
+        let passthrough = self.passthrough.is_some();
+        let g = self.groups.entry(tgid).or_insert_with(|| Group {
+            holder: Some(tid),
+            last: tid,
+            live: 1,
+            ..Group::default()
+        });
+        if g.holder == Some(tid) || passthrough {
+            return true;
+        }
+        if !g.threaded {
+            g.holder = Some(tid);
+            g.last = tid;
+            return true;
+        }
+        if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exit) {
+            return true;
+        }
+        if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() {
+            self.take_right(tgid, tid);
+            return true;
+        }
+        false
+    }
+
+    /// Gives the right to run in `tgid` to `tid`, recording the switch in the last holder's stream.
+    fn take_right(&mut self, tgid: i32, tid: i32) {
+        let Some(g) = self.groups.get_mut(&tgid) else {
+            return;
+        };
+        g.holder = Some(tid);
+        g.held_ticks = 0;
+        let why = g.why;
+        let last = std::mem::replace(&mut g.last, tid);
+        if last != tid && g.threaded {
+            self.switches += 1;
+            if self.debug {
+                eprintln!("[record] switch {last} -> {tid}");
+            }
+            if let Err(e) = self.emit(last, Event::Switch { to: tid, why }) {
+                self.stop_recording(format!("internal error: {e}"));
+            }
+        }
+    }
+
+    /// While the right to run in `tgid` is free, hands it to the first waiting thread and processes
+    /// that thread's stop.
+    fn schedule(&mut self, tgid: i32) {
+        loop {
+            let Some(g) = self.groups.get_mut(&tgid) else {
+                return;
             };
-            // An output write's exit stop (or anything that ended it) lets the next one run.
-            if self.output_inflight == Some(ev.tid)
-                && self.procs.get(&ev.tid).is_none_or(|p| p.pending.is_none())
-            {
-                self.output_done(ev.tid);
+            if g.holder.is_some() || g.exiting.is_some() {
+                return;
             }
-            let is_output = how == Resume::Syscall
-                && self.passthrough.is_none()
-                && self
-                    .procs
-                    .get(&ev.tid)
-                    .and_then(|p| p.pending.as_ref())
-                    .is_some_and(|p| p.is_output());
-            if is_output {
-                match self.output_inflight {
-                    Some(other) if other != ev.tid => {
-                        self.output_waiting.push_back((stopped, how, sig));
-                        continue;
+            let Some((t, kind)) = g.waiting.pop_front() else {
+                return;
+            };
+            self.take_right(tgid, t.tid());
+            self.handle(t, kind);
+        }
+    }
+
+    /// A thread is gone: its process's bookkeeping, and the right to run passes on.
+    fn on_death(&mut self, tid: i32, tgid: i32) {
+        self.procs.remove(&tid);
+        self.output_done(tid);
+        if let Some(g) = self.groups.get_mut(&tgid) {
+            g.live = g.live.saturating_sub(1);
+            if g.holder == Some(tid) {
+                g.holder = None;
+                g.why = SwitchPoint::Exit;
+            }
+            if g.exiting == Some(tid) {
+                g.exiting = None;
+            }
+        }
+        self.schedule(tgid);
+    }
+
+    /// Processes one stop of a thread that may run, then resumes it (or holds it for output order),
+    /// and gives the right up when the handler asked for it.
+    fn handle(&mut self, stopped: Stopped, kind: WaitKind) {
+        let tid = stopped.tid();
+        self.release = false;
+        self.yield_now = false;
+        let events_before = self.w.events;
+        let result = if self.passthrough.is_some() {
+            self.passthrough_stop(kind, stopped)
+        } else {
+            self.on_stop(kind, stopped)
+        };
+        let (stopped, how, sig) = match result {
+            Ok(x) => x,
+            Err(boxed) => {
+                let (stopped, err) = *boxed;
+                if err.is_gone() {
+                    // Killed under us (the SIGKILL of a group exit wakes a stopped thread): its
+                    // exit stop, if one comes, is not its own, and the right passes on.
+                    let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+                    if let Some(p) = self.procs.get_mut(&tid) {
+                        p.killed = true;
                     }
-                    _ => self.output_inflight = Some(ev.tid),
+                    if let Some(g) = self.groups.get_mut(&tgid)
+                        && g.holder == Some(tid)
+                    {
+                        g.holder = None;
+                        g.why = SwitchPoint::Exit;
+                    }
+                    return;
                 }
+                self.stop_recording(format!("internal error: {err}"));
+                let Some(stopped) = stopped else { return };
+                (stopped, Resume::Cont, 0)
             }
-            self.resume(stopped, how, sig);
+        };
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let threaded = self.groups.get(&tgid).is_some_and(|g| g.threaded);
+        // A whole slice held with others waiting: yield right after this system call.
+        let slice_over = threaded
+            && kind == WaitKind::SyscallStop
+            && how == Resume::Cont
+            && self.w.events > events_before
+            && self.passthrough.is_none()
+            && self.groups.get(&tgid).is_some_and(|g| {
+                g.holder == Some(tid) && g.held_ticks >= 1 && !g.waiting.is_empty()
+            });
+        if slice_over && let Some(g) = self.groups.get_mut(&tgid) {
+            g.why = SwitchPoint::AfterSyscall;
+            self.yield_now = true;
+        }
+        if std::mem::take(&mut self.yield_now)
+            && let Some(g) = self.groups.get_mut(&tgid)
+        {
+            // Back of the queue, in user mode: resumed (plainly) when its turn comes again.
+            g.holder = None;
+            let again = WaitKind::Event(replay_ptrace::PtraceEvent::Stop(libc::SIGTRAP));
+            g.waiting.push_back((stopped, again));
+            return;
+        }
+        let blocking = threaded
+            && how == Resume::Syscall
+            && self
+                .procs
+                .get(&tid)
+                .and_then(|p| p.pending.as_ref())
+                .is_some_and(|p| p.may_block());
+        let release = (std::mem::take(&mut self.release) || blocking) && threaded;
+        // An output write's exit stop (or anything that ended it) lets the next one run.
+        if self.output_inflight == Some(tid)
+            && self.procs.get(&tid).is_none_or(|p| p.pending.is_none())
+        {
+            self.output_done(tid);
+        }
+        let is_output = how == Resume::Syscall
+            && self.passthrough.is_none()
+            && self
+                .procs
+                .get(&tid)
+                .and_then(|p| p.pending.as_ref())
+                .is_some_and(|p| p.is_output());
+        let mut stopped = Some(stopped);
+        if is_output {
+            match self.output_inflight {
+                Some(other) if other != tid => {
+                    let t = stopped.take().expect("held once");
+                    self.output_waiting.push_back((t, how, sig));
+                }
+                _ => self.output_inflight = Some(tid),
+            }
+        }
+        if let Some(t) = stopped {
+            self.resume(t, how, sig);
+        }
+        if release && let Some(g) = self.groups.get_mut(&tgid) {
+            if g.holder == Some(tid) {
+                g.holder = None;
+                g.why = if blocking {
+                    SwitchPoint::BlockingCall
+                } else {
+                    SwitchPoint::Exit
+                };
+            }
+            if self.debug {
+                eprintln!("[record] tid {tid} gives up the right to run");
+            }
+        }
+    }
+
+    /// A timer tick: interrupts each holder that ran a whole tick without a stop while another
+    /// thread of its process waits or a signal is held for it (a forced sync point follows).
+    fn on_tick(&mut self) {
+        if self.passthrough.is_some() {
+            return;
+        }
+        let mut stuck = Vec::new();
+        let slice_ns = self.slice_ns;
+        for (&tgid, g) in self.groups.iter_mut() {
+            g.held_ticks = g.held_ticks.saturating_add(1);
+            let Some(h) = g.holder else { continue };
+            let Some(p) = self.procs.get_mut(&h) else {
+                continue;
+            };
+            if p.pending.is_some() && g.threaded && !g.waiting.is_empty() {
+                // Two ticks in a call not known to block, while another thread waits: it blocks
+                // after all (an unlisted call, a FIFO open): give the right up as if it may.
+                p.ticks += 1;
+                if p.ticks >= 2 {
+                    stuck.push(tgid);
+                }
+                continue;
+            }
+            let wanted = (g.threaded && !g.waiting.is_empty())
+                || (!p.held.is_empty() && p.releasing.is_none());
+            if !wanted || p.interrupting || p.pending.is_some() || g.exiting.is_some() {
+                continue;
+            }
+            let Some(r) = &p.thread else { continue };
+            p.ticks += 1;
+            // A slice is CPU time (a loaded machine does not preempt more), checked at ticks; after
+            // 20 ticks of wall time the holder is interrupted anyway (it may get no CPU at all).
+            let ran = replay_ptrace::process_cpu_ns(tgid)
+                .unwrap_or(u64::MAX)
+                .saturating_sub(p.cpu_at_resume);
+            if p.ticks < 2 || (ran < slice_ns && p.ticks < 20) {
+                continue;
+            }
+            if r.interrupt().is_ok() {
+                p.interrupting = true;
+            }
+        }
+        for tgid in stuck {
+            if let Some(g) = self.groups.get_mut(&tgid) {
+                g.holder = None;
+                g.why = SwitchPoint::BlockingCall;
+            }
+            self.schedule(tgid);
         }
     }
 
     fn resume(&mut self, stopped: Stopped, how: Resume, sig: i32) {
         let tid = stopped.tid();
+        if how == Resume::Cont
+            && let Some(p) = self.procs.get_mut(&tid)
+        {
+            p.cpu_at_resume = replay_ptrace::process_cpu_ns(p.tgid).unwrap_or(0);
+        }
         match stopped.resume(how, sig) {
             Ok(r) => {
                 if let Some(p) = self.procs.get_mut(&tid) {
@@ -391,6 +710,11 @@ impl Recorder {
                 Ok(()) => self.on_signal(t, sig),
                 Err(e) => Err(Box::new((Some(t), e))),
             },
+            WaitKind::Event(E::Stop(libc::SIGTRAP))
+                if self.procs.get(&t.tid()).is_some_and(|p| p.interrupting) =>
+            {
+                self.on_interrupt(t)
+            }
             WaitKind::Event(E::Stop(sig)) if is_stop_signal(sig) => Ok((t, Resume::Listen, 0)),
             WaitKind::Event(E::Exec) => {
                 if let Some(p) = self.procs.get_mut(&t.tid()) {
@@ -447,7 +771,23 @@ impl Recorder {
             }
             for (tid, p) in &mut self.procs {
                 for (sig, _) in p.held.drain(..) {
-                    let _ = replay_ptrace::tgkill(*tid, *tid, sig);
+                    let _ = replay_ptrace::tgkill(p.tgid, *tid, sig);
+                }
+            }
+            // Threads waiting for their turn run freely now.
+            let waiting: Vec<(Stopped, WaitKind)> = self
+                .groups
+                .values_mut()
+                .flat_map(|g| g.waiting.drain(..))
+                .collect();
+            for (t, kind) in waiting {
+                match self.passthrough_stop(kind, t) {
+                    Ok((t, how, sig)) => self.resume(t, how, sig),
+                    Err(boxed) => {
+                        if let (Some(t), _) = *boxed {
+                            self.resume(t, Resume::Cont, 0);
+                        }
+                    }
                 }
             }
         }

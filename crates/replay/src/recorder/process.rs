@@ -5,7 +5,7 @@
 
 use replay_ptrace::Stopped;
 
-use super::{Recorder, StopResult};
+use super::{Group, Recorder, StopResult};
 use crate::format::Event;
 use crate::rendezvous::process_object;
 
@@ -16,15 +16,55 @@ impl Recorder {
             Ok(c) => c as i32,
             Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
-        self.procs.entry(child).or_default();
-        self.seen_processes += 1;
-        let how = self.resume_how(t.tid());
+        let tid = t.tid();
+        let parent_tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let thread = self
+            .procs
+            .get(&tid)
+            .and_then(|p| p.pending.as_ref())
+            .is_some_and(|p| p.is_thread_clone());
+        let tgid = if thread { parent_tgid } else { child };
+        self.procs.entry(child).or_default().tgid = tgid;
+        if thread {
+            self.threads += 1;
+            if let Some(g) = self.groups.get_mut(&tgid) {
+                g.live += 1;
+                g.threaded = true;
+            }
+        } else {
+            self.seen_processes += 1;
+            self.groups.insert(
+                child,
+                Group {
+                    holder: Some(child),
+                    last: child,
+                    live: 1,
+                    ..Group::default()
+                },
+            );
+        }
+        let how = self.resume_how(tid);
         Ok((t, how, 0))
     }
 
     /// `PTRACE_EVENT_EXIT`: the process is exiting.
     pub(super) fn on_exit(&mut self, t: Stopped) -> StopResult {
         let tid = t.tid();
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let killed = self.procs.get(&tid).is_some_and(|p| p.killed);
+        if let Some(g) = self.groups.get_mut(&tgid)
+            && g.threaded
+        {
+            if g.holder != Some(tid) || killed {
+                // Killed by another thread's exit_group (or a signal from outside), wherever it
+                // was: nothing of it to replay.
+                return Ok((t, replay_ptrace::Resume::Cont, 0));
+            }
+            if tid != tgid {
+                g.exiting = Some(tid);
+            }
+            self.release = true;
+        }
         let status = match t.event_msg() {
             Ok(s) => s as i32,
             Err(e) => return Err(Box::new((Some(t), e.into()))),

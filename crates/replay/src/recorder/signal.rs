@@ -136,6 +136,66 @@ impl Recorder {
         Ok(0)
     }
 
+    /// The stop of our `PTRACE_INTERRUPT`: a forced sync point when the thread holds the right to
+    /// run, is in user mode at a reachable instruction, and another thread waits or a signal is
+    /// held for it. Then the signature is recorded and either the held signal is raised (delivered
+    /// at once, at this point) or the right passes on.
+    pub(super) fn on_interrupt(&mut self, mut t: Stopped) -> StopResult {
+        match self.interrupt_inner(&mut t) {
+            Ok(()) => Ok((t, Resume::Cont, 0)),
+            Err(e) => Err(Box::new((Some(t), e))),
+        }
+    }
+
+    fn interrupt_inner(&mut self, t: &mut Stopped) -> Result<(), Error> {
+        let tid = t.tid();
+        let p = self.proc_mut(tid);
+        p.interrupting = false;
+        if std::mem::take(&mut p.retry_entry) {
+            return Ok(());
+        }
+        let tgid = p.tgid;
+        let held = !p.held.is_empty() && p.releasing.is_none();
+        let regs = t.regs()?;
+        let Some(g) = self.groups.get(&tgid) else {
+            return Ok(());
+        };
+        let switch = g.threaded && !g.waiting.is_empty();
+        if g.holder != Some(tid)
+            || !(switch || held)
+            || regs.orig_rax != u64::MAX
+            || !crate::sched::reachable_point(t, regs.rip)
+        {
+            return Ok(());
+        }
+        self.drain_sysbuf(t)?;
+        let sig = crate::sched::signature(t)?;
+        if self.debug {
+            eprintln!("[record] tid {tid}: forced sync point at {:#x}", sig.rip());
+        }
+        let cpu_ns = replay_ptrace::process_cpu_ns(tgid)
+            .unwrap_or(0)
+            .saturating_sub(self.proc_mut(tid).cpu_at_resume);
+        self.emit(tid, Event::SyncPoint { sig, cpu_ns })?;
+        self.sync_points += 1;
+        let p = self.proc_mut(tid);
+        p.last_exit_regs = None;
+        if held {
+            let (sig, info) = p.held.pop_front().expect("held");
+            replay_ptrace::tgkill(tgid, tid, sig)?;
+            p.releasing = Some((sig, info));
+            if sig < 32 {
+                p.held.retain(|(s, _)| *s != sig);
+            }
+        } else {
+            self.yield_now = true;
+            if let Some(g) = self.groups.get_mut(&tgid) {
+                g.why = crate::format::SwitchPoint::SyncPoint;
+            }
+        }
+        Ok(())
+    }
+
     fn proc_mut(&mut self, tid: i32) -> &mut super::Proc {
         self.procs.entry(tid).or_default()
     }

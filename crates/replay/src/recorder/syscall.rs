@@ -25,14 +25,23 @@ impl Pending {
     pub(super) fn is_output(&self) -> bool {
         syscalls::is_write(self.nr) && self.fd.is_some_and(|f| f.out != 0)
     }
+
+    /// True for a `clone` that starts a thread of the same process.
+    pub(super) fn is_thread_clone(&self) -> bool {
+        self.nr == libc::SYS_clone && self.args[0] & CLONE_THREAD != 0
+    }
+
+    /// True when the call may block, so its thread gives up the right to run (`crate::sched`).
+    pub(super) fn may_block(&self) -> bool {
+        crate::sched::may_block(self.nr, &self.args)
+    }
 }
 
 /// Signals below this number are standard (not real-time) signals, which do not queue
 /// (signal(7), "Real-time signals"; the kernel's `SIGRTMIN` is 32).
 const STANDARD_SIGNALS_END: i32 = 32;
 
-/// `CLONE_THREAD` (`include/uapi/linux/sched.h`).
-const CLONE_THREAD: u64 = 0x0001_0000;
+use crate::sched::CLONE_THREAD;
 
 pub(super) fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
     [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
@@ -49,6 +58,44 @@ impl Recorder {
         };
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
+        if let Some(p) = self.procs.get_mut(&tid)
+            && p.interrupting
+        {
+            // Our PTRACE_INTERRUPT is pending: it would cut a blocking call short (and a restart
+            // would show). Skip the call and rewind to its `syscall` instruction: the interrupt
+            // stop comes at once, in user mode, and the call then runs again, unrecorded so far.
+            let mut r = regs;
+            r.orig_rax = u64::MAX;
+            r.rax = nr as u64;
+            r.rip -= 2;
+            p.retry_entry = true;
+            return match t.set_regs(&r) {
+                Ok(()) => Ok((t, Resume::Cont, 0)),
+                Err(e) => Err(Box::new((Some(t), e.into()))),
+            };
+        }
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let live = self.groups.get(&tgid).map_or(1, |g| g.live);
+        if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && live > 1 {
+            self.stop_recording(format!(
+                "process {tgid} ran execve with several threads: not yet supported"
+            ));
+            return Ok((t, Resume::Cont, 0));
+        }
+        if nr == libc::SYS_clone
+            && args[0] & CLONE_THREAD != 0
+            && let Some(g) = self.groups.get_mut(&tgid)
+            && !g.threaded
+        {
+            // From the first thread on the process is scheduled, and unbuffered: the handler
+            // keeps one buffer per process, which threads would share (the replay does the
+            // same at this call).
+            g.threaded = true;
+            if let Err(e) = self.drain_sysbuf(&t) {
+                return Err(Box::new((Some(t), e)));
+            }
+            crate::syscallbuf::switch_off(&t);
+        }
         // Entering a trapped call, the handler is not mid-append: drain and empty the buffer.
         if let Err(e) = crate::syscallbuf::drain_and_reset(&t).and_then(|recs| {
             if recs.is_empty() {
@@ -73,12 +120,6 @@ impl Recorder {
             Ok(handled) => return handled,
             Err(t) => *t,
         };
-        if nr == libc::SYS_clone && args[0] & CLONE_THREAD != 0 {
-            self.stop_recording(format!(
-                "process {tid} started a thread (clone with CLONE_THREAD): threads are not yet supported"
-            ));
-            return Ok((t, Resume::Cont, 0));
-        }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
         let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
@@ -88,7 +129,13 @@ impl Recorder {
             // Raised now, delivered when this system call returns (or interrupts it).
             // Process-directed, like the timer or `kill` that sent it: if another instance of a
             // standard signal is pending meanwhile, the kernel keeps one, as it would natively.
-            if let Err(e) = replay_ptrace::kill(tid, sig) {
+            // With threads, to this thread: another one would be interrupted wherever it is.
+            let raised = if live > 1 {
+                replay_ptrace::tgkill(tgid, tid, sig)
+            } else {
+                replay_ptrace::kill(tid, sig)
+            };
+            if let Err(e) = raised {
                 return Err(Box::new((Some(t), e.into())));
             }
             p.releasing = Some((sig, info));
@@ -118,8 +165,10 @@ impl Recorder {
     ) -> Result<StopResult, Box<Stopped>> {
         use crate::syscallbuf::{self as sb, Installed};
         let tid = t.tid();
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
         if !self.syscallbuf
             || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off)
+            || self.groups.get(&tgid).is_some_and(|g| g.threaded)
             || sb::from_handler(rip)
         {
             return Err(Box::new(t));

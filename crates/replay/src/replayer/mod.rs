@@ -13,6 +13,12 @@
 //! Events of one process replay in their recorded order; events of different processes are ordered
 //! only by their rendezvous points ([`crate::rendezvous`]): a tracee whose next event must wait stays
 //! stopped ("parked") until the events before it on the same object have been replayed.
+//!
+//! Threads of one process follow the recorded schedule (`crate::sched`): only the holder's stops
+//! are processed; another thread's stop is held until a recorded [`Event::Switch`] hands it the
+//! right to run. A forced sync point is reached with a hardware breakpoint at its recorded rip and
+//! the signature checked at each hit (`signal.rs`); a watchdog turns a point never reached into a
+//! divergence.
 
 mod process;
 mod signal;
@@ -24,7 +30,7 @@ use std::path::Path;
 
 use replay_ptrace::{Resume, Running, SpawnSpec, Stopped, WaitKind};
 
-use crate::format::{Event, Recording};
+use crate::format::{Event, Recording, SwitchPoint};
 use crate::rendezvous::Progress;
 use crate::{Divergence, Error, describe};
 
@@ -42,6 +48,8 @@ pub struct ReplayOutcome {
     pub processes: usize,
     /// Per recorded pid, the system call numbers replayed, in order (for comparing runs).
     pub syscalls: Vec<(i32, Vec<i64>)>,
+    /// Threads started (`clone` with `CLONE_THREAD`).
+    pub threads: usize,
 }
 
 /// The recorded events of one process, consumed in order.
@@ -56,10 +64,69 @@ struct Stream {
 #[derive(Debug)]
 struct RProc {
     rec: i32,
+    /// Recorded tgid of its process.
+    group: i32,
     thread: Option<Running>,
     parked: Option<(Stopped, WaitKind)>,
     pending: Option<syscall::Pending>,
     releasing: Option<i32>,
+    /// A stop held until this thread has the right to run.
+    held: Option<(Stopped, WaitKind)>,
+    /// The forced sync point this thread runs to (breakpoint armed).
+    seeking: Option<Seek>,
+}
+
+impl RProc {
+    fn new(rec: i32, group: i32, thread: Option<Running>) -> RProc {
+        RProc {
+            rec,
+            group,
+            thread,
+            parked: None,
+            pending: None,
+            releasing: None,
+            held: None,
+            seeking: None,
+        }
+    }
+}
+
+/// A thread on its way to a forced sync point.
+#[derive(Debug)]
+struct Seek {
+    /// Process CPU time (ns) up to which it runs without the breakpoint (half the recorded CPU
+    /// time to the point: a loop whose registers change at every iteration would otherwise stop at
+    /// each one of them; the recorded time also counts other threads' kernel work, which replay
+    /// does not repeat, so a larger share could run past the point).
+    skip_until: Option<u64>,
+    /// `PTRACE_INTERRUPT` sent at the end of the run ahead, its stop not yet seen.
+    interrupting: bool,
+    /// Watchdog ticks in all.
+    ticks: u32,
+    /// Breakpoint hits so far.
+    hits: u64,
+    /// Watchdog ticks since the last hit.
+    idle_ticks: u32,
+    /// The nearest state seen at a hit, and how many parts of the signature differed.
+    nearest: Option<(crate::format::Signature, usize)>,
+}
+
+/// The replayer's tick period: 1 ms.
+const TICK_NS: u64 = 1_000_000;
+/// Ticks a seeking thread may go without a breakpoint hit (10 s), and in all (60 s), before replay
+/// reports that it cannot reach its forced sync point.
+const SEEK_IDLE_TICKS: u32 = 10_000;
+const SEEK_TICKS: u32 = 60_000;
+/// Recorded CPU times from which replay runs ahead without the breakpoint (4 ms).
+const SKIP_MIN_NS: u64 = 4_000_000;
+
+/// One process's replay schedule.
+#[derive(Debug, Default)]
+struct RGroup {
+    /// Recorded tid of the thread that may run user code.
+    holder: i32,
+    /// A second thread was started (from the same `clone` on as when recorded).
+    threaded: bool,
 }
 
 struct Replayer<'o> {
@@ -79,6 +146,11 @@ struct Replayer<'o> {
     events: u64,
     processes: usize,
     debug: bool,
+    groups: HashMap<i32, RGroup>,
+    /// Set by a handler at a point where the recording may switch threads: after resuming the
+    /// tracee, hand the right to run to this recorded tid.
+    transfer: Option<i32>,
+    threads: usize,
 }
 
 /// What a handler decided for a stopped tracee.
@@ -87,6 +159,9 @@ enum Next {
     Resume(Stopped, Resume, i32),
     /// Keep it stopped until a rendezvous point is met.
     Park(Stopped, WaitKind),
+    /// Keep it stopped until it has the right to run (forever, for a thread that was still
+    /// blocked when its process ended in the recording).
+    Hold(Stopped, WaitKind),
 }
 
 /// Replays `rec`, writing the program's stdout and stderr to `stdout` and `stderr`.
@@ -166,18 +241,30 @@ pub fn replay(
         events: 0,
         processes: 1,
         debug: std::env::var_os("SIGHTLINE_DEBUG").is_some(),
+        groups: HashMap::new(),
+        transfer: None,
+        threads: 0,
     };
     r.real_of.insert(root_pid, root_tid);
-    r.procs.insert(
-        root_tid,
-        RProc {
-            rec: root_pid,
-            thread: Some(root),
-            parked: None,
-            pending: None,
-            releasing: None,
+    r.procs
+        .insert(root_tid, RProc::new(root_pid, root_pid, Some(root)));
+    r.groups.insert(
+        root_pid,
+        RGroup {
+            holder: root_pid,
+            threaded: false,
         },
     );
+    // The watchdog and run-ahead of forced sync points need ticks; without any, no timer.
+    let ticker = if rec
+        .records
+        .iter()
+        .any(|r| matches!(r.event, Event::SyncPoint { .. }))
+    {
+        Some(replay_ptrace::start_ticks(TICK_NS)?)
+    } else {
+        None
+    };
     // Same TSC mode as the tracees: no CR4 rewrite (a VM exit) on each switch to and from them.
     if let Err(e) = replay_ptrace::trap_own_rdtsc()
         && r.debug
@@ -185,6 +272,7 @@ pub fn replay(
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
     let result = r.run();
+    drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
     if result.is_err() {
         r.kill_all();
@@ -225,17 +313,25 @@ pub fn replay(
         events: r.events,
         processes: r.processes,
         syscalls,
+        threads: r.threads,
     })
 }
 
 impl Replayer<'_> {
     fn run(&mut self) -> Result<(), Error> {
         loop {
+            if replay_ptrace::take_tick() {
+                self.watchdog()?;
+            }
             let ev = match replay_ptrace::wait_any() {
                 Ok(Some(ev)) => ev,
                 Ok(None) => continue,
                 Err(_) => return Ok(()), // ECHILD: all replayed processes are gone
             };
+            // A held thread that reports again (the SIGKILL of a group exit woke it).
+            if let Some(p) = self.procs.get_mut(&ev.tid) {
+                p.held = None;
+            }
             if ev.is_death() {
                 self.on_death(ev.tid, ev.kind)?;
                 continue;
@@ -259,12 +355,29 @@ impl Replayer<'_> {
         }
     }
 
-    /// Handles one stop and resumes or parks the tracee.
+    /// Handles one stop and resumes or parks the tracee; a stop of a thread that does not have
+    /// the right to run is held (unprocessed) until it gets it.
     fn dispatch(&mut self, t: Stopped, kind: WaitKind) -> Result<(), Error> {
         let tid = t.tid();
-        match self.on_stop(t, kind) {
+        if let Some(p) = self.procs.get(&tid)
+            && let Some(g) = self.groups.get(&p.group)
+            && g.threaded
+            && g.holder != p.rec
+            && kind != WaitKind::Event(replay_ptrace::PtraceEvent::Exit)
+        {
+            if self.debug {
+                eprintln!("[replay] tid {tid} (recorded {}) waits for its turn", p.rec);
+            }
+            self.procs.get_mut(&tid).expect("present").held = Some((t, kind));
+            return Ok(());
+        }
+        self.transfer = None;
+        let result = self.on_stop(t, kind);
+        let transfer = self.transfer.take();
+        match result {
             Ok(Next::Resume(mut t, how, sig)) => {
                 self.prefill(&mut t)?;
+                self.arm_sync_point(&mut t)?;
                 match t.resume(how, sig) {
                     Ok(r) => {
                         if let Some(p) = self.procs.get_mut(&tid) {
@@ -274,17 +387,159 @@ impl Replayer<'_> {
                     Err(e) if e.is_tracee_gone() => {}
                     Err(e) => return Err(e.into()),
                 }
-                Ok(())
             }
             Ok(Next::Park(t, kind)) => {
                 if let Some(p) = self.procs.get_mut(&tid) {
                     p.parked = Some((t, kind));
                 }
-                Ok(())
             }
-            Err(Error::Ptrace(e)) if e.is_tracee_gone() => Ok(()),
-            Err(e) => Err(e),
+            Ok(Next::Hold(t, kind)) => {
+                if let Some(p) = self.procs.get_mut(&tid) {
+                    p.held = Some((t, kind));
+                }
+            }
+            Err(Error::Ptrace(e)) if e.is_tracee_gone() => {}
+            Err(e) => return Err(e),
         }
+        if let Some(to) = transfer {
+            self.hand_over(tid, to)?;
+        }
+        Ok(())
+    }
+
+    /// If the next recorded event of the thread `tid` (recorded `rec`) is a switch, replays it:
+    /// the target is to run next. Called at the points where the recorder may switch.
+    fn take_switch(&mut self, rec: i32, at: SwitchPoint) -> Option<i32> {
+        match self.front(rec) {
+            Some(Event::Switch { to, why }) if *why == at => {
+                let to = *to;
+                self.complete(rec);
+                Some(to)
+            }
+            _ => None,
+        }
+    }
+
+    /// After a system call's record was replayed: as recorded, the thread yields to another one
+    /// (it stays stopped until its turn), or runs on, with its next recorded signal raised.
+    fn after_syscall(&mut self, t: Stopped) -> Result<Next, Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        if self.threaded(tid)
+            && let Some(to) = self.take_switch(rec, SwitchPoint::AfterSyscall)
+        {
+            self.transfer = Some(to);
+            let again = WaitKind::Event(replay_ptrace::PtraceEvent::Stop(libc::SIGTRAP));
+            return Ok(Next::Hold(t, again));
+        }
+        self.raise_next_signal(tid)?;
+        Ok(Next::Resume(t, Resume::Cont, 0))
+    }
+
+    /// Gives the right to run in the process of `from` (a real tid) to recorded thread `to`, and
+    /// processes its held stop, if it has one yet.
+    fn hand_over(&mut self, from: i32, to: i32) -> Result<(), Error> {
+        let group = match self.procs.get(&from) {
+            Some(p) => p.group,
+            None => self
+                .real_of
+                .get(&to)
+                .and_then(|t| self.procs.get(t))
+                .map_or(to, |p| p.group),
+        };
+        if let Some(g) = self.groups.get_mut(&group) {
+            g.holder = to;
+        }
+        if self.debug {
+            eprintln!("[replay] switch to thread {to}");
+        }
+        let held = self
+            .real_of
+            .get(&to)
+            .and_then(|t| self.procs.get_mut(t))
+            .and_then(|p| p.held.take());
+        if let Some((t, kind)) = held {
+            self.dispatch(t, kind)?;
+        }
+        Ok(())
+    }
+
+    /// Before resuming a thread into user code whose next recorded event is a forced sync point,
+    /// arms the hardware breakpoint at its instruction.
+    fn arm_sync_point(&mut self, t: &mut Stopped) -> Result<(), Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        let Some(Event::SyncPoint { sig, cpu_ns }) = self.front(rec) else {
+            return Ok(());
+        };
+        let (rip, cpu_ns) = (sig.rip(), *cpu_ns);
+        let group_real = self
+            .real_of
+            .get(&self.procs.get(&tid).map_or(0, |p| p.group));
+        let now = group_real.and_then(|&g| replay_ptrace::process_cpu_ns(g));
+        let Some(p) = self.procs.get_mut(&tid) else {
+            return Ok(());
+        };
+        if p.seeking.is_none() {
+            let skip_until = match now {
+                Some(now) if cpu_ns >= SKIP_MIN_NS => Some(now + cpu_ns / 2),
+                _ => None,
+            };
+            if skip_until.is_none() {
+                t.set_breakpoint(Some(rip))?;
+            }
+            p.seeking = Some(Seek {
+                skip_until,
+                interrupting: false,
+                ticks: 0,
+                hits: 0,
+                idle_ticks: 0,
+                nearest: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// A tick: a thread that has been running to a forced sync point for too long without a
+    /// breakpoint hit cannot reach it: a divergence.
+    fn watchdog(&mut self) -> Result<(), Error> {
+        let mut stuck = None;
+        for p in self.procs.values_mut() {
+            let Some(s) = &mut p.seeking else { continue };
+            let Some(running) = &p.thread else { continue };
+            s.idle_ticks += 1;
+            s.ticks += 1;
+            if s.idle_ticks > SEEK_IDLE_TICKS || s.ticks > SEEK_TICKS {
+                stuck = Some(p.rec);
+            }
+            if let Some(until) = s.skip_until
+                && !s.interrupting
+                && let Some(&g) = self.real_of.get(&p.group)
+                && replay_ptrace::process_cpu_ns(g).is_some_and(|now| now >= until)
+                && running.interrupt().is_ok()
+            {
+                s.interrupting = true;
+            }
+        }
+        let Some(rec) = stuck else { return Ok(()) };
+        let real = self.real_of.get(&rec).copied().unwrap_or(0);
+        let nearest = self
+            .procs
+            .get(&real)
+            .and_then(|p| p.seeking.as_ref())
+            .map_or("no breakpoint hit".into(), |s| match &s.nearest {
+                Some((n, d)) => format!(
+                    "{} breakpoint hit(s); nearest state: {} (differs in {d} of 20 parts)",
+                    s.hits,
+                    describe(&Event::SyncPoint { sig: *n, cpu_ns: 0 })
+                ),
+                None => "no breakpoint hit".into(),
+            });
+        Err(self.divergence(
+            rec,
+            self.expected_text(rec),
+            format!("thread {rec} did not reach it: {nearest}"),
+        ))
     }
 
     fn on_stop(&mut self, t: Stopped, kind: WaitKind) -> Result<Next, Error> {
@@ -295,7 +550,18 @@ impl Replayer<'_> {
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
             WaitKind::Event(E::Exit) => self.on_exit(t),
             WaitKind::Signal(sig) => self.on_signal(t, sig),
+            WaitKind::Event(E::Stop(libc::SIGTRAP))
+                if self
+                    .procs
+                    .get(&t.tid())
+                    .and_then(|p| p.seeking.as_ref())
+                    .is_some_and(|s| s.interrupting) =>
+            {
+                self.on_breakpoint(t)
+            }
             WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
+                // A thread resumed at its turn may have a recorded signal due right here.
+                self.raise_next_signal(t.tid())?;
                 let how = self.resume_how(t.tid());
                 Ok(Next::Resume(t, how, 0))
             }
@@ -396,6 +662,14 @@ impl Replayer<'_> {
         }
     }
 
+    /// True when the process of `tid` has started a thread (its schedule is replayed).
+    fn threaded(&self, tid: i32) -> bool {
+        self.procs
+            .get(&tid)
+            .and_then(|p| self.groups.get(&p.group))
+            .is_some_and(|g| g.threaded)
+    }
+
     fn resume_how(&self, tid: i32) -> Resume {
         match self.procs.get(&tid) {
             Some(p) if p.pending.as_ref().is_some_and(|p| !p.restarting) => Resume::Syscall,
@@ -471,7 +745,7 @@ impl Replayer<'_> {
             .copied()
             .collect();
         for tid in &tids {
-            let _ = replay_ptrace::tgkill(*tid, *tid, libc::SIGKILL);
+            let _ = replay_ptrace::tkill(*tid, libc::SIGKILL);
             // A tracee held in a stop whose report we already consumed (its PTRACE_EVENT_EXIT stop
             // when the exit diverged, a parked one) is not woken by SIGKILL and would never report
             // again: resume it so it dies. On a running tracee this fails with ESRCH, ignored.
@@ -488,7 +762,7 @@ impl Replayer<'_> {
         loop {
             match replay_ptrace::wait_any() {
                 Ok(Some(ev)) if !ev.is_death() => {
-                    let _ = replay_ptrace::tgkill(ev.tid, ev.tid, libc::SIGKILL);
+                    let _ = replay_ptrace::tkill(ev.tid, libc::SIGKILL);
                     let _ = Running::attached(ev.tid)
                         .into_stopped(&ev)
                         .resume(Resume::Cont, 0);

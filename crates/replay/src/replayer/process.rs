@@ -15,8 +15,11 @@ impl Replayer<'_> {
     pub(super) fn on_new_child(&mut self, t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
         let child = t.event_msg()? as i32;
-        let child_rec = match self.procs.get(&tid).and_then(|p| p.pending.as_ref()) {
-            Some(p) => p.ev.result as i32,
+        let (child_rec, thread) = match self.procs.get(&tid).and_then(|p| p.pending.as_ref()) {
+            Some(p) => (
+                p.ev.result as i32,
+                p.ev.nr == libc::SYS_clone && p.ev.args[0] & crate::sched::CLONE_THREAD != 0,
+            ),
             None => {
                 let rec = self.rec_of(tid);
                 return Err(self.divergence(
@@ -27,17 +30,21 @@ impl Replayer<'_> {
             }
         };
         self.real_of.insert(child_rec, child);
-        self.processes += 1;
-        self.procs.insert(
-            child,
-            RProc {
-                rec: child_rec,
-                thread: None,
-                parked: None,
-                pending: None,
-                releasing: None,
-            },
-        );
+        let group = if thread {
+            self.threads += 1;
+            self.procs.get(&tid).map_or(child_rec, |p| p.group)
+        } else {
+            self.processes += 1;
+            self.groups.insert(
+                child_rec,
+                super::RGroup {
+                    holder: child_rec,
+                    threaded: false,
+                },
+            );
+            child_rec
+        };
+        self.procs.insert(child, RProc::new(child_rec, group, None));
         if let Some((ct, kind)) = self.unmapped.remove(&child) {
             self.dispatch(ct, kind)?;
         } else {
@@ -51,6 +58,14 @@ impl Replayer<'_> {
     pub(super) fn on_exit(&mut self, t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
+        let (group, holder) = match self.procs.get(&tid).and_then(|p| self.groups.get(&p.group)) {
+            Some(g) if g.threaded => (self.procs[&tid].group, g.holder),
+            _ => (rec, rec),
+        };
+        if holder != rec {
+            // Killed by another thread's exit, as when recorded (where nothing of it was kept).
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        }
         let status = t.event_msg()? as i32;
         let left = crate::syscallbuf::unconsumed(&t);
         if left > 0 {
@@ -72,6 +87,10 @@ impl Replayer<'_> {
                     ));
                 }
                 self.complete(rec);
+                // The leader gives the right up at its exit; another thread at its death.
+                if rec == group {
+                    self.transfer = self.take_switch(rec, crate::format::SwitchPoint::Exit);
+                }
                 Ok(Next::Resume(t, Resume::Cont, 0))
             }
             _ => Err(self.divergence(
@@ -104,7 +123,26 @@ impl Replayer<'_> {
         }
         // The recorded pid keeps its real pid: the parent may reap the zombie later (its wait4 is
         // replayed for real on it).
-        self.procs.remove(&tid);
+        let gone = self.procs.remove(&tid);
+        if let Some(p) = &gone
+            && self
+                .groups
+                .get(&p.group)
+                .is_some_and(|g| g.threaded && g.holder == p.rec)
+            && let Some(to) = self.take_switch(p.rec, crate::format::SwitchPoint::Exit)
+        {
+            if let Some(g) = self.groups.get_mut(&p.group) {
+                g.holder = to;
+            }
+            let held = self
+                .real_of
+                .get(&to)
+                .and_then(|t| self.procs.get_mut(t))
+                .and_then(|q| q.held.take());
+            if let Some((t, kind)) = held {
+                self.dispatch(t, kind)?;
+            }
+        }
         if tid == self.root {
             self.root_exit = Some(match kind {
                 WaitKind::Exited(c) => c,

@@ -1,20 +1,76 @@
 //! Replaying signals and trapped instructions. Mirrors `recorder/signal.rs`.
 //!
 //! - A trapped RDTSC/RDTSCP/CPUID gets the recorded answer.
-//! - An asynchronous signal is raised by the replayer (`tgkill`) right after the event it followed
+//! - An asynchronous signal is raised by the replayer (`tkill`) right after the event it followed
 //!   in the recording, before the program runs another instruction, and delivered with its recorded
 //!   `siginfo_t`. Signals the replay's own kernel objects generate (a replayed child's real SIGCHLD)
 //!   are suppressed: only recorded signals reach the program.
 //! - A synchronous signal must recur by itself where it was recorded.
 
-use replay_ptrace::{Resume, Stopped};
+use replay_ptrace::{Resume, Stopped, WaitKind};
 
 use super::{Next, Replayer};
 use crate::format::Event;
 use crate::machine::{self, SI_KERNEL, Trap};
 use crate::{Error, describe};
 
+/// `si_code` of a hardware breakpoint's SIGTRAP (`include/uapi/asm-generic/siginfo.h`).
+const TRAP_HWBKPT: i32 = 4;
+
 impl Replayer<'_> {
+    /// The breakpoint at the next forced sync point's rip was hit: if the signature matches, the
+    /// point is reached (then, as recorded, a held signal is raised or another thread runs);
+    /// otherwise the thread runs on to the next hit.
+    pub(super) fn on_breakpoint(&mut self, mut t: Stopped) -> Result<Next, Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        let Some(Event::SyncPoint { sig: want, .. }) = self.front(rec) else {
+            return Err(self.divergence(rec, self.expected_text(rec), "a breakpoint hit".into()));
+        };
+        let want = *want;
+        let here = crate::sched::signature(&mut t)?;
+        let d = crate::sched::distance(&want, &here);
+        let Some(p) = self.procs.get_mut(&tid) else {
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        };
+        let seek = p.seeking.as_mut().expect("seeking");
+        if std::mem::take(&mut seek.interrupting) {
+            // The run ahead without the breakpoint is over: arm it now (the state here may
+            // already be the point).
+            seek.skip_until = None;
+            if d > 0 {
+                t.set_breakpoint(Some(want.rip()))?;
+            }
+        } else {
+            seek.hits += 1;
+        }
+        seek.idle_ticks = 0;
+        if d > 0 {
+            if seek.nearest.as_ref().is_none_or(|(_, nd)| d < *nd) {
+                seek.nearest = Some((here, d));
+            }
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        }
+        if self.debug {
+            eprintln!(
+                "[replay] tid {tid}: forced sync point at {:#x} after {} hit(s)",
+                want.rip(),
+                seek.hits
+            );
+        }
+        p.seeking = None;
+        t.set_breakpoint(None)?;
+        self.complete(rec);
+        self.transfer = self.take_switch(rec, crate::format::SwitchPoint::SyncPoint);
+        if self.transfer.is_some() {
+            // Stays where it is until its next turn, as when recorded.
+            let again = WaitKind::Event(replay_ptrace::PtraceEvent::Stop(libc::SIGTRAP));
+            return Ok(Next::Hold(t, again));
+        }
+        self.raise_next_signal(tid)?;
+        Ok(Next::Resume(t, Resume::Cont, 0))
+    }
+
     /// If the next recorded event of `tid` is an asynchronous signal, raises it now.
     pub(super) fn raise_next_signal(&mut self, tid: i32) -> Result<(), Error> {
         let rec = self.rec_of(tid);
@@ -29,7 +85,7 @@ impl Replayer<'_> {
             return Ok(());
         };
         if p.releasing.is_none() {
-            replay_ptrace::tgkill(tid, tid, signo)?;
+            replay_ptrace::tkill(tid, signo)?;
             p.releasing = Some(signo);
         }
         Ok(())
@@ -40,6 +96,12 @@ impl Replayer<'_> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
         let info = t.siginfo()?;
+        if sig == libc::SIGTRAP
+            && machine::si_code(&info) == TRAP_HWBKPT
+            && self.procs.get(&tid).is_some_and(|p| p.seeking.is_some())
+        {
+            return self.on_breakpoint(t);
+        }
         if sig == libc::SIGSEGV
             && machine::si_code(&info) == SI_KERNEL
             && let Some(trap) = machine::decode_trap(&mut t)?
@@ -109,7 +171,10 @@ impl Replayer<'_> {
                     return Err(self.divergence(
                         rec,
                         expected,
-                        format!("synchronous signal {sig}"),
+                        format!(
+                            "synchronous signal {sig} (si_code {})",
+                            machine::si_code(&info)
+                        ),
                     ));
                 }
             }

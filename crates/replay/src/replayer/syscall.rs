@@ -38,6 +38,10 @@ enum Fixup {
     },
     /// fork/vfork/clone: inject the recorded child pid.
     Fork,
+    /// Skipped like [`Fixup::Real`]'s opposite, but completed only at the exit stop: a call that may
+    /// block, in a process with threads, whose result the recording took when its thread had the
+    /// right to run again (`crate::sched`).
+    Emulated,
     /// execve: prepare the new image with the recorded AT_RANDOM.
     Exec,
 }
@@ -157,6 +161,49 @@ impl Replayer<'_> {
         let regs = t.regs()?;
         let nr = regs.orig_rax as i64;
         let args = args_of(&regs);
+        if nr == libc::SYS_clone
+            && args[0] & crate::sched::CLONE_THREAD != 0
+            && let Some(g) = self
+                .procs
+                .get(&tid)
+                .and_then(|p| self.groups.get_mut(&p.group))
+            && !g.threaded
+        {
+            // As recorded: scheduled and unbuffered from the first thread on.
+            g.threaded = true;
+            let left = crate::syscallbuf::unconsumed(&t);
+            if left > 0 {
+                return Err(self.divergence(
+                    rec,
+                    format!("the buffered system calls recorded here ({left} bytes of them left)"),
+                    render(nr, &args),
+                ));
+            }
+            crate::syscallbuf::switch_off(&t);
+        }
+        if self.threaded(tid) {
+            let blocks = crate::sched::may_block(nr, &args);
+            if let Some(Event::Switch { .. }) = self.front(rec) {
+                // Given up here: a call that may block, or one that blocked when recorded.
+                self.transfer = self.take_switch(rec, crate::format::SwitchPoint::BlockingCall);
+                if self.transfer.is_none() {
+                    return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args)));
+                }
+            }
+            let killed_here = match self.front(rec) {
+                None => true,
+                Some(Event::Switch { why, .. }) => *why == crate::format::SwitchPoint::Exit,
+                _ => false,
+            };
+            if blocks && killed_here {
+                // Still blocked here when its process ended in the recording (killed by another
+                // thread's exit): it stays so, and its death hands the right on as recorded.
+                return Ok(Next::Hold(
+                    t,
+                    WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp),
+                ));
+            }
+        }
         if let Some(how) = self.syscallbuf_entry(&mut t, rec, nr, &args, regs.rip)? {
             return Ok(Next::Resume(t, how, 0));
         }
@@ -182,7 +229,7 @@ impl Replayer<'_> {
                 if self.debug {
                     eprintln!("[replay] tid {tid}: SIGKILL at {}", render(nr, &args));
                 }
-                replay_ptrace::tgkill(tid, tid, libc::SIGKILL)?;
+                replay_ptrace::tkill(tid, libc::SIGKILL)?;
                 return Ok(Next::Resume(t, Resume::Cont, 0));
             }
             _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
@@ -245,7 +292,7 @@ impl Replayer<'_> {
                     (true, Some(sig)) => {
                         // Raise it now: the real rt_sigsuspend returns at once and the handler runs
                         // under the temporary mask, as recorded.
-                        replay_ptrace::tgkill(tid, tid, sig)?;
+                        replay_ptrace::tkill(tid, sig)?;
                         if let Some(p) = self.procs.get_mut(&tid) {
                             p.releasing = Some(sig);
                         }
@@ -326,7 +373,7 @@ impl Replayer<'_> {
         regs.orig_rax = libc::SYS_rt_sigsuspend as u64;
         set_args(&mut regs, [mask, 8, 0, 0, 0, 0]);
         t.set_regs(&regs)?;
-        replay_ptrace::tgkill(tid, tid, signo)?;
+        replay_ptrace::tkill(tid, signo)?;
         if let Some(p) = self.procs.get_mut(&tid) {
             p.releasing = Some(signo);
         }
@@ -381,27 +428,36 @@ impl Replayer<'_> {
 
     /// Skips the call and injects its recorded result and memory.
     fn emulate(&mut self, mut t: Stopped, rec: i32, ev: SyscallEvent) -> Result<Next, Error> {
-        for w in &ev.writes {
-            t.write_bytes(RemotePtr::new(w.addr), &w.data)?;
+        let tid = t.tid();
+        // Completed (memory included) at its exit stop, when its thread runs again.
+        let deferred = self.threaded(tid)
+            && (crate::sched::may_block(ev.nr, &ev.args) || self.transfer.is_some());
+        if !deferred {
+            for w in &ev.writes {
+                t.write_bytes(RemotePtr::new(w.addr), &w.data)?;
+            }
         }
         let mut regs = t.regs()?;
         regs.orig_rax = u64::MAX;
         regs.rax = ev.result as u64;
         t.set_regs(&regs)?;
-        if syscalls::is_restart(ev.result) {
-            let tid = t.tid();
+        if syscalls::is_restart(ev.result) || deferred {
+            let fixup = if syscalls::is_restart(ev.result) {
+                Fixup::Restart
+            } else {
+                Fixup::Emulated
+            };
             if let Some(p) = self.procs.get_mut(&tid) {
                 p.pending = Some(Pending {
                     ev,
-                    fixup: Fixup::Restart,
+                    fixup,
                     restarting: false,
                 });
             }
             return Ok(Next::Resume(t, Resume::Syscall, 0));
         }
         self.complete(rec);
-        self.raise_next_signal(t.tid())?;
-        Ok(Next::Resume(t, Resume::Cont, 0))
+        self.after_syscall(t)
     }
 
     /// wait4/waitid: wait for the translated child for real (its exit was replayed: rendezvous).
@@ -540,7 +596,7 @@ impl Replayer<'_> {
         let expected_here = matches!(&fixup, Fixup::Rewritten { expect, .. } if *expect == real);
         if syscalls::is_restart(real)
             && !syscalls::is_restart(ev.result)
-            && !matches!(fixup, Fixup::Restart)
+            && !matches!(fixup, Fixup::Restart | Fixup::Emulated)
             && !expected_here
         {
             // A real signal of the replay's own (suppressed when it stops) interrupted a call that
@@ -591,6 +647,7 @@ impl Replayer<'_> {
             Fixup::Restart => {
                 regs.orig_rax = ev.nr as u64;
             }
+            Fixup::Emulated => {}
             Fixup::Rewritten {
                 saved,
                 scratch,
@@ -627,7 +684,6 @@ impl Replayer<'_> {
         regs.rax = ev.result as u64;
         t.set_regs(&regs)?;
         self.complete(rec);
-        self.raise_next_signal(tid)?;
-        Ok(Next::Resume(t, Resume::Cont, 0))
+        self.after_syscall(t)
     }
 }

@@ -1,4 +1,4 @@
-// Starts a thread: recording must refuse it with a clear "not yet supported" error.
+// Starts a thread and joins it (recorded and replayed with the thread schedule).
 #include <pthread.h>
 #include <stdio.h>
 
