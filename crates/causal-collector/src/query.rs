@@ -108,6 +108,27 @@ pub struct SearchHit {
 /// # Errors
 /// [`StoreError::Sql`].
 pub fn search(store: &Store, q: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+    search_where(store, q, None)
+}
+
+/// The search row of task `task_id` (exact id, either form: [`stored_task_id`]), if stored.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn task_summary(store: &Store, task_id: &str) -> Result<Option<SearchHit>, StoreError> {
+    Ok(search_where(
+        store,
+        &SearchQuery::default(),
+        Some(&stored_task_id(task_id)),
+    )?
+    .pop())
+}
+
+fn search_where(
+    store: &Store,
+    q: &SearchQuery,
+    task: Option<&str>,
+) -> Result<Vec<SearchHit>, StoreError> {
     let mut s = format!(
         "SELECT t.task_id, t.received_ns, t.first_ts_ns, t.last_ts_ns, t.events, t.title,
                 (SELECT group_concat(host, char(10)) FROM (SELECT host FROM task_hosts h WHERE h.task = t.id ORDER BY host)),
@@ -120,6 +141,10 @@ pub fn search(store: &Store, q: &SearchQuery) -> Result<Vec<SearchHit>, StoreErr
         args.push(v);
         format!("?{}", args.len())
     };
+    if let Some(t) = task {
+        let a = arg(t.to_string().into());
+        s.push_str(&format!(" AND t.task_id = {a}"));
+    }
     match (&q.service, &q.operation) {
         (Some(svc), Some(op)) => {
             let (a, b) = (arg(svc.clone().into()), arg(op.clone().into()));
@@ -360,6 +385,12 @@ mod tests {
         );
         assert_eq!(q(&|q| q.limit = Some(1)), ["CCCC"]);
         assert!(task_exists(&s, "aaaa").unwrap());
+        let one = task_summary(&s, "bbbb").unwrap().unwrap();
+        assert_eq!(
+            (one.summary.task_id.as_str(), one.summary.events),
+            ("BBBB", 2)
+        );
+        assert!(task_summary(&s, "BBB").unwrap().is_none());
         assert!(!task_exists(&s, "AAA").unwrap());
         let (g, skew) = load_graph(&s, "AAAA", true).unwrap();
         assert_eq!((g.task.as_str(), g.len(), g.edges.len()), ("AAAA", 2, 1));
