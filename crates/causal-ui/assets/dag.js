@@ -22,21 +22,27 @@ export async function render(task, params) {
       el('p', {class: 'muted'}, `${n} events · ${D.edges.from.length} edges · ${D.joins.length} joins · ${D.layers} layers, widest ${D.width} · critical path ${critOrder.length} events (red)`)),
     el('div', {class: 'toolbar'},
       el('a', {href: `/trace/${encodeURIComponent(D.task)}`}, 'Timeline view'),
-      el('span', {class: 'muted'}, 'wheel: zoom · drag: pan · w/s a/d ↑/↓ keys · 0: fit')),
+      el('span', {class: 'muted'}, 'wheel: scroll · ctrl+wheel, w/s: zoom · drag: pan · a/d ↑/↓ PgUp/PgDn · 0: overview · 1: readable')),
     el('div', {class: 'trace-body'}, canvas, el('aside', {class: 'side'}, detail)));
 
   // World coordinates: node i at (position*DX, layer*DY); view = scale and offset.
   const wx = (i) => D.position[i] * DX, wy = (i) => D.layer[i] * DY;
   let scale = 1, ox = 20, oy = 20, selected = -1;
+  // Overview (key 0): the whole DAG on screen. Readable (the default, key 1): labels legible,
+  // the widest layer fitted to the width if it can be, starting at the roots; scroll down.
   const fit = () => {
     const r = canvas.getBoundingClientRect();
     const ww = Math.max(1, D.width * DX), wh = Math.max(1, D.layers * DY);
-    scale = Math.min(2, (r.width - 40) / ww, (r.height - 40) / wh);
-    scale = Math.max(scale, 0.002);
+    scale = Math.max(0.002, Math.min(2, (r.width - 40) / ww, (r.height - 40) / wh));
     ox = 20; oy = 20;
   };
+  const readable = () => {
+    const r = canvas.getBoundingClientRect();
+    scale = Math.max(0.5, Math.min(1, (r.width - 40) / Math.max(1, D.width * DX)));
+    ox = Math.max(20, (r.width - D.width * DX * scale) / 2); oy = 20;
+  };
   const z = (params.get('zoom') || '').split(',').map(Number);
-  if (z.length === 3 && z.every(Number.isFinite)) [scale, ox, oy] = z; else fit();
+  if (z.length === 3 && z.every(Number.isFinite)) [scale, ox, oy] = z; else readable();
   const sx = (x) => ox + x * scale, sy = (y) => oy + y * scale;
 
   function draw() {
@@ -99,7 +105,12 @@ export async function render(task, params) {
     linkTimer = setTimeout(() => setQuery({zoom: `${scale.toPrecision(4)},${ox.toFixed(0)},${oy.toFixed(0)}`}), 200);
   };
   const zoomAt = (x, y, f) => { ox = x - (x - ox) * f; oy = y - (y - oy) * f; scale *= f; redraw(); };
-  canvas.addEventListener('wheel', (ev) => { ev.preventDefault(); zoomAt(ev.offsetX, ev.offsetY, Math.exp(-ev.deltaY * 0.002)); }, {passive: false});
+  // Wheel scrolls (a DAG is tall); ctrl+wheel (a pinch) zooms.
+  canvas.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    if (ev.ctrlKey) zoomAt(ev.offsetX, ev.offsetY, Math.exp(-ev.deltaY * 0.004));
+    else { ox -= ev.deltaX; oy -= ev.deltaY; redraw(); }
+  }, {passive: false});
   let drag = null;
   canvas.addEventListener('mousedown', (ev) => { drag = {x: ev.clientX, y: ev.clientY, ox, oy, moved: false}; });
   window.addEventListener('mousemove', (ev) => {
@@ -121,6 +132,9 @@ export async function render(task, params) {
     else if (k === 'ArrowUp') { oy += 80; redraw(); }
     else if (k === 'ArrowDown') { oy -= 80; redraw(); }
     else if (k === '0') { fit(); redraw(); }
+    else if (k === '1') { readable(); redraw(); }
+    else if (k === 'PageDown' || k === ' ') { oy -= r.height * 0.9; redraw(); }
+    else if (k === 'PageUp') { oy += r.height * 0.9; redraw(); }
     else return;
     ev.preventDefault();
   });

@@ -5,7 +5,7 @@
 // per event, so 100,000 events draw in one pass over typed arrays.
 import {el, api, fmtDur, fmtTime, mount, setQuery, fitCanvas, colour, detailPane} from './util.js';
 
-const GUTTER = 240, AXIS = 22, ROW = 14, HEAD_HOST = 20, HEAD_PROC = 17, PAD = 6;
+const GUTTER = 240, RIGHT = 12, AXIS = 22, ROW = 14, HEAD_HOST = 20, HEAD_PROC = 17, PAD = 6;
 const CRIT = '#e0115f';
 
 export async function render(task, params) {
@@ -94,8 +94,8 @@ export async function render(task, params) {
   layout();
 
   let W = 0, H = 0;
-  const xOf = (t) => GUTTER + (t - v0) / (v1 - v0) * (W - GUTTER);
-  const tOf = (x) => v0 + (x - GUTTER) / (W - GUTTER) * (v1 - v0);
+  const xOf = (t) => GUTTER + (t - v0) / (v1 - v0) * (W - GUTTER - RIGHT);
+  const tOf = (x) => v0 + (x - GUTTER) / (W - GUTTER - RIGHT) * (v1 - v0);
   const yOf = (k) => AXIS + laneY[lane[k]] - scrollY + 3 + row[k] * ROW;
 
   function draw() {
@@ -286,7 +286,7 @@ export async function render(task, params) {
     const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
     if (!drag.moved) return;
-    const dt = dx / (W - GUTTER) * (drag.v1 - drag.v0);
+    const dt = dx / (W - GUTTER - RIGHT) * (drag.v1 - drag.v0);
     setView(drag.v0 - dt, drag.v1 - dt);
     scrollY = drag.s; scrollBy(-dy);
   });

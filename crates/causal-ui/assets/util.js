@@ -90,8 +90,8 @@ export function fitCanvas(c) {
 /** The detail pane of one item (`/api/ui/task/{task}/item/{k}`), all as text. */
 export function detailPane(d, onItem) {
   const rows = d.attributes.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)));
-  const link = (x) => el('a', {href: '#', onclick: (ev) => { ev.preventDefault(); onItem(x.item); }},
-    `#${x.item} (${x.kind})`);
+  const link = (x) => el('span', {}, el('a', {href: '#', onclick: (ev) => { ev.preventDefault(); onItem(x.item); }},
+    x.label ? `${x.label}` : `#${x.item}`), ` (${x.kind}) `);
   return el('div', {class: 'detail', dataset: {item: d.index, id: d.id}},
     el('h3', {}, d.label),
     el('p', {class: 'muted'}, `${d.agent} · ${d.host} · ${d.process} · thread ${d.thread}`),

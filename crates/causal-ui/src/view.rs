@@ -356,8 +356,8 @@ impl TaskView {
             "duration_ns": it.start_ns.zip(it.end_ns).map(|(s, e)| e - s),
             "critical": self.critical.contains(&k),
             "attributes": attributes,
-            "parents": self.edges.iter().filter(|e| e.1 == k).map(|e| json!({"item": e.0, "kind": e.2.as_str()})).collect::<Vec<_>>(),
-            "children": self.edges.iter().filter(|e| e.0 == k).map(|e| json!({"item": e.1, "kind": e.2.as_str()})).collect::<Vec<_>>(),
+            "parents": self.edges.iter().filter(|e| e.1 == k).map(|e| json!({"item": e.0, "label": self.items[e.0].label, "kind": e.2.as_str()})).collect::<Vec<_>>(),
+            "children": self.edges.iter().filter(|e| e.0 == k).map(|e| json!({"item": e.1, "label": self.items[e.1].label, "kind": e.2.as_str()})).collect::<Vec<_>>(),
             "reports": evs,
         }))
     }
