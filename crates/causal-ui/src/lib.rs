@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use causal_analysis::{Comparison, CriticalPath, SkewAdjustment, TaskGraph, layout};
@@ -109,8 +109,8 @@ struct Loaded {
     skew: SkewAdjustment,
     cp: Option<CriticalPath>,
     view: TaskView,
-    payload: OnceLock<Arc<[u8]>>,
-    dag: OnceLock<Arc<[u8]>>,
+    payload: OnceLock<Body>,
+    dag: OnceLock<Body>,
     title: Option<String>,
 }
 
@@ -163,12 +163,69 @@ fn bad(msg: impl Into<String>) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, msg.into())
 }
 
-fn json_bytes(b: Arc<[u8]>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        axum::body::Bytes::from_owner(b),
+/// A serialised JSON payload, and its gzip form once a client asked for it.
+#[derive(Debug)]
+struct Body {
+    plain: Arc<[u8]>,
+    gzip: OnceLock<Arc<[u8]>>,
+}
+
+impl Body {
+    fn new(v: &Value) -> Body {
+        Body {
+            plain: serde_json::to_vec(v).expect("JSON values serialize").into(),
+            gzip: OnceLock::new(),
+        }
+    }
+}
+
+/// Whether the request's `Accept-Encoding` lists `gzip` (RFC 9110 §12.5.3; a `q=0` refusal is
+/// not looked for: no browser sends one for gzip).
+fn accepts_gzip(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|e| e.trim().starts_with("gzip")))
+}
+
+/// The payload `pick(l)` of task `l`, built by `make` on first use, gzip-compressed when the
+/// client accepts it (the columnar payload of 100,000 events is about 6 MB of JSON). Runs on a
+/// blocking thread: building and compressing a big task's payload takes tens of ms.
+async fn payload(
+    l: Arc<Loaded>,
+    headers: &HeaderMap,
+    pick: fn(&Loaded) -> &OnceLock<Body>,
+    make: fn(&Loaded) -> Value,
+) -> Result<Response, ApiError> {
+    let gzip = accepts_gzip(headers);
+    let (bytes, compressed) = tokio::task::spawn_blocking(move || {
+        let body = pick(&l).get_or_init(|| Body::new(&make(&l)));
+        if !gzip {
+            return (body.plain.clone(), false);
+        }
+        let gz = body.gzip.get_or_init(|| {
+            use std::io::Write as _;
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&body.plain).expect("writing to a Vec");
+            e.finish().expect("writing to a Vec").into()
+        });
+        (gz.clone(), true)
+    })
+    .await
+    .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let mut res = (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::VARY, "accept-encoding"),
+        ],
+        axum::body::Bytes::from_owner(bytes),
     )
-        .into_response()
+        .into_response();
+    if compressed {
+        res.headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    Ok(res)
 }
 
 /// Runs `f` with a connection to the store on a blocking thread.
@@ -227,10 +284,6 @@ async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, 
     }
     c.push((key, loaded.clone()));
     Ok(loaded)
-}
-
-fn to_bytes(v: &Value) -> Arc<[u8]> {
-    serde_json::to_vec(v).expect("JSON values serialize").into()
 }
 
 /// The router of the UI: the page at `/`, `/search`, `/trace/{task}`, `/compare`; its files
@@ -378,18 +431,19 @@ async fn ui_task(
     State(st): State<AppState>,
     Path(task): Path<String>,
     Query(p): Params,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let l = load(&st, task, adjust(&p)).await?;
-    let body = l
-        .payload
-        .get_or_init(|| {
-            to_bytes(
-                &l.view
-                    .payload(&l.graph, l.cp.as_ref(), &l.skew, l.title.as_deref()),
-            )
-        })
-        .clone();
-    Ok(json_bytes(body))
+    payload(
+        l,
+        &headers,
+        |l| &l.payload,
+        |l| {
+            l.view
+                .payload(&l.graph, l.cp.as_ref(), &l.skew, l.title.as_deref())
+        },
+    )
+    .await
 }
 
 async fn ui_item(
@@ -463,10 +517,10 @@ async fn ui_dag(
     State(st): State<AppState>,
     Path(task): Path<String>,
     Query(p): Params,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let l = load(&st, task, adjust(&p)).await?;
-    let body = l.dag.get_or_init(|| to_bytes(&dag_payload(&l))).clone();
-    Ok(json_bytes(body))
+    payload(l, &headers, |l| &l.dag, dag_payload).await
 }
 
 async fn ui_compare(State(st): State<AppState>, Query(p): Params) -> Result<Response, ApiError> {

@@ -226,9 +226,20 @@ fn dag_layout_of_a_real_xtrace_task() {
         d["layers"].as_u64().unwrap(),
         layer.iter().max().unwrap() + 1
     );
-    // Cached: the same bytes again.
+    // Cached: the same bytes again, and gzip-compressed for a client that accepts it.
     let again = get_json(&format!("{}/api/ui/task/{HDFS_TASK}/dag", s.base));
     assert_eq!(again, d);
+    let (enc, gz) = common::get_gzip(&format!("{}/api/ui/task/{HDFS_TASK}/dag", s.base));
+    assert_eq!(enc.as_deref(), Some("gzip"));
+    let mut plain = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&plain).unwrap(), d);
+    assert!(
+        gz.len() * 2 < plain.len(),
+        "{} bytes gzip, {} plain",
+        gz.len(),
+        plain.len()
+    );
 }
 
 #[test]

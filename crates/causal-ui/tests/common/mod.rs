@@ -135,3 +135,23 @@ pub fn get_headers(url: &str) -> Vec<(String, String)> {
 pub fn post_status(url: &str) -> u16 {
     agent().post(url).send("").unwrap().status().as_u16()
 }
+
+/// GET `url` with `Accept-Encoding: gzip`: (the `Content-Encoding` header, body bytes as sent).
+pub fn get_gzip(url: &str) -> (Option<String>, Vec<u8>) {
+    let mut r = agent()
+        .get(url)
+        .header("Accept-Encoding", "gzip")
+        .call()
+        .unwrap();
+    let enc = r
+        .headers()
+        .get("content-encoding")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = r
+        .body_mut()
+        .with_config()
+        .limit(1 << 30)
+        .read_to_vec()
+        .unwrap();
+    (enc, body)
+}
