@@ -189,7 +189,7 @@ fn accepts_gzip(h: &HeaderMap) -> bool {
 }
 
 /// The payload `pick(l)` of task `l`, built by `make` on first use, gzip-compressed when the
-/// client accepts it (the columnar payload of 100,000 events is about 6 MB of JSON). Runs on a
+/// client accepts it (the columnar payload of 100,000 X-Trace events is 8.1 MB of JSON, 1.2 MB compressed). Runs on a
 /// blocking thread: building and compressing a big task's payload takes tens of ms.
 async fn payload(
     l: Arc<Loaded>,

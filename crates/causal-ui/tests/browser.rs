@@ -346,6 +346,18 @@ async fn big_task_renders(c: &Client, base: &str) {
     assert_eq!(d["rendered"], BIG_EVENTS.to_string(), "every event drawn");
     let ms = num(&d["renderMs"]);
     eprintln!("100,000-event task: first render {ms:.1} ms");
+    let sizes = js(c, "performance.getEntriesByType('resource').filter(e => e.name.includes('/api/ui/task/')).map(e => [e.encodedBodySize, e.decodedBodySize])").await;
+    let heap = js(
+        c,
+        "performance.memory ? performance.memory.usedJSHeapSize : null",
+    )
+    .await;
+    eprintln!("100,000-event task: payload [gzip bytes, JSON bytes] {sizes}; JS heap {heap} bytes");
+    let (gz, plain) = (&sizes[0][0], &sizes[0][1]);
+    assert!(
+        gz.as_f64().unwrap() > 0.0 && gz.as_f64() < plain.as_f64(),
+        "sent compressed: {sizes}"
+    );
     shot(c, "big").await;
     let canvas = c.find(Locator::Id("timeline")).await.unwrap();
     canvas.send_keys("wwwwwwwwwwwwwwwwwwww").await.unwrap();
