@@ -114,8 +114,9 @@ struct Loaded {
     title: Option<String>,
 }
 
-/// A cache key: the task as shown, and whether its clock skew is adjusted.
-type TaskKey = (String, bool);
+/// A cache key: the task as shown, whether its clock skew is adjusted, and its stored event
+/// count (a task that received events since it was cached is rebuilt).
+type TaskKey = (String, bool, i64);
 
 #[derive(Debug)]
 struct Inner {
@@ -189,8 +190,9 @@ fn accepts_gzip(h: &HeaderMap) -> bool {
 }
 
 /// The payload `pick(l)` of task `l`, built by `make` on first use, gzip-compressed when the
-/// client accepts it (the columnar payload of 100,000 X-Trace events is 8.1 MB of JSON, 1.2 MB compressed). Runs on a
-/// blocking thread: building and compressing a big task's payload takes tens of ms.
+/// client accepts it (the columnar payload of 100,000 X-Trace events is 8.1 MB of JSON, 1.2 MB
+/// compressed). Runs on a blocking thread: building and compressing a big task's payload takes
+/// tens of ms.
 async fn payload(
     l: Arc<Loaded>,
     headers: &HeaderMap,
@@ -250,8 +252,13 @@ async fn with_store<T: Send + 'static>(
 
 /// Task `task` (id as `tasks` prints it, or a unique prefix) rebuilt, from the cache if there.
 async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, ApiError> {
-    let shown = with_store(st, move |s| Ok(s.resolve_task(&task)?)).await?;
-    let key = (shown.clone(), adjust);
+    let (shown, events) = with_store(st, move |s| {
+        let shown = s.resolve_task(&task)?;
+        let events = query::task_summary(s, &shown)?.map_or(0, |h| h.summary.events);
+        Ok((shown, events))
+    })
+    .await?;
+    let key = (shown.clone(), adjust, events);
     {
         let mut c = st.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pos) = c.iter().position(|(k, _)| *k == key) {
@@ -278,7 +285,7 @@ async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, 
     })
     .await?;
     let mut c = st.cache.lock().unwrap_or_else(|p| p.into_inner());
-    c.retain(|(k, _)| *k != key);
+    c.retain(|(k, _)| (&k.0, k.1) != (&key.0, key.1));
     if c.len() >= CACHED_TASKS {
         c.remove(0);
     }

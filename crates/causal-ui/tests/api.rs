@@ -190,7 +190,7 @@ fn task_payload_is_columnar_with_critical_path_and_detail() {
 
 #[test]
 fn dag_layout_of_a_real_xtrace_task() {
-    let Some((_d, s)) = server() else { return };
+    let Some((dir, s)) = server() else { return };
     let d = get_json(&format!("{}/api/ui/task/{HDFS_TASK}/dag", s.base));
     assert_eq!(d["events"], 839);
     assert_eq!(d["joins"].as_array().unwrap().len(), 46);
@@ -240,6 +240,17 @@ fn dag_layout_of_a_real_xtrace_task() {
         gz.len(),
         plain.len()
     );
+    // A task that receives an event is rebuilt, not served from the cache.
+    let mut store = causal_collector::Store::open(&dir.path().join("ui.db")).unwrap();
+    let late = causal_analysis::Event {
+        task: HDFS_TASK.into(),
+        id: "00000000000000EE".into(),
+        labels: vec!["late".into()],
+        ..Default::default()
+    };
+    store.insert(&[late], 9).unwrap();
+    let grown = get_json(&format!("{}/api/ui/task/{HDFS_TASK}", s.base));
+    assert_eq!(grown["events"], 840);
 }
 
 #[test]
