@@ -5,7 +5,7 @@
 // per event, so 100,000 events draw in one pass over typed arrays.
 import {el, api, fmtDur, fmtTime, mount, setQuery, fitCanvas, colour, detailPane} from './util.js';
 
-const GUTTER = 240, RIGHT = 12, AXIS = 22, ROW = 14, HEAD_HOST = 20, HEAD_PROC = 17, PAD = 6;
+const GUTTER = 240, RIGHT = 40, AXIS = 22, ROW = 14, HEAD_HOST = 20, HEAD_PROC = 17, PAD = 6;
 const CRIT = '#e0115f';
 
 export async function render(task, params) {
@@ -16,6 +16,15 @@ export async function render(task, params) {
   const start = Float64Array.from(I.start), end = Float64Array.from(I.end);
   const lane = Int32Array.from(I.lane), row = Int32Array.from(I.row);
   const span = Uint8Array.from(I.span), err = Uint8Array.from(I.error);
+  const parent = Int32Array.from(I.parent);
+  // Descendants in the collapse tree (a parent always has a smaller index).
+  const desc = new Int32Array(N);
+  for (let k = N - 1; k >= 0; k--) if (parent[k] >= 0) desc[parent[k]] += 1 + desc[k];
+  const folded = new Set();
+  const hidden = new Uint8Array(N);
+  const refold = () => {
+    for (let k = 0; k < N; k++) hidden[k] = parent[k] >= 0 && (hidden[parent[k]] || folded.has(parent[k])) ? 1 : 0;
+  };
   const critical = P.critical_path ? P.critical_path.items : [];
   const isCrit = new Uint8Array(N);
   for (const k of critical) isCrit[k] = 1;
@@ -63,7 +72,7 @@ export async function render(task, params) {
       el('button', {id: 'reset-zoom'}, 'Reset zoom (0)'),
       el('a', {href: `/trace/${encodeURIComponent(P.task)}?view=dag`, id: 'dag-link'}, 'DAG view'),
       el('a', {href: `/compare?a=${encodeURIComponent(P.task)}`}, 'Compare…'),
-      el('span', {class: 'muted'}, 'wheel: zoom · shift+wheel: scroll · drag: pan · w/s a/d ↑/↓ keys')),
+      el('span', {class: 'muted', title: 'wheel: zoom · shift+wheel: scroll · drag: pan · w/s: zoom · a/d ←/→: pan · ↑/↓: scroll · 0: whole task · /: find · c or double-click: collapse the selection'}, 'keys: w s a d ↑ ↓ 0 / c')),
     mini,
     el('div', {class: 'trace-body'}, canvas, side));
 
@@ -134,7 +143,7 @@ export async function render(task, params) {
     for (const [a, ks] of byAgent) {
       ctx.fillStyle = agentColour.get(a);
       for (const k of ks) {
-        if (!laneOn[lane[k]]) continue;
+        if (!laneOn[lane[k]] || hidden[k]) continue;
         const y = yOf(k);
         if (y > H || y + ROW < AXIS) continue;
         const x0 = xOf(start[k]), x1 = xOf(end[k]);
@@ -150,13 +159,17 @@ export async function render(task, params) {
       }
     }
     ctx.fillStyle = '#111';
+    for (const k of folded) {
+      if (hidden[k] || !laneOn[lane[k]]) continue;
+      ctx.fillText(`▸ +${desc[k]}`, xOf(span[k] ? end[k] : start[k]) + 4, yOf(k) + ROW - 5);
+    }
     for (const k of labels.slice(0, 2000)) {
       const x0 = Math.max(GUTTER, xOf(start[k])), x1 = xOf(end[k]);
       ctx.fillText(clip(ctx, S[I.label[k]], x1 - x0 - 4), x0 + 2, yOf(k) + ROW - 6);
     }
     // Edges: all on demand, and always those of the selected item.
     const edge = (a, b) => {
-      if (!laneOn[lane[a]] || !laneOn[lane[b]]) return;
+      if (!laneOn[lane[a]] || !laneOn[lane[b]] || hidden[a] || hidden[b]) return;
       ctx.moveTo(xOf(span[a] ? end[a] : start[a]), yOf(a) + 5);
       ctx.lineTo(xOf(start[b]), yOf(b) + 5);
     };
@@ -178,7 +191,7 @@ export async function render(task, params) {
     for (let i = 1; i < critical.length; i++) edge(critical[i - 1], critical[i]);
     ctx.stroke();
     for (const k of critical) {
-      if (!laneOn[lane[k]]) continue;
+      if (!laneOn[lane[k]] || hidden[k]) continue;
       const y = yOf(k), x0 = xOf(start[k]), x1 = xOf(end[k]);
       if (y > H || y + ROW < AXIS || x1 < GUTTER - 3 || x0 > W + 3) continue;
       ctx.strokeRect(x0 - 2, y - 1, Math.max(4, x1 - x0 + 4), ROW - 1);
@@ -305,6 +318,7 @@ export async function render(task, params) {
     else if (k === '0') setView(0, total);
     else if (k === '/') find.focus();
     else if (k === 'Escape') select(-1);
+    else if (k === 'c') toggle(selected);
     else return;
     ev.preventDefault();
   });
@@ -329,6 +343,7 @@ export async function render(task, params) {
       const y = AXIS + laneY[l] - scrollY;
       if (my < y || my > y + P.lanes.rows[l] * ROW + PAD) continue;
       for (const k of byLane[l]) {
+        if (hidden[k]) continue;
         const yk = yOf(k);
         if (my < yk - 2 || my > yk + ROW) continue;
         const x0 = xOf(start[k]), x1 = xOf(end[k]);
@@ -340,6 +355,10 @@ export async function render(task, params) {
   }
 
   async function select(k, center = false) {
+    if (k >= 0 && hidden[k]) {
+      for (let p = parent[k]; p >= 0; p = parent[p]) folded.delete(p);
+      refold();
+    }
     selected = k;
     setQuery({span: k >= 0 ? I.id[k] : null});
     if (center && k >= 0) {
@@ -351,8 +370,22 @@ export async function render(task, params) {
     redraw();
     if (k < 0) { detail.replaceChildren(el('p', {class: 'muted'}, 'Nothing selected.')); return; }
     const d = await api(`/api/ui/task/${encodeURIComponent(P.task)}/item/${k}${skew}`);
-    if (selected === k) detail.replaceChildren(detailPane(d, (x) => select(x, true)));
+    if (selected !== k) return;
+    const fold = desc[k] > 0 ? el('button', {id: 'fold', onclick: () => toggle(k)},
+      folded.has(k) ? `Expand subtree (${desc[k]})` : `Collapse subtree (${desc[k]})`) : null;
+    detail.replaceChildren(fold || '', detailPane(d, (x) => select(x, true)));
   }
+
+  // Collapse or expand the subtree under item k (also: key c on the selection, double-click).
+  function toggle(k) {
+    if (k < 0 || desc[k] === 0) return;
+    if (folded.has(k)) folded.delete(k); else folded.add(k);
+    refold();
+    const b = document.getElementById('fold');
+    if (b && selected === k) b.textContent = folded.has(k) ? `Expand subtree (${desc[k]})` : `Collapse subtree (${desc[k]})`;
+    redraw();
+  }
+  canvas.addEventListener('dblclick', () => toggle(selected));
 
   cpList.append(...critical.slice(0, 500).map((k, i) => el('li', {},
     el('a', {href: '#', onclick: (ev) => { ev.preventDefault(); select(k, true); }}, `${S[I.agent[k]]}: ${S[I.label[k]]}`),

@@ -61,6 +61,10 @@ pub struct TaskView {
     pub edges: Vec<(usize, usize, EdgeKind)>,
     /// Items on the critical path, in path order (no repeats).
     pub critical: Vec<usize>,
+    /// The parent of each item in the tree that the page collapses and expands: of the items
+    /// with a causal edge into it that come before it, the first (an OTLP span's parent span; an
+    /// X-Trace event's earliest parent). Always a smaller index, so the tree has no cycle.
+    pub parent: Vec<Option<usize>>,
     /// Earliest timestamp of the task, ns since the epoch (0 when none).
     pub t0_ns: i64,
 }
@@ -237,6 +241,12 @@ impl TaskView {
             .collect();
         edges.sort_by_key(|&(a, b, k)| (a, b, k.as_str()));
         edges.dedup();
+        let mut parent: Vec<Option<usize>> = vec![None; items.len()];
+        for &(a, b, kind) in &edges {
+            if kind == EdgeKind::Causal && a < b && parent[b].is_none_or(|p| a < p) {
+                parent[b] = Some(a);
+            }
+        }
         let mut critical: Vec<usize> = Vec::new();
         if let Some(cp) = cp {
             let mut seen = vec![false; items.len()];
@@ -256,6 +266,7 @@ impl TaskView {
             item_of,
             edges,
             critical,
+            parent,
             t0_ns,
         }
     }
@@ -309,6 +320,7 @@ impl TaskView {
                 "span": it.iter().map(|i| u8::from(i.span)).collect::<Vec<_>>(),
                 "error": it.iter().map(|i| u8::from(i.error)).collect::<Vec<_>>(),
                 "events": it.iter().map(|i| i.events.len()).collect::<Vec<_>>(),
+                "parent": self.parent.iter().map(|p| p.map_or(-1, |p| p as i64)).collect::<Vec<_>>(),
             },
             "edges": {
                 "from": self.edges.iter().map(|e| e.0).collect::<Vec<_>>(),

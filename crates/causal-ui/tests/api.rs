@@ -131,7 +131,7 @@ fn task_payload_is_columnar_with_critical_path_and_detail() {
     // 4 spans and the span event `cache.miss`.
     assert_eq!(n, 5);
     for col in [
-        "lane", "row", "start", "end", "label", "agent", "span", "error", "events",
+        "lane", "row", "start", "end", "label", "agent", "span", "error", "events", "parent",
     ] {
         assert_eq!(items[col].as_array().unwrap().len(), n, "{col}");
     }
@@ -168,6 +168,12 @@ fn task_payload_is_columnar_with_critical_path_and_detail() {
     assert_eq!(links.len(), 2);
     assert!(links.contains(&id_index(&p, "75A3333C86293E0D")));
     assert_eq!(p["skew_adjustment"]["hosts"].as_array().unwrap().len(), 0);
+    // The collapse tree: every span under handle_request, the span event under fanout_a.
+    let parent = |k: usize| items["parent"][k].as_i64().unwrap();
+    assert_eq!(parent(root), -1);
+    assert_eq!(parent(join), root as i64);
+    assert_eq!(parent(id_index(&p, "75A3333C86293E0D")), root as i64);
+    assert_eq!(parent(miss), id_index(&p, "1EE2F319F50A7406") as i64);
 
     let d = get_json(&format!("{b}/api/ui/task/{NODE_TASK}/item/{root}"));
     assert_eq!(d["id"], "88FA71D484DA1DC1");

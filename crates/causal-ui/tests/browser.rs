@@ -287,6 +287,34 @@ async fn search_open_and_inspect(c: &Client, base: &str) {
     assert_eq!(dataset(c, "timeline").await["selected"], "88FA71D484DA1DC1");
     wait_js(c, "location.search.includes('span=88FA71D484DA1DC1')").await;
     shot(c, "trace").await;
+    // Collapse the root's subtree: only the root is left; expand: all 5 again.
+    c.find(Locator::Id("fold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_js(
+        c,
+        "document.getElementById('timeline').dataset.rendered === '1'",
+    )
+    .await;
+    assert_eq!(
+        js(c, "document.getElementById('fold').textContent").await,
+        "Expand subtree (4)"
+    );
+    shot(c, "trace-collapsed").await;
+    c.find(Locator::Id("fold"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_js(
+        c,
+        "document.getElementById('timeline').dataset.rendered === '5'",
+    )
+    .await;
     // The deep link reopens the selection.
     let link = c.current_url().await.unwrap();
     c.goto(link.as_str()).await.unwrap();
