@@ -336,10 +336,30 @@ async fn search_open_and_inspect(c: &Client, base: &str) {
 }
 
 async fn dag_of_hdfs(c: &Client, base: &str) {
-    c.goto(&format!("{base}/trace/{HDFS_TASK}?view=dag"))
+    // Its timeline first: every event drawn, the critical path's 681 events outlined.
+    c.goto(&format!("{base}/trace/{HDFS_TASK}")).await.unwrap();
+    ready(c, "trace").await;
+    let d = dataset(c, "timeline").await;
+    assert_eq!(
+        (d["items"].clone(), d["rendered"].clone()),
+        (json!("839"), json!("839"))
+    );
+    assert_eq!(d["criticalDrawn"], "681");
+    shot(c, "hdfs-timeline").await;
+    c.find(Locator::Id("dag-link"))
+        .await
+        .unwrap()
+        .click()
         .await
         .unwrap();
     ready(c, "dag").await;
+    assert!(
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .ends_with("?view=dag")
+    );
     let d = dataset(c, "dag").await;
     assert_eq!(d["events"], "839");
     assert_eq!(d["joins"], "46");
