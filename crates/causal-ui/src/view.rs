@@ -331,7 +331,7 @@ impl TaskView {
             "critical_path": cp.map(|cp| json!({
                 "items": self.critical,
                 "total_ns": cp.total_ns,
-                "rules": cp.rules.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+                "rules": cp.rules,
                 "reached_root": cp.reached_root,
                 "notes": cp.notes,
                 "by_agent": cp.by_agent,

@@ -158,6 +158,10 @@ fn task_payload_is_columnar_with_critical_path_and_detail() {
         .collect();
     assert_eq!(cp, [root, id_index(&p, "1EE2F319F50A7406")]);
     assert_eq!(p["critical_path"]["total_ns"], 14_607_753);
+    assert_eq!(
+        p["critical_path"]["rules"],
+        serde_json::json!(["span_tree"])
+    );
     // join's two links, as item index pairs.
     let join = id_index(&p, "9774DEC99193F301");
     let e = &p["edges"];
