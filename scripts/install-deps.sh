@@ -7,9 +7,10 @@ need=()
 # bpftrace (usdt, causal-example), strace (probe cases), sqlite3, make, procps' ps (replay),
 # gcc and g++ (workloads, guests, probe-user targets), python3 (replay) and python3.11 (USDT),
 # linux-libc-dev's asm/unistd_64.h (linux-syscalls' generation check), util-linux's setpriv (probe
-# cases); nodejs, default-jre-headless, golang-go and xz-utils (threaded replay tests and benchmarks).
+# cases); nodejs, default-jre-headless, golang-go and xz-utils (threaded replay tests and benchmarks);
+# chromium and chromium-driver (causal-ui's browser tests, which start chromedriver themselves).
 for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc g++ python3 python3.11 gdb binutils curl procps linux-libc-dev util-linux \
-  nodejs default-jre-headless golang-go xz-utils; do
+  nodejs default-jre-headless golang-go xz-utils chromium chromium-driver; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

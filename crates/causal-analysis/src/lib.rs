@@ -8,6 +8,7 @@
 //!   ([`Rule`], `docs/critical-path.md`), with time per agent, host and process;
 //! - [`SkewAdjustment`]: per-host clock corrections estimated from RPC pairs and edges between
 //!   hosts (Jaeger's and Zipkin's adjusters), applied before analysis and display;
+//! - [`layout::layered`]: a layered drawing of the DAG ([`layout::DagLayout`]) for the web UI;
 //! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON;
 //! - [`Comparison`] of two tasks (per agent and per event kind) and [`Accounting`] of a task's
 //!   thread time and reported resources per process and agent.
@@ -20,6 +21,7 @@ pub mod accounting;
 pub mod compare;
 pub mod critical;
 pub mod graph;
+pub mod layout;
 pub mod model;
 pub mod render;
 pub mod skew;

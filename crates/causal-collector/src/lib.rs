@@ -9,12 +9,15 @@
 //!   lists tasks ([`store::TaskSummary`]) and loads a task's events for `causal_analysis`;
 //! - [`import::import_file`]: X-Trace JSON exports and OTLP requests from files;
 //! - [`otlp`]: the OTLP messages and the span → event mapping (`docs/otlp-mapping.md`);
-//! - [`xtrace`]: X-Trace reports → events.
+//! - [`xtrace`]: X-Trace reports → events;
+//! - [`query`]: the searches of the web UI and its Jaeger API (services, operations, tasks by
+//!   service, operation, attribute, duration, errors and time), and [`query::load_graph`].
 #![deny(missing_docs)]
 
 pub mod error;
 pub mod import;
 pub mod otlp;
+pub mod query;
 pub mod server;
 pub mod store;
 pub mod xtrace;

@@ -915,6 +915,11 @@ impl Store {
         Ok(v)
     }
 
+    /// The open connection, for the read-only queries of [`crate::query`].
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     /// Total events stored.
     ///
     /// # Errors

@@ -24,7 +24,7 @@ pub struct DbArg {
 }
 
 impl DbArg {
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.db
             .clone()
             .or_else(|| {
@@ -54,6 +54,9 @@ pub struct CollectArgs {
     /// Do not serve OTLP/HTTP.
     #[arg(long)]
     pub no_otlp: bool,
+    /// Also serve the web UI (as `sightline ui`), on ADDR:PORT if given.
+    #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = crate::ui::DEFAULT_LISTEN)]
+    pub ui: Option<SocketAddr>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -186,11 +189,18 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         )?;
         out.flush()?;
         drop(out);
+        let ui = match args.ui {
+            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &db).await?),
+            None => None,
+        };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
+        }
+        if let Some(ui) = ui {
+            ui.abort();
         }
         let s = collector.shutdown().await?;
         println!(

@@ -4,6 +4,7 @@
 mod causal;
 mod probe;
 mod replay;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,8 @@ enum Command {
     Tasks(causal::TasksArgs),
     /// Show one task as a causal graph (text, DOT or JSON), optionally with its critical path.
     Show(causal::ShowArgs),
+    /// Serve the web UI (search, timeline, DAG, compare) and its JSON and Jaeger APIs on the store.
+    Ui(ui::UiArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Import(args) => causal::import(args),
         Command::Tasks(args) => causal::tasks(args),
         Command::Show(args) => causal::show(args),
+        Command::Ui(args) => ui::run(args),
     };
     match result {
         Ok(code) => code,

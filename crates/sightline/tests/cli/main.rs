@@ -3,7 +3,7 @@
 //!
 //! One module per area: [`probe`] (`probe -c` held commands), [`listing`] (`probe -l`),
 //! [`probe_user`] (pid and USDT probes of real programs), [`causal`] (`import`, `collect`, `tasks`,
-//! `show`). Two harnesses stand apart: the data-driven probe cases (`tests/probe_cases.rs`, their
+//! `show`), [`ui`] (`ui`, `collect --ui`). Two harnesses stand apart: the data-driven probe cases (`tests/probe_cases.rs`, their
 //! own harness) and `record`/`replay` (`tests/replay.rs`: its in-process replays reap any child,
 //! so it needs a process without other tests' children). Tests that need only a library stay in
 //! that library's crate.
@@ -12,6 +12,7 @@ mod causal;
 mod listing;
 mod probe;
 mod probe_user;
+mod ui;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,0 +1,399 @@
+//! Read-only queries of the web UI and its Jaeger-compatible API, on the same [`Store`] as
+//! `sightline tasks` and `sightline show` (one query layer under every front end).
+//!
+//! - [`services`] and [`operations`]: the distinct agents (OTLP `service.name`) and the
+//!   operations of one (Jaeger's `/api/services`, `/api/services/{service}/operations`);
+//! - [`search`]: tasks by service, operation, attribute, duration, errors and time
+//!   ([`SearchQuery`] → [`SearchHit`]);
+//! - [`load_graph`]: one task rebuilt for analysis exactly as `sightline show` rebuilds it.
+//!
+//! An event's *operation* is its label, except that an OTLP span's start event (`S:start`,
+//! label `<name> start`, `docs/otlp-mapping.md`) names the operation `<name>`; span end events
+//! and span events are no operations. An event is an *error* when it has the field
+//! `status.code` = `error` (OTLP) or `error` = `true`/`1` (Jaeger's tag).
+
+use causal_analysis::{SkewAdjustment, TaskGraph};
+use rusqlite::types::Value;
+
+use crate::error::StoreError;
+use crate::store::{Store, TaskSummary, display_task_id, stored_task_id};
+
+/// SQL for the operation of event row `e` (NULL for span end events and span events).
+const OPERATION: &str = "CASE WHEN e.event_id LIKE '%:start' AND e.label LIKE '% start' \
+     THEN substr(e.label, 1, length(e.label) - 6) \
+     WHEN e.event_id LIKE '%:end' OR e.event_id LIKE '%:event%' THEN NULL ELSE e.label END";
+
+/// SQL true when event row `e` is an error (module docs).
+const IS_ERROR: &str = "EXISTS (SELECT 1 FROM json_each(e.fields) f WHERE \
+     (f.value ->> 0 = 'status.code' AND f.value ->> 1 = 'error') OR \
+     (f.value ->> 0 = 'error' AND lower(f.value ->> 1) IN ('true', '1')))";
+
+fn sql(what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sql { what, source }
+}
+
+/// Distinct agents (services) of all stored events, sorted.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn services(store: &Store) -> Result<Vec<String>, StoreError> {
+    let mut st = store
+        .conn()
+        .prepare("SELECT DISTINCT agent FROM events WHERE agent IS NOT NULL ORDER BY agent")
+        .map_err(sql("preparing the service list"))?;
+    st.query_map([], |r| r.get(0))
+        .map_err(sql("listing services"))?
+        .collect::<Result<_, _>>()
+        .map_err(sql("reading services"))
+}
+
+/// Distinct operations (module docs) of the events of agent `service`, sorted.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn operations(store: &Store, service: &str) -> Result<Vec<String>, StoreError> {
+    let q = format!(
+        "SELECT DISTINCT op FROM (SELECT {OPERATION} AS op FROM events e WHERE e.agent = ?1)
+         WHERE op IS NOT NULL ORDER BY op"
+    );
+    let mut st = store
+        .conn()
+        .prepare(&q)
+        .map_err(sql("preparing the operation list"))?;
+    st.query_map([service], |r| r.get(0))
+        .map_err(sql("listing operations"))?
+        .collect::<Result<_, _>>()
+        .map_err(sql("reading operations"))
+}
+
+/// A task search; every `None` (or empty list, or `false`) is no filter. All filters must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchQuery {
+    /// Only tasks with an event of this agent (service).
+    pub service: Option<String>,
+    /// Only tasks with an event of this operation (module docs); with `service`, an event of
+    /// that service.
+    pub operation: Option<String>,
+    /// Only tasks with, for each pair, an event that has field `key` = `value` (exact).
+    pub attributes: Vec<(String, String)>,
+    /// Only tasks lasting at least this long (`last_ts_ns - first_ts_ns`), ns.
+    pub min_duration_ns: Option<i64>,
+    /// Only tasks lasting at most this long, ns.
+    pub max_duration_ns: Option<i64>,
+    /// Only tasks with an error event (module docs).
+    pub errors_only: bool,
+    /// Only tasks first seen at or after this time (ns since the Unix epoch; as
+    /// [`TaskSummary::first_seen_ns`]).
+    pub since_ns: Option<i64>,
+    /// Only tasks first seen before this time (ns).
+    pub until_ns: Option<i64>,
+    /// At most this many tasks, the most recent (`None`: all).
+    pub limit: Option<usize>,
+}
+
+/// One task found by [`search`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SearchHit {
+    /// The task's row, as `sightline tasks` lists it.
+    #[serde(flatten)]
+    pub summary: TaskSummary,
+    /// The task's distinct agents (services), sorted.
+    pub services: Vec<String>,
+    /// Events of the task that are errors (module docs).
+    pub errors: i64,
+}
+
+/// Tasks matching `q`, most recent first (by [`TaskSummary::first_seen_ns`], then task id).
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn search(store: &Store, q: &SearchQuery) -> Result<Vec<SearchHit>, StoreError> {
+    search_where(store, q, None)
+}
+
+/// The search row of task `task_id` (exact id, either form: [`stored_task_id`]), if stored.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn task_summary(store: &Store, task_id: &str) -> Result<Option<SearchHit>, StoreError> {
+    Ok(search_where(
+        store,
+        &SearchQuery::default(),
+        Some(&stored_task_id(task_id)),
+    )?
+    .pop())
+}
+
+fn search_where(
+    store: &Store,
+    q: &SearchQuery,
+    task: Option<&str>,
+) -> Result<Vec<SearchHit>, StoreError> {
+    let mut s = format!(
+        "SELECT t.task_id, t.received_ns, t.first_ts_ns, t.last_ts_ns, t.events, t.title,
+                (SELECT group_concat(host, char(10)) FROM (SELECT host FROM task_hosts h WHERE h.task = t.id ORDER BY host)),
+                (SELECT group_concat(agent, char(10)) FROM (SELECT DISTINCT agent FROM events e WHERE e.task = t.id AND agent IS NOT NULL ORDER BY agent)),
+                (SELECT count(*) FROM events e WHERE e.task = t.id AND {IS_ERROR})
+         FROM tasks t WHERE 1=1"
+    );
+    let mut args: Vec<Value> = Vec::new();
+    let mut arg = |v: Value| {
+        args.push(v);
+        format!("?{}", args.len())
+    };
+    if let Some(t) = task {
+        let a = arg(t.to_string().into());
+        s.push_str(&format!(" AND t.task_id = {a}"));
+    }
+    match (&q.service, &q.operation) {
+        (Some(svc), Some(op)) => {
+            let (a, b) = (arg(svc.clone().into()), arg(op.clone().into()));
+            s.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND e.agent = {a} AND ({OPERATION}) = {b})"
+            ));
+        }
+        (Some(svc), None) => {
+            let a = arg(svc.clone().into());
+            s.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND e.agent = {a})"
+            ));
+        }
+        (None, Some(op)) => {
+            let b = arg(op.clone().into());
+            s.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND ({OPERATION}) = {b})"
+            ));
+        }
+        (None, None) => {}
+    }
+    for (k, v) in &q.attributes {
+        let (a, b) = (arg(k.clone().into()), arg(v.clone().into()));
+        s.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM events e, json_each(e.fields) f WHERE e.task = t.id
+                 AND f.value ->> 0 = {a} AND f.value ->> 1 = {b})"
+        ));
+    }
+    if let Some(d) = q.min_duration_ns {
+        let a = arg(d.into());
+        s.push_str(&format!(" AND t.last_ts_ns - t.first_ts_ns >= {a}"));
+    }
+    if let Some(d) = q.max_duration_ns {
+        let a = arg(d.into());
+        s.push_str(&format!(" AND t.last_ts_ns - t.first_ts_ns <= {a}"));
+    }
+    if q.errors_only {
+        s.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM events e WHERE e.task = t.id AND {IS_ERROR})"
+        ));
+    }
+    if let Some(t) = q.since_ns {
+        let a = arg(t.into());
+        s.push_str(&format!(
+            " AND coalesce(t.first_ts_ns, t.received_ns) >= {a}"
+        ));
+    }
+    if let Some(t) = q.until_ns {
+        let a = arg(t.into());
+        s.push_str(&format!(
+            " AND coalesce(t.first_ts_ns, t.received_ns) < {a}"
+        ));
+    }
+    s.push_str(" ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id");
+    if let Some(l) = q.limit {
+        // SQLite's LIMIT is a signed 64-bit integer; a larger value is no limit.
+        s.push_str(&format!(" LIMIT {}", l.min(i64::MAX as usize)));
+    }
+    let mut st = store
+        .conn()
+        .prepare(&s)
+        .map_err(sql("preparing the task search"))?;
+    let lines = |s: Option<String>| -> Vec<String> {
+        s.map(|h| h.split('\n').map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    st.query_map(rusqlite::params_from_iter(args), |r| {
+        let stored: String = r.get(0)?;
+        Ok(SearchHit {
+            summary: TaskSummary {
+                task_id: display_task_id(&stored).to_string(),
+                received_ns: r.get(1)?,
+                first_ts_ns: r.get(2)?,
+                last_ts_ns: r.get(3)?,
+                events: r.get(4)?,
+                title: r.get(5)?,
+                hosts: lines(r.get(6)?),
+            },
+            services: lines(r.get(7)?),
+            errors: r.get(8)?,
+        })
+    })
+    .map_err(sql("searching tasks"))?
+    .collect::<Result<_, _>>()
+    .map_err(sql("reading tasks"))
+}
+
+/// Whether task `task_id` (exact id, either form: [`stored_task_id`]) is stored.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn task_exists(store: &Store, task_id: &str) -> Result<bool, StoreError> {
+    store
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM tasks WHERE task_id = ?1",
+            [stored_task_id(task_id)],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(sql("looking up a task"))
+}
+
+/// Loads task `task` (exact id, either form) for analysis as `sightline show` does: its stored
+/// events with the clock-skew correction applied (unless `adjust` is false;
+/// `docs/critical-path.md`, "Clock skew"), then the nesting edges of its spans
+/// (`docs/otlp-mapping.md`), rebuilt as a graph named by the id as shown.
+///
+/// # Errors
+/// [`StoreError::Sql`].
+pub fn load_graph(
+    store: &Store,
+    task: &str,
+    adjust: bool,
+) -> Result<(TaskGraph, SkewAdjustment), StoreError> {
+    let mut events = store.load_task(task)?;
+    let skew = if adjust {
+        SkewAdjustment::estimate(&events)
+    } else {
+        SkewAdjustment::default()
+    };
+    skew.apply(&mut events);
+    // Nesting edges compare end times: after the skew correction.
+    causal_analysis::infer_span_nesting(&mut events);
+    let shown = display_task_id(&stored_task_id(task)).to_string();
+    Ok((TaskGraph::build(shown, events), skew))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use causal_analysis::{Event, Parent};
+
+    fn ev(
+        task: &str,
+        id: &str,
+        agent: &str,
+        label: &str,
+        ts: i64,
+        fields: &[(&str, &str)],
+    ) -> Event {
+        Event {
+            task: task.into(),
+            id: id.into(),
+            agent: Some(agent.into()),
+            host: Some("h1".into()),
+            timestamp_ns: Some(ts),
+            labels: vec![label.into()],
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Event::default()
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        let mut end = ev(
+            "AAAA",
+            "S1:end",
+            "web",
+            "GET / end",
+            500,
+            &[("status.code", "error")],
+        );
+        end.parents.push(Parent::causal("S1:start"));
+        s.insert(
+            &[
+                ev(
+                    "AAAA",
+                    "S1:start",
+                    "web",
+                    "GET / start",
+                    100,
+                    &[("http.method", "GET")],
+                ),
+                end,
+                ev("BBBB", "01", "db", "query", 1_000, &[("Tag", "x")]),
+                ev("BBBB", "02", "web", "render", 1_050, &[]),
+                ev("CCCC", "03", "db", "query", 5_000, &[("error", "true")]),
+            ],
+            1,
+        )
+        .unwrap();
+        (dir, s)
+    }
+
+    fn ids(hits: Vec<SearchHit>) -> Vec<String> {
+        hits.into_iter().map(|h| h.summary.task_id).collect()
+    }
+
+    #[test]
+    fn services_and_operations_of_spans_and_reports() {
+        let (_d, s) = store();
+        assert_eq!(services(&s).unwrap(), ["db", "web"]);
+        // The span's start names the operation; its end is no operation.
+        assert_eq!(operations(&s, "web").unwrap(), ["GET /", "render"]);
+        assert_eq!(operations(&s, "db").unwrap(), ["query"]);
+        assert!(operations(&s, "nope").unwrap().is_empty());
+    }
+
+    #[test]
+    fn search_filters_combine() {
+        let (_d, s) = store();
+        let all = search(&s, &SearchQuery::default()).unwrap();
+        assert_eq!(ids(all.clone()), ["CCCC", "BBBB", "AAAA"]);
+        assert_eq!(all[1].services, ["db", "web"]);
+        assert_eq!((all[0].errors, all[1].errors, all[2].errors), (1, 0, 1));
+        let q = |f: &dyn Fn(&mut SearchQuery)| {
+            let mut q = SearchQuery::default();
+            f(&mut q);
+            ids(search(&s, &q).unwrap())
+        };
+        assert_eq!(q(&|q| q.service = Some("web".into())), ["BBBB", "AAAA"]);
+        assert_eq!(
+            q(&|q| {
+                q.service = Some("web".into());
+                q.operation = Some("GET /".into());
+            }),
+            ["AAAA"]
+        );
+        assert_eq!(q(&|q| q.operation = Some("query".into())), ["CCCC", "BBBB"]);
+        assert_eq!(
+            q(&|q| q.attributes = vec![("http.method".into(), "GET".into())]),
+            ["AAAA"]
+        );
+        assert_eq!(q(&|q| q.errors_only = true), ["CCCC", "AAAA"]);
+        assert_eq!(q(&|q| q.min_duration_ns = Some(100)), ["AAAA"]);
+        assert_eq!(q(&|q| q.max_duration_ns = Some(50)), ["CCCC", "BBBB"]);
+        assert_eq!(
+            q(&|q| {
+                q.since_ns = Some(1_000);
+                q.until_ns = Some(5_000);
+            }),
+            ["BBBB"]
+        );
+        assert_eq!(q(&|q| q.limit = Some(1)), ["CCCC"]);
+        assert!(task_exists(&s, "aaaa").unwrap());
+        let one = task_summary(&s, "bbbb").unwrap().unwrap();
+        assert_eq!(
+            (one.summary.task_id.as_str(), one.summary.events),
+            ("BBBB", 2)
+        );
+        assert!(task_summary(&s, "BBB").unwrap().is_none());
+        assert!(!task_exists(&s, "AAA").unwrap());
+        let (g, skew) = load_graph(&s, "AAAA", true).unwrap();
+        assert_eq!((g.task.as_str(), g.len(), g.edges.len()), ("AAAA", 2, 1));
+        assert!(skew.is_empty());
+    }
+}
