@@ -114,7 +114,32 @@ pub struct CodegenError {
     pub span: Span,
     /// What is wrong.
     pub message: String,
+    /// How to fix it, when the code generator knows (e.g. for a kernel limit it predicted).
+    pub hint: Option<String>,
 }
+
+impl CodegenError {
+    /// The error as a located diagnostic (`file:line:col`, a caret under [`CodegenError::span`],
+    /// the hint), for rendering with the script's `SourceMap` like the analysis' diagnostics.
+    pub fn diagnostic(&self) -> probe_syntax::Diagnostic {
+        let d = probe_syntax::Diagnostic::error(self.message.clone(), self.span);
+        match &self.hint {
+            Some(h) => d.with_hint(h.clone()),
+            None => d,
+        }
+    }
+}
+
+/// The most maps one BPF program may use (`MAX_USED_MAPS`, kernel/bpf/verifier.c, since Linux
+/// 3.18); the loader fails with "total number of maps per program has reached the limit of 64"
+/// beyond it, so the code generator reports the clause that crosses it instead.
+pub const MAX_MAPS_PER_PROGRAM: usize = 64;
+
+/// The verifier's limit of processed instructions per program (`BPF_COMPLEXITY_LIMIT_INSNS`,
+/// kernel/bpf/verifier.c, 1,000,000 since Linux 5.2). A program's length plus the loop iterations
+/// the code generator knows it emits is a lower bound of what the verifier processes, checked at
+/// each clause.
+pub const MAX_PROCESSED_INSNS: u64 = 1_000_000;
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -247,6 +272,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
                         "probe {} has a kind this runtime cannot attach",
                         p.full_name()
                     ),
+                    hint: None,
                 });
             };
             if !groups.contains_key(&g) {
@@ -318,6 +344,7 @@ impl ProgGen<'_, '_> {
             clause: self.clause,
             span,
             message: message.into(),
+            hint: None,
         })
     }
 

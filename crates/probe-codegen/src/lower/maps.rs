@@ -16,33 +16,47 @@ pub(super) fn str_cap(e: &TExpr, strsize: u32) -> u32 {
     c.min(strsize)
 }
 
-/// For aggregation `agg`, the capacity of each key position: the largest [`str_cap`] over every
-/// update of it in the program (strsize for non-string keys; unused then).
-fn agg_key_caps(prog: &CheckedProgram, agg: usize, nkeys: usize, strsize: u32) -> Vec<u32> {
-    fn walk(stmts: &[TStmt], agg: usize, caps: &mut [u32], strsize: u32) {
+/// For every aggregation (indexed by id), the capacity of each key position: the largest
+/// [`str_cap`] over every update of it in the program (strsize for non-string keys; unused then).
+/// One walk of the program for all aggregations: a walk per aggregation made compilation quadratic
+/// in the program size (issue 22).
+fn agg_key_caps(prog: &CheckedProgram, strsize: u32) -> Vec<Vec<u32>> {
+    fn walk(stmts: &[TStmt], caps: &mut [Vec<u32>], strsize: u32) {
         for s in stmts {
             match s {
-                TStmt::Aggregate { agg: a, keys, .. } if a.0 as usize == agg => {
-                    for (c, k) in caps.iter_mut().zip(keys) {
-                        *c = (*c).max(str_cap(k, strsize));
+                TStmt::Aggregate { agg, keys, .. } => {
+                    if let Some(caps) = caps.get_mut(agg.0 as usize) {
+                        for (c, k) in caps.iter_mut().zip(keys) {
+                            *c = (*c).max(str_cap(k, strsize));
+                        }
                     }
                 }
                 TStmt::If { then, els, .. } => {
-                    walk(then, agg, caps, strsize);
-                    walk(els, agg, caps, strsize);
+                    walk(then, caps, strsize);
+                    walk(els, caps, strsize);
                 }
                 _ => {}
             }
         }
     }
-    let mut caps = vec![1u32; nkeys];
+    let n = prog
+        .aggregations
+        .iter()
+        .map(|a| a.id.0 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut caps = vec![Vec::new(); n];
+    for a in &prog.aggregations {
+        caps[a.id.0 as usize] = vec![1u32; a.keys.len()];
+    }
     for c in &prog.clauses {
-        walk(&c.body, agg, &mut caps, strsize);
+        walk(&c.body, &mut caps, strsize);
     }
     // Round up to whole 8-byte words (the key layout's unit).
-    caps.iter()
-        .map(|c| ((c + 7) & !7).min(strsize.max(8)))
-        .collect()
+    for c in caps.iter_mut().flatten() {
+        *c = ((*c + 7) & !7).min(strsize.max(8));
+    }
+    caps
 }
 
 /// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
@@ -158,14 +172,15 @@ impl Builder<'_> {
                 role: MapRole::Globals,
             }));
         }
+        let all_caps = agg_key_caps(self.prog, strsize);
         for a in &self.prog.aggregations {
             // String keys take only the room their values can need (e.g. 16 bytes for execname),
             // which makes hashing and copying the key cheaper than a full strsize buffer.
-            let caps = agg_key_caps(self.prog, a.id.0 as usize, a.keys.len(), strsize);
+            let caps = &all_caps[a.id.0 as usize];
             let keys: Vec<FieldKind> = a
                 .keys
                 .iter()
-                .zip(&caps)
+                .zip(caps)
                 .map(|(t, cap)| match value_kind(t, strsize) {
                     FieldKind::Str { .. } => FieldKind::Str { len: *cap },
                     k => k,
