@@ -218,12 +218,18 @@ enum VarHome {
     Global {
         offset: u32,
     },
+    /// An associative array in a map shared by arrays of its key and value sizes; its key is
+    /// `id` (8 bytes) then the tuple.
     Map {
         map: usize,
         key_fields: Vec<FieldKind>,
+        id: u32,
     },
+    /// A thread-local in a map shared by thread-locals of its value size; its key is the thread
+    /// id then `id` (8 bytes each).
     ThreadLocal {
         map: usize,
+        id: u32,
     },
     ClauseLocal,
 }

@@ -115,7 +115,7 @@ impl Builder<'_> {
                         used_maps.len()
                     ),
                     hint: Some(
-                        "each aggregation, associative array and thread-local variable is one map: use one aggregation with a key (`@a[\"x\"]`) or one array with a longer key instead of many, or spread the clauses over different probes".into(),
+                        "each aggregation, associative array or thread-local of a different shape (key and value sizes, aggregating function and range) needs its own map: give them the same shape, use one aggregation with a key (`@a[\"x\"]`) instead of many, or spread the clauses over different probes".into(),
                     ),
                 });
             }
