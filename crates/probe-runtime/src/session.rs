@@ -412,8 +412,10 @@ impl Session {
         Ok(out)
     }
 
-    /// Reads aggregation `id`: every key with its per-CPU value words (`words[cpu][slot]`). An
-    /// unkeyed aggregation that never fired has no entry (DTrace prints nothing for it).
+    /// Reads aggregation `id`: every key (its own, without the number that tells the aggregations
+    /// sharing its map apart: `AggDesc::own_key`) with its per-CPU value words
+    /// (`words[cpu][slot]`). An unkeyed aggregation that never fired has no entry (DTrace prints
+    /// nothing for it).
     pub fn read_agg(&self, id: usize) -> Result<Vec<AggEntry>, RuntimeError> {
         let desc = &self.layout.aggs[id];
         let spec = &self.layout.maps[desc.map];
@@ -423,21 +425,25 @@ impl Session {
         let mut buf = vec![0u8; stride * self.ncpus];
         let mut keys = Vec::new();
         match spec.kind {
-            MapKind::PercpuArray => keys.push(vec![0u8; spec.key_size as usize]),
+            MapKind::PercpuArray => keys.push(desc.map_key(&[])),
             _ => {
+                // The map is shared by the aggregations of one shape: keep this one's entries.
                 let mut cur: Option<Vec<u8>> = None;
                 let mut next = vec![0u8; spec.key_size as usize];
                 while sys::map_next_key(m, cur.as_deref(), &mut next)? {
-                    keys.push(next.clone());
+                    if desc.own_key(&next).is_some() {
+                        keys.push(next.clone());
+                    }
                     cur = Some(next.clone());
                 }
             }
         }
         let mut out = Vec::new();
-        for key in keys {
-            if !sys::map_lookup(m, &key, &mut buf)? {
+        for map_key in keys {
+            if !sys::map_lookup(m, &map_key, &mut buf)? {
                 continue;
             }
+            let key = desc.own_key(&map_key).unwrap_or_default().to_vec();
             let words: Vec<Vec<u64>> = (0..self.ncpus)
                 .map(|c| {
                     (0..slots)
@@ -466,19 +472,21 @@ impl Session {
         let zero = vec![0u8; spec.value_size as usize * self.ncpus];
         let entries = self.read_agg(id)?;
         for e in entries {
+            let key = desc.map_key(&e.key);
             if remove && spec.kind != MapKind::PercpuArray {
-                sys::map_delete(m, &e.key)?;
+                sys::map_delete(m, &key)?;
             } else {
-                sys::map_update(m, &e.key, &zero)?;
+                sys::map_update(m, &key, &zero)?;
             }
         }
         Ok(())
     }
 
-    /// Deletes one aggregation entry (used by `trunc(@a, n)`).
+    /// Deletes one aggregation entry (used by `trunc(@a, n)`); `key` is the aggregation's own key,
+    /// as [`Session::read_agg`] returns it.
     pub fn delete_agg_key(&self, id: usize, key: &[u8]) -> Result<(), RuntimeError> {
         let desc = &self.layout.aggs[id];
-        sys::map_delete(self.map(desc.map), key)?;
+        sys::map_delete(self.map(desc.map), &desc.map_key(key))?;
         Ok(())
     }
 }
