@@ -40,6 +40,7 @@ mod options;
 mod vars;
 
 pub use clauses::PROBE_FIELD_LIMITS;
+pub use options::{STACKFRAMES_MAX, STRSIZE_MAX};
 
 use self::{expr::*, names::*};
 

@@ -19,7 +19,10 @@ pub mod dump;
 pub mod tracefs;
 pub mod types;
 
-pub use analyze::{PROBE_FIELD_LIMITS, analyze, needs_kernel_types, needs_user_symbols};
+pub use analyze::{
+    PROBE_FIELD_LIMITS, STACKFRAMES_MAX, STRSIZE_MAX, analyze, needs_kernel_types,
+    needs_user_symbols,
+};
 pub use catalog::{
     DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind, StaticCatalog,
     TpField, UsdtArg, field_matches, glob_match,
