@@ -135,6 +135,14 @@ impl CodegenError {
 /// beyond it, so the code generator reports the clause that crosses it instead.
 pub const MAX_MAPS_PER_PROGRAM: usize = 64;
 
+/// The verifier's limit of branches pending exploration (`BPF_COMPLEXITY_LIMIT_JMP_SEQ`,
+/// kernel/bpf/verifier.c, 8192 since Linux 5.2): it walks the fall-through side of each
+/// conditional jump first and keeps the other pending, so a program made of many clauses, each with
+/// its own lookups and predicates, fails with "The sequence of 8193 jumps is too complex" once it
+/// has more conditional jumps than this. The code generator counts them and reports the clause that
+/// crosses it.
+pub const MAX_PENDING_BRANCHES: usize = 8192;
+
 /// The verifier's limit of processed instructions per program (`BPF_COMPLEXITY_LIMIT_INSNS`,
 /// kernel/bpf/verifier.c, 1,000,000 since Linux 5.2). A program's length plus the loop iterations
 /// the code generator knows it emits is a lower bound of what the verifier processes, checked at

@@ -2,7 +2,7 @@
 //! them, with a hint, instead of the loader's raw "total number of maps per program has reached the
 //! limit of 64" or the verifier's "BPF program is too large".
 
-use probe_codegen::{CodegenOptions, MAX_MAPS_PER_PROGRAM, compile};
+use probe_codegen::{CodegenOptions, MAX_MAPS_PER_PROGRAM, MAX_PENDING_BRANCHES, compile};
 use probe_sema::{
     DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, SemaOptions, StaticCatalog, analyze,
 };
@@ -93,12 +93,30 @@ fn issue_22_too_many_maps_is_a_located_error() {
 
 #[test]
 fn issue_22_many_aggregations_compile() {
-    // Their key sizes were found by one walk of the program per aggregation (quadratic); 5,000
-    // aggregations in 5,000 clauses compile into one shared map.
-    let text: String = (0..5000)
+    // Their key sizes were found by one walk of the program per aggregation (quadratic); 2,500
+    // aggregations in 2,500 clauses compile into one shared map.
+    let text: String = (0..2500)
         .map(|i| format!("BEGIN {{ @a{i}[\"k\"] = count(); }}\n"))
         .collect();
     assert_eq!(build(&text), Ok(vec![3]));
+}
+
+#[test]
+fn issue_22_too_many_branches_is_a_located_error() {
+    // The verifier keeps the far side of every conditional jump pending and gives up past 8192
+    // ("The sequence of 8193 jumps is too complex"): each of these clauses has 3 (the lookup, the
+    // create, the second lookup), so clause 2731 crosses it.
+    let text: String = (0..3000)
+        .map(|i| format!("BEGIN {{ @a{i}[\"k\"] = count(); }}\n"))
+        .collect();
+    let e = build(&text).unwrap_err();
+    assert!(
+        e.starts_with(&format!(
+            "limits.d:2731:1: error: this clause makes its probe's BPF program have 8194 conditional branches, above the verifier's limit of {MAX_PENDING_BRANCHES} pending ones\n"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("hint: merge clauses"), "{e}");
 }
 
 #[test]

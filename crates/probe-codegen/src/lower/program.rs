@@ -119,6 +119,19 @@ impl Builder<'_> {
                     ),
                 });
             }
+            let branches = pg.asm.cond_jumps();
+            if branches > MAX_PENDING_BRANCHES {
+                return Err(CodegenError {
+                    clause: *ci,
+                    span: clause.span,
+                    message: format!(
+                        "this clause makes its probe's BPF program have {branches} conditional branches, above the verifier's limit of {MAX_PENDING_BRANCHES} pending ones"
+                    ),
+                    hint: Some(
+                        "merge clauses (one clause can update several aggregations and variables) or spread them over different probes".into(),
+                    ),
+                });
+            }
             let processed = pg.asm.len() as u64 + pg.loop_cost;
             if processed > MAX_PROCESSED_INSNS {
                 return Err(CodegenError {
