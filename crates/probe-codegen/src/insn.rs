@@ -253,6 +253,8 @@ pub struct Asm {
     fixups: Vec<(usize, Label)>,
     /// Where map references sit: (instruction index of the `lddw`, map index).
     pub map_refs: Vec<MapRef>,
+    /// Conditional jumps emitted ([`Asm::cond_jumps`]).
+    cond_jumps: usize,
 }
 
 /// One map reference in a program: the `lddw` at `insn` loads map number `map` of the layout.
@@ -268,6 +270,11 @@ impl Asm {
     /// An empty program.
     pub fn new() -> Asm {
         Asm::default()
+    }
+    /// Number of conditional jumps emitted so far: each is a branch the verifier may keep pending
+    /// while it walks the other way.
+    pub fn cond_jumps(&self) -> usize {
+        self.cond_jumps
     }
     /// Number of instruction slots so far.
     pub fn len(&self) -> usize {
@@ -387,11 +394,13 @@ impl Asm {
     /// `if dst cond src goto l` (64-bit compare).
     pub fn jmp(&mut self, c: Cond, dst: Reg, src: Reg, l: Label) {
         self.fixups.push((self.insns.len(), l));
+        self.cond_jumps += 1;
         self.push(JMP | X | c.code(), dst, src, 0, 0);
     }
     /// `if dst cond imm goto l` (imm sign-extended to 64 bits).
     pub fn jmp_imm(&mut self, c: Cond, dst: Reg, imm: i32, l: Label) {
         self.fixups.push((self.insns.len(), l));
+        self.cond_jumps += 1;
         self.push(JMP | K | c.code(), dst, R0, 0, imm);
     }
     /// Calls helper number `id` (`include/uapi/linux/bpf.h` `__BPF_FUNC_MAPPER` order).

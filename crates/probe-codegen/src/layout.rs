@@ -34,12 +34,18 @@ pub enum MapRole {
     Scratch,
     /// All global scalar variables, one element at key 0, each at its [`GlobalVar::offset`].
     Globals,
-    /// An associative array (key = its tuple keys, value = its value).
+    /// The associative arrays with one key size and one value size (their names, comma-separated):
+    /// key = the variable's number (`u64`, its index in the checked program's variables) then its
+    /// tuple keys, value = its value.
     Assoc(String),
-    /// A thread-local variable `self->name`, keyed by thread id (`u64`).
+    /// The thread-local variables `self->name` with one value size (their names,
+    /// comma-separated), keyed by (thread id, the variable's number), two `u64`s.
     ThreadLocal(String),
-    /// Aggregation number `n` of [`Layout::aggs`].
-    Aggregation(usize),
+    /// The aggregations (indexes of [`Layout::aggs`]) of one shape, sharing this map as DTrace's
+    /// aggregations share one buffer: keyed ones of one key and value size in a `PERCPU_HASH`
+    /// keyed by [`AggDesc::number`] (`u64`) then the keys; unkeyed ones of one value size in a
+    /// `PERCPU_ARRAY` indexed by [`AggDesc::number`] (`u32`).
+    Aggregations(Vec<usize>),
     /// Syscall-number → probe-function-name table (`probefunc` of syscall probes), 64 bytes each.
     SyscallNames,
     /// Speculation states: `nspec + 1` `u64` words (key = speculation id; 0 unused), each
@@ -342,10 +348,38 @@ pub struct AggDesc {
     pub func: AggFunc,
     /// Key fields (an unkeyed aggregation has one 8-byte zero key).
     pub keys: Vec<Field>,
-    /// Key size in bytes.
+    /// Key size in bytes (its own keys; the map's key adds the 8-byte [`AggDesc::number`] in front
+    /// for a keyed aggregation).
     pub key_size: u32,
-    /// Index of its map in [`Layout::maps`].
+    /// Index of its map in [`Layout::maps`], shared with the other aggregations of its shape
+    /// ([`MapRole::Aggregations`]).
     pub map: usize,
+    /// Its number in that map: the first 8 bytes (`u64`, little-endian) of its entries' keys when
+    /// keyed, else its array index.
+    pub number: u32,
+}
+
+impl AggDesc {
+    /// The map key of the entry with this aggregation's `key` (its own key bytes, `key_size`
+    /// long; ignored when unkeyed).
+    pub fn map_key(&self, key: &[u8]) -> Vec<u8> {
+        if self.keys.is_empty() {
+            return self.number.to_le_bytes().to_vec();
+        }
+        let mut k = u64::from(self.number).to_le_bytes().to_vec();
+        k.extend_from_slice(key);
+        k
+    }
+
+    /// This aggregation's own key in a map key of its map, or `None` when the entry belongs to
+    /// another aggregation sharing the map.
+    pub fn own_key<'k>(&self, map_key: &'k [u8]) -> Option<&'k [u8]> {
+        if self.keys.is_empty() {
+            return (map_key == self.number.to_le_bytes()).then_some(&[][..]);
+        }
+        let (n, rest) = map_key.split_at_checked(8)?;
+        (n == u64::from(self.number).to_le_bytes()).then_some(rest)
+    }
 }
 
 /// A probe a program serves, as the runtime prints it in errors and `-l`.

@@ -13,4 +13,7 @@ pub mod layout;
 pub mod lower;
 
 pub use layout::Layout;
-pub use lower::{CodegenError, CodegenOptions, compile};
+pub use lower::{
+    CodegenError, CodegenOptions, MAX_MAPS_PER_PROGRAM, MAX_PENDING_BRANCHES, MAX_PROCESSED_INSNS,
+    compile,
+};

@@ -114,7 +114,40 @@ pub struct CodegenError {
     pub span: Span,
     /// What is wrong.
     pub message: String,
+    /// How to fix it, when the code generator knows (e.g. for a kernel limit it predicted).
+    pub hint: Option<String>,
 }
+
+impl CodegenError {
+    /// The error as a located diagnostic (`file:line:col`, a caret under [`CodegenError::span`],
+    /// the hint), for rendering with the script's `SourceMap` like the analysis' diagnostics.
+    pub fn diagnostic(&self) -> probe_syntax::Diagnostic {
+        let d = probe_syntax::Diagnostic::error(self.message.clone(), self.span);
+        match &self.hint {
+            Some(h) => d.with_hint(h.clone()),
+            None => d,
+        }
+    }
+}
+
+/// The most maps one BPF program may use (`MAX_USED_MAPS`, kernel/bpf/verifier.c, since Linux
+/// 3.18); the loader fails with "total number of maps per program has reached the limit of 64"
+/// beyond it, so the code generator reports the clause that crosses it instead.
+pub const MAX_MAPS_PER_PROGRAM: usize = 64;
+
+/// The verifier's limit of branches pending exploration (`BPF_COMPLEXITY_LIMIT_JMP_SEQ`,
+/// kernel/bpf/verifier.c, 8192 since Linux 5.2): it walks the fall-through side of each
+/// conditional jump first and keeps the other pending, so a program made of many clauses, each with
+/// its own lookups and predicates, fails with "The sequence of 8193 jumps is too complex" once it
+/// has more conditional jumps than this. The code generator counts them and reports the clause that
+/// crosses it.
+pub const MAX_PENDING_BRANCHES: usize = 8192;
+
+/// The verifier's limit of processed instructions per program (`BPF_COMPLEXITY_LIMIT_INSNS`,
+/// kernel/bpf/verifier.c, 1,000,000 since Linux 5.2). A program's length plus the loop iterations
+/// the code generator knows it emits is a lower bound of what the verifier processes, checked at
+/// each clause.
+pub const MAX_PROCESSED_INSNS: u64 = 1_000_000;
 
 type Res<T> = Result<T, CodegenError>;
 
@@ -193,12 +226,18 @@ enum VarHome {
     Global {
         offset: u32,
     },
+    /// An associative array in a map shared by arrays of its key and value sizes; its key is
+    /// `id` (8 bytes) then the tuple.
     Map {
         map: usize,
         key_fields: Vec<FieldKind>,
+        id: u32,
     },
+    /// A thread-local in a map shared by thread-locals of its value size; its key is the thread
+    /// id then `id` (8 bytes each).
     ThreadLocal {
         map: usize,
+        id: u32,
     },
     ClauseLocal,
 }
@@ -247,6 +286,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
                         "probe {} has a kind this runtime cannot attach",
                         p.full_name()
                     ),
+                    hint: None,
                 });
             };
             if !groups.contains_key(&g) {
@@ -318,6 +358,7 @@ impl ProgGen<'_, '_> {
             clause: self.clause,
             span,
             message: message.into(),
+            hint: None,
         })
     }
 

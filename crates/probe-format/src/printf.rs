@@ -81,6 +81,21 @@ pub enum FormatError {
         /// Byte range of the conversion in the format string.
         span: Range<usize>,
     },
+    /// A width or precision written as a number above [`MAX_COUNT`] (`%99999999999d`).
+    ///
+    /// DTrace reads the digits into a C `int` without an overflow check, then lets `printf(3C)`
+    /// pad to that width; Sightline bounds it so one record cannot print gigabytes.
+    #[error("format conversion #{index} has a {what} above the limit of {limit}")]
+    CountTooLarge {
+        /// 1-based number of the conversion.
+        index: usize,
+        /// `width` or `precision`.
+        what: &'static str,
+        /// The limit ([`MAX_COUNT`]).
+        limit: u32,
+        /// Byte range of the number in the format string.
+        span: Range<usize>,
+    },
     /// `%%` written with flags (`%-%`).
     #[error("format conversion #{index} cannot be combined with other format flags: %%")]
     PercentWithFlags {
@@ -131,15 +146,41 @@ pub struct Flags {
     pub group: bool,
 }
 
+/// The largest width or precision a conversion may have, in characters: written as a number it is a
+/// [`FormatError::CountTooLarge`] above this; taken from a `*` argument it is clamped to this
+/// (docs/probe-output.md, "Limits"). 65,535 pads any column a terminal shows while keeping one
+/// conversion's output under 64 KiB.
+pub const MAX_COUNT: u32 = 65_535;
+
+impl FormatError {
+    /// The byte range of the format string the error concerns, when it concerns one conversion.
+    pub fn span(&self) -> Option<Range<usize>> {
+        match self {
+            FormatError::MissingName { span, .. }
+            | FormatError::Undefined { span, .. }
+            | FormatError::TwoStars { span, .. }
+            | FormatError::TwoDots { span, .. }
+            | FormatError::CountTooLarge { span, .. }
+            | FormatError::Positional { span, .. }
+            | FormatError::PercentWithFlags { span, .. } => Some(span.clone()),
+            FormatError::Empty
+            | FormatError::MissingArgument { .. }
+            | FormatError::WrongArgument { .. }
+            | FormatError::AggWithoutAggregation => None,
+        }
+    }
+}
+
 /// A width or precision: absent, a number, or `*` (taken from the next argument).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Count {
     /// Not given.
     #[default]
     None,
-    /// A literal number.
+    /// A literal number, at most [`MAX_COUNT`].
     Fixed(u32),
-    /// `*`: an `int` argument supplies it (a negative width means left-justify).
+    /// `*`: an `int` argument supplies it (a negative width means left-justify; a negative
+    /// precision means none); values above [`MAX_COUNT`] are clamped to it.
     Star,
 }
 

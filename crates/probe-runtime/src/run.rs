@@ -672,6 +672,21 @@ impl<'a> Consumer<'a> {
     /// Reads aggregation `id` from the kernel into the printing model.
     fn refresh_agg(&mut self, id: usize) -> Result<(), RunError> {
         let raw = self.session.read_agg(id)?;
+        self.set_agg(id, raw);
+        Ok(())
+    }
+
+    /// Reads aggregations `ids` from the kernel into the printing model, each shared map once.
+    fn refresh_aggs(&mut self, ids: &[usize]) -> Result<(), RunError> {
+        let raw = self.session.read_aggs(ids)?;
+        for (&id, raw) in ids.iter().zip(raw) {
+            self.set_agg(id, raw);
+        }
+        Ok(())
+    }
+
+    /// Puts the kernel's entries of aggregation `id` into the printing model.
+    fn set_agg(&mut self, id: usize, raw: Vec<crate::session::AggEntry>) {
         let desc = self.session.layout.aggs[id].clone();
         let func = desc.func;
         let mut entries = Vec::new();
@@ -692,7 +707,6 @@ impl<'a> Consumer<'a> {
         let agg = &mut self.aggs[id];
         agg.entries = Aggregation::merge_equal_keys(entries);
         agg.normal = self.normals[id];
-        Ok(())
     }
 
     fn print_aggregations_at_exit(&mut self) -> Result<(), RunError> {
@@ -700,9 +714,7 @@ impl<'a> Consumer<'a> {
         let ids: Vec<usize> = (0..self.aggs.len())
             .filter(|i| !self.printed.contains(i))
             .collect();
-        for &i in &ids {
-            self.refresh_agg(i)?;
-        }
+        self.refresh_aggs(&ids)?;
         if self.cfg.json {
             self.json_aggregations(&ids)?;
         } else {

@@ -39,6 +39,9 @@ mod names;
 mod options;
 mod vars;
 
+pub use clauses::PROBE_FIELD_LIMITS;
+pub use options::{STACKFRAMES_MAX, STRSIZE_MAX};
+
 use self::{expr::*, names::*};
 
 /// A failure already reported as a diagnostic.
@@ -236,6 +239,8 @@ struct Analyzer<'a> {
     args_used: std::collections::BTreeSet<usize>,
     /// Option `argref`: unreferenced macro arguments are not an error.
     argref: bool,
+    /// The catalog's answer for each probe description seen so far.
+    matched: HashMap<ProbeDescPattern, Vec<ProbeInfo>>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -258,6 +263,7 @@ impl<'a> Analyzer<'a> {
             expanding: Vec::new(),
             args_used: std::collections::BTreeSet::new(),
             argref: false,
+            matched: HashMap::new(),
         }
     }
 

@@ -19,7 +19,10 @@ pub mod dump;
 pub mod tracefs;
 pub mod types;
 
-pub use analyze::{analyze, needs_kernel_types, needs_task_offsets, needs_user_symbols};
+pub use analyze::{
+    PROBE_FIELD_LIMITS, STACKFRAMES_MAX, STRSIZE_MAX, analyze, needs_kernel_types,
+    needs_task_offsets, needs_user_symbols,
+};
 pub use catalog::{
     Catalog, DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind,
     Provider, StaticCatalog, TpField, UsdtArg, field_matches, glob_match,

@@ -327,6 +327,12 @@ fn report(e: CompileError, map: &SourceMap) -> anyhow::Result<ExitCode> {
             eprint!("{}", probe_syntax::render_all(&diags, map));
             Ok(ExitCode::from(2))
         }
+        // A kernel limit the code generator predicts (maps, branches, instructions): located at
+        // the clause or expression that crosses it, as the analysis' diagnostics are.
+        CompileError::Codegen(c) => {
+            eprint!("{}", probe_syntax::render_all(&[c.diagnostic()], map));
+            Ok(ExitCode::from(2))
+        }
         CompileError::NoClauses => bail!("{e}"),
         e => Err(anyhow::Error::new(e)),
     }

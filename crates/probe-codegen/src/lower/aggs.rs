@@ -13,22 +13,6 @@ pub fn llquantize_boundaries(factor: u16, low: u16, high: u16, nsteps: u16) -> V
 }
 
 impl ProgGen<'_, '_> {
-    pub(super) fn build_key(
-        &mut self,
-        kinds: &[FieldKind],
-        keys: &[TExpr],
-        span: Span,
-    ) -> Res<u32> {
-        let size: u32 = kinds.iter().map(FieldKind::size).sum();
-        let off = self.scratch(size.max(8), span)?;
-        let mut o = off;
-        for (k, e) in kinds.iter().zip(keys) {
-            self.store_value(e, k, o)?;
-            o += k.size();
-        }
-        Ok(off)
-    }
-
     pub(super) fn aggregate(
         &mut self,
         id: usize,
@@ -54,14 +38,15 @@ impl ProgGen<'_, '_> {
         let map = desc.map;
         let done = self.asm.label();
         if desc.keys.is_empty() {
-            self.asm.st_imm(Size::W, R10, SLOT_KEY, 0);
+            self.asm.st_imm(Size::W, R10, SLOT_KEY, desc.number as i32);
             let a = &mut self.asm;
             lookup_slot_key(a, map);
             a.jmp_imm(Cond::Eq, R0, 0, done);
             a.mov(R9, R0);
         } else {
+            // The key: the aggregation's number in its shared map, then its keys.
             let kinds: Vec<FieldKind> = desc.keys.iter().map(|f| f.kind.clone()).collect();
-            let koff = self.build_key(&kinds, keys, span)?;
+            let koff = self.prefixed_key(desc.number, &kinds, keys, span)?;
             let a = &mut self.asm;
             a.ld_map(R1, map);
             a.mov(R2, R7);

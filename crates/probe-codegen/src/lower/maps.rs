@@ -2,6 +2,7 @@
 //! arrays, thread-locals, aggregations, scratch, the ring buffer and the stats).
 
 use super::*;
+use std::collections::HashMap;
 
 /// The most bytes a string expression's value can take (NUL included), when that is known to be
 /// less than `strsize`: literals, `execname` (the 16-byte comm) and choices between them.
@@ -16,33 +17,47 @@ pub(super) fn str_cap(e: &TExpr, strsize: u32) -> u32 {
     c.min(strsize)
 }
 
-/// For aggregation `agg`, the capacity of each key position: the largest [`str_cap`] over every
-/// update of it in the program (strsize for non-string keys; unused then).
-fn agg_key_caps(prog: &CheckedProgram, agg: usize, nkeys: usize, strsize: u32) -> Vec<u32> {
-    fn walk(stmts: &[TStmt], agg: usize, caps: &mut [u32], strsize: u32) {
+/// For every aggregation (indexed by id), the capacity of each key position: the largest
+/// [`str_cap`] over every update of it in the program (strsize for non-string keys; unused then).
+/// One walk of the program for all aggregations: a walk per aggregation made compilation quadratic
+/// in the program size (issue 22).
+fn agg_key_caps(prog: &CheckedProgram, strsize: u32) -> Vec<Vec<u32>> {
+    fn walk(stmts: &[TStmt], caps: &mut [Vec<u32>], strsize: u32) {
         for s in stmts {
             match s {
-                TStmt::Aggregate { agg: a, keys, .. } if a.0 as usize == agg => {
-                    for (c, k) in caps.iter_mut().zip(keys) {
-                        *c = (*c).max(str_cap(k, strsize));
+                TStmt::Aggregate { agg, keys, .. } => {
+                    if let Some(caps) = caps.get_mut(agg.0 as usize) {
+                        for (c, k) in caps.iter_mut().zip(keys) {
+                            *c = (*c).max(str_cap(k, strsize));
+                        }
                     }
                 }
                 TStmt::If { then, els, .. } => {
-                    walk(then, agg, caps, strsize);
-                    walk(els, agg, caps, strsize);
+                    walk(then, caps, strsize);
+                    walk(els, caps, strsize);
                 }
                 _ => {}
             }
         }
     }
-    let mut caps = vec![1u32; nkeys];
+    let n = prog
+        .aggregations
+        .iter()
+        .map(|a| a.id.0 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut caps = vec![Vec::new(); n];
+    for a in &prog.aggregations {
+        caps[a.id.0 as usize] = vec![1u32; a.keys.len()];
+    }
     for c in &prog.clauses {
-        walk(&c.body, agg, &mut caps, strsize);
+        walk(&c.body, &mut caps, strsize);
     }
     // Round up to whole 8-byte words (the key layout's unit).
-    caps.iter()
-        .map(|c| ((c + 7) & !7).min(strsize.max(8)))
-        .collect()
+    for c in caps.iter_mut().flatten() {
+        *c = ((*c + 7) & !7).min(strsize.max(8));
+    }
+    caps
 }
 
 /// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
@@ -66,6 +81,16 @@ pub(super) fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
             bytes: 8,
             signed: false,
         },
+    }
+}
+
+/// Adds `name` to the comma-separated variable names of a shared map's role.
+fn add_name(role: &mut MapRole, name: &str) {
+    if let MapRole::Assoc(names) | MapRole::ThreadLocal(names) = role {
+        if !names.is_empty() {
+            names.push(',');
+        }
+        names.push_str(name);
     }
 }
 
@@ -101,38 +126,69 @@ impl Builder<'_> {
             role: MapRole::Stats,
         });
         let strsize = self.strsize;
-        for v in &self.prog.variables {
+        let mut thread_maps: HashMap<u32, usize> = HashMap::new();
+        let mut assoc_maps: HashMap<(u32, u32), usize> = HashMap::new();
+        for (var_index, v) in self.prog.variables.iter().enumerate() {
+            let var_index = var_index as u32;
             let vk = value_kind(&v.ty, strsize);
             let home = match v.scope {
                 VarScope::Clause => VarHome::ClauseLocal,
                 VarScope::Thread => {
-                    let map = self.layout.maps.len();
-                    self.layout.maps.push(MapSpec {
-                        name: format!("sl_self_{}", v.name),
-                        kind: MapKind::Hash,
-                        key_size: 8,
-                        value_size: vk.size(),
-                        max_entries: entries_for(self.opts.dynvarsize, 8 + vk.size()),
-                        no_prealloc: true,
-                        role: MapRole::ThreadLocal(v.name.clone()),
-                    });
-                    VarHome::ThreadLocal { map }
+                    // One map per value size for all thread-locals, keyed by (tid, variable): a map
+                    // each put 200 thread-locals over the kernel's 64 maps per program (issue 22);
+                    // DTrace keeps them all in one dynamic-variable space.
+                    let value_size = vk.size();
+                    let map = match thread_maps.get(&value_size) {
+                        Some(&m) => m,
+                        None => {
+                            let m = self.add_map(MapSpec {
+                                name: format!("sl_self_{value_size}"),
+                                kind: MapKind::Hash,
+                                key_size: 16,
+                                value_size,
+                                max_entries: entries_for(self.opts.dynvarsize, 16 + value_size),
+                                no_prealloc: true,
+                                role: MapRole::ThreadLocal(String::new()),
+                            });
+                            thread_maps.insert(value_size, m);
+                            m
+                        }
+                    };
+                    add_name(&mut self.layout.maps[map].role, &v.name);
+                    VarHome::ThreadLocal { map, id: var_index }
                 }
                 VarScope::Global if v.is_assoc() => {
                     let key_fields: Vec<FieldKind> =
                         v.keys.iter().map(|t| value_kind(t, strsize)).collect();
-                    let key_size: u32 = key_fields.iter().map(FieldKind::size).sum();
-                    let map = self.layout.maps.len();
-                    self.layout.maps.push(MapSpec {
-                        name: format!("sl_a_{}", v.name),
-                        kind: MapKind::Hash,
-                        key_size,
-                        value_size: vk.size(),
-                        max_entries: entries_for(self.opts.dynvarsize, key_size + vk.size()),
-                        no_prealloc: true,
-                        role: MapRole::Assoc(v.name.clone()),
-                    });
-                    VarHome::Map { map, key_fields }
+                    // Arrays with the same key and value sizes share one map, keyed by the
+                    // variable's number and then the tuple (as thread-locals, above).
+                    let key_size: u32 = 8 + key_fields.iter().map(FieldKind::size).sum::<u32>();
+                    let value_size = vk.size();
+                    let map = match assoc_maps.get(&(key_size, value_size)) {
+                        Some(&m) => m,
+                        None => {
+                            let m = self.add_map(MapSpec {
+                                name: format!("sl_a_{key_size}_{value_size}"),
+                                kind: MapKind::Hash,
+                                key_size,
+                                value_size,
+                                max_entries: entries_for(
+                                    self.opts.dynvarsize,
+                                    key_size + value_size,
+                                ),
+                                no_prealloc: true,
+                                role: MapRole::Assoc(String::new()),
+                            });
+                            assoc_maps.insert((key_size, value_size), m);
+                            m
+                        }
+                    };
+                    add_name(&mut self.layout.maps[map].role, &v.name);
+                    VarHome::Map {
+                        map,
+                        key_fields,
+                        id: var_index,
+                    }
                 }
                 VarScope::Global => {
                     let offset = self.globals_size;
@@ -158,14 +214,16 @@ impl Builder<'_> {
                 role: MapRole::Globals,
             }));
         }
+        let all_caps = agg_key_caps(self.prog, strsize);
+        let mut agg_maps: HashMap<(bool, u32, u32), (usize, u32)> = HashMap::new();
         for a in &self.prog.aggregations {
             // String keys take only the room their values can need (e.g. 16 bytes for execname),
             // which makes hashing and copying the key cheaper than a full strsize buffer.
-            let caps = agg_key_caps(self.prog, a.id.0 as usize, a.keys.len(), strsize);
+            let caps = &all_caps[a.id.0 as usize];
             let keys: Vec<FieldKind> = a
                 .keys
                 .iter()
-                .zip(&caps)
+                .zip(caps)
                 .map(|(t, cap)| match value_kind(t, strsize) {
                     FieldKind::Str { .. } => FieldKind::Str { len: *cap },
                     k => k,
@@ -187,29 +245,56 @@ impl Builder<'_> {
             let keyed = !fields.is_empty();
             let key_size = if keyed { off } else { 4 };
             let id = self.layout.aggs.len();
-            let map = self.add_map(MapSpec {
-                name: format!("sl_agg_{}", a.name),
-                kind: if keyed {
-                    MapKind::PercpuHash
-                } else {
-                    MapKind::PercpuArray
-                },
-                key_size,
-                value_size,
-                max_entries: if keyed {
-                    entries_for(self.opts.aggsize, key_size + value_size)
-                } else {
-                    1
-                },
-                no_prealloc: keyed,
-                role: MapRole::Aggregation(id),
-            });
+            // Aggregations of one shape share a map, as DTrace keeps one aggregation buffer:
+            // keyed ones of one key and value size a hash keyed by (number, keys), unkeyed ones of
+            // one value size an array indexed by number. A map each put 62 aggregations over the
+            // kernel's 64 maps per program (issue 22).
+            let class = (keyed, key_size, value_size);
+            let (map, number) = match agg_maps.get_mut(&class) {
+                Some((m, n)) => {
+                    *n += 1;
+                    (*m, *n - 1)
+                }
+                None => {
+                    let m = self.add_map(MapSpec {
+                        name: if keyed {
+                            format!("sl_agg_{}_{value_size}", key_size + 8)
+                        } else {
+                            format!("sl_agg_{value_size}")
+                        },
+                        kind: if keyed {
+                            MapKind::PercpuHash
+                        } else {
+                            MapKind::PercpuArray
+                        },
+                        key_size: if keyed { key_size + 8 } else { 4 },
+                        value_size,
+                        max_entries: if keyed {
+                            entries_for(self.opts.aggsize, key_size + 8 + value_size)
+                        } else {
+                            1
+                        },
+                        no_prealloc: keyed,
+                        role: MapRole::Aggregations(Vec::new()),
+                    });
+                    agg_maps.insert(class, (m, 1));
+                    (m, 0)
+                }
+            };
+            let spec = &mut self.layout.maps[map];
+            if !keyed {
+                spec.max_entries = number + 1;
+            }
+            if let MapRole::Aggregations(ids) = &mut spec.role {
+                ids.push(id);
+            }
             self.layout.aggs.push(AggDesc {
                 name: a.name.clone(),
                 func,
                 keys: fields,
                 key_size,
                 map,
+                number,
             });
         }
         Ok(())

@@ -97,9 +97,54 @@ impl Builder<'_> {
             loop_cost: 0,
         };
         pg.prologue(&members)?;
+        let mut used_maps = std::collections::HashSet::new();
+        let mut refs_seen = 0;
         for (ci, probes) in &members {
             let clause = &pg.b.prog.clauses[*ci];
             pg.clause(clause, probes, &members)?;
+            // Kernel limits, checked as each clause is added so the error names the one that
+            // crosses them (issue 22: the loader's raw text had no location).
+            used_maps.extend(pg.asm.map_refs[refs_seen..].iter().map(|r| r.map));
+            refs_seen = pg.asm.map_refs.len();
+            if used_maps.len() > MAX_MAPS_PER_PROGRAM {
+                return Err(CodegenError {
+                    clause: *ci,
+                    span: clause.span,
+                    message: format!(
+                        "this clause makes its probe's BPF program use {} maps, above the kernel's limit of {MAX_MAPS_PER_PROGRAM} per program",
+                        used_maps.len()
+                    ),
+                    hint: Some(
+                        "each aggregation, associative array or thread-local of a different shape (key and value sizes, aggregating function and range) needs its own map: give them the same shape, use one aggregation with a key (`@a[\"x\"]`) instead of many, or spread the clauses over different probes".into(),
+                    ),
+                });
+            }
+            let branches = pg.asm.cond_jumps();
+            if branches > MAX_PENDING_BRANCHES {
+                return Err(CodegenError {
+                    clause: *ci,
+                    span: clause.span,
+                    message: format!(
+                        "this clause makes its probe's BPF program have {branches} conditional branches, above the verifier's limit of {MAX_PENDING_BRANCHES} pending ones"
+                    ),
+                    hint: Some(
+                        "merge clauses (one clause can update several aggregations and variables) or spread them over different probes".into(),
+                    ),
+                });
+            }
+            let processed = pg.asm.len() as u64 + pg.loop_cost;
+            if processed > MAX_PROCESSED_INSNS {
+                return Err(CodegenError {
+                    clause: *ci,
+                    span: clause.span,
+                    message: format!(
+                        "this clause makes its probe's BPF program at least {processed} instructions for the verifier, above the kernel's limit of {MAX_PROCESSED_INSNS}"
+                    ),
+                    hint: Some(
+                        "split the work over different probes, use fewer string operations, or lower strsize".into(),
+                    ),
+                });
+            }
         }
         let out = pg.asm.label();
         pg.asm.bind(out);

@@ -21,21 +21,53 @@ impl ProgGen<'_, '_> {
                 self.asm.mov(R0, R7);
                 self.asm.alu_imm(Alu::Add, R0, off as i32);
             }
-            VarHome::ThreadLocal { map } => {
-                let kslot = self.slot(span)?;
-                self.asm.call(helper::GET_CURRENT_PID_TGID);
-                self.asm.zext(R0, 32);
-                self.asm.stx(Size::DW, R10, kslot, R0);
+            VarHome::ThreadLocal { map, id } => {
+                let kslot = self.thread_key(id, span)?;
                 self.map_ptr(map, R10, kslot as i32, create)?;
             }
             VarHome::Map {
-                map, key_fields, ..
+                map,
+                key_fields,
+                id,
             } => {
-                let koff = self.build_key(&key_fields, &va.keys, span)?;
+                let koff = self.prefixed_key(id, &key_fields, &va.keys, span)?;
                 self.map_ptr(map, R7, koff as i32, create)?;
             }
         }
         Ok(())
+    }
+
+    /// Builds a thread-local's 16-byte key on the stack, (thread id, variable `id`), and returns
+    /// its stack offset.
+    fn thread_key(&mut self, id: u32, span: Span) -> Res<i16> {
+        let hi = self.slot(span)?;
+        let lo = self.slot(span)?;
+        debug_assert_eq!(lo + 8, hi, "slots are allocated downwards, 8 bytes apart");
+        self.asm.call(helper::GET_CURRENT_PID_TGID);
+        self.asm.zext(R0, 32);
+        self.asm.stx(Size::DW, R10, lo, R0);
+        self.asm.st_imm(Size::DW, R10, hi, id as i32);
+        Ok(lo)
+    }
+
+    /// Builds the key of an entry in a shared map in scratch memory: the number `id` of its
+    /// variable or aggregation (8 bytes), then the tuple; returns its scratch offset.
+    pub(super) fn prefixed_key(
+        &mut self,
+        id: u32,
+        kinds: &[FieldKind],
+        keys: &[TExpr],
+        span: Span,
+    ) -> Res<u32> {
+        let size: u32 = kinds.iter().map(FieldKind::size).sum();
+        let off = self.scratch(8 + size, span)?;
+        let mut o = off + 8;
+        for (k, e) in kinds.iter().zip(keys) {
+            self.store_value(e, k, o)?;
+            o += k.size();
+        }
+        self.asm.st_imm(Size::DW, R7, off as i16, id as i32);
+        Ok(off)
     }
 
     fn map_ptr(&mut self, map: usize, kbase: Reg, koff: i32, create: bool) -> Res<()> {
@@ -83,11 +115,8 @@ impl ProgGen<'_, '_> {
     fn var_delete(&mut self, va: &VarAccess, span: Span) -> Res<()> {
         let home = self.b.homes[va.var.0 as usize].clone();
         match home {
-            VarHome::ThreadLocal { map } => {
-                let kslot = self.slot(span)?;
-                self.asm.call(helper::GET_CURRENT_PID_TGID);
-                self.asm.zext(R0, 32);
-                self.asm.stx(Size::DW, R10, kslot, R0);
+            VarHome::ThreadLocal { map, id } => {
+                let kslot = self.thread_key(id, span)?;
                 let a = &mut self.asm;
                 a.ld_map(R1, map);
                 a.mov(R2, R10);
@@ -95,9 +124,11 @@ impl ProgGen<'_, '_> {
                 a.call(helper::MAP_DELETE_ELEM);
             }
             VarHome::Map {
-                map, key_fields, ..
+                map,
+                key_fields,
+                id,
             } => {
-                let koff = self.build_key(&key_fields, &va.keys, span)?;
+                let koff = self.prefixed_key(id, &key_fields, &va.keys, span)?;
                 let a = &mut self.asm;
                 a.ld_map(R1, map);
                 a.mov(R2, R7);

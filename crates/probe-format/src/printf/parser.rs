@@ -55,7 +55,8 @@ fn size_of_name(name: &str) -> SizePrefix {
 /// Parses a D format string (its decoded value) into literal and conversion pieces.
 ///
 /// Errors as DTrace's `dt_printf_create`: empty format, `%` at the end, an undefined conversion
-/// name, two `*` for one field, two `.`, positional `%n$`, `%%` with flags. Adjacent literal text
+/// name, two `*` for one field, two `.`, positional `%n$`, `%%` with flags; and, Sightline's
+/// own, a width or precision above [`MAX_COUNT`] ([`FormatError::CountTooLarge`]). Adjacent literal text
 /// is one [`Piece::Literal`]; `%%` is a [`ConvKind::Percent`] conversion.
 pub fn parse(fmt: &str) -> Result<Vec<Piece>, FormatError> {
     if fmt.is_empty() {
@@ -99,10 +100,19 @@ pub fn parse(fmt: &str) -> Result<Vec<Piece>, FormatError> {
                         i += 1;
                         continue;
                     }
+                    let digits_start = i;
                     let mut n: u32 = 0;
                     while let Some(d @ b'0'..=b'9') = b.get(i).copied() {
                         n = n.saturating_mul(10).saturating_add(u32::from(d - b'0'));
                         i += 1;
+                    }
+                    if n > MAX_COUNT {
+                        return Err(FormatError::CountTooLarge {
+                            index,
+                            what: if dot { "precision" } else { "width" },
+                            limit: MAX_COUNT,
+                            span: digits_start..i,
+                        });
                     }
                     if dot {
                         precision = Count::Fixed(n)
@@ -247,6 +257,42 @@ mod tests {
         assert!(matches!(
             parse("%-%"),
             Err(FormatError::PercentWithFlags { .. })
+        ));
+    }
+
+    #[test]
+    fn issue_22_width_and_precision_have_a_limit() {
+        // The width that wrote a 4 GiB line (and one that overflows a C int): an error naming the
+        // limit, spanning the digits.
+        let e = parse("%99999999999d\n").unwrap_err();
+        assert_eq!(
+            e,
+            FormatError::CountTooLarge {
+                index: 1,
+                what: "width",
+                limit: MAX_COUNT,
+                span: 1..12,
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "format conversion #1 has a width above the limit of 65535"
+        );
+        assert_eq!(e.span(), Some(1..12));
+        let e = parse("x=%d %-8.999999999s").unwrap_err();
+        assert!(
+            matches!(e, FormatError::CountTooLarge { index: 2, what: "precision", span: ref s, .. } if *s == (9..18)),
+            "{e:?}"
+        );
+        // The limit itself is accepted.
+        let p = parse("%65535d").unwrap();
+        let Piece::Conversion(c) = &p[0] else {
+            panic!()
+        };
+        assert_eq!(c.width, Count::Fixed(65_535));
+        assert!(matches!(
+            parse("%65536d"),
+            Err(FormatError::CountTooLarge { .. })
         ));
     }
 }

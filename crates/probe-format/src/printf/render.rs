@@ -141,7 +141,8 @@ fn format_inner(
                 if w < 0 {
                     flags.left = true;
                 }
-                u32::try_from(w.unsigned_abs()).unwrap_or(u32::MAX)
+                // Clamped, not an error: the value is only known per record (docs/probe-output.md).
+                u32::try_from(w.unsigned_abs()).map_or(MAX_COUNT, |w| w.min(MAX_COUNT))
             }
         };
         let precision: Option<u32> = match c.precision {
@@ -149,7 +150,8 @@ fn format_inner(
             Count::Fixed(n) => Some(n),
             Count::Star => {
                 let p = take_int(&mut args, index, &c.name)?;
-                u32::try_from(p).ok()
+                // Negative: no precision (C's rule); above the limit: clamped.
+                (p >= 0).then(|| u32::try_from(p).map_or(MAX_COUNT, |p| p.min(MAX_COUNT)))
             }
         }
         // dt_printf_format passes a precision on only when it is > 0.
@@ -658,6 +660,21 @@ mod tests {
             ),
             "[xy   ]"
         );
+    }
+
+    #[test]
+    fn issue_22_star_width_is_clamped() {
+        // `%*d` with INT_MAX (and beyond, and INT_MIN) pads to MAX_COUNT, not to 2 GiB.
+        for w in [2_147_483_647, i64::MAX, -2_147_483_648, i64::MIN] {
+            let s = f("%*d", &[Value::i64(w), Value::i64(7)]);
+            assert_eq!(s.len(), MAX_COUNT as usize, "width {w}");
+            assert_eq!(s.trim(), "7");
+            assert_eq!(s.starts_with('7'), w < 0, "a negative width left-justifies");
+        }
+        let s = f("%.*d", &[Value::i64(i64::MAX), Value::i64(7)]);
+        assert_eq!(s.len(), MAX_COUNT as usize);
+        assert!(s.ends_with("07"));
+        assert_eq!(f("%.*s|", &[Value::i64(-1), Value::str("abc")]), "abc|");
     }
 
     #[test]

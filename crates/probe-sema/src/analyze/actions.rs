@@ -250,7 +250,14 @@ impl Analyzer<'_> {
     ) -> R<Vec<TExpr>> {
         let pieces = match printf::parse(fmt) {
             Ok(p) => p,
-            Err(e) => return Err(self.err(format!("{func}() format: {e}"), fmt_expr.span)),
+            Err(e) => {
+                let at = format_error_span(fmt, fmt_expr.span, &e);
+                return Err(self.report(format_diagnostic(
+                    format!("{func}() format: {e}"),
+                    at,
+                    &e,
+                )));
+            }
         };
         if printf::has_aggregation_conversion(&pieces) {
             return Err(self.report(Diagnostic::error(
@@ -342,7 +349,14 @@ impl Analyzer<'_> {
     fn check_printa(&mut self, fmt: &str, fmt_expr: &Expr, aggs: &[AggId]) -> R<()> {
         let pieces = match printf::parse(fmt) {
             Ok(p) => p,
-            Err(e) => return Err(self.err(format!("printa() format: {e}"), fmt_expr.span)),
+            Err(e) => {
+                let at = format_error_span(fmt, fmt_expr.span, &e);
+                return Err(self.report(format_diagnostic(
+                    format!("printa() format: {e}"),
+                    at,
+                    &e,
+                )));
+            }
         };
         let slots = printf::arg_slots(&pieces);
         let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
@@ -377,5 +391,45 @@ impl Analyzer<'_> {
             self.check_arg_kind(probe, kind, &name, i + 1, fmt_expr.span)?;
         }
         Ok(())
+    }
+}
+
+/// The diagnostic for a format that does not parse; a width or precision over the limit gets a hint.
+fn format_diagnostic(message: String, at: Span, e: &printf::FormatError) -> Diagnostic {
+    let d = Diagnostic::error(message, at);
+    match e {
+        printf::FormatError::CountTooLarge { limit, .. } => d.with_hint(format!(
+            "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
+        )),
+        _ => d,
+    }
+}
+
+/// Where a format error points: at the offending part of the string literal when decoded offsets
+/// can be proven to equal source offsets there, else at the whole literal.
+///
+/// The analysis sees the literal's value, not its source text. Every character that needs an escape
+/// (control characters, `\`, `"`) takes at least one more source byte than its value, and so does
+/// any other escaped character; so when the source is longer than the value by exactly the number of
+/// such characters after the error, nothing before the error was escaped.
+fn format_error_span(fmt: &str, literal: Span, e: &printf::FormatError) -> Span {
+    let Some(r) = e.span() else {
+        return literal;
+    };
+    let needs_escape = |c: char| c.is_control() || c == '\\' || c == '"';
+    let extra =
+        u64::from(literal.end.saturating_sub(literal.start)).checked_sub(fmt.len() as u64 + 2);
+    let after = fmt
+        .get(r.end..)
+        .map(|t| t.chars().filter(|&c| needs_escape(c)).count() as u64);
+    let before_clean = fmt
+        .get(..r.end)
+        .is_some_and(|t| !t.chars().any(needs_escape));
+    match (extra, after, u32::try_from(r.start), u32::try_from(r.end)) {
+        (Some(x), Some(a), Ok(start), Ok(end)) if x == a && before_clean && end > start => Span {
+            start: literal.start + 1 + start,
+            end: literal.start + 1 + end,
+        },
+        _ => literal,
     }
 }

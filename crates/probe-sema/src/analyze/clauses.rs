@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// The longest probe-description fields, in bytes after macro substitution (field name, limit):
+/// DTrace's `DTRACE_PROVNAMELEN` and `DTRACE_NAMELEN` (64) for provider and name; for the module,
+/// which Sightline's `pid` and USDT providers take as a path, `PATH_MAX` (4096); for the function
+/// 1024, twice Linux's `KSYM_NAME_LEN` (512) to leave room for mangled user-space symbols.
+/// docs/d-reference.md § 11a.
+pub const PROBE_FIELD_LIMITS: [(&str, usize); 4] = [
+    ("provider", 64),
+    ("module", 4096),
+    ("function", 1024),
+    ("name", 64),
+];
+
 impl Analyzer<'_> {
     fn substitute_macros(&mut self, field: &ast::PatField) -> R<String> {
         let text = &field.text;
@@ -68,8 +80,23 @@ impl Analyzer<'_> {
         for d in &c.probes {
             let fields = [&d.provider, &d.module, &d.function, &d.name];
             let mut subst = Vec::new();
-            for f in fields {
+            for (f, (what, limit)) in fields.into_iter().zip(PROBE_FIELD_LIMITS) {
                 match self.substitute_macros(f) {
+                    Ok(s) if s.len() > limit => {
+                        failed = true;
+                        self.report(
+                            Diagnostic::error(
+                                format!(
+                                    "probe {what} is {} bytes long, above the limit of {limit}",
+                                    s.len()
+                                ),
+                                f.span,
+                            )
+                            .with_hint(format!(
+                                "no {what} is that long; use a glob (`*`) for part of the name"
+                            )),
+                        );
+                    }
                     Ok(s) => subst.push(s),
                     Err(Reported) => failed = true,
                 }
@@ -83,7 +110,16 @@ impl Analyzer<'_> {
             } else {
                 d.text.clone()
             };
-            let found = self.catalog.matching(&pat);
+            // Matched once per distinct description: the pre-pass and the checking pass, and the
+            // 5,000 `BEGIN` clauses of issue 22, each scanned the whole catalog.
+            let found = match self.matched.get(&pat) {
+                Some(found) => found.clone(),
+                None => {
+                    let found = self.catalog.matching(&pat);
+                    self.matched.insert(pat.clone(), found.clone());
+                    found
+                }
+            };
             if found.is_empty() && self.opts.allow_zero_matches {
                 continue;
             }
@@ -400,9 +436,18 @@ impl Analyzer<'_> {
 }
 
 /// The probes nearest to a description that matched nothing: field-wise edit distance (an empty
-/// pattern field costs nothing), at most 3, best first.
+/// pattern field costs nothing), at most 3, best first. A field longer than
+/// [`names::SUGGEST_MAX_CHARS`] that is not a glob matching the probe's rules the probe out.
 fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
     let pf = [&pat.provider, &pat.module, &pat.function, &pat.name];
+    // Each differing field may be off by a third of its length (at least 2 edits).
+    let near: Vec<Option<names::Near>> = pf
+        .iter()
+        .map(|p| {
+            let n = p.chars().take(names::SUGGEST_MAX_CHARS + 1).count();
+            names::Near::new(p, (n / 3).max(2))
+        })
+        .collect();
     let mut scored: Vec<(usize, &String)> = names
         .iter()
         .filter_map(|n| {
@@ -410,17 +455,12 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
             if parts.len() != 4 {
                 return None;
             }
-            // Each differing field may be off by a third of its length (at least 2 edits).
             let mut total = 0;
-            for (p, f) in pf.iter().zip(parts.iter()) {
+            for ((p, f), near) in pf.iter().zip(parts.iter()).zip(&near) {
                 if p.is_empty() || crate::catalog::glob_match(p, f) {
                     continue;
                 }
-                let d = edit_distance(p, f);
-                if d > (p.chars().count() / 3).max(2) {
-                    return None;
-                }
-                total += d;
+                total += near.as_ref()?.distance(f)?;
             }
             Some((total, n))
         })

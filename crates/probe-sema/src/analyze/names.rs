@@ -103,45 +103,80 @@ pub(super) const BUILTINS: &[&str] = &[
     "ustackdepth",
 ];
 
-/// Edit distance with adjacent transpositions (optimal string alignment), for "did you mean":
-/// `pdi` is one edit from `pid`.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let (n, m) = (a.len(), b.len());
-    let mut d = vec![vec![0usize; m + 1]; n + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
+/// Names longer than this (in characters) get no "did you mean" suggestion: nobody misspells a
+/// 300-character name by a few letters, and it bounds the edit-distance work per candidate to
+/// 256 × 341 cells (issue 22: a 1 MiB unknown name took minutes against full-length tables).
+pub(crate) const SUGGEST_MAX_CHARS: usize = 256;
+
+/// A name to compare against candidates, with the largest edit distance still worth suggesting.
+pub(crate) struct Near {
+    chars: Vec<char>,
+    max: usize,
+}
+
+impl Near {
+    /// `name` with at most `max` edits, or `None` when `name` is too long to suggest for
+    /// ([`SUGGEST_MAX_CHARS`]).
+    pub(crate) fn new(name: &str, max: usize) -> Option<Near> {
+        let chars: Vec<char> = name.chars().take(SUGGEST_MAX_CHARS + 1).collect();
+        (chars.len() <= SUGGEST_MAX_CHARS).then_some(Near { chars, max })
     }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=n {
-        for j in 1..=m {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
+
+    /// The edit distance with adjacent transpositions (optimal string alignment) from the name to
+    /// `b` when it is at most the maximum, else `None`: `pdi` is one edit from `pid`.
+    ///
+    /// Work is O(n·m) for the two lengths only when they differ by at most the maximum (the
+    /// distance is at least their difference), with three rows of memory and an early exit once a
+    /// whole row exceeds the maximum; a candidate far longer than the name costs O(name length).
+    pub(crate) fn distance(&self, b: &str) -> Option<usize> {
+        let a = &self.chars;
+        let n = a.len();
+        let limit = n + self.max;
+        let b: Vec<char> = b.chars().take(limit + 1).collect();
+        let m = b.len();
+        if n.abs_diff(m) > self.max {
+            return None;
         }
+        let mut prev2 = vec![0usize; m + 1];
+        let mut prev: Vec<usize> = (0..=m).collect();
+        let mut cur = vec![0usize; m + 1];
+        for i in 1..=n {
+            cur[0] = i;
+            let mut row_min = i;
+            for j in 1..=m {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut v = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    v = v.min(prev2[j - 2] + 1);
+                }
+                cur[j] = v;
+                row_min = row_min.min(v);
+            }
+            if row_min > self.max {
+                return None;
+            }
+            std::mem::swap(&mut prev2, &mut prev);
+            std::mem::swap(&mut prev, &mut cur);
+        }
+        Some(prev[m]).filter(|&d| d <= self.max)
     }
-    d[n][m]
 }
 
 /// The closest candidates to `name` (distance at most a third of its length, at least 1), best first.
+/// None for a name longer than [`SUGGEST_MAX_CHARS`].
 pub(super) fn nearest<'c>(
     name: &str,
     candidates: impl IntoIterator<Item = &'c str>,
     max: usize,
 ) -> Vec<String> {
-    let limit = (name.chars().count() / 3).max(1);
+    let limit = (name.chars().take(SUGGEST_MAX_CHARS * 3).count() / 3).max(1);
+    let Some(near) = Near::new(name, limit) else {
+        return Vec::new();
+    };
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|(d, c)| *d <= limit && *c != name)
+        .filter(|c| *c != name)
+        .filter_map(|c| Some((near.distance(c)?, c)))
         .collect();
     scored.sort();
     scored.dedup();
@@ -185,10 +220,26 @@ mod tests {
 
     #[test]
     fn edit_distance_basics() {
-        assert_eq!(edit_distance("read", "read"), 0);
-        assert_eq!(edit_distance("raed", "read"), 1);
-        assert_eq!(edit_distance("pdi", "pid"), 1);
-        assert_eq!(edit_distance("opn", "open"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
+        let d = |a: &str, b: &str| Near::new(a, 10).unwrap().distance(b);
+        assert_eq!(d("read", "read"), Some(0));
+        assert_eq!(d("raed", "read"), Some(1));
+        assert_eq!(d("pdi", "pid"), Some(1));
+        assert_eq!(d("opn", "open"), Some(1));
+        assert_eq!(d("", "abc"), Some(3));
+        assert_eq!(d("kitten", "sitting"), Some(3));
+        assert_eq!(Near::new("kitten", 2).unwrap().distance("sitting"), None);
+        assert_eq!(Near::new("abc", 2).unwrap().distance("abcdefgh"), None);
+    }
+
+    #[test]
+    fn issue_22_long_names_get_no_suggestion() {
+        assert!(Near::new(&"x".repeat(SUGGEST_MAX_CHARS), 1).is_some());
+        assert!(Near::new(&"x".repeat(SUGGEST_MAX_CHARS + 1), 1).is_none());
+        let long = "f".repeat(1 << 20);
+        assert!(nearest(&long, ["count", "sum", &long[..1000]], 3).is_empty());
+        assert_eq!(
+            nearest("cuont", ["count", "sum"], 3),
+            vec!["count".to_string()]
+        );
     }
 }

@@ -3,6 +3,16 @@
 
 use super::*;
 
+/// The largest `strsize`, in bytes: a string lives in the per-CPU scratch memory of a program
+/// (32,000 bytes per clause, `probe-codegen`), and the string helpers copy at most a page
+/// (`bpf_probe_read_str` on 4 KiB pages). docs/d-reference.md § 11a.
+pub const STRSIZE_MAX: u32 = 4096;
+
+/// The largest `stackframes`/`ustackframes`: the kernel's `bpf_get_stack` returns at most
+/// `kernel.perf_event_max_stack` frames, 127 by default (`PERF_MAX_STACK_DEPTH`,
+/// include/uapi/linux/perf_event.h). docs/d-reference.md § 11a.
+pub const STACKFRAMES_MAX: u32 = 127;
+
 /// Parses an option size (`4m`, `512k`, `1g`, plain bytes).
 fn parse_size(v: &str) -> Option<u64> {
     let v = v.trim();
@@ -178,12 +188,15 @@ impl Analyzer<'_> {
                 };
                 match name {
                     "strsize" => {
-                        if v == 0 {
-                            return bad(self, "a size greater than 0");
+                        if v == 0 || v > STRSIZE_MAX {
+                            return bad(self, &format!("a size from 1 to {STRSIZE_MAX}"));
                         }
                         o.strsize = v;
                     }
                     "nspec" => o.nspec = Some(v as u64),
+                    "stackframes" | "ustackframes" if v > STACKFRAMES_MAX => {
+                        bad(self, &format!("a number of at most {STACKFRAMES_MAX}"))
+                    }
                     "stackframes" => o.stackframes = v,
                     "ustackframes" => o.ustackframes = v,
                     "aggsortpos" => o.aggsortpos = Some(v),

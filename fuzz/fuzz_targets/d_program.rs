@@ -1,0 +1,4 @@
+//! cargo-fuzz target: `fuzz_targets::d_program` (what it checks is documented there).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz_targets::d_program(data));
