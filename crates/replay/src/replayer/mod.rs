@@ -94,8 +94,8 @@ impl RProc {
 /// A thread on its way to a forced sync point.
 #[derive(Debug)]
 struct Seek {
-    /// Process CPU time (ns) up to which it runs without the breakpoint (half the recorded CPU
-    /// time to the point: a loop whose registers change at every iteration would otherwise stop at
+    /// Process CPU time (ns) up to which it runs without the breakpoint (a quarter of the recorded
+    /// CPU time to the point, [`SKIP_DIVISOR`]: a loop whose registers change at every iteration would otherwise stop at
     /// each one of them; the recorded time also counts other threads' kernel work, which replay
     /// does not repeat, so a larger share could run past the point).
     skip_until: Option<u64>,
@@ -119,6 +119,12 @@ const SEEK_IDLE_TICKS: u32 = 10_000;
 const SEEK_TICKS: u32 = 60_000;
 /// Recorded CPU times from which replay runs ahead without the breakpoint (4 ms).
 const SKIP_MIN_NS: u64 = 4_000_000;
+/// The share of the recorded CPU time to the point that replay runs ahead unarmed: a quarter. CPU
+/// time is not deterministic (cache and TLB contention from other processes, the tracer's own
+/// kernel work counted in the recording), and on a loaded machine half of it ran past the point in a
+/// node replay (the thread reached its next system call instead); the point stays well ahead of a
+/// quarter in every run seen.
+const SKIP_DIVISOR: u64 = 4;
 
 /// One process's replay schedule.
 #[derive(Debug, Default)]
@@ -482,7 +488,7 @@ impl Replayer<'_> {
         };
         if p.seeking.is_none() {
             let skip_until = match now {
-                Some(now) if cpu_ns >= SKIP_MIN_NS => Some(now + cpu_ns / 2),
+                Some(now) if cpu_ns >= SKIP_MIN_NS => Some(now + cpu_ns / SKIP_DIVISOR),
                 _ => None,
             };
             if skip_until.is_none() {
