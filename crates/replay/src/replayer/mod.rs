@@ -91,6 +91,24 @@ impl RProc {
     }
 }
 
+/// The recorded threads that another thread's `exit_group` (or a signal) ended: threads of a
+/// process with several threads whose recorded stream has no exit of their own (`exit_group` runs
+/// untrapped, so the kill shows only as that missing exit; a thread that ended by itself has one).
+fn killed_by_group_exit(rec: &Recording) -> std::collections::HashSet<i32> {
+    let exited: std::collections::HashSet<i32> = rec
+        .records
+        .iter()
+        .filter(|r| matches!(r.event, Event::Exit { .. }))
+        .map(|r| r.pid)
+        .collect();
+    crate::format::thread_groups(&rec.records)
+        .into_values()
+        .filter(|threads| threads.len() > 1)
+        .flatten()
+        .filter(|t| !exited.contains(t))
+        .collect()
+}
+
 /// A thread on its way to a forced sync point.
 #[derive(Debug)]
 struct Seek {
@@ -137,6 +155,8 @@ struct RGroup {
 
 struct Replayer<'o> {
     streams: HashMap<i32, Stream>,
+    /// Recorded threads that another thread's exit_group ended ([`killed_by_group_exit`]).
+    killed: std::collections::HashSet<i32>,
     procs: HashMap<i32, RProc>,
     real_of: HashMap<i32, i32>,
     unmapped: HashMap<i32, (Stopped, WaitKind)>,
@@ -233,6 +253,7 @@ pub fn replay(
     let root = replay_ptrace::spawn(&spec)?;
     let root_tid = root.tid();
     let mut r = Replayer {
+        killed: killed_by_group_exit(rec),
         streams,
         procs: HashMap::new(),
         real_of: HashMap::new(),
@@ -292,7 +313,12 @@ pub fn replay(
         path: "<stderr>".into(),
         source,
     })?;
-    // Every recorded event must have been replayed.
+    // Every recorded event must have been replayed, except the last of a thread that another
+    // thread's exit_group killed (no exit of its own recorded): see `Replayer::forgive_killed`.
+    let killed: Vec<i32> = r.killed.iter().copied().collect();
+    for rec in killed {
+        r.forgive_killed(rec);
+    }
     let mut left: Vec<(&i32, &Stream)> = r
         .streams
         .iter()
@@ -693,6 +719,34 @@ impl Replayer<'_> {
     }
 
     /// Marks the front event of `rec` replayed.
+    /// Accounts for the last events of `rec`, a thread that another thread's exit_group killed,
+    /// when replay saw it die before them; true when it did (or nothing was left).
+    ///
+    /// While recording, such a thread can be killed in the kernel between a blocking call's
+    /// completion (recorded, since the kernel finished it) and its return to user code; replay
+    /// emulates the call and the thread waits for its turn, where the exit_group kills it first.
+    /// Only events that the thread's user code never saw are accounted for this way (system-call
+    /// results, switches, an exit); anything else stays a divergence.
+    fn forgive_killed(&mut self, rec: i32) -> bool {
+        let Some(s) = self.streams.get(&rec) else {
+            return true;
+        };
+        if !self.killed.contains(&rec)
+            || !s.events.iter().all(|e| {
+                matches!(
+                    e,
+                    Event::Syscall(_) | Event::Switch { .. } | Event::Exit { .. }
+                )
+            })
+        {
+            return s.events.is_empty();
+        }
+        while self.front(rec).is_some() {
+            self.complete(rec);
+        }
+        true
+    }
+
     fn complete(&mut self, rec: i32) {
         let Some(s) = self.streams.get_mut(&rec) else {
             return;

@@ -62,8 +62,18 @@ impl Replayer<'_> {
             Some(g) if g.threaded => (self.procs[&tid].group, g.holder),
             _ => (rec, rec),
         };
-        if holder != rec {
-            // Killed by another thread's exit, as when recorded (where nothing of it was kept).
+        if holder != rec || (group != rec && self.front(rec).is_none()) {
+            // Killed by another thread's exit, as when recorded (where nothing of it was kept):
+            // also when it was handed the right to run at that exit, since the recorder keeps
+            // nothing of a thread killed while a stop of it was processed.
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        }
+        // Killed by another thread's exit_group before its last recorded events (see
+        // `forgive_killed`).
+        if self.killed.contains(&rec)
+            && !matches!(self.front(rec), Some(Event::Exit { .. }))
+            && self.forgive_killed(rec)
+        {
             return Ok(Next::Resume(t, Resume::Cont, 0));
         }
         let status = t.event_msg()? as i32;
