@@ -145,6 +145,8 @@ struct Stats {
     otlp_spans: AtomicU64,
     otlp_rejected_spans: AtomicU64,
     events_stored: AtomicU64,
+    events_duplicate: AtomicU64,
+    events_conflicting: AtomicU64,
     events_lost: AtomicU64,
     transactions: AtomicU64,
     writer_cpu_ns: AtomicU64,
@@ -178,8 +180,15 @@ pub struct StatsSnapshot {
     pub otlp_spans: u64,
     /// OTLP spans rejected (reported back in `partial_success`).
     pub otlp_rejected_spans: u64,
-    /// Events committed to the store.
+    /// Events newly committed to the store ([`crate::store::InsertStats::events`]): an event
+    /// delivered again (an exporter's retry, a re-sent report) is not counted twice.
     pub events_stored: u64,
+    /// Events received that were identical to one already stored, so not stored again
+    /// ([`crate::store::InsertStats::duplicates`]).
+    pub events_duplicate: u64,
+    /// Events stored as another version of an event already stored with different content
+    /// ([`crate::store::InsertStats::conflicts`]); also counted in `events_stored`.
+    pub events_conflicting: u64,
     /// Events lost because the store failed to write them (e.g. disk full); logged.
     pub events_lost: u64,
     /// Store transactions committed.
@@ -204,6 +213,8 @@ impl Stats {
             otlp_spans: g(&self.otlp_spans),
             otlp_rejected_spans: g(&self.otlp_rejected_spans),
             events_stored: g(&self.events_stored),
+            events_duplicate: g(&self.events_duplicate),
+            events_conflicting: g(&self.events_conflicting),
             events_lost: g(&self.events_lost),
             transactions: g(&self.transactions),
             writer_cpu_ns: g(&self.writer_cpu_ns),
@@ -439,8 +450,14 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
             result = store.insert(&events, now_ns());
         }
         let outcome = match result {
-            Ok(_) => {
-                bump(&stats.events_stored, n);
+            Ok(written) => {
+                bump(&stats.events_stored, written.events as u64);
+                if written.duplicates > 0 {
+                    bump(&stats.events_duplicate, written.duplicates as u64);
+                }
+                if written.conflicts > 0 {
+                    bump(&stats.events_conflicting, written.conflicts as u64);
+                }
                 bump(&stats.transactions, 1);
                 Ok(())
             }

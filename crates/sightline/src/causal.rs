@@ -193,8 +193,18 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             _ = term.recv() => {}
         }
         let s = collector.shutdown().await?;
+        let mut repeated = String::new();
+        if s.events_duplicate > 0 {
+            repeated.push_str(&format!("; {} already stored (not stored again)", s.events_duplicate));
+        }
+        if s.events_conflicting > 0 {
+            repeated.push_str(&format!(
+                "; {} stored as another version of an event already stored with different content",
+                s.events_conflicting
+            ));
+        }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
