@@ -7,13 +7,31 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use causal_analysis::{EdgeKind, Event, Parent};
+use causal_analysis::{AttrValue, EdgeKind, Event, Parent};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreError;
 
-/// Schema version written in `meta.schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Schema version written in `meta.schema_version`. Version 1 stores open and are migrated in
+/// place ([`Store::open`]; `docs/collector-store.md`, "Versions").
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Brings a store of schema version `from` (older than [`SCHEMA_VERSION`]) up to date, in one
+/// transaction, and records the new version.
+///
+/// - 1 → 2: the `fields` column may hold `[key, text, typed value]` elements besides
+///   `[key, text]` (OTLP attribute types): version 1 rows are valid as they are.
+fn migrate(conn: &mut Connection, from: u32) -> Result<(), StoreError> {
+    let tx = conn.transaction().map_err(sql("beginning the migration"))?;
+    // Nothing to rewrite from version 1: the change is what new rows may hold.
+    let _ = from;
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [SCHEMA_VERSION.to_string()],
+    )
+    .map_err(sql("writing the schema version"))?;
+    tx.commit().map_err(sql("committing the migration"))
+}
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -106,6 +124,23 @@ fn multi_insert(rows: usize) -> String {
     q
 }
 
+/// One element of the `fields` column: `[key, text]`, or `[key, text, typed value]` for an OTLP
+/// attribute that is not a string (schema version 2; `docs/collector-store.md`).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum StoredField<'a> {
+    Text(&'a str, &'a str),
+    Typed(&'a str, &'a str, &'a AttrValue),
+}
+
+/// [`StoredField`] as read back.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum LoadedField {
+    Typed(String, String, AttrValue),
+    Text(String, String),
+}
+
 /// The owned values of one `events` row.
 struct Row<'e> {
     task: i64,
@@ -129,11 +164,22 @@ impl<'e> Row<'e> {
                 EdgeKind::Link => ls.push(&p.id),
             }
         }
-        let mut fs: Vec<(&str, &str)> = Vec::with_capacity(e.fields.len() + e.labels.len());
+        let mut fs: Vec<StoredField<'_>> = Vec::with_capacity(e.fields.len() + e.labels.len());
         for l in e.labels.iter().skip(1) {
-            fs.push(("Label", l));
+            fs.push(StoredField::Text("Label", l));
         }
-        fs.extend(e.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // `typed` follows `fields` in order (`Event::typed`): each typed value goes with the
+        // next field of its key.
+        let mut typed = e.typed.iter().peekable();
+        for (k, v) in &e.fields {
+            match typed.peek() {
+                Some((tk, tv)) if tk == k => {
+                    fs.push(StoredField::Typed(k, v, tv));
+                    typed.next();
+                }
+                _ => fs.push(StoredField::Text(k, v)),
+            }
+        }
         let json = |empty: bool, s: &dyn Fn() -> String| (!empty).then(s);
         Row {
             task,
@@ -433,7 +479,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(open_err)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -464,6 +510,12 @@ impl Store {
                 .map_err(sql("writing the schema version"))?;
             }
             Some(v) if v == SCHEMA_VERSION.to_string() => {}
+            Some(v)
+                if v.parse::<u32>()
+                    .is_ok_and(|n| (1..SCHEMA_VERSION).contains(&n)) =>
+            {
+                migrate(&mut conn, v.parse().expect("checked"))?;
+            }
             Some(found) => {
                 return Err(StoreError::SchemaVersion {
                     path: path.to_path_buf(),
@@ -826,14 +878,22 @@ impl Store {
                 ev.parents
                     .extend(list(parents).into_iter().map(Parent::causal));
                 ev.parents.extend(list(links).into_iter().map(Parent::link));
-                let pairs: Vec<(String, String)> = fields
+                let pairs: Vec<LoadedField> = fields
                     .and_then(|s| serde_json::from_str(&s).ok())
                     .unwrap_or_default();
-                for (k, v) in pairs {
-                    if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
-                        ev.labels.push(v);
-                    } else {
-                        ev.fields.push((k, v));
+                for f in pairs {
+                    match f {
+                        LoadedField::Text(k, v) => {
+                            if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
+                                ev.labels.push(v);
+                            } else {
+                                ev.fields.push((k, v));
+                            }
+                        }
+                        LoadedField::Typed(k, v, t) => {
+                            ev.typed.push((k.clone(), t));
+                            ev.fields.push((k, v));
+                        }
                     }
                 }
                 Ok(ev)
@@ -1143,5 +1203,77 @@ mod tests {
             Err(StoreError::AmbiguousTask { count: 4, .. })
         ));
         assert_eq!(s.resolve_task("ab13").unwrap(), "AB13");
+    }
+
+    #[test]
+    fn typed_fields_round_trip_through_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("t.db")).unwrap();
+        let mut e = ev("AAAA", "01", 1, "x", &[]);
+        e.fields.push(("ids".into(), "[1,2]".into()));
+        e.fields.push(("note".into(), "n".into()));
+        e.fields.push(("ids".into(), "[3]".into()));
+        e.typed = vec![
+            (
+                "ids".into(),
+                AttrValue::Array(vec![AttrValue::Int(1), AttrValue::Int(2)]),
+            ),
+            ("ids".into(), AttrValue::Array(vec![AttrValue::Int(3)])),
+        ];
+        s.insert(std::slice::from_ref(&e), 1).unwrap();
+        assert_eq!(s.load_task("AAAA").unwrap(), vec![e.clone()]);
+        // The same event again is a duplicate (typed values are part of its content).
+        assert_eq!(s.insert(std::slice::from_ref(&e), 2).unwrap().duplicates, 1);
+        e.typed[1].1 = AttrValue::Array(vec![AttrValue::Int(4)]);
+        assert_eq!(s.insert(std::slice::from_ref(&e), 3).unwrap().conflicts, 1);
+    }
+
+    /// A store written by schema version 1 opens, is migrated, and keeps its events.
+    #[test]
+    fn version_1_store_opens_and_migrates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(SCHEMA).unwrap();
+            c.execute_batch(
+                "INSERT INTO meta VALUES ('schema_version', '1');
+                 INSERT INTO tasks(id, task_id, received_ns, first_ts_ns, last_ts_ns, events, title)
+                   VALUES (1, 'AB', 5, 7, 7, 1, 'old');
+                 INSERT INTO events(task, event_id, ts_ns, label, fields)
+                   VALUES (1, '01', 7, 'old', '[[\"k\",\"v\"]]');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let version: String = s
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION.to_string());
+        let evs = s.load_task("AB").unwrap();
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].fields, vec![("k".to_string(), "v".to_string())]);
+        assert_eq!(
+            s.tasks(&TaskFilter::default()).unwrap()[0].title.as_deref(),
+            Some("old")
+        );
+        drop(s);
+        // A newer version than this build knows is refused.
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+                [],
+            )
+            .unwrap();
+        assert!(matches!(
+            Store::open(&path),
+            Err(StoreError::SchemaVersion { .. })
+        ));
     }
 }

@@ -54,8 +54,11 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
         14_600_000,
     );
     server["status"] = serde_json::json!({"code": 2, "message": "boom"});
-    server["attributes"] =
-        serde_json::json!([{"key": "http.route", "value": {"stringValue": "/stock"}}]);
+    server["attributes"] = serde_json::json!([
+        {"key": "http.route", "value": {"stringValue": "/stock"}},
+        {"key": "http.status_code", "value": {"intValue": "500"}},
+        {"key": "retry.ids", "value": {"arrayValue": {"values": [{"intValue": "1"}, {"intValue": 2}]}}}
+    ]);
     let body = serde_json::json!({"resourceSpans": [
         resource(&[("service.name", "frontend"), ("host.name", "a")],
                  vec![span(SKEWED, "53995C3F42CD8AD8", None, "checkout", 3, 0, 100 * MS)]),
@@ -179,9 +182,25 @@ fn critical_path_first_or_alone_and_each_span_once() {
     let verbose = run(&["show", SKEWED, "-v"], &db);
     assert!(
         verbose.contains(
-            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n"
+            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n      http.status_code = 500\n      retry.ids = [1,2]\n      resource.service.name = backend\n      resource.host.name = b\n"
         ),
         "{verbose}"
+    );
+    // The JSON keeps the attributes' OTLP types (issue 17: int arrays came back as strings).
+    let json: Value =
+        serde_json::from_str(&run(&["show", SKEWED, "--format", "json"], &db)).unwrap();
+    let start = json["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "00F067AA0BA902B7:start")
+        .unwrap();
+    assert_eq!(
+        start["typed"],
+        serde_json::json!([
+            ["http.status_code", {"int": 500}],
+            ["retry.ids", {"array": [{"int": 1}, {"int": 2}]}]
+        ])
     );
 
     let only = run(&["show", SKEWED, "--critical-path-only"], &db);
