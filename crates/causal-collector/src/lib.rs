@@ -4,7 +4,7 @@
 //! - [`server::Collector`] (configured by [`server::Config`]): listens for X-Trace reports over TCP
 //!   and UDP (port 7831; 4-byte big-endian length, then an X-Trace 1.0 text or native binary
 //!   report, decoded by the `causal` crate) and OTLP/HTTP (`POST /v1/traces` on port 4318,
-//!   protobuf or JSON, chunked, gzip), and writes events through a bounded queue to
+//!   protobuf or JSON, chunked, gzip) and OTLP/gRPC ([`grpc`], port 4317, gzip), and writes events through a bounded queue to
 //! - [`store::Store`]: one SQLite file in WAL mode (schema in `docs/collector-store.md`), which
 //!   lists tasks ([`store::TaskSummary`]) and loads a task's events for `causal_analysis`;
 //! - [`import::import_file`]: X-Trace JSON exports and OTLP requests from files;
@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod grpc;
 pub mod import;
 pub mod otlp;
 pub mod server;

@@ -85,6 +85,8 @@ pub struct Config {
     pub xtrace_udp: Option<SocketAddr>,
     /// OTLP/HTTP listener (`None`: off). Default `127.0.0.1:4318`.
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC listener (`None`: off). Default `127.0.0.1:4317`.
+    pub otlp_grpc: Option<SocketAddr>,
     /// The SQLite file.
     pub db: PathBuf,
     /// Capacity of the channel to the writer, in batches. Default 64.
@@ -115,13 +117,14 @@ pub const TCP_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 pub const HTTP_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Config {
-    /// Loopback defaults (`127.0.0.1`, ports 7831 and 4318) with store `db`.
+    /// Loopback defaults (`127.0.0.1`, ports 7831, 4318 and 4317) with store `db`.
     pub fn loopback(db: impl Into<PathBuf>) -> Config {
         let lo = std::net::Ipv4Addr::LOCALHOST;
         Config {
             xtrace_tcp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             xtrace_udp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             otlp_http: Some(SocketAddr::from((lo, 4318))),
+            otlp_grpc: Some(SocketAddr::from((lo, 4317))),
             db: db.into(),
             queue_batches: 64,
             batch_events: 1024,
@@ -141,6 +144,7 @@ struct Stats {
     udp_dropped_events: AtomicU64,
     udp_kernel_dropped: AtomicU64,
     otlp_requests: AtomicU64,
+    otlp_grpc_requests: AtomicU64,
     otlp_bad_requests: AtomicU64,
     otlp_spans: AtomicU64,
     otlp_rejected_spans: AtomicU64,
@@ -174,6 +178,8 @@ pub struct StatsSnapshot {
     pub udp_kernel_dropped: u64,
     /// OTLP/HTTP requests received.
     pub otlp_requests: u64,
+    /// OTLP/gRPC `Export` requests received (decoded; tonic answers undecodable ones itself).
+    pub otlp_grpc_requests: u64,
     /// OTLP/HTTP requests answered 4xx (undecodable body, unsupported type or encoding).
     pub otlp_bad_requests: u64,
     /// OTLP spans accepted.
@@ -209,6 +215,7 @@ impl Stats {
             udp_dropped_events: g(&self.udp_dropped_events),
             udp_kernel_dropped: g(&self.udp_kernel_dropped),
             otlp_requests: g(&self.otlp_requests),
+            otlp_grpc_requests: g(&self.otlp_grpc_requests),
             otlp_bad_requests: g(&self.otlp_bad_requests),
             otlp_spans: g(&self.otlp_spans),
             otlp_rejected_spans: g(&self.otlp_rejected_spans),
@@ -246,6 +253,8 @@ pub struct BoundAddrs {
     pub xtrace_udp: Option<SocketAddr>,
     /// OTLP/HTTP.
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC.
+    pub otlp_grpc: Option<SocketAddr>,
 }
 
 /// A running collector. Must be shut down with [`Collector::shutdown`] for a clean stop.
@@ -339,6 +348,40 @@ impl Collector {
                 };
                 if let Err(e) = axum::serve(l, app).with_graceful_shutdown(shutdown).await {
                     tracing::error!("OTLP/HTTP server failed: {e}");
+                }
+            });
+        }
+
+        if let Some(addr) = config.otlp_grpc {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(bind_error("OTLP/gRPC", addr))?;
+            addrs.otlp_grpc = Some(l.local_addr().unwrap_or(addr));
+            let (gtx, gstats) = (tx.clone(), stats.clone());
+            let handler: crate::grpc::Handler = Arc::new(move |req| {
+                let (tx, stats) = (gtx.clone(), gstats.clone());
+                Box::pin(async move {
+                    bump(&stats.otlp_grpc_requests, 1);
+                    let conv = convert(&stats, req);
+                    commit(&tx, conv).await.map_err(tonic::Status::unavailable)
+                })
+            });
+            let svc = crate::grpc::TraceService { handler };
+            let mut stop_rx = stop.subscribe();
+            tasks.spawn(async move {
+                let shutdown = async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                };
+                let served = tonic::transport::Server::builder()
+                    .concurrency_limit_per_connection(MAX_HTTP_IN_FLIGHT)
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(l),
+                        shutdown,
+                    )
+                    .await;
+                if let Err(e) = served {
+                    tracing::error!("OTLP/gRPC server failed: {}", error_chain(&e));
                 }
             });
         }
@@ -1084,17 +1127,45 @@ async fn otlp_traces(
             return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
         }
     };
-    let conv = otlp::to_events(&req);
+    let conv = convert(&st.stats, req);
     // Only the events wait for the commit.
-    drop((req, body, decoding));
-    bump(&st.stats.otlp_spans, conv.spans);
+    drop((body, decoding));
+    let resp = match commit(&st.tx, conv).await {
+        Ok(r) => r,
+        Err(e) => return error_reply(enc, StatusCode::SERVICE_UNAVAILABLE, 14, e),
+    };
+    reply(
+        enc,
+        StatusCode::OK,
+        prost::Message::encode_to_vec(&resp),
+        otlp::response_json(&resp),
+    )
+}
+
+/// The spans of one OTLP request (HTTP or gRPC) as events, counted; the request is dropped.
+fn convert(stats: &Stats, req: otlp::ExportTraceServiceRequest) -> otlp::Converted {
+    let conv = otlp::to_events(&req);
+    drop(req);
+    bump(&stats.otlp_spans, conv.spans);
     if conv.rejected > 0 {
-        bump(&st.stats.otlp_rejected_spans, conv.rejected);
+        bump(&stats.otlp_rejected_spans, conv.rejected);
     }
+    conv
+}
+
+/// Stores the events of one OTLP request ([`convert`]): queues them for the writer and waits for
+/// the commit; the answer reports rejected spans in `partial_success`.
+///
+/// # Errors
+/// `events not stored: …` when the writer failed or the collector is shutting down (OTLP's
+/// `UNAVAILABLE`: the exporter retries).
+async fn commit(
+    tx: &mpsc::Sender<Batch>,
+    conv: otlp::Converted,
+) -> Result<otlp::ExportTraceServiceResponse, String> {
     if !conv.events.is_empty() {
         let (ack, done) = oneshot::channel();
-        let stored = match st
-            .tx
+        let stored = match tx
             .send(Batch {
                 events: conv.events,
                 ack: Some(ack),
@@ -1107,26 +1178,15 @@ async fn otlp_traces(
             Err(_) => Err("the collector is shutting down".into()),
         };
         if let Err(e) = stored {
-            return error_reply(
-                enc,
-                StatusCode::SERVICE_UNAVAILABLE,
-                14,
-                format!("events not stored: {e}"),
-            );
+            return Err(format!("events not stored: {e}"));
         }
     }
-    let resp = otlp::ExportTraceServiceResponse {
+    Ok(otlp::ExportTraceServiceResponse {
         partial_success: (conv.rejected > 0).then(|| otlp::ExportTracePartialSuccess {
             rejected_spans: conv.rejected as i64,
             error_message: conv.first_error.unwrap_or_default(),
         }),
-    };
-    reply(
-        enc,
-        StatusCode::OK,
-        prost::Message::encode_to_vec(&resp),
-        otlp::response_json(&resp),
-    )
+    })
 }
 
 #[cfg(test)]

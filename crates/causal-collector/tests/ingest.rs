@@ -21,6 +21,7 @@ fn config(db: &Path) -> Config {
         xtrace_tcp: Some(any),
         xtrace_udp: Some(any),
         otlp_http: Some(any),
+        otlp_grpc: Some(any),
         ..Config::loopback(db)
     }
 }
@@ -831,6 +832,7 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         xtrace_tcp: None,
         otlp_http: None,
         xtrace_udp: Some(any),
+        otlp_grpc: None,
         udp_recv_buffer: 16 << 10,
         ..Config::loopback(&db)
     };

@@ -54,6 +54,12 @@ pub struct CollectArgs {
     /// Do not serve OTLP/HTTP.
     #[arg(long)]
     pub no_otlp: bool,
+    /// OTLP/gRPC port (the traces Export service, gzip accepted; 0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 4317)]
+    pub otlp_grpc_port: u16,
+    /// Do not serve OTLP/gRPC.
+    #[arg(long)]
+    pub no_otlp_grpc: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -164,6 +170,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         xtrace_tcp: Some(xtrace),
         xtrace_udp: (!args.no_udp).then_some(xtrace),
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
+        otlp_grpc: (!args.no_otlp_grpc).then(|| SocketAddr::new(args.listen, args.otlp_grpc_port)),
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -178,10 +185,11 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         let show = |s: Option<SocketAddr>| s.map(|s| s.to_string()).unwrap_or_else(|| "off".into());
         writeln!(
             out,
-            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; store {}",
+            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; OTLP/gRPC {}; store {}",
             show(a.xtrace_tcp),
             show(a.xtrace_udp),
             a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
+            show(a.otlp_grpc),
             db.display()
         )?;
         out.flush()?;
@@ -204,7 +212,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -213,6 +221,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.udp_kernel_dropped,
             s.otlp_requests,
             s.otlp_bad_requests,
+            s.otlp_grpc_requests,
             s.otlp_spans,
             s.otlp_rejected_spans,
             s.events_lost,
