@@ -87,6 +87,8 @@ pub struct Config {
     pub otlp_http: Option<SocketAddr>,
     /// OTLP/gRPC listener (`None`: off). Default `127.0.0.1:4317`.
     pub otlp_grpc: Option<SocketAddr>,
+    /// Zipkin v2 listener, `POST /api/v2/spans` (`None`: off). Default `127.0.0.1:9411`.
+    pub zipkin: Option<SocketAddr>,
     /// The SQLite file.
     pub db: PathBuf,
     /// Capacity of the channel to the writer, in batches. Default 64.
@@ -117,7 +119,7 @@ pub const TCP_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 pub const HTTP_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Config {
-    /// Loopback defaults (`127.0.0.1`, ports 7831, 4318 and 4317) with store `db`.
+    /// Loopback defaults (`127.0.0.1`, ports 7831, 4318, 4317 and 9411) with store `db`.
     pub fn loopback(db: impl Into<PathBuf>) -> Config {
         let lo = std::net::Ipv4Addr::LOCALHOST;
         Config {
@@ -125,6 +127,7 @@ impl Config {
             xtrace_udp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             otlp_http: Some(SocketAddr::from((lo, 4318))),
             otlp_grpc: Some(SocketAddr::from((lo, 4317))),
+            zipkin: Some(SocketAddr::from((lo, 9411))),
             db: db.into(),
             queue_batches: 64,
             batch_events: 1024,
@@ -145,6 +148,8 @@ struct Stats {
     udp_kernel_dropped: AtomicU64,
     otlp_requests: AtomicU64,
     otlp_grpc_requests: AtomicU64,
+    zipkin_requests: AtomicU64,
+    zipkin_bad_requests: AtomicU64,
     otlp_bad_requests: AtomicU64,
     otlp_spans: AtomicU64,
     otlp_rejected_spans: AtomicU64,
@@ -180,6 +185,11 @@ pub struct StatsSnapshot {
     pub otlp_requests: u64,
     /// OTLP/gRPC `Export` requests received (decoded; tonic answers undecodable ones itself).
     pub otlp_grpc_requests: u64,
+    /// Zipkin v2 `POST /api/v2/spans` requests received (their spans count in `otlp_spans` and
+    /// `otlp_rejected_spans`).
+    pub zipkin_requests: u64,
+    /// Zipkin requests answered 4xx (undecodable body, unsupported type or encoding).
+    pub zipkin_bad_requests: u64,
     /// OTLP/HTTP requests answered 4xx (undecodable body, unsupported type or encoding).
     pub otlp_bad_requests: u64,
     /// OTLP spans accepted.
@@ -216,6 +226,8 @@ impl Stats {
             udp_kernel_dropped: g(&self.udp_kernel_dropped),
             otlp_requests: g(&self.otlp_requests),
             otlp_grpc_requests: g(&self.otlp_grpc_requests),
+            zipkin_requests: g(&self.zipkin_requests),
+            zipkin_bad_requests: g(&self.zipkin_bad_requests),
             otlp_bad_requests: g(&self.otlp_bad_requests),
             otlp_spans: g(&self.otlp_spans),
             otlp_rejected_spans: g(&self.otlp_rejected_spans),
@@ -255,6 +267,8 @@ pub struct BoundAddrs {
     pub otlp_http: Option<SocketAddr>,
     /// OTLP/gRPC.
     pub otlp_grpc: Option<SocketAddr>,
+    /// Zipkin v2.
+    pub zipkin: Option<SocketAddr>,
 }
 
 /// A running collector. Must be shut down with [`Collector::shutdown`] for a clean stop.
@@ -326,28 +340,43 @@ impl Collector {
                 batch_events,
             ));
         }
-        if let Some(addr) = config.otlp_http {
+        // OTLP/HTTP and Zipkin share their body slots, so together they hold at most
+        // MAX_HTTP_IN_FLIGHT bodies and decode MAX_HTTP_DECODING at once.
+        let http_state = HttpState {
+            tx: tx.clone(),
+            stats: stats.clone(),
+            busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
+            decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
+            body_timeout: config.http_body_timeout,
+        };
+        let http_listeners = [
+            (config.otlp_http, "OTLP/HTTP", "/v1/traces"),
+            (config.zipkin, "Zipkin", "/api/v2/spans"),
+        ];
+        for (addr, what, path) in http_listeners {
+            let Some(addr) = addr else { continue };
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(bind_error("OTLP/HTTP", addr))?;
-            addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
+                .map_err(bind_error(what, addr))?;
+            let bound = Some(l.local_addr().unwrap_or(addr));
+            let handler = if what == "Zipkin" {
+                addrs.zipkin = bound;
+                axum::routing::post(zipkin_spans)
+            } else {
+                addrs.otlp_http = bound;
+                axum::routing::post(otlp_traces)
+            };
             let app = axum::Router::new()
-                .route("/v1/traces", axum::routing::post(otlp_traces))
+                .route(path, handler)
                 .layer(DefaultBodyLimit::max(MAX_HTTP_BODY))
-                .with_state(HttpState {
-                    tx: tx.clone(),
-                    stats: stats.clone(),
-                    busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
-                    decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
-                    body_timeout: config.http_body_timeout,
-                });
+                .with_state(http_state.clone());
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
                 let shutdown = async move {
                     let _ = stop_rx.wait_for(|s| *s).await;
                 };
                 if let Err(e) = axum::serve(l, app).with_graceful_shutdown(shutdown).await {
-                    tracing::error!("OTLP/HTTP server failed: {e}");
+                    tracing::error!("{what} server failed: {e}");
                 }
             });
         }
@@ -1023,16 +1052,17 @@ fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
     Ok(out)
 }
 
-/// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
-async fn otlp_traces(
-    State(st): State<HttpState>,
-    headers: HeaderMap,
+/// Reads a request body once one of [`MAX_HTTP_IN_FLIGHT`] slots is free (so at most that many
+/// bodies are in memory; other requests wait and their senders see TCP backpressure), within
+/// [`Config::http_body_timeout`]. Gives the slot (held until the request is answered) and the
+/// body, or the response to send: `413` (too large), `408` (too slow), `503` (shutting down).
+async fn read_body(
+    st: &HttpState,
+    what: &str,
     body: axum::body::Body,
-) -> Response {
-    // The body is read only once a slot is free, so at most MAX_HTTP_IN_FLIGHT bodies are in
-    // memory; other requests wait (their senders see TCP backpressure).
-    let Ok(_slot) = st.busy.clone().acquire_owned().await else {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+) -> Result<(tokio::sync::OwnedSemaphorePermit, Bytes), Response> {
+    let Ok(slot) = st.busy.clone().acquire_owned().await else {
+        return Err(StatusCode::SERVICE_UNAVAILABLE.into_response());
     };
     let body: Bytes = match tokio::time::timeout(
         st.body_timeout,
@@ -1043,17 +1073,17 @@ async fn otlp_traces(
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return (
+            return Err((
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("request body: {e}\n"),
             )
-                .into_response();
+                .into_response());
         }
         Err(_) => {
             let c = bump(&st.stats.otlp_bad_requests, 1);
             if worth_logging(c) {
                 tracing::warn!(
-                    "OTLP/HTTP: request body not complete after {:?}; answered 408",
+                    "{what}: request body not complete after {:?}; answered 408",
                     st.body_timeout
                 );
             }
@@ -1062,8 +1092,45 @@ async fn otlp_traces(
                 header::CONNECTION,
                 header::HeaderValue::from_static("close"),
             );
-            return r;
+            return Err(r);
         }
+    };
+    Ok((slot, body))
+}
+
+/// The body decompressed as its `Content-Encoding` says (`identity` or `gzip`); the error is the
+/// message of a `400` (bad gzip) or `415` (another encoding).
+fn decompressed<'b>(
+    headers: &HeaderMap,
+    body: &'b [u8],
+) -> Result<std::borrow::Cow<'b, [u8]>, (StatusCode, String)> {
+    let cenc = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
+    match cenc.as_str() {
+        "" | "identity" => Ok(body.into()),
+        "gzip" | "x-gzip" => gunzip(body)
+            .map(Into::into)
+            .map_err(|e| (StatusCode::BAD_REQUEST, error_chain(&e))),
+        other => Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("unsupported content encoding {other:?}"),
+        )),
+    }
+}
+
+/// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
+async fn otlp_traces(
+    State(st): State<HttpState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let (_slot, body) = match read_body(&st, "OTLP/HTTP", body).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let n = bump(&st.stats.otlp_requests, 1);
     let ctype = headers
@@ -1088,29 +1155,11 @@ async fn otlp_traces(
     let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let cenc = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity")
-        .trim()
-        .to_ascii_lowercase();
-    let body: std::borrow::Cow<'_, [u8]> = match cenc.as_str() {
-        "" | "identity" => body.as_ref().into(),
-        "gzip" | "x-gzip" => match gunzip(&body) {
-            Ok(b) => b.into(),
-            Err(e) => {
-                bump(&st.stats.otlp_bad_requests, 1);
-                return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
-            }
-        },
-        other => {
+    let body = match decompressed(&headers, &body) {
+        Ok(b) => b,
+        Err((status, message)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return error_reply(
-                enc,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                3,
-                format!("unsupported content encoding {other:?}"),
-            );
+            return error_reply(enc, status, 3, message);
         }
     };
     let req = match enc {
@@ -1140,6 +1189,59 @@ async fn otlp_traces(
         prost::Message::encode_to_vec(&resp),
         otlp::response_json(&resp),
     )
+}
+
+/// `POST /api/v2/spans` (Zipkin v2, JSON): the spans as the OTLP request they mean
+/// ([`crate::zipkin`]), stored as OTLP spans are; answered `202` after the commit, as Zipkin
+/// answers. The same limits as OTLP/HTTP apply (body size, gzip, slots, timeout).
+async fn zipkin_spans(
+    State(st): State<HttpState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    let (_slot, body) = match read_body(&st, "Zipkin", body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let n = bump(&st.stats.zipkin_requests, 1);
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_ascii_lowercase();
+    if !ctype.starts_with("application/json") {
+        bump(&st.stats.zipkin_bad_requests, 1);
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("unsupported content type {ctype:?}: only Zipkin v2 JSON is accepted\n"),
+        )
+            .into_response();
+    }
+    let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let req = match decompressed(&headers, &body) {
+        Ok(b) => {
+            crate::zipkin::decode_json(&b).map_err(|e| (StatusCode::BAD_REQUEST, error_chain(&e)))
+        }
+        Err(e) => Err(e),
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err((status, message)) => {
+            let c = bump(&st.stats.zipkin_bad_requests, 1);
+            if worth_logging(c) {
+                tracing::warn!("Zipkin request #{n}: {message}");
+            }
+            return (status, format!("{message}\n")).into_response();
+        }
+    };
+    let conv = convert(&st.stats, req);
+    drop((body, decoding));
+    match commit(&st.tx, conv).await {
+        Ok(_) => StatusCode::ACCEPTED.into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
 }
 
 /// The spans of one OTLP request (HTTP or gRPC) as events, counted; the request is dropped.

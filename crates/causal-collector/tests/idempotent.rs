@@ -113,6 +113,7 @@ fn collector_config(db: &Path) -> Config {
         xtrace_udp: None,
         otlp_http: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         otlp_grpc: None,
+        zipkin: None,
         ..Config::loopback(db)
     }
 }

@@ -22,6 +22,7 @@ fn config(db: &Path) -> Config {
         xtrace_udp: Some(any),
         otlp_http: Some(any),
         otlp_grpc: Some(any),
+        zipkin: Some(any),
         ..Config::loopback(db)
     }
 }
@@ -833,6 +834,7 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         otlp_http: None,
         xtrace_udp: Some(any),
         otlp_grpc: None,
+        zipkin: None,
         udp_recv_buffer: 16 << 10,
         ..Config::loopback(&db)
     };
@@ -945,4 +947,71 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
     assert_eq!(ids.len() as u64, first.udp_datagrams);
     assert!(ids.contains(&reports.last().unwrap().metadata.op_id().to_hex()));
     assert!(ids.contains(&reports[0].metadata.op_id().to_hex()));
+}
+
+/// Zipkin v2 JSON on `/api/v2/spans`: plain and gzip bodies answered `202` after the commit, the
+/// spans stored as OTLP spans are; a body that is not a span list is `400`, another type `415`.
+#[test]
+fn zipkin_v2_json_spans_are_stored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("z.db");
+    let spans = br#"[{"traceId":"463ac35c9f6413ad48485a3953bb6124","id":"a2fb4a1d1a96d312","name":"get","kind":"SERVER",
+        "timestamp":1700000000000000,"duration":2000,"localEndpoint":{"serviceName":"zsvc"},"tags":{"http.path":"/a"}},
+      {"traceId":"463ac35c9f6413ad48485a3953bb6124","parentId":"a2fb4a1d1a96d312","id":"0f1e2d3c4b5a6978","name":"query",
+        "timestamp":1700000000000500,"duration":1000,"localEndpoint":{"serviceName":"zsvc"}}]"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, spans).unwrap();
+    let gz = gz.finish().unwrap();
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let addr = c.addrs().zipkin.unwrap();
+        let head = |len: usize, extra: &str| {
+            let mut h = vec![
+                "POST /api/v2/spans".to_string(),
+                "Host: 127.0.0.1".into(),
+                "Content-Type: application/json".into(),
+                format!("Content-Length: {len}"),
+            ];
+            if !extra.is_empty() {
+                h.push(extra.into());
+            }
+            h
+        };
+        let (s, _) = http(addr, &head(spans.len(), ""), spans, None).await;
+        assert_eq!(s, 202);
+        // The same spans again, gzip-compressed: accepted, stored once.
+        let (s, _) = http(addr, &head(gz.len(), "Content-Encoding: gzip"), &gz, None).await;
+        assert_eq!(s, 202);
+        let (s, body) = http(addr, &head(2, ""), b"{}", None).await;
+        assert_eq!(s, 400, "{}", String::from_utf8_lossy(&body));
+        let mut proto = head(1, "");
+        proto[2] = "Content-Type: application/x-protobuf".into();
+        let (s, _) = http(addr, &proto, b"x", None).await;
+        assert_eq!(s, 415);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(
+        (
+            stats.zipkin_requests,
+            stats.zipkin_bad_requests,
+            stats.otlp_spans
+        ),
+        (4, 2, 4),
+        "{stats:?}"
+    );
+    assert_eq!(
+        (stats.events_stored, stats.events_duplicate),
+        (4, 4),
+        "{stats:?}"
+    );
+    let store = Store::open(&db).unwrap();
+    let t = &store.tasks(&TaskFilter::default()).unwrap()[0];
+    assert_eq!(t.task_id, "463AC35C9F6413AD48485A3953BB6124");
+    assert_eq!(t.duration_ns(), Some(2_000_000));
+    let events = store.load_task(&t.task_id).unwrap();
+    assert_eq!(events[0].field("http.path"), Some("/a"));
+    assert_eq!(events[0].agent.as_deref(), Some("zsvc"));
+    let g = TaskGraph::build(t.task_id.clone(), events);
+    assert_eq!(g.len(), 4);
+    assert!(g.problems.is_empty(), "{:?}", g.problems);
 }

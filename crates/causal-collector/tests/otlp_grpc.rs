@@ -26,6 +26,7 @@ fn config(db: &Path) -> Config {
         xtrace_udp: None,
         otlp_http: None,
         otlp_grpc: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        zipkin: None,
         ..Config::loopback(db)
     }
 }

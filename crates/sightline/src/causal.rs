@@ -60,6 +60,12 @@ pub struct CollectArgs {
     /// Do not serve OTLP/gRPC.
     #[arg(long)]
     pub no_otlp_grpc: bool,
+    /// Zipkin v2 JSON port (`POST /api/v2/spans`; 0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 9411)]
+    pub zipkin_port: u16,
+    /// Do not serve Zipkin.
+    #[arg(long)]
+    pub no_zipkin: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -171,6 +177,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         xtrace_udp: (!args.no_udp).then_some(xtrace),
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
         otlp_grpc: (!args.no_otlp_grpc).then(|| SocketAddr::new(args.listen, args.otlp_grpc_port)),
+        zipkin: (!args.no_zipkin).then(|| SocketAddr::new(args.listen, args.zipkin_port)),
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -185,11 +192,12 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         let show = |s: Option<SocketAddr>| s.map(|s| s.to_string()).unwrap_or_else(|| "off".into());
         writeln!(
             out,
-            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; OTLP/gRPC {}; store {}",
+            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; OTLP/gRPC {}; Zipkin {}; store {}",
             show(a.xtrace_tcp),
             show(a.xtrace_udp),
             a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
             show(a.otlp_grpc),
+            a.zipkin.map(|s| format!("http://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
             db.display()
         )?;
         out.flush()?;
@@ -212,7 +220,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -222,6 +230,8 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.otlp_requests,
             s.otlp_bad_requests,
             s.otlp_grpc_requests,
+            s.zipkin_requests,
+            s.zipkin_bad_requests,
             s.otlp_spans,
             s.otlp_rejected_spans,
             s.events_lost,

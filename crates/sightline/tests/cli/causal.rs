@@ -181,6 +181,8 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
             "0",
             "--otlp-grpc-port",
             "0",
+            "--zipkin-port",
+            "0",
             "--db",
         ])
         .arg(&db)
