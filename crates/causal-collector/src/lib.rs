@@ -24,4 +24,4 @@ pub mod zipkin;
 
 pub use error::{CollectorError, ImportError, OtlpError, StoreError};
 pub use server::{BoundAddrs, Collector, Config, StatsSnapshot};
-pub use store::{Store, TaskFilter, TaskSummary};
+pub use store::{Store, TaskFilter, TaskSort, TaskSummary};

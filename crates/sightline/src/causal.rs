@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use causal_analysis::{
     Accounting, Comparison, CriticalPath, SkewAdjustment, TaskGraph, fmt_duration, render,
 };
-use causal_collector::{Collector, Config, Store, TaskFilter};
+use causal_collector::{Collector, Config, Store, TaskFilter, TaskSort};
 use probe_format::civil::{civil_from_days, days_from_civil};
 
 /// Where the store is.
@@ -96,7 +96,30 @@ pub struct TasksArgs {
     /// Only tasks whose title contains this text (ASCII case-insensitive).
     #[arg(long)]
     pub title: Option<String>,
-    /// At most N tasks (the most recent).
+    /// Only tasks with events from this service (X-Trace Agent, OTLP service.name; exact).
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// Only tasks with this operation: an OTLP span name or an X-Trace label (exact).
+    #[arg(long, value_name = "NAME")]
+    pub operation: Option<String>,
+    /// Only tasks with an event whose field or attribute KEY has the text VALUE (repeatable: all
+    /// must match).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_attr)]
+    pub attrs: Vec<(String, String)>,
+    /// Only tasks lasting at least DURATION (e.g. 250ms, 1.5s, 2m; units ns, us, ms, s, m, h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub min_duration: Option<i64>,
+    /// Only tasks lasting at most DURATION.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub max_duration: Option<i64>,
+    /// Only tasks with an error (OTLP status error).
+    #[arg(long)]
+    pub errors: bool,
+    /// Order: `start` (oldest first; --limit keeps the most recent) or `duration` (longest
+    /// first; --limit keeps the longest).
+    #[arg(long, value_enum, default_value = "start")]
+    pub sort: SortArg,
+    /// At most N tasks (the most recent, or the longest with --sort duration).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Print JSON (one array of task objects) instead of a table.
@@ -104,6 +127,53 @@ pub struct TasksArgs {
     pub json: bool,
     #[command(flatten)]
     pub db: DbArg,
+}
+
+/// `tasks --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortArg {
+    /// By first-seen time.
+    Start,
+    /// By duration, longest first.
+    Duration,
+}
+
+/// `--attr KEY=VALUE`.
+fn parse_attr(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+}
+
+/// A duration such as `250ms`, `1.5s`, `2m` or `100` (ns) as ns.
+fn parse_duration_ns(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        u => {
+            return Err(format!(
+                "duration {s:?}: unknown unit {u:?} (ns, us, ms, s, m, h)"
+            ));
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("duration {s:?}: expected a number and a unit, e.g. 250ms"))?;
+    let ns = n * scale;
+    if !(0.0..9.2e18).contains(&ns) {
+        return Err(format!("duration {s:?}: out of range"));
+    }
+    Ok(ns.round() as i64)
 }
 
 /// Output format of `sightline show`.
@@ -402,6 +472,16 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
             .transpose()?,
         tag: args.tag,
         title: args.title,
+        service: args.service,
+        operation: args.operation,
+        attributes: args.attrs,
+        min_duration_ns: args.min_duration,
+        max_duration_ns: args.max_duration,
+        errors: args.errors,
+        sort: match args.sort {
+            SortArg::Start => TaskSort::Start,
+            SortArg::Duration => TaskSort::Duration,
+        },
         limit: args.limit,
     };
     let store = open_existing(&args.db.path())?;
@@ -548,6 +628,20 @@ mod tests {
             10_000_000_000_000 - 7_200_000_000_000
         );
         assert!(parse_time("2013-13-01", 0).is_err());
+        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration_ns("7"), Ok(7));
+        assert_eq!(parse_duration_ns("3us"), Ok(3_000));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+        assert!(parse_duration_ns("ms").is_err());
+        assert_eq!(
+            parse_attr("http.status_code=500"),
+            Ok(("http.status_code".into(), "500".into()))
+        );
+        assert_eq!(parse_attr("k=a=b"), Ok(("k".into(), "a=b".into())));
+        assert!(parse_attr("=x").is_err());
+        assert!(parse_attr("novalue").is_err());
         assert!(parse_time("yesterday", 0).is_err());
     }
 

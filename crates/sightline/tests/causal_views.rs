@@ -260,3 +260,53 @@ fn a_second_import_changes_nothing() {
     assert_eq!(before, after);
     assert_eq!(run(&["tasks"], &db), tasks);
 }
+
+/// `tasks` finds tasks by service, operation, attribute, duration and error, sorted by start or
+/// duration.
+#[test]
+fn tasks_are_found_by_service_operation_attribute_duration_and_error() {
+    let (_tmp, db) = store();
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["tasks", "--json"];
+        a.extend_from_slice(args);
+        let v: Value = serde_json::from_str(&run(&a, &db)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&["--service", "backend"]), [SKEWED]);
+    assert_eq!(ids(&["--service", "beta"]), [TWO_SERVICES]);
+    assert!(ids(&["--service", "back"]).is_empty());
+    assert_eq!(ids(&["--operation", "work"]), [TWO_SERVICES]);
+    assert_eq!(ids(&["--operation", "GET /stock"]), [SKEWED]);
+    assert_eq!(ids(&["--attr", "http.status_code=500"]), [SKEWED]);
+    assert_eq!(
+        ids(&["--attr", "http.route=/stock", "--attr", "retry.ids=[1,2]"]),
+        [SKEWED]
+    );
+    assert!(ids(&["--attr", "http.status_code=200"]).is_empty());
+    assert_eq!(ids(&["--errors"]), [SKEWED]);
+    // Durations as stored (earliest to latest timestamp, before any skew correction): SKEWED
+    // spans 145.4 ms, TWO_SERVICES 50 ms.
+    assert_eq!(ids(&["--min-duration", "100ms"]), [SKEWED]);
+    assert_eq!(ids(&["--max-duration", "0.05s"]), [TWO_SERVICES]);
+    assert_eq!(ids(&["--sort", "duration"]), [SKEWED, TWO_SERVICES]);
+    assert_eq!(ids(&["--sort", "duration", "--limit", "1"]), [SKEWED]);
+    let v: Value = serde_json::from_str(&run(&["tasks", "--json", "--errors"], &db)).unwrap();
+    assert_eq!(v[0]["errors"], 1);
+    assert_eq!(v[0]["services"], serde_json::json!(["backend", "frontend"]));
+    // A bad --attr or duration is a usage error.
+    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+        .args(["tasks", "--attr", "novalue", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected KEY=VALUE"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
