@@ -103,11 +103,24 @@ pub struct Config {
     /// then nothing); the connection is then closed and the partial frame counted as malformed.
     /// An idle connection between frames is never closed. Default [`TCP_FRAME_TIMEOUT`].
     pub tcp_frame_timeout: std::time::Duration,
+    /// Retention by age: tasks first seen longer ago than this are deleted, oldest first, in
+    /// steps of [`RETENTION_STEP`] tasks between the writer's batches (`None`: kept forever).
+    pub retention: Option<std::time::Duration>,
+    /// Retention by size: while the store uses more than this many bytes
+    /// ([`Store::used_bytes`]), its oldest tasks are deleted in the same steps (`None`: no limit).
+    pub max_store_bytes: Option<u64>,
+    /// How often the writer checks retention when it is idle (it also checks after commits at
+    /// most this often). Default 1 s.
+    pub retention_interval: std::time::Duration,
     /// Receive buffer asked for on the X-Trace UDP socket, bytes (`SO_RCVBUFFORCE`, else
     /// `SO_RCVBUF`; the kernel doubles the value for its bookkeeping and raises it to its
     /// minimum of about 4.6 KiB). Default [`UDP_RCVBUF`] (8 MiB).
     pub udp_recv_buffer: usize,
 }
+
+/// Tasks deleted per retention step (one transaction); the writer commits pending batches between
+/// steps, so ingest never waits for more than one step.
+pub const RETENTION_STEP: usize = 256;
 
 /// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, [`MAX_TCP_CONNECTIONS`] senders that
 /// each send half a frame and stop hold every connection slot, and no report is received again.
@@ -134,6 +147,9 @@ impl Config {
             http_body_timeout: HTTP_BODY_TIMEOUT,
             tcp_frame_timeout: TCP_FRAME_TIMEOUT,
             udp_recv_buffer: UDP_RCVBUF,
+            retention: None,
+            max_store_bytes: None,
+            retention_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -157,6 +173,7 @@ struct Stats {
     events_duplicate: AtomicU64,
     events_conflicting: AtomicU64,
     events_lost: AtomicU64,
+    retention_deleted_tasks: AtomicU64,
     transactions: AtomicU64,
     writer_cpu_ns: AtomicU64,
 }
@@ -207,6 +224,8 @@ pub struct StatsSnapshot {
     pub events_conflicting: u64,
     /// Events lost because the store failed to write them (e.g. disk full); logged.
     pub events_lost: u64,
+    /// Tasks deleted by retention ([`Config::retention`], [`Config::max_store_bytes`]).
+    pub retention_deleted_tasks: u64,
     /// Store transactions committed.
     pub transactions: u64,
     /// CPU time the store writer thread used, ns (Linux `/proc/thread-self/schedstat`; 0 when
@@ -235,6 +254,7 @@ impl Stats {
             events_duplicate: g(&self.events_duplicate),
             events_conflicting: g(&self.events_conflicting),
             events_lost: g(&self.events_lost),
+            retention_deleted_tasks: g(&self.retention_deleted_tasks),
             transactions: g(&self.transactions),
             writer_cpu_ns: g(&self.writer_cpu_ns),
         }
@@ -250,7 +270,8 @@ fn worth_logging(count: u64) -> bool {
     count <= 10 || count.is_power_of_two()
 }
 
-/// A batch of events for the writer; `ack` is answered after the commit (OTLP requests).
+/// A batch of events for the writer; `ack` is answered after the commit (OTLP requests). An empty
+/// batch only wakes the writer (the retention ticker sends them).
 struct Batch {
     events: Vec<Event>,
     ack: Option<oneshot::Sender<Result<(), String>>>,
@@ -415,10 +436,31 @@ impl Collector {
             });
         }
 
+        let retention = Retention {
+            age: config.retention,
+            max_bytes: config.max_store_bytes,
+            interval: config.retention_interval,
+        };
+        if retention.age.is_some() || retention.max_bytes.is_some() {
+            // Wakes an idle writer so retention runs without ingest.
+            let (ttx, mut stop_rx, every) =
+                (tx.clone(), stop.subscribe(), config.retention_interval);
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            let _ = ttx.try_send(Batch { events: Vec::new(), ack: None });
+                        }
+                        _ = stop_rx.wait_for(|s| *s) => break,
+                    }
+                }
+            });
+        }
         let wstats = stats.clone();
         let writer = std::thread::Builder::new()
             .name("sightline-store".into())
-            .spawn(move || writer_loop(store, rx, wstats))
+            .spawn(move || writer_loop(store, rx, wstats, retention))
             .map_err(CollectorError::SpawnWriter)?;
         Ok(Collector {
             addrs,
@@ -474,7 +516,69 @@ fn bind_error(
     move |source| CollectorError::Bind { what, addr, source }
 }
 
-fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {
+/// What retention the writer applies ([`Config::retention`], [`Config::max_store_bytes`]).
+#[derive(Debug, Clone, Copy)]
+struct Retention {
+    age: Option<std::time::Duration>,
+    max_bytes: Option<u64>,
+    interval: std::time::Duration,
+}
+
+impl Retention {
+    /// Deletes what retention asks for, [`RETENTION_STEP`] tasks per transaction, until nothing
+    /// is left to delete or batches are waiting (the next check continues). Failures only log:
+    /// ingest goes on.
+    fn run(&self, store: &mut Store, rx: &mpsc::Receiver<Batch>, stats: &Stats) {
+        loop {
+            let mut deleted = 0;
+            if let Some(age) = self.age {
+                let before =
+                    now_ns().saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+                match store.delete_oldest_tasks(Some(before), RETENTION_STEP) {
+                    Ok(n) => deleted += n,
+                    Err(e) => {
+                        tracing::warn!("retention: {}", error_chain(&e));
+                        return;
+                    }
+                }
+            }
+            if deleted == 0
+                && let Some(max) = self.max_bytes
+            {
+                match store.used_bytes() {
+                    Ok(used) if used > max => match store.delete_oldest_tasks(None, RETENTION_STEP)
+                    {
+                        Ok(n) => deleted += n,
+                        Err(e) => {
+                            tracing::warn!("retention: {}", error_chain(&e));
+                            return;
+                        }
+                    },
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!("retention: {}", error_chain(&e));
+                        return;
+                    }
+                }
+            }
+            if deleted > 0 {
+                bump(&stats.retention_deleted_tasks, deleted as u64);
+            }
+            if deleted == 0 || !rx.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+fn writer_loop(
+    mut store: Store,
+    mut rx: mpsc::Receiver<Batch>,
+    stats: Arc<Stats>,
+    retention: Retention,
+) {
+    let retains = retention.age.is_some() || retention.max_bytes.is_some();
+    let mut last_retention: Option<std::time::Instant> = None;
     // Checkpoints on their own thread; without it SQLite's automatic ones run here.
     let _checkpointer = match store.start_checkpointer() {
         Ok(c) => Some(c),
@@ -530,7 +634,9 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
                 if written.conflicts > 0 {
                     bump(&stats.events_conflicting, written.conflicts as u64);
                 }
-                bump(&stats.transactions, 1);
+                if n > 0 {
+                    bump(&stats.transactions, 1);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -546,6 +652,10 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
         if freer.is_some() {
             // Full (or the thread is gone): freed here instead.
             let _ = free_tx.try_send(events);
+        }
+        if retains && last_retention.is_none_or(|t| t.elapsed() >= retention.interval) {
+            retention.run(&mut store, &rx, &stats);
+            last_retention = Some(std::time::Instant::now());
         }
     }
     stats

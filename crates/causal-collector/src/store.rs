@@ -89,6 +89,9 @@ CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, P
 CREATE TABLE IF NOT EXISTS task_services(service TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(service, task)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS task_operations(operation TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(operation, task)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS task_attributes(key TEXT NOT NULL, value TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(key, value, task)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS task_services_by_task ON task_services(task);
+CREATE INDEX IF NOT EXISTS task_operations_by_task ON task_operations(task);
+CREATE INDEX IF NOT EXISTS task_attributes_by_task ON task_attributes(task);
 ";
 
 /// Indexes over `tasks` columns added by version 2: created after a migration has added them.
@@ -1160,6 +1163,68 @@ impl Store {
         Ok(v)
     }
 
+    /// Deletes up to `max_tasks` of the oldest tasks (by first-seen time, as [`Store::tasks`]
+    /// orders them) with every row that belongs to them, in one transaction: only those first
+    /// seen before `before_ns` (ns since the Unix epoch) when it is given, else the oldest ones
+    /// regardless of age. Returns how many were deleted (fewer than `max_tasks`: none older is
+    /// left). Retention calls it in small steps between the writer's batches, so ingest never
+    /// waits for a long delete (`docs/collector-store.md`, "Retention").
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; the transaction is rolled back.
+    pub fn delete_oldest_tasks(
+        &mut self,
+        before_ns: Option<i64>,
+        max_tasks: usize,
+    ) -> Result<usize, StoreError> {
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql("beginning a retention step"))?;
+        tx.execute_batch("CREATE TEMP TABLE IF NOT EXISTS doomed(id INTEGER PRIMARY KEY); DELETE FROM temp.doomed;")
+            .map_err(sql("preparing a retention step"))?;
+        let n = tx
+            .execute(
+                "INSERT INTO temp.doomed(id) SELECT id FROM tasks
+                 WHERE ?1 IS NULL OR coalesce(first_ts_ns, received_ns) < ?1
+                 ORDER BY coalesce(first_ts_ns, received_ns) LIMIT ?2",
+                params![before_ns, max_tasks.min(i64::MAX as usize) as i64],
+            )
+            .map_err(sql("choosing the tasks to delete"))?;
+        if n > 0 {
+            tx.execute_batch(
+                "DELETE FROM events WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_hosts WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_tags WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_services WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_operations WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_attributes WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM tasks WHERE id IN (SELECT id FROM temp.doomed);",
+            )
+            .map_err(sql("deleting old tasks"))?;
+        }
+        tx.execute_batch("DELETE FROM temp.doomed;")
+            .map_err(sql("finishing a retention step"))?;
+        tx.commit().map_err(sql("committing a retention step"))?;
+        Ok(n)
+    }
+
+    /// The bytes of the database file in use: `(page_count - freelist_count) × page_size`.
+    /// Pages freed by deletes are reused by later writes (the file itself does not shrink
+    /// without `VACUUM`), so this is what `--max-store-size` bounds. The WAL is not counted.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub fn used_bytes(&self) -> Result<u64, StoreError> {
+        let q = |p: &str| -> Result<i64, StoreError> {
+            self.conn
+                .query_row(&format!("PRAGMA {p}"), [], |r| r.get(0))
+                .map_err(sql("reading the store size"))
+        };
+        let pages = q("page_count")? - q("freelist_count")?;
+        Ok(u64::try_from(pages.max(0)).unwrap_or(0) * u64::try_from(q("page_size")?).unwrap_or(0))
+    }
+
     /// Total events stored.
     ///
     /// # Errors
@@ -1734,6 +1799,62 @@ mod tests {
             .unwrap()[0]
                 .errors,
             1
+        );
+    }
+
+    #[test]
+    fn oldest_tasks_are_deleted_with_everything_of_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("r.db")).unwrap();
+        let mut evs = Vec::new();
+        for t in 0..600i64 {
+            let mut e = ev(&format!("{:04X}", t + 1), "01", 1000 + t, "op", &[]);
+            e.agent = Some(format!("svc{}", t % 3));
+            e.fields.push(("user".into(), format!("u{t}")));
+            evs.push(e);
+        }
+        s.insert(&evs, 1).unwrap();
+        let before = s.used_bytes().unwrap();
+        assert!(before > 0);
+        // By age: the tasks first seen before 1100 (the first 100), in steps of 64.
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 64);
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 36);
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 0);
+        let left = s.tasks(&TaskFilter::default()).unwrap();
+        assert_eq!(left.len(), 500);
+        assert_eq!(left[0].first_ts_ns, Some(1100));
+        assert_eq!(s.event_count().unwrap(), 500);
+        // Oldest regardless of age.
+        assert_eq!(s.delete_oldest_tasks(None, 400).unwrap(), 400);
+        let left = s.tasks(&TaskFilter::default()).unwrap();
+        assert_eq!((left.len(), left[0].first_ts_ns), (100, Some(1500)));
+        // Nothing of a deleted task is left in the search tables.
+        let rows = |table: &str| -> i64 {
+            s.conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        for table in [
+            "task_services",
+            "task_operations",
+            "task_hosts",
+            "task_tags",
+        ] {
+            assert_eq!(rows(table), 100, "{table}");
+        }
+        // `user`, `k` and `Tag` per task.
+        assert_eq!(rows("task_attributes"), 300);
+        let found = s
+            .tasks(&TaskFilter {
+                attributes: vec![("user".into(), "u5".into())],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(found.is_empty());
+        assert!(
+            s.used_bytes().unwrap() < before,
+            "{} !< {before}",
+            s.used_bytes().unwrap()
         );
     }
 }

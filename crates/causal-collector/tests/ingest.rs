@@ -1015,3 +1015,98 @@ fn zipkin_v2_json_spans_are_stored() {
     assert_eq!(g.len(), 4);
     assert!(g.problems.is_empty(), "{:?}", g.problems);
 }
+
+/// Retention (`--retention`, `--max-store-size`): the oldest tasks are deleted in steps while the
+/// collector keeps taking reports.
+#[test]
+fn retention_deletes_the_oldest_tasks_while_ingest_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("ret.db");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let hour = 3_600_000_000_000i64;
+    let ev = |task: String, ts: i64| causal_analysis::Event {
+        task,
+        id: "01".into(),
+        timestamp_ns: Some(ts),
+        labels: vec!["x".into()],
+        fields: vec![("pad".into(), "p".repeat(200))],
+        ..Default::default()
+    };
+    {
+        // 1,000 tasks two days old and 10 from the last minute.
+        let mut s = Store::open(&db).unwrap();
+        let mut evs: Vec<_> = (0..1000)
+            .map(|i| ev(format!("{:08X}", i + 1), now - 48 * hour + i))
+            .collect();
+        evs.extend((0..10).map(|i| ev(format!("F{:07X}", i + 1), now - 60_000_000_000 + i)));
+        s.insert(&evs, 1).unwrap();
+    }
+    // X-Trace timestamps are in ms.
+    let report = |op: u32| {
+        format!(
+            "X-Trace Report ver 1.0\nX-Trace: 19ABCDABCDABCDABCD{op:016X}\nHost: h\nLabel: live\nTimestamp: {now}\n",
+            now = now / 1_000_000
+        )
+    };
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            retention: Some(Duration::from_secs(24 * 3600)),
+            retention_interval: Duration::from_millis(20),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        let mut s = TcpStream::connect(c.addrs().xtrace_tcp.unwrap())
+            .await
+            .unwrap();
+        // Reports keep arriving while the old tasks are deleted.
+        for op in 1..=50u32 {
+            let r = report(op);
+            let mut frame = (r.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(r.as_bytes());
+            s.write_all(&frame).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for _ in 0..250 {
+            if c.stats().retention_deleted_tasks == 1000 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(s);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.retention_deleted_tasks, 1000, "{stats:?}");
+    assert_eq!(stats.events_stored, 50, "{stats:?}");
+    let store = Store::open(&db).unwrap();
+    let tasks = store.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(tasks.len(), 11);
+    assert_eq!(store.event_count().unwrap(), 60);
+
+    // By size: a limit below what the 11 tasks use deletes the oldest until it holds (here all
+    // but the newest few pages' worth), and never touches a store already under it.
+    let used = store.used_bytes().unwrap();
+    drop(store);
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            max_store_bytes: Some(1),
+            retention_interval: Duration::from_millis(20),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        for _ in 0..250 {
+            if c.stats().retention_deleted_tasks == 11 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.retention_deleted_tasks, 11, "{stats:?}");
+    let store = Store::open(&db).unwrap();
+    assert!(store.tasks(&TaskFilter::default()).unwrap().is_empty());
+    assert!(store.used_bytes().unwrap() < used);
+}

@@ -66,6 +66,14 @@ pub struct CollectArgs {
     /// Do not serve Zipkin.
     #[arg(long)]
     pub no_zipkin: bool,
+    /// Delete tasks first seen longer ago than AGE (e.g. 7d, 12h, 30m), oldest first, a few
+    /// hundred at a time between writes, so ingest never stops.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retention: Option<std::time::Duration>,
+    /// Delete the oldest tasks while the store uses more than SIZE (e.g. 10G, 500M; K, M, G, T
+    /// are powers of 1024), in the same steps as --retention.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_store_size: Option<u64>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -136,6 +144,56 @@ pub enum SortArg {
     Start,
     /// By duration, longest first.
     Duration,
+}
+
+/// `--retention AGE`: a whole number of seconds, minutes, hours or days (`30s`, `30m`, `12h`,
+/// `7d`).
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let secs: u64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "age {s:?}: expected a number and s, m, h or d (e.g. 7d)"
+            ));
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("age {s:?}: expected a number and s, m, h or d (e.g. 7d)"))?;
+    n.checked_mul(secs)
+        .filter(|&v| v > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("age {s:?}: must be above zero and fit in 64 bits of seconds"))
+}
+
+/// `--max-store-size SIZE`: bytes, or a number with K, M, G or T (powers of 1024; a trailing
+/// `B` or `iB` is accepted).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let shift = match unit.trim_end_matches("iB").trim_end_matches('B') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "size {s:?}: expected bytes or a number with K, M, G or T"
+            ));
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size {s:?}: expected bytes or a number with K, M, G or T"))?;
+    n.checked_mul(1u64 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("size {s:?}: must be above zero and fit in 64 bits"))
 }
 
 /// `--attr KEY=VALUE`.
@@ -248,6 +306,8 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
         otlp_grpc: (!args.no_otlp_grpc).then(|| SocketAddr::new(args.listen, args.otlp_grpc_port)),
         zipkin: (!args.no_zipkin).then(|| SocketAddr::new(args.listen, args.zipkin_port)),
+        retention: args.retention,
+        max_store_bytes: args.max_store_size,
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -290,7 +350,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; tasks deleted by retention {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -305,6 +365,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.otlp_spans,
             s.otlp_rejected_spans,
             s.events_lost,
+            s.retention_deleted_tasks,
             s.writer_cpu_ns as f64 / 1e9
         );
         Ok(if s.events_lost > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -666,6 +727,19 @@ mod tests {
         assert_eq!(parse_attr("k=a=b"), Ok(("k".into(), "a=b".into())));
         assert!(parse_attr("=x").is_err());
         assert!(parse_attr("novalue").is_err());
+        assert_eq!(
+            parse_age("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert_eq!(parse_age("30m"), Ok(std::time::Duration::from_secs(1800)));
+        assert!(parse_age("0d").is_err());
+        assert!(parse_age("7").is_err());
+        assert!(parse_age("1w").is_err());
+        assert_eq!(parse_size("10G"), Ok(10 << 30));
+        assert_eq!(parse_size("500MiB"), Ok(500 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("10X").is_err());
+        assert!(parse_size("99999999999T").is_err());
         assert!(parse_time("yesterday", 0).is_err());
     }
 
