@@ -34,10 +34,15 @@ pub(crate) type Handler = std::sync::Arc<
         + Sync,
 >;
 
+/// Whether a request's headers carry the credentials the collector requires (the bearer token of
+/// `Config::bearer_token`; gRPC sends it as the `authorization` metadata, an HTTP/2 header).
+pub(crate) type Authorize = std::sync::Arc<dyn Fn(&http::HeaderMap) -> bool + Send + Sync>;
+
 /// The `TraceService` as a tower service for [`tonic::transport::Server`].
 #[derive(Clone)]
 pub(crate) struct TraceService {
     pub(crate) handler: Handler,
+    pub(crate) authorize: Authorize,
 }
 
 impl std::fmt::Debug for TraceService {
@@ -84,6 +89,11 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let handler = self.handler.clone();
+        if !(self.authorize)(req.headers()) {
+            return Box::pin(async move {
+                Ok(tonic::Status::unauthenticated("a bearer token is required").into_http())
+            });
+        }
         if req.uri().path() != format!("/{SERVICE}/Export") {
             // Any other method of this service: UNIMPLEMENTED, as gRPC requires.
             return Box::pin(async move {

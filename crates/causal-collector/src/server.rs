@@ -103,6 +103,11 @@ pub struct Config {
     /// then nothing); the connection is then closed and the partial frame counted as malformed.
     /// An idle connection between frames is never closed. Default [`TCP_FRAME_TIMEOUT`].
     pub tcp_frame_timeout: std::time::Duration,
+    /// Bearer token the OTLP/HTTP, OTLP/gRPC and Zipkin listeners require (`Authorization:
+    /// Bearer TOKEN`, RFC 6750 §2.1); a request without it is refused (`401`, gRPC
+    /// `UNAUTHENTICATED`) and counted in [`StatsSnapshot::unauthenticated_requests`]. `None`: no
+    /// token needed. X-Trace TCP and UDP carry no credentials and are not covered.
+    pub bearer_token: Option<String>,
     /// Retention by age: tasks first seen longer ago than this are deleted, oldest first, in
     /// steps of [`RETENTION_STEP`] tasks between the writer's batches (`None`: kept forever).
     pub retention: Option<std::time::Duration>,
@@ -147,6 +152,7 @@ impl Config {
             http_body_timeout: HTTP_BODY_TIMEOUT,
             tcp_frame_timeout: TCP_FRAME_TIMEOUT,
             udp_recv_buffer: UDP_RCVBUF,
+            bearer_token: None,
             retention: None,
             max_store_bytes: None,
             retention_interval: std::time::Duration::from_secs(1),
@@ -174,6 +180,7 @@ struct Stats {
     events_conflicting: AtomicU64,
     events_lost: AtomicU64,
     retention_deleted_tasks: AtomicU64,
+    unauthenticated_requests: AtomicU64,
     transactions: AtomicU64,
     writer_cpu_ns: AtomicU64,
 }
@@ -226,6 +233,9 @@ pub struct StatsSnapshot {
     pub events_lost: u64,
     /// Tasks deleted by retention ([`Config::retention`], [`Config::max_store_bytes`]).
     pub retention_deleted_tasks: u64,
+    /// OTLP/HTTP, OTLP/gRPC and Zipkin requests refused for a missing or wrong bearer token
+    /// ([`Config::bearer_token`]).
+    pub unauthenticated_requests: u64,
     /// Store transactions committed.
     pub transactions: u64,
     /// CPU time the store writer thread used, ns (Linux `/proc/thread-self/schedstat`; 0 when
@@ -255,6 +265,7 @@ impl Stats {
             events_conflicting: g(&self.events_conflicting),
             events_lost: g(&self.events_lost),
             retention_deleted_tasks: g(&self.retention_deleted_tasks),
+            unauthenticated_requests: g(&self.unauthenticated_requests),
             transactions: g(&self.transactions),
             writer_cpu_ns: g(&self.writer_cpu_ns),
         }
@@ -369,6 +380,7 @@ impl Collector {
             busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
             decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
             body_timeout: config.http_body_timeout,
+            token: config.bearer_token.as_deref().map(Arc::from),
         };
         let http_listeners = [
             (config.otlp_http, "OTLP/HTTP", "/v1/traces"),
@@ -416,7 +428,21 @@ impl Collector {
                     commit(&tx, conv).await.map_err(tonic::Status::unavailable)
                 })
             });
-            let svc = crate::grpc::TraceService { handler };
+            let token = config.bearer_token.as_deref().map(Arc::<str>::from);
+            let astats = stats.clone();
+            let authorize: crate::grpc::Authorize = Arc::new(move |headers: &HeaderMap| {
+                let ok = authorized(token.as_deref(), headers);
+                if !ok {
+                    let c = bump(&astats.unauthenticated_requests, 1);
+                    if worth_logging(c) {
+                        tracing::warn!(
+                            "OTLP/gRPC: request without the bearer token refused (#{c})"
+                        );
+                    }
+                }
+                ok
+            });
+            let svc = crate::grpc::TraceService { handler, authorize };
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
                 let shutdown = async move {
@@ -1119,6 +1145,45 @@ struct HttpState {
     decoding: Arc<Semaphore>,
     /// [`Config::http_body_timeout`].
     body_timeout: std::time::Duration,
+    /// [`Config::bearer_token`].
+    token: Option<Arc<str>>,
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>` (RFC 6750 §2.1; the scheme name in
+/// any case) when a token is required. The token is compared in constant time.
+fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
+    let Some(want) = token else {
+        return true;
+    };
+    let Some(got) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+    else {
+        return false;
+    };
+    got.len() == want.len()
+        && got
+            .bytes()
+            .zip(want.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// The `401` of a request without the bearer token, counted.
+fn unauthenticated(stats: &Stats, what: &str) -> Response {
+    let c = bump(&stats.unauthenticated_requests, 1);
+    if worth_logging(c) {
+        tracing::warn!("{what}: request without the bearer token refused (#{c})");
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "a bearer token is required\n",
+    )
+        .into_response()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -1238,6 +1303,9 @@ async fn otlp_traces(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
+    if !authorized(st.token.as_deref(), &headers) {
+        return unauthenticated(&st.stats, "OTLP/HTTP");
+    }
     let (_slot, body) = match read_body(&st, "OTLP/HTTP", body).await {
         Ok(b) => b,
         Err(r) => return r,
@@ -1309,6 +1377,9 @@ async fn zipkin_spans(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Response {
+    if !authorized(st.token.as_deref(), &headers) {
+        return unauthenticated(&st.stats, "Zipkin");
+    }
     let (_slot, body) = match read_body(&st, "Zipkin", body).await {
         Ok(b) => b,
         Err(r) => return r,

@@ -1110,3 +1110,71 @@ fn retention_deletes_the_oldest_tasks_while_ingest_goes_on() {
     assert!(store.tasks(&TaskFilter::default()).unwrap().is_empty());
     assert!(store.used_bytes().unwrap() < used);
 }
+
+/// With `Config::bearer_token`, OTLP/HTTP and Zipkin requests without `Authorization: Bearer
+/// TOKEN` (or with another token) are refused with `401` and counted; with it they are stored.
+#[test]
+fn http_requests_without_the_bearer_token_are_refused_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("auth.db");
+    let otlp = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0AF7651916CD43DD8448EB211C80319C","spanId":"B7AD6B7169203331","name":"ok","startTimeUnixNano":1,"endTimeUnixNano":2}]}]}]}"#;
+    let zipkin = br#"[{"traceId":"463ac35c9f6413ad","id":"a2fb4a1d1a96d312","name":"z","timestamp":1,"duration":1}]"#;
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            bearer_token: Some("tok-123".into()),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        let (h, z) = (c.addrs().otlp_http.unwrap(), c.addrs().zipkin.unwrap());
+        let head = |path: &str, len: usize, auth: Option<&str>| {
+            let mut v = vec![
+                format!("POST {path}"),
+                "Host: 127.0.0.1".to_string(),
+                "Content-Type: application/json".into(),
+                format!("Content-Length: {len}"),
+            ];
+            if let Some(a) = auth {
+                v.push(format!("Authorization: {a}"));
+            }
+            v
+        };
+        for auth in [
+            None,
+            Some("Bearer nope"),
+            Some("Basic dG9rLTEyMw=="),
+            Some("Bearer tok-12"),
+        ] {
+            let (s, body) = http(h, &head("/v1/traces", otlp.len(), auth), otlp, None).await;
+            assert_eq!(s, 401, "{auth:?}: {}", String::from_utf8_lossy(&body));
+            let (s, _) = http(z, &head("/api/v2/spans", zipkin.len(), auth), zipkin, None).await;
+            assert_eq!(s, 401, "{auth:?}");
+        }
+        let (s, _) = http(
+            h,
+            &head("/v1/traces", otlp.len(), Some("Bearer tok-123")),
+            otlp,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+        let (s, _) = http(
+            z,
+            &head("/api/v2/spans", zipkin.len(), Some("bearer tok-123")),
+            zipkin,
+            None,
+        )
+        .await;
+        assert_eq!(s, 202);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.unauthenticated_requests, 8, "{stats:?}");
+    assert_eq!(
+        (
+            stats.otlp_requests,
+            stats.zipkin_requests,
+            stats.events_stored
+        ),
+        (1, 1, 4),
+        "{stats:?}"
+    );
+}

@@ -31,6 +31,75 @@ fn config(db: &Path) -> Config {
     }
 }
 
+/// Runs the Python exporter against a collector with `config`; (stdout lines, final counters).
+fn export_with(
+    py: &Path,
+    config: Config,
+    token: Option<&str>,
+) -> (Vec<String>, causal_collector::StatsSnapshot) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otel_python/grpc_export.py");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = Collector::start(config).await.unwrap();
+        let port = c.addrs().otlp_grpc.unwrap().port();
+        let mut cmd = tokio::process::Command::new(py);
+        cmd.arg(&script).arg(port.to_string());
+        if let Some(t) = token {
+            cmd.arg(t);
+        }
+        let out = cmd.output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        (lines, c.shutdown().await.unwrap())
+    })
+}
+
+#[test]
+fn grpc_requests_without_the_bearer_token_are_refused_and_counted() {
+    let Some(py) = python() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("t.db");
+    let cfg = || Config {
+        bearer_token: Some("s3cret".into()),
+        ..config(&db)
+    };
+    let (out, stats) = export_with(&py, cfg(), None);
+    assert!(out[1].starts_with("failed"), "{out:?}");
+    // One Export per span, none stored.
+    assert_eq!(
+        (
+            stats.unauthenticated_requests,
+            stats.otlp_grpc_requests,
+            stats.events_stored
+        ),
+        (2, 0, 0),
+        "{stats:?}"
+    );
+    let (out, stats) = export_with(&py, cfg(), Some("wrong"));
+    assert!(out[1].starts_with("failed"), "{out:?}");
+    assert_eq!(stats.unauthenticated_requests, 2, "{stats:?}");
+    let (out, stats) = export_with(&py, cfg(), Some("s3cret"));
+    assert_eq!(out[1], "ok");
+    assert_eq!(
+        (stats.unauthenticated_requests, stats.events_stored),
+        (0, 4),
+        "{stats:?}"
+    );
+}
+
 #[test]
 fn python_sdk_grpc_exporter_spans_are_stored_with_types_resource_and_scope() {
     let Some(py) = python() else {

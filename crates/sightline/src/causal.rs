@@ -66,6 +66,12 @@ pub struct CollectArgs {
     /// Do not serve Zipkin.
     #[arg(long)]
     pub no_zipkin: bool,
+    /// Require `Authorization: Bearer TOKEN` on OTLP/HTTP, OTLP/gRPC and Zipkin requests, TOKEN
+    /// being the first line of FILE; requests without it are refused (401, UNAUTHENTICATED) and
+    /// counted. X-Trace TCP/UDP reports carry no credentials: keep them on loopback
+    /// (--no-udp, or firewall the port) when listening elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
     /// Delete tasks first seen longer ago than AGE (e.g. 7d, 12h, 30m), oldest first, a few
     /// hundred at a time between writes, so ingest never stops.
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
@@ -299,6 +305,18 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         )
         .try_init();
     let db = args.db.path();
+    let bearer_token = match &args.bearer_token_file {
+        None => None,
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("reading the bearer token file {}", f.display()))?;
+            let token = text.lines().next().unwrap_or("").trim().to_string();
+            if token.is_empty() {
+                bail!("the bearer token file {} is empty", f.display());
+            }
+            Some(token)
+        }
+    };
     let xtrace = SocketAddr::new(args.listen, args.xtrace_port);
     let config = Config {
         xtrace_tcp: Some(xtrace),
@@ -308,6 +326,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         zipkin: (!args.no_zipkin).then(|| SocketAddr::new(args.listen, args.zipkin_port)),
         retention: args.retention,
         max_store_bytes: args.max_store_size,
+        bearer_token,
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -350,7 +369,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; tasks deleted by retention {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; refused without the bearer token {}; tasks deleted by retention {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -365,6 +384,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.otlp_spans,
             s.otlp_rejected_spans,
             s.events_lost,
+            s.unauthenticated_requests,
             s.retention_deleted_tasks,
             s.writer_cpu_ns as f64 / 1e9
         );

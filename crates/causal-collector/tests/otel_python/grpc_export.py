@@ -1,6 +1,6 @@
 """Sends two spans to an OTLP/gRPC endpoint with the OpenTelemetry Python SDK's gRPC exporter.
 
-Usage: grpc_export.py PORT. `checkout` (server) has the child `charge` (client) with an int,
+Usage: grpc_export.py PORT [TOKEN] (TOKEN: sent as `authorization: Bearer TOKEN`). `checkout` (server) has the child `charge` (client) with an int,
 an int array, a bool and a double attribute; the resource has service.name, host.name and an
 int attribute; the tracer's scope is shop 2.1. Requests are gzip-compressed. Prints the trace id
 (32 hex digits) and the export result.
@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.trace import SpanKind
 
 port = int(sys.argv[1])
+headers = (("authorization", f"Bearer {sys.argv[2]}"),) if len(sys.argv) > 2 else None
 results = []
 
 
@@ -25,7 +26,9 @@ class Recording(OTLPSpanExporter):
         return r
 
 
-exporter = Recording(endpoint=f"http://127.0.0.1:{port}", insecure=True, compression=Compression.Gzip)
+exporter = Recording(
+    endpoint=f"http://127.0.0.1:{port}", insecure=True, compression=Compression.Gzip, headers=headers
+)
 provider = TracerProvider(
     resource=Resource.create({"service.name": "shop", "host.name": "grpc-host", "shop.replicas": 3})
 )
