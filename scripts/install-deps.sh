@@ -21,3 +21,16 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 # Sightline mounts tracefs itself when a probe needs it; nothing to do here.
 command -v cargo >/dev/null || { echo "install-deps: cargo (Rust 1.95+) is required" >&2; exit 1; }
+# The OpenTelemetry Python SDK with its OTLP/gRPC exporter, for the collector's gRPC ingest test
+# (crates/causal-collector/tests/otlp_grpc.rs finds it as $SIGHTLINE_OTEL_PYTHON, else at this
+# path): a venv of its own, so the system Python stays as Debian ships it.
+otel_venv=/opt/sightline-otel-venv
+if ! "$otel_venv/bin/python" -c 'import opentelemetry.exporter.otlp.proto.grpc' 2>/dev/null; then
+  python3 -c 'import ensurepip' 2>/dev/null || {
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  }
+  echo "install-deps: creating $otel_venv (opentelemetry-sdk, opentelemetry-exporter-otlp-proto-grpc)" >&2
+  python3 -m venv "$otel_venv"
+  "$otel_venv/bin/pip" install -q opentelemetry-sdk opentelemetry-exporter-otlp-proto-grpc
+fi

@@ -30,5 +30,5 @@ pub use accounting::{Accounting, Usage};
 pub use compare::Comparison;
 pub use critical::{CriticalPath, Rule, Share, Step};
 pub use graph::{Edge, Problem, TaskGraph, fmt_duration};
-pub use model::{EdgeKind, Event, Parent, infer_span_nesting, parse_pid};
+pub use model::{AttrValue, EdgeKind, Event, Parent, infer_span_nesting, parse_pid};
 pub use skew::{HostSkew, SkewAdjustment};

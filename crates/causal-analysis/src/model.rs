@@ -103,12 +103,113 @@ pub struct Event {
     /// Labels (X-Trace `Label`, OTLP span name with ` start`/` end`), in report order.
     pub labels: Vec<String>,
     /// All other key/values in report order; a key may repeat (X-Trace fields are lists).
+    /// Values are text; an OTLP attribute that is not a string also has its typed value in
+    /// [`Event::typed`].
     pub fields: Vec<(String, String)>,
+    /// The OTLP types of the fields whose value is not a string (an int, double, bool, bytes,
+    /// array or key/value list: OTLP `AnyValue`), by key, in the order of [`Event::fields`].
+    /// Empty for X-Trace events, whose fields are all text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub typed: Vec<(String, AttrValue)>,
     /// Incoming edges, in report order.
     pub parents: Vec<Parent>,
 }
 
+/// A typed attribute value: OpenTelemetry's `AnyValue` (opentelemetry-proto `common.proto`)
+/// without its string case, which stays text in [`Event::fields`]; inside arrays and key/value
+/// lists strings are [`AttrValue::String`].
+///
+/// In JSON (the store's `fields` column, `show --format json`) each value is an object with one
+/// key naming its type: `{"int":200}`, `{"double":0.5}`, `{"bool":true}`, `{"bytes":"0aff"}` (hex),
+/// `{"string":"x"}`, `{"array":[…values]}`, `{"kvlist":[["key", value]…]}`
+/// (`docs/otlp-mapping.md`, "Attribute values").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttrValue {
+    /// `string_value` (only inside arrays and key/value lists).
+    String(String),
+    /// `bool_value`.
+    Bool(bool),
+    /// `int_value`: a signed 64-bit integer.
+    Int(i64),
+    /// `double_value`: an IEEE 754 double.
+    Double(f64),
+    /// `bytes_value`, in JSON as lowercase hex.
+    Bytes(#[serde(with = "hex_bytes")] Vec<u8>),
+    /// `array_value`.
+    Array(Vec<AttrValue>),
+    /// `kvlist_value`: key/value pairs in their order.
+    Kvlist(Vec<(String, AttrValue)>),
+}
+
+impl AttrValue {
+    /// The value as text, as it is kept in [`Event::fields`]: strings as they are, numbers and
+    /// booleans in decimal, bytes as lowercase hex, arrays and key/value lists as JSON whose
+    /// elements keep their types (`[1,2]`, `["a","b"]`, `{"k":true}`; bytes inside them as hex
+    /// strings).
+    pub fn text(&self) -> String {
+        match self {
+            AttrValue::String(s) => s.clone(),
+            AttrValue::Bool(b) => b.to_string(),
+            AttrValue::Int(i) => i.to_string(),
+            AttrValue::Double(d) => d.to_string(),
+            AttrValue::Bytes(b) => hex_bytes::encode(b),
+            AttrValue::Array(_) | AttrValue::Kvlist(_) => self.plain_json().to_string(),
+        }
+    }
+
+    /// The value as plain JSON (no type tags): what [`AttrValue::text`] prints for arrays and
+    /// key/value lists. A double that is not finite becomes `null`.
+    pub fn plain_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            AttrValue::String(s) => J::String(s.clone()),
+            AttrValue::Bool(b) => J::Bool(*b),
+            AttrValue::Int(i) => J::from(*i),
+            AttrValue::Double(d) => J::from(*d),
+            AttrValue::Bytes(b) => J::String(hex_bytes::encode(b)),
+            AttrValue::Array(a) => J::Array(a.iter().map(AttrValue::plain_json).collect()),
+            AttrValue::Kvlist(kv) => J::Object(
+                kv.iter()
+                    .map(|(k, v)| (k.clone(), v.plain_json()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Bytes as lowercase hex in serde (for [`AttrValue::Bytes`]).
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn encode(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    pub(super) fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&encode(b))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() % 2 != 0 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return Err(serde::de::Error::custom(
+                "bytes: expected an even number of hex digits",
+            ));
+        }
+        Ok((0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("checked hex"))
+            .collect())
+    }
+}
+
 impl Event {
+    /// The typed value of field `key` when it is not a string (OTLP attributes only).
+    pub fn typed(&self, key: &str) -> Option<&AttrValue> {
+        self.typed.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
     /// The first label, if any.
     pub fn label(&self) -> Option<&str> {
         self.labels.first().map(String::as_str)

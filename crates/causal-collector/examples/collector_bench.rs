@@ -11,6 +11,18 @@
 //!     in transactions of 16,384, timing only the inserts. The ceiling the collector approaches.
 //! collector_bench analyze DB
 //!     Loads the largest task of store DB and times loading, rebuilding and its critical path.
+//! collector_bench fill DB EVENTS
+//!     Fills a new store DB with EVENTS events of OTLP-shaped tasks (10 spans, 20 events each;
+//!     three of 50 services per task; span names op0..op9 per service; http.status_code 200, or
+//!     500 in 1% of tasks, with an error status; a user.id attribute unique per task), first-seen
+//!     times spread evenly over 7 days from T0 = 1,700,000,000 s. Prints the fill rate.
+//! collector_bench search DB SERVICE SINCE_S UNTIL_S LIMIT
+//!     Times `Store::tasks` with a service and a time range (unix seconds) three times and prints
+//!     each answer's time and size (the first on a freshly opened store).
+//! collector_bench bigtask DB EVENTS
+//!     Stores one OTLP-shaped task of EVENTS events (EVENTS / 2 spans in a tree of fan-out 10, on
+//!     4 hosts and 8 services, each span with 3 attributes) in a new store DB, under trace id
+//!     B16B16B16B16B16B16B16B16B16B16B1; for `bench/show-json-bench.sh`.
 //! collector_bench decode EVENTS
 //!     Decodes EVENTS reports (the load's reports, X-Trace 1.0 text) into events with the
 //!     collector's `decode_payload` (`causal::Report::decode`, then `report_to_event`), and with
@@ -211,6 +223,188 @@ fn decode(events: u64) {
     );
 }
 
+/// T0 of `fill`, ns.
+const FILL_T0: i64 = 1_700_000_000_000_000_000;
+
+fn fill(db: &str, events: u64) {
+    use causal_analysis::{AttrValue, Event, Parent};
+    let path = std::path::Path::new(db);
+    let _ = std::fs::remove_file(path);
+    let mut store = causal_collector::Store::open(path).expect("open store");
+    let tasks = (events / 20).max(1);
+    let week_ns: i64 = 7 * 86_400 * 1_000_000_000;
+    let step = week_ns / tasks as i64;
+    let start = Instant::now();
+    let mut batch: Vec<Event> = Vec::with_capacity(16_384);
+    let mut written = 0u64;
+    for t in 0..tasks {
+        let task = format!(
+            "{:016X}{:016X}00000000",
+            0x5EA2_C400_0000_0000u64 | t,
+            t + 1
+        );
+        let t0 = FILL_T0 + t as i64 * step;
+        let error = t % 100 == 7;
+        let services = [t % 50, (t * 7 + 3) % 50, (t * 13 + 11) % 50];
+        for s in 0..10u64 {
+            let svc = format!("svc{:02}", services[(s % 3) as usize]);
+            let span = format!("{:08X}{:08X}", t as u32, s as u32 + 1);
+            let name = format!("op{s}");
+            let code = if error && s == 0 { 500 } else { 200 };
+            let (a, b) = (
+                t0 + s as i64 * 1_000_000,
+                t0 + 20_000_000 - s as i64 * 1_000_000,
+            );
+            let mut st = Event {
+                task: task.clone(),
+                id: format!("{span}:start"),
+                agent: Some(svc.clone()),
+                host: Some(format!("host{}", s % 4)),
+                process: Some(svc.clone()),
+                timestamp_ns: Some(a),
+                labels: vec![format!("{name} start")],
+                fields: vec![
+                    ("span.name".into(), name.clone()),
+                    ("span.kind".into(), "server".into()),
+                    ("http.status_code".into(), code.to_string()),
+                    ("user.id".into(), format!("u{t}")),
+                ],
+                typed: vec![("http.status_code".into(), AttrValue::Int(code))],
+                ..Event::default()
+            };
+            if s > 0 {
+                st.parents
+                    .push(Parent::causal(format!("{:08X}{:08X}:start", t as u32, 1)));
+            }
+            let mut en = Event {
+                task: task.clone(),
+                id: format!("{span}:end"),
+                agent: Some(svc),
+                host: Some(format!("host{}", s % 4)),
+                timestamp_ns: Some(b),
+                labels: vec![format!("{name} end")],
+                parents: vec![Parent::causal(format!("{span}:start"))],
+                ..Event::default()
+            };
+            if code == 500 {
+                en.fields.push(("status.code".into(), "error".into()));
+            }
+            batch.push(st);
+            batch.push(en);
+        }
+        if batch.len() >= 16_000 {
+            store.insert(&batch, 0).expect("insert");
+            written += batch.len() as u64;
+            batch.clear();
+        }
+    }
+    store.insert(&batch, 0).expect("insert");
+    written += batch.len() as u64;
+    let spent = start.elapsed().as_secs_f64();
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "fill: {written} events in {tasks} tasks in {spent:.1}s ({:.0} events/s); store {:.2} GB",
+        written as f64 / spent,
+        size as f64 / 1e9
+    );
+}
+
+fn bigtask(db: &str, events: u64) {
+    use causal_analysis::{AttrValue, Event, Parent};
+    let path = std::path::Path::new(db);
+    let _ = std::fs::remove_file(path);
+    let mut store = causal_collector::Store::open(path).expect("open store");
+    let task = "B16B16B16B16B16B16B16B16B16B16B100000000".to_string();
+    let spans = (events / 2).max(1);
+    let id = |i: u64| format!("{:016X}", i + 1);
+    // Span i's parent is (i - 1) / 10; a child starts after its parent and ends before it.
+    let depth = |mut i: u64| {
+        let mut d = 0i64;
+        while i > 0 {
+            i = (i - 1) / 10;
+            d += 1;
+        }
+        d
+    };
+    let mut batch = Vec::with_capacity(16_384);
+    for i in 0..spans {
+        let d = depth(i);
+        let (a, b) = (
+            FILL_T0 + d * 1_000 + i as i64,
+            FILL_T0 + 10_000_000_000 - d * 1_000 - i as i64,
+        );
+        let svc = format!("svc{}", i % 8);
+        let mut st = Event {
+            task: task.clone(),
+            id: format!("{}:start", id(i)),
+            agent: Some(svc.clone()),
+            host: Some(format!("host{}", i % 4)),
+            process: Some(svc.clone()),
+            timestamp_ns: Some(a),
+            labels: vec![format!("op{} start", i % 16)],
+            fields: vec![
+                ("span.name".into(), format!("op{}", i % 16)),
+                ("span.kind".into(), "internal".into()),
+                ("db.rows".into(), (i % 1000).to_string()),
+                ("note".into(), format!("span number {i}")),
+            ],
+            typed: vec![("db.rows".into(), AttrValue::Int((i % 1000) as i64))],
+            ..Event::default()
+        };
+        if i > 0 {
+            st.parents
+                .push(Parent::causal(format!("{}:start", id((i - 1) / 10))));
+        }
+        let en = Event {
+            task: task.clone(),
+            id: format!("{}:end", id(i)),
+            agent: Some(svc.clone()),
+            host: Some(format!("host{}", i % 4)),
+            process: Some(svc),
+            timestamp_ns: Some(b),
+            labels: vec![format!("op{} end", i % 16)],
+            parents: vec![Parent::causal(format!("{}:start", id(i)))],
+            ..Event::default()
+        };
+        batch.push(st);
+        batch.push(en);
+        if batch.len() >= 16_000 {
+            store.insert(&batch, 0).expect("insert");
+            batch.clear();
+        }
+    }
+    store.insert(&batch, 0).expect("insert");
+    println!(
+        "bigtask: {} events in task B16B16B16B16B16B16B16B16B16B16B1",
+        spans * 2
+    );
+}
+
+fn search(db: &str, service: &str, since_s: i64, until_s: i64, limit: usize) {
+    let store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
+    let filter = causal_collector::TaskFilter {
+        service: Some(service.into()),
+        since_ns: Some(since_s * 1_000_000_000),
+        until_ns: Some(until_s * 1_000_000_000),
+        limit: Some(limit),
+        ..Default::default()
+    };
+    for run in 1..=3 {
+        let t = Instant::now();
+        let found = store.tasks(&filter).expect("query");
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            found
+                .iter()
+                .all(|f| f.services.iter().any(|s| s == service))
+        );
+        println!(
+            "search {run}: service {service} in [{since_s}, {until_s}) limit {limit}: {} tasks in {ms:.2} ms",
+            found.len()
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -227,9 +421,18 @@ fn main() {
         Some("analyze") if args.len() == 3 => analyze(&args[2]),
         Some("baseline") if args.len() == 4 => baseline(&args[2], args[3].parse().expect("EVENTS")),
         Some("decode") if args.len() == 3 => decode(args[2].parse().expect("EVENTS")),
+        Some("bigtask") if args.len() == 4 => bigtask(&args[2], args[3].parse().expect("EVENTS")),
+        Some("fill") if args.len() == 4 => fill(&args[2], args[3].parse().expect("EVENTS")),
+        Some("search") if args.len() == 7 => search(
+            &args[2],
+            &args[3],
+            args[4].parse().expect("SINCE_S"),
+            args[5].parse().expect("UNTIL_S"),
+            args[6].parse().expect("LIMIT"),
+        ),
         _ => {
             eprintln!(
-                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS"
+                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS | fill DB EVENTS | bigtask DB EVENTS | search DB SERVICE SINCE_S UNTIL_S LIMIT"
             );
             std::process::exit(2);
         }

@@ -13,7 +13,7 @@
 //! The mapping of spans to events (each span a start and an end event, span events in between,
 //! the parent span an edge, each link an extra edge) is specified in `docs/otlp-mapping.md`.
 
-use causal_analysis::{Event, Parent};
+use causal_analysis::{AttrValue, Event, Parent};
 use serde_json::Value;
 
 use crate::error::OtlpError;
@@ -95,6 +95,9 @@ pub struct InstrumentationScope {
     /// `version = 2`.
     #[prost(string, tag = "2")]
     pub version: String,
+    /// `attributes = 3`.
+    #[prost(message, repeated, tag = "3")]
+    pub attributes: Vec<KeyValue>,
 }
 
 /// `Span` (trace.proto).
@@ -238,41 +241,51 @@ pub struct KeyValueList {
     pub values: Vec<KeyValue>,
 }
 
-/// An attribute value as text: strings as they are, numbers and booleans in decimal, arrays and
-/// maps as JSON, bytes as lowercase hex.
-pub fn any_value_text(v: &AnyValue) -> String {
+/// An attribute value with its OTLP type (`AnyValue`); an unset value is the empty string.
+pub fn attr_value(v: &AnyValue) -> AttrValue {
     use any_value::Value as V;
     match &v.value {
-        None => String::new(),
-        Some(V::StringValue(s)) => s.clone(),
-        Some(V::BoolValue(b)) => b.to_string(),
-        Some(V::IntValue(i)) => i.to_string(),
-        Some(V::DoubleValue(d)) => d.to_string(),
-        Some(V::BytesValue(b)) => hex_lower(b),
-        Some(V::ArrayValue(a)) => Value::Array(
-            a.values
-                .iter()
-                .map(|v| Value::String(any_value_text(v)))
-                .collect(),
-        )
-        .to_string(),
-        Some(V::KvlistValue(kv)) => Value::Object(
+        None => AttrValue::String(String::new()),
+        Some(V::StringValue(s)) => AttrValue::String(s.clone()),
+        Some(V::BoolValue(b)) => AttrValue::Bool(*b),
+        Some(V::IntValue(i)) => AttrValue::Int(*i),
+        Some(V::DoubleValue(d)) => AttrValue::Double(*d),
+        Some(V::BytesValue(b)) => AttrValue::Bytes(b.clone()),
+        Some(V::ArrayValue(a)) => AttrValue::Array(a.values.iter().map(attr_value).collect()),
+        Some(V::KvlistValue(kv)) => AttrValue::Kvlist(
             kv.values
                 .iter()
                 .map(|k| {
                     (
                         k.key.clone(),
-                        Value::String(k.value.as_ref().map(any_value_text).unwrap_or_default()),
+                        k.value
+                            .as_ref()
+                            .map_or(AttrValue::String(String::new()), attr_value),
                     )
                 })
                 .collect(),
-        )
-        .to_string(),
+        ),
     }
 }
 
-fn hex_lower(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+/// An attribute value as text ([`AttrValue::text`]): strings as they are, numbers and booleans in
+/// decimal, bytes as lowercase hex, arrays and key/value lists as JSON keeping their elements'
+/// types.
+pub fn any_value_text(v: &AnyValue) -> String {
+    attr_value(v).text()
+}
+
+/// Adds attribute `key` = `value` to `e`: its text to [`Event::fields`], and its typed value to
+/// [`Event::typed`] unless it is a string (`docs/otlp-mapping.md`, "Attribute values").
+pub fn push_attribute(e: &mut Event, key: String, value: Option<&AnyValue>) {
+    let v = value.map_or(AttrValue::String(String::new()), attr_value);
+    match v {
+        AttrValue::String(s) => e.fields.push((key, s)),
+        typed => {
+            e.fields.push((key.clone(), typed.text()));
+            e.typed.push((key, typed));
+        }
+    }
 }
 
 fn hex_upper(b: &[u8]) -> String {
@@ -393,11 +406,34 @@ fn any_from_json(v: &Value) -> Result<AnyValue, OtlpError> {
             values: kvs_from_json(arr(kv, "values", "values"))?,
         }))
     } else {
-        // JSON bytes are base64 (proto3 JSON); keep the text as given.
-        get(v, "bytesValue", "bytes_value")
-            .map(|b| V::StringValue(b.as_str().unwrap_or_default().to_string()))
+        // JSON bytes are base64 (proto3 JSON: standard or URL-safe alphabet, padding optional);
+        // text that is not base64 is kept as a string rather than failing the request.
+        get(v, "bytesValue", "bytes_value").map(|b| {
+            let text = b.as_str().unwrap_or_default();
+            match base64_decode(text) {
+                Some(bytes) => V::BytesValue(bytes),
+                None => V::StringValue(text.to_string()),
+            }
+        })
     };
     Ok(AnyValue { value })
+}
+
+/// Decodes proto3 JSON's base64 for `bytes` (RFC 4648 §4 or §5 alphabet, padding optional).
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let cfg = GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent);
+    let t = text.trim().trim_end_matches('=');
+    if t.contains(['-', '_']) {
+        GeneralPurpose::new(&base64::alphabet::URL_SAFE, cfg)
+            .decode(t)
+            .ok()
+    } else {
+        GeneralPurpose::new(&base64::alphabet::STANDARD, cfg)
+            .decode(t)
+            .ok()
+    }
 }
 
 fn kvs_from_json(a: &[Value]) -> Result<Vec<KeyValue>, OtlpError> {
@@ -443,10 +479,15 @@ pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, OtlpError> 
             .transpose()?;
         let mut scope_spans = Vec::new();
         for ss in arr(rs, "scopeSpans", "scope_spans") {
-            let scope = get(ss, "scope", "scope").map(|s| InstrumentationScope {
-                name: string(s, "name", "name"),
-                version: string(s, "version", "version"),
-            });
+            let scope = get(ss, "scope", "scope")
+                .map(|s| {
+                    Ok::<_, OtlpError>(InstrumentationScope {
+                        name: string(s, "name", "name"),
+                        version: string(s, "version", "version"),
+                        attributes: kvs_from_json(arr(s, "attributes", "attributes"))?,
+                    })
+                })
+                .transpose()?;
             let mut spans = Vec::new();
             for s in arr(ss, "spans", "spans") {
                 let mut events = Vec::new();
@@ -594,12 +635,41 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
             rattr("service.instance.id").as_deref(),
             pid_text.as_deref(),
         );
+        // Every resource attribute, as `resource.<key>` on each span's start event.
+        let mut resource = Event::default();
+        for a in attrs {
+            push_attribute(
+                &mut resource,
+                format!("resource.{}", a.key),
+                a.value.as_ref(),
+            );
+        }
         for ss in &rs.scope_spans {
-            let scope = ss
-                .scope
-                .as_ref()
-                .map(|s| s.name.clone())
-                .filter(|s| !s.is_empty());
+            // The instrumentation scope (`otel.scope.name`, `otel.scope.version`, as
+            // OpenTelemetry's non-OTLP exporters name them; its attributes as
+            // `otel.scope.attributes.<key>`), then the resource.
+            let mut context = Event::default();
+            if let Some(sc) = &ss.scope {
+                if !sc.name.is_empty() {
+                    context
+                        .fields
+                        .push(("otel.scope.name".into(), sc.name.clone()));
+                }
+                if !sc.version.is_empty() {
+                    context
+                        .fields
+                        .push(("otel.scope.version".into(), sc.version.clone()));
+                }
+                for a in &sc.attributes {
+                    push_attribute(
+                        &mut context,
+                        format!("otel.scope.attributes.{}", a.key),
+                        a.value.as_ref(),
+                    );
+                }
+            }
+            context.fields.extend(resource.fields.iter().cloned());
+            context.typed.extend(resource.typed.iter().cloned());
             for span in &ss.spans {
                 let problem = if !valid_id(&span.trace_id, 16) {
                     Some(format!(
@@ -654,15 +724,11 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                         k.unwrap_or_else(|| span.kind.to_string()),
                     ));
                 }
-                if let Some(s) = &scope {
-                    start.fields.push(("otel.scope".into(), s.clone()));
-                }
                 for a in &span.attributes {
-                    start.fields.push((
-                        a.key.clone(),
-                        a.value.as_ref().map(any_value_text).unwrap_or_default(),
-                    ));
+                    push_attribute(&mut start, a.key.clone(), a.value.as_ref());
                 }
+                start.fields.extend(context.fields.iter().cloned());
+                start.typed.extend(context.typed.iter().cloned());
                 if valid_id(&span.parent_span_id, 8) {
                     start
                         .parents
@@ -681,10 +747,11 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                         ));
                     }
                     for a in &l.attributes {
-                        start.fields.push((
+                        push_attribute(
+                            &mut start,
                             format!("link.{}.{}", hex_upper(&l.span_id), a.key),
-                            a.value.as_ref().map(any_value_text).unwrap_or_default(),
-                        ));
+                            a.value.as_ref(),
+                        );
                     }
                 }
                 let mut prev = start.id.clone();
@@ -701,10 +768,7 @@ pub fn to_events(req: &ExportTraceServiceRequest) -> Converted {
                         ..base.clone()
                     };
                     for a in &se.attributes {
-                        e.fields.push((
-                            a.key.clone(),
-                            a.value.as_ref().map(any_value_text).unwrap_or_default(),
-                        ));
+                        push_attribute(&mut e, a.key.clone(), a.value.as_ref());
                     }
                     prev = e.id.clone();
                     out.events.push(e);
@@ -873,5 +937,143 @@ mod tests {
             vec![Parent::causal("0202020202020202:event1")]
         );
         assert!(decode_protobuf(&[0xff, 0xff, 0xff]).is_err());
+    }
+
+    fn kv(key: &str, v: any_value::Value) -> KeyValue {
+        KeyValue {
+            key: key.into(),
+            value: Some(AnyValue { value: Some(v) }),
+        }
+    }
+
+    /// Issue 17: int arrays came back as string arrays; resource attributes other than three and
+    /// the scope's version and attributes were dropped.
+    #[test]
+    fn attribute_types_resource_and_scope_are_kept() {
+        use any_value::Value as V;
+        let ints = V::ArrayValue(ArrayValue {
+            values: [3, -4]
+                .map(|i| AnyValue {
+                    value: Some(V::IntValue(i)),
+                })
+                .to_vec(),
+        });
+        let req = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![
+                        kv("service.name", V::StringValue("svc".into())),
+                        kv("deployment.environment", V::StringValue("prod".into())),
+                        kv("process.runtime.pid_max", V::IntValue(4_194_304)),
+                    ],
+                }),
+                scope_spans: vec![ScopeSpans {
+                    scope: Some(InstrumentationScope {
+                        name: "lib".into(),
+                        version: "1.2.3".into(),
+                        attributes: vec![kv("lib.flag", V::BoolValue(true))],
+                    }),
+                    spans: vec![Span {
+                        trace_id: vec![1; 16],
+                        span_id: vec![2; 8],
+                        name: "op".into(),
+                        attributes: vec![
+                            kv("http.status_code", V::IntValue(200)),
+                            kv("ratio", V::DoubleValue(0.25)),
+                            kv("ok", V::BoolValue(false)),
+                            kv("raw", V::BytesValue(vec![0x0a, 0xff])),
+                            kv("ids", ints.clone()),
+                            kv(
+                                "map",
+                                V::KvlistValue(KeyValueList {
+                                    values: vec![
+                                        kv("n", V::IntValue(1)),
+                                        kv("s", V::StringValue("x".into())),
+                                    ],
+                                }),
+                            ),
+                            kv("name", V::StringValue("plain".into())),
+                        ],
+                        ..Span::default()
+                    }],
+                }],
+            }],
+        };
+        let c = to_events(&decode_protobuf(&prost::Message::encode_to_vec(&req)).unwrap());
+        let start = &c.events[0];
+        let text = |k: &str| start.field(k).unwrap_or_else(|| panic!("no {k}"));
+        assert_eq!(text("http.status_code"), "200");
+        assert_eq!(text("ids"), "[3,-4]");
+        assert_eq!(text("map"), r#"{"n":1,"s":"x"}"#);
+        assert_eq!(text("raw"), "0aff");
+        assert_eq!(text("otel.scope.name"), "lib");
+        assert_eq!(text("otel.scope.version"), "1.2.3");
+        assert_eq!(text("otel.scope.attributes.lib.flag"), "true");
+        assert_eq!(text("resource.deployment.environment"), "prod");
+        assert_eq!(text("resource.service.name"), "svc");
+        assert_eq!(
+            start.typed("resource.process.runtime.pid_max"),
+            Some(&AttrValue::Int(4_194_304))
+        );
+        assert_eq!(start.typed("http.status_code"), Some(&AttrValue::Int(200)));
+        assert_eq!(start.typed("ratio"), Some(&AttrValue::Double(0.25)));
+        assert_eq!(start.typed("ok"), Some(&AttrValue::Bool(false)));
+        assert_eq!(
+            start.typed("raw"),
+            Some(&AttrValue::Bytes(vec![0x0a, 0xff]))
+        );
+        assert_eq!(
+            start.typed("ids"),
+            Some(&AttrValue::Array(vec![
+                AttrValue::Int(3),
+                AttrValue::Int(-4)
+            ]))
+        );
+        assert_eq!(
+            start.typed("map"),
+            Some(&AttrValue::Kvlist(vec![
+                ("n".into(), AttrValue::Int(1)),
+                ("s".into(), AttrValue::String("x".into()))
+            ]))
+        );
+        // Strings are text only.
+        assert_eq!(start.typed("name"), None);
+        assert_eq!(text("name"), "plain");
+        // In JSON each typed value names its type.
+        let j = serde_json::to_value(start).unwrap();
+        let typed = j["typed"].as_array().unwrap();
+        assert!(
+            typed.contains(&serde_json::json!(["http.status_code", {"int": 200}])),
+            "{typed:?}"
+        );
+        assert!(typed.contains(&serde_json::json!(["ids", {"array": [{"int": 3}, {"int": -4}]}])));
+        assert!(typed.contains(&serde_json::json!(["raw", {"bytes": "0aff"}])));
+        let back: Event = serde_json::from_value(j).unwrap();
+        assert_eq!(&back, start);
+    }
+
+    #[test]
+    fn json_attribute_types_and_base64_bytes() {
+        let body = br#"{"resourceSpans":[{"resource":{"attributes":[{"key":"k8s.pod.uid","value":{"stringValue":"p"}}]},
+            "scopeSpans":[{"scope":{"name":"s","version":"9","attributes":[{"key":"a","value":{"intValue":"7"}}]},
+            "spans":[{"traceId":"8591D7138ADDD9177ACBFCEBE886FE31","spanId":"1ee2f319f50a7406","name":"a",
+              "attributes":[{"key":"ids","value":{"arrayValue":{"values":[{"intValue":"1"},{"intValue":2}]}}},
+                            {"key":"b","value":{"bytesValue":"Cv8="}},
+                            {"key":"nb","value":{"bytesValue":"not base64!"}}]}]}]}]}"#;
+        let c = to_events(&decode_json(body).unwrap());
+        let s = &c.events[0];
+        assert_eq!(s.field("ids"), Some("[1,2]"));
+        assert_eq!(
+            s.typed("ids"),
+            Some(&AttrValue::Array(vec![
+                AttrValue::Int(1),
+                AttrValue::Int(2)
+            ]))
+        );
+        assert_eq!(s.typed("b"), Some(&AttrValue::Bytes(vec![0x0a, 0xff])));
+        assert_eq!(s.field("nb"), Some("not base64!"));
+        assert_eq!(s.typed("otel.scope.attributes.a"), Some(&AttrValue::Int(7)));
+        assert_eq!(s.field("otel.scope.version"), Some("9"));
+        assert_eq!(s.field("resource.k8s.pod.uid"), Some("p"));
     }
 }

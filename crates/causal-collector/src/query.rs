@@ -213,6 +213,7 @@ fn search_where(
     };
     st.query_map(rusqlite::params_from_iter(args), |r| {
         let stored: String = r.get(0)?;
+        let (services, errors) = (lines(r.get(7)?), r.get(8)?);
         Ok(SearchHit {
             summary: TaskSummary {
                 task_id: display_task_id(&stored).to_string(),
@@ -222,9 +223,11 @@ fn search_where(
                 events: r.get(4)?,
                 title: r.get(5)?,
                 hosts: lines(r.get(6)?),
+                services: services.clone(),
+                errors,
             },
-            services: lines(r.get(7)?),
-            errors: r.get(8)?,
+            services,
+            errors,
         })
     })
     .map_err(sql("searching tasks"))?

@@ -85,6 +85,10 @@ pub struct Config {
     pub xtrace_udp: Option<SocketAddr>,
     /// OTLP/HTTP listener (`None`: off). Default `127.0.0.1:4318`.
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC listener (`None`: off). Default `127.0.0.1:4317`.
+    pub otlp_grpc: Option<SocketAddr>,
+    /// Zipkin v2 listener, `POST /api/v2/spans` (`None`: off). Default `127.0.0.1:9411`.
+    pub zipkin: Option<SocketAddr>,
     /// The SQLite file.
     pub db: PathBuf,
     /// Capacity of the channel to the writer, in batches. Default 64.
@@ -99,11 +103,29 @@ pub struct Config {
     /// then nothing); the connection is then closed and the partial frame counted as malformed.
     /// An idle connection between frames is never closed. Default [`TCP_FRAME_TIMEOUT`].
     pub tcp_frame_timeout: std::time::Duration,
+    /// Bearer token the OTLP/HTTP, OTLP/gRPC and Zipkin listeners require (`Authorization:
+    /// Bearer TOKEN`, RFC 6750 §2.1); a request without it is refused (`401`, gRPC
+    /// `UNAUTHENTICATED`) and counted in [`StatsSnapshot::unauthenticated_requests`]. `None`: no
+    /// token needed. X-Trace TCP and UDP carry no credentials and are not covered.
+    pub bearer_token: Option<String>,
+    /// Retention by age: tasks first seen longer ago than this are deleted, oldest first, in
+    /// steps of [`RETENTION_STEP`] tasks between the writer's batches (`None`: kept forever).
+    pub retention: Option<std::time::Duration>,
+    /// Retention by size: while the store uses more than this many bytes
+    /// ([`Store::used_bytes`]), its oldest tasks are deleted in the same steps (`None`: no limit).
+    pub max_store_bytes: Option<u64>,
+    /// How often the writer checks retention when it is idle (it also checks after commits at
+    /// most this often). Default 1 s.
+    pub retention_interval: std::time::Duration,
     /// Receive buffer asked for on the X-Trace UDP socket, bytes (`SO_RCVBUFFORCE`, else
     /// `SO_RCVBUF`; the kernel doubles the value for its bookkeeping and raises it to its
     /// minimum of about 4.6 KiB). Default [`UDP_RCVBUF`] (8 MiB).
     pub udp_recv_buffer: usize,
 }
+
+/// Tasks deleted per retention step (one transaction); the writer commits pending batches between
+/// steps, so ingest never waits for more than one step.
+pub const RETENTION_STEP: usize = 256;
 
 /// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, [`MAX_TCP_CONNECTIONS`] senders that
 /// each send half a frame and stop hold every connection slot, and no report is received again.
@@ -115,19 +137,25 @@ pub const TCP_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 pub const HTTP_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Config {
-    /// Loopback defaults (`127.0.0.1`, ports 7831 and 4318) with store `db`.
+    /// Loopback defaults (`127.0.0.1`, ports 7831, 4318, 4317 and 9411) with store `db`.
     pub fn loopback(db: impl Into<PathBuf>) -> Config {
         let lo = std::net::Ipv4Addr::LOCALHOST;
         Config {
             xtrace_tcp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             xtrace_udp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             otlp_http: Some(SocketAddr::from((lo, 4318))),
+            otlp_grpc: Some(SocketAddr::from((lo, 4317))),
+            zipkin: Some(SocketAddr::from((lo, 9411))),
             db: db.into(),
             queue_batches: 64,
             batch_events: 1024,
             http_body_timeout: HTTP_BODY_TIMEOUT,
             tcp_frame_timeout: TCP_FRAME_TIMEOUT,
             udp_recv_buffer: UDP_RCVBUF,
+            bearer_token: None,
+            retention: None,
+            max_store_bytes: None,
+            retention_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -141,11 +169,18 @@ struct Stats {
     udp_dropped_events: AtomicU64,
     udp_kernel_dropped: AtomicU64,
     otlp_requests: AtomicU64,
+    otlp_grpc_requests: AtomicU64,
+    zipkin_requests: AtomicU64,
+    zipkin_bad_requests: AtomicU64,
     otlp_bad_requests: AtomicU64,
     otlp_spans: AtomicU64,
     otlp_rejected_spans: AtomicU64,
     events_stored: AtomicU64,
+    events_duplicate: AtomicU64,
+    events_conflicting: AtomicU64,
     events_lost: AtomicU64,
+    retention_deleted_tasks: AtomicU64,
+    unauthenticated_requests: AtomicU64,
     transactions: AtomicU64,
     writer_cpu_ns: AtomicU64,
 }
@@ -172,16 +207,35 @@ pub struct StatsSnapshot {
     pub udp_kernel_dropped: u64,
     /// OTLP/HTTP requests received.
     pub otlp_requests: u64,
+    /// OTLP/gRPC `Export` requests received (decoded; tonic answers undecodable ones itself).
+    pub otlp_grpc_requests: u64,
+    /// Zipkin v2 `POST /api/v2/spans` requests received (their spans count in `otlp_spans` and
+    /// `otlp_rejected_spans`).
+    pub zipkin_requests: u64,
+    /// Zipkin requests answered 4xx (undecodable body, unsupported type or encoding).
+    pub zipkin_bad_requests: u64,
     /// OTLP/HTTP requests answered 4xx (undecodable body, unsupported type or encoding).
     pub otlp_bad_requests: u64,
     /// OTLP spans accepted.
     pub otlp_spans: u64,
     /// OTLP spans rejected (reported back in `partial_success`).
     pub otlp_rejected_spans: u64,
-    /// Events committed to the store.
+    /// Events newly committed to the store ([`crate::store::InsertStats::events`]): an event
+    /// delivered again (an exporter's retry, a re-sent report) is not counted twice.
     pub events_stored: u64,
+    /// Events received that were identical to one already stored, so not stored again
+    /// ([`crate::store::InsertStats::duplicates`]).
+    pub events_duplicate: u64,
+    /// Events stored as another version of an event already stored with different content
+    /// ([`crate::store::InsertStats::conflicts`]); also counted in `events_stored`.
+    pub events_conflicting: u64,
     /// Events lost because the store failed to write them (e.g. disk full); logged.
     pub events_lost: u64,
+    /// Tasks deleted by retention ([`Config::retention`], [`Config::max_store_bytes`]).
+    pub retention_deleted_tasks: u64,
+    /// OTLP/HTTP, OTLP/gRPC and Zipkin requests refused for a missing or wrong bearer token
+    /// ([`Config::bearer_token`]).
+    pub unauthenticated_requests: u64,
     /// Store transactions committed.
     pub transactions: u64,
     /// CPU time the store writer thread used, ns (Linux `/proc/thread-self/schedstat`; 0 when
@@ -200,11 +254,18 @@ impl Stats {
             udp_dropped_events: g(&self.udp_dropped_events),
             udp_kernel_dropped: g(&self.udp_kernel_dropped),
             otlp_requests: g(&self.otlp_requests),
+            otlp_grpc_requests: g(&self.otlp_grpc_requests),
+            zipkin_requests: g(&self.zipkin_requests),
+            zipkin_bad_requests: g(&self.zipkin_bad_requests),
             otlp_bad_requests: g(&self.otlp_bad_requests),
             otlp_spans: g(&self.otlp_spans),
             otlp_rejected_spans: g(&self.otlp_rejected_spans),
             events_stored: g(&self.events_stored),
+            events_duplicate: g(&self.events_duplicate),
+            events_conflicting: g(&self.events_conflicting),
             events_lost: g(&self.events_lost),
+            retention_deleted_tasks: g(&self.retention_deleted_tasks),
+            unauthenticated_requests: g(&self.unauthenticated_requests),
             transactions: g(&self.transactions),
             writer_cpu_ns: g(&self.writer_cpu_ns),
         }
@@ -220,7 +281,8 @@ fn worth_logging(count: u64) -> bool {
     count <= 10 || count.is_power_of_two()
 }
 
-/// A batch of events for the writer; `ack` is answered after the commit (OTLP requests).
+/// A batch of events for the writer; `ack` is answered after the commit (OTLP requests). An empty
+/// batch only wakes the writer (the retention ticker sends them).
 struct Batch {
     events: Vec<Event>,
     ack: Option<oneshot::Sender<Result<(), String>>>,
@@ -235,6 +297,10 @@ pub struct BoundAddrs {
     pub xtrace_udp: Option<SocketAddr>,
     /// OTLP/HTTP.
     pub otlp_http: Option<SocketAddr>,
+    /// OTLP/gRPC.
+    pub otlp_grpc: Option<SocketAddr>,
+    /// Zipkin v2.
+    pub zipkin: Option<SocketAddr>,
 }
 
 /// A running collector. Must be shut down with [`Collector::shutdown`] for a clean stop.
@@ -306,36 +372,121 @@ impl Collector {
                 batch_events,
             ));
         }
-        if let Some(addr) = config.otlp_http {
+        // OTLP/HTTP and Zipkin share their body slots, so together they hold at most
+        // MAX_HTTP_IN_FLIGHT bodies and decode MAX_HTTP_DECODING at once.
+        let http_state = HttpState {
+            tx: tx.clone(),
+            stats: stats.clone(),
+            busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
+            decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
+            body_timeout: config.http_body_timeout,
+            token: config.bearer_token.as_deref().map(Arc::from),
+        };
+        let http_listeners = [
+            (config.otlp_http, "OTLP/HTTP", "/v1/traces"),
+            (config.zipkin, "Zipkin", "/api/v2/spans"),
+        ];
+        for (addr, what, path) in http_listeners {
+            let Some(addr) = addr else { continue };
             let l = TcpListener::bind(addr)
                 .await
-                .map_err(bind_error("OTLP/HTTP", addr))?;
-            addrs.otlp_http = Some(l.local_addr().unwrap_or(addr));
+                .map_err(bind_error(what, addr))?;
+            let bound = Some(l.local_addr().unwrap_or(addr));
+            let handler = if what == "Zipkin" {
+                addrs.zipkin = bound;
+                axum::routing::post(zipkin_spans)
+            } else {
+                addrs.otlp_http = bound;
+                axum::routing::post(otlp_traces)
+            };
             let app = axum::Router::new()
-                .route("/v1/traces", axum::routing::post(otlp_traces))
+                .route(path, handler)
                 .layer(DefaultBodyLimit::max(MAX_HTTP_BODY))
-                .with_state(HttpState {
-                    tx: tx.clone(),
-                    stats: stats.clone(),
-                    busy: Arc::new(Semaphore::new(MAX_HTTP_IN_FLIGHT)),
-                    decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
-                    body_timeout: config.http_body_timeout,
-                });
+                .with_state(http_state.clone());
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
                 let shutdown = async move {
                     let _ = stop_rx.wait_for(|s| *s).await;
                 };
                 if let Err(e) = axum::serve(l, app).with_graceful_shutdown(shutdown).await {
-                    tracing::error!("OTLP/HTTP server failed: {e}");
+                    tracing::error!("{what} server failed: {e}");
                 }
             });
         }
 
+        if let Some(addr) = config.otlp_grpc {
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(bind_error("OTLP/gRPC", addr))?;
+            addrs.otlp_grpc = Some(l.local_addr().unwrap_or(addr));
+            let (gtx, gstats) = (tx.clone(), stats.clone());
+            let handler: crate::grpc::Handler = Arc::new(move |req| {
+                let (tx, stats) = (gtx.clone(), gstats.clone());
+                Box::pin(async move {
+                    bump(&stats.otlp_grpc_requests, 1);
+                    let conv = convert(&stats, req);
+                    commit(&tx, conv).await.map_err(tonic::Status::unavailable)
+                })
+            });
+            let token = config.bearer_token.as_deref().map(Arc::<str>::from);
+            let astats = stats.clone();
+            let authorize: crate::grpc::Authorize = Arc::new(move |headers: &HeaderMap| {
+                let ok = authorized(token.as_deref(), headers);
+                if !ok {
+                    let c = bump(&astats.unauthenticated_requests, 1);
+                    if worth_logging(c) {
+                        tracing::warn!(
+                            "OTLP/gRPC: request without the bearer token refused (#{c})"
+                        );
+                    }
+                }
+                ok
+            });
+            let svc = crate::grpc::TraceService { handler, authorize };
+            let mut stop_rx = stop.subscribe();
+            tasks.spawn(async move {
+                let shutdown = async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                };
+                let served = tonic::transport::Server::builder()
+                    .concurrency_limit_per_connection(MAX_HTTP_IN_FLIGHT)
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(l),
+                        shutdown,
+                    )
+                    .await;
+                if let Err(e) = served {
+                    tracing::error!("OTLP/gRPC server failed: {}", error_chain(&e));
+                }
+            });
+        }
+
+        let retention = Retention {
+            age: config.retention,
+            max_bytes: config.max_store_bytes,
+            interval: config.retention_interval,
+        };
+        if retention.age.is_some() || retention.max_bytes.is_some() {
+            // Wakes an idle writer so retention runs without ingest.
+            let (ttx, mut stop_rx, every) =
+                (tx.clone(), stop.subscribe(), config.retention_interval);
+            tasks.spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            let _ = ttx.try_send(Batch { events: Vec::new(), ack: None });
+                        }
+                        _ = stop_rx.wait_for(|s| *s) => break,
+                    }
+                }
+            });
+        }
         let wstats = stats.clone();
         let writer = std::thread::Builder::new()
             .name("sightline-store".into())
-            .spawn(move || writer_loop(store, rx, wstats))
+            .spawn(move || writer_loop(store, rx, wstats, retention))
             .map_err(CollectorError::SpawnWriter)?;
         Ok(Collector {
             addrs,
@@ -391,7 +542,69 @@ fn bind_error(
     move |source| CollectorError::Bind { what, addr, source }
 }
 
-fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats>) {
+/// What retention the writer applies ([`Config::retention`], [`Config::max_store_bytes`]).
+#[derive(Debug, Clone, Copy)]
+struct Retention {
+    age: Option<std::time::Duration>,
+    max_bytes: Option<u64>,
+    interval: std::time::Duration,
+}
+
+impl Retention {
+    /// Deletes what retention asks for, [`RETENTION_STEP`] tasks per transaction, until nothing
+    /// is left to delete or batches are waiting (the next check continues). Failures only log:
+    /// ingest goes on.
+    fn run(&self, store: &mut Store, rx: &mpsc::Receiver<Batch>, stats: &Stats) {
+        loop {
+            let mut deleted = 0;
+            if let Some(age) = self.age {
+                let before =
+                    now_ns().saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+                match store.delete_oldest_tasks(Some(before), RETENTION_STEP) {
+                    Ok(n) => deleted += n,
+                    Err(e) => {
+                        tracing::warn!("retention: {}", error_chain(&e));
+                        return;
+                    }
+                }
+            }
+            if deleted == 0
+                && let Some(max) = self.max_bytes
+            {
+                match store.used_bytes() {
+                    Ok(used) if used > max => match store.delete_oldest_tasks(None, RETENTION_STEP)
+                    {
+                        Ok(n) => deleted += n,
+                        Err(e) => {
+                            tracing::warn!("retention: {}", error_chain(&e));
+                            return;
+                        }
+                    },
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!("retention: {}", error_chain(&e));
+                        return;
+                    }
+                }
+            }
+            if deleted > 0 {
+                bump(&stats.retention_deleted_tasks, deleted as u64);
+            }
+            if deleted == 0 || !rx.is_empty() {
+                return;
+            }
+        }
+    }
+}
+
+fn writer_loop(
+    mut store: Store,
+    mut rx: mpsc::Receiver<Batch>,
+    stats: Arc<Stats>,
+    retention: Retention,
+) {
+    let retains = retention.age.is_some() || retention.max_bytes.is_some();
+    let mut last_retention: Option<std::time::Instant> = None;
     // Checkpoints on their own thread; without it SQLite's automatic ones run here.
     let _checkpointer = match store.start_checkpointer() {
         Ok(c) => Some(c),
@@ -439,9 +652,17 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
             result = store.insert(&events, now_ns());
         }
         let outcome = match result {
-            Ok(_) => {
-                bump(&stats.events_stored, n);
-                bump(&stats.transactions, 1);
+            Ok(written) => {
+                bump(&stats.events_stored, written.events as u64);
+                if written.duplicates > 0 {
+                    bump(&stats.events_duplicate, written.duplicates as u64);
+                }
+                if written.conflicts > 0 {
+                    bump(&stats.events_conflicting, written.conflicts as u64);
+                }
+                if n > 0 {
+                    bump(&stats.transactions, 1);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -457,6 +678,10 @@ fn writer_loop(mut store: Store, mut rx: mpsc::Receiver<Batch>, stats: Arc<Stats
         if freer.is_some() {
             // Full (or the thread is gone): freed here instead.
             let _ = free_tx.try_send(events);
+        }
+        if retains && last_retention.is_none_or(|t| t.elapsed() >= retention.interval) {
+            retention.run(&mut store, &rx, &stats);
+            last_retention = Some(std::time::Instant::now());
         }
     }
     stats
@@ -920,6 +1145,45 @@ struct HttpState {
     decoding: Arc<Semaphore>,
     /// [`Config::http_body_timeout`].
     body_timeout: std::time::Duration,
+    /// [`Config::bearer_token`].
+    token: Option<Arc<str>>,
+}
+
+/// Whether `headers` carry `Authorization: Bearer <token>` (RFC 6750 §2.1; the scheme name in
+/// any case) when a token is required. The token is compared in constant time.
+fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
+    let Some(want) = token else {
+        return true;
+    };
+    let Some(got) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim())
+    else {
+        return false;
+    };
+    got.len() == want.len()
+        && got
+            .bytes()
+            .zip(want.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+/// The `401` of a request without the bearer token, counted.
+fn unauthenticated(stats: &Stats, what: &str) -> Response {
+    let c = bump(&stats.unauthenticated_requests, 1);
+    if worth_logging(c) {
+        tracing::warn!("{what}: request without the bearer token refused (#{c})");
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "a bearer token is required\n",
+    )
+        .into_response()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -963,16 +1227,17 @@ fn gunzip(body: &[u8]) -> Result<Vec<u8>, OtlpError> {
     Ok(out)
 }
 
-/// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
-async fn otlp_traces(
-    State(st): State<HttpState>,
-    headers: HeaderMap,
+/// Reads a request body once one of [`MAX_HTTP_IN_FLIGHT`] slots is free (so at most that many
+/// bodies are in memory; other requests wait and their senders see TCP backpressure), within
+/// [`Config::http_body_timeout`]. Gives the slot (held until the request is answered) and the
+/// body, or the response to send: `413` (too large), `408` (too slow), `503` (shutting down).
+async fn read_body(
+    st: &HttpState,
+    what: &str,
     body: axum::body::Body,
-) -> Response {
-    // The body is read only once a slot is free, so at most MAX_HTTP_IN_FLIGHT bodies are in
-    // memory; other requests wait (their senders see TCP backpressure).
-    let Ok(_slot) = st.busy.clone().acquire_owned().await else {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+) -> Result<(tokio::sync::OwnedSemaphorePermit, Bytes), Response> {
+    let Ok(slot) = st.busy.clone().acquire_owned().await else {
+        return Err(StatusCode::SERVICE_UNAVAILABLE.into_response());
     };
     let body: Bytes = match tokio::time::timeout(
         st.body_timeout,
@@ -983,17 +1248,17 @@ async fn otlp_traces(
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return (
+            return Err((
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("request body: {e}\n"),
             )
-                .into_response();
+                .into_response());
         }
         Err(_) => {
             let c = bump(&st.stats.otlp_bad_requests, 1);
             if worth_logging(c) {
                 tracing::warn!(
-                    "OTLP/HTTP: request body not complete after {:?}; answered 408",
+                    "{what}: request body not complete after {:?}; answered 408",
                     st.body_timeout
                 );
             }
@@ -1002,8 +1267,48 @@ async fn otlp_traces(
                 header::CONNECTION,
                 header::HeaderValue::from_static("close"),
             );
-            return r;
+            return Err(r);
         }
+    };
+    Ok((slot, body))
+}
+
+/// The body decompressed as its `Content-Encoding` says (`identity` or `gzip`); the error is the
+/// message of a `400` (bad gzip) or `415` (another encoding).
+fn decompressed<'b>(
+    headers: &HeaderMap,
+    body: &'b [u8],
+) -> Result<std::borrow::Cow<'b, [u8]>, (StatusCode, String)> {
+    let cenc = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("identity")
+        .trim()
+        .to_ascii_lowercase();
+    match cenc.as_str() {
+        "" | "identity" => Ok(body.into()),
+        "gzip" | "x-gzip" => gunzip(body)
+            .map(Into::into)
+            .map_err(|e| (StatusCode::BAD_REQUEST, error_chain(&e))),
+        other => Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("unsupported content encoding {other:?}"),
+        )),
+    }
+}
+
+/// `POST /v1/traces` (OTLP/HTTP, OTLP specification "OTLP/HTTP").
+async fn otlp_traces(
+    State(st): State<HttpState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    if !authorized(st.token.as_deref(), &headers) {
+        return unauthenticated(&st.stats, "OTLP/HTTP");
+    }
+    let (_slot, body) = match read_body(&st, "OTLP/HTTP", body).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let n = bump(&st.stats.otlp_requests, 1);
     let ctype = headers
@@ -1028,29 +1333,11 @@ async fn otlp_traces(
     let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let cenc = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("identity")
-        .trim()
-        .to_ascii_lowercase();
-    let body: std::borrow::Cow<'_, [u8]> = match cenc.as_str() {
-        "" | "identity" => body.as_ref().into(),
-        "gzip" | "x-gzip" => match gunzip(&body) {
-            Ok(b) => b.into(),
-            Err(e) => {
-                bump(&st.stats.otlp_bad_requests, 1);
-                return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
-            }
-        },
-        other => {
+    let body = match decompressed(&headers, &body) {
+        Ok(b) => b,
+        Err((status, message)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return error_reply(
-                enc,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                3,
-                format!("unsupported content encoding {other:?}"),
-            );
+            return error_reply(enc, status, 3, message);
         }
     };
     let req = match enc {
@@ -1067,17 +1354,101 @@ async fn otlp_traces(
             return error_reply(enc, StatusCode::BAD_REQUEST, 3, error_chain(&e));
         }
     };
-    let conv = otlp::to_events(&req);
+    let conv = convert(&st.stats, req);
     // Only the events wait for the commit.
-    drop((req, body, decoding));
-    bump(&st.stats.otlp_spans, conv.spans);
-    if conv.rejected > 0 {
-        bump(&st.stats.otlp_rejected_spans, conv.rejected);
+    drop((body, decoding));
+    let resp = match commit(&st.tx, conv).await {
+        Ok(r) => r,
+        Err(e) => return error_reply(enc, StatusCode::SERVICE_UNAVAILABLE, 14, e),
+    };
+    reply(
+        enc,
+        StatusCode::OK,
+        prost::Message::encode_to_vec(&resp),
+        otlp::response_json(&resp),
+    )
+}
+
+/// `POST /api/v2/spans` (Zipkin v2, JSON): the spans as the OTLP request they mean
+/// ([`crate::zipkin`]), stored as OTLP spans are; answered `202` after the commit, as Zipkin
+/// answers. The same limits as OTLP/HTTP apply (body size, gzip, slots, timeout).
+async fn zipkin_spans(
+    State(st): State<HttpState>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Response {
+    if !authorized(st.token.as_deref(), &headers) {
+        return unauthenticated(&st.stats, "Zipkin");
     }
+    let (_slot, body) = match read_body(&st, "Zipkin", body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let n = bump(&st.stats.zipkin_requests, 1);
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_ascii_lowercase();
+    if !ctype.starts_with("application/json") {
+        bump(&st.stats.zipkin_bad_requests, 1);
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("unsupported content type {ctype:?}: only Zipkin v2 JSON is accepted\n"),
+        )
+            .into_response();
+    }
+    let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let req = match decompressed(&headers, &body) {
+        Ok(b) => {
+            crate::zipkin::decode_json(&b).map_err(|e| (StatusCode::BAD_REQUEST, error_chain(&e)))
+        }
+        Err(e) => Err(e),
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err((status, message)) => {
+            let c = bump(&st.stats.zipkin_bad_requests, 1);
+            if worth_logging(c) {
+                tracing::warn!("Zipkin request #{n}: {message}");
+            }
+            return (status, format!("{message}\n")).into_response();
+        }
+    };
+    let conv = convert(&st.stats, req);
+    drop((body, decoding));
+    match commit(&st.tx, conv).await {
+        Ok(_) => StatusCode::ACCEPTED.into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}
+
+/// The spans of one OTLP request (HTTP or gRPC) as events, counted; the request is dropped.
+fn convert(stats: &Stats, req: otlp::ExportTraceServiceRequest) -> otlp::Converted {
+    let conv = otlp::to_events(&req);
+    drop(req);
+    bump(&stats.otlp_spans, conv.spans);
+    if conv.rejected > 0 {
+        bump(&stats.otlp_rejected_spans, conv.rejected);
+    }
+    conv
+}
+
+/// Stores the events of one OTLP request ([`convert`]): queues them for the writer and waits for
+/// the commit; the answer reports rejected spans in `partial_success`.
+///
+/// # Errors
+/// `events not stored: …` when the writer failed or the collector is shutting down (OTLP's
+/// `UNAVAILABLE`: the exporter retries).
+async fn commit(
+    tx: &mpsc::Sender<Batch>,
+    conv: otlp::Converted,
+) -> Result<otlp::ExportTraceServiceResponse, String> {
     if !conv.events.is_empty() {
         let (ack, done) = oneshot::channel();
-        let stored = match st
-            .tx
+        let stored = match tx
             .send(Batch {
                 events: conv.events,
                 ack: Some(ack),
@@ -1090,26 +1461,15 @@ async fn otlp_traces(
             Err(_) => Err("the collector is shutting down".into()),
         };
         if let Err(e) = stored {
-            return error_reply(
-                enc,
-                StatusCode::SERVICE_UNAVAILABLE,
-                14,
-                format!("events not stored: {e}"),
-            );
+            return Err(format!("events not stored: {e}"));
         }
     }
-    let resp = otlp::ExportTraceServiceResponse {
+    Ok(otlp::ExportTraceServiceResponse {
         partial_success: (conv.rejected > 0).then(|| otlp::ExportTracePartialSuccess {
             rejected_spans: conv.rejected as i64,
             error_message: conv.first_error.unwrap_or_default(),
         }),
-    };
-    reply(
-        enc,
-        StatusCode::OK,
-        prost::Message::encode_to_vec(&resp),
-        otlp::response_json(&resp),
-    )
+    })
 }
 
 #[cfg(test)]

@@ -7,13 +7,51 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use causal_analysis::{EdgeKind, Event, Parent};
+use causal_analysis::{AttrValue, EdgeKind, Event, Parent};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreError;
 
-/// Schema version written in `meta.schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Schema version written in `meta.schema_version`. Version 1 stores open and are migrated in
+/// place ([`Store::open`]; `docs/collector-store.md`, "Versions").
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Brings a store of schema version `from` (older than [`SCHEMA_VERSION`]) up to date, in one
+/// transaction, and records the new version.
+///
+/// - 1 → 2: the `fields` column may hold `[key, text, typed value]` elements besides
+///   `[key, text]` (OTLP attribute types): version 1 rows are valid as they are. The search
+///   tables (`task_services`, `task_operations`, `task_attributes`) and `tasks.errors` are
+///   filled from the stored events.
+fn migrate(conn: &mut Connection, from: u32) -> Result<(), StoreError> {
+    let tx = conn.transaction().map_err(sql("beginning the migration"))?;
+    if from < 2 {
+        tx.execute_batch(&format!(
+            "ALTER TABLE tasks ADD COLUMN errors INTEGER NOT NULL DEFAULT 0;
+             INSERT OR IGNORE INTO task_services(service, task)
+               SELECT agent, task FROM events WHERE agent IS NOT NULL;
+             INSERT OR IGNORE INTO task_operations(operation, task)
+               SELECT f.value ->> 1, e.task FROM events e, json_each(e.fields) f
+               WHERE f.value ->> 0 = 'span.name';
+             INSERT OR IGNORE INTO task_operations(operation, task)
+               SELECT label, task FROM events WHERE label IS NOT NULL AND instr(event_id, ':') = 0
+                 AND NOT EXISTS (SELECT 1 FROM json_each(events.fields) f WHERE f.value ->> 0 = 'span.name');
+             INSERT OR IGNORE INTO task_attributes(key, value, task)
+               SELECT f.value ->> 0, f.value ->> 1, e.task FROM events e, json_each(e.fields) f
+               WHERE f.value ->> 0 != 'Label' AND length(CAST(f.value ->> 1 AS BLOB)) <= {MAX_INDEXED_VALUE}
+                 AND EXISTS (SELECT 1 FROM json_each(e.fields) g WHERE g.value ->> 0 = 'span.name');
+             UPDATE tasks SET errors = (SELECT count(*) FROM events e, json_each(e.fields) f
+               WHERE e.task = tasks.id AND f.value ->> 0 = 'status.code' AND f.value ->> 1 = 'error');"
+        ))
+        .map_err(sql("migrating the store to version 2"))?;
+    }
+    tx.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+        [SCHEMA_VERSION.to_string()],
+    )
+    .map_err(sql("writing the schema version"))?;
+    tx.commit().map_err(sql("committing the migration"))
+}
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -26,7 +64,8 @@ CREATE TABLE IF NOT EXISTS tasks(
     events      INTEGER NOT NULL,
     title       TEXT,
     title_rank  INTEGER,
-    title_ts_ns INTEGER
+    title_ts_ns INTEGER,
+    errors      INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS events(
     seq         INTEGER PRIMARY KEY,
@@ -48,7 +87,35 @@ CREATE TABLE IF NOT EXISTS events(
 CREATE INDEX IF NOT EXISTS events_by_task_event ON events(task, event_id);
 CREATE TABLE IF NOT EXISTS task_hosts(task INTEGER NOT NULL, host TEXT NOT NULL, PRIMARY KEY(task, host)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS task_tags(task INTEGER NOT NULL, tag TEXT NOT NULL, PRIMARY KEY(task, tag)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS task_services(service TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(service, task)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS task_operations(operation TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(operation, task)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS task_attributes(key TEXT NOT NULL, value TEXT NOT NULL, task INTEGER NOT NULL, PRIMARY KEY(key, value, task)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS task_services_by_task ON task_services(task);
+CREATE INDEX IF NOT EXISTS task_operations_by_task ON task_operations(task);
+CREATE INDEX IF NOT EXISTS task_attributes_by_task ON task_attributes(task);
 ";
+
+/// Indexes over `tasks` columns added by version 2: created after a migration has added them.
+const TASK_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS tasks_by_first_seen ON tasks(coalesce(first_ts_ns, received_ns));
+";
+
+/// Longest attribute value indexed in `task_attributes`, bytes: longer values (bodies, SQL text,
+/// stack traces) are stored but not searchable by `--attr`.
+pub const MAX_INDEXED_VALUE: usize = 256;
+
+/// The operation an event names for search (`tasks --operation`): its `span.name` (an OTLP
+/// span's start event), else the label of an X-Trace report (an event id without `:`). OTLP
+/// span ends and span events name none.
+fn operation_of(e: &Event) -> Option<&str> {
+    e.field("span.name")
+        .or_else(|| (!e.id.contains(':')).then(|| e.label()).flatten())
+}
+
+/// Whether an event reports an error (`tasks --errors`): OTLP status `error` (`status.code`).
+fn is_error(e: &Event) -> bool {
+    e.field("status.code") == Some("error")
+}
 
 /// The columns that make an event's content ([`Content`]), in its order.
 const STORED_COLUMNS: &str =
@@ -106,6 +173,23 @@ fn multi_insert(rows: usize) -> String {
     q
 }
 
+/// One element of the `fields` column: `[key, text]`, or `[key, text, typed value]` for an OTLP
+/// attribute that is not a string (schema version 2; `docs/collector-store.md`).
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum StoredField<'a> {
+    Text(&'a str, &'a str),
+    Typed(&'a str, &'a str, &'a AttrValue),
+}
+
+/// [`StoredField`] as read back.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum LoadedField {
+    Typed(String, String, AttrValue),
+    Text(String, String),
+}
+
 /// The owned values of one `events` row.
 struct Row<'e> {
     task: i64,
@@ -129,11 +213,22 @@ impl<'e> Row<'e> {
                 EdgeKind::Link => ls.push(&p.id),
             }
         }
-        let mut fs: Vec<(&str, &str)> = Vec::with_capacity(e.fields.len() + e.labels.len());
+        let mut fs: Vec<StoredField<'_>> = Vec::with_capacity(e.fields.len() + e.labels.len());
         for l in e.labels.iter().skip(1) {
-            fs.push(("Label", l));
+            fs.push(StoredField::Text("Label", l));
         }
-        fs.extend(e.fields.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // `typed` follows `fields` in order (`Event::typed`): each typed value goes with the
+        // next field of its key.
+        let mut typed = e.typed.iter().peekable();
+        for (k, v) in &e.fields {
+            match typed.peek() {
+                Some((tk, tv)) if tk == k => {
+                    fs.push(StoredField::Typed(k, v, tv));
+                    typed.next();
+                }
+                _ => fs.push(StoredField::Text(k, v)),
+            }
+        }
         let json = |empty: bool, s: &dyn Fn() -> String| (!empty).then(s);
         Row {
             task,
@@ -262,6 +357,10 @@ pub struct TaskSummary {
     pub title: Option<String>,
     /// Hosts that reported events, sorted.
     pub hosts: Vec<String>,
+    /// Services (agents: X-Trace `Agent`, OTLP `service.name`) that reported events, sorted.
+    pub services: Vec<String>,
+    /// Events that report an error (OTLP status `error`).
+    pub errors: i64,
 }
 
 impl TaskSummary {
@@ -287,8 +386,34 @@ pub struct TaskFilter {
     pub tag: Option<String>,
     /// Only tasks whose title contains this text (case-insensitive for ASCII).
     pub title: Option<String>,
-    /// At most this many tasks (the most recent ones).
+    /// Only tasks with an event from this service (agent, exact).
+    pub service: Option<String>,
+    /// Only tasks with this operation (exact): an OTLP span name or an X-Trace label.
+    pub operation: Option<String>,
+    /// Only tasks with an event having every one of these fields (key, value), each exact (OTLP
+    /// attributes as their text; values longer than [`MAX_INDEXED_VALUE`] are not indexed).
+    pub attributes: Vec<(String, String)>,
+    /// Only tasks lasting at least this long (ns, earliest to latest event).
+    pub min_duration_ns: Option<i64>,
+    /// Only tasks lasting at most this long (ns).
+    pub max_duration_ns: Option<i64>,
+    /// Only tasks with at least one error event.
+    pub errors: bool,
+    /// Which tasks `limit` keeps and how they are ordered.
+    pub sort: TaskSort,
+    /// At most this many tasks: the most recent ones ([`TaskSort::Start`]) or the longest
+    /// ([`TaskSort::Duration`]).
     pub limit: Option<usize>,
+}
+
+/// The order of [`Store::tasks`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSort {
+    /// By first-seen time, oldest first (the limit keeps the most recent).
+    #[default]
+    Start,
+    /// By duration, longest first (the limit keeps the longest); tasks without a duration last.
+    Duration,
 }
 
 /// The background checkpointer of [`Store::start_checkpointer`]; stops when dropped.
@@ -343,6 +468,10 @@ struct Agg<'a> {
     title: Option<(i64, i64, &'a str)>, // (rank, ts, text)
     hosts: Vec<&'a str>,
     tags: Vec<&'a str>,
+    errors: i64,
+    services: std::collections::HashSet<&'a str>,
+    operations: std::collections::HashSet<&'a str>,
+    attributes: std::collections::HashSet<(&'a str, &'a str)>,
 }
 
 /// Which of `events` to write: `(keep, duplicates, conflicts)`. An event is a duplicate when an
@@ -433,7 +562,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(open_err)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
@@ -462,8 +591,18 @@ impl Store {
                     [SCHEMA_VERSION.to_string()],
                 )
                 .map_err(sql("writing the schema version"))?;
+                conn.execute_batch(TASK_INDEXES).map_err(open_err)?;
             }
-            Some(v) if v == SCHEMA_VERSION.to_string() => {}
+            Some(v) if v == SCHEMA_VERSION.to_string() => {
+                conn.execute_batch(TASK_INDEXES).map_err(open_err)?;
+            }
+            Some(v)
+                if v.parse::<u32>()
+                    .is_ok_and(|n| (1..SCHEMA_VERSION).contains(&n)) =>
+            {
+                migrate(&mut conn, v.parse().expect("checked"))?;
+                conn.execute_batch(TASK_INDEXES).map_err(open_err)?;
+            }
             Some(found) => {
                 return Err(StoreError::SchemaVersion {
                     path: path.to_path_buf(),
@@ -615,10 +754,27 @@ impl Store {
             {
                 a.hosts.push(h);
             }
+            // Attributes are indexed for OTLP spans only (their start events carry the span's,
+            // scope's and resource's attributes, which repeat across a trace's spans): X-Trace
+            // fields are mostly per-event data (byte counts, offsets), and indexing them cost
+            // the store writer ~7x its time per event (605k -> 87k events per CPU-second).
+            let indexed = e.field("span.name").is_some();
             for (k, v) in &e.fields {
                 if k == "Tag" && !a.tags.contains(&v.as_str()) {
                     a.tags.push(v);
                 }
+                if indexed && v.len() <= MAX_INDEXED_VALUE {
+                    a.attributes.insert((k, v));
+                }
+            }
+            if let Some(s) = e.agent.as_deref() {
+                a.services.insert(s);
+            }
+            if let Some(o) = operation_of(e) {
+                a.operations.insert(o);
+            }
+            if is_error(e) {
+                a.errors += 1;
             }
         }
 
@@ -626,9 +782,10 @@ impl Store {
         {
             let mut up = tx
                 .prepare_cached(
-                    "INSERT INTO tasks(task_id, received_ns, first_ts_ns, last_ts_ns, events, title, title_rank, title_ts_ns)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    "INSERT INTO tasks(task_id, received_ns, first_ts_ns, last_ts_ns, events, title, title_rank, title_ts_ns, errors)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                      ON CONFLICT(task_id) DO UPDATE SET
+                       errors = tasks.errors + excluded.errors,
                        first_ts_ns = min(coalesce(tasks.first_ts_ns, excluded.first_ts_ns), coalesce(excluded.first_ts_ns, tasks.first_ts_ns)),
                        last_ts_ns = max(coalesce(tasks.last_ts_ns, excluded.last_ts_ns), coalesce(excluded.last_ts_ns, tasks.last_ts_ns)),
                        events = tasks.events + excluded.events,
@@ -653,6 +810,21 @@ impl Store {
             let mut tag = tx
                 .prepare_cached("INSERT OR IGNORE INTO task_tags(task, tag) VALUES (?1, ?2)")
                 .map_err(sql("preparing the tag insert"))?;
+            let mut service = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO task_services(service, task) VALUES (?1, ?2)",
+                )
+                .map_err(sql("preparing the service insert"))?;
+            let mut operation = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO task_operations(operation, task) VALUES (?1, ?2)",
+                )
+                .map_err(sql("preparing the operation insert"))?;
+            let mut attribute = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO task_attributes(key, value, task) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(sql("preparing the attribute insert"))?;
             for (task, a) in &aggs {
                 let (rank, tts, title) = match a.title {
                     Some((r, t, s)) => (Some(r), Some(t), Some(s)),
@@ -668,7 +840,8 @@ impl Store {
                             a.events,
                             title,
                             rank,
-                            tts
+                            tts,
+                            a.errors
                         ],
                         |r| r.get(0),
                     )
@@ -680,6 +853,21 @@ impl Store {
                 for t in &a.tags {
                     tag.execute(params![id, t])
                         .map_err(sql("inserting a task tag"))?;
+                }
+                for s in &a.services {
+                    service
+                        .execute(params![s, id])
+                        .map_err(sql("inserting a task service"))?;
+                }
+                for o in &a.operations {
+                    operation
+                        .execute(params![o, id])
+                        .map_err(sql("inserting a task operation"))?;
+                }
+                for (k, v) in &a.attributes {
+                    attribute
+                        .execute(params![k, v, id])
+                        .map_err(sql("inserting a task attribute"))?;
                 }
                 ids.push(id);
             }
@@ -826,14 +1014,22 @@ impl Store {
                 ev.parents
                     .extend(list(parents).into_iter().map(Parent::causal));
                 ev.parents.extend(list(links).into_iter().map(Parent::link));
-                let pairs: Vec<(String, String)> = fields
+                let pairs: Vec<LoadedField> = fields
                     .and_then(|s| serde_json::from_str(&s).ok())
                     .unwrap_or_default();
-                for (k, v) in pairs {
-                    if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
-                        ev.labels.push(v);
-                    } else {
-                        ev.fields.push((k, v));
+                for f in pairs {
+                    match f {
+                        LoadedField::Text(k, v) => {
+                            if k == "Label" && !ev.labels.is_empty() && ev.fields.is_empty() {
+                                ev.labels.push(v);
+                            } else {
+                                ev.fields.push((k, v));
+                            }
+                        }
+                        LoadedField::Typed(k, v, t) => {
+                            ev.typed.push((k.clone(), t));
+                            ev.fields.push((k, v));
+                        }
                     }
                 }
                 Ok(ev)
@@ -843,14 +1039,17 @@ impl Store {
             .map_err(sql("reading events"))
     }
 
-    /// Tasks matching `filter`, ordered by first-seen time (oldest first).
+    /// Tasks matching `filter`, ordered by first-seen time (oldest first) or by duration (longest
+    /// first), as [`TaskFilter::sort`] says.
     ///
     /// # Errors
     /// [`StoreError::Sql`].
     pub fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskSummary>, StoreError> {
         let mut q = String::from(
             "SELECT t.task_id, t.received_ns, t.first_ts_ns, t.last_ts_ns, t.events, t.title,
-                    (SELECT group_concat(host, char(10)) FROM (SELECT host FROM task_hosts h WHERE h.task = t.id ORDER BY host))
+                    (SELECT group_concat(host, char(10)) FROM (SELECT host FROM task_hosts h WHERE h.task = t.id ORDER BY host)),
+                    (SELECT group_concat(service, char(10)) FROM (SELECT service FROM task_services s WHERE s.task = t.id ORDER BY service)),
+                    t.errors
              FROM tasks t WHERE 1=1",
         );
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -882,7 +1081,55 @@ impl Store {
                 args.len()
             ));
         }
-        q.push_str(" ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id");
+        // Each search is one index lookup (`task_services`, `task_operations` and
+        // `task_attributes` are keyed by what is searched), so a service and a time range
+        // walk `tasks_by_first_seen` backwards and stop at the limit.
+        if let Some(svc) = &filter.service {
+            args.push(svc.clone().into());
+            q.push_str(&format!(
+                " AND t.id IN (SELECT task FROM task_services WHERE service = ?{})",
+                args.len()
+            ));
+        }
+        if let Some(op) = &filter.operation {
+            args.push(op.clone().into());
+            q.push_str(&format!(
+                " AND t.id IN (SELECT task FROM task_operations WHERE operation = ?{})",
+                args.len()
+            ));
+        }
+        for (k, v) in &filter.attributes {
+            args.push(k.clone().into());
+            args.push(v.clone().into());
+            q.push_str(&format!(
+                " AND t.id IN (SELECT task FROM task_attributes WHERE key = ?{} AND value = ?{})",
+                args.len() - 1,
+                args.len()
+            ));
+        }
+        if let Some(d) = filter.min_duration_ns {
+            args.push(d.into());
+            q.push_str(&format!(
+                " AND t.last_ts_ns - t.first_ts_ns >= ?{}",
+                args.len()
+            ));
+        }
+        if let Some(d) = filter.max_duration_ns {
+            args.push(d.into());
+            q.push_str(&format!(
+                " AND t.last_ts_ns - t.first_ts_ns <= ?{}",
+                args.len()
+            ));
+        }
+        if filter.errors {
+            q.push_str(" AND t.errors > 0");
+        }
+        q.push_str(match filter.sort {
+            TaskSort::Start => " ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id",
+            TaskSort::Duration => {
+                " ORDER BY (t.last_ts_ns - t.first_ts_ns) IS NULL, (t.last_ts_ns - t.first_ts_ns) DESC, t.task_id"
+            }
+        });
         if let Some(l) = filter.limit {
             // SQLite's LIMIT is a 64-bit signed integer; a larger value is no limit.
             q.push_str(&format!(" LIMIT {}", l.min(i64::MAX as usize)));
@@ -894,6 +1141,11 @@ impl Store {
         let rows = st
             .query_map(rusqlite::params_from_iter(args), |r| {
                 let hosts: Option<String> = r.get(6)?;
+                let services: Option<String> = r.get(7)?;
+                let lines = |s: Option<String>| -> Vec<String> {
+                    s.map(|h| h.split('\n').map(str::to_string).collect())
+                        .unwrap_or_default()
+                };
                 let stored: String = r.get(0)?;
                 Ok(TaskSummary {
                     task_id: display_task_id(&stored).to_string(),
@@ -902,22 +1154,86 @@ impl Store {
                     last_ts_ns: r.get(3)?,
                     events: r.get(4)?,
                     title: r.get(5)?,
-                    hosts: hosts
-                        .map(|h| h.split('\n').map(str::to_string).collect())
-                        .unwrap_or_default(),
+                    hosts: lines(hosts),
+                    services: lines(services),
+                    errors: r.get(8)?,
                 })
             })
             .map_err(sql("listing tasks"))?;
         let mut v: Vec<TaskSummary> = rows
             .collect::<Result<_, _>>()
             .map_err(sql("reading tasks"))?;
-        v.reverse();
+        if filter.sort == TaskSort::Start {
+            v.reverse();
+        }
         Ok(v)
     }
 
     /// The open connection, for the read-only queries of [`crate::query`].
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Deletes up to `max_tasks` of the oldest tasks (by first-seen time, as [`Store::tasks`]
+    /// orders them) with every row that belongs to them, in one transaction: only those first
+    /// seen before `before_ns` (ns since the Unix epoch) when it is given, else the oldest ones
+    /// regardless of age. Returns how many were deleted (fewer than `max_tasks`: none older is
+    /// left). Retention calls it in small steps between the writer's batches, so ingest never
+    /// waits for a long delete (`docs/collector-store.md`, "Retention").
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`]; the transaction is rolled back.
+    pub fn delete_oldest_tasks(
+        &mut self,
+        before_ns: Option<i64>,
+        max_tasks: usize,
+    ) -> Result<usize, StoreError> {
+        let tx = self
+            .conn
+            .transaction()
+            .map_err(sql("beginning a retention step"))?;
+        tx.execute_batch("CREATE TEMP TABLE IF NOT EXISTS doomed(id INTEGER PRIMARY KEY); DELETE FROM temp.doomed;")
+            .map_err(sql("preparing a retention step"))?;
+        let n = tx
+            .execute(
+                "INSERT INTO temp.doomed(id) SELECT id FROM tasks
+                 WHERE ?1 IS NULL OR coalesce(first_ts_ns, received_ns) < ?1
+                 ORDER BY coalesce(first_ts_ns, received_ns) LIMIT ?2",
+                params![before_ns, max_tasks.min(i64::MAX as usize) as i64],
+            )
+            .map_err(sql("choosing the tasks to delete"))?;
+        if n > 0 {
+            tx.execute_batch(
+                "DELETE FROM events WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_hosts WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_tags WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_services WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_operations WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM task_attributes WHERE task IN (SELECT id FROM temp.doomed);
+                 DELETE FROM tasks WHERE id IN (SELECT id FROM temp.doomed);",
+            )
+            .map_err(sql("deleting old tasks"))?;
+        }
+        tx.execute_batch("DELETE FROM temp.doomed;")
+            .map_err(sql("finishing a retention step"))?;
+        tx.commit().map_err(sql("committing a retention step"))?;
+        Ok(n)
+    }
+
+    /// The bytes of the database file in use: `(page_count - freelist_count) × page_size`.
+    /// Pages freed by deletes are reused by later writes (the file itself does not shrink
+    /// without `VACUUM`), so this is what `--max-store-size` bounds. The WAL is not counted.
+    ///
+    /// # Errors
+    /// [`StoreError::Sql`].
+    pub fn used_bytes(&self) -> Result<u64, StoreError> {
+        let q = |p: &str| -> Result<i64, StoreError> {
+            self.conn
+                .query_row(&format!("PRAGMA {p}"), [], |r| r.get(0))
+                .map_err(sql("reading the store size"))
+        };
+        let pages = q("page_count")? - q("freelist_count")?;
+        Ok(u64::try_from(pages.max(0)).unwrap_or(0) * u64::try_from(q("page_size")?).unwrap_or(0))
     }
 
     /// Total events stored.
@@ -1148,5 +1464,418 @@ mod tests {
             Err(StoreError::AmbiguousTask { count: 4, .. })
         ));
         assert_eq!(s.resolve_task("ab13").unwrap(), "AB13");
+    }
+
+    #[test]
+    fn typed_fields_round_trip_through_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("t.db")).unwrap();
+        let mut e = ev("AAAA", "01", 1, "x", &[]);
+        e.fields.push(("ids".into(), "[1,2]".into()));
+        e.fields.push(("note".into(), "n".into()));
+        e.fields.push(("ids".into(), "[3]".into()));
+        e.typed = vec![
+            (
+                "ids".into(),
+                AttrValue::Array(vec![AttrValue::Int(1), AttrValue::Int(2)]),
+            ),
+            ("ids".into(), AttrValue::Array(vec![AttrValue::Int(3)])),
+        ];
+        s.insert(std::slice::from_ref(&e), 1).unwrap();
+        assert_eq!(s.load_task("AAAA").unwrap(), vec![e.clone()]);
+        // The same event again is a duplicate (typed values are part of its content).
+        assert_eq!(s.insert(std::slice::from_ref(&e), 2).unwrap().duplicates, 1);
+        e.typed[1].1 = AttrValue::Array(vec![AttrValue::Int(4)]);
+        assert_eq!(s.insert(std::slice::from_ref(&e), 3).unwrap().conflicts, 1);
+    }
+
+    /// A store written by schema version 1 opens, is migrated, and keeps its events.
+    #[test]
+    fn version_1_store_opens_and_migrates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            // Version 1's tables: today's without `tasks.errors` and the search tables.
+            let v1 = SCHEMA
+                .replace(",\n    errors      INTEGER NOT NULL DEFAULT 0", "")
+                .lines()
+                .filter(|l| {
+                    !l.contains("task_services")
+                        && !l.contains("task_operations")
+                        && !l.contains("task_attributes")
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(!v1.contains("errors"));
+            c.execute_batch(&v1).unwrap();
+            c.execute_batch(
+                "INSERT INTO meta VALUES ('schema_version', '1');
+                 INSERT INTO tasks(id, task_id, received_ns, first_ts_ns, last_ts_ns, events, title)
+                   VALUES (1, 'AB', 5, 7, 7, 1, 'old');
+                 INSERT INTO events(task, event_id, ts_ns, label, fields)
+                   VALUES (1, '01', 7, 'old', '[[\"k\",\"v\"]]');
+                 INSERT INTO events(task, event_id, ts_ns, agent, label, fields)
+                   VALUES (1, 'AA:start', 7, 'svc', 'get start', '[[\"span.name\",\"get\"]]'),
+                          (1, 'AA:end', 7, 'svc', 'get end', '[[\"status.code\",\"error\"]]');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let version: String = s
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION.to_string());
+        let evs = s.load_task("AB").unwrap();
+        assert_eq!(evs.len(), 3);
+        assert_eq!(evs[0].fields, vec![("k".to_string(), "v".to_string())]);
+        let t = &s.tasks(&TaskFilter::default()).unwrap()[0];
+        assert_eq!(t.title.as_deref(), Some("old"));
+        // The search tables were filled from the stored events.
+        assert_eq!(
+            (t.errors, t.services.as_slice()),
+            (1, ["svc".to_string()].as_slice())
+        );
+        let found = |f: TaskFilter| s.tasks(&f).unwrap().len();
+        for op in ["get", "old"] {
+            assert_eq!(
+                found(TaskFilter {
+                    operation: Some(op.into()),
+                    ..Default::default()
+                }),
+                1,
+                "{op}"
+            );
+        }
+        assert_eq!(
+            found(TaskFilter {
+                operation: Some("get start".into()),
+                ..Default::default()
+            }),
+            0
+        );
+        // X-Trace fields are not attribute-indexed; OTLP span attributes are.
+        assert_eq!(
+            found(TaskFilter {
+                attributes: vec![("k".into(), "v".into())],
+                ..Default::default()
+            }),
+            0
+        );
+        assert_eq!(
+            found(TaskFilter {
+                attributes: vec![("span.name".into(), "get".into())],
+                ..Default::default()
+            }),
+            1
+        );
+        assert_eq!(
+            found(TaskFilter {
+                service: Some("svc".into()),
+                errors: true,
+                ..Default::default()
+            }),
+            1
+        );
+        drop(s);
+        // A newer version than this build knows is refused.
+        Connection::open(&path)
+            .unwrap()
+            .execute(
+                "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+                [],
+            )
+            .unwrap();
+        assert!(matches!(
+            Store::open(&path),
+            Err(StoreError::SchemaVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn tasks_are_found_by_service_operation_attribute_duration_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("q.db")).unwrap();
+        let span =
+            |task: &str, span: &str, svc: &str, name: &str, t0: i64, t1: i64, error: bool| {
+                let code = if error { 500 } else { 200 };
+                let mut start = Event {
+                    task: task.into(),
+                    id: format!("{span}:start"),
+                    agent: Some(svc.into()),
+                    timestamp_ns: Some(t0),
+                    labels: vec![format!("{name} start")],
+                    fields: vec![
+                        ("span.name".into(), name.into()),
+                        ("http.status_code".into(), code.to_string()),
+                    ],
+                    typed: vec![("http.status_code".into(), AttrValue::Int(code))],
+                    ..Event::default()
+                };
+                start
+                    .fields
+                    .push(("big".into(), "x".repeat(MAX_INDEXED_VALUE + 1)));
+                let mut end = Event {
+                    task: task.into(),
+                    id: format!("{span}:end"),
+                    agent: Some(svc.into()),
+                    timestamp_ns: Some(t1),
+                    labels: vec![format!("{name} end")],
+                    parents: vec![Parent::causal(format!("{span}:start"))],
+                    ..Event::default()
+                };
+                if error {
+                    end.fields.push(("status.code".into(), "error".into()));
+                }
+                [start, end]
+            };
+        let mut evs = Vec::new();
+        evs.extend(span("AA", "01", "front", "GET /a", 100, 400, false));
+        evs.extend(span("AA", "02", "db", "query", 150, 300, false));
+        evs.extend(span("BB", "03", "front", "GET /b", 200, 1200, true));
+        evs.extend(span("CC", "04", "batch", "run", 300, 350, false));
+        // An X-Trace report: its label is its operation.
+        evs.push(Event {
+            task: "DD".into(),
+            id: "0A".into(),
+            agent: Some("hdfs".into()),
+            timestamp_ns: Some(50),
+            labels: vec!["DFSClient open".into()],
+            ..Event::default()
+        });
+        s.insert(&evs, 1).unwrap();
+        let ids = |f: TaskFilter| {
+            s.tasks(&f)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.task_id)
+                .collect::<Vec<_>>()
+        };
+        let f = TaskFilter::default;
+        assert_eq!(
+            ids(TaskFilter {
+                service: Some("front".into()),
+                ..f()
+            }),
+            ["AA", "BB"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                service: Some("db".into()),
+                ..f()
+            }),
+            ["AA"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                operation: Some("query".into()),
+                ..f()
+            }),
+            ["AA"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                operation: Some("DFSClient open".into()),
+                ..f()
+            }),
+            ["DD"]
+        );
+        assert!(
+            ids(TaskFilter {
+                operation: Some("query end".into()),
+                ..f()
+            })
+            .is_empty()
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                attributes: vec![("http.status_code".into(), "500".into())],
+                ..f()
+            }),
+            ["BB"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                attributes: vec![
+                    ("http.status_code".into(), "200".into()),
+                    ("span.name".into(), "run".into())
+                ],
+                ..f()
+            }),
+            ["CC"]
+        );
+        // Values longer than MAX_INDEXED_VALUE are stored, not indexed.
+        let big = vec![("big".to_string(), "x".repeat(MAX_INDEXED_VALUE + 1))];
+        assert!(
+            ids(TaskFilter {
+                attributes: big,
+                ..f()
+            })
+            .is_empty()
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                min_duration_ns: Some(300),
+                ..f()
+            }),
+            ["AA", "BB"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                max_duration_ns: Some(300),
+                ..f()
+            }),
+            ["DD", "AA", "CC"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                errors: true,
+                ..f()
+            }),
+            ["BB"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                service: Some("front".into()),
+                since_ns: Some(150),
+                ..f()
+            }),
+            ["BB"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                service: Some("front".into()),
+                until_ns: Some(150),
+                ..f()
+            }),
+            ["AA"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                sort: TaskSort::Duration,
+                ..f()
+            }),
+            ["BB", "AA", "CC", "DD"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                sort: TaskSort::Duration,
+                limit: Some(2),
+                ..f()
+            }),
+            ["BB", "AA"]
+        );
+        assert_eq!(
+            ids(TaskFilter {
+                limit: Some(2),
+                ..f()
+            }),
+            ["BB", "CC"]
+        );
+        let bb = &s
+            .tasks(&TaskFilter {
+                errors: true,
+                ..f()
+            })
+            .unwrap()[0];
+        assert_eq!(
+            (bb.errors, bb.services.as_slice()),
+            (1, ["front".to_string()].as_slice())
+        );
+        let aa = &s
+            .tasks(&TaskFilter {
+                service: Some("db".into()),
+                ..f()
+            })
+            .unwrap()[0];
+        assert_eq!(aa.services, ["db", "front"]);
+        // A service + time query is an index search, not a scan of every task.
+        let plan: Vec<String> = s
+            .conn
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT id FROM tasks t WHERE coalesce(t.first_ts_ns, t.received_ns) >= 1
+                 AND t.id IN (SELECT task FROM task_services WHERE service = 'front')
+                 ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC LIMIT 20",
+            )
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!plan.iter().any(|p| p == "SCAN t"), "{plan:?}");
+        // A second delivery adds no error count.
+        s.insert(&evs, 2).unwrap();
+        assert_eq!(
+            s.tasks(&TaskFilter {
+                errors: true,
+                ..f()
+            })
+            .unwrap()[0]
+                .errors,
+            1
+        );
+    }
+
+    #[test]
+    fn oldest_tasks_are_deleted_with_everything_of_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("r.db")).unwrap();
+        let mut evs = Vec::new();
+        for t in 0..600i64 {
+            let mut e = ev(&format!("{:04X}", t + 1), "01", 1000 + t, "op", &[]);
+            e.agent = Some(format!("svc{}", t % 3));
+            e.fields.push(("user".into(), format!("u{t}")));
+            // A span's start: its fields are attribute-indexed.
+            e.fields.push(("span.name".into(), "op".into()));
+            evs.push(e);
+        }
+        s.insert(&evs, 1).unwrap();
+        let before = s.used_bytes().unwrap();
+        assert!(before > 0);
+        // By age: the tasks first seen before 1100 (the first 100), in steps of 64.
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 64);
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 36);
+        assert_eq!(s.delete_oldest_tasks(Some(1100), 64).unwrap(), 0);
+        let left = s.tasks(&TaskFilter::default()).unwrap();
+        assert_eq!(left.len(), 500);
+        assert_eq!(left[0].first_ts_ns, Some(1100));
+        assert_eq!(s.event_count().unwrap(), 500);
+        // Oldest regardless of age.
+        assert_eq!(s.delete_oldest_tasks(None, 400).unwrap(), 400);
+        let left = s.tasks(&TaskFilter::default()).unwrap();
+        assert_eq!((left.len(), left[0].first_ts_ns), (100, Some(1500)));
+        // Nothing of a deleted task is left in the search tables.
+        let rows = |table: &str| -> i64 {
+            s.conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        for table in [
+            "task_services",
+            "task_operations",
+            "task_hosts",
+            "task_tags",
+        ] {
+            assert_eq!(rows(table), 100, "{table}");
+        }
+        // `k`, `Tag`, `user` and `span.name` per task.
+        assert_eq!(rows("task_attributes"), 400);
+        let found = s
+            .tasks(&TaskFilter {
+                attributes: vec![("user".into(), "u5".into())],
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(found.is_empty());
+        assert!(
+            s.used_bytes().unwrap() < before,
+            "{} !< {before}",
+            s.used_bytes().unwrap()
+        );
     }
 }

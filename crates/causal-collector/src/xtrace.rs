@@ -42,6 +42,7 @@ pub fn report_to_event(r: Report) -> Event {
         hrt_ns: r.hrt_ns,
         labels,
         fields,
+        typed: Vec::new(),
         parents,
     }
 }

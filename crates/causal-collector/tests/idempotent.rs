@@ -112,6 +112,8 @@ fn collector_config(db: &Path) -> Config {
         xtrace_tcp: None,
         xtrace_udp: None,
         otlp_http: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        otlp_grpc: None,
+        zipkin: None,
         ..Config::loopback(db)
     }
 }
@@ -134,15 +136,26 @@ fn posting_the_same_otlp_body_twice_stores_it_once() {
         .build()
         .unwrap();
     for (db, times) in [(&once, 1), (&twice, 2)] {
-        rt.block_on(async {
+        let stats = rt.block_on(async {
             let c = Collector::start(collector_config(db)).await.unwrap();
             let addr = c.addrs().otlp_http.unwrap();
             for _ in 0..times {
                 assert_eq!(post(addr, "application/x-protobuf", &py).await, 200);
                 assert_eq!(post(addr, "application/json", &node).await, 200);
             }
-            c.shutdown().await.unwrap();
+            c.shutdown().await.unwrap()
         });
+        // Regression: the collector's summary added every batch to `events_stored`, so a
+        // retried POST said "36 events stored" for 18 stored events.
+        assert_eq!(
+            (
+                stats.events_stored,
+                stats.events_duplicate,
+                stats.events_conflicting
+            ),
+            (18, 18 * (times - 1), 0),
+            "posted {times} times"
+        );
     }
     let (a, b) = (Store::open(&once).unwrap(), Store::open(&twice).unwrap());
     assert_eq!(a.event_count().unwrap(), 18);

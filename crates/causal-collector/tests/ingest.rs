@@ -21,6 +21,8 @@ fn config(db: &Path) -> Config {
         xtrace_tcp: Some(any),
         xtrace_udp: Some(any),
         otlp_http: Some(any),
+        otlp_grpc: Some(any),
+        zipkin: Some(any),
         ..Config::loopback(db)
     }
 }
@@ -831,6 +833,8 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         xtrace_tcp: None,
         otlp_http: None,
         xtrace_udp: Some(any),
+        otlp_grpc: None,
+        zipkin: None,
         udp_recv_buffer: 16 << 10,
         ..Config::loopback(&db)
     };
@@ -921,10 +925,16 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
         ),
         (stats.udp_datagrams, 0, 0)
     );
-    assert_eq!(stats.events_stored, stats.udp_datagrams);
+    // Every report received is stored once or counted once as already stored.
+    assert_eq!(
+        stats.events_stored + stats.events_duplicate,
+        stats.udp_datagrams,
+        "{stats:?}"
+    );
     // What was stored of burst 1 is what was received: its first reports and the last one.
     let store = Store::open(&db).unwrap();
     let events = store.load_task("57C1C4A67A6A88FD").unwrap();
+    assert_eq!(stats.events_stored, events.len() as u64, "{stats:?}");
     // Burst 2 repeats burst 1: a report received in both is stored once (idempotent ingest).
     let distinct: HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(distinct.len(), events.len());
@@ -937,4 +947,234 @@ fn udp_burst_beyond_the_receive_buffer_counts_the_kernel_drops() {
     assert_eq!(ids.len() as u64, first.udp_datagrams);
     assert!(ids.contains(&reports.last().unwrap().metadata.op_id().to_hex()));
     assert!(ids.contains(&reports[0].metadata.op_id().to_hex()));
+}
+
+/// Zipkin v2 JSON on `/api/v2/spans`: plain and gzip bodies answered `202` after the commit, the
+/// spans stored as OTLP spans are; a body that is not a span list is `400`, another type `415`.
+#[test]
+fn zipkin_v2_json_spans_are_stored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("z.db");
+    let spans = br#"[{"traceId":"463ac35c9f6413ad48485a3953bb6124","id":"a2fb4a1d1a96d312","name":"get","kind":"SERVER",
+        "timestamp":1700000000000000,"duration":2000,"localEndpoint":{"serviceName":"zsvc"},"tags":{"http.path":"/a"}},
+      {"traceId":"463ac35c9f6413ad48485a3953bb6124","parentId":"a2fb4a1d1a96d312","id":"0f1e2d3c4b5a6978","name":"query",
+        "timestamp":1700000000000500,"duration":1000,"localEndpoint":{"serviceName":"zsvc"}}]"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, spans).unwrap();
+    let gz = gz.finish().unwrap();
+    let stats = rt().block_on(async {
+        let c = Collector::start(config(&db)).await.unwrap();
+        let addr = c.addrs().zipkin.unwrap();
+        let head = |len: usize, extra: &str| {
+            let mut h = vec![
+                "POST /api/v2/spans".to_string(),
+                "Host: 127.0.0.1".into(),
+                "Content-Type: application/json".into(),
+                format!("Content-Length: {len}"),
+            ];
+            if !extra.is_empty() {
+                h.push(extra.into());
+            }
+            h
+        };
+        let (s, _) = http(addr, &head(spans.len(), ""), spans, None).await;
+        assert_eq!(s, 202);
+        // The same spans again, gzip-compressed: accepted, stored once.
+        let (s, _) = http(addr, &head(gz.len(), "Content-Encoding: gzip"), &gz, None).await;
+        assert_eq!(s, 202);
+        let (s, body) = http(addr, &head(2, ""), b"{}", None).await;
+        assert_eq!(s, 400, "{}", String::from_utf8_lossy(&body));
+        let mut proto = head(1, "");
+        proto[2] = "Content-Type: application/x-protobuf".into();
+        let (s, _) = http(addr, &proto, b"x", None).await;
+        assert_eq!(s, 415);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(
+        (
+            stats.zipkin_requests,
+            stats.zipkin_bad_requests,
+            stats.otlp_spans
+        ),
+        (4, 2, 4),
+        "{stats:?}"
+    );
+    assert_eq!(
+        (stats.events_stored, stats.events_duplicate),
+        (4, 4),
+        "{stats:?}"
+    );
+    let store = Store::open(&db).unwrap();
+    let t = &store.tasks(&TaskFilter::default()).unwrap()[0];
+    assert_eq!(t.task_id, "463AC35C9F6413AD48485A3953BB6124");
+    assert_eq!(t.duration_ns(), Some(2_000_000));
+    let events = store.load_task(&t.task_id).unwrap();
+    assert_eq!(events[0].field("http.path"), Some("/a"));
+    assert_eq!(events[0].agent.as_deref(), Some("zsvc"));
+    let g = TaskGraph::build(t.task_id.clone(), events);
+    assert_eq!(g.len(), 4);
+    assert!(g.problems.is_empty(), "{:?}", g.problems);
+}
+
+/// Retention (`--retention`, `--max-store-size`): the oldest tasks are deleted in steps while the
+/// collector keeps taking reports.
+#[test]
+fn retention_deletes_the_oldest_tasks_while_ingest_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("ret.db");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let hour = 3_600_000_000_000i64;
+    let ev = |task: String, ts: i64| causal_analysis::Event {
+        task,
+        id: "01".into(),
+        timestamp_ns: Some(ts),
+        labels: vec!["x".into()],
+        fields: vec![("pad".into(), "p".repeat(200))],
+        ..Default::default()
+    };
+    {
+        // 1,000 tasks two days old and 10 from the last minute.
+        let mut s = Store::open(&db).unwrap();
+        let mut evs: Vec<_> = (0..1000)
+            .map(|i| ev(format!("{:08X}", i + 1), now - 48 * hour + i))
+            .collect();
+        evs.extend((0..10).map(|i| ev(format!("F{:07X}", i + 1), now - 60_000_000_000 + i)));
+        s.insert(&evs, 1).unwrap();
+    }
+    // X-Trace timestamps are in ms.
+    let report = |op: u32| {
+        format!(
+            "X-Trace Report ver 1.0\nX-Trace: 19ABCDABCDABCDABCD{op:016X}\nHost: h\nLabel: live\nTimestamp: {now}\n",
+            now = now / 1_000_000
+        )
+    };
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            retention: Some(Duration::from_secs(24 * 3600)),
+            retention_interval: Duration::from_millis(20),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        let mut s = TcpStream::connect(c.addrs().xtrace_tcp.unwrap())
+            .await
+            .unwrap();
+        // Reports keep arriving while the old tasks are deleted.
+        for op in 1..=50u32 {
+            let r = report(op);
+            let mut frame = (r.len() as u32).to_be_bytes().to_vec();
+            frame.extend_from_slice(r.as_bytes());
+            s.write_all(&frame).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for _ in 0..250 {
+            if c.stats().retention_deleted_tasks == 1000 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(s);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.retention_deleted_tasks, 1000, "{stats:?}");
+    assert_eq!(stats.events_stored, 50, "{stats:?}");
+    let store = Store::open(&db).unwrap();
+    let tasks = store.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(tasks.len(), 11);
+    assert_eq!(store.event_count().unwrap(), 60);
+
+    // By size: a limit below what the 11 tasks use deletes the oldest until it holds (here all
+    // but the newest few pages' worth), and never touches a store already under it.
+    let used = store.used_bytes().unwrap();
+    drop(store);
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            max_store_bytes: Some(1),
+            retention_interval: Duration::from_millis(20),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        for _ in 0..250 {
+            if c.stats().retention_deleted_tasks == 11 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.retention_deleted_tasks, 11, "{stats:?}");
+    let store = Store::open(&db).unwrap();
+    assert!(store.tasks(&TaskFilter::default()).unwrap().is_empty());
+    assert!(store.used_bytes().unwrap() < used);
+}
+
+/// With `Config::bearer_token`, OTLP/HTTP and Zipkin requests without `Authorization: Bearer
+/// TOKEN` (or with another token) are refused with `401` and counted; with it they are stored.
+#[test]
+fn http_requests_without_the_bearer_token_are_refused_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("auth.db");
+    let otlp = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0AF7651916CD43DD8448EB211C80319C","spanId":"B7AD6B7169203331","name":"ok","startTimeUnixNano":1,"endTimeUnixNano":2}]}]}]}"#;
+    let zipkin = br#"[{"traceId":"463ac35c9f6413ad","id":"a2fb4a1d1a96d312","name":"z","timestamp":1,"duration":1}]"#;
+    let stats = rt().block_on(async {
+        let cfg = Config {
+            bearer_token: Some("tok-123".into()),
+            ..config(&db)
+        };
+        let c = Collector::start(cfg).await.unwrap();
+        let (h, z) = (c.addrs().otlp_http.unwrap(), c.addrs().zipkin.unwrap());
+        let head = |path: &str, len: usize, auth: Option<&str>| {
+            let mut v = vec![
+                format!("POST {path}"),
+                "Host: 127.0.0.1".to_string(),
+                "Content-Type: application/json".into(),
+                format!("Content-Length: {len}"),
+            ];
+            if let Some(a) = auth {
+                v.push(format!("Authorization: {a}"));
+            }
+            v
+        };
+        for auth in [
+            None,
+            Some("Bearer nope"),
+            Some("Basic dG9rLTEyMw=="),
+            Some("Bearer tok-12"),
+        ] {
+            let (s, body) = http(h, &head("/v1/traces", otlp.len(), auth), otlp, None).await;
+            assert_eq!(s, 401, "{auth:?}: {}", String::from_utf8_lossy(&body));
+            let (s, _) = http(z, &head("/api/v2/spans", zipkin.len(), auth), zipkin, None).await;
+            assert_eq!(s, 401, "{auth:?}");
+        }
+        let (s, _) = http(
+            h,
+            &head("/v1/traces", otlp.len(), Some("Bearer tok-123")),
+            otlp,
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+        let (s, _) = http(
+            z,
+            &head("/api/v2/spans", zipkin.len(), Some("bearer tok-123")),
+            zipkin,
+            None,
+        )
+        .await;
+        assert_eq!(s, 202);
+        c.shutdown().await.unwrap()
+    });
+    assert_eq!(stats.unauthenticated_requests, 8, "{stats:?}");
+    assert_eq!(
+        (
+            stats.otlp_requests,
+            stats.zipkin_requests,
+            stats.events_stored
+        ),
+        (1, 1, 4),
+        "{stats:?}"
+    );
 }

@@ -29,6 +29,8 @@ fn run_demo_into_collector(format: &str, db: &Path) -> String {
         xtrace_tcp: Some(any),
         xtrace_udp: None,
         otlp_http: None,
+        otlp_grpc: None,
+        zipkin: None,
         ..Config::loopback(db)
     };
     let collector = rt.block_on(Collector::start(config)).unwrap();

@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use causal_analysis::{
     Accounting, Comparison, CriticalPath, SkewAdjustment, TaskGraph, fmt_duration, render,
 };
-use causal_collector::{Collector, Config, Store, TaskFilter};
+use causal_collector::{Collector, Config, Store, TaskFilter, TaskSort};
 use probe_format::civil::{civil_from_days, days_from_civil};
 
 /// Where the store is.
@@ -57,6 +57,32 @@ pub struct CollectArgs {
     /// Also serve the web UI (as `sightline ui`), on ADDR:PORT if given.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = crate::ui::DEFAULT_LISTEN)]
     pub ui: Option<SocketAddr>,
+    /// OTLP/gRPC port (the traces Export service, gzip accepted; 0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 4317)]
+    pub otlp_grpc_port: u16,
+    /// Do not serve OTLP/gRPC.
+    #[arg(long)]
+    pub no_otlp_grpc: bool,
+    /// Zipkin v2 JSON port (`POST /api/v2/spans`; 0: any free port).
+    #[arg(long, value_name = "PORT", default_value_t = 9411)]
+    pub zipkin_port: u16,
+    /// Do not serve Zipkin.
+    #[arg(long)]
+    pub no_zipkin: bool,
+    /// Require `Authorization: Bearer TOKEN` on OTLP/HTTP, OTLP/gRPC and Zipkin requests, TOKEN
+    /// being the first line of FILE; requests without it are refused (401, UNAUTHENTICATED) and
+    /// counted. X-Trace TCP/UDP reports carry no credentials: keep them on loopback
+    /// (--no-udp, or firewall the port) when listening elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub bearer_token_file: Option<PathBuf>,
+    /// Delete tasks first seen longer ago than AGE (e.g. 7d, 12h, 30m), oldest first, a few
+    /// hundred at a time between writes, so ingest never stops.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retention: Option<std::time::Duration>,
+    /// Delete the oldest tasks while the store uses more than SIZE (e.g. 10G, 500M; K, M, G, T
+    /// are powers of 1024), in the same steps as --retention.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_store_size: Option<u64>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -87,7 +113,30 @@ pub struct TasksArgs {
     /// Only tasks whose title contains this text (ASCII case-insensitive).
     #[arg(long)]
     pub title: Option<String>,
-    /// At most N tasks (the most recent).
+    /// Only tasks with events from this service (X-Trace Agent, OTLP service.name; exact).
+    #[arg(long, value_name = "NAME")]
+    pub service: Option<String>,
+    /// Only tasks with this operation: an OTLP span name or an X-Trace label (exact).
+    #[arg(long, value_name = "NAME")]
+    pub operation: Option<String>,
+    /// Only tasks with an event whose field or attribute KEY has the text VALUE (repeatable: all
+    /// must match).
+    #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_attr)]
+    pub attrs: Vec<(String, String)>,
+    /// Only tasks lasting at least DURATION (e.g. 250ms, 1.5s, 2m; units ns, us, ms, s, m, h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub min_duration: Option<i64>,
+    /// Only tasks lasting at most DURATION.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub max_duration: Option<i64>,
+    /// Only tasks with an error (OTLP status error).
+    #[arg(long)]
+    pub errors: bool,
+    /// Order: `start` (oldest first; --limit keeps the most recent) or `duration` (longest
+    /// first; --limit keeps the longest).
+    #[arg(long, value_enum, default_value = "start")]
+    pub sort: SortArg,
+    /// At most N tasks (the most recent, or the longest with --sort duration).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Print JSON (one array of task objects) instead of a table.
@@ -95,6 +144,103 @@ pub struct TasksArgs {
     pub json: bool,
     #[command(flatten)]
     pub db: DbArg,
+}
+
+/// `tasks --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortArg {
+    /// By first-seen time.
+    Start,
+    /// By duration, longest first.
+    Duration,
+}
+
+/// `--retention AGE`: a whole number of seconds, minutes, hours or days (`30s`, `30m`, `12h`,
+/// `7d`).
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let secs: u64 = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "age {s:?}: expected a number and s, m, h or d (e.g. 7d)"
+            ));
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("age {s:?}: expected a number and s, m, h or d (e.g. 7d)"))?;
+    n.checked_mul(secs)
+        .filter(|&v| v > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("age {s:?}: must be above zero and fit in 64 bits of seconds"))
+}
+
+/// `--max-store-size SIZE`: bytes, or a number with K, M, G or T (powers of 1024; a trailing
+/// `B` or `iB` is accepted).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let shift = match unit.trim_end_matches("iB").trim_end_matches('B') {
+        "" => 0,
+        "K" | "k" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "size {s:?}: expected bytes or a number with K, M, G or T"
+            ));
+        }
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size {s:?}: expected bytes or a number with K, M, G or T"))?;
+    n.checked_mul(1u64 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("size {s:?}: must be above zero and fit in 64 bits"))
+}
+
+/// `--attr KEY=VALUE`.
+fn parse_attr(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(k, _)| !k.is_empty())
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+}
+
+/// A duration such as `250ms`, `1.5s`, `2m` or `100` (ns) as ns.
+fn parse_duration_ns(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        u => {
+            return Err(format!(
+                "duration {s:?}: unknown unit {u:?} (ns, us, ms, s, m, h)"
+            ));
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("duration {s:?}: expected a number and a unit, e.g. 250ms"))?;
+    let ns = n * scale;
+    if !(0.0..9.2e18).contains(&ns) {
+        return Err(format!("duration {s:?}: out of range"));
+    }
+    Ok(ns.round() as i64)
 }
 
 /// Output format of `sightline show`.
@@ -162,11 +308,28 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         )
         .try_init();
     let db = args.db.path();
+    let bearer_token = match &args.bearer_token_file {
+        None => None,
+        Some(f) => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("reading the bearer token file {}", f.display()))?;
+            let token = text.lines().next().unwrap_or("").trim().to_string();
+            if token.is_empty() {
+                bail!("the bearer token file {} is empty", f.display());
+            }
+            Some(token)
+        }
+    };
     let xtrace = SocketAddr::new(args.listen, args.xtrace_port);
     let config = Config {
         xtrace_tcp: Some(xtrace),
         xtrace_udp: (!args.no_udp).then_some(xtrace),
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
+        otlp_grpc: (!args.no_otlp_grpc).then(|| SocketAddr::new(args.listen, args.otlp_grpc_port)),
+        zipkin: (!args.no_zipkin).then(|| SocketAddr::new(args.listen, args.zipkin_port)),
+        retention: args.retention,
+        max_store_bytes: args.max_store_size,
+        bearer_token,
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -181,10 +344,12 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         let show = |s: Option<SocketAddr>| s.map(|s| s.to_string()).unwrap_or_else(|| "off".into());
         writeln!(
             out,
-            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; store {}",
+            "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; OTLP/gRPC {}; Zipkin {}; store {}",
             show(a.xtrace_tcp),
             show(a.xtrace_udp),
             a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
+            show(a.otlp_grpc),
+            a.zipkin.map(|s| format!("http://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
             db.display()
         )?;
         out.flush()?;
@@ -203,8 +368,18 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ui.abort();
         }
         let s = collector.shutdown().await?;
+        let mut repeated = String::new();
+        if s.events_duplicate > 0 {
+            repeated.push_str(&format!("; {} already stored (not stored again)", s.events_duplicate));
+        }
+        if s.events_conflicting > 0 {
+            repeated.push_str(&format!(
+                "; {} stored as another version of an event already stored with different content",
+                s.events_conflicting
+            ));
+        }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; refused without the bearer token {}; tasks deleted by retention {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -213,9 +388,14 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.udp_kernel_dropped,
             s.otlp_requests,
             s.otlp_bad_requests,
+            s.otlp_grpc_requests,
+            s.zipkin_requests,
+            s.zipkin_bad_requests,
             s.otlp_spans,
             s.otlp_rejected_spans,
             s.events_lost,
+            s.unauthenticated_requests,
+            s.retention_deleted_tasks,
             s.writer_cpu_ns as f64 / 1e9
         );
         Ok(if s.events_lost > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -383,6 +563,16 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
             .transpose()?,
         tag: args.tag,
         title: args.title,
+        service: args.service,
+        operation: args.operation,
+        attributes: args.attrs,
+        min_duration_ns: args.min_duration,
+        max_duration_ns: args.max_duration,
+        errors: args.errors,
+        sort: match args.sort {
+            SortArg::Start => TaskSort::Start,
+            SortArg::Duration => TaskSort::Duration,
+        },
         limit: args.limit,
     };
     let store = open_existing(&args.db.path())?;
@@ -447,6 +637,21 @@ fn load_graph(
     Ok((TaskGraph::build(task, events), skew))
 }
 
+/// The document of `show --format json` (`docs/collector-store.md`): `causal_analysis::render::json`'s
+/// fields (`task`, `events`, `edges`, `problems`, `critical_path`), then `skew_adjustment` and,
+/// with `--resources`, `resources`; serialized field by field, in this order.
+#[derive(serde::Serialize)]
+struct ShowJson<'a> {
+    task: &'a str,
+    events: &'a [causal_analysis::Event],
+    edges: &'a [causal_analysis::Edge],
+    problems: &'a [causal_analysis::Problem],
+    critical_path: Option<&'a CriticalPath>,
+    skew_adjustment: &'a SkewAdjustment,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resources: Option<&'a Accounting>,
+}
+
 /// Runs `sightline show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = open_existing(&args.db.path())?;
@@ -490,13 +695,22 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
         ShowFormat::Dot => out.write_all(render::dot(&g, cp.as_ref()).as_bytes())?,
         ShowFormat::Json => {
-            let mut v = render::json(&g, cp.as_ref());
-            v["skew_adjustment"] = serde_json::to_value(&skew)?;
-            if let Some(a) = &acct {
-                v["resources"] = serde_json::to_value(a)?;
-            }
-            serde_json::to_writer_pretty(&mut out, &v)?;
-            writeln!(out)?;
+            // Streamed: serde writes the task straight from the graph into a buffered stdout,
+            // with no JSON value of the whole document in between (a 100,000-event task took
+            // 6.4 s and 577 MB as a `serde_json::Value`).
+            let doc = ShowJson {
+                task: &g.task,
+                events: &g.events,
+                edges: &g.edges,
+                problems: &g.problems,
+                critical_path: cp.as_ref(),
+                skew_adjustment: &skew,
+                resources: acct.as_ref(),
+            };
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut out);
+            serde_json::to_writer_pretty(&mut w, &doc)?;
+            writeln!(w)?;
+            w.flush()?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -529,6 +743,33 @@ mod tests {
             10_000_000_000_000 - 7_200_000_000_000
         );
         assert!(parse_time("2013-13-01", 0).is_err());
+        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("2m"), Ok(120_000_000_000));
+        assert_eq!(parse_duration_ns("7"), Ok(7));
+        assert_eq!(parse_duration_ns("3us"), Ok(3_000));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+        assert!(parse_duration_ns("ms").is_err());
+        assert_eq!(
+            parse_attr("http.status_code=500"),
+            Ok(("http.status_code".into(), "500".into()))
+        );
+        assert_eq!(parse_attr("k=a=b"), Ok(("k".into(), "a=b".into())));
+        assert!(parse_attr("=x").is_err());
+        assert!(parse_attr("novalue").is_err());
+        assert_eq!(
+            parse_age("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert_eq!(parse_age("30m"), Ok(std::time::Duration::from_secs(1800)));
+        assert!(parse_age("0d").is_err());
+        assert!(parse_age("7").is_err());
+        assert!(parse_age("1w").is_err());
+        assert_eq!(parse_size("10G"), Ok(10 << 30));
+        assert_eq!(parse_size("500MiB"), Ok(500 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("10X").is_err());
+        assert!(parse_size("99999999999T").is_err());
         assert!(parse_time("yesterday", 0).is_err());
     }
 

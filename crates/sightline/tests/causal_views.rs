@@ -54,8 +54,11 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
         14_600_000,
     );
     server["status"] = serde_json::json!({"code": 2, "message": "boom"});
-    server["attributes"] =
-        serde_json::json!([{"key": "http.route", "value": {"stringValue": "/stock"}}]);
+    server["attributes"] = serde_json::json!([
+        {"key": "http.route", "value": {"stringValue": "/stock"}},
+        {"key": "http.status_code", "value": {"intValue": "500"}},
+        {"key": "retry.ids", "value": {"arrayValue": {"values": [{"intValue": "1"}, {"intValue": 2}]}}}
+    ]);
     let body = serde_json::json!({"resourceSpans": [
         resource(&[("service.name", "frontend"), ("host.name", "a")],
                  vec![span(SKEWED, "53995C3F42CD8AD8", None, "checkout", 3, 0, 100 * MS)]),
@@ -179,9 +182,25 @@ fn critical_path_first_or_alone_and_each_span_once() {
     let verbose = run(&["show", SKEWED, "-v"], &db);
     assert!(
         verbose.contains(
-            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n"
+            "(server, error: boom)  [b backend]  00F067AA0BA902B7\n      http.route = /stock\n      http.status_code = 500\n      retry.ids = [1,2]\n      resource.service.name = backend\n      resource.host.name = b\n"
         ),
         "{verbose}"
+    );
+    // The JSON keeps the attributes' OTLP types (issue 17: int arrays came back as strings).
+    let json: Value =
+        serde_json::from_str(&run(&["show", SKEWED, "--format", "json"], &db)).unwrap();
+    let start = json["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "00F067AA0BA902B7:start")
+        .unwrap();
+    assert_eq!(
+        start["typed"],
+        serde_json::json!([
+            ["http.status_code", {"int": 500}],
+            ["retry.ids", {"array": [{"int": 1}, {"int": 2}]}]
+        ])
     );
 
     let only = run(&["show", SKEWED, "--critical-path-only"], &db);
@@ -240,4 +259,105 @@ fn a_second_import_changes_nothing() {
         .collect();
     assert_eq!(before, after);
     assert_eq!(run(&["tasks"], &db), tasks);
+}
+
+/// `tasks` finds tasks by service, operation, attribute, duration and error, sorted by start or
+/// duration.
+#[test]
+fn tasks_are_found_by_service_operation_attribute_duration_and_error() {
+    let (_tmp, db) = store();
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut a = vec!["tasks", "--json"];
+        a.extend_from_slice(args);
+        let v: Value = serde_json::from_str(&run(&a, &db)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&["--service", "backend"]), [SKEWED]);
+    assert_eq!(ids(&["--service", "beta"]), [TWO_SERVICES]);
+    assert!(ids(&["--service", "back"]).is_empty());
+    assert_eq!(ids(&["--operation", "work"]), [TWO_SERVICES]);
+    assert_eq!(ids(&["--operation", "GET /stock"]), [SKEWED]);
+    assert_eq!(ids(&["--attr", "http.status_code=500"]), [SKEWED]);
+    assert_eq!(
+        ids(&["--attr", "http.route=/stock", "--attr", "retry.ids=[1,2]"]),
+        [SKEWED]
+    );
+    assert!(ids(&["--attr", "http.status_code=200"]).is_empty());
+    assert_eq!(ids(&["--errors"]), [SKEWED]);
+    // Durations as stored (earliest to latest timestamp, before any skew correction): SKEWED
+    // spans 145.4 ms, TWO_SERVICES 50 ms.
+    assert_eq!(ids(&["--min-duration", "100ms"]), [SKEWED]);
+    assert_eq!(ids(&["--max-duration", "0.05s"]), [TWO_SERVICES]);
+    assert_eq!(ids(&["--sort", "duration"]), [SKEWED, TWO_SERVICES]);
+    assert_eq!(ids(&["--sort", "duration", "--limit", "1"]), [SKEWED]);
+    let v: Value = serde_json::from_str(&run(&["tasks", "--json", "--errors"], &db)).unwrap();
+    assert_eq!(v[0]["errors"], 1);
+    assert_eq!(v[0]["services"], serde_json::json!(["backend", "frontend"]));
+    // A bad --attr or duration is a usage error.
+    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+        .args(["tasks", "--attr", "novalue", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected KEY=VALUE"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `show --format json` is streamed from the graph (issue 17: 6.4 s and 577 MB for 100,000
+/// events as one JSON value): the same document, `resources` only with `--resources`.
+#[test]
+fn show_json_has_every_part_of_the_task() {
+    let (_tmp, db) = store();
+    let plain: Value =
+        serde_json::from_str(&run(&["show", TWO_SERVICES, "--format", "json"], &db)).unwrap();
+    let keys: Vec<&str> = plain
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for k in [
+        "task",
+        "events",
+        "edges",
+        "problems",
+        "critical_path",
+        "skew_adjustment",
+    ] {
+        assert!(keys.contains(&k), "{k} in {keys:?}");
+    }
+    assert!(!keys.contains(&"resources"), "{keys:?}");
+    assert_eq!(plain["task"], TWO_SERVICES);
+    assert_eq!(plain["events"].as_array().unwrap().len(), 4);
+    assert!(plain["critical_path"].is_null());
+    // 2 start → end edges, the child's parent edge, and the nesting edge of `work` in `root`.
+    assert_eq!(
+        plain["edges"].as_array().unwrap().len(),
+        4,
+        "{}",
+        plain["edges"]
+    );
+    let full: Value = serde_json::from_str(&run(
+        &[
+            "show",
+            TWO_SERVICES,
+            "--format",
+            "json",
+            "--resources",
+            "--critical-path",
+        ],
+        &db,
+    ))
+    .unwrap();
+    assert_eq!(full["critical_path"]["total_ns"], 50 * MS);
+    assert!(full["resources"].is_object(), "{}", full["resources"]);
+    assert_eq!(full["events"], plain["events"]);
 }

@@ -173,7 +173,18 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("collect.db");
     let mut child = crate::sightline()
-        .args(["collect", "--xtrace-port", "0", "--otlp-port", "0", "--db"])
+        .args([
+            "collect",
+            "--xtrace-port",
+            "0",
+            "--otlp-port",
+            "0",
+            "--otlp-grpc-port",
+            "0",
+            "--zipkin-port",
+            "0",
+            "--db",
+        ])
         .arg(&db)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -184,6 +195,11 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     stdout.read_line(&mut first).unwrap();
     // "sightline collect: X-Trace TCP 127.0.0.1:P UDP 127.0.0.1:P; OTLP/HTTP http://127.0.0.1:P/v1/traces; …"
     let words: Vec<&str> = first.split_whitespace().collect();
+    let grpc = words[words.iter().position(|w| *w == "OTLP/gRPC").unwrap() + 1];
+    assert!(
+        grpc.starts_with("127.0.0.1:") && !grpc.starts_with("127.0.0.1:0;"),
+        "{first}"
+    );
     let tcp = words[words.iter().position(|w| *w == "TCP").unwrap() + 1].to_string();
     let http = words.iter().find(|w| w.starts_with("http://")).unwrap();
     let http = http
@@ -209,14 +225,16 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     s.write_all(&frames).unwrap();
     drop(s);
 
-    // OTLP: the captured Python request; a 200 means committed.
+    // OTLP: the captured Python request, twice (an exporter's retry); a 200 means committed.
     let body = std::fs::read(&py).unwrap();
-    let mut h = TcpStream::connect(&http).unwrap();
-    write!(h, "POST /v1/traces HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
-    h.write_all(&body).unwrap();
-    let mut resp = String::new();
-    h.read_to_string(&mut resp).unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    for _ in 0..2 {
+        let mut h = TcpStream::connect(&http).unwrap();
+        write!(h, "POST /v1/traces HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len()).unwrap();
+        h.write_all(&body).unwrap();
+        let mut resp = String::new();
+        h.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    }
 
     // Give the TCP connection a moment to be accepted, then SIGTERM.
     std::thread::sleep(std::time::Duration::from_millis(300));
@@ -229,7 +247,12 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     stdout.read_to_string(&mut rest).unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{rest}");
-    assert!(rest.contains("stopped; 13 events stored"), "{rest}");
+    // The retry's 9 events are reported once as already stored, not counted as stored.
+    assert!(rest.contains("stopped; 13 events stored in "), "{rest}");
+    assert!(
+        rest.contains(" transactions; 9 already stored (not stored again); X-Trace"),
+        "{rest}"
+    );
     assert!(
         rest.contains("UDP dropped 0 with the store queue full, 0 by the kernel"),
         "{rest}"
