@@ -1,5 +1,6 @@
 // Compare two tasks: their summaries side by side, time on the critical path per agent, and
-// the structure diff (event kinds added, missing or changed in count), from /api/ui/compare.
+// the structure diff by operation (an agent's span name or label: added, missing or changed in
+// count or time, with its time in A and B and the difference), from /api/ui/compare.
 import {el, api, fmtDur, mount} from './util.js';
 
 export async function render(params) {
@@ -19,21 +20,38 @@ export async function render(params) {
     row('events', (s) => s.events), row('edges', (s) => s.edges), row('joins', (s) => s.joins),
     row('duration', (s) => fmtDur(s.duration_ns)),
     row('critical path', (s) => `${s.critical_path_events} events, ${fmtDur(s.critical_path_ns)}`));
+  const diff = (p) => {
+    const d = p[1] - p[0];
+    return el('td', {class: d > 0 ? 'num slower' : d < 0 ? 'num faster' : 'num'}, `${d > 0 ? '+' : ''}${fmtDur(d)}`);
+  };
+  const num = (v) => el('td', {class: 'num'}, v);
   const maxNs = Math.max(1, ...C.agents.flatMap((g) => g.critical_path_ns));
   const bar = (ns, cls) => el('span', {class: `bar ${cls}`}, el('span', {style: `width:${(100 * ns / maxNs).toFixed(2)}%`}));
   const agents = el('table', {class: 'cmp', id: 'cmp-agents'},
-    el('tr', {}, el('th', {}, 'agent'), el('th', {}, 'events A'), el('th', {}, 'events B'), el('th', {}, 'critical path A'), el('th', {}, 'critical path B')),
+    el('tr', {}, el('th', {}, 'agent'), el('th', {}, 'events A'), el('th', {}, 'events B'),
+      el('th', {}, 'critical path A'), el('th', {}, 'critical path B'), el('th', {}, 'B − A')),
     C.agents.map((g) => el('tr', {},
-      el('td', {}, g.agent), el('td', {}, g.events[0]), el('td', {}, g.events[1]),
+      el('td', {}, g.agent), num(g.events[0]), num(g.events[1]),
       el('td', {}, bar(g.critical_path_ns[0], 'a'), ' ', fmtDur(g.critical_path_ns[0])),
-      el('td', {}, bar(g.critical_path_ns[1], 'b'), ' ', fmtDur(g.critical_path_ns[1])))));
-  const change = (k) => k.count[0] === 0 ? 'added in B' : k.count[1] === 0 ? 'missing in B' : 'changed';
-  const kinds = el('table', {class: 'cmp', id: 'cmp-kinds'},
-    el('tr', {}, el('th', {}, 'event kind'), el('th', {}, 'A'), el('th', {}, 'B'), el('th', {}, '')),
-    C.kinds.slice(0, 300).map((k) => el('tr', {class: change(k).split(' ')[0]},
-      el('td', {}, k.kind), el('td', {}, k.count[0]), el('td', {}, k.count[1]), el('td', {}, change(k)))));
+      el('td', {}, bar(g.critical_path_ns[1], 'b'), ' ', fmtDur(g.critical_path_ns[1])),
+      diff(g.critical_path_ns))));
+  const words = {added: 'added in B', missing: 'missing in B', changed: 'changed', same: 'same'};
+  const differ = C.operations.filter((o) => o.change !== 'same').length;
+  const shown = C.operations.slice(0, 500);
+  const ops = el('table', {class: 'cmp', id: 'cmp-ops'},
+    el('tr', {}, el('th', {}, ''), el('th', {}, 'agent'), el('th', {}, 'operation'),
+      el('th', {}, 'count A'), el('th', {}, 'count B'), el('th', {}, 'time A'), el('th', {}, 'time B'),
+      el('th', {}, 'B − A'), el('th', {}, 'critical path A'), el('th', {}, 'critical path B')),
+    shown.map((o) => el('tr', {class: o.change},
+      el('td', {class: 'change'}, words[o.change] || o.change), el('td', {}, o.agent), el('td', {}, o.operation),
+      num(o.count[0]), num(o.count[1]), num(fmtDur(o.time_ns[0])), num(fmtDur(o.time_ns[1])), diff(o.time_ns),
+      num(fmtDur(o.critical_path_ns[0])), num(fmtDur(o.critical_path_ns[1])))));
   mount(el('h2', {}, 'Compare two tasks'), form, summary,
     el('h3', {}, 'Time on the critical path per agent'), agents,
-    el('h3', {}, `Structure: ${C.kinds.length} event kinds differ`), kinds);
+    el('h3', {id: 'cmp-ops-head'}, `Operations: ${differ} of ${C.operations.length} differ`),
+    el('p', {class: 'muted'}, 'An operation is an agent\'s span name or event label. Time: a span\'s duration, ' +
+      'or for an event the time since its latest parent; summed over its occurrences.' +
+      (shown.length < C.operations.length ? ` First ${shown.length} shown.` : '')),
+    ops);
   document.body.dataset.ready = 'compare';
 }
