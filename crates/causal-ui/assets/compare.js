@@ -7,23 +7,27 @@ export async function render(params) {
   window.__sightline.view = 'compare';
   const a = params.get('a') || '', b = params.get('b') || '';
   const form = el('form', {class: 'search', id: 'compare-form', method: 'get', action: '/compare'},
-    el('label', {}, 'Task A ', el('input', {name: 'a', id: 'f-a', value: a, size: 34})),
-    el('label', {}, 'Task B ', el('input', {name: 'b', id: 'f-b', value: b, size: 34})),
+    el('label', {}, 'Task A ', el('input', {name: 'a', id: 'f-a', class: 'task-id', value: a, size: 40})),
+    el('label', {}, 'Task B ', el('input', {name: 'b', id: 'f-b', class: 'task-id', value: b, size: 40})),
     el('button', {type: 'submit'}, 'Compare'));
   if (!a || !b) { mount(el('h2', {}, 'Compare two tasks'), form); document.body.dataset.ready = 'compare'; return; }
   const C = (await api(`/api/ui/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`)).comparison;
   const link = (t) => el('a', {href: `/trace/${encodeURIComponent(t)}`}, t);
-  const row = (name, f) => el('tr', {}, el('th', {}, name), el('td', {}, f(C.a)), el('td', {}, f(C.b)));
-  const summary = el('table', {class: 'cmp', id: 'cmp-summary'},
-    el('tr', {}, el('th', {}), el('th', {}, 'A'), el('th', {}, 'B')),
-    row('task', (s) => link(s.task)),
-    row('events', (s) => s.events), row('edges', (s) => s.edges), row('joins', (s) => s.joins),
-    row('duration', (s) => fmtDur(s.duration_ns)),
-    row('critical path', (s) => `${s.critical_path_events} events, ${fmtDur(s.critical_path_ns)}`));
-  const diff = (p) => {
-    const d = p[1] - p[0];
-    return el('td', {class: d > 0 ? 'num slower' : d < 0 ? 'num faster' : 'num'}, `${d > 0 ? '+' : ''}${fmtDur(d)}`);
+  // B − A; a duration is coloured (red: B took longer, green: B was faster), a count is not.
+  const diff = (p, fmt = fmtDur) => {
+    const d = p[1] - p[0], tint = fmt === fmtDur ? (d > 0 ? ' slower' : d < 0 ? ' faster' : '') : '';
+    return el('td', {class: `num${tint}`}, `${d > 0 ? '+' : ''}${fmt(d)}`);
   };
+  // A summary row: A, B and, for a number `key` of each side, B − A (as a count or a duration).
+  const row = (name, f, key, fmt = String) => el('tr', {}, el('th', {}, name), el('td', {}, f(C.a)), el('td', {}, f(C.b)),
+    key ? diff([C.a[key], C.b[key]], fmt) : el('td', {}));
+  const summary = el('table', {class: 'cmp', id: 'cmp-summary'},
+    el('tr', {}, el('th', {}), el('th', {}, 'A'), el('th', {}, 'B'), el('th', {}, 'B − A')),
+    row('task', (s) => link(s.task)),
+    row('events', (s) => s.events, 'events'), row('edges', (s) => s.edges, 'edges'),
+    row('joins', (s) => s.joins, 'joins'),
+    row('duration', (s) => fmtDur(s.duration_ns), 'duration_ns', fmtDur),
+    row('critical path', (s) => `${s.critical_path_events} events, ${fmtDur(s.critical_path_ns)}`, 'critical_path_ns', fmtDur));
   const num = (v) => el('td', {class: 'num'}, v);
   const maxNs = Math.max(1, ...C.agents.flatMap((g) => g.critical_path_ns));
   const bar = (ns, cls) => el('span', {class: `bar ${cls}`}, el('span', {style: `width:${(100 * ns / maxNs).toFixed(2)}%`}));
@@ -47,9 +51,9 @@ export async function render(params) {
       num(o.count[0]), num(o.count[1]), num(fmtDur(o.time_ns[0])), num(fmtDur(o.time_ns[1])), diff(o.time_ns),
       num(fmtDur(o.critical_path_ns[0])), num(fmtDur(o.critical_path_ns[1])))));
   mount(el('h2', {}, 'Compare two tasks'), form, summary,
-    el('h3', {}, 'Time on the critical path per agent'), agents,
-    el('h3', {id: 'cmp-ops-head'}, `Operations: ${differ} of ${C.operations.length} differ`),
-    el('p', {class: 'muted'}, 'An operation is an agent\'s span name or event label. Time: a span\'s duration, ' +
+    el('h3', {class: 'cmp'}, 'Time on the critical path per agent'), agents,
+    el('h3', {class: 'cmp', id: 'cmp-ops-head'}, `Operations: ${differ} of ${C.operations.length} differ`),
+    el('p', {class: 'muted note'}, 'An operation is an agent\'s span name or event label. Time: a span\'s duration, ' +
       'or for an event the time since its latest parent; summed over its occurrences.' +
       (shown.length < C.operations.length ? ` First ${shown.length} shown.` : '')),
     ops);

@@ -484,6 +484,16 @@ async fn compare_two(c: &Client, base: &str) {
             "1.034s"
         ]
     );
+    let duration = js(
+        c,
+        "[...document.querySelectorAll('#cmp-summary tr')].map(r => [...r.cells].map(d => d.textContent))
+           .find(r => r[0] === 'duration')",
+    )
+    .await;
+    assert_eq!(
+        duration,
+        json!(["duration", "21.480s", "1.034s", "-20.446s"])
+    );
     let head = js(c, "document.getElementById('cmp-ops-head').textContent").await;
     assert_eq!(head, "Operations: 1 of 2 differ");
     shot(c, "compare-gc").await;
