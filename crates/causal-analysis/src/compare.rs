@@ -413,12 +413,11 @@ impl Comparison {
                  critical-path time A/B):",
                 self.operations.len()
             );
+            // The name last: operation names are any length, the numbers stay in columns.
             for d in self.operations.iter().take(max_operations) {
-                let _ = writeln!(
-                    o,
-                    "  {:<8} {:<36} {:>5}/{:<5} {:>11}/{:<11} {:>12} {:>11}/{:<11}",
+                let line = format!(
+                    "  {:<8} {:>5}/{:<5} {:>11}/{:<11} {:>12} {:>11}/{:<11} {}: {}",
                     d.change.as_str(),
-                    format!("{}: {}", d.agent, d.operation),
                     d.count.0,
                     d.count.1,
                     fmt_duration(d.time_ns.0),
@@ -426,7 +425,10 @@ impl Comparison {
                     fmt_duration(d.time_ns.1.saturating_sub(d.time_ns.0)),
                     fmt_duration(d.critical_path_ns.0),
                     fmt_duration(d.critical_path_ns.1),
+                    d.agent,
+                    d.operation,
                 );
+                let _ = writeln!(o, "{}", line.trim_end());
             }
             if self.operations.len() > max_operations {
                 let _ = writeln!(o, "  … {} more", self.operations.len() - max_operations);
@@ -533,13 +535,13 @@ mod tests {
             row.split_whitespace().collect::<Vec<_>>(),
             [
                 "changed",
-                "disk:",
-                "read",
-                "done",
                 "1/1",
                 "5.000ms/50.000ms",
                 "45.000ms",
-                "5.000ms/50.000ms"
+                "5.000ms/50.000ms",
+                "disk:",
+                "read",
+                "done"
             ],
             "{t}"
         );
