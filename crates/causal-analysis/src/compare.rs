@@ -1,10 +1,20 @@
 //! Comparison of two tasks: where a slow request spent the time a fast one did not.
 //!
-//! Two executions of the same operation are compared by agent (the layer or component): events
-//! each reported, and time on each one's critical path; and by event kind (`agent: label`), which
-//! shows work that happened in only one of them. This is the comparison that X-Trace's authors
-//! used to explain slow HDFS and MapReduce runs, and that Spectroscope (Sambasivan et al.,
-//! "Diagnosing performance changes by comparing request flows", NSDI 2011) automates.
+//! Two executions of the same request are compared by agent (the layer or component): events
+//! each reported, and time on each one's critical path; and by *operation* ([`OperationDiff`]):
+//! an agent's OTLP span name or X-Trace label, with how often it occurred, the time it took and
+//! its time on the critical path in each task, so work that happened in only one of them
+//! (added, missing) or more often or for longer (changed) stands out. This is the comparison
+//! that X-Trace's authors used to explain slow HDFS and MapReduce runs, and that Spectroscope
+//! (Sambasivan et al., "Diagnosing performance changes by comparing request flows", NSDI 2011)
+//! automates.
+//!
+//! An operation's *time* in one task ([`OperationDiff::time_ns`]) is the sum over its
+//! occurrences of: for a span, its duration (end − start); for a point event (an X-Trace report),
+//! the time since its latest causal parent, the work that ended with it being reported (the
+//! share the happened-before critical path charges to it, `docs/critical-path.md`); 0 for a root
+//! or without timestamps. Span events (`S:eventN`) belong to their span and are no operation of
+//! their own.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +22,7 @@ use serde::Serialize;
 
 use crate::critical::CriticalPath;
 use crate::graph::{TaskGraph, fmt_duration};
+use crate::model::{EdgeKind, Event};
 use crate::render::describe;
 
 /// One side's summary.
@@ -44,13 +55,47 @@ pub struct AgentDiff {
     pub critical_path_ns: (i64, i64),
 }
 
-/// An event kind (`agent: label`) whose count differs.
+/// How an operation differs between task A and task B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Only in B.
+    Added,
+    /// Only in A.
+    Missing,
+    /// In both, with a different count or time.
+    Changed,
+    /// In both, with the same count and time.
+    Same,
+}
+
+impl Change {
+    /// The word the text view and the page print: `added`, `missing`, `changed`, `same`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Change::Added => "added",
+            Change::Missing => "missing",
+            Change::Changed => "changed",
+            Change::Same => "same",
+        }
+    }
+}
+
+/// One operation (an agent's span name or event label) in both tasks (module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KindDiff {
-    /// The kind, as [`describe`] prints it.
-    pub kind: String,
-    /// Count in A and in B.
+pub struct OperationDiff {
+    /// Agent (`?` when events had none).
+    pub agent: String,
+    /// Span name, or event label (else the identifying field, as [`describe`] names it).
+    pub operation: String,
+    /// Occurrences in A and in B.
     pub count: (usize, usize),
+    /// Time in A and in B, ns (module docs).
+    pub time_ns: (i64, i64),
+    /// Critical-path time charged to it in A and in B, ns.
+    pub critical_path_ns: (i64, i64),
+    /// Added, missing, changed or the same.
+    pub change: Change,
 }
 
 /// The comparison of task A with task B.
@@ -62,8 +107,124 @@ pub struct Comparison {
     pub b: Side,
     /// Per agent, largest critical-path difference first.
     pub agents: Vec<AgentDiff>,
-    /// Event kinds whose counts differ, largest difference first.
-    pub kinds: Vec<KindDiff>,
+    /// Every operation of either task: added, missing and changed ones first, each group by
+    /// largest time difference, then agent and name.
+    pub operations: Vec<OperationDiff>,
+}
+
+/// One operation's totals in one task.
+#[derive(Debug, Default, Clone, Copy)]
+struct OpTotals {
+    count: usize,
+    time_ns: i64,
+    critical_path_ns: i64,
+}
+
+/// An event's name as an operation (module docs): the span name for a span's events, else its
+/// label, else its identifying field.
+fn operation_name(e: &Event) -> String {
+    if let Some(n) = e.field("span.name") {
+        return n.to_string();
+    }
+    let spanlike = e.id.ends_with(":start") || e.id.ends_with(":end");
+    match e.label() {
+        Some(l) if spanlike => l
+            .strip_suffix(" start")
+            .or_else(|| l.strip_suffix(" end"))
+            .unwrap_or(l)
+            .to_string(),
+        Some(l) => l.to_string(),
+        None => {
+            let d = describe(e);
+            match &e.agent {
+                Some(a) => d
+                    .strip_prefix(a.as_str())
+                    .and_then(|r| r.strip_prefix(": "))
+                    .map(str::to_string)
+                    .unwrap_or(d),
+                None => d,
+            }
+        }
+    }
+}
+
+/// The operations of `g` with their totals, keyed by (agent, name).
+fn operations(g: &TaskGraph, cp: Option<&CriticalPath>) -> BTreeMap<(String, String), OpTotals> {
+    // The span id of a span's events (`S:start`, `S:end`, `S:eventN`).
+    let span_of = |e: &Event| -> Option<String> {
+        let (s, rest) = e.id.rsplit_once(':')?;
+        (rest == "start" || rest == "end" || rest.starts_with("event")).then(|| s.to_string())
+    };
+    // Each span's (start, end) events; a span's name and agent come from its start event.
+    let mut spans: BTreeMap<String, (Option<usize>, Option<usize>)> = BTreeMap::new();
+    for (i, e) in g.events.iter().enumerate() {
+        if let Some(s) = span_of(e) {
+            let slot = spans.entry(s).or_default();
+            if e.id.ends_with(":start") {
+                slot.0 = Some(i);
+            } else if e.id.ends_with(":end") {
+                slot.1 = Some(i);
+            }
+        }
+    }
+    let key = |e: &Event| {
+        (
+            e.agent.clone().unwrap_or_else(|| "?".into()),
+            operation_name(e),
+        )
+    };
+    // The operation each event belongs to (a span event: its span's, when the span has a start
+    // or an end).
+    let key_of = |i: usize| {
+        let e = &g.events[i];
+        match span_of(e).and_then(|s| spans.get(&s)) {
+            Some(&(Some(s), _)) => key(&g.events[s]),
+            Some(&(None, Some(end))) => key(&g.events[end]),
+            _ => key(e),
+        }
+    };
+    // Latest causal parent's timestamp of each event.
+    let mut latest_parent: Vec<Option<i64>> = vec![None; g.len()];
+    for ed in &g.edges {
+        let Some(from) = ed.from_index else { continue };
+        if ed.kind != EdgeKind::Causal {
+            continue;
+        }
+        if let Some(t) = g.events[from].timestamp_ns {
+            let slot = &mut latest_parent[ed.to_index];
+            *slot = Some(slot.map_or(t, |s| s.max(t)));
+        }
+    }
+    let mut ops: BTreeMap<(String, String), OpTotals> = BTreeMap::new();
+    for (i, e) in g.events.iter().enumerate() {
+        let time = match span_of(e).and_then(|s| spans.get(&s)) {
+            // A span is counted once, at its start (or its end when the start is missing).
+            Some(&(start, end)) => {
+                let lead = start.or(end);
+                if lead != Some(i) {
+                    continue;
+                }
+                let ts = |k: Option<usize>| k.and_then(|k| g.events[k].timestamp_ns);
+                ts(start)
+                    .zip(ts(end))
+                    .map_or(0, |(s, e)| e.saturating_sub(s).max(0))
+            }
+            None => e
+                .timestamp_ns
+                .zip(latest_parent[i])
+                .map_or(0, |(t, p)| t.saturating_sub(p).max(0)),
+        };
+        let o = ops.entry(key_of(i)).or_default();
+        o.count += 1;
+        o.time_ns = o.time_ns.saturating_add(time);
+    }
+    if let Some(cp) = cp {
+        for s in &cp.steps {
+            let o = ops.entry(key_of(s.owner)).or_default();
+            o.critical_path_ns = o.critical_path_ns.saturating_add(s.delta_ns);
+        }
+    }
+    ops
 }
 
 fn side(g: &TaskGraph, cp: Option<&CriticalPath>) -> Side {
@@ -123,34 +284,52 @@ impl Comparison {
                 d.agent.clone(),
             )
         });
-        let mut kinds: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-        for e in &a.events {
-            kinds.entry(describe(e)).or_default().0 += 1;
-        }
-        for e in &b.events {
-            kinds.entry(describe(e)).or_default().1 += 1;
-        }
-        let mut kinds: Vec<KindDiff> = kinds
+        let (oa, ob) = (operations(a, ca.as_ref()), operations(b, cb.as_ref()));
+        let mut keys: Vec<&(String, String)> = oa.keys().chain(ob.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        let mut operations: Vec<OperationDiff> = keys
             .into_iter()
-            .filter(|(_, c)| c.0 != c.1)
-            .map(|(kind, count)| KindDiff { kind, count })
+            .map(|k| {
+                let (x, y) = (oa.get(k), ob.get(k));
+                let (tx, ty) = (
+                    x.copied().unwrap_or_default(),
+                    y.copied().unwrap_or_default(),
+                );
+                let change = match (x, y) {
+                    (None, _) => Change::Added,
+                    (_, None) => Change::Missing,
+                    _ if (tx.count, tx.time_ns) != (ty.count, ty.time_ns) => Change::Changed,
+                    _ => Change::Same,
+                };
+                OperationDiff {
+                    agent: k.0.clone(),
+                    operation: k.1.clone(),
+                    count: (tx.count, ty.count),
+                    time_ns: (tx.time_ns, ty.time_ns),
+                    critical_path_ns: (tx.critical_path_ns, ty.critical_path_ns),
+                    change,
+                }
+            })
             .collect();
-        kinds.sort_by_key(|k| {
+        // Stable: ties keep the (agent, name) order of the keys.
+        operations.sort_by_key(|o| {
             (
-                std::cmp::Reverse(k.count.0.abs_diff(k.count.1)),
-                k.kind.clone(),
+                o.change == Change::Same,
+                std::cmp::Reverse(o.time_ns.1.saturating_sub(o.time_ns.0).saturating_abs()),
             )
         });
         Comparison {
             a: side(a, ca.as_ref()),
             b: side(b, cb.as_ref()),
             agents,
-            kinds,
+            operations,
         }
     }
 
-    /// The comparison as text: both sides, agents, then up to `max_kinds` differing event kinds.
-    pub fn text(&self, max_kinds: usize) -> String {
+    /// The comparison as text: both sides, agents, then up to `max_operations` operations (those
+    /// that differ first).
+    pub fn text(&self, max_operations: usize) -> String {
         use std::fmt::Write as _;
         let mut o = String::new();
         // Ids up to 22 digits (X-Trace's 16 and 20) head their columns; longer ones (a 32-digit
@@ -222,13 +401,37 @@ impl Comparison {
                 fmt_duration(d.critical_path_ns.1.saturating_sub(d.critical_path_ns.0))
             );
         }
-        if !self.kinds.is_empty() {
-            let _ = writeln!(o, "\nevent kinds whose counts differ (A/B):");
-            for k in self.kinds.iter().take(max_kinds) {
-                let _ = writeln!(o, "  {:>5}/{:<5} {}", k.count.0, k.count.1, k.kind);
+        let differ = self
+            .operations
+            .iter()
+            .filter(|d| d.change != Change::Same)
+            .count();
+        if !self.operations.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nby operation ({differ} of {} differ; count A/B, time A/B, difference B-A, \
+                 critical-path time A/B):",
+                self.operations.len()
+            );
+            // The name last: operation names are any length, the numbers stay in columns.
+            for d in self.operations.iter().take(max_operations) {
+                let line = format!(
+                    "  {:<8} {:>5}/{:<5} {:>11}/{:<11} {:>12} {:>11}/{:<11} {}: {}",
+                    d.change.as_str(),
+                    d.count.0,
+                    d.count.1,
+                    fmt_duration(d.time_ns.0),
+                    fmt_duration(d.time_ns.1),
+                    fmt_duration(d.time_ns.1.saturating_sub(d.time_ns.0)),
+                    fmt_duration(d.critical_path_ns.0),
+                    fmt_duration(d.critical_path_ns.1),
+                    d.agent,
+                    d.operation,
+                );
+                let _ = writeln!(o, "{}", line.trim_end());
             }
-            if self.kinds.len() > max_kinds {
-                let _ = writeln!(o, "  … {} more", self.kinds.len() - max_kinds);
+            if self.operations.len() > max_operations {
+                let _ = writeln!(o, "  … {} more", self.operations.len() - max_operations);
             }
         }
         o
@@ -278,16 +481,71 @@ mod tests {
                 critical_path_ns: (5_000_000, 50_000_000)
             }
         );
+        // Per operation (module docs): send is a root (0), recv 1 ms after send, read done 5 ms
+        // (A) or 50 ms (B) after recv, done 1 ms after read done; B's retry at the time of its
+        // parent recv (0). On the chain, each operation's critical-path time is its own time.
+        let op = |agent: &str, name: &str, count, time_ns, cp_ns, change| OperationDiff {
+            agent: agent.into(),
+            operation: name.into(),
+            count,
+            time_ns,
+            critical_path_ns: cp_ns,
+            change,
+        };
         assert_eq!(
-            c.kinds,
-            vec![KindDiff {
-                kind: "server: retry".into(),
-                count: (0, 1)
-            }]
+            c.operations,
+            vec![
+                op(
+                    "disk",
+                    "read done",
+                    (1, 1),
+                    (5_000_000, 50_000_000),
+                    (5_000_000, 50_000_000),
+                    Change::Changed
+                ),
+                op("server", "retry", (0, 1), (0, 0), (0, 0), Change::Added),
+                op(
+                    "client",
+                    "done",
+                    (1, 1),
+                    (1_000_000, 1_000_000),
+                    (1_000_000, 1_000_000),
+                    Change::Same
+                ),
+                op("client", "send", (1, 1), (0, 0), (0, 0), Change::Same),
+                op(
+                    "server",
+                    "recv",
+                    (1, 1),
+                    (1_000_000, 1_000_000),
+                    (1_000_000, 1_000_000),
+                    Change::Same
+                ),
+            ]
         );
+        // Swapped, the retry is missing in B and the difference changes sign.
+        let r = Comparison::compute(&task("B", 50, true), &task("A", 5, false));
+        assert_eq!(r.operations[1].change, Change::Missing);
+        assert_eq!(r.operations[0].time_ns, (50_000_000, 5_000_000));
         let t = c.text(10);
         assert!(t.contains("server: retry"), "{t}");
         assert!(t.contains("45.000ms"), "{t}");
+        let row = t.lines().find(|l| l.contains("disk: read done")).unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            [
+                "changed",
+                "1/1",
+                "5.000ms/50.000ms",
+                "45.000ms",
+                "5.000ms/50.000ms",
+                "disk:",
+                "read",
+                "done"
+            ],
+            "{t}"
+        );
+        assert!(t.contains("by operation (2 of 5 differ;"), "{t}");
         assert!(
             t.lines()
                 .next()
@@ -319,5 +577,86 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["events", "4", "4"]
         );
+    }
+
+    /// An OTLP-shaped span: `S:start` (with `span.name`, parent `P:start`) and `S:end`.
+    fn span(
+        task: &str,
+        id: &str,
+        agent: &str,
+        name: &str,
+        parent: Option<&str>,
+        ms: (i64, i64),
+    ) -> Vec<Event> {
+        let base = Event {
+            task: task.into(),
+            agent: Some(agent.into()),
+            ..Event::default()
+        };
+        let mut start = Event {
+            id: format!("{id}:start"),
+            labels: vec![format!("{name} start")],
+            timestamp_ns: Some(ms.0 * 1_000_000),
+            fields: vec![("span.name".into(), name.into())],
+            ..base.clone()
+        };
+        if let Some(p) = parent {
+            start.parents.push(Parent::causal(format!("{p}:start")));
+        }
+        let end = Event {
+            id: format!("{id}:end"),
+            labels: vec![format!("{name} end")],
+            timestamp_ns: Some(ms.1 * 1_000_000),
+            parents: vec![Parent::causal(format!("{id}:start"))],
+            ..base
+        };
+        vec![start, end]
+    }
+
+    /// Spans: a span's time is its duration, a span event is no operation, and the span-tree
+    /// critical path charges a parent's own time to it. A: checkout 0–100 ms calls query 10–40
+    /// (with a span event at 20). B: checkout 0–150 calls query 10–40, then query 50–120.
+    /// Critical path A: checkout 0–10 and 40–100 (70 ms), query 30 ms; B: checkout 0–10, 40–50
+    /// and 120–150 (50 ms), query 30 + 70 = 100 ms.
+    #[test]
+    fn spans_are_compared_by_name_with_their_durations() {
+        let mut a = span("A", "R", "api", "checkout", None, (0, 100));
+        a.extend(span("A", "C", "db", "query", Some("R"), (10, 40)));
+        a.push(Event {
+            task: "A".into(),
+            id: "C:event1".into(),
+            agent: Some("db".into()),
+            labels: vec!["cache.miss".into()],
+            timestamp_ns: Some(20_000_000),
+            parents: vec![Parent::causal("C:start")],
+            ..Event::default()
+        });
+        let mut b = span("B", "R", "api", "checkout", None, (0, 150));
+        b.extend(span("B", "C1", "db", "query", Some("R"), (10, 40)));
+        b.extend(span("B", "C2", "db", "query", Some("R"), (50, 120)));
+        let c = Comparison::compute(&TaskGraph::build("A", a), &TaskGraph::build("B", b));
+        let ms = |x: i64, y: i64| (x * 1_000_000, y * 1_000_000);
+        assert_eq!(
+            c.operations,
+            vec![
+                OperationDiff {
+                    agent: "db".into(),
+                    operation: "query".into(),
+                    count: (1, 2),
+                    time_ns: ms(30, 100),
+                    critical_path_ns: ms(30, 100),
+                    change: Change::Changed,
+                },
+                OperationDiff {
+                    agent: "api".into(),
+                    operation: "checkout".into(),
+                    count: (1, 1),
+                    time_ns: ms(100, 150),
+                    critical_path_ns: ms(70, 50),
+                    change: Change::Changed,
+                },
+            ]
+        );
+        assert_eq!((c.a.critical_path_ns, c.b.critical_path_ns), ms(100, 150));
     }
 }

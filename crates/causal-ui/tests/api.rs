@@ -287,6 +287,25 @@ fn compare_two_tasks() {
         agents.contains(&"research-node-demo") && agents.contains(&"research-py-demo"),
         "{agents:?}"
     );
+    // Two services: every operation is in one task only; fanout_a of the Node demo lasted
+    // 664834048 - 654000000 ns (its span's end and start in the data).
+    let ops = c["operations"].as_array().unwrap();
+    let fanout_a = ops
+        .iter()
+        .find(|o| o["agent"] == "research-node-demo" && o["operation"] == "fanout_a")
+        .unwrap_or_else(|| panic!("{ops:?}"));
+    assert_eq!(
+        fanout_a,
+        &serde_json::json!({
+            "agent": "research-node-demo", "operation": "fanout_a", "count": [1, 0],
+            "time_ns": [10_834_048, 0], "critical_path_ns": fanout_a["critical_path_ns"],
+            "change": "missing"
+        })
+    );
+    assert!(
+        ops.iter()
+            .all(|o| o["change"] != "changed" && o["change"] != "same")
+    );
     let (status, _, _) = get(&format!("{}/api/ui/compare?a={NODE_TASK}", s.base));
     assert_eq!(status, 400);
 }
