@@ -10,7 +10,7 @@
 //!   hosts (Jaeger's and Zipkin's adjusters), applied before analysis and display;
 //! - [`layout::layered`]: a layered drawing of the DAG ([`layout::DagLayout`]) for the web UI;
 //! - the views in [`render`]: indented text that shows forks and joins, Graphviz DOT, JSON;
-//! - [`Comparison`] of two tasks (per agent and per event kind) and [`Accounting`] of a task's
+//! - [`Comparison`] of two tasks (per agent and per operation) and [`Accounting`] of a task's
 //!   thread time and reported resources per process and agent.
 //!
 //! The model follows X-Trace (Fonseca, Porter, Katz, Shenker, Stoica, "X-Trace: A Pervasive
