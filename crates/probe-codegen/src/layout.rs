@@ -71,10 +71,18 @@ pub enum Stat {
     /// `speculation()` found every buffer in use ("N failed speculations (no speculative buffer
     /// available)").
     SpecUnavail = 4,
+    /// `exit()` ran in a record that was sent (or dropped): [`EXIT_FLAG`] `|` the status as a
+    /// `u32`, written after the record's ring-buffer output whatever its result, so the consumer
+    /// stops even when the record itself was dropped (issue 22: "control never drops"). 0 until
+    /// then; a CPU's last `exit()` wins.
+    ExitStatus = 5,
 }
 
 /// Number of [`Stat`] slots.
-pub const STAT_COUNT: u32 = 5;
+pub const STAT_COUNT: u32 = 6;
+
+/// The bit of a [`Stat::ExitStatus`] word that says `exit()` ran (its low 32 bits are the status).
+pub const EXIT_FLAG: u64 = 1 << 32;
 
 /// A map the runtime creates before loading programs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -324,6 +324,8 @@ struct CurRecord {
     size: u32,
     sections: Vec<Vec<u32>>,
     next: usize,
+    /// The `exit()` actions of the record: (section index, absolute scratch offset of the status).
+    exits: Vec<(usize, u32)>,
 }
 
 struct ProgGen<'b, 'p> {

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use probe_codegen::layout::{Attach, Layout, MapKind, ProgKind, STAT_COUNT};
+use probe_codegen::layout::{Attach, EXIT_FLAG, Layout, MapKind, ProgKind, STAT_COUNT, Stat};
 
 use crate::catalog;
 use crate::ringbuf::RingBuf;
@@ -400,6 +400,26 @@ impl Session {
             }
         }
         Ok(out)
+    }
+
+    /// The status of an `exit()` that ran on some CPU, from the [`Stat::ExitStatus`] slot the
+    /// generated code writes after the record whatever the ring buffer did with it (`None` while
+    /// no `exit()` ran). With `exit()` on several CPUs, the lowest CPU's wins. One
+    /// `BPF_MAP_LOOKUP_ELEM`.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when the lookup fails.
+    pub fn exit_status(&self) -> Result<Option<i32>, RuntimeError> {
+        let m = self.map(self.layout.stats);
+        let mut buf = vec![0u8; 8 * self.ncpus];
+        if !bpf::map_lookup(m, &(Stat::ExitStatus as u32).to_le_bytes(), &mut buf)? {
+            return Ok(None);
+        }
+        Ok(buf
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .find(|w| w & EXIT_FLAG != 0)
+            .map(|w| w as u32 as i32))
     }
 
     /// Reads aggregation `id`: every key (its own, without the number that tells the aggregations

@@ -448,6 +448,14 @@ pub trait Provider: std::fmt::Debug {
     fn suggestions(&self, out: &mut Vec<String>) {
         let _ = out;
     }
+
+    /// Why `desc` matches nothing here, when this provider knows a reason worth more than a
+    /// suggestion (a module path that is not an ELF file: "/dev/zero is not a regular file");
+    /// `None` by default.
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        let _ = desc;
+        None
+    }
 }
 
 /// The source of probes the analysis matches probe descriptions against: every [`Provider`]
@@ -459,6 +467,9 @@ pub trait ProbeCatalog {
     /// Full names (`provider:module:function:name`) of probes worth suggesting when a description
     /// matches nothing. May be a subset for huge catalogs.
     fn names(&self) -> Vec<String>;
+
+    /// Why `desc` matches nothing, when a provider knows ([`Provider::no_match_reason`]).
+    fn why_no_match(&self, desc: &ProbeDescPattern) -> Option<String>;
 }
 
 impl<P: Provider + ?Sized> ProbeCatalog for P {
@@ -472,6 +483,10 @@ impl<P: Provider + ?Sized> ProbeCatalog for P {
         let mut out = Vec::new();
         self.suggestions(&mut out);
         out
+    }
+
+    fn why_no_match(&self, desc: &ProbeDescPattern) -> Option<String> {
+        self.no_match_reason(desc)
     }
 }
 
@@ -516,6 +531,10 @@ impl Provider for Catalog {
         for p in &self.providers {
             p.suggestions(out);
         }
+    }
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        self.providers.iter().find_map(|p| p.no_match_reason(desc))
     }
 }
 

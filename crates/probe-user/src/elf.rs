@@ -25,6 +25,31 @@ pub enum ElfError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The path names no regular file (a device such as `/dev/zero`, a FIFO, a directory, a
+    /// socket), checked with `stat(2)` before anything is read.
+    #[error("{path} is not a regular file (it is {kind})")]
+    NotRegular {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead ("a character device", "a FIFO", ...).
+        kind: &'static str,
+    },
+    /// The file does not start with the ELF magic `\x7fELF` (only its first 4 bytes were read).
+    #[error("{path} is not an ELF file")]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is larger than [`MAX_ELF_SIZE`] (it is not read).
+    #[error("{path} is {size} bytes, over the limit of {limit} bytes for a probed ELF file")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes (`st_size`).
+        size: u64,
+        /// [`MAX_ELF_SIZE`].
+        limit: u64,
+    },
     /// The file is not a 64-bit ELF file, or its headers are malformed.
     #[error("{path} is not a usable 64-bit ELF file")]
     Parse {
@@ -139,18 +164,87 @@ pub(crate) struct SectionInfo {
     pub(crate) file_range: Option<(u64, u64)>,
 }
 
+/// The largest file [`ElfFile::open`] reads: 1 GiB (the biggest libraries on a Debian system,
+/// `libjvm.so` and LLVM's, are tens of MiB; the file is held in memory while probes are matched).
+pub const MAX_ELF_SIZE: u64 = 1 << 30;
+
+/// [`ElfError::NotRegular`] unless `meta` is a regular file's.
+fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), ElfError> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(());
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(ElfError::NotRegular {
+        path: path.to_path_buf(),
+        kind,
+    })
+}
+
 impl ElfFile {
     /// Reads and parses the ELF file at `path`.
     ///
     /// # Errors
-    /// [`ElfError::Read`] when the file cannot be read, [`ElfError::Parse`] (or [`ElfError::BigEndian`]) when it is not a 64-bit
-    /// little-endian ELF file.
+    /// [`ElfError::Read`] when the file cannot be read; [`ElfError::NotRegular`],
+    /// [`ElfError::TooLarge`] or [`ElfError::NotElf`] from the checks below; [`ElfError::Parse`] (or
+    /// [`ElfError::BigEndian`]) when it is not a 64-bit little-endian ELF file.
+    ///
+    /// The file is checked before it is read (issue 22: `pid:/dev/zero:malloc:entry` read
+    /// without bound): `stat(2)` must show a regular file ([`ElfError::NotRegular`], so devices,
+    /// FIFOs and directories are never opened), its size must be at most [`MAX_ELF_SIZE`]
+    /// ([`ElfError::TooLarge`]), and its first 4 bytes must be the ELF magic
+    /// ([`ElfError::NotElf`]); the read is bounded by the size `fstat(2)` gave, plus one byte to
+    /// notice a file that grows meanwhile.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ElfError> {
+        use std::io::Read;
         let path = path.as_ref().to_path_buf();
-        let data = std::fs::read(&path).map_err(|source| ElfError::Read {
+        let read_err = |source| ElfError::Read {
             path: path.clone(),
             source,
-        })?;
+        };
+        // `stat` before `open`: opening a FIFO blocks until a writer comes.
+        let meta = std::fs::metadata(&path).map_err(read_err)?;
+        check_regular(&path, &meta)?;
+        let file = std::fs::File::open(&path).map_err(read_err)?;
+        // The path may have been replaced between the two calls: check what was opened.
+        let meta = file.metadata().map_err(read_err)?;
+        check_regular(&path, &meta)?;
+        if meta.len() > MAX_ELF_SIZE {
+            return Err(ElfError::TooLarge {
+                path,
+                size: meta.len(),
+                limit: MAX_ELF_SIZE,
+            });
+        }
+        let mut data = Vec::with_capacity(meta.len() as usize);
+        let mut file = file.take(MAX_ELF_SIZE + 1);
+        (&mut file)
+            .take(4)
+            .read_to_end(&mut data)
+            .map_err(read_err)?;
+        if data.as_slice() != elf::ELFMAG {
+            return Err(ElfError::NotElf { path });
+        }
+        file.read_to_end(&mut data).map_err(read_err)?;
+        if data.len() as u64 > MAX_ELF_SIZE {
+            return Err(ElfError::TooLarge {
+                path,
+                size: data.len() as u64,
+                limit: MAX_ELF_SIZE,
+            });
+        }
         Self::from_bytes(path, data)
     }
 
@@ -433,6 +527,75 @@ fn vaddr_to_offset(segments: &[Segment], addr: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22: `pid:/dev/zero:malloc:entry` read /dev/zero without bound; every non-ELF
+    /// "module" is refused before (or after 4 bytes of) reading, naming the file and why.
+    #[test]
+    fn issue_22_non_elf_modules_are_refused_before_reading() {
+        let e = ElfFile::open("/dev/zero").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ElfError::NotRegular {
+                    kind: "a character device",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero is not a regular file (it is a character device)"
+        );
+        let e = ElfFile::open("/dev/urandom").unwrap_err();
+        assert!(matches!(e, ElfError::NotRegular { .. }), "{e:?}");
+
+        let dir = std::env::temp_dir().join(format!("elf-non-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = ElfFile::open(&dir).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is not a regular file (it is a directory)",
+                dir.display()
+            )
+        );
+
+        // A FIFO without a writer: opening it would block, so only `stat` may touch it.
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let e = ElfFile::open(&fifo).unwrap_err();
+        assert!(
+            matches!(e, ElfError::NotRegular { kind: "a FIFO", .. }),
+            "{e:?}"
+        );
+
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not an executable\n").unwrap();
+        let e = ElfFile::open(&text).unwrap_err();
+        assert!(
+            matches!(&e, ElfError::NotElf { path } if *path == text),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not an ELF file", text.display())
+        );
+
+        // Shorter than the magic.
+        std::fs::write(&text, "\x7fE").unwrap();
+        assert!(matches!(ElfFile::open(&text), Err(ElfError::NotElf { .. })));
+
+        // The magic alone passes the check and then fails to parse.
+        std::fs::write(&text, b"\x7fELF").unwrap();
+        assert!(matches!(ElfFile::open(&text), Err(ElfError::Parse { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn offset_conversion_uses_segments() {

@@ -337,7 +337,12 @@ pub fn usdt_probes(target: &Target, module: &str) -> Result<Vec<UsdtProbe>, Site
         let elf = match ElfFile::open(&path) {
             Ok(e) => e,
             // Mapped non-ELF files (locale archives, caches) have no probes.
-            Err(ElfError::Parse { .. } | ElfError::BigEndian { .. }) => continue,
+            Err(
+                ElfError::Parse { .. }
+                | ElfError::BigEndian { .. }
+                | ElfError::NotElf { .. }
+                | ElfError::NotRegular { .. },
+            ) => continue,
             Err(e) => return Err(e.into()),
         };
         out.extend(probes(&elf).map_err(Box::new)?);

@@ -27,7 +27,7 @@ use probe_sema::catalog::{
     Catalog, ProbeArgs, ProbeDescPattern, ProbeInfo, ProbeKind, Provider, UsdtArg,
 };
 
-use crate::elf::ElfFile;
+use crate::elf::{ElfError, ElfFile};
 use crate::glob::{glob_match, is_glob};
 use crate::list::{Target, pid_sites, target_files};
 use crate::usdt::{UsdtProbe, probes};
@@ -35,7 +35,7 @@ use crate::usdt::{UsdtProbe, probes};
 /// What [`UserSites`] remembers between queries.
 #[derive(Debug, Default)]
 struct Cache {
-    elfs: HashMap<PathBuf, Option<Arc<ElfFile>>>,
+    elfs: HashMap<PathBuf, Result<Arc<ElfFile>, Arc<ElfError>>>,
     usdt: HashMap<PathBuf, Arc<Vec<UsdtProbe>>>,
     files: HashMap<(Target, String), Vec<PathBuf>>,
 }
@@ -140,12 +140,35 @@ impl UserSites {
 
     /// The parsed file at `path` (`None` when it is not a readable ELF file), parsed once.
     fn elf(&self, path: &Path) -> Option<Arc<ElfFile>> {
+        self.elf_result(path).ok()
+    }
+
+    /// The parsed file at `path` or why it is not usable, parsed once.
+    fn elf_result(&self, path: &Path) -> Result<Arc<ElfFile>, Arc<ElfError>> {
         if let Some(e) = self.cache().elfs.get(path) {
             return e.clone();
         }
-        let e = ElfFile::open(path).ok().map(Arc::new);
+        let e = ElfFile::open(path).map(Arc::new).map_err(Arc::new);
         self.cache().elfs.insert(path.to_path_buf(), e.clone());
         e
+    }
+
+    /// Why `desc` matches nothing when its module is a path that is no usable ELF file: the
+    /// error naming the file and why, with its cause (`/dev/zero is not a regular file (it is a
+    /// character device)`).
+    fn path_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        let (Target::File(path), _, _) = self.target(desc)? else {
+            return None;
+        };
+        let e = self.elf_result(&path).err()?;
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(&*e);
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        Some(text)
     }
 
     /// The USDT probes of the file at `path`, read once (empty when it has none or they do not
@@ -285,6 +308,13 @@ impl Provider for PidProvider {
             out.extend(self.0.pid_probes(desc, &target, pid));
         }
     }
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        match self.0.target(desc) {
+            Some((_, "pid", _)) => self.0.path_reason(desc),
+            _ => None,
+        }
+    }
 }
 
 /// The USDT providers: `PROVIDERPID:MODULE:FUNCTION:NAME` and `PROVIDER:/path:FUNCTION:NAME`
@@ -297,6 +327,13 @@ impl Provider for UsdtProvider {
         match self.0.target(desc) {
             Some((_, "pid", _)) | None => {}
             Some((target, prov, pid)) => out.extend(self.0.usdt(desc, &target, prov, pid)),
+        }
+    }
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        match self.0.target(desc) {
+            Some((_, "pid", _)) | None => None,
+            Some(_) => self.0.path_reason(desc),
         }
     }
 }

@@ -32,6 +32,11 @@ pub const META_FILE: &str = "meta.json";
 /// Name of the event stream inside a recording directory.
 pub const EVENTS_FILE: &str = "events.slr";
 
+/// The largest decoded chunk a reader accepts: 3 GiB. The writer's chunks hold at most 1 MiB of
+/// records plus the record that crossed it, whose data is at most the kernel's `MAX_RW_COUNT`
+/// (2 GiB − 4 KiB) per system call; a larger `raw_len` is corruption, refused before anything is
+/// allocated for it.
+pub const MAX_CHUNK_RAW: u64 = 3 << 30;
 const CHUNK_EVENTS: usize = 512;
 const CHUNK_BYTES: usize = 1 << 20;
 const CHUNK_AGE_NS: u64 = 200_000_000;
@@ -762,6 +767,13 @@ impl Recording {
                 ev_path.display()
             )));
         }
+        let reserved = u32::from_le_bytes(data[12..16].try_into().expect("4 bytes"));
+        if reserved != 0 {
+            return Err(Error::Format(format!(
+                "{}: header's reserved field is {reserved:#x}, not 0",
+                ev_path.display()
+            )));
+        }
         let mut rec = Recording {
             meta,
             records: Vec::new(),
@@ -772,38 +784,107 @@ impl Recording {
         };
         let mut pos = 16;
         while pos < data.len() {
-            if data.len() - pos < 16 || &data[pos..pos + 4] != CHUNK_MAGIC {
-                rec.truncated = true;
-                break;
+            match read_chunk(&data, pos, rec.chunks, &mut rec.records)? {
+                Some((next, raw_len)) => {
+                    rec.raw_bytes += raw_len;
+                    rec.chunks += 1;
+                    pos = next;
+                }
+                None => {
+                    rec.truncated = true;
+                    break;
+                }
             }
-            let raw_len =
-                u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4")) as usize;
-            let comp_len =
-                u32::from_le_bytes(data[pos + 8..pos + 12].try_into().expect("4")) as usize;
-            let n = u32::from_le_bytes(data[pos + 12..pos + 16].try_into().expect("4")) as usize;
-            let start = pos + 16;
-            if data.len() - start < comp_len {
-                rec.truncated = true;
-                break;
-            }
-            let raw = zstd::bulk::decompress(&data[start..start + comp_len], raw_len)
-                .map_err(|e| Error::Format(format!("chunk {} at byte {pos}: {e}", rec.chunks)))?;
-            let mut c = Cursor::new(&raw);
-            for _ in 0..n {
-                rec.records.push(Record::decode(&mut c)?);
-            }
-            if !c.is_empty() {
-                return Err(Error::Format(format!(
-                    "chunk {} has trailing bytes",
-                    rec.chunks
-                )));
-            }
-            rec.raw_bytes += raw_len as u64;
-            rec.chunks += 1;
-            pos = start + comp_len;
         }
         Ok(rec)
     }
+}
+
+/// Reads the chunk at byte `pos` of the event stream `data` (chunk number `index`), appending its
+/// records to `out`; returns the next chunk's position and the chunk's decoded size, or `None`
+/// for a torn last chunk (what a crash mid-write leaves: a prefix of a chunk up to the end of the
+/// file).
+///
+/// Every field is checked before it is used (issue 22: an unchecked `raw_len` of 4294967295 was
+/// printed by `replay --info` and sized an allocation): the magic, `comp_len` against the file
+/// and against the zstd frame's own length, `raw_len` against [`MAX_CHUNK_RAW`], the frame's
+/// declared content size and the decoded length, and `count` against the decoded bytes.
+///
+/// Errors: [`Error::Format`] naming the chunk and its byte offset.
+fn read_chunk(
+    data: &[u8],
+    pos: usize,
+    index: u64,
+    out: &mut Vec<Record>,
+) -> Result<Option<(usize, u64)>, Error> {
+    let bad = |what: String| Error::Format(format!("chunk {index} at byte {pos}: {what}"));
+    let rest = &data[pos..];
+    let magic_len = rest.len().min(CHUNK_MAGIC.len());
+    if rest[..magic_len] != CHUNK_MAGIC[..magic_len] {
+        return Err(bad("no chunk magic".into()));
+    }
+    if rest.len() < 16 {
+        return Ok(None);
+    }
+    let word = |at: usize| u32::from_le_bytes(rest[at..at + 4].try_into().expect("4 bytes"));
+    let (raw_len, comp_len, count) = (word(4) as u64, word(8) as usize, word(12) as u64);
+    let frame = &rest[16..];
+    // zstd's own account of the frame (RFC 8878 section 3.1.1): an incomplete frame is either
+    // torn (it runs to the end of the file) or corrupt.
+    match zstd::zstd_safe::find_frame_compressed_size(frame) {
+        Ok(size) if size == comp_len => {}
+        Ok(size) => {
+            return Err(bad(format!(
+                "compressed length {comp_len} but its zstd frame is {size} bytes"
+            )));
+        }
+        Err(_) if comp_len > frame.len() => return Ok(None),
+        Err(code) => {
+            return Err(bad(format!(
+                "no complete zstd frame in its {comp_len} bytes ({})",
+                zstd::zstd_safe::get_error_name(code)
+            )));
+        }
+    }
+    if raw_len > MAX_CHUNK_RAW {
+        return Err(bad(format!(
+            "decoded length {raw_len} is above the limit of {MAX_CHUNK_RAW} bytes"
+        )));
+    }
+    let frame = &frame[..comp_len];
+    match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(n)) if n == raw_len => {}
+        Ok(None) => {}
+        Ok(Some(n)) => {
+            return Err(bad(format!(
+                "decoded length {raw_len} but its zstd frame holds {n} bytes"
+            )));
+        }
+        Err(_) => return Err(bad("unreadable zstd frame header".into())),
+    }
+    if count > raw_len {
+        return Err(bad(format!(
+            "{count} records cannot fit its {raw_len} decoded bytes"
+        )));
+    }
+    let raw = zstd::bulk::decompress(frame, raw_len as usize).map_err(|e| bad(e.to_string()))?;
+    if raw.len() as u64 != raw_len {
+        return Err(bad(format!(
+            "decoded length {raw_len} but it decodes to {} bytes",
+            raw.len()
+        )));
+    }
+    let mut c = Cursor::new(&raw);
+    for i in 0..count {
+        out.push(Record::decode(&mut c).map_err(|e| match e {
+            Error::Format(m) => bad(format!("record {i}: {m}")),
+            e => e,
+        })?);
+    }
+    if !c.is_empty() {
+        return Err(bad("trailing bytes after its records".into()));
+    }
+    Ok(Some((pos + 16 + comp_len, raw_len)))
 }
 
 #[cfg(test)]
@@ -1010,5 +1091,144 @@ mod tests {
         let rec = Recording::open(dir.path()).unwrap();
         assert!(rec.truncated);
         assert_eq!(rec.records, sample());
+    }
+
+    /// A two-chunk recording of [`sample`] (its first chunk at byte 16) and its stream's bytes.
+    fn two_chunks() -> (tempfile::TempDir, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), meta()).unwrap();
+        for r in sample() {
+            w.push(&r).unwrap();
+        }
+        w.flush().unwrap();
+        w.push(&sample()[0]).unwrap();
+        w.finish().unwrap();
+        let bytes = std::fs::read(dir.path().join(EVENTS_FILE)).unwrap();
+        (dir, bytes)
+    }
+
+    /// Writes `bytes` as the stream of `dir` and returns the reader's one format error.
+    fn open_corrupt(dir: &Path, bytes: &[u8]) -> String {
+        std::fs::write(dir.join(EVENTS_FILE), bytes).unwrap();
+        match Recording::open(dir) {
+            Err(Error::Format(msg)) => msg,
+            Err(e) => panic!("expected a format error, got {e}"),
+            Ok(r) => panic!(
+                "corruption went unnoticed: {} records, {} bytes decoded, truncated {}",
+                r.records.len(),
+                r.raw_bytes,
+                r.truncated
+            ),
+        }
+    }
+
+    fn put(bytes: &mut [u8], at: usize, v: u32) {
+        bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// Issue 22: the header's reserved field was not checked.
+    #[test]
+    fn issue_22_a_nonzero_reserved_header_field_is_an_error() {
+        let (dir, mut bytes) = two_chunks();
+        put(&mut bytes, 12, 7);
+        let msg = open_corrupt(dir.path(), &bytes);
+        assert!(
+            msg.ends_with("events.slr: header's reserved field is 0x7, not 0"),
+            "{msg}"
+        );
+    }
+
+    /// Issue 22: `replay --info` printed "4294967295 bytes decoded", the unchecked `raw_len`.
+    #[test]
+    fn issue_22_chunk_fields_are_checked_against_the_frame() {
+        let (dir, good) = two_chunks();
+        let comp0 = u32::from_le_bytes(good[24..28].try_into().unwrap()) as usize;
+        let raw0 = u32::from_le_bytes(good[20..24].try_into().unwrap());
+        let second = 16 + 16 + comp0;
+
+        let mut b = good.clone();
+        put(&mut b, 20, u32::MAX);
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            "chunk 0 at byte 16: decoded length 4294967295 is above the limit of 3221225472 bytes"
+        );
+        let mut b = good.clone();
+        put(&mut b, 20, raw0 + 1);
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            format!(
+                "chunk 0 at byte 16: decoded length {} but its zstd frame holds {raw0} bytes",
+                raw0 + 1
+            )
+        );
+
+        // A compressed length past the first frame (but inside the file) is corruption, not a
+        // torn chunk; one past the end of the file after a complete frame too.
+        for bad_len in [comp0 as u32 + 5, u32::MAX] {
+            let mut b = good.clone();
+            put(&mut b, 24, bad_len);
+            assert_eq!(
+                open_corrupt(dir.path(), &b),
+                format!(
+                    "chunk 0 at byte 16: compressed length {bad_len} but its zstd frame is {comp0} bytes"
+                )
+            );
+        }
+        // Shorter than the frame: the frame is incomplete in its bytes.
+        let mut b = good.clone();
+        put(&mut b, 24, comp0 as u32 - 1);
+        let msg = open_corrupt(dir.path(), &b);
+        assert!(
+            msg.starts_with(&format!(
+                "chunk 0 at byte 16: compressed length {} but its zstd frame is {comp0} bytes",
+                comp0 - 1
+            )),
+            "{msg}"
+        );
+
+        let mut b = good.clone();
+        put(&mut b, 28, raw0 + 1);
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            format!(
+                "chunk 0 at byte 16: {} records cannot fit its {raw0} decoded bytes",
+                raw0 + 1
+            )
+        );
+        let mut b = good.clone();
+        put(&mut b, 28, 8);
+        let msg = open_corrupt(dir.path(), &b);
+        assert!(msg.starts_with("chunk 0 at byte 16: record 7: "), "{msg}");
+        let mut b = good.clone();
+        put(&mut b, 28, 6);
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            "chunk 0 at byte 16: trailing bytes after its records"
+        );
+
+        // A flipped magic in the middle of the stream is corruption, not the end of the stream.
+        let mut b = good.clone();
+        b[second] ^= 0x20;
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            format!("chunk 1 at byte {second}: no chunk magic")
+        );
+        // Trailing garbage after the last chunk too.
+        let mut b = good.clone();
+        b.extend_from_slice(b"junk");
+        assert_eq!(
+            open_corrupt(dir.path(), &b),
+            format!("chunk 2 at byte {}: no chunk magic", good.len())
+        );
+
+        // What a crash leaves is still a torn chunk: any prefix of the second chunk.
+        for cut in [second + 2, second + 10, second + 20, good.len() - 1] {
+            std::fs::write(dir.path().join(EVENTS_FILE), &good[..cut]).unwrap();
+            let rec = Recording::open(dir.path()).unwrap();
+            assert!(rec.truncated, "cut at {cut}");
+            assert_eq!(rec.records, sample());
+            assert_eq!(rec.chunks, 1);
+            assert_eq!(rec.raw_bytes, raw0 as u64);
+        }
     }
 }

@@ -254,14 +254,25 @@ impl ProgGen<'_, '_> {
         self.collect_actions(&c.body, &mut shapes);
         self.record = None;
         if !shapes.is_empty() || c.body.is_empty() {
+            let exit_sections: Vec<usize> = shapes
+                .iter()
+                .enumerate()
+                .filter(|(_, (a, _))| *a == RecordAction::Exit)
+                .map(|(i, _)| i)
+                .collect();
             let (id, size, sections) = self.record_layout(shapes);
             let base = self.scratch(size, c.span)?;
             self.write_header(base, id);
+            let exits = exit_sections
+                .into_iter()
+                .map(|i| (i, base + sections[i][0]))
+                .collect();
             self.record = Some(CurRecord {
                 base,
                 size,
                 sections,
                 next: 0,
+                exits,
             });
         }
         for s in &c.body {
@@ -269,6 +280,9 @@ impl ProgGen<'_, '_> {
         }
         if let Some(r) = self.record.take() {
             self.submit(r.base, r.size);
+            for (section, status) in r.exits {
+                self.flag_exit(r.base, section, status);
+            }
         }
         self.asm.bind(end);
         self.scratch_next = scratch_mark;
@@ -332,6 +346,33 @@ impl ProgGen<'_, '_> {
             self.asm.stx(Size::DW, dst, (doff + i as i32) as i16, R1);
             i += 8;
         }
+    }
+
+    /// After the record at scratch `base` was output (or dropped): when its `exit()` action
+    /// `section` ran (its mask bit is set), writes [`EXIT_FLAG`] `|` the status at scratch offset
+    /// `status` into this CPU's [`Stat::ExitStatus`] slot, the consumer's copy of `exit()` that
+    /// no full ring buffer can drop.
+    pub(super) fn flag_exit(&mut self, base: u32, section: usize, status: u32) {
+        let a = &mut self.asm;
+        let skip = a.label();
+        a.ldx(Size::DW, R1, R7, (base + 16) as i16);
+        if section < 31 {
+            a.alu_imm(Alu::And, R1, 1 << section);
+        } else {
+            a.mov_imm(R2, 1i64 << section.min(63));
+            a.alu(Alu::And, R1, R2);
+        }
+        a.jmp_imm(Cond::Eq, R1, 0, skip);
+        a.st_imm(Size::W, R10, SLOT_KEY, Stat::ExitStatus as i32);
+        lookup_slot_key(a, self.b.layout.stats);
+        a.jmp_imm(Cond::Eq, R0, 0, skip);
+        // The status's low 32 bits (little-endian), zero-extended by the 32-bit load.
+        a.ldx(Size::W, R1, R7, status as i16);
+        a.mov_imm(R2, 1);
+        a.alu_imm(Alu::Lsh, R2, 32);
+        a.alu(Alu::Or, R1, R2);
+        a.stx(Size::DW, R0, 0, R1);
+        a.bind(skip);
     }
 
     pub(super) fn stat_inc(&mut self, stat: Stat) {

@@ -135,7 +135,9 @@ impl Analyzer<'_> {
                     format!("probe description `{text}` does not match any probes"),
                     d.span,
                 );
-                if let Some(h) = did_you_mean(&sugg) {
+                if let Some(why) = self.catalog.why_no_match(&pat) {
+                    diag = diag.with_hint(why);
+                } else if let Some(h) = did_you_mean(&sugg) {
                     diag = diag.with_hint(h);
                 } else {
                     diag = diag.with_hint("`sightline probe -l` lists the available probes");
