@@ -9,9 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use causal_analysis::{
-    Accounting, Comparison, CriticalPath, SkewAdjustment, TaskGraph, fmt_duration, render,
-};
+use causal_analysis::{Accounting, Comparison, CriticalPath, SkewAdjustment, fmt_duration, render};
 use causal_collector::{Collector, Config, Store, TaskFilter, TaskSort};
 use probe_format::civil::{civil_from_days, days_from_civil};
 
@@ -617,26 +615,6 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Loads task `task` for analysis: its stored events with the clock-skew correction applied
-/// (unless `adjust` is false; docs/critical-path.md "Clock skew"), then the nesting edges of its
-/// spans (docs/otlp-mapping.md), rebuilt as a graph.
-fn load_graph(
-    store: &Store,
-    task: String,
-    adjust: bool,
-) -> anyhow::Result<(TaskGraph, SkewAdjustment)> {
-    let mut events = store.load_task(&task)?;
-    let skew = if adjust {
-        SkewAdjustment::estimate(&events)
-    } else {
-        SkewAdjustment::default()
-    };
-    skew.apply(&mut events);
-    // Nesting edges compare end times: after the skew correction.
-    causal_analysis::infer_span_nesting(&mut events);
-    Ok((TaskGraph::build(task, events), skew))
-}
-
 /// The document of `show --format json` (`docs/collector-store.md`): `causal_analysis::render::json`'s
 /// fields (`task`, `events`, `edges`, `problems`, `critical_path`), then `skew_adjustment` and,
 /// with `--resources`, `resources`; serialized field by field, in this order.
@@ -657,11 +635,11 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let store = open_existing(&args.db.path())?;
     let task = store.resolve_task(&args.task)?;
     let adjust = !args.no_skew_adjust;
-    let (g, skew) = load_graph(&store, task, adjust)?;
+    let (g, skew) = causal_collector::query::load_graph(&store, &task, adjust)?;
     let mut out = std::io::stdout().lock();
     if let Some(other) = &args.compare {
         let other = store.resolve_task(other)?;
-        let (b, _) = load_graph(&store, other, adjust)?;
+        let (b, _) = causal_collector::query::load_graph(&store, &other, adjust)?;
         let c = Comparison::compute(&g, &b);
         match args.format {
             ShowFormat::Json => {
