@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 pub enum HeldError {
     /// The command cannot be executed (execve(2)'s error, found by the check before fork or by the
     /// child's failed exec).
-    #[error("{}: cannot execute: {source}", path.display())]
+    #[error("{}: cannot execute", path.display())]
     CannotExecute {
         /// The file.
         path: PathBuf,
@@ -49,7 +49,7 @@ pub enum HeldError {
     #[error("creating the held command")]
     Spawn(#[source] replay_ptrace::Error),
     /// A system call failed.
-    #[error("{call}: {source}")]
+    #[error("`{call}` failed")]
     Sys {
         /// The call (`fork`, `pipe2`, `ptrace(PTRACE_DETACH)`, ...).
         call: &'static str,

@@ -3,12 +3,15 @@
 //!
 //! One module per area: [`probe`] (`probe -c` held commands), [`listing`] (`probe -l`),
 //! [`probe_user`] (pid and USDT probes of real programs), [`causal`] (`import`, `collect`, `tasks`,
-//! `show`), [`ui`] (`ui`, `collect --ui`). Two harnesses stand apart: the data-driven probe cases (`tests/probe_cases.rs`, their
-//! own harness) and `record`/`replay` (`tests/replay.rs`: its in-process replays reap any child,
-//! so it needs a process without other tests' children). Tests that need only a library stay in
+//! `show`), [`causal_views`] (`show` and `import` on hand-made traces with known answers), [`ui`]
+//! (`ui`, `collect --ui`). Two harnesses stand apart: the data-driven probe cases
+//! (`tests/probe_cases.rs`, their own harness) and `record`/`replay` (`tests/replay.rs` and
+//! `tests/replay_threads.rs`: their in-process replays reap any child, so each needs a process
+//! without other tests' children). Tests that need only a library stay in
 //! that library's crate.
 
 mod causal;
+mod causal_views;
 mod listing;
 mod probe;
 mod probe_user;

@@ -4,7 +4,6 @@
 //! import that changes nothing.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -74,7 +73,7 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
 }
 
 fn run(args: &[&str], db: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+    let out = crate::sightline()
         .args(args)
         .arg("--db")
         .arg(db)
@@ -298,7 +297,7 @@ fn tasks_are_found_by_service_operation_attribute_duration_and_error() {
     assert_eq!(v[0]["errors"], 1);
     assert_eq!(v[0]["services"], serde_json::json!(["backend", "frontend"]));
     // A bad --attr or duration is a usage error.
-    let out = Command::new(env!("CARGO_BIN_EXE_sightline"))
+    let out = crate::sightline()
         .args(["tasks", "--attr", "novalue", "--db"])
         .arg(&db)
         .output()
