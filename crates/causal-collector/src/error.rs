@@ -137,6 +137,14 @@ pub enum CollectorError {
         /// The I/O error (e.g. the port is in use).
         source: std::io::Error,
     },
+    /// A TLS certificate or key file could not be used (`--tls-cert`, `--tls-key`).
+    #[error("TLS file {}: {message}", file.display())]
+    Tls {
+        /// The certificate or key file.
+        file: std::path::PathBuf,
+        /// What is wrong with it (unreadable, no PEM block, a key that does not fit).
+        message: String,
+    },
     /// The store could not be opened.
     #[error(transparent)]
     Store(#[from] StoreError),

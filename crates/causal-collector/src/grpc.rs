@@ -8,7 +8,10 @@
 //!
 //! Limits: a message may be at most [`crate::server::MAX_HTTP_BODY`] bytes once decompressed
 //! (tonic answers `RESOURCE_EXHAUSTED` beyond it); each connection runs at most
-//! [`crate::server::MAX_HTTP_IN_FLIGHT`] requests at once.
+//! [`crate::server::MAX_HTTP_IN_FLIGHT`] requests at once. tonic hands the service the message's
+//! bytes ([`RawCodec`]), not the decoded request, so the handler decodes it within the global
+//! decode budget that OTLP/HTTP uses ([`crate::server::Config::decode_budget`]): over it,
+//! `RESOURCE_EXHAUSTED` (OTLP/gRPC: retryable with the `RetryInfo` delay when given).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,15 +22,16 @@ use tonic::codec::CompressionEncoding;
 use tonic::codegen::{Body, http};
 use tonic::server::{Grpc, NamedService, UnaryService};
 
-use crate::otlp::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use crate::otlp::ExportTraceServiceResponse;
 
 /// The gRPC service name of OTLP traces (`trace_service.proto`).
 pub const SERVICE: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 
-/// What the service does with one decoded request: store it and answer (or fail with a status).
+/// What the service does with one request's message (its protobuf bytes, decompressed): decode
+/// and store it and answer (or fail with a status).
 pub(crate) type Handler = std::sync::Arc<
     dyn Fn(
-            ExportTraceServiceRequest,
+            bytes::Bytes,
         ) -> Pin<
             Box<dyn Future<Output = Result<ExportTraceServiceResponse, tonic::Status>> + Send>,
         > + Send
@@ -58,19 +62,82 @@ impl NamedService for TraceService {
 /// The `Export` method.
 struct Export(Handler);
 
-impl UnaryService<ExportTraceServiceRequest> for Export {
+impl UnaryService<bytes::Bytes> for Export {
     type Response = ExportTraceServiceResponse;
     type Future = Pin<
         Box<dyn Future<Output = Result<tonic::Response<Self::Response>, tonic::Status>> + Send>,
     >;
 
-    fn call(&mut self, request: tonic::Request<ExportTraceServiceRequest>) -> Self::Future {
+    fn call(&mut self, request: tonic::Request<bytes::Bytes>) -> Self::Future {
         let handler = self.0.clone();
+        // The connection's idle timeout waits while the request is handled.
+        let busy = request
+            .extensions()
+            .get::<crate::listen::ConnBusy>()
+            .map(|b| crate::listen::Busy::new(&b.0));
         Box::pin(async move {
-            handler(request.into_inner())
+            let r = handler(request.into_inner())
                 .await
-                .map(tonic::Response::new)
+                .map(tonic::Response::new);
+            drop(busy);
+            r
         })
+    }
+}
+
+/// A tonic codec whose requests are the message's bytes (decoded later, within the decode
+/// budget) and whose responses are `prost` messages.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RawCodec;
+
+/// [`RawCodec`]'s decoder: the whole message as [`bytes::Bytes`].
+#[derive(Debug)]
+pub(crate) struct RawDecoder;
+
+/// [`RawCodec`]'s encoder: a `prost` response message.
+#[derive(Debug)]
+pub(crate) struct ProstResponseEncoder;
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = bytes::Bytes;
+    type Error = tonic::Status;
+
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<bytes::Bytes>, tonic::Status> {
+        use bytes::Buf as _;
+        let n = src.remaining();
+        Ok(Some(src.copy_to_bytes(n)))
+    }
+}
+
+impl tonic::codec::Encoder for ProstResponseEncoder {
+    type Item = ExportTraceServiceResponse;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: ExportTraceServiceResponse,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        prost::Message::encode(&item, dst)
+            .map_err(|e| tonic::Status::internal(format!("encoding the response: {e}")))
+    }
+}
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = ExportTraceServiceResponse;
+    type Decode = bytes::Bytes;
+    type Encoder = ProstResponseEncoder;
+    type Decoder = RawDecoder;
+
+    fn encoder(&mut self) -> ProstResponseEncoder {
+        ProstResponseEncoder
+    }
+
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
     }
 }
 
@@ -101,7 +168,7 @@ where
             });
         }
         Box::pin(async move {
-            let mut grpc = Grpc::new(tonic_prost::ProstCodec::default())
+            let mut grpc = Grpc::new(RawCodec)
                 .accept_compressed(CompressionEncoding::Gzip)
                 .send_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(crate::server::MAX_HTTP_BODY);

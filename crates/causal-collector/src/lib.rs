@@ -18,6 +18,7 @@
 pub mod error;
 pub mod grpc;
 pub mod import;
+pub mod listen;
 pub mod otlp;
 pub mod query;
 pub mod server;

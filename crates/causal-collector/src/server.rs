@@ -50,11 +50,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Buf, BytesMut};
 use causal_analysis::Event;
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 use crate::error::{CollectorError, OtlpError, error_chain};
+use crate::listen::{Conn, Gate, ListenConfig};
 use crate::otlp;
 use crate::store::Store;
 use crate::xtrace;
@@ -73,6 +74,201 @@ pub const MAX_GZIP_EXPANSION: u64 = MAX_HTTP_BODY as u64;
 /// commit is awaited), which bounds decoding memory to about this many times
 /// 25 × [`MAX_GZIP_EXPANSION`].
 pub const MAX_HTTP_DECODING: usize = 2;
+/// Default [`Config::decode_budget`]: 256 MiB.
+pub const DECODE_BUDGET: usize = 256 << 20;
+/// Default [`Config::decode_wait`]: 2 s.
+pub const DECODE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Most estimated decoding cost ([`decode_cost`]) of one request, as a multiple of its body once
+/// decompressed, plus [`DECODE_COST_SLACK`]; a body over it is refused with `413` before it is
+/// decoded (issue 22: 16 MiB of empty OTLP/JSON spans, `{},{},…`, took 1.42 GB to decode: one
+/// 3-byte object becomes a JSON tree node and a ~230-byte span).
+pub const DECODE_COST_FACTOR: u64 = 32;
+/// See [`DECODE_COST_FACTOR`]: 1 MiB.
+pub const DECODE_COST_SLACK: u64 = 1 << 20;
+/// Estimated memory of one decoded JSON object (a `serde_json` map's B-tree leaf, ~630 bytes, and
+/// the message built from it), bytes.
+const JSON_OBJECT_COST: u64 = 1024;
+/// Estimated memory of one decoded JSON array (its `Vec`), bytes.
+const JSON_ARRAY_COST: u64 = 64;
+/// Estimated memory of one decoded protobuf message (the largest, `Span`, is ~230 bytes), bytes.
+const PROTO_MESSAGE_COST: u64 = 256;
+
+/// The estimated memory that decoding `body` (decompressed) takes, bytes, without decoding it:
+/// JSON, 3 × its length (the tree's strings and the request's) plus [`JSON_OBJECT_COST`] per
+/// object and [`JSON_ARRAY_COST`] per array (counted by one scan outside strings); protobuf,
+/// 2 × its length plus [`PROTO_MESSAGE_COST`] per length-delimited field that parses as a
+/// message (counted by walking the wire format, 100 levels deep at most, as prost decodes).
+pub fn decode_cost(body: &[u8], json: bool) -> u64 {
+    let n = body.len() as u64;
+    if json {
+        let (mut objects, mut arrays) = (0u64, 0u64);
+        let (mut in_string, mut escaped) = (false, false);
+        for &b in body {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' => in_string = true,
+                b'{' => objects += 1,
+                b'[' => arrays += 1,
+                _ => {}
+            }
+        }
+        3 * n + objects * JSON_OBJECT_COST + arrays * JSON_ARRAY_COST
+    } else {
+        2 * n + proto_messages(body, 0).unwrap_or(0) * PROTO_MESSAGE_COST
+    }
+}
+
+/// The messages nested in `buf` when it parses as protobuf fields (`None` when it does not).
+fn proto_messages(mut buf: &[u8], depth: u32) -> Option<u64> {
+    fn varint(buf: &mut &[u8]) -> Option<u64> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let (&b, rest) = buf.split_first()?;
+            *buf = rest;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    let mut count = 0u64;
+    while !buf.is_empty() {
+        let key = varint(&mut buf)?;
+        if key >> 3 == 0 {
+            return None;
+        }
+        match key & 7 {
+            0 => {
+                varint(&mut buf)?;
+            }
+            1 => buf = buf.get(8..)?,
+            5 => buf = buf.get(4..)?,
+            2 => {
+                let len = usize::try_from(varint(&mut buf)?).ok()?;
+                let inner = buf.get(..len)?;
+                buf = &buf[len..];
+                if depth < 100
+                    && let Some(c) = proto_messages(inner, depth + 1)
+                {
+                    count += 1 + c;
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(count)
+}
+
+/// The global decode budget ([`Config::decode_budget`]), in KiB permits.
+#[derive(Debug, Clone)]
+struct DecodeBudget {
+    kib: Arc<Semaphore>,
+    total_kib: u32,
+    wait: std::time::Duration,
+}
+
+impl DecodeBudget {
+    fn new(bytes: usize, wait: std::time::Duration) -> DecodeBudget {
+        let total_kib = u32::try_from((bytes / 1024).max(1)).unwrap_or(u32::MAX >> 3);
+        DecodeBudget {
+            kib: Arc::new(Semaphore::new(total_kib as usize)),
+            total_kib,
+            wait,
+        }
+    }
+
+    /// Room for `cost` bytes (a request costing more than the whole budget takes all of it),
+    /// waiting at most [`Config::decode_wait`]; `None` when there was none.
+    async fn acquire(&self, cost: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let kib = u32::try_from(cost.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.total_kib);
+        tokio::time::timeout(self.wait, self.kib.clone().acquire_many_owned(kib))
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
+/// Why a request was not decoded within the budget.
+#[derive(Debug)]
+enum BudgetRefusal {
+    /// Its decoding cost exceeds [`DECODE_COST_FACTOR`] × its size (`413`).
+    TooCostly { cost: u64, len: usize },
+    /// No room in the global budget in time (`429`, `Retry-After`).
+    Busy,
+}
+
+impl std::fmt::Display for BudgetRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BudgetRefusal::TooCostly { cost, len } => write!(
+                f,
+                "decoding this {len}-byte body would take about {} MiB, more than {DECODE_COST_FACTOR} times its size (too many empty or tiny messages)",
+                cost >> 20
+            ),
+            BudgetRefusal::Busy => {
+                f.write_str("the collector's decode budget is in use; retry after 1 s")
+            }
+        }
+    }
+}
+
+/// Checks `body`'s decoding cost against the per-request cap and takes room for it in the
+/// budget; the permit is to be held until the decoded request is dropped.
+async fn budget_for(
+    budget: &DecodeBudget,
+    stats: &Stats,
+    body: &[u8],
+    json: bool,
+) -> Result<tokio::sync::OwnedSemaphorePermit, BudgetRefusal> {
+    let cost = decode_cost(body, json);
+    if cost > DECODE_COST_FACTOR * body.len() as u64 + DECODE_COST_SLACK {
+        return Err(BudgetRefusal::TooCostly {
+            cost,
+            len: body.len(),
+        });
+    }
+    match budget.acquire(cost).await {
+        Some(p) => Ok(p),
+        None => {
+            let n = bump(&stats.decode_budget_refused, 1);
+            if worth_logging(n) {
+                tracing::warn!(
+                    "decode budget full for {:?}: a request of cost {cost} answered 429/RESOURCE_EXHAUSTED (#{n})",
+                    budget.wait
+                );
+            }
+            Err(BudgetRefusal::Busy)
+        }
+    }
+}
+
+/// The HTTP answer to a [`BudgetRefusal`]: `413`, or `429` with `Retry-After: 1`.
+fn budget_reply(enc: Encoding, r: &BudgetRefusal) -> Response {
+    match r {
+        BudgetRefusal::TooCostly { .. } => {
+            error_reply(enc, StatusCode::PAYLOAD_TOO_LARGE, 8, r.to_string())
+        }
+        BudgetRefusal::Busy => {
+            let mut resp = error_reply(enc, StatusCode::TOO_MANY_REQUESTS, 8, r.to_string());
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+            resp
+        }
+    }
+}
+
 /// Events the writer commits in one transaction at most.
 pub const MAX_TRANSACTION_EVENTS: usize = 16_384;
 
@@ -121,6 +317,16 @@ pub struct Config {
     /// `SO_RCVBUF`; the kernel doubles the value for its bookkeeping and raises it to its
     /// minimum of about 4.6 KiB). Default [`UDP_RCVBUF`] (8 MiB).
     pub udp_recv_buffer: usize,
+    /// Connection limit, header and idle timeouts, and TLS of the TCP listeners
+    /// ([`crate::listen`]).
+    pub listen: ListenConfig,
+    /// Global decode budget, bytes: the memory that OTLP/HTTP, OTLP/gRPC and Zipkin requests being
+    /// decoded may take together, each charged its estimated decoding cost ([`decode_cost`]). A
+    /// request that finds no room within [`Config::decode_wait`] is answered `429` with
+    /// `Retry-After: 1` (gRPC: `RESOURCE_EXHAUSTED`). Default [`DECODE_BUDGET`].
+    pub decode_budget: usize,
+    /// Longest wait for room in the decode budget. Default [`DECODE_WAIT`].
+    pub decode_wait: std::time::Duration,
 }
 
 /// Tasks deleted per retention step (one transaction); the writer commits pending batches between
@@ -152,6 +358,9 @@ impl Config {
             http_body_timeout: HTTP_BODY_TIMEOUT,
             tcp_frame_timeout: TCP_FRAME_TIMEOUT,
             udp_recv_buffer: UDP_RCVBUF,
+            listen: ListenConfig::default(),
+            decode_budget: DECODE_BUDGET,
+            decode_wait: DECODE_WAIT,
             bearer_token: None,
             retention: None,
             max_store_bytes: None,
@@ -181,6 +390,8 @@ struct Stats {
     events_lost: AtomicU64,
     retention_deleted_tasks: AtomicU64,
     unauthenticated_requests: AtomicU64,
+    decode_budget_refused: AtomicU64,
+    listen: Arc<crate::listen::ListenStats>,
     transactions: AtomicU64,
     writer_cpu_ns: AtomicU64,
 }
@@ -236,6 +447,20 @@ pub struct StatsSnapshot {
     /// OTLP/HTTP, OTLP/gRPC and Zipkin requests refused for a missing or wrong bearer token
     /// ([`Config::bearer_token`]).
     pub unauthenticated_requests: u64,
+    /// OTLP/HTTP, OTLP/gRPC and Zipkin requests refused because the decode budget had no room
+    /// ([`Config::decode_budget`]): `429` (gRPC `RESOURCE_EXHAUSTED`).
+    pub decode_budget_refused: u64,
+    /// TCP connections refused at the connection limit ([`ListenConfig::max_connections`]).
+    pub connections_refused: u64,
+    /// `accept(2)` failures (e.g. `EMFILE`); each is followed by a pause.
+    pub accept_errors: u64,
+    /// HTTP/1.1 connections closed because a request header was not complete within
+    /// [`ListenConfig::header_timeout`].
+    pub header_timeouts: u64,
+    /// Connections closed by [`ListenConfig::idle_timeout`].
+    pub idle_closed: u64,
+    /// TLS handshakes that failed or timed out.
+    pub tls_failed: u64,
     /// Store transactions committed.
     pub transactions: u64,
     /// CPU time the store writer thread used, ns (Linux `/proc/thread-self/schedstat`; 0 when
@@ -266,6 +491,12 @@ impl Stats {
             events_lost: g(&self.events_lost),
             retention_deleted_tasks: g(&self.retention_deleted_tasks),
             unauthenticated_requests: g(&self.unauthenticated_requests),
+            decode_budget_refused: g(&self.decode_budget_refused),
+            connections_refused: g(&self.listen.refused),
+            accept_errors: g(&self.listen.accept_errors),
+            header_timeouts: g(&self.listen.header_timeouts),
+            idle_closed: g(&self.listen.idle_closed),
+            tls_failed: g(&self.listen.tls_failed),
             transactions: g(&self.transactions),
             writer_cpu_ns: g(&self.writer_cpu_ns),
         }
@@ -343,18 +574,33 @@ impl Collector {
         let mut addrs = BoundAddrs::default();
         let batch_events = config.batch_events.max(1);
 
+        // One connection limit for all TCP listeners: the descriptors are the process's.
+        let gate = Gate::new(config.listen.clone(), stats.listen.clone());
         if let Some(addr) = config.xtrace_tcp {
             let l = TcpListener::bind(addr)
                 .await
                 .map_err(bind_error("X-Trace TCP", addr))?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
-            tasks.spawn(tcp_accept(
+            let (tx, stats, frame_timeout) = (tx.clone(), stats.clone(), config.tcp_frame_timeout);
+            let serve = Arc::new(move |conn: Conn, stop: watch::Receiver<bool>| {
+                bump(&stats.tcp_connections, 1);
+                tcp_conn(
+                    conn,
+                    tx.clone(),
+                    stats.clone(),
+                    stop,
+                    batch_events,
+                    frame_timeout,
+                )
+            });
+            tasks.spawn(crate::listen::accept_loop(
                 l,
-                tx.clone(),
-                stats.clone(),
+                "X-Trace TCP",
+                gate.clone(),
+                crate::listen::Refuse::Close,
+                None,
                 stop.subscribe(),
-                batch_events,
-                config.tcp_frame_timeout,
+                serve,
             ));
         }
         if let Some(addr) = config.xtrace_udp {
@@ -372,6 +618,7 @@ impl Collector {
                 batch_events,
             ));
         }
+        let budget = DecodeBudget::new(config.decode_budget, config.decode_wait);
         // OTLP/HTTP and Zipkin share their body slots, so together they hold at most
         // MAX_HTTP_IN_FLIGHT bodies and decode MAX_HTTP_DECODING at once.
         let http_state = HttpState {
@@ -381,6 +628,7 @@ impl Collector {
             decoding: Arc::new(Semaphore::new(MAX_HTTP_DECODING)),
             body_timeout: config.http_body_timeout,
             token: config.bearer_token.as_deref().map(Arc::from),
+            budget: budget.clone(),
         };
         let http_listeners = [
             (config.otlp_http, "OTLP/HTTP", "/v1/traces"),
@@ -403,15 +651,13 @@ impl Collector {
                 .route(path, handler)
                 .layer(DefaultBodyLimit::max(MAX_HTTP_BODY))
                 .with_state(http_state.clone());
-            let mut stop_rx = stop.subscribe();
-            tasks.spawn(async move {
-                let shutdown = async move {
-                    let _ = stop_rx.wait_for(|s| *s).await;
-                };
-                if let Err(e) = axum::serve(l, app).with_graceful_shutdown(shutdown).await {
-                    tracing::error!("{what} server failed: {e}");
-                }
-            });
+            tasks.spawn(crate::listen::serve_http(
+                l,
+                what,
+                gate.clone(),
+                app,
+                stop.subscribe(),
+            ));
         }
 
         if let Some(addr) = config.otlp_grpc {
@@ -419,12 +665,30 @@ impl Collector {
                 .await
                 .map_err(bind_error("OTLP/gRPC", addr))?;
             addrs.otlp_grpc = Some(l.local_addr().unwrap_or(addr));
-            let (gtx, gstats) = (tx.clone(), stats.clone());
-            let handler: crate::grpc::Handler = Arc::new(move |req| {
-                let (tx, stats) = (gtx.clone(), gstats.clone());
+            let (gtx, gstats, gbudget) = (tx.clone(), stats.clone(), budget.clone());
+            let handler: crate::grpc::Handler = Arc::new(move |body: Bytes| {
+                let (tx, stats, budget) = (gtx.clone(), gstats.clone(), gbudget.clone());
                 Box::pin(async move {
                     bump(&stats.otlp_grpc_requests, 1);
+                    let room = match budget_for(&budget, &stats, &body, false).await {
+                        Ok(p) => p,
+                        Err(r) => {
+                            let mut st = tonic::Status::resource_exhausted(r.to_string());
+                            if matches!(r, BudgetRefusal::Busy) {
+                                st.metadata_mut().insert(
+                                    "retry-after",
+                                    tonic::metadata::MetadataValue::from_static("1"),
+                                );
+                            }
+                            return Err(st);
+                        }
+                    };
+                    let req = otlp::decode_protobuf(&body).map_err(|e| {
+                        bump(&stats.otlp_bad_requests, 1);
+                        tonic::Status::invalid_argument(error_chain(&e))
+                    })?;
                     let conv = convert(&stats, req);
+                    drop((body, room));
                     commit(&tx, conv).await.map_err(tonic::Status::unavailable)
                 })
             });
@@ -443,6 +707,7 @@ impl Collector {
                 ok
             });
             let svc = crate::grpc::TraceService { handler, authorize };
+            let incoming = crate::listen::grpc_incoming(l, gate.clone(), stop.subscribe());
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
                 let shutdown = async move {
@@ -451,10 +716,7 @@ impl Collector {
                 let served = tonic::transport::Server::builder()
                     .concurrency_limit_per_connection(MAX_HTTP_IN_FLIGHT)
                     .add_service(svc)
-                    .serve_with_incoming_shutdown(
-                        tonic::transport::server::TcpIncoming::from(l),
-                        shutdown,
-                    )
+                    .serve_with_incoming_shutdown(incoming, shutdown)
                     .await;
                 if let Err(e) = served {
                     tracing::error!("OTLP/gRPC server failed: {}", error_chain(&e));
@@ -702,46 +964,6 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-async fn tcp_accept(
-    listener: TcpListener,
-    tx: mpsc::Sender<Batch>,
-    stats: Arc<Stats>,
-    mut stop: watch::Receiver<bool>,
-    batch_events: usize,
-    frame_timeout: std::time::Duration,
-) {
-    let limit = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
-    let mut conns = JoinSet::new();
-    loop {
-        let permit = tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-        };
-        let accepted = tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
-            a = listener.accept() => a,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                bump(&stats.tcp_connections, 1);
-                let (tx, stats, stop) = (tx.clone(), stats.clone(), stop.clone());
-                conns.spawn(async move {
-                    tcp_conn(stream, peer, tx, stats, stop, batch_events, frame_timeout).await;
-                    drop(permit);
-                });
-            }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("X-Trace TCP accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-        while conns.try_join_next().is_some() {}
-    }
-    drop(listener);
-    while conns.join_next().await.is_some() {}
-}
-
 /// Most bytes a TCP connection reads after shutdown began (what had already arrived), bytes.
 pub const SHUTDOWN_DRAIN: usize = 64 << 20;
 
@@ -749,14 +971,17 @@ pub const SHUTDOWN_DRAIN: usize = 64 << 20;
 const READ_CHUNK: usize = 256 << 10;
 
 async fn tcp_conn(
-    mut stream: TcpStream,
-    peer: SocketAddr,
+    mut stream: Conn,
     tx: mpsc::Sender<Batch>,
     stats: Arc<Stats>,
     mut stop: watch::Receiver<bool>,
     batch_events: usize,
     frame_timeout: std::time::Duration,
 ) {
+    let peer = stream.peer();
+    // Reporters keep their connection open between reports: no idle timeout (the frame timeout
+    // applies inside a frame).
+    let _forever = crate::listen::Busy::new(&stream.busy());
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut batch: Vec<Event> = Vec::with_capacity(batch_events.min(4096));
     let mut stopping = false;
@@ -1147,6 +1372,8 @@ struct HttpState {
     body_timeout: std::time::Duration,
     /// [`Config::bearer_token`].
     token: Option<Arc<str>>,
+    /// [`Config::decode_budget`], shared with OTLP/gRPC.
+    budget: DecodeBudget,
 }
 
 /// Whether `headers` carry `Authorization: Bearer <token>` (RFC 6750 §2.1; the scheme name in
@@ -1248,11 +1475,21 @@ async fn read_body(
         Ok(Ok(b)) => b,
         Ok(Err(e)) => {
             bump(&st.stats.otlp_bad_requests, 1);
-            return Err((
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("request body: {e}\n"),
-            )
-                .into_response());
+            // Only a body over the limit is 413; a malformed chunk size, a connection cut short
+            // and other framing errors are the client's bad request (issue 22: all were 413).
+            let status = if body_too_large(&e) {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            let detail =
+                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(": ");
+            return Err((status, format!("request body: {detail}\n")).into_response());
         }
         Err(_) => {
             let c = bump(&st.stats.otlp_bad_requests, 1);
@@ -1271,6 +1508,15 @@ async fn read_body(
         }
     };
     Ok((slot, body))
+}
+
+/// Whether reading a body failed because it exceeds [`MAX_HTTP_BODY`] (axum's limit is
+/// `http_body_util::Limited`, whose error is `LengthLimitError`).
+fn body_too_large(e: &axum::Error) -> bool {
+    std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |e| {
+        e.source()
+    })
+    .any(|e| e.is::<http_body_util::LengthLimitError>())
 }
 
 /// The body decompressed as its `Content-Encoding` says (`identity` or `gzip`); the error is the
@@ -1340,6 +1586,15 @@ async fn otlp_traces(
             return error_reply(enc, status, 3, message);
         }
     };
+    let room = match budget_for(&st.budget, &st.stats, &body, enc == Encoding::Json).await {
+        Ok(p) => p,
+        Err(r) => {
+            if matches!(r, BudgetRefusal::TooCostly { .. }) {
+                bump(&st.stats.otlp_bad_requests, 1);
+            }
+            return budget_reply(enc, &r);
+        }
+    };
     let req = match enc {
         Encoding::Protobuf => otlp::decode_protobuf(&body),
         Encoding::Json => otlp::decode_json(&body),
@@ -1356,7 +1611,7 @@ async fn otlp_traces(
     };
     let conv = convert(&st.stats, req);
     // Only the events wait for the commit.
-    drop((body, decoding));
+    drop((body, decoding, room));
     let resp = match commit(&st.tx, conv).await {
         Ok(r) => r,
         Err(e) => return error_reply(enc, StatusCode::SERVICE_UNAVAILABLE, 14, e),
@@ -1401,8 +1656,18 @@ async fn zipkin_spans(
     let Ok(decoding) = st.decoding.clone().acquire_owned().await else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
+    let mut room = None;
     let req = match decompressed(&headers, &body) {
         Ok(b) => {
+            match budget_for(&st.budget, &st.stats, &b, true).await {
+                Ok(p) => room = Some(p),
+                Err(r) => {
+                    if matches!(r, BudgetRefusal::TooCostly { .. }) {
+                        bump(&st.stats.zipkin_bad_requests, 1);
+                    }
+                    return budget_reply(Encoding::Json, &r);
+                }
+            }
             crate::zipkin::decode_json(&b).map_err(|e| (StatusCode::BAD_REQUEST, error_chain(&e)))
         }
         Err(e) => Err(e),
@@ -1418,7 +1683,7 @@ async fn zipkin_spans(
         }
     };
     let conv = convert(&st.stats, req);
-    drop((body, decoding));
+    drop((body, decoding, room));
     match commit(&st.tx, conv).await {
         Ok(_) => StatusCode::ACCEPTED.into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
