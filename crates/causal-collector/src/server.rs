@@ -1463,6 +1463,23 @@ async fn read_body(
     what: &str,
     body: axum::body::Body,
 ) -> Result<(tokio::sync::OwnedSemaphorePermit, Bytes), Response> {
+    // A declared length over the limit is answered at once, before waiting for a slot or a body.
+    if http_body::Body::size_hint(&body)
+        .exact()
+        .is_some_and(|n| n > MAX_HTTP_BODY as u64)
+    {
+        bump(&st.stats.otlp_bad_requests, 1);
+        let mut r = (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body over the limit of {MAX_HTTP_BODY} bytes\n"),
+        )
+            .into_response();
+        r.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        return Err(r);
+    }
     let Ok(slot) = st.busy.clone().acquire_owned().await else {
         return Err(StatusCode::SERVICE_UNAVAILABLE.into_response());
     };
