@@ -73,6 +73,17 @@ pub struct CollectArgs {
     /// (--no-udp, or firewall the port) when listening elsewhere.
     #[arg(long, value_name = "FILE")]
     pub bearer_token_file: Option<PathBuf>,
+    /// TLS certificate chain (PEM, leaf first) for the OTLP/HTTP, OTLP/gRPC and Zipkin listeners;
+    /// needs --tls-key. Meant for a --listen address other than loopback.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Most TCP connections open at once over all listeners (default: the descriptor limit less
+    /// 128, at most 16384; the soft descriptor limit is first raised to the hard one).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Delete tasks first seen longer ago than AGE (e.g. 7d, 12h, 30m), oldest first, a few
     /// hundred at a time between writes, so ingest never stops.
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
@@ -319,7 +330,22 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let xtrace = SocketAddr::new(args.listen, args.xtrace_port);
+    causal_collector::listen::raise_descriptor_limit();
+    let mut listen = causal_collector::listen::ListenConfig::default();
+    if let Some(n) = args.max_connections {
+        listen.max_connections = n;
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        listen.tls = Some(causal_collector::listen::TlsFiles::load(cert, key)?);
+    }
+    if !args.listen.is_loopback() && listen.tls.is_none() {
+        eprintln!(
+            "sightline collect: warning: listening on {} without TLS: reports and any bearer token travel in clear (--tls-cert, --tls-key)",
+            args.listen
+        );
+    }
     let config = Config {
+        listen,
         xtrace_tcp: Some(xtrace),
         xtrace_udp: (!args.no_udp).then_some(xtrace),
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
@@ -336,6 +362,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the Tokio runtime")?;
     rt.block_on(async move {
+        let scheme = if config.listen.tls.is_some() { "https" } else { "http" };
         let collector = Collector::start(config).await?;
         let a = collector.addrs();
         let mut out = std::io::stdout().lock();
@@ -345,9 +372,9 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             "sightline collect: X-Trace TCP {} UDP {}; OTLP/HTTP {}; OTLP/gRPC {}; Zipkin {}; store {}",
             show(a.xtrace_tcp),
             show(a.xtrace_udp),
-            a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
+            a.otlp_http.map(|s| format!("{scheme}://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
             show(a.otlp_grpc),
-            a.zipkin.map(|s| format!("http://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
+            a.zipkin.map(|s| format!("{scheme}://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
             db.display()
         )?;
         out.flush()?;
