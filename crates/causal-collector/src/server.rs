@@ -187,6 +187,15 @@ impl DecodeBudget {
         }
     }
 
+    /// Room for `cost` bytes (at most the whole budget), waiting as long as it takes; `None` only
+    /// if the budget is closed.
+    async fn acquire_waiting(&self, cost: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let kib = u32::try_from(cost.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.total_kib);
+        self.kib.clone().acquire_many_owned(kib).await.ok()
+    }
+
     /// Room for `cost` bytes (a request costing more than the whole budget takes all of it),
     /// waiting at most [`Config::decode_wait`]; `None` when there was none.
     async fn acquire(&self, cost: u64) -> Option<tokio::sync::OwnedSemaphorePermit> {
@@ -574,6 +583,7 @@ impl Collector {
         let mut addrs = BoundAddrs::default();
         let batch_events = config.batch_events.max(1);
 
+        let budget = DecodeBudget::new(config.decode_budget, config.decode_wait);
         // One connection limit for all TCP listeners: the descriptors are the process's.
         let gate = Gate::new(config.listen.clone(), stats.listen.clone());
         if let Some(addr) = config.xtrace_tcp {
@@ -582,12 +592,14 @@ impl Collector {
                 .map_err(bind_error("X-Trace TCP", addr))?;
             addrs.xtrace_tcp = Some(l.local_addr().unwrap_or(addr));
             let (tx, stats, frame_timeout) = (tx.clone(), stats.clone(), config.tcp_frame_timeout);
+            let tcp_budget = budget.clone();
             let serve = Arc::new(move |conn: Conn, stop: watch::Receiver<bool>| {
                 bump(&stats.tcp_connections, 1);
                 tcp_conn(
                     conn,
                     tx.clone(),
                     stats.clone(),
+                    tcp_budget.clone(),
                     stop,
                     batch_events,
                     frame_timeout,
@@ -618,7 +630,6 @@ impl Collector {
                 batch_events,
             ));
         }
-        let budget = DecodeBudget::new(config.decode_budget, config.decode_wait);
         // OTLP/HTTP and Zipkin share their body slots, so together they hold at most
         // MAX_HTTP_IN_FLIGHT bodies and decode MAX_HTTP_DECODING at once.
         let http_state = HttpState {
@@ -967,13 +978,21 @@ fn thread_cpu_ns() -> u64 {
 /// Most bytes a TCP connection reads after shutdown began (what had already arrived), bytes.
 pub const SHUTDOWN_DRAIN: usize = 64 << 20;
 
-/// Read buffer growth step for a TCP connection, bytes.
-const READ_CHUNK: usize = 256 << 10;
+/// Read buffer growth step for an X-Trace TCP connection, bytes.
+const READ_CHUNK: usize = 16 << 10;
+
+/// Most buffer an X-Trace TCP connection holds without charging the decode budget, bytes: a
+/// frame longer than this is read into a buffer of its own length once the budget
+/// ([`Config::decode_budget`]) has room for it (the connection waits, and TCP flow control holds
+/// its sender). Issue 22: 1,024 connections each inside a 1 MiB frame took ~1.3 GB; now at most
+/// 1,024 × 64 KiB plus the budget.
+pub const TCP_BUFFER_UNCHARGED: usize = 64 << 10;
 
 async fn tcp_conn(
     mut stream: Conn,
     tx: mpsc::Sender<Batch>,
     stats: Arc<Stats>,
+    budget: DecodeBudget,
     mut stop: watch::Receiver<bool>,
     batch_events: usize,
     frame_timeout: std::time::Duration,
@@ -986,8 +1005,25 @@ async fn tcp_conn(
     let mut batch: Vec<Event> = Vec::with_capacity(batch_events.min(4096));
     let mut stopping = false;
     let mut drained = 0usize;
+    // The budget held for a frame longer than TCP_BUFFER_UNCHARGED.
+    let mut charged: Option<tokio::sync::OwnedSemaphorePermit> = None;
     'conn: loop {
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        // The length of the frame being read (prefix included), once its prefix has arrived.
+        let need = buf
+            .get(..4)
+            .map(|p| 4 + u32::from_be_bytes([p[0], p[1], p[2], p[3]]) as usize)
+            .unwrap_or(0);
+        if need > TCP_BUFFER_UNCHARGED && need <= causal::wire::MAX_FRAME_LEN + 4 {
+            if charged.is_none() {
+                let room = tokio::select! {
+                    p = budget.acquire_waiting(need as u64) => p,
+                    _ = stop.wait_for(|s| *s) => None,
+                };
+                let Some(room) = room else { break };
+                charged = Some(room);
+                buf.reserve(need - buf.len());
+            }
+        } else if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
         let read = if stopping {
@@ -1073,6 +1109,13 @@ async fn tcp_conn(
                     break 'conn;
                 }
             }
+        }
+        if charged.is_some() && buf.len() < TCP_BUFFER_UNCHARGED {
+            // The long frame is decoded: back to a small buffer, and the budget freed.
+            let mut small = BytesMut::with_capacity(READ_CHUNK.max(buf.len()));
+            small.extend_from_slice(&buf);
+            buf = small;
+            charged = None;
         }
         if !batch.is_empty() && !send(&tx, &stats, &mut batch).await {
             return;

@@ -1,6 +1,6 @@
 //! Peak memory of the collector decoding hostile OTLP bodies, measured from `/proc/self/status`
-//! (`VmHWM`, reset through `clear_refs`). One test in this binary, so that no other test's
-//! memory is measured with it.
+//! (`VmHWM`, reset through `clear_refs`). The tests of this binary run one at a time ([`ALONE`]),
+//! so that no test's memory is measured with another's.
 
 mod common;
 
@@ -11,6 +11,9 @@ use common::{config, peak_rss, reset_peak_rss, rt};
 use tokio::net::TcpStream;
 
 const MIB: u64 = 1 << 20;
+
+/// Held by each test for its whole run.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `{"resourceSpans":[{"scopeSpans":[{"spans":[{},{},…]}]}]}` of about `bytes` bytes.
 fn empty_spans(bytes: usize) -> Vec<u8> {
@@ -39,6 +42,7 @@ fn gzip(b: &[u8]) -> Vec<u8> {
 /// the same bound.
 #[test]
 fn hostile_json_and_gzip_bodies_stay_within_the_memory_bound() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let json = empty_spans(16 << 20);
     assert!(json.len() as u64 > 15 * MIB);
@@ -113,4 +117,86 @@ fn hostile_json_and_gzip_bodies_stay_within_the_memory_bound() {
     }
     assert_eq!(stats.otlp_bad_requests, 7, "{stats:?}");
     assert_eq!(stats.otlp_spans, 32_000, "{stats:?}");
+}
+
+/// Issue 22: 1,024 X-Trace TCP connections each inside a 1 MiB frame took ~1.3 GB. Each
+/// connection now holds at most 64 KiB unless the decode budget (here 32 MiB) has room for its
+/// frame, so 1,024 connections that each sent 600 KiB of a 1 MiB frame stay under
+/// 1,024 × 64 KiB + 32 MiB (+ 64 MiB of slack for the runtime); a small report on another
+/// connection is stored meanwhile, and the cut frames are counted when their senders close.
+#[test]
+fn xtrace_tcp_connections_inside_long_frames_stay_within_the_memory_bound() {
+    use tokio::io::AsyncWriteExt;
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        if hard < 4096 {
+            eprintln!("skipped: RLIMIT_NOFILE hard limit {hard} < 4096");
+            return;
+        }
+        if soft < 4096 {
+            setrlimit(Resource::RLIMIT_NOFILE, 4096, hard).unwrap();
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = causal_collector::Config {
+        decode_budget: 32 << 20,
+        listen: causal_collector::listen::ListenConfig {
+            max_connections: 2000,
+            ..Default::default()
+        },
+        ..config(&tmp.path().join("x.db"))
+    };
+    let mut partial = ((1u32 << 20) - 16).to_be_bytes().to_vec();
+    partial.resize(4 + (600 << 10), b'x');
+    let (peak, stats) = rt().block_on(async {
+        let c = Collector::start(cfg).await.unwrap();
+        let addr = c.addrs().xtrace_tcp.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reset_peak_rss();
+        let base = peak_rss();
+        let mut conns = Vec::new();
+        for _ in 0..1024 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            // The kernel takes what fits in its buffers; the rest waits in this task.
+            let p = partial.clone();
+            let w = tokio::spawn(async move {
+                let _ = s.write_all(&p).await;
+                s
+            });
+            conns.push(w);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut report = Vec::new();
+        causal::wire::write_frame(
+            &mut report,
+            b"X-Trace Report ver 1.0\nX-Trace: 19AAAABBBBCCCCDDDD0000000000000001\nHost: h\nLabel: small\n",
+        );
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&report).await.unwrap();
+        let t0 = std::time::Instant::now();
+        while c.stats().xtrace_reports < 1 && t0.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(c.stats().xtrace_reports, 1, "{:?}", c.stats());
+        let peak = peak_rss().saturating_sub(base);
+        eprintln!("1,024 connections inside 1 MiB frames: peak RSS +{} MiB", peak / MIB);
+        for w in conns {
+            w.abort();
+        }
+        drop(s);
+        let t0 = std::time::Instant::now();
+        while c.stats().xtrace_malformed < 1024 && t0.elapsed() < Duration::from_secs(20) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (peak, c.shutdown().await.unwrap())
+    });
+    assert!(
+        peak < 64 * MIB + 32 * MIB + 64 * MIB,
+        "peak RSS +{} MiB",
+        peak / MIB
+    );
+    assert_eq!(stats.xtrace_malformed, 1024, "{stats:?}");
+    assert_eq!(stats.events_stored, 1, "{stats:?}");
 }
