@@ -615,8 +615,32 @@ impl Writer {
     }
 
     /// Appends one record; hands a chunk to the writer when it is full or old.
+    ///
+    /// Errors: [`Error::Format`] for a record whose encoding alone exceeds [`MAX_CHUNK_RAW`] (a
+    /// chunk the reader would refuse; nothing is written for it); [`Error::Io`] from the writer
+    /// thread.
     pub fn push(&mut self, rec: &Record) -> Result<(), Error> {
+        self.push_within(rec, MAX_CHUNK_RAW)
+    }
+
+    /// [`Writer::push`] with chunks of at most `limit` decoded bytes: the pending records are
+    /// handed over first when `rec` would take the chunk over it.
+    fn push_within(&mut self, rec: &Record, limit: u64) -> Result<(), Error> {
+        let before = self.buf.len();
         rec.encode(&mut self.buf);
+        let len = (self.buf.len() - before) as u64;
+        if len > limit {
+            self.buf.truncate(before);
+            return Err(Error::Format(format!(
+                "a record of {len} bytes (pid {}) exceeds the chunk limit of {limit} bytes",
+                rec.pid
+            )));
+        }
+        if self.buf.len() as u64 > limit {
+            let tail = self.buf.split_off(before);
+            self.flush()?;
+            self.buf.extend_from_slice(&tail);
+        }
         self.count += 1;
         self.events += 1;
         if self.count >= CHUNK_EVENTS
@@ -972,6 +996,32 @@ mod tests {
             status: "complete".into(),
             exit_code: Some(0),
         }
+    }
+
+    /// Issue 22: the writer did not enforce the reader's chunk limit. With a small limit: a
+    /// record that would take the chunk over it starts a new chunk, one larger than the limit
+    /// alone is refused (and not written), and what was written reads back.
+    #[test]
+    fn the_writer_keeps_chunks_within_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = Writer::create(dir.path(), meta()).unwrap();
+        let recs = sample();
+        let mut one = Vec::new();
+        recs[0].encode(&mut one);
+        let limit = one.len() as u64 + 8;
+        w.push_within(&recs[0], limit).unwrap();
+        w.push_within(&recs[0], limit).unwrap();
+        let mut big = recs[0].clone();
+        if let Event::Syscall(s) = &mut big.event {
+            s.writes[0].data = vec![7; 64];
+        }
+        let e = w.push_within(&big, limit).unwrap_err().to_string();
+        assert!(e.contains("exceeds the chunk limit of"), "{e}");
+        let stats = w.finish().unwrap();
+        assert_eq!(stats.chunks, 2);
+        assert_eq!(stats.raw_bytes, 2 * one.len() as u64);
+        let rec = Recording::open(dir.path()).unwrap();
+        assert_eq!(rec.records, vec![recs[0].clone(), recs[0].clone()]);
     }
 
     #[test]
