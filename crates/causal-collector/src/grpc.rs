@@ -9,7 +9,7 @@
 //! Limits: a message may be at most [`crate::server::MAX_HTTP_BODY`] bytes once decompressed
 //! (tonic answers `RESOURCE_EXHAUSTED` beyond it); each connection runs at most
 //! [`crate::server::MAX_HTTP_IN_FLIGHT`] requests at once. tonic hands the service the message's
-//! bytes ([`RawCodec`]), not the decoded request, so the handler decodes it within the global
+//! bytes (a raw codec), not the decoded request, so the handler decodes it within the global
 //! decode budget that OTLP/HTTP uses ([`crate::server::Config::decode_budget`]): over it,
 //! `RESOURCE_EXHAUSTED` (OTLP/gRPC: retryable with the `RetryInfo` delay when given).
 

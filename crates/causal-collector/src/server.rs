@@ -18,10 +18,16 @@
 //!   in [`StatsSnapshot::udp_kernel_dropped`], from the socket's `SO_RXQ_OVFL` drop counter;
 //! - an OTLP request waits for room, then for the commit, before it is answered.
 //!
-//! Each TCP connection holds at most one frame ([`causal::wire::MAX_FRAME_LEN`]) plus one read
-//! buffer; connections are capped at [`MAX_TCP_CONNECTIONS`]; OTLP bodies at [`MAX_HTTP_BODY`]
+//! Each X-Trace TCP connection holds at most [`TCP_BUFFER_UNCHARGED`] bytes, or one frame
+//! ([`causal::wire::MAX_FRAME_LEN`]) charged against the decode budget; connections over all TCP
+//! listeners are capped at [`ListenConfig::max_connections`] ([`crate::listen`]: beyond it they
+//! are refused and counted; header and idle timeouts close slow peers); OTLP bodies at [`MAX_HTTP_BODY`]
 //! (and [`MAX_GZIP_EXPANSION`] once decompressed), with at most [`MAX_HTTP_IN_FLIGHT`] bodies read
-//! at once and [`MAX_HTTP_DECODING`] decoded at once. Stalled peers do not keep slots: a TCP
+//! at once and [`MAX_HTTP_DECODING`] decompressed at once. Decoding (OTLP/HTTP, Zipkin and
+//! OTLP/gRPC together) is charged against one budget, [`Config::decode_budget`], each request its
+//! estimated cost ([`decode_cost`]); a request costing more than [`DECODE_COST_FACTOR`] times its
+//! size is refused (`413`) before it is decoded, and one that finds no room in time is answered
+//! `429` with `Retry-After` (gRPC `RESOURCE_EXHAUSTED`). Stalled peers do not keep slots: a TCP
 //! connection stuck inside a frame for [`TCP_FRAME_TIMEOUT`] is closed, an OTLP body not complete
 //! within [`HTTP_BODY_TIMEOUT`] is answered `408`.
 //!
@@ -60,8 +66,6 @@ use crate::otlp;
 use crate::store::Store;
 use crate::xtrace;
 
-/// Most TCP report connections served at once; further connections wait in the accept queue.
-pub const MAX_TCP_CONNECTIONS: usize = 1024;
 /// OTLP/HTTP requests whose bodies are read and decoded at once; more wait their turn.
 pub const MAX_HTTP_IN_FLIGHT: usize = 16;
 /// Largest OTLP/HTTP request body accepted, bytes (larger: `413`).
@@ -87,11 +91,11 @@ pub const DECODE_COST_FACTOR: u64 = 32;
 pub const DECODE_COST_SLACK: u64 = 1 << 20;
 /// Estimated memory of one decoded JSON object (a `serde_json` map's B-tree leaf, ~630 bytes, and
 /// the message built from it), bytes.
-const JSON_OBJECT_COST: u64 = 1024;
+pub const JSON_OBJECT_COST: u64 = 1024;
 /// Estimated memory of one decoded JSON array (its `Vec`), bytes.
-const JSON_ARRAY_COST: u64 = 64;
+pub const JSON_ARRAY_COST: u64 = 64;
 /// Estimated memory of one decoded protobuf message (the largest, `Span`, is ~230 bytes), bytes.
-const PROTO_MESSAGE_COST: u64 = 256;
+pub const PROTO_MESSAGE_COST: u64 = 256;
 
 /// The estimated memory that decoding `body` (decompressed) takes, bytes, without decoding it:
 /// JSON, 3 × its length (the tree's strings and the request's) plus [`JSON_OBJECT_COST`] per
@@ -342,8 +346,9 @@ pub struct Config {
 /// steps, so ingest never waits for more than one step.
 pub const RETENTION_STEP: usize = 256;
 
-/// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, [`MAX_TCP_CONNECTIONS`] senders that
-/// each send half a frame and stop hold every connection slot, and no report is received again.
+/// Default [`Config::tcp_frame_timeout`]: 30 s. Without it, as many senders as the connection
+/// limit ([`ListenConfig::max_connections`]) that each send half a frame and stop hold every
+/// connection slot, and no report is received again.
 pub const TCP_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Default [`Config::http_body_timeout`]: 30 s (a 16 MiB body at 0.6 MB/s). Without a limit, 16

@@ -357,10 +357,16 @@ pub async fn serve(
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), UiError> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(UiError::Serve)
+    // The collector's listener: connection limit, header and idle timeouts (issue 22).
+    causal_collector::listen::serve_router(
+        listener,
+        "UI",
+        causal_collector::listen::ListenConfig::default(),
+        router,
+        shutdown,
+    )
+    .await;
+    Ok(())
 }
 
 async fn asset(Path(file): Path<String>) -> Response {

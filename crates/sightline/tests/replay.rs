@@ -1327,3 +1327,55 @@ fn every_replay_test_also_runs_without_the_syscall_buffer() {
         assert!(src.contains(&format!("fn {name}()")), "no test {name}");
     }
 }
+
+/// Issue 22: `replay --info` of a recording whose chunk header claimed 4294967295 decoded bytes
+/// printed that figure. Now it fails with the format error naming the chunk, and prints no size.
+/// The recording is written with the library's `Writer` (no tracing needed).
+#[test]
+fn info_of_a_corrupt_chunk_size_is_an_error_not_a_figure() {
+    use replay::format::{Meta, Record, Writer};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rec");
+    let meta = Meta {
+        version: replay::format::FORMAT_VERSION,
+        path: "/bin/true".into(),
+        argv: vec!["true".into()],
+        env: vec![],
+        cwd: "/".into(),
+        root_pid: 42,
+        started_unix: 0,
+        cpuid_faulting: true,
+        status: "complete".into(),
+        exit_code: Some(0),
+    };
+    let mut w = Writer::create(&dir, meta).unwrap();
+    w.push(&Record {
+        pid: 42,
+        event: Event::Exit {
+            status: 0,
+            rendezvous: vec![],
+        },
+    })
+    .unwrap();
+    w.finish().unwrap();
+    let events = dir.join(replay::format::EVENTS_FILE);
+    let mut bytes = std::fs::read(&events).unwrap();
+    // The first chunk's header follows the 16-byte stream header: magic, raw_len, comp_len, count.
+    bytes[20..24].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&events, &bytes).unwrap();
+    let out = sightline()
+        .args(["replay", "--info"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stdout}");
+    assert!(!stdout.contains("4294967295"), "{stdout}");
+    assert!(
+        stderr.contains("chunk 0 at byte 16: decoded length 4294967295 is above the limit"),
+        "{stderr}"
+    );
+}
