@@ -176,3 +176,77 @@ where
         })
     }
 }
+
+/// `google.rpc.Status` with its details (google/rpc/status.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatusDetails {
+    /// `code = 1`: the gRPC status code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// `message = 2`.
+    #[prost(string, tag = "2")]
+    pub message: String,
+    /// `details = 3`: `google.protobuf.Any` messages.
+    #[prost(message, repeated, tag = "3")]
+    pub details: Vec<AnyMessage>,
+}
+
+/// `google.protobuf.Any` (google/protobuf/any.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AnyMessage {
+    /// `type_url = 1`, e.g. `type.googleapis.com/google.rpc.RetryInfo`.
+    #[prost(string, tag = "1")]
+    pub type_url: String,
+    /// `value = 2`: the encoded message.
+    #[prost(bytes = "vec", tag = "2")]
+    pub value: Vec<u8>,
+}
+
+/// `google.rpc.RetryInfo` (google/rpc/error_details.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RetryInfo {
+    /// `retry_delay = 1`.
+    #[prost(message, optional, tag = "1")]
+    pub retry_delay: Option<ProtoDuration>,
+}
+
+/// `google.protobuf.Duration` (google/protobuf/duration.proto).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProtoDuration {
+    /// `seconds = 1`.
+    #[prost(int64, tag = "1")]
+    pub seconds: i64,
+    /// `nanos = 2`.
+    #[prost(int32, tag = "2")]
+    pub nanos: i32,
+}
+
+/// The type URL of [`RetryInfo`] in an `Any`.
+pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
+
+/// `RESOURCE_EXHAUSTED` carrying a `google.rpc.RetryInfo` of `delay_s` seconds in
+/// `grpc-status-details-bin`: the OTLP specification ("OTLP/gRPC Throttling") makes
+/// `RESOURCE_EXHAUSTED` retryable only when the server sends `RetryInfo`, and clients wait the
+/// delay it gives.
+pub(crate) fn resource_exhausted_retry(message: String, delay_s: i64) -> tonic::Status {
+    let code = tonic::Code::ResourceExhausted;
+    let retry = RetryInfo {
+        retry_delay: Some(ProtoDuration {
+            seconds: delay_s,
+            nanos: 0,
+        }),
+    };
+    let details = StatusDetails {
+        code: code as i32,
+        message: message.clone(),
+        details: vec![AnyMessage {
+            type_url: RETRY_INFO_TYPE.into(),
+            value: prost::Message::encode_to_vec(&retry),
+        }],
+    };
+    tonic::Status::with_details(
+        code,
+        message,
+        prost::Message::encode_to_vec(&details).into(),
+    )
+}

@@ -688,16 +688,10 @@ impl Collector {
                     bump(&stats.otlp_grpc_requests, 1);
                     let room = match budget_for(&budget, &stats, &body, false).await {
                         Ok(p) => p,
-                        Err(r) => {
-                            let mut st = tonic::Status::resource_exhausted(r.to_string());
-                            if matches!(r, BudgetRefusal::Busy) {
-                                st.metadata_mut().insert(
-                                    "retry-after",
-                                    tonic::metadata::MetadataValue::from_static("1"),
-                                );
-                            }
-                            return Err(st);
+                        Err(r @ BudgetRefusal::Busy) => {
+                            return Err(crate::grpc::resource_exhausted_retry(r.to_string(), 1));
                         }
+                        Err(r) => return Err(tonic::Status::resource_exhausted(r.to_string())),
                     };
                     let req = otlp::decode_protobuf(&body).map_err(|e| {
                         bump(&stats.otlp_bad_requests, 1);

@@ -271,6 +271,7 @@ fn full_decode_budget_answers_429_and_resource_exhausted() {
                 let s = TcpStream::connect(g).await.unwrap();
                 let r = common::grpc_export(s, &small_pb, None).await;
                 if r.status == 8 {
+                    assert_retry_info_of_one_second(&r);
                     grpc_exhausted += 1;
                 } else {
                     assert_eq!(r.status, 0, "{r:?}");
@@ -336,4 +337,24 @@ fn malformed_chunk_size_is_400_and_an_oversized_body_413() {
         assert_eq!(a.status, 413);
         c.shutdown().await.unwrap();
     });
+}
+
+/// The `google.rpc.RetryInfo` that OTLP/gRPC clients need to retry `RESOURCE_EXHAUSTED`.
+fn assert_retry_info_of_one_second(r: &common::GrpcAnswer) {
+    use base64::Engine as _;
+    use causal_collector::grpc::{RETRY_INFO_TYPE, RetryInfo, StatusDetails};
+    let (_, b64) = r
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "grpc-status-details-bin")
+        .unwrap_or_else(|| panic!("no grpc-status-details-bin: {r:?}"));
+    let raw = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(b64.trim_end_matches('='))
+        .unwrap();
+    let st: StatusDetails = prost::Message::decode(raw.as_slice()).unwrap();
+    assert_eq!(st.code, 8);
+    assert_eq!(st.details.len(), 1);
+    assert_eq!(st.details[0].type_url, RETRY_INFO_TYPE);
+    let ri: RetryInfo = prost::Message::decode(st.details[0].value.as_slice()).unwrap();
+    assert_eq!(ri.retry_delay.map(|d| (d.seconds, d.nanos)), Some((1, 0)));
 }
