@@ -8,7 +8,8 @@
 //!
 //! Limits: a message may be at most [`crate::server::MAX_HTTP_BODY`] bytes once decompressed
 //! (tonic answers `RESOURCE_EXHAUSTED` beyond it); each connection runs at most
-//! [`crate::server::MAX_HTTP_IN_FLIGHT`] requests at once. tonic hands the service the message's
+//! [`crate::server::MAX_HTTP_IN_FLIGHT`] requests at once, and all connections together read at
+//! most that many messages at once (the body slots of OTLP/HTTP, shared). tonic hands the service the message's
 //! bytes (a raw codec), not the decoded request, so the handler decodes it within the global
 //! decode budget that OTLP/HTTP uses ([`crate::server::Config::decode_budget`]): over it,
 //! `RESOURCE_EXHAUSTED` (OTLP/gRPC: retryable with the `RetryInfo` delay when given).
@@ -47,6 +48,10 @@ pub(crate) type Authorize = std::sync::Arc<dyn Fn(&http::HeaderMap) -> bool + Se
 pub(crate) struct TraceService {
     pub(crate) handler: Handler,
     pub(crate) authorize: Authorize,
+    /// The body slots shared with OTLP/HTTP and Zipkin ([`crate::server::MAX_HTTP_IN_FLIGHT`]):
+    /// one is held while tonic reads and decompresses a message, so the messages buffered at
+    /// once are bounded over all connections, not per connection.
+    pub(crate) slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for TraceService {
@@ -167,7 +172,11 @@ where
                 Ok(tonic::Status::unimplemented("only Export is served").into_http())
             });
         }
+        let slots = self.slots.clone();
         Box::pin(async move {
+            let Ok(_slot) = slots.acquire_owned().await else {
+                return Ok(tonic::Status::unavailable("the collector is shutting down").into_http());
+            };
             let mut grpc = Grpc::new(RawCodec)
                 .accept_compressed(CompressionEncoding::Gzip)
                 .send_compressed(CompressionEncoding::Gzip)

@@ -716,7 +716,11 @@ impl Collector {
                 }
                 ok
             });
-            let svc = crate::grpc::TraceService { handler, authorize };
+            let svc = crate::grpc::TraceService {
+                handler,
+                authorize,
+                slots: http_state.busy.clone(),
+            };
             let incoming = crate::listen::grpc_incoming(l, gate.clone(), stop.subscribe());
             let mut stop_rx = stop.subscribe();
             tasks.spawn(async move {
