@@ -1830,3 +1830,64 @@ mod udp_buffer_tests {
         assert_eq!(kernel_drops_now(&s), Some(0));
     }
 }
+
+#[cfg(test)]
+mod decode_cost_tests {
+    use super::*;
+
+    fn over_cap(body: &[u8], json: bool) -> bool {
+        decode_cost(body, json) > DECODE_COST_FACTOR * body.len() as u64 + DECODE_COST_SLACK
+    }
+
+    /// Issue 22's bodies of empty spans are over the per-request cap in both encodings; an
+    /// exporter's ordinary spans are well under it.
+    #[test]
+    fn empty_spans_are_over_the_cap_and_real_spans_under_it() {
+        let mut json = br#"{"resourceSpans":[{"scopeSpans":[{"spans":["#.to_vec();
+        for _ in 0..400_000 {
+            json.extend_from_slice(b"{},");
+        }
+        json.extend_from_slice(b"{}]}]}]}");
+        assert!(over_cap(&json, true));
+        // Braces inside strings are not objects.
+        let quoted = format!(r#"{{"a":"{}"}}"#, "{".repeat(1 << 20));
+        assert!(!over_cap(quoted.as_bytes(), true));
+        assert_eq!(
+            decode_cost(quoted.as_bytes(), true),
+            3 * quoted.len() as u64 + JSON_OBJECT_COST
+        );
+        let empty = otlp::ExportTraceServiceRequest {
+            resource_spans: vec![otlp::ResourceSpans {
+                scope_spans: vec![otlp::ScopeSpans {
+                    spans: vec![otlp::Span::default(); 400_000],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let pb = prost::Message::encode_to_vec(&empty);
+        // 400,000 spans, one scope, one resource: each a message.
+        assert_eq!(proto_messages(&pb, 0), Some(400_002));
+        assert!(over_cap(&pb, false));
+    }
+
+    /// The captured requests of real SDKs cost a small multiple of their size.
+    #[test]
+    fn captured_sdk_requests_are_under_the_cap() {
+        for (file, json) in [
+            ("otlp/python_sdk_traces.pb", false),
+            ("otlp/node_sdk_traces.json", true),
+        ] {
+            let Some(path) = test_support::shared_data(file) else {
+                return;
+            };
+            let body = std::fs::read(path).unwrap();
+            let per_byte = decode_cost(&body, json) as f64 / body.len() as f64;
+            eprintln!("{file}: decoding cost {per_byte:.1} × its size");
+            assert!(
+                per_byte < DECODE_COST_FACTOR as f64,
+                "{file}: {per_byte:.1}"
+            );
+        }
+    }
+}

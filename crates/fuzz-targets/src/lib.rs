@@ -10,7 +10,7 @@
 //! | [`printf_format`] | `probe_format::printf::parse` and the renderer |
 //! | [`xtrace_metadata`] | `causal::Metadata::parse_binary` / `parse_text` |
 //! | [`xtrace_report`] | `causal::Report::decode` (X-Trace 1.0 text and the binary format) |
-//! | [`otlp`] | `causal_collector::otlp::decode_protobuf` / `decode_json` and `to_events` |
+//! | [`otlp`] | `causal_collector::otlp::decode_protobuf` / `decode_json`, `to_events`, and `server::decode_cost` |
 //! | [`recording`] | `replay::format::Recording::open` over a `meta.json` and an `events.slr` |
 //!
 //! The same functions run under cargo-fuzz (`fuzz/`, nightly, coverage-guided) and in this crate's
@@ -240,6 +240,11 @@ pub fn xtrace_report(data: &[u8]) {
 
 /// An OTLP/HTTP request body as protobuf and as JSON; a decoded request converts to events.
 pub fn otlp(data: &[u8]) {
+    // The collector's decode-cost scan runs on every body before it is decoded: it must finish
+    // on any input and charge at least the body's own copies.
+    let n = data.len() as u64;
+    assert!(causal_collector::server::decode_cost(data, false) >= 2 * n);
+    assert!(causal_collector::server::decode_cost(data, true) >= 3 * n);
     for req in [
         causal_collector::otlp::decode_protobuf(data).ok(),
         causal_collector::otlp::decode_json(data).ok(),
