@@ -84,6 +84,14 @@ pub struct CollectArgs {
     /// 128, at most 16384; the soft descriptor limit is first raised to the hard one).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Close a connection whose HTTP request header (or TLS handshake) is not complete within AGE
+    /// (e.g. 10s, the default).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub header_timeout: Option<std::time::Duration>,
+    /// Close a connection that sends and reads nothing for AGE while no request of it is being
+    /// handled (default 120s; X-Trace TCP connections are exempt).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub idle_timeout: Option<std::time::Duration>,
     /// Delete tasks first seen longer ago than AGE (e.g. 7d, 12h, 30m), oldest first, a few
     /// hundred at a time between writes, so ingest never stops.
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
@@ -334,6 +342,12 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let mut listen = causal_collector::listen::ListenConfig::default();
     if let Some(n) = args.max_connections {
         listen.max_connections = n;
+    }
+    if let Some(t) = args.header_timeout {
+        listen.header_timeout = t;
+    }
+    if let Some(t) = args.idle_timeout {
+        listen.idle_timeout = t;
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         listen.tls = Some(causal_collector::listen::TlsFiles::load(cert, key)?);

@@ -415,3 +415,167 @@ fn importing_only_unreadable_files_fails_without_creating_a_store() {
     );
     assert!(!db.exists(), "no empty store left behind");
 }
+
+/// The soft and hard `RLIMIT_NOFILE` of this process, from `/proc/self/limits`.
+fn nofile() -> (u64, u64) {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (v[0], v[1])
+}
+
+/// Starts `sightline collect` under a descriptor limit of `fds` (prlimit(1)) with `extra` flags;
+/// gives the child, its OTLP/HTTP address, its stdout (after the first line) and its stderr.
+fn collect_limited(
+    db: &Path,
+    fds: u64,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    BufReader<std::process::ChildStdout>,
+    std::process::ChildStderr,
+) {
+    let mut child = Command::new("prlimit")
+        .arg(format!("--nofile={fds}:{fds}"))
+        .arg(crate::bin())
+        .args([
+            "collect",
+            "--xtrace-port",
+            "0",
+            "--otlp-port",
+            "0",
+            "--no-otlp-grpc",
+            "--no-zipkin",
+            "--no-udp",
+            "--db",
+        ])
+        .arg(db)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    let http = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{first}"))
+        .trim_start_matches("http://")
+        .trim_end_matches(';')
+        .trim_end_matches("/v1/traces")
+        .to_string();
+    let stderr = child.stderr.take().unwrap();
+    (child, http, stdout, stderr)
+}
+
+/// One OTLP/JSON request to `http`, with `Connection: close`: the status, or `None` when the
+/// connection failed before an answer.
+fn post_one(http: &str) -> Option<u16> {
+    let body = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"6af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331","name":"ok","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}"#;
+    let mut h = TcpStream::connect(http).ok()?;
+    h.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let _ = write!(
+        h,
+        "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = h.write_all(body);
+    let mut resp = String::new();
+    let _ = h.read_to_string(&mut resp);
+    resp.get(9..12)?.parse().ok()
+}
+
+/// Issue 22 as found: a collector with 1,024 descriptors, 1,100 connections that send part of a
+/// header and stop; valid requests then timed out and `accept error: Too many open files` was
+/// logged every second. Here under a limit of 256 descriptors: by default the collector holds
+/// 128 connections (256 less 128 reserved) and answers the rest `503` at once; with
+/// `--max-connections` above the descriptor limit, accept fails with EMFILE and is logged a
+/// bounded number of times. In both, once the 2 s header timeout has closed the stalled
+/// connections, a valid request is stored.
+#[test]
+fn collect_under_a_descriptor_limit_refuses_politely_then_serves() {
+    let (soft, hard) = nofile();
+    if hard < 2400 {
+        eprintln!("skipped: RLIMIT_NOFILE hard limit {hard} < 2400");
+        return;
+    }
+    if soft < 2400 {
+        let ok = Command::new("prlimit")
+            .args([
+                "--pid",
+                &std::process::id().to_string(),
+                &format!("--nofile={hard}:{hard}"),
+            ])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (run, extra) in [
+        ("default limit", &["--header-timeout", "2s"][..]),
+        (
+            "limit above the descriptors",
+            &["--header-timeout", "2s", "--max-connections", "1000"][..],
+        ),
+    ] {
+        let db = tmp.path().join(format!("{}.db", run.len()));
+        let (child, http, mut stdout, mut stderr) = collect_limited(&db, 256, extra);
+        let mut stalled = Vec::new();
+        for _ in 0..1100 {
+            let mut s = TcpStream::connect(&http).unwrap();
+            s.write_all(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Ty")
+                .unwrap();
+            stalled.push(s);
+        }
+        // Served once the header timeout has freed the descriptors (an exporter retries).
+        let t0 = std::time::Instant::now();
+        let mut answers = Vec::new();
+        loop {
+            let a = post_one(&http);
+            answers.push(a);
+            if a == Some(200) {
+                break;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(40),
+                "{run}: never served: {answers:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        drop(stalled);
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let (mut log, mut out) = (String::new(), String::new());
+        stdout.read_to_string(&mut out).unwrap();
+        stderr.read_to_string(&mut log).unwrap();
+        assert!(out.contains("stopped; 2 events stored"), "{run}: {out}");
+        let mut child = child;
+        assert!(child.wait().unwrap().success(), "{run}: {log}");
+        let warnings = log.lines().filter(|l| l.contains("WARN")).count();
+        // The first ten, then powers of two.
+        assert!(warnings <= 25, "{run}: {warnings} warnings:\n{log}");
+        if run == "default limit" {
+            assert!(
+                log.contains("refused: 128 connections open, the limit"),
+                "{log}"
+            );
+            assert!(!log.contains("accept failed"), "{log}");
+        } else {
+            assert!(log.contains("accept failed"), "{log}");
+            assert!(log.contains("Too many open files"), "{log}");
+        }
+    }
+}
