@@ -37,7 +37,8 @@ impl DbArg {
 /// Options of `sightline collect`.
 #[derive(Debug, clap::Args)]
 pub struct CollectArgs {
-    /// Address to listen on for every protocol (loopback by default; 0.0.0.0 for all interfaces).
+    /// Address to listen on for every protocol (loopback by default; 0.0.0.0 for all interfaces,
+    /// then protect OTLP and Zipkin with --tls-cert/--tls-key and --bearer-token-file).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     pub listen: IpAddr,
     /// X-Trace report port, TCP and UDP (0: any free port).
@@ -418,7 +419,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         println!(
-            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; refused without the bearer token {}; tasks deleted by retention {}; store writer CPU {:.3}s",
+            "sightline collect: stopped; {} events stored in {} transactions{repeated}; X-Trace reports {} (malformed {}, UDP dropped {} with the store queue full, {} by the kernel); OTLP requests {} HTTP (bad {}) and {} gRPC, Zipkin requests {} (bad {}), spans {} (rejected {}); lost on write errors {}; refused without the bearer token {}; connections refused at the limit {} (accept errors {}, header timeouts {}, idle closed {}, TLS failed {}); over the decode budget {}; tasks deleted by retention {}; store writer CPU {:.3}s",
             s.events_stored,
             s.transactions,
             s.xtrace_reports,
@@ -434,6 +435,12 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             s.otlp_rejected_spans,
             s.events_lost,
             s.unauthenticated_requests,
+            s.connections_refused,
+            s.accept_errors,
+            s.header_timeouts,
+            s.idle_closed,
+            s.tls_failed,
+            s.decode_budget_refused,
             s.retention_deleted_tasks,
             s.writer_cpu_ns as f64 / 1e9
         );

@@ -572,6 +572,18 @@ fn collect_under_a_descriptor_limit_refuses_politely_then_serves() {
                 log.contains("refused: 128 connections open, the limit"),
                 "{log}"
             );
+            // 1,100 − 128 held, and the valid request's refused tries.
+            let refused: u64 = out
+                .split("connections refused at the limit ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{out}"));
+            assert!(refused >= 972, "{out}");
+            assert!(
+                out.contains("(accept errors 0, header timeouts 128,"),
+                "{out}"
+            );
             assert!(!log.contains("accept failed"), "{log}");
         } else {
             assert!(log.contains("accept failed"), "{log}");
