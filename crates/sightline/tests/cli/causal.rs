@@ -572,18 +572,22 @@ fn collect_under_a_descriptor_limit_refuses_politely_then_serves() {
                 log.contains("refused: 128 connections open, the limit"),
                 "{log}"
             );
-            // 1,100 − 128 held, and the valid request's refused tries.
-            let refused: u64 = out
-                .split("connections refused at the limit ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{out}"));
-            assert!(refused >= 972, "{out}");
-            assert!(
-                out.contains("(accept errors 0, header timeouts 128,"),
-                "{out}"
+            let count = |label: &str| -> u64 {
+                out.split(label)
+                    .nth(1)
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("{label}: {out}"))
+            };
+            let (refused, timed_out) = (
+                count("connections refused at the limit "),
+                count("header timeouts "),
             );
+            // At most 128 held at a time, each slot freed by a header timeout admitting one
+            // more: of the 1,100, all but 128 + timeouts were refused.
+            assert!(refused > 0 && refused + timed_out >= 1100 - 128, "{out}");
+            assert!(timed_out > 0, "{out}");
+            assert_eq!(count("accept errors "), 0, "{out}");
             assert!(!log.contains("accept failed"), "{log}");
         } else {
             assert!(log.contains("accept failed"), "{log}");
