@@ -2,7 +2,7 @@
 //! header, handshake and idle timeouts, and optional TLS (rustls).
 //!
 //! ```text
-//!  accept ─► slot free? ── no ──► refused (HTTP: `503` + `Retry-After`, else closed), counted
+//!  accept ─► slot free? ── no ──► refused (plain HTTP: `503` + `Retry-After`, else closed), counted
 //!              │ yes
 //!              ▼
 //!        TLS handshake (if configured, within the header timeout)
@@ -249,6 +249,12 @@ pub(crate) async fn accept_loop<F, Fut>(
     Fut: Future<Output = ()> + Send + 'static,
 {
     let acceptor = tls_alpn.and_then(|alpn| gate.acceptor(alpn));
+    if tls_alpn.is_some() && gate.config.tls.is_some() && acceptor.is_none() {
+        // Never serve in clear what was configured for TLS (TlsFiles::load checked the files,
+        // so this is not expected).
+        tracing::error!("{what}: the TLS configuration could not be built; not listening");
+        return;
+    }
     let mut conns = JoinSet::new();
     loop {
         let accepted = tokio::select! {
