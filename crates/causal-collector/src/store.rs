@@ -112,9 +112,12 @@ fn operation_of(e: &Event) -> Option<&str> {
         .or_else(|| (!e.id.contains(':')).then(|| e.label()).flatten())
 }
 
-/// Whether an event reports an error (`tasks --errors`): OTLP status `error` (`status.code`).
+/// Whether an event reports an error (`tasks --errors`): OTLP status `error` (`status.code`),
+/// or Jaeger's tag `error` = `true`/`1` (any ASCII case).
 fn is_error(e: &Event) -> bool {
     e.field("status.code") == Some("error")
+        || e.field("error")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
 }
 
 /// The columns that make an event's content ([`Content`]), in its order.
@@ -378,6 +381,8 @@ impl TaskSummary {
 /// Filters of [`Store::tasks`]; `None` means no filter.
 #[derive(Debug, Clone, Default)]
 pub struct TaskFilter {
+    /// Only the task with this exact id, in either form ([`stored_task_id`]; no prefixes).
+    pub task_id: Option<String>,
     /// Only tasks first seen at or after this time (ns since the Unix epoch).
     pub since_ns: Option<i64>,
     /// Only tasks first seen before this time (ns).
@@ -1052,77 +1057,78 @@ impl Store {
                     t.errors
              FROM tasks t WHERE 1=1",
         );
+        // Each filter binds its values as the next `?N` and appends its condition.
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        let mut bind = |v: rusqlite::types::Value| {
+            args.push(v);
+            format!("?{}", args.len())
+        };
+        let mut cond = |c: String| {
+            q.push_str(" AND ");
+            q.push_str(&c);
+        };
+        if let Some(t) = &filter.task_id {
+            cond(format!("t.task_id = {}", bind(stored_task_id(t).into())));
+        }
         if let Some(s) = filter.since_ns {
-            args.push(s.into());
-            q.push_str(&format!(
-                " AND coalesce(t.first_ts_ns, t.received_ns) >= ?{}",
-                args.len()
+            cond(format!(
+                "coalesce(t.first_ts_ns, t.received_ns) >= {}",
+                bind(s.into())
             ));
         }
         if let Some(u) = filter.until_ns {
-            args.push(u.into());
-            q.push_str(&format!(
-                " AND coalesce(t.first_ts_ns, t.received_ns) < ?{}",
-                args.len()
+            cond(format!(
+                "coalesce(t.first_ts_ns, t.received_ns) < {}",
+                bind(u.into())
             ));
         }
         if let Some(tag) = &filter.tag {
-            args.push(tag.clone().into());
-            q.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM task_tags g WHERE g.task = t.id AND g.tag = ?{})",
-                args.len()
+            cond(format!(
+                "EXISTS (SELECT 1 FROM task_tags g WHERE g.task = t.id AND g.tag = {})",
+                bind(tag.clone().into())
             ));
         }
         if let Some(title) = &filter.title {
-            args.push(title.clone().into());
-            q.push_str(&format!(
-                " AND instr(lower(t.title), lower(?{})) > 0",
-                args.len()
+            cond(format!(
+                "instr(lower(t.title), lower({})) > 0",
+                bind(title.clone().into())
             ));
         }
         // Each search is one index lookup (`task_services`, `task_operations` and
         // `task_attributes` are keyed by what is searched), so a service and a time range
         // walk `tasks_by_first_seen` backwards and stop at the limit.
         if let Some(svc) = &filter.service {
-            args.push(svc.clone().into());
-            q.push_str(&format!(
-                " AND t.id IN (SELECT task FROM task_services WHERE service = ?{})",
-                args.len()
+            cond(format!(
+                "t.id IN (SELECT task FROM task_services WHERE service = {})",
+                bind(svc.clone().into())
             ));
         }
         if let Some(op) = &filter.operation {
-            args.push(op.clone().into());
-            q.push_str(&format!(
-                " AND t.id IN (SELECT task FROM task_operations WHERE operation = ?{})",
-                args.len()
+            cond(format!(
+                "t.id IN (SELECT task FROM task_operations WHERE operation = {})",
+                bind(op.clone().into())
             ));
         }
         for (k, v) in &filter.attributes {
-            args.push(k.clone().into());
-            args.push(v.clone().into());
-            q.push_str(&format!(
-                " AND t.id IN (SELECT task FROM task_attributes WHERE key = ?{} AND value = ?{})",
-                args.len() - 1,
-                args.len()
+            let (k, v) = (bind(k.clone().into()), bind(v.clone().into()));
+            cond(format!(
+                "t.id IN (SELECT task FROM task_attributes WHERE key = {k} AND value = {v})"
             ));
         }
         if let Some(d) = filter.min_duration_ns {
-            args.push(d.into());
-            q.push_str(&format!(
-                " AND t.last_ts_ns - t.first_ts_ns >= ?{}",
-                args.len()
+            cond(format!(
+                "t.last_ts_ns - t.first_ts_ns >= {}",
+                bind(d.into())
             ));
         }
         if let Some(d) = filter.max_duration_ns {
-            args.push(d.into());
-            q.push_str(&format!(
-                " AND t.last_ts_ns - t.first_ts_ns <= ?{}",
-                args.len()
+            cond(format!(
+                "t.last_ts_ns - t.first_ts_ns <= {}",
+                bind(d.into())
             ));
         }
         if filter.errors {
-            q.push_str(" AND t.errors > 0");
+            cond("t.errors > 0".to_string());
         }
         q.push_str(match filter.sort {
             TaskSort::Start => " ORDER BY coalesce(t.first_ts_ns, t.received_ns) DESC, t.task_id",
