@@ -254,7 +254,7 @@ async fn with_store<T: Send + 'static>(
 async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, ApiError> {
     let (shown, events) = with_store(st, move |s| {
         let shown = s.resolve_task(&task)?;
-        let events = query::task_summary(s, &shown)?.map_or(0, |h| h.summary.events);
+        let events = query::task_summary(s, &shown)?.map_or(0, |h| h.events);
         Ok((shown, events))
     })
     .await?;
@@ -270,7 +270,7 @@ async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, 
     }
     let loaded = with_store(st, move |s| {
         let (graph, skew) = query::load_graph(s, &shown, adjust)?;
-        let title = query::task_summary(s, &shown)?.and_then(|h| h.summary.title);
+        let title = query::task_summary(s, &shown)?.and_then(|h| h.title);
         let cp = CriticalPath::compute(&graph);
         let view = TaskView::build(&graph, cp.as_ref());
         Ok(Arc::new(Loaded {
@@ -672,7 +672,7 @@ async fn jaeger_traces(State(st): State<AppState>, Query(p): Params) -> Response
     };
     let mut traces = Vec::with_capacity(hits.len());
     for h in hits {
-        match load(&st, h.summary.task_id, true).await {
+        match load(&st, h.task_id, true).await {
             Ok(l) => traces.push(jaeger::trace(&l.view, &l.graph)),
             Err(ApiError(s, m)) => return jaeger_err(s, &m),
         }

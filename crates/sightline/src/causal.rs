@@ -597,6 +597,7 @@ fn open_existing(db: &std::path::Path) -> anyhow::Result<Store> {
 pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
     let now = now_ns();
     let filter = TaskFilter {
+        task_id: None,
         since_ns: args
             .since
             .as_deref()
