@@ -8,6 +8,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
+use crate::errtag::ErrTag;
 use crate::lexer::{Lexer, Tok, Token, peek_after};
 use crate::source::{SourceFile, Span};
 
@@ -18,7 +19,13 @@ use crate::source::{SourceFile, Span};
 pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     let mut p = Parser::new(file.text(), file.base());
     let program = p.program();
-    (program, p.diags)
+    // Errors the grammar finds are DTrace's D_SYNTAX unless the lexer named a finer tag.
+    let diags = p
+        .diags
+        .into_iter()
+        .map(|d| d.or_code(ErrTag::D_SYNTAX))
+        .collect();
+    (program, diags)
 }
 
 /// Binding powers, loosest to tightest (C precedence; D puts `^^` between `&&` and `||`).
@@ -276,7 +283,12 @@ impl<'s> Parser<'s> {
                 };
                 if name.is_empty() || value.as_deref() == Some("") {
                     self.diags.push(
-                        Diagnostic::error("malformed `#pragma D option`", tok.span).with_hint(
+                        Diagnostic::tagged(
+                            ErrTag::D_PRAGMA_MALFORM,
+                            "malformed `#pragma D option`",
+                            tok.span,
+                        )
+                        .with_hint(
                             "write `#pragma D option name` or `#pragma D option name=value`",
                         ),
                     );
@@ -290,8 +302,12 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "option", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed `#pragma D option`", tok.span)
-                        .with_hint("write `#pragma D option name=value` without spaces around `=`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed `#pragma D option`",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D option name=value` without spaces around `=`"),
                 );
                 None
             }
@@ -304,7 +320,7 @@ impl<'s> Parser<'s> {
             }
             _ => {
                 self.diags.push(
-                    Diagnostic::error("preprocessor directives are not supported", tok.span)
+                    Diagnostic::tagged(ErrTag::D_PRAGCTL_INVAL, "preprocessor directives are not supported", tok.span)
                         .with_hint("DTrace runs the C preprocessor only with -C; Sightline has no preprocessor"),
                 );
                 None

@@ -2,6 +2,7 @@
 //! and Subroutines" > "Subroutines").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     pub(super) fn call(
@@ -14,7 +15,8 @@ impl Analyzer<'_> {
     ) -> R<TExpr> {
         if ACTIONS.contains(&func) {
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_CG_EXPR,
                     format!("`{func}()` is an action and has no value"),
                     func_span,
                 )
@@ -23,10 +25,14 @@ impl Analyzer<'_> {
         }
         if AGG_FUNCS.contains(&func) {
             return Err(self.report(
-                Diagnostic::error(format!("`{func}()` is an aggregating function"), func_span)
-                    .with_hint(format!(
-                        "assign it to an aggregation: @name[keys] = {func}(...);"
-                    )),
+                Diagnostic::tagged(
+                    ErrTag::D_FUNC_IDKIND,
+                    format!("`{func}()` is an aggregating function"),
+                    func_span,
+                )
+                .with_hint(format!(
+                    "assign it to an aggregation: @name[keys] = {func}(...);"
+                )),
             ));
         }
         let n = args.len();
@@ -41,7 +47,8 @@ impl Analyzer<'_> {
             if t.ty.is_integral() {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(
+                Err(this.report(Diagnostic::tagged(
+                    ErrTag::D_PROTO_ARG,
                     format!("{func}() {what} must be an integer, not `{}`", t.ty),
                     t.span,
                 )))
@@ -51,7 +58,8 @@ impl Analyzer<'_> {
             if t.ty == Type::String {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(
+                Err(this.report(Diagnostic::tagged(
+                    ErrTag::D_PROTO_ARG,
                     format!("{func}() {what} must be a string, not `{}`", t.ty),
                     t.span,
                 )))
@@ -267,7 +275,8 @@ impl Analyzer<'_> {
                 let frames = match targs.first() {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,
-                        _ => return Err(self.err(
+                        _ => return Err(self.err_at(
+                            ErrTag::D_STACK_SIZE,
                             format!(
                                 "{func}() frame count must be an integer constant from 1 to 1024"
                             ),
@@ -313,7 +322,11 @@ impl Analyzer<'_> {
                 all.extend_from_slice(ACTIONS);
                 all.extend_from_slice(AGG_FUNCS);
                 let sugg = nearest(func, all, 3);
-                let mut d = Diagnostic::error(format!("unknown function `{func}`"), func_span);
+                let mut d = Diagnostic::tagged(
+                    ErrTag::D_FUNC_UNDEF,
+                    format!("unknown function `{func}`"),
+                    func_span,
+                );
                 if let Some(h) = did_you_mean(&sugg) {
                     d = d.with_hint(h);
                 }
