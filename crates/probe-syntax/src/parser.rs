@@ -243,7 +243,7 @@ impl<'s> Parser<'s> {
                         || ((w == "self" || w == "this") && self.next_is_type_word()) =>
                 {
                     match self.declaration() {
-                        Ok(d) => items.push(Item::Decl(d)),
+                        Ok(ds) => items.extend(ds.into_iter().map(Item::Decl)),
                         Err(Reported) => self.recover_statement(),
                     }
                 }
@@ -328,8 +328,12 @@ impl<'s> Parser<'s> {
         }
     }
 
-    /// declaration := [`self`|`this`] type-name IDENT [`[` type-name {`,` type-name} `]`] `;`
-    fn declaration(&mut self) -> PResult<VarDecl> {
+    /// declaration := [`self`|`this`] type-name declarator {`,` declarator} `;`
+    /// declarator := IDENT [`[` type-name {`,` type-name} `]`]
+    ///
+    /// Several declarators share the type (`int a, b;`, as in C); each becomes a [`VarDecl`]
+    /// whose span runs from the declaration's start to its `;`.
+    fn declaration(&mut self) -> PResult<Vec<VarDecl>> {
         let start = self.tok.span;
         let scope = if self.is_ident("self") {
             self.bump();
@@ -341,42 +345,52 @@ impl<'s> Parser<'s> {
             DeclScope::Global
         };
         let ty = self.type_name()?;
-        let name = match &self.tok.tok {
-            Tok::Ident(n) if !is_reserved(n) => n.clone(),
-            _ => {
-                return Err(self.error_here(format!(
-                    "expected a variable name, found {}",
-                    self.tok.tok.describe()
-                )));
-            }
-        };
-        self.bump();
-        let mut keys = Vec::new();
-        if self.eat_punct("[") {
-            loop {
-                keys.push(self.type_name()?);
-                if !self.eat_punct(",") {
-                    break;
+        let mut declarators = Vec::new();
+        loop {
+            let name = match &self.tok.tok {
+                Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                _ => {
+                    return Err(self.error_here(format!(
+                        "expected a variable name, found {}",
+                        self.tok.tok.describe()
+                    )));
                 }
+            };
+            self.bump();
+            let mut keys = Vec::new();
+            if self.eat_punct("[") {
+                loop {
+                    keys.push(self.type_name()?);
+                    if !self.eat_punct(",") {
+                        break;
+                    }
+                }
+                self.expect_punct("]", "after the key types")?;
             }
-            self.expect_punct("]", "after the key types")?;
-        }
-        if self.is_punct("=") {
-            // D declarations have no initializers (guide, "Variables" → "Scalar Variables").
-            self.diags.push(
-                Diagnostic::error("a D declaration cannot assign an initial value", self.tok.span)
-                    .with_hint(format!("declare `{name}` here and assign it in a BEGIN clause: BEGIN {{ {name} = ...; }}")),
-            );
-            return Err(Reported);
+            if self.is_punct("=") {
+                // D declarations have no initializers (guide, "Variables" → "Scalar Variables").
+                self.diags.push(
+                    Diagnostic::error("a D declaration cannot assign an initial value", self.tok.span)
+                        .with_hint(format!("declare `{name}` here and assign it in a BEGIN clause: BEGIN {{ {name} = ...; }}")),
+                );
+                return Err(Reported);
+            }
+            declarators.push((name, keys));
+            if !self.eat_punct(",") {
+                break;
+            }
         }
         let end = self.expect_punct(";", "after the declaration")?;
-        Ok(VarDecl {
-            scope,
-            ty,
-            name,
-            keys,
-            span: start.to(end),
-        })
+        Ok(declarators
+            .into_iter()
+            .map(|(name, keys)| VarDecl {
+                scope,
+                ty: ty.clone(),
+                name,
+                keys,
+                span: start.to(end),
+            })
+            .collect())
     }
 
     /// inline-definition := `inline` type-name IDENT `=` expression `;`

@@ -409,6 +409,25 @@ impl Analyzer<'_> {
             }
             StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
             StmtKind::Expr(e) => {
+                if let ExprKind::Ternary(c, a, b) = &e.kind {
+                    // DTrace folds a conditional whose condition is a constant, so the arm that
+                    // stays is the statement: the toolkit's `OPT_x ? printf(...) : 1;` may put an
+                    // action there, and a constant arm is no statement (and no warning).
+                    let quiet = std::mem::replace(&mut self.quiet, true);
+                    let cond = self.expr(c, cx).ok().as_ref().and_then(const_eval);
+                    self.quiet = quiet;
+                    if let Some(v) = cond {
+                        let arm = if v != 0 { a } else { b };
+                        if matches!(arm.kind, ExprKind::Int(_)) {
+                            return Ok(None);
+                        }
+                        let stmt = Stmt {
+                            kind: StmtKind::Expr((**arm).clone()),
+                            span: s.span,
+                        };
+                        return self.stmt(&stmt, cx);
+                    }
+                }
                 if let ExprKind::Call {
                     func,
                     func_span,

@@ -349,6 +349,10 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        if name == "NULL" {
+            // DTrace's NULL: the constant 0 as a `void *` (the guide, "Pointers and Arrays").
+            return Ok(mk(TExprKind::Int(0), Type::Ptr(Box::new(Type::Void)), span));
+        }
         if let Some(v) = crate::consts::named_constant(name) {
             return Ok(mk(TExprKind::Int(v as u64), Type::INT, span));
         }

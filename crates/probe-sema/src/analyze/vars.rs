@@ -71,7 +71,7 @@ impl Analyzer<'_> {
             ));
         }
         if scope == VarScope::Global
-            && crate::consts::named_constant(name).is_some()
+            && (crate::consts::named_constant(name).is_some() || name == "NULL")
             && self.lookup(scope, name).is_none()
         {
             return Err(self.err_at(
