@@ -239,6 +239,28 @@ impl Analyzer<'_> {
                 let v = targs.into_iter().map(|t| convert(t, &Type::INT)).collect();
                 Ok(call(Subr::Progenyof, v, Type::INT))
             }
+            "getmajor" | "getminor" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(dev_t)")));
+                }
+                need_int(self, &targs[0], "device")?;
+                // The kernel's dev_t (the type of BTF fields such as `i_rdev`, `bd_dev`):
+                // major in the bits from 20 up, minor in the low 20 (`MINORBITS`,
+                // include/linux/kdev_t.h). The value is D's `major_t`/`minor_t`, 32 bits.
+                let dev = convert(targs.into_iter().next().expect("one argument"), &Type::U64);
+                let int = |v: u64| mk(TExprKind::Int(v), Type::U64, span);
+                let (op, k) = if func == "getmajor" {
+                    (BinaryOp::Shr, 20)
+                } else {
+                    (BinaryOp::BitAnd, 0xf_ffff)
+                };
+                let v = mk(
+                    TExprKind::Binary(op, Box::new(dev), Box::new(int(k))),
+                    Type::U64,
+                    span,
+                );
+                Ok(convert(v, &Type::UINT))
+            }
             "htons" | "ntohs" | "htonl" | "ntohl" | "htonll" | "ntohll" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", &format!("{func}(integer)")));

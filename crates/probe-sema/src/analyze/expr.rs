@@ -349,6 +349,10 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        if name == "zonename" && self.lookup(VarScope::Global, name).is_none() {
+            // Linux has no zones: every process is in DTrace's "global" zone.
+            return Ok(mk(TExprKind::Str("global".into()), Type::String, span));
+        }
         if name == "NULL" {
             // DTrace's NULL: the constant 0 as a `void *` (the guide, "Pointers and Arrays").
             return Ok(mk(TExprKind::Int(0), Type::Ptr(Box::new(Type::Void)), span));
