@@ -52,49 +52,94 @@ struct Reported;
 type PResult<T> = Result<T, Reported>;
 
 /// C type keywords and the typedef names D predefines (a name here starts a cast `(T)`).
+/// The kernel and DTrace typedefs scripts name, with their Linux x86-64 widths and signedness:
+/// the kernel's own (`dev_t` is `u32`, include/linux/types.h; `ino_t`, `off_t`, `loff_t`,
+/// `time_t`, `clock_t` are `long`-sized; `mode_t` is `unsigned int`, `umode_t` `unsigned short`;
+/// `sector_t` and `blkcnt_t` `u64`; `gfp_t` `unsigned int`; `daddr_t` and `key_t` `int`),
+/// the socket ones (`socklen_t`, `in_port_t`, `in_addr_t`), and DTrace's and Solaris'
+/// (`major_t`, `minor_t` are 32-bit unsigned; `hrtime_t` 64-bit signed; `zoneid_t`, `projid_t`,
+/// `taskid_t`, `ctid_t`, `poolid_t` are `id_t`s; `boolean_t` an `int`; `bool` a byte; the BSD
+/// `u_char`, `u_short`, `u_int`, `u_long`).
+const KERNEL_TYPEDEFS: &[(&str, u8, bool)] = &[
+    ("dev_t", 4, false),
+    ("ino_t", 8, false),
+    ("off_t", 8, true),
+    ("loff_t", 8, true),
+    ("mode_t", 4, false),
+    ("umode_t", 2, false),
+    ("nlink_t", 4, false),
+    ("time_t", 8, true),
+    ("clock_t", 8, true),
+    ("suseconds_t", 8, true),
+    ("useconds_t", 4, false),
+    ("blkcnt_t", 8, false),
+    ("sector_t", 8, false),
+    ("gfp_t", 4, false),
+    ("key_t", 4, true),
+    ("daddr_t", 4, true),
+    ("socklen_t", 4, false),
+    ("in_port_t", 2, false),
+    ("in_addr_t", 4, false),
+    ("major_t", 4, false),
+    ("minor_t", 4, false),
+    ("hrtime_t", 8, true),
+    ("zoneid_t", 4, true),
+    ("projid_t", 4, true),
+    ("taskid_t", 4, true),
+    ("ctid_t", 4, true),
+    ("poolid_t", 4, true),
+    ("boolean_t", 4, true),
+    ("bool", 1, false),
+    ("u_char", 1, false),
+    ("u_short", 2, false),
+    ("u_int", 4, false),
+    ("u_long", 8, false),
+];
+
 fn is_type_word(s: &str) -> bool {
-    matches!(
-        s,
-        "char"
-            | "short"
-            | "int"
-            | "long"
-            | "signed"
-            | "unsigned"
-            | "void"
-            | "string"
-            | "int8_t"
-            | "int16_t"
-            | "int32_t"
-            | "int64_t"
-            | "uint8_t"
-            | "uint16_t"
-            | "uint32_t"
-            | "uint64_t"
-            | "intptr_t"
-            | "uintptr_t"
-            | "size_t"
-            | "ssize_t"
-            | "pid_t"
-            | "id_t"
-            | "uid_t"
-            | "gid_t"
-            | "processorid_t"
-            | "uchar_t"
-            | "ushort_t"
-            | "uint_t"
-            | "ulong_t"
-            | "u8"
-            | "u16"
-            | "u32"
-            | "u64"
-            | "s8"
-            | "s16"
-            | "s32"
-            | "s64"
-            | "struct"
-            | "union"
-    )
+    KERNEL_TYPEDEFS.iter().any(|(n, _, _)| *n == s)
+        || matches!(
+            s,
+            "char"
+                | "short"
+                | "int"
+                | "long"
+                | "signed"
+                | "unsigned"
+                | "void"
+                | "string"
+                | "int8_t"
+                | "int16_t"
+                | "int32_t"
+                | "int64_t"
+                | "uint8_t"
+                | "uint16_t"
+                | "uint32_t"
+                | "uint64_t"
+                | "intptr_t"
+                | "uintptr_t"
+                | "size_t"
+                | "ssize_t"
+                | "pid_t"
+                | "id_t"
+                | "uid_t"
+                | "gid_t"
+                | "processorid_t"
+                | "uchar_t"
+                | "ushort_t"
+                | "uint_t"
+                | "ulong_t"
+                | "u8"
+                | "u16"
+                | "u32"
+                | "u64"
+                | "s8"
+                | "s16"
+                | "s32"
+                | "s64"
+                | "struct"
+                | "union"
+        )
 }
 
 /// Words the parser treats as reserved (they can't name variables).
@@ -1335,7 +1380,10 @@ fn base_type(words: &[String]) -> Option<BaseType> {
             "unsigned" | "uint32_t" | "uid_t" | "gid_t" | "uint_t" | "u32" => int(4, false),
             "long" | "int64_t" | "intptr_t" | "ssize_t" | "s64" => int(8, true),
             "uint64_t" | "uintptr_t" | "size_t" | "ulong_t" | "u64" => int(8, false),
-            _ => None,
+            w => KERNEL_TYPEDEFS
+                .iter()
+                .find(|(n, _, _)| *n == w)
+                .and_then(|&(_, bytes, signed)| int(bytes, signed)),
         };
     }
     // Combinations of C keywords: [signed|unsigned] (char | short [int] | int | long [long] [int]).
