@@ -40,6 +40,18 @@ impl Analyzer<'_> {
         for a in args {
             targs.push(self.expr(a, cx)?);
         }
+        // The string subroutines take a `char *` as DTrace's do (their prototypes say
+        // `const char *`): the characters at a kernel pointer, as stringof() reads them.
+        if STRING_SUBROUTINES.contains(&func) {
+            for t in &mut targs {
+                if matches!(&t.ty, Type::Ptr(inner) if matches!(**inner, Type::Int { bytes: 1, .. }))
+                {
+                    let sp = t.span;
+                    let arg = std::mem::replace(t, mk(TExprKind::Int(0), Type::INT, sp));
+                    *t = self.stringof(arg, sp)?;
+                }
+            }
+        }
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
             this.arity_error(func, want, n, span, usage)
         };
@@ -357,3 +369,9 @@ impl Analyzer<'_> {
         }
     }
 }
+
+/// Subroutines whose string arguments may be given as a `char *` (see [`Analyzer::call`]).
+const STRING_SUBROUTINES: &[&str] = &[
+    "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
+    "rindex",
+];
