@@ -122,7 +122,12 @@ impl CodegenError {
     /// The error as a located diagnostic (`file:line:col`, a caret under [`CodegenError::span`],
     /// the hint), for rendering with the script's `SourceMap` like the analysis' diagnostics.
     pub fn diagnostic(&self) -> probe_syntax::Diagnostic {
-        let d = probe_syntax::Diagnostic::error(self.message.clone(), self.span);
+        // The back end's limits have no DTrace tag of their own.
+        let d = probe_syntax::Diagnostic::tagged(
+            probe_syntax::ErrTag::D_UNKNOWN,
+            self.message.clone(),
+            self.span,
+        );
         match &self.hint {
             Some(h) => d.with_hint(h.clone()),
             None => d,

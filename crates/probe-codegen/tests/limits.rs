@@ -84,7 +84,7 @@ fn issue_22_too_many_maps_is_a_located_error() {
     assert_eq!(
         first,
         format!(
-            "limits.d:64:1: error: this clause makes its probe's BPF program use 65 maps, above the kernel's limit of {MAX_MAPS_PER_PROGRAM} per program"
+            "limits.d:64:1: error[D_UNKNOWN]: this clause makes its probe's BPF program use 65 maps, above the kernel's limit of {MAX_MAPS_PER_PROGRAM} per program"
         ),
         "{e}"
     );
@@ -112,7 +112,7 @@ fn issue_22_too_many_branches_is_a_located_error() {
     let e = build(&text).unwrap_err();
     assert!(
         e.starts_with(&format!(
-            "limits.d:2731:1: error: this clause makes its probe's BPF program have 8194 conditional branches, above the verifier's limit of {MAX_PENDING_BRANCHES} pending ones\n"
+            "limits.d:2731:1: error[D_UNKNOWN]: this clause makes its probe's BPF program have 8194 conditional branches, above the verifier's limit of {MAX_PENDING_BRANCHES} pending ones\n"
         )),
         "{e}"
     );

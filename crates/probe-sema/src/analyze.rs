@@ -25,7 +25,7 @@ use probe_format::printf::{self, ArgKind, ArgSlot};
 use probe_syntax::ast::{
     self, BaseType, BinaryOp, Expr, ExprKind, MacroVar, Stmt, StmtKind, UnaryOp,
 };
-use probe_syntax::{Diagnostic, Span};
+use probe_syntax::{Diagnostic, ErrTag, Span};
 use std::collections::HashMap;
 
 mod actions;
@@ -267,15 +267,23 @@ impl<'a> Analyzer<'a> {
         }
     }
 
+    /// Records `d`; an error without DTrace's tag gets `D_UNKNOWN`, so every error has one.
     fn report(&mut self, d: Diagnostic) -> Reported {
         if !self.quiet {
-            self.diags.push(d);
+            self.diags.push(d.or_code(ErrTag::D_UNKNOWN));
         }
         Reported
     }
 
+    /// Reports an error with no finer tag than `D_UNKNOWN` (prefer [`Analyzer::err_at`]).
+    #[allow(dead_code)]
     fn err(&mut self, msg: impl Into<String>, span: Span) -> Reported {
         self.report(Diagnostic::error(msg, span))
+    }
+
+    /// Reports an error with DTrace's tag `tag`.
+    fn err_at(&mut self, tag: ErrTag, msg: impl Into<String>, span: Span) -> Reported {
+        self.report(Diagnostic::tagged(tag, msg, span))
     }
 
     /// Reports a call of `func` with the wrong number of arguments ("`func`() takes `want`,
@@ -289,8 +297,12 @@ impl<'a> Analyzer<'a> {
         usage: &str,
     ) -> Reported {
         self.report(
-            Diagnostic::error(format!("{func}() takes {want}, {given} given"), span)
-                .with_hint(format!("usage: {usage}")),
+            Diagnostic::tagged(
+                ErrTag::D_PROTO_LEN,
+                format!("{func}() takes {want}, {given} given"),
+                span,
+            )
+            .with_hint(format!("usage: {usage}")),
         )
     }
 }

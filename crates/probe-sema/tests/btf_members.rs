@@ -202,32 +202,32 @@ fn member_errors() {
     assert_eq!(
         out,
         "\
-t.d:2:17: error: struct task_struct has no member `pdi`
+t.d:2:17: error[D_TYPE_MEMBER]: struct task_struct has no member `pdi`
    2 | 	a = curthread->pdi;
      | 	               ^~~
 hint: did you mean `pid`?
-t.d:3:17: error: `flags` is a bitfield member, which D cannot read yet
+t.d:3:17: error[D_TYPE_MEMBER]: `flags` is a bitfield member, which D cannot read yet
    3 | 	b = curthread->flags;
      | 	               ^~~~~
-t.d:4:6: error: a `struct sched_entity` cannot be used as a value
+t.d:4:6: error[D_OP_SOU]: a `struct sched_entity` cannot be used as a value
    4 | 	c = curthread->se;
      | 	    ^~~~~~~~~~~~~
 hint: read one of its members with `.member`
-t.d:5:6: error: operator `->` needs a pointer to a structure, not `int`
+t.d:5:6: error[D_OP_PTR]: operator `->` needs a pointer to a structure, not `int`
    5 | 	d = pid->x;
      | 	    ^~~
 hint: cast an address: ((struct task_struct *)addr)->pid
-t.d:6:8: error: the kernel has no type `struct nosuch *`
+t.d:6:8: error[D_TYPE_ERR]: the kernel has no type `struct nosuch *`
    6 | 	e = ((struct nosuch *)arg0)->x;
      | 	      ^~~~~~~~~~~~~~~
-t.d:7:6: error: an array of type `uint32_t[4]` cannot be used as a value
+t.d:7:6: error[D_OP_ARRFUN]: an array of type `uint32_t[4]` cannot be used as a value
    7 | 	f = curthread->se.nr;
      | 	    ^~~~~~~~~~~~~~~~
 hint: read an element: a[i]
-t.d:8:6: error: cannot dereference a `struct task_struct *`
+t.d:8:6: error[D_OP_SOU]: cannot dereference a `struct task_struct *`
    8 | 	g = *curthread;
      | 	    ^~~~~~~~~~
-t.d:9:23: error: subscript 9 is out of range for an array of 4
+t.d:9:23: error[D_ARR_BADREF]: subscript 9 is out of range for an array of 4
    9 | 	h = curthread->se.nr[9];
      | 	                     ^
 "

@@ -27,30 +27,30 @@ fn issue_22_long_probe_names_are_a_located_error() {
         let e = check(&format!("syscall::{}:entry {{ }}", "a".repeat(len))).unwrap_err();
         assert!(
             e.starts_with(&format!(
-                "limits.d:1:10: error: probe function is {len} bytes long, above the limit of 1024\n"
+                "limits.d:1:10: error[D_PDESC_INVAL]: probe function is {len} bytes long, above the limit of 1024\n"
             )),
             "{}",
             &e[..200]
         );
         assert!(e.contains("hint: no function is that long"));
-        assert_eq!(e.matches("error:").count(), 1, "one diagnostic");
+        assert_eq!(e.matches("error[").count(), 1, "one diagnostic");
     }
     let e = check(&format!("{}:::entry {{ }}", "p".repeat(65))).unwrap_err();
     assert!(
         e.starts_with(
-            "limits.d:1:1: error: probe provider is 65 bytes long, above the limit of 64\n"
+            "limits.d:1:1: error[D_PDESC_INVAL]: probe provider is 65 bytes long, above the limit of 64\n"
         ),
         "{e}"
     );
     let e = check(&format!("syscall::read:{} {{ }}", "n".repeat(100))).unwrap_err();
     assert!(
-        e.starts_with("limits.d:1:15: error: probe name is 100 bytes long"),
+        e.starts_with("limits.d:1:15: error[D_PDESC_INVAL]: probe name is 100 bytes long"),
         "{e}"
     );
     let e = check(&format!("pid1234:{}:main:entry {{ }}", "/m".repeat(2049))).unwrap_err();
     assert!(
         e.starts_with(
-            "limits.d:1:9: error: probe module is 4098 bytes long, above the limit of 4096"
+            "limits.d:1:9: error[D_PDESC_INVAL]: probe module is 4098 bytes long, above the limit of 4096"
         ),
         "{e}"
     );
@@ -64,7 +64,7 @@ fn issue_22_long_probe_names_are_a_located_error() {
 fn issue_22_huge_unknown_function_is_reported_without_suggestions() {
     let e = check(&format!("BEGIN {{ {}(); }}", "f".repeat(1 << 20))).unwrap_err();
     assert!(
-        e.starts_with("limits.d:1:9: error: unknown function `fff"),
+        e.starts_with("limits.d:1:9: error[D_FUNC_UNDEF]: unknown function `fff"),
         "{}",
         &e[..100]
     );

@@ -10,13 +10,15 @@
 //! hint: statements in a clause end with `;`
 //! ```
 //!
-//! That is `file:line:col: severity: message` (1-based line and column, the column counted in
+//! That is `file:line:col: severity: message` (an error with DTrace's tag shows it after the
+//! severity, `error[D_SYNTAX]:`, as rustc shows its codes) (1-based line and column, the column counted in
 //! characters), each source line a label touches with its number, a marker line under each label
 //! (`^~~~` for the primary span, `-` for secondary labels) followed by the label's message, and an
 //! optional `hint:` line. We render it ourselves rather than with codespan-reporting or
 //! annotate-snippets because both put the location on a second line (`┌─ file:line:col`), while the
 //! compilers our users know (cc, dtrace) put it first, which editors and `grep` pick up.
 
+use crate::errtag::ErrTag;
 use crate::source::{SourceMap, Span};
 use std::fmt::Write as _;
 
@@ -66,6 +68,8 @@ pub struct Diagnostic {
     pub labels: Vec<Label>,
     /// A suggestion of how to fix it (`hint: ...`).
     pub hint: Option<String>,
+    /// DTrace's error tag, rendered as `error[D_SYNTAX]:` (see [`crate::errtag`]).
+    pub code: Option<ErrTag>,
 }
 
 impl Diagnostic {
@@ -78,6 +82,34 @@ impl Diagnostic {
             span_label: String::new(),
             labels: Vec::new(),
             hint: None,
+            code: None,
+        }
+    }
+
+    /// An error at `span` with DTrace's tag `code`.
+    pub fn tagged(code: ErrTag, message: impl Into<String>, span: Span) -> Diagnostic {
+        Diagnostic::error(message, span).with_code(code)
+    }
+
+    /// Sets DTrace's error tag.
+    pub fn with_code(mut self, code: ErrTag) -> Diagnostic {
+        self.code = Some(code);
+        self
+    }
+
+    /// Sets the tag `code` unless the diagnostic is not an error or already has one.
+    pub fn or_code(mut self, code: ErrTag) -> Diagnostic {
+        if self.is_error() && self.code.is_none() {
+            self.code = Some(code);
+        }
+        self
+    }
+
+    /// `error[D_SYNTAX]`, `error` or `warning`: the severity and the tag, as rendered.
+    pub fn head(&self) -> String {
+        match self.code {
+            Some(c) => format!("{}[{c}]", self.severity.as_str()),
+            None => self.severity.as_str().to_string(),
         }
     }
 
@@ -122,7 +154,7 @@ impl Diagnostic {
     pub fn render<'a>(&'a self, map: &'a SourceMap) -> String {
         let mut out = String::new();
         let Some(file) = map.file_of(self.span.start) else {
-            let _ = writeln!(out, "{}: {}", self.severity.as_str(), self.message);
+            let _ = writeln!(out, "{}: {}", self.head(), self.message);
             if let Some(h) = &self.hint {
                 let _ = writeln!(out, "hint: {h}");
             }
@@ -135,7 +167,7 @@ impl Diagnostic {
             file.name(),
             line,
             col,
-            self.severity.as_str(),
+            self.head(),
             self.message
         );
 

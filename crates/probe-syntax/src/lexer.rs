@@ -8,6 +8,7 @@
 
 use crate::ast::{IntLit, MacroVar};
 use crate::diag::Diagnostic;
+use crate::errtag::ErrTag;
 use crate::source::Span;
 
 /// A token kind.
@@ -413,7 +414,7 @@ impl<'s> Lexer<'s> {
             } else {
                 format!("invalid suffix `{suffix}` on integer constant")
             };
-            diags.push(Diagnostic::error(what, span));
+            diags.push(Diagnostic::tagged(ErrTag::D_INT_DIGIT, what, span));
         }
         let value = if digits.is_empty() && radix == 16 {
             diags.push(Diagnostic::error(
@@ -428,8 +429,12 @@ impl<'s> Lexer<'s> {
                 Ok(v) => v,
                 Err(_) => {
                     diags.push(
-                        Diagnostic::error("integer constant is too large", span)
-                            .with_hint("D integers are at most 64 bits (18446744073709551615)"),
+                        Diagnostic::tagged(
+                            ErrTag::D_INT_OFLOW,
+                            "integer constant is too large",
+                            span,
+                        )
+                        .with_hint("D integers are at most 64 bits (18446744073709551615)"),
                     );
                     0
                 }
@@ -511,9 +516,13 @@ impl<'s> Lexer<'s> {
             match self.peek_char() {
                 None | Some('\n') => {
                     diags.push(
-                        Diagnostic::error("unterminated string constant", self.span(start))
-                            .with_span_label("string starts here")
-                            .with_hint("close the string with `\"` on the same line"),
+                        Diagnostic::tagged(
+                            ErrTag::D_STR_NL,
+                            "unterminated string constant",
+                            self.span(start),
+                        )
+                        .with_span_label("string starts here")
+                        .with_hint("close the string with `\"` on the same line"),
                     );
                     break;
                 }
@@ -545,8 +554,12 @@ impl<'s> Lexer<'s> {
             match self.peek_char() {
                 None | Some('\n') => {
                     diags.push(
-                        Diagnostic::error("unterminated character constant", self.span(start))
-                            .with_hint("close it with `'`"),
+                        Diagnostic::tagged(
+                            ErrTag::D_CHR_NL,
+                            "unterminated character constant",
+                            self.span(start),
+                        )
+                        .with_hint("close it with `'`"),
                     );
                     return Tok::Int(IntLit {
                         value: 0,
@@ -580,7 +593,7 @@ impl<'s> Lexer<'s> {
                 "character constant has more than one character"
             };
             diags.push(
-                Diagnostic::error(msg, self.span(start))
+                Diagnostic::tagged(ErrTag::D_CHR_OFLOW, msg, self.span(start))
                     .with_hint("use a string constant (\"...\") for text"),
             );
         }

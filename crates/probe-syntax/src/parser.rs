@@ -8,6 +8,7 @@
 
 use crate::ast::*;
 use crate::diag::Diagnostic;
+use crate::errtag::ErrTag;
 use crate::lexer::{Lexer, Tok, Token, peek_after};
 use crate::source::{SourceFile, Span};
 
@@ -18,7 +19,13 @@ use crate::source::{SourceFile, Span};
 pub fn parse(file: &SourceFile) -> (Program, Vec<Diagnostic>) {
     let mut p = Parser::new(file.text(), file.base());
     let program = p.program();
-    (program, p.diags)
+    // Errors the grammar finds are DTrace's D_SYNTAX unless the lexer named a finer tag.
+    let diags = p
+        .diags
+        .into_iter()
+        .map(|d| d.or_code(ErrTag::D_SYNTAX))
+        .collect();
+    (program, diags)
 }
 
 /// Binding powers, loosest to tightest (C precedence; D puts `^^` between `&&` and `||`).
@@ -45,49 +52,94 @@ struct Reported;
 type PResult<T> = Result<T, Reported>;
 
 /// C type keywords and the typedef names D predefines (a name here starts a cast `(T)`).
+/// The kernel and DTrace typedefs scripts name, with their Linux x86-64 widths and signedness:
+/// the kernel's own (`dev_t` is `u32`, include/linux/types.h; `ino_t`, `off_t`, `loff_t`,
+/// `time_t`, `clock_t` are `long`-sized; `mode_t` is `unsigned int`, `umode_t` `unsigned short`;
+/// `sector_t` and `blkcnt_t` `u64`; `gfp_t` `unsigned int`; `daddr_t` and `key_t` `int`),
+/// the socket ones (`socklen_t`, `in_port_t`, `in_addr_t`), and DTrace's and Solaris'
+/// (`major_t`, `minor_t` are 32-bit unsigned; `hrtime_t` 64-bit signed; `zoneid_t`, `projid_t`,
+/// `taskid_t`, `ctid_t`, `poolid_t` are `id_t`s; `boolean_t` an `int`; `bool` a byte; the BSD
+/// `u_char`, `u_short`, `u_int`, `u_long`).
+const KERNEL_TYPEDEFS: &[(&str, u8, bool)] = &[
+    ("dev_t", 4, false),
+    ("ino_t", 8, false),
+    ("off_t", 8, true),
+    ("loff_t", 8, true),
+    ("mode_t", 4, false),
+    ("umode_t", 2, false),
+    ("nlink_t", 4, false),
+    ("time_t", 8, true),
+    ("clock_t", 8, true),
+    ("suseconds_t", 8, true),
+    ("useconds_t", 4, false),
+    ("blkcnt_t", 8, false),
+    ("sector_t", 8, false),
+    ("gfp_t", 4, false),
+    ("key_t", 4, true),
+    ("daddr_t", 4, true),
+    ("socklen_t", 4, false),
+    ("in_port_t", 2, false),
+    ("in_addr_t", 4, false),
+    ("major_t", 4, false),
+    ("minor_t", 4, false),
+    ("hrtime_t", 8, true),
+    ("zoneid_t", 4, true),
+    ("projid_t", 4, true),
+    ("taskid_t", 4, true),
+    ("ctid_t", 4, true),
+    ("poolid_t", 4, true),
+    ("boolean_t", 4, true),
+    ("bool", 1, false),
+    ("u_char", 1, false),
+    ("u_short", 2, false),
+    ("u_int", 4, false),
+    ("u_long", 8, false),
+];
+
 fn is_type_word(s: &str) -> bool {
-    matches!(
-        s,
-        "char"
-            | "short"
-            | "int"
-            | "long"
-            | "signed"
-            | "unsigned"
-            | "void"
-            | "string"
-            | "int8_t"
-            | "int16_t"
-            | "int32_t"
-            | "int64_t"
-            | "uint8_t"
-            | "uint16_t"
-            | "uint32_t"
-            | "uint64_t"
-            | "intptr_t"
-            | "uintptr_t"
-            | "size_t"
-            | "ssize_t"
-            | "pid_t"
-            | "id_t"
-            | "uid_t"
-            | "gid_t"
-            | "processorid_t"
-            | "uchar_t"
-            | "ushort_t"
-            | "uint_t"
-            | "ulong_t"
-            | "u8"
-            | "u16"
-            | "u32"
-            | "u64"
-            | "s8"
-            | "s16"
-            | "s32"
-            | "s64"
-            | "struct"
-            | "union"
-    )
+    KERNEL_TYPEDEFS.iter().any(|(n, _, _)| *n == s)
+        || matches!(
+            s,
+            "char"
+                | "short"
+                | "int"
+                | "long"
+                | "signed"
+                | "unsigned"
+                | "void"
+                | "string"
+                | "int8_t"
+                | "int16_t"
+                | "int32_t"
+                | "int64_t"
+                | "uint8_t"
+                | "uint16_t"
+                | "uint32_t"
+                | "uint64_t"
+                | "intptr_t"
+                | "uintptr_t"
+                | "size_t"
+                | "ssize_t"
+                | "pid_t"
+                | "id_t"
+                | "uid_t"
+                | "gid_t"
+                | "processorid_t"
+                | "uchar_t"
+                | "ushort_t"
+                | "uint_t"
+                | "ulong_t"
+                | "u8"
+                | "u16"
+                | "u32"
+                | "u64"
+                | "s8"
+                | "s16"
+                | "s32"
+                | "s64"
+                | "struct"
+                | "union"
+        )
 }
 
 /// Words the parser treats as reserved (they can't name variables).
@@ -236,7 +288,7 @@ impl<'s> Parser<'s> {
                         || ((w == "self" || w == "this") && self.next_is_type_word()) =>
                 {
                     match self.declaration() {
-                        Ok(d) => items.push(Item::Decl(d)),
+                        Ok(ds) => items.extend(ds.into_iter().map(Item::Decl)),
                         Err(Reported) => self.recover_statement(),
                     }
                 }
@@ -276,7 +328,12 @@ impl<'s> Parser<'s> {
                 };
                 if name.is_empty() || value.as_deref() == Some("") {
                     self.diags.push(
-                        Diagnostic::error("malformed `#pragma D option`", tok.span).with_hint(
+                        Diagnostic::tagged(
+                            ErrTag::D_PRAGMA_MALFORM,
+                            "malformed `#pragma D option`",
+                            tok.span,
+                        )
+                        .with_hint(
                             "write `#pragma D option name` or `#pragma D option name=value`",
                         ),
                     );
@@ -290,8 +347,12 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "option", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed `#pragma D option`", tok.span)
-                        .with_hint("write `#pragma D option name=value` without spaces around `=`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed `#pragma D option`",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D option name=value` without spaces around `=`"),
                 );
                 None
             }
@@ -304,7 +365,7 @@ impl<'s> Parser<'s> {
             }
             _ => {
                 self.diags.push(
-                    Diagnostic::error("preprocessor directives are not supported", tok.span)
+                    Diagnostic::tagged(ErrTag::D_PRAGCTL_INVAL, "preprocessor directives are not supported", tok.span)
                         .with_hint("DTrace runs the C preprocessor only with -C; Sightline has no preprocessor"),
                 );
                 None
@@ -312,8 +373,12 @@ impl<'s> Parser<'s> {
         }
     }
 
-    /// declaration := [`self`|`this`] type-name IDENT [`[` type-name {`,` type-name} `]`] `;`
-    fn declaration(&mut self) -> PResult<VarDecl> {
+    /// declaration := [`self`|`this`] type-name declarator {`,` declarator} `;`
+    /// declarator := IDENT [`[` type-name {`,` type-name} `]`]
+    ///
+    /// Several declarators share the type (`int a, b;`, as in C); each becomes a [`VarDecl`]
+    /// whose span runs from the declaration's start to its `;`.
+    fn declaration(&mut self) -> PResult<Vec<VarDecl>> {
         let start = self.tok.span;
         let scope = if self.is_ident("self") {
             self.bump();
@@ -325,42 +390,52 @@ impl<'s> Parser<'s> {
             DeclScope::Global
         };
         let ty = self.type_name()?;
-        let name = match &self.tok.tok {
-            Tok::Ident(n) if !is_reserved(n) => n.clone(),
-            _ => {
-                return Err(self.error_here(format!(
-                    "expected a variable name, found {}",
-                    self.tok.tok.describe()
-                )));
-            }
-        };
-        self.bump();
-        let mut keys = Vec::new();
-        if self.eat_punct("[") {
-            loop {
-                keys.push(self.type_name()?);
-                if !self.eat_punct(",") {
-                    break;
+        let mut declarators = Vec::new();
+        loop {
+            let name = match &self.tok.tok {
+                Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                _ => {
+                    return Err(self.error_here(format!(
+                        "expected a variable name, found {}",
+                        self.tok.tok.describe()
+                    )));
                 }
+            };
+            self.bump();
+            let mut keys = Vec::new();
+            if self.eat_punct("[") {
+                loop {
+                    keys.push(self.type_name()?);
+                    if !self.eat_punct(",") {
+                        break;
+                    }
+                }
+                self.expect_punct("]", "after the key types")?;
             }
-            self.expect_punct("]", "after the key types")?;
-        }
-        if self.is_punct("=") {
-            // D declarations have no initializers (guide, "Variables" → "Scalar Variables").
-            self.diags.push(
-                Diagnostic::error("a D declaration cannot assign an initial value", self.tok.span)
-                    .with_hint(format!("declare `{name}` here and assign it in a BEGIN clause: BEGIN {{ {name} = ...; }}")),
-            );
-            return Err(Reported);
+            if self.is_punct("=") {
+                // D declarations have no initializers (guide, "Variables" → "Scalar Variables").
+                self.diags.push(
+                    Diagnostic::error("a D declaration cannot assign an initial value", self.tok.span)
+                        .with_hint(format!("declare `{name}` here and assign it in a BEGIN clause: BEGIN {{ {name} = ...; }}")),
+                );
+                return Err(Reported);
+            }
+            declarators.push((name, keys));
+            if !self.eat_punct(",") {
+                break;
+            }
         }
         let end = self.expect_punct(";", "after the declaration")?;
-        Ok(VarDecl {
-            scope,
-            ty,
-            name,
-            keys,
-            span: start.to(end),
-        })
+        Ok(declarators
+            .into_iter()
+            .map(|(name, keys)| VarDecl {
+                scope,
+                ty: ty.clone(),
+                name,
+                keys,
+                span: start.to(end),
+            })
+            .collect())
     }
 
     /// inline-definition := `inline` type-name IDENT `=` expression `;`
@@ -1305,7 +1380,10 @@ fn base_type(words: &[String]) -> Option<BaseType> {
             "unsigned" | "uint32_t" | "uid_t" | "gid_t" | "uint_t" | "u32" => int(4, false),
             "long" | "int64_t" | "intptr_t" | "ssize_t" | "s64" => int(8, true),
             "uint64_t" | "uintptr_t" | "size_t" | "ulong_t" | "u64" => int(8, false),
-            _ => None,
+            w => KERNEL_TYPEDEFS
+                .iter()
+                .find(|(n, _, _)| *n == w)
+                .and_then(|&(_, bytes, signed)| int(bytes, signed)),
         };
     }
     // Combinations of C keywords: [signed|unsigned] (char | short [int] | int | long [long] [int]).

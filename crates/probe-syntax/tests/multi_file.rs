@@ -22,7 +22,7 @@ fn diagnostics_name_the_file_they_come_from() {
     );
     assert_eq!(
         render_all(&diags, &map),
-        "script.d:5:9: error: expected an expression, found `;`\n\
+        "script.d:5:9: error[D_SYNTAX]: expected an expression, found `;`\n\
          \x20  5 | \ty = 2 +;\n\
          \x20    | \t       ^\n\
          hint: an operand is missing\n"

@@ -2,6 +2,7 @@
 //! calls (DTrace guide, "Actions and Subroutines").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     pub(super) fn action(
@@ -23,7 +24,13 @@ impl Analyzer<'_> {
                 }
                 let t = self.expr(&args[0], cx)?;
                 if matches!(t.ty, Type::Void | Type::Array(..)) {
-                    return Err(self.err(
+                    let tag = if t.ty == Type::Void {
+                        ErrTag::D_TRACE_VOID
+                    } else {
+                        ErrTag::D_TRACE_DYN
+                    };
+                    return Err(self.err_at(
+                        tag,
                         format!("trace() cannot record a value of type `{}`", t.ty),
                         t.span,
                     ));
@@ -104,7 +111,7 @@ impl Analyzer<'_> {
                                 .join(", ");
                             let (fs, gs) = (f.span, g.span);
                             return Err(self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(ErrTag::D_PRINTA_AGGKEY,
                                     format!("printa() aggregations must have the same keys: [{fk}] and [{gk}]"),
                                     a.span,
                                 )
@@ -182,7 +189,8 @@ impl Analyzer<'_> {
                 let addr = self.int_expr(&args[0], cx, "tracemem() address")?;
                 let size = self.int_expr(&args[1], cx, "tracemem() size")?;
                 let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_TRACEMEM_SIZE,
                         "tracemem() size must be a non-negative integer constant",
                         size.span,
                     ));
@@ -207,7 +215,11 @@ impl Analyzer<'_> {
                 self.require_destructive(func, func_span);
                 Ok(Action::Stop)
             }
-            _ => Err(self.err(format!("unknown action `{func}`"), func_span)),
+            _ => Err(self.err_at(
+                ErrTag::D_FUNC_UNDEF,
+                format!("unknown action `{func}`"),
+                func_span,
+            )),
         }
     }
 
@@ -224,7 +236,11 @@ impl Analyzer<'_> {
     pub(super) fn int_expr(&mut self, e: &Expr, cx: &mut ClauseCx, what: &str) -> R<TExpr> {
         let t = self.expr(e, cx)?;
         if !t.ty.is_integral() {
-            return Err(self.err(format!("{what} must be an integer, not `{}`", t.ty), e.span));
+            return Err(self.err_at(
+                ErrTag::D_PROTO_ARG,
+                format!("{what} must be an integer, not `{}`", t.ty),
+                e.span,
+            ));
         }
         Ok(t)
     }
@@ -233,8 +249,12 @@ impl Analyzer<'_> {
         match &e.kind {
             ExprKind::Str(s) => Ok(s.clone()),
             _ => Err(self.report(
-                Diagnostic::error(format!("{func}() format must be a string constant"), e.span)
-                    .with_hint(format!("write {func}(\"%d\\n\", x)")),
+                Diagnostic::tagged(
+                    ErrTag::D_PRINTF_ARG_FMT,
+                    format!("{func}() format must be a string constant"),
+                    e.span,
+                )
+                .with_hint(format!("write {func}(\"%d\\n\", x)")),
             )),
         }
     }
@@ -260,7 +280,8 @@ impl Analyzer<'_> {
             }
         };
         if printf::has_aggregation_conversion(&pieces) {
-            return Err(self.report(Diagnostic::error(
+            return Err(self.report(Diagnostic::tagged(
+                ErrTag::D_PRINTF_AGG_CONV,
                 format!("{func}() format uses `%@`, which only printa() accepts"),
                 fmt_expr.span,
             )));
@@ -277,6 +298,11 @@ impl Analyzer<'_> {
                 if args.len() > slots.len() { args[slots.len()].span } else { span },
             )
             .with_label(fmt_expr.span, "format")
+            .with_code(if args.len() < slots.len() {
+                ErrTag::D_PRINTF_ARG_PROTO
+            } else {
+                ErrTag::D_PRINTF_ARG_EXTRA
+            })
             .with_hint(if args.len() < slots.len() {
                 "give one argument per conversion (`*` width/precision take one more each); write `%%` for a literal `%`"
             } else {
@@ -331,7 +357,7 @@ impl Analyzer<'_> {
             ArgKind::Float => "floating point (not supported: D on BPF has no floating point)",
             ArgKind::None => "none",
         };
-        let mut d = Diagnostic::error(
+        let mut d = Diagnostic::tagged(ErrTag::D_PRINTF_ARG_TYPE,
             format!("argument #{argno} has type `{}`, incompatible with conversion %{conv} (expects {proto})", arg.ty),
             arg.span,
         )
@@ -368,7 +394,8 @@ impl Analyzer<'_> {
                 format!("@{}", first.name)
             };
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_PRINTA_AGGPROTO,
                     format!(
                         "printa() format has {} key conversion(s) but {disp} has {} key(s)",
                         slots.len(),
@@ -396,7 +423,7 @@ impl Analyzer<'_> {
 
 /// The diagnostic for a format that does not parse; a width or precision over the limit gets a hint.
 fn format_diagnostic(message: String, at: Span, e: &printf::FormatError) -> Diagnostic {
-    let d = Diagnostic::error(message, at);
+    let d = Diagnostic::tagged(ErrTag::D_PRINTF_ARG_FMT, message, at);
     match e {
         printf::FormatError::CountTooLarge { limit, .. } => d.with_hint(format!(
             "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"

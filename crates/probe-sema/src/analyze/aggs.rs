@@ -2,6 +2,7 @@
 //! between uses of one aggregation (DTrace guide, "Aggregations").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     fn agg_func(&mut self, a: &ast::AggStmt, args: &[TExpr]) -> R<(AggFunc, usize)> {
@@ -15,7 +16,8 @@ impl Analyzer<'_> {
             match const_eval(e) {
                 Some(v) if v >= i64::MIN as i128 && v <= i64::MAX as i128 => Ok(v as i64),
                 _ => Err(this.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_QUANT_PROTO,
                         format!("{}() {what} must be an integer constant", a.func),
                         e.span,
                     )
@@ -66,7 +68,8 @@ impl Analyzer<'_> {
                 for (i, what) in ["factor", "low", "high", "nsteps"].iter().enumerate() {
                     let k = konst(self, i + 1, what)?;
                     v[i] = u16::try_from(k).map_err(|_| {
-                        self.report(Diagnostic::error(
+                        self.report(Diagnostic::tagged(
+                            ErrTag::D_LQUANT_MISMATCH,
                             format!("llquantize() {what} must be between 0 and 65535"),
                             args[i + 1].span,
                         ))
@@ -80,7 +83,8 @@ impl Analyzer<'_> {
                 }
             }
             other => {
-                let mut d = Diagnostic::error(
+                let mut d = Diagnostic::tagged(
+                    ErrTag::D_AGG_FUNC,
                     format!("`{other}` is not an aggregating function"),
                     a.func_span,
                 );
@@ -100,7 +104,8 @@ impl Analyzer<'_> {
                 other => other.to_string(),
             };
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_LQUANT_MISMATCH,
                     format!("invalid {}() parameters: {reason}", a.func),
                     a.func_span.to(args[n - 1].span),
                 )
@@ -122,7 +127,8 @@ impl Analyzer<'_> {
             match self.expr(k, cx) {
                 Ok(t) => {
                     if matches!(t.ty, Type::Void | Type::Array(..)) {
-                        self.err(
+                        self.err_at(
+                            ErrTag::D_KEY_TYPE,
                             format!("an aggregation key cannot have type `{}`", t.ty),
                             k.span,
                         );
@@ -151,7 +157,8 @@ impl Analyzer<'_> {
             let v = args[0].clone();
             let Some((_, signed)) = v.ty.promoted().and_then(|t| t.as_int()) else {
                 return Err(self.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_AGG_SCALAR,
                         format!("{}() needs an integer argument, not `{}`", a.func, v.ty),
                         v.span,
                     )
@@ -170,7 +177,8 @@ impl Analyzer<'_> {
         let incr = match args.get(incr_index) {
             Some(i) if i.ty.is_integral() => Some(convert(i.clone(), &Type::I64)),
             Some(i) => {
-                return Err(self.err(
+                return Err(self.err_at(
+                    ErrTag::D_PROTO_ARG,
                     format!("{}() increment must be an integer, not `{}`", a.func, i.ty),
                     i.span,
                 ));
@@ -188,7 +196,7 @@ impl Analyzer<'_> {
                 };
                 if existing.func != func {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(ErrTag::D_AGG_REDEF,
                             format!("{disp} is used with {} here but with {} before", describe_agg(&func), describe_agg(&existing.func)),
                             a.func_span,
                         )
@@ -198,7 +206,8 @@ impl Analyzer<'_> {
                 }
                 if existing.keys.len() != keys.len() {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_PROTO_LEN,
                             format!(
                                 "{disp} has {} key(s) here but {} before",
                                 keys.len(),
@@ -259,7 +268,8 @@ impl Analyzer<'_> {
             return Ok(convert(k, want));
         }
         Err(self.report(
-            Diagnostic::error(
+            Diagnostic::tagged(
+                ErrTag::D_PROTO_ARG,
                 format!("{what} key has type `{}` here but `{want}` before", k.ty),
                 k.span,
             )
@@ -275,14 +285,19 @@ impl Analyzer<'_> {
                     let names: Vec<String> =
                         self.agg_names.keys().map(|n| format!("@{n}")).collect();
                     let sugg = nearest(&format!("@{name}"), names.iter().map(|s| s.as_str()), 3);
-                    let mut d = Diagnostic::error(format!("unknown aggregation `@{name}`"), e.span);
+                    let mut d = Diagnostic::tagged(
+                        ErrTag::D_PRINTA_AGGBAD,
+                        format!("unknown aggregation `@{name}`"),
+                        e.span,
+                    );
                     if let Some(h) = did_you_mean(&sugg) {
                         d = d.with_hint(h);
                     }
                     Err(self.report(d))
                 }
             },
-            _ => Err(self.report(Diagnostic::error(
+            _ => Err(self.report(Diagnostic::tagged(
+                ErrTag::D_PRINTA_AGGARG,
                 "expected an aggregation such as `@a`",
                 e.span,
             ))),

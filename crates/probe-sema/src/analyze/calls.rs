@@ -2,6 +2,7 @@
 //! and Subroutines" > "Subroutines").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     pub(super) fn call(
@@ -14,7 +15,8 @@ impl Analyzer<'_> {
     ) -> R<TExpr> {
         if ACTIONS.contains(&func) {
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_CG_EXPR,
                     format!("`{func}()` is an action and has no value"),
                     func_span,
                 )
@@ -23,16 +25,32 @@ impl Analyzer<'_> {
         }
         if AGG_FUNCS.contains(&func) {
             return Err(self.report(
-                Diagnostic::error(format!("`{func}()` is an aggregating function"), func_span)
-                    .with_hint(format!(
-                        "assign it to an aggregation: @name[keys] = {func}(...);"
-                    )),
+                Diagnostic::tagged(
+                    ErrTag::D_FUNC_IDKIND,
+                    format!("`{func}()` is an aggregating function"),
+                    func_span,
+                )
+                .with_hint(format!(
+                    "assign it to an aggregation: @name[keys] = {func}(...);"
+                )),
             ));
         }
         let n = args.len();
         let mut targs = Vec::new();
         for a in args {
             targs.push(self.expr(a, cx)?);
+        }
+        // The string subroutines take a `char *` as DTrace's do (their prototypes say
+        // `const char *`): the characters at a kernel pointer, as stringof() reads them.
+        if STRING_SUBROUTINES.contains(&func) {
+            for t in &mut targs {
+                if matches!(&t.ty, Type::Ptr(inner) if matches!(**inner, Type::Int { bytes: 1, .. }))
+                {
+                    let sp = t.span;
+                    let arg = std::mem::replace(t, mk(TExprKind::Int(0), Type::INT, sp));
+                    *t = self.stringof(arg, sp)?;
+                }
+            }
         }
         let arity = |this: &mut Self, want: &str, usage: &str| -> Reported {
             this.arity_error(func, want, n, span, usage)
@@ -41,7 +59,8 @@ impl Analyzer<'_> {
             if t.ty.is_integral() {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(
+                Err(this.report(Diagnostic::tagged(
+                    ErrTag::D_PROTO_ARG,
                     format!("{func}() {what} must be an integer, not `{}`", t.ty),
                     t.span,
                 )))
@@ -51,7 +70,8 @@ impl Analyzer<'_> {
             if t.ty == Type::String {
                 Ok(())
             } else {
-                Err(this.report(Diagnostic::error(
+                Err(this.report(Diagnostic::tagged(
+                    ErrTag::D_PROTO_ARG,
                     format!("{func}() {what} must be a string, not `{}`", t.ty),
                     t.span,
                 )))
@@ -231,6 +251,28 @@ impl Analyzer<'_> {
                 let v = targs.into_iter().map(|t| convert(t, &Type::INT)).collect();
                 Ok(call(Subr::Progenyof, v, Type::INT))
             }
+            "getmajor" | "getminor" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(dev_t)")));
+                }
+                need_int(self, &targs[0], "device")?;
+                // The kernel's dev_t (the type of BTF fields such as `i_rdev`, `bd_dev`):
+                // major in the bits from 20 up, minor in the low 20 (`MINORBITS`,
+                // include/linux/kdev_t.h). The value is D's `major_t`/`minor_t`, 32 bits.
+                let dev = convert(targs.into_iter().next().expect("one argument"), &Type::U64);
+                let int = |v: u64| mk(TExprKind::Int(v), Type::U64, span);
+                let (op, k) = if func == "getmajor" {
+                    (BinaryOp::Shr, 20)
+                } else {
+                    (BinaryOp::BitAnd, 0xf_ffff)
+                };
+                let v = mk(
+                    TExprKind::Binary(op, Box::new(dev), Box::new(int(k))),
+                    Type::U64,
+                    span,
+                );
+                Ok(convert(v, &Type::UINT))
+            }
             "htons" | "ntohs" | "htonl" | "ntohl" | "htonll" | "ntohll" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", &format!("{func}(integer)")));
@@ -267,7 +309,8 @@ impl Analyzer<'_> {
                 let frames = match targs.first() {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,
-                        _ => return Err(self.err(
+                        _ => return Err(self.err_at(
+                            ErrTag::D_STACK_SIZE,
                             format!(
                                 "{func}() frame count must be an integer constant from 1 to 1024"
                             ),
@@ -313,7 +356,11 @@ impl Analyzer<'_> {
                 all.extend_from_slice(ACTIONS);
                 all.extend_from_slice(AGG_FUNCS);
                 let sugg = nearest(func, all, 3);
-                let mut d = Diagnostic::error(format!("unknown function `{func}`"), func_span);
+                let mut d = Diagnostic::tagged(
+                    ErrTag::D_FUNC_UNDEF,
+                    format!("unknown function `{func}`"),
+                    func_span,
+                );
                 if let Some(h) = did_you_mean(&sugg) {
                     d = d.with_hint(h);
                 }
@@ -322,3 +369,9 @@ impl Analyzer<'_> {
         }
     }
 }
+
+/// Subroutines whose string arguments may be given as a `char *` (see [`Analyzer::call`]).
+const STRING_SUBROUTINES: &[&str] = &[
+    "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
+    "rindex",
+];

@@ -3,6 +3,7 @@
 //! aggregation types, and statements.
 
 use super::*;
+use probe_syntax::ErrTag;
 
 /// The longest probe-description fields, in bytes after macro substitution (field name, limit):
 /// DTrace's `DTRACE_PROVNAMELEN` and `DTRACE_NAMELEN` (64) for provider and name; for the module,
@@ -42,7 +43,8 @@ impl Analyzer<'_> {
                     "target" => self.opts.target_pid.map(|p| p.to_string()),
                     "pid" => self.opts.pid.map(|p| p.to_string()),
                     _ => {
-                        return Err(self.err(
+                        return Err(self.err_at(
+                            ErrTag::D_MACRO_UNDEF,
                             format!("unknown macro variable `${name}` in probe description"),
                             field.span,
                         ));
@@ -56,7 +58,8 @@ impl Analyzer<'_> {
                     "pass the macro argument after the script"
                 };
                 return Err(self.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_MACRO_UNDEF,
                         format!("macro variable `${name}` is not defined"),
                         field.span,
                     )
@@ -85,7 +88,8 @@ impl Analyzer<'_> {
                     Ok(s) if s.len() > limit => {
                         failed = true;
                         self.report(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_PDESC_INVAL,
                                 format!(
                                     "probe {what} is {} bytes long, above the limit of {limit}",
                                     s.len()
@@ -131,7 +135,8 @@ impl Analyzer<'_> {
                 }
                 let names = self.catalog.names();
                 let sugg = nearest_probes(&pat, &names);
-                let mut diag = Diagnostic::error(
+                let mut diag = Diagnostic::tagged(
+                    ErrTag::D_PDESC_ZERO,
                     format!("probe description `{text}` does not match any probes"),
                     d.span,
                 );
@@ -182,7 +187,7 @@ impl Analyzer<'_> {
                             "a predicate must be an integer or pointer expression, not `{}`",
                             t.ty
                         );
-                        let mut d = Diagnostic::error(msg, p.span);
+                        let mut d = Diagnostic::tagged(ErrTag::D_PRED_SCALAR, msg, p.span);
                         if t.ty == Type::String {
                             d = d.with_hint("compare the string: /execname == \"bash\"/");
                         }
@@ -242,7 +247,8 @@ impl Analyzer<'_> {
                     Action::Speculate(_) => {
                         if let Some(first) = speculate {
                             self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_SPEC_SPEC,
                                     "only one speculate() is allowed per clause",
                                     *span,
                                 )
@@ -250,14 +256,15 @@ impl Analyzer<'_> {
                             );
                         } else if let Some(rec) = recorded {
                             self.report(
-                                Diagnostic::error("speculate() must come before any data-recording action", *span)
+                                Diagnostic::tagged(ErrTag::D_SPEC_DREC, "speculate() must come before any data-recording action", *span)
                                     .with_label(rec, "data recorded here")
                                     .with_hint("a clause traces either speculatively or not: move speculate() first"),
                             );
                         }
                         if let Some(c) = commit {
                             self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_SPEC_COMM,
                                     "speculate() and commit() cannot be in the same clause",
                                     *span,
                                 )
@@ -269,7 +276,8 @@ impl Analyzer<'_> {
                     Action::Commit(_) => {
                         if let Some(sp) = speculate {
                             self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_SPEC_COMM,
                                     "speculate() and commit() cannot be in the same clause",
                                     *span,
                                 )
@@ -279,7 +287,8 @@ impl Analyzer<'_> {
                             // "A clause containing a commit() cannot contain a data recording
                             // action" (guide, "Committing a Speculation"; dt_cc.c D_COMM_DREC).
                             self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_COMM_DREC,
                                     "commit() may not follow data-recording actions",
                                     *span,
                                 )
@@ -295,7 +304,8 @@ impl Analyzer<'_> {
                     | Action::Tracemem { .. } => {
                         if let Some(c) = commit {
                             self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_DREC_COMM,
                                     "data-recording actions may not follow commit()",
                                     *span,
                                 )
@@ -319,6 +329,11 @@ impl Analyzer<'_> {
             for (span, what) in not_speculative {
                 self.report(
                     Diagnostic::error(format!("{what} cannot be speculative"), span)
+                        .with_code(match what {
+                            "exit()" => ErrTag::D_EXIT_SPEC,
+                            "an aggregation" => ErrTag::D_AGG_SPEC,
+                            _ => ErrTag::D_ACT_SPEC,
+                        })
                         .with_label(sp, "this clause speculates here")
                         .with_hint("aggregations, exit() and destructive actions go in a clause without speculate()"),
                 );
@@ -381,7 +396,8 @@ impl Analyzer<'_> {
                 let els = els.as_ref().map(|e| self.stmts(e, cx)).unwrap_or_default();
                 let c = c?;
                 if !c.ty.is_integral() {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_OP_SCALAR,
                         format!(
                             "an `if` condition must be an integer or pointer, not `{}`",
                             c.ty
@@ -393,6 +409,25 @@ impl Analyzer<'_> {
             }
             StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
             StmtKind::Expr(e) => {
+                if let ExprKind::Ternary(c, a, b) = &e.kind {
+                    // DTrace folds a conditional whose condition is a constant, so the arm that
+                    // stays is the statement: the toolkit's `OPT_x ? printf(...) : 1;` may put an
+                    // action there, and a constant arm is no statement (and no warning).
+                    let quiet = std::mem::replace(&mut self.quiet, true);
+                    let cond = self.expr(c, cx).ok().as_ref().and_then(const_eval);
+                    self.quiet = quiet;
+                    if let Some(v) = cond {
+                        let arm = if v != 0 { a } else { b };
+                        if matches!(arm.kind, ExprKind::Int(_)) {
+                            return Ok(None);
+                        }
+                        let stmt = Stmt {
+                            kind: StmtKind::Expr((**arm).clone()),
+                            span: s.span,
+                        };
+                        return self.stmt(&stmt, cx);
+                    }
+                }
                 if let ExprKind::Call {
                     func,
                     func_span,

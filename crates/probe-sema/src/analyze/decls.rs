@@ -2,6 +2,7 @@
 //! (DTrace guide, "Variables" and "Type and Constant Definitions").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     pub(super) fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
@@ -15,7 +16,8 @@ impl Analyzer<'_> {
             BaseType::Struct(name) => {
                 let Some(btf) = self.btf.clone() else {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_TYPE_ERR,
                             format!("unknown type `{}`: no kernel type information", t.text),
                             t.span,
                         )
@@ -27,17 +29,23 @@ impl Analyzer<'_> {
                 match btf.struct_id(name) {
                     Some(id) => btf.d_type(id),
                     None => {
-                        return Err(
-                            self.err(format!("the kernel has no type `{}`", t.text), t.span)
-                        );
+                        return Err(self.err_at(
+                            ErrTag::D_TYPE_ERR,
+                            format!("the kernel has no type `{}`", t.text),
+                            t.span,
+                        ));
                     }
                 }
             }
         };
         if matches!(base, Type::Struct { .. }) && t.pointer == 0 {
             return Err(self.report(
-                Diagnostic::error(format!("a `{}` cannot be used as a value", t.text), t.span)
-                    .with_hint(format!("use a pointer: ({} *)", t.text)),
+                Diagnostic::tagged(
+                    ErrTag::D_OP_SOU,
+                    format!("a `{}` cannot be used as a value", t.text),
+                    t.span,
+                )
+                .with_hint(format!("use a pointer: ({} *)", t.text)),
             ));
         }
         Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
@@ -48,14 +56,19 @@ impl Analyzer<'_> {
             return;
         };
         if matches!(ty, Type::Void) {
-            self.err(
+            self.err_at(
+                ErrTag::D_DECL_VOIDOBJ,
                 format!("inline `{}` cannot have type void", d.name),
                 d.ty.span,
             );
             return;
         }
         if self.inlines.contains_key(&d.name) || Builtin::from_name(&d.name).is_some() {
-            self.err(format!("`{}` is already defined", d.name), d.span);
+            self.err_at(
+                ErrTag::D_DECL_IDRED,
+                format!("`{}` is already defined", d.name),
+                d.span,
+            );
             return;
         }
         self.inlines.insert(d.name.clone(), (ty, d.value.clone()));
@@ -65,7 +78,8 @@ impl Analyzer<'_> {
     pub(super) fn expand_inline(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let (ty, value) = self.inlines[name].clone();
         if self.expanding.iter().any(|n| n == name) {
-            return Err(self.err(
+            return Err(self.err_at(
+                ErrTag::D_IDENT_UNDEF,
                 format!("inline `{name}` is defined in terms of itself"),
                 span,
             ));
@@ -77,7 +91,8 @@ impl Analyzer<'_> {
         let ok = (t.ty.is_integral() && ty.is_integral()) || t.ty == ty;
         if !ok {
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
                     format!(
                         "inline `{name}` is declared `{ty}` but its value has type `{}`",
                         t.ty
@@ -98,7 +113,8 @@ impl Analyzer<'_> {
             return;
         };
         if ty == Type::Void {
-            self.err(
+            self.err_at(
+                ErrTag::D_DECL_VOIDOBJ,
                 format!("variable `{}` cannot have type void", d.name),
                 d.ty.span,
             );
@@ -115,11 +131,16 @@ impl Analyzer<'_> {
             ast::DeclScope::Clause => VarScope::Clause,
         };
         if scope != VarScope::Global && !keys.is_empty() {
-            self.err("only global variables can be associative arrays", d.span);
+            self.err_at(
+                ErrTag::D_DECL_LOCASSC,
+                "only global variables can be associative arrays",
+                d.span,
+            );
             return;
         }
         if scope == VarScope::Global && BUILTINS.contains(&d.name.as_str()) {
-            self.err(
+            self.err_at(
+                ErrTag::D_DECL_IDRED,
                 format!(
                     "`{}` is a built-in variable and cannot be redeclared",
                     d.name
@@ -129,7 +150,11 @@ impl Analyzer<'_> {
             return;
         }
         if self.lookup(scope, &d.name).is_some() {
-            self.err(format!("variable `{}` is declared twice", d.name), d.span);
+            self.err_at(
+                ErrTag::D_DECL_IDRED,
+                format!("variable `{}` is declared twice", d.name),
+                d.span,
+            );
             return;
         }
         self.new_var(scope, &d.name, keys, ty, d.span);

@@ -2,6 +2,7 @@
 //! arithmetic conversions, constant folding (DTrace guide, "Types, Operators, and Expressions").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 /// The type of an integer constant: the first of int, unsigned int, long, unsigned long that holds
 /// it, skipping the signed ones for a `u` suffix and the 4-byte ones for an `l` suffix (DTrace's
@@ -181,7 +182,7 @@ impl Analyzer<'_> {
             ExprKind::SelfVar(name) => self.read_var(VarScope::Thread, name, span, cx),
             ExprKind::ThisVar(name) => self.read_var(VarScope::Clause, name, span, cx),
             ExprKind::AggRef(name) => Err(self.report(
-                Diagnostic::error(format!("aggregation `@{name}` cannot be used in an expression"), span)
+                Diagnostic::tagged(ErrTag::D_AGG_SCALAR, format!("aggregation `@{name}` cannot be used in an expression"), span)
                     .with_hint("aggregations are updated with `@a[keys] = func(x)` and printed with printa(@a)"),
             )),
             ExprKind::Unary(op, x) => self.unary(*op, x, span, cx),
@@ -192,14 +193,14 @@ impl Analyzer<'_> {
                 let ty = self.vars[target.var.0 as usize].ty.clone();
                 if !ty.is_integral() {
                     let op = if *increment { "++" } else { "--" };
-                    return Err(self.err(format!("`{op}` needs an integer variable, not `{ty}`"), expr.span));
+                    return Err(self.err_at(ErrTag::D_OP_SCALAR, format!("`{op}` needs an integer variable, not `{ty}`"), expr.span));
                 }
                 Ok(mk(TExprKind::IncDec { target, increment: *increment, prefix: *prefix }, ty, span))
             }
             ExprKind::Ternary(c, a, b) => {
                 let c = self.expr(c, cx)?;
                 if !c.ty.is_integral() {
-                    return Err(self.err(format!("the condition of `?:` must be an integer, not `{}`", c.ty), c.span));
+                    return Err(self.err_at(ErrTag::D_OP_SCALAR, format!("the condition of `?:` must be an integer, not `{}`", c.ty), c.span));
                 }
                 let a = self.expr(a, cx)?;
                 let b = self.expr(b, cx)?;
@@ -209,7 +210,7 @@ impl Analyzer<'_> {
                     a.ty.clone()
                 } else {
                     return Err(self.report(
-                        Diagnostic::error(format!("the branches of `?:` have types `{}` and `{}`", a.ty, b.ty), span)
+                        Diagnostic::tagged(ErrTag::D_OP_INCOMPAT, format!("the branches of `?:` have types `{}` and `{}`", a.ty, b.ty), span)
                             .with_label(a.span, format!("`{}`", a.ty))
                             .with_label(b.span, format!("`{}`", b.ty)),
                     ));
@@ -223,9 +224,9 @@ impl Analyzer<'_> {
                 match &target {
                     // `(string)x` is `stringof(x)` (guide, "Strings" → "String Conversion").
                     Type::String => self.stringof(x, span),
-                    Type::Void => Err(self.err("cannot cast to void", tn.span)),
+                    Type::Void => Err(self.err_at(ErrTag::D_CAST_INVAL, "cannot cast to void", tn.span)),
                     _ if !x.ty.is_integral() => {
-                        Err(self.err(format!("cannot cast `{}` to `{}`", x.ty, tn.text), span))
+                        Err(self.err_at(ErrTag::D_CAST_INVAL, format!("cannot cast `{}` to `{}`", x.ty, tn.text), span))
                     }
                     _ if x.ty == target => Ok(TExpr { span, ..x }),
                     _ => Ok(TExpr { span, ..convert(x, &target) }),
@@ -242,7 +243,7 @@ impl Analyzer<'_> {
                 };
                 let size = ty.size(self.options.strsize);
                 if ty == Type::Void {
-                    return Err(self.err("sizeof(void) is not defined", span));
+                    return Err(self.err_at(ErrTag::D_SIZEOF_TYPE, "sizeof(void) is not defined", span));
                 }
                 Ok(mk(TExprKind::Int(size as u64), Type::U64, span))
             }
@@ -256,13 +257,13 @@ impl Analyzer<'_> {
             }
             ExprKind::Offsetof(tn, member) => {
                 let (BaseType::Struct(name), 0) = (&tn.base, tn.pointer) else {
-                    return Err(self.err(format!("offsetof() needs a structure type, not `{}`", tn.text), tn.span));
+                    return Err(self.err_at(ErrTag::D_OFFSETOF_TYPE, format!("offsetof() needs a structure type, not `{}`", tn.text), tn.span));
                 };
                 let Some(btf) = self.btf.clone() else {
                     return Err(self.type_of_name(tn).err().unwrap_or(Reported));
                 };
                 let Some(id) = btf.struct_id(name) else {
-                    return Err(self.err(format!("the kernel has no type `{}`", tn.text), tn.span));
+                    return Err(self.err_at(ErrTag::D_TYPE_ERR, format!("the kernel has no type `{}`", tn.text), tn.span));
                 };
                 let (addr, _) = self.member_place(&btf, mk(TExprKind::Int(0), Type::U64, tn.span), id, name, member, span)?;
                 let off = const_eval(&addr).unwrap_or(0) as u64;
@@ -293,7 +294,8 @@ impl Analyzer<'_> {
                 ))
             }
             other => Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_STRINGOF_TYPE,
                     format!("stringof() needs a string, a pointer or an address, not `{other}`"),
                     span,
                 )
@@ -319,17 +321,20 @@ impl Analyzer<'_> {
         }
         if name == "args" {
             return Err(self.report(
-                Diagnostic::error("`args` must be used as `args[N]` or `args->field`", span)
-                    .with_hint(
-                        "args[0] is the first typed argument; args->name a tracepoint field",
-                    ),
+                Diagnostic::tagged(
+                    ErrTag::D_ARGS_TYPE,
+                    "`args` must be used as `args[N]` or `args->field`",
+                    span,
+                )
+                .with_hint("args[0] is the first typed argument; args->name a tracepoint field"),
             ));
         }
         if let Some(id) = self.lookup(VarScope::Global, name) {
             let v = &self.vars[id.0 as usize];
             if v.is_assoc() {
                 let n = v.keys.len();
-                return Err(self.err(
+                return Err(self.err_at(
+                    ErrTag::D_IDENT_BADREF,
                     format!("associative array `{name}` needs {n} key(s): {name}[...]"),
                     span,
                 ));
@@ -344,11 +349,20 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        if name == "zonename" && self.lookup(VarScope::Global, name).is_none() {
+            // Linux has no zones: every process is in DTrace's "global" zone.
+            return Ok(mk(TExprKind::Str("global".into()), Type::String, span));
+        }
+        if name == "NULL" {
+            // DTrace's NULL: the constant 0 as a `void *` (the guide, "Pointers and Arrays").
+            return Ok(mk(TExprKind::Int(0), Type::Ptr(Box::new(Type::Void)), span));
+        }
         if let Some(v) = crate::consts::named_constant(name) {
             return Ok(mk(TExprKind::Int(v as u64), Type::INT, span));
         }
         if ACTIONS.contains(&name) || SUBROUTINES.contains(&name) || AGG_FUNCS.contains(&name) {
-            return Err(self.report(Diagnostic::error(
+            return Err(self.report(Diagnostic::tagged(
+                ErrTag::D_IDENT_BADREF,
                 format!("`{name}` is a function; call it as {name}(...)"),
                 span,
             )));
@@ -357,7 +371,11 @@ impl Analyzer<'_> {
         let globals: Vec<String> = self.globals.keys().cloned().collect();
         cands.extend(globals.iter().map(|s| s.as_str()));
         let sugg = nearest(name, cands, 3);
-        let mut d = Diagnostic::error(format!("unknown variable `{name}`"), span);
+        let mut d = Diagnostic::tagged(
+            ErrTag::D_IDENT_UNDEF,
+            format!("unknown variable `{name}`"),
+            span,
+        );
         d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| {
             format!("a variable must be assigned somewhere, e.g. `{name} = 0;`")
         }));
@@ -407,7 +425,7 @@ impl Analyzer<'_> {
                         });
                     }
                     return Err(self.report(
-                        Diagnostic::error(format!("macro argument `{shown}` is not defined"), span)
+                        Diagnostic::tagged(ErrTag::D_MACRO_UNDEF, format!("macro argument `{shown}` is not defined"), span)
                             .with_hint(format!("pass it after the script, or set `-x defaultargs` to make missing arguments 0 or \"\" ({} given)", self.opts.macro_args.len())),
                     ));
                 };
@@ -425,7 +443,7 @@ impl Analyzer<'_> {
                         return self.ident(&value, span, cx);
                     }
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(ErrTag::D_IDENT_UNDEF,
                             format!("macro argument `{shown}` is \"{value}\": not an integer, and no variable is named `{value}`"),
                             span,
                         )
@@ -433,7 +451,7 @@ impl Analyzer<'_> {
                     ));
                 }
                 Err(self.report(
-                    Diagnostic::error(format!("macro argument `{shown}` (\"{value}\") is neither an integer nor an identifier"), span)
+                    Diagnostic::tagged(ErrTag::D_SYNTAX, format!("macro argument `{shown}` (\"{value}\") is neither an integer nor an identifier"), span)
                         .with_hint(format!("use `$${n}` to use the argument as a string")),
                 ))
             }
@@ -443,8 +461,12 @@ impl Analyzer<'_> {
                     "pid" => self.opts.pid,
                     _ => {
                         return Err(self.report(
-                            Diagnostic::error(format!("unknown macro variable `${name}`"), span)
-                                .with_hint("supported: $1..$9, $$1.., $target, $pid"),
+                            Diagnostic::tagged(
+                                ErrTag::D_MACRO_UNDEF,
+                                format!("unknown macro variable `${name}`"),
+                                span,
+                            )
+                            .with_hint("supported: $1..$9, $$1.., $target, $pid"),
                         ));
                     }
                 };
@@ -457,7 +479,8 @@ impl Analyzer<'_> {
                             "the consumer did not set `$pid`"
                         };
                         Err(self.report(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_MACRO_UNDEF,
                                 format!("macro variable `${name}` is not defined"),
                                 span,
                             )
@@ -500,7 +523,8 @@ impl Analyzer<'_> {
                     format!("assign it first, e.g. `{prefix}->{name} = timestamp;`, or declare it")
                 });
                 Err(self.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_IDENT_UNDEF,
                         format!("{kind} variable `{prefix}->{name}` is never assigned"),
                         span,
                     )
@@ -515,7 +539,8 @@ impl Analyzer<'_> {
         match op {
             UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot => {
                 let Some(ty) = t.ty.promoted().filter(|_| t.ty.is_int()) else {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_OP_INT,
                         format!(
                             "operator `{}` needs an integer operand, not `{}`",
                             op.as_str(),
@@ -540,7 +565,8 @@ impl Analyzer<'_> {
             }
             UnaryOp::Not => {
                 if !t.ty.is_integral() {
-                    let mut d = Diagnostic::error(
+                    let mut d = Diagnostic::tagged(
+                        ErrTag::D_OP_SCALAR,
                         format!(
                             "operator `!` needs an integer or pointer operand, not `{}`",
                             t.ty
@@ -559,16 +585,29 @@ impl Analyzer<'_> {
                     Ok(mk(TExprKind::Deref(Box::new(t)), *inner, span))
                 }
                 Type::Ptr(inner) => {
-                    Err(self.err(format!("cannot dereference a `{inner} *`"), span))
+                    let tag = if *inner == Type::Void {
+                        ErrTag::D_DEREF_VOID
+                    } else {
+                        ErrTag::D_OP_SOU
+                    };
+                    Err(self.err_at(tag, format!("cannot dereference a `{inner} *`"), span))
                 }
                 other => Err(self.report(
-                    Diagnostic::error(format!("operator `*` needs a pointer, not `{other}`"), span)
-                        .with_hint("cast an address to a pointer type first: *(int *)addr"),
+                    Diagnostic::tagged(
+                        ErrTag::D_DEREF_NONPTR,
+                        format!("operator `*` needs a pointer, not `{other}`"),
+                        span,
+                    )
+                    .with_hint("cast an address to a pointer type first: *(int *)addr"),
                 )),
             },
             UnaryOp::AddrOf => Err(self.report(
-                Diagnostic::error("operator `&` (address of) is not supported", span)
-                    .with_hint("Sightline has no kernel type information for symbols yet"),
+                Diagnostic::tagged(
+                    ErrTag::D_ADDROF_LVAL,
+                    "operator `&` (address of) is not supported",
+                    span,
+                )
+                .with_hint("Sightline has no kernel type information for symbols yet"),
             )),
         }
     }
@@ -588,7 +627,8 @@ impl Analyzer<'_> {
         if op.is_logical() {
             for t in [&ta, &tb] {
                 if !t.ty.is_integral() {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_OP_ARITH,
                         format!(
                             "operator `{}` needs integer or pointer operands, not `{}`",
                             op.as_str(),
@@ -621,7 +661,8 @@ impl Analyzer<'_> {
                     span,
                 ));
             }
-            let mut d = Diagnostic::error(
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_OP_INCOMPAT,
                 format!(
                     "cannot compare `{}` with `{}` using `{}`",
                     ta.ty,
@@ -640,7 +681,8 @@ impl Analyzer<'_> {
         // Arithmetic and bitwise.
         if !ta.ty.is_integral() || !tb.ty.is_integral() {
             let bad = if ta.ty.is_integral() { &tb } else { &ta };
-            let mut d = Diagnostic::error(
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_OP_INT,
                 format!(
                     "operator `{}` needs integer operands, not `{}`",
                     op.as_str(),
@@ -727,7 +769,7 @@ impl Analyzer<'_> {
         let ty = usual_arithmetic(&ta.ty, &tb.ty).unwrap_or(Type::I64);
         let (ta, tb) = (convert(ta, &ty), convert(tb, &ty));
         if matches!(op, Div | Mod) && const_eval(&tb) == Some(0) {
-            return Err(self.err("division by zero", tb.span));
+            return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", tb.span));
         }
         Ok(mk(
             TExprKind::Binary(op, Box::new(ta), Box::new(tb)),

@@ -2,6 +2,7 @@
 //! kernel memory and their loads.
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     pub(super) fn member(
@@ -32,19 +33,21 @@ impl Analyzer<'_> {
             // Type the base for its own errors (an unknown variable is the likelier mistake).
             self.expr(base, cx)?;
             let d = if self.btf.is_some() {
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_SOU,
                     format!("cannot access member `{field}` of a value that is not a structure"),
                     span,
                 )
                 .with_hint("members are read through pointers to kernel structures: p->member")
             } else {
-                Diagnostic::error(format!("cannot access member `{field}`: no kernel type information"), span)
+                Diagnostic::tagged(ErrTag::D_TYPE_ERR, format!("cannot access member `{field}`: no kernel type information"), span)
                     .with_hint("structure layouts come from the kernel's BTF (/sys/kernel/btf/vmlinux), which was not loaded")
             };
             return Err(self.report(d));
         }
         if !arrow {
-            return Err(self.report(Diagnostic::error(
+            return Err(self.report(Diagnostic::tagged(
+                ErrTag::D_ARGS_TYPE,
                 "tracepoint fields are accessed with `args->field`",
                 span,
             )));
@@ -69,7 +72,8 @@ impl Analyzer<'_> {
                                 }
                             });
                             return Err(self.report(
-                                Diagnostic::error(
+                                Diagnostic::tagged(
+                                    ErrTag::D_TYPE_MEMBER,
                                     format!("{} has no field `{field}`", p.full_name()),
                                     field_span,
                                 )
@@ -80,7 +84,8 @@ impl Analyzer<'_> {
                 }
                 _ => {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_ARGS_NONE,
                             format!("probe {} has no named arguments (args->)", p.full_name()),
                             span,
                         )
@@ -93,7 +98,7 @@ impl Analyzer<'_> {
                 None => ty = Some(t),
                 Some(prev) if *prev != t => {
                     return Err(self.report(
-                        Diagnostic::error(format!("args->{field} has different types at the clause's probes (`{prev}` and `{t}`)"), span)
+                        Diagnostic::tagged(ErrTag::D_ARGS_MULTI, format!("args->{field} has different types at the clause's probes (`{prev}` and `{t}`)"), span)
                             .with_hint("split the clause by probe"),
                     ));
                 }
@@ -129,7 +134,8 @@ impl Analyzer<'_> {
                 let b = self.expr(base, cx)?;
                 let Type::Ptr(inner) = &b.ty else {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_OP_PTR,
                             format!(
                                 "operator `->` needs a pointer to a structure, not `{}`",
                                 b.ty
@@ -140,7 +146,8 @@ impl Analyzer<'_> {
                     ));
                 };
                 let Type::Struct { id, name, .. } = inner.as_ref() else {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_OP_PTR,
                         format!(
                             "operator `->` needs a pointer to a structure, not `{}`",
                             b.ty
@@ -163,7 +170,8 @@ impl Analyzer<'_> {
                     return Ok(None);
                 };
                 let Type::Struct { id, name, .. } = btf.d_type(tid) else {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_OP_SOU,
                         format!("operator `.` needs a structure, not `{}`", btf.d_type(tid)),
                         base.span,
                     ));
@@ -179,7 +187,8 @@ impl Analyzer<'_> {
                 };
                 let rid = btf.resolve(tid);
                 let crate::btf::BtfType::Array { elem, len } = btf.get(rid).clone() else {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
                         format!(
                             "a value of type `{}` cannot be subscripted",
                             btf.d_type(tid)
@@ -188,13 +197,18 @@ impl Analyzer<'_> {
                     ));
                 };
                 if idx.len() != 1 {
-                    return Err(self.err("an array takes one subscript", e.span));
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
+                        "an array takes one subscript",
+                        e.span,
+                    ));
                 }
                 let i = self.int_expr(&idx[0], cx, "an array subscript")?;
                 if let Some(k) = const_eval(&i)
                     && (k < 0 || k >= len as i128)
                 {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
                         format!("subscript {k} is out of range for an array of {len}"),
                         i.span,
                     ));
@@ -224,7 +238,8 @@ impl Analyzer<'_> {
         let Some((m, bit_off)) = btf.member(id, field) else {
             let names = btf.member_names(id);
             let sugg = nearest(field, names.iter().map(|s| s.as_str()), 3);
-            let mut d = Diagnostic::error(
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_TYPE_MEMBER,
                 format!("struct {sname} has no member `{field}`"),
                 field_span,
             );
@@ -234,7 +249,8 @@ impl Analyzer<'_> {
             return Err(self.report(d));
         };
         if m.bitfield_size != 0 || bit_off % 8 != 0 {
-            return Err(self.err(
+            return Err(self.err_at(
+                ErrTag::D_TYPE_MEMBER,
                 format!("`{field}` is a bitfield member, which D cannot read yet"),
                 field_span,
             ));
@@ -279,7 +295,7 @@ impl Analyzer<'_> {
     /// pointers by `*`, char arrays as strings (`stringof`).
     pub(super) fn load(&mut self, addr: TExpr, tid: u32, span: Span) -> R<TExpr> {
         let Some(btf) = self.btf.clone() else {
-            return Err(self.err("no kernel type information", span));
+            return Err(self.err_at(ErrTag::D_TYPE_ERR, "no kernel type information", span));
         };
         let ty = btf.d_type(tid);
         match &ty {
@@ -304,17 +320,23 @@ impl Analyzer<'_> {
                 ))
             }
             Type::Struct { name, .. } => Err(self.report(
-                Diagnostic::error(format!("a `struct {name}` cannot be used as a value"), span)
-                    .with_hint("read one of its members with `.member`"),
+                Diagnostic::tagged(
+                    ErrTag::D_OP_SOU,
+                    format!("a `struct {name}` cannot be used as a value"),
+                    span,
+                )
+                .with_hint("read one of its members with `.member`"),
             )),
             Type::Array(..) => Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_ARRFUN,
                     format!("an array of type `{ty}` cannot be used as a value"),
                     span,
                 )
                 .with_hint("read an element: a[i]"),
             )),
-            _ => Err(self.err(
+            _ => Err(self.err_at(
+                ErrTag::D_TYPE_ERR,
                 format!("members of this type (`{ty}`) cannot be read"),
                 span,
             )),

@@ -37,6 +37,8 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "lltostr",
     "rand",
     "progenyof",
+    "getmajor",
+    "getminor",
     "speculation",
     "htons",
     "ntohs",

@@ -2,6 +2,7 @@
 //! "Options and Tunables").
 
 use super::*;
+use probe_syntax::ErrTag;
 
 /// The largest `strsize`, in bytes: a string lives in the per-CPU scratch memory of a program
 /// (32,000 bytes per clause, `probe-codegen`), and the string helpers copy at most a page
@@ -134,7 +135,11 @@ impl Analyzer<'_> {
             ""
         };
         let Some(kind) = option_kind(name) else {
-            let mut d = Diagnostic::error(format!("unrecognized option `{name}`{where_}"), span);
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_PRAGMA_OPTSET,
+                format!("unrecognized option `{name}`{where_}"),
+                span,
+            );
             if let Some(h) = did_you_mean(&nearest(name, OPTION_NAMES.iter().copied(), 3)) {
                 d = d.with_hint(h);
             }
@@ -142,7 +147,8 @@ impl Analyzer<'_> {
             return;
         };
         let bad = |this: &mut Self, what: &str| {
-            this.report(Diagnostic::error(
+            this.report(Diagnostic::tagged(
+                ErrTag::D_PRAGMA_OPTSET,
                 format!("option `{name}` needs {what}{where_}"),
                 span,
             ));
@@ -235,7 +241,8 @@ impl Analyzer<'_> {
             let n = i + 1;
             if !self.args_used.contains(&n) {
                 self.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_MACRO_UNUSED,
                         format!("extraneous argument `{value}` (${n} is not referenced)"),
                         Span::DETACHED,
                     )

@@ -2,6 +2,7 @@
 //! arguments (`argN`, `args[N]`).
 
 use super::*;
+use probe_syntax::ErrTag;
 
 impl Analyzer<'_> {
     /// Resolves an assignment target. A variable not yet known is created with type `new_ty`
@@ -19,26 +20,41 @@ impl Analyzer<'_> {
             ExprKind::Index(base, keys) => match &base.kind {
                 ExprKind::Ident(n) if n != "args" => (VarScope::Global, n, keys.as_slice()),
                 ExprKind::SelfVar(_) | ExprKind::ThisVar(_) => {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_LOCAL,
                         "thread-local and clause-local variables cannot be associative arrays",
                         e.span,
                     ));
                 }
-                _ => return Err(self.err("this cannot be assigned to", e.span)),
+                _ => {
+                    return Err(self.err_at(
+                        ErrTag::D_OP_WRITE,
+                        "this cannot be assigned to",
+                        e.span,
+                    ));
+                }
             },
             ExprKind::AggRef(_) => {
                 return Err(self.report(
-                    Diagnostic::error(
+                    Diagnostic::tagged(
+                        ErrTag::D_AGG_FUNC,
                         "an aggregation must be assigned an aggregating function",
                         e.span,
                     )
                     .with_hint("@a[keys] = count(); or sum(x), avg(x), quantize(x) ..."),
                 ));
             }
-            _ => return Err(self.err("the left side of an assignment must be a variable", e.span)),
+            _ => {
+                return Err(self.err_at(
+                    ErrTag::D_OP_LVAL,
+                    "the left side of an assignment must be a variable",
+                    e.span,
+                ));
+            }
         };
         if scope == VarScope::Global && (Builtin::from_name(name).is_some() || name == "args") {
-            let mut d = Diagnostic::error(
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_OP_WRITE,
                 format!("`{name}` is a built-in variable and cannot be assigned"),
                 e.span,
             );
@@ -48,16 +64,18 @@ impl Analyzer<'_> {
             return Err(self.report(d));
         }
         if scope == VarScope::Global && self.inlines.contains_key(name) {
-            return Err(self.err(
+            return Err(self.err_at(
+                ErrTag::D_OP_WRITE,
                 format!("`{name}` is an inline and cannot be assigned"),
                 e.span,
             ));
         }
         if scope == VarScope::Global
-            && crate::consts::named_constant(name).is_some()
+            && (crate::consts::named_constant(name).is_some() || name == "NULL")
             && self.lookup(scope, name).is_none()
         {
-            return Err(self.err(
+            return Err(self.err_at(
+                ErrTag::D_OP_WRITE,
                 format!("`{name}` is a constant and cannot be assigned"),
                 e.span,
             ));
@@ -66,7 +84,8 @@ impl Analyzer<'_> {
         for k in keys {
             let t = self.expr(k, cx)?;
             if matches!(t.ty, Type::Void | Type::Array(..) | Type::Stack { .. }) {
-                return Err(self.err(
+                return Err(self.err_at(
+                    ErrTag::D_KEY_TYPE,
                     format!("an associative array key cannot have type `{}`", t.ty),
                     t.span,
                 ));
@@ -77,7 +96,11 @@ impl Analyzer<'_> {
             Some(id) => id,
             None => {
                 let Some(ty) = new_ty else {
-                    return Err(self.err(format!("unknown variable `{name}`"), e.span));
+                    return Err(self.err_at(
+                        ErrTag::D_IDENT_UNDEF,
+                        format!("unknown variable `{name}`"),
+                        e.span,
+                    ));
                 };
                 let key_tys = tkeys.iter().map(|k| k.ty.clone()).collect();
                 self.new_var(scope, name, key_tys, ty, e.span)
@@ -100,8 +123,10 @@ impl Analyzer<'_> {
                     tkeys.len()
                 )
             };
-            return Err(self
-                .report(Diagnostic::error(msg, e.span).with_label(v.span, "first assigned here")));
+            return Err(self.report(
+                Diagnostic::tagged(ErrTag::D_PROTO_LEN, msg, e.span)
+                    .with_label(v.span, "first assigned here"),
+            ));
         }
         let mut conv_keys = Vec::new();
         for (k, want) in tkeys.into_iter().zip(v.keys.iter()) {
@@ -124,7 +149,8 @@ impl Analyzer<'_> {
         let r = self.expr(rhs, cx)?;
         if matches!(r.ty, Type::Void | Type::Stack { .. } | Type::Array(..)) {
             return Err(self.report(
-                Diagnostic::error(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
                     format!("a value of type `{}` cannot be stored in a variable", r.ty),
                     rhs.span,
                 )
@@ -142,7 +168,8 @@ impl Analyzer<'_> {
         let v = self.vars[target.var.0 as usize].clone();
         let disp = Self::var_display(&v);
         let mismatch = |this: &mut Self, r: &TExpr| -> Reported {
-            let mut d = Diagnostic::error(
+            let mut d = Diagnostic::tagged(
+                ErrTag::D_OP_INCOMPAT,
                 format!(
                     "type mismatch: `{disp}` has type `{}`, the value has type `{}`",
                     v.ty, r.ty
@@ -172,7 +199,8 @@ impl Analyzer<'_> {
                 if !v.ty.is_integral() || !r.ty.is_integral() {
                     if v.ty == Type::String {
                         return Err(self.report(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_OP_ARITH,
                                 format!(
                                     "operator `{}=` needs integers; `{disp}` is a string",
                                     bop.as_str()
@@ -196,7 +224,7 @@ impl Analyzer<'_> {
                 };
                 let r = convert(r, &rt);
                 if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
-                    return Err(self.err("division by zero", r.span));
+                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
                 }
                 let bin = mk(
                     TExprKind::Binary(bop, Box::new(convert(load, &common)), Box::new(r)),
@@ -254,8 +282,12 @@ impl Analyzer<'_> {
                         format!("assign an element first: {name}[key] = value;")
                     });
                     return Err(self.report(
-                        Diagnostic::error(format!("unknown associative array `{name}`"), base.span)
-                            .with_hint(hint),
+                        Diagnostic::tagged(
+                            ErrTag::D_IDENT_UNDEF,
+                            format!("unknown associative array `{name}`"),
+                            base.span,
+                        )
+                        .with_hint(hint),
                     ));
                 };
                 let fake = Expr {
@@ -271,14 +303,23 @@ impl Analyzer<'_> {
         match b.ty.clone() {
             Type::Array(elem, len) => {
                 if idx.len() != 1 {
-                    return Err(self.err("an array takes one subscript", span));
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
+                        "an array takes one subscript",
+                        span,
+                    ));
                 }
                 let i = self.int_expr(&idx[0], cx, "an array subscript")?;
                 let Some(k) = const_eval(&i) else {
-                    return Err(self.err("an array subscript must be an integer constant", i.span));
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
+                        "an array subscript must be an integer constant",
+                        i.span,
+                    ));
                 };
                 if k < 0 || k >= len as i128 {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
                         format!("subscript {k} is out of range for an array of {len}"),
                         i.span,
                     ));
@@ -288,7 +329,11 @@ impl Analyzer<'_> {
             // `p[i]` is `*(p + i)` (guide, "Pointers and Arrays" → "Pointer and Array Relationship").
             Type::Ptr(inner) if inner.is_integral() => {
                 if idx.len() != 1 {
-                    return Err(self.err("a pointer takes one subscript", span));
+                    return Err(self.err_at(
+                        ErrTag::D_ARR_BADREF,
+                        "a pointer takes one subscript",
+                        span,
+                    ));
                 }
                 let i = self.int_expr(&idx[0], cx, "a subscript")?;
                 let elem = *inner.clone();
@@ -310,7 +355,8 @@ impl Analyzer<'_> {
                     span,
                 ))
             }
-            other => Err(self.err(
+            other => Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
                 format!("a value of type `{other}` cannot be subscripted"),
                 span,
             )),
@@ -319,11 +365,12 @@ impl Analyzer<'_> {
 
     fn probe_arg(&mut self, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         if idx.len() != 1 {
-            return Err(self.err("args[] takes one subscript", span));
+            return Err(self.err_at(ErrTag::D_ARGS_IDX, "args[] takes one subscript", span));
         }
         let i = self.int_expr(&idx[0], cx, "an args[] subscript")?;
         let Some(n) = const_eval(&i).filter(|n| (0..10).contains(n)) else {
-            return Err(self.err(
+            return Err(self.err_at(
+                ErrTag::D_ARGS_IDX,
                 "args[] subscript must be an integer constant from 0 to 9",
                 i.span,
             ));
@@ -337,7 +384,8 @@ impl Analyzer<'_> {
             let t = match &p.args {
                 ProbeArgs::SyscallEntry { nargs, args } => {
                     if n >= *nargs {
-                        return Err(self.report(Diagnostic::error(
+                        return Err(self.report(Diagnostic::tagged(
+                            ErrTag::D_ARGS_IDX,
                             format!(
                                 "args[{n}] is out of range: {} has {nargs} argument(s)",
                                 p.full_name()
@@ -351,13 +399,14 @@ impl Analyzer<'_> {
                 }
                 ProbeArgs::SyscallReturn | ProbeArgs::Uprobe { ret: true } => {
                     if n > 1 {
-                        return Err(self.err(format!("args[{n}] is out of range at {}: a return probe has args[0] and args[1]", p.full_name()), span));
+                        return Err(self.err_at(ErrTag::D_ARGS_IDX, format!("args[{n}] is out of range at {}: a return probe has args[0] and args[1]", p.full_name()), span));
                     }
                     Type::I64
                 }
                 ProbeArgs::Uprobe { ret: false } => {
                     if n > 5 {
-                        return Err(self.err(
+                        return Err(self.err_at(
+                            ErrTag::D_ARGS_IDX,
                             format!(
                                 "args[{n}] is out of range at {}: uprobes have args[0]..args[5]",
                                 p.full_name()
@@ -373,7 +422,8 @@ impl Analyzer<'_> {
                         signed: a.signed,
                     },
                     None => {
-                        return Err(self.err(
+                        return Err(self.err_at(
+                            ErrTag::D_ARGS_IDX,
                             format!(
                                 "args[{n}] is out of range: {} has {} argument(s)",
                                 p.full_name(),
@@ -385,7 +435,8 @@ impl Analyzer<'_> {
                 },
                 ProbeArgs::Tracepoint { .. } => {
                     return Err(self.report(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_ARGS_NONE,
                             format!("{} is a tracepoint: its arguments are named", p.full_name()),
                             span,
                         )
@@ -393,7 +444,8 @@ impl Analyzer<'_> {
                     ));
                 }
                 ProbeArgs::None | ProbeArgs::Profile | ProbeArgs::DtraceError => {
-                    return Err(self.err(
+                    return Err(self.err_at(
+                        ErrTag::D_ARGS_NONE,
                         format!("probe {} has no typed arguments (args[])", p.full_name()),
                         span,
                     ));
@@ -408,7 +460,7 @@ impl Analyzer<'_> {
                 }
                 Some(prev) if *prev != t => {
                     return Err(self.report(
-                        Diagnostic::error(format!("args[{n}] has different types at the clause's probes (`{prev}` and `{t}`)"), span)
+                        Diagnostic::tagged(ErrTag::D_ARGS_MULTI, format!("args[{n}] has different types at the clause's probes (`{prev}` and `{t}`)"), span)
                             .with_hint("split the clause, or use arg0..arg9 (int64_t)"),
                     ));
                 }
