@@ -253,6 +253,19 @@ struct Builder<'p> {
     agg_value_max: u32,
     /// The `sl_spec` map, once a program uses speculations.
     spec_map: Option<usize>,
+    /// Some clause calls `exit()`: every clause outside END and ERROR then starts by checking
+    /// this CPU's [`Stat::ExitStatus`] slot and does nothing once `exit()` ran (DTrace's
+    /// activity check before each clause: clauses after `exit()` record nothing).
+    any_exit: bool,
+}
+
+/// True when `body` calls `exit()` (in any branch).
+fn calls_exit(body: &[TStmt]) -> bool {
+    body.iter().any(|s| match s {
+        TStmt::Action(Action::Exit(_), _) => true,
+        TStmt::If { then, els, .. } => calls_exit(then) || calls_exit(els),
+        _ => false,
+    })
 }
 
 /// Compiles a checked program into maps, programs and record layouts.
@@ -271,6 +284,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         globals_size: 0,
         agg_value_max: 8,
         spec_map: None,
+        any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
     };
     b.build_maps()?;
     // Group clauses by attach point, keeping program order inside each group.

@@ -268,24 +268,15 @@ fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
 /// A `quantize()` table (dt_print_quantize): a blank line, the `value  ---- Distribution ----
 /// count` header, then rows labelled with the power of two nearest zero of each bucket
 /// ([`quantize_bucket_value`]), `%16lld ` then the bar. Shows one zero row before and after the
-/// nonzero buckets; with no data, the rows -1, 0 and 1.
+/// nonzero buckets (the last bucket, 2^62 and up, included); with no data, the rows -1, 0 and 1.
 pub fn format_quantize(b: &[i64], normal: u64) -> String {
     let mut s = dist_header();
     if b.len() != QUANTIZE_NBUCKETS {
         return s;
     }
-    // As dt_print_quantize: the scan for the first nonzero bucket stops before the last bucket
-    // (a value ≥ 2^62 alone shows the empty-table rows, as in DTrace).
-    let (lo, hi) = match b[..QUANTIZE_NBUCKETS - 1].iter().position(|&c| c != 0) {
-        None => (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1),
-        Some(first) => {
-            let last = b.iter().rposition(|&c| c != 0).unwrap_or(first);
-            (
-                first.saturating_sub(1),
-                (last + 1).min(QUANTIZE_NBUCKETS - 1),
-            )
-        }
-    };
+    // As Oracle's dt_print_quantize: every bucket is scanned, so a value of 2^62 or more (the
+    // last bucket) is shown; illumos' scan stopped before the last bucket and lost it.
+    let (lo, hi) = shown_range(b, (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1));
     let (total, pos, neg) = totals(b, lo, hi);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let _ = write!(s, "{:>16} ", quantize_bucket_value(i));

@@ -243,6 +243,9 @@ impl ProgGen<'_, '_> {
             self.zero(off, size);
             self.clause_locals.insert(v.0, off);
         }
+        if self.b.any_exit && !matches!(self.group, GroupKey::End | GroupKey::Error) {
+            self.skip_after_exit(end);
+        }
         if self.is_syscall() {
             self.syscall_filter(probes, end)?;
         }
@@ -373,6 +376,22 @@ impl ProgGen<'_, '_> {
         a.alu(Alu::Or, R1, R2);
         a.stx(Size::DW, R0, 0, R1);
         a.bind(skip);
+    }
+
+    /// Jumps to `end` when this CPU's [`Stat::ExitStatus`] slot says `exit()` ran: as DTrace's
+    /// activity check before each clause, nothing is recorded after `exit()` (the clauses after
+    /// it in the same firing, and any later firing on this CPU; other CPUs stop when the
+    /// consumer sees the status).
+    fn skip_after_exit(&mut self, end: Label) {
+        let a = &mut self.asm;
+        let go = a.label();
+        a.st_imm(Size::W, R10, SLOT_KEY, Stat::ExitStatus as i32);
+        lookup_slot_key(a, self.b.layout.stats);
+        a.jmp_imm(Cond::Eq, R0, 0, go);
+        a.ldx(Size::DW, R1, R0, 0);
+        a.alu_imm(Alu::Rsh, R1, 32);
+        a.jmp_imm(Cond::Ne, R1, 0, end);
+        a.bind(go);
     }
 
     pub(super) fn stat_inc(&mut self, stat: Stat) {

@@ -305,13 +305,32 @@ impl Analyzer<'_> {
                         }
                         recorded.get_or_insert(*span);
                     }
-                    Action::Exit(_) => not_speculative.push((*span, "exit()")),
+                    Action::Exit(_) => {
+                        // exit() records its status: D_DREC_COMM in Oracle's dt_cg.c.
+                        if let Some(c) = commit {
+                            self.after_commit(
+                                "data-recording actions may not follow commit()",
+                                *span,
+                                c,
+                            );
+                        }
+                        recorded.get_or_insert(*span);
+                        not_speculative.push((*span, "exit()"))
+                    }
                     Action::System { .. } | Action::Raise(_) | Action::Stop => {
                         not_speculative.push((*span, "a destructive action"))
                     }
                     _ => {}
                 },
-                TStmt::Aggregate { span, .. } => not_speculative.push((*span, "an aggregation")),
+                TStmt::Aggregate { span, .. } => {
+                    // dt_cc.c D_AGG_COMM: the commit's buffer would be drained with an
+                    // aggregation of the same firing between.
+                    if let Some(c) = commit {
+                        self.after_commit("aggregating actions may not follow commit()", *span, c);
+                    }
+                    recorded.get_or_insert(*span);
+                    not_speculative.push((*span, "an aggregation"))
+                }
                 _ => {}
             }
         }
@@ -324,6 +343,16 @@ impl Analyzer<'_> {
                 );
             }
         }
+    }
+
+    /// Reports `message` at `span`, an action that a `commit()` at `commit` earlier in the
+    /// clause forbids (DTrace's D_AGG_COMM and the exit() rule of dt_cc.c).
+    fn after_commit(&mut self, message: &str, span: Span, commit: Span) {
+        self.report(
+            Diagnostic::error(message, span)
+                .with_label(commit, "commit() here")
+                .with_hint("put it in another clause"),
+        );
     }
 
     // ----- pre-pass -----
