@@ -290,11 +290,14 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
     // Group clauses by attach point, keeping program order inside each group.
     let mut groups: BTreeMap<GroupKey, Vec<(usize, Vec<ProbeInfo>)>> = BTreeMap::new();
     let mut order: Vec<GroupKey> = Vec::new();
-    for c in &prog.clauses {
+    // Clauses are named by their position in `prog.clauses` (what record layouts and the
+    // consumer index), which differs from `CheckedClause::index` when `-Z` left out a clause
+    // that matched nothing.
+    for (pos, c) in prog.clauses.iter().enumerate() {
         for p in &c.probes {
             let Some(g) = group_of(p) else {
                 return Err(CodegenError {
-                    clause: c.index,
+                    clause: pos,
                     span: c.span,
                     message: format!(
                         "probe {} has a kind this runtime cannot attach",
@@ -308,8 +311,8 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
             }
             let list = groups.entry(g).or_default();
             match list.last_mut() {
-                Some((ci, probes)) if *ci == c.index => probes.push(p.clone()),
-                _ => list.push((c.index, vec![p.clone()])),
+                Some((ci, probes)) if *ci == pos => probes.push(p.clone()),
+                _ => list.push((pos, vec![p.clone()])),
             }
         }
     }

@@ -101,7 +101,7 @@ impl Builder<'_> {
         let mut refs_seen = 0;
         for (ci, probes) in &members {
             let clause = &pg.b.prog.clauses[*ci];
-            pg.clause(clause, probes, &members)?;
+            pg.clause(*ci, clause, probes, &members)?;
             // Kernel limits, checked as each clause is added so the error names the one that
             // crosses them (issue 22: the loader's raw text had no location).
             used_maps.extend(pg.asm.map_refs[refs_seen..].iter().map(|r| r.map));
@@ -222,11 +222,12 @@ impl ProgGen<'_, '_> {
 
     pub(super) fn clause(
         &mut self,
+        pos: usize,
         c: &CheckedClause,
         probes: &[ProbeInfo],
         _members: &[(usize, Vec<ProbeInfo>)],
     ) -> Res<()> {
-        self.clause = c.index;
+        self.clause = pos;
         self.clause_span = c.span;
         self.probes = probes.to_vec();
         self.stack_next = SLOT_FIRST;
