@@ -355,6 +355,37 @@ impl Analyzer<'_> {
         );
     }
 
+    /// `#pragma D depends_on provider|module NAME` (DTrace's `dt_pragma_depends`): an error
+    /// "program requires provider NAME" when no probe of that provider exists (a `pid`
+    /// provider is always there), "program requires module NAME" when the kernel has no such
+    /// module (`/sys/module/NAME`; `vmlinux`, `kernel`, `unix` and `genunix` name the kernel).
+    pub(super) fn depends_on(&mut self, d: &ast::DependsPragma) {
+        let (what, found) = match d.class {
+            ast::DependsClass::Provider => {
+                let any = d.name == "pid"
+                    || !self
+                        .catalog
+                        .matching(&ProbeDescPattern::new(&d.name, "", "", ""))
+                        .is_empty();
+                ("provider", any)
+            }
+            ast::DependsClass::Module => {
+                let kernel = matches!(d.name.as_str(), "vmlinux" | "kernel" | "unix" | "genunix");
+                let safe = !d.name.is_empty() && !d.name.contains(['/', '.']);
+                (
+                    "module",
+                    kernel || (safe && std::path::Path::new("/sys/module").join(&d.name).exists()),
+                )
+            }
+        };
+        if !found {
+            self.report(Diagnostic::error(
+                format!("program requires {what} {}", d.name),
+                d.span,
+            ));
+        }
+    }
+
     // ----- pre-pass -----
 
     pub(super) fn prepass_stmts(&mut self, stmts: &[Stmt], cx: &ClauseCx) {
