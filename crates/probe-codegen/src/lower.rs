@@ -45,6 +45,7 @@ mod string;
 mod strsubr;
 mod vars;
 pub use aggs::llquantize_boundaries;
+pub use maps::ringbuf_size;
 use maps::*;
 pub use spec::NSPEC_MAX;
 use spec::SpecAction;

@@ -202,6 +202,18 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
+    if let Some(asked) = checked.options.bufsize {
+        // The ring buffer is a power of two of at least 16 KiB (a page multiple the kernel
+        // accepts): say so when bufsize was changed, as dtrace reports a buffer size it adjusts
+        // (issue 22: "-x bufsize below 16 KiB is rounded up silently").
+        let used = u64::from(probe_codegen::lower::ringbuf_size(asked));
+        if used != asked {
+            eprintln!(
+                "sightline: buffer size {} to {used} bytes (bufsize={asked}; the ring buffer is a power of two between 16 KiB and 1 GiB)",
+                if used > asked { "raised" } else { "lowered" }
+            );
+        }
+    }
     if args.show_program {
         eprint!("{}", probe_codegen::disasm::layout(&layout));
     }
