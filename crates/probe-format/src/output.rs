@@ -155,12 +155,55 @@ pub fn format_int_datum(i: &Int, quiet: bool) -> String {
     }
 }
 
-/// `trace(v)` output (the record's part of the line). Integers as [`format_int_datum`]; strings
+/// An integer as `trace()` prints it (Oracle's dt_consume.c `dt_print_trace`): by its D type,
+/// signed types as `%ld`/`%d`/`%hd`/`%hhd` in 19, 10, 5 or 3 columns, unsigned ones as
+/// `%lu`/`%u`/`%hu`/`%hhu` in 20, 10, 5 or 3, after one space unless `quiet` (so `(char)-1`
+/// prints `-1` and `(unsigned)-1` prints `4294967295`; illumos printed every width below 8
+/// bytes as the unsigned value and 4 bytes as signed).
+pub fn format_trace_int(i: &Int, quiet: bool) -> String {
+    let mask = match i.bytes {
+        1 => 0xff,
+        2 => 0xffff,
+        4 => 0xffff_ffff,
+        _ => u64::MAX,
+    };
+    let raw = i.bits & mask;
+    let (text, width) = if i.signed {
+        let v = match i.bytes {
+            1 => i64::from(raw as u8 as i8),
+            2 => i64::from(raw as u16 as i16),
+            4 => i64::from(raw as u32 as i32),
+            _ => raw as i64,
+        };
+        let w = match i.bytes {
+            1 => 3,
+            2 => 5,
+            4 => 10,
+            _ => 19,
+        };
+        (v.to_string(), w)
+    } else {
+        let w = match i.bytes {
+            1 => 3,
+            2 => 5,
+            4 => 10,
+            _ => 20,
+        };
+        (raw.to_string(), w)
+    };
+    if quiet {
+        text
+    } else {
+        format!(" {text:>width$}")
+    }
+}
+
+/// `trace(v)` output (the record's part of the line). Integers as [`format_trace_int`]; strings
 /// `"  %-33s"` (quiet: `%s`); symbols `"  %-50s"`; stacks as [`format_stack`] with the default
 /// indent; raw bytes as a hex dump ([`format_bytes_dump`]).
 pub fn format_trace(v: &Value, quiet: bool) -> String {
     match v {
-        Value::Int(i) => format_int_datum(i, quiet),
+        Value::Int(i) => format_trace_int(i, quiet),
         Value::Str(s) if quiet => s.clone(),
         Value::Str(s) => format!("  {s:<33}"),
         Value::Sym(s) => format!("  {:<50}", s.without_offset()),
@@ -203,6 +246,7 @@ pub fn format_bytes_dump(b: &[u8]) -> String {
 pub fn format_key(v: &Value) -> String {
     match v {
         Value::Str(s) => format!("  {s:<50}"),
+        Value::Int(i) => format_int_datum(i, false),
         other => format_trace(other, false),
     }
 }
