@@ -251,6 +251,9 @@ pub fn format_key(v: &Value) -> String {
     }
 }
 
+/// With `aggzoom`, the fraction of the 40 columns the highest bar fills (`DTRACE_AGGZOOM_MAX`).
+const AGGZOOM_MAX: f64 = 0.95;
+
 const DIST_HEADER: &str = "------------- Distribution -------------";
 
 fn dist_header() -> String {
@@ -299,9 +302,17 @@ fn shown_range(b: &[i64], empty: (usize, usize)) -> (usize, usize) {
     (first.saturating_sub(1), (last + 1).min(b.len() - 1))
 }
 
-fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
+/// The height of the bars' scale of the rows `lo..=hi` (the sum of their absolute counts, or
+/// with `zoom` the largest one / 0.95) and whether any row is positive / negative.
+fn totals(b: &[i64], lo: usize, hi: usize, zoom: bool) -> (f64, bool, bool) {
     let rows = &b[lo..=hi];
-    let total = rows.iter().map(|&c| c.unsigned_abs() as f64).sum();
+    let total = if zoom {
+        rows.iter()
+            .map(|&c| c.unsigned_abs() as f64 / AGGZOOM_MAX)
+            .fold(0.0, f64::max)
+    } else {
+        rows.iter().map(|&c| c.unsigned_abs() as f64).sum()
+    };
     (
         total,
         rows.iter().any(|&c| c > 0),
@@ -313,7 +324,7 @@ fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
 /// count` header, then rows labelled with the power of two nearest zero of each bucket
 /// ([`quantize_bucket_value`]), `%16lld ` then the bar. Shows one zero row before and after the
 /// nonzero buckets (the last bucket, 2^62 and up, included); with no data, the rows -1, 0 and 1.
-pub fn format_quantize(b: &[i64], normal: u64) -> String {
+pub fn format_quantize(b: &[i64], normal: u64, zoom: bool) -> String {
     let mut s = dist_header();
     if b.len() != QUANTIZE_NBUCKETS {
         return s;
@@ -321,7 +332,7 @@ pub fn format_quantize(b: &[i64], normal: u64) -> String {
     // As Oracle's dt_print_quantize: every bucket is scanned, so a value of 2^62 or more (the
     // last bucket) is shown; illumos' scan stopped before the last bucket and lost it.
     let (lo, hi) = shown_range(b, (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1));
-    let (total, pos, neg) = totals(b, lo, hi);
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let _ = write!(s, "{:>16} ", quantize_bucket_value(i));
         s.push_str(&quant_line(count, normal, total, pos, neg));
@@ -332,14 +343,14 @@ pub fn format_quantize(b: &[i64], normal: u64) -> String {
 /// An `lquantize()` table (dt_print_lquantize): rows `< base`, then `base + i·step` for each
 /// level, then `>= base + levels·step`, each label right-aligned in 16 columns. Shows one zero row
 /// around the nonzero buckets; with no data, the first three rows.
-pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64) -> String {
+pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64, zoom: bool) -> String {
     let mut s = dist_header();
     if b.len() < 2 {
         return s;
     }
     let levels = b.len() - 2;
     let (lo, hi) = shown_range(b, (0, 2.min(b.len() - 1)));
-    let (total, pos, neg) = totals(b, lo, hi);
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {base}")
@@ -364,6 +375,7 @@ pub fn format_llquantize(
     high: u16,
     nsteps: u16,
     normal: u64,
+    zoom: bool,
 ) -> String {
     let mut s = dist_header();
     let labels = llquantize_bucket_values(factor, low, high, nsteps);
@@ -372,7 +384,7 @@ pub fn format_llquantize(
     }
     let last = b.len() - 1;
     let (lo, hi) = shown_range(b, (0, 1));
-    let (total, pos, neg) = totals(b, lo, hi);
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {}", labels[0])
@@ -390,11 +402,11 @@ pub fn format_llquantize(
 /// An aggregation's value as the default print shows it after the keys (dt_print_datum):
 /// count/sum/min/max/avg `" %16lld"`, stddev `" %16llu"`, distributions as their table.
 /// Values are divided by `normal`.
-pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64) -> String {
+pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64, zoom: bool) -> String {
     match (func, data) {
-        (AggFunc::Quantize, AggData::Quantize(b)) => format_quantize(b, normal),
+        (AggFunc::Quantize, AggData::Quantize(b)) => format_quantize(b, normal, zoom),
         (AggFunc::Lquantize { base, step, .. }, AggData::Lquantize(b)) => {
-            format_lquantize(b, *base, *step, normal)
+            format_lquantize(b, *base, *step, normal, zoom)
         }
         (
             AggFunc::Llquantize {
@@ -404,7 +416,7 @@ pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64) -> String {
                 nsteps,
             },
             AggData::Llquantize(b),
-        ) => format_llquantize(b, *factor, *low, *high, *nsteps, normal),
+        ) => format_llquantize(b, *factor, *low, *high, *nsteps, normal, zoom),
         (_, d) => {
             let v = d.scalar(normal).unwrap_or(0);
             if d.scalar_is_unsigned() && matches!(d, AggData::Stddev { .. }) {
@@ -424,7 +436,7 @@ pub fn format_aggregation(agg: &Aggregation, opts: &SortOptions) -> String {
         for k in &e.keys {
             s.push_str(&format_key(k));
         }
-        s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal));
+        s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal, opts.zoom));
         s.push('\n');
     }
     s
@@ -449,7 +461,7 @@ pub fn printa_formatted(
         let arg = match e.data.scalar(agg.normal) {
             Some(v) if e.data.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
             Some(v) => AggArg::Int(Int::i64(v)),
-            None => AggArg::Text(format_agg_value(&agg.func, &e.data, agg.normal)),
+            None => AggArg::Text(format_agg_value(&agg.func, &e.data, agg.normal, opts.zoom)),
         };
         s.push_str(&format_printa(pieces, &e.keys, &arg)?);
     }
@@ -532,7 +544,7 @@ pub fn printa_joined(
                     s.push_str(&format_key(k));
                 }
                 for (a, d) in aggs.iter().zip(&datas) {
-                    s.push_str(&format_agg_value(&a.func, d, a.normal));
+                    s.push_str(&format_agg_value(&a.func, d, a.normal, opts.zoom));
                 }
                 s.push('\n');
             }
@@ -543,7 +555,7 @@ pub fn printa_joined(
                     .map(|(a, d)| match d.scalar(a.normal) {
                         Some(v) if d.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
                         Some(v) => AggArg::Int(Int::i64(v)),
-                        None => AggArg::Text(format_agg_value(&a.func, d, a.normal)),
+                        None => AggArg::Text(format_agg_value(&a.func, d, a.normal, opts.zoom)),
                     })
                     .collect();
                 s.push_str(&crate::printf::format_printa_multi(pieces, &keys, &args)?);

@@ -232,6 +232,12 @@ impl<'a> Consumer<'a> {
             rev: o.aggsortrev,
             keypos: o.aggsortkeypos.unwrap_or(0) as usize,
             pos: o.aggsortpos.unwrap_or(0) as usize,
+            zoom: o
+                .other
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "aggzoom")
+                .is_some_and(|(_, v)| v != "0"),
         };
         let n = aggs.len();
         let usyms = crate::user::UserSymbols::new(cfg.target_pid);
