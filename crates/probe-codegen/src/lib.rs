@@ -8,6 +8,7 @@
 //! USDT argument specs).
 #![deny(missing_docs)]
 
+pub mod disasm;
 pub mod insn;
 pub mod layout;
 pub mod lower;

@@ -45,6 +45,7 @@ mod string;
 mod strsubr;
 mod vars;
 pub use aggs::llquantize_boundaries;
+pub use maps::ringbuf_size;
 use maps::*;
 pub use spec::NSPEC_MAX;
 use spec::SpecAction;
@@ -258,6 +259,19 @@ struct Builder<'p> {
     agg_value_max: u32,
     /// The `sl_spec` map, once a program uses speculations.
     spec_map: Option<usize>,
+    /// Some clause calls `exit()`: every clause outside END and ERROR then starts by checking
+    /// this CPU's [`Stat::ExitStatus`] slot and does nothing once `exit()` ran (DTrace's
+    /// activity check before each clause: clauses after `exit()` record nothing).
+    any_exit: bool,
+}
+
+/// True when `body` calls `exit()` (in any branch).
+fn calls_exit(body: &[TStmt]) -> bool {
+    body.iter().any(|s| match s {
+        TStmt::Action(Action::Exit(_), _) => true,
+        TStmt::If { then, els, .. } => calls_exit(then) || calls_exit(els),
+        _ => false,
+    })
 }
 
 /// Compiles a checked program into maps, programs and record layouts.
@@ -276,16 +290,20 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         globals_size: 0,
         agg_value_max: 8,
         spec_map: None,
+        any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
     };
     b.build_maps()?;
     // Group clauses by attach point, keeping program order inside each group.
     let mut groups: BTreeMap<GroupKey, Vec<(usize, Vec<ProbeInfo>)>> = BTreeMap::new();
     let mut order: Vec<GroupKey> = Vec::new();
-    for c in &prog.clauses {
+    // Clauses are named by their position in `prog.clauses` (what record layouts and the
+    // consumer index), which differs from `CheckedClause::index` when `-Z` left out a clause
+    // that matched nothing.
+    for (pos, c) in prog.clauses.iter().enumerate() {
         for p in &c.probes {
             let Some(g) = group_of(p) else {
                 return Err(CodegenError {
-                    clause: c.index,
+                    clause: pos,
                     span: c.span,
                     message: format!(
                         "probe {} has a kind this runtime cannot attach",
@@ -299,8 +317,8 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
             }
             let list = groups.entry(g).or_default();
             match list.last_mut() {
-                Some((ci, probes)) if *ci == c.index => probes.push(p.clone()),
-                _ => list.push((c.index, vec![p.clone()])),
+                Some((ci, probes)) if *ci == pos => probes.push(p.clone()),
+                _ => list.push((pos, vec![p.clone()])),
             }
         }
     }

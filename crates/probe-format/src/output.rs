@@ -155,12 +155,55 @@ pub fn format_int_datum(i: &Int, quiet: bool) -> String {
     }
 }
 
-/// `trace(v)` output (the record's part of the line). Integers as [`format_int_datum`]; strings
+/// An integer as `trace()` prints it (Oracle's dt_consume.c `dt_print_trace`): by its D type,
+/// signed types as `%ld`/`%d`/`%hd`/`%hhd` in 19, 10, 5 or 3 columns, unsigned ones as
+/// `%lu`/`%u`/`%hu`/`%hhu` in 20, 10, 5 or 3, after one space unless `quiet` (so `(char)-1`
+/// prints `-1` and `(unsigned)-1` prints `4294967295`; illumos printed every width below 8
+/// bytes as the unsigned value and 4 bytes as signed).
+pub fn format_trace_int(i: &Int, quiet: bool) -> String {
+    let mask = match i.bytes {
+        1 => 0xff,
+        2 => 0xffff,
+        4 => 0xffff_ffff,
+        _ => u64::MAX,
+    };
+    let raw = i.bits & mask;
+    let (text, width) = if i.signed {
+        let v = match i.bytes {
+            1 => i64::from(raw as u8 as i8),
+            2 => i64::from(raw as u16 as i16),
+            4 => i64::from(raw as u32 as i32),
+            _ => raw as i64,
+        };
+        let w = match i.bytes {
+            1 => 3,
+            2 => 5,
+            4 => 10,
+            _ => 19,
+        };
+        (v.to_string(), w)
+    } else {
+        let w = match i.bytes {
+            1 => 3,
+            2 => 5,
+            4 => 10,
+            _ => 20,
+        };
+        (raw.to_string(), w)
+    };
+    if quiet {
+        text
+    } else {
+        format!(" {text:>width$}")
+    }
+}
+
+/// `trace(v)` output (the record's part of the line). Integers as [`format_trace_int`]; strings
 /// `"  %-33s"` (quiet: `%s`); symbols `"  %-50s"`; stacks as [`format_stack`] with the default
 /// indent; raw bytes as a hex dump ([`format_bytes_dump`]).
 pub fn format_trace(v: &Value, quiet: bool) -> String {
     match v {
-        Value::Int(i) => format_int_datum(i, quiet),
+        Value::Int(i) => format_trace_int(i, quiet),
         Value::Str(s) if quiet => s.clone(),
         Value::Str(s) => format!("  {s:<33}"),
         Value::Sym(s) => format!("  {:<50}", s.without_offset()),
@@ -203,9 +246,13 @@ pub fn format_bytes_dump(b: &[u8]) -> String {
 pub fn format_key(v: &Value) -> String {
     match v {
         Value::Str(s) => format!("  {s:<50}"),
+        Value::Int(i) => format_int_datum(i, false),
         other => format_trace(other, false),
     }
 }
+
+/// With `aggzoom`, the fraction of the 40 columns the highest bar fills (`DTRACE_AGGZOOM_MAX`).
+const AGGZOOM_MAX: f64 = 0.95;
 
 const DIST_HEADER: &str = "------------- Distribution -------------";
 
@@ -255,9 +302,17 @@ fn shown_range(b: &[i64], empty: (usize, usize)) -> (usize, usize) {
     (first.saturating_sub(1), (last + 1).min(b.len() - 1))
 }
 
-fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
+/// The height of the bars' scale of the rows `lo..=hi` (the sum of their absolute counts, or
+/// with `zoom` the largest one / 0.95) and whether any row is positive / negative.
+fn totals(b: &[i64], lo: usize, hi: usize, zoom: bool) -> (f64, bool, bool) {
     let rows = &b[lo..=hi];
-    let total = rows.iter().map(|&c| c.unsigned_abs() as f64).sum();
+    let total = if zoom {
+        rows.iter()
+            .map(|&c| c.unsigned_abs() as f64 / AGGZOOM_MAX)
+            .fold(0.0, f64::max)
+    } else {
+        rows.iter().map(|&c| c.unsigned_abs() as f64).sum()
+    };
     (
         total,
         rows.iter().any(|&c| c > 0),
@@ -268,25 +323,16 @@ fn totals(b: &[i64], lo: usize, hi: usize) -> (f64, bool, bool) {
 /// A `quantize()` table (dt_print_quantize): a blank line, the `value  ---- Distribution ----
 /// count` header, then rows labelled with the power of two nearest zero of each bucket
 /// ([`quantize_bucket_value`]), `%16lld ` then the bar. Shows one zero row before and after the
-/// nonzero buckets; with no data, the rows -1, 0 and 1.
-pub fn format_quantize(b: &[i64], normal: u64) -> String {
+/// nonzero buckets (the last bucket, 2^62 and up, included); with no data, the rows -1, 0 and 1.
+pub fn format_quantize(b: &[i64], normal: u64, zoom: bool) -> String {
     let mut s = dist_header();
     if b.len() != QUANTIZE_NBUCKETS {
         return s;
     }
-    // As dt_print_quantize: the scan for the first nonzero bucket stops before the last bucket
-    // (a value ≥ 2^62 alone shows the empty-table rows, as in DTrace).
-    let (lo, hi) = match b[..QUANTIZE_NBUCKETS - 1].iter().position(|&c| c != 0) {
-        None => (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1),
-        Some(first) => {
-            let last = b.iter().rposition(|&c| c != 0).unwrap_or(first);
-            (
-                first.saturating_sub(1),
-                (last + 1).min(QUANTIZE_NBUCKETS - 1),
-            )
-        }
-    };
-    let (total, pos, neg) = totals(b, lo, hi);
+    // As Oracle's dt_print_quantize: every bucket is scanned, so a value of 2^62 or more (the
+    // last bucket) is shown; illumos' scan stopped before the last bucket and lost it.
+    let (lo, hi) = shown_range(b, (QUANTIZE_ZERO_BUCKET - 1, QUANTIZE_ZERO_BUCKET + 1));
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let _ = write!(s, "{:>16} ", quantize_bucket_value(i));
         s.push_str(&quant_line(count, normal, total, pos, neg));
@@ -297,14 +343,14 @@ pub fn format_quantize(b: &[i64], normal: u64) -> String {
 /// An `lquantize()` table (dt_print_lquantize): rows `< base`, then `base + i·step` for each
 /// level, then `>= base + levels·step`, each label right-aligned in 16 columns. Shows one zero row
 /// around the nonzero buckets; with no data, the first three rows.
-pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64) -> String {
+pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64, zoom: bool) -> String {
     let mut s = dist_header();
     if b.len() < 2 {
         return s;
     }
     let levels = b.len() - 2;
     let (lo, hi) = shown_range(b, (0, 2.min(b.len() - 1)));
-    let (total, pos, neg) = totals(b, lo, hi);
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {base}")
@@ -329,6 +375,7 @@ pub fn format_llquantize(
     high: u16,
     nsteps: u16,
     normal: u64,
+    zoom: bool,
 ) -> String {
     let mut s = dist_header();
     let labels = llquantize_bucket_values(factor, low, high, nsteps);
@@ -337,7 +384,7 @@ pub fn format_llquantize(
     }
     let last = b.len() - 1;
     let (lo, hi) = shown_range(b, (0, 1));
-    let (total, pos, neg) = totals(b, lo, hi);
+    let (total, pos, neg) = totals(b, lo, hi, zoom);
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
         let label = if i == 0 {
             format!("< {}", labels[0])
@@ -355,11 +402,11 @@ pub fn format_llquantize(
 /// An aggregation's value as the default print shows it after the keys (dt_print_datum):
 /// count/sum/min/max/avg `" %16lld"`, stddev `" %16llu"`, distributions as their table.
 /// Values are divided by `normal`.
-pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64) -> String {
+pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64, zoom: bool) -> String {
     match (func, data) {
-        (AggFunc::Quantize, AggData::Quantize(b)) => format_quantize(b, normal),
+        (AggFunc::Quantize, AggData::Quantize(b)) => format_quantize(b, normal, zoom),
         (AggFunc::Lquantize { base, step, .. }, AggData::Lquantize(b)) => {
-            format_lquantize(b, *base, *step, normal)
+            format_lquantize(b, *base, *step, normal, zoom)
         }
         (
             AggFunc::Llquantize {
@@ -369,7 +416,7 @@ pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64) -> String {
                 nsteps,
             },
             AggData::Llquantize(b),
-        ) => format_llquantize(b, *factor, *low, *high, *nsteps, normal),
+        ) => format_llquantize(b, *factor, *low, *high, *nsteps, normal, zoom),
         (_, d) => {
             let v = d.scalar(normal).unwrap_or(0);
             if d.scalar_is_unsigned() && matches!(d, AggData::Stddev { .. }) {
@@ -389,7 +436,7 @@ pub fn format_aggregation(agg: &Aggregation, opts: &SortOptions) -> String {
         for k in &e.keys {
             s.push_str(&format_key(k));
         }
-        s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal));
+        s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal, opts.zoom));
         s.push('\n');
     }
     s
@@ -414,7 +461,7 @@ pub fn printa_formatted(
         let arg = match e.data.scalar(agg.normal) {
             Some(v) if e.data.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
             Some(v) => AggArg::Int(Int::i64(v)),
-            None => AggArg::Text(format_agg_value(&agg.func, &e.data, agg.normal)),
+            None => AggArg::Text(format_agg_value(&agg.func, &e.data, agg.normal, opts.zoom)),
         };
         s.push_str(&format_printa(pieces, &e.keys, &arg)?);
     }
@@ -497,7 +544,7 @@ pub fn printa_joined(
                     s.push_str(&format_key(k));
                 }
                 for (a, d) in aggs.iter().zip(&datas) {
-                    s.push_str(&format_agg_value(&a.func, d, a.normal));
+                    s.push_str(&format_agg_value(&a.func, d, a.normal, opts.zoom));
                 }
                 s.push('\n');
             }
@@ -508,7 +555,7 @@ pub fn printa_joined(
                     .map(|(a, d)| match d.scalar(a.normal) {
                         Some(v) if d.scalar_is_unsigned() => AggArg::Int(Int::u64(v as u64)),
                         Some(v) => AggArg::Int(Int::i64(v)),
-                        None => AggArg::Text(format_agg_value(&a.func, d, a.normal)),
+                        None => AggArg::Text(format_agg_value(&a.func, d, a.normal, opts.zoom)),
                     })
                     .collect();
                 s.push_str(&crate::printf::format_printa_multi(pieces, &keys, &args)?);

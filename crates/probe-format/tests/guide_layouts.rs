@@ -273,7 +273,7 @@ fn trace_lines() {
     );
     assert_eq!(
         line,
-        "  0      1                           :BEGIN                42\n"
+        "  0      1                           :BEGIN                   42\n"
     );
     let s = format!(
         "{}{}{}",
@@ -286,7 +286,12 @@ fn trace_lines() {
         "  1    173                     getpid:entry   bash                             \n"
     );
     assert_eq!(format_trace(&Value::str("bash"), true), "bash");
-    assert_eq!(format_trace(&Value::Int(Int::i32(-3)), false), "       -3");
+    // By D type, as Oracle's consumer: int in 10 columns, a signed short stays negative,
+    // unsigned 64-bit values in 20.
+    assert_eq!(
+        format_trace(&Value::Int(Int::i32(-3)), false),
+        "         -3"
+    );
     assert_eq!(
         format_trace(
             &Value::Int(Int {
@@ -296,7 +301,7 @@ fn trace_lines() {
             }),
             false
         ),
-        " 65535"
+        "    -1"
     );
 }
 

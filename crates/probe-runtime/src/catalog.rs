@@ -92,8 +92,14 @@ pub fn syscall_name(nr: u32) -> Option<&'static str> {
 }
 
 /// Parses a profile probe name `tick-N[unit]` / `profile-N[unit]` into (period in ns, every CPU).
-/// A rate in hz (the default unit) becomes `1e9 / N` ns.
+/// A rate in hz (the default unit) becomes `1e9 / N` ns. `None` for other names and for periods
+/// below [`PROFILE_MIN_PERIOD_NS`].
 pub fn parse_profile_name(name: &str) -> Option<(u64, bool)> {
+    profile_period(name).filter(|&(ns, _)| ns >= PROFILE_MIN_PERIOD_NS)
+}
+
+/// [`parse_profile_name`] without the minimum period.
+fn profile_period(name: &str) -> Option<(u64, bool)> {
     let (every_cpu, rest) = if let Some(r) = name.strip_prefix("tick-") {
         (false, r)
     } else if let Some(r) = name.strip_prefix("profile-") {
@@ -117,6 +123,11 @@ pub fn parse_profile_name(name: &str) -> Option<(u64, bool)> {
     };
     (ns > 0).then_some((ns, every_cpu))
 }
+
+/// The shortest period a `profile-N`/`tick-N` probe may have: 200 µs, DTrace's limit (illumos
+/// `profile_interval_min`, Oracle's `dt_prov_profile.c`). A shorter one names no probe, so its
+/// description matches nothing, as in DTrace.
+pub const PROFILE_MIN_PERIOD_NS: u64 = 200_000;
 
 /// A stable display id for a probe (the ID column of `-l` and of non-quiet output): dtrace's
 /// BEGIN, END, ERROR are 1, 2, 3 as in DTrace; system calls follow in table order (entry, return);
@@ -250,6 +261,19 @@ impl Provider for ProfileProvider {
 
     fn suggestions(&self, out: &mut Vec<String>) {
         out.extend(["profile:::tick-1s", "profile:::profile-97"].map(String::from));
+    }
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        if !field_matches(&desc.provider, "profile") {
+            return None;
+        }
+        let (ns, _) = profile_period(&desc.name)?;
+        (ns < PROFILE_MIN_PERIOD_NS).then(|| {
+            format!(
+                "`{}` has a period of {ns} ns; profile and tick probes need at least 200us (5000 hz), as in DTrace",
+                desc.name
+            )
+        })
     }
 }
 
@@ -507,7 +531,11 @@ mod tests {
             parse_profile_name("profile-1000hz"),
             Some((1_000_000, true))
         );
-        assert_eq!(parse_profile_name("tick-100us"), Some((100_000, false)));
+        assert_eq!(parse_profile_name("tick-200us"), Some((200_000, false)));
+        // Below DTrace's 200 us minimum: no such probe.
+        assert_eq!(parse_profile_name("tick-100us"), None);
+        assert_eq!(parse_profile_name("profile-5001"), None);
+        assert_eq!(parse_profile_name("profile-5000"), Some((200_000, true)));
         assert_eq!(
             parse_profile_name("tick-1min"),
             Some((60_000_000_000, false))

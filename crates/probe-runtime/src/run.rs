@@ -148,6 +148,33 @@ fn flowindent(prog: &CheckedProgram) -> bool {
         .is_some_and(|(_, v)| v != "0")
 }
 
+/// Whether `rawbytes` is on (`-x rawbytes`, `#pragma D option rawbytes`): `trace()` then prints
+/// every value as a hex dump of its bytes (Oracle's `dt_print_trace` calls `dt_print_rawbytes`).
+fn rawbytes(prog: &CheckedProgram) -> bool {
+    prog.options
+        .other
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "rawbytes")
+        .is_some_and(|(_, v)| v != "0")
+}
+
+/// The bytes of a traced value as its record holds them, for `rawbytes`: an integer's
+/// little-endian bytes of its C width, a string's bytes padded with NULs to `strsize`; other
+/// values as they print otherwise (`None`).
+fn raw_record_bytes(v: &Value, strsize: usize) -> Option<Vec<u8>> {
+    match v {
+        Value::Int(i) => Some(i.bits.to_le_bytes()[..usize::from(i.bytes.clamp(1, 8))].to_vec()),
+        Value::Str(s) => {
+            let mut b = s.as_bytes().to_vec();
+            b.resize(strsize.max(b.len() + 1), 0);
+            Some(b)
+        }
+        Value::Bytes(b) => Some(b.clone()),
+        _ => None,
+    }
+}
+
 /// The consumer state of one run.
 pub struct Consumer<'a> {
     prog: &'a CheckedProgram,
@@ -205,6 +232,12 @@ impl<'a> Consumer<'a> {
             rev: o.aggsortrev,
             keypos: o.aggsortkeypos.unwrap_or(0) as usize,
             pos: o.aggsortpos.unwrap_or(0) as usize,
+            zoom: o
+                .other
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "aggzoom")
+                .is_some_and(|(_, v)| v != "0"),
         };
         let n = aggs.len();
         let usyms = crate::user::UserSymbols::new(cfg.target_pid);
@@ -564,7 +597,15 @@ impl<'a> Consumer<'a> {
             match &a.action {
                 RecordAction::Trace | RecordAction::Stack => {
                     let v = self.decode(&a.fields[0], bytes);
-                    text.push_str(&probe_format::output::format_trace(&v, self.cfg.quiet));
+                    let raw = rawbytes(self.prog)
+                        .then(|| raw_record_bytes(&v, self.prog.options.strsize as usize))
+                        .flatten();
+                    match raw {
+                        Some(b) => text.push_str(&probe_format::output::format_bytes_dump(&b)),
+                        None => {
+                            text.push_str(&probe_format::output::format_trace(&v, self.cfg.quiet))
+                        }
+                    }
                     items.push(RecordItem::Trace(v));
                 }
                 RecordAction::Printf { format } => {

@@ -67,6 +67,7 @@ pub fn analyze(
         match item {
             ast::Item::Decl(d) => a.declaration(d),
             ast::Item::Inline(d) => a.inline_definition(d),
+            ast::Item::Depends(d) => a.depends_on(d),
             _ => {}
         }
     }
@@ -202,7 +203,7 @@ fn any_node(
         }
         ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
         ast::Item::Inline(d) => ty(&d.ty) || walk(&d.value, expr, ty),
-        ast::Item::Option(_) => false,
+        ast::Item::Option(_) | ast::Item::Depends(_) => false,
     })
 }
 

@@ -50,6 +50,29 @@ pub enum Item {
     /// `inline TYPE NAME = expr;` (guide: "Type and Constant Definitions" → "Inlines"): every use
     /// of NAME stands for `(TYPE)(expr)`.
     Inline(InlineDef),
+    /// `#pragma D depends_on provider NAME` or `... module NAME`: the program needs that provider
+    /// or kernel module, checked by the analysis (DTrace's `dt_pragma_depends`).
+    Depends(DependsPragma),
+}
+
+/// What a `#pragma D depends_on` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DependsClass {
+    /// `provider NAME`: a probe provider.
+    Provider,
+    /// `module NAME`: a kernel module (or `vmlinux`).
+    Module,
+}
+
+/// `#pragma D depends_on CLASS NAME`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DependsPragma {
+    /// Provider or module.
+    pub class: DependsClass,
+    /// The name required.
+    pub name: String,
+    /// The whole pragma line.
+    pub span: Span,
 }
 
 /// `inline TYPE NAME = expr;`.

@@ -46,6 +46,9 @@ pub fn program(p: &Program) -> String {
                 };
                 let _ = writeln!(out, "(decl {scope}{} {}{keys})", d.ty.text, d.name);
             }
+            Item::Depends(d) => {
+                let _ = writeln!(out, "(depends_on {:?} {})", d.class, d.name);
+            }
             Item::Inline(d) => {
                 let _ = writeln!(out, "(inline {} {} {})", d.ty.text, d.name, expr(&d.value));
             }

@@ -345,6 +345,83 @@ impl<'s> Parser<'s> {
                     span: tok.span,
                 }))
             }
+            // Oracle's dt_pragma.c: `error` stops the compile with its tokens as the message.
+            ["pragma", "D", "error", rest @ ..] => {
+                self.diags.push(Diagnostic::error(
+                    format!("#pragma D error: {}", rest.join(" ").replace('"', "")),
+                    tok.span,
+                ));
+                None
+            }
+            ["pragma", "D", "depends_on", class, name] => {
+                let class = match *class {
+                    "provider" => DependsClass::Provider,
+                    "module" => DependsClass::Module,
+                    "library" => {
+                        self.diags.push(
+                            Diagnostic::error(
+                                "main program may not explicitly depend on a library",
+                                tok.span,
+                            )
+                            .with_hint("Sightline loads no D libraries"),
+                        );
+                        return None;
+                    }
+                    other => {
+                        self.diags.push(
+                            Diagnostic::error(
+                                format!(
+                                    "invalid class `{other}` specified by #pragma D depends_on"
+                                ),
+                                tok.span,
+                            )
+                            .with_hint("the classes are provider, module and library"),
+                        );
+                        return None;
+                    }
+                };
+                Some(Item::Depends(DependsPragma {
+                    class,
+                    name: name.to_string(),
+                    span: tok.span,
+                }))
+            }
+            ["pragma", "D", "depends_on", ..] => {
+                self.diags.push(
+                    Diagnostic::error("malformed #pragma D depends_on", tok.span)
+                        .with_hint("write `#pragma D depends_on <class> <name>`"),
+                );
+                None
+            }
+            ["pragma", "D", "attributes", attrs, _ident, ..] => {
+                if !valid_attributes(attrs) {
+                    self.diags.push(
+                        Diagnostic::error(
+                            "invalid attributes specified by #pragma D attributes",
+                            tok.span,
+                        )
+                        .with_hint("write name/data/dependency stabilities and a class, e.g. `Evolving/Evolving/Common`"),
+                    );
+                }
+                // Stability attributes change nothing Sightline does.
+                None
+            }
+            ["pragma", "D", "attributes", ..] => {
+                self.diags.push(
+                    Diagnostic::error("malformed #pragma D attributes", tok.span)
+                        .with_hint("write `#pragma D attributes <attributes> <ident>`"),
+                );
+                None
+            }
+            // Accepted and without effect here, as `ident` in DTrace.
+            ["pragma", "D", "binding" | "ident" | "line", ..] => None,
+            ["pragma", "D", other, ..] if *other != "option" => {
+                self.diags.push(Diagnostic::error(
+                    format!("invalid D pragma: {other}"),
+                    tok.span,
+                ));
+                None
+            }
             ["pragma", "D", "option", ..] => {
                 self.diags.push(
                     Diagnostic::tagged(
@@ -1458,3 +1535,18 @@ fn binary_op(p: &str) -> Option<(BinaryOp, u8)> {
 // `bp::UNARY` documents where unary operators sit; the recursive descent in `unary_expression`
 // implements it.
 const _: u8 = bp::UNARY;
+
+/// DTrace's attribute triple (`dtrace_str2attr`): `name/data/class`, the first two stability
+/// levels and the last a dependency class, each may be left empty.
+fn valid_attributes(s: &str) -> bool {
+    const STABILITY: &[&str] = &[
+        "Internal", "Private", "Obsolete", "External", "Unstable", "Evolving", "Stable", "Standard",
+    ];
+    const CLASS: &[&str] = &["Unknown", "CPU", "Platform", "Group", "ISA", "Common"];
+    let parts: Vec<&str> = s.split('/').collect();
+    if parts.len() != 3 {
+        return false;
+    }
+    let ok = |p: &str, set: &[&str]| p.is_empty() || set.iter().any(|n| n.eq_ignore_ascii_case(p));
+    ok(parts[0], STABILITY) && ok(parts[1], STABILITY) && ok(parts[2], CLASS)
+}

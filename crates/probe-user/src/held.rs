@@ -194,6 +194,31 @@ impl HeldCommand {
         if self.state != State::Held {
             return Ok(());
         }
+        self.kill_and_reap()
+    }
+
+    /// Ends the command when tracing ends, as dtrace(1M) does for a process it created (illumos
+    /// `dt_proc_destroy` releases it with `PRELEASE_KILL`): a held command is killed before it
+    /// runs; a released one still running gets SIGKILL and is reaped. Does nothing once it was
+    /// reaped (it exited by itself).
+    ///
+    /// # Errors
+    /// [`HeldError::Sys`] naming `kill` or `waitpid`.
+    pub fn terminate(&mut self) -> Result<(), HeldError> {
+        match self.state {
+            State::Reaped => Ok(()),
+            State::Held => self.kill_and_reap(),
+            State::Running => {
+                if self.try_wait()?.is_some() {
+                    return Ok(());
+                }
+                self.kill_and_reap()
+            }
+        }
+    }
+
+    /// SIGKILL, then a blocking wait for the child.
+    fn kill_and_reap(&mut self) -> Result<(), HeldError> {
         // SAFETY: kill(2) on our own child (not reaped yet, so the pid is still ours); SIGKILL
         // ends a ptrace-stopped tracee too.
         if unsafe { libc::kill(self.pid as libc::pid_t, libc::SIGKILL) } < 0 {

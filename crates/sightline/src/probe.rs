@@ -56,10 +56,28 @@ pub struct ProbeArgs {
     /// Probes of this module (`:MOD::`).
     #[arg(short = 'm', value_name = "MODULE")]
     pub modules: Vec<String>,
-    /// Set an option: quiet, bufsize, strsize, aggsortkey, aggsortrev, aggsortpos, aggsortkeypos,
-    /// switchrate, aggrate, dynvarsize, aggsize, stackframes, defaultargs, flowindent.
+    /// Set an option, as `#pragma D option` (d-reference.md § 9 says which are honoured):
+    /// aggpack, aggrate, aggsize, aggsortkey, aggsortkeypos, aggsortpos, aggsortrev, agghist,
+    /// aggzoom, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
+    /// dynvarpolicy, dynvarsize, empty, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
+    /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
+    /// switchrate, temporal, ustackframes, verbose, zdefs.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
+    /// Compile only: check the program and generate its BPF code, then exit without loading or
+    /// attaching anything (dtrace -e).
+    #[arg(short = 'e')]
+    pub compile_only: bool,
+    /// Show the generated program on stderr: every BPF program with its attach point and its
+    /// instructions, in the verifier log's notation (dtrace -S shows its intermediate code).
+    #[arg(short = 'S')]
+    pub show_program: bool,
+    /// Allow probe descriptions that match no probe (they are left out), like `-x zdefs`.
+    #[arg(short = 'Z')]
+    pub zero_matches: bool,
+    /// Print the version of the D language and of Sightline, then exit (dtrace -V).
+    #[arg(short = 'V')]
+    pub version: bool,
     /// Verbose: print the full BPF verifier log when a program is rejected.
     #[arg(short = 'v')]
     pub verbose: bool,
@@ -78,6 +96,13 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         bail!(
             "-n: empty probe description (give a description such as 'syscall::read:entry' or a clause)"
         );
+    }
+    if args.version {
+        println!(
+            "sightline: D language as DTrace 1.13 (Sightline {})",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     if args.list {
         return list(&args);
@@ -168,7 +193,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         script_name: args.script.first().map(|p| p.display().to_string()),
         target_pid,
         options,
-        allow_zero_matches: false,
+        allow_zero_matches: args.zero_matches || args.options.iter().any(|o| o == "zdefs"),
     };
     let Compiled { checked, layout } = match compile::compile(&program, &catalog, &opts) {
         Ok(c) => c,
@@ -176,6 +201,25 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
+    }
+    if let Some(asked) = checked.options.bufsize {
+        // The ring buffer is a power of two of at least 16 KiB (a page multiple the kernel
+        // accepts): say so when bufsize was changed, as dtrace reports a buffer size it adjusts
+        // (issue 22: "-x bufsize below 16 KiB is rounded up silently").
+        let used = u64::from(probe_codegen::lower::ringbuf_size(asked));
+        if used != asked {
+            eprintln!(
+                "sightline: buffer size {} to {used} bytes (bufsize={asked}; the ring buffer is a power of two between 16 KiB and 1 GiB)",
+                if used > asked { "raised" } else { "lowered" }
+            );
+        }
+    }
+    if args.show_program {
+        eprint!("{}", probe_codegen::disasm::layout(&layout));
+    }
+    if args.compile_only {
+        // The -c command, still held, is killed by `child`'s drop: it never runs.
+        return Ok(ExitCode::SUCCESS);
     }
     // dtrace(1M): -q (or `#pragma D option quiet`) suppresses notices such as "matched N probes".
     let notices = !(checked.options.quiet || args.json);
@@ -268,15 +312,24 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The `-c` command as the consumer's [`Target`]. Dropping it while the command is still held
-/// (the D program failed to compile or attach, or `BEGIN` called `exit()`) kills the command
-/// before it runs, as dtrace(1M) does for a process it created (illumos `dt_proc_destroy`:
-/// `PRELEASE_KILL`).
+/// The `-c` command as the consumer's [`Target`]. Dropping it kills the command, as dtrace(1M)
+/// does for a process it created (illumos `dt_proc_destroy`: `PRELEASE_KILL`): before it runs
+/// when it is still held (the D program failed to compile or attach, or `BEGIN` called
+/// `exit()`), and while it runs when tracing stopped first (`exit()`, Ctrl-C).
 #[derive(Debug)]
 struct Held {
     cmd: HeldCommand,
     /// The exec failure found at release, reported instead of the run error it causes.
     exec_error: Option<HeldError>,
+}
+
+impl Drop for Held {
+    /// dtrace(1M) kills the processes it created when it exits (`exit()`, Ctrl-C, END, an error):
+    /// a `-c` command still running when tracing ends is killed (SIGKILL) and reaped. A `-p`
+    /// process is never a `Held` and is left running.
+    fn drop(&mut self) {
+        let _ = self.cmd.terminate();
+    }
 }
 
 impl Target for Held {

@@ -60,8 +60,9 @@ fn agg_key_caps(prog: &CheckedProgram, strsize: u32) -> Vec<Vec<u32>> {
     caps
 }
 
-/// A valid ring-buffer data size: a power of two between 16 KiB and 1 GiB.
-pub(super) fn ringbuf_size(bytes: u64) -> u32 {
+/// The ring-buffer data size used for a `bufsize` of `bytes`: the next power of two, kept
+/// between 16 KiB and 1 GiB (the kernel wants a power-of-two multiple of the page size).
+pub fn ringbuf_size(bytes: u64) -> u32 {
     bytes.clamp(16 << 10, 1 << 30).next_power_of_two() as u32
 }
 

@@ -101,7 +101,7 @@ impl Builder<'_> {
         let mut refs_seen = 0;
         for (ci, probes) in &members {
             let clause = &pg.b.prog.clauses[*ci];
-            pg.clause(clause, probes, &members)?;
+            pg.clause(*ci, clause, probes, &members)?;
             // Kernel limits, checked as each clause is added so the error names the one that
             // crosses them (issue 22: the loader's raw text had no location).
             used_maps.extend(pg.asm.map_refs[refs_seen..].iter().map(|r| r.map));
@@ -222,11 +222,12 @@ impl ProgGen<'_, '_> {
 
     pub(super) fn clause(
         &mut self,
+        pos: usize,
         c: &CheckedClause,
         probes: &[ProbeInfo],
         _members: &[(usize, Vec<ProbeInfo>)],
     ) -> Res<()> {
-        self.clause = c.index;
+        self.clause = pos;
         self.clause_span = c.span;
         self.probes = probes.to_vec();
         self.stack_next = SLOT_FIRST;
@@ -242,6 +243,9 @@ impl ProgGen<'_, '_> {
             let off = self.scratch(size, c.span)?;
             self.zero(off, size);
             self.clause_locals.insert(v.0, off);
+        }
+        if self.b.any_exit && !matches!(self.group, GroupKey::End | GroupKey::Error) {
+            self.skip_after_exit(end);
         }
         if self.is_syscall() {
             self.syscall_filter(probes, end)?;
@@ -373,6 +377,22 @@ impl ProgGen<'_, '_> {
         a.alu(Alu::Or, R1, R2);
         a.stx(Size::DW, R0, 0, R1);
         a.bind(skip);
+    }
+
+    /// Jumps to `end` when this CPU's [`Stat::ExitStatus`] slot says `exit()` ran: as DTrace's
+    /// activity check before each clause, nothing is recorded after `exit()` (the clauses after
+    /// it in the same firing, and any later firing on this CPU; other CPUs stop when the
+    /// consumer sees the status).
+    fn skip_after_exit(&mut self, end: Label) {
+        let a = &mut self.asm;
+        let go = a.label();
+        a.st_imm(Size::W, R10, SLOT_KEY, Stat::ExitStatus as i32);
+        lookup_slot_key(a, self.b.layout.stats);
+        a.jmp_imm(Cond::Eq, R0, 0, go);
+        a.ldx(Size::DW, R1, R0, 0);
+        a.alu_imm(Alu::Rsh, R1, 32);
+        a.jmp_imm(Cond::Ne, R1, 0, end);
+        a.bind(go);
     }
 
     pub(super) fn stat_inc(&mut self, stat: Stat) {

@@ -94,7 +94,8 @@ impl ProgGen<'_, '_> {
     }
 
     /// `speculate(id)`, `commit(id)`, `discard(id)`: writes the id to the record field at
-    /// `offs[0]` and the token (see the module documentation) to `offs[1]`.
+    /// `offs[0]` and the token (see the module documentation) to `offs[1]`. A `speculate()`
+    /// whose token is 0 (id 0, or a speculation not active) ends the clause there.
     pub(super) fn spec_action(
         &mut self,
         which: SpecAction,
@@ -136,6 +137,15 @@ impl ProgGen<'_, '_> {
         }
         a.stx(Size::DW, R7, tok_off, R1);
         a.bind(out);
+        if which == SpecAction::Speculate {
+            // As DTrace, a speculate() on id 0 or on a speculation that is not active skips the
+            // rest of the clause: nothing of it is recorded and its assignments do not happen.
+            if let Some(end) = self.clause_end {
+                let a = &mut self.asm;
+                a.ldx(Size::DW, R1, R7, tok_off);
+                a.jmp_imm(Cond::Eq, R1, 0, end);
+            }
+        }
         Ok(())
     }
 }

@@ -21,6 +21,10 @@ pub struct SortOptions {
     pub keypos: usize,
     /// `aggsortpos`.
     pub pos: usize,
+    /// `aggzoom` (not a sort order, but printed with it): distribution bars are scaled to the
+    /// largest bucket shown instead of to the total (illumos `dt_quantize_total`: the highest
+    /// bar is 95% of the 40 columns, `DTRACE_AGGZOOM_MAX`).
+    pub zoom: bool,
 }
 
 /// Compares two keys as DTrace does (`dt_aggregate_keycmp`): integers as unsigned 64-bit values

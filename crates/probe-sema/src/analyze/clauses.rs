@@ -315,13 +315,32 @@ impl Analyzer<'_> {
                         }
                         recorded.get_or_insert(*span);
                     }
-                    Action::Exit(_) => not_speculative.push((*span, "exit()")),
+                    Action::Exit(_) => {
+                        // exit() records its status: D_DREC_COMM in Oracle's dt_cg.c.
+                        if let Some(c) = commit {
+                            self.after_commit(
+                                "data-recording actions may not follow commit()",
+                                *span,
+                                c,
+                            );
+                        }
+                        recorded.get_or_insert(*span);
+                        not_speculative.push((*span, "exit()"))
+                    }
                     Action::System { .. } | Action::Raise(_) | Action::Stop => {
                         not_speculative.push((*span, "a destructive action"))
                     }
                     _ => {}
                 },
-                TStmt::Aggregate { span, .. } => not_speculative.push((*span, "an aggregation")),
+                TStmt::Aggregate { span, .. } => {
+                    // dt_cc.c D_AGG_COMM: the commit's buffer would be drained with an
+                    // aggregation of the same firing between.
+                    if let Some(c) = commit {
+                        self.after_commit("aggregating actions may not follow commit()", *span, c);
+                    }
+                    recorded.get_or_insert(*span);
+                    not_speculative.push((*span, "an aggregation"))
+                }
                 _ => {}
             }
         }
@@ -338,6 +357,47 @@ impl Analyzer<'_> {
                         .with_hint("aggregations, exit() and destructive actions go in a clause without speculate()"),
                 );
             }
+        }
+    }
+
+    /// Reports `message` at `span`, an action that a `commit()` at `commit` earlier in the
+    /// clause forbids (DTrace's D_AGG_COMM and the exit() rule of dt_cc.c).
+    fn after_commit(&mut self, message: &str, span: Span, commit: Span) {
+        self.report(
+            Diagnostic::error(message, span)
+                .with_label(commit, "commit() here")
+                .with_hint("put it in another clause"),
+        );
+    }
+
+    /// `#pragma D depends_on provider|module NAME` (DTrace's `dt_pragma_depends`): an error
+    /// "program requires provider NAME" when no probe of that provider exists (a `pid`
+    /// provider is always there), "program requires module NAME" when the kernel has no such
+    /// module (`/sys/module/NAME`; `vmlinux`, `kernel`, `unix` and `genunix` name the kernel).
+    pub(super) fn depends_on(&mut self, d: &ast::DependsPragma) {
+        let (what, found) = match d.class {
+            ast::DependsClass::Provider => {
+                let any = d.name == "pid"
+                    || !self
+                        .catalog
+                        .matching(&ProbeDescPattern::new(&d.name, "", "", ""))
+                        .is_empty();
+                ("provider", any)
+            }
+            ast::DependsClass::Module => {
+                let kernel = matches!(d.name.as_str(), "vmlinux" | "kernel" | "unix" | "genunix");
+                let safe = !d.name.is_empty() && !d.name.contains(['/', '.']);
+                (
+                    "module",
+                    kernel || (safe && std::path::Path::new("/sys/module").join(&d.name).exists()),
+                )
+            }
+        };
+        if !found {
+            self.report(Diagnostic::error(
+                format!("program requires {what} {}", d.name),
+                d.span,
+            ));
         }
     }
 

@@ -71,6 +71,44 @@ impl Analyzer<'_> {
             );
             return;
         }
+        // Checked at the definition as DTrace does (dt_cc.c cooks the value there), not only
+        // where the inline is used: a value naming the inline itself, and a literal of the
+        // wrong kind (a string for an integer type or an integer for `string`).
+        let only = ast::Program {
+            items: vec![ast::Item::Inline(d.clone())],
+        };
+        let name = d.name.as_str();
+        if any_node(
+            &only,
+            &|e| matches!(&e.kind, ExprKind::Ident(n) if n == name),
+            &|_| false,
+        ) {
+            self.err(
+                format!("inline `{name}` is defined in terms of itself"),
+                d.value.span,
+            );
+            return;
+        }
+        let literal = match &d.value.kind {
+            ExprKind::Str(_) => Some("string"),
+            ExprKind::Int(_) => Some("int"),
+            _ => None,
+        };
+        let mistyped = match literal {
+            Some("string") => ty.is_integral(),
+            Some(_) => ty.is_string(),
+            None => false,
+        };
+        if mistyped {
+            self.err(
+                format!(
+                    "inline `{name}` is declared `{ty}` but its value has type `{}`",
+                    literal.unwrap_or_default()
+                ),
+                d.value.span,
+            );
+            return;
+        }
         self.inlines.insert(d.name.clone(), (ty, d.value.clone()));
     }
 

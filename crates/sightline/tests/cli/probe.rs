@@ -275,3 +275,220 @@ fn path_lookup_skips_files_that_are_not_executable() {
         "sightline: -c sl-cmd: cannot execute: Permission denied (os error 13)\n"
     );
 }
+
+/// Waits (up to 5 s) until no process has `marker` as an argument; returns the ones left.
+fn wait_gone(marker: &str) -> Vec<u32> {
+    for _ in 0..50 {
+        let left = processes_with_arg(marker);
+        if left.is_empty() {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    processes_with_arg(marker)
+}
+
+#[test]
+fn exit_action_kills_the_running_command() {
+    if !test_support::privileged("running a -c command under probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("8{}.5", std::process::id());
+    let cmd = format!("sleep {marker}");
+    let out = probe(
+        dir.path(),
+        &["-q", "-c", &cmd, "-n", "tick-300ms { exit(0); }"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        wait_gone(&marker),
+        Vec::<u32>::new(),
+        "the -c command outlived sightline's exit()"
+    );
+}
+
+#[test]
+fn ctrl_c_kills_the_running_command() {
+    if !test_support::privileged("running a -c command under probes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("9{}.5", std::process::id());
+    let cmd = format!("sleep {marker}");
+    let mut child = crate::sightline()
+        .args(["probe", "-q", "-c", &cmd, "-n", "tick-10s { }"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sightline");
+    // Wait until the command runs (released: its cmdline is the sleep's).
+    let mut running = false;
+    for _ in 0..100 {
+        if !processes_with_arg(&marker).is_empty() {
+            running = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(running, "the -c command never started");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id() as i32;
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status();
+    let status = child.wait().expect("wait sightline");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        wait_gone(&marker),
+        Vec::<u32>::new(),
+        "the -c command outlived Ctrl-C"
+    );
+}
+
+#[test]
+fn a_p_process_is_released_never_killed() {
+    if !test_support::privileged("tracing a -p process") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("6{}.5", std::process::id());
+    let mut victim = std::process::Command::new("sleep")
+        .arg(&marker)
+        .spawn()
+        .expect("start sleep");
+    let pid = victim.id().to_string();
+    let out = probe(
+        dir.path(),
+        &["-q", "-p", &pid, "-n", "tick-300ms { exit(0); }"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let alive = victim.try_wait().expect("try_wait").is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(alive, "sightline killed the -p process");
+}
+
+#[test]
+fn compile_only_checks_and_runs_nothing() {
+    if !test_support::privileged("creating a held -c command") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = probe(
+        dir.path(),
+        &[
+            "-e",
+            "-c",
+            "touch ran.txt",
+            "-n",
+            "BEGIN { printf(\"begin\\n\"); exit(0); }",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "-e traced something");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(!dir.path().join("ran.txt").exists(), "-e ran the command");
+    // A compile error is still reported, with its location.
+    let bad = probe(dir.path(), &["-e", "-n", "BEGIN { x = ; }"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("-n:1:13: error"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+#[test]
+fn show_program_lists_each_bpf_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = probe(
+        dir.path(),
+        &["-e", "-S", "-n", "BEGIN { exit(0); } END { @ = count(); }"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("sl_begin (RawTracepoint, Begin): clause 1, "),
+        "{err}"
+    );
+    assert!(err.contains(": clause 2, "), "{err}");
+    assert!(err.contains("    0: r6 = r1\n"), "{err}");
+    assert!(err.contains(": exit\n"), "{err}");
+}
+
+#[test]
+fn zero_matches_allowed_with_z_and_zdefs() {
+    if !test_support::privileged("loading BPF programs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let prog = "nosuch:::probe { printf(\"never\\n\"); } BEGIN { printf(\"ran\\n\"); exit(0); }";
+    let refused = probe(dir.path(), &["-q", "-n", prog]);
+    assert_eq!(refused.status.code(), Some(2));
+    for flag in [&["-Z"][..], &["-x", "zdefs"][..]] {
+        let mut args = vec!["-q"];
+        args.extend_from_slice(flag);
+        args.extend_from_slice(&["-n", prog]);
+        let out = probe(dir.path(), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{flag:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout), "ran\n\n", "{flag:?}");
+    }
+}
+
+#[test]
+fn version_names_the_d_language_and_sightline() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = probe(dir.path(), &["-V"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "sightline: D language as DTrace 1.13 (Sightline {})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}
+
+#[test]
+fn help_lists_every_option_the_analysis_knows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = probe(dir.path(), &["--help"]);
+    let help = text(&out.stdout);
+    for opt in [
+        "aggpack",
+        "aggrate",
+        "aggsize",
+        "aggsortkey",
+        "aggsortkeypos",
+        "aggsortpos",
+        "aggsortrev",
+        "agghist",
+        "aggzoom",
+        "bufpolicy",
+        "bufsize",
+        "cleanrate",
+        "defaultargs",
+        "destructive",
+        "dynvarsize",
+        "flowindent",
+        "nspec",
+        "quiet",
+        "rawbytes",
+        "specsize",
+        "stackframes",
+        "strsize",
+        "switchrate",
+        "ustackframes",
+        "zdefs",
+    ] {
+        assert!(help.contains(opt), "--help does not list -x {opt}");
+    }
+}
