@@ -169,3 +169,24 @@ for i in "${!names[@]}"; do
         "$(ratio "$sw" "$nw")" "$(ratio "$sc" "$nc")" "$(ratio "$rw" "$nw")" "$(ratio "$rc" "$nc")" \
         "$(ratio "$pw" "$rw")" "$(ratio "$pc" "$rc")" "$size" "$status"
 done
+
+# --- mapped files kept in the recording (issue 12) ----------------------------------------------
+# A program that maps many libraries, recorded twice into one directory: the second recording
+# links the first's kept files (system libraries are hard links to the originals in both).
+printf '\nmapped files: python3 -c "import ssl, sqlite3, json", recorded twice into one directory\n'
+printf '%-8s %12s %8s %14s %14s %14s\n' recording events.slr files "kept bytes" "shared bytes" "own bytes"
+mkdir -p "$W/dedup"
+for n in first second; do
+    rec="$W/dedup/$n"
+    "$SIGHTLINE" record -o "$rec" -- python3 -c 'import ssl, sqlite3, json' >/dev/null 2>&1
+    line=$("$SIGHTLINE" replay --info "$rec" | sed -n 's/^mapped files: *//p')
+    files=$(awk '{ print $1 }' <<<"$line")
+    bytes=$(awk '{ print $3 }' <<<"$line")
+    shared=$(sed -n 's/.*(\([0-9]*\) bytes of them.*/\1/p' <<<"$line")
+    status=ok
+    "$SIGHTLINE" replay "$rec" >/dev/null 2>&1 || status="REPLAY FAILED"
+    printf '%-8s %12s %8s %14s %14s %14s  %s\n' "$n" "$(stat -c %s "$rec/events.slr")" "$files" \
+        "$bytes" "$shared" "$((bytes - shared))" "$status"
+done
+printf 'disk used by both recordings and their store (du, each inode once): %s KiB\n' \
+    "$(du -sk "$W/dedup" | cut -f1)"

@@ -19,7 +19,7 @@ use crate::Error;
 pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this build reads (version 1 lacks the syscall-buffer events, versions
 /// 1 and 2 the thread-schedule events; all three decode with this build).
 pub const OLDEST_VERSION: u32 = 1;
@@ -712,6 +712,9 @@ pub fn thread_groups(records: &[Record]) -> std::collections::BTreeMap<i32, Vec<
 /// A recording read back into memory.
 #[derive(Debug)]
 pub struct Recording {
+    /// The recording's directory (absolute when it could be resolved): kept files are in
+    /// `dir/files/` (`crate::files`).
+    pub dir: std::path::PathBuf,
     /// `meta.json`.
     pub meta: Meta,
     /// All records in recording order (a linearization of the per-object partial orders).
@@ -775,6 +778,7 @@ impl Recording {
             )));
         }
         let mut rec = Recording {
+            dir: dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
             meta,
             records: Vec::new(),
             truncated: false,

@@ -140,8 +140,16 @@ pub const REFUSED: &[i64] = &[
     libc::SYS_userfaultfd,
 ];
 
-/// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail.
+/// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail;
+/// `mmap` of a file (an fd other than -1) is trapped, so the mapped file is kept in the recording
+/// (`crate::files`).
 pub fn filter() -> Filter {
+    filter_for_version(crate::format::FORMAT_VERSION)
+}
+
+/// The filter a recording of format `version` was made with: before version 4, file mappings ran
+/// untrapped (their files were not kept).
+pub fn filter_for_version(version: u32) -> Filter {
     let mut f = Filter::new(Action::Trace);
     // The syscall-buffering handler's own calls (crate::syscallbuf): recorded by the handler itself.
     f.allow_from_ip(replay_ptrace::syscallbuf::untraced_ip());
@@ -152,6 +160,10 @@ pub fn filter() -> Filter {
         f.rule(nr, Action::Errno(libc::ENOSYS as u16));
     }
     f.rule_arg(libc::SYS_fcntl, 1, FCNTL_FREE, Action::Allow, Action::Trace);
+    if version >= 4 {
+        // Anonymous mappings pass fd -1 (glibc always does): they run free; file mappings trap.
+        f.rule_arg(libc::SYS_mmap, 4, &[u32::MAX], Action::Allow, Action::Trace);
+    }
     // Memory calls on the 2.5 GiB below the end of the syscall-buffering region are traced, so that a
     // program mapping over the region unpatches it first (crate::syscallbuf::touches_region).
     let (high, low_end) = region_guard();
@@ -705,7 +717,7 @@ mod tests {
                 &p,
                 0xc000_003e,
                 nr as u32,
-                [a0, 0x1000, 3, 0x22, 0, 0],
+                [a0, 0x1000, 3, 0x22, u64::MAX, 0],
             )
         };
         assert_eq!(
@@ -719,6 +731,22 @@ mod tests {
             "libc's area runs free"
         );
         assert_eq!(ev(libc::SYS_mmap, 0), 0x7fff_0000, "no address: runs free");
+        // A file mapping (an fd, not -1) is trapped anywhere, so its file is kept; not so in the
+        // filter of version 3 recordings.
+        let file_map = |p: &[replay_ptrace::seccomp::SockFilter]| {
+            replay_ptrace::seccomp::evaluate(
+                p,
+                0xc000_003e,
+                libc::SYS_mmap as u32,
+                [0, 0x1000, 1, 2, 3, 0],
+            )
+        };
+        assert_eq!(file_map(&p), 0x7ff0_0000, "file mapping traced");
+        assert_eq!(
+            file_map(&filter_for_version(3).compile()),
+            0x7fff_0000,
+            "version 3: file mappings ran free"
+        );
     }
 
     #[test]

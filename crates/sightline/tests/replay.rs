@@ -1242,6 +1242,7 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    a_mapped_data_file_replays_as_recorded_after_it_is_rewritten_nosyscallbuf => a_mapped_data_file_replays_as_recorded_after_it_is_rewritten,
     echo_and_date_replay_identically_nosyscallbuf => echo_and_date_replay_identically,
     date_proc_stat_and_uname_nosyscallbuf => date_proc_stat_and_uname,
     shell_pipeline_with_random_sort_nosyscallbuf => shell_pipeline_with_random_sort,
@@ -1326,4 +1327,76 @@ fn every_replay_test_also_runs_without_the_syscall_buffer() {
     for (name, _) in ONLY_WITH_SYSCALLBUF {
         assert!(src.contains(&format!("fn {name}()")), "no test {name}");
     }
+}
+
+#[test]
+fn a_mapped_data_file_replays_as_recorded_after_it_is_rewritten() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("mapfile", tmp.path());
+    let data = tmp.path().join("data.txt");
+    std::fs::write(&data, b"the contents at record time\n").unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[prog.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.stdout, b"the contents at record time\n");
+    // The mmap record names the kept copy, which holds the recorded bytes.
+    let rec = Recording::open(&r.dir).unwrap();
+    let kept: Vec<_> = rec
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Syscall(e) if e.nr == libc::SYS_mmap => {
+                replay::files::KeptMapping::decode(&e.extra)
+            }
+            _ => None,
+        })
+        .collect();
+    let ours = kept
+        .iter()
+        .find(|k| {
+            std::fs::read(r.dir.join("files").join(&k.name))
+                .ok()
+                .as_deref()
+                == Some(b"the contents at record time\n".as_slice())
+        })
+        .unwrap_or_else(|| panic!("no kept copy of the data file among {kept:?}"));
+    assert_eq!(ours.opener, rec.meta.root_pid, "the open that made the fd");
+    // Rewritten in place (same inode) with other contents and size, then removed: replay prints
+    // the recorded bytes every time.
+    std::fs::write(&data, b"changed after the recording, and longer\n").unwrap();
+    for round in 0..3 {
+        if round == 2 {
+            std::fs::remove_file(&data).unwrap();
+        }
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round} failed: {e}"));
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "the contents at record time\n",
+            "replay {round}"
+        );
+        assert_eq!(outcome.exit_code, 0);
+    }
+    // --info reports the space the kept files use; libc is among them (hard-linked).
+    let info = sightline()
+        .args(["replay", "--info"])
+        .arg(&r.dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    let usage = replay::files::usage(&r.dir);
+    assert!(usage.files >= 2, "libc and the data file: {usage:?}");
+    assert!(
+        text.contains(&format!(
+            "mapped files: {} kept, {} bytes",
+            usage.files, usage.bytes
+        )),
+        "{text}"
+    );
 }

@@ -14,6 +14,7 @@
 //! gives the right up, and a timer (`replay_ptrace::start_ticks`) lets the loop interrupt a holder
 //! that computes a whole time slice while another thread waits or a signal is held for it.
 
+mod files;
 mod process;
 mod signal;
 mod syscall;
@@ -164,6 +165,8 @@ struct Recorder {
     sync_points: u64,
     /// The time slice (`crate::sched::time_slice_ns`).
     slice_ns: u64,
+    /// Mapped files kept in the recording (`files.rs`).
+    files: files::MappedFiles,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -269,6 +272,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         switches: 0,
         sync_points: 0,
         slice_ns: crate::sched::time_slice_ns(),
+        files: files::MappedFiles::new(&opts.dir),
     };
     r.procs.insert(
         root_pid,
@@ -742,6 +746,7 @@ impl Recorder {
     }
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
+        *self.files.emitted.entry(pid).or_default() += 1;
         self.w.push(&Record { pid, event })
     }
 

@@ -276,6 +276,12 @@ impl Recorder {
             self.cpuid_faulting |= info.cpuid_faulting;
             extra = info.at_random;
         }
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        if nr == libc::SYS_mmap {
+            extra = self.keep_mapped(tid, tgid, &args, result);
+        } else {
+            self.note_open(t, tgid, nr, &args, result);
+        }
         let ev = SyscallEvent {
             nr,
             args,

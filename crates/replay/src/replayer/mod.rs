@@ -177,6 +177,27 @@ struct Replayer<'o> {
     /// tracee, hand the right to run to this recorded tid.
     transfer: Option<i32>,
     threads: usize,
+    /// (recorded tid, stream index) of an open whose fd was later mapped → the kept file's name
+    /// ([`crate::files`]): that open opens the kept copy instead.
+    kept: HashMap<(i32, usize), String>,
+    /// The recording's `files/` directory.
+    files_dir: std::path::PathBuf,
+}
+
+/// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
+/// that made its fd, that open's (recorded tid, stream index).
+fn kept_opens(rec: &Recording) -> HashMap<(i32, usize), String> {
+    let mut kept = HashMap::new();
+    for r in &rec.records {
+        if let Event::Syscall(e) = &r.event
+            && e.nr == libc::SYS_mmap
+            && let Some(k) = crate::files::KeptMapping::decode(&e.extra)
+            && k.opener != 0
+        {
+            kept.insert((k.opener, k.seq as usize), k.name);
+        }
+    }
+    kept
 }
 
 /// What a handler decided for a stopped tracee.
@@ -242,7 +263,7 @@ pub fn replay(
         no_aslr: true,
         stdio_null: true,
         exit_kill: true,
-        filter: crate::syscalls::filter(),
+        filter: crate::syscalls::filter_for_version(rec.meta.version),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
     // format's older recorders): the first record is always the first process's.
@@ -271,6 +292,8 @@ pub fn replay(
         groups: HashMap::new(),
         transfer: None,
         threads: 0,
+        kept: kept_opens(rec),
+        files_dir: rec.dir.join(crate::files::FILES_DIR),
     };
     r.real_of.insert(root_pid, root_tid);
     r.procs

@@ -523,6 +523,32 @@ impl Replayer<'_> {
         };
         let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY
             && flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) == 0;
+        let rec = self.rec_of(tid);
+        let index = self.streams.get(&rec).map_or(usize::MAX, |s| s.index);
+        if ev.result >= 0
+            && let Some(name) = self.kept.get(&(rec, index))
+        {
+            // This fd is mapped later: open the file as it was when recorded, kept in the
+            // recording, never the file as it is now.
+            let kept = self.files_dir.join(name);
+            if !kept.is_file() {
+                return Err(Error::Command {
+                    command: path_str,
+                    reason: format!(
+                        "the recording's copy of this mapped file, {}, is missing",
+                        kept.display()
+                    ),
+                });
+            }
+            let kept = kept.display().to_string();
+            return self.stand_in(
+                t,
+                ev,
+                &kept,
+                libc::O_RDONLY | (flags & libc::O_CLOEXEC),
+                Some((path_ptr, path.len() + 1)),
+            );
+        }
         let kind = std::fs::metadata(&resolved)
             .ok()
             .map(|m| m.mode() & libc::S_IFMT);
@@ -623,6 +649,21 @@ impl Replayer<'_> {
         match &fixup {
             Fixup::Real => {
                 let spec = syscalls::spec(ev.nr);
+                if ev.nr == libc::SYS_mmap && real != ev.result {
+                    // The program would go on with a mapping that is not there (or elsewhere).
+                    let fd = ev.args[4] as i32;
+                    let target = std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))
+                        .map_or_else(|_| "no file".to_string(), |p| p.display().to_string());
+                    let why = if target == "/dev/null" {
+                        ": the replay's fd is a stand-in for a file the program created or opened for writing, whose shared mappings are not yet replayed"
+                    } else {
+                        ""
+                    };
+                    return Err(mismatch(
+                        self,
+                        format!(" (mapping fd {fd}, in replay {target}{why})"),
+                    ));
+                }
                 if spec.returns_fd && real != ev.result {
                     return Err(mismatch(
                         self,
