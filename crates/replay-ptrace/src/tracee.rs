@@ -436,6 +436,9 @@ pub struct SpawnSpec {
     pub exit_kill: bool,
     /// The seccomp filter to install just before `execve`.
     pub filter: Filter,
+    /// Signals the program starts with ignored (`SIG_IGN`), as the user started the recording
+    /// (`nohup` ignores SIGHUP); every other disposition is the default.
+    pub ignored_signals: Vec<i32>,
 }
 
 /// Starts `spec` as a seized tracee and returns it running. The child waits on a pipe until
@@ -468,6 +471,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
         hold: false,
         sh_fallback: false,
         exec_errors: false,
+        ignored_signals: spec.ignored_signals.clone(),
     };
     let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
     Ok(Running { tid: pid })

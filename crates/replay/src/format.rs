@@ -66,6 +66,10 @@ pub struct Meta {
     pub status: String,
     /// Exit code of the first process (128 + signal when killed), once complete.
     pub exit_code: Option<i32>,
+    /// Signals ignored (`SIG_IGN`) when the recording started, which the program inherited (SIGHUP
+    /// under `nohup`); replay starts the program with the same. Absent in older recordings: none.
+    #[serde(default)]
+    pub ignored_signals: Vec<i32>,
 }
 
 /// One memory write the kernel made during a system call: `data` at tracee address `addr`.
@@ -975,6 +979,7 @@ mod tests {
             cpuid_faulting: true,
             status: "complete".into(),
             exit_code: Some(0),
+            ignored_signals: vec![],
         }
     }
 

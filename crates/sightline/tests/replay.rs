@@ -1242,6 +1242,7 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    under_nohup_the_program_ignores_sighup_as_it_does_natively_nosyscallbuf => under_nohup_the_program_ignores_sighup_as_it_does_natively,
     a_mapped_data_file_replays_as_recorded_after_it_is_rewritten_nosyscallbuf => a_mapped_data_file_replays_as_recorded_after_it_is_rewritten,
     echo_and_date_replay_identically_nosyscallbuf => echo_and_date_replay_identically,
     date_proc_stat_and_uname_nosyscallbuf => date_proc_stat_and_uname,
@@ -1399,4 +1400,49 @@ fn a_mapped_data_file_replays_as_recorded_after_it_is_rewritten() {
         )),
         "{text}"
     );
+}
+
+#[test]
+fn under_nohup_the_program_ignores_sighup_as_it_does_natively() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some((_g, tmp)) = start(&["nohup"]) else {
+        return;
+    };
+    // sh keeps a signal ignored on entry ignored (POSIX `trap`): natively under nohup it survives
+    // its own SIGHUP, without nohup it dies of it.
+    let script = "kill -HUP $$; echo survived";
+    let native = Command::new("nohup")
+        .args(["sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(native.stdout, b"survived\n", "the native control");
+    let bare = Command::new("sh").args(["-c", script]).output().unwrap();
+    assert_eq!(
+        bare.status.signal(),
+        Some(libc::SIGHUP),
+        "the control without nohup"
+    );
+    let dir = tmp.path().join("rec");
+    let out = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_sightline"))
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "survived\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let rec = Recording::open(&dir).unwrap();
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let outcome = replay::replayer::replay(&rec, &mut o, &mut e).unwrap();
+    assert_eq!(o, b"survived\n");
+    assert_eq!(outcome.exit_code, 0);
 }

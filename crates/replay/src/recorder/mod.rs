@@ -228,6 +228,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         cpuid_faulting: false,
         status: "recording".into(),
         exit_code: None,
+        ignored_signals: replay_ptrace::ignored_signals(),
     };
     let spec = SpawnSpec {
         path: meta.path.clone(),
@@ -239,6 +240,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         stdio_null: false,
         exit_kill: true,
         filter: crate::syscalls::filter(),
+        ignored_signals: meta.ignored_signals.clone(),
     };
     let mut w = Writer::create(&opts.dir, meta)?;
     replay_ptrace::forward_signal_handlers()?;

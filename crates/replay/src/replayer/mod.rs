@@ -264,6 +264,7 @@ pub fn replay(
         stdio_null: true,
         exit_kill: true,
         filter: crate::syscalls::filter_for_version(rec.meta.version),
+        ignored_signals: rec.meta.ignored_signals.clone(),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
     // format's older recorders): the first record is always the first process's.
