@@ -99,6 +99,21 @@ impl Recorder {
         }
     }
 
+    /// A successful ioctl whose output this version cannot tell (a legacy request without
+    /// direction bits that `syscalls::ioctl_output_len` does not know): said once per request,
+    /// naming the call, process and thread, since its replay may differ.
+    pub(super) fn unmodelled_ioctl(&mut self, tgid: i32, tid: i32, args: &[u64; 6]) {
+        let cmd = args[1] as u32;
+        if crate::syscalls::ioctl_output_len(args[1]).is_none()
+            && self.unmodelled_ioctls.insert(cmd)
+        {
+            eprintln!(
+                "sightline: ioctl({}, {cmd:#x}) (process {tgid}, thread {tid}) is not modelled: what it writes to memory is not recorded, so its replay may differ",
+                args[0] as i32
+            );
+        }
+    }
+
     /// A forked child has its parent's fds.
     pub(super) fn inherit_opens(&mut self, parent_tgid: i32, child: i32) {
         let copied: Vec<_> = self

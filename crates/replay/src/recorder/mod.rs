@@ -167,6 +167,10 @@ struct Recorder {
     slice_ns: u64,
     /// Mapped files kept in the recording (`files.rs`).
     files: files::MappedFiles,
+    /// "io_uring disabled" was said.
+    io_uring_said: bool,
+    /// Legacy ioctl requests whose outputs are not modelled, said once each.
+    unmodelled_ioctls: std::collections::HashSet<u32>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -275,6 +279,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         sync_points: 0,
         slice_ns: crate::sched::time_slice_ns(),
         files: files::MappedFiles::new(&opts.dir),
+        io_uring_said: false,
+        unmodelled_ioctls: std::collections::HashSet::new(),
     };
     r.procs.insert(
         root_pid,
