@@ -632,6 +632,18 @@ impl Writer {
         Ok(())
     }
 
+    /// Hands the pending records to the writer when the oldest has waited [`CHUNK_AGE_NS`]: called
+    /// from the recorder's timer, so records reach the file while no further event comes (a
+    /// program that hangs or computes).
+    pub fn flush_if_old(&mut self) -> Result<(), Error> {
+        if self.count > 0
+            && replay_ptrace::coarse_monotonic_ns().saturating_sub(self.since_ns) >= CHUNK_AGE_NS
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Hands the pending records to the writer thread as one chunk.
     pub fn flush(&mut self) -> Result<(), Error> {
         self.since_ns = replay_ptrace::coarse_monotonic_ns();

@@ -1242,6 +1242,8 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    a_program_that_hangs_leaves_its_events_in_the_recording_nosyscallbuf => a_program_that_hangs_leaves_its_events_in_the_recording,
+    sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments_nosyscallbuf => sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments,
     fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback_nosyscallbuf => fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback,
     under_nohup_the_program_ignores_sighup_as_it_does_natively_nosyscallbuf => under_nohup_the_program_ignores_sighup_as_it_does_natively,
     a_mapped_data_file_replays_as_recorded_after_it_is_rewritten_nosyscallbuf => a_mapped_data_file_replays_as_recorded_after_it_is_rewritten,
@@ -1488,4 +1490,92 @@ fn fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback() {
             .unwrap_or_else(|e| panic!("replay {round}: {e}"));
         assert_eq!(String::from_utf8_lossy(&out), stdout, "replay {round}");
     }
+}
+
+#[test]
+fn sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments() {
+    // Issue 12: the recording is flushed at least every 200 ms and at every exec, fork and exit,
+    // so a SIGKILL of Sightline loses at most the last moments. EXITKILL ends the program with it.
+    let Some((_g, tmp)) = start(&[]) else { return };
+    let dir = tmp.path().join("rec");
+    // 100 lines, one every 0.1 s, then 10 s of a hang in a blocking call: 20 s in all.
+    let script =
+        "i=0; while [ $i -lt 100 ]; do echo line $i; sleep 0.1; i=$((i+1)); done; sleep 10";
+    let mut child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let elapsed = started.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert!(
+        printed >= 5,
+        "the program ran: {printed} lines in {elapsed:?}"
+    );
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.status, "recording");
+    let (mut replayed, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut replayed, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert!(d.expected.contains("the recording ends here"), "{d:?}");
+        }
+        other => panic!(
+            "expected the end of the prefix, got {:?}",
+            other.map(|o| o.exit_code)
+        ),
+    }
+    // Every line but those of the last flush interval came through (a line takes at least 0.1 s;
+    // the recording may lose 0.2 s of them, and the kill races one more).
+    let lines = String::from_utf8_lossy(&replayed).lines().count();
+    assert!(
+        lines + 4 >= printed && lines <= printed,
+        "replayed {lines} of the {printed} lines printed in {elapsed:?}"
+    );
+    // ≥ 2 s of events: at one line per 0.1 s at most, 20 lines span at least 2 s.
+    assert!(lines >= 20 || printed < 24, "{lines} of {printed}");
+}
+
+#[test]
+fn a_program_that_hangs_leaves_its_events_in_the_recording() {
+    // Issue 12: "a recording killed while its program hangs has no events at all": the last
+    // records waited in memory for a next event that never came. The recorder's timer flushes them.
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("hang", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rec = Recording::open(&dir).unwrap();
+    let wrote = rec.records.iter().any(
+        |r| matches!(&r.event, Event::Syscall(e) if e.nr == libc::SYS_write && e.result == 16),
+    );
+    assert!(
+        wrote,
+        "the write before the hang is recorded: {} records",
+        rec.records.len()
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
+    assert!(e.to_string().contains("the recording ends here"), "{e}");
+    assert_eq!(out, b"before the hang\n");
 }

@@ -370,6 +370,11 @@ impl Recorder {
             }
             if replay_ptrace::take_tick() {
                 self.on_tick();
+                // Durable recordings: no record waits more than the chunk age for the file, even
+                // while no event comes.
+                if let Err(e) = self.w.flush_if_old() {
+                    self.stop_recording(format!("cannot write the recording: {e}"));
+                }
             }
             let ev = match replay_ptrace::wait_any() {
                 Ok(Some(ev)) => ev,
@@ -755,7 +760,22 @@ impl Recorder {
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
         *self.files.emitted.entry(pid).or_default() += 1;
-        self.w.push(&Record { pid, event })
+        // A process's start, new image and end reach the file at once.
+        let milestone = match &event {
+            Event::Exit { .. } => true,
+            Event::Syscall(e) => {
+                matches!(
+                    e.nr,
+                    libc::SYS_execve | libc::SYS_execveat | libc::SYS_fork | libc::SYS_vfork
+                ) || (e.nr == libc::SYS_clone && e.args[0] & crate::sched::CLONE_THREAD == 0)
+            }
+            _ => false,
+        };
+        self.w.push(&Record { pid, event })?;
+        if milestone {
+            self.w.flush()?;
+        }
+        Ok(())
     }
 
     /// Records the calls the tracee's syscall-buffering handler made since its last stop (before
