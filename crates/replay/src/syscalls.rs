@@ -227,6 +227,78 @@ pub fn ioctl_output_len(cmd: u64) -> Option<usize> {
     }
 }
 
+/// Index of the argument of system call `nr` that is a path (a NUL-terminated string in tracee
+/// memory), for naming it in reports; `None` for calls without one (the first path of calls with
+/// two).
+pub fn path_arg(nr: i64) -> Option<usize> {
+    use libc::*;
+    match nr {
+        SYS_execve | SYS_open | SYS_creat | SYS_stat | SYS_lstat | SYS_access | SYS_readlink
+        | SYS_unlink | SYS_mkdir | SYS_rmdir | SYS_rename | SYS_link | SYS_symlink | SYS_chdir
+        | SYS_truncate | SYS_chmod | SYS_chown | SYS_lchown | SYS_statfs | SYS_mknod
+        | SYS_utimes => Some(0),
+        SYS_execveat | SYS_openat | SYS_openat2 | SYS_newfstatat | SYS_statx | SYS_faccessat
+        | SYS_faccessat2 | SYS_readlinkat | SYS_unlinkat | SYS_mkdirat | SYS_renameat
+        | SYS_renameat2 | SYS_linkat | SYS_fchmodat | SYS_fchownat | SYS_mknodat
+        | SYS_utimensat => Some(1),
+        _ => None,
+    }
+}
+
+/// The symbolic name of a system call result `-errno` (`-2` → `ENOENT`), for reports; `None`
+/// for other values.
+pub fn errno_name(result: i64) -> Option<&'static str> {
+    use libc::*;
+    if !(-4095..0).contains(&result) {
+        return None;
+    }
+    Some(match (-result) as i32 {
+        EPERM => "EPERM",
+        ENOENT => "ENOENT",
+        ESRCH => "ESRCH",
+        EINTR => "EINTR",
+        EIO => "EIO",
+        ENXIO => "ENXIO",
+        E2BIG => "E2BIG",
+        ENOEXEC => "ENOEXEC",
+        EBADF => "EBADF",
+        ECHILD => "ECHILD",
+        EAGAIN => "EAGAIN",
+        ENOMEM => "ENOMEM",
+        EACCES => "EACCES",
+        EFAULT => "EFAULT",
+        EBUSY => "EBUSY",
+        EEXIST => "EEXIST",
+        EXDEV => "EXDEV",
+        ENODEV => "ENODEV",
+        ENOTDIR => "ENOTDIR",
+        EISDIR => "EISDIR",
+        EINVAL => "EINVAL",
+        ENFILE => "ENFILE",
+        EMFILE => "EMFILE",
+        ENOTTY => "ENOTTY",
+        ETXTBSY => "ETXTBSY",
+        EFBIG => "EFBIG",
+        ENOSPC => "ENOSPC",
+        ESPIPE => "ESPIPE",
+        EROFS => "EROFS",
+        EPIPE => "EPIPE",
+        ENAMETOOLONG => "ENAMETOOLONG",
+        ENOSYS => "ENOSYS",
+        ENOTEMPTY => "ENOTEMPTY",
+        ELOOP => "ELOOP",
+        ENOTSOCK => "ENOTSOCK",
+        EOPNOTSUPP => "EOPNOTSUPP",
+        ECONNREFUSED => "ECONNREFUSED",
+        ETIMEDOUT => "ETIMEDOUT",
+        512 => "ERESTARTSYS",
+        513 => "ERESTARTNOINTR",
+        514 => "ERESTARTNOHAND",
+        516 => "ERESTART_RESTARTBLOCK",
+        _ => return None,
+    })
+}
+
 /// `fcntl` commands that run untrapped: they only duplicate fds or touch the fd's close-on-exec
 /// flag, deterministic given the (replayed) fd table: `F_DUPFD`, `F_GETFD`, `F_SETFD`,
 /// `F_DUPFD_CLOEXEC`. Other commands (`F_GETFL` sees the replay's stand-in files, locks are side
@@ -822,6 +894,17 @@ mod tests {
             0x7fff_0000,
             "version 3: file mappings ran free"
         );
+    }
+
+    #[test]
+    fn paths_and_errno_names_for_reports() {
+        assert_eq!(path_arg(libc::SYS_execve), Some(0));
+        assert_eq!(path_arg(libc::SYS_openat), Some(1));
+        assert_eq!(path_arg(libc::SYS_read), None);
+        assert_eq!(errno_name(-2), Some("ENOENT"));
+        assert_eq!(errno_name(-8), Some("ENOEXEC"));
+        assert_eq!(errno_name(0), None);
+        assert_eq!(errno_name(0x7fff_f000), None);
     }
 
     #[test]

@@ -1242,6 +1242,7 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    a_built_binary_deleted_before_replay_is_named_in_the_divergence_nosyscallbuf => a_built_binary_deleted_before_replay_is_named_in_the_divergence,
     a_program_that_hangs_leaves_its_events_in_the_recording_nosyscallbuf => a_program_that_hangs_leaves_its_events_in_the_recording,
     sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments_nosyscallbuf => sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments,
     fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback_nosyscallbuf => fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback,
@@ -1578,4 +1579,39 @@ fn a_program_that_hangs_leaves_its_events_in_the_recording() {
     let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
     assert!(e.to_string().contains("the recording ends here"), "{e}");
     assert_eq!(out, b"before the hang\n");
+}
+
+#[test]
+fn a_built_binary_deleted_before_replay_is_named_in_the_divergence() {
+    // Issue 12 (not yet replayed: files the program created are not recreated): the report names
+    // the path and the errno, not "execve() returned -2".
+    let Some((_g, tmp)) = start(&["cc"]) else {
+        return;
+    };
+    std::fs::write(
+        tmp.path().join("t.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built and run\"); return 0; }\n",
+    )
+    .unwrap();
+    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "cc -o t t.c && ./t"]);
+    assert_eq!(
+        r.stdout,
+        b"built and run\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::remove_file(tmp.path().join("t")).unwrap();
+    std::fs::remove_file(tmp.path().join("t.c")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert!(
+                d.found.starts_with("execve(\"./t\"") && d.found.contains("returned ENOENT"),
+                "{d}"
+            );
+            assert!(d.expected.starts_with("execve("), "{d}");
+        }
+        other => panic!("expected the execve divergence, got {other:?}"),
+    }
 }

@@ -86,6 +86,37 @@ fn render(nr: i64, args: &[u64; 6]) -> String {
     format!("{}({})", syscalls::name(nr), a.join(", "))
 }
 
+/// [`render`] with the call's path argument read from the tracee and shown as a string
+/// (`execve("./build/t")`), for divergence reports.
+fn render_at(t: &Stopped, nr: i64, args: &[u64; 6]) -> String {
+    let plain = render(nr, args);
+    let Some(i) = syscalls::path_arg(nr) else {
+        return plain;
+    };
+    let Ok(path) = t.read_cstr(RemotePtr::new(args[i]), 4096) else {
+        return plain;
+    };
+    let quoted = format!("{:?}", String::from_utf8_lossy(&path));
+    let n = syscalls::spec(nr).nargs.max(i + 1);
+    let a: Vec<String> = (0..n)
+        .map(|k| {
+            if k == i {
+                quoted.clone()
+            } else if args[k] > 0xffff {
+                format!("{:#x}", args[k])
+            } else {
+                format!("{}", args[k] as i64)
+            }
+        })
+        .collect();
+    format!("{}({})", syscalls::name(nr), a.join(", "))
+}
+
+/// A result as a report shows it: the errno name of a failure (`ENOENT`), else the number.
+fn result_text(r: i64) -> String {
+    syscalls::errno_name(r).map_or_else(|| r.to_string(), str::to_string)
+}
+
 impl Replayer<'_> {
     /// The syscall-buffering part of a seccomp stop (`crate::syscallbuf`): patch a site where the
     /// recording did, refill the buffer when the handler asks, and check that every buffered call
@@ -214,7 +245,7 @@ impl Replayer<'_> {
                     return Err(self.divergence(
                         rec,
                         describe(&Event::Syscall(e.clone())),
-                        render(nr, &args),
+                        render_at(&t, nr, &args),
                     ));
                 }
                 e.clone()
@@ -232,7 +263,13 @@ impl Replayer<'_> {
                 replay_ptrace::tkill(tid, libc::SIGKILL)?;
                 return Ok(Next::Resume(t, Resume::Cont, 0));
             }
-            _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
+            _ => {
+                return Err(self.divergence(
+                    rec,
+                    self.expected_text(rec),
+                    render_at(&t, nr, &args),
+                ));
+            }
         };
         if crate::syscallbuf::touches_region(nr, &args) {
             // As recorded: the program takes the handler's region over; unpatch first.
@@ -639,11 +676,17 @@ impl Replayer<'_> {
             }
             return Ok(Next::Resume(t, Resume::Cont, 0));
         }
+        // A rewritten call's path buffer may hold its stand-in's path until restored below.
+        let call = if matches!(fixup, Fixup::Rewritten { .. }) {
+            render(ev.nr, &ev.args)
+        } else {
+            render_at(&t, ev.nr, &ev.args)
+        };
         let mismatch = |me: &Self, what: String| {
             me.divergence(
                 rec,
                 describe(&Event::Syscall(ev.clone())),
-                format!("{} returned {real}{what}", render(ev.nr, &ev.args)),
+                format!("{call} returned {}{what}", result_text(real)),
             )
         };
         match &fixup {
