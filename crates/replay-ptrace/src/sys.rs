@@ -646,6 +646,11 @@ pub(crate) struct ChildPlan {
     /// Signals set to `SIG_IGN` before `execve` (the dispositions the user started the recording
     /// with, e.g. SIGHUP under `nohup`).
     pub ignored_signals: Vec<i32>,
+    /// Overlay mounts `(directory, options)` made in a private mount namespace of the child before
+    /// it changes directory (replay: files the program created, provided from the recording).
+    pub overlays: Vec<(CString, CString)>,
+    /// Bind mounts `(source, target)` made in that namespace before the overlays.
+    pub binds: Vec<(CString, CString)>,
 }
 
 /// `fork(2)`s a child that waits until the parent has seized it (`PTRACE_SEIZE` with `opts`), then
@@ -730,6 +735,44 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
             if plan.close_fds {
                 // Only 0, 1 and 2 cross into the program, so fd numbers are the same on replay.
                 libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            }
+            if !plan.overlays.is_empty() {
+                // A mount namespace of the replay's own: nothing outside it sees these files.
+                if libc::unshare(libc::CLONE_NEWNS) == -1
+                    || libc::mount(
+                        c"none".as_ptr(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) == -1
+                {
+                    child_fail(err_fd, b"sightline: a private mount namespace failed\n");
+                }
+                for (src, dst) in &plan.binds {
+                    if libc::mount(
+                        src.as_ptr(),
+                        dst.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) == -1
+                    {
+                        child_fail(err_fd, b"sightline: a bind mount failed\n");
+                    }
+                }
+                for (dir, opts) in &plan.overlays {
+                    if libc::mount(
+                        c"overlay".as_ptr(),
+                        dir.as_ptr(),
+                        c"overlay".as_ptr(),
+                        0,
+                        opts.as_ptr().cast(),
+                    ) == -1
+                    {
+                        child_fail(err_fd, b"sightline: an overlay mount failed\n");
+                    }
+                }
             }
             if let Some(cwd) = &plan.cwd
                 && libc::chdir(cwd.as_ptr()) == -1

@@ -66,6 +66,51 @@ impl KeptMapping {
     }
 }
 
+/// The executable of a successful `execve`, kept: the bytes after the 16 `AT_RANDOM` bytes of its
+/// record's `extra`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptExec {
+    /// Name of the kept file in `DIR/files/`.
+    pub name: String,
+    /// Absolute path of the executable at record time (`/proc/<pid>/exe`).
+    pub path: String,
+}
+
+impl KeptExec {
+    /// Encodes as `name_len:u32 name path_len:u32 path` (little-endian).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        for s in [&self.name, &self.path] {
+            b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+        b
+    }
+
+    /// Decodes [`Self::encode`]'s bytes; `None` for anything else.
+    pub fn decode(b: &[u8]) -> Option<KeptExec> {
+        let mut at = 0;
+        let mut field = || -> Option<String> {
+            let len = u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize;
+            let s = std::str::from_utf8(b.get(at + 4..at + 4 + len)?).ok()?;
+            at += 4 + len;
+            Some(s.to_string())
+        };
+        let name = field()?;
+        let path = field()?;
+        (valid_name(&name) && path.starts_with('/')).then_some(KeptExec { name, path })
+    }
+}
+
+/// True when the file at `path` has exactly the contents kept as `name` (same size, same hash).
+pub fn same_contents(path: &Path, name: &str) -> bool {
+    let Some((_, size)) = name.split_once('-') else {
+        return false;
+    };
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && size == m.len().to_string())
+        && hash_file(path, None).is_ok_and(|n| n == name)
+}
+
 /// A kept file's name is 16 hex digits, `-`, a decimal size: never a path.
 fn valid_name(name: &str) -> bool {
     match name.split_once('-') {
@@ -211,6 +256,135 @@ fn hash_file(path: &Path, mut copy: Option<&mut std::fs::File>) -> Result<String
         }
     }
     Ok(format!("{h:016x}-{size}"))
+}
+
+/// Files the program executed that are gone or changed since the recording, provided from the
+/// recording on replay: overlay mounts over their directories (in the replay's own mount
+/// namespace) whose upper layers, in a private replay directory, hold the kept copies. The
+/// directory is removed when this is dropped.
+#[derive(Debug, Default)]
+pub struct Provided {
+    /// `(directory, overlayfs options)` for `replay_ptrace::SpawnSpec::overlays`.
+    pub overlays: Vec<(String, String)>,
+    /// `(source, target)` bind mounts made before the overlays: the recording's `files/` seen at
+    /// a path in the private replay directory, outside every overlay.
+    pub binds: Vec<(String, String)>,
+    /// That path, when there are overlays.
+    pub files_at: Option<PathBuf>,
+    /// The provided files' paths.
+    pub paths: Vec<String>,
+    scratch: Option<PathBuf>,
+}
+
+impl Drop for Provided {
+    fn drop(&mut self) {
+        if let Some(d) = &self.scratch {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Builds [`Provided`] for `rec`: every executable of a recorded `execve` ([`KeptExec`]) whose
+/// file is now missing or has other contents, whose directory still exists. Says on stderr which
+/// files it provides.
+///
+/// Errors: [`Error::Io`] when the private replay directory cannot be made.
+pub fn provide_created(rec: &crate::format::Recording) -> Result<Provided, Error> {
+    use crate::format::Event;
+    let mut by_dir: std::collections::BTreeMap<PathBuf, Vec<(String, String)>> =
+        std::collections::BTreeMap::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in &rec.records {
+        let Event::Syscall(e) = &r.event else {
+            continue;
+        };
+        if !matches!(e.nr, libc::SYS_execve | libc::SYS_execveat) || e.result != 0 {
+            continue;
+        }
+        let Some(k) = e.extra.get(16..).and_then(KeptExec::decode) else {
+            continue;
+        };
+        if !seen.insert(k.path.clone()) || same_contents(Path::new(&k.path), &k.name) {
+            continue;
+        }
+        let p = Path::new(&k.path);
+        let (Some(dir), Some(base)) = (p.parent(), p.file_name()) else {
+            continue;
+        };
+        if !dir.is_dir() || !rec.dir.join(FILES_DIR).join(&k.name).is_file() {
+            eprintln!(
+                "sightline: replay cannot provide {}, which the program ran: {}",
+                k.path,
+                if dir.is_dir() {
+                    "its copy is not in the recording"
+                } else {
+                    "its directory is gone"
+                }
+            );
+            continue;
+        }
+        by_dir
+            .entry(dir.to_path_buf())
+            .or_default()
+            .push((base.to_string_lossy().into_owned(), k.name.clone()));
+    }
+    let mut out = Provided::default();
+    if by_dir.is_empty() {
+        return Ok(out);
+    }
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| Error::Io { path, source }
+    };
+    // On tmpfs when there is one: an overlay's upper layer may not lie inside its lower layer.
+    let base = if Path::new("/run").is_dir() {
+        PathBuf::from("/run/sightline")
+    } else {
+        std::env::temp_dir()
+    };
+    let scratch = base.join(format!(
+        "replay-{}-{}",
+        std::process::id(),
+        replay_ptrace::coarse_monotonic_ns()
+    ));
+    std::fs::create_dir_all(&scratch).map_err(io(&scratch))?;
+    out.scratch = Some(scratch.clone());
+    let files_at = scratch.join("files");
+    std::fs::create_dir_all(&files_at).map_err(io(&files_at))?;
+    out.binds.push((
+        rec.dir.join(FILES_DIR).display().to_string(),
+        files_at.display().to_string(),
+    ));
+    out.files_at = Some(files_at);
+    for (i, (dir, files)) in by_dir.iter().enumerate() {
+        let upper = scratch.join(format!("{i}/upper"));
+        let work = scratch.join(format!("{i}/work"));
+        std::fs::create_dir_all(&upper).map_err(io(&upper))?;
+        std::fs::create_dir_all(&work).map_err(io(&work))?;
+        for (base, name) in files {
+            let dst = upper.join(base);
+            std::fs::copy(rec.dir.join(FILES_DIR).join(name), &dst).map_err(io(&dst))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755))
+                .map_err(io(&dst))?;
+            out.paths.push(dir.join(base).display().to_string());
+        }
+        out.overlays.push((
+            dir.display().to_string(),
+            format!(
+                "lowerdir={},upperdir={},workdir={}",
+                dir.display(),
+                upper.display(),
+                work.display()
+            ),
+        ));
+    }
+    eprintln!(
+        "sightline: replay provides {} file(s) the program created or changed while recording, from the recording (in a mount namespace of the replay's own; nothing is written outside it): {}",
+        out.paths.len(),
+        out.paths.join(", ")
+    );
+    Ok(out)
 }
 
 /// Space the kept files of a recording take (`replay --info`).

@@ -632,7 +632,7 @@ impl Writer {
         Ok(())
     }
 
-    /// Hands the pending records to the writer when the oldest has waited [`CHUNK_AGE_NS`]: called
+    /// Hands the pending records to the writer when the oldest has waited 200 ms: called
     /// from the recorder's timer, so records reach the file while no further event comes (a
     /// program that hangs or computes).
     pub fn flush_if_old(&mut self) -> Result<(), Error> {

@@ -1242,7 +1242,8 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
-    a_built_binary_deleted_before_replay_is_named_in_the_divergence_nosyscallbuf => a_built_binary_deleted_before_replay_is_named_in_the_divergence,
+    a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted_nosyscallbuf => a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted,
+    a_built_binary_whose_directory_is_gone_is_named_in_the_divergence_nosyscallbuf => a_built_binary_whose_directory_is_gone_is_named_in_the_divergence,
     a_program_that_hangs_leaves_its_events_in_the_recording_nosyscallbuf => a_program_that_hangs_leaves_its_events_in_the_recording,
     sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments_nosyscallbuf => sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments,
     fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback_nosyscallbuf => fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback,
@@ -1582,9 +1583,9 @@ fn a_program_that_hangs_leaves_its_events_in_the_recording() {
 }
 
 #[test]
-fn a_built_binary_deleted_before_replay_is_named_in_the_divergence() {
-    // Issue 12 (not yet replayed: files the program created are not recreated): the report names
-    // the path and the errno, not "execve() returned -2".
+fn a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted() {
+    // Issue 12: `sh -c 'cc -o t t.c && ./t'`; replay provides the kept `t` in a mount namespace
+    // of its own (an overlay of the directory), writing nothing outside it.
     let Some((_g, tmp)) = start(&["cc"]) else {
         return;
     };
@@ -1603,11 +1604,59 @@ fn a_built_binary_deleted_before_replay_is_named_in_the_divergence() {
     std::fs::remove_file(tmp.path().join("t")).unwrap();
     std::fs::remove_file(tmp.path().join("t.c")).unwrap();
     let rec = Recording::open(&r.dir).unwrap();
+    let expected = recorded_syscalls(&rec);
+    for round in 0..3 {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round}: {e}"));
+        assert_eq!(out, b"built and run\n", "replay {round}");
+        assert_eq!(outcome.syscalls, expected, "replay {round}");
+        assert_eq!(outcome.exit_code, 0);
+    }
+    // Nothing was written outside the replay's namespace.
+    assert!(!tmp.path().join("t").exists() && !tmp.path().join("t.c").exists());
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
+    assert_eq!(cli.stdout, b"built and run\n");
+    let said = String::from_utf8_lossy(&cli.stderr);
+    assert!(
+        said.contains("replay provides 1 file(s) the program created or changed")
+            && said.contains(&format!(
+                "{}/t",
+                tmp.path().canonicalize().unwrap().display()
+            )),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_built_binary_whose_directory_is_gone_is_named_in_the_divergence() {
+    // The report names the path and the errno, not "execve() returned -2".
+    let Some((_g, tmp)) = start(&["cc"]) else {
+        return;
+    };
+    std::fs::write(
+        tmp.path().join("t.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built and run\"); return 0; }\n",
+    )
+    .unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &["sh", "-c", "mkdir build && cc -o build/t t.c && ./build/t"],
+    );
+    assert_eq!(
+        r.stdout,
+        b"built and run\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::remove_dir_all(tmp.path().join("build")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
     let (mut out, mut err) = (Vec::new(), Vec::new());
     match replay::replayer::replay(&rec, &mut out, &mut err) {
         Err(replay::Error::Divergence(d)) => {
             assert!(
-                d.found.starts_with("execve(\"./t\"") && d.found.contains("returned ENOENT"),
+                d.found.starts_with("execve(\"./build/t\"") && d.found.contains("returned ENOENT"),
                 "{d}"
             );
             assert!(d.expected.starts_with("execve("), "{d}");

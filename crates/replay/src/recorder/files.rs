@@ -114,6 +114,34 @@ impl Recorder {
         }
     }
 
+    /// At the exit of a successful `execve`: keep the new image's executable (`/proc/<tid>/exe`),
+    /// so replay can provide it if the program built it ([`crate::files::KeptExec`]); empty when
+    /// it could not be kept.
+    pub(super) fn keep_exec(&mut self, tid: i32) -> Vec<u8> {
+        let source = format!("/proc/{tid}/exe");
+        let Ok(original) = std::fs::read_link(&source) else {
+            return Vec::new();
+        };
+        match self.files.keeper.keep(Path::new(&source), &original) {
+            Ok(Some(name)) => crate::files::KeptExec {
+                name,
+                path: original.display().to_string(),
+            }
+            .encode(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                if !self.files.warned {
+                    self.files.warned = true;
+                    eprintln!(
+                        "sightline: cannot keep the executable {} in the recording ({e})",
+                        original.display()
+                    );
+                }
+                Vec::new()
+            }
+        }
+    }
+
     /// A forked child has its parent's fds.
     pub(super) fn inherit_opens(&mut self, parent_tgid: i32, child: i32) {
         let copied: Vec<_> = self

@@ -245,6 +245,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         exit_kill: true,
         filter: crate::syscalls::filter(),
         ignored_signals: meta.ignored_signals.clone(),
+        overlays: Vec::new(),
+        binds: Vec::new(),
     };
     let mut w = Writer::create(&opts.dir, meta)?;
     replay_ptrace::forward_signal_handlers()?;

@@ -292,6 +292,7 @@ impl Recorder {
             let info = crate::machine::prepare_image(t, None)?;
             self.cpuid_faulting |= info.cpuid_faulting;
             extra = info.at_random;
+            extra.extend(self.keep_exec(tid));
         }
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
         if nr == libc::SYS_mmap {

@@ -182,6 +182,10 @@ struct Replayer<'o> {
     kept: HashMap<(i32, usize), String>,
     /// The recording's `files/` directory.
     files_dir: std::path::PathBuf,
+    /// Where the tracees see it: `files_dir`, or a bind mount of it outside the overlays of
+    /// provided files (`crate::files::Provided`), so kept files are not read through overlayfs,
+    /// which places large mappings differently (no huge-page alignment).
+    files_seen_at: std::path::PathBuf,
 }
 
 /// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
@@ -246,6 +250,7 @@ pub fn replay(
             ),
         });
     }
+    let provided = crate::files::provide_created(rec)?;
     let mut streams: HashMap<i32, Stream> = HashMap::new();
     for r in &rec.records {
         streams
@@ -265,6 +270,8 @@ pub fn replay(
         exit_kill: true,
         filter: crate::syscalls::filter_for_version(rec.meta.version),
         ignored_signals: rec.meta.ignored_signals.clone(),
+        overlays: provided.overlays.clone(),
+        binds: provided.binds.clone(),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
     // format's older recorders): the first record is always the first process's.
@@ -295,6 +302,10 @@ pub fn replay(
         threads: 0,
         kept: kept_opens(rec),
         files_dir: rec.dir.join(crate::files::FILES_DIR),
+        files_seen_at: provided
+            .files_at
+            .clone()
+            .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
     };
     r.real_of.insert(root_pid, root_tid);
     r.procs

@@ -577,7 +577,7 @@ impl Replayer<'_> {
                     ),
                 });
             }
-            let kept = kept.display().to_string();
+            let kept = self.files_seen_at.join(name).display().to_string();
             return self.stand_in(
                 t,
                 ev,
@@ -756,7 +756,7 @@ impl Replayer<'_> {
                     return Err(mismatch(self, String::new()));
                 }
                 t.set_regs(&regs)?;
-                crate::machine::prepare_image(&mut t, Some(&ev.extra))?;
+                crate::machine::prepare_image(&mut t, Some(&ev.extra[..ev.extra.len().min(16)]))?;
                 regs = t.regs()?;
             }
         }
