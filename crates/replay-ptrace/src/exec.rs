@@ -168,6 +168,9 @@ pub fn spawn_held(path: &Path, argv: &[String]) -> crate::Result<HeldChild> {
         hold: true,
         sh_fallback: true,
         exec_errors: true,
+        ignored_signals: Vec::new(),
+        overlays: Vec::new(),
+        binds: Vec::new(),
     };
     let (pid, errors) = crate::sys::fork_seized(&plan, libc::PTRACE_O_EXITKILL as u32)?;
     Ok(HeldChild {

@@ -31,9 +31,9 @@ pub mod syscallbuf;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers, kill,
-    own_rdtsc_fallbacks, pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp, start_ticks,
-    take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc, untrap_own_rdtsc,
+    CpuidResult, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers,
+    ignored_signals, kill, own_rdtsc_fallbacks, pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp,
+    start_ticks, take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc, untrap_own_rdtsc,
 };
 pub use tracee::{
     PtraceEvent, Resume, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,

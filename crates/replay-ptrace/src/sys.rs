@@ -367,8 +367,20 @@ extern "C" fn note_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *m
 /// # Why a handler and not SIG_IGN?
 /// Ignored dispositions survive `execve` and would be inherited by the recorded program; handled
 /// ones are reset to default by `execve`, so the tracee sees the signals it would see natively.
+///
+/// A signal that is ignored already (Sightline started under `nohup`, or by a shell running it in
+/// the background without job control) stays ignored: the recorded program inherits that
+/// disposition across `execve`, as it would natively, and Sightline is not ended by it either.
 pub fn forward_signal_handlers() -> Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        // SAFETY: a zeroed sigaction is valid storage for the old action.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only reads the current one into `old`.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &raw mut old) } == 0
+            && old.sa_sigaction == libc::SIG_IGN
+        {
+            continue;
+        }
         // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
         let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
         act.sa_sigaction = note_signal as *const () as usize;
@@ -393,6 +405,22 @@ pub fn take_pending_signal() -> Option<(i32, bool)> {
         0 => None,
         s => Some((s, SIGNAL_FROM_TTY.load(Ordering::Relaxed) != 0)),
     }
+}
+
+/// The standard signals (1-31, SIGKILL, SIGSTOP and SIGPIPE, which Rust's runtime ignores, left
+/// out) whose disposition in this process is `SIG_IGN`: what a program started from here would
+/// inherit (`nohup` ignores SIGHUP). Call it before [`forward_signal_handlers`].
+pub fn ignored_signals() -> Vec<i32> {
+    (1..32)
+        .filter(|&sig| !matches!(sig, libc::SIGKILL | libc::SIGSTOP | libc::SIGPIPE))
+        .filter(|&sig| {
+            // SAFETY: a zeroed sigaction is valid storage for the old action.
+            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: a null new action only reads the current one into `old`.
+            let r = unsafe { libc::sigaction(sig, std::ptr::null(), &raw mut old) };
+            r == 0 && old.sa_sigaction == libc::SIG_IGN
+        })
+        .collect()
 }
 
 /// Reads the time-stamp counter in the tracer (the value the recorder gives a trapped RDTSC).
@@ -615,6 +643,14 @@ pub(crate) struct ChildPlan {
     /// Report a failed `execve` (or set-up step) as its errno through a close-on-exec pipe, whose
     /// read end [`fork_seized`] returns, instead of a message on stderr.
     pub exec_errors: bool,
+    /// Signals set to `SIG_IGN` before `execve` (the dispositions the user started the recording
+    /// with, e.g. SIGHUP under `nohup`).
+    pub ignored_signals: Vec<i32>,
+    /// Overlay mounts `(directory, options)` made in a private mount namespace of the child before
+    /// it changes directory (replay: files the program created, provided from the recording).
+    pub overlays: Vec<(CString, CString)>,
+    /// Bind mounts `(source, target)` made in that namespace before the overlays.
+    pub binds: Vec<(CString, CString)>,
 }
 
 /// `fork(2)`s a child that waits until the parent has seized it (`PTRACE_SEIZE` with `opts`), then
@@ -672,6 +708,9 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
             // Rust's runtime ignores SIGPIPE and ignored dispositions survive execve: give the
             // program the default a shell would.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            for &sig in &plan.ignored_signals {
+                libc::signal(sig, libc::SIG_IGN);
+            }
             if plan.hold {
                 // A signal-delivery-stop of our tracer's tracee; PTRACE_DETACH with signal 0
                 // discards it (ptrace(2)), so the program never sees this SIGSTOP.
@@ -696,6 +735,44 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
             if plan.close_fds {
                 // Only 0, 1 and 2 cross into the program, so fd numbers are the same on replay.
                 libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            }
+            if !plan.overlays.is_empty() {
+                // A mount namespace of the replay's own: nothing outside it sees these files.
+                if libc::unshare(libc::CLONE_NEWNS) == -1
+                    || libc::mount(
+                        c"none".as_ptr(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) == -1
+                {
+                    child_fail(err_fd, b"sightline: a private mount namespace failed\n");
+                }
+                for (src, dst) in &plan.binds {
+                    if libc::mount(
+                        src.as_ptr(),
+                        dst.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) == -1
+                    {
+                        child_fail(err_fd, b"sightline: a bind mount failed\n");
+                    }
+                }
+                for (dir, opts) in &plan.overlays {
+                    if libc::mount(
+                        c"overlay".as_ptr(),
+                        dir.as_ptr(),
+                        c"overlay".as_ptr(),
+                        0,
+                        opts.as_ptr().cast(),
+                    ) == -1
+                    {
+                        child_fail(err_fd, b"sightline: an overlay mount failed\n");
+                    }
+                }
             }
             if let Some(cwd) = &plan.cwd
                 && libc::chdir(cwd.as_ptr()) == -1

@@ -436,6 +436,16 @@ pub struct SpawnSpec {
     pub exit_kill: bool,
     /// The seccomp filter to install just before `execve`.
     pub filter: Filter,
+    /// Signals the program starts with ignored (`SIG_IGN`), as the user started the recording
+    /// (`nohup` ignores SIGHUP); every other disposition is the default.
+    pub ignored_signals: Vec<i32>,
+    /// Overlay mounts `(directory, overlayfs options)` made in a private mount namespace of the
+    /// tracee before it starts (replay provides files the program created this way); empty: none,
+    /// and no namespace of its own.
+    pub overlays: Vec<(String, String)>,
+    /// Bind mounts `(source, target)` made in that namespace before the overlays (replay: the
+    /// recording's kept files, seen at a path no overlay covers).
+    pub binds: Vec<(String, String)>,
 }
 
 /// Starts `spec` as a seized tracee and returns it running. The child waits on a pipe until
@@ -468,6 +478,17 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
         hold: false,
         sh_fallback: false,
         exec_errors: false,
+        ignored_signals: spec.ignored_signals.clone(),
+        overlays: spec
+            .overlays
+            .iter()
+            .map(|(d, o)| Ok((cstr(d)?, cstr(o)?)))
+            .collect::<Result<_>>()?,
+        binds: spec
+            .binds
+            .iter()
+            .map(|(s, d)| Ok((cstr(s)?, cstr(d)?)))
+            .collect::<Result<_>>()?,
     };
     let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
     Ok(Running { tid: pid })

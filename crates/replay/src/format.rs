@@ -19,7 +19,7 @@ use crate::Error;
 pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this build reads (version 1 lacks the syscall-buffer events, versions
 /// 1 and 2 the thread-schedule events; all three decode with this build).
 pub const OLDEST_VERSION: u32 = 1;
@@ -66,6 +66,10 @@ pub struct Meta {
     pub status: String,
     /// Exit code of the first process (128 + signal when killed), once complete.
     pub exit_code: Option<i32>,
+    /// Signals ignored (`SIG_IGN`) when the recording started, which the program inherited (SIGHUP
+    /// under `nohup`); replay starts the program with the same. Absent in older recordings: none.
+    #[serde(default)]
+    pub ignored_signals: Vec<i32>,
 }
 
 /// One memory write the kernel made during a system call: `data` at tracee address `addr`.
@@ -652,6 +656,18 @@ impl Writer {
         Ok(())
     }
 
+    /// Hands the pending records to the writer when the oldest has waited 200 ms: called
+    /// from the recorder's timer, so records reach the file while no further event comes (a
+    /// program that hangs or computes).
+    pub fn flush_if_old(&mut self) -> Result<(), Error> {
+        if self.count > 0
+            && replay_ptrace::coarse_monotonic_ns().saturating_sub(self.since_ns) >= CHUNK_AGE_NS
+        {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Hands the pending records to the writer thread as one chunk.
     pub fn flush(&mut self) -> Result<(), Error> {
         self.since_ns = replay_ptrace::coarse_monotonic_ns();
@@ -736,6 +752,9 @@ pub fn thread_groups(records: &[Record]) -> std::collections::BTreeMap<i32, Vec<
 /// A recording read back into memory.
 #[derive(Debug)]
 pub struct Recording {
+    /// The recording's directory (absolute when it could be resolved): kept files are in
+    /// `dir/files/` (`crate::files`).
+    pub dir: std::path::PathBuf,
     /// `meta.json`.
     pub meta: Meta,
     /// All records in recording order (a linearization of the per-object partial orders).
@@ -799,6 +818,7 @@ impl Recording {
             )));
         }
         let mut rec = Recording {
+            dir: dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
             meta,
             records: Vec::new(),
             truncated: false,
@@ -995,6 +1015,7 @@ mod tests {
             cpuid_faulting: true,
             status: "complete".into(),
             exit_code: Some(0),
+            ignored_signals: vec![],
         }
     }
 

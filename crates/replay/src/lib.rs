@@ -29,6 +29,7 @@
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
 
+pub mod files;
 pub mod format;
 pub mod machine;
 pub mod recorder;

@@ -87,6 +87,9 @@ const fn newfd(nargs: usize, mode: Mode) -> Spec {
     }
 }
 
+/// `io_pgetevents` (x86-64 number 333; not in the libc crate).
+const SYS_IO_PGETEVENTS: i64 = 333;
+
 /// System calls that run untrapped at full speed, in recording and in replay.
 pub const ALLOWED: &[i64] = &[
     libc::SYS_mmap,
@@ -140,8 +143,16 @@ pub const REFUSED: &[i64] = &[
     libc::SYS_userfaultfd,
 ];
 
-/// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail.
+/// The seccomp filter of recording and replay: trap by default, [`ALLOWED`] run, [`REFUSED`] fail;
+/// `mmap` of a file (an fd other than -1) is trapped, so the mapped file is kept in the recording
+/// (`crate::files`).
 pub fn filter() -> Filter {
+    filter_for_version(crate::format::FORMAT_VERSION)
+}
+
+/// The filter a recording of format `version` was made with: before version 4, file mappings ran
+/// untrapped (their files were not kept).
+pub fn filter_for_version(version: u32) -> Filter {
     let mut f = Filter::new(Action::Trace);
     // The syscall-buffering handler's own calls (crate::syscallbuf): recorded by the handler itself.
     f.allow_from_ip(replay_ptrace::syscallbuf::untraced_ip());
@@ -149,9 +160,17 @@ pub fn filter() -> Filter {
         f.rule(nr, Action::Allow);
     }
     for &nr in REFUSED {
+        if version >= 4 && nr == libc::SYS_io_uring_setup {
+            // Trapped: the recorder makes it fail with ENOSYS itself and says "io_uring disabled".
+            continue;
+        }
         f.rule(nr, Action::Errno(libc::ENOSYS as u16));
     }
     f.rule_arg(libc::SYS_fcntl, 1, FCNTL_FREE, Action::Allow, Action::Trace);
+    if version >= 4 {
+        // Anonymous mappings pass fd -1 (glibc always does): they run free; file mappings trap.
+        f.rule_arg(libc::SYS_mmap, 4, &[u32::MAX], Action::Allow, Action::Trace);
+    }
     // Memory calls on the 2.5 GiB below the end of the syscall-buffering region are traced, so that a
     // program mapping over the region unpatches it first (crate::syscallbuf::touches_region).
     let (high, low_end) = region_guard();
@@ -175,6 +194,109 @@ fn region_guard() -> (u32, u32) {
     use replay_ptrace::syscallbuf::{BASE, MAP_LEN};
     let end = BASE + MAP_LEN;
     ((end >> 32) as u32, end as u32)
+}
+
+/// Bytes `ioctl(fd, cmd, arg)` writes at `arg`: the legacy terminal requests by name, and any
+/// other request from its encoding (asm-generic/ioctl.h: direction in bits 30-31, `_IOC_READ` = 2
+/// meaning the kernel writes to user memory; size in bits 16-29), e.g. `FS_IOC_GETVERSION`
+/// (`_IOR('v', 1, long)`) writes 8. `Some(0)` for known requests that write nothing; `None` for a
+/// legacy request (no direction bits) this table does not know: what it writes is not recorded.
+pub fn ioctl_output_len(cmd: u64) -> Option<usize> {
+    let cmd = cmd as u32;
+    let known = match cmd {
+        0x5401 => Some(36), // TCGETS: struct termios (kernel layout)
+        0x5413 => Some(8),  // TIOCGWINSZ: struct winsize
+        0x541B => Some(4),  // FIONREAD
+        0x540F => Some(4),  // TIOCGPGRP
+        0x5429 => Some(4),  // TIOCGSID
+        // TCSETS, TCSETSW, TCSETSF, TCSBRK, TCXONC, TCFLSH, TIOCSCTTY, TIOCSPGRP, TIOCSWINSZ,
+        // FIONBIO, TIOCNOTTY, FIONCLEX, FIOCLEX, FIOASYNC: inputs only.
+        0x5402..=0x5404 | 0x5409..=0x540B | 0x540E | 0x5410 | 0x5414 | 0x5421 | 0x5422 => Some(0),
+        0x5450..=0x5452 => Some(0),
+        _ => None,
+    };
+    if known.is_some() {
+        return known;
+    }
+    let dir = cmd >> 30;
+    let size = ((cmd >> 16) & 0x3fff) as usize;
+    match dir {
+        0 => None,
+        d if d & 2 != 0 => Some(size),
+        _ => Some(0), // _IOC_WRITE only: the kernel reads from user memory
+    }
+}
+
+/// Index of the argument of system call `nr` that is a path (a NUL-terminated string in tracee
+/// memory), for naming it in reports; `None` for calls without one (the first path of calls with
+/// two).
+pub fn path_arg(nr: i64) -> Option<usize> {
+    use libc::*;
+    match nr {
+        SYS_execve | SYS_open | SYS_creat | SYS_stat | SYS_lstat | SYS_access | SYS_readlink
+        | SYS_unlink | SYS_mkdir | SYS_rmdir | SYS_rename | SYS_link | SYS_symlink | SYS_chdir
+        | SYS_truncate | SYS_chmod | SYS_chown | SYS_lchown | SYS_statfs | SYS_mknod
+        | SYS_utimes => Some(0),
+        SYS_execveat | SYS_openat | SYS_openat2 | SYS_newfstatat | SYS_statx | SYS_faccessat
+        | SYS_faccessat2 | SYS_readlinkat | SYS_unlinkat | SYS_mkdirat | SYS_renameat
+        | SYS_renameat2 | SYS_linkat | SYS_fchmodat | SYS_fchownat | SYS_mknodat
+        | SYS_utimensat => Some(1),
+        _ => None,
+    }
+}
+
+/// The symbolic name of a system call result `-errno` (`-2` → `ENOENT`), for reports; `None`
+/// for other values.
+pub fn errno_name(result: i64) -> Option<&'static str> {
+    use libc::*;
+    if !(-4095..0).contains(&result) {
+        return None;
+    }
+    Some(match (-result) as i32 {
+        EPERM => "EPERM",
+        ENOENT => "ENOENT",
+        ESRCH => "ESRCH",
+        EINTR => "EINTR",
+        EIO => "EIO",
+        ENXIO => "ENXIO",
+        E2BIG => "E2BIG",
+        ENOEXEC => "ENOEXEC",
+        EBADF => "EBADF",
+        ECHILD => "ECHILD",
+        EAGAIN => "EAGAIN",
+        ENOMEM => "ENOMEM",
+        EACCES => "EACCES",
+        EFAULT => "EFAULT",
+        EBUSY => "EBUSY",
+        EEXIST => "EEXIST",
+        EXDEV => "EXDEV",
+        ENODEV => "ENODEV",
+        ENOTDIR => "ENOTDIR",
+        EISDIR => "EISDIR",
+        EINVAL => "EINVAL",
+        ENFILE => "ENFILE",
+        EMFILE => "EMFILE",
+        ENOTTY => "ENOTTY",
+        ETXTBSY => "ETXTBSY",
+        EFBIG => "EFBIG",
+        ENOSPC => "ENOSPC",
+        ESPIPE => "ESPIPE",
+        EROFS => "EROFS",
+        EPIPE => "EPIPE",
+        ENAMETOOLONG => "ENAMETOOLONG",
+        ENOSYS => "ENOSYS",
+        ENOTEMPTY => "ENOTEMPTY",
+        ELOOP => "ELOOP",
+        ENOTSOCK => "ENOTSOCK",
+        EOPNOTSUPP => "EOPNOTSUPP",
+        ECONNREFUSED => "ECONNREFUSED",
+        ETIMEDOUT => "ETIMEDOUT",
+        512 => "ERESTARTSYS",
+        513 => "ERESTARTNOINTR",
+        514 => "ERESTARTNOHAND",
+        516 => "ERESTART_RESTARTBLOCK",
+        _ => return None,
+    })
 }
 
 /// `fcntl` commands that run untrapped: they only duplicate fds or touch the fd's close-on-exec
@@ -246,6 +368,16 @@ fn described(nr: i64) -> Option<Spec> {
         SYS_pkey_mprotect => s(4, Real),
         SYS_mremap => s(5, Real),
         SYS_ioctl => fd(3, Ioctl),
+        // Linux AIO: the context (its ring mapping) is made and destroyed for real, so the address
+        // space is as recorded; submissions and completions are emulated.
+        SYS_io_setup => s(2, Real),
+        SYS_io_destroy => s(1, Real),
+        SYS_io_submit => s(3, Emulate),
+        SYS_io_getevents => s(5, Emulate),
+        SYS_IO_PGETEVENTS => s(6, Emulate),
+        SYS_io_cancel => s(3, Emulate),
+        // Trapped only to say so: the recorder refuses it with ENOSYS (see `REFUSED`).
+        SYS_io_uring_setup => s(2, Emulate),
         SYS_fork => s(0, Fork),
         SYS_vfork => s(0, Fork),
         SYS_clone => s(5, Fork),
@@ -499,19 +631,7 @@ pub fn outputs(
                 fixed(&mut out, a[4], 4);
             }
         }
-        SYS_ioctl => {
-            let len = match a[1] {
-                0x5401 => 36, // TCGETS: struct termios (kernel layout)
-                0x5413 => 8,  // TIOCGWINSZ: struct winsize
-                0x541B => 4,  // FIONREAD
-                0x540F => 4,  // TIOCGPGRP
-                0x5429 => 4,  // TIOCGSID
-                _ => 0,
-            };
-            if ok {
-                fixed(&mut out, a[2], len)
-            }
-        }
+        SYS_ioctl if ok => fixed(&mut out, a[2], ioctl_output_len(a[1]).unwrap_or(0)),
         SYS_fcntl if a[1] == F_GETLK as u64 => fixed(&mut out, a[2], 32),
         SYS_sched_getaffinity if ok => fixed(&mut out, a[2], r),
         // get_mempolicy(int *mode, unsigned long *nodemask, maxnode, addr, flags): the mode, and
@@ -524,6 +644,15 @@ pub fn outputs(
                 (a[2] as usize).min(1 << 16).div_ceil(64) * 8,
             );
         }
+        // Linux AIO: the context id (the address of the ring the kernel maps), the completed
+        // `struct io_event`s (32 bytes each), a cancelled request's event.
+        SYS_io_setup if ok => fixed(&mut out, a[1], 8),
+        SYS_io_getevents | SYS_IO_PGETEVENTS if ok => {
+            let n = (res as usize).min(1 << 16);
+            fixed(&mut out, a[3], n * 32);
+            aio_read_buffers(&mut out, mem, a[3], n);
+        }
+        SYS_io_cancel if ok => fixed(&mut out, a[2], 32),
         SYS_getitimer => fixed(&mut out, a[1], 32),
         SYS_setitimer => fixed(&mut out, a[2], 32),
         SYS_timer_create => fixed(&mut out, a[2], 4),
@@ -568,6 +697,36 @@ pub fn outputs(
 
 /// Distributes `total` bytes over the iovec array at `iov` (`cnt` entries) and appends the filled
 /// parts to `out`.
+/// The buffers the kernel filled for the completed AIO reads among `n` `struct io_event`s at `events`
+/// (linux/aio_abi.h: `data, obj, res, res2`, 32 bytes; `obj` is the `struct iocb`, whose
+/// `aio_lio_opcode` is at byte 16, `aio_buf` at 24 and `aio_nbytes` at 32): `res` bytes at
+/// `aio_buf` for `IOCB_CMD_PREAD` (0), scattered over the iovecs for `IOCB_CMD_PREADV` (7).
+fn aio_read_buffers(
+    out: &mut Vec<(u64, usize)>,
+    mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+    events: u64,
+    n: usize,
+) {
+    let Some(raw) = mem(events, n * 32) else {
+        return;
+    };
+    let word = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
+    for e in raw.chunks_exact(32) {
+        let (obj, res) = (word(e, 8), word(e, 16) as i64);
+        if res <= 0 {
+            continue;
+        }
+        let Some(cb) = mem(obj, 40) else { continue };
+        let opcode = u16::from_le_bytes([cb[16], cb[17]]);
+        let (buf, len) = (word(&cb, 24), word(&cb, 32) as usize);
+        match opcode {
+            0 if buf != 0 => out.push((buf, (res as usize).min(len))),
+            7 => scatter(out, mem, buf, len, res as usize),
+            _ => {}
+        }
+    }
+}
+
 fn scatter(
     out: &mut Vec<(u64, usize)>,
     mem: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
@@ -705,7 +864,7 @@ mod tests {
                 &p,
                 0xc000_003e,
                 nr as u32,
-                [a0, 0x1000, 3, 0x22, 0, 0],
+                [a0, 0x1000, 3, 0x22, u64::MAX, 0],
             )
         };
         assert_eq!(
@@ -719,6 +878,62 @@ mod tests {
             "libc's area runs free"
         );
         assert_eq!(ev(libc::SYS_mmap, 0), 0x7fff_0000, "no address: runs free");
+        // A file mapping (an fd, not -1) is trapped anywhere, so its file is kept; not so in the
+        // filter of version 3 recordings.
+        let file_map = |p: &[replay_ptrace::seccomp::SockFilter]| {
+            replay_ptrace::seccomp::evaluate(
+                p,
+                0xc000_003e,
+                libc::SYS_mmap as u32,
+                [0, 0x1000, 1, 2, 3, 0],
+            )
+        };
+        assert_eq!(file_map(&p), 0x7ff0_0000, "file mapping traced");
+        assert_eq!(
+            file_map(&filter_for_version(3).compile()),
+            0x7fff_0000,
+            "version 3: file mappings ran free"
+        );
+    }
+
+    #[test]
+    fn paths_and_errno_names_for_reports() {
+        assert_eq!(path_arg(libc::SYS_execve), Some(0));
+        assert_eq!(path_arg(libc::SYS_openat), Some(1));
+        assert_eq!(path_arg(libc::SYS_read), None);
+        assert_eq!(errno_name(-2), Some("ENOENT"));
+        assert_eq!(errno_name(-8), Some("ENOEXEC"));
+        assert_eq!(errno_name(0), None);
+        assert_eq!(errno_name(0x7fff_f000), None);
+    }
+
+    #[test]
+    fn ioctl_outputs_follow_the_request_encoding() {
+        assert_eq!(ioctl_output_len(0x8008_7601), Some(8), "FS_IOC_GETVERSION");
+        assert_eq!(ioctl_output_len(0x8004_6602), Some(4), "FS_IOC32_GETFLAGS");
+        assert_eq!(
+            ioctl_output_len(0xc020_660b),
+            Some(32),
+            "FS_IOC_FIEMAP (read/write)"
+        );
+        assert_eq!(
+            ioctl_output_len(0x4008_7602),
+            Some(0),
+            "FS_IOC_SETVERSION: input only"
+        );
+        assert_eq!(ioctl_output_len(0x5401), Some(36), "TCGETS by name");
+        assert_eq!(ioctl_output_len(0x5402), Some(0), "TCSETS writes nothing");
+        assert_eq!(ioctl_output_len(0x5490), None, "unknown legacy request");
+        let mut read = |_: u64, _: usize| None;
+        assert_eq!(
+            outputs(
+                libc::SYS_ioctl,
+                &[3, 0x8008_7601, 0x1000, 0, 0, 0],
+                0,
+                &mut read
+            ),
+            vec![(0x1000, 8)]
+        );
     }
 
     #[test]

@@ -138,6 +138,12 @@ fn print_info(
         "size:        {} bytes on disk, {} bytes decoded, {} chunks",
         rec.file_bytes, rec.raw_bytes, rec.chunks
     )?;
+    let kept = replay::files::usage(dir);
+    writeln!(
+        o,
+        "mapped files: {} kept, {} bytes ({} bytes of them hard links shared with the originals or other recordings)",
+        kept.files, kept.bytes, kept.shared_bytes
+    )?;
     let mut per_proc: BTreeMap<i32, (u64, u64, u64)> = BTreeMap::new();
     let mut per_call: BTreeMap<String, u64> = BTreeMap::new();
     let (mut buffered, mut batches, mut patches) = (0u64, 0u64, 0u64);

@@ -1242,6 +1242,13 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted_nosyscallbuf => a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted,
+    a_built_binary_whose_directory_is_gone_is_named_in_the_divergence_nosyscallbuf => a_built_binary_whose_directory_is_gone_is_named_in_the_divergence,
+    a_program_that_hangs_leaves_its_events_in_the_recording_nosyscallbuf => a_program_that_hangs_leaves_its_events_in_the_recording,
+    sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments_nosyscallbuf => sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments,
+    fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback_nosyscallbuf => fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback,
+    under_nohup_the_program_ignores_sighup_as_it_does_natively_nosyscallbuf => under_nohup_the_program_ignores_sighup_as_it_does_natively,
+    a_mapped_data_file_replays_as_recorded_after_it_is_rewritten_nosyscallbuf => a_mapped_data_file_replays_as_recorded_after_it_is_rewritten,
     echo_and_date_replay_identically_nosyscallbuf => echo_and_date_replay_identically,
     date_proc_stat_and_uname_nosyscallbuf => date_proc_stat_and_uname,
     shell_pipeline_with_random_sort_nosyscallbuf => shell_pipeline_with_random_sort,
@@ -1378,4 +1385,334 @@ fn info_of_a_corrupt_chunk_size_is_an_error_not_a_figure() {
         stderr.contains("chunk 0 at byte 16: decoded length 4294967295 is above the limit"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_mapped_data_file_replays_as_recorded_after_it_is_rewritten() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("mapfile", tmp.path());
+    let data = tmp.path().join("data.txt");
+    std::fs::write(&data, b"the contents at record time\n").unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[prog.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(r.stdout, b"the contents at record time\n");
+    // The mmap record names the kept copy, which holds the recorded bytes.
+    let rec = Recording::open(&r.dir).unwrap();
+    let kept: Vec<_> = rec
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Syscall(e) if e.nr == libc::SYS_mmap => {
+                replay::files::KeptMapping::decode(&e.extra)
+            }
+            _ => None,
+        })
+        .collect();
+    let ours = kept
+        .iter()
+        .find(|k| {
+            std::fs::read(r.dir.join("files").join(&k.name))
+                .ok()
+                .as_deref()
+                == Some(b"the contents at record time\n".as_slice())
+        })
+        .unwrap_or_else(|| panic!("no kept copy of the data file among {kept:?}"));
+    assert_eq!(ours.opener, rec.meta.root_pid, "the open that made the fd");
+    // Rewritten in place (same inode) with other contents and size, then removed: replay prints
+    // the recorded bytes every time.
+    std::fs::write(&data, b"changed after the recording, and longer\n").unwrap();
+    for round in 0..3 {
+        if round == 2 {
+            std::fs::remove_file(&data).unwrap();
+        }
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round} failed: {e}"));
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "the contents at record time\n",
+            "replay {round}"
+        );
+        assert_eq!(outcome.exit_code, 0);
+    }
+    // --info reports the space the kept files use; libc is among them (hard-linked).
+    let info = sightline()
+        .args(["replay", "--info"])
+        .arg(&r.dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&info.stdout);
+    let usage = replay::files::usage(&r.dir);
+    assert!(usage.files >= 2, "libc and the data file: {usage:?}");
+    assert!(
+        text.contains(&format!(
+            "mapped files: {} kept, {} bytes",
+            usage.files, usage.bytes
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn under_nohup_the_program_ignores_sighup_as_it_does_natively() {
+    use std::os::unix::process::ExitStatusExt;
+    let Some((_g, tmp)) = start(&["nohup"]) else {
+        return;
+    };
+    // sh keeps a signal ignored on entry ignored (POSIX `trap`): natively under nohup it survives
+    // its own SIGHUP, without nohup it dies of it.
+    let script = "kill -HUP $$; echo survived";
+    let native = Command::new("nohup")
+        .args(["sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(native.stdout, b"survived\n", "the native control");
+    let bare = Command::new("sh").args(["-c", script]).output().unwrap();
+    assert_eq!(
+        bare.status.signal(),
+        Some(libc::SIGHUP),
+        "the control without nohup"
+    );
+    let dir = tmp.path().join("rec");
+    let out = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_sightline"))
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "survived\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let rec = Recording::open(&dir).unwrap();
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let outcome = replay::replayer::replay(&rec, &mut o, &mut e).unwrap();
+    assert_eq!(o, b"survived\n");
+    assert_eq!(outcome.exit_code, 0);
+}
+
+#[test]
+fn fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("ioctl_aio", tmp.path());
+    let data = tmp.path().join("aio.txt");
+    std::fs::write(&data, b"sixteen bytes!!\nand more\n").unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[prog.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.code, 0, "{stdout}{stderr}");
+    // The ioctl's 8-byte output came from the kernel (its encoding says so): a nonzero generation
+    // where the file system has one (replay would print 0 if it were not recorded).
+    let version = stdout.lines().next().unwrap();
+    if let Some(v) = version.strip_prefix("version ") {
+        assert_ne!(v, "0", "{stdout}");
+    }
+    assert!(
+        stdout.contains("aio read 16 bytes, data 0x1234: sixteen bytes!!\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "io_uring_setup: Function not implemented; reading with pread\npread: sixteen bytes!!\n"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(stderr.matches("io_uring disabled").count(), 1, "{stderr}");
+    let rec = Recording::open(&r.dir).unwrap();
+    for round in 0..3 {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round}: {e}"));
+        assert_eq!(String::from_utf8_lossy(&out), stdout, "replay {round}");
+    }
+}
+
+#[test]
+fn sigkill_of_the_recorder_after_3_s_of_a_10_s_program_keeps_all_but_the_last_moments() {
+    // Issue 12: the recording is flushed at least every 200 ms and at every exec, fork and exit,
+    // so a SIGKILL of Sightline loses at most the last moments. EXITKILL ends the program with it.
+    let Some((_g, tmp)) = start(&[]) else { return };
+    let dir = tmp.path().join("rec");
+    // 100 lines, one every 0.1 s, then 10 s of a hang in a blocking call: 20 s in all.
+    let script =
+        "i=0; while [ $i -lt 100 ]; do echo line $i; sleep 0.1; i=$((i+1)); done; sleep 10";
+    let mut child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    child.kill().unwrap();
+    let elapsed = started.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert!(
+        printed >= 5,
+        "the program ran: {printed} lines in {elapsed:?}"
+    );
+    let rec = Recording::open(&dir).unwrap();
+    assert_eq!(rec.meta.status, "recording");
+    let (mut replayed, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut replayed, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert!(d.expected.contains("the recording ends here"), "{d:?}");
+        }
+        other => panic!(
+            "expected the end of the prefix, got {:?}",
+            other.map(|o| o.exit_code)
+        ),
+    }
+    // Every line but those of the last flush interval came through (a line takes at least 0.1 s;
+    // the recording may lose 0.2 s of them, and the kill races one more).
+    let lines = String::from_utf8_lossy(&replayed).lines().count();
+    assert!(
+        lines + 4 >= printed && lines <= printed,
+        "replayed {lines} of the {printed} lines printed in {elapsed:?}"
+    );
+    // ≥ 2 s of events: at one line per 0.1 s at most, 20 lines span at least 2 s.
+    assert!(lines >= 20 || printed < 24, "{lines} of {printed}");
+}
+
+#[test]
+fn a_program_that_hangs_leaves_its_events_in_the_recording() {
+    // Issue 12: "a recording killed while its program hangs has no events at all": the last
+    // records waited in memory for a next event that never came. The recorder's timer flushes them.
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("hang", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut child = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let rec = Recording::open(&dir).unwrap();
+    let wrote = rec.records.iter().any(
+        |r| matches!(&r.event, Event::Syscall(e) if e.nr == libc::SYS_write && e.result == 16),
+    );
+    assert!(
+        wrote,
+        "the write before the hang is recorded: {} records",
+        rec.records.len()
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let e = replay::replayer::replay(&rec, &mut out, &mut err).unwrap_err();
+    assert!(e.to_string().contains("the recording ends here"), "{e}");
+    assert_eq!(out, b"before the hang\n");
+}
+
+#[test]
+fn a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted() {
+    // Issue 12: `sh -c 'cc -o t t.c && ./t'`; replay provides the kept `t` in a mount namespace
+    // of its own (an overlay of the directory), writing nothing outside it.
+    let Some((_g, tmp)) = start(&["cc"]) else {
+        return;
+    };
+    std::fs::write(
+        tmp.path().join("t.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built and run\"); return 0; }\n",
+    )
+    .unwrap();
+    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "cc -o t t.c && ./t"]);
+    assert_eq!(
+        r.stdout,
+        b"built and run\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::remove_file(tmp.path().join("t")).unwrap();
+    std::fs::remove_file(tmp.path().join("t.c")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    let expected = recorded_syscalls(&rec);
+    for round in 0..3 {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
+            .unwrap_or_else(|e| panic!("replay {round}: {e}"));
+        assert_eq!(out, b"built and run\n", "replay {round}");
+        assert_eq!(outcome.syscalls, expected, "replay {round}");
+        assert_eq!(outcome.exit_code, 0);
+    }
+    // Nothing was written outside the replay's namespace.
+    assert!(!tmp.path().join("t").exists() && !tmp.path().join("t.c").exists());
+    let cli = sightline().arg("replay").arg(&r.dir).output().unwrap();
+    assert_eq!(cli.stdout, b"built and run\n");
+    let said = String::from_utf8_lossy(&cli.stderr);
+    assert!(
+        said.contains("replay provides 1 file(s) the program created or changed")
+            && said.contains(&format!(
+                "{}/t",
+                tmp.path().canonicalize().unwrap().display()
+            )),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_built_binary_whose_directory_is_gone_is_named_in_the_divergence() {
+    // The report names the path and the errno, not "execve() returned -2".
+    let Some((_g, tmp)) = start(&["cc"]) else {
+        return;
+    };
+    std::fs::write(
+        tmp.path().join("t.c"),
+        "#include <stdio.h>\nint main(void) { puts(\"built and run\"); return 0; }\n",
+    )
+    .unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &["sh", "-c", "mkdir build && cc -o build/t t.c && ./build/t"],
+    );
+    assert_eq!(
+        r.stdout,
+        b"built and run\n",
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    std::fs::remove_dir_all(tmp.path().join("build")).unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert!(
+                d.found.starts_with("execve(\"./build/t\"") && d.found.contains("returned ENOENT"),
+                "{d}"
+            );
+            assert!(d.expected.starts_with("execve("), "{d}");
+        }
+        other => panic!("expected the execve divergence, got {other:?}"),
+    }
 }

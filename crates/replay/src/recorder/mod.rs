@@ -14,6 +14,7 @@
 //! gives the right up, and a timer (`replay_ptrace::start_ticks`) lets the loop interrupt a holder
 //! that computes a whole time slice while another thread waits or a signal is held for it.
 
+mod files;
 mod process;
 mod signal;
 mod syscall;
@@ -164,6 +165,12 @@ struct Recorder {
     sync_points: u64,
     /// The time slice (`crate::sched::time_slice_ns`).
     slice_ns: u64,
+    /// Mapped files kept in the recording (`files.rs`).
+    files: files::MappedFiles,
+    /// "io_uring disabled" was said.
+    io_uring_said: bool,
+    /// Legacy ioctl requests whose outputs are not modelled, said once each.
+    unmodelled_ioctls: std::collections::HashSet<u32>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -225,6 +232,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         cpuid_faulting: false,
         status: "recording".into(),
         exit_code: None,
+        ignored_signals: replay_ptrace::ignored_signals(),
     };
     let spec = SpawnSpec {
         path: meta.path.clone(),
@@ -236,6 +244,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         stdio_null: false,
         exit_kill: true,
         filter: crate::syscalls::filter(),
+        ignored_signals: meta.ignored_signals.clone(),
+        overlays: Vec::new(),
+        binds: Vec::new(),
     };
     let mut w = Writer::create(&opts.dir, meta)?;
     replay_ptrace::forward_signal_handlers()?;
@@ -269,6 +280,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         switches: 0,
         sync_points: 0,
         slice_ns: crate::sched::time_slice_ns(),
+        files: files::MappedFiles::new(&opts.dir),
+        io_uring_said: false,
+        unmodelled_ioctls: std::collections::HashSet::new(),
     };
     r.procs.insert(
         root_pid,
@@ -358,6 +372,11 @@ impl Recorder {
             }
             if replay_ptrace::take_tick() {
                 self.on_tick();
+                // Durable recordings: no record waits more than the chunk age for the file, even
+                // while no event comes.
+                if let Err(e) = self.w.flush_if_old() {
+                    self.stop_recording(format!("cannot write the recording: {e}"));
+                }
             }
             let ev = match replay_ptrace::wait_any() {
                 Ok(Some(ev)) => ev,
@@ -742,7 +761,23 @@ impl Recorder {
     }
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
-        self.w.push(&Record { pid, event })
+        *self.files.emitted.entry(pid).or_default() += 1;
+        // A process's start, new image and end reach the file at once.
+        let milestone = match &event {
+            Event::Exit { .. } => true,
+            Event::Syscall(e) => {
+                matches!(
+                    e.nr,
+                    libc::SYS_execve | libc::SYS_execveat | libc::SYS_fork | libc::SYS_vfork
+                ) || (e.nr == libc::SYS_clone && e.args[0] & crate::sched::CLONE_THREAD == 0)
+            }
+            _ => false,
+        };
+        self.w.push(&Record { pid, event })?;
+        if milestone {
+            self.w.flush()?;
+        }
+        Ok(())
     }
 
     /// Records the calls the tracee's syscall-buffering handler made since its last stop (before

@@ -33,6 +33,7 @@ impl Recorder {
             }
         } else {
             self.seen_processes += 1;
+            self.inherit_opens(parent_tgid, child);
             self.groups.insert(
                 child,
                 Group {

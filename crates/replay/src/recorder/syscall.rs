@@ -116,10 +116,27 @@ impl Recorder {
                 p.sysbuf_off = true;
             }
         }
-        let t = match self.try_syscallbuf(t, nr, regs.rip) {
+        let mut t = match self.try_syscallbuf(t, nr, regs.rip) {
             Ok(handled) => return handled,
             Err(t) => *t,
         };
+        if nr == libc::SYS_io_uring_setup {
+            // Refused (its rings are memory the kernel and the program share): skipped, it
+            // returns ENOSYS and programs fall back. Said once.
+            if !self.io_uring_said {
+                self.io_uring_said = true;
+                let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+                eprintln!(
+                    "sightline: io_uring disabled: io_uring_setup returns ENOSYS (process {tgid}, thread {tid}); programs fall back to ordinary system calls"
+                );
+            }
+            let mut r = regs;
+            r.orig_rax = u64::MAX;
+            r.rax = (-i64::from(libc::ENOSYS)) as u64;
+            if let Err(e) = t.set_regs(&r) {
+                return Err(Box::new((Some(t), e.into())));
+            }
+        }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
         let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
@@ -275,6 +292,15 @@ impl Recorder {
             let info = crate::machine::prepare_image(t, None)?;
             self.cpuid_faulting |= info.cpuid_faulting;
             extra = info.at_random;
+            extra.extend(self.keep_exec(tid));
+        }
+        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        if nr == libc::SYS_mmap {
+            extra = self.keep_mapped(tid, tgid, &args, result);
+        } else if nr == libc::SYS_ioctl && result >= 0 {
+            self.unmodelled_ioctl(tgid, tid, &args);
+        } else {
+            self.note_open(t, tgid, nr, &args, result);
         }
         let ev = SyscallEvent {
             nr,

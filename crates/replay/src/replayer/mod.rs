@@ -177,6 +177,31 @@ struct Replayer<'o> {
     /// tracee, hand the right to run to this recorded tid.
     transfer: Option<i32>,
     threads: usize,
+    /// (recorded tid, stream index) of an open whose fd was later mapped → the kept file's name
+    /// ([`crate::files`]): that open opens the kept copy instead.
+    kept: HashMap<(i32, usize), String>,
+    /// The recording's `files/` directory.
+    files_dir: std::path::PathBuf,
+    /// Where the tracees see it: `files_dir`, or a bind mount of it outside the overlays of
+    /// provided files (`crate::files::Provided`), so kept files are not read through overlayfs,
+    /// which places large mappings differently (no huge-page alignment).
+    files_seen_at: std::path::PathBuf,
+}
+
+/// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
+/// that made its fd, that open's (recorded tid, stream index).
+fn kept_opens(rec: &Recording) -> HashMap<(i32, usize), String> {
+    let mut kept = HashMap::new();
+    for r in &rec.records {
+        if let Event::Syscall(e) = &r.event
+            && e.nr == libc::SYS_mmap
+            && let Some(k) = crate::files::KeptMapping::decode(&e.extra)
+            && k.opener != 0
+        {
+            kept.insert((k.opener, k.seq as usize), k.name);
+        }
+    }
+    kept
 }
 
 /// What a handler decided for a stopped tracee.
@@ -225,6 +250,7 @@ pub fn replay(
             ),
         });
     }
+    let provided = crate::files::provide_created(rec)?;
     let mut streams: HashMap<i32, Stream> = HashMap::new();
     for r in &rec.records {
         streams
@@ -242,7 +268,10 @@ pub fn replay(
         no_aslr: true,
         stdio_null: true,
         exit_kill: true,
-        filter: crate::syscalls::filter(),
+        filter: crate::syscalls::filter_for_version(rec.meta.version),
+        ignored_signals: rec.meta.ignored_signals.clone(),
+        overlays: provided.overlays.clone(),
+        binds: provided.binds.clone(),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
     // format's older recorders): the first record is always the first process's.
@@ -271,6 +300,12 @@ pub fn replay(
         groups: HashMap::new(),
         transfer: None,
         threads: 0,
+        kept: kept_opens(rec),
+        files_dir: rec.dir.join(crate::files::FILES_DIR),
+        files_seen_at: provided
+            .files_at
+            .clone()
+            .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
     };
     r.real_of.insert(root_pid, root_tid);
     r.procs

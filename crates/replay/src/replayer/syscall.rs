@@ -86,6 +86,37 @@ fn render(nr: i64, args: &[u64; 6]) -> String {
     format!("{}({})", syscalls::name(nr), a.join(", "))
 }
 
+/// [`render`] with the call's path argument read from the tracee and shown as a string
+/// (`execve("./build/t")`), for divergence reports.
+fn render_at(t: &Stopped, nr: i64, args: &[u64; 6]) -> String {
+    let plain = render(nr, args);
+    let Some(i) = syscalls::path_arg(nr) else {
+        return plain;
+    };
+    let Ok(path) = t.read_cstr(RemotePtr::new(args[i]), 4096) else {
+        return plain;
+    };
+    let quoted = format!("{:?}", String::from_utf8_lossy(&path));
+    let n = syscalls::spec(nr).nargs.max(i + 1);
+    let a: Vec<String> = (0..n)
+        .map(|k| {
+            if k == i {
+                quoted.clone()
+            } else if args[k] > 0xffff {
+                format!("{:#x}", args[k])
+            } else {
+                format!("{}", args[k] as i64)
+            }
+        })
+        .collect();
+    format!("{}({})", syscalls::name(nr), a.join(", "))
+}
+
+/// A result as a report shows it: the errno name of a failure (`ENOENT`), else the number.
+fn result_text(r: i64) -> String {
+    syscalls::errno_name(r).map_or_else(|| r.to_string(), str::to_string)
+}
+
 impl Replayer<'_> {
     /// The syscall-buffering part of a seccomp stop (`crate::syscallbuf`): patch a site where the
     /// recording did, refill the buffer when the handler asks, and check that every buffered call
@@ -214,7 +245,7 @@ impl Replayer<'_> {
                     return Err(self.divergence(
                         rec,
                         describe(&Event::Syscall(e.clone())),
-                        render(nr, &args),
+                        render_at(&t, nr, &args),
                     ));
                 }
                 e.clone()
@@ -232,7 +263,13 @@ impl Replayer<'_> {
                 replay_ptrace::tkill(tid, libc::SIGKILL)?;
                 return Ok(Next::Resume(t, Resume::Cont, 0));
             }
-            _ => return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args))),
+            _ => {
+                return Err(self.divergence(
+                    rec,
+                    self.expected_text(rec),
+                    render_at(&t, nr, &args),
+                ));
+            }
         };
         if crate::syscallbuf::touches_region(nr, &args) {
             // As recorded: the program takes the handler's region over; unpatch first.
@@ -523,6 +560,32 @@ impl Replayer<'_> {
         };
         let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY
             && flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) == 0;
+        let rec = self.rec_of(tid);
+        let index = self.streams.get(&rec).map_or(usize::MAX, |s| s.index);
+        if ev.result >= 0
+            && let Some(name) = self.kept.get(&(rec, index))
+        {
+            // This fd is mapped later: open the file as it was when recorded, kept in the
+            // recording, never the file as it is now.
+            let kept = self.files_dir.join(name);
+            if !kept.is_file() {
+                return Err(Error::Command {
+                    command: path_str,
+                    reason: format!(
+                        "the recording's copy of this mapped file, {}, is missing",
+                        kept.display()
+                    ),
+                });
+            }
+            let kept = self.files_seen_at.join(name).display().to_string();
+            return self.stand_in(
+                t,
+                ev,
+                &kept,
+                libc::O_RDONLY | (flags & libc::O_CLOEXEC),
+                Some((path_ptr, path.len() + 1)),
+            );
+        }
         let kind = std::fs::metadata(&resolved)
             .ok()
             .map(|m| m.mode() & libc::S_IFMT);
@@ -613,16 +676,37 @@ impl Replayer<'_> {
             }
             return Ok(Next::Resume(t, Resume::Cont, 0));
         }
+        // A rewritten call's path buffer may hold its stand-in's path until restored below.
+        let call = if matches!(fixup, Fixup::Rewritten { .. }) {
+            render(ev.nr, &ev.args)
+        } else {
+            render_at(&t, ev.nr, &ev.args)
+        };
         let mismatch = |me: &Self, what: String| {
             me.divergence(
                 rec,
                 describe(&Event::Syscall(ev.clone())),
-                format!("{} returned {real}{what}", render(ev.nr, &ev.args)),
+                format!("{call} returned {}{what}", result_text(real)),
             )
         };
         match &fixup {
             Fixup::Real => {
                 let spec = syscalls::spec(ev.nr);
+                if ev.nr == libc::SYS_mmap && real != ev.result {
+                    // The program would go on with a mapping that is not there (or elsewhere).
+                    let fd = ev.args[4] as i32;
+                    let target = std::fs::read_link(format!("/proc/{tid}/fd/{fd}"))
+                        .map_or_else(|_| "no file".to_string(), |p| p.display().to_string());
+                    let why = if target == "/dev/null" {
+                        ": the replay's fd is a stand-in for a file the program created or opened for writing, whose shared mappings are not yet replayed"
+                    } else {
+                        ""
+                    };
+                    return Err(mismatch(
+                        self,
+                        format!(" (mapping fd {fd}, in replay {target}{why})"),
+                    ));
+                }
                 if spec.returns_fd && real != ev.result {
                     return Err(mismatch(
                         self,
@@ -672,7 +756,7 @@ impl Replayer<'_> {
                     return Err(mismatch(self, String::new()));
                 }
                 t.set_regs(&regs)?;
-                crate::machine::prepare_image(&mut t, Some(&ev.extra))?;
+                crate::machine::prepare_image(&mut t, Some(&ev.extra[..ev.extra.len().min(16)]))?;
                 regs = t.regs()?;
             }
         }
