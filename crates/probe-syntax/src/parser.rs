@@ -181,6 +181,8 @@ struct Parser<'s> {
     /// diagnostic instead of overflowing the stack (here and in every later pass, which recurse
     /// over the same tree).
     depth: u32,
+    /// The program's `typedef`s so far: a name and the base type and pointer depth it stands for.
+    typedefs: std::collections::HashMap<String, (BaseType, u8)>,
 }
 
 /// Deepest nesting of expressions/statements accepted (far beyond any real script).
@@ -199,6 +201,7 @@ impl<'s> Parser<'s> {
             diags,
             no_slash: false,
             depth: 0,
+            typedefs: std::collections::HashMap::new(),
         }
     }
 
@@ -279,12 +282,17 @@ impl<'s> Parser<'s> {
                         items.push(item);
                     }
                 }
+                Tok::Ident(w) if w == "typedef" => {
+                    if self.typedef().is_err() {
+                        self.recover_statement();
+                    }
+                }
                 Tok::Ident(w) if w == "inline" => match self.inline_definition() {
                     Ok(d) => items.push(Item::Inline(d)),
                     Err(Reported) => self.recover_statement(),
                 },
                 Tok::Ident(w)
-                    if is_type_word(w)
+                    if self.is_type(w)
                         || ((w == "self" || w == "this") && self.next_is_type_word()) =>
                 {
                     match self.declaration() {
@@ -309,8 +317,41 @@ impl<'s> Parser<'s> {
         Program { items }
     }
 
+    /// A word that starts a type name: a C or kernel type word, or a `typedef` of the program.
+    fn is_type(&self, w: &str) -> bool {
+        is_type_word(w) || self.typedefs.contains_key(w)
+    }
+
+    /// `typedef type-name IDENT ;` (the guide, "Type and Constant Definitions"): later type names
+    /// may use IDENT for the type. Nothing reaches the tree; a redefinition is `D_DECL_TYPERED`.
+    fn typedef(&mut self) -> PResult<()> {
+        self.bump();
+        let ty = self.type_name()?;
+        let (name, span) = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) && !is_type_word(n) => (n.clone(), self.tok.span),
+            _ => {
+                return Err(self.error_here(format!(
+                    "expected a name for the typedef, found {}",
+                    self.tok.tok.describe()
+                )));
+            }
+        };
+        self.bump();
+        self.expect_punct(";", "after the typedef")?;
+        if self.typedefs.contains_key(&name) {
+            self.diags.push(Diagnostic::tagged(
+                ErrTag::D_DECL_TYPERED,
+                format!("type `{name}` is already defined"),
+                span,
+            ));
+            return Ok(());
+        }
+        self.typedefs.insert(name, (ty.base, ty.pointer));
+        Ok(())
+    }
+
     fn next_is_type_word(&self) -> bool {
-        matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w))
+        matches!(peek_after(&self.lexer), Tok::Ident(w) if self.is_type(&w))
     }
 
     /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
@@ -1129,7 +1170,7 @@ impl<'s> Parser<'s> {
                     span,
                 })
             }
-            Tok::Punct("(") if matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w)) =>
+            Tok::Punct("(") if matches!(peek_after(&self.lexer), Tok::Ident(w) if self.is_type(&w)) =>
             {
                 self.bump();
                 let ty = self.type_name()?;
@@ -1144,7 +1185,7 @@ impl<'s> Parser<'s> {
             Tok::Ident(w) if w == "sizeof" => {
                 self.bump();
                 if self.is_punct("(")
-                    && matches!(peek_after(&self.lexer), Tok::Ident(w) if is_type_word(&w))
+                    && matches!(peek_after(&self.lexer), Tok::Ident(w) if self.is_type(&w))
                 {
                     self.bump();
                     let ty = self.type_name()?;
@@ -1385,6 +1426,30 @@ impl<'s> Parser<'s> {
             );
             return Ok(TypeName {
                 base: BaseType::Struct(name),
+                pointer,
+                text,
+                span: start.to(self.after_prev()),
+            });
+        }
+        if let Tok::Ident(w) = &self.tok.tok
+            && let Some((base, depth)) = self.typedefs.get(w).cloned()
+        {
+            let name = w.clone();
+            self.bump();
+            let mut pointer = depth;
+            let mut stars = 0usize;
+            while self.is_punct("*") {
+                self.bump();
+                pointer = pointer.saturating_add(1);
+                stars += 1;
+            }
+            let text = if stars > 0 {
+                format!("{name} {}", "*".repeat(stars))
+            } else {
+                name
+            };
+            return Ok(TypeName {
+                base,
                 pointer,
                 text,
                 span: start.to(self.after_prev()),
