@@ -87,6 +87,8 @@ impl Analyzer<'_> {
                 format!("inline `{name}` is defined in terms of itself"),
                 d.value.span,
             );
+            self.inlines
+                .insert(d.name.clone(), (ty.clone(), stand_in(&ty, d.value.span)));
             return;
         }
         let literal = match &d.value.kind {
@@ -107,6 +109,10 @@ impl Analyzer<'_> {
                 ),
                 d.value.span,
             );
+            // Uses stand for a value of the declared type, so the error is not repeated at
+            // each use and no "unknown variable" follows from it.
+            let value = stand_in(&ty, d.value.span);
+            self.inlines.insert(d.name.clone(), (ty, value));
             return;
         }
         self.inlines.insert(d.name.clone(), (ty, d.value.clone()));
@@ -238,4 +244,20 @@ impl Analyzer<'_> {
             VarScope::Clause => format!("this->{}", v.name),
         }
     }
+}
+
+/// A constant of type `ty` (`""` or `0`) that uses of a rejected inline stand for.
+fn stand_in(ty: &Type, span: Span) -> ast::Expr {
+    let kind = if ty.is_string() {
+        ExprKind::Str(String::new())
+    } else {
+        ExprKind::Int(ast::IntLit {
+            value: 0,
+            unsigned_suffix: false,
+            long_suffix: false,
+            decimal: true,
+            char_lit: false,
+        })
+    };
+    ast::Expr { kind, span }
 }
