@@ -1354,6 +1354,7 @@ fn info_of_a_corrupt_chunk_size_is_an_error_not_a_figure() {
         cpuid_faulting: true,
         status: "complete".into(),
         exit_code: Some(0),
+        ignored_signals: vec![],
     };
     let mut w = Writer::create(&dir, meta).unwrap();
     w.push(&Record {
