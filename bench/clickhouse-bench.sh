@@ -9,11 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS="${REPS:-20}"
 CH="${CH:-127.0.0.1:8123}"
-cargo build --release -q -p sightline
-bin="$PWD/target/release/sightline"
+# BIN=path uses a sightline already built (e.g. a debug build) instead of a release build.
+if [ -z "${BIN:-}" ]; then cargo build --release -q -p sightline; fi
+bin="${BIN:-$PWD/target/release/sightline}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 data="${SIGHTLINE_SHARED_DATA:-$PWD/../shared/data}"
-# REPS copies of every X-Trace file, each with its task ids rewritten (hex digit 0 -> copy digit).
+# REPS copies of every X-Trace file, each with its task ids' first 8 digits set to the copy number.
 n=0
 for r in $(seq "$REPS"); do
   for f in "$data"/xtrace/*.json; do
@@ -23,9 +24,19 @@ import json, sys
 src, dst, r = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(src).read()
 doc = json.loads(text)
+tag = "%08X" % r
 def retag(o):
+    # The task id is the top-level "id" and digits 2.. of every "X-Trace" metadata value.
     if isinstance(o, dict):
-        return {k: (("%08X" % r) + v[8:] if k in ("X-Trace",) and isinstance(v, str) else retag(v)) for k, v in o.items()}
+        out = {}
+        for k, v in o.items():
+            if k == "id" and isinstance(v, str):
+                out[k] = tag + v[8:]
+            elif k == "X-Trace" and isinstance(v, list):
+                out[k] = [x[:2] + tag + x[10:] for x in v]
+            else:
+                out[k] = retag(v)
+        return out
     if isinstance(o, list):
         return [retag(x) for x in o]
     return o
