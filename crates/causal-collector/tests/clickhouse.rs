@@ -262,3 +262,61 @@ fn urls_keep_credentials_out_of_messages() {
     let e = ClickHouseStore::open(&gone).unwrap_err().to_string();
     assert!(e.contains("127.0.0.1:1/db unreachable"), "{e}");
 }
+
+#[test]
+fn two_collectors_ingest_otlp_into_one_clickhouse() {
+    let Some(url) = server("collect") else { return };
+    let Some(node) = test_support::shared_data("otlp/node_sdk_traces.json") else {
+        return;
+    };
+    let body = std::fs::read(node).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = || causal_collector::Config {
+        xtrace_tcp: None,
+        xtrace_udp: None,
+        otlp_http: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        otlp_grpc: None,
+        zipkin: None,
+        clickhouse: Some(url.clone()),
+        ..causal_collector::Config::loopback("unused.db")
+    };
+    let stored = rt.block_on(async {
+        let a = causal_collector::Collector::start(config()).await.unwrap();
+        let b = causal_collector::Collector::start(config()).await.unwrap();
+        // The same export sent to both (an exporter retrying against another collector): the
+        // POSTs are answered only after the write, so the store holds it when they return.
+        for c in [&a, &b] {
+            let addr = c.addrs().otlp_http.unwrap();
+            let body = body.clone();
+            let status = tokio::task::spawn_blocking(move || {
+                ureq::post(format!("http://{addr}/v1/traces"))
+                    .header("Content-Type", "application/json")
+                    .send(&body[..])
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+            .await
+            .unwrap();
+            assert_eq!(status, 200);
+        }
+        let sa = a.shutdown().await.unwrap();
+        let sb = b.shutdown().await.unwrap();
+        (sa.events_stored, sb.events_stored)
+    });
+    assert_eq!(
+        stored,
+        (9, 0),
+        "the second collector found every event stored"
+    );
+    let ch = ClickHouseStore::open(&url).unwrap();
+    let tasks = ch.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].events, 9);
+    assert_eq!(ch.load_task(&tasks[0].task_id).unwrap().len(), 9);
+    ch.drop_database().unwrap();
+}

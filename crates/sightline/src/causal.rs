@@ -319,11 +319,19 @@ fn now_ns() -> i64 {
 
 /// Runs `sightline collect`: serves until SIGINT or SIGTERM, then drains and commits.
 pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
-    if let StoreSpec::ClickHouse(u) = args.db.spec()? {
-        bail!(
-            "sightline collect: --store {u}: collecting into ClickHouse is not implemented yet; collect into SQLite and `sightline import`, or import files with --store"
-        );
-    }
+    let spec = args.db.spec()?;
+    let shown_store = spec.to_string();
+    let clickhouse = match spec {
+        StoreSpec::ClickHouse(u) => {
+            if args.max_store_size.is_some() {
+                bail!(
+                    "sightline collect: --max-store-size applies to SQLite stores; use --retention with ClickHouse"
+                );
+            }
+            Some(u)
+        }
+        StoreSpec::Sqlite(_) => None,
+    };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour only for a terminal: a log file or pipe gets plain text.
@@ -356,6 +364,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         retention: args.retention,
         max_store_bytes: args.max_store_size,
         bearer_token,
+        clickhouse,
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -376,7 +385,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             a.otlp_http.map(|s| format!("http://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
             show(a.otlp_grpc),
             a.zipkin.map(|s| format!("http://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
-            db.display()
+            shown_store
         )?;
         out.flush()?;
         drop(out);
