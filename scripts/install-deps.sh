@@ -8,9 +8,10 @@ need=()
 # gcc and g++ (workloads, guests, probe-user targets), python3 (replay) and python3.11 (USDT),
 # linux-libc-dev's asm/unistd_64.h (linux-syscalls' generation check), util-linux's setpriv (probe
 # cases); nodejs, default-jre-headless, golang-go and xz-utils (threaded replay tests and benchmarks);
-# chromium and chromium-driver (causal-ui's browser tests, which start chromedriver themselves).
+# chromium and chromium-driver (causal-ui's browser tests, which start chromedriver themselves);
+# clickhouse-server (the ClickHouse store's tests; scripts/start-clickhouse.sh starts it).
 for pkg in bpftrace strace sqlite3 systemtap-sdt-dev gzip make gcc g++ python3 python3.11 gdb binutils curl procps linux-libc-dev util-linux \
-  nodejs default-jre-headless golang-go xz-utils chromium chromium-driver; do
+  nodejs default-jre-headless golang-go xz-utils chromium chromium-driver clickhouse-server clickhouse-client; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -35,6 +35,30 @@ pub enum StoreError {
     /// The checkpointer thread could not be started.
     #[error("starting the store checkpointer thread: {0}")]
     Thread(String),
+    /// A ClickHouse request failed (server unreachable, credentials refused, a failed
+    /// statement); `detail` is the server's first line or the transport error.
+    #[error("store: {what}: {detail}")]
+    ClickHouse {
+        /// What the request was doing.
+        what: &'static str,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The ClickHouse store was written by a newer sightline (schema `found` > `expected`).
+    #[error(
+        "store {store} has schema version {found}, newer than this sightline's {expected}: upgrade sightline (the store is left as it is)"
+    )]
+    ClickHouseSchema {
+        /// The store, without credentials.
+        store: String,
+        /// Version found in `sightline_meta`.
+        found: u32,
+        /// Version this code writes.
+        expected: u32,
+    },
+    /// A `--store` URL that cannot be used.
+    #[error("bad store URL: {0}")]
+    BadStoreUrl(String),
     /// No task id starts with the given text.
     #[error("no task matches {0:?}")]
     NoSuchTask(String),

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use crate::backend::TraceStore;
 use crate::error::ImportError;
 use crate::otlp;
-use crate::store::Store;
 use crate::xtrace;
 
 /// What kind of file was imported.
@@ -49,8 +49,8 @@ const CHUNK: usize = 20_000;
 /// # Errors
 /// [`ImportError::Read`], [`ImportError::Otlp`], [`ImportError::NotJsonNorOtlp`],
 /// [`ImportError::Format`] (nothing usable in the file), [`ImportError::Store`].
-pub fn import_file(
-    store: &mut Store,
+pub fn import_file<S: TraceStore + ?Sized>(
+    store: &mut S,
     path: &Path,
     received_ns: i64,
 ) -> Result<ImportSummary, ImportError> {

@@ -8,6 +8,8 @@
 //!   ([`zipkin`], `POST /api/v2/spans` on port 9411), and writes events through a bounded queue to
 //! - [`store::Store`]: one SQLite file in WAL mode (schema in `docs/collector-store.md`), which
 //!   lists tasks ([`store::TaskSummary`]) and loads a task's events for `causal_analysis`;
+//! - [`clickhouse::ClickHouseStore`]: the same store in ClickHouse tables, for several collectors
+//!   writing into one store; [`backend::TraceStore`] and [`backend::AnyStore`] cover both;
 //! - [`import::import_file`]: X-Trace JSON exports and OTLP requests from files;
 //! - [`otlp`]: the OTLP messages and the span → event mapping (`docs/otlp-mapping.md`);
 //! - [`xtrace`]: X-Trace reports → events;
@@ -15,6 +17,8 @@
 //!   service, operation, attribute, duration, errors and time), and [`query::load_graph`].
 #![deny(missing_docs)]
 
+pub mod backend;
+pub mod clickhouse;
 pub mod error;
 pub mod grpc;
 pub mod import;
@@ -26,6 +30,7 @@ pub mod store;
 pub mod xtrace;
 pub mod zipkin;
 
+pub use backend::{AnyStore, StoreSpec, TraceStore};
 pub use error::{CollectorError, ImportError, OtlpError, StoreError};
 pub use server::{BoundAddrs, Collector, Config, StatsSnapshot};
 pub use store::{Store, TaskFilter, TaskSort, TaskSummary};

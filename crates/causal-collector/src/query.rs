@@ -150,8 +150,8 @@ pub fn task_exists(store: &Store, task_id: &str) -> Result<bool, StoreError> {
 ///
 /// # Errors
 /// [`StoreError::Sql`].
-pub fn load_graph(
-    store: &Store,
+pub fn load_graph<S: crate::backend::TraceStore + ?Sized>(
+    store: &S,
     task: &str,
     adjust: bool,
 ) -> Result<(TaskGraph, SkewAdjustment), StoreError> {

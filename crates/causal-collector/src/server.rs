@@ -300,6 +300,8 @@ pub struct Config {
     pub zipkin: Option<SocketAddr>,
     /// The SQLite file.
     pub db: PathBuf,
+    /// Write into this ClickHouse store instead of the SQLite file `db` (`None`: SQLite).
+    pub clickhouse: Option<crate::clickhouse::ClickHouseUrl>,
     /// Capacity of the channel to the writer, in batches. Default 64.
     pub queue_batches: usize,
     /// Most events in one batch from one connection. Default 1024.
@@ -367,6 +369,7 @@ impl Config {
             otlp_grpc: Some(SocketAddr::from((lo, 4317))),
             zipkin: Some(SocketAddr::from((lo, 9411))),
             db: db.into(),
+            clickhouse: None,
             queue_batches: 64,
             batch_events: 1024,
             http_body_timeout: HTTP_BODY_TIMEOUT,
@@ -580,7 +583,10 @@ impl Collector {
     /// [`CollectorError::Store`] when the store cannot be opened, [`CollectorError::Bind`] when a
     /// listener cannot be bound, [`CollectorError::SpawnWriter`] when the writer thread cannot start.
     pub async fn start(config: Config) -> Result<Collector, CollectorError> {
-        let store = Store::open(&config.db)?;
+        let (store, clickhouse) = match &config.clickhouse {
+            Some(u) => (None, Some(crate::clickhouse::ClickHouseStore::open(u)?)),
+            None => (Some(Store::open(&config.db)?), None),
+        };
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel::<Batch>(config.queue_batches.max(1));
         let (stop, _) = watch::channel(false);
@@ -762,7 +768,11 @@ impl Collector {
         let wstats = stats.clone();
         let writer = std::thread::Builder::new()
             .name("sightline-store".into())
-            .spawn(move || writer_loop(store, rx, wstats, retention))
+            .spawn(move || match (store, clickhouse) {
+                (Some(store), _) => writer_loop(store, rx, wstats, retention),
+                (None, Some(ch)) => clickhouse_writer_loop(ch, rx, wstats, retention.age),
+                (None, None) => unreachable!("one store is open"),
+            })
             .map_err(CollectorError::SpawnWriter)?;
         Ok(Collector {
             addrs,
@@ -871,6 +881,73 @@ impl Retention {
             }
         }
     }
+}
+
+/// The writer of a ClickHouse store: the batching and acknowledgements of [`writer_loop`] (an
+/// exporter is acknowledged only after its events are written, and the bounded queue makes a
+/// slow ClickHouse slow the acknowledgements), with up to three retries 0.2, 0.4 and 0.8 s apart
+/// (a retried batch is idempotent: `docs/collector-store.md`, "ClickHouse"), and retention as
+/// day partition drops.
+fn clickhouse_writer_loop(
+    mut store: crate::clickhouse::ClickHouseStore,
+    mut rx: mpsc::Receiver<Batch>,
+    stats: Arc<Stats>,
+    retention_age: Option<std::time::Duration>,
+) {
+    let mut last_retention: Option<std::time::Instant> = None;
+    while let Some(first) = rx.blocking_recv() {
+        let mut events = first.events;
+        let mut acks: Vec<oneshot::Sender<Result<(), String>>> = first.ack.into_iter().collect();
+        while events.len() < MAX_TRANSACTION_EVENTS {
+            match rx.try_recv() {
+                Ok(b) => {
+                    events.extend(b.events);
+                    acks.extend(b.ack);
+                }
+                Err(_) => break,
+            }
+        }
+        let n = events.len() as u64;
+        let mut result = store.insert(&events, now_ns());
+        for wait in [200, 400, 800] {
+            let Err(e) = &result else { break };
+            tracing::warn!("ClickHouse write failed, retrying: {}", error_chain(e));
+            std::thread::sleep(std::time::Duration::from_millis(wait));
+            result = store.insert(&events, now_ns());
+        }
+        let outcome = match result {
+            Ok(written) => {
+                bump(&stats.events_stored, written.events as u64);
+                bump(&stats.events_duplicate, written.duplicates as u64);
+                bump(&stats.events_conflicting, written.conflicts as u64);
+                if n > 0 {
+                    bump(&stats.transactions, 1);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                bump(&stats.events_lost, n);
+                let e = error_chain(&e);
+                tracing::error!("ClickHouse write failed; {n} events lost: {e}");
+                Err(e)
+            }
+        };
+        for a in acks {
+            let _ = a.send(outcome.clone());
+        }
+        if let Some(age) = retention_age
+            && last_retention.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60))
+        {
+            let before = now_ns().saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+            if let Err(e) = store.drop_days_before(before) {
+                tracing::warn!("ClickHouse retention failed: {}", error_chain(&e));
+            }
+            last_retention = Some(std::time::Instant::now());
+        }
+    }
+    stats
+        .writer_cpu_ns
+        .store(thread_cpu_ns(), Ordering::Relaxed);
 }
 
 fn writer_loop(

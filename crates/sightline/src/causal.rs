@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use causal_analysis::{Accounting, Comparison, CriticalPath, SkewAdjustment, fmt_duration, render};
-use causal_collector::{Collector, Config, Store, TaskFilter, TaskSort};
+use causal_collector::{
+    AnyStore, Collector, Config, Store, StoreSpec, TaskFilter, TaskSort, TraceStore,
+};
 use probe_format::civil::{civil_from_days, days_from_civil};
 
 /// Where the store is.
@@ -19,9 +21,30 @@ pub struct DbArg {
     /// The store (SQLite file). Default: $SIGHTLINE_DB, else ./sightline.db.
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
+    /// The store as a URL: `clickhouse://[USER[:PASSWORD]@]HOST:8123/DATABASE` for a ClickHouse
+    /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD),
+    /// anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
+    #[arg(long, value_name = "URL", conflicts_with = "db")]
+    pub store: Option<String>,
 }
 
 impl DbArg {
+    /// The store named by --store, else $SIGHTLINE_STORE (when --db is not given), else the
+    /// SQLite file of [`DbArg::path`].
+    pub(crate) fn spec(&self) -> anyhow::Result<StoreSpec> {
+        let url = self.store.clone().or_else(|| {
+            self.db
+                .is_none()
+                .then(|| std::env::var("SIGHTLINE_STORE").ok())
+                .flatten()
+                .filter(|v| !v.is_empty())
+        });
+        Ok(match url {
+            Some(u) => StoreSpec::parse(&u)?,
+            None => StoreSpec::Sqlite(self.path()),
+        })
+    }
+
     pub(crate) fn path(&self) -> PathBuf {
         self.db
             .clone()
@@ -316,6 +339,19 @@ fn now_ns() -> i64 {
 
 /// Runs `sightline collect`: serves until SIGINT or SIGTERM, then drains and commits.
 pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
+    let spec = args.db.spec()?;
+    let shown_store = spec.to_string();
+    let clickhouse = match spec {
+        StoreSpec::ClickHouse(u) => {
+            if args.max_store_size.is_some() {
+                bail!(
+                    "sightline collect: --max-store-size applies to SQLite stores; use --retention with ClickHouse"
+                );
+            }
+            Some(u)
+        }
+        StoreSpec::Sqlite(_) => None,
+    };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Colour only for a terminal: a log file or pipe gets plain text.
@@ -369,6 +405,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         retention: args.retention,
         max_store_bytes: args.max_store_size,
         bearer_token,
+        clickhouse,
         ..Config::loopback(&db)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -390,7 +427,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             a.otlp_http.map(|s| format!("{scheme}://{s}/v1/traces")).unwrap_or_else(|| "off".into()),
             show(a.otlp_grpc),
             a.zipkin.map(|s| format!("{scheme}://{s}/api/v2/spans")).unwrap_or_else(|| "off".into()),
-            db.display()
+            shown_store
         )?;
         out.flush()?;
         drop(out);
@@ -450,7 +487,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `sightline import`.
 pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let db = args.db.path();
+    let spec = args.db.spec()?;
     let mut failed = 0;
     // Unreadable files fail before the store is opened, so a typo does not leave an empty store.
     let files: Vec<_> = args
@@ -468,7 +505,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<ExitCode> {
     if files.is_empty() {
         return Ok(ExitCode::from(1));
     }
-    let mut store = Store::open(&db)?;
+    let mut store = AnyStore::open(&spec)?;
     for f in files {
         match causal_collector::import::import_file(&mut store, f, now_ns()) {
             Ok(s) => {
@@ -583,14 +620,19 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
 /// Opens the store for a reading command (`tasks`, `show`). A path that does not exist is an
 /// error instead of a new empty store (a mistyped `--db` used to leave an empty file behind and
 /// answer "no task matches").
-fn open_existing(db: &std::path::Path) -> anyhow::Result<Store> {
+fn open_existing(spec: &StoreSpec) -> anyhow::Result<AnyStore> {
+    let db = match spec {
+        StoreSpec::Sqlite(p) => p,
+        // A ClickHouse store is made on first use; an empty one lists no task.
+        StoreSpec::ClickHouse(_) => return Ok(AnyStore::open(spec)?),
+    };
     if !db.exists() {
         bail!(
             "no store at {}: `sightline collect` or `sightline import` creates one (or give --db / $SIGHTLINE_DB)",
             db.display()
         );
     }
-    Ok(Store::open(db)?)
+    Ok(AnyStore::Sqlite(Store::open(db)?))
 }
 
 /// Runs `sightline tasks`.
@@ -622,7 +664,7 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         },
         limit: args.limit,
     };
-    let store = open_existing(&args.db.path())?;
+    let store = open_existing(&args.db.spec()?)?;
     let list = store.tasks(&filter)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -681,7 +723,7 @@ struct ShowJson<'a> {
 
 /// Runs `sightline show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    let store = open_existing(&args.db.path())?;
+    let store = open_existing(&args.db.spec()?)?;
     let task = store.resolve_task(&args.task)?;
     let adjust = !args.no_skew_adjust;
     let (g, skew) = causal_collector::query::load_graph(&store, &task, adjust)?;

@@ -61,6 +61,11 @@ pub async fn spawn_for_collector(
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
 pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
+    if let causal_collector::StoreSpec::ClickHouse(u) = args.db.spec()? {
+        anyhow::bail!(
+            "sightline ui: --store {u}: the web UI reads SQLite stores only so far (`tasks` and `show` read ClickHouse)"
+        );
+    }
     let db = args.db.path();
     if !db.exists() {
         bail!(

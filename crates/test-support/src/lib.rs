@@ -96,6 +96,15 @@ fn skip(msg: &str) -> bool {
     false
 }
 
+/// Gate for a test that needs a service (a ClickHouse server): `available` says whether it
+/// answered; `what` names it and how to provide it.
+///
+/// True when available. Otherwise prints `skipped: <what> is not available` and returns `false`,
+/// or panics under `CI=true` (`.ci/run` starts every service the tests use).
+pub fn require_service(available: bool, what: &str) -> bool {
+    available || skip(&format!("{what} is not available"))
+}
+
 /// Gate for a test that runs the program `name` (`"sqlite3"`, `"make"`): true when an executable file
 /// of that name is on `PATH`.
 ///

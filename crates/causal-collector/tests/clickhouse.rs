@@ -1,0 +1,322 @@
+//! The ClickHouse store against a real server (`.ci/run` starts Debian's clickhouse-server on
+//! 127.0.0.1:8123; elsewhere set $SIGHTLINE_CLICKHOUSE_URL to a server, or the tests skip):
+//! every file of ../shared/data gives the same task list, views, critical paths and comparisons
+//! as the SQLite store; two collectors writing at once store each event once; a newer schema is
+//! refused.
+
+use std::path::PathBuf;
+
+use causal_analysis::{Comparison, CriticalPath, render};
+use causal_collector::clickhouse::{ClickHouseStore, ClickHouseUrl};
+use causal_collector::{Store, StoreError, TaskFilter, TaskSort, TraceStore, query};
+
+/// The server to test against, with a database of its own for `name`, dropped first; `None`
+/// (after a skip message, or a panic under CI) when no server answers.
+fn server(name: &str) -> Option<ClickHouseUrl> {
+    let base = std::env::var("SIGHTLINE_CLICKHOUSE_URL")
+        .unwrap_or_else(|_| "clickhouse://127.0.0.1:8123/default".into());
+    let url = ClickHouseUrl::parse(&base)
+        .expect("SIGHTLINE_CLICKHOUSE_URL parses")
+        .with_database(&format!("sightline_test_{name}"));
+    let up = ClickHouseStore::open(&url.with_database("default")).is_ok();
+    if !test_support::require_service(
+        up,
+        &format!("a ClickHouse server at {base} (set SIGHTLINE_CLICKHOUSE_URL)"),
+    ) {
+        return None;
+    }
+    ClickHouseStore::open(&url)
+        .expect("open")
+        .drop_database()
+        .expect("drop the test database");
+    Some(url)
+}
+
+/// Every trace file of ../shared/data.
+fn data_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in ["xtrace", "otlp"] {
+        let Some(d) = test_support::shared_data(dir) else {
+            continue;
+        };
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if matches!(
+                p.extension().and_then(|x| x.to_str()),
+                Some("json") | Some("pb")
+            ) {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The `show` text view of a task with its critical path, as `sightline show --critical-path`.
+fn view(store: &dyn TraceStore, task: &str) -> String {
+    let (g, skew) = query::load_graph(store, task, true).unwrap();
+    let cp = CriticalPath::compute(&g);
+    let notes = skew.lines();
+    render::text_view(
+        &g,
+        &render::TextOptions {
+            critical_path: cp.as_ref(),
+            critical_path_only: false,
+            notes: &notes,
+            verbose: true,
+        },
+    )
+}
+
+#[test]
+fn same_answers_as_sqlite_for_every_shared_file() {
+    let Some(url) = server("same") else { return };
+    let files = data_files();
+    if files.is_empty() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    for f in &files {
+        let a = causal_collector::import::import_file(&mut lite, f, 1_000).unwrap();
+        let b = causal_collector::import::import_file(&mut ch, f, 1_000).unwrap();
+        assert_eq!((a.events, a.tasks), (b.events, b.tasks), "{}", f.display());
+        assert!(b.events > 0, "{} stored nothing", f.display());
+    }
+    // Imported again: nothing new, and no count changes below.
+    for f in &files {
+        let b = causal_collector::import::import_file(&mut ch, f, 2_000).unwrap();
+        assert_eq!(b.events, 0, "{} stored twice", f.display());
+        assert!(b.duplicates > 0);
+    }
+    let all = lite.tasks(&TaskFilter::default()).unwrap();
+    assert!(all.len() >= files.len(), "{} tasks", all.len());
+    assert_eq!(ch.tasks(&TaskFilter::default()).unwrap(), all);
+    assert_eq!(
+        ch.event_count().unwrap(),
+        lite.event_count().unwrap(),
+        "events stored once"
+    );
+    // The searches of `tasks`: by service, errors, duration order with a limit, a time range.
+    let service = all
+        .iter()
+        .flat_map(|t| t.services.clone())
+        .next()
+        .expect("some task names a service");
+    let mid = all[all.len() / 2].first_seen_ns();
+    let filters = [
+        TaskFilter {
+            service: Some(service),
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            errors: true,
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            sort: TaskSort::Duration,
+            limit: Some(3),
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            since_ns: Some(mid),
+            limit: Some(4),
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            title: Some("trace".into()),
+            min_duration_ns: Some(1),
+            ..TaskFilter::default()
+        },
+        TaskFilter {
+            operation: Some("GET /".into()),
+            ..TaskFilter::default()
+        },
+    ];
+    for f in &filters {
+        assert_eq!(ch.tasks(f).unwrap(), lite.tasks(f).unwrap(), "{f:?}");
+    }
+    // `show --critical-path` of every task, and `--compare` of neighbours.
+    for t in &all {
+        let id = &t.task_id;
+        assert_eq!(
+            ch.resolve_task(&id[..6]).ok(),
+            lite.resolve_task(&id[..6]).ok()
+        );
+        assert_eq!(view(&ch, id), view(&lite, id), "task {id}");
+    }
+    for w in all.windows(2) {
+        let cmp = |s: &dyn TraceStore| {
+            let (a, _) = query::load_graph(s, &w[0].task_id, true).unwrap();
+            let (b, _) = query::load_graph(s, &w[1].task_id, true).unwrap();
+            Comparison::compute(&a, &b).text(40)
+        };
+        assert_eq!(cmp(&ch), cmp(&lite));
+    }
+    ch.drop_database().unwrap();
+}
+
+#[test]
+fn two_collectors_write_one_store_concurrently() {
+    let Some(url) = server("two") else { return };
+    let Some(f) = test_support::shared_data("xtrace/mapreduce_medium.json") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    causal_collector::import::import_file(&mut lite, &f, 1).unwrap();
+    let task = lite.tasks(&TaskFilter::default()).unwrap()[0]
+        .task_id
+        .clone();
+    let events = lite.load_task(&task).unwrap();
+    assert!(events.len() > 100);
+    // Both collectors write the whole task in small batches, in opposite orders (every event
+    // arrives twice, from two processes' worth of connections, racing).
+    ClickHouseStore::open(&url).unwrap();
+    let run = |reverse: bool| {
+        let url = url.clone();
+        let mut evs = events.clone();
+        std::thread::spawn(move || {
+            if reverse {
+                evs.reverse();
+            }
+            let mut s = ClickHouseStore::open(&url).unwrap();
+            let mut written = 0;
+            for chunk in evs.chunks(37) {
+                written += s.insert(chunk, 5).unwrap().events;
+            }
+            written
+        })
+    };
+    let (a, b) = (run(false), run(true));
+    let written = a.join().unwrap() + b.join().unwrap();
+    assert!(written >= events.len(), "{written} written");
+    let ch = ClickHouseStore::open(&url).unwrap();
+    let got = ch.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].events,
+        events.len() as i64,
+        "each event counted once"
+    );
+    let mut loaded = ch.load_task(&task).unwrap();
+    assert_eq!(loaded.len(), events.len(), "each event loaded once");
+    let key = |e: &causal_analysis::Event| e.id.clone();
+    let mut want = events.clone();
+    loaded.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(loaded, want);
+    assert_eq!(ch.event_count().unwrap(), events.len() as i64);
+    ch.drop_database().unwrap();
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_an_old_one_reopens() {
+    let Some(url) = server("schema") else { return };
+    let mut s = ClickHouseStore::open(&url).unwrap();
+    assert_eq!(
+        s.schema_version().unwrap(),
+        Some(causal_collector::clickhouse::CLICKHOUSE_SCHEMA_VERSION)
+    );
+    // Reopening the current version changes nothing.
+    drop(ClickHouseStore::open(&url).unwrap());
+    s.set_schema_version(99).unwrap();
+    let e = ClickHouseStore::open(&url).unwrap_err();
+    assert!(
+        matches!(e, StoreError::ClickHouseSchema { found: 99, .. }),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("newer than this sightline"), "{msg}");
+    s.drop_database().unwrap();
+}
+
+#[test]
+fn urls_keep_credentials_out_of_messages() {
+    let u = ClickHouseUrl::parse("clickhouse://alice:s%40cret@ch.example:9123/traces").unwrap();
+    assert_eq!(u.host, "ch.example");
+    assert_eq!(u.port, 9123);
+    assert_eq!(u.database, "traces");
+    let shown = format!("{u} {u:?}");
+    assert!(
+        !shown.contains("cret") && !shown.contains("alice"),
+        "{shown}"
+    );
+    assert_eq!(
+        ClickHouseUrl::parse("clickhouse://h/db").unwrap().port,
+        8123
+    );
+    for bad in [
+        "clickhouse://h:8123",
+        "clickhouse://h:8123/a-b",
+        "clickhouse://:8123/db",
+        "clickhouse://h:99999/db",
+    ] {
+        let e = ClickHouseUrl::parse(bad).unwrap_err().to_string();
+        assert!(e.starts_with("bad store URL"), "{bad}: {e}");
+    }
+    // A server that is not there is a clear error naming it, not a hang.
+    let gone = ClickHouseUrl::parse("clickhouse://127.0.0.1:1/db").unwrap();
+    let e = ClickHouseStore::open(&gone).unwrap_err().to_string();
+    assert!(e.contains("127.0.0.1:1/db unreachable"), "{e}");
+}
+
+#[test]
+fn two_collectors_ingest_otlp_into_one_clickhouse() {
+    let Some(url) = server("collect") else { return };
+    let Some(node) = test_support::shared_data("otlp/node_sdk_traces.json") else {
+        return;
+    };
+    let body = std::fs::read(node).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = || causal_collector::Config {
+        xtrace_tcp: None,
+        xtrace_udp: None,
+        otlp_http: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        otlp_grpc: None,
+        zipkin: None,
+        clickhouse: Some(url.clone()),
+        ..causal_collector::Config::loopback("unused.db")
+    };
+    let stored = rt.block_on(async {
+        let a = causal_collector::Collector::start(config()).await.unwrap();
+        let b = causal_collector::Collector::start(config()).await.unwrap();
+        // The same export sent to both (an exporter retrying against another collector): the
+        // POSTs are answered only after the write, so the store holds it when they return.
+        for c in [&a, &b] {
+            let addr = c.addrs().otlp_http.unwrap();
+            let body = body.clone();
+            let status = tokio::task::spawn_blocking(move || {
+                ureq::post(format!("http://{addr}/v1/traces"))
+                    .header("Content-Type", "application/json")
+                    .send(&body[..])
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+            .await
+            .unwrap();
+            assert_eq!(status, 200);
+        }
+        let sa = a.shutdown().await.unwrap();
+        let sb = b.shutdown().await.unwrap();
+        (sa.events_stored, sb.events_stored)
+    });
+    assert_eq!(
+        stored,
+        (9, 0),
+        "the second collector found every event stored"
+    );
+    let ch = ClickHouseStore::open(&url).unwrap();
+    let tasks = ch.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0].events, 9);
+    assert_eq!(ch.load_task(&tasks[0].task_id).unwrap().len(), 9);
+    ch.drop_database().unwrap();
+}
