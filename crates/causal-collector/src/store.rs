@@ -185,12 +185,44 @@ enum StoredField<'a> {
     Typed(&'a str, &'a str, &'a AttrValue),
 }
 
-/// [`StoredField`] as read back.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
+/// [`StoredField`] as read back: `[key, text]` or `[key, text, typed value]`.
 enum LoadedField {
     Typed(String, String, AttrValue),
     Text(String, String),
+}
+
+/// Read element by element: serde's untagged enums buffer every element into an intermediate
+/// value and try each variant in turn (a copy of every field of every loaded event).
+impl<'de> serde::Deserialize<'de> for LoadedField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Elements;
+        impl<'de> serde::de::Visitor<'de> for Elements {
+            type Value = LoadedField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("[key, text] or [key, text, typed value]")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<LoadedField, A::Error> {
+                use serde::de::Error;
+                let k: String = a
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let v: String = a
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let Some(t) = a.next_element::<AttrValue>()? else {
+                    return Ok(LoadedField::Text(k, v));
+                };
+                if a.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(4, &self));
+                }
+                Ok(LoadedField::Typed(k, v, t))
+            }
+        }
+        d.deserialize_seq(Elements)
+    }
 }
 
 /// The owned values of one `events` row.
@@ -1660,6 +1692,19 @@ mod tests {
             Store::open(&path),
             Err(StoreError::SchemaVersion { .. })
         ));
+    }
+
+    #[test]
+    fn stored_fields_read_back_as_pairs_or_typed_triples() {
+        let read = |s: &str| serde_json::from_str::<Vec<LoadedField>>(s);
+        let v = read(r#"[["k", "v"], ["n", "7", {"int": 7}]]"#);
+        let v = v.unwrap();
+        assert!(matches!(&v[0], LoadedField::Text(k, t) if k == "k" && t == "v"));
+        assert!(
+            matches!(&v[1], LoadedField::Typed(k, t, AttrValue::Int(7)) if k == "n" && t == "7")
+        );
+        assert!(read(r#"[["k"]]"#).is_err());
+        assert!(read(r#"[["n", "7", {"int": 7}, 1]]"#).is_err());
     }
 
     #[test]

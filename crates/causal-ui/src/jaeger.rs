@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use causal_analysis::{EdgeKind, TaskGraph};
+use causal_analysis::{AttrValue, EdgeKind, TaskGraph};
 use serde_json::{Value, json};
 
 use crate::view::TaskView;
@@ -27,6 +27,44 @@ pub fn error(code: u16, msg: &str) -> Value {
 /// A Jaeger `KeyValue` of type `string`.
 fn tag(key: &str, value: &str) -> Value {
     json!({"key": key, "type": "string", "value": value})
+}
+
+/// A Jaeger `KeyValue` of field `key` with text `text`, typed by its stored OTLP type `typed`
+/// as Jaeger's JSON model types them: `int64` (a JSON number), `float64` (a number; a NaN or
+/// infinity, which JSON cannot carry, stays `string`), `bool`, `binary` (base64, as Go encodes
+/// bytes); strings, arrays and key/value lists (Jaeger has no such types) are `string`, arrays
+/// and lists as their JSON text.
+fn typed_tag(key: &str, text: &str, typed: Option<&AttrValue>) -> Value {
+    match typed {
+        Some(AttrValue::Int(i)) => json!({"key": key, "type": "int64", "value": i}),
+        Some(AttrValue::Double(d)) if d.is_finite() => {
+            json!({"key": key, "type": "float64", "value": d})
+        }
+        Some(AttrValue::Bool(b)) => json!({"key": key, "type": "bool", "value": b}),
+        Some(AttrValue::Bytes(b)) => {
+            json!({"key": key, "type": "binary", "value": base64(b)})
+        }
+        _ => tag(key, text),
+    }
+}
+
+/// `bytes` in standard base64 with padding (RFC 4648, section 4).
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= c.len() {
+                out.push(char::from(ABC[(n >> shift) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn micros(ns: i64) -> i64 {
@@ -108,9 +146,15 @@ pub fn trace(v: &TaskView, g: &TaskGraph) -> Value {
         let mut tags: Vec<Value> = it
             .events
             .iter()
-            .flat_map(|&i| g.events[i].fields.iter())
-            .filter(|(k, _)| k != "span.name")
-            .map(|(k, v)| tag(k, v))
+            .flat_map(|&i| {
+                let e = &g.events[i];
+                e.fields.iter().map(move |(k, v)| {
+                    let typed = e.typed.iter().find(|(t, _)| t == k).map(|(_, t)| t);
+                    (k, v, typed)
+                })
+            })
+            .filter(|(k, _, _)| *k != "span.name")
+            .map(|(k, v, t)| typed_tag(k, v, t))
             .collect();
         if it.error {
             tags.push(json!({"key": "error", "type": "bool", "value": true}));
@@ -185,7 +229,7 @@ pub fn parse_duration(s: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::*;
 
     #[test]
     fn go_durations() {
@@ -199,5 +243,49 @@ mod tests {
         for bad in ["", "5", "ms", "1x", "1..2s"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn tags_keep_their_otlp_types_in_jaegers_shape() {
+        assert_eq!(
+            typed_tag("n", "42", Some(&AttrValue::Int(42))),
+            json!({"key": "n", "type": "int64", "value": 42})
+        );
+        assert_eq!(
+            typed_tag("r", "0.5", Some(&AttrValue::Double(0.5))),
+            json!({"key": "r", "type": "float64", "value": 0.5})
+        );
+        assert_eq!(
+            typed_tag("x", "NaN", Some(&AttrValue::Double(f64::NAN))),
+            json!({"key": "x", "type": "string", "value": "NaN"})
+        );
+        assert_eq!(
+            typed_tag("b", "true", Some(&AttrValue::Bool(true))),
+            json!({"key": "b", "type": "bool", "value": true})
+        );
+        assert_eq!(
+            typed_tag("id", "666f6f21", Some(&AttrValue::Bytes(b"foo!".to_vec()))),
+            json!({"key": "id", "type": "binary", "value": "Zm9vIQ=="})
+        );
+        let arr = AttrValue::Array(vec![AttrValue::Int(1), AttrValue::Int(2)]);
+        assert_eq!(
+            typed_tag("a", "[1,2]", Some(&arr)),
+            json!({"key": "a", "type": "string", "value": "[1,2]"})
+        );
+        assert_eq!(
+            typed_tag("s", "GET", None),
+            json!({"key": "s", "type": "string", "value": "GET"})
+        );
+        // RFC 4648's test vectors.
+        let enc: Vec<String> = ["", "f", "fo", "foo", "foob", "fooba", "foobar"]
+            .iter()
+            .map(|s| base64(s.as_bytes()))
+            .collect();
+        assert_eq!(
+            enc,
+            [
+                "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"
+            ]
+        );
     }
 }
