@@ -217,7 +217,10 @@ where
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
-        context::report(span.name(), [("span", Value::from("exit"))]);
+        context::report_fields(
+            Cow::Borrowed(span.name()),
+            Fields::starting_with("span", Value::from("exit")),
+        );
         let mut ext = span.extensions_mut();
         let Some(st) = ext.get_mut::<SpanState>() else {
             return;
