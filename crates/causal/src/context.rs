@@ -553,6 +553,13 @@ impl Fields {
         }
     }
 
+    /// Key/values starting with `k = v`.
+    pub(crate) fn starting_with(k: &'static str, v: Value) -> Fields {
+        let mut f = Fields::new();
+        f.push(k, v);
+        f
+    }
+
     #[inline(always)]
     pub(crate) fn collect<I: IntoIterator<Item = (&'static str, Value)>>(it: I) -> Fields {
         let mut f = Fields::new();
@@ -690,6 +697,29 @@ where
             _ => None,
         }
     })
+}
+
+/// [`report`] with key/values already gathered (the `tracing` layer's path): no iterator to
+/// drain, the `Fields` moves into the event as it is.
+pub(crate) fn report_fields(label: Cow<'static, str>, fields: Fields) -> Option<OpId> {
+    if !CURRENT_SAMPLED.get() {
+        return None;
+    }
+    CURRENT.with(|c| {
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return None;
+        };
+        match cur.as_mut() {
+            Some(ctx) if ctx.sampled => emit(ctx, label, None, fields),
+            _ => None,
+        }
+    })
+}
+
+/// Whether the thread's current context is a sampled task's: one thread-local load.
+#[inline]
+pub(crate) fn current_is_sampled() -> bool {
+    CURRENT_SAMPLED.get()
 }
 
 /// An event builder reporting through the thread's current context.

@@ -57,6 +57,11 @@ impl CausalLayer {
     }
 }
 
+/// The key/values an entry reports before the span's own: `span: enter`.
+fn enter_fields() -> Fields {
+    Fields::starting_with("span", Value::from("enter"))
+}
+
 /// Per-span state kept in the registry's extensions.
 struct SpanState {
     ctx: Option<Context>,
@@ -70,7 +75,8 @@ struct SpanState {
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
     contributed: Option<Context>,
-    /// Fields recorded before the first entry, reported with it (then emptied). Up to 4 inline;
+    /// `span: enter` and the fields recorded before the first entry, reported with it (then
+    /// `span: enter` and the fields recorded since). Up to 4 inline;
     /// integers and booleans are kept as values (formatted by the reporter thread, as `Debug`
     /// would), so a span with such fields allocates nothing here. Floats and other types are
     /// formatted with `Debug` at once.
@@ -84,8 +90,14 @@ struct FieldCollector {
 
 impl FieldCollector {
     fn new() -> FieldCollector {
+        FieldCollector::with(Fields::new())
+    }
+
+    /// A collector whose fields start with `fields` (the `span` or `level` key/value reported
+    /// first), so that the event's fields need no second gathering.
+    fn with(fields: Fields) -> FieldCollector {
         FieldCollector {
-            fields: Fields::new(),
+            fields,
             message: None,
         }
     }
@@ -140,7 +152,7 @@ where
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
-        let mut fc = FieldCollector::new();
+        let mut fc = FieldCollector::with(enter_fields());
         attrs.record(&mut fc);
         let created_from = ctx.clone();
         span.extensions_mut().insert(SpanState {
@@ -198,17 +210,17 @@ where
             None => st.saved = Some(prev),
             Some(_) => st.saved_more.push(prev),
         }
-        let fields = std::mem::replace(&mut st.fields, Fields::new());
+        let fields = std::mem::replace(&mut st.fields, enter_fields());
         drop(ext);
-        context::report(
-            name,
-            std::iter::once(("span", Value::from("enter"))).chain(fields.into_pairs()),
-        );
+        context::report_fields(Cow::Borrowed(name), fields);
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
-        context::report(span.name(), [("span", Value::from("exit"))]);
+        context::report_fields(
+            Cow::Borrowed(span.name()),
+            Fields::starting_with("span", Value::from("exit")),
+        );
         let mut ext = span.extensions_mut();
         let Some(st) = ext.get_mut::<SpanState>() else {
             return;
@@ -243,17 +255,17 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {
-        if Context::current().is_none_or(|c| !c.is_sampled()) {
+        // One thread-local load, not a clone of the current context.
+        if !context::current_is_sampled() {
             return;
         }
-        let mut fc = FieldCollector::new();
+        let level = event.metadata().level().as_str();
+        let mut fc = FieldCollector::with(Fields::starting_with("level", Value::from(level)));
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        let level = event.metadata().level().as_str();
-        let fields = std::iter::once(("level", Value::from(level))).chain(fc.fields.into_pairs());
-        context::report(label, fields);
+        context::report_fields(label, fc.fields);
     }
 }
