@@ -1242,6 +1242,7 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    a_dev_shm_file_written_by_a_process_outside_the_recording_is_named_at_record_time_nosyscallbuf => a_dev_shm_file_written_by_a_process_outside_the_recording_is_named_at_record_time,
     a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted_nosyscallbuf => a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted,
     a_built_binary_whose_directory_is_gone_is_named_in_the_divergence_nosyscallbuf => a_built_binary_whose_directory_is_gone_is_named_in_the_divergence,
     a_program_that_hangs_leaves_its_events_in_the_recording_nosyscallbuf => a_program_that_hangs_leaves_its_events_in_the_recording,
@@ -1715,5 +1716,56 @@ fn a_built_binary_whose_directory_is_gone_is_named_in_the_divergence() {
             assert!(d.expected.starts_with("execve("), "{d}");
         }
         other => panic!("expected the execve divergence, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dev_shm_file_written_by_a_process_outside_the_recording_is_named_at_record_time() {
+    // Issue 12: memory shared with a process outside the recording is said at record time (which
+    // mapping, which file, which process), and its replay diverges at that mmap, never silently.
+    let Some((_g, tmp)) = start(&[]) else { return };
+    if !test_support::require_file("/usr/bin/python3.11", "the mapping program") {
+        return;
+    }
+    let shm = PathBuf::from(format!("/dev/shm/sightline-test-{}", std::process::id()));
+    std::fs::write(&shm, vec![b'a'; 4096]).unwrap();
+    // The helper holds the file open for writing while the program runs.
+    let mut helper = Command::new("sh")
+        .args(["-c", "exec sleep 60 3<>\"$0\"", shm.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let script = format!(
+        "import mmap\nf = open({:?}, 'r+b')\nm = mmap.mmap(f.fileno(), 4096)\nprint(m[:4])\n",
+        shm.display()
+    );
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &["/usr/bin/python3.11", "-c", &script],
+    );
+    let _ = helper.kill();
+    let _ = helper.wait();
+    std::fs::remove_file(&shm).unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.stdout, b"b'aaaa'\n", "{stderr}");
+    assert!(
+        stderr.contains(&format!("maps {} shared and writable", shm.display()))
+            && stderr.contains(&format!(
+                "process(es) {} outside the recording",
+                helper.id()
+            )),
+        "{stderr}"
+    );
+    let rec = Recording::open(&r.dir).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    match replay::replayer::replay(&rec, &mut out, &mut err) {
+        Err(replay::Error::Divergence(d)) => {
+            assert!(
+                d.expected.starts_with("mmap(") && d.found.contains("in replay /dev/null"),
+                "{d}"
+            );
+        }
+        other => panic!("expected the mmap divergence, got {other:?}"),
     }
 }

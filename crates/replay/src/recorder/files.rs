@@ -33,6 +33,8 @@ pub(super) struct MappedFiles {
     pub(super) emitted: HashMap<i32, u64>,
     /// A file could not be kept (said once).
     warned: bool,
+    /// Files whose writable shared mapping was said, by (dev, ino).
+    shared_said: std::collections::HashSet<(u64, u64)>,
 }
 
 impl MappedFiles {
@@ -42,8 +44,41 @@ impl MappedFiles {
             opened: HashMap::new(),
             emitted: HashMap::new(),
             warned: false,
+            shared_said: std::collections::HashSet::new(),
         }
     }
+}
+
+/// Processes (other than `recorded` ones and `me`) that have the file `(dev, ino)` open or mapped,
+/// from `/proc/<pid>/fd` and `/proc/<pid>/map_files`.
+fn processes_with_file(
+    id: (u64, u64),
+    recorded: &std::collections::HashSet<i32>,
+    me: i32,
+) -> Vec<i32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for e in procs.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me || recorded.contains(&pid) {
+            continue;
+        }
+        let has = ["fd", "map_files"].iter().any(|sub| {
+            std::fs::read_dir(format!("/proc/{pid}/{sub}")).is_ok_and(|d| {
+                d.flatten()
+                    .any(|f| std::fs::metadata(f.path()).is_ok_and(|m| (m.dev(), m.ino()) == id))
+            })
+        });
+        if has {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 /// The open flags of an open-family call, `None` for other calls (`openat2` reads its `how`).
@@ -142,6 +177,39 @@ impl Recorder {
         }
     }
 
+    /// A writable shared mapping of a file: not replayed yet. Said at record time, once per file,
+    /// naming the file and any process outside the recording that has it open or mapped (its
+    /// writes would change what the program reads, unrecorded).
+    fn say_shared(&mut self, tgid: i32, tid: i32, source: &str) {
+        let Ok(meta) = std::fs::metadata(source) else {
+            return;
+        };
+        let id = (meta.dev(), meta.ino());
+        if !self.files.shared_said.insert(id) {
+            return;
+        }
+        let path = std::fs::read_link(source).unwrap_or_default();
+        let recorded: std::collections::HashSet<i32> =
+            self.procs.values().map(|p| p.tgid).collect();
+        let outside = processes_with_file(id, &recorded, std::process::id() as i32);
+        let who = if outside.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; process(es) {} outside the recording have it open or mapped, and what they write there is not recorded",
+                outside
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        eprintln!(
+            "sightline: process {tgid} (thread {tid}) maps {} shared and writable (MAP_SHARED): shared memory is not yet replayed, so the replay will diverge at this mmap{who}",
+            path.display()
+        );
+    }
+
     /// A forked child has its parent's fds.
     pub(super) fn inherit_opens(&mut self, parent_tgid: i32, child: i32) {
         let copied: Vec<_> = self
@@ -169,10 +237,11 @@ impl Recorder {
             return Vec::new();
         }
         let shared = flags & MAP_TYPE != libc::MAP_PRIVATE;
+        let source = format!("/proc/{tid}/fd/{fd}");
         if shared && prot & libc::PROT_WRITE != 0 {
+            self.say_shared(tgid, tid, &source);
             return Vec::new();
         }
-        let source = format!("/proc/{tid}/fd/{fd}");
         let Ok(meta) = std::fs::metadata(&source) else {
             return Vec::new();
         };
