@@ -515,7 +515,7 @@ fn xz_two_threads(buf: Buf) {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         text.push_str(words[(x >> 33) as usize % words.len()]);
-        if (x >> 20) % 13 == 0 {
+        if (x >> 20).is_multiple_of(13) {
             text.push_str(&format!("{}\n", x >> 40));
         }
     }
