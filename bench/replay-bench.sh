@@ -14,6 +14,11 @@
 # Targets (issue 7): record <= 1.1x native for gzip, <= 3x for find; replay no slower than record.
 # Targets (issue 11): record <= 1.3x pinned native for xz -T2, <= 2x for the hand-off program.
 # Targets (issue 12): record <= 1.5x native for both sqlite3 WAL workloads.
+# Forced sync points inside loops (session 4, debug build, not from this script, load ~12 on 2
+# CPUs): replay of `xz -T2 -c` of 4 MB took 2 min 54 s with a hardware-breakpoint stop at every
+# pass of each point and 14 s with the in-tracee check (docs/recording-format.md, Threads); a Go
+# program with 8 goroutines of 3e6-iteration loops: 60 s divergence report before, 0.27 s after.
+# The release-build xz -T2 and hand-off ratios of this script were not re-measured in session 4.
 #
 # Usage: bench/replay-bench.sh            (builds sightline in release mode)
 #        SIGHTLINE=/path/to/sightline REPS=5 bench/replay-bench.sh

@@ -36,7 +36,7 @@ pub use sys::{
     start_ticks, take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc, untrap_own_rdtsc,
 };
 pub use tracee::{
-    PtraceEvent, Resume, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,
+    PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,
 };
 
 use std::fmt;

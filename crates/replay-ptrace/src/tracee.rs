@@ -184,6 +184,17 @@ impl Running {
     }
 }
 
+/// What stopped a thread that [`Stopped::run_to`] ran forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStop {
+    /// It reached the breakpoint, or made its single step.
+    Reached,
+    /// A signal-delivery-stop for this other signal came first.
+    Signal(i32),
+    /// A ptrace event stop came first.
+    Event(WaitKind),
+}
+
 /// A tracee thread in a ptrace stop. Registers and memory are available only here; [`Self::resume`]
 /// consumes the value. An ESRCH from any request means the thread died under us and is reported as
 /// [`Error::TraceeDied`].
@@ -283,6 +294,41 @@ impl Stopped {
                 sys::set_debugreg(self.tid, 7, 1)
             }
             None => sys::set_debugreg(self.tid, 7, 0),
+        }
+    }
+
+    /// Runs the stopped thread forward in user mode: to the execution breakpoint `Some(addr)` (set
+    /// in debug register 0 for the run, cleared after), or one instruction (`None`,
+    /// `PTRACE_SINGLESTEP`). Returns what stopped it: [`RunStop::Reached`] (a `SIGTRAP`
+    /// signal-delivery-stop, to be resumed with signal 0), [`RunStop::Signal`] (another signal
+    /// came first, a fault on the way or an asynchronous one: the thread is in that signal's
+    /// delivery-stop, its siginfo intact, for the caller to handle as any other), or
+    /// [`RunStop::Event`] (a ptrace event stop). Only for a thread between instructions in user
+    /// mode whose path to `addr` makes no system call (the caller checks the code).
+    ///
+    /// Errors: a ptrace request fails, or the thread dies ([`Error::TraceeDied`]).
+    pub fn run_to(&mut self, addr: Option<u64>) -> Result<RunStop> {
+        self.regs = None;
+        let req = match addr {
+            Some(a) => {
+                self.set_breakpoint(Some(a))?;
+                ("ptrace(PTRACE_CONT)", libc::PTRACE_CONT)
+            }
+            None => ("ptrace(PTRACE_SINGLESTEP)", libc::PTRACE_SINGLESTEP),
+        };
+        sys::ptrace(req.0, req.1, self.tid, 0, 0)?;
+        let status = sys::waitpid_one(self.tid)?;
+        if addr.is_some() {
+            self.set_breakpoint(None)?;
+        }
+        match decode(self.tid, status).kind {
+            WaitKind::Signal(libc::SIGTRAP) => Ok(RunStop::Reached),
+            WaitKind::Signal(s) => Ok(RunStop::Signal(s)),
+            WaitKind::Exited(_) | WaitKind::Signaled(_) => Err(Error::TraceeDied {
+                tid: self.tid,
+                call: "run to a forced sync point",
+            }),
+            other => Ok(RunStop::Event(other)),
         }
     }
 

@@ -38,6 +38,7 @@ pub mod replayer;
 pub mod sched;
 pub mod syscallbuf;
 pub mod syscalls;
+pub mod trampoline;
 
 use std::fmt;
 

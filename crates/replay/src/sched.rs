@@ -53,7 +53,7 @@
     reason = "libc's SYS_* constants are matched as patterns"
 )]
 
-use replay_ptrace::{RemotePtr, Stopped};
+use replay_ptrace::{RemotePtr, RunStop, Stopped};
 
 use crate::Error;
 use crate::format::Signature;
@@ -136,6 +136,36 @@ pub fn reachable_point(t: &Stopped, rip: u64) -> bool {
         return false;
     };
     !is_rep_string(&code)
+}
+
+/// Moves a thread stopped at a forced sync point forward to an instruction replay can check in
+/// the tracee ([`crate::trampoline::patchable`]), through code that makes no system call and runs
+/// no trapped instruction ([`crate::trampoline::plan`]), for at most
+/// [`ADVANCE_ROUNDS`](crate::trampoline::ADVANCE_ROUNDS) rounds. A thread for which none is found
+/// stays where it stopped (or where the last round left it) and gets its point there. Returns
+/// [`RunStop::Reached`] when the thread stands at its point, or what stopped it on the way (a
+/// signal — a fault of the code it ran, or an asynchronous one — or an event): then no point is
+/// recorded at this stop and the caller handles that stop.
+///
+/// Errors: ptrace requests fail, or the thread dies.
+pub fn advance_to_patchable(t: &mut Stopped) -> Result<RunStop, Error> {
+    use crate::trampoline::{ADVANCE_ROUNDS, PLAN_BYTES, Plan, plan};
+    for _ in 0..ADVANCE_ROUNDS {
+        let rip = t.regs()?.rip;
+        let Ok(code) = t.read_bytes(RemotePtr::new(rip), PLAN_BYTES) else {
+            break;
+        };
+        let to = match plan(&code, rip) {
+            Plan::Here | Plan::GiveUp => break,
+            Plan::RunTo(a) => Some(a),
+            Plan::Step => None,
+        };
+        match t.run_to(to)? {
+            RunStop::Reached => {}
+            other => return Ok(other),
+        }
+    }
+    Ok(RunStop::Reached)
 }
 
 /// True for a `rep`/`repne` prefix (possibly after operand-size and REX prefixes) followed by a

@@ -122,6 +122,7 @@ fn record_and_replay_3(cmd: &[&str], buf: Buf, env: &[(&str, &str)]) -> (Recordi
             String::from_utf8_lossy(&r.stdout),
             "replay {round} of {cmd:?} ({buf:?}): stdout differs"
         );
+        assert!(out == r.stdout, "replay {round}: stdout bytes differ");
         // The recorded stderr is the program's, then Sightline's own closing line.
         let replayed_err = String::from_utf8_lossy(&err);
         assert!(
@@ -449,6 +450,97 @@ both_buffers!(
     java_version,
     java_version_with_its_vm_threads,
     java_version_with_its_vm_threads_unbuffered
+);
+
+/// Issue #11: Go goroutines on four threads, each a loop whose registers change at every
+/// iteration. Forced sync points land inside those loops; replay once stopped at every pass of
+/// the point's instruction (10–90 µs each) and ended in the 60 s divergence report. Now the
+/// recorder puts each point at a patchable instruction and replay checks it in the tracee.
+fn go_goroutines(buf: Buf) {
+    if !test_support::privileged("records with ptrace")
+        || !test_support::require_file("/usr/bin/go", "the Go toolchain (scripts/install-deps.sh)")
+    {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = test_support::workspace_root().join("crates/replay/tests/guests/goroutines.go");
+    let bin = tmp.path().join("goroutines");
+    let st = Command::new("/usr/bin/go")
+        .arg("build")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .env("HOME", tmp.path())
+        .env("GOCACHE", tmp.path().join("gocache"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "off")
+        .status()
+        .expect("run go build");
+    assert!(st.success(), "go build failed");
+    let started = std::time::Instant::now();
+    let (rec, out) = record_and_replay_3(&[bin.to_str().unwrap()], buf, &[]);
+    assert!(out.starts_with("goroutines 8 "), "{out}");
+    let (_, syncs) = schedule_events(&rec);
+    assert!(
+        syncs >= 1,
+        "the loops ran long enough for forced sync points: {syncs}"
+    );
+    // Generous: natively 0.1 s; it was over 60 s per replay before the in-tracee check.
+    assert!(started.elapsed().as_secs() < 240, "{:?}", started.elapsed());
+}
+both_buffers!(
+    go_goroutines,
+    go_goroutines_compute_on_four_threads,
+    go_goroutines_compute_on_four_threads_unbuffered
+);
+
+/// Issue #11: `xz -T2` compresses two blocks at once (two compressing threads and the main one
+/// reading): byte-identical compressed output on each replay.
+fn xz_two_threads(buf: Buf) {
+    if !test_support::privileged("records with ptrace")
+        || !test_support::require_file("/usr/bin/xz", "the program")
+    {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    // 3 MiB of text from a fixed linear congruential generator: compressible, not trivially so.
+    let mut x: u64 = 42;
+    let words = [
+        "replay ", "thread ", "sync ", "point ", "futex ", "signal ", "trace ",
+    ];
+    let mut text = String::new();
+    while text.len() < 3 << 20 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        text.push_str(words[(x >> 33) as usize % words.len()]);
+        if (x >> 20).is_multiple_of(13) {
+            text.push_str(&format!("{}\n", x >> 40));
+        }
+    }
+    let input = tmp.path().join("input.txt");
+    std::fs::write(&input, &text).unwrap();
+    let started = std::time::Instant::now();
+    let cmd = [
+        "/usr/bin/xz",
+        "-T2",
+        "-1",
+        "--block-size=1MiB",
+        "-c",
+        input.to_str().unwrap(),
+    ];
+    let (rec, _) = record_and_replay_3(&cmd, buf, &[]);
+    let groups = replay::format::thread_groups(&rec.records);
+    assert!(groups.values().next().unwrap().len() >= 3, "{groups:?}");
+    // Generous: natively 0.3 s.
+    assert!(started.elapsed().as_secs() < 240, "{:?}", started.elapsed());
+}
+both_buffers!(
+    xz_two_threads,
+    xz_compresses_with_two_threads,
+    xz_compresses_with_two_threads_unbuffered
 );
 
 /// SIGTERM to `sightline record` while every thread computes: the signal reaches the program at a

@@ -142,23 +142,27 @@ impl Recorder {
     /// at once, at this point) or the right passes on.
     pub(super) fn on_interrupt(&mut self, mut t: Stopped) -> StopResult {
         match self.interrupt_inner(&mut t) {
-            Ok(()) => Ok((t, Resume::Cont, 0)),
+            Ok(None) => Ok((t, Resume::Cont, 0)),
+            // Moving to a patchable instruction ran into a signal: that stop is a signal's.
+            Ok(Some(sig)) => self.on_signal(t, sig),
             Err(e) => Err(Box::new((Some(t), e))),
         }
     }
 
-    fn interrupt_inner(&mut self, t: &mut Stopped) -> Result<(), Error> {
+    /// Returns the signal whose delivery-stop the thread is in when moving it to a patchable
+    /// instruction was stopped by one.
+    fn interrupt_inner(&mut self, t: &mut Stopped) -> Result<Option<i32>, Error> {
         let tid = t.tid();
         let p = self.proc_mut(tid);
         p.interrupting = false;
         if std::mem::take(&mut p.retry_entry) {
-            return Ok(());
+            return Ok(None);
         }
         let tgid = p.tgid;
         let held = !p.held.is_empty() && p.releasing.is_none();
         let regs = t.regs()?;
         let Some(g) = self.groups.get(&tgid) else {
-            return Ok(());
+            return Ok(None);
         };
         let switch = g.threaded && !g.waiting.is_empty();
         if g.holder != Some(tid)
@@ -166,9 +170,18 @@ impl Recorder {
             || regs.orig_rax != u64::MAX
             || !crate::sched::reachable_point(t, regs.rip)
         {
-            return Ok(());
+            return Ok(None);
         }
         self.drain_sysbuf(t)?;
+        match crate::sched::advance_to_patchable(t)? {
+            replay_ptrace::RunStop::Reached => {}
+            replay_ptrace::RunStop::Signal(sig) => return Ok(Some(sig)),
+            replay_ptrace::RunStop::Event(_) => return Ok(None),
+        }
+        let rip = t.regs()?.rip;
+        if !crate::sched::reachable_point(t, rip) {
+            return Ok(None);
+        }
         let sig = crate::sched::signature(t)?;
         if self.debug {
             eprintln!("[record] tid {tid}: forced sync point at {:#x}", sig.rip());
@@ -193,7 +206,7 @@ impl Recorder {
                 g.why = crate::format::SwitchPoint::SyncPoint;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     fn proc_mut(&mut self, tid: i32) -> &mut super::Proc {

@@ -112,7 +112,7 @@ fn killed_by_group_exit(rec: &Recording) -> std::collections::HashSet<i32> {
 /// A thread on its way to a forced sync point.
 #[derive(Debug)]
 struct Seek {
-    /// Process CPU time (ns) up to which it runs without the breakpoint (a quarter of the recorded
+    /// Process CPU time (ns) up to which it runs without the breakpoint (an eighth of the recorded
     /// CPU time to the point, [`SKIP_DIVISOR`]: a loop whose registers change at every iteration would otherwise stop at
     /// each one of them; the recorded time also counts other threads' kernel work, which replay
     /// does not repeat, so a larger share could run past the point).
@@ -127,6 +127,21 @@ struct Seek {
     idle_ticks: u32,
     /// The nearest state seen at a hit, and how many parts of the signature differed.
     nearest: Option<(crate::format::Signature, usize)>,
+    /// The in-tracee check at the point, once installed ([`crate::trampoline`]).
+    check: Option<Installed>,
+    /// A check could not be installed (point not patchable, no page in reach): hardware
+    /// breakpoint hits only.
+    no_check: bool,
+}
+
+/// A check installed for a forced sync point: its page, the point and the instruction it replaced.
+#[derive(Debug)]
+struct Installed {
+    page: u64,
+    point: u64,
+    orig: Vec<u8>,
+    /// Address of the check's `int3`.
+    int3_at: u64,
 }
 
 /// The replayer's tick period: 1 ms.
@@ -137,12 +152,13 @@ const SEEK_IDLE_TICKS: u32 = 10_000;
 const SEEK_TICKS: u32 = 60_000;
 /// Recorded CPU times from which replay runs ahead without the breakpoint (4 ms).
 const SKIP_MIN_NS: u64 = 4_000_000;
-/// The share of the recorded CPU time to the point that replay runs ahead unarmed: a quarter. CPU
+/// The share of the recorded CPU time to the point that replay runs ahead unarmed: an eighth. CPU
 /// time is not deterministic (cache and TLB contention from other processes, the tracer's own
-/// kernel work counted in the recording), and on a loaded machine half of it ran past the point in a
-/// node replay (the thread reached its next system call instead); the point stays well ahead of a
-/// quarter in every run seen.
-const SKIP_DIVISOR: u64 = 4;
+/// kernel work counted in the recording): on a loaded machine half of it ran past the point in a
+/// node replay, and a quarter did too at a load of 12 on 2 cores. Since the in-tracee check
+/// ([`crate::trampoline`]) makes passes at most points cheap, the run-ahead only matters at points
+/// that are not patchable, and a small share is enough.
+const SKIP_DIVISOR: u64 = 8;
 
 /// One process's replay schedule.
 #[derive(Debug, Default)]
@@ -562,6 +578,8 @@ impl Replayer<'_> {
                 hits: 0,
                 idle_ticks: 0,
                 nearest: None,
+                check: None,
+                no_check: false,
             });
         }
         Ok(())

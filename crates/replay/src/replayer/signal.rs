@@ -43,6 +43,27 @@ impl Replayer<'_> {
             }
         } else {
             seek.hits += 1;
+            if d > 0 && seek.check.is_none() && !seek.no_check {
+                // A pass that is not the point: check the next ones in the tracee.
+                t.set_breakpoint(None)?;
+                let installed = install_check(&mut t, &want)?;
+                if self.debug {
+                    eprintln!(
+                        "[replay] tid {tid}: check at {:#x}: {}",
+                        want.rip(),
+                        installed
+                            .as_ref()
+                            .map_or("not installed".into(), |c| format!("page {:#x}", c.page))
+                    );
+                }
+                match installed {
+                    Some(c) => seek.check = Some(c),
+                    None => {
+                        t.set_breakpoint(Some(want.rip()))?;
+                        seek.no_check = true;
+                    }
+                }
+            }
         }
         seek.idle_ticks = 0;
         if d > 0 {
@@ -51,10 +72,59 @@ impl Replayer<'_> {
             }
             return Ok(Next::Resume(t, Resume::Cont, 0));
         }
+        self.reached(t, rec, want.rip())
+    }
+
+    /// The `int3` of an installed check: registers and flags match the point's; if the whole
+    /// signature does, the point is reached (the instruction restored, the page unmapped),
+    /// otherwise the thread runs on through the copied instruction.
+    fn on_check(&mut self, mut t: Stopped) -> Result<Next, Error> {
+        let tid = t.tid();
+        let rec = self.rec_of(tid);
+        let Some(Event::SyncPoint { sig: want, .. }) = self.front(rec) else {
+            return Err(self.divergence(rec, self.expected_text(rec), "a check hit".into()));
+        };
+        let want = *want;
+        let saved = t.regs()?;
+        let mut at_point = saved;
+        at_point.rip = want.rip();
+        t.set_regs(&at_point)?;
+        let here = crate::sched::signature(&mut t)?;
+        let d = crate::sched::distance(&want, &here);
+        let seek = self
+            .procs
+            .get_mut(&tid)
+            .and_then(|p| p.seeking.as_mut())
+            .expect("seeking");
+        seek.hits += 1;
+        seek.idle_ticks = 0;
+        if d > 0 {
+            if seek.nearest.as_ref().is_none_or(|(_, nd)| d < *nd) {
+                seek.nearest = Some((here, d));
+            }
+            t.set_regs(&saved)?;
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        }
+        let c = seek.check.take().expect("check");
+        t.write_bytes(replay_ptrace::RemotePtr::new(c.point), &c.orig)?;
+        t.inject_syscall(
+            libc::SYS_munmap,
+            [c.page, crate::trampoline::MAP_LEN, 0, 0, 0, 0],
+        )?;
+        self.reached(t, rec, want.rip())
+    }
+
+    /// The thread stands at its forced sync point: as recorded, a held signal is raised or another
+    /// thread runs.
+    fn reached(&mut self, mut t: Stopped, rec: i32, rip: u64) -> Result<Next, Error> {
+        let tid = t.tid();
+        let Some(p) = self.procs.get_mut(&tid) else {
+            return Ok(Next::Resume(t, Resume::Cont, 0));
+        };
+        let seek = p.seeking.as_ref().expect("seeking");
         if self.debug {
             eprintln!(
-                "[replay] tid {tid}: forced sync point at {:#x} after {} hit(s)",
-                want.rip(),
+                "[replay] tid {tid}: forced sync point at {rip:#x} after {} hit(s)",
                 seek.hits
             );
         }
@@ -96,6 +166,18 @@ impl Replayer<'_> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
         let info = t.siginfo()?;
+        if sig == libc::SIGTRAP
+            && machine::si_code(&info) == SI_KERNEL
+            && let Some(at) = self
+                .procs
+                .get(&tid)
+                .and_then(|p| p.seeking.as_ref())
+                .and_then(|s| s.check.as_ref())
+                .map(|c| c.int3_at)
+            && t.regs()?.rip == at + 1
+        {
+            return self.on_check(t);
+        }
         if sig == libc::SIGTRAP
             && machine::si_code(&info) == TRAP_HWBKPT
             && self.procs.get(&tid).is_some_and(|p| p.seeking.is_some())
@@ -183,4 +265,63 @@ impl Replayer<'_> {
         // so not delivered.
         Ok(Next::Resume(t, self.resume_how(tid), 0))
     }
+}
+
+/// Installs the in-tracee check for forced sync point `want` ([`crate::trampoline`]) at a
+/// signal-delivery-stop of the seeking thread: maps a page within reach of the point, writes the
+/// check there and a `jmp` to it over the point's instruction. `None` when the instruction is not
+/// patchable or no page in reach can be mapped.
+///
+/// Errors: ptrace requests fail.
+fn install_check(
+    t: &mut Stopped,
+    want: &crate::format::Signature,
+) -> Result<Option<super::Installed>, Error> {
+    use crate::trampoline::{MAP_LEN, PAGE, build, candidates, patch, patchable};
+    let point = want.rip();
+    let Ok(code) = t.read_bytes(replay_ptrace::RemotePtr::new(point), 16) else {
+        return Ok(None);
+    };
+    if !patchable(&code, point) {
+        return Ok(None);
+    }
+    let len = crate::trampoline::insn_len(&code, point);
+    let orig = code[..len].to_vec();
+    let prot = (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) as u64;
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
+    // First where the kernel puts it (the hint if free, else next to the lowest mappings, which
+    // is near the shared libraries), then free places in steps around the point.
+    let hint = point & !(PAGE - 1);
+    let tries = std::iter::once((hint, false)).chain(candidates(point).map(|c| (c, true)));
+    for (cand, fixed) in tries.take(160) {
+        let f = if fixed {
+            flags
+        } else {
+            flags & !(libc::MAP_FIXED_NOREPLACE as u64)
+        };
+        let r = t.inject_syscall(libc::SYS_mmap, [cand, MAP_LEN, prot, f, u64::MAX, 0])?;
+        if r == -i64::from(libc::EEXIST) {
+            continue;
+        }
+        if r < 0 {
+            return Ok(None);
+        }
+        let page = r as u64;
+        let built = (!fixed || page == cand)
+            .then(|| build(page, want, &orig).zip(patch(point, page)))
+            .flatten();
+        let Some((check, jmp)) = built else {
+            t.inject_syscall(libc::SYS_munmap, [page, MAP_LEN, 0, 0, 0, 0])?;
+            continue;
+        };
+        t.write_bytes(replay_ptrace::RemotePtr::new(page), &check.code)?;
+        t.write_bytes(replay_ptrace::RemotePtr::new(point), &jmp)?;
+        return Ok(Some(super::Installed {
+            page,
+            point,
+            orig,
+            int3_at: page + check.int3_off,
+        }));
+    }
+    Ok(None)
 }

@@ -589,12 +589,19 @@ impl Replayer<'_> {
         let kind = std::fs::metadata(&resolved)
             .ok()
             .map(|m| m.mode() & libc::S_IFMT);
-        let real_ok = read_only && matches!(kind, Some(libc::S_IFREG | libc::S_IFDIR));
+        // A /proc/PID path names a process of the recording's time: it may have exited between
+        // the check above and a real open (ESRCH), so it always gets a stand-in (its reads are
+        // replayed from the recording either way).
+        // (The program's own absolute path: a relative one resolves through the replay's own
+        // /proc/TID/cwd, which is not a recorded process's.)
+        let of_a_process = is_proc_pid_path(&path_str);
+        let real_ok =
+            read_only && !of_a_process && matches!(kind, Some(libc::S_IFREG | libc::S_IFDIR));
         if real_ok {
             return Ok(Fixup::Real);
         }
         let cloexec = flags & libc::O_CLOEXEC;
-        if flags & libc::O_DIRECTORY != 0 {
+        if flags & libc::O_DIRECTORY != 0 || (of_a_process && kind == Some(libc::S_IFDIR)) {
             self.stand_in(
                 t,
                 ev,
@@ -769,5 +776,31 @@ impl Replayer<'_> {
         t.set_regs(&regs)?;
         self.complete(rec);
         self.after_syscall(t)
+    }
+}
+
+/// True for a path in a process's `/proc/PID` (or `/proc/PID/task/TID`) directory, which may vanish
+/// at any moment during replay (issue 11: `ps` replays diverged when a process it had read had
+/// exited by the time replay opened the same file for real).
+fn is_proc_pid_path(resolved: &str) -> bool {
+    resolved
+        .strip_prefix("/proc/")
+        .and_then(|rest| rest.split('/').next())
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_proc_pid_path;
+
+    #[test]
+    fn proc_pid_paths_are_recognized() {
+        assert!(is_proc_pid_path("/proc/1234/status"));
+        assert!(is_proc_pid_path("/proc/1234"));
+        assert!(is_proc_pid_path("/proc/1/task/1/stat"));
+        assert!(!is_proc_pid_path("/proc/self/status"));
+        assert!(!is_proc_pid_path("/proc/meminfo"));
+        assert!(!is_proc_pid_path("/proc//status"));
+        assert!(!is_proc_pid_path("/usr/lib/1234/x"));
     }
 }
