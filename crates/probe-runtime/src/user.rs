@@ -138,18 +138,23 @@ pub fn attach_multi(
     sites: &[(u64, u64)],
     pid: Option<u32>,
 ) -> Result<UserAttachment, AttachError> {
-    let offsets: Vec<FileOffset> = sites.iter().map(|s| FileOffset(s.0)).collect();
-    let cookies: Vec<u64> = sites.iter().map(|s| s.1).collect();
-    let req = AttachRequest {
-        path: Path::new(path),
-        offsets: &offsets,
-        ret: false,
-        pid,
-        semaphore: None,
-        multi_prog: true,
-        cookies: &cookies,
-    };
-    probe_user::attach::attach(prog.as_raw_fd(), &req)
+    let mut all = UserAttachment::default();
+    // The kernel's MAX_UPROBE_MULTI_CNT (1 << 20) sites per link.
+    for chunk in sites.chunks(1 << 20) {
+        let offsets: Vec<FileOffset> = chunk.iter().map(|s| FileOffset(s.0)).collect();
+        let cookies: Vec<u64> = chunk.iter().map(|s| s.1).collect();
+        let req = AttachRequest {
+            path: Path::new(path),
+            offsets: &offsets,
+            ret: false,
+            pid,
+            semaphore: None,
+            multi_prog: true,
+            cookies: &cookies,
+        };
+        all.absorb(probe_user::attach::attach(prog.as_raw_fd(), &req)?);
+    }
+    Ok(all)
 }
 
 /// User-address symbolization for the consumer, against the `$target` process (the records do
