@@ -144,6 +144,18 @@ pub enum Attach {
         /// USDT semaphore file offset to increment while attached.
         semaphore: Option<u64>,
     },
+    /// Many instruction or entry uprobes of one file served by one program through one
+    /// uprobe_multi link (`BPF_TRACE_UPROBE_MULTI`, Linux 6.6): each site's attach cookie is its
+    /// probe id (index into [`Layout::probes`]), which the program stores as the record header's
+    /// probe key. Attached by probe-user.
+    UprobeMulti {
+        /// ELF object path.
+        path: String,
+        /// Restrict to one process.
+        pid: Option<u32>,
+        /// (file offset, attach cookie = probe id) of each site, sorted by offset.
+        sites: Vec<(u64, u64)>,
+    },
 }
 
 /// Program types (the runtime maps these to `enum bpf_prog_type`).

@@ -183,7 +183,7 @@ fn lookup_slot_key(a: &mut Asm, map: usize) {
 }
 
 /// The attach point a probe needs; clauses sharing one are compiled into one program.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum GroupKey {
     Begin,
     SysEnter,
@@ -191,6 +191,9 @@ enum GroupKey {
     Tracepoint(String, String),
     Profile(u64, bool),
     Uprobe(String, u64, bool, Option<u32>, Option<u64>),
+    /// Many single-probe uprobe sites of one file (path, pid) whose sites all run the same
+    /// clauses (their indexes): one program, one uprobe_multi link, the probe from the cookie.
+    UprobeMulti(String, Option<u32>, Vec<usize>),
     End,
     Error,
 }
@@ -226,6 +229,130 @@ fn group_of(p: &ProbeInfo) -> Option<GroupKey> {
     })
 }
 
+/// The members of a group: (clause index, the clause's probes in the group), in program order.
+type Members = Vec<(usize, Vec<ProbeInfo>)>;
+
+/// The internal error of a multi-site program whose clause needs a per-site constant.
+const PER_SITE_NEEDED: &str = "internal: per-site constant in a multi-site uprobe program";
+
+/// Whether a per-site group is an instruction or entry uprobe site whose clauses all see the
+/// same probes (one, or an `entry` and its `0` at one offset): it can join a multi-site program.
+fn mergeable_uprobe_site(g: &GroupKey, members: &[(usize, Vec<ProbeInfo>)]) -> bool {
+    let GroupKey::Uprobe(_, _, false, _, None) = g else {
+        return false;
+    };
+    let Some((_, first)) = members.first() else {
+        return false;
+    };
+    first
+        .iter()
+        .all(|p| matches!(p.kind, ProbeKind::Uprobe { ret: false, .. }))
+        && members.iter().all(|(_, ps)| {
+            ps.len() == first.len()
+                && ps
+                    .iter()
+                    .zip(first)
+                    .all(|(a, b)| a.full_name() == b.full_name())
+        })
+}
+
+/// Merges the per-site groups of single-probe instruction and entry uprobes of one file into
+/// [`GroupKey::UprobeMulti`] groups (one per file, pid and clause list, with at least two sites),
+/// taking the last site's place in `order`.
+fn merge_uprobe_sites(
+    groups: &mut BTreeMap<GroupKey, Vec<(usize, Vec<ProbeInfo>)>>,
+    order: Vec<GroupKey>,
+) -> Vec<GroupKey> {
+    let mut multi: std::collections::HashMap<GroupKey, Vec<GroupKey>> =
+        std::collections::HashMap::new();
+    let mut multi_of: std::collections::HashMap<GroupKey, GroupKey> =
+        std::collections::HashMap::new();
+    for g in &order {
+        let members = &groups[g];
+        if !mergeable_uprobe_site(g, members) {
+            continue;
+        }
+        let GroupKey::Uprobe(path, _, _, pid, _) = g else {
+            continue;
+        };
+        let key = GroupKey::UprobeMulti(
+            path.clone(),
+            *pid,
+            members.iter().map(|(c, _)| *c).collect(),
+        );
+        multi.entry(key.clone()).or_default().push(g.clone());
+        multi_of.insert(g.clone(), key);
+    }
+    let mut out = Vec::with_capacity(order.len());
+    let mut placed = std::collections::HashSet::new();
+    for g in order {
+        let Some(key) = multi_of.get(&g) else {
+            out.push(g);
+            continue;
+        };
+        let sites = &multi[key];
+        if sites.len() < 2 {
+            out.push(g);
+            continue;
+        }
+        // Placed at its last site: the kernel runs a uprobe's newest consumer first, so a
+        // return probe at the same instruction (attached earlier) runs after it, as before.
+        if sites.last() != Some(&g) || !placed.insert(key.clone()) {
+            continue;
+        }
+        let mut merged: Vec<(usize, Vec<ProbeInfo>)> = Vec::new();
+        for site in sites {
+            for (i, (c, ps)) in groups
+                .remove(site)
+                .expect("site group")
+                .into_iter()
+                .enumerate()
+            {
+                if merged.len() <= i {
+                    merged.push((c, Vec::new()));
+                }
+                merged[i].1.extend(ps);
+            }
+        }
+        groups.insert(key.clone(), merged);
+        out.push(key.clone());
+    }
+    out
+}
+
+/// The per-site groups of a [`GroupKey::UprobeMulti`] group's members (the fallback when a
+/// clause needs a per-site constant).
+fn split_multi(members: &[(usize, Vec<ProbeInfo>)]) -> Vec<(GroupKey, Members)> {
+    let mut sites: BTreeMap<GroupKey, Vec<(usize, Vec<ProbeInfo>)>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for (c, ps) in members {
+        for p in ps {
+            let ProbeKind::Uprobe {
+                path, offset, pid, ..
+            } = &p.kind
+            else {
+                continue;
+            };
+            let key = GroupKey::Uprobe(path.clone(), *offset, false, *pid, None);
+            let list = sites.entry(key.clone()).or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            });
+            match list.last_mut() {
+                Some((ci, probes)) if ci == c => probes.push(p.clone()),
+                _ => list.push((*c, vec![p.clone()])),
+            }
+        }
+    }
+    order
+        .into_iter()
+        .map(|k| {
+            let m = sites.remove(&k).expect("site listed");
+            (k, m)
+        })
+        .collect()
+}
+
 /// Where a variable's value lives.
 #[derive(Debug, Clone)]
 enum VarHome {
@@ -259,6 +386,9 @@ struct Builder<'p> {
     agg_value_max: u32,
     /// The `sl_spec` map, once a program uses speculations.
     spec_map: Option<usize>,
+    /// Index of each probe's full name in `layout.probes` (a million-site wildcard looks them
+    /// up once each).
+    probe_index: std::collections::HashMap<String, usize>,
     /// Some clause calls `exit()`: every clause outside END and ERROR then starts by checking
     /// this CPU's [`Stat::ExitStatus`] slot and does nothing once `exit()` ran (DTrace's
     /// activity check before each clause: clauses after `exit()` record nothing).
@@ -291,6 +421,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         agg_value_max: 8,
         spec_map: None,
         any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
+        probe_index: std::collections::HashMap::new(),
     };
     b.build_maps()?;
     // Group clauses by attach point, keeping program order inside each group.
@@ -322,9 +453,25 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
             }
         }
     }
+    let order = merge_uprobe_sites(&mut groups, order);
     for g in order {
         let members = groups.remove(&g).expect("group listed");
-        b.program(g, members)?;
+        if !matches!(g, GroupKey::UprobeMulti(..)) {
+            b.program(g, members)?;
+            continue;
+        }
+        // A clause that needs a per-site constant (`probefunc` differing between the sites)
+        // falls back to one program per site.
+        let saved = (b.layout.clone(), b.spec_map, b.probe_index.clone());
+        match b.program(g, members.clone()) {
+            Err(e) if e.message == PER_SITE_NEEDED => {
+                (b.layout, b.spec_map, b.probe_index) = saved;
+                for (key, m) in split_multi(&members) {
+                    b.program(key, m)?;
+                }
+            }
+            r => r?,
+        }
     }
     if opts.bufsize.is_none() {
         let asynchronous = b.layout.records.iter().any(|r| {

@@ -402,6 +402,14 @@ impl<'a> Consumer<'a> {
                 };
                 format!("syscall::{func}:{n}")
             }
+            // The site's attach cookie: its probe id.
+            Attach::UprobeMulti { .. } => self
+                .session
+                .layout
+                .probes
+                .get(key as usize)
+                .map(|p| p.name.clone())
+                .unwrap_or_default(),
             _ => {
                 // The first probe of this clause in this program.
                 let clause = &self.prog.clauses[d.clause];

@@ -337,6 +337,14 @@ impl Session {
                         },
                     )?,
                 ),
+                Attach::UprobeMulti { path, pid, sites } => self.user_links.push(
+                    crate::user::attach_multi(&p.fd, path, sites, *pid).map_err(|source| {
+                        RuntimeError::User {
+                            probe: p.what.clone(),
+                            source,
+                        }
+                    })?,
+                ),
             }
         }
         Ok(())

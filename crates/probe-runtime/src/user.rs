@@ -127,6 +127,36 @@ pub fn attach(
     probe_user::attach::attach(prog.as_raw_fd(), &req)
 }
 
+/// Attaches a program loaded by [`load_uprobe_program`] to many sites of one file through one
+/// uprobe_multi link: `sites` are (file offset, attach cookie = probe id) pairs.
+///
+/// # Errors
+/// [`AttachError`] naming the failed call.
+pub fn attach_multi(
+    prog: &OwnedFd,
+    path: &str,
+    sites: &[(u64, u64)],
+    pid: Option<u32>,
+) -> Result<UserAttachment, AttachError> {
+    let mut all = UserAttachment::default();
+    // The kernel's MAX_UPROBE_MULTI_CNT (1 << 20) sites per link.
+    for chunk in sites.chunks(1 << 20) {
+        let offsets: Vec<FileOffset> = chunk.iter().map(|s| FileOffset(s.0)).collect();
+        let cookies: Vec<u64> = chunk.iter().map(|s| s.1).collect();
+        let req = AttachRequest {
+            path: Path::new(path),
+            offsets: &offsets,
+            ret: false,
+            pid,
+            semaphore: None,
+            multi_prog: true,
+            cookies: &cookies,
+        };
+        all.absorb(probe_user::attach::attach(prog.as_raw_fd(), &req)?);
+    }
+    Ok(all)
+}
+
 /// User-address symbolization for the consumer, against the `$target` process (the records do
 /// not carry the pid that produced a user address; with no target, addresses stay numeric).
 ///

@@ -67,6 +67,9 @@ pub struct UserAttachment {
     semaphores: Option<SemaphoreGuard>,
     /// Semaphores set through `/proc/PID/mem` because the kernel's counter did not take.
     pub self_set_semaphores: usize,
+    /// Sites the kernel refused (`ENOTSUPP`) although the decoder let them through; the other
+    /// sites of their link are attached without them.
+    pub refused_sites: Vec<FileOffset>,
     /// A semaphore set at the executable's entry (see the module docs): the process, the file
     /// and the semaphore's link-time address, to undo at detach if the process still runs.
     setter: Option<(u32, PathBuf, VirtAddr)>,
@@ -81,6 +84,22 @@ impl UserAttachment {
     /// True when nothing is attached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Takes over `other`'s links and perf events (attachments without semaphores, e.g. the
+    /// chunks of one multi-site program); `other`'s semaphore state is kept in `self` if it
+    /// has none.
+    pub fn absorb(&mut self, mut other: UserAttachment) {
+        self.links.append(&mut other.links);
+        self.perf.append(&mut other.perf);
+        self.self_set_semaphores += other.self_set_semaphores;
+        self.refused_sites.append(&mut other.refused_sites);
+        if self.semaphores.is_none() {
+            self.semaphores = other.semaphores.take();
+        }
+        if self.setter.is_none() {
+            self.setter = other.setter.take();
+        }
     }
 
     /// True when the semaphore is set at the executable's entry point.
@@ -153,12 +172,17 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         return Ok(out);
     }
     let multi = if req.multi_prog && uprobe::uprobe_multi_supported() {
-        uprobe::attach_uprobe_multi(prog, req.path, &sites, req.pid, req.ret).ok()
+        // A program loaded for uprobe_multi cannot take perf-event uprobes either (the kernel
+        // refuses its expected attach type): the link's own error is the one to report.
+        let mut links = Vec::new();
+        out.refused_sites = attach_multi_split(prog, req, &sites, &mut links)?;
+        out.links.append(&mut links);
+        Some(())
     } else {
         None
     };
     match multi {
-        Some(link) => out.links.push(link),
+        Some(()) => {}
         None => {
             for s in &sites {
                 out.perf.push(uprobe::attach_uprobe_perf(
@@ -223,6 +247,33 @@ pub fn attach(prog: RawFd, req: &AttachRequest<'_>) -> Result<UserAttachment, At
         }
     }
     Ok(out)
+}
+
+/// Attaches `sites` with uprobe_multi links, splitting a set the kernel refuses with `ENOTSUPP`
+/// (524: one instruction it cannot probe) in halves until the refused sites are alone; returns
+/// those. Any other error fails the attachment.
+fn attach_multi_split(
+    prog: RawFd,
+    req: &AttachRequest<'_>,
+    sites: &[UprobeSite],
+    links: &mut Vec<OwnedFd>,
+) -> Result<Vec<FileOffset>, AttachError> {
+    match uprobe::attach_uprobe_multi(prog, req.path, sites, req.pid, req.ret) {
+        Ok(link) => {
+            links.push(link);
+            Ok(Vec::new())
+        }
+        Err(e) if e.syscall().and_then(|s| s.errno()) == Some(524) => {
+            if sites.len() == 1 {
+                return Ok(vec![sites[0].offset]);
+            }
+            let (a, b) = sites.split_at(sites.len() / 2);
+            let mut refused = attach_multi_split(prog, req, a, links)?;
+            refused.extend(attach_multi_split(prog, req, b, links)?);
+            Ok(refused)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Undoes, once per process and before it sets semaphores of its own, the USDT semaphore

@@ -54,6 +54,11 @@ pub fn split_provider(provider: &str) -> (&str, Option<u32>) {
     (name, pid.parse().ok())
 }
 
+/// The default cap on the probes one description may match: 4,000,000 instruction probes (every
+/// instruction of a 15 MB text; a multi-site program attaches them in links of at most 2^20 sites,
+/// the kernel's `MAX_UPROBE_MULTI_CNT`).
+pub const DEFAULT_MAX_PROBES: usize = 4_000_000;
+
 /// The user-space targets' files and probe sites, shared by the pid and USDT providers (clones
 /// share the cache). A process's module list is read afresh at every query, so it sees libraries
 /// loaded since the last one; files are parsed once.
@@ -72,11 +77,11 @@ pub struct UserSites {
 }
 
 impl UserSites {
-    /// Sites with the default cap of 100 000 probes per description.
+    /// Sites with the default cap of [`DEFAULT_MAX_PROBES`] probes per description.
     pub fn new() -> Self {
         UserSites {
             cache: Arc::default(),
-            max_probes: 100_000,
+            max_probes: DEFAULT_MAX_PROBES,
             held: None,
         }
     }

@@ -92,7 +92,7 @@ impl ProgGen<'_, '_> {
             }
             GroupKey::Tracepoint(..) => ArgAccess::Zero,
             GroupKey::Profile(..) => return self.err(span, "internal: profile args are computed"),
-            GroupKey::Uprobe(..) => {
+            GroupKey::Uprobe(..) | GroupKey::UprobeMulti(..) => {
                 let probe = self.probes.first();
                 match probe.map(|p| &p.kind) {
                     Some(ProbeKind::Usdt { arg_specs, .. }) => match arg_specs.get(n as usize) {

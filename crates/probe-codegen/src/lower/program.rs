@@ -39,6 +39,34 @@ impl Builder<'_> {
                     semaphore: *semaphore,
                 },
             ),
+            GroupKey::UprobeMulti(path, pid, _) => {
+                let mut sites = Vec::new();
+                for p in members.first().map(|m| &m.1[..]).unwrap_or(&[]) {
+                    if let ProbeKind::Uprobe { offset, .. } = p.kind {
+                        let full = p.full_name();
+                        let id = match self.probe_index.get(&full) {
+                            Some(&i) => i,
+                            None => {
+                                self.layout.probes.push(ProbeRef { name: full.clone() });
+                                self.probe_index.insert(full, self.layout.probes.len() - 1);
+                                self.layout.probes.len() - 1
+                            }
+                        };
+                        sites.push((offset, id as u64));
+                    }
+                }
+                // An offset with two probes (`entry` and `0`) is one site: its first probe.
+                sites.sort_unstable();
+                sites.dedup_by_key(|s| s.0);
+                (
+                    ProgKind::Kprobe,
+                    Attach::UprobeMulti {
+                        path: path.clone(),
+                        pid: *pid,
+                        sites,
+                    },
+                )
+            }
         };
         let name = match &g {
             GroupKey::Begin => "sl_begin".to_string(),
@@ -48,7 +76,7 @@ impl Builder<'_> {
             GroupKey::SysExit => "sl_sys_exit".into(),
             GroupKey::Tracepoint(_, e) => format!("sl_{e}"),
             GroupKey::Profile(..) => "sl_profile".into(),
-            GroupKey::Uprobe(..) => "sl_uprobe".into(),
+            GroupKey::Uprobe(..) | GroupKey::UprobeMulti(..) => "sl_uprobe".into(),
         };
         let scratch_map = self.add_map(MapSpec {
             name: format!("sl_scr{}", self.layout.programs.len()),
@@ -60,17 +88,19 @@ impl Builder<'_> {
             role: MapRole::Scratch,
         });
         let mut probe_ids = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (_, probes) in &members {
             for p in probes {
                 let full = p.full_name();
-                let id = match self.layout.probes.iter().position(|q| q.name == full) {
-                    Some(i) => i,
+                let id = match self.probe_index.get(&full) {
+                    Some(&i) => i,
                     None => {
-                        self.layout.probes.push(ProbeRef { name: full });
+                        self.layout.probes.push(ProbeRef { name: full.clone() });
+                        self.probe_index.insert(full, self.layout.probes.len() - 1);
                         self.layout.probes.len() - 1
                     }
                 };
-                if !probe_ids.contains(&id) {
+                if seen.insert(id) {
                     probe_ids.push(id);
                 }
             }
@@ -211,6 +241,12 @@ impl ProgGen<'_, '_> {
                 a.ldx(Size::DW, R3, R6, 0);
                 a.alu_imm(Alu::Add, R3, pt_regs::ORIG_AX as i32);
                 a.call(helper::PROBE_READ_KERNEL);
+            }
+            GroupKey::UprobeMulti(..) => {
+                // The site's probe id, the record header's probe key.
+                a.mov(R1, R6);
+                a.call(helper::GET_ATTACH_COOKIE);
+                a.stx(Size::DW, R10, SLOT_NR, R0);
             }
             _ => {
                 a.st_imm(Size::DW, R10, SLOT_NR, 0);

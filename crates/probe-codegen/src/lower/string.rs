@@ -122,6 +122,8 @@ impl ProgGen<'_, '_> {
                     let n = SYSNAME_LEN.min(ss - 8);
                     self.copy(R7, off as i32, R9, 0, n);
                     self.asm.bind(done);
+                } else if matches!(self.group, GroupKey::UprobeMulti(..)) {
+                    return self.err(e.span, PER_SITE_NEEDED);
                 } else {
                     return self.err(
                         e.span,

@@ -579,3 +579,51 @@ fn sigint_detaches_and_restores_the_semaphore() {
         "hits {hits} enabled {enabled}: {out}"
     );
 }
+
+/// Every instruction of a function through one multi-site program (the probe of each hit is its
+/// site's attach cookie): each site's probe line appears once per call, named after its site,
+/// and the target's output is unchanged. A clause naming `probefunc` across functions falls back
+/// to one program per site with the same counts.
+#[test]
+fn instruction_wildcard_names_each_site_from_its_cookie() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "target.c", "target", &[]);
+    let cmd = format!("{} 7", exe.display());
+    let (list, _) = probe(&["-l", "-n", "pid$target:a.out:add:", "-c", &cmd]);
+    // The offset probes (the entry shares offset 0 with probe `0`, return is its own program).
+    let names: Vec<String> = rows(&list)
+        .iter()
+        .skip(1)
+        .map(|r| r[4].clone())
+        .filter(|n| n != "entry" && n != "return")
+        .collect();
+    assert!(names.len() >= 2, "{list}");
+    let (out, _) = probe(&["-n", "pid$target:a.out:add:", "-c", &cmd]);
+    // The target prints "enabled total": 7 ticks; the sum of add(i, 1) is 28 and of
+    // classify(i - 2) is -1 - 1 + 0 + 4 = 2.
+    assert!(out.lines().any(|l| l == "7 30"), "{out}");
+    for n in &names {
+        let want = if n == "0" {
+            "add:entry".to_string()
+        } else {
+            format!("add:{n}")
+        };
+        let hits = out
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some(want.as_str()))
+            .count();
+        assert_eq!(hits, 7, "{want} in\n{out}");
+    }
+    let (out, _) = probe(&[
+        "-n",
+        "pid$target:a.out:add:entry, pid$target:a.out:classify:entry { @[probefunc] = count(); }",
+        "-c",
+        &cmd,
+    ]);
+    let r = rows(&out);
+    assert!(r.contains(&vec!["add".into(), "7".into()]), "{out}");
+    assert!(r.contains(&vec!["classify".into(), "7".into()]), "{out}");
+}
