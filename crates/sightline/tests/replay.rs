@@ -1302,6 +1302,10 @@ const ONLY_WITH_SYSCALLBUF: &[(&str, &str)] = &[
         "a_program_mapping_over_the_syscall_buffer_region_keeps_running",
         "maps over the buffer's region, which exists only with the buffer",
     ),
+    (
+        "info_of_a_corrupt_chunk_size_is_an_error_not_a_figure",
+        "reads a recording written by the library; no program is recorded",
+    ),
 ];
 
 /// Every `#[test]` of this file has its `_nosyscallbuf` variant or is listed, with a reason, in
