@@ -1058,6 +1058,10 @@ fn thread_cpu_ns() -> u64 {
 /// Most bytes a TCP connection reads after shutdown began (what had already arrived), bytes.
 pub const SHUTDOWN_DRAIN: usize = 64 << 20;
 
+/// How long a TCP connection waits for more of what its sender had already written once shutdown
+/// began; a sender quiet that long is closed.
+const SHUTDOWN_QUIET: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Read buffer growth step for an X-Trace TCP connection, bytes.
 const READ_CHUNK: usize = 16 << 10;
 
@@ -1115,13 +1119,16 @@ async fn tcp_conn(
                 );
                 break;
             }
-            match stream.try_read_buf(&mut buf) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Ok(n) => {
+            // What the sender wrote before shutdown may still be in flight on its side (its
+            // send queue waits for our receive window): read until the sender is quiet for
+            // SHUTDOWN_QUIET or closes, not only what one non-blocking read finds.
+            match tokio::time::timeout(SHUTDOWN_QUIET, stream.read_buf(&mut buf)).await {
+                Err(_elapsed) => break,
+                Ok(Ok(n)) => {
                     drained += n;
                     Ok(n)
                 }
-                r => r,
+                Ok(r) => r,
             }
         } else {
             tokio::select! {

@@ -46,6 +46,7 @@ fn eval(expr: &str) -> String {
 
 #[test]
 fn integer_arithmetic_follows_c() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -79,6 +80,7 @@ fn integer_arithmetic_follows_c() {
 
 #[test]
 fn variables_strings_and_compound_assignment() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -101,6 +103,7 @@ fn variables_strings_and_compound_assignment() {
 
 #[test]
 fn division_by_zero_is_a_dtrace_error_and_drops_the_clause_record() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -115,6 +118,7 @@ fn division_by_zero_is_a_dtrace_error_and_drops_the_clause_record() {
 
 #[test]
 fn aggregations_match_probe_format_buckets() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -184,6 +188,7 @@ fn aggregations_match_probe_format_buckets() {
 
 #[test]
 fn keyed_aggregation_with_string_and_int_keys() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -208,6 +213,13 @@ fn keyed_aggregation_with_string_and_int_keys() {
 }
 
 /// Counts this process's BPF links and perf events by their fd targets (`/proc/self/fd`).
+/// Tests of this file run one at a time: `attachments_open` counts this process's BPF and perf
+/// descriptors, which a test attaching on another thread would change mid-count.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn attachments_open() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
@@ -225,6 +237,7 @@ fn attachments_open() -> usize {
 
 #[test]
 fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
+    let _serial = serial();
     if !test_support::privileged("attaches raw tracepoints") {
         return;
     }
@@ -276,6 +289,7 @@ fn syscall_wildcard_attaches_in_two_links_and_detaches_completely() {
 
 #[test]
 fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
+    let _serial = serial();
     if !test_support::privileged("attaches raw tracepoints") {
         return;
     }
@@ -317,6 +331,7 @@ fn full_maps_and_ring_buffer_count_drops_the_dtrace_way() {
 
 #[test]
 fn strjoin_and_lltostr_build_strings() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
@@ -337,6 +352,7 @@ fn strjoin_and_lltostr_build_strings() {
 /// those rules. A NULL result (not found) prints as "" (Sightline's strings are values).
 #[test]
 fn string_subroutines_follow_dtrace() {
+    let _serial = serial();
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
