@@ -364,15 +364,6 @@ impl Conn {
         self.busy.clone()
     }
 
-    /// Reads what has already arrived without waiting (`WouldBlock` when nothing has); plain TCP
-    /// only (a TLS connection answers `WouldBlock`).
-    pub(crate) fn try_read_buf(&mut self, buf: &mut bytes::BytesMut) -> io::Result<usize> {
-        match &mut self.inner {
-            Inner::Plain(s) => s.try_read_buf(buf),
-            Inner::Tls(_) => Err(io::ErrorKind::WouldBlock.into()),
-        }
-    }
-
     fn touch(&mut self) {
         self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
     }
