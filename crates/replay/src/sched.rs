@@ -73,6 +73,13 @@ pub fn time_slice_ns() -> u64 {
         .map_or(DEFAULT_SLICE_NS, |ms| ms * 1_000_000)
 }
 
+/// Interrupts in a row at which the recorder finds no patchable instruction
+/// ([`crate::trampoline::patchable`]) before it records a forced sync point there anyway. Replay
+/// watches such a point with a hardware breakpoint, one stop per pass; a thread is interrupted
+/// again about one slice later, so a tight loop without a patchable instruction (a spin on a
+/// rip-relative flag) waits this many extra slices for its switch.
+pub const UNPATCHABLE_TRIES: u32 = 4;
+
 /// EFLAGS bits that are not part of a signature: TF (bit 8, single-step) and RF (bit 16, set by the
 /// kernel after a breakpoint hit).
 const FLAGS_IGNORED: u64 = (1 << 8) | (1 << 16);

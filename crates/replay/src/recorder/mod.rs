@@ -92,6 +92,9 @@ struct Proc {
     ticks: u32,
     /// Its process's CPU time when this thread was last resumed (ns), for [`Event::SyncPoint`].
     cpu_at_resume: u64,
+    /// Interrupts in a row that found this thread where no patchable point could be reached
+    /// ([`crate::sched::UNPATCHABLE_TRIES`]).
+    unpatchable_tries: u32,
     /// It vanished while a stop of it was being processed (SIGKILL, often another thread's
     /// exit_group): nothing more of it is recorded.
     killed: bool,

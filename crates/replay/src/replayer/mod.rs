@@ -112,13 +112,6 @@ fn killed_by_group_exit(rec: &Recording) -> std::collections::HashSet<i32> {
 /// A thread on its way to a forced sync point.
 #[derive(Debug)]
 struct Seek {
-    /// Process CPU time (ns) up to which it runs without the breakpoint (an eighth of the recorded
-    /// CPU time to the point, [`SKIP_DIVISOR`]: a loop whose registers change at every iteration would otherwise stop at
-    /// each one of them; the recorded time also counts other threads' kernel work, which replay
-    /// does not repeat, so a larger share could run past the point).
-    skip_until: Option<u64>,
-    /// `PTRACE_INTERRUPT` sent at the end of the run ahead, its stop not yet seen.
-    interrupting: bool,
     /// Watchdog ticks in all.
     ticks: u32,
     /// Breakpoint hits so far.
@@ -150,15 +143,6 @@ const TICK_NS: u64 = 1_000_000;
 /// reports that it cannot reach its forced sync point.
 const SEEK_IDLE_TICKS: u32 = 10_000;
 const SEEK_TICKS: u32 = 60_000;
-/// Recorded CPU times from which replay runs ahead without the breakpoint (4 ms).
-const SKIP_MIN_NS: u64 = 4_000_000;
-/// The share of the recorded CPU time to the point that replay runs ahead unarmed: an eighth. CPU
-/// time is not deterministic (cache and TLB contention from other processes, the tracer's own
-/// kernel work counted in the recording): on a loaded machine half of it ran past the point in a
-/// node replay, and a quarter did too at a load of 12 on 2 cores. Since the in-tracee check
-/// ([`crate::trampoline`]) makes passes at most points cheap, the run-ahead only matters at points
-/// that are not patchable, and a small share is enough.
-const SKIP_DIVISOR: u64 = 8;
 
 /// One process's replay schedule.
 #[derive(Debug, Default)]
@@ -552,28 +536,20 @@ impl Replayer<'_> {
     fn arm_sync_point(&mut self, t: &mut Stopped) -> Result<(), Error> {
         let tid = t.tid();
         let rec = self.rec_of(tid);
-        let Some(Event::SyncPoint { sig, cpu_ns }) = self.front(rec) else {
+        let Some(Event::SyncPoint { sig, .. }) = self.front(rec) else {
             return Ok(());
         };
-        let (rip, cpu_ns) = (sig.rip(), *cpu_ns);
-        let group_real = self
-            .real_of
-            .get(&self.procs.get(&tid).map_or(0, |p| p.group));
-        let now = group_real.and_then(|&g| replay_ptrace::process_cpu_ns(g));
+        let rip = sig.rip();
         let Some(p) = self.procs.get_mut(&tid) else {
             return Ok(());
         };
+        // Every pass is checked, from the first: running ahead unarmed for a share of the
+        // recorded CPU time ran past the point (CPU time to a point is not reproducible: page
+        // faults and the tracer's kernel work count in it), and the in-tracee check makes
+        // passes cheap at every point the recorder could make patchable.
         if p.seeking.is_none() {
-            let skip_until = match now {
-                Some(now) if cpu_ns >= SKIP_MIN_NS => Some(now + cpu_ns / SKIP_DIVISOR),
-                _ => None,
-            };
-            if skip_until.is_none() {
-                t.set_breakpoint(Some(rip))?;
-            }
+            t.set_breakpoint(Some(rip))?;
             p.seeking = Some(Seek {
-                skip_until,
-                interrupting: false,
                 ticks: 0,
                 hits: 0,
                 idle_ticks: 0,
@@ -591,19 +567,13 @@ impl Replayer<'_> {
         let mut stuck = None;
         for p in self.procs.values_mut() {
             let Some(s) = &mut p.seeking else { continue };
-            let Some(running) = &p.thread else { continue };
+            if p.thread.is_none() {
+                continue;
+            }
             s.idle_ticks += 1;
             s.ticks += 1;
             if s.idle_ticks > SEEK_IDLE_TICKS || s.ticks > SEEK_TICKS {
                 stuck = Some(p.rec);
-            }
-            if let Some(until) = s.skip_until
-                && !s.interrupting
-                && let Some(&g) = self.real_of.get(&p.group)
-                && replay_ptrace::process_cpu_ns(g).is_some_and(|now| now >= until)
-                && running.interrupt().is_ok()
-            {
-                s.interrupting = true;
             }
         }
         let Some(rec) = stuck else { return Ok(()) };
@@ -635,15 +605,6 @@ impl Replayer<'_> {
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
             WaitKind::Event(E::Exit) => self.on_exit(t),
             WaitKind::Signal(sig) => self.on_signal(t, sig),
-            WaitKind::Event(E::Stop(libc::SIGTRAP))
-                if self
-                    .procs
-                    .get(&t.tid())
-                    .and_then(|p| p.seeking.as_ref())
-                    .is_some_and(|s| s.interrupting) =>
-            {
-                self.on_breakpoint(t)
-            }
             WaitKind::Event(E::Exec | E::VforkDone | E::Stop(_)) => {
                 // A thread resumed at its turn may have a recorded signal due right here.
                 self.raise_next_signal(t.tid())?;

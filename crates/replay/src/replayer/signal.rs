@@ -34,34 +34,25 @@ impl Replayer<'_> {
             return Ok(Next::Resume(t, Resume::Cont, 0));
         };
         let seek = p.seeking.as_mut().expect("seeking");
-        if std::mem::take(&mut seek.interrupting) {
-            // The run ahead without the breakpoint is over: arm it now (the state here may
-            // already be the point).
-            seek.skip_until = None;
-            if d > 0 {
-                t.set_breakpoint(Some(want.rip()))?;
+        seek.hits += 1;
+        if d > 0 && seek.check.is_none() && !seek.no_check {
+            // A pass that is not the point: check the next ones in the tracee.
+            t.set_breakpoint(None)?;
+            let installed = install_check(&mut t, &want)?;
+            if self.debug {
+                eprintln!(
+                    "[replay] tid {tid}: check at {:#x}: {}",
+                    want.rip(),
+                    installed
+                        .as_ref()
+                        .map_or("not installed".into(), |c| format!("page {:#x}", c.page))
+                );
             }
-        } else {
-            seek.hits += 1;
-            if d > 0 && seek.check.is_none() && !seek.no_check {
-                // A pass that is not the point: check the next ones in the tracee.
-                t.set_breakpoint(None)?;
-                let installed = install_check(&mut t, &want)?;
-                if self.debug {
-                    eprintln!(
-                        "[replay] tid {tid}: check at {:#x}: {}",
-                        want.rip(),
-                        installed
-                            .as_ref()
-                            .map_or("not installed".into(), |c| format!("page {:#x}", c.page))
-                    );
-                }
-                match installed {
-                    Some(c) => seek.check = Some(c),
-                    None => {
-                        t.set_breakpoint(Some(want.rip()))?;
-                        seek.no_check = true;
-                    }
+            match installed {
+                Some(c) => seek.check = Some(c),
+                None => {
+                    t.set_breakpoint(Some(want.rip()))?;
+                    seek.no_check = true;
                 }
             }
         }
