@@ -23,7 +23,8 @@ enum Command {
     /// DTrace for Linux: compile a D script to eBPF, attach it and print what it reports.
     Probe(probe::ProbeArgs),
     /// Record an unmodified program (and its children) for deterministic replay. Exit status: the
-    /// program's, or 2 when the recording is incomplete (threads are not yet supported).
+    /// program's, or 2 when the recording is incomplete (recording stopped early and the program
+    /// ran on unrecorded: `execve` from a process with several threads, a write error).
     Record(replay::RecordArgs),
     /// Replay a recording deterministically.
     Replay(replay::ReplayArgs),

@@ -211,6 +211,46 @@ both_buffers!(
     four_threads_racing_on_a_counter_replay_the_recorded_total_unbuffered
 );
 
+/// Regression: replay once ran ahead without its breakpoint for an eighth of a forced sync
+/// point's recorded CPU time, and a recording whose slice had cost more CPU than replay needed to
+/// reach the point (page faults, the tracer's kernel work) ran past it: `xz -T2` diverged in CI at
+/// "expected: forced sync point ... found: futex". Replay must not depend on the recorded CPU
+/// time: with every point's time multiplied by 10⁴ the recording still replays exactly.
+fn sync_points_ignore_recorded_cpu_time(buf: Buf) {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("threads_compute", tmp.path());
+    let mut r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()], buf, &[]);
+    assert_eq!(r.rec.meta.status, "complete", "{}", r.stderr);
+    let mut inflated = 0;
+    for rec in &mut r.rec.records {
+        if let Event::SyncPoint { cpu_ns, .. } = &mut rec.event {
+            *cpu_ns = cpu_ns.saturating_mul(10_000).max(1_000_000_000);
+            inflated += 1;
+        }
+    }
+    assert!(
+        inflated >= 3,
+        "the main thread wakes every 2 ms while the worker computes: {inflated} forced sync points"
+    );
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let outcome = replay::replayer::replay(&r.rec, &mut out, &mut err)
+        .unwrap_or_else(|e| panic!("replay with inflated CPU times ({buf:?}): {e}"));
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&r.stdout)
+    );
+    assert_eq!(outcome.exit_code, r.code);
+}
+both_buffers!(
+    sync_points_ignore_recorded_cpu_time,
+    replay_reaches_forced_sync_points_whatever_their_recorded_cpu_time,
+    replay_reaches_forced_sync_points_whatever_their_recorded_cpu_time_unbuffered
+);
+
 fn spinning_thread(buf: Buf) {
     if !test_support::privileged("records with ptrace") {
         return;
