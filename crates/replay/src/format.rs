@@ -169,8 +169,8 @@ pub enum Event {
     SyncPoint {
         /// Where the thread stood.
         sig: Signature,
-        /// CPU time its process used from the thread's previous resume to this point, in ns (a
-        /// hint: replay runs that long, halved, before it arms the breakpoint).
+        /// CPU time its process used from the thread's previous resume to this point, in ns
+        /// (information for `--dump`: replay does not use it, CPU time is not reproducible).
         cpu_ns: u64,
     },
     /// The process is exiting (`PTRACE_EVENT_EXIT`) with this wait status.

@@ -52,30 +52,61 @@ impl Counters {
 }
 
 /// Replay side: how many events of each object have been replayed.
+///
+/// An event waits for the recorded events of its objects that come before it, by rank among the
+/// positions the recording holds: a position the recorder gave out to an event it never recorded
+/// (a write-family call takes its position at entry, and its thread may be killed before the
+/// exit) leaves a gap that nothing waits for.
 #[derive(Debug, Default)]
 pub struct Progress {
     done: HashMap<u64, u64>,
+    /// Each object's recorded positions, sorted.
+    recorded: HashMap<u64, Vec<u64>>,
 }
 
 impl Progress {
+    /// Progress over a recording whose events hold the rendezvous points `all`.
+    pub fn new<'a>(all: impl IntoIterator<Item = &'a Rendezvous>) -> Self {
+        let mut recorded: HashMap<u64, Vec<u64>> = HashMap::new();
+        for r in all {
+            recorded.entry(r.obj).or_default().push(r.seq);
+        }
+        for v in recorded.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        Progress {
+            done: HashMap::new(),
+            recorded,
+        }
+    }
+
+    /// How many recorded events of `r.obj` come before `r`.
+    fn rank(&self, r: &Rendezvous) -> u64 {
+        self.recorded
+            .get(&r.obj)
+            .map_or(r.seq, |v| v.partition_point(|&s| s < r.seq) as u64)
+    }
+
     /// True when every earlier event of each object in `rdv` has been replayed.
     pub fn ready(&self, rdv: &[Rendezvous]) -> bool {
         rdv.iter()
-            .all(|r| self.done.get(&r.obj).copied().unwrap_or(0) == r.seq)
+            .all(|r| self.done.get(&r.obj).copied().unwrap_or(0) == self.rank(r))
     }
 
     /// The first unmet point of `rdv`, with the count replayed so far (for reports).
     pub fn first_unmet(&self, rdv: &[Rendezvous]) -> Option<(Rendezvous, u64)> {
         rdv.iter().find_map(|r| {
             let d = self.done.get(&r.obj).copied().unwrap_or(0);
-            (d != r.seq).then_some((*r, d))
+            (d != self.rank(r)).then_some((*r, d))
         })
     }
 
     /// Marks the events of `rdv` replayed.
     pub fn complete(&mut self, rdv: &[Rendezvous]) {
         for r in rdv {
-            self.done.insert(r.obj, r.seq + 1);
+            let next = self.rank(r) + 1;
+            self.done.insert(r.obj, next);
         }
     }
 }
@@ -99,5 +130,22 @@ mod tests {
         p.complete(&[a]);
         assert!(p.ready(&[b]));
         assert_ne!(fd_object(1, 2), process_object(1));
+    }
+
+    #[test]
+    fn a_position_never_recorded_is_not_waited_for() {
+        let pipe = fd_object(12, 345);
+        let at = |seq| Rendezvous { obj: pipe, seq };
+        // Position 1 went to a write whose thread was killed before its exit was recorded.
+        let recorded = [at(0), at(2), at(3)];
+        let mut p = Progress::new(&recorded);
+        assert!(p.ready(&[at(0)]));
+        assert!(!p.ready(&[at(2)]), "2 still waits for 0");
+        p.complete(&[at(0)]);
+        assert!(p.ready(&[at(2)]), "nothing waits for the missing 1");
+        assert!(!p.ready(&[at(3)]));
+        p.complete(&[at(2)]);
+        assert!(p.ready(&[at(3)]));
+        assert_eq!(p.first_unmet(&[at(3)]), None);
     }
 }

@@ -74,7 +74,8 @@ pub fn time_slice_ns() -> u64 {
 }
 
 /// Interrupts in a row at which the recorder finds no patchable instruction
-/// ([`crate::trampoline::patchable`]) before it records a forced sync point there anyway. Replay
+/// ([`crate::trampoline::patchable`]) before it records a forced sync point there anyway (none
+/// when the point is for a held signal, which is delivered at once). Replay
 /// watches such a point with a hardware breakpoint, one stop per pass; a thread is interrupted
 /// again about one slice later, so a tight loop without a patchable instruction (a spin on a
 /// rip-relative flag) waits this many extra slices for its switch.

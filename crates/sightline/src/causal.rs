@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use causal_analysis::{Accounting, Comparison, CriticalPath, SkewAdjustment, fmt_duration, render};
+use causal_analysis::{
+    Accounting, Comparison, CriticalPath, SkewAdjustment, TaskGraph, fmt_duration, render,
+};
 use causal_collector::{
     AnyStore, Collector, Config, Store, StoreSpec, TaskFilter, TaskSort, TraceStore,
 };
@@ -299,8 +301,15 @@ pub enum ShowFormat {
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     /// The task id, or a unique prefix of it (hex, either case). A task from an OTLP trace is
-    /// named by its 32-digit trace id; its stored 40-digit TaskId is accepted too.
-    pub task: String,
+    /// named by its 32-digit trace id; its stored 40-digit TaskId is accepted too. Not with
+    /// `--recording`.
+    #[arg(required_unless_present = "recording", conflicts_with = "recording")]
+    pub task: Option<String>,
+    /// Show a replay recording (`sightline record -o DIR`) instead of a stored task: threads as
+    /// lanes, system calls as events, rendezvous points, forks and thread switches as edges
+    /// (times are recorded-event ordinals, 1 µs each; docs/recording-graph.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "compare")]
+    pub recording: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: ShowFormat,
@@ -723,12 +732,18 @@ struct ShowJson<'a> {
 
 /// Runs `sightline show`.
 pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.recording {
+        let rec = ::replay::format::Recording::open(dir)
+            .with_context(|| format!("cannot open the recording {}", dir.display()))?;
+        let g = crate::recording_graph::recording_graph(&rec, &dir.display().to_string());
+        return render_graph(&args, &g, &SkewAdjustment::default());
+    }
     let store = open_existing(&args.db.spec()?)?;
-    let task = store.resolve_task(&args.task)?;
+    let task = store.resolve_task(args.task.as_deref().unwrap_or_default())?;
     let adjust = !args.no_skew_adjust;
     let (g, skew) = causal_collector::query::load_graph(&store, &task, adjust)?;
-    let mut out = std::io::stdout().lock();
     if let Some(other) = &args.compare {
+        let mut out = std::io::stdout().lock();
         let other = store.resolve_task(other)?;
         let (b, _) = causal_collector::query::load_graph(&store, &other, adjust)?;
         let c = Comparison::compute(&g, &b);
@@ -741,12 +756,18 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    render_graph(&args, &g, &skew)
+}
+
+/// Prints `g` in `args.format`, with the critical path and accounting `args` asks for.
+fn render_graph(args: &ShowArgs, g: &TaskGraph, skew: &SkewAdjustment) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
     let cp = if args.critical_path || args.critical_path_only {
-        CriticalPath::compute(&g)
+        CriticalPath::compute(g)
     } else {
         None
     };
-    let acct = args.resources.then(|| Accounting::compute(&g));
+    let acct = args.resources.then(|| Accounting::compute(g));
     match args.format {
         ShowFormat::Text => {
             let notes = skew.lines();
@@ -756,13 +777,13 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 notes: &notes,
                 verbose: args.verbose,
             };
-            out.write_all(render::text_view(&g, &view).as_bytes())?;
+            out.write_all(render::text_view(g, &view).as_bytes())?;
             if let Some(a) = &acct {
                 writeln!(out)?;
                 out.write_all(a.text().as_bytes())?;
             }
         }
-        ShowFormat::Dot => out.write_all(render::dot(&g, cp.as_ref()).as_bytes())?,
+        ShowFormat::Dot => out.write_all(render::dot(g, cp.as_ref()).as_bytes())?,
         ShowFormat::Json => {
             // Streamed: serde writes the task straight from the graph into a buffered stdout,
             // with no JSON value of the whole document in between (a 100,000-event task took
@@ -773,7 +794,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 edges: &g.edges,
                 problems: &g.problems,
                 critical_path: cp.as_ref(),
-                skew_adjustment: &skew,
+                skew_adjustment: skew,
                 resources: acct.as_ref(),
             };
             let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut out);

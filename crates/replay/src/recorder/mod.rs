@@ -62,6 +62,10 @@ pub struct RecordOutcome {
     pub sync_points: u64,
 }
 
+/// Ticks a held asynchronous signal waits before its thread is interrupted for a forced sync
+/// point whatever CPU time it got (4 ticks of the time slice's period: 20 ms by default).
+const SIGNAL_WAIT_TICKS: u32 = 4;
+
 /// Per-process recorder state.
 #[derive(Debug, Default)]
 struct Proc {
@@ -92,6 +96,8 @@ struct Proc {
     ticks: u32,
     /// Its process's CPU time when this thread was last resumed (ns), for [`Event::SyncPoint`].
     cpu_at_resume: u64,
+    /// Ticks a held signal has waited for this thread's next sync point (not reset by stops).
+    signal_wait_ticks: u32,
     /// Interrupts in a row that found this thread where no patchable point could be reached
     /// ([`crate::sched::UNPATCHABLE_TRIES`]).
     unpatchable_tries: u32,
@@ -651,8 +657,13 @@ impl Recorder {
                 }
                 continue;
             }
-            let wanted = (g.threaded && !g.waiting.is_empty())
-                || (!p.held.is_empty() && p.releasing.is_none());
+            let signal_waits = !p.held.is_empty() && p.releasing.is_none();
+            p.signal_wait_ticks = if signal_waits {
+                p.signal_wait_ticks.saturating_add(1)
+            } else {
+                0
+            };
+            let wanted = (g.threaded && !g.waiting.is_empty()) || signal_waits;
             if !wanted || p.interrupting || p.pending.is_some() || g.exiting.is_some() {
                 continue;
             }
@@ -663,7 +674,11 @@ impl Recorder {
             let ran = replay_ptrace::process_cpu_ns(tgid)
                 .unwrap_or(u64::MAX)
                 .saturating_sub(p.cpu_at_resume);
-            if p.ticks < 2 || (ran < slice_ns && p.ticks < 20) {
+            // A held signal that waited SIGNAL_WAIT_TICKS ticks interrupts at once: the stops of
+            // a frequent timer signal (each held, each resetting `ticks` and the CPU count)
+            // would otherwise keep a loaded machine's thread from ever reaching a slice.
+            let overdue = p.signal_wait_ticks >= SIGNAL_WAIT_TICKS;
+            if !overdue && (p.ticks < 2 || (ran < slice_ns && p.ticks < 20)) {
                 continue;
             }
             if r.interrupt().is_ok() {

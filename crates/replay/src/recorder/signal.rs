@@ -184,12 +184,14 @@ impl Recorder {
         }
         // Replay checks every pass of a point; a patchable one costs a few instructions a pass,
         // any other a breakpoint stop. Let the thread run on and try again at a later tick,
-        // a few times, before taking a point replay can only watch with the breakpoint.
+        // a few times, before taking a point replay can only watch with the breakpoint. Not
+        // when a signal waits for this point: its delivery would be late (and a timer signal
+        // every few ms stops the thread before the next try can start).
         let checkable = t
             .read_bytes(replay_ptrace::RemotePtr::new(rip), 16)
             .is_ok_and(|code| crate::trampoline::patchable(&code, rip));
         let p = self.proc_mut(tid);
-        if !checkable && p.unpatchable_tries < crate::sched::UNPATCHABLE_TRIES {
+        if !checkable && !held && p.unpatchable_tries < crate::sched::UNPATCHABLE_TRIES {
             p.unpatchable_tries += 1;
             return Ok(None);
         }

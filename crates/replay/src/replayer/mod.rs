@@ -288,7 +288,11 @@ pub fn replay(
         real_of: HashMap::new(),
         unmapped: HashMap::new(),
         dead: Vec::new(),
-        progress: Progress::default(),
+        progress: Progress::new(rec.records.iter().flat_map(|r| match &r.event {
+            Event::Syscall(e) => e.rendezvous.as_slice(),
+            Event::Exit { rendezvous, .. } => rendezvous.as_slice(),
+            _ => &[],
+        })),
         stdout,
         stderr,
         root: root_tid,

@@ -3,7 +3,7 @@
 //!
 //! One module per area: [`probe`] (`probe -c` held commands), [`listing`] (`probe -l`),
 //! [`probe_user`] (pid and USDT probes of real programs), [`causal`] (`import`, `collect`, `tasks`,
-//! `show`), [`causal_views`] (`show` and `import` on hand-made traces with known answers), [`ui`]
+//! `show`), [`recording_graph`] (`show --recording`), [`causal_views`] (`show` and `import` on hand-made traces with known answers), [`ui`]
 //! (`ui`, `collect --ui`). Two harnesses stand apart: the data-driven probe cases
 //! (`tests/probe_cases.rs`, their own harness) and `record`/`replay` (`tests/replay.rs` and
 //! `tests/replay_threads.rs`: their in-process replays reap any child, so each needs a process
@@ -15,6 +15,7 @@ mod causal_views;
 mod listing;
 mod probe;
 mod probe_user;
+mod recording_graph;
 mod ui;
 
 use std::path::Path;

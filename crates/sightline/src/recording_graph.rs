@@ -1,0 +1,202 @@
+//! A recording drawn as a causal task (`sightline show --recording DIR`, issue #13).
+//!
+//! Each recorded thread is a lane; its system calls (trapped and buffered), signals, forced sync
+//! points, switches and exit are events in program order; the rendezvous points of the recording
+//! (the partial order of each shared kernel object: pipe and socket hand-offs, waits for a child,
+//! `docs/recording-format.md`, *Rendezvous points*), the fork of each process and each switch of
+//! the right to run are edges between lanes. The result is a [`TaskGraph`], so the text, DOT and
+//! JSON views and the critical path of `sightline show` apply unchanged.
+//!
+//! A recording holds no clock: an event's time is its position, 1 µs each, in a topological order
+//! of the graph that keeps the recorded stream's order wherever the edges allow (a reader's exit
+//! can be recorded before the exit of the write that fed it). Durations and the critical path are thus counted in events. An event's id is its
+//! record's number in `sightline replay --dump` (`N.K` for the K-th further call of a batch of
+//! buffered calls). RDTSC, CPUID and syscall-buffer patch records are left out: they are neither
+//! interactions nor waits.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use causal_analysis::{Event, Parent, TaskGraph};
+use replay::format::{Event as RecEvent, Recording};
+
+/// Nanoseconds per shown event on the graph's time axis.
+const NS_PER_RECORD: i64 = 1_000;
+
+/// One event of the graph under construction and what its edges need.
+struct Node {
+    event: Event,
+    /// Recorded tid of its thread.
+    tid: i32,
+}
+
+/// Builds the task graph of `rec`, named `name` (shown as the task id).
+pub fn recording_graph(rec: &Recording, name: &str) -> TaskGraph {
+    let groups = replay::format::thread_groups(&rec.records);
+    let mut tgid_of: HashMap<i32, i32> = HashMap::new();
+    for (&leader, tids) in &groups {
+        for &t in tids {
+            tgid_of.insert(t, leader);
+        }
+    }
+    let mut nodes: Vec<Node> = Vec::new();
+    // Last event of each thread (program order), and the switch that hands the right to it.
+    let mut last_of: HashMap<i32, usize> = HashMap::new();
+    let mut handed: HashMap<i32, usize> = HashMap::new();
+    // Forked child pid -> the fork event, until the child's first event.
+    let mut forked: HashMap<i32, usize> = HashMap::new();
+    // Rendezvous object -> (seq, node) of its interactions.
+    let mut objects: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
+
+    for (ordinal, r) in rec.records.iter().enumerate() {
+        let calls: Vec<(String, Vec<&replay::format::Rendezvous>)> = match &r.event {
+            RecEvent::Rdtsc { .. } | RecEvent::Cpuid { .. } | RecEvent::SyscallbufPatch { .. } => {
+                continue;
+            }
+            RecEvent::Buffered(b) => b
+                .iter()
+                .map(|c| {
+                    let s = replay::format::SyscallEvent {
+                        nr: c.nr,
+                        args: c.args,
+                        result: c.result,
+                        writes: Vec::new(),
+                        rendezvous: Vec::new(),
+                        output: 0,
+                        data_hash: 0,
+                        extra: Vec::new(),
+                    };
+                    (
+                        format!("{} (buffered)", replay::describe(&RecEvent::Syscall(s))),
+                        Vec::new(),
+                    )
+                })
+                .collect(),
+            RecEvent::Syscall(s) => {
+                vec![(replay::describe(&r.event), s.rendezvous.iter().collect())]
+            }
+            RecEvent::Exit { rendezvous, .. } => {
+                vec![(replay::describe(&r.event), rendezvous.iter().collect())]
+            }
+            other => vec![(replay::describe(other), Vec::new())],
+        };
+        let tid = r.pid;
+        let tgid = tgid_of.get(&tid).copied().unwrap_or(tid);
+        for (k, (label, rdv)) in calls.into_iter().enumerate() {
+            let id = if k == 0 {
+                format!("{ordinal}")
+            } else {
+                format!("{ordinal}.{k}")
+            };
+            let mut parents = Vec::new();
+            if let Some(&prev) = last_of.get(&tid) {
+                parents.push(Parent::causal(nodes[prev].event.id.clone()));
+            } else if let Some(from) = forked.remove(&tid) {
+                parents.push(Parent::causal(nodes[from].event.id.clone()));
+            }
+            if let Some(from) = handed.remove(&tid) {
+                parents.push(Parent::causal(nodes[from].event.id.clone()));
+            }
+            let mut fields = vec![("record".to_string(), ordinal.to_string())];
+            for x in &rdv {
+                fields.push(("rendezvous".into(), format!("{:#x}:{}", x.obj, x.seq)));
+            }
+            let n = nodes.len();
+            for x in &rdv {
+                objects.entry(x.obj).or_default().push((x.seq, n));
+            }
+            nodes.push(Node {
+                event: Event {
+                    task: name.to_string(),
+                    id,
+                    agent: Some(format!("process {tgid}")),
+                    process: Some(tgid.to_string()),
+                    pid: u32::try_from(tgid).ok(),
+                    tid: u64::try_from(tid).ok(),
+                    labels: vec![label],
+                    fields,
+                    parents,
+                    ..Event::default()
+                },
+                tid,
+            });
+            last_of.insert(tid, n);
+        }
+        match &r.event {
+            RecEvent::Syscall(s)
+                if s.result > 0
+                    && matches!(
+                        s.nr,
+                        libc::SYS_clone | libc::SYS_clone3 | libc::SYS_fork | libc::SYS_vfork
+                    ) =>
+            {
+                if let Some(&n) = last_of.get(&tid) {
+                    forked.insert(s.result as i32, n);
+                }
+            }
+            RecEvent::Switch { to, .. } => {
+                if let Some(&n) = last_of.get(&tid) {
+                    handed.insert(*to, n);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Each object's interactions in their recorded order: an edge from one to the next when
+    // they are in different threads (within a thread program order already orders them).
+    let mut extra: Vec<(usize, usize)> = Vec::new();
+    for seqs in objects.values_mut() {
+        seqs.sort_unstable();
+        for w in seqs.windows(2) {
+            let ((_, a), (_, b)) = (w[0], w[1]);
+            if nodes[a].tid != nodes[b].tid {
+                extra.push((a, b));
+            }
+        }
+    }
+    for (a, b) in extra {
+        let id = nodes[a].event.id.clone();
+        if !nodes[b].event.parents.iter().any(|p| p.id == id) {
+            nodes[b].event.parents.push(Parent::causal(id));
+        }
+    }
+    // The time axis: a topological order of the edges, as close to the stream order as they
+    // allow (a reader's exit may be recorded before the writer's that fed it).
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.event.id.as_str(), i))
+        .collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut waiting: Vec<usize> = vec![0; nodes.len()];
+    for (i, n) in nodes.iter().enumerate() {
+        for p in &n.event.parents {
+            if let Some(&j) = index.get(p.id.as_str()) {
+                children[j].push(i);
+                waiting[i] += 1;
+            }
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..nodes.len())
+        .filter(|&i| waiting[i] == 0)
+        .map(Reverse)
+        .collect();
+    let mut order: Vec<usize> = Vec::with_capacity(nodes.len());
+    while let Some(Reverse(i)) = ready.pop() {
+        order.push(i);
+        for &c in &children[i] {
+            waiting[c] -= 1;
+            if waiting[c] == 0 {
+                ready.push(Reverse(c));
+            }
+        }
+    }
+    // A cycle (not causal: a recorder bug) leaves nodes out: they follow in stream order, and
+    // the graph reports the cycle.
+    let placed: std::collections::HashSet<usize> = order.iter().copied().collect();
+    order.extend((0..nodes.len()).filter(|i| !placed.contains(i)));
+    for (t, &i) in order.iter().enumerate() {
+        nodes[i].event.timestamp_ns = Some(t as i64 * NS_PER_RECORD);
+    }
+    TaskGraph::build(name.to_string(), nodes.into_iter().map(|n| n.event))
+}
