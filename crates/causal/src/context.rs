@@ -818,6 +818,21 @@ mod tests {
     }
 
     #[test]
+    fn queued_events_and_contexts_stay_small() {
+        // Every event is copied whole into its thread's queue, whose ring holds
+        // `queue_capacity` of them: the packed OpId (9 bytes, not 16) keeps 4 inline parents
+        // at 37 bytes instead of 72.
+        assert_eq!(std::mem::size_of::<OpId>(), 9);
+        assert_eq!(std::mem::size_of::<Parents>(), 40);
+        let (ev, cx) = (
+            std::mem::size_of::<RawEvent>(),
+            std::mem::size_of::<Context>(),
+        );
+        assert!(ev <= 336, "RawEvent is {ev} bytes (376 before)");
+        assert!(cx <= 88, "Context is {cx} bytes (120 before)");
+    }
+
+    #[test]
     fn join_merges_parents_of_the_same_task_without_duplicates() {
         let j = ctx(1, 10).join(&ctx(1, 11)).join(&ctx(1, 10));
         assert_eq!(j.parents(), &[OpId::new(10), OpId::new(11)]);

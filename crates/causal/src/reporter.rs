@@ -2,10 +2,18 @@
 //! and counters the program can read.
 //!
 //! # Never block the program
-//! An event is pushed onto a fixed-size queue (`crossbeam_queue::ArrayQueue`, allocated once); when
-//! the queue is full the event is dropped and counted ([`Stats::dropped_queue_full`]). The reporter
-//! thread wakes every `flush_interval` (or when the queue is half full), turns queued events into
-//! [`Report`]s, encodes a batch and writes it to the sink. A sink that fails (collector down) costs
+//! Each reporting thread has its own fixed-size queue to the reporter thread: a single-producer
+//! single-consumer ring (`rtrb`), made at the thread's first event with room for `queue_capacity`
+//! events (virtual memory: a page is touched when the ring first reaches it). Queuing an event
+//! copies it into the ring's next slot and publishes it with one release store: no atomic
+//! read-modify-write and no cache line written by other reporting threads. When a thread's ring is
+//! full the event is dropped and counted ([`Stats::dropped_queue_full`]). Events reported where the
+//! thread's ring is gone (thread-local destructors at thread exit) go through one shared
+//! multi-producer queue (`crossbeam_queue::ArrayQueue`) instead. The reporter thread wakes every
+//! `flush_interval` (or when a queue is half full), takes the rings of new threads, drains every
+//! ring (a ring whose thread has exited is drained and then freed), turns the events into
+//! [`Report`]s, encodes a batch and writes it to the sink. Events of one thread keep their order;
+//! events of different threads are sent ring by ring (readers order them by their edges and HRT). A sink that fails (collector down) costs
 //! the batch, counted in [`Stats::dropped_sink`]; the thread retries the connection at most once a
 //! second. Reports are flushed at a normal exit (an `atexit(3)` handler) and by [`flush`].
 //!
@@ -18,9 +26,10 @@
 //! | `SIGHTLINE_CAUSAL_FORMAT` | `text` (X-Trace Report 1.0) or `binary` (native) | `text` |
 //! | `SIGHTLINE_CAUSAL_SAMPLE` | probability in [0, 1] that a new task is sampled | `1` |
 //! | `SIGHTLINE_CAUSAL_AGENT` | `Agent` of events that name none | program name |
-//! | `SIGHTLINE_CAUSAL_QUEUE` | queue capacity, in events, 16 to 1048576 | `16384` |
+//! | `SIGHTLINE_CAUSAL_QUEUE` | each reporting thread's queue capacity, in events, 16 to 1048576 | `16384` |
 //! | `SIGHTLINE_CAUSAL_FLUSH_MS` | batching interval, ms | `20` |
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
@@ -152,7 +161,9 @@ pub struct Config {
     pub sample_rate: f64,
     /// `Agent` of events that name none.
     pub agent: String,
-    /// Queue capacity in events, clamped to [16, [`MAX_QUEUE_CAPACITY`]].
+    /// Each reporting thread's queue capacity in events, clamped to [16,
+    /// [`MAX_QUEUE_CAPACITY`]] (the shared queue for events from thread-exit destructors holds
+    /// at most [`FALLBACK_QUEUE_CAPACITY`]).
     pub queue_capacity: usize,
     /// How long the reporter thread sleeps between batches when the queue is not filling up;
     /// raised to [`MIN_FLUSH_INTERVAL`] when shorter.
@@ -276,11 +287,21 @@ impl Stats {
 }
 
 struct Shared {
-    queue: ArrayQueue<RawEvent>,
-    /// `submit` checks the queue's length when the count of queued events has these bits clear.
+    /// The shared queue for events of threads whose own queue is gone (thread exit).
+    fallback: ArrayQueue<RawEvent>,
+    /// Each thread's queue capacity.
+    queue_capacity: usize,
+    /// The consumer ends of thread queues made since the reporter thread last looked.
+    new_queues: Mutex<Vec<QueueEnd>>,
+    /// The counters of every live thread queue (those of freed queues are added to `queued` and
+    /// `dropped_queue_full`).
+    queue_counts: Mutex<Vec<Arc<QueueCounts>>>,
+    /// `submit` checks a queue's length when the count of its queued events has these bits clear.
     len_check_mask: u64,
     sample_threshold: u64,
+    /// Events queued on the shared queue and on thread queues since freed.
     queued: AtomicU64,
+    /// Events dropped by a full shared queue and by thread queues since freed.
     dropped_queue_full: AtomicU64,
     dropped_sink: AtomicU64,
     sent: AtomicU64,
@@ -298,9 +319,44 @@ struct Shared {
 /// The shortest batching interval: 1 ms, as `SIGHTLINE_CAUSAL_FLUSH_MS` requires.
 pub const MIN_FLUSH_INTERVAL: Duration = Duration::from_millis(1);
 
-/// The largest queue capacity accepted, in events: the queue is allocated whole when the reporter
-/// starts, so a larger value would be a large up-front allocation (or an allocation failure).
+/// The largest queue capacity accepted, in events: each reporting thread's queue is allocated
+/// whole at its first event, so a larger value would be a large allocation per thread (or an
+/// allocation failure).
 pub const MAX_QUEUE_CAPACITY: usize = 1 << 20;
+
+/// The capacity, in events, of the shared queue that takes events reported after a thread's own
+/// queue is gone (in thread-local destructors at thread exit); at most `queue_capacity`.
+pub const FALLBACK_QUEUE_CAPACITY: usize = 1024;
+
+/// One thread queue's counters, each written only by its thread (plain stores, no
+/// read-modify-write) and read by [`stats`].
+#[derive(Default)]
+struct QueueCounts {
+    queued: AtomicU64,
+    dropped_queue_full: AtomicU64,
+}
+
+/// The reporter thread's end of one thread queue.
+struct QueueEnd {
+    consumer: rtrb::Consumer<RawEvent>,
+    counts: Arc<QueueCounts>,
+}
+
+/// A reporting thread's end of its queue.
+struct ThreadQueue {
+    /// The reporter it was made for (a forked child has another one).
+    shared: &'static Shared,
+    producer: rtrb::Producer<RawEvent>,
+    counts: Arc<QueueCounts>,
+    /// This thread's copies of `counts`.
+    queued: u64,
+    dropped_queue_full: u64,
+}
+
+thread_local! {
+    /// This thread's queue to the reporter, made at its first event.
+    static QUEUE: RefCell<Option<ThreadQueue>> = const { RefCell::new(None) };
+}
 
 /// This process's reporter (leaked on start: it lives as long as the process). Emptied in the
 /// child of a `fork(2)` without `exec`, whose copy names a reporter thread that does not exist
@@ -400,7 +456,10 @@ fn start(config: Config) -> Result<(), ConfigError> {
         Err(e) => (None, Some(e)),
     };
     let shared: &'static Shared = Box::leak(Box::new(Shared {
-        queue: ArrayQueue::new(cap),
+        fallback: ArrayQueue::new(cap.min(FALLBACK_QUEUE_CAPACITY)),
+        queue_capacity: cap,
+        new_queues: Mutex::new(Vec::new()),
+        queue_counts: Mutex::new(Vec::new()),
         len_check_mask: len_check_mask(cap),
         sample_threshold,
         queued: AtomicU64::new(0),
@@ -481,17 +540,87 @@ pub(crate) fn sample_new_task() -> bool {
     t == u64::MAX || crate::ids::random_u64() < t
 }
 
-/// Queues one event, or counts it dropped when the queue is full.
+/// Queues one event on this thread's queue, or counts it dropped when that is full.
 #[inline(always)]
 pub(crate) fn submit(ev: RawEvent) {
     let s = shared();
-    match s.queue.push(ev) {
+    let mut ev = Some(ev);
+    // `try_with`: in a thread-local destructor at thread exit the queue may be gone; the event
+    // then takes the shared queue, as it does when the queue is busy (which nothing that runs
+    // under the borrow can cause: it is only a guard against a panic).
+    let _ = QUEUE.try_with(|q| {
+        if let Ok(mut q) = q.try_borrow_mut() {
+            push_local(&mut q, s, &mut ev);
+        }
+    });
+    if let Some(ev) = ev {
+        submit_shared(s, ev);
+    }
+}
+
+/// Pushes `ev` (taking it) onto the thread's queue `slot`, making the queue first when the
+/// thread has none for reporter `s`.
+#[inline(always)]
+fn push_local(slot: &mut Option<ThreadQueue>, s: &'static Shared, ev: &mut Option<RawEvent>) {
+    if !slot.as_ref().is_some_and(|q| std::ptr::eq(q.shared, s)) {
+        *slot = Some(new_thread_queue(s));
+    }
+    let (Some(q), Some(ev)) = (slot.as_mut(), ev.take()) else {
+        return;
+    };
+    match q.producer.push(ev) {
         Ok(()) => {
-            // Reading the queue's length loads both of its ends, which the reporter thread
-            // writes: a cross-core cache miss per event. Checked every `len_check_mask + 1`
-            // events instead (at most an eighth of the capacity, so it cannot miss half full).
-            let n = s.queued.fetch_add(1, Ordering::Relaxed);
-            if n & s.len_check_mask == 0 && s.queue.len() > s.queue.capacity() / 2 {
+            q.queued += 1;
+            q.counts.queued.store(q.queued, Ordering::Relaxed);
+            // Reading the ring's fill level loads the reporter's end of it (a cross-core miss):
+            // only every `len_check_mask + 1` events, at most an eighth of the capacity, so
+            // half full cannot be missed before full.
+            if q.queued & s.len_check_mask == 0 && q.producer.slots() < s.queue_capacity / 2 {
+                s.wake();
+            }
+        }
+        Err(_) => {
+            q.dropped_queue_full += 1;
+            q.counts
+                .dropped_queue_full
+                .store(q.dropped_queue_full, Ordering::Relaxed);
+            s.wake();
+        }
+    }
+}
+
+/// Makes this thread's queue to reporter `s` and hands its other end to the reporter thread.
+#[cold]
+fn new_thread_queue(s: &'static Shared) -> ThreadQueue {
+    let (producer, consumer) = rtrb::RingBuffer::new(s.queue_capacity);
+    let counts = Arc::new(QueueCounts::default());
+    s.queue_counts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(counts.clone());
+    s.new_queues
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(QueueEnd {
+            consumer,
+            counts: counts.clone(),
+        });
+    ThreadQueue {
+        shared: s,
+        producer,
+        counts,
+        queued: 0,
+        dropped_queue_full: 0,
+    }
+}
+
+/// Queues one event on the shared queue, or counts it dropped when that is full.
+#[cold]
+fn submit_shared(s: &'static Shared, ev: RawEvent) {
+    match s.fallback.push(ev) {
+        Ok(()) => {
+            s.queued.fetch_add(1, Ordering::Relaxed);
+            if s.fallback.len() > s.fallback.capacity() / 2 {
                 s.wake();
             }
         }
@@ -517,12 +646,22 @@ pub(crate) fn register_thread(tid: u32, name: Option<&str>) {
 pub fn stats() -> Stats {
     match SHARED.get() {
         None => Stats::default(),
-        Some(s) => Stats {
-            queued: s.queued.load(Ordering::Relaxed),
-            dropped_queue_full: s.dropped_queue_full.load(Ordering::Relaxed),
-            dropped_sink: s.dropped_sink.load(Ordering::Relaxed),
-            sent: s.sent.load(Ordering::Relaxed),
-        },
+        Some(s) => {
+            // Under the lock, so that a queue being freed is counted once (its counts move to
+            // the totals under the same lock).
+            let counts = s.queue_counts.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = Stats {
+                queued: s.queued.load(Ordering::Relaxed),
+                dropped_queue_full: s.dropped_queue_full.load(Ordering::Relaxed),
+                dropped_sink: s.dropped_sink.load(Ordering::Relaxed),
+                sent: s.sent.load(Ordering::Relaxed),
+            };
+            for c in counts.iter() {
+                st.queued += c.queued.load(Ordering::Relaxed);
+                st.dropped_queue_full += c.dropped_queue_full.load(Ordering::Relaxed);
+            }
+            st
+        }
     }
 }
 
@@ -536,7 +675,12 @@ pub fn dropped() -> u64 {
 pub fn flush(timeout: Duration) -> bool {
     let Some(s) = SHARED.get() else { return true };
     if s.worker.is_none() {
-        return s.queue.is_empty();
+        return s.fallback.is_empty()
+            && s.new_queues
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .all(|q| q.consumer.is_empty());
     }
     let ticket = s.flush_requested.fetch_add(1, Ordering::AcqRel) + 1;
     s.wake();
@@ -629,6 +773,8 @@ struct Worker {
     conn: Conn,
     buf: Vec<u8>,
     reports: Vec<Report>,
+    /// The thread queues taken so far.
+    queues: Vec<QueueEnd>,
 }
 
 /// Most events turned into reports per batch.
@@ -660,6 +806,7 @@ impl Worker {
             conn,
             buf: Vec::with_capacity(64 << 10),
             reports: Vec::new(),
+            queues: Vec::new(),
         }
     }
 
@@ -672,15 +819,7 @@ impl Worker {
                 clock_checked = Instant::now();
             }
             let flush_ticket = self.shared.flush_requested.load(Ordering::Acquire);
-            let mut drained = 0;
-            while let Some(ev) = self.shared.queue.pop() {
-                let r = self.to_report(ev);
-                self.reports.push(r);
-                drained += 1;
-                if self.reports.len() >= BATCH {
-                    self.send_batch();
-                }
-            }
+            let drained = self.drain();
             if !self.reports.is_empty() {
                 self.send_batch();
             }
@@ -698,13 +837,85 @@ impl Worker {
                     self.shared.flush_cv.notify_all();
                 }
             }
-            if self.shared.stopping.load(Ordering::Acquire) && self.shared.queue.is_empty() {
+            if self.shared.stopping.load(Ordering::Acquire) && self.all_empty() {
                 return;
             }
             if drained == 0 && self.shared.flush_requested.load(Ordering::Acquire) == flush_ticket {
                 std::thread::park_timeout(self.config.flush_interval);
             }
         }
+    }
+
+    /// Takes the queues of new threads, then turns every queued event into a report (sending
+    /// full batches); frees the queues of exited threads once drained. Returns the count.
+    fn drain(&mut self) -> usize {
+        {
+            let mut new = self
+                .shared
+                .new_queues
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.queues.append(&mut new);
+        }
+        let mut drained = 0;
+        let mut queues = std::mem::take(&mut self.queues);
+        queues.retain_mut(|q| {
+            // Whether the thread had exited before this drain: then nothing more can come.
+            let exited = q.consumer.is_abandoned();
+            while let Ok(ev) = q.consumer.pop() {
+                self.push_report(ev);
+                drained += 1;
+            }
+            if exited {
+                self.free_queue(&q.counts);
+            }
+            !exited
+        });
+        self.queues = queues;
+        while let Some(ev) = self.shared.fallback.pop() {
+            self.push_report(ev);
+            drained += 1;
+        }
+        drained
+    }
+
+    /// Adds the report of `ev` to the batch, sending it when full.
+    fn push_report(&mut self, ev: RawEvent) {
+        let r = self.to_report(ev);
+        self.reports.push(r);
+        if self.reports.len() >= BATCH {
+            self.send_batch();
+        }
+    }
+
+    /// Moves a freed queue's final counts into the totals.
+    fn free_queue(&self, counts: &Arc<QueueCounts>) {
+        let mut all = self
+            .shared
+            .queue_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        all.retain(|c| !Arc::ptr_eq(c, counts));
+        self.shared
+            .queued
+            .fetch_add(counts.queued.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.shared.dropped_queue_full.fetch_add(
+            counts.dropped_queue_full.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether every queue is empty (no new thread queue waiting either).
+    fn all_empty(&self) -> bool {
+        self.shared.fallback.is_empty()
+            && self.queues.iter().all(|q| q.consumer.is_empty())
+            && self
+                .shared
+                .new_queues
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .all(|q| q.consumer.is_empty())
     }
 
     fn to_report(&self, ev: RawEvent) -> Report {
