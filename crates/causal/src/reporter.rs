@@ -26,7 +26,7 @@
 //! | `SIGHTLINE_CAUSAL_FORMAT` | `text` (X-Trace Report 1.0) or `binary` (native) | `text` |
 //! | `SIGHTLINE_CAUSAL_SAMPLE` | probability in [0, 1] that a new task is sampled | `1` |
 //! | `SIGHTLINE_CAUSAL_AGENT` | `Agent` of events that name none | program name |
-//! | `SIGHTLINE_CAUSAL_QUEUE` | each reporting thread's queue capacity, in events, 16 to 1048576 | `16384` |
+//! | `SIGHTLINE_CAUSAL_QUEUE` | each reporting thread's queue capacity, in events, 16 to 1048576 | `4096` |
 //! | `SIGHTLINE_CAUSAL_FLUSH_MS` | batching interval, ms | `20` |
 
 use std::cell::RefCell;
@@ -171,7 +171,7 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// TCP to 127.0.0.1:7831, text format, every task sampled, agent = program name, 16384 events,
+    /// TCP to 127.0.0.1:7831, text format, every task sampled, agent = program name, 4096 events per thread,
     /// 20 ms.
     fn default() -> Config {
         Config {
@@ -179,7 +179,7 @@ impl Default for Config {
             format: WireFormat::Text,
             sample_rate: 1.0,
             agent: program_name(),
-            queue_capacity: 16384,
+            queue_capacity: 4096,
             flush_interval: Duration::from_millis(20),
         }
     }
