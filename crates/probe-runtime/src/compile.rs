@@ -145,6 +145,7 @@ pub fn compile(
         aggsize: o.aggsize.unwrap_or(4 << 20),
         syscall_count: linux_syscalls::SYSCALLS_X86_64.len(),
         task,
+        probe_id: Some(crate::run::probe_display_id),
     };
     let layout = probe_codegen::compile(&checked, &cg)?;
     Ok(Compiled { checked, layout })

@@ -125,16 +125,31 @@ impl Kallsyms {
     }
 }
 
+/// The warning for matched probes whose uprobe site the kernel refused
+/// ([`crate::session::Session::refused_probes`]): how many, why, and the first one; `None` for none.
+pub fn refused_warning(refused: &[String]) -> Option<String> {
+    let first = refused.first()?;
+    let n = refused.len();
+    let (are, their, s, which) = if n == 1 {
+        (" is", "its", "", format!(": {first}"))
+    } else {
+        ("s are", "their", "s", format!(" (the first: {first})"))
+    };
+    Some(format!(
+        "sightline: warning: {n} matched probe{are} not attached: the kernel refused {their} uprobe site{s} (ENOTSUPP: an instruction its uprobe code can neither single-step nor emulate){which}"
+    ))
+}
+
 /// Display id of a probe (`-l`'s ID column and the non-quiet probe lines).
 pub fn probe_display_id(full_name: &str) -> u32 {
     let mut parts = full_name.splitn(4, ':');
-    let (p, _m, f, n) = (
+    let (p, m, f, n) = (
         parts.next().unwrap_or(""),
-        parts.next(),
+        parts.next().unwrap_or(""),
         parts.next().unwrap_or(""),
         parts.next().unwrap_or(""),
     );
-    catalog::probe_id(p, f, n)
+    catalog::user_probe_id_of(full_name).unwrap_or_else(|| catalog::probe_id(p, m, f, n))
 }
 
 /// Whether `flowindent` is on (`-F`, `-x flowindent`, `#pragma D option flowindent`): the last
@@ -195,6 +210,8 @@ pub struct Consumer<'a> {
     sort: SortOptions,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
+    /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
+    attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
 }
 
 impl std::fmt::Debug for Consumer<'_> {
@@ -258,7 +275,15 @@ impl<'a> Consumer<'a> {
             reported: BTreeMap::new(),
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
+            attach_progress: None,
         })
+    }
+
+    /// Has [`Consumer::run`] call `f(done, total)` as the probes attach (units of
+    /// [`crate::session::Session::attach_steps`]: one per uprobe site of a merged program), e.g. for a progress
+    /// bar while a million instruction probes attach.
+    pub fn set_attach_progress(&mut self, f: impl FnMut(usize, usize) + 'a) {
+        self.attach_progress = Some(Box::new(f));
     }
 
     /// The loaded session (for tests: attachment counts, aggregation reads).
@@ -272,7 +297,11 @@ impl<'a> Consumer<'a> {
         self.drain()?;
         self.check_exit_flag()?;
         if self.stopped.is_none() {
-            self.session.attach()?;
+            match self.attach_progress.as_mut() {
+                Some(f) => self.session.attach_with_progress(&mut **f)?,
+                None => self.session.attach()?,
+            }
+            self.report_refused()?;
             if let Some(t) = target.as_deref_mut() {
                 t.release()?;
             }
@@ -389,6 +418,15 @@ impl<'a> Consumer<'a> {
         Ok(())
     }
 
+    /// Warns about matched probes left unattached because the kernel refused their uprobe site
+    /// (a warning, printed with `-q` too: the probes the user asked for do not all fire).
+    fn report_refused(&mut self) -> Result<(), RunError> {
+        if let Some(w) = refused_warning(self.session.refused_probes()) {
+            writeln!(self.err, "{w}")?;
+        }
+        Ok(())
+    }
+
     fn probe_of(&self, rec: usize, key: u64) -> ProbeRef {
         let d = &self.session.layout.records[rec];
         let prog = &self.session.layout.programs[d.program];
@@ -427,7 +465,8 @@ impl<'a> Consumer<'a> {
         let function = parts.next().unwrap_or("").to_string();
         let pname = parts.next().unwrap_or("").to_string();
         ProbeRef {
-            id: catalog::probe_id(&provider, &function, &pname),
+            id: catalog::user_probe_id_of(&name)
+                .unwrap_or_else(|| catalog::probe_id(&provider, &module, &function, &pname)),
             provider,
             module,
             function,
@@ -870,5 +909,37 @@ fn agg_key(kind: &FieldKind, v: Value) -> Value {
         }
         (FieldKind::Sym(SymKind::Mod | SymKind::Umod), Value::Sym(s)) => Value::Sym(s.module_key()),
         (_, v) => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_sites_are_counted_and_the_first_named() {
+        assert_eq!(refused_warning(&[]), None);
+        let one = refused_warning(&["pid7:a.out:main:1c".into()]).unwrap();
+        assert!(
+            one.starts_with("sightline: warning: 1 matched probe is not attached: the kernel refused its uprobe site (ENOTSUPP"),
+            "{one}"
+        );
+        assert!(one.ends_with("): pid7:a.out:main:1c"), "{one}");
+        let three = refused_warning(&[
+            "pid7:a.out:main:1c".into(),
+            "pid7:a.out:main:2a".into(),
+            "pid7:a.out:f:3".into(),
+        ])
+        .unwrap();
+        assert!(
+            three.contains(
+                "3 matched probes are not attached: the kernel refused their uprobe sites"
+            ),
+            "{three}"
+        );
+        assert!(
+            three.ends_with("(the first: pid7:a.out:main:1c)"),
+            "{three}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 
 mod causal;
 mod probe;
+mod progress;
 mod replay;
 mod ui;
 

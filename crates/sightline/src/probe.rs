@@ -246,6 +246,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return Err(explain(e, args.verbose)),
     };
+    let mut bar = crate::progress::AttachBar::stderr();
+    consumer.set_attach_progress(move |done, total| bar.update(done, total));
     if notices {
         // dtrace(1M): one notice per source: "script 'FILE' matched N probes" for each -s,
         // "description 'D' matched N probes" for each -n (D: its text up to the first clause's
