@@ -48,6 +48,106 @@ pub enum StopReason {
     Interrupted,
     /// The `-c`/`-p` target exited.
     TargetExited,
+    /// `bufpolicy=fill` and the buffer filled up (DTrace stops tracing then).
+    BufferFull,
+}
+
+/// DTrace's principal buffer policies (`-x bufpolicy=`; the DTrace guide, "Buffers and
+/// Buffering"); `switch`, the default, prints records as they arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufPolicy {
+    /// A flight recorder: keep the most recent `bufsize` bytes of records, print them at exit.
+    Ring,
+    /// Keep the first `bufsize` bytes of records; when full, drop the rest (counted as drops)
+    /// and stop tracing; print them at exit.
+    Fill,
+}
+
+impl BufPolicy {
+    /// The program's policy (`None` for `switch`; the analysis checked the value).
+    pub fn of(prog: &CheckedProgram) -> Option<BufPolicy> {
+        match prog
+            .options
+            .other
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "bufpolicy")
+            .map(|(_, v)| v.as_str())
+        {
+            Some("ring") => Some(BufPolicy::Ring),
+            Some("fill") => Some(BufPolicy::Fill),
+            _ => None,
+        }
+    }
+}
+
+/// DTrace's default `bufsize` (4 MiB), the held buffer's size when none is given.
+pub const BUFSIZE_DEFAULT: u64 = 4 << 20;
+
+/// Bytes a held record counts for beyond its data: its header in the kernel's ring buffer
+/// (the record, CPU, probe, mask and timestamp words).
+pub const HELD_HEADER: usize = 32;
+
+/// The records of a `ring` or `fill` buffer, held in the consumer until exit: at most `limit`
+/// bytes (data plus [`HELD_HEADER`] each), as DTrace's per-CPU buffers of `bufsize` bytes are
+/// bounded (here one bound for all CPUs together).
+#[derive(Debug)]
+pub struct HeldBuffer {
+    policy: BufPolicy,
+    limit: usize,
+    bytes: usize,
+    recs: std::collections::VecDeque<HeldRecord>,
+    /// `fill`: records dropped because the buffer was full, by CPU.
+    drops: BTreeMap<u32, u64>,
+}
+
+impl HeldBuffer {
+    /// An empty buffer of `limit` bytes under `policy`.
+    pub fn new(policy: BufPolicy, limit: u64) -> HeldBuffer {
+        HeldBuffer {
+            policy,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            bytes: 0,
+            recs: std::collections::VecDeque::new(),
+            drops: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps `rec`: `ring` evicts the oldest records to make room; `fill` drops `rec` when it
+    /// does not fit and returns false (the buffer is full).
+    fn push(&mut self, rec: HeldRecord) -> bool {
+        let size = rec.5.len() + HELD_HEADER;
+        match self.policy {
+            BufPolicy::Ring => {
+                self.bytes += size;
+                self.recs.push_back(rec);
+                while self.bytes > self.limit {
+                    match self.recs.pop_front() {
+                        Some(old) => self.bytes -= old.5.len() + HELD_HEADER,
+                        None => break,
+                    }
+                }
+                true
+            }
+            BufPolicy::Fill => {
+                if self.bytes + size > self.limit {
+                    *self.drops.entry(rec.1).or_default() += 1;
+                    return false;
+                }
+                self.bytes += size;
+                self.recs.push_back(rec);
+                true
+            }
+        }
+    }
+
+    /// The records, each CPU's oldest to youngest, CPU after CPU; and the drops by CPU.
+    fn into_records(self) -> (Vec<HeldRecord>, BTreeMap<u32, u64>) {
+        let mut recs: Vec<HeldRecord> = self.recs.into();
+        // Stable: each CPU's records keep their order.
+        recs.sort_by_key(|r| r.1);
+        (recs, self.drops)
+    }
 }
 
 /// Errors of a run: the kernel, or the output.
@@ -210,6 +310,8 @@ pub struct Consumer<'a> {
     sort: SortOptions,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
+    /// The records kept until exit under `bufpolicy=ring` or `fill` (`None`: `switch`).
+    held: Option<HeldBuffer>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
 }
@@ -276,6 +378,8 @@ impl<'a> Consumer<'a> {
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
+            held: BufPolicy::of(prog)
+                .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         })
     }
 
@@ -354,6 +458,17 @@ impl<'a> Consumer<'a> {
         } else {
             self.drain()?;
         }
+        // A ring or fill buffer prints now, each CPU's records oldest to youngest (DTrace's
+        // consumer reads one CPU's buffer after the other).
+        if let Some(h) = self.held.take() {
+            let (recs, drops) = h.into_records();
+            for rec in recs {
+                self.record(rec)?;
+            }
+            for (cpu, n) in drops {
+                self.drop_line(DropKind::Principal, Some(cpu), n)?;
+            }
+        }
         // END runs after everything is detached; its records print normally.
         self.session.run_dtrace(Attach::End)?;
         self.drain()?;
@@ -412,6 +527,15 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
+        if let Some(h) = self.held.as_mut() {
+            for rec in recs {
+                if !h.push(rec) && self.stopped.is_none() {
+                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
+                    self.stopped = Some(StopReason::BufferFull);
+                }
+            }
+            return Ok(());
+        }
         for rec in recs {
             self.record(rec)?;
         }
@@ -915,6 +1039,38 @@ fn agg_key(kind: &FieldKind, v: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rec(cpu: u32, n: u8, len: usize) -> HeldRecord {
+        (0, cpu, 0, 0, u64::from(n), vec![n; len])
+    }
+
+    #[test]
+    fn a_ring_keeps_the_newest_records_and_prints_them_cpu_by_cpu() {
+        // Room for three 68-byte records (36 bytes of data + the 32-byte header).
+        let mut h = HeldBuffer::new(BufPolicy::Ring, 3 * 68);
+        for (i, cpu) in [1u32, 0, 1, 0, 1].into_iter().enumerate() {
+            assert!(h.push(rec(cpu, i as u8, 36)));
+        }
+        let (recs, drops) = h.into_records();
+        let kept: Vec<(u32, u64)> = recs.iter().map(|r| (r.1, r.4)).collect();
+        // Records 0 and 1 were evicted; CPU 0's record comes first, CPU 1's keep their order.
+        assert_eq!(kept, vec![(0, 3), (1, 2), (1, 4)]);
+        assert!(drops.is_empty());
+    }
+
+    #[test]
+    fn a_fill_buffer_keeps_the_first_records_and_counts_the_rest_as_drops() {
+        let mut h = HeldBuffer::new(BufPolicy::Fill, 2 * 68 + 10);
+        assert!(h.push(rec(0, 0, 36)));
+        assert!(h.push(rec(2, 1, 36)));
+        assert!(!h.push(rec(2, 2, 36)), "full");
+        assert!(!h.push(rec(0, 3, 36)), "still full");
+        // A smaller record still fits in what is left? No: 10 bytes are less than a header.
+        assert!(!h.push(rec(2, 4, 0)));
+        let (recs, drops) = h.into_records();
+        assert_eq!(recs.iter().map(|r| r.4).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(drops.into_iter().collect::<Vec<_>>(), vec![(0, 1), (2, 2)]);
+    }
 
     #[test]
     fn refused_sites_are_counted_and_the_first_named() {

@@ -202,7 +202,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
-    if let Some(asked) = checked.options.bufsize {
+    if let Some(asked) = checked
+        .options
+        .bufsize
+        .filter(|_| probe_runtime::run::BufPolicy::of(&checked).is_none())
+    {
         // The ring buffer is a power of two of at least 16 KiB (a page multiple the kernel
         // accepts): say so when bufsize was changed, as dtrace reports a buffer size it adjusts
         // (issue 22: "-x bufsize below 16 KiB is rounded up silently").
