@@ -283,6 +283,12 @@ pub enum RecordAction {
         /// The format string.
         format: String,
     },
+    /// `system(fmt, args...)` (destructive): the consumer formats the command as `printf` does
+    /// and runs it with `/bin/sh -c`, its output in place; `fields` are the arguments.
+    System {
+        /// The format string.
+        format: String,
+    },
     /// `trace(expr)`: one field.
     Trace,
     /// `stack()`/`ustack()` as a statement: one stack field.

@@ -225,6 +225,18 @@ impl Kallsyms {
     }
 }
 
+/// Runs a `system()` command with `/bin/sh -c` (stdin closed, stderr inherited) and returns what
+/// it printed on stdout.
+fn run_system(cmd: &str) -> std::io::Result<String> {
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The warning for matched probes whose uprobe site the kernel refused
 /// ([`crate::session::Session::refused_probes`]): how many, why, and the first one; `None` for none.
 pub fn refused_warning(refused: &[String]) -> Option<String> {
@@ -790,6 +802,29 @@ impl<'a> Consumer<'a> {
                     items.push(RecordItem::Printf {
                         format: format.clone(),
                         text: s,
+                        args,
+                    });
+                }
+                RecordAction::System { format } => {
+                    let args: Vec<Value> = a.fields.iter().map(|f| self.decode(f, bytes)).collect();
+                    let cmd = match probe_format::printf::parse(format) {
+                        Ok(pieces) => probe_format::printf::format(&pieces, &args).ok(),
+                        Err(_) => None,
+                    };
+                    // DTrace's consumer runs the command and waits for it; its output goes
+                    // where the trace output goes, in order.
+                    let output = match cmd.as_deref().map(run_system) {
+                        Some(Ok(o)) => o,
+                        Some(Err(e)) => {
+                            writeln!(self.err, "sightline: system(): {e}")?;
+                            String::new()
+                        }
+                        None => String::new(),
+                    };
+                    text.push_str(&output);
+                    items.push(RecordItem::Printf {
+                        format: format.clone(),
+                        text: output,
                         args,
                     });
                 }

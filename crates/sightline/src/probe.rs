@@ -78,6 +78,9 @@ pub struct ProbeArgs {
     /// Print the version of the D language and of Sightline, then exit (dtrace -V).
     #[arg(short = 'V')]
     pub version: bool,
+    /// Allow destructive actions (`system()`, `raise()`), like `-x destructive` (dtrace -w).
+    #[arg(short = 'w')]
+    pub destructive: bool,
     /// Verbose: print the full BPF verifier log when a program is rejected.
     #[arg(short = 'v')]
     pub verbose: bool,
@@ -186,6 +189,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     }
     if args.flowindent {
         options.push(("flowindent".into(), None));
+    }
+    if args.destructive {
+        options.push(("destructive".into(), None));
     }
     let catalog = catalog::system(user);
     let opts = CompileOptions {

@@ -59,6 +59,12 @@ impl ProgGen<'_, '_> {
                 },
                 args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
             ),
+            Action::System { format, args } => (
+                RecordAction::System {
+                    format: format.clone(),
+                },
+                args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
+            ),
             Action::Exit(_) => (
                 RecordAction::Exit,
                 vec![FieldKind::Int {
@@ -148,10 +154,29 @@ impl ProgGen<'_, '_> {
             Action::Tracemem { .. } => {
                 return self.err(span, "tracemem() is not supported by sightline yet");
             }
-            Action::System { .. } | Action::Raise(_) | Action::Stop => {
+            Action::Raise(_) | Action::Stop
+                if matches!(
+                    self.group,
+                    GroupKey::Begin | GroupKey::End | GroupKey::Error
+                ) =>
+            {
+                // These run in sightline's own thread (BPF_PROG_TEST_RUN).
                 return self.err(
                     span,
-                    "destructive actions (system, raise, stop) are not supported",
+                    "raise() and stop() in BEGIN, END or ERROR would signal sightline itself",
+                );
+            }
+            Action::Raise(sig) => {
+                // bpf_send_signal: the current process (the one that fired the probe).
+                self.int(sig)?;
+                self.asm.mov(R1, R0);
+                self.asm.call(helper::SEND_SIGNAL);
+                return Ok(());
+            }
+            Action::Stop => {
+                return self.err(
+                    span,
+                    "stop() is not supported: nothing would resume the stopped process (use raise(SIGSTOP) and resume it with kill -CONT)",
                 );
             }
             Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
@@ -168,7 +193,7 @@ impl ProgGen<'_, '_> {
                 let k = value_kind(&e.ty, self.strsize());
                 self.store_value(e, &k, offs[0])?;
             }
-            Action::Printf { args, .. } => {
+            Action::Printf { args, .. } | Action::System { args, .. } => {
                 for (e, off) in args.iter().zip(&offs) {
                     let k = value_kind(&e.ty, self.strsize());
                     self.store_value(e, &k, *off)?;
