@@ -183,6 +183,74 @@ pub fn kernel() -> Catalog {
         .with(SyscallProvider)
         .with(ProcProvider)
         .with(TracepointProvider::default())
+        .with(KernelFunctionProvider)
+}
+
+/// Provider names of kernel-function probes: DTrace's `fbt`, and the names bpftrace and BPF use.
+pub const KERNEL_FUNCTION_PROVIDERS: &[&str] = &[
+    "fbt",
+    "kprobe",
+    "kretprobe",
+    "fentry",
+    "fexit",
+    "kfunc",
+    "kretfunc",
+];
+
+/// The kernel-function providers (`fbt`, ...): no probes yet; a description naming one matches
+/// nothing and [`kernel_functions_reason`] says why.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelFunctionProvider;
+
+impl Provider for KernelFunctionProvider {
+    fn probes(&self, _desc: &ProbeDescPattern, _out: &mut Vec<ProbeInfo>) {}
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        KERNEL_FUNCTION_PROVIDERS
+            .contains(&desc.provider.as_str())
+            .then(kernel_functions_reason)
+    }
+}
+
+/// What this kernel offers for kernel-function probes, as found (once per process): kprobes (the
+/// `kprobe` PMU in `/sys/bus/event_source/devices`, or tracefs `kprobe_events`), and BPF
+/// trampolines, by loading a minimal `BPF_PROG_TYPE_TRACING` fentry program without a BTF
+/// target: a kernel that takes tracing programs answers EINVAL (no target), one that refuses
+/// them (lockdown, an LSM policy) EPERM before verifying.
+pub fn kernel_functions_reason() -> String {
+    static R: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists()
+            || Path::new(TRACEFS).join("kprobe_events").exists();
+        let kprobes = if kprobes {
+            "the kernel has kprobes, but sightline has no fbt provider on them yet".to_string()
+        } else {
+            "this kernel has no kprobes (no kprobe PMU in /sys/bus/event_source/devices, no kprobe_events in tracefs: CONFIG_KPROBES is off)".to_string()
+        };
+        // `r0 = 0; exit`.
+        let (zero, exit) = ([0xb7, 0, 0, 0, 0, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]);
+        let fentry = match probe_sys::bpf::prog_load(&probe_sys::bpf::ProgLoad {
+            prog_type: probe_sys::bpf::prog_type::TRACING,
+            expected_attach_type: probe_sys::bpf::attach_type::TRACE_FENTRY,
+            insns: &[zero, exit],
+            name: "sl_fentry_chk",
+            log: probe_sys::bpf::VerifierLog::OnError,
+        }) {
+            Err(e) if e.errno() == Some(libc::EINVAL) => {
+                "the kernel takes BPF trampoline programs (fentry/fexit), but sightline's fbt provider on them is not written yet".to_string()
+            }
+            Err(e) if e.is_permission() => {
+                "it refuses BPF trampoline programs (fentry/fexit): loading a BPF_PROG_TYPE_TRACING program fails with EPERM (kernel lockdown or an LSM policy)".to_string()
+            }
+            Err(e) => format!(
+                "loading a BPF trampoline (fentry) program failed: {}",
+                e.io_error
+            ),
+            Ok(_) => "the kernel took a tracing program without a target (unexpected)".to_string(),
+        };
+        format!("{kprobes}; {fentry}: no fbt probes here (tracepoints and syscall probes work)")
+    })
+    .clone()
 }
 
 /// Every provider of this machine: [`kernel`]'s, then the pid and USDT providers over `user`

@@ -543,6 +543,7 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
         "ID", "PROVIDER", "MODULE", "FUNCTION"
     )?;
     let mut seen = std::collections::HashSet::new();
+    let mut all_listed = true;
     for p in &pats {
         // Each description's probes in ID order, as dtrace(1M) lists them.
         let mut rows: Vec<(u32, ProbeInfo)> = catalog
@@ -557,6 +558,14 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
             })
             .collect();
         rows.sort_by_key(|(id, _)| *id);
+        // A description that matches nothing for a reason a provider knows (`-l -P fbt` on a
+        // kernel without kprobes or trampolines): say it, and fail as a run would.
+        if rows.is_empty()
+            && let Some(why) = catalog.why_no_match(p)
+        {
+            eprintln!("sightline: `{p}` matches no probes: {why}");
+            all_listed = false;
+        }
         for (id, info) in rows {
             writeln!(
                 out,
@@ -566,7 +575,11 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
         }
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if all_listed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// A probe description as a pattern: fields fill from the right (`BEGIN` = `:::BEGIN`).
