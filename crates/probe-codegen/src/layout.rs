@@ -289,6 +289,9 @@ pub enum RecordAction {
         /// The format string.
         format: String,
     },
+    /// `stop()` (destructive): the program sent SIGSTOP to the process whose pid is the one
+    /// field; the consumer sends it SIGCONT when tracing ends.
+    Stop,
     /// `trace(expr)`: one field.
     Trace,
     /// `stack()`/`ustack()` as a statement: one stack field.

@@ -322,6 +322,8 @@ pub struct Consumer<'a> {
     sort: SortOptions,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
+    /// Processes `stop()` stopped, resumed (SIGCONT) when the consumer is dropped.
+    stopped_pids: std::collections::BTreeSet<u32>,
     /// The records kept until exit under `bufpolicy=ring` or `fill` (`None`: `switch`).
     held: Option<HeldBuffer>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
@@ -333,6 +335,16 @@ impl std::fmt::Debug for Consumer<'_> {
         f.debug_struct("Consumer")
             .field("session", &self.session)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Consumer<'_> {
+    fn drop(&mut self) {
+        // Never leave a process stopped: DTrace leaves a stop()ped process for `prun`, Sightline
+        // resumes every process its stop() stopped once tracing ends (also after an error).
+        for &pid in &self.stopped_pids {
+            let _ = sys::kill(pid, libc::SIGCONT);
+        }
     }
 }
 
@@ -390,6 +402,7 @@ impl<'a> Consumer<'a> {
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
+            stopped_pids: std::collections::BTreeSet::new(),
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         })
@@ -827,6 +840,11 @@ impl<'a> Consumer<'a> {
                         text: output,
                         args,
                     });
+                }
+                RecordAction::Stop => {
+                    if let Value::Int(i) = self.decode(&a.fields[0], bytes) {
+                        self.stopped_pids.insert(i.as_i64() as u32);
+                    }
                 }
                 RecordAction::Exit => {
                     let v = self.decode(&a.fields[0], bytes);

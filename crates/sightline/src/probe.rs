@@ -78,7 +78,8 @@ pub struct ProbeArgs {
     /// Print the version of the D language and of Sightline, then exit (dtrace -V).
     #[arg(short = 'V')]
     pub version: bool,
-    /// Allow destructive actions (`system()`, `raise()`), like `-x destructive` (dtrace -w).
+    /// Allow destructive actions (`system()`, `raise()`, `stop()`), like `-x destructive`
+    /// (dtrace -w).
     #[arg(short = 'w')]
     pub destructive: bool,
     /// Verbose: print the full BPF verifier log when a program is rejected.

@@ -59,6 +59,13 @@ impl ProgGen<'_, '_> {
                 },
                 args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
             ),
+            Action::Stop => (
+                RecordAction::Stop,
+                vec![FieldKind::Int {
+                    bytes: 4,
+                    signed: false,
+                }],
+            ),
             Action::System { format, args } => (
                 RecordAction::System {
                     format: format.clone(),
@@ -173,12 +180,7 @@ impl ProgGen<'_, '_> {
                 self.asm.call(helper::SEND_SIGNAL);
                 return Ok(());
             }
-            Action::Stop => {
-                return self.err(
-                    span,
-                    "stop() is not supported: nothing would resume the stopped process (use raise(SIGSTOP) and resume it with kill -CONT)",
-                );
-            }
+            Action::Stop => {}
             Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
                 return self.err(e.span, "trunc() needs a constant count");
             }
@@ -202,6 +204,16 @@ impl ProgGen<'_, '_> {
             Action::Exit(e) => {
                 self.int(e)?;
                 self.asm.stx(Size::DW, R7, offs[0] as i16, R0);
+            }
+            Action::Stop => {
+                // The process's pid in the record (the consumer resumes it when tracing ends),
+                // then SIGSTOP to it.
+                let a = &mut self.asm;
+                a.call(helper::GET_CURRENT_PID_TGID);
+                a.alu_imm(Alu::Rsh, R0, 32);
+                a.stx(Size::W, R7, offs[0] as i16, R0);
+                a.mov_imm(R1, 19);
+                a.call(helper::SEND_SIGNAL);
             }
             Action::Speculate(id) => self.spec_action(SpecAction::Speculate, id, &offs, span)?,
             Action::Commit(id) => self.spec_action(SpecAction::Commit, id, &offs, span)?,
