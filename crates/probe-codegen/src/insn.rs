@@ -447,6 +447,8 @@ pub mod helper {
     pub const GET_CURRENT_COMM: i32 = 16;
     /// `u64 bpf_get_current_task(void)`
     pub const GET_CURRENT_TASK: i32 = 35;
+    /// `long bpf_send_signal(u32 sig)`: to the current process (Linux 5.3)
+    pub const SEND_SIGNAL: i32 = 109;
     /// `long bpf_get_stack(ctx, buf, size, flags)`
     pub const GET_STACK: i32 = 67;
     /// `long bpf_probe_read_user(dst, size, unsafe_ptr)`

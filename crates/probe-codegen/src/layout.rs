@@ -145,15 +145,18 @@ pub enum Attach {
         semaphore: Option<u64>,
     },
     /// Many instruction or entry uprobes of one file served by one program through one
-    /// uprobe_multi link (`BPF_TRACE_UPROBE_MULTI`, Linux 6.6): each site's attach cookie is its
-    /// probe id (index into [`Layout::probes`]), which the program stores as the record header's
-    /// probe key. Attached by probe-user.
+    /// uprobe_multi link (`BPF_TRACE_UPROBE_MULTI`, Linux 6.6): each site's attach cookie holds its
+    /// probe (index into [`Layout::probes`]), which the program stores as the record header's
+    /// probe key, and its display id. Attached by probe-user.
     UprobeMulti {
         /// ELF object path.
         path: String,
         /// Restrict to one process.
         pid: Option<u32>,
-        /// (file offset, attach cookie = probe id) of each site, sorted by offset.
+        /// (file offset, attach cookie) of each site, sorted by offset. The cookie's low 32 bits
+        /// are the site's probe (an index into [`Layout::probes`], the record's probe key), the
+        /// high 32 its display id (the `id` built-in; 0 without
+        /// [`crate::lower::CodegenOptions::probe_id`]).
         sites: Vec<(u64, u64)>,
     },
 }
@@ -280,6 +283,15 @@ pub enum RecordAction {
         /// The format string.
         format: String,
     },
+    /// `system(fmt, args...)` (destructive): the consumer formats the command as `printf` does
+    /// and runs it with `/bin/sh -c`, its output in place; `fields` are the arguments.
+    System {
+        /// The format string.
+        format: String,
+    },
+    /// `stop()` (destructive): the program sent SIGSTOP to the process whose pid is the one
+    /// field; the consumer sends it SIGCONT when tracing ends.
+    Stop,
     /// `trace(expr)`: one field.
     Trace,
     /// `stack()`/`ustack()` as a statement: one stack field.

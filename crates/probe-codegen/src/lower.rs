@@ -73,6 +73,10 @@ pub struct CodegenOptions {
     /// Number of system calls in the runtime's table: a clause with this many syscall probes in
     /// one program needs no number filter.
     pub syscall_count: usize,
+    /// The display id of a probe by its full name (`provider:module:function:name`; `-l`'s ID
+    /// column), the value of the `id` built-in at every probe but a system call's (which reads
+    /// its number). `None`: `id` reads 0 there.
+    pub probe_id: Option<fn(&str) -> u32>,
 }
 
 impl Default for CodegenOptions {
@@ -85,6 +89,7 @@ impl Default for CodegenOptions {
             aggsize: 4 << 20,
             syscall_count: usize::MAX,
             task: None,
+            probe_id: None,
         }
     }
 }

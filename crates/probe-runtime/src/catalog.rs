@@ -131,8 +131,9 @@ pub const PROFILE_MIN_PERIOD_NS: u64 = 200_000;
 
 /// A stable display id for a probe (the ID column of `-l` and of non-quiet output): dtrace's
 /// BEGIN, END, ERROR are 1, 2, 3 as in DTrace; system calls follow in table order (entry, return);
-/// profile and proc probes come next; a tracepoint's id is 100000 + its tracefs id.
-pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
+/// profile and proc probes come next; a tracepoint's id is 100000 + its tracefs id; a pid or USDT
+/// probe's is [`user_probe_id`]'s (0 for one never matched).
+pub fn probe_id(provider: &str, module: &str, function: &str, name: &str) -> u32 {
     let nsys = SYSCALLS_X86_64.len() as u32;
     match provider {
         "dtrace" => match name {
@@ -157,6 +158,9 @@ pub fn probe_id(provider: &str, function: &str, name: &str) -> u32 {
             4 + 2 * nsys + 1000 + PROC_PROBES.iter().position(|p| p.0 == name).unwrap_or(0) as u32
         }
         cat => {
+            if let Some(id) = user_probe_id(cat, module, function, name) {
+                return id;
+            }
             thread_local! {
                 static IDS: std::cell::RefCell<std::collections::HashMap<(String, String), u32>> =
                     std::cell::RefCell::new(std::collections::HashMap::new());
@@ -179,14 +183,180 @@ pub fn kernel() -> Catalog {
         .with(SyscallProvider)
         .with(ProcProvider)
         .with(TracepointProvider::default())
+        .with(KernelFunctionProvider)
+}
+
+/// Provider names of kernel-function probes: DTrace's `fbt`, and the names bpftrace and BPF use.
+pub const KERNEL_FUNCTION_PROVIDERS: &[&str] = &[
+    "fbt",
+    "kprobe",
+    "kretprobe",
+    "fentry",
+    "fexit",
+    "kfunc",
+    "kretfunc",
+];
+
+/// The kernel-function providers (`fbt`, ...): no probes yet; a description naming one matches
+/// nothing and [`kernel_functions_reason`] says why.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelFunctionProvider;
+
+impl Provider for KernelFunctionProvider {
+    fn probes(&self, _desc: &ProbeDescPattern, _out: &mut Vec<ProbeInfo>) {}
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        KERNEL_FUNCTION_PROVIDERS
+            .contains(&desc.provider.as_str())
+            .then(kernel_functions_reason)
+    }
+}
+
+/// What this kernel offers for kernel-function probes, as found (once per process): kprobes (the
+/// `kprobe` PMU in `/sys/bus/event_source/devices`, or tracefs `kprobe_events`), and BPF
+/// trampolines, by loading a minimal `BPF_PROG_TYPE_TRACING` fentry program without a BTF
+/// target: a kernel that takes tracing programs answers EINVAL (no target), one that refuses
+/// them (lockdown, an LSM policy) EPERM before verifying.
+pub fn kernel_functions_reason() -> String {
+    static R: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    R.get_or_init(|| {
+        let kprobes = Path::new("/sys/bus/event_source/devices/kprobe").exists()
+            || Path::new(TRACEFS).join("kprobe_events").exists();
+        let kprobes = if kprobes {
+            "the kernel has kprobes, but sightline has no fbt provider on them yet".to_string()
+        } else {
+            "this kernel has no kprobes (no kprobe PMU in /sys/bus/event_source/devices, no kprobe_events in tracefs: CONFIG_KPROBES is off)".to_string()
+        };
+        // `r0 = 0; exit`.
+        let (zero, exit) = ([0xb7, 0, 0, 0, 0, 0, 0, 0], [0x95, 0, 0, 0, 0, 0, 0, 0]);
+        let fentry = match probe_sys::bpf::prog_load(&probe_sys::bpf::ProgLoad {
+            prog_type: probe_sys::bpf::prog_type::TRACING,
+            expected_attach_type: probe_sys::bpf::attach_type::TRACE_FENTRY,
+            insns: &[zero, exit],
+            name: "sl_fentry_chk",
+            log: probe_sys::bpf::VerifierLog::OnError,
+        }) {
+            Err(e) if e.errno() == Some(libc::EINVAL) => {
+                "the kernel takes BPF trampoline programs (fentry/fexit), but sightline's fbt provider on them is not written yet".to_string()
+            }
+            Err(e) if e.is_permission() => {
+                "it refuses BPF trampoline programs (fentry/fexit): loading a BPF_PROG_TYPE_TRACING program fails with EPERM (kernel lockdown or an LSM policy)".to_string()
+            }
+            Err(e) => format!(
+                "loading a BPF trampoline (fentry) program failed: {}",
+                e.io_error
+            ),
+            Ok(_) => "the kernel took a tracing program without a target (unexpected)".to_string(),
+        };
+        format!("{kprobes}; {fentry}: no fbt probes here (tracepoints and syscall probes work)")
+    })
+    .clone()
 }
 
 /// Every provider of this machine: [`kernel`]'s, then the pid and USDT providers over `user`
 /// (which knows a held `-c` command, if any).
+///
+/// The pid and USDT probes get their ids as they are matched ([`user_probe_id`]).
 pub fn system(user: UserSites) -> Catalog {
     kernel()
-        .with(PidProvider(user.clone()))
-        .with(UsdtProvider(user))
+        .with(UserIds(PidProvider(user.clone())))
+        .with(UserIds(UsdtProvider(user)))
+}
+
+/// The first id of the pid and USDT probes: above every kernel probe's id (tracepoints are
+/// 100000 + their tracefs id).
+pub const USER_PROBE_ID_BASE: u32 = 1_000_000;
+
+/// The ids given to pid and USDT probes so far: by a 64-bit hash of the full name (8 bytes a
+/// probe rather than its name, for millions of instruction probes), and the next id.
+#[derive(Debug, Default)]
+struct UserIdTable {
+    ids: std::collections::HashMap<u64, u32>,
+    next: u32,
+}
+
+fn user_ids() -> std::sync::MutexGuard<'static, UserIdTable> {
+    static T: std::sync::OnceLock<std::sync::Mutex<UserIdTable>> = std::sync::OnceLock::new();
+    T.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+fn name_hash(provider: &str, module: &str, function: &str, name: &str) -> u64 {
+    use std::hash::Hasher;
+    // `DefaultHasher::new()` has fixed keys: the same name hashes the same in every run. Its
+    // writes stream, so this hashes the bytes of `provider:module:function:name` as
+    // [`full_name_hash`] does.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (i, part) in [provider, module, function, name].into_iter().enumerate() {
+        if i > 0 {
+            h.write(b":");
+        }
+        h.write(part.as_bytes());
+    }
+    h.finish()
+}
+
+fn full_name_hash(full_name: &str) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    h.write(full_name.as_bytes());
+    h.finish()
+}
+
+/// [`user_probe_id`] of a probe named in full (`provider:module:function:name`; a C++ function
+/// name may hold colons, so this is the form to use when the name is whole).
+pub fn user_probe_id_of(full_name: &str) -> Option<u32> {
+    user_ids().ids.get(&full_name_hash(full_name)).copied()
+}
+
+/// The id of a pid or USDT probe that a [`system`] catalog has matched, `None` for one it has
+/// not. DTrace creates user probes (and gives them the next free id) when a description first
+/// names them; so here: ids count up from [`USER_PROBE_ID_BASE`] in the order the probes are
+/// first matched in this process (a description's probes in the provider's order: module,
+/// function, offset), and a probe keeps its id for the rest of the run. `-l` and a run of the
+/// same descriptions give the same ids.
+pub fn user_probe_id(provider: &str, module: &str, function: &str, name: &str) -> Option<u32> {
+    user_ids()
+        .ids
+        .get(&name_hash(provider, module, function, name))
+        .copied()
+}
+
+/// Gives each probe of `probes` not seen before the next user probe id.
+fn register_user_probes(probes: &[ProbeInfo]) {
+    if probes.is_empty() {
+        return;
+    }
+    let mut t = user_ids();
+    for p in probes {
+        let h = name_hash(&p.provider, &p.module, &p.function, &p.name);
+        let next = USER_PROBE_ID_BASE + t.next;
+        if let std::collections::hash_map::Entry::Vacant(e) = t.ids.entry(h) {
+            e.insert(next);
+            t.next += 1;
+        }
+    }
+}
+
+/// A user-space provider whose matched probes get ids ([`register_user_probes`]).
+#[derive(Debug)]
+struct UserIds<P>(P);
+
+impl<P: Provider> Provider for UserIds<P> {
+    fn probes(&self, desc: &ProbeDescPattern, out: &mut Vec<ProbeInfo>) {
+        let start = out.len();
+        self.0.probes(desc, out);
+        register_user_probes(&out[start..]);
+    }
+
+    fn suggestions(&self, out: &mut Vec<String>) {
+        self.0.suggestions(out);
+    }
+
+    fn no_match_reason(&self, desc: &ProbeDescPattern) -> Option<String> {
+        self.0.no_match_reason(desc)
+    }
 }
 
 /// The `dtrace` provider: `BEGIN`, `END`, `ERROR`.
@@ -518,6 +688,39 @@ pub fn list_tracepoints(cat_pat: &str, ev_pat: &str) -> Vec<(String, String)> {
 mod tests {
     use super::*;
     use probe_sema::ProbeCatalog;
+
+    fn user_probe(provider: &str, function: &str, name: &str) -> ProbeInfo {
+        probe(
+            provider,
+            function,
+            name,
+            ProbeArgs::Uprobe { ret: false },
+            ProbeKind::Other(0),
+        )
+    }
+
+    #[test]
+    fn user_probes_get_the_next_ids_once_and_keep_them() {
+        // Provider names of their own: the table is shared by every test of this process.
+        let a = user_probe("pid4000000001", "malloc", "entry");
+        let b = user_probe("pid4000000001", "free", "entry");
+        assert_eq!(user_probe_id_of(&a.full_name()), None);
+        register_user_probes(&[a.clone(), b.clone(), a.clone()]);
+        let ia = user_probe_id_of(&a.full_name()).expect("registered");
+        let ib = user_probe_id_of(&b.full_name()).expect("registered");
+        assert!(ia >= USER_PROBE_ID_BASE);
+        assert_eq!(ib, ia + 1, "consecutive, the repeated probe took no id");
+        // Matching them again gives the same ids; the four-part lookup agrees with the full name.
+        register_user_probes(&[b.clone(), a.clone()]);
+        assert_eq!(user_probe_id_of(&b.full_name()), Some(ib));
+        assert_eq!(probe_id("pid4000000001", "", "free", "entry"), ib);
+        assert_eq!(
+            user_probe_id("pid4000000001", "", "malloc", "entry"),
+            Some(ia)
+        );
+        // A probe never matched is not a user probe: a kernel id (0 for no tracepoint).
+        assert_eq!(probe_id("pid4000000001", "", "calloc", "entry"), 0);
+    }
 
     #[test]
     fn profile_names_parse_with_dtrace_units() {

@@ -139,12 +139,18 @@ pub fn compile(
     let o = &checked.options;
     let cg = CodegenOptions {
         ncpus: os::possible_cpus() as u32,
-        bufsize: o.bufsize,
+        // A ring or fill buffer is held by the consumer (`bufsize` bounds it there): the
+        // kernel's ring buffer keeps at least DTrace's default 4 MiB, so bursts reach it whole.
+        bufsize: match crate::run::BufPolicy::of(&checked) {
+            Some(_) => o.bufsize.map(|b| b.max(crate::run::BUFSIZE_DEFAULT)),
+            None => o.bufsize,
+        },
         wall_offset_ns: os::wall_offset_ns(),
         dynvarsize: o.dynvarsize.unwrap_or(1 << 20),
         aggsize: o.aggsize.unwrap_or(4 << 20),
         syscall_count: linux_syscalls::SYSCALLS_X86_64.len(),
         task,
+        probe_id: Some(crate::run::probe_display_id),
     };
     let layout = probe_codegen::compile(&checked, &cg)?;
     Ok(Compiled { checked, layout })

@@ -48,6 +48,106 @@ pub enum StopReason {
     Interrupted,
     /// The `-c`/`-p` target exited.
     TargetExited,
+    /// `bufpolicy=fill` and the buffer filled up (DTrace stops tracing then).
+    BufferFull,
+}
+
+/// DTrace's principal buffer policies (`-x bufpolicy=`; the DTrace guide, "Buffers and
+/// Buffering"); `switch`, the default, prints records as they arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufPolicy {
+    /// A flight recorder: keep the most recent `bufsize` bytes of records, print them at exit.
+    Ring,
+    /// Keep the first `bufsize` bytes of records; when full, drop the rest (counted as drops)
+    /// and stop tracing; print them at exit.
+    Fill,
+}
+
+impl BufPolicy {
+    /// The program's policy (`None` for `switch`; the analysis checked the value).
+    pub fn of(prog: &CheckedProgram) -> Option<BufPolicy> {
+        match prog
+            .options
+            .other
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "bufpolicy")
+            .map(|(_, v)| v.as_str())
+        {
+            Some("ring") => Some(BufPolicy::Ring),
+            Some("fill") => Some(BufPolicy::Fill),
+            _ => None,
+        }
+    }
+}
+
+/// DTrace's default `bufsize` (4 MiB), the held buffer's size when none is given.
+pub const BUFSIZE_DEFAULT: u64 = 4 << 20;
+
+/// Bytes a held record counts for beyond its data: its header in the kernel's ring buffer
+/// (the record, CPU, probe, mask and timestamp words).
+pub const HELD_HEADER: usize = 32;
+
+/// The records of a `ring` or `fill` buffer, held in the consumer until exit: at most `limit`
+/// bytes (data plus [`HELD_HEADER`] each), as DTrace's per-CPU buffers of `bufsize` bytes are
+/// bounded (here one bound for all CPUs together).
+#[derive(Debug)]
+pub struct HeldBuffer {
+    policy: BufPolicy,
+    limit: usize,
+    bytes: usize,
+    recs: std::collections::VecDeque<HeldRecord>,
+    /// `fill`: records dropped because the buffer was full, by CPU.
+    drops: BTreeMap<u32, u64>,
+}
+
+impl HeldBuffer {
+    /// An empty buffer of `limit` bytes under `policy`.
+    pub fn new(policy: BufPolicy, limit: u64) -> HeldBuffer {
+        HeldBuffer {
+            policy,
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            bytes: 0,
+            recs: std::collections::VecDeque::new(),
+            drops: BTreeMap::new(),
+        }
+    }
+
+    /// Keeps `rec`: `ring` evicts the oldest records to make room; `fill` drops `rec` when it
+    /// does not fit and returns false (the buffer is full).
+    fn push(&mut self, rec: HeldRecord) -> bool {
+        let size = rec.5.len() + HELD_HEADER;
+        match self.policy {
+            BufPolicy::Ring => {
+                self.bytes += size;
+                self.recs.push_back(rec);
+                while self.bytes > self.limit {
+                    match self.recs.pop_front() {
+                        Some(old) => self.bytes -= old.5.len() + HELD_HEADER,
+                        None => break,
+                    }
+                }
+                true
+            }
+            BufPolicy::Fill => {
+                if self.bytes + size > self.limit {
+                    *self.drops.entry(rec.1).or_default() += 1;
+                    return false;
+                }
+                self.bytes += size;
+                self.recs.push_back(rec);
+                true
+            }
+        }
+    }
+
+    /// The records, each CPU's oldest to youngest, CPU after CPU; and the drops by CPU.
+    fn into_records(self) -> (Vec<HeldRecord>, BTreeMap<u32, u64>) {
+        let mut recs: Vec<HeldRecord> = self.recs.into();
+        // Stable: each CPU's records keep their order.
+        recs.sort_by_key(|r| r.1);
+        (recs, self.drops)
+    }
 }
 
 /// Errors of a run: the kernel, or the output.
@@ -125,16 +225,43 @@ impl Kallsyms {
     }
 }
 
+/// Runs a `system()` command with `/bin/sh -c` (stdin closed, stderr inherited) and returns what
+/// it printed on stdout.
+fn run_system(cmd: &str) -> std::io::Result<String> {
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The warning for matched probes whose uprobe site the kernel refused
+/// ([`crate::session::Session::refused_probes`]): how many, why, and the first one; `None` for none.
+pub fn refused_warning(refused: &[String]) -> Option<String> {
+    let first = refused.first()?;
+    let n = refused.len();
+    let (are, their, s, which) = if n == 1 {
+        (" is", "its", "", format!(": {first}"))
+    } else {
+        ("s are", "their", "s", format!(" (the first: {first})"))
+    };
+    Some(format!(
+        "sightline: warning: {n} matched probe{are} not attached: the kernel refused {their} uprobe site{s} (ENOTSUPP: an instruction its uprobe code can neither single-step nor emulate){which}"
+    ))
+}
+
 /// Display id of a probe (`-l`'s ID column and the non-quiet probe lines).
 pub fn probe_display_id(full_name: &str) -> u32 {
     let mut parts = full_name.splitn(4, ':');
-    let (p, _m, f, n) = (
+    let (p, m, f, n) = (
         parts.next().unwrap_or(""),
-        parts.next(),
+        parts.next().unwrap_or(""),
         parts.next().unwrap_or(""),
         parts.next().unwrap_or(""),
     );
-    catalog::probe_id(p, f, n)
+    catalog::user_probe_id_of(full_name).unwrap_or_else(|| catalog::probe_id(p, m, f, n))
 }
 
 /// Whether `flowindent` is on (`-F`, `-x flowindent`, `#pragma D option flowindent`): the last
@@ -195,6 +322,12 @@ pub struct Consumer<'a> {
     sort: SortOptions,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
+    /// Processes `stop()` stopped, resumed (SIGCONT) when the consumer is dropped.
+    stopped_pids: std::collections::BTreeSet<u32>,
+    /// The records kept until exit under `bufpolicy=ring` or `fill` (`None`: `switch`).
+    held: Option<HeldBuffer>,
+    /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
+    attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
 }
 
 impl std::fmt::Debug for Consumer<'_> {
@@ -202,6 +335,16 @@ impl std::fmt::Debug for Consumer<'_> {
         f.debug_struct("Consumer")
             .field("session", &self.session)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Consumer<'_> {
+    fn drop(&mut self) {
+        // Never leave a process stopped: DTrace leaves a stop()ped process for `prun`, Sightline
+        // resumes every process its stop() stopped once tracing ends (also after an error).
+        for &pid in &self.stopped_pids {
+            let _ = sys::kill(pid, libc::SIGCONT);
+        }
     }
 }
 
@@ -258,7 +401,18 @@ impl<'a> Consumer<'a> {
             reported: BTreeMap::new(),
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
+            attach_progress: None,
+            stopped_pids: std::collections::BTreeSet::new(),
+            held: BufPolicy::of(prog)
+                .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         })
+    }
+
+    /// Has [`Consumer::run`] call `f(done, total)` as the probes attach (units of
+    /// [`crate::session::Session::attach_steps`]: one per uprobe site of a merged program), e.g. for a progress
+    /// bar while a million instruction probes attach.
+    pub fn set_attach_progress(&mut self, f: impl FnMut(usize, usize) + 'a) {
+        self.attach_progress = Some(Box::new(f));
     }
 
     /// The loaded session (for tests: attachment counts, aggregation reads).
@@ -272,7 +426,11 @@ impl<'a> Consumer<'a> {
         self.drain()?;
         self.check_exit_flag()?;
         if self.stopped.is_none() {
-            self.session.attach()?;
+            match self.attach_progress.as_mut() {
+                Some(f) => self.session.attach_with_progress(&mut **f)?,
+                None => self.session.attach()?,
+            }
+            self.report_refused()?;
             if let Some(t) = target.as_deref_mut() {
                 t.release()?;
             }
@@ -324,6 +482,17 @@ impl<'a> Consumer<'a> {
             self.session.consume(|_| true);
         } else {
             self.drain()?;
+        }
+        // A ring or fill buffer prints now, each CPU's records oldest to youngest (DTrace's
+        // consumer reads one CPU's buffer after the other).
+        if let Some(h) = self.held.take() {
+            let (recs, drops) = h.into_records();
+            for rec in recs {
+                self.record(rec)?;
+            }
+            for (cpu, n) in drops {
+                self.drop_line(DropKind::Principal, Some(cpu), n)?;
+            }
         }
         // END runs after everything is detached; its records print normally.
         self.session.run_dtrace(Attach::End)?;
@@ -383,8 +552,26 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
+        if let Some(h) = self.held.as_mut() {
+            for rec in recs {
+                if !h.push(rec) && self.stopped.is_none() {
+                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
+                    self.stopped = Some(StopReason::BufferFull);
+                }
+            }
+            return Ok(());
+        }
         for rec in recs {
             self.record(rec)?;
+        }
+        Ok(())
+    }
+
+    /// Warns about matched probes left unattached because the kernel refused their uprobe site
+    /// (a warning, printed with `-q` too: the probes the user asked for do not all fire).
+    fn report_refused(&mut self) -> Result<(), RunError> {
+        if let Some(w) = refused_warning(self.session.refused_probes()) {
+            writeln!(self.err, "{w}")?;
         }
         Ok(())
     }
@@ -427,7 +614,8 @@ impl<'a> Consumer<'a> {
         let function = parts.next().unwrap_or("").to_string();
         let pname = parts.next().unwrap_or("").to_string();
         ProbeRef {
-            id: catalog::probe_id(&provider, &function, &pname),
+            id: catalog::user_probe_id_of(&name)
+                .unwrap_or_else(|| catalog::probe_id(&provider, &module, &function, &pname)),
             provider,
             module,
             function,
@@ -629,6 +817,34 @@ impl<'a> Consumer<'a> {
                         text: s,
                         args,
                     });
+                }
+                RecordAction::System { format } => {
+                    let args: Vec<Value> = a.fields.iter().map(|f| self.decode(f, bytes)).collect();
+                    let cmd = match probe_format::printf::parse(format) {
+                        Ok(pieces) => probe_format::printf::format(&pieces, &args).ok(),
+                        Err(_) => None,
+                    };
+                    // DTrace's consumer runs the command and waits for it; its output goes
+                    // where the trace output goes, in order.
+                    let output = match cmd.as_deref().map(run_system) {
+                        Some(Ok(o)) => o,
+                        Some(Err(e)) => {
+                            writeln!(self.err, "sightline: system(): {e}")?;
+                            String::new()
+                        }
+                        None => String::new(),
+                    };
+                    text.push_str(&output);
+                    items.push(RecordItem::Printf {
+                        format: format.clone(),
+                        text: output,
+                        args,
+                    });
+                }
+                RecordAction::Stop => {
+                    if let Value::Int(i) = self.decode(&a.fields[0], bytes) {
+                        self.stopped_pids.insert(i.as_i64() as u32);
+                    }
                 }
                 RecordAction::Exit => {
                     let v = self.decode(&a.fields[0], bytes);
@@ -870,5 +1086,69 @@ fn agg_key(kind: &FieldKind, v: Value) -> Value {
         }
         (FieldKind::Sym(SymKind::Mod | SymKind::Umod), Value::Sym(s)) => Value::Sym(s.module_key()),
         (_, v) => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(cpu: u32, n: u8, len: usize) -> HeldRecord {
+        (0, cpu, 0, 0, u64::from(n), vec![n; len])
+    }
+
+    #[test]
+    fn a_ring_keeps_the_newest_records_and_prints_them_cpu_by_cpu() {
+        // Room for three 68-byte records (36 bytes of data + the 32-byte header).
+        let mut h = HeldBuffer::new(BufPolicy::Ring, 3 * 68);
+        for (i, cpu) in [1u32, 0, 1, 0, 1].into_iter().enumerate() {
+            assert!(h.push(rec(cpu, i as u8, 36)));
+        }
+        let (recs, drops) = h.into_records();
+        let kept: Vec<(u32, u64)> = recs.iter().map(|r| (r.1, r.4)).collect();
+        // Records 0 and 1 were evicted; CPU 0's record comes first, CPU 1's keep their order.
+        assert_eq!(kept, vec![(0, 3), (1, 2), (1, 4)]);
+        assert!(drops.is_empty());
+    }
+
+    #[test]
+    fn a_fill_buffer_keeps_the_first_records_and_counts_the_rest_as_drops() {
+        let mut h = HeldBuffer::new(BufPolicy::Fill, 2 * 68 + 10);
+        assert!(h.push(rec(0, 0, 36)));
+        assert!(h.push(rec(2, 1, 36)));
+        assert!(!h.push(rec(2, 2, 36)), "full");
+        assert!(!h.push(rec(0, 3, 36)), "still full");
+        // A smaller record still fits in what is left? No: 10 bytes are less than a header.
+        assert!(!h.push(rec(2, 4, 0)));
+        let (recs, drops) = h.into_records();
+        assert_eq!(recs.iter().map(|r| r.4).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(drops.into_iter().collect::<Vec<_>>(), vec![(0, 1), (2, 2)]);
+    }
+
+    #[test]
+    fn refused_sites_are_counted_and_the_first_named() {
+        assert_eq!(refused_warning(&[]), None);
+        let one = refused_warning(&["pid7:a.out:main:1c".into()]).unwrap();
+        assert!(
+            one.starts_with("sightline: warning: 1 matched probe is not attached: the kernel refused its uprobe site (ENOTSUPP"),
+            "{one}"
+        );
+        assert!(one.ends_with("): pid7:a.out:main:1c"), "{one}");
+        let three = refused_warning(&[
+            "pid7:a.out:main:1c".into(),
+            "pid7:a.out:main:2a".into(),
+            "pid7:a.out:f:3".into(),
+        ])
+        .unwrap();
+        assert!(
+            three.contains(
+                "3 matched probes are not attached: the kernel refused their uprobe sites"
+            ),
+            "{three}"
+        );
+        assert!(
+            three.ends_with("(the first: pid7:a.out:main:1c)"),
+            "{three}"
+        );
     }
 }

@@ -122,6 +122,11 @@ struct Loaded {
     what: String,
 }
 
+/// Sites of a merged uprobe program attached per uprobe_multi link (and per progress report of
+/// [`Session::attach_with_progress`]): small enough that a million sites report progress about
+/// sixteen times, large enough that the links stay few.
+pub const ATTACH_CHUNK: usize = 1 << 16;
+
 /// A loaded, possibly attached, D program.
 #[derive(Debug)]
 pub struct Session {
@@ -132,6 +137,8 @@ pub struct Session {
     links: Vec<OwnedFd>,
     /// Uprobe/USDT attachments (probe-user), with any semaphores set by hand.
     user_links: Vec<probe_user::attach::UserAttachment>,
+    /// Probes whose uprobe site the kernel refused at attach (see [`Session::refused_probes`]).
+    refused: Vec<String>,
     ring: RingBuf,
     ncpus: usize,
 }
@@ -249,6 +256,7 @@ impl Session {
             progs,
             links: Vec::new(),
             user_links: Vec::new(),
+            refused: Vec::new(),
             ring,
             ncpus,
         })
@@ -278,8 +286,35 @@ impl Session {
 
     /// Attaches every probe program (not BEGIN/END/ERROR). Each attachment is an fd kept until
     /// [`Session::detach`] or drop.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Attach`] or [`RuntimeError::User`] naming the probe that failed.
     pub fn attach(&mut self) -> Result<(), RuntimeError> {
+        self.attach_with_progress(&mut |_, _| {})
+    }
+
+    /// Number of attach steps [`Session::attach_with_progress`] reports: one per uprobe site of
+    /// a merged (uprobe_multi) program, one per other probe program (a syscall program, a
+    /// tracepoint, a profile probe, a single uprobe).
+    pub fn attach_steps(&self) -> usize {
+        self.progs.iter().map(|p| steps_of(&p.attach)).sum()
+    }
+
+    /// [`Session::attach`], calling `progress(done, total)` (in [`Session::attach_steps`]'s
+    /// units) once before attaching (`done` = 0), then after each program and after each [`ATTACH_CHUNK`] sites of a merged uprobe
+    /// program, so a consumer can show how far attaching a million probe sites has come.
+    ///
+    /// # Errors
+    /// As [`Session::attach`].
+    pub fn attach_with_progress(
+        &mut self,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<(), RuntimeError> {
+        let total = self.attach_steps();
+        let mut done = 0usize;
+        progress(0, total);
         for p in &self.progs {
+            let steps = steps_of(&p.attach);
             match &p.attach {
                 Attach::Begin | Attach::End | Attach::Error => {}
                 Attach::SysEnter | Attach::SysExit => {
@@ -329,25 +364,61 @@ impl Session {
                     ret,
                     pid,
                     semaphore,
-                } => self.user_links.push(
-                    crate::user::attach(&p.fd, path, *offset, *ret, *pid, *semaphore).map_err(
-                        |source| RuntimeError::User {
+                } => {
+                    let a = crate::user::attach(&p.fd, path, *offset, *ret, *pid, *semaphore)
+                        .map_err(|source| RuntimeError::User {
                             probe: p.what.clone(),
                             source,
-                        },
-                    )?,
-                ),
-                Attach::UprobeMulti { path, pid, sites } => self.user_links.push(
-                    crate::user::attach_multi(&p.fd, path, sites, *pid).map_err(|source| {
-                        RuntimeError::User {
-                            probe: p.what.clone(),
-                            source,
+                        })?;
+                    if !a.refused_sites.is_empty() {
+                        self.refused.push(p.what.clone());
+                    }
+                    self.user_links.push(a);
+                }
+                Attach::UprobeMulti { path, pid, sites } => {
+                    let mut all = probe_user::attach::UserAttachment::default();
+                    for chunk in sites.chunks(ATTACH_CHUNK) {
+                        all.absorb(crate::user::attach_multi(&p.fd, path, chunk, *pid).map_err(
+                            |source| RuntimeError::User {
+                                probe: p.what.clone(),
+                                source,
+                            },
+                        )?);
+                        done += chunk.len();
+                        progress(done, total);
+                    }
+                    // Each site's cookie is its probe's index in the layout.
+                    let refused: std::collections::HashSet<u64> =
+                        all.refused_sites.iter().map(|o| o.0).collect();
+                    for &(offset, probe) in sites {
+                        if refused.contains(&offset) {
+                            let name = self.layout.probes.get((probe & 0xffff_ffff) as usize);
+                            self.refused.push(
+                                name.map_or_else(
+                                    || format!("{path}+{offset:#x}"),
+                                    |n| n.name.clone(),
+                                ),
+                            );
                         }
-                    })?,
-                ),
+                    }
+                    self.user_links.push(all);
+                }
+            }
+            // A merged uprobe program reported its sites chunk by chunk.
+            if steps > 0 && !matches!(p.attach, Attach::UprobeMulti { .. }) {
+                done += steps;
+                progress(done, total);
             }
         }
         Ok(())
+    }
+
+    /// The probes (`provider:module:function:name`) that matched but are not attached because the
+    /// kernel refused their uprobe site (`ENOTSUPP`: an instruction its uprobe code can neither
+    /// single-step out of line nor emulate, though probe-user's decoder let it through), in
+    /// layout order. Their link's other sites are attached.
+    pub fn refused_probes(&self) -> &[String] {
+        &self.refused
     }
 
     /// Number of attachments (links and perf events) currently held.
@@ -529,6 +600,15 @@ impl Session {
         let desc = &self.layout.aggs[id];
         bpf::map_delete(self.map(desc.map), &desc.map_key(key))?;
         Ok(())
+    }
+}
+
+/// One attach step per site of a merged uprobe program, one per other probe program.
+fn steps_of(a: &Attach) -> usize {
+    match a {
+        Attach::Begin | Attach::End | Attach::Error => 0,
+        Attach::UprobeMulti { sites, .. } => sites.len(),
+        _ => 1,
     }
 }
 

@@ -33,12 +33,17 @@ pub mod prog_type {
     pub const PERF_EVENT: u32 = 7;
     /// `BPF_PROG_TYPE_RAW_TRACEPOINT`: context is the tracepoint's `u64` arguments.
     pub const RAW_TRACEPOINT: u32 = 17;
+    /// `BPF_PROG_TYPE_TRACING`: BPF trampolines (fentry/fexit) on kernel functions, typed from
+    /// BTF (Linux 5.5).
+    pub const TRACING: u32 = 26;
 }
 
 /// Attach types (`enum bpf_attach_type`).
 pub mod attach_type {
     /// No expected attach type (0).
     pub const NONE: u32 = 0;
+    /// `BPF_TRACE_FENTRY`: a tracing program run at a kernel function's entry (Linux 5.5).
+    pub const TRACE_FENTRY: u32 = 24;
     /// `BPF_PERF_EVENT`: a BPF link to a perf event (Linux 5.15).
     pub const PERF_EVENT: u32 = 41;
     /// `BPF_TRACE_UPROBE_MULTI`: one link for many uprobes of a file (Linux 6.6).

@@ -3,6 +3,7 @@
 
 mod causal;
 mod probe;
+mod progress;
 mod recording_graph;
 mod replay;
 mod ui;

@@ -78,6 +78,10 @@ pub struct ProbeArgs {
     /// Print the version of the D language and of Sightline, then exit (dtrace -V).
     #[arg(short = 'V')]
     pub version: bool,
+    /// Allow destructive actions (`system()`, `raise()`, `stop()`), like `-x destructive`
+    /// (dtrace -w).
+    #[arg(short = 'w')]
+    pub destructive: bool,
     /// Verbose: print the full BPF verifier log when a program is rejected.
     #[arg(short = 'v')]
     pub verbose: bool,
@@ -187,6 +191,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.flowindent {
         options.push(("flowindent".into(), None));
     }
+    if args.destructive {
+        options.push(("destructive".into(), None));
+    }
     let catalog = catalog::system(user);
     let opts = CompileOptions {
         macro_args: args.args.clone(),
@@ -202,7 +209,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
-    if let Some(asked) = checked.options.bufsize {
+    if let Some(asked) = checked
+        .options
+        .bufsize
+        .filter(|_| probe_runtime::run::BufPolicy::of(&checked).is_none())
+    {
         // The ring buffer is a power of two of at least 16 KiB (a page multiple the kernel
         // accepts): say so when bufsize was changed, as dtrace reports a buffer size it adjusts
         // (issue 22: "-x bufsize below 16 KiB is rounded up silently").
@@ -246,6 +257,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return Err(explain(e, args.verbose)),
     };
+    let mut bar = crate::progress::AttachBar::stderr();
+    consumer.set_attach_progress(move |done, total| bar.update(done, total));
     if notices {
         // dtrace(1M): one notice per source: "script 'FILE' matched N probes" for each -s,
         // "description 'D' matched N probes" for each -n (D: its text up to the first clause's
@@ -531,6 +544,7 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
         "ID", "PROVIDER", "MODULE", "FUNCTION"
     )?;
     let mut seen = std::collections::HashSet::new();
+    let mut all_listed = true;
     for p in &pats {
         // Each description's probes in ID order, as dtrace(1M) lists them.
         let mut rows: Vec<(u32, ProbeInfo)> = catalog
@@ -545,6 +559,14 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
             })
             .collect();
         rows.sort_by_key(|(id, _)| *id);
+        // A description that matches nothing for a reason a provider knows (`-l -P fbt` on a
+        // kernel without kprobes or trampolines): say it, and fail as a run would.
+        if rows.is_empty()
+            && let Some(why) = catalog.why_no_match(p)
+        {
+            eprintln!("sightline: `{p}` matches no probes: {why}");
+            all_listed = false;
+        }
         for (id, info) in rows {
             writeln!(
                 out,
@@ -554,7 +576,11 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
         }
     }
     out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    Ok(if all_listed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// A probe description as a pattern: fields fill from the right (`BEGIN` = `:::BEGIN`).

@@ -172,8 +172,19 @@ impl ProgGen<'_, '_> {
             Builtin::Id => {
                 if syscall {
                     a.ldx(Size::DW, R0, R10, SLOT_NR);
+                } else if matches!(self.group, GroupKey::UprobeMulti(..)) {
+                    // The display id is the attach cookie's high half.
+                    a.mov(R1, R6);
+                    a.call(helper::GET_ATTACH_COOKIE);
+                    a.alu_imm(Alu::Rsh, R0, 32);
                 } else {
-                    a.mov_imm(R0, 0);
+                    // The clause's (first) probe in this program.
+                    let id = match (self.b.opts.probe_id, self.probes.first()) {
+                        (Some(f), Some(p)) => f(&p.full_name()),
+                        _ => 0,
+                    };
+                    let a = &mut self.asm;
+                    a.mov_imm(R0, i64::from(id));
                 }
             }
             Builtin::Ppid | Builtin::Vtimestamp if self.b.opts.task.is_some() => {

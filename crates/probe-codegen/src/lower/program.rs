@@ -44,6 +44,7 @@ impl Builder<'_> {
                 for p in members.first().map(|m| &m.1[..]).unwrap_or(&[]) {
                     if let ProbeKind::Uprobe { offset, .. } = p.kind {
                         let full = p.full_name();
+                        let shown = self.opts.probe_id.map_or(0, |f| f(&full));
                         let id = match self.probe_index.get(&full) {
                             Some(&i) => i,
                             None => {
@@ -52,7 +53,9 @@ impl Builder<'_> {
                                 self.layout.probes.len() - 1
                             }
                         };
-                        sites.push((offset, id as u64));
+                        // The cookie: the probe's index (the record's probe key) in its low
+                        // 32 bits, its display id (`id`) in the high ones.
+                        sites.push((offset, id as u64 | (u64::from(shown) << 32)));
                     }
                 }
                 // An offset with two probes (`entry` and `0`) is one site: its first probe.
@@ -243,9 +246,10 @@ impl ProgGen<'_, '_> {
                 a.call(helper::PROBE_READ_KERNEL);
             }
             GroupKey::UprobeMulti(..) => {
-                // The site's probe id, the record header's probe key.
+                // The site's probe index (the cookie's low half), the record header's probe key.
                 a.mov(R1, R6);
                 a.call(helper::GET_ATTACH_COOKIE);
+                a.zext(R0, 32);
                 a.stx(Size::DW, R10, SLOT_NR, R0);
             }
             _ => {

@@ -59,6 +59,19 @@ impl ProgGen<'_, '_> {
                 },
                 args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
             ),
+            Action::Stop => (
+                RecordAction::Stop,
+                vec![FieldKind::Int {
+                    bytes: 4,
+                    signed: false,
+                }],
+            ),
+            Action::System { format, args } => (
+                RecordAction::System {
+                    format: format.clone(),
+                },
+                args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
+            ),
             Action::Exit(_) => (
                 RecordAction::Exit,
                 vec![FieldKind::Int {
@@ -148,12 +161,26 @@ impl ProgGen<'_, '_> {
             Action::Tracemem { .. } => {
                 return self.err(span, "tracemem() is not supported by sightline yet");
             }
-            Action::System { .. } | Action::Raise(_) | Action::Stop => {
+            Action::Raise(_) | Action::Stop
+                if matches!(
+                    self.group,
+                    GroupKey::Begin | GroupKey::End | GroupKey::Error
+                ) =>
+            {
+                // These run in sightline's own thread (BPF_PROG_TEST_RUN).
                 return self.err(
                     span,
-                    "destructive actions (system, raise, stop) are not supported",
+                    "raise() and stop() in BEGIN, END or ERROR would signal sightline itself",
                 );
             }
+            Action::Raise(sig) => {
+                // bpf_send_signal: the current process (the one that fired the probe).
+                self.int(sig)?;
+                self.asm.mov(R1, R0);
+                self.asm.call(helper::SEND_SIGNAL);
+                return Ok(());
+            }
+            Action::Stop => {}
             Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
                 return self.err(e.span, "trunc() needs a constant count");
             }
@@ -168,7 +195,7 @@ impl ProgGen<'_, '_> {
                 let k = value_kind(&e.ty, self.strsize());
                 self.store_value(e, &k, offs[0])?;
             }
-            Action::Printf { args, .. } => {
+            Action::Printf { args, .. } | Action::System { args, .. } => {
                 for (e, off) in args.iter().zip(&offs) {
                     let k = value_kind(&e.ty, self.strsize());
                     self.store_value(e, &k, *off)?;
@@ -177,6 +204,16 @@ impl ProgGen<'_, '_> {
             Action::Exit(e) => {
                 self.int(e)?;
                 self.asm.stx(Size::DW, R7, offs[0] as i16, R0);
+            }
+            Action::Stop => {
+                // The process's pid in the record (the consumer resumes it when tracing ends),
+                // then SIGSTOP to it.
+                let a = &mut self.asm;
+                a.call(helper::GET_CURRENT_PID_TGID);
+                a.alu_imm(Alu::Rsh, R0, 32);
+                a.stx(Size::W, R7, offs[0] as i16, R0);
+                a.mov_imm(R1, 19);
+                a.call(helper::SEND_SIGNAL);
             }
             Action::Speculate(id) => self.spec_action(SpecAction::Speculate, id, &offs, span)?,
             Action::Commit(id) => self.spec_action(SpecAction::Commit, id, &offs, span)?,

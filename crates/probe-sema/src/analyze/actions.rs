@@ -215,6 +215,23 @@ impl Analyzer<'_> {
                 self.require_destructive(func, func_span);
                 Ok(Action::Stop)
             }
+            "copyout" | "copyoutstr" | "chill" => {
+                // DTrace's other destructive actions: refused without -w, not implemented yet.
+                if !self.options.destructive {
+                    self.require_destructive(func, func_span);
+                    return Err(Reported);
+                }
+                Err(self.err_at(
+                    ErrTag::D_UNKNOWN,
+                    format!("{func}() is not supported by sightline yet"),
+                    func_span,
+                ))
+            }
+            "panic" | "breakpoint" => Err(self.err_at(
+                ErrTag::D_UNKNOWN,
+                format!("{func}() is refused: sightline never panics or stops the kernel"),
+                func_span,
+            )),
             _ => Err(self.err_at(
                 ErrTag::D_FUNC_UNDEF,
                 format!("unknown action `{func}`"),
@@ -226,9 +243,12 @@ impl Analyzer<'_> {
     fn require_destructive(&mut self, func: &str, span: Span) {
         if !self.options.destructive {
             self.report(
-                Diagnostic::error(format!("{func}() is a destructive action"), span).with_hint(
-                    "allow destructive actions with `#pragma D option destructive` or -w",
-                ),
+                Diagnostic::tagged(
+                    ErrTag::EDT_DESTRUCTIVE,
+                    format!("destructive actions not allowed: {func}() is a destructive action"),
+                    span,
+                )
+                .with_hint("allow destructive actions with `#pragma D option destructive` or -w"),
             );
         }
     }

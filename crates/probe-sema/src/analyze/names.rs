@@ -18,6 +18,11 @@ pub(super) const ACTIONS: &[&str] = &[
     "system",
     "raise",
     "stop",
+    "copyout",
+    "copyoutstr",
+    "chill",
+    "panic",
+    "breakpoint",
 ];
 /// Names of subroutines (calls with a value).
 pub(super) const SUBROUTINES: &[&str] = &[

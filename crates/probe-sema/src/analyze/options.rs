@@ -225,6 +225,10 @@ impl Analyzer<'_> {
                 let Some(v) = value else {
                     return bad(self, "a value");
                 };
+                // DTrace's buffer policies (guide, "Buffers and Buffering").
+                if name == "bufpolicy" && !["switch", "fill", "ring"].contains(&v) {
+                    return bad(self, "switch, fill or ring");
+                }
                 o.other.push((name.to_string(), v.to_string()));
             }
         }

@@ -406,6 +406,8 @@ fn thousands_of_instruction_probes_leave_the_target_intact() {
         out.contains("10 60"),
         "the target's output is unchanged: {out}"
     );
+    // stderr is a pipe here: no progress bar in it.
+    assert!(!err.contains("attaching probes"), "{err}");
     let hits: u64 = rows(&out)
         .iter()
         .filter(|r| r.len() == 1)
@@ -626,4 +628,108 @@ fn instruction_wildcard_names_each_site_from_its_cookie() {
     let r = rows(&out);
     assert!(r.contains(&vec!["add".into(), "7".into()]), "{out}");
     assert!(r.contains(&vec!["classify".into(), "7".into()]), "{out}");
+}
+
+/// On a terminal (util-linux `script` gives the command one), attaching thousands of probe sites
+/// draws a progress bar on stderr that counts them all and is erased at the end; the target's
+/// output is unchanged.
+#[test]
+fn attaching_many_probes_shows_a_progress_bar_on_a_terminal() {
+    if !test_support::privileged("attaches uprobes") || !test_support::require_tool("script") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::build_target(dir.path(), "t", &[]);
+    let transcript = dir.path().join("typescript");
+    let cmd = format!(
+        "{} probe -c '{} 10' -n 'pid$target:libc.so.6:*alloc*:,pid$target:libc.so.6:*free*:,pid$target:a.out::{{ @ = count(); }}'",
+        crate::bin().display(),
+        bin.display()
+    );
+    let st = Command::new("script")
+        .args(["-q", "-f", "-e", "-c", &cmd])
+        .arg(&transcript)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&std::fs::read(&transcript).unwrap()).into_owned();
+    assert!(st.status.success(), "{text}");
+    assert!(
+        text.contains("10 60"),
+        "the target's output is unchanged: {text}"
+    );
+    // Every frame counts the same N sites (N over 2000), moving forward (the drawing is rate
+    // limited: the frames drawn are a sample).
+    let frames: Vec<(u64, u64)> = text
+        .split("sightline: attaching probes [")
+        .skip(1)
+        .filter_map(|f| {
+            let counts = f.split("] ").nth(1)?.split(' ').next()?;
+            let (a, b) = counts.split_once('/')?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    let total = frames
+        .first()
+        .unwrap_or_else(|| panic!("no bar in {text}"))
+        .1;
+    assert!(total > 2000, "{total} sites");
+    assert!(
+        frames.iter().all(|f| f.1 == total && f.0 <= total),
+        "{frames:?}"
+    );
+    assert!(frames.windows(2).all(|w| w[0].0 <= w[1].0), "{frames:?}");
+    // Erased after the last frame (the line is cleared, `ESC [2K`).
+    let after = text.rsplit("sites, ").next().unwrap();
+    assert!(after.contains("\x1b[2K"), "{after:?}");
+}
+
+/// pid probes have real ids (DTrace's: the next free id when a description first names a
+/// probe): `-l` lists distinct ids above the kernel's, and a run of the same description reads
+/// the same ids in `id`, from the merged program's attach cookies and from per-site programs.
+#[test]
+fn pid_probe_ids_are_real_and_the_same_in_the_listing_and_a_run() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = gcc(dir.path(), "target.c", "target", &[]);
+    let cmd = format!("{} 7", exe.display());
+    let desc = "pid$target:a.out:add:entry,pid$target:a.out:classify:entry";
+    let (list, _) = probe(&["-l", "-n", desc, "-c", &cmd]);
+    let listed: Vec<(u64, String)> = rows(&list)
+        .iter()
+        .skip(1)
+        .map(|r| (r[0].parse().unwrap(), r[3].clone()))
+        .collect();
+    assert_eq!(listed.len(), 2, "{list}");
+    assert!(listed.iter().all(|(id, _)| *id >= 1_000_000), "{list}");
+    assert_ne!(listed[0].0, listed[1].0, "{list}");
+    // One merged program (no per-site built-in): `id` from each site's cookie.
+    let (merged, _) = probe(&[
+        "-q",
+        "-n",
+        &format!("{desc} {{ @[id] = count(); }}"),
+        "-c",
+        &cmd,
+    ]);
+    // Per-site programs (`probefunc` differs between the sites): `id` a constant in each.
+    let (single, _) = probe(&[
+        "-q",
+        "-n",
+        &format!("{desc} {{ @[id, probefunc] = count(); }}"),
+        "-c",
+        &cmd,
+    ]);
+    for (id, func) in &listed {
+        let id = id.to_string();
+        assert!(
+            rows(&merged).contains(&vec![id.clone(), "7".into()]),
+            "{id} ({func}) in\n{merged}"
+        );
+        assert!(
+            rows(&single).contains(&vec![id.clone(), func.clone(), "7".into()]),
+            "{id} {func} in\n{single}"
+        );
+    }
 }
