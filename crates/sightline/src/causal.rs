@@ -341,6 +341,7 @@ fn now_ns() -> i64 {
 pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let spec = args.db.spec()?;
     let shown_store = spec.to_string();
+    let ui_store = spec.clone();
     let clickhouse = match spec {
         StoreSpec::ClickHouse(u) => {
             if args.max_store_size.is_some() {
@@ -432,7 +433,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         drop(out);
         let ui = match args.ui {
-            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &db).await?),
+            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &ui_store).await?),
             None => None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
