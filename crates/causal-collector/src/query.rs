@@ -101,6 +101,38 @@ pub struct SearchQuery {
     pub limit: Option<usize>,
 }
 
+/// Corrects the times of `tasks` for clock skew as [`load_graph`] corrects a task's events
+/// (`docs/critical-path.md`, "Clock skew"): each task whose events come from more than one host
+/// is loaded, its skew estimated and applied, and its `first_ts_ns` and `last_ts_ns` set to the
+/// corrected earliest and latest timestamps, so its [`TaskSummary::duration_ns`] is the one
+/// `sightline show` prints. Tasks of one host (skew is between hosts) are left as stored, without
+/// a load. Filters on duration and time (the indexes) see the stored times.
+///
+/// # Errors
+/// The store's [`StoreError`].
+pub fn adjust_for_skew<S: TraceStore + ?Sized>(
+    store: &S,
+    tasks: &mut [TaskSummary],
+) -> Result<(), StoreError> {
+    for t in tasks
+        .iter_mut()
+        .filter(|t| t.hosts.len() > 1 && t.first_ts_ns.is_some())
+    {
+        let mut events = store.load_task(&t.task_id)?;
+        let skew = SkewAdjustment::estimate(&events);
+        if skew.is_empty() {
+            continue;
+        }
+        skew.apply(&mut events);
+        let ts = || events.iter().filter_map(|e| e.timestamp_ns);
+        if let (Some(first), Some(last)) = (ts().min(), ts().max()) {
+            t.first_ts_ns = Some(first);
+            t.last_ts_ns = Some(last);
+        }
+    }
+    Ok(())
+}
+
 /// Tasks matching `q`, most recent first (by [`TaskSummary::first_seen_ns`], then task id):
 /// [`TraceStore::tasks`] with the same filters (a service and an operation are matched
 /// independently, as `sightline tasks --service S --operation O` matches them).

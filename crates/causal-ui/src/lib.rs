@@ -456,7 +456,16 @@ fn ui_query(p: &[(String, String)]) -> Result<SearchQuery, ApiError> {
 
 async fn ui_search(State(st): State<AppState>, Query(p): Params) -> Result<Response, ApiError> {
     let q = ui_query(&p)?;
-    let hits = with_store(&st, move |s| Ok(query::search(s, &q)?)).await?;
+    let skew = adjust(&p);
+    let hits = with_store(&st, move |s| {
+        let mut hits = query::search(s, &q)?;
+        if skew {
+            // Durations as the task view shows them (`docs/ui-api.md`).
+            query::adjust_for_skew(s, &mut hits)?;
+        }
+        Ok(hits)
+    })
+    .await?;
     Ok(axum::Json(json!({"tasks": hits})).into_response())
 }
 

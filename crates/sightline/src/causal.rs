@@ -183,6 +183,11 @@ pub struct TasksArgs {
     /// Print JSON (one array of task objects) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Show times as stored: do not correct the clock skew of tasks spanning several hosts (by
+    /// default their first-seen time and DURATION are corrected as `show` corrects them; the
+    /// duration filters and --sort/--limit use the stored times).
+    #[arg(long)]
+    pub no_skew_adjust: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -666,7 +671,14 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit,
     };
     let store = open_existing(&args.db.spec()?)?;
-    let list = store.tasks(&filter)?;
+    let mut list = store.tasks(&filter)?;
+    if !args.no_skew_adjust {
+        causal_collector::query::adjust_for_skew(&store, &mut list)?;
+        if filter.sort == TaskSort::Duration {
+            // Longest first by the corrected durations (stable: ties keep the store's order).
+            list.sort_by_key(|t| std::cmp::Reverse(t.duration_ns()));
+        }
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &list)?;

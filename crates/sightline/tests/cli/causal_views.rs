@@ -115,6 +115,29 @@ fn skew_is_corrected_and_shown_and_can_be_turned_off() {
         "{text}"
     );
     assert!(!text.contains("(clipped)"), "{text}");
+    // `tasks` shows the corrected duration too (stored: 145.4 ms, as --no-skew-adjust shows).
+    let row = |args: &[&str]| {
+        run(args, &db)
+            .lines()
+            .find(|l| l.starts_with(SKEWED))
+            .unwrap_or_else(|| panic!("no {SKEWED} row"))
+            .to_string()
+    };
+    let adjusted = row(&["tasks"]);
+    assert!(adjusted.contains(" 100.000ms "), "{adjusted}");
+    let stored = row(&["tasks", "--no-skew-adjust"]);
+    assert!(stored.contains(" 145.400ms "), "{stored}");
+    let listed: Value = serde_json::from_str(&run(&["tasks", "--json"], &db)).unwrap();
+    let t = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == SKEWED)
+        .unwrap();
+    assert_eq!(
+        t["last_ts_ns"].as_i64().unwrap() - t["first_ts_ns"].as_i64().unwrap(),
+        100 * MS
+    );
 
     let raw = run(
         &["show", SKEWED, "--critical-path", "--no-skew-adjust"],
