@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::run;
 use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000_000_000;
@@ -70,21 +71,6 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
     let f = dir.join("traces.json");
     std::fs::write(&f, serde_json::to_vec(&body).unwrap()).unwrap();
     f
-}
-
-fn run(args: &[&str], db: &Path) -> String {
-    let out = crate::sightline()
-        .args(args)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn store() -> (tempfile::TempDir, std::path::PathBuf) {
