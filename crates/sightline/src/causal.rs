@@ -22,8 +22,9 @@ pub struct DbArg {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// The store as a URL: `clickhouse://[USER[:PASSWORD]@]HOST:8123/DATABASE` for a ClickHouse
-    /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD),
-    /// anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
+    /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD;
+    /// `?duplicate_lookup=off` skips the per-batch lookup of stored events, for high-rate
+    /// collectors), anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
     #[arg(long, value_name = "URL", conflicts_with = "db")]
     pub store: Option<String>,
 }
