@@ -3,7 +3,8 @@
 # `sightline import` of every trace file in ../shared/data, REPS times under distinct task ids
 # (each copy is new data, not a duplicate), into a SQLite file and into a ClickHouse database;
 # prints events/s and peak RSS of each, two importers into one ClickHouse at once, and the time
-# of `show` of one task and of a service + time search (`tasks --service --since`) on each.
+# of `show` of one task and of a service + time search (`tasks --service --since`) on each; and
+# ClickHouse ingest without the per-batch duplicate lookup (`?duplicate_lookup=off`).
 # Needs a ClickHouse server (scripts/start-clickhouse.sh) at $CH (default 127.0.0.1:8123).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,7 @@ done
 files=("$work"/in-*.json)
 curl -sS "http://$CH/" --data-binary "DROP DATABASE IF EXISTS sightline_bench" >/dev/null
 curl -sS "http://$CH/" --data-binary "DROP DATABASE IF EXISTS sightline_bench2" >/dev/null
+curl -sS "http://$CH/" --data-binary "DROP DATABASE IF EXISTS sightline_bench3" >/dev/null
 run() { # label, store args...
   local label="$1"; shift
   local t0 t1 rss
@@ -58,6 +60,9 @@ run() { # label, store args...
 }
 run sqlite --db "$work/s.db"
 run clickhouse --store "clickhouse://$CH/sightline_bench"
+# The same without the per-batch duplicate lookup (docs/collector-store.md, "De-duplication").
+run clickhouse-no-lookup --store "clickhouse://$CH/sightline_bench3?duplicate_lookup=off"
+curl -sS "http://$CH/" --data-binary "DROP DATABASE IF EXISTS sightline_bench3" >/dev/null
 # Two importers into one ClickHouse database at once (the same files: each event stored once).
 t0=$(date +%s.%N)
 "$bin" import --store "clickhouse://$CH/sightline_bench2" "${files[@]}" >/dev/null &

@@ -1,8 +1,9 @@
 //! The store backends behind one interface: the embedded SQLite [`Store`] and the
 //! [`ClickHouseStore`], chosen by a `--store` value ([`StoreSpec`]).
 //!
-//! [`TraceStore`] is what `import`, `tasks`, `show` and [`crate::query::load_graph`] need: batched
-//! idempotent writes, task lookup, a task's events and the task list. [`AnyStore`] is either
+//! [`TraceStore`] is what `import`, `tasks`, `show`, the web UI and [`crate::query`] need: batched
+//! idempotent writes, task lookup, a task's events, the task list, and the services and
+//! operations the UI's search offers. [`AnyStore`] is either
 //! backend, opened from a [`StoreSpec`].
 
 use std::path::PathBuf;
@@ -41,6 +42,17 @@ pub trait TraceStore {
     /// # Errors
     /// The backend's [`StoreError`].
     fn event_count(&self) -> Result<i64, StoreError>;
+    /// Distinct agents (services) of all stored events, sorted (see [`crate::query::services`]).
+    ///
+    /// # Errors
+    /// The backend's [`StoreError`].
+    fn services(&self) -> Result<Vec<String>, StoreError>;
+    /// Distinct operations of the events of agent `service`, sorted (see
+    /// [`crate::query::operations`]).
+    ///
+    /// # Errors
+    /// The backend's [`StoreError`].
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError>;
 }
 
 impl TraceStore for Store {
@@ -59,6 +71,12 @@ impl TraceStore for Store {
     fn event_count(&self) -> Result<i64, StoreError> {
         Store::event_count(self)
     }
+    fn services(&self) -> Result<Vec<String>, StoreError> {
+        crate::query::sqlite_services(self)
+    }
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        crate::query::sqlite_operations(self, service)
+    }
 }
 
 impl TraceStore for ClickHouseStore {
@@ -76,6 +94,12 @@ impl TraceStore for ClickHouseStore {
     }
     fn event_count(&self) -> Result<i64, StoreError> {
         ClickHouseStore::event_count(self)
+    }
+    fn services(&self) -> Result<Vec<String>, StoreError> {
+        ClickHouseStore::services(self)
+    }
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        ClickHouseStore::operations(self, service)
     }
 }
 
@@ -134,7 +158,17 @@ impl AnyStore {
         })
     }
 
-    fn inner(&self) -> &dyn TraceStore {
+    /// The open backend, as a trait object: every [`TraceStore`] method of [`AnyStore`]
+    /// forwards to it.
+    pub fn as_dyn(&self) -> &dyn TraceStore {
+        match self {
+            AnyStore::Sqlite(s) => s,
+            AnyStore::ClickHouse(s) => s,
+        }
+    }
+
+    /// [`AnyStore::as_dyn`], mutable (for [`TraceStore::insert`]).
+    pub fn as_dyn_mut(&mut self) -> &mut dyn TraceStore {
         match self {
             AnyStore::Sqlite(s) => s,
             AnyStore::ClickHouse(s) => s,
@@ -144,21 +178,24 @@ impl AnyStore {
 
 impl TraceStore for AnyStore {
     fn insert(&mut self, events: &[Event], received_ns: i64) -> Result<InsertStats, StoreError> {
-        match self {
-            AnyStore::Sqlite(s) => s.insert(events, received_ns),
-            AnyStore::ClickHouse(s) => s.insert(events, received_ns),
-        }
+        self.as_dyn_mut().insert(events, received_ns)
     }
     fn resolve_task(&self, prefix: &str) -> Result<String, StoreError> {
-        self.inner().resolve_task(prefix)
+        self.as_dyn().resolve_task(prefix)
     }
     fn load_task(&self, task_id: &str) -> Result<Vec<Event>, StoreError> {
-        self.inner().load_task(task_id)
+        self.as_dyn().load_task(task_id)
     }
     fn tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskSummary>, StoreError> {
-        self.inner().tasks(filter)
+        self.as_dyn().tasks(filter)
     }
     fn event_count(&self) -> Result<i64, StoreError> {
-        self.inner().event_count()
+        self.as_dyn().event_count()
+    }
+    fn services(&self) -> Result<Vec<String>, StoreError> {
+        self.as_dyn().services()
+    }
+    fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        self.as_dyn().operations(service)
     }
 }

@@ -52,6 +52,13 @@ pub struct ClickHouseUrl {
     pub port: u16,
     /// Database holding the tables (created when absent): letters, digits and `_`.
     pub database: String,
+    /// Whether each batch first looks up which of its events are stored already (URL option
+    /// `?duplicate_lookup=on|off`, default on): exact duplicate and conflict counts, and a
+    /// retried or repeated batch sends nothing twice. Off, a high-rate collector saves that query
+    /// per batch; results stay the same (`FINAL` and the summaries' `uniqExact` collapse the
+    /// copies), but [`InsertStats`] counts only the duplicates within one batch and none of the
+    /// conflicts.
+    pub duplicate_lookup: bool,
     user: Option<String>,
     password: Option<String>,
 }
@@ -66,15 +73,23 @@ impl fmt::Display for ClickHouseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "clickhouse://{}:{}/{}",
-            self.host, self.port, self.database
+            "clickhouse://{}:{}/{}{}",
+            self.host,
+            self.port,
+            self.database,
+            if self.duplicate_lookup {
+                ""
+            } else {
+                "?duplicate_lookup=off"
+            }
         )
     }
 }
 
 impl ClickHouseUrl {
-    /// Parses `clickhouse://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE`; user and password may be
-    /// percent-encoded. Missing credentials are read from [`USER_ENV`] and [`PASSWORD_ENV`].
+    /// Parses `clickhouse://[USER[:PASSWORD]@]HOST[:PORT]/DATABASE[?duplicate_lookup=on|off]`;
+    /// user and password may be percent-encoded. Missing credentials are read from [`USER_ENV`]
+    /// and [`PASSWORD_ENV`].
     ///
     /// # Errors
     /// [`StoreError::BadStoreUrl`] naming what is wrong (never the password).
@@ -90,6 +105,19 @@ impl ClickHouseUrl {
         let (hostport, db) = rest
             .split_once('/')
             .ok_or_else(|| bad("expected clickhouse://HOST:PORT/DATABASE (no database given)"))?;
+        let (db, options) = db.split_once('?').unwrap_or((db, ""));
+        let mut duplicate_lookup = true;
+        for opt in options.split('&').filter(|o| !o.is_empty()) {
+            duplicate_lookup = match opt {
+                "duplicate_lookup=on" => true,
+                "duplicate_lookup=off" => false,
+                _ => {
+                    return Err(bad(&format!(
+                        "unknown option {opt:?} (the one option is duplicate_lookup=on|off)"
+                    )));
+                }
+            };
+        }
         let db = db.trim_end_matches('/');
         if db.is_empty()
             || !db.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -132,6 +160,7 @@ impl ClickHouseUrl {
             host: host.to_string(),
             port,
             database: db.to_string(),
+            duplicate_lookup,
             user,
             password,
         })
@@ -469,7 +498,8 @@ impl ClickHouseStore {
     /// Writes `events` as one batch; `received_ns` is the arrival time recorded for them.
     ///
     /// At-least-once and idempotent: an event identical to one already stored (or earlier in
-    /// `events`) is counted in [`InsertStats::duplicates`] and adds nothing to any result even if
+    /// `events`; with [`ClickHouseUrl::duplicate_lookup`] off, only the latter) is counted in
+    /// [`InsertStats::duplicates`] and adds nothing to any result even if
     /// it is written again (a retried batch whose first attempt reached the server, or two
     /// collectors racing, write a second copy that `FINAL` and the summary's `uniqExact`
     /// collapse). An event whose id is stored with other content is another version
@@ -496,9 +526,13 @@ impl ClickHouseStore {
             .collect();
         let stored_tasks: Vec<String> = events.iter().map(|e| stored_task_id(&e.task)).collect();
         let hashes: Vec<u64> = bodies.iter().map(|b| fnv1a(b.as_bytes())).collect();
-        // What is already stored, for the statistics (and to skip re-sending it).
-        let known = self.known_events(&stored_tasks, events)?;
-        let mut seen: HashMap<(&str, &str), HashSet<u64>> = known;
+        // What is already stored, for the statistics (and to skip re-sending it); without the
+        // lookup, only this batch's own duplicates are found (module doc, `duplicate_lookup`).
+        let mut seen: HashMap<(&str, &str), HashSet<u64>> = if self.url.duplicate_lookup {
+            self.known_events(&stored_tasks, events)?
+        } else {
+            HashMap::new()
+        };
         let (mut duplicates, mut conflicts) = (0, 0);
         let mut keep = Vec::with_capacity(events.len());
         for (i, e) in events.iter().enumerate() {
@@ -758,6 +792,11 @@ impl ClickHouseStore {
         }
         let db = &self.url.database;
         let mut having = vec!["1".to_string()];
+        let mut wher = String::new();
+        if let Some(t) = &filter.task_id {
+            // On the sorting key, before the merge.
+            wher = format!(" WHERE task = {}", quote(&stored_task_id(t)));
+        }
         let seen = "if(timed = 1, first, received)";
         if let Some(s) = filter.since_ns {
             having.push(format!("{seen} >= {s}"));
@@ -813,7 +852,7 @@ impl ClickHouseStore {
                     groupUniqArrayArrayMerge(tags) AS tags,
                     groupUniqArrayArrayMerge(operations) AS operations,
                     groupUniqArrayArrayMerge(attributes) AS attributes
-             FROM {db}.task_summaries GROUP BY task
+             FROM {db}.task_summaries{wher} GROUP BY task
              HAVING {} ORDER BY {order}{limit}",
             having.join(" AND ")
         );
@@ -836,6 +875,49 @@ impl ClickHouseStore {
             v.reverse();
         }
         Ok(v)
+    }
+
+    /// Distinct services (agents) of all stored events, sorted, read from `task_summaries`
+    /// (as [`crate::query::services`]).
+    ///
+    /// # Errors
+    /// [`StoreError::ClickHouse`].
+    pub fn services(&self) -> Result<Vec<String>, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct S {
+            s: String,
+        }
+        let db = &self.url.database;
+        let rows: Vec<S> = self.rows(
+            "listing services",
+            &format!(
+                "SELECT DISTINCT s FROM (SELECT arrayJoin(groupUniqArrayArrayMerge(services)) AS s
+                 FROM {db}.task_summaries) ORDER BY s"
+            ),
+        )?;
+        Ok(rows.into_iter().map(|r| r.s).collect())
+    }
+
+    /// Distinct operations of the events of service `service`, sorted (as
+    /// [`crate::query::operations`]: a span's name, an X-Trace report's label).
+    ///
+    /// # Errors
+    /// [`StoreError::ClickHouse`].
+    pub fn operations(&self, service: &str) -> Result<Vec<String>, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct O {
+            op: String,
+        }
+        let db = &self.url.database;
+        let rows: Vec<O> = self.rows(
+            "listing operations",
+            &format!(
+                "SELECT DISTINCT op FROM (SELECT arrayJoin(operations) AS op FROM {db}.events
+                 WHERE has(services, {})) ORDER BY op",
+                quote(service)
+            ),
+        )?;
+        Ok(rows.into_iter().map(|r| r.op).collect())
     }
 
     /// Events stored, each once (`FINAL`).

@@ -402,6 +402,35 @@ impl Drop for Busy {
     }
 }
 
+/// A byte stream of either kind ([`Inner`]).
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+impl Inner {
+    /// The stream, plain or TLS, as one type.
+    fn io(&mut self) -> Pin<&mut dyn Io> {
+        match self {
+            Inner::Plain(s) => Pin::new(s),
+            Inner::Tls(s) => Pin::new(s.as_mut()),
+        }
+    }
+}
+
+impl Conn {
+    /// A read's or write's outcome `r`: progress resets the idle timer; no progress past the idle
+    /// timeout is its error.
+    fn progress<T>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match r {
+            Poll::Ready(r) => {
+                self.touch();
+                Poll::Ready(r)
+            }
+            Poll::Pending if self.idle_expired(cx) => Poll::Ready(Err(idle_error())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl AsyncRead for Conn {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -409,18 +438,8 @@ impl AsyncRead for Conn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let r = match &mut this.inner {
-            Inner::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Inner::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        };
-        match r {
-            Poll::Ready(r) => {
-                this.touch();
-                Poll::Ready(r)
-            }
-            Poll::Pending if this.idle_expired(cx) => Poll::Ready(Err(idle_error())),
-            Poll::Pending => Poll::Pending,
-        }
+        let r = this.inner.io().poll_read(cx, buf);
+        this.progress(cx, r)
     }
 }
 
@@ -431,32 +450,16 @@ impl AsyncWrite for Conn {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let r = match &mut this.inner {
-            Inner::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Inner::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        };
-        match r {
-            Poll::Ready(r) => {
-                this.touch();
-                Poll::Ready(r)
-            }
-            Poll::Pending if this.idle_expired(cx) => Poll::Ready(Err(idle_error())),
-            Poll::Pending => Poll::Pending,
-        }
+        let r = this.inner.io().poll_write(cx, buf);
+        this.progress(cx, r)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().inner {
-            Inner::Plain(s) => Pin::new(s).poll_flush(cx),
-            Inner::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
+        self.get_mut().inner.io().poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().inner {
-            Inner::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Inner::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
+        self.get_mut().inner.io().poll_shutdown(cx)
     }
 }
 

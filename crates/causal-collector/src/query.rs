@@ -1,20 +1,22 @@
-//! Read-only queries of the web UI and its Jaeger-compatible API, on the same [`Store`] as
-//! `sightline tasks` and `sightline show` (one query layer under every front end).
+//! Read-only queries of the web UI and its Jaeger-compatible API, on the same store as
+//! `sightline tasks` and `sightline show` (one query layer under every front end), through
+//! [`TraceStore`]: the SQLite [`Store`] or a ClickHouse store alike.
 //!
 //! - [`services`] and [`operations`]: the distinct agents (OTLP `service.name`) and the
 //!   operations of one (Jaeger's `/api/services`, `/api/services/{service}/operations`);
 //! - [`search`]: tasks by service, operation, attribute, duration, errors and time
-//!   ([`SearchQuery`] → [`TaskSummary`], through [`Store::tasks`]);
+//!   ([`SearchQuery`] → [`TaskSummary`], through [`TraceStore::tasks`]);
 //! - [`load_graph`]: one task rebuilt for analysis exactly as `sightline show` rebuilds it.
 //!
 //! An event's *operation* is its label, except that an OTLP span's start event (`S:start`,
 //! label `<name> start`, `docs/otlp-mapping.md`) names the operation `<name>`; span end events
 //! and span events are no operations. An event is an *error* when it has the field
-//! `status.code` = `error` (OTLP) or `error` = `true`/`1` (Jaeger's tag); [`Store::tasks`]
-//! counts them as the events are stored.
+//! `status.code` = `error` (OTLP) or `error` = `true`/`1` (Jaeger's tag); the stores
+//! count them as the events are stored.
 
 use causal_analysis::{SkewAdjustment, TaskGraph};
 
+use crate::backend::TraceStore;
 use crate::error::StoreError;
 use crate::store::{Store, TaskFilter, TaskSort, TaskSummary, display_task_id, stored_task_id};
 
@@ -30,8 +32,24 @@ fn sql(what: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
 /// Distinct agents (services) of all stored events, sorted.
 ///
 /// # Errors
-/// [`StoreError::Sql`].
-pub fn services(store: &Store) -> Result<Vec<String>, StoreError> {
+/// The store's [`StoreError`].
+pub fn services<S: TraceStore + ?Sized>(store: &S) -> Result<Vec<String>, StoreError> {
+    store.services()
+}
+
+/// Distinct operations (module docs) of the events of agent `service`, sorted.
+///
+/// # Errors
+/// The store's [`StoreError`].
+pub fn operations<S: TraceStore + ?Sized>(
+    store: &S,
+    service: &str,
+) -> Result<Vec<String>, StoreError> {
+    store.operations(service)
+}
+
+/// [`services`] of the SQLite store.
+pub(crate) fn sqlite_services(store: &Store) -> Result<Vec<String>, StoreError> {
     let mut st = store
         .conn()
         .prepare("SELECT DISTINCT agent FROM events WHERE agent IS NOT NULL ORDER BY agent")
@@ -42,11 +60,8 @@ pub fn services(store: &Store) -> Result<Vec<String>, StoreError> {
         .map_err(sql("reading services"))
 }
 
-/// Distinct operations (module docs) of the events of agent `service`, sorted.
-///
-/// # Errors
-/// [`StoreError::Sql`].
-pub fn operations(store: &Store, service: &str) -> Result<Vec<String>, StoreError> {
+/// [`operations`] of the SQLite store.
+pub(crate) fn sqlite_operations(store: &Store, service: &str) -> Result<Vec<String>, StoreError> {
     let q = format!(
         "SELECT DISTINCT op FROM (SELECT {OPERATION} AS op FROM events e WHERE e.agent = ?1)
          WHERE op IS NOT NULL ORDER BY op"
@@ -86,15 +101,50 @@ pub struct SearchQuery {
     pub limit: Option<usize>,
 }
 
+/// Corrects the times of `tasks` for clock skew as [`load_graph`] corrects a task's events
+/// (`docs/critical-path.md`, "Clock skew"): each task whose events come from more than one host
+/// is loaded, its skew estimated and applied, and its `first_ts_ns` and `last_ts_ns` set to the
+/// corrected earliest and latest timestamps, so its [`TaskSummary::duration_ns`] is the one
+/// `sightline show` prints. Tasks of one host (skew is between hosts) are left as stored, without
+/// a load. Filters on duration and time (the indexes) see the stored times.
+///
+/// # Errors
+/// The store's [`StoreError`].
+pub fn adjust_for_skew<S: TraceStore + ?Sized>(
+    store: &S,
+    tasks: &mut [TaskSummary],
+) -> Result<(), StoreError> {
+    for t in tasks
+        .iter_mut()
+        .filter(|t| t.hosts.len() > 1 && t.first_ts_ns.is_some())
+    {
+        let mut events = store.load_task(&t.task_id)?;
+        let skew = SkewAdjustment::estimate(&events);
+        if skew.is_empty() {
+            continue;
+        }
+        skew.apply(&mut events);
+        let ts = || events.iter().filter_map(|e| e.timestamp_ns);
+        if let (Some(first), Some(last)) = (ts().min(), ts().max()) {
+            t.first_ts_ns = Some(first);
+            t.last_ts_ns = Some(last);
+        }
+    }
+    Ok(())
+}
+
 /// Tasks matching `q`, most recent first (by [`TaskSummary::first_seen_ns`], then task id):
-/// [`Store::tasks`] with the same filters (a service and an operation are matched
+/// [`TraceStore::tasks`] with the same filters (a service and an operation are matched
 /// independently, as `sightline tasks --service S --operation O` matches them).
 ///
 /// # Errors
-/// [`StoreError::Sql`].
-pub fn search(store: &Store, q: &SearchQuery) -> Result<Vec<TaskSummary>, StoreError> {
+/// The store's [`StoreError`].
+pub fn search<S: TraceStore + ?Sized>(
+    store: &S,
+    q: &SearchQuery,
+) -> Result<Vec<TaskSummary>, StoreError> {
     let mut found = store.tasks(&filter(q, None))?;
-    // `Store::tasks` keeps the most recent `limit` tasks, oldest first.
+    // `TraceStore::tasks` keeps the most recent `limit` tasks, oldest first.
     found.reverse();
     Ok(found)
 }
@@ -120,8 +170,11 @@ fn filter(q: &SearchQuery, task_id: Option<&str>) -> TaskFilter {
 /// The summary of task `task_id` (exact id, either form: [`stored_task_id`]), if stored.
 ///
 /// # Errors
-/// [`StoreError::Sql`].
-pub fn task_summary(store: &Store, task_id: &str) -> Result<Option<TaskSummary>, StoreError> {
+/// The store's [`StoreError`].
+pub fn task_summary<S: TraceStore + ?Sized>(
+    store: &S,
+    task_id: &str,
+) -> Result<Option<TaskSummary>, StoreError> {
     Ok(store
         .tasks(&filter(&SearchQuery::default(), Some(task_id)))?
         .pop())
@@ -130,17 +183,9 @@ pub fn task_summary(store: &Store, task_id: &str) -> Result<Option<TaskSummary>,
 /// Whether task `task_id` (exact id, either form: [`stored_task_id`]) is stored.
 ///
 /// # Errors
-/// [`StoreError::Sql`].
-pub fn task_exists(store: &Store, task_id: &str) -> Result<bool, StoreError> {
-    store
-        .conn()
-        .query_row(
-            "SELECT count(*) FROM tasks WHERE task_id = ?1",
-            [stored_task_id(task_id)],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| n > 0)
-        .map_err(sql("looking up a task"))
+/// The store's [`StoreError`].
+pub fn task_exists<S: TraceStore + ?Sized>(store: &S, task_id: &str) -> Result<bool, StoreError> {
+    Ok(task_summary(store, task_id)?.is_some())
 }
 
 /// Loads task `task` (exact id, either form) for analysis as `sightline show` does: its stored
@@ -149,8 +194,8 @@ pub fn task_exists(store: &Store, task_id: &str) -> Result<bool, StoreError> {
 /// (`docs/otlp-mapping.md`), rebuilt as a graph named by the id as shown.
 ///
 /// # Errors
-/// [`StoreError::Sql`].
-pub fn load_graph<S: crate::backend::TraceStore + ?Sized>(
+/// The store's [`StoreError`].
+pub fn load_graph<S: TraceStore + ?Sized>(
     store: &S,
     task: &str,
     adjust: bool,

@@ -60,6 +60,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
+use crate::backend::TraceStore;
 use crate::error::{CollectorError, OtlpError, error_chain};
 use crate::listen::{Conn, Gate, ListenConfig};
 use crate::otlp;
@@ -770,7 +771,7 @@ impl Collector {
             .name("sightline-store".into())
             .spawn(move || match (store, clickhouse) {
                 (Some(store), _) => writer_loop(store, rx, wstats, retention),
-                (None, Some(ch)) => clickhouse_writer_loop(ch, rx, wstats, retention.age),
+                (None, Some(ch)) => writer_loop(ch, rx, wstats, retention),
                 (None, None) => unreachable!("one store is open"),
             })
             .map_err(CollectorError::SpawnWriter)?;
@@ -883,92 +884,81 @@ impl Retention {
     }
 }
 
-/// The writer of a ClickHouse store: the batching and acknowledgements of [`writer_loop`] (an
-/// exporter is acknowledged only after its events are written, and the bounded queue makes a
-/// slow ClickHouse slow the acknowledgements), with up to three retries 0.2, 0.4 and 0.8 s apart
-/// (a retried batch is idempotent: `docs/collector-store.md`, "ClickHouse"), and retention as
-/// day partition drops.
-fn clickhouse_writer_loop(
-    mut store: crate::clickhouse::ClickHouseStore,
-    mut rx: mpsc::Receiver<Batch>,
-    stats: Arc<Stats>,
-    retention_age: Option<std::time::Duration>,
-) {
-    let mut last_retention: Option<std::time::Instant> = None;
-    while let Some(first) = rx.blocking_recv() {
-        let mut events = first.events;
-        let mut acks: Vec<oneshot::Sender<Result<(), String>>> = first.ack.into_iter().collect();
-        while events.len() < MAX_TRANSACTION_EVENTS {
-            match rx.try_recv() {
-                Ok(b) => {
-                    events.extend(b.events);
-                    acks.extend(b.ack);
-                }
-                Err(_) => break,
-            }
-        }
-        let n = events.len() as u64;
-        let mut result = store.insert(&events, now_ns());
-        for wait in [200, 400, 800] {
-            let Err(e) = &result else { break };
-            tracing::warn!("ClickHouse write failed, retrying: {}", error_chain(e));
-            std::thread::sleep(std::time::Duration::from_millis(wait));
-            result = store.insert(&events, now_ns());
-        }
-        let outcome = match result {
-            Ok(written) => {
-                bump(&stats.events_stored, written.events as u64);
-                bump(&stats.events_duplicate, written.duplicates as u64);
-                bump(&stats.events_conflicting, written.conflicts as u64);
-                if n > 0 {
-                    bump(&stats.transactions, 1);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                bump(&stats.events_lost, n);
-                let e = error_chain(&e);
-                tracing::error!("ClickHouse write failed; {n} events lost: {e}");
-                Err(e)
-            }
-        };
-        for a in acks {
-            let _ = a.send(outcome.clone());
-        }
-        if let Some(age) = retention_age
-            && last_retention.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(60))
-        {
-            let before = now_ns().saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
-            if let Err(e) = store.drop_days_before(before) {
-                tracing::warn!("ClickHouse retention failed: {}", error_chain(&e));
-            }
-            last_retention = Some(std::time::Instant::now());
-        }
+/// What the writer loop needs of a store beyond [`TraceStore`]: its retries, its background
+/// work and its retention.
+trait WriterStore: TraceStore {
+    /// The store as log messages name it.
+    const NAME: &'static str;
+    /// Waits before each retry of a failed write, ms.
+    const RETRY_WAITS_MS: &'static [u64];
+    /// Background work kept running while the writer runs (SQLite's checkpointer).
+    fn background(&self) -> Option<crate::store::Checkpointer> {
+        None
     }
-    stats
-        .writer_cpu_ns
-        .store(thread_cpu_ns(), Ordering::Relaxed);
+    /// The least time between two retention runs.
+    fn retention_interval(retention: &Retention) -> std::time::Duration {
+        retention.interval
+    }
+    /// Deletes what `retention` asks for; failures only log.
+    fn retain(&mut self, retention: &Retention, rx: &mpsc::Receiver<Batch>, stats: &Stats);
 }
 
-fn writer_loop(
-    mut store: Store,
+impl WriterStore for Store {
+    const NAME: &'static str = "store";
+    // One retry: a busy database (another writer, e.g. `sightline import`) usually clears.
+    const RETRY_WAITS_MS: &'static [u64] = &[200];
+    fn background(&self) -> Option<crate::store::Checkpointer> {
+        // Checkpoints on their own thread; without it SQLite's automatic ones run here.
+        match self.start_checkpointer() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(
+                    "store checkpoints stay on the writer thread: {}",
+                    error_chain(&e)
+                );
+                None
+            }
+        }
+    }
+    fn retain(&mut self, retention: &Retention, rx: &mpsc::Receiver<Batch>, stats: &Stats) {
+        retention.run(self, rx, stats);
+    }
+}
+
+/// A ClickHouse store retries a failed write three times, 0.2, 0.4 and 0.8 s apart (a retried
+/// batch is idempotent: `docs/collector-store.md`, "ClickHouse"), and applies retention as day
+/// partition drops, once a minute at most.
+impl WriterStore for crate::clickhouse::ClickHouseStore {
+    const NAME: &'static str = "ClickHouse";
+    const RETRY_WAITS_MS: &'static [u64] = &[200, 400, 800];
+    fn retention_interval(retention: &Retention) -> std::time::Duration {
+        retention.interval.max(std::time::Duration::from_secs(60))
+    }
+    fn retain(&mut self, retention: &Retention, _rx: &mpsc::Receiver<Batch>, _stats: &Stats) {
+        if let Some(age) = retention.age {
+            let before = now_ns().saturating_sub(i64::try_from(age.as_nanos()).unwrap_or(i64::MAX));
+            if let Err(e) = self.drop_days_before(before) {
+                tracing::warn!("ClickHouse retention failed: {}", error_chain(&e));
+            }
+        }
+    }
+}
+
+/// The store's writer thread, for either backend: takes batches off the bounded queue (a slow
+/// store slows the acknowledgements, and the queue bounds memory), writes up to
+/// [`MAX_TRANSACTION_EVENTS`] at a time, retries a failed write ([`WriterStore::RETRY_WAITS_MS`]),
+/// answers every exporter waiting for its events only after the write, counts the outcome, and
+/// runs retention between batches.
+fn writer_loop<S: WriterStore>(
+    mut store: S,
     mut rx: mpsc::Receiver<Batch>,
     stats: Arc<Stats>,
     retention: Retention,
 ) {
     let retains = retention.age.is_some() || retention.max_bytes.is_some();
+    let retention_interval = S::retention_interval(&retention);
     let mut last_retention: Option<std::time::Instant> = None;
-    // Checkpoints on their own thread; without it SQLite's automatic ones run here.
-    let _checkpointer = match store.start_checkpointer() {
-        Ok(c) => Some(c),
-        Err(e) => {
-            tracing::warn!(
-                "store checkpoints stay on the writer thread: {}",
-                error_chain(&e)
-            );
-            None
-        }
-    };
+    let _background = store.background();
     // Committed batches are freed on another thread: freeing ~16k events, each a dozen
     // allocations made by the ingest threads, took about a tenth of this thread's time (this and
     // the task lookup of Store::insert together: 552k -> 605k events per writer CPU-second), and
@@ -998,10 +988,10 @@ fn writer_loop(
         }
         let n = events.len() as u64;
         let mut result = store.insert(&events, now_ns());
-        if let Err(e) = &result {
-            // One retry: a busy database (another writer, e.g. `sightline import`) usually clears.
-            tracing::warn!("store write failed, retrying once: {}", error_chain(e));
-            std::thread::sleep(std::time::Duration::from_millis(200));
+        for &wait in S::RETRY_WAITS_MS {
+            let Err(e) = &result else { break };
+            tracing::warn!("{} write failed, retrying: {}", S::NAME, error_chain(e));
+            std::thread::sleep(std::time::Duration::from_millis(wait));
             result = store.insert(&events, now_ns());
         }
         let outcome = match result {
@@ -1021,7 +1011,7 @@ fn writer_loop(
             Err(e) => {
                 bump(&stats.events_lost, n);
                 let e = error_chain(&e);
-                tracing::error!("store write failed; {n} events lost: {e}");
+                tracing::error!("{} write failed; {n} events lost: {e}", S::NAME);
                 Err(e)
             }
         };
@@ -1032,8 +1022,8 @@ fn writer_loop(
             // Full (or the thread is gone): freed here instead.
             let _ = free_tx.try_send(events);
         }
-        if retains && last_retention.is_none_or(|t| t.elapsed() >= retention.interval) {
-            retention.run(&mut store, &rx, &stats);
+        if retains && last_retention.is_none_or(|t| t.elapsed() >= retention_interval) {
+            store.retain(&retention, &rx, &stats);
             last_retention = Some(std::time::Instant::now());
         }
     }

@@ -138,6 +138,23 @@ fn same_answers_as_sqlite_for_every_shared_file() {
     for f in &filters {
         assert_eq!(ch.tasks(f).unwrap(), lite.tasks(f).unwrap(), "{f:?}");
     }
+    // The UI's queries: services, each service's operations, one task's summary.
+    let services = query::services(&lite).unwrap();
+    assert!(services.len() >= 3, "{services:?}");
+    assert_eq!(query::services(&ch).unwrap(), services);
+    for s in &services {
+        assert_eq!(
+            query::operations(&ch, s).unwrap(),
+            query::operations(&lite, s).unwrap(),
+            "operations of {s}"
+        );
+    }
+    for t in all.iter().step_by(7) {
+        let one = query::task_summary(&ch, &t.task_id).unwrap();
+        assert_eq!(one.as_ref(), Some(t), "the summary of {} alone", t.task_id);
+        assert!(query::task_exists(&ch, &t.task_id).unwrap());
+    }
+    assert!(!query::task_exists(&ch, "FFFFFFFFFFFFFFFF").unwrap());
     // `show --critical-path` of every task, and `--compare` of neighbours.
     for t in &all {
         let id = &t.task_id;
@@ -209,6 +226,42 @@ fn two_collectors_write_one_store_concurrently() {
     want.sort_by_key(key);
     assert_eq!(loaded, want);
     assert_eq!(ch.event_count().unwrap(), events.len() as i64);
+    ch.drop_database().unwrap();
+}
+
+#[test]
+fn without_the_duplicate_lookup_results_stay_the_same() {
+    let Some(url) = server("nolookup") else {
+        return;
+    };
+    let Some(f) = test_support::shared_data("xtrace/mapreduce_medium.json") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    causal_collector::import::import_file(&mut lite, &f, 1).unwrap();
+    let off = ClickHouseUrl::parse(&format!(
+        "clickhouse://{}:{}/{}?duplicate_lookup=off",
+        url.host, url.port, url.database
+    ))
+    .unwrap();
+    assert!(!off.duplicate_lookup && url.duplicate_lookup);
+    assert!(off.to_string().ends_with("?duplicate_lookup=off"), "{off}");
+    let mut ch = ClickHouseStore::open(&off).unwrap();
+    let first = causal_collector::import::import_file(&mut ch, &f, 1).unwrap();
+    // Imported again: without the lookup every event is sent (and counted) again...
+    let again = causal_collector::import::import_file(&mut ch, &f, 2).unwrap();
+    assert_eq!(again.events, first.events);
+    assert_eq!(again.duplicates, 0);
+    // ...and every answer is still the store's with each event once.
+    let all = lite.tasks(&TaskFilter::default()).unwrap();
+    assert_eq!(ch.tasks(&TaskFilter::default()).unwrap(), all);
+    assert_eq!(ch.event_count().unwrap(), lite.event_count().unwrap());
+    for t in &all {
+        assert_eq!(view(&ch, &t.task_id), view(&lite, &t.task_id));
+    }
+    let bad = ClickHouseUrl::parse("clickhouse://h/db?dedupe=no").unwrap_err();
+    assert!(bad.to_string().contains("unknown option"), "{bad}");
     ch.drop_database().unwrap();
 }
 

@@ -140,6 +140,23 @@ export async function render(task, params) {
     ctx.beginPath(); ctx.rect(GUTTER, AXIS, W - GUTTER, H - AXIS); ctx.clip();
     let drawn = 0;
     const labels = [];
+    // Overlapping or touching bars of one colour in one row are filled as one rectangle (the
+    // same pixels): zoomed out, thousands of items share a few pixels, and one fill each made
+    // a pan or zoom stutter (docs/ui-api.md, "Big traces"). Per shape (0: span bar, 1: point
+    // mark), row y → [x0, x1] of the run not yet filled.
+    const SHAPE = [[0, ROW - 3], [1, ROW - 5]]; // [dy, height]
+    const runs = [new Map(), new Map()];
+    const flush = (m, y, r) => ctx.fillRect(r[0], y + SHAPE[m][0], r[1] - r[0], SHAPE[m][1]);
+    const fill = (m, x0, x1, y) => {
+      const r = runs[m].get(y);
+      if (r && x0 <= r[1] + 0.5 && x1 >= r[0] - 0.5) {
+        if (x0 < r[0]) r[0] = x0;
+        if (x1 > r[1]) r[1] = x1;
+        return;
+      }
+      if (r) flush(m, y, r);
+      runs[m].set(y, [x0, x1]);
+    };
     for (const [a, ks] of byAgent) {
       ctx.fillStyle = agentColour.get(a);
       for (const k of ks) {
@@ -151,11 +168,15 @@ export async function render(task, params) {
         drawn++;
         if (span[k]) {
           const w = Math.max(1, x1 - x0);
-          ctx.fillRect(x0, y, w, ROW - 3);
+          fill(0, x0, x0 + w, y);
           if (w > 50) labels.push(k);
         } else {
-          ctx.fillRect(x0 - 1.5, y + 1, 3, ROW - 5);
+          fill(1, x0 - 1.5, x0 + 1.5, y);
         }
+      }
+      for (let m = 0; m < 2; m++) {
+        for (const [y, r] of runs[m]) flush(m, y, r);
+        runs[m].clear();
       }
     }
     ctx.fillStyle = '#111';
@@ -223,6 +244,10 @@ export async function render(task, params) {
     canvas.dataset.criticalDrawn = critDrawn;
     canvas.dataset.selected = selected >= 0 ? I.id[selected] : '';
     Object.assign(window.__sightline, {renderMs: ms, rendered: drawn, items: N, criticalDrawn: critDrawn});
+    // The last 1,000 draw times, ms (the browser test's pan/zoom figures).
+    const draws = window.__sightline.draws || (window.__sightline.draws = []);
+    draws.push(ms);
+    if (draws.length > 1000) draws.shift();
   }
 
   function axis(ctx) {

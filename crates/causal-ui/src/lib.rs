@@ -9,10 +9,11 @@
 //!   thread) and its columnar payload;
 //! - [`jaeger`]: the same task in Jaeger's JSON shape.
 //!
-//! Every request reads the store through `causal_collector::query` and `Store`, the query layer
-//! of `sightline tasks` and `show` (Jaeger's UI and its query API read the same service too).
-//! Each request opens its own connection (SQLite in WAL mode: readers never block the
-//! collector's writer). Rebuilt tasks are kept in a small cache ([`CACHED_TASKS`]), with their
+//! Every request reads the store through `causal_collector::query` and the `TraceStore` trait,
+//! the query layer of `sightline tasks` and `show` (Jaeger's UI and its query API read the same
+//! service too), so the UI serves a SQLite store and a ClickHouse store alike. Each request
+//! opens its own connection (SQLite in WAL mode: readers never block the collector's writer;
+//! ClickHouse over HTTP). Rebuilt tasks are kept in a small cache ([`CACHED_TASKS`]), with their
 //! DAG layout computed once on first use. Only `GET` is served; no CORS header is sent unless
 //! [`UiOptions::cors_origin`] is set.
 #![deny(missing_docs)]
@@ -22,7 +23,6 @@ pub mod view;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Router;
@@ -31,8 +31,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use causal_analysis::{Comparison, CriticalPath, SkewAdjustment, TaskGraph, layout};
+use causal_collector::clickhouse::ClickHouseStore;
 use causal_collector::query::{self, SearchQuery};
-use causal_collector::{Store, StoreError};
+use causal_collector::{Store, StoreError, StoreSpec, TraceStore};
 use serde_json::{Value, json};
 
 use crate::view::TaskView;
@@ -60,8 +61,9 @@ pub enum UiError {
 /// What the UI serves.
 #[derive(Debug, Clone)]
 pub struct UiOptions {
-    /// The store (SQLite file, `docs/collector-store.md`); it must exist.
-    pub db: PathBuf,
+    /// The store (a SQLite file, which must exist, or a ClickHouse database;
+    /// `docs/collector-store.md`).
+    pub store: StoreSpec,
     /// Send `Access-Control-Allow-Origin: <this>` on every response (CORS); `None`: no CORS.
     pub cors_origin: Option<String>,
 }
@@ -123,6 +125,9 @@ struct Inner {
     opts: UiOptions,
     /// (task as shown, skew adjusted) → task, most recently used last.
     cache: Mutex<Vec<(TaskKey, Arc<Loaded>)>>,
+    /// The ClickHouse store once opened (an HTTP agent with keep-alive connections; opening
+    /// checks the schema, so it is done once, not per request).
+    clickhouse: Mutex<Option<Arc<ClickHouseStore>>>,
 }
 
 type AppState = Arc<Inner>;
@@ -233,18 +238,36 @@ async fn payload(
 /// Runs `f` with a connection to the store on a blocking thread.
 async fn with_store<T: Send + 'static>(
     st: &AppState,
-    f: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+    f: impl FnOnce(&dyn TraceStore) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let db = st.opts.db.clone();
-    tokio::task::spawn_blocking(move || {
-        if !db.exists() {
-            return Err(ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("no store at {}", db.display()),
-            ));
+    let st = st.clone();
+    tokio::task::spawn_blocking(move || match &st.opts.store {
+        StoreSpec::Sqlite(db) => {
+            if !db.exists() {
+                return Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("no store at {}", db.display()),
+                ));
+            }
+            f(&Store::open(db)?)
         }
-        let store = Store::open(&db)?;
-        f(&store)
+        StoreSpec::ClickHouse(url) => {
+            let open = st
+                .clickhouse
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let store = match open {
+                Some(s) => s,
+                None => {
+                    // Opened outside the lock; two first requests may both open it.
+                    let s = Arc::new(ClickHouseStore::open(url)?);
+                    *st.clickhouse.lock().unwrap_or_else(|p| p.into_inner()) = Some(s.clone());
+                    s
+                }
+            };
+            f(store.as_ref())
+        }
     })
     .await
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
@@ -304,6 +327,7 @@ pub fn router(opts: UiOptions) -> Router {
     let state: AppState = Arc::new(Inner {
         opts,
         cache: Mutex::new(Vec::new()),
+        clickhouse: Mutex::new(None),
     });
     let page = || get(|| async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX) });
     let r = Router::new()
@@ -432,7 +456,16 @@ fn ui_query(p: &[(String, String)]) -> Result<SearchQuery, ApiError> {
 
 async fn ui_search(State(st): State<AppState>, Query(p): Params) -> Result<Response, ApiError> {
     let q = ui_query(&p)?;
-    let hits = with_store(&st, move |s| Ok(query::search(s, &q)?)).await?;
+    let skew = adjust(&p);
+    let hits = with_store(&st, move |s| {
+        let mut hits = query::search(s, &q)?;
+        if skew {
+            // Durations as the task view shows them (`docs/ui-api.md`).
+            query::adjust_for_skew(s, &mut hits)?;
+        }
+        Ok(hits)
+    })
+    .await?;
     Ok(axum::Json(json!({"tasks": hits})).into_response())
 }
 

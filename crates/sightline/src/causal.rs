@@ -24,8 +24,9 @@ pub struct DbArg {
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     /// The store as a URL: `clickhouse://[USER[:PASSWORD]@]HOST:8123/DATABASE` for a ClickHouse
-    /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD),
-    /// anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
+    /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD;
+    /// `?duplicate_lookup=off` skips the per-batch lookup of stored events, for high-rate
+    /// collectors), anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
     #[arg(long, value_name = "URL", conflicts_with = "db")]
     pub store: Option<String>,
 }
@@ -185,6 +186,11 @@ pub struct TasksArgs {
     /// Print JSON (one array of task objects) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Show times as stored: do not correct the clock skew of tasks spanning several hosts (by
+    /// default their first-seen time and DURATION are corrected as `show` corrects them; the
+    /// duration filters and --sort/--limit use the stored times).
+    #[arg(long)]
+    pub no_skew_adjust: bool,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -350,6 +356,7 @@ fn now_ns() -> i64 {
 pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let spec = args.db.spec()?;
     let shown_store = spec.to_string();
+    let ui_store = spec.clone();
     let clickhouse = match spec {
         StoreSpec::ClickHouse(u) => {
             if args.max_store_size.is_some() {
@@ -441,7 +448,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         drop(out);
         let ui = match args.ui {
-            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &db).await?),
+            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &ui_store).await?),
             None => None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -674,7 +681,14 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         limit: args.limit,
     };
     let store = open_existing(&args.db.spec()?)?;
-    let list = store.tasks(&filter)?;
+    let mut list = store.tasks(&filter)?;
+    if !args.no_skew_adjust {
+        causal_collector::query::adjust_for_skew(&store, &mut list)?;
+        if filter.sort == TaskSort::Duration {
+            // Longest first by the corrected durations (stable: ties keep the store's order).
+            list.sort_by_key(|t| std::cmp::Reverse(t.duration_ns()));
+        }
+    }
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &list)?;

@@ -2,10 +2,10 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use causal_collector::StoreSpec;
 
 use crate::causal::DbArg;
 
@@ -26,10 +26,10 @@ pub struct UiArgs {
     pub db: DbArg,
 }
 
-/// Binds the UI on `addr` for the store `db` and prints its URL; the returned future serves it.
+/// Binds the UI on `addr` for the store `store` and prints its URL; the returned future serves it.
 async fn start(
     addr: SocketAddr,
-    db: &Path,
+    store: &StoreSpec,
     cors_origin: Option<String>,
 ) -> anyhow::Result<impl Future<Output = Result<(), causal_ui::UiError>> + use<>> {
     let listener = causal_ui::bind(addr).await?;
@@ -37,15 +37,12 @@ async fn start(
         .local_addr()
         .context("reading the UI's bound address")?;
     let router = causal_ui::router(causal_ui::UiOptions {
-        db: db.to_path_buf(),
+        store: store.clone(),
         cors_origin,
     });
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "sightline ui: http://{bound}/ (store {})",
-        db.display()
-    )?;
+    // A ClickHouse URL is shown without its credentials.
+    writeln!(out, "sightline ui: http://{bound}/ (store {store})")?;
     out.flush()?;
     Ok(causal_ui::serve(listener, router, std::future::pending()))
 }
@@ -54,24 +51,25 @@ async fn start(
 /// caller aborts it when the collector stops.
 pub async fn spawn_for_collector(
     addr: SocketAddr,
-    db: &Path,
+    store: &StoreSpec,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), causal_ui::UiError>>> {
-    Ok(tokio::spawn(start(addr, db, None).await?))
+    Ok(tokio::spawn(start(addr, store, None).await?))
 }
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
 pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    if let causal_collector::StoreSpec::ClickHouse(u) = args.db.spec()? {
-        anyhow::bail!(
-            "sightline ui: --store {u}: the web UI reads SQLite stores only so far (`tasks` and `show` read ClickHouse)"
-        );
-    }
-    let db = args.db.path();
-    if !db.exists() {
+    let store = args.db.spec()?;
+    if let StoreSpec::Sqlite(db) = &store
+        && !db.exists()
+    {
         bail!(
             "no store at {}: `sightline collect` or `sightline import` creates one (or give --db / $SIGHTLINE_DB)",
             db.display()
         );
+    }
+    if let StoreSpec::ClickHouse(u) = &store {
+        // Unreachable or too new: said now, not on the first request.
+        causal_collector::clickhouse::ClickHouseStore::open(u)?;
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -79,7 +77,7 @@ pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the Tokio runtime")?;
     rt.block_on(async move {
-        let serve = start(args.listen, &db, args.cors_origin).await?;
+        let serve = start(args.listen, &store, args.cors_origin).await?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         tokio::select! {

@@ -43,8 +43,16 @@ pub struct Server {
 
 impl Server {
     pub fn start(db: &Path, cors_origin: Option<&str>) -> Server {
+        Server::start_store(
+            causal_collector::StoreSpec::Sqlite(db.to_path_buf()),
+            cors_origin,
+        )
+    }
+
+    /// A server of the store `store` (SQLite or ClickHouse).
+    pub fn start_store(store: causal_collector::StoreSpec, cors_origin: Option<&str>) -> Server {
         let opts = causal_ui::UiOptions {
-            db: db.to_path_buf(),
+            store,
             cors_origin: cors_origin.map(str::to_string),
         };
         let (tx, rx) = std::sync::mpsc::channel();

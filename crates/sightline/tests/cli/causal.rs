@@ -1,27 +1,14 @@
 //! The `sightline` binary: `import`, `tasks`, `show` on the real HDFS trace, and `collect` on
 //! ephemeral loopback ports stopped by SIGTERM with nothing lost.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-fn run(args: &[&str], db: &Path) -> String {
-    let out = crate::sightline()
-        .args(args)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sightline {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use crate::{COLLECT_ANY_PORTS, Collecting, run};
 
 #[test]
 fn import_tasks_and_show_the_hdfs_trace() {
@@ -172,41 +159,22 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("collect.db");
-    let mut child = crate::sightline()
-        .args([
-            "collect",
-            "--xtrace-port",
-            "0",
-            "--otlp-port",
-            "0",
-            "--otlp-grpc-port",
-            "0",
-            "--zipkin-port",
-            "0",
-            "--db",
-        ])
-        .arg(&db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    // "sightline collect: X-Trace TCP 127.0.0.1:P UDP 127.0.0.1:P; OTLP/HTTP http://127.0.0.1:P/v1/traces; …"
-    let words: Vec<&str> = first.split_whitespace().collect();
-    let grpc = words[words.iter().position(|w| *w == "OTLP/gRPC").unwrap() + 1];
-    assert!(
-        grpc.starts_with("127.0.0.1:") && !grpc.starts_with("127.0.0.1:0;"),
-        "{first}"
+    let mut c = Collecting::start(
+        crate::sightline()
+            .args(COLLECT_ANY_PORTS)
+            .arg("--db")
+            .arg(&db)
+            .stderr(Stdio::null()),
     );
-    let tcp = words[words.iter().position(|w| *w == "TCP").unwrap() + 1].to_string();
-    let http = words.iter().find(|w| w.starts_with("http://")).unwrap();
-    let http = http
-        .trim_start_matches("http://")
-        .trim_end_matches(';')
-        .trim_end_matches("/v1/traces")
-        .to_string();
+    // "sightline collect: X-Trace TCP 127.0.0.1:P UDP 127.0.0.1:P; OTLP/HTTP http://127.0.0.1:P/v1/traces; …"
+    let grpc = c.after("OTLP/gRPC");
+    assert!(
+        grpc.starts_with("127.0.0.1:") && grpc != "127.0.0.1:0",
+        "{}",
+        c.first
+    );
+    let tcp = c.after("TCP");
+    let http = c.otlp_http();
 
     // X-Trace: a three-event diamond-free chain plus a join, in text reports.
     let mut frames = Vec::new();
@@ -238,14 +206,9 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
 
     // Give the TCP connection a moment to be accepted, then SIGTERM.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    let status = c.sigterm();
     let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    let status = child.wait().unwrap();
+    c.stdout.read_to_string(&mut rest).unwrap();
     assert!(status.success(), "{rest}");
     // The retry's 9 events are reported once as already stored, not counted as stored.
     assert!(rest.contains("stopped; 13 events stored in "), "{rest}");
@@ -431,50 +394,29 @@ fn nofile() -> (u64, u64) {
 }
 
 /// Starts `sightline collect` under a descriptor limit of `fds` (prlimit(1)) with `extra` flags;
-/// gives the child, its OTLP/HTTP address, its stdout (after the first line) and its stderr.
-fn collect_limited(
-    db: &Path,
-    fds: u64,
-    extra: &[&str],
-) -> (
-    std::process::Child,
-    String,
-    BufReader<std::process::ChildStdout>,
-    std::process::ChildStderr,
-) {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--nofile={fds}:{fds}"))
-        .arg(crate::bin())
-        .args([
-            "collect",
-            "--xtrace-port",
-            "0",
-            "--otlp-port",
-            "0",
-            "--no-otlp-grpc",
-            "--no-zipkin",
-            "--no-udp",
-            "--db",
-        ])
-        .arg(db)
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    stdout.read_line(&mut first).unwrap();
-    let http = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{first}"))
-        .trim_start_matches("http://")
-        .trim_end_matches(';')
-        .trim_end_matches("/v1/traces")
-        .to_string();
-    let stderr = child.stderr.take().unwrap();
-    (child, http, stdout, stderr)
+/// gives the collector and its stderr.
+fn collect_limited(db: &Path, fds: u64, extra: &[&str]) -> (Collecting, std::process::ChildStderr) {
+    let mut c = Collecting::start(
+        Command::new("prlimit")
+            .arg(format!("--nofile={fds}:{fds}"))
+            .arg(crate::bin())
+            .args([
+                "collect",
+                "--xtrace-port",
+                "0",
+                "--otlp-port",
+                "0",
+                "--no-otlp-grpc",
+                "--no-zipkin",
+                "--no-udp",
+                "--db",
+            ])
+            .arg(db)
+            .args(extra)
+            .stderr(Stdio::piped()),
+    );
+    let stderr = c.child.stderr.take().unwrap();
+    (c, stderr)
 }
 
 /// One OTLP/JSON request to `http`, with `Connection: close`: the status, or `None` when the
@@ -529,7 +471,8 @@ fn collect_under_a_descriptor_limit_refuses_politely_then_serves() {
         ),
     ] {
         let db = tmp.path().join(format!("{}.db", run.len()));
-        let (child, http, mut stdout, mut stderr) = collect_limited(&db, 256, extra);
+        let (mut c, mut stderr) = collect_limited(&db, 256, extra);
+        let http = c.otlp_http();
         let mut stalled = Vec::new();
         for _ in 0..1100 {
             let mut s = TcpStream::connect(&http).unwrap();
@@ -553,17 +496,12 @@ fn collect_under_a_descriptor_limit_refuses_politely_then_serves() {
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
         drop(stalled);
-        let killed = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
+        let status = c.sigterm();
         let (mut log, mut out) = (String::new(), String::new());
-        stdout.read_to_string(&mut out).unwrap();
+        c.stdout.read_to_string(&mut out).unwrap();
         stderr.read_to_string(&mut log).unwrap();
         assert!(out.contains("stopped; 2 events stored"), "{run}: {out}");
-        let mut child = child;
-        assert!(child.wait().unwrap().success(), "{run}: {log}");
+        assert!(status.success(), "{run}: {log}");
         let warnings = log.lines().filter(|l| l.contains("WARN")).count();
         // The first ten, then powers of two.
         assert!(warnings <= 25, "{run}: {warnings} warnings:\n{log}");

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use crate::run;
 use serde_json::Value;
 
 const T0: i64 = 1_700_000_000_000_000_000;
@@ -72,21 +73,6 @@ fn write_traces(dir: &Path) -> std::path::PathBuf {
     f
 }
 
-fn run(args: &[&str], db: &Path) -> String {
-    let out = crate::sightline()
-        .args(args)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 fn store() -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let f = write_traces(tmp.path());
@@ -115,6 +101,29 @@ fn skew_is_corrected_and_shown_and_can_be_turned_off() {
         "{text}"
     );
     assert!(!text.contains("(clipped)"), "{text}");
+    // `tasks` shows the corrected duration too (stored: 145.4 ms, as --no-skew-adjust shows).
+    let row = |args: &[&str]| {
+        run(args, &db)
+            .lines()
+            .find(|l| l.starts_with(SKEWED))
+            .unwrap_or_else(|| panic!("no {SKEWED} row"))
+            .to_string()
+    };
+    let adjusted = row(&["tasks"]);
+    assert!(adjusted.contains(" 100.000ms "), "{adjusted}");
+    let stored = row(&["tasks", "--no-skew-adjust"]);
+    assert!(stored.contains(" 145.400ms "), "{stored}");
+    let listed: Value = serde_json::from_str(&run(&["tasks", "--json"], &db)).unwrap();
+    let t = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == SKEWED)
+        .unwrap();
+    assert_eq!(
+        t["last_ts_ns"].as_i64().unwrap() - t["first_ts_ns"].as_i64().unwrap(),
+        100 * MS
+    );
 
     let raw = run(
         &["show", SKEWED, "--critical-path", "--no-skew-adjust"],

@@ -2,7 +2,9 @@
 //! from the store (the API itself is tested in the causal-ui crate).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
+
+use crate::{COLLECT_ANY_PORTS, Collecting, sigterm};
 
 /// GET `path` from `addr` over HTTP/1.0: (status line, body).
 fn get(addr: &str, path: &str) -> (String, String) {
@@ -14,26 +16,16 @@ fn get(addr: &str, path: &str) -> (String, String) {
     (head.lines().next().unwrap().to_string(), body.to_string())
 }
 
-/// Reads stdout lines until one starts `sightline ui: http://`; returns its `ADDR:PORT`.
-fn ui_addr(child: &mut Child) -> (String, BufReader<std::process::ChildStdout>) {
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+/// Reads lines of `out` until one starts `sightline ui: http://`; returns its `ADDR:PORT`.
+fn ui_addr(out: &mut impl BufRead) -> String {
     for _ in 0..4 {
         let mut line = String::new();
         out.read_line(&mut line).unwrap();
         if let Some(rest) = line.strip_prefix("sightline ui: http://") {
-            return (rest.split('/').next().unwrap().to_string(), out);
+            return rest.split('/').next().unwrap().to_string();
         }
     }
     panic!("no `sightline ui:` line");
-}
-
-fn sigterm(child: &mut Child) -> std::process::ExitStatus {
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    child.wait().unwrap()
 }
 
 #[test]
@@ -58,7 +50,8 @@ fn ui_serves_the_store_and_prints_its_url() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let (addr, _out) = ui_addr(&mut child);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let addr = ui_addr(&mut out);
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let (status, body) = get(&addr, "/api/ui/search?service=research-node-demo");
     assert!(status.ends_with("200 OK"), "{status}");
@@ -86,31 +79,18 @@ fn ui_serves_the_store_and_prints_its_url() {
 fn collect_serves_the_ui_too() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("collect.db");
-    let mut child = crate::sightline()
-        .args([
-            "collect",
-            "--xtrace-port",
-            "0",
-            "--otlp-port",
-            "0",
-            "--otlp-grpc-port",
-            "0",
-            "--zipkin-port",
-            "0",
-            "--ui",
-            "127.0.0.1:0",
-            "--db",
-        ])
-        .arg(&db)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (addr, _out) = ui_addr(&mut child);
+    let mut c = Collecting::start(
+        crate::sightline()
+            .args(COLLECT_ANY_PORTS)
+            .args(["--ui", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .stderr(Stdio::null()),
+    );
+    let addr = ui_addr(&mut c.stdout);
     let (status, body) = get(&addr, "/api/services");
     assert!(status.ends_with("200 OK"), "{status}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["total"], 0);
     assert!(v["data"].as_array().unwrap().is_empty());
-    assert!(sigterm(&mut child).success());
+    assert!(c.sigterm().success());
 }
