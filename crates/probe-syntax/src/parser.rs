@@ -388,7 +388,8 @@ impl<'s> Parser<'s> {
             }
             // Oracle's dt_pragma.c: `error` stops the compile with its tokens as the message.
             ["pragma", "D", "error", rest @ ..] => {
-                self.diags.push(Diagnostic::error(
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_PRAGERR,
                     format!("#pragma D error: {}", rest.join(" ").replace('"', "")),
                     tok.span,
                 ));
@@ -400,7 +401,8 @@ impl<'s> Parser<'s> {
                     "module" => DependsClass::Module,
                     "library" => {
                         self.diags.push(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_PRAGMA_DEPEND,
                                 "main program may not explicitly depend on a library",
                                 tok.span,
                             )
@@ -410,7 +412,8 @@ impl<'s> Parser<'s> {
                     }
                     other => {
                         self.diags.push(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_PRAGMA_INVAL,
                                 format!(
                                     "invalid class `{other}` specified by #pragma D depends_on"
                                 ),
@@ -429,15 +432,20 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "depends_on", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed #pragma D depends_on", tok.span)
-                        .with_hint("write `#pragma D depends_on <class> <name>`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed #pragma D depends_on",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D depends_on <class> <name>`"),
                 );
                 None
             }
             ["pragma", "D", "attributes", attrs, _ident, ..] => {
                 if !valid_attributes(attrs) {
                     self.diags.push(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_PRAGMA_INVAL,
                             "invalid attributes specified by #pragma D attributes",
                             tok.span,
                         )
@@ -449,15 +457,20 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "attributes", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed #pragma D attributes", tok.span)
-                        .with_hint("write `#pragma D attributes <attributes> <ident>`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed #pragma D attributes",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D attributes <attributes> <ident>`"),
                 );
                 None
             }
             // Accepted and without effect here, as `ident` in DTrace.
             ["pragma", "D", "binding" | "ident" | "line", ..] => None,
             ["pragma", "D", other, ..] if *other != "option" => {
-                self.diags.push(Diagnostic::error(
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_PRAGMA_INVAL,
                     format!("invalid D pragma: {other}"),
                     tok.span,
                 ));

@@ -83,7 +83,8 @@ impl Analyzer<'_> {
             &|e| matches!(&e.kind, ExprKind::Ident(n) if n == name),
             &|_| false,
         ) {
-            self.err(
+            self.err_at(
+                ErrTag::D_IDENT_UNDEF,
                 format!("inline `{name}` is defined in terms of itself"),
                 d.value.span,
             );
@@ -102,7 +103,8 @@ impl Analyzer<'_> {
             None => false,
         };
         if mistyped {
-            self.err(
+            self.err_at(
+                ErrTag::D_OP_INCOMPAT,
                 format!(
                     "inline `{name}` is declared `{ty}` but its value has type `{}`",
                     literal.unwrap_or_default()
