@@ -379,6 +379,29 @@ pub enum TExprKind {
     Deref(Box<TExpr>),
     /// `base[i]` on a [`Type::Array`] value with a constant index.
     ArrayElem(Box<TExpr>, u32),
+    /// The address (`uint64_t`) of a variable's storage, for reading members of a variable of
+    /// struct or union type ([`Type::Struct`]) through [`TExprKind::Deref`]; a dynamic variable
+    /// that does not exist reads as zeroes (the address of a zeroed buffer).
+    VarAddr(VarAccess),
+    /// `var.member = value` (nested members and constant array elements included): stores
+    /// `value` (already converted to `ty`, an integer or pointer type) at byte `offset` of the
+    /// struct-typed variable `target`, creating a dynamic variable. Its value is `value`.
+    StoreMember {
+        /// The variable of struct type.
+        target: VarAccess,
+        /// Byte offset of the member in the struct.
+        offset: u32,
+        /// The value stored.
+        value: Box<TExpr>,
+    },
+    /// `var = other` for variables of one struct or union type: copies `ty`'s size in bytes from
+    /// the address `src` (a `uint64_t`, e.g. a [`TExprKind::VarAddr`]) into `target`.
+    CopyStruct {
+        /// The variable written.
+        target: VarAccess,
+        /// Address of the bytes copied.
+        src: Box<TExpr>,
+    },
 }
 
 /// A variable access: which variable and, for associative arrays, the key values (converted to the

@@ -164,6 +164,15 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             TExprKind::Assign(..) => self.assign(e)?,
+            TExprKind::VarAddr(va) => self.var_addr(va, e.span)?,
+            TExprKind::StoreMember {
+                target,
+                offset,
+                value,
+            } => self.store_member(target, *offset, value, &e.ty, e.span)?,
+            TExprKind::CopyStruct { target, src } => {
+                self.copy_struct(target, src, &e.ty, e.span)?
+            }
             TExprKind::IncDec {
                 target,
                 increment,

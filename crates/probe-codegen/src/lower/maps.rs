@@ -78,6 +78,9 @@ pub(super) fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
             bytes: *bytes,
             signed: *signed,
         },
+        // A variable of struct or union type is stored as its bytes; only its members are read
+        // and written (the analysis keeps struct values out of records and keys).
+        Type::Struct { size, .. } => FieldKind::Str { len: *size },
         _ => FieldKind::Int {
             bytes: 8,
             signed: false,

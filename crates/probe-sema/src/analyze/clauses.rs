@@ -523,10 +523,15 @@ impl Analyzer<'_> {
                     }
                 }
                 let t = self.expr(e, cx)?;
-                let effect = matches!(
-                    t.kind,
-                    TExprKind::Assign(..) | TExprKind::IncDec { .. } | TExprKind::Call(..)
-                );
+                let effect = stores_member(&t)
+                    || matches!(
+                        t.kind,
+                        TExprKind::Assign(..)
+                            | TExprKind::IncDec { .. }
+                            | TExprKind::Call(..)
+                            | TExprKind::StoreMember { .. }
+                            | TExprKind::CopyStruct { .. }
+                    );
                 if !effect {
                     self.report(
                         Diagnostic::warning("statement has no effect", e.span)
@@ -575,4 +580,15 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
         .take(3)
         .map(|(_, n)| n.clone())
         .collect()
+}
+
+/// True when `t` is, or converts the value of, a store to a member of a struct variable (`v.m++`
+/// is the store and a subtraction).
+fn stores_member(t: &TExpr) -> bool {
+    match &t.kind {
+        TExprKind::StoreMember { .. } => true,
+        TExprKind::Cast(x) => stores_member(x),
+        TExprKind::Binary(_, a, _) => stores_member(a),
+        _ => false,
+    }
 }

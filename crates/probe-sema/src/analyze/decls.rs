@@ -51,6 +51,26 @@ impl Analyzer<'_> {
         Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
     }
 
+    /// The type of a variable declared with `t`: as [`Self::type_of_name`], and a struct or union
+    /// itself (not only a pointer to one) when it is complete (`struct rec var;`).
+    pub(super) fn value_type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
+        if let (BaseType::Struct(name), 0) = (&t.base, t.pointer) {
+            let found = self
+                .btf
+                .as_ref()
+                .and_then(|b| b.struct_id(name).map(|id| b.d_type(id)));
+            return match found {
+                Some(ty @ Type::Struct { size, .. }) if size > 0 => Ok(ty),
+                _ => Err(self.err_at(
+                    ErrTag::D_DECL_INCOMPLETE,
+                    format!("`{}` is not a complete type", t.text),
+                    t.span,
+                )),
+            };
+        }
+        self.type_of_name(t)
+    }
+
     pub(super) fn inline_definition(&mut self, d: &ast::InlineDef) {
         let Ok(ty) = self.type_of_name(&d.ty) else {
             return;
@@ -155,7 +175,7 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn declaration(&mut self, d: &ast::VarDecl) {
-        let Ok(ty) = self.type_of_name(&d.ty) else {
+        let Ok(ty) = self.value_type_of_name(&d.ty) else {
             return;
         };
         if ty == Type::Void {

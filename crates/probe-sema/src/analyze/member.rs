@@ -166,6 +166,14 @@ impl Analyzer<'_> {
                 field_span,
                 arrow: false,
             } => {
+                if let Some((_, sid, sname)) = self.struct_var(base) {
+                    // A member of a variable of struct type: its storage is the place.
+                    let va = self.lvalue(base, cx, None)?;
+                    let addr = mk(TExprKind::VarAddr(va), Type::U64, base.span);
+                    return self
+                        .member_place(&btf, addr, sid, &sname, field, *field_span)
+                        .map(Some);
+                }
                 let Some((addr, tid)) = self.place(base, cx)? else {
                     return Ok(None);
                 };

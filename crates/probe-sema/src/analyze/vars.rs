@@ -83,7 +83,10 @@ impl Analyzer<'_> {
         let mut tkeys = Vec::new();
         for k in keys {
             let t = self.expr(k, cx)?;
-            if matches!(t.ty, Type::Void | Type::Array(..) | Type::Stack { .. }) {
+            if matches!(
+                t.ty,
+                Type::Void | Type::Array(..) | Type::Stack { .. } | Type::Struct { .. }
+            ) {
                 return Err(self.err_at(
                     ErrTag::D_KEY_TYPE,
                     format!("an associative array key cannot have type `{}`", t.ty),
@@ -146,7 +149,15 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Member { arrow: false, .. } | ExprKind::Index(..) = &lhs.kind
+            && self.struct_var_root(lhs)
+        {
+            return self.assign_member(op, lhs, rhs, span, cx);
+        }
         let r = self.expr(rhs, cx)?;
+        if let Type::Struct { .. } = &r.ty {
+            return self.assign_struct(op, lhs, r, span, cx);
+        }
         if matches!(r.ty, Type::Void | Type::Stack { .. } | Type::Array(..)) {
             return Err(self.report(
                 Diagnostic::tagged(
@@ -237,6 +248,249 @@ impl Analyzer<'_> {
         Ok(mk(
             TExprKind::Assign(target, Box::new(value)),
             v.ty.clone(),
+            span,
+        ))
+    }
+
+    /// True when `e` is a member (or element of an array member) of a variable of struct type:
+    /// `var.a`, `self->s.inner.b`, `this->r.arr[2]`, `a[k].x`.
+    pub(super) fn struct_var_root(&mut self, e: &Expr) -> bool {
+        let mut e = e;
+        let mut through_member = false;
+        loop {
+            match &e.kind {
+                ExprKind::Member {
+                    base, arrow: false, ..
+                } => {
+                    through_member = true;
+                    e = base;
+                }
+                ExprKind::Index(base, _)
+                    if through_member || matches!(base.kind, ExprKind::Member { .. }) =>
+                {
+                    if !matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) {
+                        // `a[k]` of an associative array: the variable itself.
+                        break;
+                    }
+                    e = base;
+                }
+                _ => break,
+            }
+        }
+        through_member && self.struct_var(e).is_some()
+    }
+
+    /// The variable `e` names (`x`, `self->x`, `this->x`, `a[...]`) when it has struct type:
+    /// its id and the struct's BTF id and name.
+    pub(super) fn struct_var(&mut self, e: &Expr) -> Option<(VarId, u32, String)> {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            ExprKind::Index(base, _) => match &base.kind {
+                ExprKind::Ident(n) => (VarScope::Global, n),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let id = self.lookup(scope, name)?;
+        match &self.vars[id.0 as usize].ty {
+            Type::Struct { id: tid, name, .. } => Some((id, *tid, name.clone())),
+            _ => None,
+        }
+    }
+
+    /// `var.member = value` (and `op=`) on a variable of struct type: a store at the member's
+    /// constant offset.
+    #[inline(never)]
+    fn assign_member(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let Some((addr, tid)) = self.place(lhs, cx)? else {
+            return Err(self.err_at(
+                ErrTag::D_OP_LVAL,
+                "this member cannot be assigned",
+                lhs.span,
+            ));
+        };
+        let Some(btf) = self.btf.clone() else {
+            return Err(self.err_at(ErrTag::D_TYPE_ERR, "no type information", lhs.span));
+        };
+        let (target, offset) = match split_var_addr(&addr) {
+            Some(x) => x,
+            None => {
+                return Err(self.report(
+                    Diagnostic::tagged(
+                        ErrTag::D_ARR_BADREF,
+                        "an array member of a struct variable is assigned with a constant subscript only",
+                        lhs.span,
+                    )
+                    .with_hint("write the element with a constant index: v.a[2] = x"),
+                ));
+            }
+        };
+        let mty = btf.d_type(tid);
+        if !mty.is_integral() {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!("a member of type `{mty}` cannot be assigned"),
+                    lhs.span,
+                )
+                .with_hint("assign integer and pointer members one at a time"),
+            ));
+        }
+        let r = self.expr(rhs, cx)?;
+        if !r.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "type mismatch: the member has type `{mty}`, the value has type `{}`",
+                    r.ty
+                ),
+                r.span,
+            ));
+        }
+        let value = match op {
+            None => convert(r, &mty),
+            Some(bop) => {
+                let old = self.load(addr, tid, lhs.span)?;
+                let common = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+                    mty.promoted().unwrap_or(Type::I64)
+                } else {
+                    usual_arithmetic(&mty, &r.ty).unwrap_or(Type::I64)
+                };
+                let rt = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+                    r.ty.promoted().unwrap_or(Type::I64)
+                } else {
+                    common.clone()
+                };
+                let r = convert(r, &rt);
+                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
+                }
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
+                convert(bin, &mty)
+            }
+        };
+        Ok(mk(
+            TExprKind::StoreMember {
+                target,
+                offset,
+                value: Box::new(value),
+            },
+            mty,
+            span,
+        ))
+    }
+
+    /// `v.m++`, `--v.m` ... on a member of a struct variable: `v.m += 1`, whose value is the new
+    /// one; postfix gives back the old one (the new one minus the step, in the member's type).
+    #[inline(never)]
+    pub(super) fn incdec_member(
+        &mut self,
+        increment: bool,
+        prefix: bool,
+        target: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let one = Expr {
+            kind: ExprKind::Int(ast::IntLit {
+                value: 1,
+                unsigned_suffix: false,
+                long_suffix: false,
+                decimal: true,
+                char_lit: false,
+            }),
+            span,
+        };
+        let op = if increment {
+            BinaryOp::Add
+        } else {
+            BinaryOp::Sub
+        };
+        let store = self.assign_member(Some(op), target, &one, span, cx)?;
+        if prefix {
+            return Ok(store);
+        }
+        let ty = store.ty.clone();
+        let back = if increment {
+            BinaryOp::Sub
+        } else {
+            BinaryOp::Add
+        };
+        let common = ty.promoted().unwrap_or(Type::I64);
+        let step = mk(TExprKind::Int(1), common.clone(), span);
+        let bin = mk(
+            TExprKind::Binary(back, Box::new(convert(store, &common)), Box::new(step)),
+            common,
+            span,
+        );
+        Ok(convert(bin, &ty))
+    }
+
+    /// `x = y` where `y` has struct type `r.ty`: `x` (created with that type if new) gets a copy.
+    #[inline(never)]
+    fn assign_struct(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        r: TExpr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        if let Some(bop) = op {
+            return Err(self.err_at(
+                ErrTag::D_OP_ARITH,
+                format!(
+                    "operator `{}=` needs integers, not `{}`",
+                    bop.as_str(),
+                    r.ty
+                ),
+                span,
+            ));
+        }
+        let TExprKind::Var(src) = &r.kind else {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!("a `{}` value can only be copied from a variable", r.ty),
+                r.span,
+            ));
+        };
+        let src = mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span);
+        let target = self.lvalue(lhs, cx, Some(r.ty.clone()))?;
+        let v = self.vars[target.var.0 as usize].clone();
+        if v.ty != r.ty {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!(
+                        "type mismatch: `{}` has type `{}`, the value has type `{}`",
+                        Self::var_display(&v),
+                        v.ty,
+                        r.ty
+                    ),
+                    r.span,
+                )
+                .with_label(v.span, "its type was fixed here"),
+            ));
+        }
+        Ok(mk(
+            TExprKind::CopyStruct {
+                target,
+                src: Box::new(src),
+            },
+            r.ty,
             span,
         ))
     }
@@ -468,5 +722,20 @@ impl Analyzer<'_> {
             }
         }
         Ok(mk(TExprKind::ProbeArg(n), ty.unwrap_or(Type::I64), span))
+    }
+}
+
+/// Splits the address of a member of a struct-typed variable, `VarAddr(v) + c1 + c2 ...` with
+/// constant offsets, into the variable and the total offset (`None` for a non-constant offset).
+fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
+    match &addr.kind {
+        TExprKind::VarAddr(va) => Some((va.clone(), 0)),
+        TExprKind::Binary(BinaryOp::Add, a, b) => {
+            let (va, off) = split_var_addr(a)?;
+            let k = const_eval(b)?;
+            let total = i128::from(off) + k;
+            Some((va, u32::try_from(total).ok()?))
+        }
+        _ => None,
     }
 }
