@@ -394,6 +394,28 @@ pub enum TExprKind {
         /// The value stored.
         value: Box<TExpr>,
     },
+    /// `a[i]` of a fixed-size array variable (`int a[5];`): the element `index` (a `uint64_t`),
+    /// checked against `len` at run time (DTrace's "index out of bounds" fault when outside).
+    ElemLoad {
+        /// The array variable.
+        target: VarAccess,
+        /// The subscript.
+        index: Box<TExpr>,
+        /// Number of elements.
+        len: u32,
+    },
+    /// `a[i] = value` of a fixed-size array variable: stores `value` (converted to the element
+    /// type `ty`) at element `index`, checked as [`TExprKind::ElemLoad`]; its value is `value`.
+    ElemStore {
+        /// The array variable.
+        target: VarAccess,
+        /// The subscript.
+        index: Box<TExpr>,
+        /// Number of elements.
+        len: u32,
+        /// The value stored.
+        value: Box<TExpr>,
+    },
     /// `var = other` for variables of one struct or union type: copies `ty`'s size in bytes from
     /// the address `src` (a `uint64_t`, e.g. a [`TExprKind::VarAddr`]) into `target`.
     CopyStruct {

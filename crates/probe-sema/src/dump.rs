@@ -257,6 +257,20 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
             offset,
             value,
         } => format!("(store {}+{offset} {})", access(p, target), expr(p, value)),
+        TExprKind::ElemLoad { target, index, len } => {
+            format!("(elem {}[{len}] {})", access(p, target), expr(p, index))
+        }
+        TExprKind::ElemStore {
+            target,
+            index,
+            len,
+            value,
+        } => format!(
+            "(store-elem {}[{len}] {} {})",
+            access(p, target),
+            expr(p, index),
+            expr(p, value)
+        ),
         TExprKind::CopyStruct { target, src } => {
             format!("(copy {} {})", access(p, target), expr(p, src))
         }

@@ -209,6 +209,9 @@ pub struct VarDecl {
     pub name: String,
     /// Key types for an associative array declaration `int a[string, int];` (empty for a scalar).
     pub keys: Vec<TypeName>,
+    /// `int a[5];`: a fixed-size array of this many elements (guide, "Pointers and Arrays" →
+    /// "Array Declarations and Storage").
+    pub array: Option<u64>,
     /// The whole declaration.
     pub span: Span,
 }

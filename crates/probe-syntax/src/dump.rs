@@ -44,7 +44,8 @@ pub fn program(p: &Program) -> String {
                             .join(", ")
                     )
                 };
-                let _ = writeln!(out, "(decl {scope}{} {}{keys})", d.ty.text, d.name);
+                let dim = d.array.map(|n| format!("[{n}]")).unwrap_or_default();
+                let _ = writeln!(out, "(decl {scope}{} {}{dim}{keys})", d.ty.text, d.name);
             }
             Item::Type(t) => match &t.kind {
                 TypeDefKind::Struct { union, members } => {

@@ -106,6 +106,8 @@ err_tags! {
     D_DECL_VOIDOBJ => "a variable, member or inline declared `void`",
     D_DECL_INCOMPLETE => "a member or variable of a struct or union type that is not (yet) defined",
     D_DECL_ARRBIG => "an array dimension that is too large",
+    D_DECL_ARRSUB => "an array dimension that is not a positive integer constant",
+    D_ARR_BOUNDS => "a constant array subscript outside the array's bounds",
     D_DECL_ENCONST => "an enumerator's value that is not an integer constant",
     D_DECL_ENOFLOW => "an enumerator's value that does not fit in an int",
     D_COMM_DREC => "commit() after a data-recording action",

@@ -565,7 +565,23 @@ impl<'s> Parser<'s> {
             };
             self.bump();
             let mut keys = Vec::new();
-            if self.eat_punct("[") {
+            let mut array = None;
+            if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Int(_)) {
+                self.bump();
+                let Tok::Int(lit) = self.bump().tok else {
+                    unreachable!("peeked")
+                };
+                if lit.value == 0 {
+                    self.diags.push(Diagnostic::tagged(
+                        ErrTag::D_DECL_ARRSUB,
+                        "an array dimension must be a positive integer",
+                        self.after_prev(),
+                    ));
+                    return Err(Reported);
+                }
+                self.expect_punct("]", "after the array dimension")?;
+                array = Some(lit.value);
+            } else if self.eat_punct("[") {
                 loop {
                     keys.push(self.type_name()?);
                     if !self.eat_punct(",") {
@@ -582,7 +598,7 @@ impl<'s> Parser<'s> {
                 );
                 return Err(Reported);
             }
-            declarators.push((name, keys));
+            declarators.push((name, keys, array));
             if !self.eat_punct(",") {
                 break;
             }
@@ -590,11 +606,12 @@ impl<'s> Parser<'s> {
         let end = self.expect_punct(";", "after the declaration")?;
         Ok(declarators
             .into_iter()
-            .map(|(name, keys)| VarDecl {
+            .map(|(name, keys, array)| VarDecl {
                 scope,
                 ty: ty.clone(),
                 name,
                 keys,
+                array,
                 span: start.to(end),
             })
             .collect())

@@ -221,7 +221,7 @@ impl ProgGen<'_, '_> {
         // A zeroed region, never written, used to create aggregation entries.
         // Also the zeroes a struct-typed variable that does not exist yet reads as.
         let struct_max = (self.b.prog.variables.iter())
-            .filter(|v| matches!(v.ty, Type::Struct { .. }))
+            .filter(|v| matches!(v.ty, Type::Struct { .. } | Type::Array(..)))
             .map(|v| (v.ty.size(self.strsize()) + 7) & !7)
             .max()
             .unwrap_or(0);

@@ -176,6 +176,48 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
+    /// R0 = the address of element `index` of the fixed-size array variable `va` (`len`
+    /// elements of type `elem`), after checking the subscript: outside the array it raises the
+    /// index-out-of-bounds fault and ends the clause. With `create`, a dynamic variable is
+    /// created (R0 = 0 when that fails); otherwise an absent one reads from the zeroed region.
+    pub(super) fn elem_ptr(
+        &mut self,
+        va: &VarAccess,
+        index: &TExpr,
+        len: u32,
+        elem: &Type,
+        create: bool,
+        span: Span,
+    ) -> Res<()> {
+        let esize = elem.size(self.strsize());
+        if !matches!(esize, 1 | 2 | 4 | 8) {
+            return self.err(span, "internal: array element of unsupported size");
+        }
+        let islot = self.slot(span)?;
+        self.int(index)?;
+        self.asm.stx(Size::DW, R10, islot, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Lt, R0, len as i32, ok);
+        self.fault(Fault::BadIndex, Some(islot), span)?;
+        self.asm.bind(ok);
+        if create {
+            self.var_ptr(va, true, span)?;
+        } else {
+            self.var_addr(va, span)?;
+        }
+        let done = self.asm.label();
+        self.asm.jmp_imm(Cond::Eq, R0, 0, done);
+        self.asm.ldx(Size::DW, R1, R10, islot);
+        // Bounded again after the reload, for the verifier.
+        self.asm.jmp_imm(Cond::Ge, R1, len as i32, done);
+        if esize > 1 {
+            self.asm.alu_imm(Alu::Mul, R1, esize as i32);
+        }
+        self.asm.alu(Alu::Add, R0, R1);
+        self.asm.bind(done);
+        Ok(())
+    }
+
     /// `var.member = value`: stores `value` (of integer or pointer type `ty`) at byte `offset`
     /// of the variable (created if dynamic); R0 = the value.
     pub(super) fn store_member(

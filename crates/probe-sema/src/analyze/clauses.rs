@@ -530,6 +530,7 @@ impl Analyzer<'_> {
                             | TExprKind::IncDec { .. }
                             | TExprKind::Call(..)
                             | TExprKind::StoreMember { .. }
+                            | TExprKind::ElemStore { .. }
                             | TExprKind::CopyStruct { .. }
                     );
                 if !effect {
@@ -586,7 +587,7 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
 /// is the store and a subtraction).
 fn stores_member(t: &TExpr) -> bool {
     match &t.kind {
-        TExprKind::StoreMember { .. } => true,
+        TExprKind::StoreMember { .. } | TExprKind::ElemStore { .. } => true,
         TExprKind::Cast(x) => stores_member(x),
         TExprKind::Binary(_, a, _) => stores_member(a),
         _ => false,

@@ -4,6 +4,9 @@
 use super::*;
 use probe_syntax::ErrTag;
 
+/// Largest fixed-size array variable (`int a[N];`), in bytes: it lives in one BPF map value.
+pub const ARRAY_MAX_BYTES: u32 = 32 * 1024;
+
 impl Analyzer<'_> {
     pub(super) fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
         let base = match &t.base {
@@ -186,6 +189,34 @@ impl Analyzer<'_> {
             );
             return;
         }
+        let ty = match d.array {
+            None => ty,
+            Some(n) => {
+                if !ty.is_integral() {
+                    self.err_at(
+                        ErrTag::D_DECL_ARRSUB,
+                        format!(
+                            "an array of `{ty}` is not supported; arrays hold integers and pointers"
+                        ),
+                        d.ty.span,
+                    );
+                    return;
+                }
+                let bytes = (n as u128) * ty.size(self.options.strsize) as u128;
+                if bytes > ARRAY_MAX_BYTES as u128 {
+                    self.err_at(
+                        ErrTag::D_DECL_ARRBIG,
+                        format!(
+                            "array `{}` of {n} elements is larger than {ARRAY_MAX_BYTES} bytes",
+                            d.name
+                        ),
+                        d.span,
+                    );
+                    return;
+                }
+                Type::Array(Box::new(ty), n as u32)
+            }
+        };
         let mut keys: Vec<Type> = Vec::new();
         for k in &d.keys {
             let Ok(t) = self.type_of_name(k) else { return };

@@ -154,6 +154,11 @@ impl Analyzer<'_> {
         {
             return self.assign_member(op, lhs, rhs, span, cx);
         }
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)?
+        {
+            return self.assign_elem(op, target, index, elem, len, rhs, span, cx);
+        }
         let r = self.expr(rhs, cx)?;
         if let Type::Struct { .. } = &r.ty {
             return self.assign_struct(op, lhs, r, span, cx);
@@ -280,6 +285,23 @@ impl Analyzer<'_> {
         through_member && self.struct_var(e).is_some()
     }
 
+    /// True when `e` is `a[i]` of a fixed-size array variable.
+    pub(super) fn is_array_elem(&mut self, e: &Expr) -> bool {
+        let ExprKind::Index(base, _) = &e.kind else {
+            return false;
+        };
+        let (scope, name) = match &base.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && matches!(v.ty, Type::Array(..))
+        })
+    }
+
     /// The variable `e` names (`x`, `self->x`, `this->x`, `a[...]`) when it has struct type:
     /// its id and the struct's BTF id and name.
     pub(super) fn struct_var(&mut self, e: &Expr) -> Option<(VarId, u32, String)> {
@@ -393,6 +415,133 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// `a[i]` where `a` is a fixed-size array variable (`int a[5];`): the variable, the
+    /// subscript (as `uint64_t`; a constant one checked here, `D_ARR_BOUNDS`), the element type
+    /// and the length. `None` when `base` is not such a variable.
+    #[inline(never)]
+    pub(super) fn array_elem(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        cx: &mut ClauseCx,
+    ) -> R<Option<(VarAccess, TExpr, Type, u32)>> {
+        let (scope, name) = match &base.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return Ok(None),
+        };
+        let Some(id) = self.lookup(scope, name) else {
+            return Ok(None);
+        };
+        let v = self.vars[id.0 as usize].clone();
+        let Type::Array(elem, len) = &v.ty else {
+            return Ok(None);
+        };
+        if v.is_assoc() {
+            return Ok(None);
+        }
+        if idx.len() != 1 {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("array `{}` takes one subscript", Self::var_display(&v)),
+                base.span.to(idx.last().map_or(base.span, |e| e.span)),
+            ));
+        }
+        let i = self.int_expr(&idx[0], cx, "an array subscript")?;
+        if let Some(k) = const_eval(&i)
+            && (k < 0 || k >= *len as i128)
+        {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BOUNDS,
+                format!(
+                    "index {k} is out of bounds of array `{}` ({len} elements)",
+                    Self::var_display(&v)
+                ),
+                i.span,
+            ));
+        }
+        let target = self.lvalue(base, cx, None)?;
+        Ok(Some((
+            target,
+            convert(i, &Type::U64),
+            (**elem).clone(),
+            *len,
+        )))
+    }
+
+    /// `a[i] = value` (and `op=`) on a fixed-size array variable.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn assign_elem(
+        &mut self,
+        op: Option<BinaryOp>,
+        target: VarAccess,
+        index: TExpr,
+        elem: Type,
+        len: u32,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let r = self.expr(rhs, cx)?;
+        if !r.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "type mismatch: the element has type `{elem}`, the value has type `{}`",
+                    r.ty
+                ),
+                r.span,
+            ));
+        }
+        let value = match op {
+            None => convert(r, &elem),
+            Some(bop) => {
+                let old = mk(
+                    TExprKind::ElemLoad {
+                        target: target.clone(),
+                        index: Box::new(index.clone()),
+                        len,
+                    },
+                    elem.clone(),
+                    span,
+                );
+                let shift = matches!(bop, BinaryOp::Shl | BinaryOp::Shr);
+                let common = if shift {
+                    elem.promoted().unwrap_or(Type::I64)
+                } else {
+                    usual_arithmetic(&elem, &r.ty).unwrap_or(Type::I64)
+                };
+                let rt = if shift {
+                    r.ty.promoted().unwrap_or(Type::I64)
+                } else {
+                    common.clone()
+                };
+                let r = convert(r, &rt);
+                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
+                }
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
+                convert(bin, &elem)
+            }
+        };
+        Ok(mk(
+            TExprKind::ElemStore {
+                target,
+                index: Box::new(index),
+                len,
+                value: Box::new(value),
+            },
+            elem,
+            span,
+        ))
+    }
+
     /// `v.m++`, `--v.m` ... on a member of a struct variable: `v.m += 1`, whose value is the new
     /// one; postfix gives back the old one (the new one minus the step, in the member's type).
     #[inline(never)]
@@ -419,7 +568,7 @@ impl Analyzer<'_> {
         } else {
             BinaryOp::Sub
         };
-        let store = self.assign_member(Some(op), target, &one, span, cx)?;
+        let store = self.assign(Some(op), target, &one, span, cx)?;
         if prefix {
             return Ok(store);
         }
@@ -511,6 +660,17 @@ impl Analyzer<'_> {
             if let Some((addr, tid)) = self.place(&whole, cx)? {
                 return self.load(addr, tid, span);
             }
+        }
+        if let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)? {
+            return Ok(mk(
+                TExprKind::ElemLoad {
+                    target,
+                    index: Box::new(index),
+                    len,
+                },
+                elem,
+                span,
+            ));
         }
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
