@@ -4,6 +4,13 @@
 use super::*;
 use probe_syntax::ErrTag;
 
+/// The name under which thread-local associative array `self->NAME[...]` is kept: a global
+/// associative array (its first key the thread id), named so that no D identifier can clash
+/// with it and messages show it as written.
+pub(super) fn thread_assoc_name(name: &str) -> String {
+    format!("self->{name}")
+}
+
 /// Largest fixed-size array variable (`int a[N];`), in bytes: it lives in one BPF map value.
 pub const ARRAY_MAX_BYTES: u32 = 32 * 1024;
 
@@ -227,6 +234,22 @@ impl Analyzer<'_> {
             ast::DeclScope::Thread => VarScope::Thread,
             ast::DeclScope::Clause => VarScope::Clause,
         };
+        if scope == VarScope::Thread && !keys.is_empty() {
+            // `self int a[string];`: a thread-local associative array, kept as a global one with
+            // the thread id as its first key (see `thread_assoc_name`).
+            let name = thread_assoc_name(&d.name);
+            if self.lookup(VarScope::Global, &name).is_some() {
+                self.err_at(
+                    ErrTag::D_DECL_IDRED,
+                    format!("variable `{name}` is declared twice"),
+                    d.span,
+                );
+                return;
+            }
+            keys.insert(0, Builtin::Tid.ty());
+            self.new_var(VarScope::Global, &name, keys, ty, d.span);
+            return;
+        }
         if scope != VarScope::Global && !keys.is_empty() {
             self.err_at(
                 ErrTag::D_DECL_LOCASSC,

@@ -1,6 +1,7 @@
 //! Variable access: assignment targets, assignments, indexing of associative arrays, and probe
 //! arguments (`argN`, `args[N]`).
 
+use super::decls::thread_assoc_name;
 use super::*;
 use probe_syntax::ErrTag;
 
@@ -13,16 +14,32 @@ impl Analyzer<'_> {
         cx: &mut ClauseCx,
         new_ty: Option<Type>,
     ) -> R<VarAccess> {
+        let thread_keys: Vec<Expr>;
+        let thread_name: String;
         let (scope, name, keys): (VarScope, &str, &[Expr]) = match &e.kind {
             ExprKind::Ident(n) => (VarScope::Global, n, &[]),
             ExprKind::SelfVar(n) => (VarScope::Thread, n, &[]),
             ExprKind::ThisVar(n) => (VarScope::Clause, n, &[]),
             ExprKind::Index(base, keys) => match &base.kind {
                 ExprKind::Ident(n) if n != "args" => (VarScope::Global, n, keys.as_slice()),
-                ExprKind::SelfVar(_) | ExprKind::ThisVar(_) => {
+                ExprKind::SelfVar(n) => {
+                    // `self->a[k]`: the global array `self->a` keyed by (tid, k).
+                    thread_name = thread_assoc_name(n);
+                    let tid = Expr {
+                        kind: ExprKind::Ident("tid".into()),
+                        span: base.span,
+                    };
+                    thread_keys = std::iter::once(tid).chain(keys.iter().cloned()).collect();
+                    (
+                        VarScope::Global,
+                        thread_name.as_str(),
+                        thread_keys.as_slice(),
+                    )
+                }
+                ExprKind::ThisVar(_) => {
                     return Err(self.err_at(
                         ErrTag::D_ARR_LOCAL,
-                        "thread-local and clause-local variables cannot be associative arrays",
+                        "clause-local variables cannot be associative arrays",
                         e.span,
                     ));
                 }
@@ -671,6 +688,29 @@ impl Analyzer<'_> {
                 elem,
                 span,
             ));
+        }
+        if let ExprKind::SelfVar(n) = &base.kind {
+            // `self->a[k]`, a thread-local associative array.
+            if self
+                .lookup(VarScope::Global, &thread_assoc_name(n))
+                .is_none()
+            {
+                return Err(self.report(
+                    Diagnostic::tagged(
+                        ErrTag::D_IDENT_UNDEF,
+                        format!("unknown thread-local associative array `self->{n}`"),
+                        base.span,
+                    )
+                    .with_hint(format!("assign an element first: self->{n}[key] = value;")),
+                ));
+            }
+            let whole = Expr {
+                kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                span,
+            };
+            let acc = self.lvalue(&whole, cx, None)?;
+            let ty = self.vars[acc.var.0 as usize].ty.clone();
+            return Ok(mk(TExprKind::Var(acc), ty, span));
         }
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
