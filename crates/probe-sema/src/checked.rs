@@ -593,4 +593,13 @@ pub enum Subr {
     Htonl,
     /// `htonll(x)`, `ntohll(x)` → `uint64_t`.
     Htonll,
+    /// `strtoll(s [, base])`: the integer at the start of `s` in `base` (2 to 36; a constant
+    /// [`TExprKind::Int`] second argument, 10 when not given) → `int64_t`. Leading white space
+    /// and one sign are skipped, base 16 also skips a `0x` prefix; the first character that is
+    /// not a digit of the base ends the number (DTrace's `dtrace_strtoll`).
+    Strtoll,
+    /// `toupper(s)`: `s` with ASCII `a`-`z` made upper case → `string`.
+    Toupper,
+    /// `tolower(s)`: `s` with ASCII `A`-`Z` made lower case → `string`.
+    Tolower,
 }

@@ -423,6 +423,13 @@ impl ProgGen<'_, '_> {
                 self.string(&args[0], off)?;
                 self.strlen_at(off, e.span)?;
             }
+            Subr::Strtoll => {
+                let base = match args.get(1).map(|b| &b.kind) {
+                    Some(TExprKind::Int(b)) => *b as u32,
+                    _ => return self.err(e.span, "internal: strtoll() base"),
+                };
+                self.strtoll(&args[0], base, e.span)?;
+            }
             Subr::Rand => {
                 // DTrace's rand() is never negative (illumos dtrace.c DIF_SUBR_RAND: a value
                 // modulo 1771875); the `int` of 32 random bits would be negative half the time.

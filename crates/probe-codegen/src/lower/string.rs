@@ -328,6 +328,12 @@ impl ProgGen<'_, '_> {
                 a.alu(Alu::Add, R3, R5);
                 a.call(helper::PROBE_READ_KERNEL_STR);
             }
+            TExprKind::Call(Subr::Toupper, args) if args.len() == 1 => {
+                self.change_case(&args[0], true, off, e.span)?
+            }
+            TExprKind::Call(Subr::Tolower, args) if args.len() == 1 => {
+                self.change_case(&args[0], false, off, e.span)?
+            }
             TExprKind::Call(Subr::Basename, args) if args.len() == 1 => {
                 self.basename_dirname(&args[0], false, off, e.span)?
             }
