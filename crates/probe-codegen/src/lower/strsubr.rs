@@ -210,6 +210,75 @@ impl ProgGen<'_, '_> {
     }
 }
 
+impl ProgGen<'_, '_> {
+    /// `lltostr(v, base)` for a base other than 10 into `off`, as dtrace_dif_subr: the digits of
+    /// `v` as an unsigned number (letters for digits above 9), after `0x` in base 16 and `0` in
+    /// base 8; 0 is "0" (base 16: "0x0").
+    pub(super) fn lltostr_base(&mut self, v: &TExpr, base: u32, off: u32, span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let mut digits = 0i32;
+        let mut x = u64::MAX;
+        while x > 0 {
+            x /= base as u64;
+            digits += 1;
+        }
+        // Digits end at tmp[70], NUL at tmp[71]; up to three prefix bytes before them.
+        let vslot = self.slot(span)?;
+        self.int(v)?;
+        self.asm.stx(Size::DW, R10, vslot, R0);
+        let tmp = self.scratch(72, span)?;
+        self.zero(tmp, 72);
+        self.zero(off, ss);
+        let a = &mut self.asm;
+        let done = a.label();
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.mov_imm(R5, 71);
+        for k in 0..digits {
+            a.jmp_imm(Cond::Eq, R0, 0, done);
+            let low = a.label();
+            a.mov(R1, R0);
+            a.alu_imm(Alu::Mod, R1, base as i32);
+            a.jmp_imm(Cond::Lt, R1, 10, low);
+            a.alu_imm(Alu::Add, R1, (b'a' - b'0' - 10) as i32);
+            a.bind(low);
+            a.alu_imm(Alu::Add, R1, b'0' as i32);
+            a.stx(Size::B, R7, (tmp as i32 + 70 - k) as i16, R1);
+            a.alu_imm(Alu::Div, R0, base as i32);
+            a.mov_imm(R5, (70 - k) as i64);
+        }
+        a.bind(done);
+        // Prefixes, each one byte before R5.
+        let put = |a: &mut crate::insn::Asm, c: u8| {
+            a.alu_imm(Alu::Sub, R5, 1);
+            a.mov(R1, R7);
+            a.alu_imm(Alu::Add, R1, tmp as i32);
+            a.alu(Alu::Add, R1, R5);
+            a.st_imm(Size::B, R1, 0, c as i32);
+        };
+        let nonzero = a.label();
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.jmp_imm(Cond::Ne, R0, 0, nonzero);
+        if base != 8 {
+            put(a, b'0');
+        }
+        a.bind(nonzero);
+        if base == 16 {
+            put(a, b'x');
+        }
+        if base == 8 || base == 16 {
+            put(a, b'0');
+        }
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, 72.min(ss as i64));
+        a.mov(R3, R7);
+        a.alu_imm(Alu::Add, R3, tmp as i32);
+        a.alu(Alu::Add, R3, R5);
+        a.call(helper::PROBE_READ_KERNEL_STR);
+        Ok(())
+    }
+}
+
 /// Characters of its string that `strtoll()` reads (white space, sign and digits).
 pub const STRTOLL_SPAN: u32 = 64;
 

@@ -274,11 +274,41 @@ impl Analyzer<'_> {
                 ))
             }
             "lltostr" => {
-                if n != 1 {
-                    return Err(arity(self, "one argument", "lltostr(integer)"));
+                if !(1..=2).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "lltostr(integer [, base])",
+                    ));
                 }
                 need_int(self, &targs[0], "argument")?;
-                let v = targs.into_iter().map(|t| convert(t, &Type::I64)).collect();
+                if let Some(b) = targs.get(1) {
+                    match const_eval(b) {
+                        Some(k) if (2..=36).contains(&k) => {}
+                        Some(k) => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                format!("lltostr() base {k} is not between 2 and 36"),
+                                b.span,
+                            ));
+                        }
+                        None => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                "lltostr()'s base must be an integer constant",
+                                b.span,
+                            ));
+                        }
+                    }
+                }
+                let mut it = targs.into_iter();
+                let mut v = vec![convert(it.next().expect("one argument"), &Type::I64)];
+                if let Some(b) = it.next() {
+                    let k = const_eval(&b).unwrap_or(10) as u64;
+                    if k != 10 {
+                        v.push(mk(TExprKind::Int(k), Type::INT, b.span));
+                    }
+                }
                 Ok(call(Subr::Lltostr, v, Type::String))
             }
             "rand" | "speculation" => {
