@@ -927,7 +927,7 @@ impl Analyzer<'_> {
 
 /// Splits the address of a member of a struct-typed variable, `VarAddr(v) + c1 + c2 ...` with
 /// constant offsets, into the variable and the total offset (`None` for a non-constant offset).
-fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
+pub(super) fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
     match &addr.kind {
         TExprKind::VarAddr(va) => Some((va.clone(), 0)),
         TExprKind::Binary(BinaryOp::Add, a, b) => {
