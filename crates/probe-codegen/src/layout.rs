@@ -348,6 +348,9 @@ pub enum Fault {
     IllOp = 2,
     /// Division by zero (`DTRACEFLT_DIVZERO`).
     DivZero = 4,
+    /// A subscript outside a fixed-size array (Oracle DTrace's `DTRACEFLT_BADINDEX`); the
+    /// fault's value is the subscript.
+    BadIndex = 8,
 }
 
 impl Fault {
@@ -357,6 +360,7 @@ impl Fault {
             1 => Some(Fault::BadAddr),
             2 => Some(Fault::IllOp),
             4 => Some(Fault::DivZero),
+            8 => Some(Fault::BadIndex),
             _ => None,
         }
     }
@@ -366,6 +370,7 @@ impl Fault {
             Fault::BadAddr => format!("invalid address (0x{addr:x})"),
             Fault::IllOp => "illegal operation".to_string(),
             Fault::DivZero => "divide-by-zero".to_string(),
+            Fault::BadIndex => format!("index out of bounds ({addr})"),
         }
     }
 }

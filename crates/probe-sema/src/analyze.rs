@@ -37,6 +37,7 @@ mod expr;
 mod member;
 mod names;
 mod options;
+mod typedefs;
 mod vars;
 
 pub use clauses::PROBE_FIELD_LIMITS;
@@ -68,6 +69,7 @@ pub fn analyze(
             ast::Item::Decl(d) => a.declaration(d),
             ast::Item::Inline(d) => a.inline_definition(d),
             ast::Item::Depends(d) => a.depends_on(d),
+            ast::Item::Type(t) => a.type_definition(t),
             _ => {}
         }
     }
@@ -203,6 +205,12 @@ fn any_node(
         }
         ast::Item::Decl(d) => ty(&d.ty) || d.keys.iter().any(ty),
         ast::Item::Inline(d) => ty(&d.ty) || walk(&d.value, expr, ty),
+        ast::Item::Type(t) => match &t.kind {
+            ast::TypeDefKind::Struct { members, .. } => members.iter().any(|m| ty(&m.ty)),
+            ast::TypeDefKind::Enum(cs) => cs
+                .iter()
+                .any(|c| c.value.as_ref().is_some_and(|v| walk(v, expr, ty))),
+        },
         ast::Item::Option(_) | ast::Item::Depends(_) => false,
     })
 }
@@ -242,6 +250,8 @@ struct Analyzer<'a> {
     argref: bool,
     /// The catalog's answer for each probe description seen so far.
     matched: HashMap<ProbeDescPattern, Vec<ProbeInfo>>,
+    /// Names of the structs and unions the program defines (a second definition is an error).
+    d_types: std::collections::HashSet<String>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -265,6 +275,7 @@ impl<'a> Analyzer<'a> {
             args_used: std::collections::BTreeSet::new(),
             argref: false,
             matched: HashMap::new(),
+            d_types: std::collections::HashSet::new(),
         }
     }
 

@@ -389,6 +389,72 @@ impl Btf {
         }
     }
 
+    /// Alignment in bytes of type `id` (C's natural alignment on x86-64 and arm64: an integer,
+    /// enum or float its size, a pointer 8, an array its element's, a struct or union its
+    /// widest member's; at least 1).
+    pub fn align_of(&self, id: u32) -> u32 {
+        match self.get(self.resolve(id)) {
+            BtfType::Int { size, .. } | BtfType::Enum { size, .. } | BtfType::Float { size } => {
+                (*size).clamp(1, 8)
+            }
+            BtfType::Ptr(_) => 8,
+            BtfType::Array { elem, .. } => self.align_of(*elem),
+            BtfType::Struct { members, .. } => members
+                .iter()
+                .map(|m| self.align_of(m.ty))
+                .max()
+                .unwrap_or(1),
+            _ => 1,
+        }
+    }
+
+    /// Appends a type and returns its id (a table without `void` gets it first, so ids count
+    /// from 1 as in BTF). Used for the types a D program defines.
+    pub fn push(&mut self, t: BtfType) -> u32 {
+        if self.types.is_empty() {
+            self.types.push(BtfType::Void);
+        }
+        self.types.push(t);
+        (self.types.len() - 1) as u32
+    }
+
+    /// Defines struct (or union, `union`) `name` with `members` (name and type id, in order),
+    /// laid out as a C compiler does: each member at the next multiple of its alignment (a union's
+    /// all at 0), the size rounded up to the widest alignment. The name then refers to this
+    /// definition (it shadows a kernel type of that name). Returns its id.
+    pub fn define_struct(&mut self, name: &str, union: bool, members: &[(String, u32)]) -> u32 {
+        let mut off = 0u32;
+        let mut size = 0u32;
+        let mut align = 1u32;
+        let mut out = Vec::with_capacity(members.len());
+        for (mname, ty) in members {
+            let (msize, malign) = (self.size_of(*ty), self.align_of(*ty));
+            align = align.max(malign);
+            let at = if union {
+                0
+            } else {
+                off.div_ceil(malign) * malign
+            };
+            out.push(BtfMember {
+                name: mname.clone(),
+                ty: *ty,
+                bit_offset: at.saturating_mul(8),
+                bitfield_size: 0,
+            });
+            off = at.saturating_add(msize);
+            size = size.max(off);
+        }
+        let size = size.div_ceil(align) * align;
+        let id = self.push(BtfType::Struct {
+            name: name.to_string(),
+            size,
+            union,
+            members: out,
+        });
+        self.structs.insert(name.to_string(), id);
+        id
+    }
+
     /// True when `id` is a 1-byte integer (`char`, `unsigned char`, `u8`): arrays of it are strings.
     pub fn is_char(&self, id: u32) -> bool {
         matches!(
@@ -549,6 +615,55 @@ mod tests {
         assert_eq!(btf.member_offset("point", &["next", "x"]), None);
         assert_eq!(btf.member_offset("point", &["nope"]), None);
         assert_eq!(btf.member_offset("nostruct", &["x"]), None);
+    }
+
+    #[test]
+    fn defined_structs_are_laid_out_as_c_does() {
+        let mut btf = Btf::default();
+        let int = |b: &mut Btf, size, signed| {
+            b.push(BtfType::Int {
+                name: String::new(),
+                size,
+                signed,
+                bool_: false,
+            })
+        };
+        let c = int(&mut btf, 1, true);
+        let i = int(&mut btf, 4, true);
+        let l = int(&mut btf, 8, true);
+        assert_eq!(i, 2, "void is id 0, the first pushed type 1");
+        let arr = btf.push(BtfType::Array { elem: c, len: 5 });
+        let fwd = btf.push(BtfType::Fwd {
+            name: "node".into(),
+        });
+        let next = btf.push(BtfType::Ptr(fwd));
+        let fields = [
+            ("c".to_string(), c),
+            ("l".to_string(), l),
+            ("name".to_string(), arr),
+            ("i".to_string(), i),
+            ("next".to_string(), next),
+        ];
+        let node = btf.define_struct("node", false, &fields);
+        // c@0, l@8, name@16..21, i@24, next@32: size 40.
+        assert_eq!(btf.size_of(node), 40);
+        assert_eq!(btf.align_of(node), 8);
+        let offs: Vec<u32> = ["c", "l", "name", "i", "next"]
+            .iter()
+            .map(|m| btf.member_offset("node", &[m]).unwrap())
+            .collect();
+        assert_eq!(offs, vec![0, 8, 16, 24, 32]);
+        // The forward declaration resolves to the definition.
+        assert_eq!(btf.resolve(fwd), node);
+        let u = btf.define_struct(
+            "u",
+            true,
+            &[("c".into(), c), ("a".into(), arr), ("i".into(), i)],
+        );
+        assert_eq!(
+            (btf.size_of(u), btf.member_offset("u", &["i"])),
+            (8, Some(0))
+        );
     }
 
     #[test]

@@ -379,6 +379,51 @@ pub enum TExprKind {
     Deref(Box<TExpr>),
     /// `base[i]` on a [`Type::Array`] value with a constant index.
     ArrayElem(Box<TExpr>, u32),
+    /// The address (`uint64_t`) of a variable's storage, for reading members of a variable of
+    /// struct or union type ([`Type::Struct`]) through [`TExprKind::Deref`]; a dynamic variable
+    /// that does not exist reads as zeroes (the address of a zeroed buffer).
+    VarAddr(VarAccess),
+    /// `var.member = value` (nested members and constant array elements included): stores
+    /// `value` (already converted to `ty`, an integer or pointer type) at byte `offset` of the
+    /// struct-typed variable `target`, creating a dynamic variable. Its value is `value`.
+    StoreMember {
+        /// The variable of struct type.
+        target: VarAccess,
+        /// Byte offset of the member in the struct.
+        offset: u32,
+        /// The value stored.
+        value: Box<TExpr>,
+    },
+    /// `a[i]` of a fixed-size array variable (`int a[5];`): the element `index` (a `uint64_t`),
+    /// checked against `len` at run time (DTrace's "index out of bounds" fault when outside).
+    ElemLoad {
+        /// The array variable.
+        target: VarAccess,
+        /// The subscript.
+        index: Box<TExpr>,
+        /// Number of elements.
+        len: u32,
+    },
+    /// `a[i] = value` of a fixed-size array variable: stores `value` (converted to the element
+    /// type `ty`) at element `index`, checked as [`TExprKind::ElemLoad`]; its value is `value`.
+    ElemStore {
+        /// The array variable.
+        target: VarAccess,
+        /// The subscript.
+        index: Box<TExpr>,
+        /// Number of elements.
+        len: u32,
+        /// The value stored.
+        value: Box<TExpr>,
+    },
+    /// `var = other` for variables of one struct or union type: copies `ty`'s size in bytes from
+    /// the address `src` (a `uint64_t`, e.g. a [`TExprKind::VarAddr`]) into `target`.
+    CopyStruct {
+        /// The variable written.
+        target: VarAccess,
+        /// Address of the bytes copied.
+        src: Box<TExpr>,
+    },
 }
 
 /// A variable access: which variable and, for associative arrays, the key values (converted to the
@@ -548,4 +593,13 @@ pub enum Subr {
     Htonl,
     /// `htonll(x)`, `ntohll(x)` → `uint64_t`.
     Htonll,
+    /// `strtoll(s [, base])`: the integer at the start of `s` in `base` (2 to 36; a constant
+    /// [`TExprKind::Int`] second argument, 10 when not given) → `int64_t`. Leading white space
+    /// and one sign are skipped, base 16 also skips a `0x` prefix; the first character that is
+    /// not a digit of the base ends the number (DTrace's `dtrace_strtoll`).
+    Strtoll,
+    /// `toupper(s)`: `s` with ASCII `a`-`z` made upper case → `string`.
+    Toupper,
+    /// `tolower(s)`: `s` with ASCII `A`-`Z` made lower case → `string`.
+    Tolower,
 }

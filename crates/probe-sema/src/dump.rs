@@ -251,6 +251,29 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
         TExprKind::Symbol(k, a) => format!("({k:?} {})", expr(p, a)).to_lowercase(),
         TExprKind::Deref(x) => format!("(* {})", expr(p, x)),
         TExprKind::ArrayElem(x, i) => format!("(elem {} {i})", expr(p, x)),
+        TExprKind::VarAddr(va) => format!("(& {})", access(p, va)),
+        TExprKind::StoreMember {
+            target,
+            offset,
+            value,
+        } => format!("(store {}+{offset} {})", access(p, target), expr(p, value)),
+        TExprKind::ElemLoad { target, index, len } => {
+            format!("(elem {}[{len}] {})", access(p, target), expr(p, index))
+        }
+        TExprKind::ElemStore {
+            target,
+            index,
+            len,
+            value,
+        } => format!(
+            "(store-elem {}[{len}] {} {})",
+            access(p, target),
+            expr(p, index),
+            expr(p, value)
+        ),
+        TExprKind::CopyStruct { target, src } => {
+            format!("(copy {} {})", access(p, target), expr(p, src))
+        }
     };
     format!("{body}:{}", short_type(&e.ty))
 }

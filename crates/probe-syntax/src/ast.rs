@@ -53,6 +53,62 @@ pub enum Item {
     /// `#pragma D depends_on provider NAME` or `... module NAME`: the program needs that provider
     /// or kernel module, checked by the analysis (DTrace's `dt_pragma_depends`).
     Depends(DependsPragma),
+    /// A `struct`, `union` or `enum` definition of the program (guide, "Structs and Unions" and
+    /// "Type and Constant Definitions" → "Enumerations"), written alone (`struct s { int a; };`)
+    /// or inside a declaration, typedef or another definition; it comes before the items that
+    /// use it.
+    Type(TypeDef),
+}
+
+/// `struct NAME { members };`, `union NAME { ... };` or `enum [NAME] { A, B = 5, ... };`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeDef {
+    /// The tag (`NAME`); an anonymous struct or union member gets a name the parser makes up
+    /// (`<anon N>`), an anonymous enum an empty one.
+    pub name: String,
+    /// What is defined.
+    pub kind: TypeDefKind,
+    /// From the keyword to the closing `}`.
+    pub span: Span,
+}
+
+/// The body of a [`TypeDef`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypeDefKind {
+    /// A structure (`union == false`) or union, its members in order.
+    Struct {
+        /// A union (all members at offset 0)?
+        union: bool,
+        /// The members.
+        members: Vec<MemberDecl>,
+    },
+    /// An enumeration: its constants in order, each with its value expression if written
+    /// (otherwise one more than the previous, the first 0).
+    Enum(Vec<EnumConst>),
+}
+
+/// One member of a struct or union definition: `type name;` or `type name[N];`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberDecl {
+    /// The member's type.
+    pub ty: TypeName,
+    /// Its name.
+    pub name: String,
+    /// `name[N]`: an array of N elements.
+    pub array: Option<u64>,
+    /// The declarator.
+    pub span: Span,
+}
+
+/// One constant of an enum: `NAME` or `NAME = value`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnumConst {
+    /// The constant's name.
+    pub name: String,
+    /// Its value as written (an integer constant expression).
+    pub value: Option<Expr>,
+    /// The name.
+    pub span: Span,
 }
 
 /// What a `#pragma D depends_on` names.
@@ -153,6 +209,9 @@ pub struct VarDecl {
     pub name: String,
     /// Key types for an associative array declaration `int a[string, int];` (empty for a scalar).
     pub keys: Vec<TypeName>,
+    /// `int a[5];`: a fixed-size array of this many elements (guide, "Pointers and Arrays" →
+    /// "Array Declarations and Storage").
+    pub array: Option<u64>,
     /// The whole declaration.
     pub span: Span,
 }

@@ -44,8 +44,32 @@ pub fn program(p: &Program) -> String {
                             .join(", ")
                     )
                 };
-                let _ = writeln!(out, "(decl {scope}{} {}{keys})", d.ty.text, d.name);
+                let dim = d.array.map(|n| format!("[{n}]")).unwrap_or_default();
+                let _ = writeln!(out, "(decl {scope}{} {}{dim}{keys})", d.ty.text, d.name);
             }
+            Item::Type(t) => match &t.kind {
+                TypeDefKind::Struct { union, members } => {
+                    let ms: Vec<String> = members
+                        .iter()
+                        .map(|m| match m.array {
+                            Some(n) => format!("({} {}[{n}])", m.ty.text, m.name),
+                            None => format!("({} {})", m.ty.text, m.name),
+                        })
+                        .collect();
+                    let kw = if *union { "union" } else { "struct" };
+                    let _ = writeln!(out, "({kw} {} {})", t.name, ms.join(" "));
+                }
+                TypeDefKind::Enum(cs) => {
+                    let cs: Vec<String> = cs
+                        .iter()
+                        .map(|c| match &c.value {
+                            Some(v) => format!("({} {})", c.name, expr(v)),
+                            None => c.name.clone(),
+                        })
+                        .collect();
+                    let _ = writeln!(out, "(enum {} {})", t.name, cs.join(" "));
+                }
+            },
             Item::Depends(d) => {
                 let _ = writeln!(out, "(depends_on {:?} {})", d.class, d.name);
             }

@@ -139,6 +139,7 @@ fn is_type_word(s: &str) -> bool {
                 | "s64"
                 | "struct"
                 | "union"
+                | "enum"
         )
 }
 
@@ -183,6 +184,11 @@ struct Parser<'s> {
     depth: u32,
     /// The program's `typedef`s so far: a name and the base type and pointer depth it stands for.
     typedefs: std::collections::HashMap<String, (BaseType, u8)>,
+    /// `struct`/`union`/`enum` definitions met inside type names since the last top-level item;
+    /// the program loop puts them before the item that holds them.
+    pending_types: Vec<TypeDef>,
+    /// Anonymous structs and unions named so far (for their made-up tags).
+    anon_types: u32,
 }
 
 /// Deepest nesting of expressions/statements accepted (far beyond any real script).
@@ -202,6 +208,8 @@ impl<'s> Parser<'s> {
             no_slash: false,
             depth: 0,
             typedefs: std::collections::HashMap::new(),
+            pending_types: Vec::new(),
+            anon_types: 0,
         }
     }
 
@@ -275,8 +283,26 @@ impl<'s> Parser<'s> {
     fn program(&mut self) -> Program {
         let mut items = Vec::new();
         loop {
+            // Definitions met inside this item's type names go just before it.
+            let at = items.len();
+            let defs = std::mem::take(&mut self.pending_types);
+            items.splice(at..at, defs.into_iter().map(Item::Type));
+            let at = items.len();
+            if matches!(self.tok.tok, Tok::Eof) {
+                break;
+            }
+            self.program_item(&mut items);
+            let defs = std::mem::take(&mut self.pending_types);
+            items.splice(at..at, defs.into_iter().map(Item::Type));
+        }
+        Program { items }
+    }
+
+    /// One top-level item (or none, after an error), appended to `items`.
+    fn program_item(&mut self, items: &mut Vec<Item>) {
+        {
             match &self.tok.tok {
-                Tok::Eof => break,
+                Tok::Eof => {}
                 Tok::Directive(_) => {
                     if let Some(item) = self.directive() {
                         items.push(item);
@@ -314,7 +340,6 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        Program { items }
     }
 
     /// A word that starts a type name: a C or kernel type word, or a `typedef` of the program.
@@ -388,7 +413,8 @@ impl<'s> Parser<'s> {
             }
             // Oracle's dt_pragma.c: `error` stops the compile with its tokens as the message.
             ["pragma", "D", "error", rest @ ..] => {
-                self.diags.push(Diagnostic::error(
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_PRAGERR,
                     format!("#pragma D error: {}", rest.join(" ").replace('"', "")),
                     tok.span,
                 ));
@@ -400,7 +426,8 @@ impl<'s> Parser<'s> {
                     "module" => DependsClass::Module,
                     "library" => {
                         self.diags.push(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_PRAGMA_DEPEND,
                                 "main program may not explicitly depend on a library",
                                 tok.span,
                             )
@@ -410,7 +437,8 @@ impl<'s> Parser<'s> {
                     }
                     other => {
                         self.diags.push(
-                            Diagnostic::error(
+                            Diagnostic::tagged(
+                                ErrTag::D_PRAGMA_INVAL,
                                 format!(
                                     "invalid class `{other}` specified by #pragma D depends_on"
                                 ),
@@ -429,15 +457,20 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "depends_on", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed #pragma D depends_on", tok.span)
-                        .with_hint("write `#pragma D depends_on <class> <name>`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed #pragma D depends_on",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D depends_on <class> <name>`"),
                 );
                 None
             }
             ["pragma", "D", "attributes", attrs, _ident, ..] => {
                 if !valid_attributes(attrs) {
                     self.diags.push(
-                        Diagnostic::error(
+                        Diagnostic::tagged(
+                            ErrTag::D_PRAGMA_INVAL,
                             "invalid attributes specified by #pragma D attributes",
                             tok.span,
                         )
@@ -449,15 +482,20 @@ impl<'s> Parser<'s> {
             }
             ["pragma", "D", "attributes", ..] => {
                 self.diags.push(
-                    Diagnostic::error("malformed #pragma D attributes", tok.span)
-                        .with_hint("write `#pragma D attributes <attributes> <ident>`"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGMA_MALFORM,
+                        "malformed #pragma D attributes",
+                        tok.span,
+                    )
+                    .with_hint("write `#pragma D attributes <attributes> <ident>`"),
                 );
                 None
             }
             // Accepted and without effect here, as `ident` in DTrace.
             ["pragma", "D", "binding" | "ident" | "line", ..] => None,
             ["pragma", "D", other, ..] if *other != "option" => {
-                self.diags.push(Diagnostic::error(
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_PRAGMA_INVAL,
                     format!("invalid D pragma: {other}"),
                     tok.span,
                 ));
@@ -507,7 +545,13 @@ impl<'s> Parser<'s> {
         } else {
             DeclScope::Global
         };
+        let defined = self.pending_types.len();
         let ty = self.type_name()?;
+        if scope == DeclScope::Global && self.pending_types.len() > defined && self.is_punct(";") {
+            // `struct s { ... };` or `enum e { ... };`: a definition and no variable.
+            self.bump();
+            return Ok(Vec::new());
+        }
         let mut declarators = Vec::new();
         loop {
             let name = match &self.tok.tok {
@@ -521,7 +565,23 @@ impl<'s> Parser<'s> {
             };
             self.bump();
             let mut keys = Vec::new();
-            if self.eat_punct("[") {
+            let mut array = None;
+            if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Int(_)) {
+                self.bump();
+                let Tok::Int(lit) = self.bump().tok else {
+                    unreachable!("peeked")
+                };
+                if lit.value == 0 {
+                    self.diags.push(Diagnostic::tagged(
+                        ErrTag::D_DECL_ARRSUB,
+                        "an array dimension must be a positive integer",
+                        self.after_prev(),
+                    ));
+                    return Err(Reported);
+                }
+                self.expect_punct("]", "after the array dimension")?;
+                array = Some(lit.value);
+            } else if self.eat_punct("[") {
                 loop {
                     keys.push(self.type_name()?);
                     if !self.eat_punct(",") {
@@ -538,7 +598,7 @@ impl<'s> Parser<'s> {
                 );
                 return Err(Reported);
             }
-            declarators.push((name, keys));
+            declarators.push((name, keys, array));
             if !self.eat_punct(",") {
                 break;
             }
@@ -546,11 +606,12 @@ impl<'s> Parser<'s> {
         let end = self.expect_punct(";", "after the declaration")?;
         Ok(declarators
             .into_iter()
-            .map(|(name, keys)| VarDecl {
+            .map(|(name, keys, array)| VarDecl {
                 scope,
                 ty: ty.clone(),
                 name,
                 keys,
+                array,
                 span: start.to(end),
             })
             .collect())
@@ -1395,22 +1456,36 @@ impl<'s> Parser<'s> {
         Ok(Expr { kind, span: t.span })
     }
 
-    /// type-name := (`struct` | `union`) IDENT `*`* | type-specifier+ `*`*
+    /// type-name := (`struct` | `union`) (IDENT | [IDENT] `{` member* `}`) `*`*
+    ///            | `enum` (IDENT | [IDENT] `{` enumerators `}`) `*`* | type-specifier+ `*`*
     fn type_name(&mut self) -> PResult<TypeName> {
         let start = self.tok.span;
+        if self.is_ident("enum") {
+            return self.enum_type(start);
+        }
         if self.is_ident("struct") || self.is_ident("union") {
             let kw = self.bump();
             let Tok::Ident(kw) = kw.tok else {
                 unreachable!("checked above")
             };
             let name = match &self.tok.tok {
-                Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                Tok::Ident(n) if !is_reserved(n) => {
+                    let n = n.clone();
+                    self.bump();
+                    n
+                }
+                Tok::Punct("{") => {
+                    self.anon_types += 1;
+                    format!("<anon {}>", self.anon_types)
+                }
                 _ => {
                     let found = self.tok.tok.describe();
                     return Err(self.error_here(format!("expected a {kw} name, found {found}")));
                 }
             };
-            self.bump();
+            if self.is_punct("{") {
+                self.struct_body(&kw, &name, start)?;
+            }
             let mut pointer = 0u8;
             while self.is_punct("*") {
                 self.bump();
@@ -1457,7 +1532,7 @@ impl<'s> Parser<'s> {
         }
         let mut words: Vec<String> = Vec::new();
         while let Tok::Ident(w) = &self.tok.tok {
-            if !is_type_word(w) || w == "struct" || w == "union" {
+            if !is_type_word(w) || matches!(w.as_str(), "struct" | "union" | "enum") {
                 break;
             }
             words.push(w.clone());
@@ -1495,6 +1570,208 @@ impl<'s> Parser<'s> {
             text,
             span,
         })
+    }
+}
+
+impl Parser<'_> {
+    /// `{ member-declaration* }` of `struct NAME` or `union NAME` (the `{` is current): the
+    /// definition is queued in [`Parser::pending_types`].
+    /// member-declaration := type-name declarator (`,` declarator)* `;`,
+    /// declarator := IDENT [`[` INT `]`]
+    fn struct_body(&mut self, kw: &str, name: &str, start: Span) -> PResult<()> {
+        self.bump();
+        let members = match self.struct_members(kw, name) {
+            Ok(m) => m,
+            Err(r) => {
+                self.skip_body();
+                return Err(r);
+            }
+        };
+        let end = self.bump().span;
+        self.pending_types.push(TypeDef {
+            name: name.to_string(),
+            kind: TypeDefKind::Struct {
+                union: kw == "union",
+                members,
+            },
+            span: start.to(end),
+        });
+        Ok(())
+    }
+
+    /// After an error inside a `{ ... }` body of a definition: skips to just past its `}`.
+    fn skip_body(&mut self) {
+        let mut depth = 1u32;
+        loop {
+            match &self.tok.tok {
+                Tok::Eof => return,
+                Tok::Punct("{") => depth += 1,
+                Tok::Punct("}") => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.bump();
+                        return;
+                    }
+                }
+                _ => {}
+            }
+            self.bump();
+        }
+    }
+
+    /// The member declarations of a struct or union body, up to (not including) its `}`.
+    fn struct_members(&mut self, kw: &str, name: &str) -> PResult<Vec<MemberDecl>> {
+        let mut members = Vec::new();
+        while !self.is_punct("}") {
+            if matches!(self.tok.tok, Tok::Eof) {
+                return Err(self.error_here(format!("expected `}}` to close {kw} {name}")));
+            }
+            let ty = self.type_name()?;
+            loop {
+                let (mname, mspan) = match &self.tok.tok {
+                    Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                    _ => {
+                        let found = self.tok.tok.describe();
+                        return Err(
+                            self.error_here(format!("expected a member name, found {found}"))
+                        );
+                    }
+                };
+                self.bump();
+                let mut array = None;
+                if self.eat_punct("[") {
+                    let n = match &self.tok.tok {
+                        Tok::Int(lit) if lit.value > 0 => lit.value,
+                        _ => {
+                            let found = self.tok.tok.describe();
+                            return Err(self.error_here(format!(
+                                "expected a positive array size, found {found}"
+                            )));
+                        }
+                    };
+                    self.bump();
+                    self.expect_punct("]", "after the array size")?;
+                    array = Some(n);
+                }
+                if self.is_punct(":") {
+                    self.diags.push(
+                        Diagnostic::tagged(
+                            ErrTag::D_SYNTAX,
+                            "bit-field members are not supported",
+                            self.tok.span,
+                        )
+                        .with_hint("declare the member as a whole integer"),
+                    );
+                    return Err(Reported);
+                }
+                members.push(MemberDecl {
+                    ty: ty.clone(),
+                    name: mname,
+                    array,
+                    span: mspan.to(self.after_prev()),
+                });
+                if !self.eat_punct(",") {
+                    break;
+                }
+            }
+            self.expect_punct(";", "after the member declaration")?;
+        }
+        Ok(members)
+    }
+
+    /// `enum [IDENT] [{ A [= expr], ... }]` `*`* (`enum` is current): an `int` type; a body is
+    /// queued in [`Parser::pending_types`].
+    fn enum_type(&mut self, start: Span) -> PResult<TypeName> {
+        self.bump();
+        let name = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) => {
+                let n = n.clone();
+                self.bump();
+                n
+            }
+            Tok::Punct("{") => String::new(),
+            _ => {
+                let found = self.tok.tok.describe();
+                return Err(self.error_here(format!("expected an enum name, found {found}")));
+            }
+        };
+        if self.eat_punct("{") {
+            let consts = match self.enumerators() {
+                Ok(c) => c,
+                Err(r) => {
+                    self.skip_body();
+                    return Err(r);
+                }
+            };
+            let end = self.expect_punct("}", "to close the enum")?;
+            self.pending_types.push(TypeDef {
+                name: name.clone(),
+                kind: TypeDefKind::Enum(consts),
+                span: start.to(end),
+            });
+        } else if name.is_empty() {
+            return Err(self.error_here("expected an enum name or `{`"));
+        }
+        let mut pointer = 0u8;
+        while self.eat_punct("*") {
+            pointer += 1;
+        }
+        let mut text = if name.is_empty() {
+            "enum".to_string()
+        } else {
+            format!("enum {name}")
+        };
+        if pointer > 0 {
+            text = format!("{text} {}", "*".repeat(pointer as usize));
+        }
+        Ok(TypeName {
+            base: BaseType::Int {
+                bytes: 4,
+                signed: true,
+            },
+            pointer,
+            text,
+            span: start.to(self.after_prev()),
+        })
+    }
+
+    /// enumerators := [IDENT [`=` expression] (`,` IDENT [`=` expression])* [`,`]], up to the `}`.
+    fn enumerators(&mut self) -> PResult<Vec<EnumConst>> {
+        {
+            let mut consts = Vec::new();
+            while !self.is_punct("}") {
+                let (cname, cspan) = match &self.tok.tok {
+                    Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                    _ => {
+                        let found = self.tok.tok.describe();
+                        return Err(
+                            self.error_here(format!("expected an enumerator name, found {found}"))
+                        );
+                    }
+                };
+                self.bump();
+                let value = if self.eat_punct("=") {
+                    Some(self.expr_bp(bp::ASSIGN + 1)?)
+                } else {
+                    None
+                };
+                consts.push(EnumConst {
+                    name: cname,
+                    value,
+                    span: cspan,
+                });
+                if !self.eat_punct(",") {
+                    break;
+                }
+            }
+            if !self.is_punct("}") {
+                let found = self.tok.tok.describe();
+                return Err(
+                    self.error_here(format!("expected `,` or `}}` in the enum, found {found}"))
+                );
+            }
+            Ok(consts)
+        }
     }
 }
 

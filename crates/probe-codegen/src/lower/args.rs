@@ -5,6 +5,10 @@ use probe_sema::argspec::{ArgLocation, ArgSpec, Reg as UReg};
 
 use super::*;
 
+/// Frames `stackdepth` and `ustackdepth` count at most (the kernel's `sysctl_perf_event_max_stack`
+/// default).
+pub const STACKDEPTH_MAX: u32 = 127;
+
 impl ProgGen<'_, '_> {
     pub(super) fn arg(&mut self, n: u8, span: Span) -> Res<()> {
         let access = self.arg_access(n, span)?;
@@ -117,6 +121,37 @@ impl ProgGen<'_, '_> {
         })
     }
 
+    /// `stackdepth`/`ustackdepth` (the frames `stack()`/`ustack()` would record, at most
+    /// [`STACKDEPTH_MAX`]) and `caller`/`ucaller` (the second frame of that stack: the return
+    /// address into the function that called the probed one; 0 when there is none) into R0,
+    /// from `bpf_get_stack`.
+    fn stack_builtin(&mut self, b: Builtin, span: Span) -> Res<()> {
+        let user = matches!(b, Builtin::Ucaller | Builtin::Ustackdepth);
+        let depth = matches!(b, Builtin::Stackdepth | Builtin::Ustackdepth);
+        let frames = if depth { STACKDEPTH_MAX } else { 2 };
+        let buf = self.scratch(frames * 8, span)?;
+        if !depth {
+            self.zero(buf, 16);
+        }
+        let a = &mut self.asm;
+        a.mov(R1, R6);
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, buf as i32);
+        a.mov_imm(R3, (frames * 8) as i64);
+        a.mov_imm(R4, if user { 256 } else { 0 });
+        a.call(helper::GET_STACK);
+        if depth {
+            let ok = a.label();
+            a.jmp_imm(Cond::SGe, R0, 0, ok);
+            a.mov_imm(R0, 0);
+            a.bind(ok);
+            a.alu_imm(Alu::Rsh, R0, 3);
+        } else {
+            a.ldx(Size::DW, R0, R7, (buf + 8) as i16);
+        }
+        Ok(())
+    }
+
     pub(super) fn builtin_int(&mut self, b: Builtin, span: Span) -> Res<()> {
         let syscall = self.is_syscall();
         let a = &mut self.asm;
@@ -217,11 +252,7 @@ impl ProgGen<'_, '_> {
             }
             Builtin::Ppid | Builtin::Vtimestamp => return self.err(span, NEEDS_TASK_OFFSETS),
             Builtin::Caller | Builtin::Ucaller | Builtin::Stackdepth | Builtin::Ustackdepth => {
-                return self.err(
-                    span,
-                    format!("built-in variable {b:?} is not supported by sightline yet")
-                        .to_lowercase(),
-                );
+                self.stack_builtin(b, span)?;
             }
             Builtin::Execname
             | Builtin::Probeprov

@@ -164,6 +164,42 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             TExprKind::Assign(..) => self.assign(e)?,
+            TExprKind::VarAddr(va) => self.var_addr(va, e.span)?,
+            TExprKind::StoreMember {
+                target,
+                offset,
+                value,
+            } => self.store_member(target, *offset, value, &e.ty, e.span)?,
+            TExprKind::ElemLoad { target, index, len } => {
+                self.elem_ptr(target, index, *len, &e.ty, false, e.span)?;
+                let bytes = e.ty.size(self.strsize());
+                let size = Size::from_bytes(bytes);
+                match e.ty {
+                    Type::Int { signed: true, .. } if bytes < 8 => self.asm.ldxsx(size, R0, R0, 0),
+                    _ => self.asm.ldx(size, R0, R0, 0),
+                }
+            }
+            TExprKind::ElemStore {
+                target,
+                index,
+                len,
+                value,
+            } => {
+                let vslot = self.slot(e.span)?;
+                self.int(value)?;
+                self.asm.stx(Size::DW, R10, vslot, R0);
+                let skip = self.asm.label();
+                self.elem_ptr(target, index, *len, &e.ty, true, e.span)?;
+                self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+                self.asm.ldx(Size::DW, R1, R10, vslot);
+                let bytes = e.ty.size(self.strsize());
+                self.asm.stx(Size::from_bytes(bytes), R0, 0, R1);
+                self.asm.bind(skip);
+                self.asm.ldx(Size::DW, R0, R10, vslot);
+            }
+            TExprKind::CopyStruct { target, src } => {
+                self.copy_struct(target, src, &e.ty, e.span)?
+            }
             TExprKind::IncDec {
                 target,
                 increment,
@@ -386,6 +422,13 @@ impl ProgGen<'_, '_> {
                 let off = self.scratch(self.strsize(), e.span)?;
                 self.string(&args[0], off)?;
                 self.strlen_at(off, e.span)?;
+            }
+            Subr::Strtoll => {
+                let base = match args.get(1).map(|b| &b.kind) {
+                    Some(TExprKind::Int(b)) => *b as u32,
+                    _ => return self.err(e.span, "internal: strtoll() base"),
+                };
+                self.strtoll(&args[0], base, e.span)?;
             }
             Subr::Rand => {
                 // DTrace's rand() is never negative (illumos dtrace.c DIF_SUBR_RAND: a value

@@ -78,6 +78,13 @@ pub(super) fn value_kind(ty: &Type, strsize: u32) -> FieldKind {
             bytes: *bytes,
             signed: *signed,
         },
+        // A variable of struct or union type is stored as its bytes; only its members are read
+        // and written (the analysis keeps struct values out of records and keys).
+        Type::Struct { size, .. } => FieldKind::Str { len: *size },
+        // So is a fixed-size array variable (`int a[5];`), read and written by element.
+        Type::Array(elem, n) => FieldKind::Str {
+            len: elem.size(strsize) * n,
+        },
         _ => FieldKind::Int {
             bytes: 8,
             signed: false,

@@ -222,7 +222,13 @@ impl ProgGen<'_, '_> {
         a.stx(Size::W, R10, SLOT_KEY, R0);
         self.lookup_or_return(self.scratch_map, R7);
         // A zeroed region, never written, used to create aggregation entries.
-        let zsize = self.b.agg_value_max.max(8);
+        // Also the zeroes a struct-typed variable that does not exist yet reads as.
+        let struct_max = (self.b.prog.variables.iter())
+            .filter(|v| matches!(v.ty, Type::Struct { .. } | Type::Array(..)))
+            .map(|v| (v.ty.size(self.strsize()) + 7) & !7)
+            .max()
+            .unwrap_or(0);
+        let zsize = self.b.agg_value_max.max(8).max(struct_max);
         self.zero_off = self.scratch(zsize, Span::new(0, 0))?;
         let a = &mut self.asm;
         if let Some(g) = self.b.globals_map {

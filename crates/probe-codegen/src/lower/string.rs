@@ -285,6 +285,12 @@ impl ProgGen<'_, '_> {
                 a.call(helper::PROBE_READ_KERNEL_STR);
                 self.copy(R7, off as i32, R7, tmp as i32, ss);
             }
+            TExprKind::Call(Subr::Lltostr, args) if args.len() == 2 => {
+                let TExprKind::Int(base) = args[1].kind else {
+                    return self.err(e.span, "internal: lltostr() base");
+                };
+                self.lltostr_base(&args[0], base as u32, off, e.span)?;
+            }
             TExprKind::Call(Subr::Lltostr, args) if !args.is_empty() => {
                 // Decimal digits written backwards into a 24-byte buffer, then copied out.
                 let vslot = self.slot(e.span)?;
@@ -327,6 +333,12 @@ impl ProgGen<'_, '_> {
                 a.alu_imm(Alu::Add, R3, tmp as i32);
                 a.alu(Alu::Add, R3, R5);
                 a.call(helper::PROBE_READ_KERNEL_STR);
+            }
+            TExprKind::Call(Subr::Toupper, args) if args.len() == 1 => {
+                self.change_case(&args[0], true, off, e.span)?
+            }
+            TExprKind::Call(Subr::Tolower, args) if args.len() == 1 => {
+                self.change_case(&args[0], false, off, e.span)?
             }
             TExprKind::Call(Subr::Basename, args) if args.len() == 1 => {
                 self.basename_dirname(&args[0], false, off, e.span)?

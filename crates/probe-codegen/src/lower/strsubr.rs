@@ -208,6 +208,203 @@ impl ProgGen<'_, '_> {
         self.suffix_at(s, w, off);
         Ok(())
     }
+}
+
+impl ProgGen<'_, '_> {
+    /// `lltostr(v, base)` for a base other than 10 into `off`, as dtrace_dif_subr: the digits of
+    /// `v` as an unsigned number (letters for digits above 9), after `0x` in base 16 and `0` in
+    /// base 8; 0 is "0" (base 16: "0x0").
+    pub(super) fn lltostr_base(&mut self, v: &TExpr, base: u32, off: u32, span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let mut digits = 0i32;
+        let mut x = u64::MAX;
+        while x > 0 {
+            x /= base as u64;
+            digits += 1;
+        }
+        // Digits end at tmp[70], NUL at tmp[71]; up to three prefix bytes before them.
+        let vslot = self.slot(span)?;
+        self.int(v)?;
+        self.asm.stx(Size::DW, R10, vslot, R0);
+        let tmp = self.scratch(72, span)?;
+        self.zero(tmp, 72);
+        self.zero(off, ss);
+        let a = &mut self.asm;
+        let done = a.label();
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.mov_imm(R5, 71);
+        for k in 0..digits {
+            a.jmp_imm(Cond::Eq, R0, 0, done);
+            let low = a.label();
+            a.mov(R1, R0);
+            a.alu_imm(Alu::Mod, R1, base as i32);
+            a.jmp_imm(Cond::Lt, R1, 10, low);
+            a.alu_imm(Alu::Add, R1, (b'a' - b'0' - 10) as i32);
+            a.bind(low);
+            a.alu_imm(Alu::Add, R1, b'0' as i32);
+            a.stx(Size::B, R7, (tmp as i32 + 70 - k) as i16, R1);
+            a.alu_imm(Alu::Div, R0, base as i32);
+            a.mov_imm(R5, (70 - k) as i64);
+        }
+        a.bind(done);
+        // Prefixes, each one byte before R5.
+        let put = |a: &mut crate::insn::Asm, c: u8| {
+            a.alu_imm(Alu::Sub, R5, 1);
+            a.mov(R1, R7);
+            a.alu_imm(Alu::Add, R1, tmp as i32);
+            a.alu(Alu::Add, R1, R5);
+            a.st_imm(Size::B, R1, 0, c as i32);
+        };
+        let nonzero = a.label();
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.jmp_imm(Cond::Ne, R0, 0, nonzero);
+        if base != 8 {
+            put(a, b'0');
+        }
+        a.bind(nonzero);
+        if base == 16 {
+            put(a, b'x');
+        }
+        if base == 8 || base == 16 {
+            put(a, b'0');
+        }
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, 72.min(ss as i64));
+        a.mov(R3, R7);
+        a.alu_imm(Alu::Add, R3, tmp as i32);
+        a.alu(Alu::Add, R3, R5);
+        a.call(helper::PROBE_READ_KERNEL_STR);
+        Ok(())
+    }
+}
+
+/// Characters of its string that `strtoll()` reads (white space, sign and digits).
+pub const STRTOLL_SPAN: u32 = 64;
+
+impl ProgGen<'_, '_> {
+    /// `strtoll(s, base)` into R0 (see `Subr::Strtoll`): one pass with the state in scratch
+    /// words: the value, the sign, the phase (0 before the number, 1 in it, 2 after it) and
+    /// the digits seen (a `0x` after a single `0` is skipped in base 16). Only the first
+    /// [`STRTOLL_SPAN`] characters are looked at, so that several calls in a program stay
+    /// within the verifier's limit on the branches of one path.
+    pub(super) fn strtoll(&mut self, arg: &TExpr, base: u32, span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let n = ss.min(STRTOLL_SPAN);
+        self.loop_cost("strtoll()", n, 40, span)?;
+        let s = self.string_buf(arg, 0, 0, span)?;
+        let w = self.scratch(32, span)?;
+        let (acc, neg, phase, ndig) = (w as i16, w as i16 + 8, w as i16 + 16, w as i16 + 24);
+        let a = &mut self.asm;
+        for x in [acc, neg, phase, ndig] {
+            a.st_imm(Size::DW, R7, x, 0);
+        }
+        let head = a.label();
+        a.mov_imm(R1, 0);
+        a.bind(head);
+        let next = a.label();
+        let digit = a.label();
+        let stop = a.label();
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, s as i32);
+        a.alu(Alu::Add, R2, R1);
+        a.ldx(Size::B, R3, R2, 0);
+        a.ldx(Size::DW, R4, R7, phase);
+        a.jmp_imm(Cond::Eq, R4, 2, next);
+        a.jmp_imm(Cond::Ne, R4, 0, digit);
+        // Before the number: white space (' ', '\t' to '\r'), then one sign.
+        a.jmp_imm(Cond::Eq, R3, b' ' as i32, next);
+        a.mov(R4, R3);
+        a.alu_imm(Alu::Sub, R4, b'\t' as i32);
+        a.jmp_imm(Cond::Lt, R4, 5, next);
+        a.st_imm(Size::DW, R7, phase, 1);
+        let not_minus = a.label();
+        a.jmp_imm(Cond::Ne, R3, b'-' as i32, not_minus);
+        a.st_imm(Size::DW, R7, neg, 1);
+        a.ja(next);
+        a.bind(not_minus);
+        a.jmp_imm(Cond::Eq, R3, b'+' as i32, next);
+        a.bind(digit);
+        if base == 16 {
+            let not_x = a.label();
+            a.mov(R4, R3);
+            a.alu_imm(Alu::Or, R4, 0x20);
+            a.jmp_imm(Cond::Ne, R4, b'x' as i32, not_x);
+            a.ldx(Size::DW, R4, R7, ndig);
+            a.jmp_imm(Cond::Ne, R4, 1, not_x);
+            a.ldx(Size::DW, R4, R7, acc);
+            a.jmp_imm(Cond::Ne, R4, 0, not_x);
+            a.st_imm(Size::DW, R7, ndig, 2);
+            a.ja(next);
+            a.bind(not_x);
+        }
+        let have = a.label();
+        a.mov(R4, R3);
+        a.alu_imm(Alu::Sub, R4, b'0' as i32);
+        a.jmp_imm(Cond::Lt, R4, 10, have);
+        // A letter of either case: 10 and up.
+        a.mov(R4, R3);
+        a.alu_imm(Alu::Or, R4, 0x20);
+        a.alu_imm(Alu::Sub, R4, b'a' as i32);
+        a.jmp_imm(Cond::Ge, R4, 26, stop);
+        a.alu_imm(Alu::Add, R4, 10);
+        a.bind(have);
+        a.jmp_imm(Cond::Ge, R4, base as i32, stop);
+        a.ldx(Size::DW, R5, R7, acc);
+        a.alu_imm(Alu::Mul, R5, base as i32);
+        a.alu(Alu::Add, R5, R4);
+        a.stx(Size::DW, R7, acc, R5);
+        a.ldx(Size::DW, R5, R7, ndig);
+        a.alu_imm(Alu::Add, R5, 1);
+        a.stx(Size::DW, R7, ndig, R5);
+        a.ja(next);
+        a.bind(stop);
+        a.st_imm(Size::DW, R7, phase, 2);
+        a.bind(next);
+        a.alu_imm(Alu::Add, R1, 1);
+        a.jmp_imm(Cond::Lt, R1, n as i32, head);
+        let pos = a.label();
+        a.ldx(Size::DW, R0, R7, acc);
+        a.ldx(Size::DW, R1, R7, neg);
+        a.jmp_imm(Cond::Eq, R1, 0, pos);
+        a.alu_imm(Alu::Neg, R0, 0);
+        a.bind(pos);
+        Ok(())
+    }
+
+    /// `toupper(s)` (`upper`) or `tolower(s)` into `off`, as dtrace_dif_subr: only the ASCII
+    /// letters change.
+    pub(super) fn change_case(
+        &mut self,
+        arg: &TExpr,
+        upper: bool,
+        off: u32,
+        span: Span,
+    ) -> Res<()> {
+        let ss = self.strsize();
+        self.loop_cost(if upper { "toupper()" } else { "tolower()" }, ss, 9, span)?;
+        self.string(arg, off)?;
+        let (from, delta) = if upper { (b'a', -32) } else { (b'A', 32) };
+        let a = &mut self.asm;
+        let head = a.label();
+        a.mov_imm(R1, 0);
+        a.bind(head);
+        let skip = a.label();
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, off as i32);
+        a.alu(Alu::Add, R2, R1);
+        a.ldx(Size::B, R3, R2, 0);
+        a.mov(R4, R3);
+        a.alu_imm(Alu::Sub, R4, from as i32);
+        // Unsigned: bytes below `from` wrap around and are skipped too.
+        a.jmp_imm(Cond::Ge, R4, 26, skip);
+        a.alu_imm(Alu::Add, R3, delta);
+        a.stx(Size::B, R2, 0, R3);
+        a.bind(skip);
+        a.alu_imm(Alu::Add, R1, 1);
+        a.jmp_imm(Cond::Lt, R1, ss as i32, head);
+        Ok(())
+    }
 
     /// `basename(s)` / `dirname(s)` into `off`, as dtrace_dif_subr: trailing slashes are not
     /// part of the last component; "" gives "."; only slashes give "/"; no slash before the last

@@ -164,6 +164,115 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
+    /// R0 = the address of the variable's storage, or of the zeroed region when a dynamic
+    /// variable does not exist (its members read as 0).
+    pub(super) fn var_addr(&mut self, va: &VarAccess, span: Span) -> Res<()> {
+        self.var_ptr(va, false, span)?;
+        let done = self.asm.label();
+        self.asm.jmp_imm(Cond::Ne, R0, 0, done);
+        self.asm.mov(R0, R7);
+        self.asm.alu_imm(Alu::Add, R0, self.zero_off as i32);
+        self.asm.bind(done);
+        Ok(())
+    }
+
+    /// R0 = the address of element `index` of the fixed-size array variable `va` (`len`
+    /// elements of type `elem`), after checking the subscript: outside the array it raises the
+    /// index-out-of-bounds fault and ends the clause. With `create`, a dynamic variable is
+    /// created (R0 = 0 when that fails); otherwise an absent one reads from the zeroed region.
+    pub(super) fn elem_ptr(
+        &mut self,
+        va: &VarAccess,
+        index: &TExpr,
+        len: u32,
+        elem: &Type,
+        create: bool,
+        span: Span,
+    ) -> Res<()> {
+        let esize = elem.size(self.strsize());
+        if !matches!(esize, 1 | 2 | 4 | 8) {
+            return self.err(span, "internal: array element of unsupported size");
+        }
+        let islot = self.slot(span)?;
+        self.int(index)?;
+        self.asm.stx(Size::DW, R10, islot, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Lt, R0, len as i32, ok);
+        self.fault(Fault::BadIndex, Some(islot), span)?;
+        self.asm.bind(ok);
+        if create {
+            self.var_ptr(va, true, span)?;
+        } else {
+            self.var_addr(va, span)?;
+        }
+        let done = self.asm.label();
+        self.asm.jmp_imm(Cond::Eq, R0, 0, done);
+        self.asm.ldx(Size::DW, R1, R10, islot);
+        // Bounded again after the reload, for the verifier.
+        self.asm.jmp_imm(Cond::Ge, R1, len as i32, done);
+        if esize > 1 {
+            self.asm.alu_imm(Alu::Mul, R1, esize as i32);
+        }
+        self.asm.alu(Alu::Add, R0, R1);
+        self.asm.bind(done);
+        Ok(())
+    }
+
+    /// `var.member = value`: stores `value` (of integer or pointer type `ty`) at byte `offset`
+    /// of the variable (created if dynamic); R0 = the value.
+    pub(super) fn store_member(
+        &mut self,
+        va: &VarAccess,
+        offset: u32,
+        value: &TExpr,
+        ty: &Type,
+        span: Span,
+    ) -> Res<()> {
+        let bytes = ty.size(self.strsize());
+        let size = self.b.prog.var(va.var).ty.size(self.strsize());
+        let Ok(off) = i16::try_from(offset) else {
+            return self.err(span, "member offset too large");
+        };
+        if !matches!(bytes, 1 | 2 | 4 | 8) || offset + bytes > size {
+            return self.err(span, "internal: member store outside its variable");
+        }
+        let vslot = self.slot(span)?;
+        self.int(value)?;
+        self.asm.stx(Size::DW, R10, vslot, R0);
+        self.var_ptr(va, true, span)?;
+        let skip = self.asm.label();
+        self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+        self.asm.ldx(Size::DW, R1, R10, vslot);
+        self.asm.stx(Size::from_bytes(bytes), R0, off, R1);
+        self.asm.bind(skip);
+        self.asm.ldx(Size::DW, R0, R10, vslot);
+        Ok(())
+    }
+
+    /// `var = other` of one struct type: copies its bytes from the address `src` computes.
+    pub(super) fn copy_struct(
+        &mut self,
+        va: &VarAccess,
+        src: &TExpr,
+        ty: &Type,
+        span: Span,
+    ) -> Res<()> {
+        let size = ty.size(self.strsize());
+        let sslot = self.slot(span)?;
+        self.int(src)?;
+        self.asm.stx(Size::DW, R10, sslot, R0);
+        self.var_ptr(va, true, span)?;
+        let skip = self.asm.label();
+        self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+        self.asm.mov(R1, R0);
+        self.asm.mov_imm(R2, size as i64);
+        self.asm.ldx(Size::DW, R3, R10, sslot);
+        self.asm.call(helper::PROBE_READ_KERNEL);
+        self.asm.bind(skip);
+        self.asm.mov_imm(R0, 0);
+        Ok(())
+    }
+
     pub(super) fn assign(&mut self, e: &TExpr) -> Res<()> {
         let TExprKind::Assign(va, value) = &e.kind else {
             unreachable!("assign() on a non-assignment")

@@ -23,7 +23,7 @@ impl Analyzer<'_> {
                     return Err(arity(self, "one argument", "trace(expression)"));
                 }
                 let t = self.expr(&args[0], cx)?;
-                if matches!(t.ty, Type::Void | Type::Array(..)) {
+                if matches!(t.ty, Type::Void | Type::Array(..) | Type::Struct { .. }) {
                     let tag = if t.ty == Type::Void {
                         ErrTag::D_TRACE_VOID
                     } else {

@@ -126,7 +126,7 @@ impl Analyzer<'_> {
         for k in &a.keys {
             match self.expr(k, cx) {
                 Ok(t) => {
-                    if matches!(t.ty, Type::Void | Type::Array(..)) {
+                    if matches!(t.ty, Type::Void | Type::Array(..) | Type::Struct { .. }) {
                         self.err_at(
                             ErrTag::D_KEY_TYPE,
                             format!("an aggregation key cannot have type `{}`", t.ty),

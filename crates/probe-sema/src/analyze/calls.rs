@@ -137,6 +137,58 @@ impl Analyzer<'_> {
                     Type::String,
                 ))
             }
+            "strtoll" => {
+                if !(1..=2).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "strtoll(string [, base])",
+                    ));
+                }
+                need_str(self, &targs[0], "argument")?;
+                let base = match targs.get(1) {
+                    None => 10,
+                    Some(b) => match const_eval(b) {
+                        Some(k) if (2..=36).contains(&k) => k as u64,
+                        Some(k) => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                format!("strtoll() base {k} is not between 2 and 36"),
+                                b.span,
+                            ));
+                        }
+                        None => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                "strtoll()'s base must be an integer constant",
+                                b.span,
+                            ));
+                        }
+                    },
+                };
+                let s = targs.into_iter().next().expect("one argument");
+                let span = s.span;
+                Ok(call(
+                    Subr::Strtoll,
+                    vec![s, mk(TExprKind::Int(base), Type::INT, span)],
+                    Type::I64,
+                ))
+            }
+            "toupper" | "tolower" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", &format!("{func}(string)")));
+                }
+                need_str(self, &targs[0], "argument")?;
+                Ok(call(
+                    if func == "toupper" {
+                        Subr::Toupper
+                    } else {
+                        Subr::Tolower
+                    },
+                    targs,
+                    Type::String,
+                ))
+            }
             "basename" | "dirname" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", &format!("{func}(string)")));
@@ -222,11 +274,41 @@ impl Analyzer<'_> {
                 ))
             }
             "lltostr" => {
-                if n != 1 {
-                    return Err(arity(self, "one argument", "lltostr(integer)"));
+                if !(1..=2).contains(&n) {
+                    return Err(arity(
+                        self,
+                        "one or two arguments",
+                        "lltostr(integer [, base])",
+                    ));
                 }
                 need_int(self, &targs[0], "argument")?;
-                let v = targs.into_iter().map(|t| convert(t, &Type::I64)).collect();
+                if let Some(b) = targs.get(1) {
+                    match const_eval(b) {
+                        Some(k) if (2..=36).contains(&k) => {}
+                        Some(k) => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                format!("lltostr() base {k} is not between 2 and 36"),
+                                b.span,
+                            ));
+                        }
+                        None => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                "lltostr()'s base must be an integer constant",
+                                b.span,
+                            ));
+                        }
+                    }
+                }
+                let mut it = targs.into_iter();
+                let mut v = vec![convert(it.next().expect("one argument"), &Type::I64)];
+                if let Some(b) = it.next() {
+                    let k = const_eval(&b).unwrap_or(10) as u64;
+                    if k != 10 {
+                        v.push(mk(TExprKind::Int(k), Type::INT, b.span));
+                    }
+                }
                 Ok(call(Subr::Lltostr, v, Type::String))
             }
             "rand" | "speculation" => {
@@ -373,5 +455,5 @@ impl Analyzer<'_> {
 /// Subroutines whose string arguments may be given as a `char *` (see [`Analyzer::call`]).
 const STRING_SUBROUTINES: &[&str] = &[
     "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
-    "rindex",
+    "rindex", "toupper", "tolower", "strtoll",
 ];

@@ -319,6 +319,7 @@ impl Analyzer<'_> {
                         // exit() records its status: D_DREC_COMM in Oracle's dt_cg.c.
                         if let Some(c) = commit {
                             self.after_commit(
+                                ErrTag::D_DREC_COMM,
                                 "data-recording actions may not follow commit()",
                                 *span,
                                 c,
@@ -336,7 +337,12 @@ impl Analyzer<'_> {
                     // dt_cc.c D_AGG_COMM: the commit's buffer would be drained with an
                     // aggregation of the same firing between.
                     if let Some(c) = commit {
-                        self.after_commit("aggregating actions may not follow commit()", *span, c);
+                        self.after_commit(
+                            ErrTag::D_AGG_COMM,
+                            "aggregating actions may not follow commit()",
+                            *span,
+                            c,
+                        );
                     }
                     recorded.get_or_insert(*span);
                     not_speculative.push((*span, "an aggregation"))
@@ -362,9 +368,9 @@ impl Analyzer<'_> {
 
     /// Reports `message` at `span`, an action that a `commit()` at `commit` earlier in the
     /// clause forbids (DTrace's D_AGG_COMM and the exit() rule of dt_cc.c).
-    fn after_commit(&mut self, message: &str, span: Span, commit: Span) {
+    fn after_commit(&mut self, tag: ErrTag, message: &str, span: Span, commit: Span) {
         self.report(
-            Diagnostic::error(message, span)
+            Diagnostic::tagged(tag, message, span)
                 .with_label(commit, "commit() here")
                 .with_hint("put it in another clause"),
         );
@@ -394,7 +400,8 @@ impl Analyzer<'_> {
             }
         };
         if !found {
-            self.report(Diagnostic::error(
+            self.report(Diagnostic::tagged(
+                ErrTag::D_PRAGMA_DEPEND,
                 format!("program requires {what} {}", d.name),
                 d.span,
             ));
@@ -516,10 +523,16 @@ impl Analyzer<'_> {
                     }
                 }
                 let t = self.expr(e, cx)?;
-                let effect = matches!(
-                    t.kind,
-                    TExprKind::Assign(..) | TExprKind::IncDec { .. } | TExprKind::Call(..)
-                );
+                let effect = stores_member(&t)
+                    || matches!(
+                        t.kind,
+                        TExprKind::Assign(..)
+                            | TExprKind::IncDec { .. }
+                            | TExprKind::Call(..)
+                            | TExprKind::StoreMember { .. }
+                            | TExprKind::ElemStore { .. }
+                            | TExprKind::CopyStruct { .. }
+                    );
                 if !effect {
                     self.report(
                         Diagnostic::warning("statement has no effect", e.span)
@@ -568,4 +581,15 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
         .take(3)
         .map(|(_, n)| n.clone())
         .collect()
+}
+
+/// True when `t` is, or converts the value of, a store to a member of a struct variable (`v.m++`
+/// is the store and a subtraction).
+fn stores_member(t: &TExpr) -> bool {
+    match &t.kind {
+        TExprKind::StoreMember { .. } | TExprKind::ElemStore { .. } => true,
+        TExprKind::Cast(x) => stores_member(x),
+        TExprKind::Binary(_, a, _) => stores_member(a),
+        _ => false,
+    }
 }

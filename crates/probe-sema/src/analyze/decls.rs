@@ -4,6 +4,16 @@
 use super::*;
 use probe_syntax::ErrTag;
 
+/// The name under which thread-local associative array `self->NAME[...]` is kept: a global
+/// associative array (its first key the thread id), named so that no D identifier can clash
+/// with it and messages show it as written.
+pub(super) fn thread_assoc_name(name: &str) -> String {
+    format!("self->{name}")
+}
+
+/// Largest fixed-size array variable (`int a[N];`), in bytes: it lives in one BPF map value.
+pub const ARRAY_MAX_BYTES: u32 = 32 * 1024;
+
 impl Analyzer<'_> {
     pub(super) fn type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
         let base = match &t.base {
@@ -51,6 +61,26 @@ impl Analyzer<'_> {
         Ok((0..t.pointer).fold(base, |acc, _| Type::Ptr(Box::new(acc))))
     }
 
+    /// The type of a variable declared with `t`: as [`Self::type_of_name`], and a struct or union
+    /// itself (not only a pointer to one) when it is complete (`struct rec var;`).
+    pub(super) fn value_type_of_name(&mut self, t: &ast::TypeName) -> R<Type> {
+        if let (BaseType::Struct(name), 0) = (&t.base, t.pointer) {
+            let found = self
+                .btf
+                .as_ref()
+                .and_then(|b| b.struct_id(name).map(|id| b.d_type(id)));
+            return match found {
+                Some(ty @ Type::Struct { size, .. }) if size > 0 => Ok(ty),
+                _ => Err(self.err_at(
+                    ErrTag::D_DECL_INCOMPLETE,
+                    format!("`{}` is not a complete type", t.text),
+                    t.span,
+                )),
+            };
+        }
+        self.type_of_name(t)
+    }
+
     pub(super) fn inline_definition(&mut self, d: &ast::InlineDef) {
         let Ok(ty) = self.type_of_name(&d.ty) else {
             return;
@@ -83,7 +113,8 @@ impl Analyzer<'_> {
             &|e| matches!(&e.kind, ExprKind::Ident(n) if n == name),
             &|_| false,
         ) {
-            self.err(
+            self.err_at(
+                ErrTag::D_IDENT_UNDEF,
                 format!("inline `{name}` is defined in terms of itself"),
                 d.value.span,
             );
@@ -102,7 +133,8 @@ impl Analyzer<'_> {
             None => false,
         };
         if mistyped {
-            self.err(
+            self.err_at(
+                ErrTag::D_OP_INCOMPAT,
                 format!(
                     "inline `{name}` is declared `{ty}` but its value has type `{}`",
                     literal.unwrap_or_default()
@@ -153,7 +185,7 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn declaration(&mut self, d: &ast::VarDecl) {
-        let Ok(ty) = self.type_of_name(&d.ty) else {
+        let Ok(ty) = self.value_type_of_name(&d.ty) else {
             return;
         };
         if ty == Type::Void {
@@ -164,6 +196,34 @@ impl Analyzer<'_> {
             );
             return;
         }
+        let ty = match d.array {
+            None => ty,
+            Some(n) => {
+                if !ty.is_integral() {
+                    self.err_at(
+                        ErrTag::D_DECL_ARRSUB,
+                        format!(
+                            "an array of `{ty}` is not supported; arrays hold integers and pointers"
+                        ),
+                        d.ty.span,
+                    );
+                    return;
+                }
+                let bytes = (n as u128) * ty.size(self.options.strsize) as u128;
+                if bytes > ARRAY_MAX_BYTES as u128 {
+                    self.err_at(
+                        ErrTag::D_DECL_ARRBIG,
+                        format!(
+                            "array `{}` of {n} elements is larger than {ARRAY_MAX_BYTES} bytes",
+                            d.name
+                        ),
+                        d.span,
+                    );
+                    return;
+                }
+                Type::Array(Box::new(ty), n as u32)
+            }
+        };
         let mut keys: Vec<Type> = Vec::new();
         for k in &d.keys {
             let Ok(t) = self.type_of_name(k) else { return };
@@ -174,6 +234,22 @@ impl Analyzer<'_> {
             ast::DeclScope::Thread => VarScope::Thread,
             ast::DeclScope::Clause => VarScope::Clause,
         };
+        if scope == VarScope::Thread && !keys.is_empty() {
+            // `self int a[string];`: a thread-local associative array, kept as a global one with
+            // the thread id as its first key (see `thread_assoc_name`).
+            let name = thread_assoc_name(&d.name);
+            if self.lookup(VarScope::Global, &name).is_some() {
+                self.err_at(
+                    ErrTag::D_DECL_IDRED,
+                    format!("variable `{name}` is declared twice"),
+                    d.span,
+                );
+                return;
+            }
+            keys.insert(0, Builtin::Tid.ty());
+            self.new_var(VarScope::Global, &name, keys, ty, d.span);
+            return;
+        }
         if scope != VarScope::Global && !keys.is_empty() {
             self.err_at(
                 ErrTag::D_DECL_LOCASSC,

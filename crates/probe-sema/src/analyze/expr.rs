@@ -188,6 +188,7 @@ impl Analyzer<'_> {
             ExprKind::Unary(op, x) => self.unary(*op, x, span, cx),
             ExprKind::Binary(op, a, b) => self.binary(*op, a, b, span, cx),
             ExprKind::Assign(op, lhs, rhs) => self.assign(*op, lhs, rhs, span, cx),
+            ExprKind::IncDec { increment, prefix, expr } if self.struct_var_root(expr) || self.is_array_elem(expr) => self.incdec_member(*increment, *prefix, expr, span, cx),
             ExprKind::IncDec { increment, prefix, expr } => {
                 let target = self.lvalue(expr, cx, Some(Type::I64))?;
                 let ty = self.vars[target.var.0 as usize].ty.clone();

@@ -166,6 +166,14 @@ impl Analyzer<'_> {
                 field_span,
                 arrow: false,
             } => {
+                if let Some((_, sid, sname)) = self.struct_var(base) {
+                    // A member of a variable of struct type: its storage is the place.
+                    let va = self.lvalue(base, cx, None)?;
+                    let addr = mk(TExprKind::VarAddr(va), Type::U64, base.span);
+                    return self
+                        .member_place(&btf, addr, sid, &sname, field, *field_span)
+                        .map(Some);
+                }
                 let Some((addr, tid)) = self.place(base, cx)? else {
                     return Ok(None);
                 };
@@ -204,6 +212,16 @@ impl Analyzer<'_> {
                     ));
                 }
                 let i = self.int_expr(&idx[0], cx, "an array subscript")?;
+                if const_eval(&i).is_none() && super::vars::split_var_addr(&addr).is_some() {
+                    return Err(self.report(
+                        Diagnostic::tagged(
+                            ErrTag::D_ARR_BADREF,
+                            "an array member of a struct variable takes a constant subscript",
+                            i.span,
+                        )
+                        .with_hint("a computed subscript works on array variables: int a[5]; a[i]"),
+                    ));
+                }
                 if let Some(k) = const_eval(&i)
                     && (k < 0 || k >= len as i128)
                 {

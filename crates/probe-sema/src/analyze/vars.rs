@@ -1,6 +1,7 @@
 //! Variable access: assignment targets, assignments, indexing of associative arrays, and probe
 //! arguments (`argN`, `args[N]`).
 
+use super::decls::thread_assoc_name;
 use super::*;
 use probe_syntax::ErrTag;
 
@@ -13,16 +14,32 @@ impl Analyzer<'_> {
         cx: &mut ClauseCx,
         new_ty: Option<Type>,
     ) -> R<VarAccess> {
+        let thread_keys: Vec<Expr>;
+        let thread_name: String;
         let (scope, name, keys): (VarScope, &str, &[Expr]) = match &e.kind {
             ExprKind::Ident(n) => (VarScope::Global, n, &[]),
             ExprKind::SelfVar(n) => (VarScope::Thread, n, &[]),
             ExprKind::ThisVar(n) => (VarScope::Clause, n, &[]),
             ExprKind::Index(base, keys) => match &base.kind {
                 ExprKind::Ident(n) if n != "args" => (VarScope::Global, n, keys.as_slice()),
-                ExprKind::SelfVar(_) | ExprKind::ThisVar(_) => {
+                ExprKind::SelfVar(n) => {
+                    // `self->a[k]`: the global array `self->a` keyed by (tid, k).
+                    thread_name = thread_assoc_name(n);
+                    let tid = Expr {
+                        kind: ExprKind::Ident("tid".into()),
+                        span: base.span,
+                    };
+                    thread_keys = std::iter::once(tid).chain(keys.iter().cloned()).collect();
+                    (
+                        VarScope::Global,
+                        thread_name.as_str(),
+                        thread_keys.as_slice(),
+                    )
+                }
+                ExprKind::ThisVar(_) => {
                     return Err(self.err_at(
                         ErrTag::D_ARR_LOCAL,
-                        "thread-local and clause-local variables cannot be associative arrays",
+                        "clause-local variables cannot be associative arrays",
                         e.span,
                     ));
                 }
@@ -83,7 +100,10 @@ impl Analyzer<'_> {
         let mut tkeys = Vec::new();
         for k in keys {
             let t = self.expr(k, cx)?;
-            if matches!(t.ty, Type::Void | Type::Array(..) | Type::Stack { .. }) {
+            if matches!(
+                t.ty,
+                Type::Void | Type::Array(..) | Type::Stack { .. } | Type::Struct { .. }
+            ) {
                 return Err(self.err_at(
                     ErrTag::D_KEY_TYPE,
                     format!("an associative array key cannot have type `{}`", t.ty),
@@ -146,7 +166,20 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Member { arrow: false, .. } | ExprKind::Index(..) = &lhs.kind
+            && self.struct_var_root(lhs)
+        {
+            return self.assign_member(op, lhs, rhs, span, cx);
+        }
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)?
+        {
+            return self.assign_elem(op, target, index, elem, len, rhs, span, cx);
+        }
         let r = self.expr(rhs, cx)?;
+        if let Type::Struct { .. } = &r.ty {
+            return self.assign_struct(op, lhs, r, span, cx);
+        }
         if matches!(r.ty, Type::Void | Type::Stack { .. } | Type::Array(..)) {
             return Err(self.report(
                 Diagnostic::tagged(
@@ -241,6 +274,393 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// True when `e` is a member (or element of an array member) of a variable of struct type:
+    /// `var.a`, `self->s.inner.b`, `this->r.arr[2]`, `a[k].x`.
+    pub(super) fn struct_var_root(&mut self, e: &Expr) -> bool {
+        let mut e = e;
+        let mut through_member = false;
+        loop {
+            match &e.kind {
+                ExprKind::Member {
+                    base, arrow: false, ..
+                } => {
+                    through_member = true;
+                    e = base;
+                }
+                ExprKind::Index(base, _)
+                    if through_member || matches!(base.kind, ExprKind::Member { .. }) =>
+                {
+                    if !matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..)) {
+                        // `a[k]` of an associative array: the variable itself.
+                        break;
+                    }
+                    e = base;
+                }
+                _ => break,
+            }
+        }
+        through_member && self.struct_var(e).is_some()
+    }
+
+    /// True when `e` is `a[i]` of a fixed-size array variable.
+    pub(super) fn is_array_elem(&mut self, e: &Expr) -> bool {
+        let ExprKind::Index(base, _) = &e.kind else {
+            return false;
+        };
+        let (scope, name) = match &base.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && matches!(v.ty, Type::Array(..))
+        })
+    }
+
+    /// The variable `e` names (`x`, `self->x`, `this->x`, `a[...]`) when it has struct type:
+    /// its id and the struct's BTF id and name.
+    pub(super) fn struct_var(&mut self, e: &Expr) -> Option<(VarId, u32, String)> {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            ExprKind::Index(base, _) => match &base.kind {
+                ExprKind::Ident(n) => (VarScope::Global, n),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let id = self.lookup(scope, name)?;
+        match &self.vars[id.0 as usize].ty {
+            Type::Struct { id: tid, name, .. } => Some((id, *tid, name.clone())),
+            _ => None,
+        }
+    }
+
+    /// `var.member = value` (and `op=`) on a variable of struct type: a store at the member's
+    /// constant offset.
+    #[inline(never)]
+    fn assign_member(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let Some((addr, tid)) = self.place(lhs, cx)? else {
+            return Err(self.err_at(
+                ErrTag::D_OP_LVAL,
+                "this member cannot be assigned",
+                lhs.span,
+            ));
+        };
+        let Some(btf) = self.btf.clone() else {
+            return Err(self.err_at(ErrTag::D_TYPE_ERR, "no type information", lhs.span));
+        };
+        let (target, offset) = match split_var_addr(&addr) {
+            Some(x) => x,
+            None => {
+                return Err(self.report(
+                    Diagnostic::tagged(
+                        ErrTag::D_ARR_BADREF,
+                        "an array member of a struct variable is assigned with a constant subscript only",
+                        lhs.span,
+                    )
+                    .with_hint("write the element with a constant index: v.a[2] = x"),
+                ));
+            }
+        };
+        let mty = btf.d_type(tid);
+        if !mty.is_integral() {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!("a member of type `{mty}` cannot be assigned"),
+                    lhs.span,
+                )
+                .with_hint("assign integer and pointer members one at a time"),
+            ));
+        }
+        let r = self.expr(rhs, cx)?;
+        if !r.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "type mismatch: the member has type `{mty}`, the value has type `{}`",
+                    r.ty
+                ),
+                r.span,
+            ));
+        }
+        let value = match op {
+            None => convert(r, &mty),
+            Some(bop) => {
+                let old = self.load(addr, tid, lhs.span)?;
+                let common = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+                    mty.promoted().unwrap_or(Type::I64)
+                } else {
+                    usual_arithmetic(&mty, &r.ty).unwrap_or(Type::I64)
+                };
+                let rt = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+                    r.ty.promoted().unwrap_or(Type::I64)
+                } else {
+                    common.clone()
+                };
+                let r = convert(r, &rt);
+                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
+                }
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
+                convert(bin, &mty)
+            }
+        };
+        Ok(mk(
+            TExprKind::StoreMember {
+                target,
+                offset,
+                value: Box::new(value),
+            },
+            mty,
+            span,
+        ))
+    }
+
+    /// `a[i]` where `a` is a fixed-size array variable (`int a[5];`): the variable, the
+    /// subscript (as `uint64_t`; a constant one checked here, `D_ARR_BOUNDS`), the element type
+    /// and the length. `None` when `base` is not such a variable.
+    #[inline(never)]
+    pub(super) fn array_elem(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        cx: &mut ClauseCx,
+    ) -> R<Option<(VarAccess, TExpr, Type, u32)>> {
+        let (scope, name) = match &base.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return Ok(None),
+        };
+        let Some(id) = self.lookup(scope, name) else {
+            return Ok(None);
+        };
+        let v = self.vars[id.0 as usize].clone();
+        let Type::Array(elem, len) = &v.ty else {
+            return Ok(None);
+        };
+        if v.is_assoc() {
+            return Ok(None);
+        }
+        if idx.len() != 1 {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("array `{}` takes one subscript", Self::var_display(&v)),
+                base.span.to(idx.last().map_or(base.span, |e| e.span)),
+            ));
+        }
+        let i = self.int_expr(&idx[0], cx, "an array subscript")?;
+        if let Some(k) = const_eval(&i)
+            && (k < 0 || k >= *len as i128)
+        {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BOUNDS,
+                format!(
+                    "index {k} is out of bounds of array `{}` ({len} elements)",
+                    Self::var_display(&v)
+                ),
+                i.span,
+            ));
+        }
+        let target = self.lvalue(base, cx, None)?;
+        Ok(Some((
+            target,
+            convert(i, &Type::U64),
+            (**elem).clone(),
+            *len,
+        )))
+    }
+
+    /// `a[i] = value` (and `op=`) on a fixed-size array variable.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn assign_elem(
+        &mut self,
+        op: Option<BinaryOp>,
+        target: VarAccess,
+        index: TExpr,
+        elem: Type,
+        len: u32,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let r = self.expr(rhs, cx)?;
+        if !r.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "type mismatch: the element has type `{elem}`, the value has type `{}`",
+                    r.ty
+                ),
+                r.span,
+            ));
+        }
+        let value = match op {
+            None => convert(r, &elem),
+            Some(bop) => {
+                let old = mk(
+                    TExprKind::ElemLoad {
+                        target: target.clone(),
+                        index: Box::new(index.clone()),
+                        len,
+                    },
+                    elem.clone(),
+                    span,
+                );
+                let shift = matches!(bop, BinaryOp::Shl | BinaryOp::Shr);
+                let common = if shift {
+                    elem.promoted().unwrap_or(Type::I64)
+                } else {
+                    usual_arithmetic(&elem, &r.ty).unwrap_or(Type::I64)
+                };
+                let rt = if shift {
+                    r.ty.promoted().unwrap_or(Type::I64)
+                } else {
+                    common.clone()
+                };
+                let r = convert(r, &rt);
+                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
+                }
+                let bin = mk(
+                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
+                    common,
+                    span,
+                );
+                convert(bin, &elem)
+            }
+        };
+        Ok(mk(
+            TExprKind::ElemStore {
+                target,
+                index: Box::new(index),
+                len,
+                value: Box::new(value),
+            },
+            elem,
+            span,
+        ))
+    }
+
+    /// `v.m++`, `--v.m` ... on a member of a struct variable: `v.m += 1`, whose value is the new
+    /// one; postfix gives back the old one (the new one minus the step, in the member's type).
+    #[inline(never)]
+    pub(super) fn incdec_member(
+        &mut self,
+        increment: bool,
+        prefix: bool,
+        target: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        let one = Expr {
+            kind: ExprKind::Int(ast::IntLit {
+                value: 1,
+                unsigned_suffix: false,
+                long_suffix: false,
+                decimal: true,
+                char_lit: false,
+            }),
+            span,
+        };
+        let op = if increment {
+            BinaryOp::Add
+        } else {
+            BinaryOp::Sub
+        };
+        let store = self.assign(Some(op), target, &one, span, cx)?;
+        if prefix {
+            return Ok(store);
+        }
+        let ty = store.ty.clone();
+        let back = if increment {
+            BinaryOp::Sub
+        } else {
+            BinaryOp::Add
+        };
+        let common = ty.promoted().unwrap_or(Type::I64);
+        let step = mk(TExprKind::Int(1), common.clone(), span);
+        let bin = mk(
+            TExprKind::Binary(back, Box::new(convert(store, &common)), Box::new(step)),
+            common,
+            span,
+        );
+        Ok(convert(bin, &ty))
+    }
+
+    /// `x = y` where `y` has struct type `r.ty`: `x` (created with that type if new) gets a copy.
+    #[inline(never)]
+    fn assign_struct(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        r: TExpr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<TExpr> {
+        if let Some(bop) = op {
+            return Err(self.err_at(
+                ErrTag::D_OP_ARITH,
+                format!(
+                    "operator `{}=` needs integers, not `{}`",
+                    bop.as_str(),
+                    r.ty
+                ),
+                span,
+            ));
+        }
+        let TExprKind::Var(src) = &r.kind else {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!("a `{}` value can only be copied from a variable", r.ty),
+                r.span,
+            ));
+        };
+        let src = mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span);
+        let target = self.lvalue(lhs, cx, Some(r.ty.clone()))?;
+        let v = self.vars[target.var.0 as usize].clone();
+        if v.ty != r.ty {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!(
+                        "type mismatch: `{}` has type `{}`, the value has type `{}`",
+                        Self::var_display(&v),
+                        v.ty,
+                        r.ty
+                    ),
+                    r.span,
+                )
+                .with_label(v.span, "its type was fixed here"),
+            ));
+        }
+        Ok(mk(
+            TExprKind::CopyStruct {
+                target,
+                src: Box::new(src),
+            },
+            r.ty,
+            span,
+        ))
+    }
+
     pub(super) fn index(
         &mut self,
         base: &Expr,
@@ -257,6 +677,40 @@ impl Analyzer<'_> {
             if let Some((addr, tid)) = self.place(&whole, cx)? {
                 return self.load(addr, tid, span);
             }
+        }
+        if let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)? {
+            return Ok(mk(
+                TExprKind::ElemLoad {
+                    target,
+                    index: Box::new(index),
+                    len,
+                },
+                elem,
+                span,
+            ));
+        }
+        if let ExprKind::SelfVar(n) = &base.kind {
+            // `self->a[k]`, a thread-local associative array.
+            if self
+                .lookup(VarScope::Global, &thread_assoc_name(n))
+                .is_none()
+            {
+                return Err(self.report(
+                    Diagnostic::tagged(
+                        ErrTag::D_IDENT_UNDEF,
+                        format!("unknown thread-local associative array `self->{n}`"),
+                        base.span,
+                    )
+                    .with_hint(format!("assign an element first: self->{n}[key] = value;")),
+                ));
+            }
+            let whole = Expr {
+                kind: ExprKind::Index(Box::new(base.clone()), idx.to_vec()),
+                span,
+            };
+            let acc = self.lvalue(&whole, cx, None)?;
+            let ty = self.vars[acc.var.0 as usize].ty.clone();
+            return Ok(mk(TExprKind::Var(acc), ty, span));
         }
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
@@ -468,5 +922,20 @@ impl Analyzer<'_> {
             }
         }
         Ok(mk(TExprKind::ProbeArg(n), ty.unwrap_or(Type::I64), span))
+    }
+}
+
+/// Splits the address of a member of a struct-typed variable, `VarAddr(v) + c1 + c2 ...` with
+/// constant offsets, into the variable and the total offset (`None` for a non-constant offset).
+pub(super) fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
+    match &addr.kind {
+        TExprKind::VarAddr(va) => Some((va.clone(), 0)),
+        TExprKind::Binary(BinaryOp::Add, a, b) => {
+            let (va, off) = split_var_addr(a)?;
+            let k = const_eval(b)?;
+            let total = i128::from(off) + k;
+            Some((va, u32::try_from(total).ok()?))
+        }
+        _ => None,
     }
 }

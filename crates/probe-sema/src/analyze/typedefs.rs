@@ -1,0 +1,205 @@
+//! The types a D program defines: `struct`, `union` and `enum` (DTrace guide, "Structs and
+//! Unions" and "Type and Constant Definitions" → "Enumerations").
+//!
+//! Structures and unions join the kernel's BTF types (a copy of the table, extended), laid out as
+//! C lays them out, so every use of a type (`sizeof`, `offsetof`, casts, `->` and `.` through
+//! pointers) treats a program's type like a kernel one. An enum's constants become `int`
+//! constants, as in DTrace; `enum NAME` is `int`.
+
+use super::*;
+use crate::btf::{Btf, BtfType};
+
+impl Analyzer<'_> {
+    /// Checks and records one definition.
+    pub(super) fn type_definition(&mut self, t: &ast::TypeDef) {
+        match &t.kind {
+            ast::TypeDefKind::Struct { union, members } => {
+                self.struct_definition(t, *union, members)
+            }
+            ast::TypeDefKind::Enum(consts) => self.enum_definition(consts),
+        }
+    }
+
+    fn struct_definition(&mut self, t: &ast::TypeDef, union: bool, members: &[ast::MemberDecl]) {
+        let kw = if union { "union" } else { "struct" };
+        if !self.d_types.insert(t.name.clone()) {
+            self.err_at(
+                ErrTag::D_DECL_TYPERED,
+                format!("{kw} {} is already defined", t.name),
+                t.span,
+            );
+            return;
+        }
+        let mut fields: Vec<(String, u32)> = Vec::new();
+        for m in members {
+            if fields.iter().any(|(n, _)| *n == m.name) {
+                self.err_at(
+                    ErrTag::D_DECL_IDRED,
+                    format!("member `{}` is declared twice in {kw} {}", m.name, t.name),
+                    m.span,
+                );
+                return;
+            }
+            let Ok(id) = self.member_type(&m.ty, m.array, &m.name) else {
+                return;
+            };
+            fields.push((m.name.clone(), id));
+        }
+        let btf = self.btf_mut();
+        btf.define_struct(&t.name, union, &fields);
+    }
+
+    /// The kernel type table, made writable (a copy the first time a program defines a type;
+    /// an empty table without kernel types).
+    fn btf_mut(&mut self) -> &mut Btf {
+        std::sync::Arc::make_mut(
+            self.btf
+                .get_or_insert_with(|| std::sync::Arc::new(Btf::default())),
+        )
+    }
+
+    /// The type id of a member declared `ty name[array]`.
+    fn member_type(&mut self, ty: &ast::TypeName, array: Option<u64>, name: &str) -> R<u32> {
+        let mut id = match &ty.base {
+            BaseType::Int { bytes, signed } => self.btf_mut().push(BtfType::Int {
+                name: ty.text.clone(),
+                size: *bytes as u32,
+                signed: *signed,
+                bool_: false,
+            }),
+            BaseType::String => {
+                let strsize = self.options.strsize;
+                let btf = self.btf_mut();
+                let c = btf.push(BtfType::Int {
+                    name: "char".into(),
+                    size: 1,
+                    signed: true,
+                    bool_: false,
+                });
+                btf.push(BtfType::Array {
+                    elem: c,
+                    len: strsize,
+                })
+            }
+            BaseType::Void if ty.pointer == 0 => {
+                return Err(self.err_at(
+                    ErrTag::D_DECL_VOIDOBJ,
+                    format!("member `{name}` cannot be of type void"),
+                    ty.span,
+                ));
+            }
+            BaseType::Void => 0,
+            BaseType::Struct(sname) => {
+                let known = self.btf.as_ref().and_then(|b| b.struct_id(sname));
+                match known {
+                    Some(id)
+                        if ty.pointer > 0
+                            || self.btf.as_ref().is_some_and(|b| b.size_of(id) > 0) =>
+                    {
+                        id
+                    }
+                    // A pointer to a type not (yet) defined: resolved by name when used, as C's
+                    // incomplete types (`struct node { struct node *next; }`).
+                    None if ty.pointer > 0 => self.btf_mut().push(BtfType::Fwd {
+                        name: sname.clone(),
+                    }),
+                    _ => {
+                        return Err(self.err_at(
+                            ErrTag::D_DECL_INCOMPLETE,
+                            format!("member `{name}` has the incomplete type `{}`", ty.text),
+                            ty.span,
+                        ));
+                    }
+                }
+            }
+        };
+        for _ in 0..ty.pointer {
+            id = self.btf_mut().push(BtfType::Ptr(id));
+        }
+        if let Some(n) = array {
+            let Ok(len) = u32::try_from(n) else {
+                return Err(self.err_at(
+                    ErrTag::D_DECL_ARRBIG,
+                    format!("array member `{name}` is too large"),
+                    ty.span,
+                ));
+            };
+            id = self.btf_mut().push(BtfType::Array { elem: id, len });
+        }
+        Ok(id)
+    }
+
+    /// `enum { A, B = 5, C }`: each name an `int` constant (the previous value plus one, from 0),
+    /// kept as an inline of its value.
+    fn enum_definition(&mut self, consts: &[ast::EnumConst]) {
+        let mut next: i128 = 0;
+        for c in consts {
+            if self.inlines.contains_key(&c.name)
+                || Builtin::from_name(&c.name).is_some()
+                || self.globals.contains_key(&c.name)
+            {
+                self.err_at(
+                    ErrTag::D_DECL_IDRED,
+                    format!("`{}` is already defined", c.name),
+                    c.span,
+                );
+                continue;
+            }
+            if let Some(v) = &c.value {
+                let mut cx = ClauseCx {
+                    prepass: false,
+                    probes: Vec::new(),
+                    locals: Vec::new(),
+                    in_predicate: false,
+                };
+                let Ok(t) = self.expr(v, &mut cx) else {
+                    continue;
+                };
+                match const_eval(&t) {
+                    Some(k)
+                        if t.ty.is_int() && (i32::MIN as i128..=i32::MAX as i128).contains(&k) =>
+                    {
+                        next = k
+                    }
+                    Some(_) if t.ty.is_int() => {
+                        self.err_at(
+                            ErrTag::D_DECL_ENOFLOW,
+                            format!(
+                                "the value of enumerator `{}` does not fit in an int",
+                                c.name
+                            ),
+                            v.span,
+                        );
+                        continue;
+                    }
+                    _ => {
+                        self.err_at(
+                            ErrTag::D_DECL_ENCONST,
+                            format!(
+                                "the value of enumerator `{}` is not an integer constant",
+                                c.name
+                            ),
+                            v.span,
+                        );
+                        continue;
+                    }
+                }
+            }
+            let lit = ast::Expr {
+                kind: ExprKind::Int(ast::IntLit {
+                    value: next as i64 as u64,
+                    unsigned_suffix: false,
+                    long_suffix: next < 0,
+                    decimal: true,
+                    char_lit: false,
+                }),
+                span: c.span,
+            };
+            self.inlines.insert(c.name.clone(), (Type::INT, lit));
+            next += 1;
+            if next > i32::MAX as i128 {
+                next = i32::MIN as i128;
+            }
+        }
+    }
+}
