@@ -163,6 +163,24 @@ fn recorded_syscalls(rec: &Recording) -> Vec<(i32, Vec<i64>)> {
     m.into_iter().collect()
 }
 
+/// Replays `rec` three times in-process; each must succeed and print `stdout`. Returns the three
+/// outcomes.
+fn replay_3_printing(rec: &Recording, stdout: &[u8]) -> Vec<replay::replayer::ReplayOutcome> {
+    (0..3)
+        .map(|round| {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let outcome = replay::replayer::replay(rec, &mut out, &mut err)
+                .unwrap_or_else(|e| panic!("replay {round}: {e}"));
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(stdout),
+                "replay {round}"
+            );
+            outcome
+        })
+        .collect()
+}
+
 /// Records `cmd` once, replays it three times in-process and once through the CLI, and checks
 /// outputs and per-process system-call sequences. Returns the recorded stdout.
 fn record_and_replay_3(cwd: &Path, cmd: &[&str]) -> Vec<u8> {
@@ -1353,20 +1371,7 @@ fn info_of_a_corrupt_chunk_size_is_an_error_not_a_figure() {
     use replay::format::{Meta, Record, Writer};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("rec");
-    let meta = Meta {
-        version: replay::format::FORMAT_VERSION,
-        path: "/bin/true".into(),
-        argv: vec!["true".into()],
-        env: vec![],
-        cwd: "/".into(),
-        root_pid: 42,
-        started_unix: 0,
-        cpuid_faulting: true,
-        status: "complete".into(),
-        exit_code: Some(0),
-        ignored_signals: vec![],
-    };
-    let mut w = Writer::create(&dir, meta).unwrap();
+    let mut w = Writer::create(&dir, Meta::for_test(42)).unwrap();
     w.push(&Record {
         pid: 42,
         event: Event::Exit {
@@ -1549,12 +1554,7 @@ fn fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback() {
     );
     assert_eq!(stderr.matches("io_uring disabled").count(), 1, "{stderr}");
     let rec = Recording::open(&r.dir).unwrap();
-    for round in 0..3 {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        replay::replayer::replay(&rec, &mut out, &mut err)
-            .unwrap_or_else(|e| panic!("replay {round}: {e}"));
-        assert_eq!(String::from_utf8_lossy(&out), stdout, "replay {round}");
-    }
+    replay_3_printing(&rec, stdout.as_bytes());
 }
 
 #[test]
@@ -1668,11 +1668,10 @@ fn a_binary_built_while_recording_replays_after_it_and_its_source_are_deleted() 
     std::fs::remove_file(tmp.path().join("t.c")).unwrap();
     let rec = Recording::open(&r.dir).unwrap();
     let expected = recorded_syscalls(&rec);
-    for round in 0..3 {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let outcome = replay::replayer::replay(&rec, &mut out, &mut err)
-            .unwrap_or_else(|e| panic!("replay {round}: {e}"));
-        assert_eq!(out, b"built and run\n", "replay {round}");
+    for (round, outcome) in replay_3_printing(&rec, b"built and run\n")
+        .iter()
+        .enumerate()
+    {
         assert_eq!(outcome.syscalls, expected, "replay {round}");
         assert_eq!(outcome.exit_code, 0);
     }
