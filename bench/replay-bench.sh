@@ -71,8 +71,8 @@ insert into t select i, random(), datetime('now') from n;
 select count(*), sum(b % 1000) from t;
 EOF
 # sqlite3 with an on-disk WAL database (issue 12): 10,000 inserts in one transaction, and 1,000
-# transactions of one insert each. Its -shm file is mapped shared: replay of these is not yet
-# supported (shared memory), so their replay column reports the divergence.
+# transactions of one insert each. Its -shm file is mapped shared: replay maps a file of its own
+# holding the recorded contents (docs/recording-format.md, Shared memory).
 cat > "$W/wal1.sql" <<'EOF'
 pragma journal_mode=wal;
 create table t(a, b);

@@ -66,6 +66,53 @@ impl KeptMapping {
     }
 }
 
+/// A writable `MAP_SHARED` mapping of a file, as the `extra` bytes of its `mmap` record say
+/// (docs/recording-format.md, *Shared memory*): which open made the fd, which of the recording's
+/// shared files it is, and the scheduling group the mapping process joined at this call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedMapping {
+    /// Recorded tid of the thread whose `open` made the fd (0 when not seen: a memfd, an fd
+    /// duplicated or inherited from an unrecorded open).
+    pub opener: i32,
+    /// Index of that open's record in the opener's stream (0-based, all kinds).
+    pub seq: u64,
+    /// The shared file, numbered from 0 in the order of first mapping within the recording.
+    pub file: u32,
+    /// The scheduling group (its key, a recorded tid) the mapping process joined before this
+    /// call because another process had the file mapped; 0 when it stayed in its own.
+    pub join: i32,
+}
+
+impl SharedMapping {
+    /// The first bytes of the encoding (never the start of a [`KeptMapping`]'s, whose opener is a
+    /// tid of at most 2^22).
+    const MAGIC: [u8; 4] = *b"shm\x01";
+
+    /// Encodes as `"shm\x01" opener:u32 seq:u64 file:u32 join:u32` (little-endian, 24 bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Self::MAGIC.to_vec();
+        b.extend_from_slice(&(self.opener as u32).to_le_bytes());
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.file.to_le_bytes());
+        b.extend_from_slice(&(self.join as u32).to_le_bytes());
+        b
+    }
+
+    /// Decodes [`Self::encode`]'s bytes; `None` for anything else.
+    pub fn decode(b: &[u8]) -> Option<SharedMapping> {
+        if b.len() != 24 || b[..4] != Self::MAGIC {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4"));
+        Some(SharedMapping {
+            opener: u32_at(4) as i32,
+            seq: u64::from_le_bytes(b[8..16].try_into().expect("8")),
+            file: u32_at(16),
+            join: u32_at(20) as i32,
+        })
+    }
+}
+
 /// The executable of a successful `execve`, kept: the bytes after the 16 `AT_RANDOM` bytes of its
 /// record's `extra`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -433,6 +480,26 @@ fn stored_only(dir: &Path, name: &std::ffi::OsStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_mapping_round_trips_and_is_no_kept_mapping() {
+        let m = SharedMapping {
+            opener: 4242,
+            seq: 9,
+            file: 2,
+            join: 4000,
+        };
+        let b = m.encode();
+        assert_eq!(SharedMapping::decode(&b), Some(m));
+        assert_eq!(KeptMapping::decode(&b), None);
+        assert_eq!(SharedMapping::decode(&b[..23]), None);
+        let k = KeptMapping {
+            opener: 1,
+            seq: 0,
+            name: "00112233aabbccdd-4".into(),
+        };
+        assert_eq!(SharedMapping::decode(&k.encode()), None);
+    }
 
     #[test]
     fn kept_mapping_round_trips_and_rejects_paths() {

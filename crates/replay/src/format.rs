@@ -72,6 +72,27 @@ pub struct Meta {
     pub ignored_signals: Vec<i32>,
 }
 
+impl Meta {
+    /// The metadata of a complete recording of `/bin/true` (argv `true`, cwd `/`, no environment,
+    /// exit code 0) whose first process is `root_pid`: for tests that write recordings with
+    /// [`Writer`] without tracing anything.
+    pub fn for_test(root_pid: i32) -> Meta {
+        Meta {
+            version: FORMAT_VERSION,
+            path: "/bin/true".into(),
+            argv: vec!["true".into()],
+            env: vec![],
+            cwd: "/".into(),
+            root_pid,
+            started_unix: 0,
+            cpuid_faulting: true,
+            status: "complete".into(),
+            exit_code: Some(0),
+            ignored_signals: vec![],
+        }
+    }
+}
+
 /// One memory write the kernel made during a system call: `data` at tracee address `addr`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemWrite {
@@ -1004,19 +1025,7 @@ mod tests {
     }
 
     fn meta() -> Meta {
-        Meta {
-            version: FORMAT_VERSION,
-            path: "/bin/true".into(),
-            argv: vec!["true".into()],
-            env: vec![],
-            cwd: "/".into(),
-            root_pid: 42,
-            started_unix: 0,
-            cpuid_faulting: true,
-            status: "complete".into(),
-            exit_code: Some(0),
-            ignored_signals: vec![],
-        }
+        Meta::for_test(42)
     }
 
     /// Issue 22: the writer did not enforce the reader's chunk limit. With a small limit: a

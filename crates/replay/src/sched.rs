@@ -91,6 +91,28 @@ pub const STACK_BYTES: usize = 256;
 /// `CLONE_THREAD` (`include/uapi/linux/sched.h`).
 pub const CLONE_THREAD: u64 = 0x0001_0000;
 
+/// The `extra` byte of a fork's record (`fork`, `vfork`, or `clone` without `CLONE_THREAD`) whose
+/// child joined its parent's group ([`shares_writable_memory`]); replay puts the child there too.
+pub const JOINED: u8 = 1;
+
+/// True when process `tid` has a mapping that is both shared and writable (`rw?s` in
+/// `/proc/<tid>/maps`: `MAP_SHARED` anonymous memory, `/dev/shm` and other shared files, memfds,
+/// SysV segments), so a child it forks shares writable memory with it. Such a child is scheduled
+/// with its parent, one at a time like threads (rr runs such processes on one core), so the order
+/// of their memory accesses is the recorded schedule.
+pub fn shares_writable_memory(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/maps")).is_ok_and(|m| maps_share_writable(&m))
+}
+
+/// True when a `/proc/<pid>/maps` text has a line whose permissions are `rw?s`.
+fn maps_share_writable(maps: &str) -> bool {
+    maps.lines().any(|l| {
+        l.split_whitespace()
+            .nth(1)
+            .is_some_and(|p| p.len() == 4 && p.as_bytes()[1] == b'w' && p.as_bytes()[3] == b's')
+    })
+}
+
 /// The signature of a stopped thread at a user-mode instruction boundary.
 ///
 /// Errors: the registers cannot be read ([`Error::Ptrace`]).
@@ -224,6 +246,18 @@ mod tests {
         assert!(!may_block(libc::SYS_futex, &a(4))); // FUTEX_CMP_REQUEUE
         assert!(may_block(libc::SYS_sched_yield, &[0; 6]));
         assert!(!may_block(libc::SYS_getpid, &[0; 6]));
+    }
+
+    #[test]
+    fn only_shared_writable_mappings_count() {
+        let private = "7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n\
+                       7f0000002000-7f0000003000 r--s 00000000 00:1a 12 /dev/shm/ro\n";
+        assert!(!maps_share_writable(private));
+        let shared = format!(
+            "{private}7f0000004000-7f0000005000 rw-s 00000000 00:01 9 /dev/zero (deleted)\n"
+        );
+        assert!(maps_share_writable(&shared));
+        assert!(!maps_share_writable(""));
     }
 
     #[test]

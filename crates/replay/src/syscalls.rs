@@ -781,6 +781,18 @@ pub fn inputs(
     out
 }
 
+/// True for `mmap` arguments that map a file (an fd, not `MAP_ANONYMOUS`) shared
+/// (`MAP_SHARED`/`MAP_SHARED_VALIDATE`) and writable: the recorder records the file's bytes under
+/// such a mapping and replay maps shared anonymous memory holding them (docs/recording-format.md,
+/// *Shared memory*).
+pub fn is_shared_writable_file_mapping(args: &[u64; 6]) -> bool {
+    let (prot, flags, fd) = (args[2] as i32, args[3] as i32, args[4] as i32);
+    fd >= 0
+        && flags & libc::MAP_ANONYMOUS == 0
+        && flags & 0x0f != libc::MAP_PRIVATE
+        && prot & libc::PROT_WRITE != 0
+}
+
 /// True for the write family (calls whose data [`inputs`] describes).
 pub fn is_write(nr: i64) -> bool {
     use libc::*;

@@ -87,6 +87,10 @@ struct Proc {
     sysbuf_off: bool,
     /// The thread group (process) this thread belongs to: its leader's tid.
     tgid: i32,
+    /// The scheduling group ([`Group`]) it runs in, by key: its process's tgid, or, for a process
+    /// forked while its parent shared writable memory (`crate::sched::shares_writable_memory`),
+    /// the parent's group (0: not set, the same as `tgid`).
+    group: i32,
     /// `PTRACE_INTERRUPT` was sent and its stop not yet seen.
     interrupting: bool,
     /// A seccomp stop arrived while interrupting: the call was rewound to run again after the
@@ -106,7 +110,8 @@ struct Proc {
     killed: bool,
 }
 
-/// One process's scheduler state (`crate::sched`).
+/// The scheduler state of one process, or of processes that share writable memory
+/// (`crate::sched`), keyed by the tgid of the first.
 #[derive(Debug, Default)]
 struct Group {
     /// The thread allowed to run user code (`None`: free, the next thread to stop takes it).
@@ -115,10 +120,8 @@ struct Group {
     last: i32,
     /// Threads waiting for the right, in arrival order, with the stop not yet processed.
     waiting: VecDeque<(Stopped, WaitKind)>,
-    /// A second thread was started: the schedule is recorded from then on.
+    /// A second thread was started, or a process joined: the schedule is recorded from then on.
     threaded: bool,
-    /// Live threads.
-    live: usize,
     /// A thread (not the leader) past its exit stop: nobody runs until its death is reaped, so its
     /// kernel-side exit work (`CLONE_CHILD_CLEARTID`, robust futexes) is done first.
     exiting: Option<i32>,
@@ -180,6 +183,16 @@ struct Recorder {
     io_uring_said: bool,
     /// Legacy ioctl requests whose outputs are not modelled, said once each.
     unmodelled_ioctls: std::collections::HashSet<u32>,
+    /// Processes (tgids) that started a thread: their syscall buffering is off from then on.
+    threaded_procs: std::collections::HashSet<i32>,
+    /// Parents (tids) whose pending fork made a child that joined their group: the fork's record
+    /// says so ([`crate::sched::JOINED`]).
+    joined_forks: std::collections::HashSet<i32>,
+    /// First stops of new processes whose parent's fork event was not processed yet: held (they
+    /// may be about to join the parent's group) until it is.
+    newborn: HashMap<i32, (Stopped, WaitKind)>,
+    /// Stops to process once the current one is done (newborns released by their fork event).
+    deferred: Vec<(Stopped, WaitKind)>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -292,12 +305,17 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         files: files::MappedFiles::new(&opts.dir),
         io_uring_said: false,
         unmodelled_ioctls: std::collections::HashSet::new(),
+        threaded_procs: std::collections::HashSet::new(),
+        joined_forks: std::collections::HashSet::new(),
+        newborn: HashMap::new(),
+        deferred: Vec::new(),
     };
     r.procs.insert(
         root_pid,
         Proc {
             thread: Some(root),
             tgid: root_pid,
+            group: root_pid,
             ..Proc::default()
         },
     );
@@ -306,7 +324,6 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         Group {
             holder: Some(root_pid),
             last: root_pid,
-            live: 1,
             ..Group::default()
         },
     );
@@ -392,22 +409,24 @@ impl Recorder {
                 Ok(None) => continue,
                 Err(_) => return, // ECHILD: every tracee is gone
             };
-            let tgid = self.procs.get(&ev.tid).map_or(ev.tid, |p| p.tgid);
+            let key = self.group_of(ev.tid);
             // A thread that waited for the right and reports again (the SIGKILL of a group exit
             // woke it): its old stop is gone.
-            if let Some(g) = self.groups.get_mut(&tgid) {
+            if let Some(g) = self.groups.get_mut(&key) {
                 g.waiting.retain(|(t, _)| t.tid() != ev.tid);
             }
             match ev.kind {
                 WaitKind::Exited(code) => {
-                    self.on_death(ev.tid, tgid);
+                    self.newborn.remove(&ev.tid);
+                    self.on_death(ev.tid, key);
                     if ev.tid == self.root {
                         self.root_exit = Some(code);
                     }
                     continue;
                 }
                 WaitKind::Signaled(sig) => {
-                    self.on_death(ev.tid, tgid);
+                    self.newborn.remove(&ev.tid);
+                    self.on_death(ev.tid, key);
                     if ev.tid == self.root {
                         self.root_exit = Some(128 + sig);
                     }
@@ -418,8 +437,19 @@ impl Recorder {
             if self.debug {
                 eprintln!("[record] tid {} {:?}", ev.tid, ev.kind);
             }
+            if !self.procs.contains_key(&ev.tid)
+                && self.passthrough.is_none()
+                && is_new_process(ev.tid)
+            {
+                // A forked child before its parent's fork event: it waits for that event, which
+                // decides its group.
+                let stopped = Running::attached(ev.tid).into_stopped(&ev);
+                self.newborn.insert(ev.tid, (stopped, ev.kind));
+                continue;
+            }
             let proc = self.procs.entry(ev.tid).or_insert_with(|| Proc {
-                tgid,
+                tgid: key,
+                group: key,
                 ..Proc::default()
             });
             proc.ticks = 0;
@@ -428,17 +458,43 @@ impl Recorder {
                 .take()
                 .unwrap_or_else(|| Running::attached(ev.tid));
             let stopped = running.into_stopped(&ev);
-            if !self.may_run(tgid, ev.tid, ev.kind) {
-                if self.debug {
-                    eprintln!("[record] tid {} waits for its turn", ev.tid);
-                }
-                let g = self.groups.entry(tgid).or_default();
-                g.waiting.push_back((stopped, ev.kind));
-                continue;
+            self.process_stop(stopped, ev.kind);
+            while let Some((t, kind)) = self.deferred.pop() {
+                self.process_stop(t, kind);
             }
-            self.handle(stopped, ev.kind);
-            self.schedule(tgid);
         }
+    }
+
+    /// The scheduling group of thread `tid` (its key: see [`Proc::group`]).
+    fn group_of(&self, tid: i32) -> i32 {
+        self.procs
+            .get(&tid)
+            .map_or(tid, |p| match (p.group, p.tgid) {
+                (0, 0) => tid,
+                (0, t) => t,
+                (g, _) => g,
+            })
+    }
+
+    /// Processes a stop of a known thread now, or queues it until its thread has the right to run.
+    fn process_stop(&mut self, mut stopped: Stopped, kind: WaitKind) {
+        let tid = stopped.tid();
+        if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp)
+            && self.passthrough.is_none()
+        {
+            self.join_by_file(&mut stopped);
+        }
+        let key = self.group_of(tid);
+        if !self.may_run(key, tid, kind) {
+            if self.debug {
+                eprintln!("[record] tid {tid} waits for its turn");
+            }
+            let g = self.groups.entry(key).or_default();
+            g.waiting.push_back((stopped, kind));
+            return;
+        }
+        self.handle(stopped, kind);
+        self.schedule(key);
     }
 
     /// Whether thread `tid` of process `tgid` may have its stop `kind` processed now: it holds the
@@ -446,10 +502,15 @@ impl Recorder {
     /// killed by another thread's exit need no right.
     fn may_run(&mut self, tgid: i32, tid: i32, kind: WaitKind) -> bool {
         let passthrough = self.passthrough.is_some();
+        // The exit of a process that joined another's group waits for its turn like any stop: it
+        // is that process's own end, not a kill by another thread's exit_group.
+        let member_exit = self
+            .procs
+            .get(&tid)
+            .is_some_and(|p| p.tgid == tid && p.group != 0 && p.group != tid);
         let g = self.groups.entry(tgid).or_insert_with(|| Group {
             holder: Some(tid),
             last: tid,
-            live: 1,
             ..Group::default()
         });
         if g.holder == Some(tid) || passthrough {
@@ -460,7 +521,7 @@ impl Recorder {
             g.last = tid;
             return true;
         }
-        if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exit) {
+        if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exit) && !member_exit {
             return true;
         }
         if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() {
@@ -513,7 +574,6 @@ impl Recorder {
         self.procs.remove(&tid);
         self.output_done(tid);
         if let Some(g) = self.groups.get_mut(&tgid) {
-            g.live = g.live.saturating_sub(1);
             if g.holder == Some(tid) {
                 g.holder = None;
                 g.why = SwitchPoint::Exit;
@@ -544,7 +604,7 @@ impl Recorder {
                 if err.is_gone() {
                     // Killed under us (the SIGKILL of a group exit wakes a stopped thread): its
                     // exit stop, if one comes, is not its own, and the right passes on.
-                    let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+                    let tgid = self.group_of(tid);
                     if let Some(p) = self.procs.get_mut(&tid) {
                         p.killed = true;
                     }
@@ -561,7 +621,7 @@ impl Recorder {
                 (stopped, Resume::Cont, 0)
             }
         };
-        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let tgid = self.group_of(tid);
         let threaded = self.groups.get(&tgid).is_some_and(|g| g.threaded);
         // A whole slice held with others waiting: yield right after this system call.
         let slice_over = threaded
@@ -642,7 +702,7 @@ impl Recorder {
         }
         let mut stuck = Vec::new();
         let slice_ns = self.slice_ns;
-        for (&tgid, g) in self.groups.iter_mut() {
+        for (&key, g) in self.groups.iter_mut() {
             g.held_ticks = g.held_ticks.saturating_add(1);
             let Some(h) = g.holder else { continue };
             let Some(p) = self.procs.get_mut(&h) else {
@@ -653,7 +713,7 @@ impl Recorder {
                 // after all (an unlisted call, a FIFO open): give the right up as if it may.
                 p.ticks += 1;
                 if p.ticks >= 2 {
-                    stuck.push(tgid);
+                    stuck.push(key);
                 }
                 continue;
             }
@@ -671,7 +731,7 @@ impl Recorder {
             p.ticks += 1;
             // A slice is CPU time (a loaded machine does not preempt more), checked at ticks; after
             // 20 ticks of wall time the holder is interrupted anyway (it may get no CPU at all).
-            let ran = replay_ptrace::process_cpu_ns(tgid)
+            let ran = replay_ptrace::process_cpu_ns(p.tgid)
                 .unwrap_or(u64::MAX)
                 .saturating_sub(p.cpu_at_resume);
             // A held signal that waited SIGNAL_WAIT_TICKS ticks interrupts at once: the stops of
@@ -822,6 +882,10 @@ impl Recorder {
             while let Some((t, how, sig)) = self.output_waiting.pop_front() {
                 self.resume(t, how, sig);
             }
+            let newborn: Vec<(Stopped, WaitKind)> = self.newborn.drain().map(|(_, v)| v).collect();
+            for (t, _) in newborn {
+                self.resume(t, Resume::Cont, 0);
+            }
             for (tid, p) in &mut self.procs {
                 for (sig, _) in p.held.drain(..) {
                     let _ = replay_ptrace::tgkill(p.tgid, *tid, sig);
@@ -868,6 +932,17 @@ impl Recorder {
         }
         Ok((t, Resume::Cont, 0))
     }
+}
+
+/// True when `tid` is a process of its own (a fork's child), not a thread of another: its
+/// `/proc/<tid>/status` says `Tgid: <tid>`.
+fn is_new_process(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            == Some(tid)
+    })
 }
 
 /// True for the signals whose default action stops the process (a group-stop): the recorder then

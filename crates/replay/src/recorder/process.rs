@@ -18,31 +18,51 @@ impl Recorder {
         };
         let tid = t.tid();
         let parent_tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let parent_group = self.group_of(tid);
         let thread = self
             .procs
             .get(&tid)
             .and_then(|p| p.pending.as_ref())
             .is_some_and(|p| p.is_thread_clone());
         let tgid = if thread { parent_tgid } else { child };
-        self.procs.entry(child).or_default().tgid = tgid;
+        // A child that shares writable memory with its parent (a MAP_SHARED mapping inherited
+        // through fork) runs in the parent's group, one at a time with it, like a thread.
+        let joins = !thread && crate::sched::shares_writable_memory(tid);
+        let group = if thread || joins { parent_group } else { child };
+        {
+            let p = self.procs.entry(child).or_default();
+            p.tgid = tgid;
+            p.group = group;
+        }
         if thread {
             self.threads += 1;
-            if let Some(g) = self.groups.get_mut(&tgid) {
-                g.live += 1;
+            if let Some(g) = self.groups.get_mut(&group) {
                 g.threaded = true;
             }
         } else {
             self.seen_processes += 1;
             self.inherit_opens(parent_tgid, child);
-            self.groups.insert(
-                child,
-                Group {
-                    holder: Some(child),
-                    last: child,
-                    live: 1,
-                    ..Group::default()
-                },
-            );
+            if joins {
+                if self.debug {
+                    eprintln!("[record] process {child} joins group {group} (shared memory)");
+                }
+                self.joined_forks.insert(tid);
+                if let Some(g) = self.groups.get_mut(&group) {
+                    g.threaded = true;
+                }
+            } else {
+                self.groups.insert(
+                    child,
+                    Group {
+                        holder: Some(child),
+                        last: child,
+                        ..Group::default()
+                    },
+                );
+            }
+        }
+        if let Some(stop) = self.newborn.remove(&child) {
+            self.deferred.push(stop);
         }
         let how = self.resume_how(tid);
         Ok((t, how, 0))
@@ -51,7 +71,7 @@ impl Recorder {
     /// `PTRACE_EVENT_EXIT`: the process is exiting.
     pub(super) fn on_exit(&mut self, t: Stopped) -> StopResult {
         let tid = t.tid();
-        let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        let tgid = self.group_of(tid);
         let killed = self.procs.get(&tid).is_some_and(|p| p.killed);
         if let Some(g) = self.groups.get_mut(&tgid)
             && g.threaded
@@ -61,6 +81,7 @@ impl Recorder {
                 // was: nothing of it to replay.
                 return Ok((t, replay_ptrace::Resume::Cont, 0));
             }
+            // Any thread but the group's first: nobody runs until its death is reaped.
             if tid != tgid {
                 g.exiting = Some(tid);
             }

@@ -161,7 +161,8 @@ impl Recorder {
         let tgid = p.tgid;
         let held = !p.held.is_empty() && p.releasing.is_none();
         let regs = t.regs()?;
-        let Some(g) = self.groups.get(&tgid) else {
+        let key = self.group_of(tid);
+        let Some(g) = self.groups.get(&key) else {
             return Ok(None);
         };
         let switch = g.threaded && !g.waiting.is_empty();
@@ -216,7 +217,7 @@ impl Recorder {
             }
         } else {
             self.yield_now = true;
-            if let Some(g) = self.groups.get_mut(&tgid) {
+            if let Some(g) = self.groups.get_mut(&key) {
                 g.why = crate::format::SwitchPoint::SyncPoint;
             }
         }

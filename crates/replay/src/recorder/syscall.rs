@@ -79,22 +79,22 @@ impl Recorder {
             };
         }
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
-        let live = self.groups.get(&tgid).map_or(1, |g| g.live);
+        let live = self.procs.values().filter(|p| p.tgid == tgid).count();
         if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && live > 1 {
             self.stop_recording(format!(
                 "process {tgid} ran execve with several threads: not yet supported"
             ));
             return Ok((t, Resume::Cont, 0));
         }
-        if nr == libc::SYS_clone
-            && args[0] & CLONE_THREAD != 0
-            && let Some(g) = self.groups.get_mut(&tgid)
-            && !g.threaded
+        if nr == libc::SYS_clone && args[0] & CLONE_THREAD != 0 && self.threaded_procs.insert(tgid)
         {
             // From the first thread on the process is scheduled, and unbuffered: the handler
             // keeps one buffer per process, which threads would share (the replay does the
             // same at this call).
-            g.threaded = true;
+            let key = self.group_of(tid);
+            if let Some(g) = self.groups.get_mut(&key) {
+                g.threaded = true;
+            }
             if let Err(e) = self.drain_sysbuf(&t) {
                 return Err(Box::new((Some(t), e)));
             }
@@ -124,6 +124,16 @@ impl Recorder {
             Ok(handled) => return handled,
             Err(t) => *t,
         };
+        if nr == libc::SYS_mmap {
+            // The bytes a shared file mapping starts with, read now, while this thread holds
+            // the right (at the exit another process may have run: a call still in the kernel
+            // after two ticks gives the right up); replay puts them there at this stop.
+            let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+            self.files.contents.remove(&tid);
+            if let Some(bytes) = self.read_shared_contents(tid, tgid, &args) {
+                self.files.contents.insert(tid, bytes);
+            }
+        }
         if nr == libc::SYS_io_uring_setup {
             // Refused (its rings are memory the kernel and the program share): skipped, it
             // returns ENOSYS and programs fall back. Said once.
@@ -198,7 +208,7 @@ impl Recorder {
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
         if !self.syscallbuf
             || self.procs.get(&tid).is_none_or(|p| p.sysbuf_off)
-            || self.groups.get(&tgid).is_some_and(|g| g.threaded)
+            || self.threaded_procs.contains(&tgid)
             || sb::from_handler(rip)
         {
             return Err(Box::new(t));
@@ -315,8 +325,17 @@ impl Recorder {
             extra.extend(self.keep_exec(tid));
         }
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        if matches!(nr, libc::SYS_fork | libc::SYS_vfork | libc::SYS_clone)
+            && self.joined_forks.remove(&tid)
+        {
+            extra = vec![crate::sched::JOINED];
+        }
         if nr == libc::SYS_mmap {
             extra = self.keep_mapped(tid, tgid, &args, result);
+            if self.is_shared_file_mapping(tgid, &args) {
+                extra = self.shared_mapping(tid, tgid, &args, result);
+            }
+            writes.extend(self.shared_contents(tid, &args, result));
         } else if nr == libc::SYS_ioctl && result >= 0 {
             self.unmodelled_ioctl(tgid, tid, &args);
         } else {

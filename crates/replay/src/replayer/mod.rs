@@ -65,6 +65,9 @@ struct Stream {
 struct RProc {
     rec: i32,
     /// Recorded tgid of its process.
+    tgid: i32,
+    /// The scheduling group it runs in (its key): `tgid`, or the group of the parent it shares
+    /// writable memory with (`crate::sched::JOINED`).
     group: i32,
     thread: Option<Running>,
     parked: Option<(Stopped, WaitKind)>,
@@ -77,9 +80,10 @@ struct RProc {
 }
 
 impl RProc {
-    fn new(rec: i32, group: i32, thread: Option<Running>) -> RProc {
+    fn new(rec: i32, tgid: i32, group: i32, thread: Option<Running>) -> RProc {
         RProc {
             rec,
+            tgid,
             group,
             thread,
             parked: None,
@@ -144,12 +148,13 @@ const TICK_NS: u64 = 1_000_000;
 const SEEK_IDLE_TICKS: u32 = 10_000;
 const SEEK_TICKS: u32 = 60_000;
 
-/// One process's replay schedule.
+/// The replay schedule of one process, or of processes that share writable memory.
 #[derive(Debug, Default)]
 struct RGroup {
     /// Recorded tid of the thread that may run user code.
     holder: i32,
-    /// A second thread was started (from the same `clone` on as when recorded).
+    /// A second thread was started, or a process joined (from the same `clone` or fork on as
+    /// when recorded).
     threaded: bool,
 }
 
@@ -182,6 +187,12 @@ struct Replayer<'o> {
     kept: HashMap<(i32, usize), String>,
     /// The recording's `files/` directory.
     files_dir: std::path::PathBuf,
+    /// Recorded processes (tgids) that started a thread: unbuffered from then on, as recorded.
+    threaded_procs: std::collections::HashSet<i32>,
+    /// Opens of files later mapped shared ([`shared_opens`]) → the shared file's number.
+    shared_opens: HashMap<(i32, usize), u32>,
+    /// The replay's own files behind them.
+    shared_files: SharedFiles,
     /// Where the tracees see it: `files_dir`, or a bind mount of it outside the overlays of
     /// provided files (`crate::files::Provided`), so kept files are not read through overlayfs,
     /// which places large mappings differently (no huge-page alignment).
@@ -202,6 +213,86 @@ fn kept_opens(rec: &Recording) -> HashMap<(i32, usize), String> {
         }
     }
     kept
+}
+
+/// The opens that made shared mappings' fds ([`crate::files::SharedMapping`]): (recorded tid,
+/// stream index) → the shared file's number. Replay opens its own copy of that file there.
+fn shared_opens(rec: &Recording) -> HashMap<(i32, usize), u32> {
+    let mut opens = HashMap::new();
+    for r in &rec.records {
+        if let Event::Syscall(e) = &r.event
+            && e.nr == libc::SYS_mmap
+            && let Some(m) = crate::files::SharedMapping::decode(&e.extra)
+            && m.opener != 0
+        {
+            opens.insert((m.opener, m.seq as usize), m.file);
+        }
+    }
+    opens
+}
+
+/// The replay's own files behind shared file mappings, one per shared file of the recording,
+/// in a directory of its own (removed when the replay ends).
+#[derive(Debug)]
+pub(crate) struct SharedFiles {
+    dir: Option<std::path::PathBuf>,
+}
+
+impl SharedFiles {
+    /// Creates `count` empty files (none, and no directory, for 0) in a new directory under
+    /// `/dev/shm` (else the temporary directory), readable by root only.
+    fn new(count: usize) -> Result<SharedFiles, Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        if count == 0 {
+            return Ok(SharedFiles { dir: None });
+        }
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| Error::Io { path, source }
+        };
+        let base = if Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = base.join(format!("sightline-replay-{}-{stamp}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io(&dir))?;
+        let files = SharedFiles { dir: Some(dir) };
+        for n in 0..count {
+            let path = files.path(n as u32).expect("a directory");
+            std::fs::File::create(&path).map_err(io(&path))?;
+        }
+        Ok(files)
+    }
+
+    /// The path of shared file `n`.
+    fn path(&self, n: u32) -> Option<std::path::PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("shared-{n}")))
+    }
+
+    /// True when the recording has shared files.
+    fn any(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// True when `path` (an fd's link target) is one of these files.
+    fn contains(&self, path: &Path) -> bool {
+        self.dir.as_ref().is_some_and(|d| path.starts_with(d))
+    }
+}
+
+impl Drop for SharedFiles {
+    fn drop(&mut self) {
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 /// What a handler decided for a stopped tracee.
@@ -251,6 +342,19 @@ pub fn replay(
         });
     }
     let provided = crate::files::provide_created(rec)?;
+    let shared_opens = shared_opens(rec);
+    let shared_count = rec
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::Syscall(e) if e.nr == libc::SYS_mmap => {
+                crate::files::SharedMapping::decode(&e.extra).map(|m| m.file as usize + 1)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let shared_files = SharedFiles::new(shared_count)?;
     let mut streams: HashMap<i32, Stream> = HashMap::new();
     for r in &rec.records {
         streams
@@ -305,6 +409,9 @@ pub fn replay(
         transfer: None,
         threads: 0,
         kept: kept_opens(rec),
+        threaded_procs: std::collections::HashSet::new(),
+        shared_opens,
+        shared_files,
         files_dir: rec.dir.join(crate::files::FILES_DIR),
         files_seen_at: provided
             .files_at
@@ -312,8 +419,10 @@ pub fn replay(
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
     };
     r.real_of.insert(root_pid, root_tid);
-    r.procs
-        .insert(root_tid, RProc::new(root_pid, root_pid, Some(root)));
+    r.procs.insert(
+        root_tid,
+        RProc::new(root_pid, root_pid, root_pid, Some(root)),
+    );
     r.groups.insert(
         root_pid,
         RGroup {
@@ -430,11 +539,17 @@ impl Replayer<'_> {
     /// the right to run is held (unprocessed) until it gets it.
     fn dispatch(&mut self, t: Stopped, kind: WaitKind) -> Result<(), Error> {
         let tid = t.tid();
+        if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Seccomp) {
+            self.join_by_file(tid);
+        }
+        // The exit of a process that joined another's group waits for its turn, as recorded;
+        // other exits (threads killed by an exit_group) need none.
         if let Some(p) = self.procs.get(&tid)
             && let Some(g) = self.groups.get(&p.group)
             && g.threaded
             && g.holder != p.rec
-            && kind != WaitKind::Event(replay_ptrace::PtraceEvent::Exit)
+            && (kind != WaitKind::Event(replay_ptrace::PtraceEvent::Exit)
+                || (p.rec == p.tgid && p.group != p.tgid))
         {
             if self.debug {
                 eprintln!("[replay] tid {tid} (recorded {}) waits for its turn", p.rec);
@@ -476,6 +591,45 @@ impl Replayer<'_> {
             self.hand_over(tid, to)?;
         }
         Ok(())
+    }
+
+    /// At a seccomp stop whose recorded call is a writable `MAP_SHARED` `mmap` of a file: as
+    /// recorded, the process joins the group that had the file mapped, or its own group is
+    /// scheduled from here on.
+    fn join_by_file(&mut self, tid: i32) {
+        let Some(p) = self.procs.get(&tid) else {
+            return;
+        };
+        let (rec, own) = (p.rec, p.group);
+        // Buffered calls recorded before it are made on the way (from the handler's buffer).
+        let next = self
+            .streams
+            .get(&rec)
+            .and_then(|s| s.events.iter().find(|e| !matches!(e, Event::Buffered(_))));
+        let m = match next {
+            Some(Event::Syscall(e)) if e.nr == libc::SYS_mmap => {
+                crate::files::SharedMapping::decode(&e.extra)
+            }
+            _ => None,
+        };
+        let Some(m) = m else { return };
+        if m.join != 0 && m.join != own {
+            if self.debug {
+                eprintln!(
+                    "[replay] process {rec} joins group {} (a shared file)",
+                    m.join
+                );
+            }
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.group = m.join;
+            }
+            if !self.procs.values().any(|p| p.group == own) {
+                self.groups.remove(&own);
+            }
+            self.groups.entry(m.join).or_default().threaded = true;
+        } else if let Some(g) = self.groups.get_mut(&own) {
+            g.threaded = true;
+        }
     }
 
     /// If the next recorded event of the thread `tid` (recorded `rec`) is a switch, replays it:

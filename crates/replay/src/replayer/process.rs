@@ -15,10 +15,12 @@ impl Replayer<'_> {
     pub(super) fn on_new_child(&mut self, t: Stopped) -> Result<Next, Error> {
         let tid = t.tid();
         let child = t.event_msg()? as i32;
-        let (child_rec, thread) = match self.procs.get(&tid).and_then(|p| p.pending.as_ref()) {
+        let (child_rec, thread, joins) = match self.procs.get(&tid).and_then(|p| p.pending.as_ref())
+        {
             Some(p) => (
                 p.ev.result as i32,
                 p.ev.nr == libc::SYS_clone && p.ev.args[0] & crate::sched::CLONE_THREAD != 0,
+                p.ev.extra == [crate::sched::JOINED],
             ),
             None => {
                 let rec = self.rec_of(tid);
@@ -30,9 +32,22 @@ impl Replayer<'_> {
             }
         };
         self.real_of.insert(child_rec, child);
+        let parent_group = self.procs.get(&tid).map_or(child_rec, |p| p.group);
+        let tgid = if thread {
+            self.procs.get(&tid).map_or(child_rec, |p| p.tgid)
+        } else {
+            child_rec
+        };
         let group = if thread {
             self.threads += 1;
-            self.procs.get(&tid).map_or(child_rec, |p| p.group)
+            parent_group
+        } else if joins {
+            // As recorded: it shares writable memory with its parent and runs in its group.
+            self.processes += 1;
+            if let Some(g) = self.groups.get_mut(&parent_group) {
+                g.threaded = true;
+            }
+            parent_group
         } else {
             self.processes += 1;
             self.groups.insert(
@@ -44,7 +59,8 @@ impl Replayer<'_> {
             );
             child_rec
         };
-        self.procs.insert(child, RProc::new(child_rec, group, None));
+        self.procs
+            .insert(child, RProc::new(child_rec, tgid, group, None));
         if let Some((ct, kind)) = self.unmapped.remove(&child) {
             self.dispatch(ct, kind)?;
         } else {

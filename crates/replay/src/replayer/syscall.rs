@@ -194,14 +194,13 @@ impl Replayer<'_> {
         let args = args_of(&regs);
         if nr == libc::SYS_clone
             && args[0] & crate::sched::CLONE_THREAD != 0
-            && let Some(g) = self
-                .procs
-                .get(&tid)
-                .and_then(|p| self.groups.get_mut(&p.group))
-            && !g.threaded
+            && let Some(p) = self.procs.get(&tid)
+            && self.threaded_procs.insert(p.tgid)
         {
             // As recorded: scheduled and unbuffered from the first thread on.
-            g.threaded = true;
+            if let Some(g) = self.groups.get_mut(&p.group) {
+                g.threaded = true;
+            }
             let left = crate::syscallbuf::unconsumed(&t);
             if left > 0 {
                 return Err(self.divergence(
@@ -238,7 +237,7 @@ impl Replayer<'_> {
         if let Some(how) = self.syscallbuf_entry(&mut t, rec, nr, &args, regs.rip)? {
             return Ok(Next::Resume(t, how, 0));
         }
-        let ev = match self.front(rec) {
+        let mut ev = match self.front(rec) {
             Some(Event::Syscall(e)) => {
                 let n = syscalls::spec(nr).nargs;
                 if e.nr != nr || e.args[..n] != args[..n] {
@@ -298,6 +297,9 @@ impl Replayer<'_> {
         let failed = ev.result < 0 && !syscalls::is_restart(ev.result);
         let mode = match spec.mode {
             _ if failed => Mode::Emulate,
+            // Changes to a file that is mapped shared reach the replay's own file for it, so
+            // its mappings show them (its reads stay emulated).
+            _ if self.changes_shared_file(tid, nr, &args) => Mode::Real,
             Mode::Wait if waited_child(&ev) <= 0 => Mode::Emulate,
             // A fork interrupted by a signal (-ERESTARTNOINTR: typically a held signal released
             // at this sync point, often a child's SIGCHLD) made no child; the kernel restarts it
@@ -342,6 +344,21 @@ impl Replayer<'_> {
         };
         let fixup = match mode {
             Mode::Emulate => return self.emulate(t, rec, ev),
+            Mode::Real
+                if nr == libc::SYS_mmap
+                    && (crate::files::SharedMapping::decode(&ev.extra).is_some()
+                        || syscalls::is_shared_writable_file_mapping(&args)) =>
+            {
+                if self.fill_shared_file(tid, &ev)? {
+                    // The recorded bytes are in the file, so in the mapping.
+                    ev.writes.clear();
+                    Fixup::Real
+                } else if syscalls::is_shared_writable_file_mapping(&args) {
+                    self.rewrite_shared_mapping(&mut t, &ev)?
+                } else {
+                    Fixup::Real
+                }
+            }
             Mode::Real | Mode::SigSuspend => Fixup::Real,
             Mode::Fork => Fixup::Fork,
             Mode::Exec => Fixup::Exec,
@@ -530,6 +547,102 @@ impl Replayer<'_> {
         })
     }
 
+    /// True for a call that changes the contents or size of a file through an fd that is one
+    /// of the replay's own shared files (`write`, `pwrite64`, `writev`, `pwritev`, `pwritev2`,
+    /// `ftruncate`, `fallocate`).
+    fn changes_shared_file(&self, tid: i32, nr: i64, args: &[u64; 6]) -> bool {
+        const CHANGES: [i64; 7] = [
+            libc::SYS_write,
+            libc::SYS_pwrite64,
+            libc::SYS_writev,
+            libc::SYS_pwritev,
+            libc::SYS_pwritev2,
+            libc::SYS_ftruncate,
+            libc::SYS_fallocate,
+        ];
+        if !self.shared_files.any() || !CHANGES.contains(&nr) {
+            return false;
+        }
+        std::fs::read_link(format!("/proc/{tid}/fd/{}", args[0] as i32))
+            .is_ok_and(|p| self.shared_files.contains(&p))
+    }
+
+    /// When the fd of a shared `mmap` is one of the replay's own shared files, makes the file at
+    /// least as long as the mapping and puts the bytes recorded under the mapping there (what
+    /// other replayed processes or the program's own writes put there is the same when the
+    /// replay is faithful), so the mapping runs for real and the replayed processes share it;
+    /// false for any other fd.
+    fn fill_shared_file(&mut self, tid: i32, ev: &SyscallEvent) -> Result<bool, Error> {
+        let args = &ev.args;
+        let fd_path = format!("/proc/{tid}/fd/{}", args[4] as i32);
+        let Ok(target) = std::fs::read_link(&fd_path) else {
+            return Ok(false);
+        };
+        if !self.shared_files.contains(&target) {
+            return Ok(false);
+        }
+        let io = |source| Error::Io {
+            path: target.display().to_string(),
+            source,
+        };
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .map_err(io)?;
+        let end = args[5].saturating_add(args[1]);
+        if f.metadata().map_err(io)?.len() < end {
+            f.set_len(end).map_err(io)?;
+        }
+        // The range holds what was recorded under the mapping once the exit stop has written
+        // the recorded nonzero pages: zero it first (an earlier file with the same inode number,
+        // or pages the program cleared since, may have left other bytes there).
+        let zeros = vec![0u8; 1 << 16];
+        let mut at = args[5];
+        while at < end {
+            let n = (end - at).min(zeros.len() as u64) as usize;
+            std::os::unix::fs::FileExt::write_all_at(&f, &zeros[..n], at).map_err(io)?;
+            at += n as u64;
+        }
+        for w in &ev.writes {
+            let off = args[5] + w.addr.wrapping_sub(ev.result as u64);
+            std::os::unix::fs::FileExt::write_all_at(&f, &w.data, off).map_err(io)?;
+        }
+        Ok(true)
+    }
+
+    /// A writable `MAP_SHARED` mapping of a file (the replay's fd is a stand-in, or a memfd
+    /// whose size was emulated): mapped as shared anonymous memory at the recorded address
+    /// (`MAP_FIXED_NOREPLACE` unless the program asked for `MAP_FIXED`), into which the exit stop
+    /// writes the file's bytes recorded under it. Children forked later share it, as they shared
+    /// the file's pages when recorded (they run in the same scheduling group).
+    fn rewrite_shared_mapping(
+        &mut self,
+        t: &mut Stopped,
+        ev: &SyscallEvent,
+    ) -> Result<Fixup, Error> {
+        let mut regs = t.regs()?;
+        let saved = args_of(&regs);
+        let mut a = saved;
+        let flags = a[3] as i32;
+        let placement = if flags & libc::MAP_FIXED != 0 {
+            libc::MAP_FIXED
+        } else {
+            libc::MAP_FIXED_NOREPLACE
+        };
+        let kept = flags & !(0x0f | libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE);
+        a[0] = ev.result as u64;
+        a[3] = (kept | libc::MAP_SHARED | libc::MAP_ANONYMOUS | placement) as u32 as u64;
+        a[4] = u64::MAX; // fd -1
+        a[5] = 0;
+        set_args(&mut regs, a);
+        t.set_regs(&regs)?;
+        Ok(Fixup::Rewritten {
+            saved,
+            scratch: None,
+            expect: ev.result,
+        })
+    }
+
     /// open/openat/creat/openat2: a read-only open of an existing file or directory runs for real;
     /// anything else opens a stand-in with the same fd number.
     fn rewrite_open(&mut self, t: &mut Stopped, ev: &SyscallEvent) -> Result<Fixup, Error> {
@@ -583,6 +696,20 @@ impl Replayer<'_> {
                 ev,
                 &kept,
                 libc::O_RDONLY | (flags & libc::O_CLOEXEC),
+                Some((path_ptr, path.len() + 1)),
+            );
+        }
+        if ev.result >= 0
+            && let Some(&n) = self.shared_opens.get(&(rec, index))
+            && let Some(shared) = self.shared_files.path(n)
+        {
+            // This fd is mapped shared later: open the replay's own file for it, which every
+            // replayed process that maps this file opens, so they share its pages.
+            return self.stand_in(
+                t,
+                ev,
+                &shared.display().to_string(),
+                libc::O_RDWR | (flags & libc::O_CLOEXEC),
                 Some((path_ptr, path.len() + 1)),
             );
         }
@@ -773,9 +900,29 @@ impl Replayer<'_> {
             }
         }
         regs.rax = ev.result as u64;
+        if matches!(fixup, Fixup::Restart) && !self.signal_follows(rec) {
+            // No signal is delivered here (the one that interrupted the call when recorded was
+            // held for a later sync point, or ignored): the kernel restarted the call then, and
+            // with no signal pending now it would hand the restart code to the program. Restart
+            // it as the kernel did (`arch_do_signal_or_restart` without a handler).
+            regs.rax = if ev.result == -516 {
+                libc::SYS_restart_syscall as u64
+            } else {
+                ev.nr as u64
+            };
+            regs.rip -= 2;
+        }
         t.set_regs(&regs)?;
         self.complete(rec);
         self.after_syscall(t)
+    }
+
+    /// True when the event after `rec`'s current one is a signal delivered there.
+    fn signal_follows(&self, rec: i32) -> bool {
+        matches!(
+            self.streams.get(&rec).and_then(|s| s.events.get(1)),
+            Some(Event::Signal { .. })
+        )
     }
 }
 
