@@ -627,3 +627,84 @@ fn instruction_wildcard_names_each_site_from_its_cookie() {
     assert!(r.contains(&vec!["add".into(), "7".into()]), "{out}");
     assert!(r.contains(&vec!["classify".into(), "7".into()]), "{out}");
 }
+
+/// What `python3.11 -c CODE` prints without tracing.
+fn python_native(code: &str) -> String {
+    let out = Command::new("/usr/bin/python3.11")
+        .args(["-c", code])
+        .output()
+        .expect("run python3.11");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Session 4's harm to the target: `pid$target:a.out::return` on python3.11 made it fail with
+/// "Fatal Python error: _PyArgv_AsWstrList: memory allocation failed": `_start` never returns,
+/// and the uretprobe put on its entry instead overwrote `argc`. Now no function that never
+/// returns gets a return probe (the notice counts them), and Python prints what it prints alone.
+#[test]
+fn return_probes_on_every_python_function_leave_it_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "print(sum(range(10)))";
+    let native = python_native(code);
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:a.out::return { @ = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let hits: u64 = rows(&out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(hits > 1000, "{hits} return hits\n{out}");
+    assert!(
+        err.contains("return probes of functions that never return"),
+        "{err}"
+    );
+}
+
+/// Session 4's harm to the target: an instruction probe on a `syscall` (libc's `brk` and
+/// `getpid`) killed Python (a general protection fault in the uprobe XOL page). Every
+/// instruction of both functions but their `syscall`s is probed; the notice names the two left
+/// out, and Python's output equals its output untraced.
+#[test]
+fn syscall_instructions_are_left_out_and_the_target_lives() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "import os; print(os.getpid() == os.getpid(), sum(range(10)))";
+    let native = python_native(code);
+    assert_eq!(native, "True 45\n");
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:libc.so.6:getpid:,pid$target:libc.so.6:brk: { @[probefunc] = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let r = rows(&out);
+    // getpid: entry, the mov before the syscall and the ret, per call (2 calls at least).
+    let getpid: u64 = r
+        .iter()
+        .find(|r| r.len() == 2 && r[0] == "getpid")
+        .map(|r| r[1].parse().unwrap())
+        .unwrap_or(0);
+    assert!(getpid >= 6, "{out}");
+    assert!(
+        r.iter().any(|r| r.len() == 2 && r[0] == "brk"),
+        "brk fired: {out}"
+    );
+    assert!(err.contains(": 2 syscall instructions"), "{err}");
+}
