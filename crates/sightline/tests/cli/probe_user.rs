@@ -708,3 +708,124 @@ fn syscall_instructions_are_left_out_and_the_target_lives() {
     );
     assert!(err.contains(": 2 syscall instructions"), "{err}");
 }
+
+/// Issue 15's never-harm blocker (session 4): instruction probes on whole modules corrupted
+/// Python. Every instruction, entry and return of python3.11's own text and of libc (over
+/// 200,000 probes) is attached to a running Python waiting on stdin (the tick clause, attached
+/// after them, says when they all are); then Python runs its line and prints what it prints
+/// untraced. (With `-c` instead, Python's start-up would run tens of millions of probed
+/// instructions, minutes under load; `whole_libc_probes_leave_python_startup_intact` covers it
+/// for libc.)
+#[test]
+fn whole_module_probes_on_a_running_python_leave_it_intact() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code =
+        "import os, sys; sys.stdin.readline(); print(sum(range(10)), flush=True); os._exit(0)";
+    let native = {
+        let mut py = Command::new("/usr/bin/python3.11")
+            .args(["-c", code])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        py.stdin.take().unwrap().write_all(b"\n").unwrap();
+        String::from_utf8_lossy(&py.wait_with_output().unwrap().stdout).into_owned()
+    };
+    assert_eq!(native, "45\n");
+    let mut py = Command::new("/usr/bin/python3.11")
+        .args(["-c", code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = py.id().to_string();
+    let mut tracer = crate::sightline()
+        .args([
+            "probe",
+            "-p",
+            &pid,
+            "-n",
+            "pid$target:a.out::,pid$target:libc.so.6:: { @[probemod] = count(); }",
+            "-n",
+            "tick-100ms /!ready/ { ready = 1; printf(\"ready\\n\"); }",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(tracer.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        // "CPU ID FUNCTION:NAME" prefix, then the text.
+        let ready = l.trim_end().ends_with(":tick-100ms ready");
+        seen.push(l);
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.trim_end().ends_with("ready")),
+        "{seen:?}"
+    );
+    py.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let traced = py.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&traced.stdout), native);
+    assert!(traced.status.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let t = tracer.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&t.stderr).into_owned();
+    assert!(t.status.success(), "{err}");
+    let matched: usize = err
+        .split("matched ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no match count in {err}"));
+    assert!(matched > 200_000, "{matched} probes");
+    assert!(err.contains("syscall instructions"), "{err}");
+    // Both modules fired while Python ran its line.
+    let r = rows(&rest.join("\n"));
+    for m in ["python3.11", "libc.so.6"] {
+        let n: u64 = r
+            .iter()
+            .find(|r| r.len() == 2 && r[0] == m)
+            .map(|r| r[1].parse().unwrap())
+            .unwrap_or(0);
+        assert!(n > 100, "{m}: {n} hits\n{rest:?}");
+    }
+}
+
+/// Issue 15's never-harm blocker (session 4), libc through Python's whole start-up under `-c`:
+/// every instruction, entry and return of libc (over 100,000 probes; `brk`'s `syscall` killed
+/// Python before) and Python prints what it prints untraced.
+#[test]
+fn whole_libc_probes_leave_python_startup_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "print(sum(range(10)))";
+    let native = python_native(code);
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:libc.so.6:: { @ = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let hits: u64 = rows(&out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(hits > 100_000, "{hits} hits\n{out}");
+    assert!(err.contains("syscall instructions"), "{err}");
+}
