@@ -317,6 +317,10 @@ pub enum DropKind {
     Speculative,
     /// Failed speculations: `speculation()` found no free speculative buffer (`nspec`).
     SpecUnavailable,
+    /// Run-time errors (faults) whose ERROR record was lost because the ring buffer was full,
+    /// on one CPU: the kernel's error count minus the ERROR records read. The errors whose
+    /// record arrived are reported one by one ("error on enabled probe ID ...").
+    Errors,
 }
 
 impl DropKind {
@@ -327,13 +331,15 @@ impl DropKind {
             DropKind::Dynamic => "dynamic",
             DropKind::Speculative => "speculative",
             DropKind::SpecUnavailable => "speculation_unavailable",
+            DropKind::Errors => "errors",
         }
     }
 }
 
 /// DTrace's drop message (without the `dtrace: ` prefix or newline): per CPU
 /// `"N drops on CPU k"` / `"N aggregation drops on CPU k"`, global `"N dynamic variable drops"`,
-/// `"N speculative drops"`, `"N failed speculations (no speculative buffer available)"`
+/// `"N speculative drops"`, `"N failed speculations (no speculative buffer available)"`,
+/// `"N errors on CPU k (their ERROR records were dropped)"`
 /// (singular when N = 1) (dt_handle.c `dt_handle_cpudrop`, `dt_handle_status`).
 pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
     let s = if count > 1 { "s" } else { "" };
@@ -354,6 +360,10 @@ pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
         DropKind::SpecUnavailable => {
             format!("{count} failed speculation{s} (no speculative buffer available)")
         }
+        DropKind::Errors => match cpu {
+            Some(c) => format!("{count} error{s} on CPU {c} (their ERROR records were dropped)"),
+            None => format!("{count} error{s} (their ERROR records were dropped)"),
+        },
     }
 }
 

@@ -319,6 +319,9 @@ pub struct Consumer<'a> {
     ksyms: Option<Kallsyms>,
     usyms: crate::user::UserSymbols,
     reported: BTreeMap<(u32, usize), u64>,
+    /// ERROR records read from the ring buffer, by CPU (compared with [`Stat::Errors`] at the
+    /// end of the run: the difference is errors whose record was dropped).
+    errors_seen: BTreeMap<usize, u64>,
     sort: SortOptions,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
@@ -399,6 +402,7 @@ impl<'a> Consumer<'a> {
             ksyms: None,
             usyms,
             reported: BTreeMap::new(),
+            errors_seen: BTreeMap::new(),
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
@@ -478,8 +482,16 @@ impl<'a> Consumer<'a> {
         let reason = self.stopped.expect("loop ends stopped");
         self.session.detach();
         if matches!(reason, StopReason::Exit(_)) {
-            // Records after exit() are not printed (DTrace stops consuming at exit).
-            self.session.consume(|_| true);
+            // Records after exit() are not printed (DTrace stops consuming at exit); their
+            // errors were not lost, so they count as seen.
+            let errors = self.error_records();
+            let seen = &mut self.errors_seen;
+            self.session.consume(|r: RawRecord<'_>| {
+                if errors.get(r.record as usize).copied().unwrap_or(false) {
+                    *seen.entry(r.cpu as usize).or_default() += 1;
+                }
+                true
+            });
         } else {
             self.drain()?;
         }
@@ -500,8 +512,39 @@ impl<'a> Consumer<'a> {
         self.stopped = Some(reason);
         self.print_aggregations_at_exit()?;
         self.report_drops()?;
+        self.report_lost_errors()?;
         self.out.flush()?;
         Ok(reason)
+    }
+
+    /// Which record ids are ERROR records.
+    fn error_records(&self) -> Vec<bool> {
+        self.session
+            .layout
+            .records
+            .iter()
+            .map(|d| {
+                d.actions
+                    .first()
+                    .is_some_and(|a| a.action == RecordAction::Error)
+            })
+            .collect()
+    }
+
+    /// Reports the run-time errors whose ERROR record the ring buffer had no room for, per CPU:
+    /// the kernel's count ([`Stat::Errors`], which cannot drop) minus the ERROR records read
+    /// (issue 22: "control never drops"). Called once at the end, when everything is detached
+    /// and drained, so the difference is exact.
+    fn report_lost_errors(&mut self) -> Result<(), RunError> {
+        let stats = self.session.stats()?;
+        for (cpu, s) in stats.iter().enumerate() {
+            let seen = self.errors_seen.get(&cpu).copied().unwrap_or(0);
+            let lost = s[Stat::Errors as usize].saturating_sub(seen);
+            if lost > 0 {
+                self.drop_line(DropKind::Errors, Some(cpu as u32), lost)?;
+            }
+        }
+        Ok(())
     }
 
     /// Stops the run when an `exit()` ran whose record this consumer has not seen: under drops
@@ -695,6 +738,17 @@ impl<'a> Consumer<'a> {
     /// speculated (DTrace guide, "Speculative Tracing"), else printed now.
     fn record(&mut self, rec: HeldRecord) -> Result<(), RunError> {
         // (record id, CPU, probe key, actions mask, timestamp, bytes): see `HeldRecord`.
+        // An ERROR record counts as read even when its speculation is discarded.
+        if self
+            .session
+            .layout
+            .records
+            .get(rec.0 as usize)
+            .and_then(|d| d.actions.first())
+            .is_some_and(|a| a.action == RecordAction::Error)
+        {
+            *self.errors_seen.entry(rec.1 as usize).or_default() += 1;
+        }
         match self.speculated(rec.0, rec.3, &rec.5) {
             None => self.record_now(&rec),
             Some((spec, token)) => {

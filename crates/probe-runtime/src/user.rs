@@ -85,8 +85,10 @@ pub fn load_uprobe_program(insns: &[[u8; 8]], name: &str) -> Option<OwnedFd> {
 /// A `return` probe (`ret`, `offset` = the function's entry) is attached at each return site of
 /// the function (every `ret` and tail-call jump, from probe-user's disassembly) with the site's
 /// offset in the function as the attach cookie, which the generated code reads as `arg0`
-/// (DTrace's semantics; `arg1` is `%rax`). When the function cannot be decoded it falls back to a
-/// uretprobe on the entry, where `arg0` reads 0.
+/// (DTrace's semantics; `arg1` is `%rax`). When none of its return sites can be probed it is a
+/// uretprobe on the entry, where `arg0` reads 0. A function that never returns or does not decode
+/// gets nothing (the catalog offers no such probe): a uretprobe there would overwrite the word
+/// at its stack pointer, which need not be a return address (`argc` at `_start`).
 ///
 /// # Errors
 /// [`AttachError`] naming the failed call.
@@ -98,21 +100,24 @@ pub fn attach(
     pid: Option<u32>,
     semaphore: Option<u64>,
 ) -> Result<UserAttachment, AttachError> {
-    let sites = if ret {
+    use probe_user::list::ReturnPlan;
+    let plan = if ret {
         probe_user::elf::ElfFile::open(path)
             .ok()
-            .and_then(|elf| probe_user::list::return_sites_at(&elf, FileOffset(offset)).ok())
-            .filter(|s| !s.is_empty())
+            .and_then(|elf| probe_user::list::return_plan_at(&elf, FileOffset(offset)).ok())
     } else {
         None
     };
-    let (offsets, cookies, as_ret): (Vec<FileOffset>, Vec<u64>, bool) = match sites {
-        Some(s) => (
+    let (offsets, cookies, as_ret): (Vec<FileOffset>, Vec<u64>, bool) = match plan {
+        Some(ReturnPlan::Sites(s)) => (
             s.iter().map(|x| x.0).collect(),
             s.iter().map(|x| x.1).collect(),
             false,
         ),
-        None => (vec![FileOffset(offset)], vec![0], ret),
+        Some(ReturnPlan::Never | ReturnPlan::Undecodable(_)) => {
+            return Ok(UserAttachment::default());
+        }
+        Some(ReturnPlan::Uretprobe) | None => (vec![FileOffset(offset)], vec![0], ret),
     };
     let req = AttachRequest {
         path: Path::new(path),

@@ -80,8 +80,39 @@ pub struct Insn {
     pub len: u8,
     /// Control-flow class.
     pub kind: InsnKind,
-    /// False when the kernel refuses a uprobe on this instruction (see [`kernel_can_probe`]).
+    /// False when the instruction gets no uprobe: `refusal` says why.
     pub probeable: bool,
+    /// Why the instruction cannot be probed safely (`None` exactly when `probeable`).
+    pub refusal: Option<Refusal>,
+}
+
+/// Why an instruction gets no uprobe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// The kernel refuses a uprobe on it (`uprobe_init_insn` in `arch/x86/kernel/uprobes.c`: a
+    /// LOCK or segment prefix, or an opcode outside its table; see [`kernel_can_probe`]).
+    Kernel,
+    /// A `syscall` or `sysenter`. The kernel accepts the uprobe, but the instruction is stepped
+    /// out of line in the XOL page, and the system call's return does not come back to the
+    /// single-step trap: the target runs on from the XOL slot and dies (measured on Linux 6.18:
+    /// a uprobe on `getpid`'s `syscall` in libc makes Python segfault at a garbage address; one
+    /// on `brk`'s takes a general protection fault in the XOL page). Probing it would kill the
+    /// target, so it is never probed.
+    SystemCall,
+}
+
+impl Refusal {
+    /// A short phrase for messages ("the kernel refuses a uprobe there").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Refusal::Kernel => {
+                "instructions the kernel refuses to probe (LOCK/segment prefix or a privileged opcode)"
+            }
+            Refusal::SystemCall => {
+                "syscall instructions (the kernel's out-of-line single step of a system call kills the target)"
+            }
+        }
+    }
 }
 
 /// The decoded instructions of one function.
@@ -193,11 +224,19 @@ pub fn decode_bytes(name: &str, addr: VirtAddr, bytes: &[u8]) -> Result<Function
             _ => InsnKind::Other,
         };
         let raw = &bytes[offset as usize..(offset as usize + insn.len())];
+        let refusal = if !kernel_can_probe(raw) {
+            Some(Refusal::Kernel)
+        } else if matches!(insn.mnemonic(), Mnemonic::Syscall | Mnemonic::Sysenter) {
+            Some(Refusal::SystemCall)
+        } else {
+            None
+        };
         insns.push(Insn {
             offset,
             len: insn.len() as u8,
             kind,
-            probeable: kernel_can_probe(raw),
+            probeable: refusal.is_none(),
+            refusal,
         });
     }
     let code = FunctionCode {
@@ -339,5 +378,28 @@ mod tests {
             f.insns.iter().map(|i| i.probeable).collect::<Vec<_>>(),
             vec![true, false, true]
         );
+        assert_eq!(f.insns[1].refusal, Some(Refusal::Kernel));
+    }
+
+    /// Session 4's harm to the target: a uprobe on `syscall` (libc's `brk`, `getpid`) killed
+    /// Python; the kernel accepts it, so the decoder refuses it.
+    #[test]
+    fn system_call_instructions_are_never_probed() {
+        // mov eax,39; syscall; ret; sysenter
+        let code = [0xb8, 0x27, 0, 0, 0, 0x0f, 0x05, 0xc3, 0x0f, 0x34];
+        assert!(kernel_can_probe(&[0x0f, 0x05]));
+        let f = decode_bytes("getpid", VirtAddr(0x1000), &code).unwrap();
+        let got: Vec<(u64, Option<Refusal>)> =
+            f.insns.iter().map(|i| (i.offset, i.refusal)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, None),
+                (5, Some(Refusal::SystemCall)),
+                (7, None),
+                (8, Some(Refusal::SystemCall))
+            ]
+        );
+        assert!(f.insns.iter().all(|i| i.probeable == i.refusal.is_none()));
     }
 }

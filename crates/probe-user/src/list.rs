@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::FileOffset;
-use crate::disasm::{DisasmError, InsnKind, decode_function};
+use crate::disasm::{DisasmError, InsnKind, Refusal, decode_function};
 use crate::elf::{ElfError, ElfFile, Function};
 use crate::glob::{glob_match, is_glob};
 use crate::maps::{MapsError, ProcessMaps};
@@ -40,16 +40,15 @@ pub enum SiteError {
         /// The offset.
         offset: u64,
     },
-    /// The kernel refuses a uprobe on the instruction at an offset (see
-    /// [`crate::disasm::kernel_can_probe`]).
-    #[error(
-        "{function}+{offset:#x}: the kernel cannot place a uprobe on this instruction (LOCK/segment prefix or a privileged opcode)"
-    )]
+    /// The instruction at an offset cannot be probed safely (see [`Refusal`]).
+    #[error("{function}+{offset:#x}: no uprobe can be placed there: {}", .reason.describe())]
     NotProbeable {
         /// The function.
         function: String,
         /// The offset.
         offset: u64,
+        /// Why.
+        reason: Refusal,
     },
     /// An offset beyond the function's end.
     #[error("offset {offset:#x} is beyond the end of {function} ({size} bytes)")]
@@ -128,6 +127,68 @@ pub struct PidSite {
     pub offset: FileOffset,
 }
 
+/// Sites a pid-provider description left out, by reason: they are reported to the user, never
+/// dropped silently.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Functions that do not decode ([`DisasmError`]: no symbol size, data in code, overlapping
+    /// code): they get no instruction and no return probes.
+    pub undecodable: usize,
+    /// Instructions the kernel refuses to probe ([`Refusal::Kernel`]).
+    pub kernel: usize,
+    /// `syscall`/`sysenter` instructions ([`Refusal::SystemCall`]).
+    pub system_call: usize,
+    /// Functions with no return site at all (`_start`, `abort`): no `return` probe. A uretprobe
+    /// on their entry would overwrite the word at the stack pointer, which is no return address
+    /// there (`argc` at `_start`).
+    pub never_return: usize,
+}
+
+impl Skipped {
+    /// Counts one instruction refused for `r`.
+    pub fn refuse(&mut self, r: Refusal) {
+        match r {
+            Refusal::Kernel => self.kernel += 1,
+            Refusal::SystemCall => self.system_call += 1,
+        }
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn absorb(&mut self, other: &Skipped) {
+        self.undecodable += other.undecodable;
+        self.kernel += other.kernel;
+        self.system_call += other.system_call;
+        self.never_return += other.never_return;
+    }
+
+    /// Total sites and functions left out.
+    pub fn total(&self) -> usize {
+        self.undecodable + self.kernel + self.system_call + self.never_return
+    }
+
+    /// The counts as a comma-separated phrase ("3 syscall instructions (...), 1 function that
+    /// does not decode"), or `None` when nothing was left out.
+    pub fn describe(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (self.system_call, Refusal::SystemCall.describe()),
+            (self.kernel, Refusal::Kernel.describe()),
+            (
+                self.undecodable,
+                "functions that do not decode (no symbol size, data in code or overlapping code)",
+            ),
+            (
+                self.never_return,
+                "return probes of functions that never return (no ret or tail call)",
+            ),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
 /// Functions of `elf` matching `pattern`, ifunc resolvers and aliases included, one per address
 /// (the lowest name of aliases, so a wildcard never probes the same instruction twice) unless the
 /// pattern names one exactly.
@@ -153,20 +214,22 @@ fn select_functions<'a>(elf: &'a ElfFile, pattern: &'a str) -> Vec<&'a Function>
 /// The pid-provider sites of `elf` for a function pattern and probe name.
 ///
 /// A function named exactly must decode for `return` and instruction probes (else the
-/// [`DisasmError`]); under a glob, functions that do not decode are skipped and counted in the
-/// second element of the result.
+/// [`DisasmError`]); under a glob, functions that do not decode are skipped. Instructions that
+/// cannot be probed safely ([`Refusal`]) are left out too; the second element of the result
+/// counts what was left out and why.
 ///
 /// # Errors
-/// [`SiteError`] as described, or for an offset that is not an instruction boundary.
+/// [`SiteError`] as described, or for an offset that is not an instruction boundary or cannot
+/// be probed.
 pub fn pid_sites(
     elf: &ElfFile,
     function: &str,
     name: &str,
-) -> Result<(Vec<PidSite>, usize), SiteError> {
+) -> Result<(Vec<PidSite>, Skipped), SiteError> {
     let exact = !is_glob(function) && !function.is_empty();
     let name = PidName::parse(name);
     let mut out = Vec::new();
-    let mut skipped = 0;
+    let mut skipped = Skipped::default();
     for f in select_functions(elf, function) {
         let site = |name: String, kind, off: u64| PidSite {
             path: elf.path().to_path_buf(),
@@ -183,16 +246,19 @@ pub fn pid_sites(
             Ok(c) => c,
             Err(e) if exact => return Err(e.into()),
             Err(_) => {
-                skipped += 1;
+                skipped.undecodable += 1;
                 continue;
             }
         };
         match &name {
             PidName::Entry => unreachable!("handled above"),
             PidName::Return => {
+                if code.return_sites().next().is_none() {
+                    skipped.never_return += 1;
+                }
                 for i in code.return_sites() {
-                    if !i.probeable {
-                        skipped += 1;
+                    if let Some(r) = i.refusal {
+                        skipped.refuse(r);
                         continue;
                     }
                     let kind = PidSiteKind::Return {
@@ -217,10 +283,16 @@ pub fn pid_sites(
                         offset: *o,
                     });
                 }
-                if code.insns.iter().any(|i| i.offset == *o && !i.probeable) {
+                if let Some(reason) = code
+                    .insns
+                    .iter()
+                    .find(|i| i.offset == *o)
+                    .and_then(|i| i.refusal)
+                {
                     return Err(SiteError::NotProbeable {
                         function: f.name.clone(),
                         offset: *o,
+                        reason,
                     });
                 }
                 out.push(site(
@@ -232,13 +304,13 @@ pub fn pid_sites(
             PidName::Instructions(pat) => {
                 for i in &code.insns {
                     let o = i.offset;
-                    if !i.probeable {
-                        skipped += 1;
+                    let n = format!("{o:x}");
+                    if !glob_match(pat, &n) {
                         continue;
                     }
-                    let n = format!("{o:x}");
-                    if glob_match(pat, &n) {
-                        out.push(site(n, PidSiteKind::Instruction { offset: o }, o));
+                    match i.refusal {
+                        Some(r) => skipped.refuse(r),
+                        None => out.push(site(n, PidSiteKind::Instruction { offset: o }, o)),
                     }
                 }
             }
@@ -273,6 +345,63 @@ pub fn return_sites_at(
         .filter(|i| i.probeable)
         .map(|i| (FileOffset(f.offset.0 + i.offset), i.offset))
         .collect())
+}
+
+/// How the `return` probe of one function is placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReturnPlan {
+    /// Offset probes at its return sites: (file offset, offset from the function's start, which
+    /// is the probe's `arg0`), every `ret` and tail call the kernel can probe.
+    Sites(Vec<(FileOffset, u64)>),
+    /// It has return sites, but none can be probed: a uretprobe on its entry. Safe because a
+    /// function that returns is entered by a call, so the word at the stack pointer at its entry
+    /// is its return address.
+    Uretprobe,
+    /// It never returns (no `ret`, no tail call: `_start`, `abort`): no probe. A uretprobe would
+    /// replace the word at the stack pointer, which is no return address there (`argc` at
+    /// `_start`: Python then fails with "memory allocation failed").
+    Never,
+    /// It does not decode: no probe, since whether its entry is called is unknown (hand-written
+    /// assembly such as signal trampolines is entered otherwise).
+    Undecodable(DisasmError),
+}
+
+/// The [`ReturnPlan`] of function `f` of `elf`.
+pub fn return_plan(elf: &ElfFile, f: &Function) -> ReturnPlan {
+    let code = match decode_function(elf, f) {
+        Ok(c) => c,
+        Err(e) => return ReturnPlan::Undecodable(e),
+    };
+    let mut any = false;
+    let mut sites = Vec::new();
+    for i in code.return_sites() {
+        any = true;
+        if i.probeable {
+            sites.push((FileOffset(f.offset.0 + i.offset), i.offset));
+        }
+    }
+    match (any, sites.is_empty()) {
+        (false, _) => ReturnPlan::Never,
+        (true, true) => ReturnPlan::Uretprobe,
+        (true, false) => ReturnPlan::Sites(sites),
+    }
+}
+
+/// The [`ReturnPlan`] of the function whose first instruction is at file offset `entry`.
+///
+/// # Errors
+/// [`SiteError::NotBoundary`] when no function starts at `entry`.
+pub fn return_plan_at(elf: &ElfFile, entry: FileOffset) -> Result<ReturnPlan, SiteError> {
+    let f = elf
+        .functions()
+        .iter()
+        .find(|f| f.offset == entry)
+        .ok_or_else(|| SiteError::NotBoundary {
+            path: elf.path().to_path_buf(),
+            function: format!("(function at file offset {entry})"),
+            offset: 0,
+        })?;
+    Ok(return_plan(elf, f))
 }
 
 /// What to list or attach to: a running process, a command about to be executed, or a file by

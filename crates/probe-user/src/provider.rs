@@ -8,9 +8,11 @@
 //! - `pidPID:MODULE:FUNCTION:NAME`: functions of process PID. NAME is `entry`, `return`, a hex
 //!   instruction offset, or empty/a glob (every matching one of `entry`, `return` and the
 //!   instruction offsets). A `return` probe is described by the function's entry with
-//!   `ret: true`; the runtime attaches it at every return site ([`crate::list::return_sites_at`]:
+//!   `ret: true`; the runtime attaches it at every return site ([`crate::list::return_plan`]:
 //!   `ret` instructions and tail-call jumps) with the site's offset as the attach cookie, which is
-//!   `arg0` (DTrace's semantics); `arg1` is the return value.
+//!   `arg0` (DTrace's semantics); `arg1` is the return value. Functions that never return or do
+//!   not decode have no `return` probe, and instructions that cannot be probed safely
+//!   ([`crate::disasm::Refusal`]) no instruction probe: [`UserSites::skipped`] counts them.
 //! - `pid:/path/to/binary:FUNCTION:NAME`: the same by path, for every process that maps the file,
 //!   now and later.
 //! - `PROVIDERPID:MODULE:FUNCTION:NAME`: USDT probes of process PID whose provider matches
@@ -29,7 +31,7 @@ use probe_sema::catalog::{
 
 use crate::elf::{ElfError, ElfFile};
 use crate::glob::{glob_match, is_glob};
-use crate::list::{Target, pid_sites, target_files};
+use crate::list::{ReturnPlan, Skipped, Target, pid_sites, return_plan, target_files};
 use crate::usdt::{UsdtProbe, probes};
 
 /// What [`UserSites`] remembers between queries.
@@ -38,6 +40,8 @@ struct Cache {
     elfs: HashMap<PathBuf, Result<Arc<ElfFile>, Arc<ElfError>>>,
     usdt: HashMap<PathBuf, Arc<Vec<UsdtProbe>>>,
     files: HashMap<(Target, String), Vec<PathBuf>>,
+    /// What each (description, file) left out, from its latest query.
+    skipped: HashMap<(String, PathBuf), Skipped>,
 }
 
 /// Splits `pid1234` into (`pid`, 1234) and `python1234` into (`python`, 1234); a provider without
@@ -122,6 +126,17 @@ impl UserSites {
             }
             None => None,
         }
+    }
+
+    /// The sites and functions the pid-provider descriptions queried so far left out, by reason
+    /// (each description and file counted once however often it was queried): instructions that
+    /// cannot be probed safely, functions that do not decode, functions that never return.
+    pub fn skipped(&self) -> Skipped {
+        let mut all = Skipped::default();
+        for s in self.cache().skipped.values() {
+            all.absorb(s);
+        }
+        all
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -223,20 +238,40 @@ impl UserSites {
             };
             let wants = |n: &str| name.is_empty() || glob_match(name, n);
             let literal = !name.is_empty() && !is_glob(name);
+            let mut skipped = Skipped::default();
             if (wants("entry") || wants("return"))
                 && let Ok((entries, _)) = pid_sites(&elf, &desc.function, "entry")
             {
+                let by_entry: HashMap<(&str, u64), &crate::elf::Function> = if wants("return") {
+                    elf.functions()
+                        .iter()
+                        .map(|f| ((f.name.as_str(), f.offset.0), f))
+                        .collect()
+                } else {
+                    HashMap::new()
+                };
                 for s in &entries {
                     if wants("entry") {
                         out.push(mk(&s.function, "entry", s.offset.0, false));
                     }
-                    if wants("return") {
-                        out.push(mk(&s.function, "return", s.offset.0, true));
+                    if !wants("return") {
+                        continue;
+                    }
+                    // Only functions that return get a return probe (see ReturnPlan).
+                    match by_entry
+                        .get(&(s.function.as_str(), s.offset.0))
+                        .map(|f| return_plan(&elf, f))
+                    {
+                        Some(ReturnPlan::Sites(_) | ReturnPlan::Uretprobe) => {
+                            out.push(mk(&s.function, "return", s.offset.0, true));
+                        }
+                        Some(ReturnPlan::Never) => skipped.never_return += 1,
+                        Some(ReturnPlan::Undecodable(_)) | None => skipped.undecodable += 1,
                     }
                 }
             }
             if (name.is_empty() || !literal || (name != "entry" && name != "return"))
-                && let Ok((sites, _)) = pid_sites(
+                && let Ok((sites, left_out)) = pid_sites(
                     &elf,
                     &desc.function,
                     if name.is_empty() { "*" } else { name },
@@ -247,7 +282,21 @@ impl UserSites {
                         out.push(mk(&s.function, &s.name, s.offset.0, false));
                     }
                 }
+                // A function that does not decode is already counted by its return probe.
+                skipped.kernel += left_out.kernel;
+                skipped.system_call += left_out.system_call;
+                if !wants("return") {
+                    skipped.undecodable += left_out.undecodable;
+                }
             }
+            let key = (
+                format!(
+                    "{}:{}:{}:{}",
+                    desc.provider, desc.module, desc.function, desc.name
+                ),
+                path.clone(),
+            );
+            self.cache().skipped.insert(key, skipped);
             if self.max_probes > 0 && out.len() > self.max_probes {
                 out.truncate(self.max_probes);
                 break;

@@ -386,3 +386,88 @@ fn c_program_notes_with_and_without_semaphores() {
         );
     }
 }
+
+/// `syscall` instructions in `[addr, addr + size)` of `path`, counted by objdump.
+fn objdump_syscalls(path: &str, addr: u64, size: u64) -> usize {
+    let text = run(
+        "objdump",
+        &[
+            "-d",
+            &format!("--start-address={addr:#x}"),
+            &format!("--stop-address={:#x}", addr + size),
+            path,
+        ],
+    );
+    text.lines()
+        .filter(|l| l.split('\t').nth(2).is_some_and(|i| i.trim() == "syscall"))
+        .count()
+}
+
+/// Session 4's harm to the target: a uprobe on a `syscall` instruction (libc's `brk`, `getpid`)
+/// kills the traced process, so instruction probes leave every one out and count it; the count
+/// equals objdump's, and every other instruction is still offered.
+#[test]
+fn syscall_instructions_are_left_out_and_counted() {
+    let elf = ElfFile::open(LIBC).unwrap();
+    let mut total = 0;
+    for name in ["brk", "getpid", "__write", "__close"] {
+        let f = elf
+            .functions()
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} in libc"));
+        let want = objdump_syscalls(LIBC, f.addr.0, f.size);
+        assert!(want >= 1, "{name} has a syscall instruction");
+        let (sites, skipped) = pid_sites(&elf, name, "").unwrap();
+        assert_eq!(skipped.system_call, want, "{name}");
+        let code = decode_function(&elf, f).unwrap();
+        let kernel = code
+            .insns
+            .iter()
+            .filter(|i| i.refusal == Some(probe_user::disasm::Refusal::Kernel))
+            .count();
+        assert_eq!(sites.len() + want + kernel, code.insns.len(), "{name}");
+        // Naming the syscall's offset is an error that says why.
+        let at = code
+            .insns
+            .iter()
+            .find(|i| i.refusal == Some(probe_user::disasm::Refusal::SystemCall))
+            .unwrap()
+            .offset;
+        let err = pid_sites(&elf, name, &format!("{at:x}")).unwrap_err();
+        assert!(err.to_string().contains("syscall instructions"), "{err}");
+        total += want;
+    }
+    assert!(total >= 4);
+}
+
+/// Session 4's harm to the target: `_start` never returns, and a uretprobe on its entry (the old
+/// fallback for a function without return sites) overwrote `argc`. Its return plan is now
+/// `Never`, so `pid$target:a.out::return` offers no probe there; a function that returns keeps
+/// its return sites.
+#[test]
+fn functions_that_never_return_get_no_return_probe() {
+    use probe_user::list::{ReturnPlan, return_plan};
+    let py = ElfFile::open(PYTHON).unwrap();
+    let f = |name: &str| {
+        py.functions()
+            .iter()
+            .find(|f| f.name == name)
+            .unwrap_or_else(|| panic!("{name} in python"))
+            .clone()
+    };
+    assert_eq!(return_plan(&py, &f("_start")), ReturnPlan::Never);
+    match return_plan(&py, &f("PyMem_RawMalloc")) {
+        ReturnPlan::Sites(s) => assert!(!s.is_empty()),
+        other => panic!("PyMem_RawMalloc: {other:?}"),
+    }
+    let (sites, skipped) = pid_sites(&py, "_start", "return").unwrap();
+    assert!(sites.is_empty());
+    assert_eq!(skipped.never_return, 1);
+    let cat = probe_user::provider::catalog(probe_user::provider::UserSites::new());
+    use probe_sema::catalog::{ProbeCatalog, ProbeDescPattern};
+    let rets = cat.matching(&ProbeDescPattern::new("pid", PYTHON, "_start", "return"));
+    assert!(rets.is_empty(), "{rets:?}");
+    let entries = cat.matching(&ProbeDescPattern::new("pid", PYTHON, "_start", "entry"));
+    assert_eq!(entries.len(), 1);
+}

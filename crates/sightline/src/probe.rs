@@ -194,6 +194,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.destructive {
         options.push(("destructive".into(), None));
     }
+    // Clones share the cache, which counts the sites the pid provider left out.
+    let sites = user.clone();
     let catalog = catalog::system(user);
     let opts = CompileOptions {
         macro_args: args.args.clone(),
@@ -294,6 +296,15 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "sightline: {what} '{name}' matched {probes} probe{}",
                 if probes == 1 { "" } else { "s" }
+            );
+        }
+        // Sites that cannot be probed without harming the target are left out, never silently.
+        let skipped = sites.skipped();
+        if let Some(why) = skipped.describe() {
+            eprintln!(
+                "sightline: left out {} pid-provider site{} that cannot be probed safely: {why}",
+                skipped.total(),
+                if skipped.total() == 1 { "" } else { "s" }
             );
         }
     }

@@ -733,3 +733,205 @@ fn pid_probe_ids_are_real_and_the_same_in_the_listing_and_a_run() {
         );
     }
 }
+
+/// What `python3.11 -c CODE` prints without tracing.
+fn python_native(code: &str) -> String {
+    let out = Command::new("/usr/bin/python3.11")
+        .args(["-c", code])
+        .output()
+        .expect("run python3.11");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Session 4's harm to the target: `pid$target:a.out::return` on python3.11 made it fail with
+/// "Fatal Python error: _PyArgv_AsWstrList: memory allocation failed": `_start` never returns,
+/// and the uretprobe put on its entry instead overwrote `argc`. Now no function that never
+/// returns gets a return probe (the notice counts them), and Python prints what it prints alone.
+#[test]
+fn return_probes_on_every_python_function_leave_it_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "print(sum(range(10)))";
+    let native = python_native(code);
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:a.out::return { @ = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let hits: u64 = rows(&out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(hits > 1000, "{hits} return hits\n{out}");
+    assert!(
+        err.contains("return probes of functions that never return"),
+        "{err}"
+    );
+}
+
+/// Session 4's harm to the target: an instruction probe on a `syscall` (libc's `brk` and
+/// `getpid`) killed Python (a general protection fault in the uprobe XOL page). Every
+/// instruction of both functions but their `syscall`s is probed; the notice names the two left
+/// out, and Python's output equals its output untraced.
+#[test]
+fn syscall_instructions_are_left_out_and_the_target_lives() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "import os; print(os.getpid() == os.getpid(), sum(range(10)))";
+    let native = python_native(code);
+    assert_eq!(native, "True 45\n");
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:libc.so.6:getpid:,pid$target:libc.so.6:brk: { @[probefunc] = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let r = rows(&out);
+    // getpid: entry, the mov before the syscall and the ret, per call (2 calls at least).
+    let getpid: u64 = r
+        .iter()
+        .find(|r| r.len() == 2 && r[0] == "getpid")
+        .map(|r| r[1].parse().unwrap())
+        .unwrap_or(0);
+    assert!(getpid >= 6, "{out}");
+    assert!(
+        r.iter().any(|r| r.len() == 2 && r[0] == "brk"),
+        "brk fired: {out}"
+    );
+    assert!(err.contains(": 2 syscall instructions"), "{err}");
+}
+
+/// Issue 15's never-harm blocker (session 4): instruction probes on whole modules corrupted
+/// Python. Every instruction, entry and return of python3.11's own text and of libc (over
+/// 200,000 probes) is attached to a running Python waiting on stdin (the tick clause, attached
+/// after them, says when they all are); then Python runs its line and prints what it prints
+/// untraced. (With `-c` instead, Python's start-up would run tens of millions of probed
+/// instructions, minutes under load; `whole_libc_probes_leave_python_startup_intact` covers it
+/// for libc.)
+#[test]
+fn whole_module_probes_on_a_running_python_leave_it_intact() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code =
+        "import os, sys; sys.stdin.readline(); print(sum(range(10)), flush=True); os._exit(0)";
+    let native = {
+        let mut py = Command::new("/usr/bin/python3.11")
+            .args(["-c", code])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        py.stdin.take().unwrap().write_all(b"\n").unwrap();
+        String::from_utf8_lossy(&py.wait_with_output().unwrap().stdout).into_owned()
+    };
+    assert_eq!(native, "45\n");
+    let mut py = Command::new("/usr/bin/python3.11")
+        .args(["-c", code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = py.id().to_string();
+    let mut tracer = crate::sightline()
+        .args([
+            "probe",
+            "-p",
+            &pid,
+            "-n",
+            "pid$target:a.out::,pid$target:libc.so.6:: { @[probemod] = count(); }",
+            "-n",
+            "tick-100ms /!ready/ { ready = 1; printf(\"ready\\n\"); }",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(tracer.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        // "CPU ID FUNCTION:NAME" prefix, then the text.
+        let ready = l.trim_end().ends_with(":tick-100ms ready");
+        seen.push(l);
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.trim_end().ends_with("ready")),
+        "{seen:?}"
+    );
+    py.stdin.take().unwrap().write_all(b"\n").unwrap();
+    let traced = py.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&traced.stdout), native);
+    assert!(traced.status.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let t = tracer.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&t.stderr).into_owned();
+    assert!(t.status.success(), "{err}");
+    let matched: usize = err
+        .split("matched ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no match count in {err}"));
+    assert!(matched > 200_000, "{matched} probes");
+    assert!(err.contains("syscall instructions"), "{err}");
+    // Both modules fired while Python ran its line.
+    let r = rows(&rest.join("\n"));
+    for m in ["python3.11", "libc.so.6"] {
+        let n: u64 = r
+            .iter()
+            .find(|r| r.len() == 2 && r[0] == m)
+            .map(|r| r[1].parse().unwrap())
+            .unwrap_or(0);
+        assert!(n > 100, "{m}: {n} hits\n{rest:?}");
+    }
+}
+
+/// Issue 15's never-harm blocker (session 4), libc through Python's whole start-up under `-c`:
+/// every instruction, entry and return of libc (over 100,000 probes; `brk`'s `syscall` killed
+/// Python before) and Python prints what it prints untraced.
+#[test]
+fn whole_libc_probes_leave_python_startup_intact() {
+    if !test_support::privileged("attaches uprobes") {
+        return;
+    }
+    let code = "print(sum(range(10)))";
+    let native = python_native(code);
+    let (out, err) = probe(&[
+        "-n",
+        "pid$target:libc.so.6:: { @ = count(); }",
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    let hits: u64 = rows(&out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap_or(0);
+    assert!(hits > 100_000, "{hits} hits\n{out}");
+    assert!(err.contains("syscall instructions"), "{err}");
+}
