@@ -22,6 +22,9 @@
 #
 # Usage: bench/replay-bench.sh            (builds sightline in release mode)
 #        SIGHTLINE=/path/to/sightline REPS=5 bench/replay-bench.sh
+#        ONLY=xz-T2,handoff bench/replay-bench.sh   (only these workloads: issue 11's pair, whose
+#                                                   record/native and replay/native ratios are
+#                                                   then printed side by side)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -166,9 +169,12 @@ printf 'sightline: %s\nCPUs: %s, load: %s, reps: %s (fastest counts)\n' "$SIGHTL
 printf 'wall and cpu (user+sys) seconds; ratios wall/cpu\n\n'
 printf '%-8s %13s %13s %13s %13s   %11s %11s %11s\n' workload native strace record replay \
     strace/nat record/nat replay/rec
+ONLY=${ONLY:-}
+threaded_summary=()
 for i in "${!names[@]}"; do
     name=${names[$i]}
     cmd=${cmds[$i]}
+    if [[ -n "$ONLY" && ",$ONLY," != *",$name,"* ]]; then continue; fi
     rec="$W/rec-$name"
     if ((${pinned[$i]})); then
         read -r nw nc <<<"$(best_of taskset -c 0 sh -c "$cmd")"
@@ -188,12 +194,20 @@ for i in "${!names[@]}"; do
         sched=$("$SIGHTLINE" replay --info "$rec" | sed -n 's/^schedule: *//p')
         syncs=$(awk '{ print $3 }' <<<"$sched")
         status="$status; $sched; $(awk -v n="$syncs" -v t="$rw" 'BEGIN { if (t > 0) printf "%.0f forced sync points/s", n / t }')"
+        threaded_summary+=("$(printf '%-8s record/native %s (cpu %s)   replay/native %s (cpu %s)' "$name" \
+            "$(ratio "$rw" "$nw")" "$(ratio "$rc" "$nc")" "$(ratio "$pw" "$nw")" "$(ratio "$pc" "$nc")")")
     fi
     printf '%-8s %6s/%-6s %6s/%-6s %6s/%-6s %6s/%-6s   %5s/%-5s %5s/%-5s %5s/%-5s  %s KiB, %s\n' "$name" \
         "$nw" "$nc" "$sw" "$sc" "$rw" "$rc" "$pw" "$pc" \
         "$(ratio "$sw" "$nw")" "$(ratio "$sc" "$nc")" "$(ratio "$rw" "$nw")" "$(ratio "$rc" "$nc")" \
         "$(ratio "$pw" "$rw")" "$(ratio "$pc" "$rc")" "$size" "$status"
 done
+
+if ((${#threaded_summary[@]})); then
+    printf '\nthreaded workloads, against native pinned to one core (targets: xz-T2 record <= 1.3x, handoff <= 2x):\n'
+    printf '%s\n' "${threaded_summary[@]}"
+fi
+if [[ -n "$ONLY" ]]; then exit 0; fi
 
 # --- mapped files kept in the recording (issue 12) ----------------------------------------------
 # A program that maps many libraries, recorded twice into one directory: the second recording

@@ -20,12 +20,17 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds `crates/replay/tests/guests/<name>.c` into `dir`.
+/// Builds `crates/replay/tests/guests/<name>.c` into `dir` (gcc -O1).
 fn guest(name: &str, dir: &Path) -> PathBuf {
+    guest_opt(name, dir, "-O1")
+}
+
+/// Builds `crates/replay/tests/guests/<name>.c` into `dir` with gcc optimization flag `opt`.
+fn guest_opt(name: &str, dir: &Path, opt: &str) -> PathBuf {
     let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
-        .args(["-O1", "-pthread", "-o"])
+        .args([opt, "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
@@ -108,6 +113,17 @@ fn schedule_events(rec: &Recording) -> (usize, usize) {
 /// Records `cmd` once and replays it three times in-process: same exit status, byte-identical
 /// stdout, the same per-thread system calls. Returns the recording and its stdout.
 fn record_and_replay_3(cmd: &[&str], buf: Buf, env: &[(&str, &str)]) -> (Recording, String) {
+    let (rec, out, _) = record_and_replay_3_outcomes(cmd, buf, env);
+    (rec, out)
+}
+
+/// [`record_and_replay_3`], also returning each replay's outcome.
+fn record_and_replay_3_outcomes(
+    cmd: &[&str],
+    buf: Buf,
+    env: &[(&str, &str)],
+) -> (Recording, String, Vec<replay::replayer::ReplayOutcome>) {
+    let mut outcomes = Vec::new();
     let tmp = tempfile::tempdir().unwrap();
     let r = record(tmp.path(), tmp.path(), cmd, buf, env);
     assert_eq!(r.rec.meta.status, "complete", "{}", r.stderr);
@@ -133,15 +149,18 @@ fn record_and_replay_3(cmd: &[&str], buf: Buf, env: &[(&str, &str)]) -> (Recordi
         assert_eq!(outcome.exit_code, r.code, "replay {round}: exit status");
         let replayed: Vec<(i32, Vec<i64>)> = outcome
             .syscalls
-            .into_iter()
+            .iter()
             .filter(|(_, v)| !v.is_empty())
+            .cloned()
             .collect();
         assert_eq!(
             replayed, expected,
             "replay {round} of {cmd:?} ({buf:?}): per-thread system calls differ"
         );
+        outcomes.push(outcome);
     }
-    (r.rec, String::from_utf8_lossy(&r.stdout).into_owned())
+    let out = String::from_utf8_lossy(&r.stdout).into_owned();
+    (r.rec, out, outcomes)
 }
 
 /// Registers a test twice: with the syscall buffer and with `SIGHTLINE_SYSCALLBUF=0`.
@@ -524,6 +543,50 @@ both_buffers!(
     go_goroutines,
     go_goroutines_compute_on_four_threads,
     go_goroutines_compute_on_four_threads_unbuffered
+);
+
+/// Issue #11: two threads each run `x = x * A + B` 4·10⁷ times; at -O2 the loop has no
+/// instruction of 5 bytes (imul, add, sub, jne), so no single instruction can carry a `jmp rel32`
+/// check. Its forced sync points were watched with a hardware breakpoint at every pass (a ptrace
+/// stop per iteration until the matching one: millions). The check now replaces two of the short
+/// instructions; a replay takes a few stops per point.
+fn compute_loop_of_short_instructions(buf: Buf) {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest_opt("threads_lcg", tmp.path(), "-O2");
+    let (rec, out, outcomes) = record_and_replay_3_outcomes(&[exe.to_str().unwrap()], buf, &[]);
+    let lcg = |mut x: u64| {
+        for _ in 0..40_000_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+        }
+        x
+    };
+    assert_eq!(out, format!("{} {}\n", lcg(1), lcg(2)));
+    let (_, syncs) = schedule_events(&rec);
+    assert!(
+        syncs >= 2,
+        "two threads computing while the other waits: {syncs} forced sync points"
+    );
+    for (round, o) in outcomes.iter().enumerate() {
+        // A hardware breakpoint hit at the first pass, the check's int3 at the matching one, and
+        // rarely an entry into the patched region from elsewhere.
+        assert!(
+            o.seek_stops <= 4 * syncs as u64,
+            "replay {round}: {} stops for {syncs} forced sync points",
+            o.seek_stops
+        );
+        assert!(o.seek_stops >= syncs as u64, "one stop per point at least");
+    }
+}
+both_buffers!(
+    compute_loop_of_short_instructions,
+    a_compute_loop_of_short_instructions_replays_with_few_stops,
+    a_compute_loop_of_short_instructions_replays_with_few_stops_unbuffered
 );
 
 /// Issue #11: `xz -T2` compresses two blocks at once (two compressing threads and the main one

@@ -183,14 +183,15 @@ impl Recorder {
         if !crate::sched::reachable_point(t, rip) {
             return Ok(None);
         }
-        // Replay checks every pass of a point; a patchable one costs a few instructions a pass,
-        // any other a breakpoint stop. Let the thread run on and try again at a later tick,
-        // a few times, before taking a point replay can only watch with the breakpoint. Not
-        // when a signal waits for this point: its delivery would be late (and a timer signal
-        // every few ms stops the thread before the next try can start).
+        // Replay checks every pass of a point; one where a check fits (a region of the
+        // trampoline) costs a few instructions a pass, any other a breakpoint stop. Let the
+        // thread run on and try again at a later tick, a few times, before taking a point replay
+        // can only watch with the breakpoint. Not when a signal waits for this point: its
+        // delivery would be late (and a timer signal every few ms stops the thread before the
+        // next try can start).
         let checkable = t
-            .read_bytes(replay_ptrace::RemotePtr::new(rip), 16)
-            .is_ok_and(|code| crate::trampoline::patchable(&code, rip));
+            .read_bytes(replay_ptrace::RemotePtr::new(rip), 32)
+            .is_ok_and(|code| crate::trampoline::region(&code, rip).is_some());
         let p = self.proc_mut(tid);
         if !checkable && !held && p.unpatchable_tries < crate::sched::UNPATCHABLE_TRIES {
             p.unpatchable_tries += 1;

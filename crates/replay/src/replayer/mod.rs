@@ -50,6 +50,10 @@ pub struct ReplayOutcome {
     pub syscalls: Vec<(i32, Vec<i64>)>,
     /// Threads started (`clone` with `CLONE_THREAD`).
     pub threads: usize,
+    /// Ptrace stops spent running threads to their forced sync points: hardware breakpoint hits,
+    /// the in-tracee checks' `int3`s (a pass whose registers match) and entries into a patched
+    /// region from elsewhere ([`crate::trampoline::Region`]). A pass the check rejects costs none.
+    pub seek_stops: u64,
 }
 
 /// The recorded events of one process, consumed in order.
@@ -139,6 +143,9 @@ struct Installed {
     orig: Vec<u8>,
     /// Address of the check's `int3`.
     int3_at: u64,
+    /// The region's instructions after the first: their address, where an entry from elsewhere
+    /// stops at an `int3`, and their copy's in the check, where the replayer moves it on.
+    entries: Vec<(u64, u64)>,
 }
 
 /// The replayer's tick period: 1 ms.
@@ -182,6 +189,8 @@ struct Replayer<'o> {
     /// tracee, hand the right to run to this recorded tid.
     transfer: Option<i32>,
     threads: usize,
+    /// [`ReplayOutcome::seek_stops`].
+    seek_stops: u64,
     /// (recorded tid, stream index) of an open whose fd was later mapped → the kept file's name
     /// ([`crate::files`]): that open opens the kept copy instead.
     kept: HashMap<(i32, usize), String>,
@@ -408,6 +417,7 @@ pub fn replay(
         groups: HashMap::new(),
         transfer: None,
         threads: 0,
+        seek_stops: 0,
         kept: kept_opens(rec),
         threaded_procs: std::collections::HashSet::new(),
         shared_opens,
@@ -494,6 +504,7 @@ pub fn replay(
         processes: r.processes,
         syscalls,
         threads: r.threads,
+        seek_stops: r.seek_stops,
     })
 }
 

@@ -35,10 +35,11 @@ impl Replayer<'_> {
         };
         let seek = p.seeking.as_mut().expect("seeking");
         seek.hits += 1;
+        self.seek_stops += 1;
         if d > 0 && seek.check.is_none() && !seek.no_check {
             // A pass that is not the point: check the next ones in the tracee.
             t.set_breakpoint(None)?;
-            let installed = install_check(&mut t, &want)?;
+            let installed = install_check(&mut t, &want, &here)?;
             if self.debug {
                 eprintln!(
                     "[replay] tid {tid}: check at {:#x}: {}",
@@ -89,6 +90,7 @@ impl Replayer<'_> {
             .expect("seeking");
         seek.hits += 1;
         seek.idle_ticks = 0;
+        self.seek_stops += 1;
         if d > 0 {
             if seek.nearest.as_ref().is_none_or(|(_, nd)| d < *nd) {
                 seek.nearest = Some((here, d));
@@ -132,6 +134,21 @@ impl Replayer<'_> {
         Ok(Next::Resume(t, Resume::Cont, 0))
     }
 
+    /// For an `int3` stop of a seeking thread at an instruction inside its installed check's
+    /// region (not the first), where that instruction's copy is.
+    fn region_entry(&self, t: &mut Stopped) -> Result<Option<u64>, Error> {
+        let Some(c) = self
+            .procs
+            .get(&t.tid())
+            .and_then(|p| p.seeking.as_ref())
+            .and_then(|s| s.check.as_ref())
+        else {
+            return Ok(None);
+        };
+        let at = t.regs()?.rip.wrapping_sub(1);
+        Ok(c.entries.iter().find(|(a, _)| *a == at).map(|(_, to)| *to))
+    }
+
     /// If the next recorded event of `tid` is an asynchronous signal, raises it now.
     pub(super) fn raise_next_signal(&mut self, tid: i32) -> Result<(), Error> {
         let rec = self.rec_of(tid);
@@ -168,6 +185,18 @@ impl Replayer<'_> {
             && t.regs()?.rip == at + 1
         {
             return self.on_check(t);
+        }
+        if sig == libc::SIGTRAP
+            && machine::si_code(&info) == SI_KERNEL
+            && let Some(to) = self.region_entry(&mut t)?
+        {
+            // Code from elsewhere entered the patched region (a jump to one of its instructions):
+            // it runs that instruction's copy in the check.
+            let mut regs = t.regs()?;
+            regs.rip = to;
+            t.set_regs(&regs)?;
+            self.seek_stops += 1;
+            return Ok(Next::Resume(t, Resume::Cont, 0));
         }
         if sig == libc::SIGTRAP
             && machine::si_code(&info) == TRAP_HWBKPT
@@ -259,38 +288,44 @@ impl Replayer<'_> {
 }
 
 /// Installs the in-tracee check for forced sync point `want` ([`crate::trampoline`]) at a
-/// signal-delivery-stop of the seeking thread: maps a page within reach of the point, writes the
-/// check there and a `jmp` to it over the point's instruction. `None` when the instruction is not
-/// patchable or no page in reach can be mapped.
+/// signal-delivery-stop of the seeking thread, `seen` its state there (not the point): maps a page within reach of the point, writes the
+/// check there and a `jmp` to it over the point's region. `None` when no region starts at the
+/// point or no page in reach can be mapped.
 ///
 /// Errors: ptrace requests fail.
 fn install_check(
     t: &mut Stopped,
     want: &crate::format::Signature,
+    seen: &crate::format::Signature,
 ) -> Result<Option<super::Installed>, Error> {
-    use crate::trampoline::{MAP_LEN, PAGE, build, candidates, patch, patchable};
+    use crate::trampoline::{MAP_LEN, PAGE, build, candidates, patch_region, region, targets};
     let point = want.rip();
-    let Ok(code) = t.read_bytes(replay_ptrace::RemotePtr::new(point), 16) else {
+    let Ok(code) = t.read_bytes(replay_ptrace::RemotePtr::new(point), 32) else {
         return Ok(None);
     };
-    if !patchable(&code, point) {
+    let Some(region) = region(&code, point) else {
         return Ok(None);
-    }
-    let len = crate::trampoline::insn_len(&code, point);
-    let orig = code[..len].to_vec();
+    };
     let prot = (libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) as u64;
     let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE) as u64;
-    // First where the kernel puts it (the hint if free, else next to the lowest mappings, which
-    // is near the shared libraries), then free places in steps around the point.
-    let hint = point & !(PAGE - 1);
-    let tries = std::iter::once((hint, false)).chain(candidates(point).map(|c| (c, true)));
-    for (cand, fixed) in tries.take(160) {
+    // A region whose patch displacement is free: first where the kernel puts the page (the hint
+    // if free, else next to the lowest mappings, which is near the shared libraries), then free
+    // places in steps around the point, the check at the page's start. A constrained one: the
+    // places that meet its rule, exactly.
+    let tries: Box<dyn Iterator<Item = (u64, bool)>> = if region.constrained() {
+        Box::new(targets(&region).map(|a| (a, true)))
+    } else {
+        let hint = point & !(PAGE - 1);
+        Box::new(std::iter::once((hint, false)).chain(candidates(point).map(|c| (c, true))))
+    };
+    for (cand, fixed) in tries.take(crate::trampoline::PAGE_TRIES) {
         let f = if fixed {
             flags
         } else {
             flags & !(libc::MAP_FIXED_NOREPLACE as u64)
         };
-        let r = t.inject_syscall(libc::SYS_mmap, [cand, MAP_LEN, prot, f, u64::MAX, 0])?;
+        let want_page = cand & !(PAGE - 1);
+        let r = t.inject_syscall(libc::SYS_mmap, [want_page, MAP_LEN, prot, f, u64::MAX, 0])?;
         if r == -i64::from(libc::EEXIST) {
             continue;
         }
@@ -298,20 +333,29 @@ fn install_check(
             return Ok(None);
         }
         let page = r as u64;
-        let built = (!fixed || page == cand)
-            .then(|| build(page, want, &orig).zip(patch(point, page)))
+        let at = if fixed { cand } else { page };
+        let built = (!fixed || page == want_page)
+            .then(|| {
+                build(at, page + PAGE, want, Some(seen), &region).zip(patch_region(&region, at))
+            })
             .flatten();
         let Some((check, jmp)) = built else {
             t.inject_syscall(libc::SYS_munmap, [page, MAP_LEN, 0, 0, 0, 0])?;
             continue;
         };
-        t.write_bytes(replay_ptrace::RemotePtr::new(page), &check.code)?;
+        t.write_bytes(replay_ptrace::RemotePtr::new(at), &check.code)?;
         t.write_bytes(replay_ptrace::RemotePtr::new(point), &jmp)?;
+        let reloc = at + check.reloc_off;
         return Ok(Some(super::Installed {
             page,
             point,
-            orig,
-            int3_at: page + check.int3_off,
+            orig: region.bytes.clone(),
+            int3_at: at + check.int3_off,
+            entries: region
+                .starts
+                .iter()
+                .map(|&s| (point + s as u64, reloc + s as u64))
+                .collect(),
         }));
     }
     Ok(None)
