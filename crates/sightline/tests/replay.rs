@@ -317,7 +317,9 @@ fn children_over_pipes_reaped_in_timing_order() {
             .count(),
         4
     );
-    assert_eq!(text.lines().filter(|l| l.starts_with("from ")).count(), 12);
+    // 12 messages; two written before the parent reads arrive in one read (one "from" line).
+    assert_eq!(text.matches(" message ").count(), 12, "{text}");
+    assert!(text.lines().filter(|l| l.starts_with("from ")).count() <= 12);
 }
 
 #[test]
