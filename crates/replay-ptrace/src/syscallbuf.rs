@@ -164,7 +164,8 @@ pub fn bufferable(nr: i64) -> Option<&'static Bufferable> {
 
 // The handler. Entered by `call` from a site stub with the system call as the `syscall` instruction
 // would see it (rax = number, rdi rsi rdx r10 r8 r9 = arguments); returns with rax = result and every
-// other register but rcx and r11 preserved, like the instruction it replaces.
+// other register but rcx and r11 preserved, like the instruction it replaces. A buffered call returns
+// with rcx = r11 = 0 and the flags of `xor` (ZF and PF set), on record and on replay alike.
 //
 // Register use: rbx = header, rbp = table entry then record, r12 = output pointer, r13 = arguments
 // compared, r14 = output kind (0 none, 1 fixed, 2 counted), r15 = output bytes (fixed) or maximum.
@@ -350,6 +351,10 @@ global_asm!(
     // Done: restore and return the result in rax.
     "70:",
     "sightline_syscallbuf_restore",
+    // rcx, r11 and the flags the same on the record path (which ran a real `syscall`) and the
+    // replay path (which did not): a forced sync point right after a buffered call compares them.
+    "xor %ecx, %ecx",
+    "xor %r11d, %r11d",
     "ret",
     // Traced: restore, make the call where the filter traps it; start over on RETRY.
     "80:",

@@ -28,6 +28,9 @@ struct Node {
     event: Event,
     /// Recorded tid of its thread.
     tid: i32,
+    /// A read-family call that returned data / a write-family call that wrote some.
+    read: bool,
+    write: bool,
 }
 
 /// Builds the task graph of `rec`, named `name` (shown as the task id).
@@ -49,6 +52,21 @@ pub fn recording_graph(rec: &Recording, name: &str) -> TaskGraph {
     let mut objects: HashMap<u64, Vec<(u64, usize)>> = HashMap::new();
 
     for (ordinal, r) in rec.records.iter().enumerate() {
+        let (read, write) = match &r.event {
+            RecEvent::Syscall(s) if s.result > 0 => (
+                matches!(
+                    s.nr,
+                    libc::SYS_read
+                        | libc::SYS_readv
+                        | libc::SYS_pread64
+                        | libc::SYS_preadv
+                        | libc::SYS_recvfrom
+                        | libc::SYS_recvmsg
+                ),
+                replay::syscalls::is_write(s.nr),
+            ),
+            _ => (false, false),
+        };
         let calls: Vec<(String, Vec<&replay::format::Rendezvous>)> = match &r.event {
             RecEvent::Rdtsc { .. } | RecEvent::Cpuid { .. } | RecEvent::SyscallbufPatch { .. } => {
                 continue;
@@ -119,6 +137,8 @@ pub fn recording_graph(rec: &Recording, name: &str) -> TaskGraph {
                     ..Event::default()
                 },
                 tid,
+                read: read && k == 0,
+                write: write && k == 0,
             });
             last_of.insert(tid, n);
         }
@@ -142,15 +162,22 @@ pub fn recording_graph(rec: &Recording, name: &str) -> TaskGraph {
             _ => {}
         }
     }
-    // Each object's interactions in their recorded order: an edge from one to the next when
-    // they are in different threads (within a thread program order already orders them).
+    // Each object's interactions in their recorded order (the order the recorder handled their
+    // exits): an edge from one to the next when they are in different threads (within a thread
+    // program order already orders them). A read directly followed by another thread's write
+    // is drawn write -> read: the reader was blocked until that write's bytes came, and its exit
+    // was handled first.
     let mut extra: Vec<(usize, usize)> = Vec::new();
     for seqs in objects.values_mut() {
         seqs.sort_unstable();
         for w in seqs.windows(2) {
             let ((_, a), (_, b)) = (w[0], w[1]);
             if nodes[a].tid != nodes[b].tid {
-                extra.push((a, b));
+                if nodes[a].read && nodes[b].write {
+                    extra.push((b, a));
+                } else {
+                    extra.push((a, b));
+                }
             }
         }
     }

@@ -69,7 +69,7 @@ pub struct RecordOutcome {
 /// (`sigalrm_while_the_syscall_buffer_handler_is_mid_record` failed 5 runs in 10). Until the
 /// handler leaves the same registers on both paths, a timer signal on a machine at load 15+ can
 /// wait long for its point (NOTES.md, session 5).
-const SIGNAL_WAIT_TICKS: Option<u32> = None;
+const SIGNAL_WAIT_TICKS: Option<u32> = Some(4);
 
 /// Per-process recorder state.
 #[derive(Debug, Default)]

@@ -17,10 +17,6 @@ pub(super) struct Pending {
     nr: i64,
     args: [u64; 6],
     fd: Option<FdInfo>,
-    /// A write-family call's position on its rendezvous object, taken at entry: the bytes enter
-    /// the object during the call, so a reader whose exit the recorder sees first still comes
-    /// after it (recorded order = data flow; `docs/recording-format.md`, *Rendezvous points*).
-    entry_rdv: Option<Rendezvous>,
 }
 
 impl Pending {
@@ -153,10 +149,6 @@ impl Recorder {
         }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
-        let entry_rdv = fd
-            .and_then(|f| f.obj)
-            .filter(|_| syscalls::is_write(nr))
-            .map(|obj| self.next_rdv(obj));
         let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
         if p.releasing.is_none()
             && let Some((sig, info)) = p.held.pop_front()
@@ -185,12 +177,7 @@ impl Recorder {
             }
         }
         p.last_exit_regs = None;
-        p.pending = Some(Pending {
-            nr,
-            args,
-            fd,
-            entry_rdv,
-        });
+        p.pending = Some(Pending { nr, args, fd });
         Ok((t, Resume::Syscall, 0))
     }
 
@@ -264,12 +251,7 @@ impl Recorder {
         let tid = t.tid();
         let regs = t.regs()?;
         let result = regs.rax as i64;
-        let Pending {
-            nr,
-            args,
-            fd,
-            entry_rdv,
-        } = pending;
+        let Pending { nr, args, fd } = pending;
         // restart_syscall continues an interrupted poll/nanosleep/futex wait: what it writes is what
         // the interrupted call would have written.
         let (out_nr, out_args) = match self.procs.get_mut(&tid) {
@@ -300,9 +282,7 @@ impl Recorder {
             output = fd.map_or(0, |f| f.out);
         }
         let mut rendezvous: Vec<Rendezvous> = Vec::new();
-        if let Some(r) = entry_rdv {
-            rendezvous.push(r);
-        } else if let Some(obj) = fd.and_then(|f| f.obj) {
+        if let Some(obj) = fd.and_then(|f| f.obj) {
             rendezvous.push(self.next_rdv(obj));
         }
         let child = match nr {
