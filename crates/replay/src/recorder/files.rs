@@ -469,22 +469,14 @@ impl Recorder {
 
     /// A forked child has its parent's fds.
     pub(super) fn inherit_opens(&mut self, parent_tgid: i32, child: i32) {
-        let copied: Vec<_> = self
-            .files
-            .opened
-            .iter()
-            .filter(|((g, _), _)| *g == parent_tgid)
-            .map(|((_, fd), o)| ((child, *fd), *o))
-            .collect();
-        self.files.opened.extend(copied);
-        let copied: Vec<_> = self
-            .files
-            .opened_rw
-            .iter()
-            .filter(|((g, _), _)| *g == parent_tgid)
-            .map(|((_, fd), o)| ((child, *fd), *o))
-            .collect();
-        self.files.opened_rw.extend(copied);
+        for map in [&mut self.files.opened, &mut self.files.opened_rw] {
+            let copied: Vec<_> = map
+                .iter()
+                .filter(|((g, _), _)| *g == parent_tgid)
+                .map(|((_, fd), o)| ((child, *fd), *o))
+                .collect();
+            map.extend(copied);
+        }
     }
 
     /// At the exit of a successful `mmap` of a file: keep the file (unless the mapping is shared and
