@@ -744,6 +744,33 @@ fn python_native(code: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Traces `python3.11 -c CODE` under `-c` with the one-clause program `script`, asserts that
+/// Python printed first what it prints untraced, and returns sightline's stdout and stderr.
+fn probe_python_intact(script: &str, code: &str) -> (String, String) {
+    let native = python_native(code);
+    let (out, err) = probe(&[
+        "-n",
+        script,
+        "-c",
+        &format!("/usr/bin/python3.11 -c '{code}'"),
+    ]);
+    assert!(
+        out.starts_with(&native),
+        "native {native:?}, traced:\n{out}"
+    );
+    (out, err)
+}
+
+/// The value of a printed `@ = count()` (the largest one-column number row of `out`; 0 if none).
+fn single_count(out: &str) -> u64 {
+    rows(out)
+        .iter()
+        .filter(|r| r.len() == 1)
+        .filter_map(|r| r[0].parse().ok())
+        .max()
+        .unwrap_or(0)
+}
+
 /// Session 4's harm to the target: `pid$target:a.out::return` on python3.11 made it fail with
 /// "Fatal Python error: _PyArgv_AsWstrList: memory allocation failed": `_start` never returns,
 /// and the uretprobe put on its entry instead overwrote `argc`. Now no function that never
@@ -753,24 +780,11 @@ fn return_probes_on_every_python_function_leave_it_intact() {
     if !test_support::privileged("attaches uprobes") {
         return;
     }
-    let code = "print(sum(range(10)))";
-    let native = python_native(code);
-    let (out, err) = probe(&[
-        "-n",
+    let (out, err) = probe_python_intact(
         "pid$target:a.out::return { @ = count(); }",
-        "-c",
-        &format!("/usr/bin/python3.11 -c '{code}'"),
-    ]);
-    assert!(
-        out.starts_with(&native),
-        "native {native:?}, traced:\n{out}"
+        "print(sum(range(10)))",
     );
-    let hits: u64 = rows(&out)
-        .iter()
-        .filter(|r| r.len() == 1)
-        .filter_map(|r| r[0].parse().ok())
-        .max()
-        .unwrap_or(0);
+    let hits = single_count(&out);
     assert!(hits > 1000, "{hits} return hits\n{out}");
     assert!(
         err.contains("return probes of functions that never return"),
@@ -788,17 +802,10 @@ fn syscall_instructions_are_left_out_and_the_target_lives() {
         return;
     }
     let code = "import os; print(os.getpid() == os.getpid(), sum(range(10)))";
-    let native = python_native(code);
-    assert_eq!(native, "True 45\n");
-    let (out, err) = probe(&[
-        "-n",
+    assert_eq!(python_native(code), "True 45\n");
+    let (out, err) = probe_python_intact(
         "pid$target:libc.so.6:getpid:,pid$target:libc.so.6:brk: { @[probefunc] = count(); }",
-        "-c",
-        &format!("/usr/bin/python3.11 -c '{code}'"),
-    ]);
-    assert!(
-        out.starts_with(&native),
-        "native {native:?}, traced:\n{out}"
+        code,
     );
     let r = rows(&out);
     // getpid: entry, the mov before the syscall and the ret, per call (2 calls at least).
@@ -914,24 +921,11 @@ fn whole_libc_probes_leave_python_startup_intact() {
     if !test_support::privileged("attaches uprobes") {
         return;
     }
-    let code = "print(sum(range(10)))";
-    let native = python_native(code);
-    let (out, err) = probe(&[
-        "-n",
+    let (out, err) = probe_python_intact(
         "pid$target:libc.so.6:: { @ = count(); }",
-        "-c",
-        &format!("/usr/bin/python3.11 -c '{code}'"),
-    ]);
-    assert!(
-        out.starts_with(&native),
-        "native {native:?}, traced:\n{out}"
+        "print(sum(range(10)))",
     );
-    let hits: u64 = rows(&out)
-        .iter()
-        .filter(|r| r.len() == 1)
-        .filter_map(|r| r[0].parse().ok())
-        .max()
-        .unwrap_or(0);
+    let hits = single_count(&out);
     assert!(hits > 100_000, "{hits} hits\n{out}");
     assert!(err.contains("syscall instructions"), "{err}");
 }
