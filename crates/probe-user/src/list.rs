@@ -319,6 +319,21 @@ pub fn pid_sites(
     Ok((out, skipped))
 }
 
+/// The function of `elf` whose first instruction is at file offset `entry`.
+///
+/// # Errors
+/// [`SiteError::NotBoundary`] when no function starts there.
+fn function_at(elf: &ElfFile, entry: FileOffset) -> Result<&Function, SiteError> {
+    elf.functions()
+        .iter()
+        .find(|f| f.offset == entry)
+        .ok_or_else(|| SiteError::NotBoundary {
+            path: elf.path().to_path_buf(),
+            function: format!("(function at file offset {entry})"),
+            offset: 0,
+        })
+}
+
 /// The return sites of the function whose first instruction is at file offset `entry`: the file
 /// offset of each `ret` or tail-call jump the kernel can probe, with its offset from the function's
 /// start (DTrace's `arg0` of a `return` probe).
@@ -330,15 +345,7 @@ pub fn return_sites_at(
     elf: &ElfFile,
     entry: FileOffset,
 ) -> Result<Vec<(FileOffset, u64)>, SiteError> {
-    let f = elf
-        .functions()
-        .iter()
-        .find(|f| f.offset == entry)
-        .ok_or_else(|| SiteError::NotBoundary {
-            path: elf.path().to_path_buf(),
-            function: format!("(function at file offset {entry})"),
-            offset: 0,
-        })?;
+    let f = function_at(elf, entry)?;
     let code = decode_function(elf, f)?;
     Ok(code
         .return_sites()
@@ -392,15 +399,7 @@ pub fn return_plan(elf: &ElfFile, f: &Function) -> ReturnPlan {
 /// # Errors
 /// [`SiteError::NotBoundary`] when no function starts at `entry`.
 pub fn return_plan_at(elf: &ElfFile, entry: FileOffset) -> Result<ReturnPlan, SiteError> {
-    let f = elf
-        .functions()
-        .iter()
-        .find(|f| f.offset == entry)
-        .ok_or_else(|| SiteError::NotBoundary {
-            path: elf.path().to_path_buf(),
-            function: format!("(function at file offset {entry})"),
-            offset: 0,
-        })?;
+    let f = function_at(elf, entry)?;
     Ok(return_plan(elf, f))
 }
 
