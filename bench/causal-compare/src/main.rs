@@ -125,6 +125,30 @@ fn main() {
         },
         flush,
     ));
+    causal::set_current(None);
+
+    // 1b. Publication for accounting (docs/causal-accounting.md): a context attached, one event,
+    // detached; every attach and detach changes the published task, so each pays the slot write
+    // and the `causal:context` probe check. The same with publication off, side by side.
+    let attached = Context::with_task(_ctx.task_id(), true).with_activity("bench");
+    for (name, on) in [
+        ("causal attach+event+detach, publication on", true),
+        ("causal attach+event+detach, publication off", false),
+    ] {
+        causal::publish::set_enabled(on);
+        results.push(measure(
+            name,
+            rounds,
+            |_| {
+                let g = attached.clone().attach();
+                black_box(causal::report("op", []));
+                drop(g);
+            },
+            flush,
+        ));
+    }
+    causal::publish::set_enabled(true);
+    let _ctx = _ctx.attach();
     let causal_queued = causal::stats().queued;
 
     // 2. causal, unsampled task.

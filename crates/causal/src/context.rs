@@ -66,11 +66,13 @@ impl Parents {
     }
 }
 
-/// W3C values carried along unchanged.
-#[derive(Debug, PartialEq, Eq)]
+/// W3C values carried along unchanged, and the activity label (with its key) published for
+/// accounting (`crate::publish`).
+#[derive(Debug, PartialEq, Eq, Clone, Default)]
 struct Carried {
     tracestate: Option<String>,
     baggage: Option<String>,
+    activity: Option<(Box<str>, u64)>,
 }
 
 /// A task and the events its next event follows; cheap to clone (no allocation unless the task
@@ -178,6 +180,7 @@ impl Context {
             Some(Arc::new(Carried {
                 tracestate,
                 baggage,
+                activity: None,
             }))
         };
     }
@@ -220,6 +223,30 @@ impl Context {
     /// The W3C `baggage` carried along, if any.
     pub fn baggage(&self) -> Option<&str> {
         self.carried.as_ref().and_then(|c| c.baggage.as_deref())
+    }
+
+    /// The activity label this context's work is charged to (docs/causal-accounting.md), if set.
+    pub fn activity(&self) -> Option<&str> {
+        self.carried
+            .as_ref()
+            .and_then(|c| c.activity.as_ref())
+            .map(|(l, _)| &**l)
+    }
+
+    /// Sets (or with an empty label clears) the activity label: a programmer-defined name for
+    /// what this work is (Quanto's activities), published with the task for accounting and kept
+    /// by clones and joins of this context. Allocates once here, never on the event path.
+    pub fn set_activity(&mut self, label: &str) {
+        let mut c = self.carried.as_deref().cloned().unwrap_or_default();
+        c.activity =
+            (!label.is_empty()).then(|| (Box::from(label), crate::publish::activity_key(label)));
+        self.carried = (c != Carried::default()).then(|| Arc::new(c));
+    }
+
+    /// [`Context::set_activity`] by value.
+    pub fn with_activity(mut self, label: &str) -> Context {
+        self.set_activity(label);
+        self
     }
 
     /// X-Trace metadata to send with a message: the task, the options and the *latest* parent.
@@ -386,11 +413,24 @@ fn swap(slot: &RefCell<Option<Context>>, v: Option<Context>) -> Option<Context> 
     }
 }
 
-/// Mirrors "the current context is a sampled task's" in `CURRENT_SAMPLED`; called wherever
-/// `CURRENT` changes.
+/// Mirrors "the current context is a sampled task's" in `CURRENT_SAMPLED` and publishes the
+/// thread's task and activity (`crate::publish`); called wherever `CURRENT` changes.
 #[inline]
 fn publish_sampled(cur: &Option<Context>) {
-    CURRENT_SAMPLED.set(cur.as_ref().is_some_and(|c| c.sampled));
+    let sampled = cur.as_ref().filter(|c| c.sampled);
+    CURRENT_SAMPLED.set(sampled.is_some());
+    let (task, key, label) = match sampled {
+        Some(c) => {
+            let (label, key) = c
+                .carried
+                .as_ref()
+                .and_then(|k| k.activity.as_ref())
+                .map_or(("", 0), |(l, k)| (&**l, *k));
+            (crate::probes::task_key(c.task), key, label)
+        }
+        None => (0, 0, ""),
+    };
+    let _ = PUBLISHED.try_with(|p| p.update(thread_tid, task, key, label));
 }
 
 /// The thread's current context; clears `CURRENT_SAMPLED` when destroyed.
@@ -406,6 +446,7 @@ impl std::ops::Deref for CurrentSlot {
 impl Drop for CurrentSlot {
     fn drop(&mut self) {
         CURRENT_SAMPLED.set(false);
+        let _ = PUBLISHED.try_with(crate::publish::Published::release);
     }
 }
 
@@ -417,6 +458,23 @@ thread_local! {
     /// [`report`] for an unsampled task or no context costs that load and a branch.
     static CURRENT_SAMPLED: Cell<bool> = const { Cell::new(false) };
     static TID: Cell<u32> = const { Cell::new(0) };
+    /// The thread's publication slot and last published (task, activity); no destructor, so it
+    /// stays usable in `CurrentSlot`'s.
+    static PUBLISHED: crate::publish::Published = const { crate::publish::Published::new() };
+}
+
+/// Sets the activity label of the thread's current context ([`Context::set_activity`]) and
+/// publishes it; does nothing when the thread has no context.
+pub fn set_activity(label: &str) {
+    let _ = CURRENT.try_with(|c| {
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return;
+        };
+        if let Some(ctx) = cur.as_mut() {
+            ctx.set_activity(label);
+        }
+        publish_sampled(&cur);
+    });
 }
 
 /// Replaces the thread's current context, returning the previous one.

@@ -40,6 +40,7 @@ pub mod layer;
 pub mod metadata;
 mod probes;
 pub mod propagation;
+pub mod publish;
 pub mod report;
 pub mod reporter;
 mod sys;
@@ -49,8 +50,8 @@ pub mod w3c;
 pub mod wire;
 
 pub use context::{
-    Context, ContextGuard, EventBuilder, Value, current, event, join_current, report, set_current,
-    start_task, take_current,
+    Context, ContextGuard, EventBuilder, Value, current, event, join_current, report, set_activity,
+    set_current, start_task, take_current,
 };
 pub use future::InContextExt;
 pub use metadata::{Metadata, MetadataError, OpId, TaskId};
