@@ -6,7 +6,20 @@
 //! causal-example frontend URL_A URL_B      serve GET /request; calls both back ends in parallel
 //! causal-example demo                      start two back ends and a front end, send one request,
 //!                                          print the task id and the answer, stop them
+//! causal-example backend NAME DELAY_MS CPU_MS [FILE]
+//!                                          a back end of known cost: per request, CPU_MS of busy
+//!                                          loop and one read of FILE, under activity
+//!                                          `backend NAME` (docs/causal-accounting.md)
+//! causal-example client URL N              N requests to a front end, each a new task; prints
+//!                                          `task ID` per request
+//! causal-example hold CPU_MS               attach a new task (activity `held`), print `task ID`,
+//!                                          wait for a line on stdin, then burn CPU_MS of CPU
+//!                                          and print `held cpu_ns=N`
 //! ```
+//!
+//! With `SIGHTLINE_EXAMPLE_COST_LOG=FILE` a back end of known cost appends
+//! `cost TASK NAME cpu_ns=N read_bytes=N` per request, its own measurement of the work
+//! (CLOCK_THREAD_CPUTIME_ID around the busy loop and the read).
 //!
 //! Servers print `listening on 127.0.0.1:PORT` as their first line and stop on `GET /shutdown`
 //! (a clean exit, so their reporters flush). Reports go where `SIGHTLINE_CAUSAL_SINK` says
@@ -32,20 +45,43 @@ use http::HeaderMap;
 use tokio::sync::Notify;
 
 fn usage() -> ! {
-    eprintln!("usage: causal-example backend NAME DELAY_MS | frontend URL_A URL_B | demo");
+    eprintln!(
+        "usage: causal-example backend NAME DELAY_MS [CPU_MS [FILE]] | frontend URL_A URL_B | demo | client URL N | hold CPU_MS"
+    );
     std::process::exit(2);
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some("backend") if args.len() == 3 => {
+        Some("backend") if (3..=5).contains(&args.len()) => {
             let delay = args[2].parse().unwrap_or_else(|_| usage());
+            let cost = Cost {
+                cpu: Duration::from_millis(
+                    args.get(3)
+                        .map_or(Ok(0), |c| c.parse())
+                        .unwrap_or_else(|_| usage()),
+                ),
+                file: args.get(4).map(std::path::PathBuf::from),
+            };
             start_reporter(&format!("backend-{}", args[1]));
             serve(backend_router(
                 args[1].clone(),
                 Duration::from_millis(delay),
+                Arc::new(cost),
             ));
+        }
+        Some("client") if args.len() == 3 => {
+            start_reporter("client");
+            let n: usize = args[2].parse().unwrap_or_else(|_| usage());
+            if let Err(e) = client(&args[1], n) {
+                eprintln!("causal-example client: {e:#}");
+                std::process::exit(1);
+            }
+        }
+        Some("hold") if args.len() == 2 => {
+            let ms: u64 = args[1].parse().unwrap_or_else(|_| usage());
+            hold(Duration::from_millis(ms));
         }
         Some("frontend") if args.len() == 3 => {
             start_reporter("frontend");
@@ -109,15 +145,66 @@ fn serve(router: Router<Arc<Notify>>) {
     causal::flush(Duration::from_secs(5));
 }
 
-fn backend_router(name: String, delay: Duration) -> Router<Arc<Notify>> {
+/// A back end's known cost per request.
+#[derive(Debug)]
+struct Cost {
+    cpu: Duration,
+    file: Option<std::path::PathBuf>,
+}
+
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Burns `cpu` of this thread's CPU time; returns the CPU ns it measured.
+fn burn(cpu: Duration) -> u64 {
+    let start = thread_cpu_ns();
+    let target = cpu.as_nanos() as u64;
+    let mut x = 0u64;
+    while thread_cpu_ns() - start < target {
+        for i in 0..1000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+    }
+    std::hint::black_box(x);
+    thread_cpu_ns() - start
+}
+
+/// Runs the known work of one request on this thread: the busy loop and the file read, both
+/// under the current context. Returns (cpu ns, bytes read) as measured here.
+fn known_work(cost: &Cost) -> (u64, u64) {
+    let start = thread_cpu_ns();
+    burn(cost.cpu);
+    let bytes = cost
+        .file
+        .as_ref()
+        .map_or(0, |f| std::fs::read(f).map_or(0, |b| b.len() as u64));
+    (thread_cpu_ns() - start, bytes)
+}
+
+fn backend_router(name: String, delay: Duration, cost: Arc<Cost>) -> Router<Arc<Notify>> {
     let name: &'static str = Box::leak(name.into_boxed_str());
+    let activity: &'static str = Box::leak(format!("backend {name}").into_boxed_str());
     Router::new().route(
         "/work",
         get(move |headers: HeaderMap| async move {
             // Server side, two lines: extract the caller's context and run the handler in it.
             let ctx = propagation::extract(&headers).unwrap_or_else(|| Context::new_task(true));
+            let ctx = ctx.with_activity(activity);
             let (answer, ctx) = async move {
                 causal::event("backend recv").kv("backend", name).report();
+                if !cost.cpu.is_zero() || cost.file.is_some() {
+                    let (cpu_ns, read_bytes) = known_work(&cost);
+                    log_cost(name, cpu_ns, read_bytes);
+                }
                 tokio::time::sleep(delay).await;
                 let answer = format!("{name}:{}", delay.as_millis());
                 causal::event("backend done")
@@ -136,6 +223,57 @@ fn backend_router(name: String, delay: Duration) -> Router<Arc<Notify>> {
             (out, answer)
         }),
     )
+}
+
+/// Appends this request's measured cost to `$SIGHTLINE_EXAMPLE_COST_LOG` when set.
+fn log_cost(name: &str, cpu_ns: u64, read_bytes: u64) {
+    use std::io::Write as _;
+    let Some(path) = std::env::var_os("SIGHTLINE_EXAMPLE_COST_LOG") else {
+        return;
+    };
+    let task = causal::current()
+        .map(|c| c.task_id().to_string())
+        .unwrap_or_default();
+    let line = format!("cost {task} {name} cpu_ns={cpu_ns} read_bytes={read_bytes}\n");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("causal-example: writing the cost log: {e}");
+    }
+}
+
+/// `client URL N`: N requests to the front end at URL, each its own task.
+fn client(url: &str, n: usize) -> anyhow::Result<()> {
+    for _ in 0..n {
+        let ctx = causal::start_task("client request", [("path", "/request".into())]);
+        let mut req = ureq::get(&format!("{url}/request"));
+        propagation::inject_current(req.headers_mut().context("building GET /request")?);
+        let mut resp = req.call().with_context(|| format!("GET {url}/request"))?;
+        let mut cur = causal::take_current().context("taking the context after the request")?;
+        propagation::join_response(&mut cur, resp.headers());
+        causal::set_current(Some(cur));
+        let answer = resp.body_mut().read_to_string()?;
+        causal::event("client done").kv("answer", answer).report();
+        causal::set_current(None);
+        println!("task {}", ctx.task_id());
+    }
+    causal::flush(Duration::from_secs(5));
+    Ok(())
+}
+
+/// `hold CPU_MS`: a thread whose task is current before any tracer starts.
+fn hold(cpu: Duration) {
+    let ctx = Context::new_task(true).with_activity("held");
+    let task = ctx.task_id();
+    let _g = ctx.attach();
+    println!("task {task}");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    let ns = burn(cpu);
+    println!("held cpu_ns={ns}");
 }
 
 fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {

@@ -1,0 +1,213 @@
+//! Per-activity accounting (issue 19, docs/causal-accounting.md) on the example system with back
+//! ends of known cost: 20 ms and 60 ms of CPU and one read of a file of known size per request.
+//! The accounting program (D, compiled and loaded in this process by `causal_account::run`)
+//! must charge each task, in each back end, CPU within 10% of what the back end measured with
+//! CLOCK_THREAD_CPUTIME_ID around the work, and exactly the file's bytes; a thread whose task
+//! was current before the program started is charged through its slot.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+
+use causal_account::{Config, Resource};
+
+const BIN: &str = env!("CARGO_BIN_EXE_causal-example");
+
+/// A server child and its `host:port`.
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(args: &[&str], log: &std::path::Path) -> Server {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("SIGHTLINE_CAUSAL_SINK", "off")
+            .env("SIGHTLINE_EXAMPLE_COST_LOG", log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start a server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("server {args:?} said {line:?}"))
+            .to_string();
+        Server { child, addr }
+    }
+
+    fn stop(mut self) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.write_all(b"GET /shutdown HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `cost TASK NAME cpu_ns=N read_bytes=N` lines: (task key, name) -> (cpu ns, bytes).
+fn read_cost_log(path: &std::path::Path) -> BTreeMap<(u64, String), (u64, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let [_, task, name, cpu, bytes] = f[..] else {
+            panic!("bad cost line {l:?}");
+        };
+        let n = |s: &str| s.split_once('=').unwrap().1.parse::<u64>().unwrap();
+        m.insert(
+            (u64::from_str_radix(task, 16).unwrap(), name.to_string()),
+            (n(cpu), n(bytes)),
+        );
+    }
+    m
+}
+
+#[test]
+fn accounting_charges_known_back_end_costs_to_their_tasks() {
+    if !test_support::privileged("loads the accounting BPF program (sched_switch, syscalls, USDT)")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("cost.log");
+    let (fa, fb) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    std::fs::write(&fa, vec![7u8; 123_457]).unwrap();
+    std::fs::write(&fb, vec![9u8; 1_000_003]).unwrap();
+    let a = Server::start(&["backend", "a", "0", "20", fa.to_str().unwrap()], &log);
+    let b = Server::start(&["backend", "b", "0", "60", fb.to_str().unwrap()], &log);
+    let front = Server::start(
+        &[
+            "frontend",
+            &format!("http://{}", a.addr),
+            &format!("http://{}", b.addr),
+        ],
+        &log,
+    );
+    // A thread whose task is current before the accounting starts.
+    let mut held = Command::new(BIN)
+        .args(["hold", "40"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut held_out = BufReader::new(held.stdout.take().unwrap());
+    let mut line = String::new();
+    held_out.read_line(&mut line).unwrap();
+    let held_task = u64::from_str_radix(line.trim().strip_prefix("task ").unwrap(), 16).unwrap();
+    let (apid, bpid, held_pid) = (a.child.id(), b.child.id(), held.id());
+
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::channel();
+    let cfg = Config {
+        exes: vec![BIN.into()],
+        interval_ms: 500,
+        ..Config::default()
+    };
+    let (acct, client_out, held_cpu) = std::thread::scope(|s| {
+        let acct = s.spawn(|| causal_account::run(&cfg, &stop, move || tx.send(()).unwrap()));
+        if rx.recv().is_err() {
+            // The accounting failed before attaching: its error is the test's failure.
+            let e = acct.join().unwrap().unwrap_err();
+            panic!("accounting: {e}");
+        }
+        let client = Command::new(BIN)
+            .args(["client", &format!("http://{}", front.addr), "3"])
+            .env("SIGHTLINE_CAUSAL_SINK", "off")
+            .output()
+            .unwrap();
+        held.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        let mut l = String::new();
+        held_out.read_line(&mut l).unwrap();
+        let held_cpu: u64 = l
+            .trim()
+            .strip_prefix("held cpu_ns=")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(held.wait().unwrap().success());
+        stop.store(true, Ordering::Release);
+        (acct.join().unwrap(), client, held_cpu)
+    });
+    let acct = acct.expect("accounting runs");
+    assert!(client_out.status.success(), "{client_out:?}");
+    front.stop();
+    a.stop();
+    b.stop();
+    let tasks: Vec<u64> = String::from_utf8_lossy(&client_out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("task "))
+        .map(|t| u64::from_str_radix(t.trim(), 16).unwrap())
+        .collect();
+    assert_eq!(tasks.len(), 3);
+    let costs = read_cost_log(&log);
+    assert_eq!(costs.len(), 6, "{costs:?}");
+
+    // Per (task, process): the accounting's totals.
+    let mut by_task_pid: BTreeMap<(u64, u32), (u64, u64, String)> = BTreeMap::new();
+    for (c, u) in &acct.usage {
+        let e = by_task_pid.entry((c.task, c.pid)).or_default();
+        e.0 += u.get(Resource::Cpu);
+        e.1 += u.get(Resource::ReadBytes);
+        if c.activity_key != 0 {
+            e.2 = acct.label(c.activity_key).to_string();
+        }
+    }
+    if std::env::var_os("ACCOUNT_DEBUG").is_some() {
+        for (c, u) in &acct.usage {
+            if c.pid == apid || c.pid == bpid {
+                eprintln!("{c:x?} {:?}", u.by_resource);
+            }
+        }
+    }
+    for &t in &tasks {
+        for (name, pid, size) in [("a", apid, 123_457u64), ("b", bpid, 1_000_003)] {
+            let (cpu_measured, bytes_measured) = costs[&(t, name.to_string())];
+            assert_eq!(bytes_measured, size);
+            let (cpu, bytes, activity) = by_task_pid
+                .get(&(t, pid))
+                .cloned()
+                .unwrap_or_else(|| panic!("task {t:x} not charged in back end {name}"));
+            let ratio = cpu as f64 / cpu_measured as f64;
+            eprintln!(
+                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns ({ratio:.3}), {bytes} bytes"
+            );
+            assert!(
+                (0.9..=1.1).contains(&ratio),
+                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns"
+            );
+            assert_eq!(bytes, size, "task {t:x} back end {name}: read bytes");
+            assert_eq!(activity, format!("backend {name}"));
+        }
+    }
+    // The held thread published before the program started: charged through its slot.
+    let (cpu, _, activity) = by_task_pid
+        .get(&(held_task, held_pid))
+        .cloned()
+        .expect("the held task is charged");
+    let ratio = cpu as f64 / held_cpu as f64;
+    eprintln!("held: charged {cpu} ns, measured {held_cpu} ns ({ratio:.3})");
+    assert!(
+        (0.9..=1.2).contains(&ratio),
+        "held: charged {cpu} ns, measured {held_cpu} ns"
+    );
+    assert_eq!(activity, "held");
+    assert!(acct.intervals >= 1);
+}
