@@ -319,7 +319,16 @@ pub fn run(
             pids.push(p);
         }
     }
-    let text = program::source(&exes, &pids, cfg.interval_ms.max(10));
+    let tids: Vec<u32> = pids
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_dir(format!("/proc/{p}/task"))
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        })
+        .collect();
+    let text = program::source(&exes, &pids, &tids, cfg.interval_ms.max(10));
     let mut map = probe_syntax::SourceMap::new();
     map.add("accounting.d".to_string(), text);
     let render = |e: compile::CompileError| match &e {
@@ -390,7 +399,7 @@ fn tally(
     let mut labels = out.labels.clone();
     let mut usage: BTreeMap<Charge, Usage> = BTreeMap::new();
     let mut cpu_per_interval: Vec<BTreeMap<Charge, u64>> = vec![BTreeMap::new(); out.intervals];
-    for r in &out.rows {
+    for r in out.deltas().iter().flatten() {
         let (task, activity_key) = if r.known {
             (r.task, r.activity_key)
         } else {
@@ -545,7 +554,9 @@ mod tests {
             "C 1 11 0 0 0 25", // a snapshot thread
             "R 1 11 0 0 0 4096",
             "I",
-            "C 1 10 77 5 1 40",
+            "C 1 10 77 5 1 90", // running totals: 40 in this interval
+            "C 1 11 0 0 0 25",
+            "R 1 11 0 0 0 4096",
             "C 1 12 0 0 0 40", // not in the snapshot: no task
         ] {
             out.line(l);

@@ -11,9 +11,10 @@
 //! slot snapshot read once the probes are attached ([`crate::snapshot`]).
 //!
 //! Output (one record a line): `I` at the end of each interval (every tick and at exit), then
-//! `TAG PID TID TASK ACTIVITY_KEY KNOWN VALUE` per aggregation row of that interval (the
-//! aggregations are truncated after each print), and `A ACTIVITY_KEY LABEL` the first time an
-//! activity label is seen.
+//! `TAG PID TID TASK ACTIVITY_KEY KNOWN VALUE` per aggregation row, the running total since the
+//! start (aggregations are never truncated: a `trunc()` after `printa()` would lose what the
+//! probes add between the two), and `A ACTIVITY_KEY LABEL` the first time an activity label is
+//! seen. A row's value in one interval is its total less its total at the previous marker.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -93,28 +94,34 @@ impl Resource {
     }
 }
 
+/// Most thread ids named in the program (the threads of the processes already running); threads
+/// beyond are watched from their first switch out.
+pub const MAX_START_TIDS: usize = 512;
+
 /// The D text of the accounting program for the executables `exes` (their `causal:context`
-/// probes) and the processes `pids` already running (their threads are watched from the first
-/// context switch; later processes of `exes` from their first `causal:context`), printing every
-/// `interval_ms`.
-pub fn source(exes: &[PathBuf], pids: &[u32], interval_ms: u64) -> String {
+/// probes), the processes `pids` already running and their threads `tids` (watched from their
+/// first switch in; other threads of `pids` from their first switch out; later processes of
+/// `exes` from their first `causal:context`), printing every `interval_ms`. At most
+/// [`MAX_START_TIDS`] of `tids` are used.
+pub fn source(exes: &[PathBuf], pids: &[u32], tids: &[u32], interval_ms: u64) -> String {
     let key = "[pid, tid, tk[tid], ak[tid], known[tid]]";
     let mut d = String::from(
         "#pragma D option quiet\n\
-         uint64_t on[int];\nuint64_t tk[int];\nuint64_t ak[int];\nint known[int];\nint w[int];\n\
-         int seen[uint64_t];\n",
+         uint64_t on[int];\nuint64_t vtout[int];\nuint64_t cs[int];\nuint64_t tk[int];\n\
+         uint64_t ak[int];\nint known[int];\nint w[int];\nint seen[uint64_t];\n",
     );
     for exe in exes {
         let p = format!("causal:{}::context", exe.display());
         d.push_str(&format!(
-            "{p} /on[tid]/ {{ @cpu{key} = sum(timestamp - on[tid]); }}\n\
+            "{p} /on[tid]/ {{ @cpu{key} = sum(timestamp - on[tid]); cs[tid] += timestamp - on[tid]; }}\n\
              {p} {{ on[tid] = timestamp; tk[tid] = arg0; ak[tid] = arg1; known[tid] = 1; w[tid] = 1; }}\n\
              {p} /arg1 && !seen[arg1]/ {{ seen[arg1] = 1; printf(\"A %u %s\\n\", arg1, copyinstr(arg2)); }}\n"
         ));
     }
-    d.push_str(&format!(
-        "sched:::sched_switch /on[tid]/ {{ @cpu{key} = sum(timestamp - on[tid]); on[tid] = 0; }}\n"
-    ));
+    // At a switch out the thread's run time since its previous switch out is exact
+    // (`vtimestamp`, the scheduler's sum_exec_runtime, updated before the tracepoint); what
+    // `causal:context` firings already charged of it (`cs`) is taken off. Before the first
+    // switch out, the interval since the switch in (or the last firing) is used.
     if !pids.is_empty() {
         let watch: Vec<String> = pids.iter().map(|p| format!("pid == {p}")).collect();
         d.push_str(&format!(
@@ -122,7 +129,18 @@ pub fn source(exes: &[PathBuf], pids: &[u32], interval_ms: u64) -> String {
             watch.join(" || ")
         ));
     }
-    d.push_str("sched:::sched_switch /w[args->next_pid]/ { on[args->next_pid] = timestamp; }\n");
+    d.push_str(&format!(
+        "sched:::sched_switch /vtout[tid] && vtimestamp - vtout[tid] > cs[tid]/ {{ @cpu{key} = sum(vtimestamp - vtout[tid] - cs[tid]); }}\n\
+         sched:::sched_switch /!vtout[tid] && on[tid]/ {{ @cpu{key} = sum(timestamp - on[tid]); }}\n\
+         sched:::sched_switch /w[tid]/ {{ vtout[tid] = vtimestamp; cs[tid] = 0; on[tid] = 0; }}\n"
+    ));
+    let mut next = String::from("w[args->next_pid]");
+    for t in tids.iter().take(MAX_START_TIDS) {
+        next.push_str(&format!(" || args->next_pid == {t}"));
+    }
+    d.push_str(&format!(
+        "sched:::sched_switch /{next}/ {{ on[args->next_pid] = timestamp; }}\n"
+    ));
     let sys = |names: &[&str]| {
         names
             .iter()
@@ -152,17 +170,13 @@ pub fn source(exes: &[PathBuf], pids: &[u32], interval_ms: u64) -> String {
             r.agg()
         ));
     }
-    let truncs: String = Resource::ALL
-        .iter()
-        .map(|r| format!(" trunc({});", r.agg()))
-        .collect();
     d.push_str(&format!(
-        "profile:::tick-{interval_ms}ms {{{dump}{truncs} }}\nEND {{{dump} }}\n"
+        "profile:::tick-{interval_ms}ms {{{dump} }}\nEND {{{dump} }}\n"
     ));
     d
 }
 
-/// One aggregation row of the program's output.
+/// One aggregation row of the program's output (a running total).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Row {
     /// Interval index (0-based: rows printed after the first `I`).
@@ -179,14 +193,28 @@ pub struct Row {
     pub activity_key: u64,
     /// Whether the thread's pair came from `causal:context` (false: from the snapshot).
     pub known: bool,
-    /// ns for CPU, bytes or a count.
+    /// ns for CPU, bytes or a count, since the program started.
     pub value: u64,
+}
+
+impl Row {
+    /// The row's key without the interval.
+    pub fn key(&self) -> (Resource, u32, u32, u64, u64, bool) {
+        (
+            self.resource,
+            self.pid,
+            self.tid,
+            self.task,
+            self.activity_key,
+            self.known,
+        )
+    }
 }
 
 /// The parsed output: rows, activity labels and the number of intervals.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Output {
-    /// Aggregation rows in output order.
+    /// Aggregation rows (running totals) in output order.
     pub rows: Vec<Row>,
     /// Activity labels by key, as first seen.
     pub labels: BTreeMap<u64, String>,
@@ -202,6 +230,23 @@ fn num(s: &str) -> Option<u64> {
 }
 
 impl Output {
+    /// Per interval, what each row key added in it (its total less its total at the previous
+    /// marker); the sum over intervals is the last total.
+    pub fn deltas(&self) -> Vec<Vec<Row>> {
+        let mut last: BTreeMap<(Resource, u32, u32, u64, u64, bool), u64> = BTreeMap::new();
+        let mut out: Vec<Vec<Row>> = vec![Vec::new(); self.intervals];
+        for r in &self.rows {
+            let prev = last.insert(r.key(), r.value).unwrap_or(0);
+            if let Some(v) = out.get_mut(r.interval) {
+                v.push(Row {
+                    value: r.value.saturating_sub(prev),
+                    ..*r
+                });
+            }
+        }
+        out
+    }
+
     /// Adds one output line; returns true for an interval marker (`I`). Other lines (notices)
     /// are ignored.
     pub fn line(&mut self, line: &str) -> bool {
@@ -252,18 +297,22 @@ mod tests {
         let d = source(
             &[PathBuf::from("/bin/a"), PathBuf::from("/bin/b")],
             &[7, 9],
+            &[7, 8, 9],
             500,
         );
+        assert!(d.contains(
+            "/w[args->next_pid] || args->next_pid == 7 || args->next_pid == 8 || args->next_pid == 9/"
+        ));
         assert!(d.contains("causal:/bin/a::context /on[tid]/"));
         assert!(d.contains("causal:/bin/b::context {"));
         assert!(d.contains("/pid == 7 || pid == 9/"));
         assert!(d.contains("profile:::tick-500ms"));
         for r in Resource::ALL {
             assert!(d.contains(&format!("printa(\"{} %u", r.tag())), "{r:?}");
-            assert!(d.contains(&format!("trunc({});", r.agg())), "{r:?}");
+            assert!(!d.contains("trunc("), "running totals, never truncated");
         }
         // No pids: no watch clause (an empty predicate would be a syntax error).
-        assert!(!source(&[PathBuf::from("/x")], &[], 1000).contains("/ {  w[tid]"));
+        assert!(!source(&[PathBuf::from("/x")], &[], &[], 1000).contains("/ {  w[tid]"));
     }
 
     #[test]
@@ -283,5 +332,15 @@ mod tests {
         assert_eq!(o.rows[0].resource, Resource::Cpu);
         assert_eq!((o.rows[1].task, o.rows[1].known), (u64::MAX, false));
         assert_eq!((o.rows[2].interval, o.rows[2].value), (1, 3));
+        o.line("C 10 11 18446744073709551615 12 1 2600");
+        let d = o.deltas();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].len(), 2);
+        let cpu: Vec<u64> = d[1].iter().map(|r| r.value).collect();
+        assert_eq!(
+            cpu,
+            [3, 100],
+            "interval 1: the new row's total, the old row's increase"
+        );
     }
 }
