@@ -210,4 +210,65 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     );
     assert_eq!(activity, "held");
     assert!(acct.intervals >= 1);
+    reports_land_on_their_tasks(&acct, &tasks);
+}
+
+/// The accounting's reports, sent through the causal reporter to the real collector, are stored
+/// as events of each task with the accounting's figures.
+fn reports_land_on_their_tasks(acct: &causal_account::Accounting, tasks: &[u64]) {
+    use causal_collector::{Collector, Config as CollectorConfig, Store};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("acct.db");
+    let any = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    let collector = rt
+        .block_on(Collector::start(CollectorConfig {
+            xtrace_tcp: Some(any),
+            xtrace_udp: None,
+            otlp_http: None,
+            otlp_grpc: None,
+            zipkin: None,
+            ..CollectorConfig::loopback(&db)
+        }))
+        .unwrap();
+    let tcp = collector.addrs().xtrace_tcp.unwrap();
+    causal::reporter::init(causal::Config {
+        sink: causal::Sink::parse(&format!("tcp://{tcp}")).unwrap(),
+        agent: "sightline-account".into(),
+        ..causal::Config::default()
+    })
+    .unwrap();
+    let sent = acct.report("sightline-account");
+    assert!(causal::flush(std::time::Duration::from_secs(10)));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stats = rt.block_on(collector.shutdown()).unwrap();
+    let with_task = acct.usage.keys().filter(|c| c.task != 0).count();
+    assert_eq!(sent, with_task);
+    assert_eq!(stats.events_stored as usize, sent, "{stats:?}");
+    let store = Store::open(&db).unwrap();
+    for &t in tasks {
+        let events = store.load_task(&format!("{t:016X}")).unwrap();
+        let stored_cpu: u64 = events
+            .iter()
+            .filter(|e| e.labels.iter().any(|l| l == causal_account::REPORT_LABEL))
+            .map(|e| {
+                e.fields
+                    .iter()
+                    .find(|(k, _)| k == "cpu_ns")
+                    .map(|(_, v)| v.parse::<u64>().unwrap())
+                    .unwrap()
+            })
+            .sum();
+        let accounted: u64 = acct
+            .usage
+            .iter()
+            .filter(|(c, _)| c.task == t)
+            .map(|(_, u)| u.get(Resource::Cpu))
+            .sum();
+        assert_eq!(stored_cpu, accounted, "task {t:016X}");
+    }
 }

@@ -202,6 +202,9 @@ pub enum SortArg {
     Start,
     /// By duration, longest first.
     Duration,
+    /// By accounted CPU time (`sightline account` reports), largest first; --limit keeps the
+    /// costliest (docs/causal-accounting.md).
+    Cost,
 }
 
 /// `--retention AGE`: a whole number of seconds, minutes, hours or days (`30s`, `30m`, `12h`,
@@ -337,6 +340,10 @@ pub struct ShowArgs {
     /// per process and per agent.
     #[arg(long)]
     pub resources: bool,
+    /// Add the task's accounted cost (`sightline account` reports): CPU, I/O, network, energy
+    /// per activity, host, process and thread, with each one's share (text format).
+    #[arg(long)]
+    pub cost: bool,
     /// Compare with another task (id or prefix): per agent events and critical-path time, and the
     /// event kinds whose counts differ. Prints the comparison instead of the graph.
     #[arg(long, value_name = "TASK")]
@@ -636,7 +643,7 @@ fn parse_time(s: &str, now_ns: i64) -> anyhow::Result<i64> {
 /// Opens the store for a reading command (`tasks`, `show`). A path that does not exist is an
 /// error instead of a new empty store (a mistyped `--db` used to leave an empty file behind and
 /// answer "no task matches").
-fn open_existing(spec: &StoreSpec) -> anyhow::Result<AnyStore> {
+pub(crate) fn open_existing(spec: &StoreSpec) -> anyhow::Result<AnyStore> {
     let db = match spec {
         StoreSpec::Sqlite(p) => p,
         // A ClickHouse store is made on first use; an empty one lists no task.
@@ -675,13 +682,26 @@ pub fn tasks(args: TasksArgs) -> anyhow::Result<ExitCode> {
         max_duration_ns: args.max_duration,
         errors: args.errors,
         sort: match args.sort {
-            SortArg::Start => TaskSort::Start,
+            SortArg::Start | SortArg::Cost => TaskSort::Start,
             SortArg::Duration => TaskSort::Duration,
         },
-        limit: args.limit,
+        limit: args.limit.filter(|_| args.sort != SortArg::Cost),
     };
     let store = open_existing(&args.db.spec()?)?;
     let mut list = store.tasks(&filter)?;
+    if args.sort == SortArg::Cost {
+        let mut costed = Vec::with_capacity(list.len());
+        for t in list {
+            let cpu = crate::account::task_cpu_ns(&store.load_task(&t.task_id)?);
+            costed.push((cpu, t));
+        }
+        // Costliest first (stable: ties keep the store's order).
+        costed.sort_by_key(|(cpu, _)| std::cmp::Reverse(*cpu));
+        list = costed.into_iter().map(|(_, t)| t).collect();
+        if let Some(n) = args.limit {
+            list.truncate(n);
+        }
+    }
     if !args.no_skew_adjust {
         causal_collector::query::adjust_for_skew(&store, &mut list)?;
         if filter.sort == TaskSort::Duration {
@@ -795,6 +815,10 @@ fn render_graph(args: &ShowArgs, g: &TaskGraph, skew: &SkewAdjustment) -> anyhow
             if let Some(a) = &acct {
                 writeln!(out)?;
                 out.write_all(a.text().as_bytes())?;
+            }
+            if args.cost {
+                writeln!(out)?;
+                out.write_all(crate::account::render_task_cost(&g.events).as_bytes())?;
             }
         }
         ShowFormat::Dot => out.write_all(render::dot(g, cp.as_ref()).as_bytes())?,

@@ -1,6 +1,7 @@
 //! `sightline`: the single binary. It parses the command line and dispatches to the capability
 //! crates; each subcommand's options and glue live in their own module (`probe`, `replay`, `causal`).
 
+mod account;
 mod causal;
 mod probe;
 mod progress;
@@ -38,6 +39,11 @@ enum Command {
     Tasks(causal::TasksArgs),
     /// Show one task as a causal graph (text, DOT or JSON), optionally with its critical path.
     Show(causal::ShowArgs),
+    /// Charge CPU, I/O, network, page faults and energy to the causal task and activity each
+    /// thread works for (BPF, D programs; docs/causal-accounting.md) and report them per task.
+    Account(account::AccountArgs),
+    /// Sum the stored accounting reports by activity, host, process or task.
+    Cost(account::CostArgs),
     /// Serve the web UI (search, timeline, DAG, compare) and its JSON and Jaeger APIs on the store.
     Ui(ui::UiArgs),
 }
@@ -52,6 +58,8 @@ fn main() -> ExitCode {
         Command::Import(args) => causal::import(args),
         Command::Tasks(args) => causal::tasks(args),
         Command::Show(args) => causal::show(args),
+        Command::Account(args) => account::run(args),
+        Command::Cost(args) => account::cost(args),
         Command::Ui(args) => ui::run(args),
     };
     match result {
