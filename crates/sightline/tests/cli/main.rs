@@ -12,6 +12,7 @@
 
 mod causal;
 mod causal_views;
+mod cost_views;
 mod listing;
 mod probe;
 mod probe_user;
