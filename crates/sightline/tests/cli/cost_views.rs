@@ -147,3 +147,62 @@ fn cost_views_sum_the_accounting_reports() {
         String::from_utf8_lossy(&bad.stderr).contains("expected activity, host, process or task")
     );
 }
+
+#[test]
+fn account_refuses_a_bad_calibration_file_and_no_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model.txt");
+    std::fs::write(&model, "watts_per_core = 10\nvolts = 3\n").unwrap();
+    let out = crate::sightline()
+        .args([
+            "account",
+            "--exe",
+            "/bin/true",
+            "--sink",
+            "off",
+            "--energy-model",
+        ])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("calibration line 2: unknown key"), "{err}");
+    let out = crate::sightline()
+        .args(["account", "--sink", "off"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing to account"), "{err}");
+}
+
+#[test]
+fn account_runs_for_a_duration_and_prints_its_table() {
+    if !test_support::privileged("loads the accounting BPF program") {
+        return;
+    }
+    // The sightline binary links the causal library (its registry and probes): a valid target
+    // even when no process runs it.
+    let out = crate::sightline()
+        .args([
+            "account",
+            "--no-rapl",
+            "--sink",
+            "off",
+            "--duration",
+            "500ms",
+            "--exe",
+        ])
+        .arg(crate::bin())
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    assert!(so.starts_with("TASK "), "{so}");
+    assert!(so.contains("energy from model"), "{so}");
+    assert!(se.contains("accounting reports sent"), "{se}");
+}
