@@ -11,7 +11,7 @@
 //!                                          loop and one read of FILE, under activity
 //!                                          `backend NAME` (docs/causal-accounting.md)
 //! causal-example client URL N              N requests to a front end, each a new task; prints
-//!                                          `task ID` per request
+//!                                          `task ID latency_us=N` per request
 //! causal-example hold CPU_MS               attach a new task (activity `held`), print `task ID`,
 //!                                          wait for a line on stdin, then burn CPU_MS of CPU
 //!                                          and print `held cpu_ns=N`
@@ -248,6 +248,7 @@ fn log_cost(name: &str, cpu_ns: u64, read_bytes: u64) {
 /// `client URL N`: N requests to the front end at URL, each its own task.
 fn client(url: &str, n: usize) -> anyhow::Result<()> {
     for _ in 0..n {
+        let started = std::time::Instant::now();
         let ctx = causal::start_task("client request", [("path", "/request".into())]);
         let mut req = ureq::get(&format!("{url}/request"));
         propagation::inject_current(req.headers_mut().context("building GET /request")?);
@@ -258,7 +259,11 @@ fn client(url: &str, n: usize) -> anyhow::Result<()> {
         let answer = resp.body_mut().read_to_string()?;
         causal::event("client done").kv("answer", answer).report();
         causal::set_current(None);
-        println!("task {}", ctx.task_id());
+        println!(
+            "task {} latency_us={}",
+            ctx.task_id(),
+            started.elapsed().as_micros()
+        );
     }
     causal::flush(Duration::from_secs(5));
     Ok(())

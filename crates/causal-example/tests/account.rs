@@ -154,7 +154,7 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     let tasks: Vec<u64> = String::from_utf8_lossy(&client_out.stdout)
         .lines()
         .filter_map(|l| l.strip_prefix("task "))
-        .map(|t| u64::from_str_radix(t.trim(), 16).unwrap())
+        .map(|t| u64::from_str_radix(t.split_whitespace().next().unwrap(), 16).unwrap())
         .collect();
     assert_eq!(tasks.len(), 3);
     let costs = read_cost_log(&log);
