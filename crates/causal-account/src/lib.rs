@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod energy;
+pub mod pivot;
 pub mod program;
 pub mod snapshot;
 
@@ -329,17 +330,7 @@ pub fn run(
         })
         .collect();
     let text = program::source(&exes, &pids, &tids, cfg.interval_ms.max(10));
-    let mut map = probe_syntax::SourceMap::new();
-    map.add("accounting.d".to_string(), text);
-    let render = |e: compile::CompileError| match &e {
-        compile::CompileError::Syntax(d) | compile::CompileError::Sema(d) => {
-            AccountError::Compile(probe_syntax::render_all(d, &map))
-        }
-        _ => AccountError::Compile(format!("{e}")),
-    };
-    let prog = compile::parse(&map).map_err(render)?;
-    let catalog = probe_runtime::catalog::system(probe_user::provider::UserSites::new());
-    let compiled = compile::compile(&prog, &catalog, &CompileOptions::default()).map_err(render)?;
+    let compiled = compile_text(&text)?;
     let sensors = Sensors {
         powercap: match &cfg.powercap {
             Some(root) => energy::Powercap::open(root)?,
@@ -386,6 +377,68 @@ pub fn run(
         &sensors,
         &cfg.model,
     ))
+}
+
+/// Parses and compiles a D program against the system catalog.
+fn compile_text(text: &str) -> Result<compile::Compiled, AccountError> {
+    let mut map = probe_syntax::SourceMap::new();
+    map.add("accounting.d".to_string(), text.to_string());
+    let render = |e: compile::CompileError| match &e {
+        compile::CompileError::Syntax(d) | compile::CompileError::Sema(d) => {
+            AccountError::Compile(probe_syntax::render_all(d, &map))
+        }
+        _ => AccountError::Compile(format!("{e}")),
+    };
+    let prog = compile::parse(&map).map_err(render)?;
+    let catalog = probe_runtime::catalog::system(probe_user::provider::UserSites::new());
+    compile::compile(&prog, &catalog, &CompileOptions::default()).map_err(render)
+}
+
+/// Stops a [`run_d`] program when `stop` is set; tells the caller once attached.
+struct Until<'a, F: FnOnce()> {
+    stop: &'a AtomicBool,
+    on_attached: Option<F>,
+}
+
+impl<F: FnOnce()> Target for Until<'_, F> {
+    fn release(&mut self) -> Result<(), RuntimeError> {
+        if let Some(f) = self.on_attached.take() {
+            f();
+        }
+        Ok(())
+    }
+    fn exited(&mut self) -> Option<i32> {
+        self.stop.load(Ordering::Acquire).then_some(0)
+    }
+}
+
+/// Runs any D program (e.g. [`pivot::prelude`] followed by clauses using `causal_task`) in this
+/// process until `stop` is set; returns everything it printed (the aggregations at exit
+/// included). `on_attached` runs once every probe is attached.
+///
+/// # Errors
+/// As [`run`]: [`AccountError::Compile`], [`AccountError::Run`].
+pub fn run_d(
+    source: &str,
+    stop: &AtomicBool,
+    on_attached: impl FnOnce(),
+) -> Result<String, AccountError> {
+    let compiled = compile_text(source)?;
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let rc = RunConfig {
+        quiet: true,
+        ..RunConfig::default()
+    };
+    {
+        let mut consumer =
+            Consumer::new(&compiled.checked, compiled.layout, rc, &mut out, &mut err)?;
+        consumer.run(Some(&mut Until {
+            stop,
+            on_attached: Some(on_attached),
+        }))?;
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Charges the rows (snapshot for threads not yet seen by `causal:context`), then the energy.

@@ -121,14 +121,28 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
         interval_ms: 500,
         ..Config::default()
     };
-    let (acct, client_out, held_cpu) = std::thread::scope(|s| {
+    // Pivot Tracing: a D aggregation by `causal_task`, run beside the accounting.
+    let pivot_src = format!(
+        "{}syscall::read:return,syscall::pread64:return /causal_task && (int64_t)arg0 > 0/ \
+         {{ @r[causal_task, pid, causal_activity] = sum(arg0); }}\n\
+         END {{ printa(\"P %u %u %s %@u\\n\", @r); }}\n",
+        causal_account::pivot::prelude(&[std::fs::canonicalize(BIN).unwrap()])
+    );
+    let (ptx, prx) = mpsc::channel();
+    let (acct, client_out, held_cpu, pivot) = std::thread::scope(|s| {
         let acct = s.spawn(|| causal_account::run(&cfg, &stop, move || tx.send(()).unwrap()));
+        let pivot =
+            s.spawn(|| causal_account::run_d(&pivot_src, &stop, move || ptx.send(()).unwrap()));
         if rx.recv().is_err() {
             // The accounting failed before attaching: its error is the test's failure.
             let e = acct.join().unwrap().unwrap_err();
             panic!("accounting: {e}");
         }
-        let client = Command::new(BIN)
+        if prx.recv().is_err() {
+            let e = pivot.join().unwrap().unwrap_err();
+            panic!("pivot program: {e}");
+        }
+        let client_out = Command::new(BIN)
             .args(["client", &format!("http://{}", front.addr), "3"])
             .env("SIGHTLINE_CAUSAL_SINK", "off")
             .output()
@@ -144,7 +158,12 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
             .unwrap();
         assert!(held.wait().unwrap().success());
         stop.store(true, Ordering::Release);
-        (acct.join().unwrap(), client, held_cpu)
+        (
+            acct.join().unwrap(),
+            client_out,
+            held_cpu,
+            pivot.join().unwrap(),
+        )
     });
     let acct = acct.expect("accounting runs");
     assert!(client_out.status.success(), "{client_out:?}");
@@ -210,6 +229,32 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     );
     assert_eq!(activity, "held");
     assert!(acct.intervals >= 1);
+
+    // The D aggregation by causal_task equals the accounting's read bytes per task and process.
+    let pivot = pivot.expect("the pivot program runs");
+    let mut by_d: BTreeMap<(u64, u32), u64> = BTreeMap::new();
+    for l in pivot.lines().filter_map(|l| l.strip_prefix("P ")) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (task, pid, bytes): (u64, u32, u64) = (
+            f[0].parse().unwrap(),
+            f[1].parse().unwrap(),
+            f.last().unwrap().parse().unwrap(),
+        );
+        *by_d.entry((task, pid)).or_default() += bytes;
+    }
+    for &t in &tasks {
+        for (name, pid) in [("a", apid), ("b", bpid)] {
+            assert_eq!(
+                by_d.get(&(t, pid)).copied(),
+                Some(by_task_pid[&(t, pid)].1),
+                "task {t:x} back end {name}: @[causal_task] = sum(read bytes) vs the accounting\n{pivot}"
+            );
+            assert!(
+                pivot.contains(&format!("P {t} {pid} backend {name} ")),
+                "causal_activity is the back end's label\n{pivot}"
+            );
+        }
+    }
     reports_land_on_their_tasks(&acct, &tasks);
 }
 

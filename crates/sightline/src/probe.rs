@@ -28,6 +28,11 @@ pub struct ProbeArgs {
     /// A D script file (a `#!` first line is ignored).
     #[arg(short = 's', value_name = "FILE")]
     pub script: Vec<std::path::PathBuf>,
+    /// Define `causal_task` and `causal_activity` (Pivot Tracing: the causal task and activity
+    /// label of the current thread) for the processes of this executable, which links the causal
+    /// library (repeatable; docs/causal-accounting.md).
+    #[arg(long, value_name = "EXE")]
+    pub causal: Vec<std::path::PathBuf>,
     /// Run CMD (held until every probe is attached), set `$target` to its pid, and stop when it exits.
     #[arg(short = 'c', value_name = "CMD")]
     pub command: Option<String>,
@@ -113,6 +118,17 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     }
     // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
     let mut map = SourceMap::new();
+    if !args.causal.is_empty() {
+        let exes: Vec<std::path::PathBuf> = args
+            .causal
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        map.add(
+            "--causal".to_string(),
+            causal_account::pivot::prelude(&exes),
+        );
+    }
     for path in &args.script {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -138,7 +154,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     for d in descriptions(&args) {
         map.add("-P/-m/-f", d.to_string());
     }
-    if map.files().is_empty() {
+    if map.files().len() == usize::from(!args.causal.is_empty()) {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
     }
     let program = match compile::parse(&map) {
@@ -265,7 +281,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         // dtrace(1M): one notice per source: "script 'FILE' matched N probes" for each -s,
         // "description 'D' matched N probes" for each -n (D: its text up to the first clause's
         // body) and each -P/-m/-f.
-        for (f, n) in map.files().iter().zip(0..) {
+        // The --causal prelude is not the user's: no notice for it.
+        let pre = usize::from(!args.causal.is_empty());
+        for (f, n) in map.files().iter().skip(pre).zip(0..) {
             let probes: usize = checked
                 .clauses
                 .iter()
