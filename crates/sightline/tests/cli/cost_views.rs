@@ -206,3 +206,40 @@ fn account_runs_for_a_duration_and_prints_its_table() {
     assert!(so.contains("energy from model"), "{so}");
     assert!(se.contains("accounting reports sent"), "{se}");
 }
+
+#[test]
+fn probe_causal_defines_causal_task_and_causal_activity() {
+    // The sightline binary links the causal library: its causal:context probes exist.
+    let clause =
+        "syscall::read:return /causal_task/ { @[causal_task, causal_activity] = sum(arg0); }";
+    let out = crate::sightline()
+        .args(["probe", "-e", "--causal"])
+        .arg(crate::bin())
+        .args(["-n", clause])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without --causal the names are unknown.
+    let out = crate::sightline()
+        .args(["probe", "-e", "-n", clause])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("causal_task"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // --causal alone is no program.
+    let out = crate::sightline()
+        .args(["probe", "--causal"])
+        .arg(crate::bin())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no probes specified"));
+}
