@@ -351,6 +351,9 @@ pub enum Fault {
     /// A subscript outside a fixed-size array (Oracle DTrace's `DTRACEFLT_BADINDEX`); the
     /// fault's value is the subscript.
     BadIndex = 8,
+    /// A request for more scratch memory than there is (`DTRACEFLT_NOSCRATCH`): e.g. a computed
+    /// `copyin()` size above `COPYIN_MAX`; the fault's value is the size asked for.
+    NoScratch = 16,
 }
 
 impl Fault {
@@ -361,6 +364,7 @@ impl Fault {
             2 => Some(Fault::IllOp),
             4 => Some(Fault::DivZero),
             8 => Some(Fault::BadIndex),
+            16 => Some(Fault::NoScratch),
             _ => None,
         }
     }
@@ -371,6 +375,7 @@ impl Fault {
             Fault::IllOp => "illegal operation".to_string(),
             Fault::DivZero => "divide-by-zero".to_string(),
             Fault::BadIndex => format!("index out of bounds ({addr})"),
+            Fault::NoScratch => "out of scratch space".to_string(),
         }
     }
 }

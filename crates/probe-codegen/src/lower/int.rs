@@ -227,9 +227,13 @@ impl ProgGen<'_, '_> {
     /// `copyin(uaddr, size)` (DTrace guide, "Actions and Subroutines" > copyin): copies `size`
     /// bytes of user memory at `uaddr` into a scratch buffer of the clause and leaves the
     /// buffer's address in R0 (a plain integer, read back through `bpf_probe_read_kernel` like
-    /// any pointer). `size` must be an integer constant in 1..=[`COPYIN_MAX`] bytes; the buffer
-    /// keeps a NUL after the bytes so `stringof(copyin(..))` stops there. Each copyin() gets its
-    /// own buffer, kept until the clause ends. A fault reports `invalid address` (ERROR probe).
+    /// any pointer). A constant `size` must be in 1..=[`COPYIN_MAX`] bytes (a compile error
+    /// otherwise); a computed one gets a buffer of [`COPYIN_MAX`] bytes and is checked at run
+    /// time: above [`COPYIN_MAX`] (negative values included, as unsigned) the clause faults with
+    /// `out of scratch space` ([`Fault::NoScratch`], DTrace's `DTRACEFLT_NOSCRATCH`), 0 copies
+    /// nothing. The buffer keeps a NUL after the bytes so `stringof(copyin(..))` stops there.
+    /// Each copyin() gets its own buffer, kept until the clause ends. A fault reports `invalid
+    /// address` (ERROR probe).
     fn copyin(&mut self, args: &[TExpr], span: Span) -> Res<()> {
         let mut size_e = &args[1];
         while let TExprKind::Cast(inner) = &size_e.kind {
@@ -240,12 +244,7 @@ impl ProgGen<'_, '_> {
             TExprKind::Int(v) => {
                 return self.err(span, format!("copyin() size {v} is out of range: sightline copies 1 to {COPYIN_MAX} bytes"));
             }
-            _ => {
-                return self.err(
-                    span,
-                    format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"),
-                );
-            }
+            _ => return self.copyin_computed(args, span),
         };
         let addr = self.slot(span)?;
         self.int(&args[0])?;
@@ -261,8 +260,47 @@ impl ProgGen<'_, '_> {
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, addr);
         self.call_or_fault(helper::PROBE_READ_USER, addr, span)?;
-        // The buffer's address as a scalar: a map-value pointer may not take part in arbitrary
-        // arithmetic, so it is spilled and read back by a helper (which yields a plain integer).
+        self.scratch_address(off, span)
+    }
+
+    /// `copyin(uaddr, size)` with a `size` known only at run time (see [`Self::copyin`]).
+    fn copyin_computed(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let addr = self.slot(span)?;
+        let size = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, size, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+        self.fault(Fault::NoScratch, Some(size), span)?;
+        self.asm.bind(ok);
+        let alloc = COPYIN_MAX + 8;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        let a = &mut self.asm;
+        // The NUL after the copied bytes: at off + size, 0 <= size <= COPYIN_MAX (the check
+        // above bounds the reloaded spill for the verifier; the mask keeps it so on any kernel).
+        a.ldx(Size::DW, R2, R10, size);
+        a.alu_imm(Alu::And, R2, 2047);
+        let fits = a.label();
+        a.jmp_imm(Cond::Le, R2, COPYIN_MAX as i32, fits);
+        a.mov_imm(R2, COPYIN_MAX as i64);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.alu(Alu::Add, R1, R2);
+        a.st_imm(Size::B, R1, 0, 0);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.ldx(Size::DW, R3, R10, addr);
+        self.call_or_fault(helper::PROBE_READ_USER, addr, span)?;
+        self.scratch_address(off, span)
+    }
+
+    /// R0 = the address of scratch offset `off` as a plain integer: a map-value pointer may not
+    /// take part in arbitrary arithmetic, so it is spilled and read back by a helper.
+    fn scratch_address(&mut self, off: u32, span: Span) -> Res<()> {
         let spill = self.slot(span)?;
         let val = self.slot(span)?;
         let a = &mut self.asm;
