@@ -602,4 +602,8 @@ pub enum Subr {
     Toupper,
     /// `tolower(s)`: `s` with ASCII `A`-`Z` made lower case → `string`.
     Tolower,
+    /// `uregs[index]`: the current thread's saved user register `index` (an `int64_t`, DTrace's
+    /// `R_*` numbering: `consts::UREGS`, mapped to `struct pt_regs` by `consts::uregs_word`)
+    /// → `uint64_t`. An index naming no saved register faults with "illegal operation".
+    Uregs,
 }

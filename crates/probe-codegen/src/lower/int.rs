@@ -318,6 +318,59 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
+    /// `uregs[index]`: R0 = the current thread's saved user register `index` (DTrace's `R_*`
+    /// numbering, mapped to a `struct pt_regs` word by `probe_sema::consts::uregs_word`; the
+    /// mapping is emitted as compares so a computed index works too). The registers are the ones
+    /// the kernel saved when the thread entered it (`bpf_task_pt_regs` of the current task): at a
+    /// system call, the caller's; at a user probe, the probed instruction's. An index naming no
+    /// saved register faults with "illegal operation" (DTrace's `DTRACEFLT_ILLOP`).
+    fn uregs(&mut self, index: &TExpr, span: Span) -> Res<()> {
+        let idx = self.slot(span)?;
+        let word = self.slot(span)?;
+        self.int(index)?;
+        self.asm.stx(Size::DW, R10, idx, R0);
+        let have = self.asm.label();
+        self.asm.jmp_imm(Cond::Le, R0, 20, have);
+        for k in 21..=41 {
+            if let Some(w) = probe_sema::consts::uregs_word(k) {
+                let next = self.asm.label();
+                self.asm.jmp_imm(Cond::Ne, R0, k as i32, next);
+                self.asm.mov_imm(R0, w as i64);
+                self.asm.ja(have);
+                self.asm.bind(next);
+            }
+        }
+        self.fault(Fault::IllOp, Some(idx), span)?;
+        self.asm.bind(have);
+        self.asm.stx(Size::DW, R10, word, R0);
+        let spill = self.slot(span)?;
+        let val = self.slot(span)?;
+        let a = &mut self.asm;
+        a.call(helper::GET_CURRENT_TASK_BTF);
+        a.mov(R1, R0);
+        a.call(helper::TASK_PT_REGS);
+        // The BTF pointer as a plain integer (it takes no computed offset): spilled and read back.
+        a.stx(Size::DW, R10, spill, R0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, spill as i32);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.ldx(Size::DW, R3, R10, val);
+        a.ldx(Size::DW, R1, R10, word);
+        a.alu_imm(Alu::Lsh, R1, 3);
+        a.alu(Alu::Add, R3, R1);
+        a.stx(Size::DW, R10, spill, R3);
+        a.st_imm(Size::DW, R10, val, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        self.call_or_fault(helper::PROBE_READ_KERNEL, spill, span)?;
+        self.asm.ldx(Size::DW, R0, R10, val);
+        Ok(())
+    }
+
     /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`.
     fn deref(&mut self, ty: &Type, span: Span) -> Res<()> {
         let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
@@ -487,6 +540,7 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             Subr::Copyin => self.copyin(args, e.span)?,
+            Subr::Uregs => self.uregs(&args[0], e.span)?,
             Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {

@@ -661,6 +661,46 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// `uregs[index]` (DTrace guide, "User Process Tracing" > "uregs[] Array"): one subscript, an
+    /// integer; a constant one must name a saved register ([`crate::consts::uregs_word`]).
+    fn uregs(&mut self, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let [i] = idx else {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("uregs[] takes one subscript, not {}", idx.len()),
+                span,
+            ));
+        };
+        let t = self.expr(i, cx)?;
+        if !t.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("uregs[] subscript must be an integer, not `{}`", t.ty),
+                t.span,
+            ));
+        }
+        if let Some(k) = const_eval(&t)
+            && crate::consts::uregs_word(k as i64).is_none()
+        {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_ARR_BADREF,
+                    format!("uregs[{}] names no register x86-64 saves", k as i64),
+                    t.span,
+                )
+                .with_hint(
+                    "use R_PC, R_SP, R_FP, R_RAX .. R_R15, R_RIP, R_RSP, R_RFL, R_ERR, R_CS, \
+                     R_SS or the 32-bit names (x86-64 does not save R_DS, R_ES, R_FS, R_GS)",
+                ),
+            ));
+        }
+        Ok(mk(
+            TExprKind::Call(Subr::Uregs, vec![convert(t, &Type::I64)]),
+            Type::U64,
+            span,
+        ))
+    }
+
     pub(super) fn index(
         &mut self,
         base: &Expr,
@@ -715,6 +755,9 @@ impl Analyzer<'_> {
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
                 return self.probe_arg(idx, span, cx);
+            }
+            if name == "uregs" && self.lookup(VarScope::Global, name).is_none() {
+                return self.uregs(idx, span, cx);
             }
             let scalar_pointer = self.lookup(VarScope::Global, name).is_some_and(|id| {
                 !self.vars[id.0 as usize].is_assoc()
