@@ -606,4 +606,18 @@ pub enum Subr {
     /// `R_*` numbering: `consts::UREGS`, mapped to `struct pt_regs` by `consts::uregs_word`)
     /// → `uint64_t`. An index naming no saved register faults with "illegal operation".
     Uregs,
+    /// `inet_ntoa(ipaddr_t *addr)`: the IPv4 address at `addr` (4 bytes, network order, kernel
+    /// or scratch memory) in dotted-quad notation → `string`.
+    InetNtoa,
+    /// `inet_ntoa6(struct in6_addr *addr [, strict])`: the IPv6 address at `addr` (16 bytes) in
+    /// RFC 5952 notation: lower-case hex groups without leading zeros, the longest run of two or
+    /// more zero groups (the first of equal ones) as `::`; an IPv4-mapped (`::ffff:a.b.c.d`) or
+    /// IPv4-compatible (`::a.b.c.d`, not `::` or `::1`) address prints as the dotted quad, as
+    /// Oracle DTrace prints it → `string`. The optional constant `strict` is accepted and
+    /// changes nothing.
+    InetNtoa6,
+    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), `inet_ntoa6` for
+    /// `AF_INET6` (10, Linux's value); another family faults with "illegal operation" →
+    /// `string`.
+    InetNtop,
 }

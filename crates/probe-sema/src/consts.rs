@@ -228,16 +228,24 @@ pub fn uregs_word(index: i64) -> Option<u32> {
     }
 }
 
-/// The value of a named constant (`ENOENT` → 2, `SIGKILL` → 9, `R_PC` → 37), typed `int` by the
-/// caller.
+/// Address families `inet_ntop()` takes (Linux's values, `include/linux/socket.h`).
+pub const ADDRESS_FAMILIES: &[(&str, i64)] = &[("AF_INET", 2), ("AF_INET6", 10)];
+
+/// The value of a named constant (`ENOENT` → 2, `SIGKILL` → 9, `R_PC` → 37, `AF_INET` → 2),
+/// typed `int` by the caller.
 pub fn named_constant(name: &str) -> Option<i64> {
-    if !name.starts_with('E') && !name.starts_with("SIG") && !name.starts_with("R_") {
+    if !name.starts_with('E')
+        && !name.starts_with("SIG")
+        && !name.starts_with("R_")
+        && !name.starts_with("AF_")
+    {
         return None;
     }
     ERRNO
         .iter()
         .chain(SIGNALS)
         .chain(UREGS)
+        .chain(ADDRESS_FAMILIES)
         .find(|(n, _)| *n == name)
         .map(|&(_, v)| v)
 }
@@ -289,6 +297,7 @@ mod tests {
         }
         assert_eq!(named_constant("ENOENT"), Some(2));
         assert_eq!(named_constant("SIGKILL"), Some(9));
+        assert_eq!(named_constant("AF_INET6"), Some(10));
         assert_eq!(named_constant("EWOULDBLOCK"), Some(11));
         assert_eq!(named_constant("execname"), None);
     }

@@ -374,6 +374,53 @@ impl Analyzer<'_> {
                 let v = targs.into_iter().map(|t| convert(t, &ty)).collect();
                 Ok(call(s, v, ty))
             }
+            "inet_ntoa" | "inet_ntoa6" | "inet_ntop" => {
+                let (want, usage, addr_at): (&[usize], &str, usize) = match func {
+                    "inet_ntoa" => (&[1], "inet_ntoa(ipaddr_t *addr)", 0),
+                    "inet_ntoa6" => (&[1, 2], "inet_ntoa6(struct in6_addr *addr [, strict])", 0),
+                    _ => (&[2], "inet_ntop(int af, void *addr)", 1),
+                };
+                if !want.contains(&n) {
+                    let w = match want {
+                        [1] => "one argument",
+                        [2] => "two arguments",
+                        _ => "one or two arguments",
+                    };
+                    return Err(arity(self, w, usage));
+                }
+                let a = &targs[addr_at];
+                if !(a.ty.is_integral() || matches!(a.ty, Type::Ptr(_))) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!("{func}() address must be a pointer, not `{}`", a.ty),
+                        a.span,
+                    ));
+                }
+                if func == "inet_ntop" {
+                    need_int(self, &targs[0], "address family")?;
+                }
+                if func == "inet_ntoa6" && n == 2 && const_eval(&targs[1]).is_none() {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "inet_ntoa6()'s second argument (strict) must be an integer constant",
+                        targs[1].span,
+                    ));
+                }
+                let mut it = targs.into_iter();
+                let v = match func {
+                    "inet_ntop" => {
+                        let af = convert(it.next().expect("af"), &Type::I64);
+                        vec![af, convert(it.next().expect("addr"), &Type::U64)]
+                    }
+                    _ => vec![convert(it.next().expect("addr"), &Type::U64)],
+                };
+                let s = match func {
+                    "inet_ntoa" => Subr::InetNtoa,
+                    "inet_ntoa6" => Subr::InetNtoa6,
+                    _ => Subr::InetNtop,
+                };
+                Ok(call(s, v, Type::String))
+            }
             "stack" | "ustack" => {
                 let user = func == "ustack";
                 let max = if user { 2 } else { 1 };

@@ -63,6 +63,9 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "ufunc",
     "umod",
     "uaddr",
+    "inet_ntoa",
+    "inet_ntoa6",
+    "inet_ntop",
 ];
 /// Aggregating functions.
 pub(super) const AGG_FUNCS: &[&str] = &[
