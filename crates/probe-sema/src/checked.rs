@@ -620,4 +620,12 @@ pub enum Subr {
     /// `AF_INET6` (10, Linux's value); another family faults with "illegal operation" →
     /// `string`.
     InetNtop,
+    /// `alloca(size)`: `size` zeroed bytes of the clause's scratch memory (a constant up to
+    /// 1024, or a computed size checked when the probe fires) → `void *`, valid until the clause
+    /// ends.
+    Alloca,
+    /// `bcopy(src, dest, size)` (a statement): copies `size` bytes (a constant, 1 to 1024) from
+    /// kernel or scratch memory at `src` to `dest`, which must lie in memory `alloca()` or
+    /// `copyin()` gave this clause ("invalid address" otherwise, as DTrace) → `void`.
+    Bcopy,
 }

@@ -298,6 +298,96 @@ impl ProgGen<'_, '_> {
         self.scratch_address(off, span)
     }
 
+    /// `alloca(size)`: R0 = the address of `size` zeroed bytes of scratch memory, kept until the
+    /// clause ends (pinned, as copyin()'s buffers). A computed size above [`COPYIN_MAX`] faults
+    /// with `out of scratch space` (DTrace's `DTRACEFLT_NOSCRATCH`); its buffer is always
+    /// [`COPYIN_MAX`] bytes.
+    fn alloca(&mut self, size_e: &TExpr, span: Span) -> Res<()> {
+        let mut inner = size_e;
+        while let TExprKind::Cast(i) = &inner.kind {
+            inner = i;
+        }
+        let size = match inner.kind {
+            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) => {
+                return self.err(
+                    span,
+                    format!("alloca() size {v} is out of range: sightline allocates 1 to {COPYIN_MAX} bytes"),
+                );
+            }
+            _ => {
+                let slot = self.slot(span)?;
+                self.int(size_e)?;
+                self.asm.stx(Size::DW, R10, slot, R0);
+                let ok = self.asm.label();
+                self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+                self.fault(Fault::NoScratch, Some(slot), span)?;
+                self.asm.bind(ok);
+                COPYIN_MAX
+            }
+        };
+        let alloc = (size + 7) & !7;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        self.zero(off, alloc);
+        self.scratch_address(off, span)
+    }
+
+    /// `bcopy(src, dest, size)`: copies `size` bytes (a constant) from kernel or scratch memory
+    /// at `src` to `dest`, which must lie in this clause's pinned scratch memory (`alloca()` and
+    /// `copyin()` buffers, offsets below `pinned`); another `dest` faults with `invalid address`
+    /// (illumos `dtrace_dif_subr` DIF_SUBR_BCOPY: `dtrace_inscratch` or BADADDR), as does a bad
+    /// `src`.
+    fn bcopy(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let size = match args[2].kind {
+            TExprKind::Int(v) => v as u32,
+            _ => match &args[2].kind {
+                TExprKind::Cast(i) => match i.kind {
+                    TExprKind::Int(v) => v as u32,
+                    _ => return self.err(span, "internal: bcopy() size"),
+                },
+                _ => return self.err(span, "internal: bcopy() size"),
+            },
+        };
+        let src = self.slot(span)?;
+        let dst = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, src, R0);
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, dst, R0);
+        let limit = self.pinned;
+        if limit < size {
+            return self.err(
+                span,
+                format!("bcopy() destination must be scratch memory: no alloca() or copyin() of {size} bytes or more comes before it in this clause"),
+            );
+        }
+        // The scratch memory's own address, as an integer, then dest's offset in it.
+        self.scratch_address(0, span)?;
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R1, R10, dst);
+        a.alu(Alu::Sub, R1, R0);
+        let ok = a.label();
+        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
+        self.fault(Fault::BadAddr, Some(dst), span)?;
+        let a = &mut self.asm;
+        a.bind(ok);
+        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
+        a.mov(R2, R1);
+        a.alu_imm(Alu::And, R2, 0x7fff);
+        let fits = a.label();
+        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
+        a.mov_imm(R2, 0);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu(Alu::Add, R1, R2);
+        a.mov_imm(R2, size as i64);
+        a.ldx(Size::DW, R3, R10, src);
+        self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
+        self.asm.mov_imm(R0, 0);
+        Ok(())
+    }
+
     /// R0 = the address of scratch offset `off` as a plain integer: a map-value pointer may not
     /// take part in arbitrary arithmetic, so it is spilled and read back by a helper.
     fn scratch_address(&mut self, off: u32, span: Span) -> Res<()> {
@@ -541,6 +631,8 @@ impl ProgGen<'_, '_> {
             }
             Subr::Copyin => self.copyin(args, e.span)?,
             Subr::Uregs => self.uregs(&args[0], e.span)?,
+            Subr::Alloca => self.alloca(&args[0], e.span)?,
+            Subr::Bcopy => self.bcopy(args, e.span)?,
             Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {

@@ -270,6 +270,14 @@ impl Analyzer<'_> {
                 let off = const_eval(&addr).unwrap_or(0) as u64;
                 Ok(mk(TExprKind::Int(off), Type::U64, span))
             }
+            ExprKind::Call { func, func_span, .. } if func == "bcopy" => Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_CG_EXPR,
+                    "`bcopy()` returns void and has no value",
+                    *func_span,
+                )
+                .with_hint("call bcopy(src, dest, size) as a statement of its own"),
+            )),
             ExprKind::Call { func, func_span, args } => self.call(func, *func_span, args, span, cx),
             ExprKind::Index(base, idx) => self.index(base, idx, span, cx),
             ExprKind::Member { base, field, field_span, arrow } => self.member(base, field, *field_span, *arrow, span, cx),

@@ -66,6 +66,8 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "inet_ntoa",
     "inet_ntoa6",
     "inet_ntop",
+    "alloca",
+    "bcopy",
 ];
 /// Aggregating functions.
 pub(super) const AGG_FUNCS: &[&str] = &[
