@@ -267,7 +267,8 @@ impl ProgGen<'_, '_> {
         self.asm.mov(R1, R0);
         self.asm.mov_imm(R2, size as i64);
         self.asm.ldx(Size::DW, R3, R10, sslot);
-        self.asm.call(helper::PROBE_READ_KERNEL);
+        // A variable's bytes never fault; a pointer's may (`v = *(struct s *)p`).
+        self.call_or_fault(helper::PROBE_READ_KERNEL, sslot, span)?;
         self.asm.bind(skip);
         self.asm.mov_imm(R0, 0);
         Ok(())

@@ -545,6 +545,11 @@ impl Analyzer<'_> {
 
     fn unary(&mut self, op: UnaryOp, x: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let t = self.expr(x, cx)?;
+        self.unary_typed(op, t, span)
+    }
+
+    /// [`Self::unary`] of an operand already analyzed.
+    pub(super) fn unary_typed(&mut self, op: UnaryOp, t: TExpr, span: Span) -> R<TExpr> {
         match op {
             UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot => {
                 let Some(ty) = t.ty.promoted().filter(|_| t.ty.is_int()) else {

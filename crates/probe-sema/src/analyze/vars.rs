@@ -176,7 +176,21 @@ impl Analyzer<'_> {
         {
             return self.assign_elem(op, target, index, elem, len, rhs, span, cx);
         }
-        let r = self.expr(rhs, cx)?;
+        // `v = *(struct s *)p`: the struct at an address (kernel or copyin() memory) is copied
+        // into `v` whole (DTrace's `v = *(struct s *)copyin(addr, sizeof (struct s))`).
+        let r = match &rhs.kind {
+            ExprKind::Unary(UnaryOp::Deref, x) => {
+                let t = self.expr(x, cx)?;
+                match &t.ty {
+                    Type::Ptr(inner) if matches!(**inner, Type::Struct { .. }) => {
+                        let ty = (**inner).clone();
+                        mk(TExprKind::Deref(Box::new(t)), ty, rhs.span)
+                    }
+                    _ => self.unary_typed(UnaryOp::Deref, t, rhs.span)?,
+                }
+            }
+            _ => self.expr(rhs, cx)?,
+        };
         if let Type::Struct { .. } = &r.ty {
             return self.assign_struct(op, lhs, r, span, cx);
         }
@@ -626,14 +640,20 @@ impl Analyzer<'_> {
                 span,
             ));
         }
-        let TExprKind::Var(src) = &r.kind else {
-            return Err(self.err_at(
-                ErrTag::D_OP_INCOMPAT,
-                format!("a `{}` value can only be copied from a variable", r.ty),
-                r.span,
-            ));
+        let src = match &r.kind {
+            TExprKind::Var(src) => mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span),
+            TExprKind::Deref(p) => convert((**p).clone(), &Type::U64),
+            _ => {
+                return Err(self.err_at(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!(
+                        "a `{}` value can only be copied from a variable or through a pointer (`*(struct s *)p`)",
+                        r.ty
+                    ),
+                    r.span,
+                ));
+            }
         };
-        let src = mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span);
         let target = self.lvalue(lhs, cx, Some(r.ty.clone()))?;
         let v = self.vars[target.var.0 as usize].clone();
         if v.ty != r.ty {
