@@ -217,6 +217,12 @@ pub enum FieldKind {
     },
     /// An address printed as a symbol of this kind.
     Sym(probe_sema_kind::SymKind),
+    /// `len` raw bytes (a struct value for `trace()`, `tracemem()`'s memory), printed as DTrace's
+    /// hex dump.
+    Bytes {
+        /// Bytes recorded.
+        len: u32,
+    },
 }
 
 /// Re-export of the symbol kinds, kept local so `layout` reads on its own.
@@ -229,7 +235,7 @@ impl FieldKind {
     pub fn size(&self) -> u32 {
         match self {
             FieldKind::Int { .. } | FieldKind::Sym(_) => 8,
-            FieldKind::Str { len } => (len + 7) & !7,
+            FieldKind::Str { len } | FieldKind::Bytes { len } => (len + 7) & !7,
             FieldKind::Stack { frames, .. } => 8 * frames,
         }
     }
