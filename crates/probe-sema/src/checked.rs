@@ -394,15 +394,19 @@ pub enum TExprKind {
         /// The value stored.
         value: Box<TExpr>,
     },
-    /// `a[i]` of a fixed-size array variable (`int a[5];`): the element `index` (a `uint64_t`),
-    /// checked against `len` at run time (DTrace's "index out of bounds" fault when outside).
+    /// `a[i]` of a fixed-size array variable (`int a[5];`) or of an array member of a struct
+    /// variable (`v.arr[i]`): the element `index` (a `uint64_t`), checked against `len` at run
+    /// time (DTrace's "index out of bounds" fault when outside).
     ElemLoad {
-        /// The array variable.
+        /// The variable holding the array.
         target: VarAccess,
         /// The subscript.
         index: Box<TExpr>,
         /// Number of elements.
         len: u32,
+        /// Byte offset of the array in the variable: 0 for an array variable, the member's
+        /// offset for `v.arr[i]`.
+        base: u32,
     },
     /// `a[i] = value` of a fixed-size array variable: stores `value` (converted to the element
     /// type `ty`) at element `index`, checked as [`TExprKind::ElemLoad`]; its value is `value`.

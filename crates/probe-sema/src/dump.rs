@@ -257,9 +257,22 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
             offset,
             value,
         } => format!("(store {}+{offset} {})", access(p, target), expr(p, value)),
-        TExprKind::ElemLoad { target, index, len } => {
-            format!("(elem {}[{len}] {})", access(p, target), expr(p, index))
-        }
+        TExprKind::ElemLoad {
+            target,
+            index,
+            len,
+            base: 0,
+        } => format!("(elem {}[{len}] {})", access(p, target), expr(p, index)),
+        TExprKind::ElemLoad {
+            target,
+            index,
+            len,
+            base,
+        } => format!(
+            "(elem {}+{base}[{len}] {})",
+            access(p, target),
+            expr(p, index)
+        ),
         TExprKind::ElemStore {
             target,
             index,

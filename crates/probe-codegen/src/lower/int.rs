@@ -170,8 +170,13 @@ impl ProgGen<'_, '_> {
                 offset,
                 value,
             } => self.store_member(target, *offset, value, &e.ty, e.span)?,
-            TExprKind::ElemLoad { target, index, len } => {
-                self.elem_ptr(target, index, *len, &e.ty, false, e.span)?;
+            TExprKind::ElemLoad {
+                target,
+                index,
+                len,
+                base,
+            } => {
+                self.elem_ptr(target, index, *len, *base, &e.ty, false, e.span)?;
                 let bytes = e.ty.size(self.strsize());
                 let size = Size::from_bytes(bytes);
                 match e.ty {
@@ -189,7 +194,7 @@ impl ProgGen<'_, '_> {
                 self.int(value)?;
                 self.asm.stx(Size::DW, R10, vslot, R0);
                 let skip = self.asm.label();
-                self.elem_ptr(target, index, *len, &e.ty, true, e.span)?;
+                self.elem_ptr(target, index, *len, 0, &e.ty, true, e.span)?;
                 self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
                 self.asm.ldx(Size::DW, R1, R10, vslot);
                 let bytes = e.ty.size(self.strsize());

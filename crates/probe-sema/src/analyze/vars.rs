@@ -534,6 +534,7 @@ impl Analyzer<'_> {
                         target: target.clone(),
                         index: Box::new(index.clone()),
                         len,
+                        base: 0,
                     },
                     elem.clone(),
                     span,
@@ -681,6 +682,53 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// `v.arr[i]` with a computed `i`: an integer or pointer element of an array member of a
+    /// struct variable, read as [`TExprKind::ElemLoad`] at the member's offset (bounds checked
+    /// when the probe fires). `None` for anything else (a constant subscript reads as a member).
+    fn member_elem(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Option<TExpr>> {
+        let ([i], ExprKind::Member { arrow: false, .. }) = (idx, &base.kind) else {
+            return Ok(None);
+        };
+        if const_eval_ast(i) || !self.struct_var_root(base) {
+            return Ok(None);
+        }
+        let Some(btf) = self.btf.clone() else {
+            return Ok(None);
+        };
+        let Some((addr, tid)) = self.place(base, cx)? else {
+            return Ok(None);
+        };
+        let Some((target, off)) = split_var_addr(&addr) else {
+            return Ok(None);
+        };
+        let crate::btf::BtfType::Array { elem, len } = btf.get(btf.resolve(tid)).clone() else {
+            return Ok(None);
+        };
+        let ety = btf.d_type(elem);
+        if !(ety.is_int() || matches!(ety, Type::Ptr(_)))
+            || !matches!(btf.size_of(elem), 1 | 2 | 4 | 8)
+        {
+            return Ok(None);
+        }
+        let index = self.int_expr(i, cx, "an array subscript")?;
+        Ok(Some(mk(
+            TExprKind::ElemLoad {
+                target,
+                index: Box::new(convert(index, &Type::U64)),
+                len,
+                base: off,
+            },
+            ety,
+            span,
+        )))
+    }
+
     /// `uregs[index]` (DTrace guide, "User Process Tracing" > "uregs[] Array"): one subscript, an
     /// integer; a constant one must name a saved register ([`crate::consts::uregs_word`]).
     fn uregs(&mut self, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
@@ -728,6 +776,9 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(e) = self.member_elem(base, idx, span, cx)? {
+            return Ok(e);
+        }
         if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..))
         {
             let whole = Expr {
@@ -744,6 +795,7 @@ impl Analyzer<'_> {
                     target,
                     index: Box::new(index),
                     len,
+                    base: 0,
                 },
                 elem,
                 span,
@@ -1000,5 +1052,15 @@ pub(super) fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
             Some((va, u32::try_from(total).ok()?))
         }
         _ => None,
+    }
+}
+
+/// True for a subscript written as an integer literal (possibly negated): those read as a
+/// constant-offset member; a computed one goes through [`TExprKind::ElemLoad`].
+fn const_eval_ast(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Int(_) => true,
+        ExprKind::Unary(_, x) => const_eval_ast(x),
+        _ => false,
     }
 }
