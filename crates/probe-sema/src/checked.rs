@@ -411,12 +411,14 @@ pub enum TExprKind {
     /// `a[i] = value` of a fixed-size array variable: stores `value` (converted to the element
     /// type `ty`) at element `index`, checked as [`TExprKind::ElemLoad`]; its value is `value`.
     ElemStore {
-        /// The array variable.
+        /// The variable holding the array.
         target: VarAccess,
         /// The subscript.
         index: Box<TExpr>,
         /// Number of elements.
         len: u32,
+        /// Byte offset of the array in the variable (as [`TExprKind::ElemLoad`]'s).
+        base: u32,
         /// The value stored.
         value: Box<TExpr>,
     },

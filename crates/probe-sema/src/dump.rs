@@ -277,10 +277,16 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
             target,
             index,
             len,
+            base,
             value,
         } => format!(
-            "(store-elem {}[{len}] {} {})",
+            "(store-elem {}{}[{len}] {} {})",
             access(p, target),
+            if *base == 0 {
+                String::new()
+            } else {
+                format!("+{base}")
+            },
             expr(p, index),
             expr(p, value)
         ),

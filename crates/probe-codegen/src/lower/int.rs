@@ -188,13 +188,14 @@ impl ProgGen<'_, '_> {
                 target,
                 index,
                 len,
+                base,
                 value,
             } => {
                 let vslot = self.slot(e.span)?;
                 self.int(value)?;
                 self.asm.stx(Size::DW, R10, vslot, R0);
                 let skip = self.asm.label();
-                self.elem_ptr(target, index, *len, 0, &e.ty, true, e.span)?;
+                self.elem_ptr(target, index, *len, *base, &e.ty, true, e.span)?;
                 self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
                 self.asm.ldx(Size::DW, R1, R10, vslot);
                 let bytes = e.ty.size(self.strsize());

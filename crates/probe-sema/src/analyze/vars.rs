@@ -166,6 +166,11 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && let Some((target, index, elem, len, at)) = self.member_elem_parts(base, idx, cx)?
+        {
+            return self.assign_elem(op, target, index, elem, (len, at), rhs, span, cx);
+        }
         if let ExprKind::Member { arrow: false, .. } | ExprKind::Index(..) = &lhs.kind
             && self.struct_var_root(lhs)
         {
@@ -174,7 +179,7 @@ impl Analyzer<'_> {
         if let ExprKind::Index(base, idx) = &lhs.kind
             && let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)?
         {
-            return self.assign_elem(op, target, index, elem, len, rhs, span, cx);
+            return self.assign_elem(op, target, index, elem, (len, 0), rhs, span, cx);
         }
         // `v = *(struct s *)p`: the struct at an address (kernel or copyin() memory) is copied
         // into `v` whole (DTrace's `v = *(struct s *)copyin(addr, sizeof (struct s))`).
@@ -510,7 +515,7 @@ impl Analyzer<'_> {
         target: VarAccess,
         index: TExpr,
         elem: Type,
-        len: u32,
+        (len, base): (u32, u32),
         rhs: &Expr,
         span: Span,
         cx: &mut ClauseCx,
@@ -534,7 +539,7 @@ impl Analyzer<'_> {
                         target: target.clone(),
                         index: Box::new(index.clone()),
                         len,
-                        base: 0,
+                        base,
                     },
                     elem.clone(),
                     span,
@@ -567,6 +572,7 @@ impl Analyzer<'_> {
                 target,
                 index: Box::new(index),
                 len,
+                base,
                 value: Box::new(value),
             },
             elem,
@@ -692,6 +698,30 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<Option<TExpr>> {
+        let Some((target, index, ety, len, at)) = self.member_elem_parts(base, idx, cx)? else {
+            return Ok(None);
+        };
+        Ok(Some(mk(
+            TExprKind::ElemLoad {
+                target,
+                index: Box::new(index),
+                len,
+                base: at,
+            },
+            ety,
+            span,
+        )))
+    }
+
+    /// The parts of `v.arr[i]` with a computed `i` (see [`Self::member_elem`]): the variable,
+    /// the subscript (`uint64_t`), the element type, the element count and the member's byte
+    /// offset in the variable.
+    fn member_elem_parts(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        cx: &mut ClauseCx,
+    ) -> R<Option<MemberElem>> {
         let ([i], ExprKind::Member { arrow: false, .. }) = (idx, &base.kind) else {
             return Ok(None);
         };
@@ -717,16 +747,7 @@ impl Analyzer<'_> {
             return Ok(None);
         }
         let index = self.int_expr(i, cx, "an array subscript")?;
-        Ok(Some(mk(
-            TExprKind::ElemLoad {
-                target,
-                index: Box::new(convert(index, &Type::U64)),
-                len,
-                base: off,
-            },
-            ety,
-            span,
-        )))
+        Ok(Some((target, convert(index, &Type::U64), ety, len, off)))
     }
 
     /// `uregs[index]` (DTrace guide, "User Process Tracing" > "uregs[] Array"): one subscript, an
@@ -1054,6 +1075,10 @@ pub(super) fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
         _ => None,
     }
 }
+
+/// `v.arr[i]`'s parts: the variable, the subscript (`uint64_t`), the element type, the element
+/// count and the array's byte offset in the variable.
+type MemberElem = (VarAccess, TExpr, Type, u32, u32);
 
 /// True for a subscript written as an integer literal (possibly negated): those read as a
 /// constant-offset member; a computed one goes through [`TExprKind::ElemLoad`].
