@@ -430,7 +430,10 @@ fn fail(
         source,
         ..
     }) = &e
-        && !source.is_permission()
+        // The verifier ran (its log is there): the program, not a privilege, is the problem,
+        // whatever errno it gave (EACCES for most rejections). Without a log the load was
+        // refused before verification (EPERM: not root), explained below.
+        && !(log.trim().is_empty() && source.is_permission())
     {
         let spans: Vec<probe_syntax::Span> = clauses
             .iter()
