@@ -60,7 +60,7 @@ impl ProgGen<'_, '_> {
                 RecordAction::Printf {
                     format: format.clone(),
                 },
-                args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
+                printf_kinds(format, args, ss),
             ),
             Action::Stop => (
                 RecordAction::Stop,
@@ -246,6 +246,31 @@ impl ProgGen<'_, '_> {
             _ => None,
         }
     }
+}
+
+/// The fields of `printf(format, args...)`: each argument's [`value_kind`], except that an
+/// integer given to `%a` (`%A`) is recorded as a kernel (user) address the consumer symbolizes,
+/// ``module`symbol+0xoff`` (DTrace's `%a`/`%A`; the renderer prints a symbol `with_offset`).
+fn printf_kinds(format: &str, args: &[TExpr], strsize: u32) -> Vec<FieldKind> {
+    use probe_format::printf::{self, ArgSlot, ConvKind};
+    use probe_sema::types::SymKind;
+    let pieces = printf::parse(format).unwrap_or_default();
+    let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
+    let slots = printf::arg_slots(&pieces);
+    args.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let conv = match slots.get(i) {
+                Some(ArgSlot::Value { conv, .. }) => convs.get(*conv).map(|c| c.kind),
+                _ => None,
+            };
+            match conv {
+                Some(ConvKind::KernelAddr) if e.ty.is_integral() => FieldKind::Sym(SymKind::Sym),
+                Some(ConvKind::UserAddr) if e.ty.is_integral() => FieldKind::Sym(SymKind::Uaddr),
+                _ => value_kind(&e.ty, strsize),
+            }
+        })
+        .collect()
 }
 
 /// The field `trace(e)` records: a struct or union value as its bytes (DTrace prints them as a
