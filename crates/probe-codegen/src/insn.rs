@@ -447,6 +447,11 @@ pub mod helper {
     pub const GET_CURRENT_COMM: i32 = 16;
     /// `u64 bpf_get_current_task(void)`
     pub const GET_CURRENT_TASK: i32 = 35;
+    /// `struct task_struct *bpf_get_current_task_btf(void)` (Linux 5.11)
+    pub const GET_CURRENT_TASK_BTF: i32 = 158;
+    /// `struct pt_regs *bpf_task_pt_regs(struct task_struct *task)`: the task's saved user
+    /// registers (Linux 5.15)
+    pub const TASK_PT_REGS: i32 = 175;
     /// `long bpf_send_signal(u32 sig)`: to the current process (Linux 5.3)
     pub const SEND_SIGNAL: i32 = 109;
     /// `long bpf_get_stack(ctx, buf, size, flags)`

@@ -217,6 +217,12 @@ pub enum FieldKind {
     },
     /// An address printed as a symbol of this kind.
     Sym(probe_sema_kind::SymKind),
+    /// `len` raw bytes (a struct value for `trace()`, `tracemem()`'s memory), printed as DTrace's
+    /// hex dump.
+    Bytes {
+        /// Bytes recorded.
+        len: u32,
+    },
 }
 
 /// Re-export of the symbol kinds, kept local so `layout` reads on its own.
@@ -229,7 +235,7 @@ impl FieldKind {
     pub fn size(&self) -> u32 {
         match self {
             FieldKind::Int { .. } | FieldKind::Sym(_) => 8,
-            FieldKind::Str { len } => (len + 7) & !7,
+            FieldKind::Str { len } | FieldKind::Bytes { len } => (len + 7) & !7,
             FieldKind::Stack { frames, .. } => 8 * frames,
         }
     }
@@ -351,6 +357,9 @@ pub enum Fault {
     /// A subscript outside a fixed-size array (Oracle DTrace's `DTRACEFLT_BADINDEX`); the
     /// fault's value is the subscript.
     BadIndex = 8,
+    /// A request for more scratch memory than there is (`DTRACEFLT_NOSCRATCH`): e.g. a computed
+    /// `copyin()` size above `COPYIN_MAX`; the fault's value is the size asked for.
+    NoScratch = 16,
 }
 
 impl Fault {
@@ -361,6 +370,7 @@ impl Fault {
             2 => Some(Fault::IllOp),
             4 => Some(Fault::DivZero),
             8 => Some(Fault::BadIndex),
+            16 => Some(Fault::NoScratch),
             _ => None,
         }
     }
@@ -371,6 +381,7 @@ impl Fault {
             Fault::IllOp => "illegal operation".to_string(),
             Fault::DivZero => "divide-by-zero".to_string(),
             Fault::BadIndex => format!("index out of bounds ({addr})"),
+            Fault::NoScratch => "out of scratch space".to_string(),
         }
     }
 }

@@ -35,6 +35,7 @@ use crate::layout::*;
 
 mod aggs;
 mod args;
+mod inet;
 mod int;
 mod maps;
 mod program;

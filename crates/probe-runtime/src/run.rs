@@ -684,6 +684,9 @@ impl<'a> Consumer<'a> {
                 let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
                 Value::Str(String::from_utf8_lossy(&s[..end]).into_owned())
             }
+            FieldKind::Bytes { len } => {
+                Value::Bytes(bytes.get(o..o + *len as usize).unwrap_or(&[]).to_vec())
+            }
             FieldKind::Stack { user, frames } => {
                 let ks = self.ksyms.get_or_insert_with(Kallsyms::load);
                 let mut st = Stack {

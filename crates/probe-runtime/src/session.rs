@@ -26,10 +26,13 @@ pub enum RuntimeError {
     Verifier {
         /// Which clause(s) and probe(s) the program holds.
         what: String,
+        /// The program's clauses (0-based indices into the checked program's clauses), so that a
+        /// caller holding the sources can name them by file:line:col.
+        clauses: Box<[usize]>,
         /// The verifier's last message (its reason).
-        reason: String,
+        reason: Box<str>,
         /// The full verifier log.
-        log: String,
+        log: Box<str>,
         /// The failed call.
         #[source]
         source: SyscallError,
@@ -236,8 +239,9 @@ impl Session {
                     let log = source.verifier_log.take().unwrap_or_default();
                     RuntimeError::Verifier {
                         what: what.clone(),
-                        reason: verifier_reason(&log),
-                        log,
+                        clauses: p.clauses.clone().into(),
+                        reason: verifier_reason(&log).into(),
+                        log: log.into(),
                         source,
                     }
                 })?,
@@ -704,14 +708,19 @@ mod tests {
         });
         let e = Session::load(layout, false).unwrap_err();
         let RuntimeError::Verifier {
-            what, reason, log, ..
+            what,
+            clauses,
+            reason,
+            log,
+            ..
         } = &e
         else {
             panic!("expected a verifier error, got {e:?}");
         };
-        assert_eq!(reason, "R1 invalid mem access 'scalar'");
+        assert_eq!(&**reason, "R1 invalid mem access 'scalar'");
         assert!(log.starts_with("0: (b7) r0 = 0\n"), "{log}");
         assert!(what.contains("BEGIN"), "{what}");
+        assert_eq!(&clauses[..], &[0], "the BEGIN clause");
         assert!(e.is_permission(), "EACCES");
         assert!(
             chain(&e).ends_with(

@@ -394,25 +394,31 @@ pub enum TExprKind {
         /// The value stored.
         value: Box<TExpr>,
     },
-    /// `a[i]` of a fixed-size array variable (`int a[5];`): the element `index` (a `uint64_t`),
-    /// checked against `len` at run time (DTrace's "index out of bounds" fault when outside).
+    /// `a[i]` of a fixed-size array variable (`int a[5];`) or of an array member of a struct
+    /// variable (`v.arr[i]`): the element `index` (a `uint64_t`), checked against `len` at run
+    /// time (DTrace's "index out of bounds" fault when outside).
     ElemLoad {
-        /// The array variable.
+        /// The variable holding the array.
         target: VarAccess,
         /// The subscript.
         index: Box<TExpr>,
         /// Number of elements.
         len: u32,
+        /// Byte offset of the array in the variable: 0 for an array variable, the member's
+        /// offset for `v.arr[i]`.
+        base: u32,
     },
     /// `a[i] = value` of a fixed-size array variable: stores `value` (converted to the element
     /// type `ty`) at element `index`, checked as [`TExprKind::ElemLoad`]; its value is `value`.
     ElemStore {
-        /// The array variable.
+        /// The variable holding the array.
         target: VarAccess,
         /// The subscript.
         index: Box<TExpr>,
         /// Number of elements.
         len: u32,
+        /// Byte offset of the array in the variable (as [`TExprKind::ElemLoad`]'s).
+        base: u32,
         /// The value stored.
         value: Box<TExpr>,
     },
@@ -602,4 +608,30 @@ pub enum Subr {
     Toupper,
     /// `tolower(s)`: `s` with ASCII `A`-`Z` made lower case → `string`.
     Tolower,
+    /// `uregs[index]`: the current thread's saved user register `index` (an `int64_t`, DTrace's
+    /// `R_*` numbering: `consts::UREGS`, mapped to `struct pt_regs` by `consts::uregs_word`)
+    /// → `uint64_t`. An index naming no saved register faults with "illegal operation".
+    Uregs,
+    /// `inet_ntoa(ipaddr_t *addr)`: the IPv4 address at `addr` (4 bytes, network order, kernel
+    /// or scratch memory) in dotted-quad notation → `string`.
+    InetNtoa,
+    /// `inet_ntoa6(struct in6_addr *addr [, strict])`: the IPv6 address at `addr` (16 bytes) in
+    /// RFC 5952 notation: lower-case hex groups without leading zeros, the longest run of two or
+    /// more zero groups (the first of equal ones) as `::`; an IPv4-mapped (`::ffff:a.b.c.d`) or
+    /// IPv4-compatible (`::a.b.c.d`, not `::` or `::1`) address prints as the dotted quad, as
+    /// Oracle DTrace prints it → `string`. The optional constant `strict` is accepted and
+    /// changes nothing.
+    InetNtoa6,
+    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), `inet_ntoa6` for
+    /// `AF_INET6` (10, Linux's value); another family faults with "illegal operation" →
+    /// `string`.
+    InetNtop,
+    /// `alloca(size)`: `size` zeroed bytes of the clause's scratch memory (a constant up to
+    /// 1024, or a computed size checked when the probe fires) → `void *`, valid until the clause
+    /// ends.
+    Alloca,
+    /// `bcopy(src, dest, size)` (a statement): copies `size` bytes (a constant, 1 to 1024) from
+    /// kernel or scratch memory at `src` to `dest`, which must lie in memory `alloca()` or
+    /// `copyin()` gave this clause ("invalid address" otherwise, as DTrace) → `void`.
+    Bcopy,
 }

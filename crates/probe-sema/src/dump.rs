@@ -257,17 +257,36 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
             offset,
             value,
         } => format!("(store {}+{offset} {})", access(p, target), expr(p, value)),
-        TExprKind::ElemLoad { target, index, len } => {
-            format!("(elem {}[{len}] {})", access(p, target), expr(p, index))
-        }
+        TExprKind::ElemLoad {
+            target,
+            index,
+            len,
+            base: 0,
+        } => format!("(elem {}[{len}] {})", access(p, target), expr(p, index)),
+        TExprKind::ElemLoad {
+            target,
+            index,
+            len,
+            base,
+        } => format!(
+            "(elem {}+{base}[{len}] {})",
+            access(p, target),
+            expr(p, index)
+        ),
         TExprKind::ElemStore {
             target,
             index,
             len,
+            base,
             value,
         } => format!(
-            "(store-elem {}[{len}] {} {})",
+            "(store-elem {}{}[{len}] {} {})",
             access(p, target),
+            if *base == 0 {
+                String::new()
+            } else {
+                format!("+{base}")
+            },
             expr(p, index),
             expr(p, value)
         ),

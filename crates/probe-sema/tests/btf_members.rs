@@ -194,7 +194,7 @@ fn member_errors() {
 	d = pid->x;
 	e = ((struct nosuch *)arg0)->x;
 	f = curthread->se.nr;
-	g = *curthread;
+	g = 1 + *curthread;
 	h = curthread->se.nr[9];
 }",
         Some(kernel()),
@@ -224,9 +224,9 @@ t.d:7:6: error[D_OP_ARRFUN]: an array of type `uint32_t[4]` cannot be used as a 
    7 | 	f = curthread->se.nr;
      | 	    ^~~~~~~~~~~~~~~~
 hint: read an element: a[i]
-t.d:8:6: error[D_OP_SOU]: cannot dereference a `struct task_struct *`
-   8 | 	g = *curthread;
-     | 	    ^~~~~~~~~~
+t.d:8:10: error[D_OP_SOU]: cannot dereference a `struct task_struct *`
+   8 | 	g = 1 + *curthread;
+     | 	        ^~~~~~~~~~
 t.d:9:23: error[D_ARR_BADREF]: subscript 9 is out of range for an array of 4
    9 | 	h = curthread->se.nr[9];
      | 	                     ^

@@ -273,7 +273,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     sys::install_interrupt_handler().context("installing the SIGINT handler")?;
     let mut consumer = match Consumer::new(&checked, layout, cfg, &mut *out, &mut err) {
         Ok(c) => c,
-        Err(e) => return Err(explain(e, args.verbose)),
+        Err(e) => return fail(e, args.verbose, &checked, &map),
     };
     let mut bar = crate::progress::AttachBar::stderr();
     consumer.set_attach_progress(move |done, total| bar.update(done, total));
@@ -340,7 +340,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::from(2));
             }
-            return Err(explain(e, args.verbose));
+            return fail(e, args.verbose, &checked, &map);
         }
     };
     drop(consumer);
@@ -431,6 +431,65 @@ fn report(e: CompileError, map: &SourceMap) -> anyhow::Result<ExitCode> {
         CompileError::NoClauses => bail!("{e}"),
         e => Err(anyhow::Error::new(e)),
     }
+}
+
+/// Reports a run error: a verifier rejection as a diagnostic located at the program's clauses
+/// (exit status 2, as a compile error), anything else through [`explain`].
+fn fail(
+    e: RunError,
+    verbose: bool,
+    checked: &probe_sema::CheckedProgram,
+    map: &SourceMap,
+) -> anyhow::Result<ExitCode> {
+    if let RunError::Runtime(RuntimeError::Verifier {
+        clauses,
+        reason,
+        log,
+        source,
+        ..
+    }) = &e
+        // The verifier ran (its log is there): the program, not a privilege, is the problem,
+        // whatever errno it gave (EACCES for most rejections). Without a log the load was
+        // refused before verification (EPERM: not root), explained below.
+        && !(log.trim().is_empty() && source.is_permission())
+    {
+        let spans: Vec<probe_syntax::Span> = clauses
+            .iter()
+            .filter_map(|&c| checked.clauses.get(c).map(|c| c.span))
+            .collect();
+        if let Some(d) = verifier_diagnostic(&spans, reason) {
+            eprint!("{}", probe_syntax::render_all(&[d], map));
+            if verbose {
+                eprintln!("{log}");
+            }
+            return Ok(ExitCode::from(2));
+        }
+    }
+    Err(explain(e, verbose))
+}
+
+/// The diagnostic for a program the BPF verifier rejected: at its first clause (`spans`, the
+/// clauses the program holds, in order), the others labelled, the verifier's `reason` in the
+/// message. `None` when no clause is known.
+fn verifier_diagnostic(
+    spans: &[probe_syntax::Span],
+    reason: &str,
+) -> Option<probe_syntax::Diagnostic> {
+    let (&first, rest) = spans.split_first()?;
+    // The clause's first line (its probe descriptions) is enough to find it.
+    let head = |s: probe_syntax::Span| probe_syntax::Span::new(s.start, s.start + 1);
+    let mut d = probe_syntax::Diagnostic::tagged(
+        probe_syntax::ErrTag::D_UNKNOWN,
+        format!("the BPF verifier rejected the program of this clause: {reason}"),
+        head(first),
+    )
+    .with_span_label("this clause");
+    for &s in rest {
+        d = d.with_label(head(s), "compiled into the same program");
+    }
+    Some(d.with_hint(
+        "rerun with -v for the full verifier log; splitting the clause or lowering strsize may help",
+    ))
 }
 
 /// Turns a run error into the message a user needs (privileges in one line; verifier reasons
@@ -619,4 +678,33 @@ fn pattern(d: &str) -> ProbeDescPattern {
         f.insert(0, "");
     }
     ProbeDescPattern::new(f[0], f[1], f[2], f[3])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program the verifier rejects is named by its clauses' file:line:col (issue 14: "not
+    /// clause 1: ..."), the first clause carrying the reason and the others labelled.
+    #[test]
+    fn a_verifier_rejection_names_the_clauses_by_file_line_and_column() {
+        let text = "BEGIN { x = 1; }\n\n  syscall::read:entry\n{ trace(x); }\nsyscall::write:entry { trace(2); }\n";
+        let mut map = SourceMap::new();
+        map.add("prog.d", text);
+        let file = &map.files()[0];
+        let (program, diags) = probe_syntax::parse(file);
+        assert!(diags.is_empty(), "{diags:?}");
+        let spans: Vec<probe_syntax::Span> = program.clauses().skip(1).map(|c| c.span).collect();
+        assert_eq!(spans.len(), 2);
+        let d =
+            verifier_diagnostic(&spans, "R1 invalid mem access 'scalar'").expect("a diagnostic");
+        let out = probe_syntax::render_all(&[d], &map);
+        assert!(
+            out.contains("prog.d:3:3: error[D_UNKNOWN]: the BPF verifier rejected the program of this clause: R1 invalid mem access 'scalar'"),
+            "{out}"
+        );
+        assert!(out.contains("compiled into the same program"), "{out}");
+        assert!(out.contains("5 | syscall::write:entry"), "{out}");
+        assert!(verifier_diagnostic(&[], "x").is_none());
+    }
 }

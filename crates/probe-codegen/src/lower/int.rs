@@ -170,8 +170,13 @@ impl ProgGen<'_, '_> {
                 offset,
                 value,
             } => self.store_member(target, *offset, value, &e.ty, e.span)?,
-            TExprKind::ElemLoad { target, index, len } => {
-                self.elem_ptr(target, index, *len, &e.ty, false, e.span)?;
+            TExprKind::ElemLoad {
+                target,
+                index,
+                len,
+                base,
+            } => {
+                self.elem_ptr(target, index, *len, *base, &e.ty, false, e.span)?;
                 let bytes = e.ty.size(self.strsize());
                 let size = Size::from_bytes(bytes);
                 match e.ty {
@@ -183,13 +188,14 @@ impl ProgGen<'_, '_> {
                 target,
                 index,
                 len,
+                base,
                 value,
             } => {
                 let vslot = self.slot(e.span)?;
                 self.int(value)?;
                 self.asm.stx(Size::DW, R10, vslot, R0);
                 let skip = self.asm.label();
-                self.elem_ptr(target, index, *len, &e.ty, true, e.span)?;
+                self.elem_ptr(target, index, *len, *base, &e.ty, true, e.span)?;
                 self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
                 self.asm.ldx(Size::DW, R1, R10, vslot);
                 let bytes = e.ty.size(self.strsize());
@@ -227,9 +233,13 @@ impl ProgGen<'_, '_> {
     /// `copyin(uaddr, size)` (DTrace guide, "Actions and Subroutines" > copyin): copies `size`
     /// bytes of user memory at `uaddr` into a scratch buffer of the clause and leaves the
     /// buffer's address in R0 (a plain integer, read back through `bpf_probe_read_kernel` like
-    /// any pointer). `size` must be an integer constant in 1..=[`COPYIN_MAX`] bytes; the buffer
-    /// keeps a NUL after the bytes so `stringof(copyin(..))` stops there. Each copyin() gets its
-    /// own buffer, kept until the clause ends. A fault reports `invalid address` (ERROR probe).
+    /// any pointer). A constant `size` must be in 1..=[`COPYIN_MAX`] bytes (a compile error
+    /// otherwise); a computed one gets a buffer of [`COPYIN_MAX`] bytes and is checked at run
+    /// time: above [`COPYIN_MAX`] (negative values included, as unsigned) the clause faults with
+    /// `out of scratch space` ([`Fault::NoScratch`], DTrace's `DTRACEFLT_NOSCRATCH`), 0 copies
+    /// nothing. The buffer keeps a NUL after the bytes so `stringof(copyin(..))` stops there.
+    /// Each copyin() gets its own buffer, kept until the clause ends. A fault reports `invalid
+    /// address` (ERROR probe).
     fn copyin(&mut self, args: &[TExpr], span: Span) -> Res<()> {
         let mut size_e = &args[1];
         while let TExprKind::Cast(inner) = &size_e.kind {
@@ -240,12 +250,7 @@ impl ProgGen<'_, '_> {
             TExprKind::Int(v) => {
                 return self.err(span, format!("copyin() size {v} is out of range: sightline copies 1 to {COPYIN_MAX} bytes"));
             }
-            _ => {
-                return self.err(
-                    span,
-                    format!("copyin() size must be an integer constant (1 to {COPYIN_MAX} bytes)"),
-                );
-            }
+            _ => return self.copyin_computed(args, span),
         };
         let addr = self.slot(span)?;
         self.int(&args[0])?;
@@ -261,8 +266,137 @@ impl ProgGen<'_, '_> {
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, addr);
         self.call_or_fault(helper::PROBE_READ_USER, addr, span)?;
-        // The buffer's address as a scalar: a map-value pointer may not take part in arbitrary
-        // arithmetic, so it is spilled and read back by a helper (which yields a plain integer).
+        self.scratch_address(off, span)
+    }
+
+    /// `copyin(uaddr, size)` with a `size` known only at run time (see [`Self::copyin`]).
+    fn copyin_computed(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let addr = self.slot(span)?;
+        let size = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, size, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+        self.fault(Fault::NoScratch, Some(size), span)?;
+        self.asm.bind(ok);
+        let alloc = COPYIN_MAX + 8;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        let a = &mut self.asm;
+        // The NUL after the copied bytes: at off + size, 0 <= size <= COPYIN_MAX (the check
+        // above bounds the reloaded spill for the verifier; the mask keeps it so on any kernel).
+        a.ldx(Size::DW, R2, R10, size);
+        a.alu_imm(Alu::And, R2, 2047);
+        let fits = a.label();
+        a.jmp_imm(Cond::Le, R2, COPYIN_MAX as i32, fits);
+        a.mov_imm(R2, COPYIN_MAX as i64);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.alu(Alu::Add, R1, R2);
+        a.st_imm(Size::B, R1, 0, 0);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.ldx(Size::DW, R3, R10, addr);
+        self.call_or_fault(helper::PROBE_READ_USER, addr, span)?;
+        self.scratch_address(off, span)
+    }
+
+    /// `alloca(size)`: R0 = the address of `size` zeroed bytes of scratch memory, kept until the
+    /// clause ends (pinned, as copyin()'s buffers). A computed size above [`COPYIN_MAX`] faults
+    /// with `out of scratch space` (DTrace's `DTRACEFLT_NOSCRATCH`); its buffer is always
+    /// [`COPYIN_MAX`] bytes.
+    fn alloca(&mut self, size_e: &TExpr, span: Span) -> Res<()> {
+        let mut inner = size_e;
+        while let TExprKind::Cast(i) = &inner.kind {
+            inner = i;
+        }
+        let size = match inner.kind {
+            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) => {
+                return self.err(
+                    span,
+                    format!("alloca() size {v} is out of range: sightline allocates 1 to {COPYIN_MAX} bytes"),
+                );
+            }
+            _ => {
+                let slot = self.slot(span)?;
+                self.int(size_e)?;
+                self.asm.stx(Size::DW, R10, slot, R0);
+                let ok = self.asm.label();
+                self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+                self.fault(Fault::NoScratch, Some(slot), span)?;
+                self.asm.bind(ok);
+                COPYIN_MAX
+            }
+        };
+        let alloc = (size + 7) & !7;
+        let off = self.scratch(alloc, span)?;
+        self.pinned = self.pinned.max(self.scratch_next);
+        self.zero(off, alloc);
+        self.scratch_address(off, span)
+    }
+
+    /// `bcopy(src, dest, size)`: copies `size` bytes (a constant) from kernel or scratch memory
+    /// at `src` to `dest`, which must lie in this clause's pinned scratch memory (`alloca()` and
+    /// `copyin()` buffers, offsets below `pinned`); another `dest` faults with `invalid address`
+    /// (illumos `dtrace_dif_subr` DIF_SUBR_BCOPY: `dtrace_inscratch` or BADADDR), as does a bad
+    /// `src`.
+    fn bcopy(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let size = match args[2].kind {
+            TExprKind::Int(v) => v as u32,
+            _ => match &args[2].kind {
+                TExprKind::Cast(i) => match i.kind {
+                    TExprKind::Int(v) => v as u32,
+                    _ => return self.err(span, "internal: bcopy() size"),
+                },
+                _ => return self.err(span, "internal: bcopy() size"),
+            },
+        };
+        let src = self.slot(span)?;
+        let dst = self.slot(span)?;
+        self.int(&args[0])?;
+        self.asm.stx(Size::DW, R10, src, R0);
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, dst, R0);
+        let limit = self.pinned;
+        if limit < size {
+            return self.err(
+                span,
+                format!("bcopy() destination must be scratch memory: no alloca() or copyin() of {size} bytes or more comes before it in this clause"),
+            );
+        }
+        // The scratch memory's own address, as an integer, then dest's offset in it.
+        self.scratch_address(0, span)?;
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R1, R10, dst);
+        a.alu(Alu::Sub, R1, R0);
+        let ok = a.label();
+        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
+        self.fault(Fault::BadAddr, Some(dst), span)?;
+        let a = &mut self.asm;
+        a.bind(ok);
+        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
+        a.mov(R2, R1);
+        a.alu_imm(Alu::And, R2, 0x7fff);
+        let fits = a.label();
+        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
+        a.mov_imm(R2, 0);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu(Alu::Add, R1, R2);
+        a.mov_imm(R2, size as i64);
+        a.ldx(Size::DW, R3, R10, src);
+        self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
+        self.asm.mov_imm(R0, 0);
+        Ok(())
+    }
+
+    /// R0 = the address of scratch offset `off` as a plain integer: a map-value pointer may not
+    /// take part in arbitrary arithmetic, so it is spilled and read back by a helper.
+    fn scratch_address(&mut self, off: u32, span: Span) -> Res<()> {
         let spill = self.slot(span)?;
         let val = self.slot(span)?;
         let a = &mut self.asm;
@@ -277,6 +411,59 @@ impl ProgGen<'_, '_> {
         a.alu_imm(Alu::Add, R3, spill as i32);
         a.call(helper::PROBE_READ_KERNEL);
         a.ldx(Size::DW, R0, R10, val);
+        Ok(())
+    }
+
+    /// `uregs[index]`: R0 = the current thread's saved user register `index` (DTrace's `R_*`
+    /// numbering, mapped to a `struct pt_regs` word by `probe_sema::consts::uregs_word`; the
+    /// mapping is emitted as compares so a computed index works too). The registers are the ones
+    /// the kernel saved when the thread entered it (`bpf_task_pt_regs` of the current task): at a
+    /// system call, the caller's; at a user probe, the probed instruction's. An index naming no
+    /// saved register faults with "illegal operation" (DTrace's `DTRACEFLT_ILLOP`).
+    fn uregs(&mut self, index: &TExpr, span: Span) -> Res<()> {
+        let idx = self.slot(span)?;
+        let word = self.slot(span)?;
+        self.int(index)?;
+        self.asm.stx(Size::DW, R10, idx, R0);
+        let have = self.asm.label();
+        self.asm.jmp_imm(Cond::Le, R0, 20, have);
+        for k in 21..=41 {
+            if let Some(w) = probe_sema::consts::uregs_word(k) {
+                let next = self.asm.label();
+                self.asm.jmp_imm(Cond::Ne, R0, k as i32, next);
+                self.asm.mov_imm(R0, w as i64);
+                self.asm.ja(have);
+                self.asm.bind(next);
+            }
+        }
+        self.fault(Fault::IllOp, Some(idx), span)?;
+        self.asm.bind(have);
+        self.asm.stx(Size::DW, R10, word, R0);
+        let spill = self.slot(span)?;
+        let val = self.slot(span)?;
+        let a = &mut self.asm;
+        a.call(helper::GET_CURRENT_TASK_BTF);
+        a.mov(R1, R0);
+        a.call(helper::TASK_PT_REGS);
+        // The BTF pointer as a plain integer (it takes no computed offset): spilled and read back.
+        a.stx(Size::DW, R10, spill, R0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, spill as i32);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.ldx(Size::DW, R3, R10, val);
+        a.ldx(Size::DW, R1, R10, word);
+        a.alu_imm(Alu::Lsh, R1, 3);
+        a.alu(Alu::Add, R3, R1);
+        a.stx(Size::DW, R10, spill, R3);
+        a.st_imm(Size::DW, R10, val, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, val as i32);
+        a.mov_imm(R2, 8);
+        self.call_or_fault(helper::PROBE_READ_KERNEL, spill, span)?;
+        self.asm.ldx(Size::DW, R0, R10, val);
         Ok(())
     }
 
@@ -449,6 +636,9 @@ impl ProgGen<'_, '_> {
                 self.normalize(R0, &e.ty);
             }
             Subr::Copyin => self.copyin(args, e.span)?,
+            Subr::Uregs => self.uregs(&args[0], e.span)?,
+            Subr::Alloca => self.alloca(&args[0], e.span)?,
+            Subr::Bcopy => self.bcopy(args, e.span)?,
             Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {

@@ -52,12 +52,15 @@ impl ProgGen<'_, '_> {
     fn action_shape(&self, a: &Action) -> Option<(RecordAction, Vec<FieldKind>)> {
         let ss = self.strsize();
         Some(match a {
-            Action::Trace(e) => (RecordAction::Trace, vec![value_kind(&e.ty, ss)]),
+            Action::Trace(e) => (RecordAction::Trace, vec![trace_kind(&e.ty, ss)]),
+            Action::Tracemem { size, .. } => {
+                (RecordAction::Trace, vec![FieldKind::Bytes { len: *size }])
+            }
             Action::Printf { format, args } => (
                 RecordAction::Printf {
                     format: format.clone(),
                 },
-                args.iter().map(|e| value_kind(&e.ty, ss)).collect(),
+                printf_kinds(format, args, ss),
             ),
             Action::Stop => (
                 RecordAction::Stop,
@@ -158,9 +161,6 @@ impl ProgGen<'_, '_> {
 
     fn action(&mut self, a: &Action, span: Span) -> Res<()> {
         match a {
-            Action::Tracemem { .. } => {
-                return self.err(span, "tracemem() is not supported by sightline yet");
-            }
             Action::Raise(_) | Action::Stop
                 if matches!(
                     self.group,
@@ -191,9 +191,24 @@ impl ProgGen<'_, '_> {
         }
         let offs = self.next_section(span)?;
         match a {
-            Action::Trace(e) => {
-                let k = value_kind(&e.ty, self.strsize());
-                self.store_value(e, &k, offs[0])?;
+            Action::Trace(e) => match trace_kind(&e.ty, self.strsize()) {
+                FieldKind::Bytes { len } => self.store_struct_bytes(e, len, offs[0], span)?,
+                k => self.store_value(e, &k, offs[0])?,
+            },
+            Action::Tracemem { addr, size } => {
+                let len = *size;
+                self.zero(offs[0], (len + 7) & !7);
+                if len > 0 {
+                    let slot = self.slot(span)?;
+                    self.int(addr)?;
+                    self.asm.stx(Size::DW, R10, slot, R0);
+                    let a = &mut self.asm;
+                    a.mov(R1, R7);
+                    a.alu_imm(Alu::Add, R1, offs[0] as i32);
+                    a.mov_imm(R2, len as i64);
+                    a.ldx(Size::DW, R3, R10, slot);
+                    self.call_or_fault(helper::PROBE_READ_KERNEL, slot, span)?;
+                }
             }
             Action::Printf { args, .. } | Action::System { args, .. } => {
                 for (e, off) in args.iter().zip(&offs) {
@@ -230,5 +245,64 @@ impl ProgGen<'_, '_> {
             TExprKind::Unary(UnaryOp::Neg, inner) => self.const_int(inner).map(|v| -v),
             _ => None,
         }
+    }
+}
+
+/// The fields of `printf(format, args...)`: each argument's [`value_kind`], except that an
+/// integer given to `%a` (`%A`) is recorded as a kernel (user) address the consumer symbolizes,
+/// ``module`symbol+0xoff`` (DTrace's `%a`/`%A`; the renderer prints a symbol `with_offset`).
+fn printf_kinds(format: &str, args: &[TExpr], strsize: u32) -> Vec<FieldKind> {
+    use probe_format::printf::{self, ArgSlot, ConvKind};
+    use probe_sema::types::SymKind;
+    let pieces = printf::parse(format).unwrap_or_default();
+    let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
+    let slots = printf::arg_slots(&pieces);
+    args.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let conv = match slots.get(i) {
+                Some(ArgSlot::Value { conv, .. }) => convs.get(*conv).map(|c| c.kind),
+                _ => None,
+            };
+            match conv {
+                Some(ConvKind::KernelAddr) if e.ty.is_integral() => FieldKind::Sym(SymKind::Sym),
+                Some(ConvKind::UserAddr) if e.ty.is_integral() => FieldKind::Sym(SymKind::Uaddr),
+                _ => value_kind(&e.ty, strsize),
+            }
+        })
+        .collect()
+}
+
+/// The field `trace(e)` records: a struct or union value as its bytes (DTrace prints them as a
+/// hex dump), anything else as [`value_kind`].
+fn trace_kind(ty: &Type, strsize: u32) -> FieldKind {
+    match ty {
+        Type::Struct { size, .. } => FieldKind::Bytes { len: *size },
+        _ => value_kind(ty, strsize),
+    }
+}
+
+impl ProgGen<'_, '_> {
+    /// The `len` bytes of the struct variable `e` at scratch offset `off` (zeroes for a
+    /// thread-local or array element never written).
+    fn store_struct_bytes(&mut self, e: &TExpr, len: u32, off: u32, span: Span) -> Res<()> {
+        let TExprKind::Var(va) = &e.kind else {
+            return self.err(
+                span,
+                "internal: trace() of a struct value that is not a variable",
+            );
+        };
+        self.zero(off, (len + 7) & !7);
+        self.var_ptr(va, false, span)?;
+        let skip = self.asm.label();
+        let a = &mut self.asm;
+        a.jmp_imm(Cond::Eq, R0, 0, skip);
+        a.mov(R3, R0);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.mov_imm(R2, len as i64);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.bind(skip);
+        Ok(())
     }
 }

@@ -334,6 +334,15 @@ impl ProgGen<'_, '_> {
                 a.alu(Alu::Add, R3, R5);
                 a.call(helper::PROBE_READ_KERNEL_STR);
             }
+            TExprKind::Call(Subr::InetNtoa, args) if args.len() == 1 => {
+                self.inet(inet::Inet::V4, args, off, e.span)?
+            }
+            TExprKind::Call(Subr::InetNtoa6, args) if !args.is_empty() => {
+                self.inet(inet::Inet::V6, args, off, e.span)?
+            }
+            TExprKind::Call(Subr::InetNtop, args) if args.len() == 2 => {
+                self.inet(inet::Inet::Ntop, args, off, e.span)?
+            }
             TExprKind::Call(Subr::Toupper, args) if args.len() == 1 => {
                 self.change_case(&args[0], true, off, e.span)?
             }

@@ -176,15 +176,18 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    /// R0 = the address of element `index` of the fixed-size array variable `va` (`len`
-    /// elements of type `elem`), after checking the subscript: outside the array it raises the
-    /// index-out-of-bounds fault and ends the clause. With `create`, a dynamic variable is
-    /// created (R0 = 0 when that fails); otherwise an absent one reads from the zeroed region.
+    /// R0 = the address of element `index` of the fixed-size array at byte `base` of the
+    /// variable `va` (`len` elements of type `elem`), after checking the subscript: outside the
+    /// array it raises the index-out-of-bounds fault and ends the clause. With `create`, a
+    /// dynamic variable is created (R0 = 0 when that fails); otherwise an absent one reads from
+    /// the zeroed region.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn elem_ptr(
         &mut self,
         va: &VarAccess,
         index: &TExpr,
         len: u32,
+        base: u32,
         elem: &Type,
         create: bool,
         span: Span,
@@ -212,6 +215,9 @@ impl ProgGen<'_, '_> {
         self.asm.jmp_imm(Cond::Ge, R1, len as i32, done);
         if esize > 1 {
             self.asm.alu_imm(Alu::Mul, R1, esize as i32);
+        }
+        if base > 0 {
+            self.asm.alu_imm(Alu::Add, R1, base as i32);
         }
         self.asm.alu(Alu::Add, R0, R1);
         self.asm.bind(done);
@@ -267,7 +273,8 @@ impl ProgGen<'_, '_> {
         self.asm.mov(R1, R0);
         self.asm.mov_imm(R2, size as i64);
         self.asm.ldx(Size::DW, R3, R10, sslot);
-        self.asm.call(helper::PROBE_READ_KERNEL);
+        // A variable's bytes never fault; a pointer's may (`v = *(struct s *)p`).
+        self.call_or_fault(helper::PROBE_READ_KERNEL, sslot, span)?;
         self.asm.bind(skip);
         self.asm.mov_imm(R0, 0);
         Ok(())

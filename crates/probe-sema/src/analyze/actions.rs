@@ -23,7 +23,11 @@ impl Analyzer<'_> {
                     return Err(arity(self, "one argument", "trace(expression)"));
                 }
                 let t = self.expr(&args[0], cx)?;
-                if matches!(t.ty, Type::Void | Type::Array(..) | Type::Struct { .. }) {
+                // A struct variable is recorded as its bytes (DTrace prints them as a hex dump).
+                let struct_var =
+                    matches!(t.ty, Type::Struct { .. }) && matches!(t.kind, TExprKind::Var(_));
+                if !struct_var && matches!(t.ty, Type::Void | Type::Array(..) | Type::Struct { .. })
+                {
                     let tag = if t.ty == Type::Void {
                         ErrTag::D_TRACE_VOID
                     } else {

@@ -374,6 +374,101 @@ impl Analyzer<'_> {
                 let v = targs.into_iter().map(|t| convert(t, &ty)).collect();
                 Ok(call(s, v, ty))
             }
+            "alloca" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "alloca(size)"));
+                }
+                need_int(self, &targs[0], "size")?;
+                if let Some(k) = const_eval(&targs[0])
+                    && !(1..=1024).contains(&(k as i64))
+                {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!(
+                            "alloca() size {} is out of range: sightline allocates 1 to 1024 bytes",
+                            k as i64
+                        ),
+                        targs[0].span,
+                    ));
+                }
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Alloca, v, Type::Ptr(Box::new(Type::Void))))
+            }
+            "bcopy" => {
+                if n != 3 {
+                    return Err(arity(self, "three arguments", "bcopy(src, dest, size)"));
+                }
+                let pointer = |t: &TExpr| t.ty.is_integral() || matches!(t.ty, Type::Ptr(_));
+                for (t, what) in targs.iter().zip(["source", "destination"]) {
+                    if !pointer(t) {
+                        return Err(self.err_at(
+                            ErrTag::D_PROTO_ARG,
+                            format!("bcopy() {what} must be a pointer, not `{}`", t.ty),
+                            t.span,
+                        ));
+                    }
+                }
+                need_int(self, &targs[2], "size")?;
+                match const_eval(&targs[2]) {
+                    Some(k) if (1..=1024).contains(&(k as i64)) => {}
+                    _ => {
+                        return Err(self.err_at(
+                            ErrTag::D_PROTO_ARG,
+                            "bcopy() size must be an integer constant from 1 to 1024",
+                            targs[2].span,
+                        ));
+                    }
+                }
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Bcopy, v, Type::Void))
+            }
+            "inet_ntoa" | "inet_ntoa6" | "inet_ntop" => {
+                let (want, usage, addr_at): (&[usize], &str, usize) = match func {
+                    "inet_ntoa" => (&[1], "inet_ntoa(ipaddr_t *addr)", 0),
+                    "inet_ntoa6" => (&[1, 2], "inet_ntoa6(struct in6_addr *addr [, strict])", 0),
+                    _ => (&[2], "inet_ntop(int af, void *addr)", 1),
+                };
+                if !want.contains(&n) {
+                    let w = match want {
+                        [1] => "one argument",
+                        [2] => "two arguments",
+                        _ => "one or two arguments",
+                    };
+                    return Err(arity(self, w, usage));
+                }
+                let a = &targs[addr_at];
+                if !(a.ty.is_integral() || matches!(a.ty, Type::Ptr(_))) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!("{func}() address must be a pointer, not `{}`", a.ty),
+                        a.span,
+                    ));
+                }
+                if func == "inet_ntop" {
+                    need_int(self, &targs[0], "address family")?;
+                }
+                if func == "inet_ntoa6" && n == 2 && const_eval(&targs[1]).is_none() {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "inet_ntoa6()'s second argument (strict) must be an integer constant",
+                        targs[1].span,
+                    ));
+                }
+                let mut it = targs.into_iter();
+                let v = match func {
+                    "inet_ntop" => {
+                        let af = convert(it.next().expect("af"), &Type::I64);
+                        vec![af, convert(it.next().expect("addr"), &Type::U64)]
+                    }
+                    _ => vec![convert(it.next().expect("addr"), &Type::U64)],
+                };
+                let s = match func {
+                    "inet_ntoa" => Subr::InetNtoa,
+                    "inet_ntoa6" => Subr::InetNtoa6,
+                    _ => Subr::InetNtop,
+                };
+                Ok(call(s, v, Type::String))
+            }
             "stack" | "ustack" => {
                 let user = func == "ustack";
                 let max = if user { 2 } else { 1 };

@@ -505,6 +505,11 @@ impl Analyzer<'_> {
                         let act = self.action(func, *func_span, args, e.span, cx)?;
                         return Ok(Some(TStmt::Action(act, s.span)));
                     }
+                    if func == "bcopy" {
+                        // `void bcopy(...)`: a statement; as a value it is an error (below).
+                        let t = self.call(func, *func_span, args, e.span, cx)?;
+                        return Ok(Some(TStmt::Expr(t)));
+                    }
                     if matches!(
                         func.as_str(),
                         "stack"

@@ -270,6 +270,14 @@ impl Analyzer<'_> {
                 let off = const_eval(&addr).unwrap_or(0) as u64;
                 Ok(mk(TExprKind::Int(off), Type::U64, span))
             }
+            ExprKind::Call { func, func_span, .. } if func == "bcopy" => Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_CG_EXPR,
+                    "`bcopy()` returns void and has no value",
+                    *func_span,
+                )
+                .with_hint("call bcopy(src, dest, size) as a statement of its own"),
+            )),
             ExprKind::Call { func, func_span, args } => self.call(func, *func_span, args, span, cx),
             ExprKind::Index(base, idx) => self.index(base, idx, span, cx),
             ExprKind::Member { base, field, field_span, arrow } => self.member(base, field, *field_span, *arrow, span, cx),
@@ -537,6 +545,11 @@ impl Analyzer<'_> {
 
     fn unary(&mut self, op: UnaryOp, x: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
         let t = self.expr(x, cx)?;
+        self.unary_typed(op, t, span)
+    }
+
+    /// [`Self::unary`] of an operand already analyzed.
+    pub(super) fn unary_typed(&mut self, op: UnaryOp, t: TExpr, span: Span) -> R<TExpr> {
         match op {
             UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot => {
                 let Some(ty) = t.ty.promoted().filter(|_| t.ty.is_int()) else {

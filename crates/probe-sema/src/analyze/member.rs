@@ -216,10 +216,10 @@ impl Analyzer<'_> {
                     return Err(self.report(
                         Diagnostic::tagged(
                             ErrTag::D_ARR_BADREF,
-                            "an array member of a struct variable takes a constant subscript",
+                            "an array member of a struct variable whose elements are not integers or pointers takes a constant subscript",
                             i.span,
                         )
-                        .with_hint("a computed subscript works on array variables: int a[5]; a[i]"),
+                        .with_hint("a computed subscript works on integer or pointer elements: v.arr[i]"),
                     ));
                 }
                 if let Some(k) = const_eval(&i)

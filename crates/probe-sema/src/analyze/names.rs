@@ -63,6 +63,11 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "ufunc",
     "umod",
     "uaddr",
+    "inet_ntoa",
+    "inet_ntoa6",
+    "inet_ntop",
+    "alloca",
+    "bcopy",
 ];
 /// Aggregating functions.
 pub(super) const AGG_FUNCS: &[&str] = &[

@@ -166,6 +166,11 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && let Some((target, index, elem, len, at)) = self.member_elem_parts(base, idx, cx)?
+        {
+            return self.assign_elem(op, target, index, elem, (len, at), rhs, span, cx);
+        }
         if let ExprKind::Member { arrow: false, .. } | ExprKind::Index(..) = &lhs.kind
             && self.struct_var_root(lhs)
         {
@@ -174,9 +179,23 @@ impl Analyzer<'_> {
         if let ExprKind::Index(base, idx) = &lhs.kind
             && let Some((target, index, elem, len)) = self.array_elem(base, idx, cx)?
         {
-            return self.assign_elem(op, target, index, elem, len, rhs, span, cx);
+            return self.assign_elem(op, target, index, elem, (len, 0), rhs, span, cx);
         }
-        let r = self.expr(rhs, cx)?;
+        // `v = *(struct s *)p`: the struct at an address (kernel or copyin() memory) is copied
+        // into `v` whole (DTrace's `v = *(struct s *)copyin(addr, sizeof (struct s))`).
+        let r = match &rhs.kind {
+            ExprKind::Unary(UnaryOp::Deref, x) => {
+                let t = self.expr(x, cx)?;
+                match &t.ty {
+                    Type::Ptr(inner) if matches!(**inner, Type::Struct { .. }) => {
+                        let ty = (**inner).clone();
+                        mk(TExprKind::Deref(Box::new(t)), ty, rhs.span)
+                    }
+                    _ => self.unary_typed(UnaryOp::Deref, t, rhs.span)?,
+                }
+            }
+            _ => self.expr(rhs, cx)?,
+        };
         if let Type::Struct { .. } = &r.ty {
             return self.assign_struct(op, lhs, r, span, cx);
         }
@@ -496,7 +515,7 @@ impl Analyzer<'_> {
         target: VarAccess,
         index: TExpr,
         elem: Type,
-        len: u32,
+        (len, base): (u32, u32),
         rhs: &Expr,
         span: Span,
         cx: &mut ClauseCx,
@@ -520,6 +539,7 @@ impl Analyzer<'_> {
                         target: target.clone(),
                         index: Box::new(index.clone()),
                         len,
+                        base,
                     },
                     elem.clone(),
                     span,
@@ -552,6 +572,7 @@ impl Analyzer<'_> {
                 target,
                 index: Box::new(index),
                 len,
+                base,
                 value: Box::new(value),
             },
             elem,
@@ -626,14 +647,20 @@ impl Analyzer<'_> {
                 span,
             ));
         }
-        let TExprKind::Var(src) = &r.kind else {
-            return Err(self.err_at(
-                ErrTag::D_OP_INCOMPAT,
-                format!("a `{}` value can only be copied from a variable", r.ty),
-                r.span,
-            ));
+        let src = match &r.kind {
+            TExprKind::Var(src) => mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span),
+            TExprKind::Deref(p) => convert((**p).clone(), &Type::U64),
+            _ => {
+                return Err(self.err_at(
+                    ErrTag::D_OP_INCOMPAT,
+                    format!(
+                        "a `{}` value can only be copied from a variable or through a pointer (`*(struct s *)p`)",
+                        r.ty
+                    ),
+                    r.span,
+                ));
+            }
         };
-        let src = mk(TExprKind::VarAddr(src.clone()), Type::U64, r.span);
         let target = self.lvalue(lhs, cx, Some(r.ty.clone()))?;
         let v = self.vars[target.var.0 as usize].clone();
         if v.ty != r.ty {
@@ -661,6 +688,108 @@ impl Analyzer<'_> {
         ))
     }
 
+    /// `v.arr[i]` with a computed `i`: an integer or pointer element of an array member of a
+    /// struct variable, read as [`TExprKind::ElemLoad`] at the member's offset (bounds checked
+    /// when the probe fires). `None` for anything else (a constant subscript reads as a member).
+    fn member_elem(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Option<TExpr>> {
+        let Some((target, index, ety, len, at)) = self.member_elem_parts(base, idx, cx)? else {
+            return Ok(None);
+        };
+        Ok(Some(mk(
+            TExprKind::ElemLoad {
+                target,
+                index: Box::new(index),
+                len,
+                base: at,
+            },
+            ety,
+            span,
+        )))
+    }
+
+    /// The parts of `v.arr[i]` with a computed `i` (see [`Self::member_elem`]): the variable,
+    /// the subscript (`uint64_t`), the element type, the element count and the member's byte
+    /// offset in the variable.
+    fn member_elem_parts(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        cx: &mut ClauseCx,
+    ) -> R<Option<MemberElem>> {
+        let ([i], ExprKind::Member { arrow: false, .. }) = (idx, &base.kind) else {
+            return Ok(None);
+        };
+        if const_eval_ast(i) || !self.struct_var_root(base) {
+            return Ok(None);
+        }
+        let Some(btf) = self.btf.clone() else {
+            return Ok(None);
+        };
+        let Some((addr, tid)) = self.place(base, cx)? else {
+            return Ok(None);
+        };
+        let Some((target, off)) = split_var_addr(&addr) else {
+            return Ok(None);
+        };
+        let crate::btf::BtfType::Array { elem, len } = btf.get(btf.resolve(tid)).clone() else {
+            return Ok(None);
+        };
+        let ety = btf.d_type(elem);
+        if !(ety.is_int() || matches!(ety, Type::Ptr(_)))
+            || !matches!(btf.size_of(elem), 1 | 2 | 4 | 8)
+        {
+            return Ok(None);
+        }
+        let index = self.int_expr(i, cx, "an array subscript")?;
+        Ok(Some((target, convert(index, &Type::U64), ety, len, off)))
+    }
+
+    /// `uregs[index]` (DTrace guide, "User Process Tracing" > "uregs[] Array"): one subscript, an
+    /// integer; a constant one must name a saved register ([`crate::consts::uregs_word`]).
+    fn uregs(&mut self, idx: &[Expr], span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let [i] = idx else {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("uregs[] takes one subscript, not {}", idx.len()),
+                span,
+            ));
+        };
+        let t = self.expr(i, cx)?;
+        if !t.ty.is_integral() {
+            return Err(self.err_at(
+                ErrTag::D_ARR_BADREF,
+                format!("uregs[] subscript must be an integer, not `{}`", t.ty),
+                t.span,
+            ));
+        }
+        if let Some(k) = const_eval(&t)
+            && crate::consts::uregs_word(k as i64).is_none()
+        {
+            return Err(self.report(
+                Diagnostic::tagged(
+                    ErrTag::D_ARR_BADREF,
+                    format!("uregs[{}] names no register x86-64 saves", k as i64),
+                    t.span,
+                )
+                .with_hint(
+                    "use R_PC, R_SP, R_FP, R_RAX .. R_R15, R_RIP, R_RSP, R_RFL, R_ERR, R_CS, \
+                     R_SS or the 32-bit names (x86-64 does not save R_DS, R_ES, R_FS, R_GS)",
+                ),
+            ));
+        }
+        Ok(mk(
+            TExprKind::Call(Subr::Uregs, vec![convert(t, &Type::I64)]),
+            Type::U64,
+            span,
+        ))
+    }
+
     pub(super) fn index(
         &mut self,
         base: &Expr,
@@ -668,6 +797,9 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(e) = self.member_elem(base, idx, span, cx)? {
+            return Ok(e);
+        }
         if self.btf.is_some() && matches!(base.kind, ExprKind::Member { .. } | ExprKind::Index(..))
         {
             let whole = Expr {
@@ -684,6 +816,7 @@ impl Analyzer<'_> {
                     target,
                     index: Box::new(index),
                     len,
+                    base: 0,
                 },
                 elem,
                 span,
@@ -715,6 +848,9 @@ impl Analyzer<'_> {
         if let ExprKind::Ident(name) = &base.kind {
             if name == "args" {
                 return self.probe_arg(idx, span, cx);
+            }
+            if name == "uregs" && self.lookup(VarScope::Global, name).is_none() {
+                return self.uregs(idx, span, cx);
             }
             let scalar_pointer = self.lookup(VarScope::Global, name).is_some_and(|id| {
                 !self.vars[id.0 as usize].is_assoc()
@@ -937,5 +1073,19 @@ pub(super) fn split_var_addr(addr: &TExpr) -> Option<(VarAccess, u32)> {
             Some((va, u32::try_from(total).ok()?))
         }
         _ => None,
+    }
+}
+
+/// `v.arr[i]`'s parts: the variable, the subscript (`uint64_t`), the element type, the element
+/// count and the array's byte offset in the variable.
+type MemberElem = (VarAccess, TExpr, Type, u32, u32);
+
+/// True for a subscript written as an integer literal (possibly negated): those read as a
+/// constant-offset member; a computed one goes through [`TExprKind::ElemLoad`].
+fn const_eval_ast(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Int(_) => true,
+        ExprKind::Unary(_, x) => const_eval_ast(x),
+        _ => false,
     }
 }
