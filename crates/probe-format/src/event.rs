@@ -228,7 +228,8 @@ pub struct AggEntrySnapshot {
     /// The key tuple (`[]` for an unkeyed aggregation).
     pub keys: Vec<Value>,
     /// The number DTrace prints (count, sum, min, max, avg truncated, stddev), normalized; `None`
-    /// for distributions.
+    /// for distributions. (Every value fits `i64` or `u64`; JSON carries it as a number.)
+    #[serde(with = "scalar")]
     pub value: Option<i128>,
     /// avg, stddev: the number of values (not normalized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -343,6 +344,43 @@ pub struct Exit {
     pub reason: ExitReason,
     /// The `exit()` status (`None` unless `reason` is [`ExitReason::Exit`]).
     pub status: Option<i32>,
+}
+
+/// An aggregation's value as a JSON number: `i64` or `u64` (serde's buffered content, which
+/// internally tagged enums use, has no 128-bit integers).
+mod scalar {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Num {
+        U(u64),
+        I(i64),
+    }
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<i128>, s: S) -> Result<S::Ok, S::Error> {
+        match *v {
+            None => s.serialize_none(),
+            Some(v) => match (u64::try_from(v), i64::try_from(v)) {
+                (Ok(u), _) => s.serialize_u64(u),
+                (_, Ok(i)) => s.serialize_i64(i),
+                _ => Err(serde::ser::Error::custom(
+                    "aggregation value beyond 64 bits",
+                )),
+            },
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i128>, D::Error> {
+        Ok(
+            match Option::<Num>::deserialize(d).map_err(D::Error::custom)? {
+                None => None,
+                Some(Num::U(u)) => Some(i128::from(u)),
+                Some(Num::I(i)) => Some(i128::from(i)),
+            },
+        )
+    }
 }
 
 // --- serde forms of the pre-existing value types -------------------------------------------
@@ -685,7 +723,15 @@ mod tests {
             },
         );
         a.add(vec![Value::str("sh")], 7, 2);
+        let mut c = Aggregation::new("", 1, AggFunc::Count);
+        for _ in 0..3 {
+            c.add(vec![], 1, 1);
+        }
+        let mut m = Aggregation::new("m", 2, AggFunc::Min);
+        m.add(vec![], -9, 1);
         let events = [
+            Event::Aggregation(AggregationSnapshot::of(&c, &SortOptions::default())),
+            Event::Aggregation(AggregationSnapshot::of(&m, &SortOptions::default())),
             Event::Record(Record {
                 cpu: 1,
                 probe: probe(),
@@ -713,14 +759,30 @@ mod tests {
                 status: None,
             }),
         ];
-        let tags = ["record", "aggregation", "drops", "error", "exit"];
+        let tags = [
+            "aggregation",
+            "aggregation",
+            "record",
+            "aggregation",
+            "drops",
+            "error",
+            "exit",
+        ];
         for (e, tag) in events.iter().zip(tags) {
             let line = serde_json::to_string(e).unwrap();
             let j: serde_json::Value = serde_json::from_str(&line).unwrap();
             assert_eq!(j["type"], tag);
             assert_eq!(&serde_json::from_str::<Event>(&line).unwrap(), e);
         }
-        let Event::Aggregation(s) = &events[1] else {
+        let Event::Aggregation(cs) = &events[0] else {
+            unreachable!()
+        };
+        assert_eq!(cs.entries[0].value, Some(3));
+        let Event::Aggregation(ms) = &events[1] else {
+            unreachable!()
+        };
+        assert_eq!(ms.entries[0].value, Some(-9));
+        let Event::Aggregation(s) = &events[3] else {
             unreachable!()
         };
         let e = s.get(&[Value::str("sh")]).unwrap();
@@ -734,7 +796,7 @@ mod tests {
         );
         assert_eq!(e.total(), Some(2));
         assert_eq!(s.params.step, Some(5));
-        let Event::Drops(d) = &events[2] else {
+        let Event::Drops(d) = &events[4] else {
             unreachable!()
         };
         assert_eq!(

@@ -620,49 +620,96 @@ impl Program {
 
     /// A failed release of a created command reports why it cannot execute.
     fn finish(&mut self, r: Result<StopReason, RunError>) -> Result<StopReason, Error> {
-        match r {
-            Ok(reason) => Ok(reason),
-            Err(e) => match self
-                .local
-                .as_mut()
-                .and_then(|l| Some((l.target.held.as_mut()?.exec_error.take()?, l)))
-            {
-                Some((reason, l)) => Err(Error::CannotExecute {
-                    command: l.target.command.clone().unwrap_or_default(),
-                    reason,
-                }),
-                None => Err(Error::Run(e)),
-            },
+        match self.local.as_mut() {
+            Some(l) => finish(l, r),
+            None => r.map_err(Error::Run),
         }
     }
 
-    /// Runs the program on this thread and prints its output to `out` (DTrace's text, or JSON
+    /// Loads the program on this thread to print its output to `out` (DTrace's text, or JSON
     /// Lines under [`PrintOptions::json`]) and its messages to `err`, as `sightline probe` does;
-    /// `progress(done, total)` is told as the probes attach. Returns why tracing stopped.
-    /// SIGINT stops it when the caller installed probe-sys's interrupt handler.
+    /// [`Loaded::run`] then attaches and runs it. Nothing is attached yet.
     ///
     /// # Errors
-    /// [`Error::Run`] when loading, attaching or writing fails; [`Error::CannotExecute`] when a
-    /// created command's `execve` failed.
-    pub fn run_to(
-        &mut self,
-        out: &mut dyn Write,
-        err: &mut dyn Write,
+    /// [`Error::Run`] when a map cannot be created or the verifier rejects a program (a
+    /// permission error without root: [`Error::is_permission`]); [`Error::WrongThread`] for a
+    /// command created by [`Script::compile`].
+    pub fn load_to<'a>(
+        &'a mut self,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
         print: &PrintOptions,
-        progress: Option<Box<dyn FnMut(usize, usize) + '_>>,
-    ) -> Result<StopReason, Error> {
+    ) -> Result<Loaded<'a>, Error> {
         let cfg = self.config(print, None);
         let layout = self.layout.clone();
         let Some(local) = self.local.as_mut() else {
             return Err(Error::WrongThread);
         };
-        let mut consumer = Consumer::new(&self.checked, layout, cfg, out, err)?;
+        let consumer = Consumer::new(&self.checked, layout, cfg, out, err)?;
+        Ok(Loaded { consumer, local })
+    }
+
+    /// [`Program::load_to`] and [`Loaded::run`] in one call.
+    ///
+    /// # Errors
+    /// See both.
+    pub fn run_to(
+        &mut self,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+        print: &PrintOptions,
+    ) -> Result<StopReason, Error> {
+        self.load_to(out, err, print)?.run(None)
+    }
+}
+
+/// A created command's failed release reports why it cannot execute.
+fn finish(local: &mut Local, r: Result<StopReason, RunError>) -> Result<StopReason, Error> {
+    match r {
+        Ok(reason) => Ok(reason),
+        Err(e) => match local.target.held.as_mut().and_then(|h| h.exec_error.take()) {
+            Some(reason) => Err(Error::CannotExecute {
+                command: local.target.command.clone().unwrap_or_default(),
+                reason,
+            }),
+            None => Err(Error::Run(e)),
+        },
+    }
+}
+
+/// A program loaded to print on this thread ([`Program::load_to`]).
+pub struct Loaded<'a> {
+    consumer: Consumer<'a>,
+    local: &'a mut Local,
+}
+
+impl std::fmt::Debug for Loaded<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loaded").finish_non_exhaustive()
+    }
+}
+
+impl<'a> Loaded<'a> {
+    /// Attaches every probe, releases a created command, prints records as they arrive and the
+    /// aggregations at the end; returns why tracing stopped. `progress(done, total)` is told as
+    /// the probes attach. SIGINT stops it when the caller installed probe-sys's interrupt
+    /// handler.
+    ///
+    /// # Errors
+    /// [`Error::Run`] when attaching, reading or writing fails; [`Error::CannotExecute`] when a
+    /// created command's `execve` failed.
+    pub fn run(
+        mut self,
+        progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
+    ) -> Result<StopReason, Error> {
         if let Some(f) = progress {
-            consumer.set_attach_progress(f);
+            self.consumer.set_attach_progress(f);
         }
-        let r = consumer.run(local.target.held.as_mut().map(|h| h as _));
-        drop(consumer);
-        self.finish(r)
+        let r = self
+            .consumer
+            .run(self.local.target.held.as_mut().map(|h| h as _));
+        drop(self.consumer);
+        finish(self.local, r)
     }
 }
 
