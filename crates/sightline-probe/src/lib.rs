@@ -50,6 +50,7 @@
 #![deny(missing_docs)]
 
 mod schema;
+pub mod stability;
 mod target;
 
 use std::io::Write;
@@ -369,6 +370,7 @@ impl Script {
             Ok(c) => c,
             Err(e) => return Err(compile_error(e, &map)),
         };
+        check_amin(&compiled.checked, &map)?;
         let schema = Schema::of(&compiled.checked, &compiled.layout, &map);
         let warnings = compiled
             .checked
@@ -391,6 +393,55 @@ impl Script {
             worker: None,
         })
     }
+}
+
+/// `-x amin=ATTR` (DTrace guide, "Stability"): refuses a clause whose probes' description
+/// attributes are less than the minimum, at the clause.
+fn check_amin(checked: &CheckedProgram, map: &SourceMap) -> Result<(), Error> {
+    let Some((_, v)) = checked
+        .options
+        .other
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "amin")
+    else {
+        return Ok(());
+    };
+    let min: stability::Attr = v.parse().map_err(|e: stability::AttrError| {
+        let d = probe_syntax::Diagnostic::error(
+            format!("amin: {e}"),
+            checked.clauses.first().map(|c| c.span).unwrap_or_default(),
+        );
+        Error::Compile {
+            diagnostics: vec![Diagnostic::of(&d, map)],
+            rendered: probe_syntax::render_all(&[d], map),
+        }
+    })?;
+    let mut diags = Vec::new();
+    for c in &checked.clauses {
+        if let Some(info) = c
+            .probes
+            .iter()
+            .find(|i| !stability::of(i).description(i).at_least(min))
+        {
+            let attr = stability::of(info).description(info);
+            let desc = c.descriptions.join(",");
+            diags.push(probe_syntax::Diagnostic::error(
+                format!(
+                    "attributes for probe description {desc} ({attr}, probe {}) are less than the predefined minimum ({min}, -x amin)",
+                    info.full_name()
+                ),
+                c.span,
+            ));
+        }
+    }
+    if diags.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Compile {
+        diagnostics: diags.iter().map(|d| Diagnostic::of(d, map)).collect(),
+        rendered: probe_syntax::render_all(&diags, map),
+    })
 }
 
 fn compile_error(e: CompileError, map: &SourceMap) -> Error {

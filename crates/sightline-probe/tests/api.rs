@@ -259,3 +259,32 @@ fn the_stream_and_snapshots_on_demand() {
         );
     });
 }
+
+#[test]
+fn amin_refuses_a_clause_with_less_stable_probes() {
+    let e = Script::new("BEGIN { exit(0); }\nsyscall::read:entry { trace(arg0); }")
+        .option_value("amin", "Evolving/Evolving/Common")
+        .compile(Target::System)
+        .unwrap_err();
+    let Error::Compile { diagnostics, .. } = &e else {
+        panic!("expected a compile error, got {e:?}");
+    };
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0].line, 2, "the read clause, not BEGIN");
+    assert!(
+        diagnostics[0].message.contains("(Private/Private/ISA"),
+        "{}",
+        diagnostics[0].message
+    );
+    assert!(
+        Script::new("BEGIN { exit(0); }")
+            .option_value("amin", "Stable")
+            .compile(Target::System)
+            .is_ok()
+    );
+    let e = Script::new("BEGIN { exit(0); }")
+        .option_value("amin", "Solid")
+        .compile(Target::System)
+        .unwrap_err();
+    assert!(e.to_string().contains("invalid attributes"), "{e}");
+}

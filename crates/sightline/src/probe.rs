@@ -82,7 +82,8 @@ pub struct ProbeArgs {
     /// (dtrace -w).
     #[arg(short = 'w')]
     pub destructive: bool,
-    /// Verbose: print the full BPF verifier log when a program is rejected.
+    /// Verbose: print the full BPF verifier log when a program is rejected; with `-l`, each
+    /// probe's stability attributes and argument types (dtrace -l -v).
     #[arg(short = 'v')]
     pub verbose: bool,
     /// Strict JSON Lines on stdout (records, aggregations, drops, errors); messages on stderr.
@@ -474,6 +475,10 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
                 "{:>5} {:>10} {:>17} {:>33} {}",
                 id, info.provider, info.module, info.function, info.name
             )?;
+            // `-l -v`: the stability attributes and argument types, as `dtrace -l -v`.
+            if args.verbose {
+                out.write_all(sightline_probe::stability::describe(&info).as_bytes())?;
+            }
         }
     }
     out.flush()?;
