@@ -3,7 +3,8 @@
 //! arguments — and the `amin` check that refuses a program using probes less stable than asked.
 //!
 //! The values follow each DTrace provider's "Stability" section (dtrace, profile, syscall, proc,
-//! sched, io, pid, USDT). Linux tracepoints have no DTrace counterpart: the kernel documents them
+//! pid, USDT). Linux tracepoints (their categories, `sched` among them, are providers here and
+//! are not DTrace's sched or io providers) have no DTrace counterpart: the kernel documents them
 //! as not a stable interface, so their names and data are `Unstable` with the `Common` class
 //! (`Private` module and function, as DTrace's sdt provider). USDT probes not declaring their
 //! stability are `Private/Private/Unknown` (a user-defined provider's default).
@@ -263,7 +264,9 @@ pub fn of(info: &ProbeInfo) -> ProbeStability {
                 a(S::Evolving, S::Evolving, C::Common),
                 a(S::Private, S::Private, C::Isa),
             ),
-            "proc" | "sched" | "io" => p(
+            // DTrace's proc provider (Sightline's `proc` mirrors it); Linux's `sched` and
+            // other categories are kernel tracepoints below.
+            "proc" => p(
                 a(S::Evolving, S::Evolving, C::Isa),
                 PRIV,
                 PRIV,

@@ -58,7 +58,7 @@ pub struct ProbeArgs {
     pub modules: Vec<String>,
     /// Set an option, as `#pragma D option` (d-reference.md § 9 says which are honoured):
     /// aggpack, aggrate, aggsize, aggsortkey, aggsortkeypos, aggsortpos, aggsortrev, agghist,
-    /// aggzoom, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
+    /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
     /// switchrate, temporal, ustackframes, verbose, zdefs.
