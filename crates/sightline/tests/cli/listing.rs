@@ -139,3 +139,55 @@ fn amin_refuses_less_stable_probes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-l -v` of USDT and pid probes: user-defined providers that declare nothing are
+/// Private/Private/Unknown; USDT arguments are typed by their stapsdt sizes, pid entry probes have
+/// no typed arguments.
+#[test]
+fn verbose_listing_of_usdt_and_pid_probes() {
+    if !test_support::privileged("creates a held command to list its probes") {
+        return;
+    }
+    let python = "/usr/bin/python3.11";
+    if !test_support::require_file(python, "the python3.11 binary with USDT probes") {
+        return;
+    }
+    let out = crate::sightline()
+        .args([
+            "probe",
+            "-l",
+            "-v",
+            "-c",
+            python,
+            "-n",
+            "python$target:::function-entry",
+            "-n",
+            "pid$target:libc.so.6:getpid:entry",
+        ])
+        .output()
+        .expect("run sightline probe -l -v -c");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let blocks: Vec<&str> = text.split("\n\n\tProbe Description Attributes\n").collect();
+    assert_eq!(blocks.len(), 3, "two probes:\n{text}");
+    for b in &blocks[1..] {
+        assert!(
+            b.starts_with(
+                "\t\tIdentifier Names: Private\n\t\tData Semantics:   Private\n\t\tDependency Class: Unknown\n"
+            ),
+            "{text}"
+        );
+    }
+    // function-entry(filename, funcname, lineno): two pointers and an int.
+    assert!(
+        blocks[1].contains(
+            "\tArgument Types\n\t\targs[0]: uint64_t\n\t\targs[1]: uint64_t\n\t\targs[2]: int32_t\n"
+        ),
+        "{text}"
+    );
+    assert!(blocks[2].contains("\tArgument Types\n\t\tNone\n"), "{text}");
+}
