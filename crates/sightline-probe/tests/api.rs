@@ -123,7 +123,7 @@ fn getpid_program(n: u32) -> Option<std::path::PathBuf> {
     if !test_support::require_tool("cc") {
         return None;
     }
-    let dir = std::env::temp_dir().join(format!("sightline-probe-api-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("sightline-probe-api-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let c = dir.join("getpids.c");
     std::fs::write(
@@ -287,4 +287,78 @@ fn amin_refuses_a_clause_with_less_stable_probes() {
         .compile(Target::System)
         .unwrap_err();
     assert!(e.to_string().contains("invalid attributes"), "{e}");
+}
+
+#[test]
+fn a_failed_speculation_is_a_typed_drops_event() {
+    if !test_support::privileged("running BEGIN through the library") {
+        return;
+    }
+    #[derive(Deserialize)]
+    struct Ids(i64, i64);
+    let evs = events(
+        &Script::new(r#"BEGIN { printf("%d %d\n", speculation(), speculation()); exit(0); }"#),
+        Target::System,
+    );
+    let Some(Event::Record(rec)) = evs.first() else {
+        panic!("no record first: {evs:?}");
+    };
+    let Ids(first, second) = rec.decode().unwrap();
+    assert_eq!((first, second), (1, 0), "one speculation buffer by default");
+    let drops: Vec<_> = evs
+        .iter()
+        .filter_map(|e| match e {
+            Event::Drops(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drops.len(), 1, "{evs:?}");
+    assert_eq!(drops[0].kind, sightline_probe::DropKind::SpecUnavailable);
+    assert_eq!(drops[0].count, 1);
+    assert_eq!(drops[0].cpu, None);
+}
+
+#[test]
+fn a_slow_consumer_gets_drops_counted_and_the_traced_command_runs_through() {
+    if !test_support::privileged("attaching syscall probes through the library") {
+        return;
+    }
+    let n = 200_000;
+    let Some(exe) = getpid_program(n) else {
+        return;
+    };
+    let program = Script::new("syscall::getpid:entry /pid == $target/ { trace(arg0); }")
+        .option_value("bufsize", "16k")
+        .compile(Target::command([exe.display().to_string()]).unwrap())
+        .unwrap();
+    let run = program
+        .run_with(sightline_probe::RunOptions { queue: 1 })
+        .unwrap();
+    let (mut records, mut dropped, mut exit) = (0u64, 0u64, None);
+    for e in run {
+        match e.unwrap() {
+            Event::Record(_) => {
+                records += 1;
+                // Slow at first: the queue of one fills, then the ring buffer.
+                if records < 50 {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            Event::Drops(d) if d.kind == sightline_probe::DropKind::Principal => dropped += d.count,
+            Event::Exit(x) => exit = Some(x),
+            _ => {}
+        }
+    }
+    assert!(
+        dropped > 0,
+        "no drops with a 16 KiB buffer and a slow consumer"
+    );
+    // Every getpid() fired the probe once: each one arrived or was counted as dropped.
+    assert_eq!(
+        records + dropped,
+        u64::from(n),
+        "records {records} + drops {dropped}"
+    );
+    assert_eq!(exit.map(|x| x.reason), Some(ExitReason::TargetExited));
+    let _ = std::fs::remove_dir_all(exe.parent().unwrap());
 }
