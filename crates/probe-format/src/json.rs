@@ -2,48 +2,22 @@
 //! line per probe record, aggregation, drop report or run-time error. Schemas (and examples) are in
 //! `docs/probe-json.md`; every object has a `"type"` field naming its schema.
 //!
-//! The functions return the object ([`serde_json::Value`]) or the line without its trailing
+//! Every line is the `serde_json` serialization of one [`crate::event::Event`] (one schema for the
+//! CLI and the library). The functions return the object ([`serde_json::Value`]) or the line without its trailing
 //! newline (`*_line`); the caller writes `line + "\n"` and nothing else to stdout.
 
 use crate::agg::{
     AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
     llquantize_bucket_values, quantize_bucket_value,
 };
-use crate::value::{Symbol, Value};
-use serde_json::{Map, Value as Json, json};
+use crate::value::Value;
+use serde_json::Value as Json;
 
 /// A value as JSON: integers as numbers (unsigned types as unsigned), strings as strings, raw
 /// bytes as `{"bytes": "<hex>"}`, symbols as `{"addr", "module", "symbol", "offset", "text"}`
 /// (user symbols add `"pid"`), stacks as `{"user": bool, "frames": [symbol, ...]}`.
 pub fn value_json(v: &Value) -> Json {
-    match v {
-        Value::Int(i) if i.signed => json!(i.as_i64()),
-        Value::Int(i) => json!(i.as_u64()),
-        Value::Str(s) => json!(s),
-        Value::Bytes(b) => {
-            let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-            json!({ "bytes": hex })
-        }
-        Value::Sym(s) => symbol_json(s, None),
-        Value::Usym { pid, sym } => symbol_json(sym, Some(*pid)),
-        Value::Stack(st) => json!({
-            "user": st.user,
-            "frames": st.frames.iter().map(|f| symbol_json(f, None)).collect::<Vec<_>>(),
-        }),
-    }
-}
-
-fn symbol_json(s: &Symbol, pid: Option<u32>) -> Json {
-    let mut m = Map::new();
-    m.insert("addr".into(), json!(s.addr));
-    m.insert("module".into(), json!(s.module));
-    m.insert("symbol".into(), json!(s.name));
-    m.insert("offset".into(), json!(s.offset));
-    m.insert("text".into(), json!(s.with_offset()));
-    if let Some(pid) = pid {
-        m.insert("pid".into(), json!(pid));
-    }
-    Json::Object(m)
+    serde_json::to_value(v).expect("a value serializes")
 }
 
 /// One bucket of a distribution: the inclusive range of values it holds (`None` = unbounded) and
@@ -133,82 +107,15 @@ pub fn buckets(func: &AggFunc, data: &AggData) -> Vec<Bucket> {
         .collect()
 }
 
-/// The parameters of a function as a JSON object (`{}` for the scalar functions).
-fn params_json(func: &AggFunc) -> Json {
-    match *func {
-        AggFunc::Lquantize { base, limit, step } => {
-            json!({ "base": base, "limit": limit, "step": step })
-        }
-        AggFunc::Llquantize {
-            factor,
-            low,
-            high,
-            nsteps,
-        } => {
-            json!({ "factor": factor, "low": low, "high": high, "nsteps": nsteps })
-        }
-        _ => json!({}),
-    }
-}
-
-/// One aggregation entry's value fields: `"value"` (what DTrace prints; `null` for
-/// distributions) plus, per function, `"count"`/`"sum"` (avg), `"count"`/`"sum"`/
-/// `"sum_of_squares"` (stddev; the 128-bit sum as a decimal string), `"buckets"` (distributions,
-/// nonzero buckets as `{"min", "max", "count"}`, `null` = unbounded).
-fn entry_json(func: &AggFunc, data: &AggData, normal: u64) -> Map<String, Json> {
-    let mut m = Map::new();
-    match data.scalar(normal) {
-        Some(v) if data.scalar_is_unsigned() => m.insert("value".into(), json!(v as u64)),
-        Some(v) => m.insert("value".into(), json!(v)),
-        None => m.insert("value".into(), Json::Null),
-    };
-    match data {
-        AggData::Avg { count, sum } => {
-            m.insert("count".into(), json!(count));
-            m.insert("sum".into(), json!(sum));
-        }
-        AggData::Stddev { count, sum, sum_sq } => {
-            m.insert("count".into(), json!(count));
-            m.insert("sum".into(), json!(sum));
-            m.insert("sum_of_squares".into(), json!(sum_sq.to_string()));
-        }
-        _ => {}
-    }
-    if func.is_distribution() {
-        let b: Vec<Json> = buckets(func, data)
-            .into_iter()
-            .map(|b| json!({ "min": b.min, "max": b.max, "count": b.count / normal.max(1) as i64 }))
-            .collect();
-        m.insert("buckets".into(), Json::Array(b));
-    }
-    m
-}
-
 /// An aggregation as one JSON object:
 /// `{"type": "aggregation", "name", "function", "params", "normal", "entries": [{"keys": [...],
-/// "value", ...}]}` with entries in DTrace's print order under `opts`.
+/// "value", ...}]}` with entries in DTrace's print order under `opts`: the serialization of
+/// [`crate::event::Event::Aggregation`].
 pub fn aggregation_json(agg: &Aggregation, opts: &SortOptions) -> Json {
-    let entries: Vec<Json> = agg
-        .sorted(opts)
-        .into_iter()
-        .map(|e| {
-            let mut m = Map::new();
-            m.insert(
-                "keys".into(),
-                Json::Array(e.keys.iter().map(value_json).collect()),
-            );
-            m.extend(entry_json(&agg.func, &e.data, agg.normal));
-            Json::Object(m)
-        })
-        .collect();
-    json!({
-        "type": "aggregation",
-        "name": agg.name,
-        "function": agg.func.name(),
-        "params": params_json(&agg.func),
-        "normal": agg.normal,
-        "entries": entries,
-    })
+    serde_json::to_value(crate::event::Event::Aggregation(
+        crate::event::AggregationSnapshot::of(agg, opts),
+    ))
+    .expect("an aggregation serializes")
 }
 
 /// [`aggregation_json`] as one line (no trailing newline).
@@ -229,18 +136,6 @@ pub struct ProbeRef {
     pub function: String,
     /// Name.
     pub name: String,
-}
-
-impl ProbeRef {
-    fn json(&self) -> Json {
-        json!({
-            "id": self.id,
-            "provider": self.provider,
-            "module": self.module,
-            "function": self.function,
-            "name": self.name,
-        })
-    }
 }
 
 /// One piece of data a probe firing recorded, in clause order.
@@ -272,26 +167,14 @@ pub fn record_json(
     timestamp_ns: Option<u64>,
     items: &[RecordItem],
 ) -> Json {
-    let data: Vec<Json> = items
-        .iter()
-        .map(|it| match it {
-            RecordItem::Trace(v) => json!({ "action": "trace", "value": value_json(v) }),
-            RecordItem::Printf { format, text, args } => json!({
-                "action": "printf",
-                "format": format,
-                "text": text,
-                "args": args.iter().map(value_json).collect::<Vec<_>>(),
-            }),
-            RecordItem::Exit(status) => json!({ "action": "exit", "status": status }),
-        })
-        .collect();
-    json!({
-        "type": "record",
-        "cpu": cpu,
-        "probe": probe.json(),
-        "timestamp_ns": timestamp_ns,
-        "data": data,
-    })
+    serde_json::to_value(crate::event::Event::Record(crate::event::Record {
+        cpu,
+        probe: probe.clone(),
+        clause: None,
+        timestamp_ns,
+        data: items.to_vec(),
+    }))
+    .expect("a record serializes")
 }
 
 /// [`record_json`] as one line.
@@ -324,7 +207,18 @@ pub enum DropKind {
 }
 
 impl DropKind {
-    fn name(self) -> &'static str {
+    /// Every kind, in declaration order.
+    pub const ALL: [DropKind; 6] = [
+        DropKind::Principal,
+        DropKind::Aggregation,
+        DropKind::Dynamic,
+        DropKind::Speculative,
+        DropKind::SpecUnavailable,
+        DropKind::Errors,
+    ];
+
+    /// The kind's name in JSON (`"principal"`, `"speculation_unavailable"`, ...).
+    pub fn name(self) -> &'static str {
         match self {
             DropKind::Principal => "principal",
             DropKind::Aggregation => "aggregation",
@@ -370,26 +264,27 @@ pub fn drop_message(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
 /// A drop report as one line: `{"type": "drops", "kind", "cpu", "count", "message"}` (`cpu` null
 /// for the global kinds).
 pub fn drops_line(kind: DropKind, cpu: Option<u32>, count: u64) -> String {
-    json!({
-        "type": "drops",
-        "kind": kind.name(),
-        "cpu": cpu,
-        "count": count,
-        "message": drop_message(kind, cpu, count),
-    })
-    .to_string()
+    serde_json::to_string(&crate::event::Event::Drops(crate::event::Drops::new(
+        kind, cpu, count,
+    )))
+    .expect("drops serialize")
 }
 
 /// A run-time error (what fires the ERROR probe: a bad address in `copyinstr()`, a division by
 /// zero) as one line: `{"type": "error", "probe": {...}, "message"}`.
 pub fn error_line(probe: &ProbeRef, message: &str) -> String {
-    json!({ "type": "error", "probe": probe.json(), "message": message }).to_string()
+    serde_json::to_string(&crate::event::Event::Error(crate::event::ProbeError {
+        probe: probe.clone(),
+        message: message.to_string(),
+    }))
+    .expect("an error serializes")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value::Int;
+    use crate::value::{Int, Symbol};
+    use serde_json::json;
 
     #[test]
     fn values() {

@@ -12,7 +12,9 @@
 //!   sort order ([`agg::SortOptions`]).
 //! - [`output`]: DTrace's text layouts byte for byte: the `CPU ID FUNCTION:NAME` lines,
 //!   `trace()` data, keys, distribution tables, `printa()` and the print at exit.
-//! - [`json`]: strict JSON Lines records (`--json`).
+//! - [`event`]: the typed events of a run ([`event::Event`]: records, aggregation snapshots,
+//!   drops, errors, the exit), with `serde`; their JSON is the `--json` schema.
+//! - [`json`]: strict JSON Lines records (`--json`), the serialization of [`event::Event`]s.
 //! - [`civil`]: days since 1970 to and from civil dates (printf's `%Y`/`%T`, and the binary's
 //!   causal views).
 //!
@@ -25,6 +27,7 @@
 
 pub mod agg;
 pub mod civil;
+pub mod event;
 pub mod json;
 pub mod output;
 pub mod printf;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use probe_codegen::layout::{Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat};
 use probe_format::agg::{AggData, AggEntry as FEntry, Aggregation, SortOptions};
+use probe_format::event::{AggregationSnapshot, Drops, Event, ProbeError, Record};
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
 use probe_format::value::{Int, Stack, Symbol, Value};
 use probe_sema::CheckedProgram;
@@ -37,7 +38,70 @@ pub struct RunConfig {
     /// `$target` from `-c` or `-p`: the process whose mappings symbolize user addresses
     /// (`ustack()`, `usym()`, ...).
     pub target_pid: Option<u32>,
+    /// Requests from another thread: stop tracing, snapshot the aggregations
+    /// ([`RunControl`]).
+    pub control: Option<std::sync::Arc<RunControl>>,
 }
+
+/// Requests another thread makes to a running [`Consumer`], seen at its next wake-up (at most
+/// `switchrate`, 50 ms by default, later).
+#[derive(Debug, Default)]
+pub struct RunControl {
+    stop: std::sync::atomic::AtomicBool,
+    snapshots: std::sync::atomic::AtomicU64,
+}
+
+impl RunControl {
+    /// Asks the consumer to stop tracing, as SIGINT does (END runs, the aggregations print).
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether [`RunControl::stop`] was called.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Asks the consumer for a snapshot of every aggregation: one aggregation event each, in
+    /// program order, at its next wake-up.
+    pub fn snapshot(&self) {
+        self.snapshots
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Takes the pending snapshot requests (true when there was at least one).
+    fn take_snapshot(&self) -> bool {
+        self.snapshots.swap(0, std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+impl From<StopReason> for probe_format::event::Exit {
+    fn from(r: StopReason) -> Self {
+        use probe_format::event::{Exit, ExitReason};
+        match r {
+            StopReason::Exit(status) => Exit {
+                reason: ExitReason::Exit,
+                status: Some(status),
+            },
+            StopReason::Interrupted => Exit {
+                reason: ExitReason::Interrupted,
+                status: None,
+            },
+            StopReason::TargetExited => Exit {
+                reason: ExitReason::TargetExited,
+                status: None,
+            },
+            StopReason::BufferFull => Exit {
+                reason: ExitReason::BufferFull,
+                status: None,
+            },
+        }
+    }
+}
+
+/// Where a [`Consumer`] in event mode sends its events ([`Consumer::set_event_sink`]); returns
+/// false when nobody listens any more (tracing then stops).
+pub type EventSink<'a> = Box<dyn FnMut(Event) -> bool + 'a>;
 
 /// Why tracing stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -331,6 +395,10 @@ pub struct Consumer<'a> {
     held: Option<HeldBuffer>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
+    /// Event mode: every event goes here instead of a JSON line ([`Consumer::set_event_sink`]).
+    events: Option<EventSink<'a>>,
+    /// The clause of the record being printed (for [`Record::clause`]).
+    cur_clause: Option<usize>,
 }
 
 impl std::fmt::Debug for Consumer<'_> {
@@ -406,6 +474,8 @@ impl<'a> Consumer<'a> {
             sort,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
+            events: None,
+            cur_clause: None,
             stopped_pids: std::collections::BTreeSet::new(),
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
@@ -417,6 +487,33 @@ impl<'a> Consumer<'a> {
     /// bar while a million instruction probes attach.
     pub fn set_attach_progress(&mut self, f: impl FnMut(usize, usize) + 'a) {
         self.attach_progress = Some(Box::new(f));
+    }
+
+    /// Event mode: every record, aggregation, drop report, error and the final exit go to `sink`
+    /// as typed [`Event`]s (the values `--json` writes, unserialized), and nothing is written
+    /// to the output. When `sink` returns false (its receiver is gone) tracing stops as on
+    /// SIGINT. The sink may block (a bounded queue that is full): the kernel side never waits,
+    /// its ring buffer fills and the records it cannot hold are counted as drops.
+    pub fn set_event_sink(&mut self, sink: impl FnMut(Event) -> bool + 'a) {
+        self.cfg.json = true;
+        self.cfg.quiet = true;
+        self.events = Some(Box::new(sink));
+    }
+
+    /// Sends `e` to the event sink, or writes it as one JSON line (`--json`).
+    fn event(&mut self, e: Event) -> Result<(), RunError> {
+        match self.events.as_mut() {
+            Some(sink) => {
+                if !sink(e) {
+                    self.stopped.get_or_insert(StopReason::Interrupted);
+                }
+            }
+            None => {
+                let line = serde_json::to_string(&e).expect("events serialize");
+                writeln!(self.out, "{line}")?;
+            }
+        }
+        Ok(())
     }
 
     /// The loaded session (for tests: attachment counts, aggregation reads).
@@ -447,6 +544,17 @@ impl<'a> Consumer<'a> {
             .unwrap_or(50);
         let mut last_status = Instant::now();
         while self.stopped.is_none() {
+            if let Some(c) = self.cfg.control.clone() {
+                if c.stop_requested() {
+                    self.stopped = Some(StopReason::Interrupted);
+                    break;
+                }
+                if c.take_snapshot() {
+                    let ids: Vec<usize> = (0..self.aggs.len()).collect();
+                    self.refresh_aggs(&ids)?;
+                    self.json_aggregations(&ids)?;
+                }
+            }
             if sys::interrupted() {
                 self.stopped = Some(StopReason::Interrupted);
                 // dtrace(1M) prints a newline when the first SIGINT arrives (intr() sets
@@ -513,6 +621,9 @@ impl<'a> Consumer<'a> {
         self.print_aggregations_at_exit()?;
         self.report_drops()?;
         self.report_lost_errors()?;
+        if self.cfg.json {
+            self.event(Event::Exit(reason.into()))?;
+        }
         self.out.flush()?;
         Ok(reason)
     }
@@ -780,6 +891,7 @@ impl<'a> Consumer<'a> {
             return Ok(());
         };
         let probe = self.probe_of(id as usize, key);
+        self.cur_clause = Some(desc.clause);
         // A run-time error: report it, fire ERROR clauses.
         if let Some(a) = desc.actions.first()
             && a.action == RecordAction::Error
@@ -801,11 +913,10 @@ impl<'a> Consumer<'a> {
                 what
             );
             if self.cfg.json {
-                writeln!(
-                    self.out,
-                    "{}",
-                    probe_format::json::error_line(&probe, &what)
-                )?;
+                self.event(Event::Error(ProbeError {
+                    probe: probe.clone(),
+                    message: what.clone(),
+                }))?;
             } else {
                 writeln!(self.err, "sightline: {msg}")?;
             }
@@ -990,13 +1101,15 @@ impl<'a> Consumer<'a> {
     ) -> Result<(), RunError> {
         if self.cfg.json {
             if !items.is_empty() {
-                writeln!(
-                    self.out,
-                    "{}",
-                    probe_format::json::record_line(cpu, probe, Some(ts), items)
-                )?;
+                let data = std::mem::take(items);
+                self.event(Event::Record(Record {
+                    cpu,
+                    probe: probe.clone(),
+                    clause: self.cur_clause,
+                    timestamp_ns: Some(ts),
+                    data,
+                }))?;
             }
-            items.clear();
             return Ok(());
         }
         if !text.is_empty() {
@@ -1066,14 +1179,11 @@ impl<'a> Consumer<'a> {
         Ok(())
     }
 
-    /// Writes aggregations `ids` as JSON Lines, one line each (probe-format's layout).
-    fn json_aggregations(&mut self, ids: &[usize]) -> std::io::Result<()> {
+    /// Sends aggregations `ids` as events (JSON Lines: one line each).
+    fn json_aggregations(&mut self, ids: &[usize]) -> Result<(), RunError> {
         for &i in ids {
-            writeln!(
-                self.out,
-                "{}",
-                probe_format::json::aggregation_line(&self.aggs[i], &self.sort)
-            )?;
+            let snap = AggregationSnapshot::of(&self.aggs[i], &self.sort);
+            self.event(Event::Aggregation(snap))?;
         }
         Ok(())
     }
@@ -1120,7 +1230,7 @@ impl<'a> Consumer<'a> {
 
     fn drop_line(&mut self, kind: DropKind, cpu: Option<u32>, n: u64) -> Result<(), RunError> {
         if self.cfg.json {
-            writeln!(self.out, "{}", probe_format::json::drops_line(kind, cpu, n))?;
+            self.event(Event::Drops(Drops::new(kind, cpu, n)))?;
         } else {
             writeln!(
                 self.err,

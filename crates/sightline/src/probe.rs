@@ -6,15 +6,16 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use probe_runtime::compile::{self, CompileError, CompileOptions, Compiled};
-use probe_runtime::run::{Consumer, RunConfig, RunError, StopReason, Target};
+use probe_runtime::catalog;
+use probe_runtime::compile::CompileError;
+use probe_runtime::run::{RunError, StopReason};
 use probe_runtime::session::RuntimeError;
-use probe_runtime::{catalog, user};
 use probe_sema::{Catalog, ProbeCatalog, ProbeDescPattern, ProbeInfo};
-use probe_syntax::SourceMap;
 use probe_sys::os as sys;
+use probe_syntax::SourceMap;
 use probe_user::held::{HeldCommand, HeldError};
 use probe_user::provider::UserSites;
+use sightline_probe::{self as probe_lib, PrintOptions, Script, Target};
 
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
@@ -63,7 +64,7 @@ pub struct ProbeArgs {
     pub modules: Vec<String>,
     /// Set an option, as `#pragma D option` (d-reference.md § 9 says which are honoured):
     /// aggpack, aggrate, aggsize, aggsortkey, aggsortkeypos, aggsortpos, aggsortrev, agghist,
-    /// aggzoom, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
+    /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
     /// switchrate, temporal, ustackframes, verbose, zdefs.
@@ -87,7 +88,8 @@ pub struct ProbeArgs {
     /// (dtrace -w).
     #[arg(short = 'w')]
     pub destructive: bool,
-    /// Verbose: print the full BPF verifier log when a program is rejected.
+    /// Verbose: print the full BPF verifier log when a program is rejected; with `-l`, each
+    /// probe's stability attributes and argument types (dtrace -l -v).
     #[arg(short = 'v')]
     pub verbose: bool,
     /// Strict JSON Lines on stdout (records, aggregations, drops, errors); messages on stderr.
@@ -116,114 +118,89 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.list {
         return list(&args);
     }
-    // Sources: each -s file, then each -n clause, then -P/-m/-f descriptions.
-    let mut map = SourceMap::new();
+    // Sources: the --causal prelude, each -s file, then each -n clause, then -P/-m/-f
+    // descriptions: compiled and run through the library (sightline-probe), as any program using
+    // it would.
+    let mut script = Script::default();
     if !args.causal.is_empty() {
         let exes: Vec<std::path::PathBuf> = args
             .causal
             .iter()
             .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
             .collect();
-        map.add(
-            "--causal".to_string(),
-            causal_account::pivot::prelude(&exes),
-        );
+        script = script.add_source("--causal", causal_account::pivot::prelude(&exes));
     }
     for path in &args.script {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let text = if text.starts_with("#!") {
-            // Keep line numbers: blank the interpreter line.
-            let end = text.find('\n').unwrap_or(text.len());
-            format!("{}{}", " ".repeat(end), &text[end..])
-        } else {
-            text
-        };
-        map.add(path.display().to_string(), text);
+        script = script.add_file(path).map_err(anyhow::Error::new)?;
     }
     for (i, c) in args.clauses.iter().enumerate() {
-        map.add(
-            if args.clauses.len() == 1 {
-                "-n".to_string()
-            } else {
-                format!("-n#{}", i + 1)
-            },
-            c.clone(),
-        );
+        let name = if args.clauses.len() == 1 {
+            "-n".to_string()
+        } else {
+            format!("-n#{}", i + 1)
+        };
+        script = script.add_source(name, c.clone());
     }
     for d in descriptions(&args) {
-        map.add("-P/-m/-f", d.to_string());
+        script = script.add_source("-P/-m/-f", d.to_string());
     }
-    if map.files().len() == usize::from(!args.causal.is_empty()) {
+    if script.sources().len() == usize::from(!args.causal.is_empty()) {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
     }
-    let program = match compile::parse(&map) {
-        Ok(p) => p,
-        Err(e) => return report(e, &map),
-    };
-    // The target: -c spawns it held, -p names it.
-    // Declared before the child so that it drops after it, at the very end: dropping it resumes a
-    // command still stopped at its entry.
-    let mut _entry_snapshot = None;
-    let mut child = None;
-    let mut user = UserSites::new();
-    let target_pid = match (&args.command, args.pid) {
-        (Some(cmd), _) => {
-            let (path, c) = match spawn_command(cmd)? {
-                Ok(x) => x,
-                Err(code) => return Ok(code),
-            };
-            let pid = c.pid;
-            // pid$target/USDT modules resolve against the files the command will map.
-            if probe_sema::needs_user_symbols(&program) {
-                _entry_snapshot = Some(user::snapshot_at_entry(pid, &path));
-            }
-            user = UserSites::with_held_command(pid, path);
-            child = Some(Held {
-                cmd: c,
-                exec_error: None,
-            });
-            Some(pid)
-        }
-        (None, Some(pid)) => {
-            if !sys::process_alive(pid) {
-                bail!("-p {pid}: no such process");
-            }
-            Some(pid)
-        }
-        _ => None,
-    };
-    let mut options: Vec<(String, Option<String>)> = args
-        .options
-        .iter()
-        .map(|o| match o.split_once('=') {
-            Some((k, v)) => (k.to_string(), Some(v.to_string())),
-            None => (o.clone(), None),
-        })
-        .collect();
+    for a in &args.args {
+        script = script.arg(a.clone());
+    }
+    for o in &args.options {
+        script = match o.split_once('=') {
+            Some((k, v)) => script.option_value(k, v),
+            None => script.option(o.clone()),
+        };
+    }
     if args.quiet {
-        options.push(("quiet".into(), None));
+        script = script.option("quiet");
     }
     if args.flowindent {
-        options.push(("flowindent".into(), None));
+        script = script.option("flowindent");
     }
     if args.destructive {
-        options.push(("destructive".into(), None));
+        script = script.option("destructive");
     }
-    // Clones share the cache, which counts the sites the pid provider left out.
-    let sites = user.clone();
-    let catalog = catalog::system(user);
-    let opts = CompileOptions {
-        macro_args: args.args.clone(),
-        script_name: args.script.first().map(|p| p.display().to_string()),
-        target_pid,
-        options,
-        allow_zero_matches: args.zero_matches || args.options.iter().any(|o| o == "zdefs"),
+    script = script.allow_zero_matches(args.zero_matches);
+    // The target: -c creates it held, -p names it.
+    let target = match (&args.command, args.pid) {
+        (Some(cmd), _) => {
+            let words =
+                shlex::split(cmd).with_context(|| format!("-c: unbalanced quotes in {cmd:?}"))?;
+            if words.is_empty() {
+                bail!("-c: empty command");
+            }
+            Target::Command(words)
+        }
+        (None, Some(pid)) => Target::Pid(pid),
+        _ => Target::System,
     };
-    let Compiled { checked, layout } = match compile::compile(&program, &catalog, &opts) {
-        Ok(c) => c,
-        Err(e) => return report(e, &map),
+    let mut program = match script.compile_here(target) {
+        Ok(p) => p,
+        Err(probe_lib::Error::Compile { rendered, .. }) => {
+            eprint!("{rendered}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(probe_lib::Error::Build(e @ CompileError::NoClauses)) => bail!("{e}"),
+        Err(probe_lib::Error::Build(e)) => return Err(anyhow::Error::new(e)),
+        Err(probe_lib::Error::Command { command, reason }) if reason == "command not found" => {
+            bail!("-c: command not found: {command}")
+        }
+        Err(probe_lib::Error::Command { reason, .. }) => bail!("-c: {reason}"),
+        Err(probe_lib::Error::CannotExecute { command, reason }) => {
+            eprintln!("sightline: -c {command}: cannot execute: {reason}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(probe_lib::Error::NoProcess(pid)) => bail!("-p {pid}: no such process"),
+        Err(e) => return Err(anyhow::Error::new(e)),
     };
+    let target_pid = program.target_pid();
+    let checked = program.checked().clone();
+    let map = program.source_map().clone();
     if !checked.warnings.is_empty() {
         eprint!("{}", probe_syntax::render_all(&checked.warnings, &map));
     }
@@ -244,24 +221,18 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if args.show_program {
-        eprint!("{}", probe_codegen::disasm::layout(&layout));
+        eprint!("{}", probe_codegen::disasm::layout(program.layout()));
     }
     if args.compile_only {
-        // The -c command, still held, is killed by `child`'s drop: it never runs.
+        // The -c command, still held, is killed when `program` drops: it never runs.
         return Ok(ExitCode::SUCCESS);
     }
     // dtrace(1M): -q (or `#pragma D option quiet`) suppresses notices such as "matched N probes".
     let notices = !(checked.options.quiet || args.json);
-    let cfg = RunConfig {
+    let print = PrintOptions {
         quiet: !notices,
         json: args.json,
         verbose: args.verbose,
-        watch_pid: if args.command.is_none() {
-            args.pid
-        } else {
-            None
-        },
-        target_pid,
     };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
@@ -271,12 +242,12 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut err = std::io::stderr();
     sys::install_interrupt_handler().context("installing the SIGINT handler")?;
-    let mut consumer = match Consumer::new(&checked, layout, cfg, &mut *out, &mut err) {
-        Ok(c) => c,
-        Err(e) => return fail(e, args.verbose, &checked, &map),
+    let skipped = program.skipped_sites();
+    let loaded = match program.load_to(&mut *out, &mut err, &print) {
+        Ok(l) => l,
+        Err(probe_lib::Error::Run(e)) => return fail(e, args.verbose, &checked, &map),
+        Err(e) => return Err(anyhow::Error::new(e)),
     };
-    let mut bar = crate::progress::AttachBar::stderr();
-    consumer.set_attach_progress(move |done, total| bar.update(done, total));
     if notices {
         // dtrace(1M): one notice per source: "script 'FILE' matched N probes" for each -s,
         // "description 'D' matched N probes" for each -n (D: its text up to the first clause's
@@ -317,33 +288,31 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             );
         }
         // Sites that cannot be probed without harming the target are left out, never silently.
-        let skipped = sites.skipped();
-        if let Some(why) = skipped.describe() {
+        if let Some((total, why)) = skipped {
             eprintln!(
-                "sightline: left out {} pid-provider site{} that cannot be probed safely: {why}",
-                skipped.total(),
-                if skipped.total() == 1 { "" } else { "s" }
+                "sightline: left out {total} pid-provider site{} that cannot be probed safely: {why}",
+                if total == 1 { "" } else { "s" }
             );
         }
     }
-    let target: Option<&mut dyn Target> = child.as_mut().map(|c| c as &mut dyn Target);
-    let reason = match consumer.run(target) {
+    let mut bar = crate::progress::AttachBar::stderr();
+    let progress: Box<dyn FnMut(usize, usize)> =
+        Box::new(move |done, total| bar.update(done, total));
+    let reason = match loaded.run(Some(progress)) {
         Ok(r) => r,
-        Err(e) => {
+        Err(probe_lib::Error::CannotExecute { reason, .. }) => {
             // A -c command whose exec failed: say so as for a file that is not there.
-            if let Some(e) = child.as_mut().and_then(|c| c.exec_error.take()) {
-                drop(consumer);
-                eprintln!(
-                    "sightline: -c {}: cannot execute: {}",
-                    args.command.as_deref().unwrap_or_default(),
-                    cannot_execute_reason(&e)
-                );
-                return Ok(ExitCode::from(2));
-            }
-            return fail(e, args.verbose, &checked, &map);
+            drop(program);
+            eprintln!(
+                "sightline: -c {}: cannot execute: {reason}",
+                args.command.as_deref().unwrap_or_default(),
+            );
+            return Ok(ExitCode::from(2));
         }
+        Err(probe_lib::Error::Run(e)) => return fail(e, args.verbose, &checked, &map),
+        Err(e) => return Err(anyhow::Error::new(e)),
     };
-    drop(consumer);
+    drop(program);
     out.flush()?;
     if let (StopReason::TargetExited, Some(pid), true) = (reason, target_pid, notices) {
         eprintln!("sightline: pid {pid} has exited");
@@ -352,85 +321,6 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         StopReason::Exit(s) => ExitCode::from(s.clamp(0, 255) as u8),
         _ => ExitCode::SUCCESS,
     })
-}
-
-/// The `-c` command as the consumer's [`Target`]. Dropping it kills the command, as dtrace(1M)
-/// does for a process it created (illumos `dt_proc_destroy`: `PRELEASE_KILL`): before it runs
-/// when it is still held (the D program failed to compile or attach, or `BEGIN` called
-/// `exit()`), and while it runs when tracing stopped first (`exit()`, Ctrl-C).
-#[derive(Debug)]
-struct Held {
-    cmd: HeldCommand,
-    /// The exec failure found at release, reported instead of the run error it causes.
-    exec_error: Option<HeldError>,
-}
-
-impl Drop for Held {
-    /// dtrace(1M) kills the processes it created when it exits (`exit()`, Ctrl-C, END, an error):
-    /// a `-c` command still running when tracing ends is killed (SIGKILL) and reaped. A `-p`
-    /// process is never a `Held` and is left running.
-    fn drop(&mut self) {
-        let _ = self.cmd.terminate();
-    }
-}
-
-impl Target for Held {
-    fn release(&mut self) -> Result<(), RuntimeError> {
-        match self.cmd.release() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let source = match &e {
-                    HeldError::CannotExecute { source, .. } | HeldError::Sys { source, .. } => {
-                        match source.raw_os_error() {
-                            Some(n) => std::io::Error::from_raw_os_error(n),
-                            None => std::io::Error::from(source.kind()),
-                        }
-                    }
-                    // Only spawning gives it; release never does.
-                    HeldError::Spawn(_) => std::io::Error::from(std::io::ErrorKind::Other),
-                };
-                let call = match &e {
-                    HeldError::CannotExecute { .. } => "execve in the -c child",
-                    HeldError::Sys { call, .. } => call,
-                    HeldError::Spawn(_) => "creating the -c command",
-                };
-                self.exec_error = matches!(e, HeldError::CannotExecute { .. }).then_some(e);
-                Err(RuntimeError::Sys(probe_sys::SyscallError::new(
-                    call, source,
-                )))
-            }
-        }
-    }
-    fn exited(&mut self) -> Option<i32> {
-        self.cmd.try_wait().ok().flatten()
-    }
-}
-
-/// The reason of a [`HeldError::CannotExecute`] (`No such file or directory (os error 2)`).
-fn cannot_execute_reason(e: &HeldError) -> String {
-    match e {
-        HeldError::CannotExecute { source, .. } => source.to_string(),
-        e => e.to_string(),
-    }
-}
-
-/// Prints a compile error the way dtrace(1M) does: diagnostics rendered with carets (exit status
-/// 2); anything else is an error of the command.
-fn report(e: CompileError, map: &SourceMap) -> anyhow::Result<ExitCode> {
-    match e {
-        CompileError::Syntax(diags) | CompileError::Sema(diags) => {
-            eprint!("{}", probe_syntax::render_all(&diags, map));
-            Ok(ExitCode::from(2))
-        }
-        // A kernel limit the code generator predicts (maps, branches, instructions): located at
-        // the clause or expression that crosses it, as the analysis' diagnostics are.
-        CompileError::Codegen(c) => {
-            eprint!("{}", probe_syntax::render_all(&[c.diagnostic()], map));
-            Ok(ExitCode::from(2))
-        }
-        CompileError::NoClauses => bail!("{e}"),
-        e => Err(anyhow::Error::new(e)),
-    }
 }
 
 /// Reports a run error: a verifier rejection as a diagnostic located at the program's clauses
@@ -661,6 +551,10 @@ fn list_probes(args: &ProbeArgs, catalog: &Catalog, pid: Option<u32>) -> anyhow:
                 "{:>5} {:>10} {:>17} {:>33} {}",
                 id, info.provider, info.module, info.function, info.name
             )?;
+            // `-l -v`: the stability attributes and argument types, as `dtrace -l -v`.
+            if args.verbose {
+                out.write_all(sightline_probe::stability::describe(&info).as_bytes())?;
+            }
         }
     }
     out.flush()?;

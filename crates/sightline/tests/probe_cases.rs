@@ -551,8 +551,24 @@ fn check_json_line(line: &str) -> Result<(), String> {
                 return Err(format!("bad error line: {line:?}"));
             }
         }
+        Some("exit") => {
+            let reason = need("reason")?.as_str().unwrap_or("");
+            if !matches!(
+                reason,
+                "exit" | "interrupted" | "target_exited" | "buffer_full"
+            ) {
+                return Err(format!("bad exit reason: {line:?}"));
+            }
+            let status = need("status")?;
+            if !(status.is_null() || is_int(status)) {
+                return Err(format!("bad exit status: {line:?}"));
+            }
+        }
         other => return Err(format!("unknown type {other:?} in {line:?}")),
     }
+    // The one schema: every line is a serialized `probe_format::event::Event`.
+    serde_json::from_str::<probe_format::event::Event>(line)
+        .map_err(|e| format!("not an Event ({e}): {line:?}"))?;
     Ok(())
 }
 

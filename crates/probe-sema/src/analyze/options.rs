@@ -67,7 +67,7 @@ fn option_kind(name: &str) -> Option<OptKind> {
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos"
         | "jstackframes" | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
-        "bufpolicy" | "bufresize" | "dynvarpolicy" => Text,
+        "bufpolicy" | "bufresize" | "dynvarpolicy" | "amin" => Text,
         _ => return None,
     })
 }
@@ -111,6 +111,7 @@ const OPTION_NAMES: &[&str] = &[
     "agghist",
     "grabanon",
     "temporal",
+    "amin",
 ];
 
 impl Analyzer<'_> {

@@ -45,3 +45,149 @@ fn listed_probes_are_in_id_order() {
         "{text}"
     );
 }
+
+/// `-l -v` prints each probe's stability attributes and argument types as `dtrace -l -v`
+/// (DTrace guide, "Stability"): dtrace, syscall and tracepoint probes.
+#[test]
+fn verbose_listing_shows_stability_and_argument_types() {
+    if !test_support::privileged("reads tracefs (mounting it if needed)") {
+        return;
+    }
+    let out = crate::sightline()
+        .args([
+            "probe",
+            "-l",
+            "-v",
+            "-n",
+            "dtrace:::BEGIN",
+            "-n",
+            "syscall::openat:entry",
+            "-n",
+            "sched:::sched_process_exit",
+        ])
+        .output()
+        .expect("run sightline probe -l -v");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let blocks: Vec<&str> = text.split("\n\n\tProbe Description Attributes\n").collect();
+    assert_eq!(blocks.len(), 4, "three probes with attributes:\n{text}");
+    // BEGIN: Stable everywhere, no arguments.
+    assert!(
+        blocks[1].starts_with(
+            "\t\tIdentifier Names: Stable\n\t\tData Semantics:   Stable\n\t\tDependency Class: Common\n"
+        ),
+        "{text}"
+    );
+    assert!(blocks[1].contains("\tArgument Types\n\t\tNone\n"), "{text}");
+    // openat: a private, ISA-dependent function name; typed arguments from tracefs.
+    assert!(
+        blocks[2].starts_with(
+            "\t\tIdentifier Names: Private\n\t\tData Semantics:   Private\n\t\tDependency Class: ISA\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        blocks[2].contains("\t\targs[1]: const char * filename\n"),
+        "{text}"
+    );
+    // A Linux tracepoint: Unstable, its fields typed.
+    assert!(
+        blocks[3].starts_with("\t\tIdentifier Names: Unstable\n"),
+        "{text}"
+    );
+    assert!(blocks[3].contains("\t\targs->pid: pid_t\n"), "{text}");
+}
+
+/// `-x amin=` refuses a script whose probes are less stable than asked (DTrace's D_ATTR_MIN).
+#[test]
+fn amin_refuses_less_stable_probes() {
+    let out = crate::sightline()
+        .args([
+            "probe",
+            "-e",
+            "-x",
+            "amin=Evolving",
+            "-n",
+            "syscall::read:entry { trace(arg0); }",
+        ])
+        .output()
+        .expect("run sightline probe");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("attributes for probe description syscall::read:entry (Private/Private/ISA"),
+        "{err}"
+    );
+    let out = crate::sightline()
+        .args([
+            "probe",
+            "-e",
+            "-x",
+            "amin=Stable/Stable/Common",
+            "-n",
+            "BEGIN { exit(0); }",
+        ])
+        .output()
+        .expect("run sightline probe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `-l -v` of USDT and pid probes: user-defined providers that declare nothing are
+/// Private/Private/Unknown; USDT arguments are typed by their stapsdt sizes, pid entry probes have
+/// no typed arguments.
+#[test]
+fn verbose_listing_of_usdt_and_pid_probes() {
+    if !test_support::privileged("creates a held command to list its probes") {
+        return;
+    }
+    let python = "/usr/bin/python3.11";
+    if !test_support::require_file(python, "the python3.11 binary with USDT probes") {
+        return;
+    }
+    let out = crate::sightline()
+        .args([
+            "probe",
+            "-l",
+            "-v",
+            "-c",
+            python,
+            "-n",
+            "python$target:::function-entry",
+            "-n",
+            "pid$target:libc.so.6:getpid:entry",
+        ])
+        .output()
+        .expect("run sightline probe -l -v -c");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let blocks: Vec<&str> = text.split("\n\n\tProbe Description Attributes\n").collect();
+    assert_eq!(blocks.len(), 3, "two probes:\n{text}");
+    for b in &blocks[1..] {
+        assert!(
+            b.starts_with(
+                "\t\tIdentifier Names: Private\n\t\tData Semantics:   Private\n\t\tDependency Class: Unknown\n"
+            ),
+            "{text}"
+        );
+    }
+    // function-entry(filename, funcname, lineno): two pointers and an int.
+    assert!(
+        blocks[1].contains(
+            "\tArgument Types\n\t\targs[0]: uint64_t\n\t\targs[1]: uint64_t\n\t\targs[2]: int32_t\n"
+        ),
+        "{text}"
+    );
+    assert!(blocks[2].contains("\tArgument Types\n\t\tNone\n"), "{text}");
+}
