@@ -29,8 +29,10 @@
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
 
+pub mod debugger;
 pub mod files;
 pub mod format;
+pub mod gdb;
 pub mod machine;
 pub mod recorder;
 pub mod rendezvous;
@@ -74,6 +76,9 @@ pub enum Error {
     /// The command to record names no file we can execute (execvp's `PATH` rules).
     #[error("finding the command to record")]
     Lookup(#[from] replay_ptrace::exec::LookupError),
+    /// The debugger of a replay ended it (gdb's `kill`) or its connection failed.
+    #[error("debugger: {0}")]
+    Debugger(String),
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),

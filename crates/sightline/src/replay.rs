@@ -26,8 +26,19 @@ pub struct ReplayArgs {
     /// List every recorded event instead of replaying.
     #[arg(long)]
     pub dump: bool,
+    /// Serve the GDB remote protocol on ADDR (`PORT` or `HOST:PORT`; a bare port listens on the
+    /// loopback address) and wait for gdb (`target remote ADDR`) before replaying. Port 0 picks a
+    /// free one (printed).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["info", "dump", "gdb"])]
+    pub gdbserver: Option<String>,
+    /// Start gdb on the replay, already connected (the recorded executable loaded for symbols).
+    #[arg(long, conflicts_with_all = ["info", "dump"])]
+    pub gdb: bool,
     /// The recording directory.
     pub dir: PathBuf,
+    /// With --gdb: more arguments for gdb (after `--`, e.g. `-- -batch -x cmds.gdb`).
+    #[arg(last = true, requires = "gdb")]
+    pub gdb_args: Vec<String>,
 }
 
 fn default_dir() -> PathBuf {
@@ -99,11 +110,72 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
+    if args.gdbserver.is_some() || args.gdb {
+        return replay_under_gdb(&args, &rec);
+    }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut out = stdout.lock();
     let mut err = stderr.lock();
     let outcome = replay::replayer::replay(&rec, &mut out, &mut err).context("replay")?;
+    Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+/// The address `--gdbserver` listens on: `PORT` is `127.0.0.1:PORT`, else `HOST:PORT`.
+fn gdbserver_addr(spec: &str) -> String {
+    if spec.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{spec}")
+    } else {
+        spec.to_owned()
+    }
+}
+
+/// `replay --gdbserver ADDR` / `replay --gdb`: waits for gdb, then replays under its control
+/// (docs/replay-gdb.md). Our exit code is the replayed program's; with `--gdb`, gdb's is ignored
+/// (gdb is waited for after the replay).
+fn replay_under_gdb(
+    args: &ReplayArgs,
+    rec: &replay::format::Recording,
+) -> anyhow::Result<ExitCode> {
+    let addr = args
+        .gdbserver
+        .as_deref()
+        .map_or_else(|| "127.0.0.1:0".to_owned(), gdbserver_addr);
+    let listener =
+        std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
+    let local = listener.local_addr()?;
+    let mut gdb = None;
+    if args.gdb {
+        let mut cmd = std::process::Command::new("gdb");
+        cmd.arg("-q")
+            .arg("-ex")
+            .arg(format!("target remote {local}"))
+            .args(&args.gdb_args)
+            .arg(&rec.meta.path);
+        gdb = Some(cmd.spawn().context("starting gdb (is it installed?)")?);
+    } else {
+        eprintln!(
+            "sightline: listening for gdb on {local}; connect with: gdb -ex 'target remote {local}' {}",
+            rec.meta.path
+        );
+    }
+    let (stream, peer) = listener.accept().context("waiting for gdb")?;
+    if !peer.ip().is_loopback() {
+        eprintln!("sightline: gdb connected from {peer}");
+    }
+    drop(listener);
+    let mut server =
+        replay::gdb::GdbServer::new(stream, rec.meta.path.clone(), Box::new(std::io::stderr()));
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut out = stdout.lock();
+    let mut err = stderr.lock();
+    let result = replay::replayer::replay_debugged(rec, &mut out, &mut err, &mut server);
+    drop(server);
+    if let Some(mut g) = gdb {
+        let _ = g.wait();
+    }
+    let outcome = result.context("replay")?;
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
 }
 
