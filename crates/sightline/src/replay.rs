@@ -130,6 +130,45 @@ fn gdbserver_addr(spec: &str) -> String {
     }
 }
 
+/// Starts `gdb -q -ex 'target remote ADDR' ARGS EXE` *not* as our child: the replayer waits for
+/// any child (`waitpid(-1)`) and must see only its tracees. A shell starts gdb in the background
+/// (on our stdin, in our process group, so it owns the terminal as we do) and exits at once;
+/// returns gdb's pid.
+fn start_gdb(addr: &str, extra: &[String], exe: &str) -> anyhow::Result<u32> {
+    let pidfile = std::env::temp_dir().join(format!("sightline-gdb-{}.pid", std::process::id()));
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"command -v gdb >/dev/null || exit 127; f=$1; shift; exec 3<&0; gdb "$@" <&3 3<&- & echo $! > "$f""#)
+        .arg("sh")
+        .arg(&pidfile)
+        .arg("-q")
+        .arg("-ex")
+        .arg(format!("target remote {addr}"))
+        .args(extra)
+        .arg(exe)
+        .status()
+        .context("starting gdb")?;
+    if st.code() == Some(127) {
+        anyhow::bail!("gdb is not installed (--gdbserver serves any gdb)");
+    }
+    let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+    let _ = std::fs::remove_file(&pidfile);
+    pid.trim().parse().context("starting gdb: no pid")
+}
+
+/// Waits until process `pid` (gdb, not our child) is gone or a zombie.
+fn wait_for_gdb(pid: u32) {
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name in parentheses.
+        let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+        if matches!(state, None | Some(Some('Z' | 'X'))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// `replay --gdbserver ADDR` / `replay --gdb`: waits for gdb, then replays under its control
 /// (docs/replay-gdb.md). Our exit code is the replayed program's; with `--gdb`, gdb's is ignored
 /// (gdb is waited for after the replay).
@@ -146,13 +185,11 @@ fn replay_under_gdb(
     let local = listener.local_addr()?;
     let mut gdb = None;
     if args.gdb {
-        let mut cmd = std::process::Command::new("gdb");
-        cmd.arg("-q")
-            .arg("-ex")
-            .arg(format!("target remote {local}"))
-            .args(&args.gdb_args)
-            .arg(&rec.meta.path);
-        gdb = Some(cmd.spawn().context("starting gdb (is it installed?)")?);
+        gdb = Some(start_gdb(
+            &local.to_string(),
+            &args.gdb_args,
+            &rec.meta.path,
+        )?);
     } else {
         eprintln!(
             "sightline: listening for gdb on {local}; connect with: gdb -ex 'target remote {local}' {}",
@@ -172,8 +209,8 @@ fn replay_under_gdb(
     let mut err = stderr.lock();
     let result = replay::replayer::replay_debugged(rec, &mut out, &mut err, &mut server);
     drop(server);
-    if let Some(mut g) = gdb {
-        let _ = g.wait();
+    if let Some(pid) = gdb {
+        wait_for_gdb(pid);
     }
     let outcome = result.context("replay")?;
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))

@@ -2,7 +2,7 @@
 //! `rr replay -s` serves one: gdb connects with `target remote ADDR` and debugs the recording's
 //! first process while the replay goes on deterministically underneath.
 //!
-//! [`GdbServer`] is a [`Debugger`](crate::debugger::Debugger): the replayer calls it at the stops
+//! [`GdbServer`] is a [`crate::debugger::Debugger`]: the replayer calls it at the stops
 //! of the replayed threads; it takes the stops that are its own and talks with gdb there. The
 //! protocol is GDB's (GDB manual, appendix E "GDB Remote Serial Protocol"): packets and
 //! acknowledgements ([`packet`]), registers and the target description ([`regs`]).
