@@ -172,6 +172,60 @@ fn a_write_from_gdb_is_announced_and_its_divergence_reported() {
     );
 }
 
+#[test]
+fn gdb_stops_at_a_recorded_signal_and_the_replay_delivers_it() {
+    let Some((_g, tmp)) = start() else { return };
+    let exe = guest("gdb_signal", tmp.path());
+    let (dir, recorded) = record(tmp.path(), &exe);
+    assert_eq!(recorded, "alarms 1\n");
+    let cmds = "handle SIGALRM stop print\nhbreak on_alarm\ncontinue\nprint alarms\ncontinue\n\
+                print sig\nstepi\nprint $pc\nstepi\nprint $pc\ncontinue\n";
+    let (code, out, err) = replay_with_gdb(tmp.path(), &dir, cmds);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        in_order(
+            &out,
+            &[
+                "Program received signal SIGALRM, Alarm clock.",
+                "$1 = 0",
+                "$2 = 14",
+                "alarms 1",
+            ]
+        ),
+        "{out}\n{err}"
+    );
+    assert!(out.contains("Breakpoint 1, on_alarm (sig=14)"), "{out}");
+    // Two single steps: two different, increasing instruction addresses in on_alarm.
+    let pcs: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.split_once(" <on_alarm+"))
+        .filter_map(|(a, _)| a.rsplit(' ').next())
+        .filter_map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok())
+        .collect();
+    assert_eq!(pcs.len(), 2, "{out}");
+    assert!(pcs[0] < pcs[1], "{pcs:x?}");
+    assert!(out.contains("exited normally"), "{out}");
+    // Continuing with the recorded signal is what a replay does: no warning.
+    assert!(!err.contains("delivers"), "{err}");
+}
+
+#[test]
+fn a_forked_child_runs_through_the_parents_breakpoint() {
+    let Some((_g, tmp)) = start() else { return };
+    let exe = guest("gdb_fork", tmp.path());
+    let (dir, recorded) = record(tmp.path(), &exe);
+    assert_eq!(recorded, "child 6\nparent 3 12\n");
+    let cmds = "break work\ncontinue\nprint n\ncontinue\nprint n\ncontinue\n";
+    let (code, out, err) = replay_with_gdb(tmp.path(), &dir, cmds);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        in_order(&out, &["$1 = 1", "child 6", "$2 = 4", "parent 3 12"]),
+        "{out}\n{err}"
+    );
+    assert_eq!(out.matches("Breakpoint 1, work").count(), 2, "{out}");
+    assert!(out.contains("exited normally"), "{out}");
+}
+
 /// A raw protocol client: sends packets, reads replies (acknowledgements on).
 struct Client {
     s: std::net::TcpStream,

@@ -118,6 +118,8 @@ pub struct GdbServer {
     pass: HashSet<u8>,
     /// The memory/register write warning was given.
     warned_write: bool,
+    /// The recorded signal about to be delivered at the current stop (Linux number; 0: none).
+    delivering: i32,
     /// The first process's recorded pid (for thread ids).
     pid: i32,
     /// Where messages to the user go (Sightline's stderr).
@@ -183,6 +185,7 @@ impl GdbServer {
             next_fd: 3,
             pass: HashSet::new(),
             warned_write: false,
+            delivering: 0,
             pid: 0,
             log,
         }
@@ -446,8 +449,14 @@ impl GdbServer {
         let text = String::from_utf8_lossy(pkt).into_owned();
         let reply: String = match pkt.first() {
             Some(b'?') => stop.to_owned(),
-            Some(b'c') => return Ok(Some(Go::Continue)),
-            Some(b's') => return Ok(Some(Go::Step)),
+            Some(b'c') => {
+                self.check_signal("0", view)?;
+                return Ok(Some(Go::Continue));
+            }
+            Some(b's') => {
+                self.check_signal("0", view)?;
+                return Ok(Some(Go::Step));
+            }
             Some(b'C' | b'S') => {
                 self.check_signal(&text[1..], view)?;
                 return Ok(Some(if pkt[0] == b'S' {
@@ -536,14 +545,30 @@ impl GdbServer {
         Ok(None)
     }
 
-    /// A signal gdb asks to resume with (`C sig`): replay delivers the recorded one only.
+    /// The signal gdb resumes with (`C sig`, GDB's number; `0` for `c`/`s`): a replay delivers
+    /// the recorded one, whatever gdb asks; a different request is answered with a warning.
     fn check_signal(&mut self, arg: &str, _view: &StopView) -> Result<(), Error> {
-        let sig = arg.split(';').next().and_then(|s| num(s.as_bytes()));
-        if sig.is_some_and(|s| s != 0) {
-            let _ = writeln!(
-                self.log,
-                "sightline: gdb asked to deliver a signal; a replay delivers only the recorded ones"
-            );
+        let sig = arg
+            .split(';')
+            .next()
+            .and_then(|s| num(s.as_bytes()))
+            .unwrap_or(0);
+        let recorded = if self.delivering == 0 {
+            0
+        } else {
+            u64::from(gdb_signal(self.delivering))
+        };
+        if sig != recorded {
+            let msg = if recorded == 0 {
+                "sightline: gdb asked to deliver a signal; a replay delivers only the recorded ones\n"
+                    .to_owned()
+            } else {
+                format!(
+                    "sightline: the recording delivered signal {} here; the replay delivers it\n",
+                    self.delivering
+                )
+            };
+            let _ = self.log.write_all(msg.as_bytes());
         }
         Ok(())
     }
@@ -1059,7 +1084,10 @@ impl Debugger for GdbServer {
         if sig != 0 && !self.pass.contains(&gdb_signal(sig)) {
             // A signal the recording delivered here: gdb sees it first.
             self.stepping.remove(&t.tid());
-            let r = self.session(t, view, Why::Signal(sig))?;
+            self.delivering = sig;
+            let r = self.session(t, view, Why::Signal(sig));
+            self.delivering = 0;
+            let r = r?;
             if r == Resume::Step {
                 self.stepping.insert(t.tid());
             }
