@@ -226,6 +226,27 @@ fn a_forked_child_runs_through_the_parents_breakpoint() {
     assert!(out.contains("exited normally"), "{out}");
 }
 
+#[test]
+fn after_detach_the_replay_runs_to_its_recorded_end() {
+    let Some((_g, tmp)) = start() else { return };
+    let exe = guest("gdb_target", tmp.path());
+    let (dir, recorded) = record(tmp.path(), &exe);
+    // A breakpoint and a watchpoint are set when gdb leaves: neither may stop or change the rest.
+    let cmds = "break square\ncontinue\nwatch counter\ncontinue\ndetach\n";
+    let (code, out, err) = replay_with_gdb(tmp.path(), &dir, cmds);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        in_order(&out, &["Old value = 10", "New value = 20"]),
+        "{out}"
+    );
+    assert!(err.contains("gdb detached; the replay runs on"), "{err}");
+    let lines: Vec<&str> = recorded.lines().collect();
+    assert!(
+        in_order(&out, &lines),
+        "recorded\n{recorded}\nreplayed\n{out}"
+    );
+}
+
 /// A raw protocol client: sends packets, reads replies (acknowledgements on).
 struct Client {
     s: std::net::TcpStream,

@@ -993,6 +993,16 @@ impl Debugger for GdbServer {
         view: &StopView,
     ) -> Result<Verdict, Error> {
         if self.detached {
+            // A thread that still carried our watchpoints when gdb went away.
+            if view.first
+                && self.started
+                && kind == WaitKind::Signal(libc::SIGTRAP)
+                && t.debugreg(6)? & DR6_OURS != 0
+            {
+                t.set_debugreg(6, 0)?;
+                self.apply_slots(t)?;
+                return Ok(Verdict::Resume(Resume::Cont));
+            }
             return Ok(Verdict::Replay);
         }
         if !view.first {
@@ -1078,7 +1088,12 @@ impl Debugger for GdbServer {
         sig: i32,
         view: &StopView,
     ) -> Result<Resume, Error> {
-        if self.detached || !view.first || !self.started {
+        if !view.first || !self.started {
+            return Ok(how);
+        }
+        if self.detached {
+            // Clear DR1–DR3 of each thread as it is resumed (once: the version is then current).
+            self.apply_slots(t)?;
             return Ok(how);
         }
         if sig != 0 && !self.pass.contains(&gdb_signal(sig)) {
@@ -1102,10 +1117,10 @@ impl Debugger for GdbServer {
                 self.stepping.insert(t.tid());
             }
         }
+        self.apply_slots(t)?;
         if self.detached {
             return Ok(how);
         }
-        self.apply_slots(t)?;
         self.insert_breakpoints(t, view);
         if how == Resume::Cont && self.stepping.contains(&t.tid()) {
             return Ok(Resume::Step);
