@@ -52,6 +52,11 @@ pub struct StopView {
     pub threads: Vec<ThreadView>,
     /// Replay's own code patches in the first process: (address, original bytes).
     pub patches: Vec<(u64, Vec<u8>)>,
+    /// Events of the recording replayed so far (all processes), and this thread's next event's
+    /// index in its own stream (`replay --dump` numbers events of all processes in file order).
+    pub events: u64,
+    /// The stopped thread's events replayed so far.
+    pub thread_events: usize,
 }
 
 /// A debugger's answer at a stop.

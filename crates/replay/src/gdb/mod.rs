@@ -790,11 +790,35 @@ impl GdbServer {
         if let Some(rest) = text.strip_prefix("vFile:") {
             return self.vfile(rest, pkt, view);
         }
+        if let Some(cmd) = text.strip_prefix("qRcmd,") {
+            return self.monitor(cmd, view);
+        }
         if text.starts_with("vKill") {
             return Err(Error::Debugger("gdb killed the replay".into()));
         }
         let _ = t;
         r("")
+    }
+
+    /// `monitor CMD` (`qRcmd`, the command hex-encoded): output as `O` packets, then `OK`.
+    fn monitor(&mut self, cmd: &str, view: &StopView) -> Result<Query, Error> {
+        let Some(cmd) = unhex(cmd.as_bytes()).and_then(|c| String::from_utf8(c).ok()) else {
+            return Ok(Query::Reply("E01".into()));
+        };
+        let text = match cmd.trim() {
+            "when" => format!(
+                "Events replayed: {}; thread {} has replayed {} of its own.\n",
+                view.events, view.rec_tid, view.thread_events
+            ),
+            "help" | "" => {
+                "monitor when: how far the replay is (events of the recording replayed)\n\
+                            monitor help: this list\n"
+                    .to_owned()
+            }
+            other => format!("unknown monitor command {other:?}; try `monitor help`\n"),
+        };
+        self.send(&format!("O{}", hex(text.as_bytes())))?;
+        Ok(Query::Reply("OK".into()))
     }
 
     fn xfer(&mut self, rest: &str, view: &StopView) -> Result<Query, Error> {

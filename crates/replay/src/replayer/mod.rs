@@ -697,6 +697,8 @@ impl Replayer<'_> {
             first_pid: (self.root_rec, self.root),
             threads,
             patches,
+            events: self.events,
+            thread_events: self.streams.get(&rec_tid).map_or(0, |s| s.index),
         }
     }
 
