@@ -15,6 +15,10 @@
 //!   `Cont` into `Step`.
 //! - [`Debugger::on_exit`]: the first process of the recording died.
 //!
+//! A method that returns [`Error::Restart`] ends the run (its processes are killed) and starts the
+//! replay again from the beginning ([`Debugger::on_restart`]): a deterministic replay reaches
+//! every earlier point again, which is how a debugger goes backwards.
+//!
 //! Replay's own use of the machine that a debugger must respect: debug register 0 is replay's
 //! (forced sync points, [`replay_ptrace::Stopped::set_breakpoint`]); DR1–DR3 are free. Replay's
 //! in-tracee checks for forced sync points overwrite the instructions at a point while they are
@@ -94,6 +98,11 @@ pub trait Debugger {
 
     /// The first process died: `kind` is [`WaitKind::Exited`] or [`WaitKind::Signaled`].
     fn on_exit(&mut self, kind: WaitKind);
+
+    /// The replay is run again from the start, after a method of this debugger returned
+    /// [`Error::Restart`] (reverse execution: the replayed processes were killed). The program's
+    /// output is not written twice.
+    fn on_restart(&mut self);
 
     /// The replay ended with `error` (a divergence, a point the replay cannot go on from), or
     /// `None` when it completed.

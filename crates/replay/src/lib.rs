@@ -79,6 +79,10 @@ pub enum Error {
     /// The debugger of a replay ended it (gdb's `kill`) or its connection failed.
     #[error("debugger: {0}")]
     Debugger(String),
+    /// A debugger asked for the replay to start again from the beginning (reverse execution);
+    /// handled inside [`replayer::replay_debugged`], never returned by it.
+    #[error("the debugger restarts the replay")]
+    Restart,
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),

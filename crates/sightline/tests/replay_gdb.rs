@@ -255,6 +255,36 @@ fn after_detach_the_replay_runs_to_its_recorded_end() {
     );
 }
 
+#[test]
+fn reverse_continue_returns_to_the_previous_breakpoint_hit() {
+    let Some((_g, tmp)) = start() else { return };
+    let exe = guest("gdb_target", tmp.path());
+    let (dir, recorded) = record(tmp.path(), &exe);
+    let square2 = after(&recorded, "square(2) = ");
+    // At square(3), back to square(2): its argument and local are the recorded run's; forward
+    // again to square(3), then to the end.
+    let cmds = "break square\ncontinue\ncontinue\ncontinue\nprint x\nreverse-continue\nprint x\n\
+                next\nprint local\ncontinue\nprint x\ndelete\ncontinue\n";
+    let (code, out, err) = replay_with_gdb(tmp.path(), &dir, cmds);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        in_order(
+            &out,
+            &["$1 = 3", "$2 = 2", &format!("$3 = {square2}"), "$4 = 3",]
+        ),
+        "{out}\n{err}"
+    );
+    // The replay ran again from the start for it, but the program's output is written once.
+    for line in recorded.lines() {
+        assert_eq!(
+            out.lines().filter(|l| *l == line).count(),
+            1,
+            "{line:?} in\n{out}"
+        );
+    }
+    assert!(out.contains("exited with code 03"), "{out}");
+}
+
 /// A raw protocol client: sends packets, reads replies (acknowledgements on).
 struct Client {
     s: std::net::TcpStream,
@@ -333,6 +363,13 @@ fn the_protocol_answers_queries_refuses_bad_requests_and_reports_the_exit() {
         "{sup}"
     );
     assert_eq!(c.request("?"), format!("T05thread:p{pid:x}.{pid:x};"));
+    assert!(sup.contains("ReverseContinue+"), "{sup}");
+    // Backwards from the first instruction: the start of the history, at once.
+    assert_eq!(
+        c.request("bc"),
+        format!("T05replaylog:begin;thread:p{pid:x}.{pid:x};")
+    );
+    assert_eq!(c.request("bs"), "", "reverse-step is not there");
     assert_eq!(c.request("vMustReplyEmpty"), "");
     assert_eq!(c.request("qNoSuchQuery"), "");
     assert_eq!(c.request("jUnknownPacket"), "");

@@ -80,6 +80,40 @@ enum Why {
     HwBreak,
     /// A watchpoint hit at this data address.
     Watch(Watch, u64),
+    /// The start of the recording, reached backwards.
+    Begin,
+}
+
+/// A point of the replay: the recording's events replayed, the thread, and its registers there
+/// (the replay is deterministic, so a second run meets the same state at the same point).
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    events: u64,
+    rec_tid: i32,
+    regs: replay_ptrace::Regs,
+}
+
+impl Point {
+    /// True when thread `rec_tid` with `regs`, `events` replayed, is at this point (general
+    /// registers, rip and fs_base; eflags differs in RF after a breakpoint).
+    fn is(&self, events: u64, rec_tid: i32, r: &replay_ptrace::Regs) -> bool {
+        let key = |r: &replay_ptrace::Regs| {
+            [
+                r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10, r.r11,
+                r.r12, r.r13, r.r14, r.r15, r.rip, r.fs_base,
+            ]
+        };
+        self.events == events && self.rec_tid == rec_tid && key(&self.regs) == key(r)
+    }
+}
+
+/// Reverse-continue in progress: the replay runs again from the start without stopping for gdb.
+#[derive(Debug, Clone)]
+enum Reverse {
+    /// First run: count the breakpoint and watchpoint stops before `now`.
+    Count { now: Box<Point>, hits: u64 },
+    /// Second run: stop at stop number `target` (0: at the start of the recording).
+    Goto { target: u64, seen: u64 },
 }
 
 /// The session's answer to gdb's resume request.
@@ -120,6 +154,12 @@ pub struct GdbServer {
     warned_write: bool,
     /// The recorded signal about to be delivered at the current stop (Linux number; 0: none).
     delivering: i32,
+    /// A reverse-continue in progress.
+    reverse: Option<Reverse>,
+    /// A breakpoint the server planted for [`Reverse::Count`] (not gdb's).
+    internal: Option<u64>,
+    /// A breakpoint left out while a thread steps over it in a silent run: (real tid, address).
+    step_over: Option<(i32, u64)>,
     /// The first process's recorded pid (for thread ids).
     pid: i32,
     /// Where messages to the user go (Sightline's stderr).
@@ -186,6 +226,9 @@ impl GdbServer {
             pass: HashSet::new(),
             warned_write: false,
             delivering: 0,
+            reverse: None,
+            internal: None,
+            step_over: None,
             pid: 0,
             log,
         }
@@ -215,10 +258,12 @@ impl GdbServer {
         }
     }
 
-    /// Puts the `int3`s in, except inside replay's own patches.
+    /// Puts the `int3`s in, except inside replay's own patches (and one being stepped over).
     fn insert_breakpoints(&mut self, t: &Stopped, view: &StopView) {
+        let skip = self.step_over.map(|(_, a)| a);
         for (addr, orig) in self.breakpoints.iter_mut() {
             if orig.is_some()
+                || skip == Some(*addr)
                 || view
                     .patches
                     .iter()
@@ -277,6 +322,7 @@ impl GdbServer {
             Why::Signal(s) => (gdb_signal(s), String::new()),
             Why::SwBreak => (5, "swbreak:;".into()),
             Why::HwBreak => (5, "hwbreak:;".into()),
+            Why::Begin => (5, "replaylog:begin;".into()),
             Why::Watch(w, a) => {
                 let k = match w {
                     Watch::Read => "rwatch",
@@ -470,6 +516,9 @@ impl GdbServer {
                 let _ = writeln!(self.log, "sightline: gdb detached; the replay runs on");
                 self.detach(t);
                 return Ok(Some(Go::Continue));
+            }
+            Some(b'b') if text == "bc" => {
+                return self.reverse_continue(t, view, stop).map(|()| None);
             }
             Some(b'k') => {
                 return Err(Error::Debugger("gdb killed the replay".into()));
@@ -729,7 +778,7 @@ impl GdbServer {
         let r = |s: &str| Ok(Query::Reply(s.to_owned()));
         if text.starts_with("qSupported") {
             return r(&format!(
-                "PacketSize={:x};QStartNoAckMode+;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;multiprocess+;swbreak+;hwbreak+;vContSupported+;QPassSignals+",
+                "PacketSize={:x};ReverseContinue+;QStartNoAckMode+;qXfer:features:read+;qXfer:auxv:read+;qXfer:exec-file:read+;multiprocess+;swbreak+;hwbreak+;vContSupported+;QPassSignals+",
                 packet::MAX_PACKET
             ));
         }
@@ -948,8 +997,95 @@ impl GdbServer {
         }
     }
 
+    /// `bc`: replays from the start to the last breakpoint or watchpoint stop before this point
+    /// (two runs: count them, then stop at the last). At the start already: says so.
+    fn reverse_continue(
+        &mut self,
+        t: &mut Stopped,
+        view: &StopView,
+        stop: &str,
+    ) -> Result<(), Error> {
+        let regs = t.regs()?;
+        if view.events == 0 {
+            let thread = stop.find("thread:").map_or("", |i| &stop[i..]);
+            let reply = format!("T05replaylog:begin;{thread}");
+            return self.send(&reply);
+        }
+        self.reverse = Some(Reverse::Count {
+            now: Box::new(Point {
+                events: view.events,
+                rec_tid: view.rec_tid,
+                regs,
+            }),
+            hits: 0,
+        });
+        if let std::collections::btree_map::Entry::Vacant(e) = self.breakpoints.entry(regs.rip) {
+            e.insert(None);
+            self.internal = Some(regs.rip);
+        }
+        Err(Error::Restart)
+    }
+
+    /// A stop of ours while a reverse-continue replays from the start: counted (first run), or
+    /// the one to stop at (second run), else passed over.
+    fn silent(
+        &mut self,
+        t: &mut Stopped,
+        view: &StopView,
+        why: Why,
+        rev: Reverse,
+    ) -> Result<Resume, Error> {
+        let at = t.regs()?.rip;
+        let counts = match why {
+            Why::SwBreak => self.internal != Some(at),
+            Why::HwBreak | Why::Watch(..) => true,
+            _ => false,
+        };
+        match rev {
+            Reverse::Count { now, hits } => {
+                if now.is(view.events, view.rec_tid, &t.regs()?) {
+                    if let Some(a) = self.internal.take() {
+                        self.breakpoints.remove(&a);
+                    }
+                    self.reverse = Some(Reverse::Goto {
+                        target: hits,
+                        seen: 0,
+                    });
+                    return Err(Error::Restart);
+                }
+                if counts {
+                    self.reverse = Some(Reverse::Count {
+                        now,
+                        hits: hits + 1,
+                    });
+                }
+            }
+            Reverse::Goto { target, seen } if counts => {
+                if seen + 1 == target {
+                    self.reverse = None;
+                    return self.session(t, view, why);
+                }
+                self.reverse = Some(Reverse::Goto {
+                    target,
+                    seen: seen + 1,
+                });
+            }
+            Reverse::Goto { .. } => {}
+        }
+        if why == Why::SwBreak {
+            // Over the breakpoint's instruction without its int3, then on.
+            self.step_over = Some((t.tid(), at));
+            self.stepping.insert(t.tid());
+            return Ok(Resume::Step);
+        }
+        Ok(Resume::Cont)
+    }
+
     /// Runs a session at a stop of ours and records how gdb resumes `t`.
     fn session(&mut self, t: &mut Stopped, view: &StopView, why: Why) -> Result<Resume, Error> {
+        if let Some(rev) = self.reverse.clone() {
+            return self.silent(t, view, why, rev);
+        }
         let go = self.serve(t, view, why, true)?;
         Ok(self.go(t, go))
     }
@@ -1049,12 +1185,23 @@ impl Debugger for GdbServer {
             return Ok(Verdict::Replay);
         }
         self.remove_breakpoints(t);
+        if self.step_over.is_some_and(|(tid, _)| tid == t.tid()) {
+            self.step_over = None;
+        }
         if !self.started {
             if kind != WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
                 return Ok(Verdict::Replay);
             }
             self.started = true;
-            let go = self.serve(t, view, Why::Signal(libc::SIGTRAP), false)?;
+            let go = match self.reverse {
+                // Backwards past every stop: to the start of the recording.
+                Some(Reverse::Goto { target: 0, .. }) => {
+                    self.reverse = None;
+                    self.serve(t, view, Why::Begin, true)?
+                }
+                Some(_) => Go::Continue,
+                None => self.serve(t, view, Why::Signal(libc::SIGTRAP), false)?,
+            };
             self.go(t, go);
             return Ok(Verdict::Replay);
         }
@@ -1094,7 +1241,7 @@ impl Debugger for GdbServer {
                 )?));
             }
         }
-        if self.interrupted() {
+        if self.reverse.is_none() && self.interrupted() {
             let resume = self.session(t, view, Why::Signal(libc::SIGINT))?;
             if resume == Resume::Step {
                 // Stepping from a stop replay must handle first: it steps once replay resumes.
@@ -1156,6 +1303,12 @@ impl Debugger for GdbServer {
         if self.detached || !self.started {
             return;
         }
+        if self.reverse.take().is_some() {
+            let _ = writeln!(
+                self.log,
+                "sightline: reverse-continue did not meet the point it started from again; the replay ran to its end"
+            );
+        }
         let reply = match kind {
             WaitKind::Exited(c) => format!("W{:02x};process:{:x}", c & 0xff, self.pid),
             WaitKind::Signaled(s) => format!("X{:02x};process:{:x}", gdb_signal(s), self.pid),
@@ -1163,6 +1316,17 @@ impl Debugger for GdbServer {
         };
         let _ = self.send(&reply);
         self.detached = true;
+    }
+
+    fn on_restart(&mut self) {
+        self.started = false;
+        self.step_over = None;
+        for orig in self.breakpoints.values_mut() {
+            *orig = None;
+        }
+        self.applied.clear();
+        self.stepping.clear();
+        self.running = true;
     }
 
     fn on_end(&mut self, error: Option<&Error>) {

@@ -355,12 +355,68 @@ fn replay_inner<'o>(
     stderr: &'o mut dyn Write,
     debugger: Option<&'o mut dyn crate::debugger::Debugger>,
 ) -> Result<ReplayOutcome, Error> {
-    let mut debugger = debugger;
-    let result = replay_with(rec, stdout, stderr, &mut debugger);
-    if let Some(d) = debugger {
-        d.on_end(result.as_ref().err());
+    let Some(d) = debugger else {
+        return replay_with(rec, stdout, stderr, &mut None);
+    };
+    // A debugger may ask for the run again from the start (reverse execution): the program's
+    // output is written once, so each run writes only what goes beyond the runs before it.
+    let mut out = HighWater::new(stdout);
+    let mut err = HighWater::new(stderr);
+    loop {
+        out.rewind();
+        err.rewind();
+        let mut this_run: Option<&mut dyn crate::debugger::Debugger> = Some(&mut *d);
+        let result = replay_with(rec, &mut out, &mut err, &mut this_run);
+        match result {
+            Err(Error::Restart) => d.on_restart(),
+            result => {
+                d.on_end(result.as_ref().err());
+                return result;
+            }
+        }
     }
-    result
+}
+
+/// A writer that lets through only bytes past the furthest position written so far: a replay run
+/// again from the start writes the recorded output again, which must not be printed twice.
+struct HighWater<'w> {
+    inner: &'w mut dyn Write,
+    /// Bytes written in this run.
+    pos: u64,
+    /// Bytes written in all runs (the furthest `pos`).
+    high: u64,
+}
+
+impl<'w> HighWater<'w> {
+    fn new(inner: &'w mut dyn Write) -> HighWater<'w> {
+        HighWater {
+            inner,
+            pos: 0,
+            high: 0,
+        }
+    }
+
+    /// A new run starts at position 0.
+    fn rewind(&mut self) {
+        self.pos = 0;
+    }
+}
+
+impl Write for HighWater<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let end = self.pos + buf.len() as u64;
+        if end > self.high {
+            let skip = self.high.saturating_sub(self.pos) as usize;
+            self.inner.write_all(&buf[skip..])?;
+            self.high = end;
+        }
+        self.pos = end;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 fn replay_with<'o>(
