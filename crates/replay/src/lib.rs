@@ -15,6 +15,8 @@
 //! - [`recorder`] and [`replayer`], which mirror each other file for file (`syscall.rs`,
 //!   `signal.rs`, `process.rs`), as hermit's recorder and replayer do: [`recorder::record`] and
 //!   [`replayer::replay`].
+//! - [`debugger`] and [`gdb`]: a debugger's hook in the replayer ("stop here / resume") and the
+//!   GDB remote protocol server on it (`sightline replay --gdbserver`, docs/replay-gdb.md).
 //! - [`Divergence`]: what a replay reports when the program does something other than what was
 //!   recorded.
 //!
