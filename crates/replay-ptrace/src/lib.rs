@@ -31,12 +31,14 @@ pub mod syscallbuf;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers,
-    ignored_signals, kill, own_rdtsc_fallbacks, pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp,
-    start_ticks, take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc, untrap_own_rdtsc,
+    CpuidResult, FpRegs, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers,
+    get_fpregs, ignored_signals, kill, own_rdtsc_fallbacks, pin_current_to_cpu, process_cpu_ns,
+    rdtsc, rdtscp, start_ticks, take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc,
+    untrap_own_rdtsc,
 };
 pub use tracee::{
-    PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,
+    PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, regs_of, spawn,
+    wait_any,
 };
 
 use std::fmt;

@@ -32,7 +32,7 @@ pub(crate) fn ptrace(
 ) -> Result<libc::c_long> {
     // SAFETY: the requests used by this crate either take no pointer (addr/data are integers) or take
     // a pointer to a live, correctly sized buffer owned by the caller for the duration of the call
-    // (GETREGS/SETREGS: `Regs`; GETSIGINFO/SETSIGINFO: 128 bytes; GETEVENTMSG: a `c_ulong`).
+    // (GETREGS/SETREGS: `Regs`; GETFPREGS: `FpRegs`; GETSIGINFO/SETSIGINFO: 128 bytes; GETEVENTMSG: a `c_ulong`).
     let r = unsafe {
         libc::ptrace(
             req,
@@ -54,6 +54,23 @@ pub(crate) fn get_regs(tid: i32) -> Result<Regs> {
     ptrace(
         "ptrace(PTRACE_GETREGS)",
         libc::PTRACE_GETREGS,
+        tid,
+        0,
+        &raw mut regs as usize,
+    )?;
+    Ok(regs)
+}
+
+/// The x87/SSE state of a thread (`PTRACE_GETFPREGS`: the FXSAVE layout, Intel SDM vol. 1, 10.5.1).
+pub type FpRegs = libc::user_fpregs_struct;
+
+/// Reads the x87/SSE registers of a stopped thread (`PTRACE_GETFPREGS`).
+pub fn get_fpregs(tid: i32) -> Result<FpRegs> {
+    // SAFETY: user_fpregs_struct is plain integers; all-zero is a valid value.
+    let mut regs: FpRegs = unsafe { std::mem::zeroed() };
+    ptrace(
+        "ptrace(PTRACE_GETFPREGS)",
+        libc::PTRACE_GETFPREGS,
         tid,
         0,
         &raw mut regs as usize,
@@ -955,6 +972,20 @@ pub(crate) fn set_debugreg(tid: i32, n: usize, value: u64) -> Result<()> {
         value as usize,
     )?;
     Ok(())
+}
+
+/// Reads debug register `n` (0–7) of a stopped thread with `PTRACE_PEEKUSER`. The registers read
+/// here never hold -1 (addresses in user space, DR6 status and DR7 control bits), so the request's
+/// -1 error return is not ambiguous.
+pub(crate) fn get_debugreg(tid: i32, n: usize) -> Result<u64> {
+    let v = ptrace(
+        "ptrace(PTRACE_PEEKUSER, u_debugreg)",
+        libc::PTRACE_PEEKUSER,
+        tid,
+        DEBUGREG_OFFSET + 8 * n,
+        0,
+    )?;
+    Ok(v as u64)
 }
 
 /// CPU time consumed so far by all threads of process `pid`, in nanoseconds: `clock_gettime(2)` on

@@ -130,6 +130,9 @@ pub enum Resume {
     /// a seized tracee. It stays stopped, as job control wants, and its `SIGCONT` is reported as a
     /// new stop (ptrace(2), "Group-stop"). The signal argument must be 0.
     Listen,
+    /// `PTRACE_SINGLESTEP`: run one instruction (a debugger's single-step), then stop with a
+    /// `SIGTRAP` (`si_code` `TRAP_TRACE`), unless a system call, event or signal stops it first.
+    Step,
 }
 
 /// A tracee thread that is running (or blocked in the kernel): nothing can be read from it.
@@ -286,15 +289,34 @@ impl Stopped {
     /// DR0 locally, R/W0 = 00 and LEN0 = 00 make it an instruction breakpoint; Intel SDM vol. 3B,
     /// 18.2.4). A hit is a `SIGTRAP` signal-delivery-stop with `si_code == TRAP_HWBKPT` before the
     /// instruction runs; the kernel sets EFLAGS.RF so resuming does not hit it again at once.
+    ///
+    /// The other debug registers' bits of DR7 are kept (a debugger's breakpoints and watchpoints
+    /// use DR1–DR3: [`Self::debugreg`], [`Self::set_debugreg`]).
     pub fn set_breakpoint(&mut self, addr: Option<u64>) -> Result<()> {
+        // DR0's bits in DR7: L0/G0 (bits 0-1), R/W0 and LEN0 (bits 16-19).
+        const DR0_BITS: u64 = 0b11 | (0xf << 16);
+        let others = sys::get_debugreg(self.tid, 7)? & !DR0_BITS;
         match addr {
             Some(a) => {
-                sys::set_debugreg(self.tid, 7, 0)?;
+                sys::set_debugreg(self.tid, 7, others)?;
                 sys::set_debugreg(self.tid, 0, a)?;
-                sys::set_debugreg(self.tid, 7, 1)
+                sys::set_debugreg(self.tid, 7, others | 1)
             }
-            None => sys::set_debugreg(self.tid, 7, 0),
+            None => sys::set_debugreg(self.tid, 7, others),
         }
+    }
+
+    /// Reads debug register `n` (0–3 addresses, 6 status, 7 control) of this thread
+    /// (`PTRACE_PEEKUSER` of `u_debugreg[n]`). After a hardware breakpoint's `SIGTRAP`, DR6 bit
+    /// `i` says debug register `i` matched (Intel SDM vol. 3B, 18.2.3).
+    pub fn debugreg(&self, n: usize) -> Result<u64> {
+        sys::get_debugreg(self.tid, n)
+    }
+
+    /// Writes debug register `n` of this thread (`PTRACE_POKEUSER`; the kernel checks DR7 against
+    /// the addresses set, so write an address before enabling it).
+    pub fn set_debugreg(&self, n: usize, value: u64) -> Result<()> {
+        sys::set_debugreg(self.tid, n, value)
     }
 
     /// Runs the stopped thread forward in user mode: to the execution breakpoint `Some(addr)` (set
@@ -338,6 +360,7 @@ impl Stopped {
             Resume::Cont => ("ptrace(PTRACE_CONT)", libc::PTRACE_CONT),
             Resume::Syscall => ("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL),
             Resume::Listen => ("ptrace(PTRACE_LISTEN)", libc::PTRACE_LISTEN),
+            Resume::Step => ("ptrace(PTRACE_SINGLESTEP)", libc::PTRACE_SINGLESTEP),
         };
         sys::ptrace(call, req, self.tid, 0, sig as usize)?;
         Ok(Running { tid: self.tid })
@@ -538,4 +561,12 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
     };
     let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
     Ok(Running { tid: pid })
+}
+
+/// The registers of thread `tid`, which the caller knows to be in a ptrace stop it has not
+/// resumed (a debugger reading a thread other than the one whose stop it handles).
+///
+/// Errors: the thread is running or gone (`ESRCH`, [`Error::TraceeDied`]).
+pub fn regs_of(tid: i32) -> Result<Regs> {
+    sys::get_regs(tid)
 }

@@ -15,6 +15,8 @@
 //! - [`recorder`] and [`replayer`], which mirror each other file for file (`syscall.rs`,
 //!   `signal.rs`, `process.rs`), as hermit's recorder and replayer do: [`recorder::record`] and
 //!   [`replayer::replay`].
+//! - [`debugger`] and [`gdb`]: a debugger's hook in the replayer ("stop here / resume") and the
+//!   GDB remote protocol server on it (`sightline replay --gdbserver`, docs/replay-gdb.md).
 //! - [`Divergence`]: what a replay reports when the program does something other than what was
 //!   recorded.
 //!
@@ -29,8 +31,10 @@
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
 
+pub mod debugger;
 pub mod files;
 pub mod format;
+pub mod gdb;
 pub mod machine;
 pub mod recorder;
 pub mod rendezvous;
@@ -74,6 +78,13 @@ pub enum Error {
     /// The command to record names no file we can execute (execvp's `PATH` rules).
     #[error("finding the command to record")]
     Lookup(#[from] replay_ptrace::exec::LookupError),
+    /// The debugger of a replay ended it (gdb's `kill`) or its connection failed.
+    #[error("debugger: {0}")]
+    Debugger(String),
+    /// A debugger asked for the replay to start again from the beginning (reverse execution);
+    /// handled inside [`replayer::replay_debugged`], never returned by it.
+    #[error("the debugger restarts the replay")]
+    Restart,
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),

@@ -26,8 +26,19 @@ pub struct ReplayArgs {
     /// List every recorded event instead of replaying.
     #[arg(long)]
     pub dump: bool,
+    /// Serve the GDB remote protocol on ADDR (`PORT` or `HOST:PORT`; a bare port listens on the
+    /// loopback address) and wait for gdb (`target remote ADDR`) before replaying. Port 0 picks a
+    /// free one (printed).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["info", "dump", "gdb"])]
+    pub gdbserver: Option<String>,
+    /// Start gdb on the replay, already connected (the recorded executable loaded for symbols).
+    #[arg(long, conflicts_with_all = ["info", "dump"])]
+    pub gdb: bool,
     /// The recording directory.
     pub dir: PathBuf,
+    /// With --gdb: more arguments for gdb (after `--`, e.g. `-- -batch -x cmds.gdb`).
+    #[arg(last = true, requires = "gdb")]
+    pub gdb_args: Vec<String>,
 }
 
 fn default_dir() -> PathBuf {
@@ -99,11 +110,109 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
+    if args.gdbserver.is_some() || args.gdb {
+        return replay_under_gdb(&args, &rec);
+    }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let mut out = stdout.lock();
     let mut err = stderr.lock();
     let outcome = replay::replayer::replay(&rec, &mut out, &mut err).context("replay")?;
+    Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+/// The address `--gdbserver` listens on: `PORT` is `127.0.0.1:PORT`, else `HOST:PORT`.
+fn gdbserver_addr(spec: &str) -> String {
+    if spec.parse::<u16>().is_ok() {
+        format!("127.0.0.1:{spec}")
+    } else {
+        spec.to_owned()
+    }
+}
+
+/// Starts `gdb -q -ex 'target remote ADDR' ARGS EXE` *not* as our child: the replayer waits for
+/// any child (`waitpid(-1)`) and must see only its tracees. A shell starts gdb in the background
+/// (on our stdin, in our process group, so it owns the terminal as we do) and exits at once;
+/// returns gdb's pid.
+fn start_gdb(addr: &str, extra: &[String], exe: &str) -> anyhow::Result<u32> {
+    let pidfile = std::env::temp_dir().join(format!("sightline-gdb-{}.pid", std::process::id()));
+    let st = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"command -v gdb >/dev/null || exit 127; f=$1; shift; exec 3<&0; gdb "$@" <&3 3<&- & echo $! > "$f""#)
+        .arg("sh")
+        .arg(&pidfile)
+        .arg("-q")
+        .arg("-ex")
+        .arg(format!("target remote {addr}"))
+        .args(extra)
+        .arg(exe)
+        .status()
+        .context("starting gdb")?;
+    if st.code() == Some(127) {
+        anyhow::bail!("gdb is not installed (--gdbserver serves any gdb)");
+    }
+    let pid = std::fs::read_to_string(&pidfile).unwrap_or_default();
+    let _ = std::fs::remove_file(&pidfile);
+    pid.trim().parse().context("starting gdb: no pid")
+}
+
+/// Waits until process `pid` (gdb, not our child) is gone or a zombie.
+fn wait_for_gdb(pid: u32) {
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name in parentheses.
+        let state = stat.rsplit_once(") ").map(|(_, r)| r.chars().next());
+        if matches!(state, None | Some(Some('Z' | 'X'))) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `replay --gdbserver ADDR` / `replay --gdb`: waits for gdb, then replays under its control
+/// (docs/replay-gdb.md). Our exit code is the replayed program's; with `--gdb`, gdb's is ignored
+/// (gdb is waited for after the replay).
+fn replay_under_gdb(
+    args: &ReplayArgs,
+    rec: &replay::format::Recording,
+) -> anyhow::Result<ExitCode> {
+    let addr = args
+        .gdbserver
+        .as_deref()
+        .map_or_else(|| "127.0.0.1:0".to_owned(), gdbserver_addr);
+    let listener =
+        std::net::TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
+    let local = listener.local_addr()?;
+    let mut gdb = None;
+    if args.gdb {
+        gdb = Some(start_gdb(
+            &local.to_string(),
+            &args.gdb_args,
+            &rec.meta.path,
+        )?);
+    } else {
+        eprintln!(
+            "sightline: listening for gdb on {local}; connect with: gdb -ex 'target remote {local}' {}",
+            rec.meta.path
+        );
+    }
+    let (stream, peer) = listener.accept().context("waiting for gdb")?;
+    if !peer.ip().is_loopback() {
+        eprintln!("sightline: gdb connected from {peer}");
+    }
+    drop(listener);
+    let mut server =
+        replay::gdb::GdbServer::new(stream, rec.meta.path.clone(), Box::new(std::io::stderr()));
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let mut out = stdout.lock();
+    let mut err = stderr.lock();
+    let result = replay::replayer::replay_debugged(rec, &mut out, &mut err, &mut server);
+    drop(server);
+    if let Some(pid) = gdb {
+        wait_for_gdb(pid);
+    }
+    let outcome = result.context("replay")?;
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
 }
 

@@ -206,6 +206,10 @@ struct Replayer<'o> {
     /// provided files (`crate::files::Provided`), so kept files are not read through overlayfs,
     /// which places large mappings differently (no huge-page alignment).
     files_seen_at: std::path::PathBuf,
+    /// A debugger driving the replay ([`crate::debugger`]), if any.
+    debugger: Option<&'o mut dyn crate::debugger::Debugger>,
+    /// Recorded pid of the first process.
+    root_rec: i32,
 }
 
 /// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
@@ -327,6 +331,100 @@ pub fn replay(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<ReplayOutcome, Error> {
+    replay_inner(rec, stdout, stderr, None)
+}
+
+/// Replays `rec` as [`replay`] does, with `debugger` stopping and resuming it
+/// ([`crate::debugger`]). The debugger is told how the replay ended ([`Debugger::on_end`]).
+///
+/// Errors: those of [`replay`], and the debugger's.
+///
+/// [`Debugger::on_end`]: crate::debugger::Debugger::on_end
+pub fn replay_debugged(
+    rec: &Recording,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    debugger: &mut dyn crate::debugger::Debugger,
+) -> Result<ReplayOutcome, Error> {
+    replay_inner(rec, stdout, stderr, Some(debugger))
+}
+
+fn replay_inner<'o>(
+    rec: &Recording,
+    stdout: &'o mut dyn Write,
+    stderr: &'o mut dyn Write,
+    debugger: Option<&'o mut dyn crate::debugger::Debugger>,
+) -> Result<ReplayOutcome, Error> {
+    let Some(d) = debugger else {
+        return replay_with(rec, stdout, stderr, &mut None);
+    };
+    // A debugger may ask for the run again from the start (reverse execution): the program's
+    // output is written once, so each run writes only what goes beyond the runs before it.
+    let mut out = HighWater::new(stdout);
+    let mut err = HighWater::new(stderr);
+    loop {
+        out.rewind();
+        err.rewind();
+        let mut this_run: Option<&mut dyn crate::debugger::Debugger> = Some(&mut *d);
+        let result = replay_with(rec, &mut out, &mut err, &mut this_run);
+        match result {
+            Err(Error::Restart) => d.on_restart(),
+            result => {
+                d.on_end(result.as_ref().err());
+                return result;
+            }
+        }
+    }
+}
+
+/// A writer that lets through only bytes past the furthest position written so far: a replay run
+/// again from the start writes the recorded output again, which must not be printed twice.
+struct HighWater<'w> {
+    inner: &'w mut dyn Write,
+    /// Bytes written in this run.
+    pos: u64,
+    /// Bytes written in all runs (the furthest `pos`).
+    high: u64,
+}
+
+impl<'w> HighWater<'w> {
+    fn new(inner: &'w mut dyn Write) -> HighWater<'w> {
+        HighWater {
+            inner,
+            pos: 0,
+            high: 0,
+        }
+    }
+
+    /// A new run starts at position 0.
+    fn rewind(&mut self) {
+        self.pos = 0;
+    }
+}
+
+impl Write for HighWater<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let end = self.pos + buf.len() as u64;
+        if end > self.high {
+            let skip = self.high.saturating_sub(self.pos) as usize;
+            self.inner.write_all(&buf[skip..])?;
+            self.high = end;
+        }
+        self.pos = end;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn replay_with<'o>(
+    rec: &Recording,
+    stdout: &'o mut dyn Write,
+    stderr: &'o mut dyn Write,
+    debugger: &mut Option<&'o mut dyn crate::debugger::Debugger>,
+) -> Result<ReplayOutcome, Error> {
     if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
         return Err(Error::Unsupported(format!(
             "this recording stopped early: {why}"
@@ -427,6 +525,8 @@ pub fn replay(
             .files_at
             .clone()
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
+        debugger: debugger.take(),
+        root_rec: root_pid,
     };
     r.real_of.insert(root_pid, root_tid);
     r.procs.insert(
@@ -457,6 +557,7 @@ pub fn replay(
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
     let result = r.run();
+    *debugger = r.debugger.take();
     drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
     if result.is_err() {
@@ -524,6 +625,11 @@ impl Replayer<'_> {
                 p.held = None;
             }
             if ev.is_death() {
+                if ev.tid == self.root
+                    && let Some(d) = self.debugger.as_mut()
+                {
+                    d.on_exit(ev.kind);
+                }
                 self.on_death(ev.tid, ev.kind)?;
                 continue;
             }
@@ -568,6 +674,20 @@ impl Replayer<'_> {
             self.procs.get_mut(&tid).expect("present").held = Some((t, kind));
             return Ok(());
         }
+        let mut t = t;
+        if let Some(how) = self.debugger_stop(&mut t, kind)? {
+            let how = self.debugger_resume(&mut t, kind, how, 0)?;
+            match t.resume(how, 0) {
+                Ok(r) => {
+                    if let Some(p) = self.procs.get_mut(&tid) {
+                        p.thread = Some(r);
+                    }
+                }
+                Err(e) if e.is_tracee_gone() => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(());
+        }
         self.transfer = None;
         let result = self.on_stop(t, kind);
         let transfer = self.transfer.take();
@@ -575,6 +695,7 @@ impl Replayer<'_> {
             Ok(Next::Resume(mut t, how, sig)) => {
                 self.prefill(&mut t)?;
                 self.arm_sync_point(&mut t)?;
+                let how = self.debugger_resume(&mut t, kind, how, sig)?;
                 match t.resume(how, sig) {
                     Ok(r) => {
                         if let Some(p) = self.procs.get_mut(&tid) {
@@ -602,6 +723,73 @@ impl Replayer<'_> {
             self.hand_over(tid, to)?;
         }
         Ok(())
+    }
+
+    /// What the debugger, if any, sees at a stop of `tid` ([`crate::debugger::StopView`]).
+    fn stop_view(&self, tid: i32) -> crate::debugger::StopView {
+        let (rec_tid, rec_pid) = self.procs.get(&tid).map_or((-1, -1), |p| (p.rec, p.tgid));
+        let mut threads: Vec<crate::debugger::ThreadView> = self
+            .procs
+            .iter()
+            .filter(|(_, p)| p.tgid == self.root_rec)
+            .map(|(real, p)| crate::debugger::ThreadView {
+                rec: p.rec,
+                real: *real,
+                stopped: p.thread.is_none() || *real == tid,
+            })
+            .collect();
+        threads.sort_by_key(|t| t.rec);
+        let patches = self
+            .procs
+            .values()
+            .filter(|p| p.tgid == self.root_rec)
+            .filter_map(|p| p.seeking.as_ref()?.check.as_ref())
+            .map(|c| (c.point, c.orig.clone()))
+            .collect();
+        crate::debugger::StopView {
+            rec_tid,
+            rec_pid,
+            first: rec_pid == self.root_rec,
+            first_pid: (self.root_rec, self.root),
+            threads,
+            patches,
+            events: self.events,
+            thread_events: self.streams.get(&rec_tid).map_or(0, |s| s.index),
+        }
+    }
+
+    /// Offers a stop to the debugger: `Some(how)` when it was the debugger's.
+    fn debugger_stop(&mut self, t: &mut Stopped, kind: WaitKind) -> Result<Option<Resume>, Error> {
+        if self.debugger.is_none() {
+            return Ok(None);
+        }
+        let view = self.stop_view(t.tid());
+        let d = self.debugger.as_mut().expect("checked");
+        match d.on_stop(t, kind, &view) {
+            Ok(crate::debugger::Verdict::Replay) => Ok(None),
+            Ok(crate::debugger::Verdict::Resume(how)) => Ok(Some(how)),
+            Err(Error::Ptrace(e)) if e.is_tracee_gone() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Lets the debugger see a resumption replay chose; returns the one to use.
+    fn debugger_resume(
+        &mut self,
+        t: &mut Stopped,
+        kind: WaitKind,
+        how: Resume,
+        sig: i32,
+    ) -> Result<Resume, Error> {
+        if self.debugger.is_none() {
+            return Ok(how);
+        }
+        let view = self.stop_view(t.tid());
+        let d = self.debugger.as_mut().expect("checked");
+        match d.on_resume(t, kind, how, sig, &view) {
+            Err(Error::Ptrace(e)) if e.is_tracee_gone() => Ok(how),
+            other => other,
+        }
     }
 
     /// At a seccomp stop whose recorded call is a writable `MAP_SHARED` `mmap` of a file: as
