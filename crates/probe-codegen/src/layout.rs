@@ -51,6 +51,10 @@ pub enum MapRole {
     /// Speculation states: `nspec + 1` `u64` words (key = speculation id; 0 unused), each
     /// `generation << 8 | state` with state 0 = free, 1 = active ([`SPEC_ACTIVE`]).
     Speculations,
+    /// `chill()`'s budget (DTrace's `cpu_dtrace_chillmark` and `cpu_dtrace_chilled`): one
+    /// per-CPU element of two `u64`s, the start of this CPU's current `chill_interval` (ns,
+    /// CLOCK_MONOTONIC) and the nanoseconds chilled in it.
+    ChillBudget,
 }
 
 /// The state byte of an active speculation in a [`MapRole::Speculations`] word.

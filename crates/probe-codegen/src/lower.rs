@@ -35,6 +35,7 @@ use crate::layout::*;
 
 mod aggs;
 mod args;
+mod destructive;
 mod inet;
 mod int;
 mod maps;
@@ -78,6 +79,9 @@ pub struct CodegenOptions {
     /// column), the value of the `id` built-in at every probe but a system call's (which reads
     /// its number). `None`: `id` reads 0 there.
     pub probe_id: Option<fn(&str) -> u32>,
+    /// The BTF ids of the kernel's `bpf_iter_num_*` kfuncs (read from BTF by the runtime) that
+    /// `chill()`'s spin loop runs on; `None` makes `chill()` a compile error.
+    pub kfuncs: Option<IterNumKfuncs>,
 }
 
 impl Default for CodegenOptions {
@@ -91,8 +95,22 @@ impl Default for CodegenOptions {
             syscall_count: usize::MAX,
             task: None,
             probe_id: None,
+            kfuncs: None,
         }
     }
+}
+
+/// BTF type ids (in `/sys/kernel/btf/vmlinux`) of the open-coded numeric iterator kfuncs
+/// (kernel/bpf/bpf_iter.c, Linux 6.4): a loop over `bpf_iter_num_next` is one the verifier checks
+/// once, however many times it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IterNumKfuncs {
+    /// `int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end)`.
+    pub new: u32,
+    /// `int *bpf_iter_num_next(struct bpf_iter_num *it)` (NULL after the last).
+    pub next: u32,
+    /// `void bpf_iter_num_destroy(struct bpf_iter_num *it)`.
+    pub destroy: u32,
 }
 
 /// Byte offsets in the running kernel's `struct task_struct` (read from BTF by the runtime).
@@ -392,6 +410,8 @@ struct Builder<'p> {
     agg_value_max: u32,
     /// The `sl_spec` map, once a program uses speculations.
     spec_map: Option<usize>,
+    /// The `sl_chill` map (`chill()`'s per-CPU budget), once a program calls `chill()`.
+    chill_map: Option<usize>,
     /// Index of each probe's full name in `layout.probes` (a million-site wildcard looks them
     /// up once each).
     probe_index: std::collections::HashMap<String, usize>,
@@ -426,6 +446,7 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         globals_size: 0,
         agg_value_max: 8,
         spec_map: None,
+        chill_map: None,
         any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
         probe_index: std::collections::HashMap::new(),
     };

@@ -37,6 +37,17 @@ pub enum RuntimeError {
         #[source]
         source: SyscallError,
     },
+    /// The program calls `copyout()` or `copyoutstr()` and the kernel withholds their helper,
+    /// `bpf_probe_write_user` (Linux does under lockdown `integrity` and `confidentiality`).
+    #[error(
+        "{what}: copyout() and copyoutstr() need the kernel's bpf_probe_write_user helper, which this kernel refuses: {why}"
+    )]
+    WriteUserRefused {
+        /// Which clause(s) and probe(s) the program holds.
+        what: String,
+        /// Why, as far as known: the lockdown state from /sys/kernel/security/lockdown.
+        why: String,
+    },
     /// A tracepoint could not be found in tracefs.
     #[error("tracepoint {category}:{event}: not found in tracefs ({dir})")]
     NoTracepoint {
@@ -237,6 +248,12 @@ impl Session {
                 })
                 .map_err(|mut source| {
                     let log = source.verifier_log.take().unwrap_or_default();
+                    if write_user_refused(&log) {
+                        return RuntimeError::WriteUserRefused {
+                            what: what.clone(),
+                            why: lockdown_reason(),
+                        };
+                    }
                     RuntimeError::Verifier {
                         what: what.clone(),
                         clauses: p.clauses.clone().into(),
@@ -636,6 +653,38 @@ fn describe_program(layout: &Layout, p: &probe_codegen::layout::ProgSpec) -> Str
     format!("{} ({}{})", clauses.join(", "), probes.join(", "), more)
 }
 
+/// True when a verifier log says the program may not call `bpf_probe_write_user`: "program of
+/// this type cannot use helper bpf_probe_write_user#36" (Linux 6.x), "unknown func
+/// bpf_probe_write_user#36" (older). Every program type Sightline loads takes its helpers from
+/// `bpf_tracing_func_proto`, which withholds this one only under lockdown.
+pub fn write_user_refused(log: &str) -> bool {
+    log.lines().any(|l| {
+        l.contains("bpf_probe_write_user#36")
+            && (l.contains("cannot use helper") || l.contains("unknown func"))
+    })
+}
+
+/// Why `bpf_probe_write_user` is withheld: the kernel's lockdown mode when
+/// `/sys/kernel/security/lockdown` is readable (`none [integrity] confidentiality`: the bracketed
+/// one is in effect), else the rule itself.
+pub fn lockdown_reason() -> String {
+    lockdown_reason_of(probe_sys::os::read_lockdown().as_deref())
+}
+
+/// [`lockdown_reason`] for the contents of the lockdown file (`None`: not readable).
+fn lockdown_reason_of(state: Option<&str>) -> String {
+    let mode = state.and_then(|s| {
+        let start = s.find('[')? + 1;
+        let end = start + s[start..].find(']')?;
+        Some(s[start..end].to_string())
+    });
+    match mode.as_deref() {
+        Some("none") => "the helper is missing although kernel lockdown is off (none in /sys/kernel/security/lockdown)".into(),
+        Some(m) => format!("kernel lockdown is `{m}` (/sys/kernel/security/lockdown), which withholds the helper from BPF programs"),
+        None => "kernel lockdown (`integrity` or `confidentiality`) withholds the helper from BPF programs (/sys/kernel/security/lockdown, which names the mode, is not readable)".into(),
+    }
+}
+
 /// The verifier's reason: the last non-empty log line that is not a statistics line.
 pub fn verifier_reason(log: &str) -> String {
     log.lines()
@@ -651,6 +700,31 @@ pub fn verifier_reason(log: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_user_refusal_is_recognized_in_both_kernels_wording() {
+        assert!(write_user_refused(
+            "0: (85) call bpf_probe_write_user#36\nprogram of this type cannot use helper bpf_probe_write_user#36\n"
+        ));
+        assert!(write_user_refused("unknown func bpf_probe_write_user#36\n"));
+        assert!(!write_user_refused(
+            "program of this type cannot use helper bpf_send_signal#109\n"
+        ));
+        assert!(!write_user_refused("R1 invalid mem access 'scalar'\n"));
+    }
+
+    #[test]
+    fn lockdown_reason_names_the_mode_in_brackets() {
+        let r = lockdown_reason_of(Some("none [integrity] confidentiality\n"));
+        assert!(r.starts_with("kernel lockdown is `integrity`"), "{r}");
+        let r = lockdown_reason_of(Some("none integrity [confidentiality]\n"));
+        assert!(r.starts_with("kernel lockdown is `confidentiality`"), "{r}");
+        assert!(
+            lockdown_reason_of(Some("[none] integrity confidentiality"))
+                .contains("lockdown is off")
+        );
+        assert!(lockdown_reason_of(None).contains("is not readable"));
+    }
 
     /// The error and its causes joined with ": ", as anyhow's `{:#}` prints them.
     fn chain(e: &dyn std::error::Error) -> String {
