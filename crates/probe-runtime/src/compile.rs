@@ -159,6 +159,12 @@ pub fn compile(
         task,
         probe_id: Some(crate::run::probe_display_id),
         kfuncs,
+        kernel_ring: match crate::run::BufPolicy::of(&checked) {
+            Some(crate::run::BufPolicy::Ring) => {
+                Some(o.bufsize.unwrap_or(crate::run::BUFSIZE_DEFAULT))
+            }
+            _ => None,
+        },
     };
     let layout = probe_codegen::compile(&checked, &cg)?;
     Ok(Compiled { checked, layout })

@@ -506,6 +506,21 @@ impl<'a> Consumer<'a> {
                 self.drop_line(DropKind::Principal, Some(cpu), n)?;
             }
         }
+        // bufpolicy=ring kept in the kernel: the probes' records, read from its maps.
+        let mut ring: Vec<HeldRecord> = Vec::new();
+        self.session.consume_kernel_ring(|r| {
+            ring.push((
+                r.record,
+                r.cpu,
+                r.probe_key,
+                r.mask,
+                r.timestamp,
+                r.bytes.to_vec(),
+            ))
+        })?;
+        for rec in ring {
+            self.record(rec)?;
+        }
         // END runs after everything is detached; its records print normally.
         self.session.run_dtrace(Attach::End)?;
         self.drain()?;

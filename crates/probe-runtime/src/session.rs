@@ -482,6 +482,63 @@ impl Session {
         })
     }
 
+    /// The records of the kernel ring ([`probe_codegen::layout::KernelRing`], `bufpolicy=ring`),
+    /// each CPU's oldest to youngest, CPU after CPU, handed to `f` as the ring buffer's are by
+    /// [`Session::consume`]; returns how many. Nothing without a kernel ring. Reads one
+    /// `BPF_MAP_LOOKUP_ELEM` per record (after the probes are detached, the ring no longer moves).
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when a lookup fails.
+    pub fn consume_kernel_ring(
+        &self,
+        mut f: impl FnMut(RawRecord<'_>),
+    ) -> Result<usize, RuntimeError> {
+        let Some(ring) = self.layout.kernel_ring else {
+            return Ok(0);
+        };
+        let mut heads = vec![0u8; 8 * self.ncpus];
+        if !bpf::map_lookup(self.map(ring.head), &0u32.to_le_bytes(), &mut heads)? {
+            return Ok(0);
+        }
+        let slots = u64::from(ring.slots);
+        let mut slot = vec![0u8; ring.slot_size as usize];
+        let mut n = 0;
+        for cpu in 0..self.ncpus {
+            let head = u64::from_le_bytes(heads[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
+            let (first, count) = if head > slots {
+                (head - slots, slots)
+            } else {
+                (0, head)
+            };
+            for k in first..first + count {
+                let key = cpu as u64 * slots + k % slots;
+                if !bpf::map_lookup(self.map(ring.map), &(key as u32).to_le_bytes(), &mut slot)? {
+                    continue;
+                }
+                let id = u32::from_le_bytes(slot[0..4].try_into().expect("4 bytes"));
+                let Some(desc) = self.layout.records.get(id as usize) else {
+                    continue;
+                };
+                let rec = &slot[..(desc.size as usize).min(slot.len())];
+                if rec.len() < RECORD_HEADER {
+                    continue;
+                }
+                let u64at =
+                    |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().expect("8 bytes"));
+                f(RawRecord {
+                    record: id,
+                    cpu: u32::from_le_bytes(rec[4..8].try_into().expect("4 bytes")),
+                    probe_key: u64at(8),
+                    mask: u64at(16),
+                    timestamp: u64at(24),
+                    bytes: rec,
+                });
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     fn map(&self, i: usize) -> &OwnedFd {
         self.maps[i].as_ref().expect("map fd kept")
     }
