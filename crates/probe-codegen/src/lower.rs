@@ -85,6 +85,10 @@ pub struct CodegenOptions {
     /// `bufpolicy=ring` in the kernel: the ring's bytes per CPU (DTrace's `bufsize`), see
     /// [`crate::layout::KernelRing`]; `None`: records go to the ring buffer.
     pub kernel_ring: Option<u64>,
+    /// With [`CodegenOptions::kernel_ring`], the program's last this many clauses send their
+    /// records to the ring buffer all the same (and do not size the slots): the flight
+    /// recorder's crash report, which the consumer prints after the ring.
+    pub ring_bypass_last: usize,
 }
 
 impl Default for CodegenOptions {
@@ -100,6 +104,7 @@ impl Default for CodegenOptions {
             probe_id: None,
             kfuncs: None,
             kernel_ring: None,
+            ring_bypass_last: 0,
         }
     }
 }
@@ -455,14 +460,16 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         },
         None,
     )?;
+    let bypass_from = prog.clauses.len().saturating_sub(opts.ring_bypass_last);
     let largest = plain
         .records
         .iter()
         .filter(|r| {
-            !matches!(
-                plain.programs[r.program].attach,
-                Attach::Begin | Attach::End | Attach::Error
-            )
+            r.clause < bypass_from
+                && !matches!(
+                    plain.programs[r.program].attach,
+                    Attach::Begin | Attach::End | Attach::Error
+                )
         })
         .map(|r| r.size)
         .max();

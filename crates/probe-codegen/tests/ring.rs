@@ -34,6 +34,10 @@ fn catalog() -> StaticCatalog {
 }
 
 fn build(text: &str, ring: Option<u64>) -> Layout {
+    build_with(text, ring, 0)
+}
+
+fn build_with(text: &str, ring: Option<u64>, bypass: usize) -> Layout {
     let file = SourceFile::new("r.d", text);
     let (program, diags) = parse(&file);
     let map: SourceMap = file.into();
@@ -46,6 +50,7 @@ fn build(text: &str, ring: Option<u64>) -> Layout {
     let opts = CodegenOptions {
         ncpus: 2,
         kernel_ring: ring,
+        ring_bypass_last: bypass,
         ..CodegenOptions::default()
     };
     compile(&checked, &opts).unwrap()
@@ -78,4 +83,31 @@ fn no_ring_without_the_option_or_without_probe_records() {
         build("BEGIN { printf(\"%d\", 1); }", Some(16384)).kernel_ring,
         None
     );
+}
+
+#[test]
+fn bypassed_last_clauses_do_not_size_the_slots() {
+    // The flight recorder's clauses come last and keep the ring buffer: the 40-byte record
+    // alone sizes the slots.
+    let l = build_with(
+        "tick-1s { printf(\"%d\", 1); } tick-1s { printf(\"%s\", execname); }",
+        Some(16384),
+        1,
+    );
+    let r = l.kernel_ring.expect("a kernel ring");
+    assert_eq!((r.slot_size, r.slots), (40, 16384 / 40));
+    // Only the first clause's program looks the ring up; the bypassed one submits to the
+    // ring buffer (helper 130, bpf_ringbuf_output).
+    let uses_ring: Vec<bool> = l
+        .programs
+        .iter()
+        .map(|p| p.map_refs.iter().any(|m| m.map == r.map))
+        .collect();
+    assert!(uses_ring.iter().any(|&u| u), "{uses_ring:?}");
+    let to_ringbuf = l.programs.iter().any(|p| {
+        p.insns
+            .iter()
+            .any(|i| i.code == 0x85 && i.imm == probe_codegen::insn::helper::RINGBUF_OUTPUT)
+    });
+    assert!(to_ringbuf);
 }

@@ -70,6 +70,9 @@ pub struct CompileOptions {
     pub options: Vec<(String, Option<String>)>,
     /// Drop clauses whose descriptions match no probe (`-Z`) instead of failing.
     pub allow_zero_matches: bool,
+    /// Under `bufpolicy=ring`, the program's last this many clauses keep the ring buffer (the
+    /// flight recorder's crash report): [`CodegenOptions::ring_bypass_last`].
+    pub ring_bypass_last: usize,
 }
 
 /// A compiled program: the checked program (its warnings included) and what the code generator
@@ -159,6 +162,7 @@ pub fn compile(
         task,
         probe_id: Some(crate::run::probe_display_id),
         kfuncs,
+        ring_bypass_last: opts.ring_bypass_last,
         kernel_ring: match crate::run::BufPolicy::of(&checked) {
             Some(crate::run::BufPolicy::Ring) => {
                 Some(o.bufsize.unwrap_or(crate::run::BUFSIZE_DEFAULT))

@@ -37,6 +37,10 @@ pub struct RunConfig {
     /// `$target` from `-c` or `-p`: the process whose mappings symbolize user addresses
     /// (`ustack()`, `usym()`, ...).
     pub target_pid: Option<u32>,
+    /// Clauses (program positions) whose kernel-ring records print after every CPU's ring
+    /// rather than in their CPU's turn: the flight recorder's crash report (the `-c`/`-p`
+    /// target died of a core-dumping signal) comes after the records that led to it.
+    pub ring_last_clauses: Vec<usize>,
 }
 
 /// Why tracing stopped.
@@ -329,6 +333,9 @@ pub struct Consumer<'a> {
     stopped_pids: std::collections::BTreeSet<u32>,
     /// The records kept until exit under `bufpolicy=ring` or `fill` (`None`: `switch`).
     held: Option<HeldBuffer>,
+    /// Records of [`RunConfig::ring_last_clauses`] that came through the ring buffer, printed
+    /// after the kernel ring at exit.
+    late: Vec<HeldRecord>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
 }
@@ -407,6 +414,7 @@ impl<'a> Consumer<'a> {
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
             stopped_pids: std::collections::BTreeSet::new(),
+            late: Vec::new(),
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         })
@@ -518,7 +526,16 @@ impl<'a> Consumer<'a> {
                 r.bytes.to_vec(),
             ))
         })?;
-        for rec in ring {
+        let last = &self.cfg.ring_last_clauses;
+        let layout = &self.session.layout;
+        let (late, early): (Vec<HeldRecord>, Vec<HeldRecord>) = ring.into_iter().partition(|r| {
+            layout
+                .records
+                .get(r.0 as usize)
+                .is_some_and(|d| last.contains(&d.clause))
+        });
+        let held_late = std::mem::take(&mut self.late);
+        for rec in early.into_iter().chain(late).chain(held_late) {
             self.record(rec)?;
         }
         // END runs after everything is detached; its records print normally.
@@ -612,6 +629,15 @@ impl<'a> Consumer<'a> {
         });
         if let Some(h) = self.held.as_mut() {
             for rec in recs {
+                let layout = &self.session.layout;
+                if layout
+                    .records
+                    .get(rec.0 as usize)
+                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
+                {
+                    self.late.push(rec);
+                    continue;
+                }
                 if !h.push(rec) && self.stopped.is_none() {
                     // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
                     self.stopped = Some(StopReason::BufferFull);

@@ -98,6 +98,25 @@ pub struct ProbeArgs {
     pub args: Vec<String>,
 }
 
+/// The clauses `-x bufpolicy=ring` with `-c`/`-p` adds: the target's death by a core-dumping
+/// signal recorded with the fault address and the thread's user stack.
+const FLIGHT_RECORDER: &str = include_str!("flight_recorder.d");
+/// How many clauses [`FLIGHT_RECORDER`] holds.
+const FLIGHT_RECORDER_CLAUSES: usize = 2;
+
+/// True when the program runs under `bufpolicy=ring`: the last `bufpolicy` of its pragmas and
+/// then the `-x` options (the analysis applies them in that order).
+fn ring_policy(program: &probe_syntax::ast::Program, x: &[String]) -> bool {
+    let pragmas = program
+        .options()
+        .filter(|o| o.name == "bufpolicy")
+        .map(|o| o.value.clone().unwrap_or_default());
+    let cli = x
+        .iter()
+        .filter_map(|o| o.strip_prefix("bufpolicy=").map(str::to_string));
+    pragmas.chain(cli).last().as_deref() == Some("ring")
+}
+
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
@@ -157,10 +176,20 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if map.files().len() == usize::from(!args.causal.is_empty()) {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
     }
-    let program = match compile::parse(&map) {
+    let mut program = match compile::parse(&map) {
         Ok(p) => p,
         Err(e) => return report(e, &map),
     };
+    // The flight recorder's crash report: with the ring policy and a target, two more clauses.
+    let flight_recorder =
+        ring_policy(&program, &args.options) && (args.command.is_some() || args.pid.is_some());
+    if flight_recorder {
+        map.add("<flight recorder>", FLIGHT_RECORDER.to_string());
+        program = match compile::parse(&map) {
+            Ok(p) => p,
+            Err(e) => return report(e, &map),
+        };
+    }
     // The target: -c spawns it held, -p names it.
     // Declared before the child so that it drops after it, at the very end: dropping it resumes a
     // command still stopped at its entry.
@@ -219,6 +248,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         target_pid,
         options,
         allow_zero_matches: args.zero_matches || args.options.iter().any(|o| o == "zdefs"),
+        ring_bypass_last: if flight_recorder {
+            FLIGHT_RECORDER_CLAUSES
+        } else {
+            0
+        },
     };
     let Compiled { checked, layout } = match compile::compile(&program, &catalog, &opts) {
         Ok(c) => c,
@@ -262,6 +296,12 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             None
         },
         target_pid,
+        ring_last_clauses: if flight_recorder {
+            let n = checked.clauses.len();
+            (n.saturating_sub(FLIGHT_RECORDER_CLAUSES)..n).collect()
+        } else {
+            Vec::new()
+        },
     };
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(

@@ -54,7 +54,9 @@ impl ProgGen<'_, '_> {
     /// Under the kernel ring ([`KernelRing`]), a probe-fired program's record goes into this
     /// CPU's next ring slot instead.
     pub(super) fn submit(&mut self, base: u32, size: u32) {
+        let bypass_from = (self.b.prog.clauses.len()).saturating_sub(self.b.opts.ring_bypass_last);
         if let Some(ring) = self.b.ring
+            && self.clause < bypass_from
             && !matches!(
                 self.group,
                 GroupKey::Begin | GroupKey::End | GroupKey::Error
