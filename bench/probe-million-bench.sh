@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Issue 15, "Millions of probes": instruction probes at scale, side by side with bpftrace where it
+# can (root). In one run:
+#   1. every probe of libc's *printf* functions (entry, return and every instruction, about
+#      2,000 sites) in a sleeping process: sightline's whole run (compile + attach + detach) with
+#      the probe count, and bpftrace's on the same sites (`uprobe:PATH:FUNC+0xOFF`, one BPF
+#      program and one perf event per site there).
+#   2. one process with over a million probes: every probe of python3.11's executable and of
+#      libc.so.6 under `-c 'python3.11 -c "print(45)"'`: probes attached, whole run, peak RSS of
+#      sightline, the kernel memory the probes hold (MemAvailable sampled every 50 ms against
+#      the idle figure) and whether the target's output is unchanged. bpftrace is not run here:
+#      at one program and one perf event per site it would take hours.
+#   3. per-hit cost on the same sites: see bench/probe-user-bench.sh.
+# Usage: bench/probe-million-bench.sh   (SIGHTLINE=path uses that binary instead of a release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/bench-build}
+if [ -z "${SIGHTLINE:-}" ]; then
+    cargo build -q --release -p sightline
+    SIGHTLINE=$CARGO_TARGET_DIR/release/sightline
+fi
+PY=/usr/bin/python3.11
+command -v bpftrace >/dev/null || apt-get install -y bpftrace
+echo "sightline: $SIGHTLINE"
+echo "bpftrace: $(bpftrace --version)"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+T=$(mktemp -d)
+trap 'kill "${sp:-}" 2>/dev/null || true; rm -rf "$T"' EXIT
+ms() { echo $(( ($2 - $1) / 1000000 )); }
+
+# 1. A few thousand sites: every probe (entry, return, each instruction) of libc's *printf*
+#    functions in a sleeping process.
+LIBC=/lib/x86_64-linux-gnu/libc.so.6
+sleep 600 &
+sp=$!
+sleep 0.2
+D='pid$target:libc.so.6:*printf*:'
+"$SIGHTLINE" probe -l -p "$sp" -n "$D" | awk 'NR > 1 { print $4, $5 }' > "$T/sites"
+n1=$(wc -l < "$T/sites")
+t0=$(date +%s%N)
+"$SIGHTLINE" probe -q -p "$sp" -n "$D { @ = count(); } tick-10ms { exit(0); }" > /dev/null
+t1=$(date +%s%N)
+sl1=$(ms "$t0" "$t1")
+# bpftrace names an instruction FUNC+0xOFF, an entry FUNC, a return uretprobe:FUNC; -p limits
+# its uprobes to the process as sightline's pid provider does; BPFTRACE_MAX_PROBES lifts its
+# default limit of 512 probes.
+awk -v p="$LIBC" '
+  $2 == "entry" { print "uprobe:" p ":" $1 }
+  $2 == "return" { print "uretprobe:" p ":" $1 }
+  $2 != "entry" && $2 != "return" { print "uprobe:" p ":" $1 "+0x" $2 }' "$T/sites" |
+    paste -sd, - > "$T/bt_probes"
+t0=$(date +%s%N)
+BPFTRACE_MAX_PROBES=$((n1 + 16)) timeout 1800 bpftrace -p "$sp" -e "$(cat "$T/bt_probes") { @ = count(); } interval:ms:10 { exit(); }" > "$T/bt1.out" 2>&1 || true
+t1=$(date +%s%N)
+bt1=$(ms "$t0" "$t1")
+bt1_att=$(grep -o 'Attaching [0-9]* probes' "$T/bt1.out" || tail -1 "$T/bt1.out")
+kill "$sp"
+awk -v n="$n1" -v s="$sl1" -v t="$bt1" -v a="$bt1_att" 'BEGIN {
+  printf "1. every probe of libc'"'"'s *printf* functions (%d sites) in one process, whole runs (compile, attach, detach)\n", n;
+  printf "   sightline %d ms; bpftrace %d ms (%s); ratio sightline/bpftrace %.4f\n", s, t, a, s / t;
+}'
+
+# 2. Over a million probes in one process.
+avail() { awk '/^MemAvailable:/ { print $2 }' /proc/meminfo; }
+idle=$(avail)
+(
+    low=$idle
+    while [ ! -e "$T/done" ]; do
+        a=$(avail)
+        [ "$a" -lt "$low" ] && low=$a
+        sleep 0.05
+    done
+    echo $(( idle - low )) > "$T/kmem"
+) &
+sampler=$!
+t0=$(date +%s%N)
+/usr/bin/time -f '%M' -o "$T/rss" "$SIGHTLINE" probe -q -c "$PY -c 'print(45)'" \
+    -n 'pid$target:a.out::, pid$target:libc.so.6:: { @ = count(); }' \
+    -n 'END { printa("hits %@d\n", @); }' > "$T/py.out" 2> "$T/py.err" || true
+t1=$(date +%s%N)
+touch "$T/done"
+wait "$sampler"
+sl2=$(ms "$t0" "$t1")
+native=$($PY -c 'print(45)')
+got=$(grep -v '^hits' "$T/py.out" | grep -v '^$' || true)
+hits=$(awk '/^hits/ { print $2 }' "$T/py.out")
+# (-l with -c lists nothing: count on a sleeping python3.11.)
+$PY -c 'import time; time.sleep(600)' &
+sp=$!
+sleep 0.5
+n2=$("$SIGHTLINE" probe -l -p "$sp" -n 'pid$target:a.out::, pid$target:libc.so.6::' | tail -n +2 | wc -l)
+kill "$sp"
+echo "2. every probe of python3.11's executable and libc.so.6 under -c 'python3.11 -c \"print(45)\"'"
+echo "   probes: $n2 listed; hits $hits; whole run $sl2 ms; sightline peak RSS $(cat "$T/rss") KiB"
+echo "   kernel memory held while attached (MemAvailable drop, includes the target): $(cat "$T/kmem") KiB"
+if [ "$got" = "$native" ]; then
+    echo "   target output unchanged ($got)"
+else
+    echo "   TARGET OUTPUT CHANGED: native '$native', traced '$got'"
+    sed -n 1,5p "$T/py.err"
+fi
+grep -i 'warning\|refused' "$T/py.err" | head -3 || true
