@@ -101,6 +101,8 @@ pub struct ProbeArgs {
 /// The clauses `-x bufpolicy=ring` with `-c`/`-p` adds: the target's death by a core-dumping
 /// signal recorded with the fault address and the thread's user stack.
 const FLIGHT_RECORDER: &str = include_str!("flight_recorder.d");
+/// The source name of [`FLIGHT_RECORDER`] (in diagnostics; no "matched N probes" notice).
+const FLIGHT_RECORDER_FILE: &str = "<flight recorder>";
 /// How many clauses [`FLIGHT_RECORDER`] holds.
 const FLIGHT_RECORDER_CLAUSES: usize = 2;
 
@@ -184,7 +186,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let flight_recorder =
         ring_policy(&program, &args.options) && (args.command.is_some() || args.pid.is_some());
     if flight_recorder {
-        map.add("<flight recorder>", FLIGHT_RECORDER.to_string());
+        map.add(FLIGHT_RECORDER_FILE, FLIGHT_RECORDER.to_string());
         program = match compile::parse(&map) {
             Ok(p) => p,
             Err(e) => return report(e, &map),
@@ -324,6 +326,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         // The --causal prelude is not the user's: no notice for it.
         let pre = usize::from(!args.causal.is_empty());
         for (f, n) in map.files().iter().skip(pre).zip(0..) {
+            if flight_recorder && f.name() == FLIGHT_RECORDER_FILE {
+                continue;
+            }
             let probes: usize = checked
                 .clauses
                 .iter()
