@@ -119,6 +119,9 @@ pub fn insn(i: &Insn) -> String {
             let r = if class == 5 { "r" } else { "w" };
             let cmp = match op {
                 0x00 => return format!("goto {:+}", i.off),
+                0x80 if i.src == crate::insn::PSEUDO_KFUNC_CALL => {
+                    return format!("call kfunc btf#{}", i.imm);
+                }
                 0x80 => return format!("call {}", i.imm),
                 0x90 => return "exit".into(),
                 0x10 => "==",

@@ -244,6 +244,10 @@ pub struct Label(usize);
 /// `src_reg` value of `lddw` meaning "the immediate is a map fd" (`BPF_PSEUDO_MAP_FD`).
 pub const PSEUDO_MAP_FD: u8 = 1;
 
+/// `src_reg` value of a call meaning "the immediate is a kernel function's BTF id"
+/// (`BPF_PSEUDO_KFUNC_CALL`).
+pub const PSEUDO_KFUNC_CALL: u8 = 2;
+
 /// An instruction buffer with labels. Map references are emitted with the *map index* (into the
 /// program's map table) as the immediate; [`MapRef`] records where, so the loader patches real fds.
 #[derive(Debug, Default, Clone)]
@@ -407,6 +411,11 @@ impl Asm {
     pub fn call(&mut self, id: i32) {
         self.push(JMP | 0x80, R0, R0, 0, id);
     }
+    /// Calls the kernel function (kfunc) whose BTF type id in vmlinux is `btf_id`
+    /// (`BPF_PSEUDO_KFUNC_CALL`, src_reg 2, Linux 5.13; kernel/bpf/verifier.c `add_kfunc_call`).
+    pub fn call_kfunc(&mut self, btf_id: u32) {
+        self.push(JMP | 0x80, R0, Reg(PSEUDO_KFUNC_CALL), 0, btf_id as i32);
+    }
     /// Returns R0.
     pub fn exit(&mut self) {
         self.push(JMP | 0x90, R0, R0, 0, 0);
@@ -452,6 +461,9 @@ pub mod helper {
     /// `struct pt_regs *bpf_task_pt_regs(struct task_struct *task)`: the task's saved user
     /// registers (Linux 5.15)
     pub const TASK_PT_REGS: i32 = 175;
+    /// `long bpf_probe_write_user(void *dst, const void *src, u32 len)` (Linux 4.8; the kernel
+    /// withholds it under lockdown `integrity` and `confidentiality`)
+    pub const PROBE_WRITE_USER: i32 = 36;
     /// `long bpf_send_signal(u32 sig)`: to the current process (Linux 5.3)
     pub const SEND_SIGNAL: i32 = 109;
     /// `long bpf_get_stack(ctx, buf, size, flags)`

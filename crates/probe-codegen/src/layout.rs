@@ -51,6 +51,15 @@ pub enum MapRole {
     /// Speculation states: `nspec + 1` `u64` words (key = speculation id; 0 unused), each
     /// `generation << 8 | state` with state 0 = free, 1 = active ([`SPEC_ACTIVE`]).
     Speculations,
+    /// `chill()`'s budget (DTrace's `cpu_dtrace_chillmark` and `cpu_dtrace_chilled`): one
+    /// per-CPU element of two `u64`s, the start of this CPU's current `chill_interval` (ns,
+    /// CLOCK_MONOTONIC) and the nanoseconds chilled in it.
+    ChillBudget,
+    /// `bufpolicy=ring`'s record slots ([`KernelRing`]): `ncpus * slots` elements of one slot
+    /// each, keyed by `cpu * slots + slot`.
+    RecordRing,
+    /// `bufpolicy=ring`'s per-CPU head: one `u64`, the number of records this CPU wrote.
+    RingHead,
 }
 
 /// The state byte of an active speculation in a [`MapRole::Speculations`] word.
@@ -467,6 +476,28 @@ pub struct Layout {
     pub ringbuf: usize,
     /// Index of the stats map in `maps`.
     pub stats: usize,
+    /// `bufpolicy=ring`'s flight recorder in the kernel, when the options asked for it.
+    pub kernel_ring: Option<KernelRing>,
+}
+
+/// `bufpolicy=ring` kept in the kernel (DTrace's ring policy): every record of a probe-fired
+/// program (not BEGIN, END or ERROR, which run in the consumer) goes into its CPU's ring of
+/// `slots` fixed-size slots instead of the ring buffer, overwriting the oldest, so it outlives
+/// the consumer until the maps are closed. Slot `i` of CPU `c` is key `c * slots + i` of the
+/// [`MapRole::RecordRing`] array; the per-CPU [`MapRole::RingHead`] word counts the records each
+/// CPU wrote (the next slot is `head % slots`). A record never spans two slots: the slot size
+/// is the program's largest record, so a ring of `bufsize` bytes holds `bufsize / slot_size`
+/// records per CPU. The consumer reads each CPU's ring oldest to youngest at exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelRing {
+    /// Index of the slot array in [`Layout::maps`].
+    pub map: usize,
+    /// Index of the head counters in [`Layout::maps`].
+    pub head: usize,
+    /// Bytes per slot (the largest record, a multiple of 8).
+    pub slot_size: u32,
+    /// Slots per CPU.
+    pub slots: u32,
 }
 
 /// How `argN` is read at a probe (`arg0..arg9` are `int64_t` in D): the probe kinds differ.

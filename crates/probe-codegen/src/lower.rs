@@ -35,6 +35,7 @@ use crate::layout::*;
 
 mod aggs;
 mod args;
+mod destructive;
 mod inet;
 mod int;
 mod maps;
@@ -78,6 +79,16 @@ pub struct CodegenOptions {
     /// column), the value of the `id` built-in at every probe but a system call's (which reads
     /// its number). `None`: `id` reads 0 there.
     pub probe_id: Option<fn(&str) -> u32>,
+    /// The BTF ids of the kernel's `bpf_iter_num_*` kfuncs (read from BTF by the runtime) that
+    /// `chill()`'s spin loop runs on; `None` makes `chill()` a compile error.
+    pub kfuncs: Option<IterNumKfuncs>,
+    /// `bufpolicy=ring` in the kernel: the ring's bytes per CPU (DTrace's `bufsize`), see
+    /// [`crate::layout::KernelRing`]; `None`: records go to the ring buffer.
+    pub kernel_ring: Option<u64>,
+    /// With [`CodegenOptions::kernel_ring`], the program's last this many clauses send their
+    /// records to the ring buffer all the same (and do not size the slots): the flight
+    /// recorder's crash report, which the consumer prints after the ring.
+    pub ring_bypass_last: usize,
 }
 
 impl Default for CodegenOptions {
@@ -91,8 +102,24 @@ impl Default for CodegenOptions {
             syscall_count: usize::MAX,
             task: None,
             probe_id: None,
+            kfuncs: None,
+            kernel_ring: None,
+            ring_bypass_last: 0,
         }
     }
+}
+
+/// BTF type ids (in `/sys/kernel/btf/vmlinux`) of the open-coded numeric iterator kfuncs
+/// (kernel/bpf/bpf_iter.c, Linux 6.4): a loop over `bpf_iter_num_next` is one the verifier checks
+/// once, however many times it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IterNumKfuncs {
+    /// `int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end)`.
+    pub new: u32,
+    /// `int *bpf_iter_num_next(struct bpf_iter_num *it)` (NULL after the last).
+    pub next: u32,
+    /// `void bpf_iter_num_destroy(struct bpf_iter_num *it)`.
+    pub destroy: u32,
 }
 
 /// Byte offsets in the running kernel's `struct task_struct` (read from BTF by the runtime).
@@ -167,6 +194,8 @@ type Res<T> = Result<T, CodegenError>;
 const SLOT_KEY: i16 = -8;
 /// Stack slot holding the system call number (syscall programs).
 const SLOT_NR: i16 = -16;
+/// Stack slot holding the key of a kernel-ring slot ([`crate::layout::KernelRing`]).
+const SLOT_RING: i16 = -24;
 /// First free stack slot.
 const SLOT_FIRST: i16 = -32;
 /// Capacity of the `probefunc` table entries for syscall programs.
@@ -392,6 +421,10 @@ struct Builder<'p> {
     agg_value_max: u32,
     /// The `sl_spec` map, once a program uses speculations.
     spec_map: Option<usize>,
+    /// The `sl_chill` map (`chill()`'s per-CPU budget), once a program calls `chill()`.
+    chill_map: Option<usize>,
+    /// The kernel ring's maps and shape (`bufpolicy=ring` with [`CodegenOptions::kernel_ring`]).
+    ring: Option<KernelRing>,
     /// Index of each probe's full name in `layout.probes` (a million-site wildcard looks them
     /// up once each).
     probe_index: std::collections::HashMap<String, usize>,
@@ -415,6 +448,44 @@ fn calls_exit(body: &[TStmt]) -> bool {
 /// Errors: a construct not supported by this code generator (named in the message, e.g.
 /// `strjoin()`), or a program too large for the BPF stack/scratch limits.
 pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
+    let Some(bytes) = opts.kernel_ring else {
+        return compile_with(prog, opts, None);
+    };
+    // The slot size is the largest record a probe-fired program sends: a first pass finds it.
+    let plain = compile_with(
+        prog,
+        &CodegenOptions {
+            kernel_ring: None,
+            ..opts.clone()
+        },
+        None,
+    )?;
+    let bypass_from = prog.clauses.len().saturating_sub(opts.ring_bypass_last);
+    let largest = plain
+        .records
+        .iter()
+        .filter(|r| {
+            r.clause < bypass_from
+                && !matches!(
+                    plain.programs[r.program].attach,
+                    Attach::Begin | Attach::End | Attach::Error
+                )
+        })
+        .map(|r| r.size)
+        .max();
+    let Some(largest) = largest else {
+        return Ok(plain);
+    };
+    let slot_size = largest.div_ceil(8) * 8;
+    let slots = (bytes / slot_size as u64).clamp(1, (u32::MAX / opts.ncpus.max(1)) as u64) as u32;
+    compile_with(prog, opts, Some((slot_size, slots)))
+}
+
+fn compile_with(
+    prog: &CheckedProgram,
+    opts: &CodegenOptions,
+    ring: Option<(u32, u32)>,
+) -> Res<Layout> {
     let strsize = prog.options.strsize.clamp(8, 4096);
     let mut b = Builder {
         prog,
@@ -426,10 +497,40 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         globals_size: 0,
         agg_value_max: 8,
         spec_map: None,
+        chill_map: None,
+        ring: None,
         any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
         probe_index: std::collections::HashMap::new(),
     };
     b.build_maps()?;
+    if let Some((slot_size, slots)) = ring {
+        let map = b.add_map(MapSpec {
+            name: "sl_ring".into(),
+            kind: MapKind::Array,
+            key_size: 4,
+            value_size: slot_size,
+            max_entries: slots * opts.ncpus.max(1),
+            no_prealloc: false,
+            role: MapRole::RecordRing,
+        });
+        let head = b.add_map(MapSpec {
+            name: "sl_ring_head".into(),
+            kind: MapKind::PercpuArray,
+            key_size: 4,
+            value_size: 8,
+            max_entries: 1,
+            no_prealloc: false,
+            role: MapRole::RingHead,
+        });
+        let r = KernelRing {
+            map,
+            head,
+            slot_size,
+            slots,
+        };
+        b.ring = Some(r);
+        b.layout.kernel_ring = Some(r);
+    }
     // Group clauses by attach point, keeping program order inside each group.
     let mut groups: BTreeMap<GroupKey, Vec<(usize, Vec<ProbeInfo>)>> = BTreeMap::new();
     let mut order: Vec<GroupKey> = Vec::new();
@@ -468,10 +569,15 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         }
         // A clause that needs a per-site constant (`probefunc` differing between the sites)
         // falls back to one program per site.
-        let saved = (b.layout.clone(), b.spec_map, b.probe_index.clone());
+        let saved = (
+            b.layout.clone(),
+            b.spec_map,
+            b.chill_map,
+            b.probe_index.clone(),
+        );
         match b.program(g, members.clone()) {
             Err(e) if e.message == PER_SITE_NEEDED => {
-                (b.layout, b.spec_map, b.probe_index) = saved;
+                (b.layout, b.spec_map, b.chill_map, b.probe_index) = saved;
                 for (key, m) in split_multi(&members) {
                     b.program(key, m)?;
                 }

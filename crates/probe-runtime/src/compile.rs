@@ -14,7 +14,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use probe_codegen::lower::TaskOffsets;
+use probe_codegen::lower::{IterNumKfuncs, TaskOffsets};
 use probe_codegen::{CodegenOptions, Layout};
 use probe_sema::btf::{Btf, BtfError};
 use probe_sema::{CheckedProgram, ProbeCatalog, SemaOptions};
@@ -70,6 +70,9 @@ pub struct CompileOptions {
     pub options: Vec<(String, Option<String>)>,
     /// Drop clauses whose descriptions match no probe (`-Z`) instead of failing.
     pub allow_zero_matches: bool,
+    /// Under `bufpolicy=ring`, the program's last this many clauses keep the ring buffer (the
+    /// flight recorder's crash report): [`CodegenOptions::ring_bypass_last`].
+    pub ring_bypass_last: usize,
 }
 
 /// A compiled program: the checked program (its warnings included) and what the code generator
@@ -126,6 +129,13 @@ pub fn compile(
     } else {
         None
     };
+    // chill()'s spin loop: the kfunc ids, or None (codegen then says what is missing).
+    let kfuncs = if probe_sema::needs_kfuncs(program) {
+        let btf = kernel_btf()?;
+        iter_num_kfuncs(&btf)
+    } else {
+        None
+    };
     let sema_opts = SemaOptions {
         macro_args: opts.macro_args.clone(),
         script_name: opts.script_name.clone(),
@@ -151,6 +161,14 @@ pub fn compile(
         syscall_count: linux_syscalls::SYSCALLS_X86_64.len(),
         task,
         probe_id: Some(crate::run::probe_display_id),
+        kfuncs,
+        ring_bypass_last: opts.ring_bypass_last,
+        kernel_ring: match crate::run::BufPolicy::of(&checked) {
+            Some(crate::run::BufPolicy::Ring) => {
+                Some(o.bufsize.unwrap_or(crate::run::BUFSIZE_DEFAULT))
+            }
+            _ => None,
+        },
     };
     let layout = probe_codegen::compile(&checked, &cg)?;
     Ok(Compiled { checked, layout })
@@ -179,6 +197,16 @@ pub fn kernel_btf() -> Result<Arc<Btf>, CompileError> {
     }
 }
 
+/// The BTF ids of the `bpf_iter_num_new`, `_next` and `_destroy` kfuncs `chill()` runs on;
+/// `None` when `btf` lacks one (a kernel before 6.4).
+pub fn iter_num_kfuncs(btf: &Btf) -> Option<IterNumKfuncs> {
+    Some(IterNumKfuncs {
+        new: btf.func_id("bpf_iter_num_new")?,
+        next: btf.func_id("bpf_iter_num_next")?,
+        destroy: btf.func_id("bpf_iter_num_destroy")?,
+    })
+}
+
 /// The `struct task_struct` member offsets (bytes) the code generator reads for `ppid`
 /// (`real_parent`, then the parent's `tgid`) and `vtimestamp` (`se.sum_exec_runtime`).
 ///
@@ -205,6 +233,23 @@ mod tests {
         let mut m = SourceMap::new();
         m.add("t.d", text.to_string());
         m
+    }
+
+    /// The running kernel's BTF names the three `bpf_iter_num` kfuncs `chill()` calls (Linux
+    /// 6.4+), as distinct FUNC types.
+    #[test]
+    fn kernel_btf_has_the_iterator_kfuncs() {
+        if !test_support::require_file(KERNEL_BTF, "kernel BTF") {
+            return;
+        }
+        let btf = kernel_btf().unwrap();
+        let k = iter_num_kfuncs(&btf).expect("bpf_iter_num_* in kernel BTF");
+        assert!(
+            k.new != k.next && k.next != k.destroy && k.new != k.destroy,
+            "{k:?}"
+        );
+        assert_eq!(btf.func_id("bpf_iter_num_new"), Some(k.new));
+        assert_eq!(btf.func_id("no_such_function_sightline"), None);
     }
 
     #[test]

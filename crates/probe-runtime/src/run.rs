@@ -41,6 +41,10 @@ pub struct RunConfig {
     /// Requests from another thread: stop tracing, snapshot the aggregations
     /// ([`RunControl`]).
     pub control: Option<std::sync::Arc<RunControl>>,
+    /// Clauses (program positions) whose kernel-ring records print after every CPU's ring
+    /// rather than in their CPU's turn: the flight recorder's crash report (the `-c`/`-p`
+    /// target died of a core-dumping signal) comes after the records that led to it.
+    pub ring_last_clauses: Vec<usize>,
 }
 
 /// Requests another thread makes to a running [`Consumer`], seen at its next wake-up (at most
@@ -393,6 +397,9 @@ pub struct Consumer<'a> {
     stopped_pids: std::collections::BTreeSet<u32>,
     /// The records kept until exit under `bufpolicy=ring` or `fill` (`None`: `switch`).
     held: Option<HeldBuffer>,
+    /// Records of [`RunConfig::ring_last_clauses`] that came through the ring buffer, printed
+    /// after the kernel ring at exit.
+    late: Vec<HeldRecord>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
     /// Event mode: every event goes here instead of a JSON line ([`Consumer::set_event_sink`]).
@@ -477,6 +484,7 @@ impl<'a> Consumer<'a> {
             events: None,
             cur_clause: None,
             stopped_pids: std::collections::BTreeSet::new(),
+            late: Vec::new(),
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         })
@@ -614,6 +622,30 @@ impl<'a> Consumer<'a> {
                 self.drop_line(DropKind::Principal, Some(cpu), n)?;
             }
         }
+        // bufpolicy=ring kept in the kernel: the probes' records, read from its maps.
+        let mut ring: Vec<HeldRecord> = Vec::new();
+        self.session.consume_kernel_ring(|r| {
+            ring.push((
+                r.record,
+                r.cpu,
+                r.probe_key,
+                r.mask,
+                r.timestamp,
+                r.bytes.to_vec(),
+            ))
+        })?;
+        let last = &self.cfg.ring_last_clauses;
+        let layout = &self.session.layout;
+        let (late, early): (Vec<HeldRecord>, Vec<HeldRecord>) = ring.into_iter().partition(|r| {
+            layout
+                .records
+                .get(r.0 as usize)
+                .is_some_and(|d| last.contains(&d.clause))
+        });
+        let held_late = std::mem::take(&mut self.late);
+        for rec in early.into_iter().chain(late).chain(held_late) {
+            self.record(rec)?;
+        }
         // END runs after everything is detached; its records print normally.
         self.session.run_dtrace(Attach::End)?;
         self.drain()?;
@@ -708,6 +740,15 @@ impl<'a> Consumer<'a> {
         });
         if let Some(h) = self.held.as_mut() {
             for rec in recs {
+                let layout = &self.session.layout;
+                if layout
+                    .records
+                    .get(rec.0 as usize)
+                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
+                {
+                    self.late.push(rec);
+                    continue;
+                }
                 if !h.push(rec) && self.stopped.is_none() {
                     // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
                     self.stopped = Some(StopReason::BufferFull);

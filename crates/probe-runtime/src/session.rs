@@ -37,6 +37,17 @@ pub enum RuntimeError {
         #[source]
         source: SyscallError,
     },
+    /// The program calls `copyout()` or `copyoutstr()` and the kernel withholds their helper,
+    /// `bpf_probe_write_user` (Linux does under lockdown `integrity` and `confidentiality`).
+    #[error(
+        "{what}: copyout() and copyoutstr() need the kernel's bpf_probe_write_user helper, which this kernel refuses: {why}"
+    )]
+    WriteUserRefused {
+        /// Which clause(s) and probe(s) the program holds.
+        what: String,
+        /// Why, as far as known: the lockdown state from /sys/kernel/security/lockdown.
+        why: String,
+    },
     /// A tracepoint could not be found in tracefs.
     #[error("tracepoint {category}:{event}: not found in tracefs ({dir})")]
     NoTracepoint {
@@ -237,6 +248,12 @@ impl Session {
                 })
                 .map_err(|mut source| {
                     let log = source.verifier_log.take().unwrap_or_default();
+                    if write_user_refused(&log) {
+                        return RuntimeError::WriteUserRefused {
+                            what: what.clone(),
+                            why: lockdown_reason(),
+                        };
+                    }
                     RuntimeError::Verifier {
                         what: what.clone(),
                         clauses: p.clauses.clone().into(),
@@ -465,6 +482,63 @@ impl Session {
         })
     }
 
+    /// The records of the kernel ring ([`probe_codegen::layout::KernelRing`], `bufpolicy=ring`),
+    /// each CPU's oldest to youngest, CPU after CPU, handed to `f` as the ring buffer's are by
+    /// [`Session::consume`]; returns how many. Nothing without a kernel ring. Reads one
+    /// `BPF_MAP_LOOKUP_ELEM` per record (after the probes are detached, the ring no longer moves).
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when a lookup fails.
+    pub fn consume_kernel_ring(
+        &self,
+        mut f: impl FnMut(RawRecord<'_>),
+    ) -> Result<usize, RuntimeError> {
+        let Some(ring) = self.layout.kernel_ring else {
+            return Ok(0);
+        };
+        let mut heads = vec![0u8; 8 * self.ncpus];
+        if !bpf::map_lookup(self.map(ring.head), &0u32.to_le_bytes(), &mut heads)? {
+            return Ok(0);
+        }
+        let slots = u64::from(ring.slots);
+        let mut slot = vec![0u8; ring.slot_size as usize];
+        let mut n = 0;
+        for cpu in 0..self.ncpus {
+            let head = u64::from_le_bytes(heads[cpu * 8..cpu * 8 + 8].try_into().expect("8 bytes"));
+            let (first, count) = if head > slots {
+                (head - slots, slots)
+            } else {
+                (0, head)
+            };
+            for k in first..first + count {
+                let key = cpu as u64 * slots + k % slots;
+                if !bpf::map_lookup(self.map(ring.map), &(key as u32).to_le_bytes(), &mut slot)? {
+                    continue;
+                }
+                let id = u32::from_le_bytes(slot[0..4].try_into().expect("4 bytes"));
+                let Some(desc) = self.layout.records.get(id as usize) else {
+                    continue;
+                };
+                let rec = &slot[..(desc.size as usize).min(slot.len())];
+                if rec.len() < RECORD_HEADER {
+                    continue;
+                }
+                let u64at =
+                    |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().expect("8 bytes"));
+                f(RawRecord {
+                    record: id,
+                    cpu: u32::from_le_bytes(rec[4..8].try_into().expect("4 bytes")),
+                    probe_key: u64at(8),
+                    mask: u64at(16),
+                    timestamp: u64at(24),
+                    bytes: rec,
+                });
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     fn map(&self, i: usize) -> &OwnedFd {
         self.maps[i].as_ref().expect("map fd kept")
     }
@@ -636,6 +710,38 @@ fn describe_program(layout: &Layout, p: &probe_codegen::layout::ProgSpec) -> Str
     format!("{} ({}{})", clauses.join(", "), probes.join(", "), more)
 }
 
+/// True when a verifier log says the program may not call `bpf_probe_write_user`: "program of
+/// this type cannot use helper bpf_probe_write_user#36" (Linux 6.x), "unknown func
+/// bpf_probe_write_user#36" (older). Every program type Sightline loads takes its helpers from
+/// `bpf_tracing_func_proto`, which withholds this one only under lockdown.
+pub fn write_user_refused(log: &str) -> bool {
+    log.lines().any(|l| {
+        l.contains("bpf_probe_write_user#36")
+            && (l.contains("cannot use helper") || l.contains("unknown func"))
+    })
+}
+
+/// Why `bpf_probe_write_user` is withheld: the kernel's lockdown mode when
+/// `/sys/kernel/security/lockdown` is readable (`none [integrity] confidentiality`: the bracketed
+/// one is in effect), else the rule itself.
+pub fn lockdown_reason() -> String {
+    lockdown_reason_of(probe_sys::os::read_lockdown().as_deref())
+}
+
+/// [`lockdown_reason`] for the contents of the lockdown file (`None`: not readable).
+fn lockdown_reason_of(state: Option<&str>) -> String {
+    let mode = state.and_then(|s| {
+        let start = s.find('[')? + 1;
+        let end = start + s[start..].find(']')?;
+        Some(s[start..end].to_string())
+    });
+    match mode.as_deref() {
+        Some("none") => "the helper is missing although kernel lockdown is off (none in /sys/kernel/security/lockdown)".into(),
+        Some(m) => format!("kernel lockdown is `{m}` (/sys/kernel/security/lockdown), which withholds the helper from BPF programs"),
+        None => "kernel lockdown (`integrity` or `confidentiality`) withholds the helper from BPF programs (/sys/kernel/security/lockdown, which names the mode, is not readable)".into(),
+    }
+}
+
 /// The verifier's reason: the last non-empty log line that is not a statistics line.
 pub fn verifier_reason(log: &str) -> String {
     log.lines()
@@ -651,6 +757,31 @@ pub fn verifier_reason(log: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_user_refusal_is_recognized_in_both_kernels_wording() {
+        assert!(write_user_refused(
+            "0: (85) call bpf_probe_write_user#36\nprogram of this type cannot use helper bpf_probe_write_user#36\n"
+        ));
+        assert!(write_user_refused("unknown func bpf_probe_write_user#36\n"));
+        assert!(!write_user_refused(
+            "program of this type cannot use helper bpf_send_signal#109\n"
+        ));
+        assert!(!write_user_refused("R1 invalid mem access 'scalar'\n"));
+    }
+
+    #[test]
+    fn lockdown_reason_names_the_mode_in_brackets() {
+        let r = lockdown_reason_of(Some("none [integrity] confidentiality\n"));
+        assert!(r.starts_with("kernel lockdown is `integrity`"), "{r}");
+        let r = lockdown_reason_of(Some("none integrity [confidentiality]\n"));
+        assert!(r.starts_with("kernel lockdown is `confidentiality`"), "{r}");
+        assert!(
+            lockdown_reason_of(Some("[none] integrity confidentiality"))
+                .contains("lockdown is off")
+        );
+        assert!(lockdown_reason_of(None).contains("is not readable"));
+    }
 
     /// The error and its causes joined with ": ", as anyhow's `{:#}` prints them.
     fn chain(e: &dyn std::error::Error) -> String {

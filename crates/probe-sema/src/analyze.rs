@@ -151,6 +151,16 @@ pub fn needs_task_offsets(program: &ast::Program) -> bool {
     )
 }
 
+/// True when the program calls `chill()`, whose spin loop the code generator builds on the
+/// kernel's `bpf_iter_num_*` kfuncs: the caller should take their BTF ids from kernel BTF.
+pub fn needs_kfuncs(program: &ast::Program) -> bool {
+    any_node(
+        program,
+        &|e| matches!(&e.kind, ExprKind::Call { func, .. } if func == "chill"),
+        &|_| false,
+    )
+}
+
 /// True when `expr` holds for some expression of the program, or `ty` for some type it names
 /// (casts, `sizeof`, `offsetof`, declarations, inlines). Walks the whole AST.
 fn any_node(

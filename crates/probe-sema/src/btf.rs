@@ -138,6 +138,7 @@ pub enum BtfType {
 pub struct Btf {
     types: Vec<BtfType>,
     structs: HashMap<String, u32>,
+    funcs: HashMap<String, u32>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
@@ -179,6 +180,7 @@ impl Btf {
         }
         let mut types = vec![BtfType::Void];
         let mut structs = HashMap::new();
+        let mut funcs = HashMap::new();
         let mut off = types_start;
         while off < types_end {
             let id = types.len() as u32;
@@ -264,7 +266,10 @@ impl Btf {
                     name: String::new(),
                     ty: size_or_type,
                 },
-                kind::FUNC => BtfType::Void,
+                kind::FUNC => {
+                    funcs.entry(name).or_insert(id);
+                    BtfType::Void
+                }
                 kind::FUNC_PROTO => {
                     off += 8 * vlen;
                     BtfType::Void
@@ -289,7 +294,11 @@ impl Btf {
         if off != types_end {
             return Err(BtfError::Truncated(off));
         }
-        Ok(Btf { types, structs })
+        Ok(Btf {
+            types,
+            structs,
+            funcs,
+        })
     }
 
     /// Number of types (void included).
@@ -310,6 +319,12 @@ impl Btf {
     /// The id of the struct (or union) named `name` (`task_struct`).
     pub fn struct_id(&self, name: &str) -> Option<u32> {
         self.structs.get(name).copied()
+    }
+
+    /// The type id of the function (`FUNC`) named `name`, as a kfunc call's immediate
+    /// (`bpf_iter_num_new`); the first one when several share the name.
+    pub fn func_id(&self, name: &str) -> Option<u32> {
+        self.funcs.get(name).copied()
     }
 
     /// Follows typedefs and qualifiers to the underlying type id (at most 64 steps).

@@ -302,6 +302,30 @@ pub enum Action {
     Raise(TExpr),
     /// `stop()`: destructive; stops the current process.
     Stop,
+    /// `copyout(buf, addr, nbytes)`: destructive; writes `nbytes` bytes read at kernel address
+    /// `buf` (a `copyin()` buffer, DTrace's scratch) to user address `addr` of the current
+    /// process.
+    Copyout {
+        /// The buffer's (kernel) address.
+        buf: TExpr,
+        /// The user address written.
+        addr: TExpr,
+        /// Constant size in bytes.
+        size: u32,
+    },
+    /// `copyoutstr(str, addr, maxlen)`: destructive; writes the string and its NUL, at most
+    /// `maxlen` bytes, to user address `addr` of the current process.
+    Copyoutstr {
+        /// The string.
+        s: TExpr,
+        /// The user address written.
+        addr: TExpr,
+        /// Most bytes written (the NUL included).
+        maxlen: TExpr,
+    },
+    /// `chill(nanoseconds)`: destructive; spins on this CPU for that long, within DTrace's
+    /// budget of `chill_max` (500 ms) per `chill_interval` (1 s) per CPU.
+    Chill(TExpr),
 }
 
 /// A typed expression.

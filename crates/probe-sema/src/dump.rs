@@ -187,6 +187,16 @@ fn action(p: &CheckedProgram, a: &Action) -> String {
         Action::Tracemem { addr, size } => format!("tracemem {} {size}", expr(p, addr)),
         Action::Raise(e) => format!("raise {}", expr(p, e)),
         Action::Stop => "stop".into(),
+        Action::Copyout { buf, addr, size } => {
+            format!("copyout {} {} {size}", expr(p, buf), expr(p, addr))
+        }
+        Action::Copyoutstr { s, addr, maxlen } => format!(
+            "copyoutstr {} {} {}",
+            expr(p, s),
+            expr(p, addr),
+            expr(p, maxlen)
+        ),
+        Action::Chill(e) => format!("chill {}", expr(p, e)),
     }
 }
 

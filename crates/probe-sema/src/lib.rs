@@ -20,7 +20,7 @@ pub mod tracefs;
 pub mod types;
 
 pub use analyze::{
-    PROBE_FIELD_LIMITS, STACKFRAMES_MAX, STRSIZE_MAX, analyze, needs_kernel_types,
+    PROBE_FIELD_LIMITS, STACKFRAMES_MAX, STRSIZE_MAX, analyze, needs_kernel_types, needs_kfuncs,
     needs_task_offsets, needs_user_symbols,
 };
 pub use catalog::{

@@ -41,10 +41,29 @@ pub fn parse_cpu_list(s: &str) -> Vec<usize> {
 
 /// `mount("nodev", dir, "tracefs")`: mounts tracefs where it is absent.
 pub fn mount_tracefs(dir: &str) -> SysResult<()> {
+    mount_fs(dir, c"tracefs", "mount(tracefs)")
+}
+
+/// The kernel's lockdown file, `none [integrity] confidentiality` (the bracketed mode is in
+/// effect; Linux 5.4 `security/lockdown/lockdown.c`).
+pub const LOCKDOWN_FILE: &str = "/sys/kernel/security/lockdown";
+
+/// The contents of [`LOCKDOWN_FILE`], mounting securityfs at `/sys/kernel/security` first when
+/// it is absent (as systemd does at boot); `None` when it still cannot be read (no privilege, no
+/// lockdown LSM).
+pub fn read_lockdown() -> Option<String> {
+    if let Ok(s) = std::fs::read_to_string(LOCKDOWN_FILE) {
+        return Some(s);
+    }
+    mount_fs("/sys/kernel/security", c"securityfs", "mount(securityfs)").ok()?;
+    std::fs::read_to_string(LOCKDOWN_FILE).ok()
+}
+
+/// `mount("nodev", dir, fstype)` of a pseudo file system; `what` names the call in errors.
+fn mount_fs(dir: &str, fstype: &std::ffi::CStr, what: &'static str) -> SysResult<()> {
     let src = c"nodev";
-    let fstype = c"tracefs";
     let target = CString::new(dir)
-        .map_err(|_| SyscallError::new("mount(tracefs)", io::ErrorKind::InvalidInput.into()))?;
+        .map_err(|_| SyscallError::new(what, io::ErrorKind::InvalidInput.into()))?;
     // SAFETY: all three strings are NUL-terminated and live across the call; data is null.
     let r = unsafe {
         libc::mount(
@@ -56,7 +75,7 @@ pub fn mount_tracefs(dir: &str) -> SysResult<()> {
         )
     };
     if r < 0 {
-        Err(SyscallError::last("mount(tracefs)"))
+        Err(SyscallError::last(what))
     } else {
         Ok(())
     }

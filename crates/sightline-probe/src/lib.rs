@@ -212,6 +212,7 @@ pub struct Script {
     macro_args: Vec<String>,
     options: Vec<(String, Option<String>)>,
     zero_matches: bool,
+    report_last: usize,
 }
 
 impl Script {
@@ -279,6 +280,15 @@ impl Script {
     /// Allows probe descriptions that match no probe (they are left out), as `-Z`.
     pub fn allow_zero_matches(mut self, yes: bool) -> Script {
         self.zero_matches = yes;
+        self
+    }
+
+    /// Under `bufpolicy=ring`, the program's last `clauses` clauses bypass the kernel ring: their
+    /// records are printed after every CPU's ring, not in their CPU's turn (DTrace's ring policy
+    /// prints oldest to youngest per CPU). The CLI's flight recorder adds its crash report this
+    /// way, so it comes after the records that led to the crash. 0 (the default) for none.
+    pub fn report_last(mut self, clauses: usize) -> Script {
+        self.report_last = clauses;
         self
     }
 
@@ -365,6 +375,7 @@ impl Script {
             target_pid: prepared.pid,
             options: self.options.clone(),
             allow_zero_matches: self.zero_matches || self.options.iter().any(|(k, _)| k == "zdefs"),
+            ring_bypass_last: self.report_last,
         };
         let compiled = match compile::compile(&program, &catalog, &opts) {
             Ok(c) => c,
@@ -385,6 +396,7 @@ impl Script {
             schema,
             warnings,
             target_pid: prepared.pid,
+            report_last: self.report_last,
             skipped: {
                 let s = sites.skipped();
                 s.describe().map(|why| (s.total(), why))
@@ -465,6 +477,8 @@ pub struct Program {
     schema: Schema,
     warnings: Vec<Diagnostic>,
     target_pid: Option<u32>,
+    /// [`Script::report_last`].
+    report_last: usize,
     skipped: Option<(usize, String)>,
     /// The target, when this thread owns it.
     local: Option<Local>,
@@ -551,6 +565,7 @@ impl Program {
             schema: self.schema.clone(),
             warnings: self.warnings.clone(),
             target_pid: self.target_pid,
+            report_last: self.report_last,
             skipped: self.skipped.clone(),
             local: None,
             worker: None,
@@ -666,6 +681,10 @@ impl Program {
             watch_pid: self.local.as_ref().and_then(|l| l.target.watch_pid),
             target_pid: self.target_pid,
             control,
+            ring_last_clauses: {
+                let n = self.checked.clauses.len();
+                (n.saturating_sub(self.report_last)..n).collect()
+            },
         }
     }
 

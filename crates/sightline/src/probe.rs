@@ -11,8 +11,8 @@ use probe_runtime::compile::CompileError;
 use probe_runtime::run::{RunError, StopReason};
 use probe_runtime::session::RuntimeError;
 use probe_sema::{Catalog, ProbeCatalog, ProbeDescPattern, ProbeInfo};
-use probe_sys::os as sys;
 use probe_syntax::SourceMap;
+use probe_sys::os as sys;
 use probe_user::held::{HeldCommand, HeldError};
 use probe_user::provider::UserSites;
 use sightline_probe::{self as probe_lib, PrintOptions, Script, Target};
@@ -100,6 +100,27 @@ pub struct ProbeArgs {
     pub args: Vec<String>,
 }
 
+/// The clauses `-x bufpolicy=ring` with `-c`/`-p` adds: the target's death by a core-dumping
+/// signal recorded with the fault address and the thread's user stack.
+const FLIGHT_RECORDER: &str = include_str!("flight_recorder.d");
+/// The source name of [`FLIGHT_RECORDER`] (in diagnostics; no "matched N probes" notice).
+const FLIGHT_RECORDER_FILE: &str = "<flight recorder>";
+/// How many clauses [`FLIGHT_RECORDER`] holds.
+const FLIGHT_RECORDER_CLAUSES: usize = 2;
+
+/// True when the program runs under `bufpolicy=ring`: the last `bufpolicy` of its pragmas and
+/// then the `-x` options (the analysis applies them in that order).
+fn ring_policy(program: &probe_syntax::ast::Program, x: &[String]) -> bool {
+    let pragmas = program
+        .options()
+        .filter(|o| o.name == "bufpolicy")
+        .map(|o| o.value.clone().unwrap_or_default());
+    let cli = x
+        .iter()
+        .filter_map(|o| o.strip_prefix("bufpolicy=").map(str::to_string));
+    pragmas.chain(cli).last().as_deref() == Some("ring")
+}
+
 /// Runs `sightline probe`.
 pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // dtrace(1M) refuses an empty program: an empty -n is a mistake, not "no probes, run forever".
@@ -155,6 +176,21 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             Some((k, v)) => script.option_value(k, v),
             None => script.option(o.clone()),
         };
+    }
+    // The flight recorder's crash report: with the ring policy and a target, two more clauses,
+    // whose records bypass the kernel ring (printed after it).
+    let flight_recorder = (args.command.is_some() || args.pid.is_some()) && {
+        let mut m = SourceMap::new();
+        for (name, text) in script.sources() {
+            m.add(name.clone(), text.clone());
+        }
+        // A program that does not parse is reported by the compile below.
+        probe_runtime::compile::parse(&m).is_ok_and(|p| ring_policy(&p, &args.options))
+    };
+    if flight_recorder {
+        script = script
+            .add_source(FLIGHT_RECORDER_FILE, FLIGHT_RECORDER)
+            .report_last(FLIGHT_RECORDER_CLAUSES);
     }
     if args.quiet {
         script = script.option("quiet");
@@ -255,6 +291,9 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         // The --causal prelude is not the user's: no notice for it.
         let pre = usize::from(!args.causal.is_empty());
         for (f, n) in map.files().iter().skip(pre).zip(0..) {
+            if flight_recorder && f.name() == FLIGHT_RECORDER_FILE {
+                continue;
+            }
             let probes: usize = checked
                 .clauses
                 .iter()

@@ -51,7 +51,20 @@ impl ProgGen<'_, '_> {
     }
 
     /// Sends `size` bytes at scratch `base` to the ring buffer; a full buffer counts a drop.
+    /// Under the kernel ring ([`KernelRing`]), a probe-fired program's record goes into this
+    /// CPU's next ring slot instead.
     pub(super) fn submit(&mut self, base: u32, size: u32) {
+        let bypass_from = (self.b.prog.clauses.len()).saturating_sub(self.b.opts.ring_bypass_last);
+        if let Some(ring) = self.b.ring
+            && self.clause < bypass_from
+            && !matches!(
+                self.group,
+                GroupKey::Begin | GroupKey::End | GroupKey::Error
+            )
+        {
+            self.ring_store(ring, base, size);
+            return;
+        }
         let a = &mut self.asm;
         a.ld_map(R1, self.b.layout.ringbuf);
         a.mov(R2, R7);
@@ -63,6 +76,39 @@ impl ProgGen<'_, '_> {
         a.jmp_imm(Cond::SGe, R0, 0, ok);
         self.stat_inc(Stat::RecordDrops);
         self.asm.bind(ok);
+    }
+
+    /// Copies `size` bytes at scratch `base` into slot `head % slots` of this CPU's ring and
+    /// counts the record in its head (one CPU's programs do not run concurrently but for a
+    /// perf-event program interrupting another; such a pair may share a slot).
+    fn ring_store(&mut self, ring: KernelRing, base: u32, size: u32) {
+        let a = &mut self.asm;
+        let done = a.label();
+        a.call(helper::GET_SMP_PROCESSOR_ID);
+        a.alu_imm(Alu::Mul, R0, ring.slots as i32);
+        a.stx(Size::W, R10, SLOT_RING, R0);
+        a.st_imm(Size::W, R10, SLOT_KEY, 0);
+        lookup_slot_key(a, ring.head);
+        a.jmp_imm(Cond::Eq, R0, 0, done);
+        a.ldx(Size::DW, R1, R0, 0);
+        a.mov(R2, R1);
+        a.alu_imm(Alu::Add, R2, 1);
+        a.stx(Size::DW, R0, 0, R2);
+        a.alu_imm(Alu::Mod, R1, ring.slots as i32);
+        a.ldx(Size::W, R2, R10, SLOT_RING);
+        a.alu(Alu::Add, R1, R2);
+        a.stx(Size::W, R10, SLOT_RING, R1);
+        a.ld_map(R1, ring.map);
+        a.mov(R2, R10);
+        a.alu_imm(Alu::Add, R2, SLOT_RING as i32);
+        a.call(helper::MAP_LOOKUP_ELEM);
+        a.jmp_imm(Cond::Eq, R0, 0, done);
+        a.mov(R1, R0);
+        a.mov_imm(R2, size as i64);
+        a.mov(R3, R7);
+        a.alu_imm(Alu::Add, R3, base as i32);
+        a.call(helper::PROBE_READ_KERNEL);
+        a.bind(done);
     }
 
     /// The next action's field offsets (absolute scratch offsets), marking it executed.

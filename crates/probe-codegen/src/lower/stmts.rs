@@ -181,6 +181,11 @@ impl ProgGen<'_, '_> {
                 return Ok(());
             }
             Action::Stop => {}
+            Action::Chill(ns) => return self.chill(ns, span),
+            Action::Copyout { buf, addr, size } => return self.copyout(buf, addr, *size, span),
+            Action::Copyoutstr { s, addr, maxlen } => {
+                return self.copyoutstr(s, addr, maxlen, span);
+            }
             Action::Trunc { keep: Some(e), .. } if self.const_int(e).is_none() => {
                 return self.err(e.span, "trunc() needs a constant count");
             }

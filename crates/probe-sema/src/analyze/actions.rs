@@ -219,17 +219,59 @@ impl Analyzer<'_> {
                 self.require_destructive(func, func_span);
                 Ok(Action::Stop)
             }
-            "copyout" | "copyoutstr" | "chill" => {
-                // DTrace's other destructive actions: refused without -w, not implemented yet.
-                if !self.options.destructive {
-                    self.require_destructive(func, func_span);
-                    return Err(Reported);
+            "copyout" => {
+                if n != 3 {
+                    return Err(arity(self, "three arguments", "copyout(buf, addr, nbytes)"));
                 }
-                Err(self.err_at(
-                    ErrTag::D_UNKNOWN,
-                    format!("{func}() is not supported by sightline yet"),
-                    func_span,
-                ))
+                self.require_destructive(func, func_span);
+                let buf = self.int_expr(&args[0], cx, "copyout() buffer")?;
+                let addr = self.int_expr(&args[1], cx, "copyout() address")?;
+                let size = self.int_expr(&args[2], cx, "copyout() size")?;
+                let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "copyout() size must be a non-negative integer constant",
+                        size.span,
+                    ));
+                };
+                Ok(Action::Copyout {
+                    buf: convert(buf, &Type::U64),
+                    addr: convert(addr, &Type::U64),
+                    size: sz,
+                })
+            }
+            "copyoutstr" => {
+                if n != 3 {
+                    return Err(arity(
+                        self,
+                        "three arguments",
+                        "copyoutstr(str, addr, maxlen)",
+                    ));
+                }
+                self.require_destructive(func, func_span);
+                let s = self.expr(&args[0], cx)?;
+                if !s.ty.is_string() {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "copyoutstr() first argument must be a string",
+                        s.span,
+                    ));
+                }
+                let addr = self.int_expr(&args[1], cx, "copyoutstr() address")?;
+                let maxlen = self.int_expr(&args[2], cx, "copyoutstr() maximum length")?;
+                Ok(Action::Copyoutstr {
+                    s,
+                    addr: convert(addr, &Type::U64),
+                    maxlen: convert(maxlen, &Type::U64),
+                })
+            }
+            "chill" => {
+                if n != 1 {
+                    return Err(arity(self, "one argument", "chill(nanoseconds)"));
+                }
+                self.require_destructive(func, func_span);
+                let ns = self.int_expr(&args[0], cx, "chill() nanoseconds")?;
+                Ok(Action::Chill(convert(ns, &Type::I64)))
             }
             "panic" | "breakpoint" => Err(self.err_at(
                 ErrTag::D_UNKNOWN,

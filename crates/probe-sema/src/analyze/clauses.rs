@@ -328,9 +328,12 @@ impl Analyzer<'_> {
                         recorded.get_or_insert(*span);
                         not_speculative.push((*span, "exit()"))
                     }
-                    Action::System { .. } | Action::Raise(_) | Action::Stop => {
-                        not_speculative.push((*span, "a destructive action"))
-                    }
+                    Action::System { .. }
+                    | Action::Raise(_)
+                    | Action::Stop
+                    | Action::Copyout { .. }
+                    | Action::Copyoutstr { .. }
+                    | Action::Chill(_) => not_speculative.push((*span, "a destructive action")),
                     _ => {}
                 },
                 TStmt::Aggregate { span, .. } => {

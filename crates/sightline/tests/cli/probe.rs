@@ -556,3 +556,78 @@ fn errors_reach_the_consumer_under_a_drop_storm() {
     assert!(lost > 0, "the storm dropped ERROR records: {err}");
     assert!(err.contains(" drops on CPU "), "{err}");
 }
+
+/// The kernel's lockdown mode (`none`, `integrity`, `confidentiality`): the bracketed word of
+/// `/sys/kernel/security/lockdown`, read through a private securityfs mount when that file is
+/// absent; `None` when it cannot be read.
+fn lockdown_mode() -> Option<String> {
+    let parse = |s: &str| {
+        let start = s.find('[')? + 1;
+        let end = start + s[start..].find(']')?;
+        Some(s[start..end].to_string())
+    };
+    if let Ok(s) = std::fs::read_to_string("/sys/kernel/security/lockdown") {
+        return parse(&s);
+    }
+    let dir = tempfile::tempdir().ok()?;
+    let d = dir.path().to_str()?;
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "securityfs", "none", d])
+        .status()
+        .ok()?
+        .success();
+    if !mounted {
+        return None;
+    }
+    let s = std::fs::read_to_string(dir.path().join("lockdown")).ok();
+    let _ = std::process::Command::new("umount").arg(d).status();
+    parse(&s?)
+}
+
+/// `copyoutstr()` and `copyout()` with -w: where kernel lockdown withholds
+/// `bpf_probe_write_user` (this machine: `integrity`) the run is an error naming lockdown and
+/// the mode, and the target never runs; without lockdown the string reaches the target's
+/// buffer (`echo hello`'s write prints `HIllo`: two bytes, no NUL, as `maxlen` is 2).
+#[test]
+fn copyout_writes_user_memory_or_names_lockdown() {
+    if !test_support::privileged("loading copyout() programs") {
+        return;
+    }
+    let Some(mode) = lockdown_mode() else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot read the kernel's lockdown mode"
+        );
+        eprintln!("skipped: cannot read the kernel's lockdown mode");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for prog in [
+        "syscall::write:entry /pid == $target/ { copyoutstr(\"HI\", arg1, 2); }",
+        "syscall::write:entry /pid == $target/ { this->b = copyin(arg1, 2); copyout(this->b, arg1 + 3, 2); }",
+    ] {
+        let out = probe(
+            dir.path(),
+            &["-q", "-w", "-c", "/bin/echo hello", "-n", prog],
+        );
+        let (so, se) = (text(&out.stdout), text(&out.stderr));
+        if mode == "none" {
+            assert_eq!(out.status.code(), Some(0), "{prog}: {se}");
+            let want = if prog.contains("copyoutstr") {
+                "HIllo\n"
+            } else {
+                "helhe\n"
+            };
+            assert!(so.starts_with(want), "{prog}: stdout {so:?}");
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{prog}: {se}");
+            assert!(
+                se.contains(
+                    "need the kernel's bpf_probe_write_user helper, which this kernel refuses"
+                ) && se.contains(&format!("kernel lockdown is `{mode}`")),
+                "{prog}: {se}"
+            );
+            assert!(!so.contains("hello"), "the target ran: {so:?}");
+        }
+    }
+}
