@@ -353,6 +353,11 @@ struct EdgeRow<'a> {
     ts_ns: i64,
 }
 
+/// Events whose ids one duplicate-lookup query lists at most: with their task ids (at most 40
+/// hex digits each) and event ids quoted, a query stays well under ClickHouse's default
+/// `max_query_size` of 256 KiB for ids up to about 60 bytes.
+const LOOKUP_EVENTS: usize = 2_000;
+
 /// The separator of an indexed attribute's key and value in `attributes` (unit separator).
 const ATTR_SEP: char = '\u{1f}';
 
@@ -696,19 +701,27 @@ impl ClickHouseStore {
             content_hash: u64,
         }
         let mut out: HashMap<(&str, &str), HashSet<u64>> = HashMap::new();
-        let task_set: HashSet<&str> = stored_tasks.iter().map(String::as_str).collect();
-        let id_set: HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
         let list = |s: &HashSet<&str>| s.iter().map(|t| quote(t)).collect::<Vec<_>>().join(",");
         let db = &self.url.database;
-        let found: Vec<Known> = self.rows(
-            "looking up stored events",
-            &format!(
-                "SELECT DISTINCT task, event_id, content_hash FROM {db}.events
-                 WHERE task IN ({}) AND event_id IN ({})",
-                list(&task_set),
-                list(&id_set)
-            ),
-        )?;
+        let mut found: Vec<Known> = Vec::new();
+        // In pieces: the server refuses a query longer than its `max_query_size` (256 KiB by
+        // default), which the id lists of a 16k-event batch exceed.
+        for (tasks, evs) in stored_tasks
+            .chunks(LOOKUP_EVENTS)
+            .zip(events.chunks(LOOKUP_EVENTS))
+        {
+            let task_set: HashSet<&str> = tasks.iter().map(String::as_str).collect();
+            let id_set: HashSet<&str> = evs.iter().map(|e| e.id.as_str()).collect();
+            found.extend(self.rows::<Known>(
+                "looking up stored events",
+                &format!(
+                    "SELECT DISTINCT task, event_id, content_hash FROM {db}.events
+                     WHERE task IN ({}) AND event_id IN ({})",
+                    list(&task_set),
+                    list(&id_set)
+                ),
+            )?);
+        }
         let index: HashMap<(&str, &str), (&str, &str)> = stored_tasks
             .iter()
             .zip(events)

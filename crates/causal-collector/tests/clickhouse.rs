@@ -319,6 +319,36 @@ fn a_version_1_store_is_upgraded_with_its_operations_backfilled() {
 }
 
 #[test]
+fn a_batch_of_16k_events_is_looked_up_and_stored_once() {
+    // Regression: the duplicate lookup of a 16,384-event batch (the collector's largest) was one
+    // query longer than the server's max_query_size, and the whole batch failed.
+    let Some(url) = server("bigbatch") else {
+        return;
+    };
+    let events: Vec<causal_analysis::Event> = (0..16_384u64)
+        .map(|i| causal_analysis::Event {
+            task: format!(
+                "{:016X}{:016X}00000000",
+                0xB16B_A7C4_0000_0000u64 | (i / 20),
+                i / 20 + 1
+            ),
+            id: format!("{:08X}{:08X}:start", (i / 20) as u32, (i % 20) as u32 + 1),
+            agent: Some("svc".into()),
+            timestamp_ns: Some(1_700_000_000_000_000_000 + i as i64 * 1_000),
+            labels: vec!["op start".into()],
+            ..Default::default()
+        })
+        .collect();
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    let first = TraceStore::insert(&mut ch, &events, 1).unwrap();
+    assert_eq!((first.events, first.duplicates), (16_384, 0));
+    let again = TraceStore::insert(&mut ch, &events, 2).unwrap();
+    assert_eq!((again.events, again.duplicates), (0, 16_384));
+    assert_eq!(ch.event_count().unwrap(), 16_384);
+    ch.drop_database().unwrap();
+}
+
+#[test]
 fn urls_keep_credentials_out_of_messages() {
     let u = ClickHouseUrl::parse("clickhouse://alice:s%40cret@ch.example:9123/traces").unwrap();
     assert_eq!(u.host, "ch.example");
