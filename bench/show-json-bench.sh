@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 EVENTS=${EVENTS:-100000}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/bench-build}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 if [ -z "${NO_BUILD:-}" ]; then
   cargo build --release -q -p sightline
   cargo build --release -q -p causal-collector --example collector_bench
@@ -25,5 +25,8 @@ for extra in "" "--critical-path"; do
   /usr/bin/time -v "$T/sightline" show "$TASK" --db "$DB" --format json $extra >"$WORK/out.json" 2>"$WORK/time.txt"
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$WORK/time.txt")
   rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$WORK/time.txt")
-  echo "show --format json ${extra:-(graph only)}: $EVENTS events, wall $wall, peak RSS $((rss / 1024)) MB, output $(($(stat -c %s "$WORK/out.json") / 1000000)) MB"
+  user=$(sed -n 's/.*User time (seconds): //p' "$WORK/time.txt")
+  sys=$(sed -n 's/.*System time (seconds): //p' "$WORK/time.txt")
+  # CPU time as well as wall: on a loaded machine the wall time is mostly waiting for a core.
+  echo "show --format json ${extra:-(graph only)}: $EVENTS events, wall $wall, CPU $(echo "$user + $sys" | bc) s, peak RSS $((rss / 1024)) MB, output $(($(stat -c %s "$WORK/out.json") / 1000000)) MB"
 done

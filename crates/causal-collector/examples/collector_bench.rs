@@ -12,13 +12,15 @@
 //! collector_bench analyze DB
 //!     Loads the largest task of store DB and times loading, rebuilding and its critical path.
 //! collector_bench fill DB EVENTS
-//!     Fills a new store DB with EVENTS events of OTLP-shaped tasks (10 spans, 20 events each;
+//!     Fills a new store DB (a SQLite file, or a `clickhouse://` URL: its database is dropped
+//!     first) with EVENTS events of OTLP-shaped tasks (10 spans, 20 events each;
 //!     three of 50 services per task; span names op0..op9 per service; http.status_code 200, or
 //!     500 in 1% of tasks, with an error status; a user.id attribute unique per task), first-seen
 //!     times spread evenly over 7 days from T0 = 1,700,000,000 s. Prints the fill rate.
 //! collector_bench search DB SERVICE SINCE_S UNTIL_S LIMIT
-//!     Times `Store::tasks` with a service and a time range (unix seconds) three times and prints
-//!     each answer's time and size (the first on a freshly opened store).
+//!     Times `TraceStore::tasks` (DB: a SQLite file or a `clickhouse://` URL) with a service
+//!     and a time range (unix seconds) three times and prints each answer's time and size (the
+//!     first on a freshly opened store).
 //! collector_bench bigtask DB EVENTS
 //!     Stores one OTLP-shaped task of EVENTS events (EVENTS / 2 spans in a tree of fan-out 10, on
 //!     4 hosts and 8 services, each span with 3 attributes) in a new store DB, under trace id
@@ -28,6 +30,12 @@
 //!     collector's `decode_payload` (`causal::Report::decode`, then `report_to_event`), and with
 //!     `Report::decode` alone, alternately five times each, and prints the best ns per event of
 //!     each (CPU time of this thread): the whole decode and the share of it that is parsing.
+//! collector_bench otlp http|grpc ADDR REQUESTS SPANS
+//!     Sends REQUESTS OTLP export requests of SPANS spans each (protobuf, uncompressed, one trace
+//!     per request, 3 attributes per span) one after another over one connection: OTLP/HTTP
+//!     (`POST /v1/traces`, HTTP/1.1 kept alive) or OTLP/gRPC (the traces Export service over
+//!     HTTP/2). The same requests for both protocols; they are encoded before the clock starts.
+//!     Prints the time until every request was acknowledged and spans/s.
 //! ```
 
 use std::io::Write;
@@ -228,9 +236,20 @@ const FILL_T0: i64 = 1_700_000_000_000_000_000;
 
 fn fill(db: &str, events: u64) {
     use causal_analysis::{AttrValue, Event, Parent};
+    use causal_collector::TraceStore as _;
+    let spec = causal_collector::StoreSpec::parse(db).expect("store");
+    match &spec {
+        causal_collector::StoreSpec::Sqlite(p) => {
+            let _ = std::fs::remove_file(p);
+        }
+        causal_collector::StoreSpec::ClickHouse(u) => {
+            causal_collector::clickhouse::ClickHouseStore::open(u)
+                .and_then(|s| s.drop_database())
+                .expect("drop the ClickHouse database")
+        }
+    }
     let path = std::path::Path::new(db);
-    let _ = std::fs::remove_file(path);
-    let mut store = causal_collector::Store::open(path).expect("open store");
+    let mut store = causal_collector::AnyStore::open(&spec).expect("open store");
     let tasks = (events / 20).max(1);
     let week_ns: i64 = 7 * 86_400 * 1_000_000_000;
     let step = week_ns / tasks as i64;
@@ -381,7 +400,9 @@ fn bigtask(db: &str, events: u64) {
 }
 
 fn search(db: &str, service: &str, since_s: i64, until_s: i64, limit: usize) {
-    let store = causal_collector::Store::open(std::path::Path::new(db)).expect("open store");
+    use causal_collector::TraceStore as _;
+    let spec = causal_collector::StoreSpec::parse(db).expect("store");
+    let store = causal_collector::AnyStore::open(&spec).expect("open store");
     let filter = causal_collector::TaskFilter {
         service: Some(service.into()),
         since_ns: Some(since_s * 1_000_000_000),
@@ -405,6 +426,151 @@ fn search(db: &str, service: &str, since_s: i64, until_s: i64, limit: usize) {
     }
 }
 
+/// The OTLP export requests of `collector_bench otlp`, protobuf-encoded: request `r` is trace
+/// `r + 1` with `spans` spans (a chain: span i's parent is span i-1), 3 attributes each.
+fn otlp_requests(requests: u64, spans: u64) -> Vec<Vec<u8>> {
+    (0..requests)
+        .map(|r| {
+            let trace = format!("{:032x}", 0xA000_0000_0000_0000_0000_0000u128 + u128::from(r) + 1);
+            let spans: Vec<String> = (1..=spans)
+                .map(|i| {
+                    let parent = if i > 1 {
+                        format!(r#","parentSpanId":"{:016x}""#, i - 1)
+                    } else {
+                        String::new()
+                    };
+                    let start = 1_700_000_000_000_000_000u64 + i * 1_000;
+                    format!(
+                        r#"{{"traceId":"{trace}","spanId":"{i:016x}"{parent},"name":"op{}","kind":2,"startTimeUnixNano":"{start}","endTimeUnixNano":"{}","attributes":[{{"key":"http.method","value":{{"stringValue":"GET"}}}},{{"key":"http.status_code","value":{{"intValue":"200"}}}},{{"key":"user.id","value":{{"stringValue":"u{r}"}}}}]}}"#,
+                        i % 10,
+                        start + 500
+                    )
+                })
+                .collect();
+            let json = format!(
+                r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"svc{}"}}}}]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+                r % 8,
+                spans.join(",")
+            );
+            let req = causal_collector::otlp::decode_json(json.as_bytes()).expect("OTLP/JSON");
+            prost::Message::encode_to_vec(&req)
+        })
+        .collect()
+}
+
+/// Reads one HTTP/1.1 answer from `s` into `buf` (status line, headers, Content-Length body);
+/// returns its status.
+async fn read_http_answer(s: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> u16 {
+    use tokio::io::AsyncReadExt;
+    buf.clear();
+    let mut tmp = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let status = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = s.read(&mut tmp).await.expect("read the answer");
+                assert!(n > 0, "the collector closed the connection");
+                buf.extend_from_slice(&tmp[..n]);
+            }
+            return status;
+        }
+        let n = s.read(&mut tmp).await.expect("read the answer");
+        assert!(n > 0, "the collector closed the connection");
+        buf.extend_from_slice(&tmp[..n]);
+    }
+}
+
+fn otlp(protocol: &str, addr: &str, requests: u64, spans: u64) {
+    let bodies = otlp_requests(requests, spans);
+    let bytes: usize = bodies.iter().map(Vec::len).sum();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let secs = rt.block_on(async {
+        use tokio::io::AsyncWriteExt;
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect to the collector");
+        s.set_nodelay(true).expect("nodelay");
+        let start = Instant::now();
+        match protocol {
+            "http" => {
+                let mut buf = Vec::new();
+                for b in &bodies {
+                    let head = format!(
+                        "POST /v1/traces HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
+                        b.len()
+                    );
+                    s.write_all(head.as_bytes()).await.expect("write");
+                    s.write_all(b).await.expect("write");
+                    let status = read_http_answer(&mut s, &mut buf).await;
+                    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&buf));
+                }
+            }
+            "grpc" => {
+                let (client, conn) = h2::client::handshake(s).await.expect("HTTP/2 handshake");
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                for b in &bodies {
+                    let req = http::Request::builder()
+                        .method("POST")
+                        .uri(format!(
+                            "http://{addr}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+                        ))
+                        .header("content-type", "application/grpc")
+                        .header("te", "trailers")
+                        .body(())
+                        .expect("request");
+                    let mut client = client.clone().ready().await.expect("HTTP/2 ready");
+                    let (resp, mut send) = client.send_request(req, false).expect("send");
+                    let mut framed = Vec::with_capacity(b.len() + 5);
+                    framed.push(0u8);
+                    framed.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                    framed.extend_from_slice(b);
+                    send.send_data(framed.into(), true).expect("send body");
+                    let resp = resp.await.expect("answer");
+                    let mut status = resp
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let mut body = resp.into_body();
+                    while let Some(d) = body.data().await {
+                        let d = d.expect("answer body");
+                        let _ = body.flow_control().release_capacity(d.len());
+                    }
+                    if let Ok(Some(t)) = body.trailers().await
+                        && let Some(v) = t.get("grpc-status")
+                    {
+                        status = v.to_str().ok().map(str::to_string);
+                    }
+                    assert_eq!(status.as_deref(), Some("0"), "gRPC status");
+                }
+            }
+            other => panic!("protocol {other:?}: http or grpc"),
+        }
+        start.elapsed().as_secs_f64()
+    });
+    let n = requests * spans;
+    println!(
+        "otlp {protocol}: {requests} requests of {spans} spans ({n} spans, {:.1} MB protobuf) acknowledged in {secs:.2}s = {:.0} spans/s",
+        bytes as f64 / 1e6,
+        n as f64 / secs
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -422,6 +588,12 @@ fn main() {
         Some("baseline") if args.len() == 4 => baseline(&args[2], args[3].parse().expect("EVENTS")),
         Some("decode") if args.len() == 3 => decode(args[2].parse().expect("EVENTS")),
         Some("bigtask") if args.len() == 4 => bigtask(&args[2], args[3].parse().expect("EVENTS")),
+        Some("otlp") if args.len() == 6 => otlp(
+            &args[2],
+            &args[3],
+            args[4].parse().expect("REQUESTS"),
+            args[5].parse().expect("SPANS"),
+        ),
         Some("fill") if args.len() == 4 => fill(&args[2], args[3].parse().expect("EVENTS")),
         Some("search") if args.len() == 7 => search(
             &args[2],
@@ -432,7 +604,7 @@ fn main() {
         ),
         _ => {
             eprintln!(
-                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS | fill DB EVENTS | bigtask DB EVENTS | search DB SERVICE SINCE_S UNTIL_S LIMIT"
+                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS | fill DB EVENTS | bigtask DB EVENTS | search DB SERVICE SINCE_S UNTIL_S LIMIT | otlp http|grpc ADDR REQUESTS SPANS"
             );
             std::process::exit(2);
         }

@@ -30,7 +30,7 @@ use crate::store::{
 /// Schema version of the ClickHouse tables, kept in the `sightline_meta` table. A store written
 /// by a newer sightline (a larger number) is refused; older ones are upgraded in place by
 /// [`ClickHouseStore::open`] (`docs/collector-store.md`, "ClickHouse", "Versions").
-pub const CLICKHOUSE_SCHEMA_VERSION: u32 = 1;
+pub const CLICKHOUSE_SCHEMA_VERSION: u32 = 2;
 
 /// Environment variable holding the ClickHouse user when the URL names none.
 pub const USER_ENV: &str = "SIGHTLINE_CLICKHOUSE_USER";
@@ -271,6 +271,37 @@ fn schema_v1(db: &str) -> Vec<String> {
     .collect()
 }
 
+/// What schema version 2 adds to version 1, `{db}` standing for the database: the operations
+/// of each service (`service_operations`, one row per service and operation of every event,
+/// by a materialized view, rows of one service and operation merged away), so that listing a
+/// service's operations (Jaeger's `/api/services/{service}/operations`, the UI's search form)
+/// reads that small table instead of scanning `events`.
+fn schema_v2(db: &str) -> Vec<String> {
+    [
+        "CREATE TABLE IF NOT EXISTS {db}.service_operations (
+            service String, operation String, day Date)
+         ENGINE = ReplacingMergeTree() PARTITION BY day ORDER BY (service, operation)",
+        // Two arrayJoin calls: every service of the event with every operation of it, as
+        // `has(services, s)` over `events` pairs them.
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.service_operations_mv TO {db}.service_operations AS
+         SELECT arrayJoin(services) AS service, arrayJoin(operations) AS operation, day
+         FROM {db}.events",
+    ]
+    .iter()
+    .map(|s| s.replace("{db}", db))
+    .collect()
+}
+
+/// Fills `service_operations` from the events stored before it existed (the upgrade from schema
+/// version 1). Rows the view wrote meanwhile are repeated, which merges and `DISTINCT` remove.
+fn backfill_v2(db: &str) -> String {
+    format!(
+        "INSERT INTO {db}.service_operations (service, operation, day)
+         SELECT arrayJoin(services) AS service, arrayJoin(operations) AS operation, day
+         FROM {db}.events"
+    )
+}
+
 /// A ClickHouse store (see the module doc): one HTTP agent, keep-alive connections.
 pub struct ClickHouseStore {
     url: ClickHouseUrl,
@@ -322,6 +353,11 @@ struct EdgeRow<'a> {
     ts_ns: i64,
 }
 
+/// Events whose ids one duplicate-lookup query lists at most: with their task ids (at most 40
+/// hex digits each) and event ids quoted, a query stays well under ClickHouse's default
+/// `max_query_size` of 256 KiB for ids up to about 60 bytes.
+const LOOKUP_EVENTS: usize = 2_000;
+
 /// The separator of an indexed attribute's key and value in `attributes` (unit separator).
 const ATTR_SEP: char = '\u{1f}';
 
@@ -367,10 +403,16 @@ impl ClickHouseStore {
             }
             _ => {
                 // Version 1 is the first: creating its tables is also the upgrade from none.
-                // Later versions add their steps here, each idempotent (`ADD COLUMN IF NOT
-                // EXISTS`-style), then record the new version.
+                // Each later version adds its steps, idempotent (`IF NOT EXISTS`), then the
+                // new version is recorded.
                 for stmt in schema_v1(db) {
                     s.exec("creating the tables", &stmt)?;
+                }
+                for stmt in schema_v2(db) {
+                    s.exec("creating the schema version 2 tables", &stmt)?;
+                }
+                if found == Some(1) {
+                    s.exec("upgrading to schema version 2", &backfill_v2(db))?;
                 }
                 if found != Some(CLICKHOUSE_SCHEMA_VERSION) {
                     s.set_schema_version(CLICKHOUSE_SCHEMA_VERSION)?;
@@ -659,19 +701,27 @@ impl ClickHouseStore {
             content_hash: u64,
         }
         let mut out: HashMap<(&str, &str), HashSet<u64>> = HashMap::new();
-        let task_set: HashSet<&str> = stored_tasks.iter().map(String::as_str).collect();
-        let id_set: HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
         let list = |s: &HashSet<&str>| s.iter().map(|t| quote(t)).collect::<Vec<_>>().join(",");
         let db = &self.url.database;
-        let found: Vec<Known> = self.rows(
-            "looking up stored events",
-            &format!(
-                "SELECT DISTINCT task, event_id, content_hash FROM {db}.events
-                 WHERE task IN ({}) AND event_id IN ({})",
-                list(&task_set),
-                list(&id_set)
-            ),
-        )?;
+        let mut found: Vec<Known> = Vec::new();
+        // In pieces: the server refuses a query longer than its `max_query_size` (256 KiB by
+        // default), which the id lists of a 16k-event batch exceed.
+        for (tasks, evs) in stored_tasks
+            .chunks(LOOKUP_EVENTS)
+            .zip(events.chunks(LOOKUP_EVENTS))
+        {
+            let task_set: HashSet<&str> = tasks.iter().map(String::as_str).collect();
+            let id_set: HashSet<&str> = evs.iter().map(|e| e.id.as_str()).collect();
+            found.extend(self.rows::<Known>(
+                "looking up stored events",
+                &format!(
+                    "SELECT DISTINCT task, event_id, content_hash FROM {db}.events
+                     WHERE task IN ({}) AND event_id IN ({})",
+                    list(&task_set),
+                    list(&id_set)
+                ),
+            )?);
+        }
         let index: HashMap<(&str, &str), (&str, &str)> = stored_tasks
             .iter()
             .zip(events)
@@ -899,7 +949,8 @@ impl ClickHouseStore {
     }
 
     /// Distinct operations of the events of service `service`, sorted (as
-    /// [`crate::query::operations`]: a span's name, an X-Trace report's label).
+    /// [`crate::query::operations`]: a span's name, an X-Trace report's label), read from
+    /// `service_operations` (schema version 2), not from `events`.
     ///
     /// # Errors
     /// [`StoreError::ClickHouse`].
@@ -912,8 +963,8 @@ impl ClickHouseStore {
         let rows: Vec<O> = self.rows(
             "listing operations",
             &format!(
-                "SELECT DISTINCT op FROM (SELECT arrayJoin(operations) AS op FROM {db}.events
-                 WHERE has(services, {})) ORDER BY op",
+                "SELECT DISTINCT operation AS op FROM {db}.service_operations
+                 WHERE service = {} ORDER BY op",
                 quote(service)
             ),
         )?;
@@ -950,7 +1001,7 @@ impl ClickHouseStore {
             "listing partitions",
             &format!(
                 "SELECT DISTINCT table, partition FROM system.parts WHERE database = {} AND active
-                 AND table IN ('events', 'edges', 'task_summaries')
+                 AND table IN ('events', 'edges', 'task_summaries', 'service_operations')
                  AND toDate(partition) < toDate(toDateTime({cutoff})) FORMAT TSV",
                 quote(db)
             ),

@@ -73,7 +73,9 @@ pub struct ListenConfig {
     /// is being handled is closed (HTTP/2 and gRPC included; X-Trace TCP connections between
     /// frames included). Default [`IDLE_TIMEOUT`].
     pub idle_timeout: Duration,
-    /// TLS for the OTLP/HTTP, OTLP/gRPC and Zipkin listeners (and the UI); `None`: plain TCP.
+    /// TLS for the OTLP/HTTP, OTLP/gRPC and Zipkin listeners, the UI when served with
+    /// [`serve_router`], and X-Trace TCP when [`crate::Config::xtrace_tls`] asks for it; `None`:
+    /// plain TCP.
     pub tls: Option<TlsFiles>,
 }
 
@@ -231,6 +233,9 @@ impl Gate {
         Some(tokio_rustls::TlsAcceptor::from(c))
     }
 }
+
+/// No ALPN protocol offered (the X-Trace TCP listener's TLS: its frames are not HTTP).
+pub(crate) const NO_ALPN: &[&[u8]] = &[];
 
 /// Accepts connections until `stop`, each in its own task holding a slot of `gate`: a TLS
 /// handshake when `tls` is asked for and configured (offering `alpn`), then `serve(conn, stop)`.

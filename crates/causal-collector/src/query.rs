@@ -213,6 +213,217 @@ pub fn load_graph<S: TraceStore + ?Sized>(
     Ok((TaskGraph::build(shown, events), skew))
 }
 
+/// One store's part of a task joined from several stores ([`load_graph_joined`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DomainPart {
+    /// The store, as given (a file path, or a ClickHouse URL without credentials).
+    pub store: String,
+    /// Events of the task found in this store and not in an earlier one.
+    pub events: usize,
+}
+
+/// An edge between events held by different stores: where one domain's view of the task hands
+/// over to another's.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DomainCrossing {
+    /// Index in [`DomainJoin::parts`] of the store holding the parent.
+    pub from: usize,
+    /// The parent event.
+    pub parent: String,
+    /// Index in [`DomainJoin::parts`] of the store holding the child.
+    pub to: usize,
+    /// The child event.
+    pub child: String,
+}
+
+/// An edge whose parent is in none of the stores given: the joined view ends there (the parent
+/// lives in a domain whose store was not given, or was never reported).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ViewEnd {
+    /// Index in [`DomainJoin::parts`] of the store holding the child.
+    pub store: usize,
+    /// The event whose parent is missing.
+    pub child: String,
+    /// The missing parent's event id.
+    pub parent: String,
+}
+
+/// What joining one task from several stores (administrative domains, X-Trace's design point)
+/// found: each store's share, the events held by more than one store, the edges that cross from
+/// one store's events to another's, and the edges whose parent no store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DomainJoin {
+    /// The stores in the order given.
+    pub parts: Vec<DomainPart>,
+    /// Events found in more than one store: kept once, from the first store holding them
+    /// (reports that reached two collectors). A copy with different content is not compared.
+    pub repeated: usize,
+    /// Edges between events of different stores, in the task's event order.
+    pub crossings: Vec<DomainCrossing>,
+    /// Edges whose parent is in none of the stores, in the task's event order.
+    pub view_ends: Vec<ViewEnd>,
+}
+
+/// Most crossings and view ends [`DomainJoin::lines`] lists one by one.
+pub const DOMAIN_LINES: usize = 8;
+
+impl DomainJoin {
+    /// The lines `show` prints above a joined task: `domains: A 12 events, B 9 events`, one
+    /// `domain boundary: A -> B: PARENT -> CHILD` per crossing and one `view ends: CHILD (in B)
+    /// follows PARENT, in none of the stores given` per missing parent, at most
+    /// [`DOMAIN_LINES`] of each, then a count of the rest. Empty for a single store.
+    pub fn lines(&self) -> Vec<String> {
+        if self.parts.len() < 2 {
+            return Vec::new();
+        }
+        let name = |i: usize| self.parts[i].store.as_str();
+        let mut out = vec![format!(
+            "domains: {}{}",
+            self.parts
+                .iter()
+                .map(|p| format!("{} {}", p.store, events_text(p.events)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if self.repeated > 0 {
+                format!(
+                    " ({} in more than one store, kept once)",
+                    events_text(self.repeated)
+                )
+            } else {
+                String::new()
+            }
+        )];
+        for c in self.crossings.iter().take(DOMAIN_LINES) {
+            out.push(format!(
+                "domain boundary: {} -> {}: {} -> {}",
+                name(c.from),
+                name(c.to),
+                c.parent,
+                c.child
+            ));
+        }
+        if self.crossings.len() > DOMAIN_LINES {
+            out.push(format!(
+                "domain boundary: {} more edges between stores",
+                self.crossings.len() - DOMAIN_LINES
+            ));
+        }
+        for v in self.view_ends.iter().take(DOMAIN_LINES) {
+            out.push(format!(
+                "view ends: {} (in {}) follows {}, in none of the stores given",
+                v.child,
+                name(v.store),
+                v.parent
+            ));
+        }
+        if self.view_ends.len() > DOMAIN_LINES {
+            out.push(format!(
+                "view ends: {} more edges to events in none of the stores",
+                self.view_ends.len() - DOMAIN_LINES
+            ));
+        }
+        out
+    }
+}
+
+/// `1 event`, `N events`.
+fn events_text(n: usize) -> String {
+    if n == 1 {
+        "1 event".to_string()
+    } else {
+        format!("{n} events")
+    }
+}
+
+/// Resolves `prefix` in every store of `stores` (as [`TraceStore::resolve_task`]): the task id
+/// the stores that hold a match agree on.
+///
+/// # Errors
+/// [`StoreError::NoSuchTask`] when no store holds a match; [`StoreError::AmbiguousTask`] when a
+/// store finds several, or two stores find different tasks; the backends' errors.
+pub fn resolve_joined(stores: &[&dyn TraceStore], prefix: &str) -> Result<String, StoreError> {
+    let mut found: Option<String> = None;
+    let mut missing = None;
+    for s in stores {
+        match s.resolve_task(prefix) {
+            Ok(id) => match &found {
+                Some(f) if *f != id => {
+                    return Err(StoreError::AmbiguousTask {
+                        prefix: prefix.to_string(),
+                        count: 2,
+                        examples: format!("{f}, {id}"),
+                    });
+                }
+                _ => found = Some(id),
+            },
+            Err(e @ StoreError::NoSuchTask(_)) => missing = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    found.ok_or_else(|| missing.unwrap_or_else(|| StoreError::NoSuchTask(prefix.to_string())))
+}
+
+/// Task `task` joined from `stores` (each named as given, in order): every store's events of
+/// it, each event once (the first store holding an event id keeps it), then rebuilt as
+/// [`load_graph`] does (skew estimated over all of them). The [`DomainJoin`] says which store
+/// held what, and marks the edges between stores and the edges whose parent no store holds.
+///
+/// # Errors
+/// The backends' [`StoreError`].
+pub fn load_graph_joined(
+    stores: &[(String, &dyn TraceStore)],
+    task: &str,
+    adjust: bool,
+) -> Result<(TaskGraph, SkewAdjustment, DomainJoin), StoreError> {
+    let mut events = Vec::new();
+    let mut home: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut join = DomainJoin::default();
+    for (i, (name, store)) in stores.iter().enumerate() {
+        let mut n = 0;
+        for e in store.load_task(task)? {
+            if home.contains_key(&e.id) {
+                join.repeated += 1;
+                continue;
+            }
+            home.insert(e.id.clone(), i);
+            events.push(e);
+            n += 1;
+        }
+        join.parts.push(DomainPart {
+            store: name.clone(),
+            events: n,
+        });
+    }
+    for e in &events {
+        let to = home[&e.id];
+        for p in &e.parents {
+            match home.get(&p.id) {
+                Some(&from) if from != to => join.crossings.push(DomainCrossing {
+                    from,
+                    parent: p.id.clone(),
+                    to,
+                    child: e.id.clone(),
+                }),
+                Some(_) => {}
+                None => join.view_ends.push(ViewEnd {
+                    store: to,
+                    child: e.id.clone(),
+                    parent: p.id.clone(),
+                }),
+            }
+        }
+    }
+    let skew = if adjust {
+        SkewAdjustment::estimate(&events)
+    } else {
+        SkewAdjustment::default()
+    };
+    skew.apply(&mut events);
+    causal_analysis::infer_span_nesting(&mut events);
+    let shown = display_task_id(&stored_task_id(task)).to_string();
+    Ok((TaskGraph::build(shown, events), skew, join))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,6 +488,96 @@ mod tests {
 
     fn ids(hits: Vec<TaskSummary>) -> Vec<String> {
         hits.into_iter().map(|h| h.task_id).collect()
+    }
+
+    /// Event `id` of task DDDD in `agent`'s domain after `parents`.
+    fn dev(id: &str, agent: &str, ts: i64, parents: &[&str]) -> Event {
+        let mut e = ev("DDDD", id, agent, &format!("step {id}"), ts, &[]);
+        e.parents = parents.iter().map(|p| Parent::causal(*p)).collect();
+        e
+    }
+
+    #[test]
+    fn a_task_joined_from_two_domains_stores_marks_where_each_view_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Store::open(&dir.path().join("a.db")).unwrap();
+        let mut b = Store::open(&dir.path().join("b.db")).unwrap();
+        // Domain a: the root and its child; domain b: the rest, a copy of 02 (the report
+        // reached both collectors) and an event whose parent neither store holds.
+        a.insert(&[dev("01", "a", 10, &[]), dev("02", "a", 20, &["01"])], 1)
+            .unwrap();
+        b.insert(
+            &[
+                dev("02", "a", 20, &["01"]),
+                dev("03", "b", 30, &["02"]),
+                dev("04", "b", 40, &["03"]),
+                dev("05", "b", 50, &["99"]),
+                ev("EEEE", "0E", "b", "alone", 5, &[]),
+            ],
+            1,
+        )
+        .unwrap();
+        let both: [&dyn TraceStore; 2] = [&a, &b];
+        assert_eq!(resolve_joined(&both, "dd").unwrap(), "DDDD");
+        // A task held by one store only resolves too; one held by none is NoSuchTask.
+        assert_eq!(resolve_joined(&both, "EE").unwrap(), "EEEE");
+        assert!(matches!(
+            resolve_joined(&both, "FFFF"),
+            Err(StoreError::NoSuchTask(_))
+        ));
+        let named = [
+            ("a.db".to_string(), &a as &dyn TraceStore),
+            ("b.db".to_string(), &b),
+        ];
+        let (g, _, join) = load_graph_joined(&named, "DDDD", true).unwrap();
+        assert_eq!(g.events.len(), 5, "each event once");
+        assert_eq!(
+            join.parts,
+            [
+                DomainPart {
+                    store: "a.db".into(),
+                    events: 2
+                },
+                DomainPart {
+                    store: "b.db".into(),
+                    events: 3
+                }
+            ]
+        );
+        assert_eq!(join.repeated, 1);
+        assert_eq!(
+            join.crossings,
+            [DomainCrossing {
+                from: 0,
+                parent: "02".into(),
+                to: 1,
+                child: "03".into()
+            }]
+        );
+        assert_eq!(
+            join.view_ends,
+            [ViewEnd {
+                store: 1,
+                child: "05".into(),
+                parent: "99".into()
+            }]
+        );
+        let lines = join.lines();
+        assert_eq!(
+            lines,
+            [
+                "domains: a.db 2 events, b.db 3 events (1 event in more than one store, kept once)",
+                "domain boundary: a.db -> b.db: 02 -> 03",
+                "view ends: 05 (in b.db) follows 99, in none of the stores given",
+            ]
+        );
+        // One store alone: the same graph as load_graph, nothing to mark.
+        let (one, _, j1) = load_graph_joined(&named[..1], "DDDD", true).unwrap();
+        assert_eq!(
+            one.events.len(),
+            load_graph(&a, "DDDD", true).unwrap().0.events.len()
+        );
+        assert!(j1.lines().is_empty() && j1.crossings.is_empty());
     }
 
     #[test]

@@ -291,6 +291,11 @@ pub const MAX_TRANSACTION_EVENTS: usize = 16_384;
 pub struct Config {
     /// X-Trace TCP listener (`None`: off). Default `127.0.0.1:7831`.
     pub xtrace_tcp: Option<SocketAddr>,
+    /// Serve the X-Trace TCP listener over TLS too (the certificate of [`ListenConfig::tls`],
+    /// no ALPN; length-prefixed frames inside the TLS stream). Off by default, and without
+    /// [`ListenConfig::tls`]: the `causal` library's reporter sends plain TCP, so a collector
+    /// with TLS for OTLP keeps taking its reports unless this is asked for.
+    pub xtrace_tls: bool,
     /// X-Trace UDP socket (`None`: off). Default `127.0.0.1:7831`.
     pub xtrace_udp: Option<SocketAddr>,
     /// OTLP/HTTP listener (`None`: off). Default `127.0.0.1:4318`.
@@ -365,6 +370,7 @@ impl Config {
         let lo = std::net::Ipv4Addr::LOCALHOST;
         Config {
             xtrace_tcp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
+            xtrace_tls: false,
             xtrace_udp: Some(SocketAddr::from((lo, causal::wire::DEFAULT_PORT))),
             otlp_http: Some(SocketAddr::from((lo, 4318))),
             otlp_grpc: Some(SocketAddr::from((lo, 4317))),
@@ -622,7 +628,7 @@ impl Collector {
                 "X-Trace TCP",
                 gate.clone(),
                 crate::listen::Refuse::Close,
-                None,
+                config.xtrace_tls.then_some(crate::listen::NO_ALPN),
                 stop.subscribe(),
                 serve,
             ));

@@ -13,18 +13,9 @@ use causal_collector::{Store, StoreError, TaskFilter, TaskSort, TraceStore, quer
 /// The server to test against, with a database of its own for `name`, dropped first; `None`
 /// (after a skip message, or a panic under CI) when no server answers.
 fn server(name: &str) -> Option<ClickHouseUrl> {
-    let base = std::env::var("SIGHTLINE_CLICKHOUSE_URL")
-        .unwrap_or_else(|_| "clickhouse://127.0.0.1:8123/default".into());
-    let url = ClickHouseUrl::parse(&base)
+    let url = ClickHouseUrl::parse(&test_support::clickhouse_server()?)
         .expect("SIGHTLINE_CLICKHOUSE_URL parses")
         .with_database(&format!("sightline_test_{name}"));
-    let up = ClickHouseStore::open(&url.with_database("default")).is_ok();
-    if !test_support::require_service(
-        up,
-        &format!("a ClickHouse server at {base} (set SIGHTLINE_CLICKHOUSE_URL)"),
-    ) {
-        return None;
-    }
     ClickHouseStore::open(&url)
         .expect("open")
         .drop_database()
@@ -284,6 +275,77 @@ fn a_newer_schema_is_refused_and_an_old_one_reopens() {
     let msg = e.to_string();
     assert!(msg.contains("newer than this sightline"), "{msg}");
     s.drop_database().unwrap();
+}
+
+/// Runs `sql` on the server of `url` (outside the store, as an older sightline would have).
+fn run_sql(url: &ClickHouseUrl, sql: &str) {
+    ureq::post(format!("http://{}:{}/", url.host, url.port))
+        .send(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[test]
+fn a_version_1_store_is_upgraded_with_its_operations_backfilled() {
+    let Some(url) = server("upgrade") else { return };
+    let Some(file) = data_files().into_iter().next() else {
+        return;
+    };
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    causal_collector::import::import_file(&mut ch, &file, 1_000).unwrap();
+    let services = query::services(&ch).unwrap();
+    assert!(!services.is_empty(), "{}", file.display());
+    let before: Vec<Vec<String>> = services
+        .iter()
+        .map(|s| query::operations(&ch, s).unwrap())
+        .collect();
+    assert!(before.iter().any(|o| !o.is_empty()), "{before:?}");
+    // As a version 1 store: no operations table, version 1 recorded.
+    let db = &url.database;
+    run_sql(&url, &format!("DROP TABLE {db}.service_operations_mv"));
+    run_sql(&url, &format!("DROP TABLE {db}.service_operations"));
+    ch.set_schema_version(1).unwrap();
+    drop(ch);
+    let ch = ClickHouseStore::open(&url).unwrap();
+    assert_eq!(
+        ch.schema_version().unwrap(),
+        Some(causal_collector::clickhouse::CLICKHOUSE_SCHEMA_VERSION)
+    );
+    let after: Vec<Vec<String>> = services
+        .iter()
+        .map(|s| query::operations(&ch, s).unwrap())
+        .collect();
+    assert_eq!(after, before, "operations after the upgrade");
+    ch.drop_database().unwrap();
+}
+
+#[test]
+fn a_batch_of_16k_events_is_looked_up_and_stored_once() {
+    // Regression: the duplicate lookup of a 16,384-event batch (the collector's largest) was one
+    // query longer than the server's max_query_size, and the whole batch failed.
+    let Some(url) = server("bigbatch") else {
+        return;
+    };
+    let events: Vec<causal_analysis::Event> = (0..16_384u64)
+        .map(|i| causal_analysis::Event {
+            task: format!(
+                "{:016X}{:016X}00000000",
+                0xB16B_A7C4_0000_0000u64 | (i / 20),
+                i / 20 + 1
+            ),
+            id: format!("{:08X}{:08X}:start", (i / 20) as u32, (i % 20) as u32 + 1),
+            agent: Some("svc".into()),
+            timestamp_ns: Some(1_700_000_000_000_000_000 + i as i64 * 1_000),
+            labels: vec!["op start".into()],
+            ..Default::default()
+        })
+        .collect();
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    let first = TraceStore::insert(&mut ch, &events, 1).unwrap();
+    assert_eq!((first.events, first.duplicates), (16_384, 0));
+    let again = TraceStore::insert(&mut ch, &events, 2).unwrap();
+    assert_eq!((again.events, again.duplicates), (0, 16_384));
+    assert_eq!(ch.event_count().unwrap(), 16_384);
+    ch.drop_database().unwrap();
 }
 
 #[test]

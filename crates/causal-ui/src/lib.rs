@@ -372,24 +372,20 @@ pub async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, UiError> 
         .map_err(|source| UiError::Bind { addr, source })
 }
 
-/// Serves `router` on `listener` until `shutdown` completes.
+/// Serves `router` on `listener` until `shutdown` completes, with the connection limit, header
+/// and idle timeouts and TLS of `listen` (the collector's listener, issue 22; with
+/// [`ListenConfig::tls`](causal_collector::listen::ListenConfig::tls) the UI and its API are
+/// served over HTTPS only, offering HTTP/2 and HTTP/1.1 by ALPN).
 ///
 /// # Errors
 /// [`UiError::Serve`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    listen: causal_collector::listen::ListenConfig,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), UiError> {
-    // The collector's listener: connection limit, header and idle timeouts (issue 22).
-    causal_collector::listen::serve_router(
-        listener,
-        "UI",
-        causal_collector::listen::ListenConfig::default(),
-        router,
-        shutdown,
-    )
-    .await;
+    causal_collector::listen::serve_router(listener, "UI", listen, router, shutdown).await;
     Ok(())
 }
 

@@ -13,18 +13,9 @@ use serde_json::Value;
 /// A ClickHouse database of its own for this test, dropped first; `None` (after a skip
 /// message, or a panic under CI) when no server answers.
 fn server_db() -> Option<ClickHouseUrl> {
-    let base = std::env::var("SIGHTLINE_CLICKHOUSE_URL")
-        .unwrap_or_else(|_| "clickhouse://127.0.0.1:8123/default".into());
-    let url = ClickHouseUrl::parse(&base)
+    let url = ClickHouseUrl::parse(&test_support::clickhouse_server()?)
         .expect("SIGHTLINE_CLICKHOUSE_URL parses")
         .with_database("sightline_test_ui");
-    let up = ClickHouseStore::open(&url.with_database("default")).is_ok();
-    if !test_support::require_service(
-        up,
-        &format!("a ClickHouse server at {base} (set SIGHTLINE_CLICKHOUSE_URL)"),
-    ) {
-        return None;
-    }
     ClickHouseStore::open(&url)
         .unwrap()
         .drop_database()

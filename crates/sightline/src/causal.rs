@@ -20,24 +20,33 @@ use probe_format::civil::{civil_from_days, days_from_civil};
 /// Where the store is.
 #[derive(Debug, clap::Args)]
 pub struct DbArg {
-    /// The store (SQLite file). Default: $SIGHTLINE_DB, else ./sightline.db.
+    /// The store (SQLite file). Default: $SIGHTLINE_DB, else ./sightline.db. `show` takes it
+    /// several times to join a task whose parts live in several stores (administrative domains).
     #[arg(long, value_name = "FILE")]
-    pub db: Option<PathBuf>,
+    pub db: Vec<PathBuf>,
     /// The store as a URL: `clickhouse://[USER[:PASSWORD]@]HOST:8123/DATABASE` for a ClickHouse
     /// store (credentials also from $SIGHTLINE_CLICKHOUSE_USER / $SIGHTLINE_CLICKHOUSE_PASSWORD;
     /// `?duplicate_lookup=off` skips the per-batch lookup of stored events, for high-rate
     /// collectors), anything else a SQLite file as --db. Default: $SIGHTLINE_STORE, else --db.
+    /// `show` takes it several times, as --db.
     #[arg(long, value_name = "URL", conflicts_with = "db")]
-    pub store: Option<String>,
+    pub store: Vec<String>,
 }
 
 impl DbArg {
     /// The store named by --store, else $SIGHTLINE_STORE (when --db is not given), else the
-    /// SQLite file of [`DbArg::path`].
+    /// SQLite file of [`DbArg::path`]. More than one store given is an error here: only `show`
+    /// joins several ([`DbArg::specs`]).
     pub(crate) fn spec(&self) -> anyhow::Result<StoreSpec> {
-        let url = self.store.clone().or_else(|| {
+        if self.db.len() > 1 || self.store.len() > 1 {
+            bail!(
+                "{} stores given: only `sightline show` joins a task from several stores (--db A --db B)",
+                self.db.len().max(self.store.len())
+            );
+        }
+        let url = self.store.first().cloned().or_else(|| {
             self.db
-                .is_none()
+                .is_empty()
                 .then(|| std::env::var("SIGHTLINE_STORE").ok())
                 .flatten()
                 .filter(|v| !v.is_empty())
@@ -48,9 +57,26 @@ impl DbArg {
         })
     }
 
+    /// Every store given (`--store` URLs, else `--db` files, in order), else the one of
+    /// [`DbArg::spec`].
+    pub(crate) fn specs(&self) -> anyhow::Result<Vec<StoreSpec>> {
+        if self.store.len() > 1 {
+            return self
+                .store
+                .iter()
+                .map(|u| Ok::<_, anyhow::Error>(StoreSpec::parse(u)?))
+                .collect();
+        }
+        if self.db.len() > 1 {
+            return Ok(self.db.iter().cloned().map(StoreSpec::Sqlite).collect());
+        }
+        Ok(vec![self.spec()?])
+    }
+
     pub(crate) fn path(&self) -> PathBuf {
         self.db
-            .clone()
+            .first()
+            .cloned()
             .or_else(|| {
                 std::env::var_os("SIGHTLINE_DB")
                     .filter(|v| !v.is_empty())
@@ -100,13 +126,17 @@ pub struct CollectArgs {
     /// (--no-udp, or firewall the port) when listening elsewhere.
     #[arg(long, value_name = "FILE")]
     pub bearer_token_file: Option<PathBuf>,
-    /// TLS certificate chain (PEM, leaf first) for the OTLP/HTTP, OTLP/gRPC and Zipkin listeners;
-    /// needs --tls-key. Meant for a --listen address other than loopback.
+    /// TLS certificate chain (PEM, leaf first) for the OTLP/HTTP, OTLP/gRPC and Zipkin listeners
+    /// and the UI of --ui (X-Trace TCP with --xtrace-tls); needs --tls-key. Meant for a --listen address other than loopback.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Serve the X-Trace TCP listener over TLS too, with --tls-cert (length-prefixed reports
+    /// inside TLS, no ALPN). Off by default: the `causal` library's reporter sends plain TCP.
+    #[arg(long, requires = "tls_cert")]
+    pub xtrace_tls: bool,
     /// Most TCP connections open at once over all listeners (default: the descriptor limit less
     /// 128, at most 16384; the soft descriptor limit is first raised to the hard one).
     #[arg(long, value_name = "N")]
@@ -418,9 +448,12 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
             args.listen
         );
     }
+    // The UI of --ui: the same TLS and timeouts as the report listeners, its own slots.
+    let ui_listen = listen.clone();
     let config = Config {
         listen,
         xtrace_tcp: Some(xtrace),
+        xtrace_tls: args.xtrace_tls,
         xtrace_udp: (!args.no_udp).then_some(xtrace),
         otlp_http: (!args.no_otlp).then(|| SocketAddr::new(args.listen, args.otlp_port)),
         otlp_grpc: (!args.no_otlp_grpc).then(|| SocketAddr::new(args.listen, args.otlp_grpc_port)),
@@ -455,7 +488,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         drop(out);
         let ui = match args.ui {
-            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &ui_store).await?),
+            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &ui_store, ui_listen).await?),
             None => None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -762,6 +795,9 @@ struct ShowJson<'a> {
     skew_adjustment: &'a SkewAdjustment,
     #[serde(skip_serializing_if = "Option::is_none")]
     resources: Option<&'a Accounting>,
+    /// A task joined from several stores: what each held and where their views meet or end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    domains: Option<&'a causal_collector::query::DomainJoin>,
 }
 
 /// Runs `sightline show`.
@@ -772,7 +808,11 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         let g = crate::recording_graph::recording_graph(&rec, &dir.display().to_string());
         return render_graph(&args, &g, &SkewAdjustment::default());
     }
-    let store = open_existing(&args.db.spec()?)?;
+    let specs = args.db.specs()?;
+    if specs.len() > 1 {
+        return show_joined(&args, &specs);
+    }
+    let store = open_existing(&specs[0])?;
     let task = store.resolve_task(args.task.as_deref().unwrap_or_default())?;
     let adjust = !args.no_skew_adjust;
     let (g, skew) = causal_collector::query::load_graph(&store, &task, adjust)?;
@@ -793,8 +833,44 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     render_graph(&args, &g, &skew)
 }
 
+/// `sightline show --db A --db B …`: the task joined from every store (administrative
+/// domains), each event once, with the stores' shares, the edges between stores and the edges
+/// whose parent no store holds (`domain boundary:`, `view ends:` lines in text, `domains` in
+/// JSON).
+fn show_joined(args: &ShowArgs, specs: &[StoreSpec]) -> anyhow::Result<ExitCode> {
+    if args.compare.is_some() {
+        bail!("--compare reads one store; give one --db or --store");
+    }
+    let stores = specs
+        .iter()
+        .map(open_existing)
+        .collect::<anyhow::Result<Vec<AnyStore>>>()?;
+    let dyns: Vec<&dyn TraceStore> = stores.iter().map(|s| s as &dyn TraceStore).collect();
+    let task =
+        causal_collector::query::resolve_joined(&dyns, args.task.as_deref().unwrap_or_default())?;
+    let named: Vec<(String, &dyn TraceStore)> = specs
+        .iter()
+        .map(ToString::to_string)
+        .zip(dyns.iter().copied())
+        .collect();
+    let (g, skew, join) =
+        causal_collector::query::load_graph_joined(&named, &task, !args.no_skew_adjust)?;
+    render_graph_with(args, &g, &skew, Some(&join))
+}
+
 /// Prints `g` in `args.format`, with the critical path and accounting `args` asks for.
 fn render_graph(args: &ShowArgs, g: &TaskGraph, skew: &SkewAdjustment) -> anyhow::Result<ExitCode> {
+    render_graph_with(args, g, skew, None)
+}
+
+/// [`render_graph`], with the [`DomainJoin`](causal_collector::query::DomainJoin) of a task
+/// joined from several stores.
+fn render_graph_with(
+    args: &ShowArgs,
+    g: &TaskGraph,
+    skew: &SkewAdjustment,
+    domains: Option<&causal_collector::query::DomainJoin>,
+) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     let cp = if args.critical_path || args.critical_path_only {
         CriticalPath::compute(g)
@@ -804,7 +880,8 @@ fn render_graph(args: &ShowArgs, g: &TaskGraph, skew: &SkewAdjustment) -> anyhow
     let acct = args.resources.then(|| Accounting::compute(g));
     match args.format {
         ShowFormat::Text => {
-            let notes = skew.lines();
+            let mut notes = domains.map(|d| d.lines()).unwrap_or_default();
+            notes.extend(skew.lines());
             let view = render::TextOptions {
                 critical_path: cp.as_ref(),
                 critical_path_only: args.critical_path_only,
@@ -834,6 +911,7 @@ fn render_graph(args: &ShowArgs, g: &TaskGraph, skew: &SkewAdjustment) -> anyhow
                 critical_path: cp.as_ref(),
                 skew_adjustment: skew,
                 resources: acct.as_ref(),
+                domains,
             };
             let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut out);
             serde_json::to_writer_pretty(&mut w, &doc)?;

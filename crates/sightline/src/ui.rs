@@ -2,10 +2,12 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use causal_collector::StoreSpec;
+use causal_collector::listen::{ListenConfig, TlsFiles};
 
 use crate::causal::DbArg;
 
@@ -22,15 +24,24 @@ pub struct UiArgs {
     /// Send `Access-Control-Allow-Origin: ORIGIN` with every answer (CORS is off by default).
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Option<String>,
+    /// TLS certificate chain (PEM, leaf first): serve the UI and its API over HTTPS only;
+    /// needs --tls-key. Meant for a --listen address other than loopback.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     #[command(flatten)]
     pub db: DbArg,
 }
 
-/// Binds the UI on `addr` for the store `store` and prints its URL; the returned future serves it.
+/// Binds the UI on `addr` for the store `store` and prints its URL (`https://` with TLS in
+/// `listen`); the returned future serves it with the limits and TLS of `listen`.
 async fn start(
     addr: SocketAddr,
     store: &StoreSpec,
     cors_origin: Option<String>,
+    listen: ListenConfig,
 ) -> anyhow::Result<impl Future<Output = Result<(), causal_ui::UiError>> + use<>> {
     let listener = causal_ui::bind(addr).await?;
     let bound = listener
@@ -40,20 +51,32 @@ async fn start(
         store: store.clone(),
         cors_origin,
     });
+    let scheme = if listen.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let mut out = std::io::stdout().lock();
     // A ClickHouse URL is shown without its credentials.
-    writeln!(out, "sightline ui: http://{bound}/ (store {store})")?;
+    writeln!(out, "sightline ui: {scheme}://{bound}/ (store {store})")?;
     out.flush()?;
-    Ok(causal_ui::serve(listener, router, std::future::pending()))
+    Ok(causal_ui::serve(
+        listener,
+        router,
+        listen,
+        std::future::pending(),
+    ))
 }
 
-/// Starts the UI of `sightline collect --ui` on `addr` as a task of the current runtime; the
-/// caller aborts it when the collector stops.
+/// Starts the UI of `sightline collect --ui` on `addr` as a task of the current runtime, with
+/// the collector's TLS and timeouts (`listen`; its own connection slots); the caller aborts it
+/// when the collector stops.
 pub async fn spawn_for_collector(
     addr: SocketAddr,
     store: &StoreSpec,
+    listen: ListenConfig,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), causal_ui::UiError>>> {
-    Ok(tokio::spawn(start(addr, store, None).await?))
+    Ok(tokio::spawn(start(addr, store, None, listen).await?))
 }
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
@@ -76,8 +99,18 @@ pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the Tokio runtime")?;
+    let mut listen = ListenConfig::default();
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        listen.tls = Some(TlsFiles::load(cert, key)?);
+    }
+    if !args.listen.ip().is_loopback() && listen.tls.is_none() {
+        eprintln!(
+            "sightline ui: warning: serving on {} without TLS (--tls-cert, --tls-key); the UI and its API have no authentication",
+            args.listen
+        );
+    }
     rt.block_on(async move {
-        let serve = start(args.listen, &store, args.cors_origin).await?;
+        let serve = start(args.listen, &store, args.cors_origin, listen).await?;
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         tokio::select! {

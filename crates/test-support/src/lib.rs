@@ -105,6 +105,69 @@ pub fn require_service(available: bool, what: &str) -> bool {
     available || skip(&format!("{what} is not available"))
 }
 
+/// Default of [`clickhouse_server`]: Debian's clickhouse-server as `.ci/run` starts it
+/// (`scripts/start-clickhouse.sh`).
+pub const CLICKHOUSE_DEFAULT_URL: &str = "clickhouse://127.0.0.1:8123/default";
+
+/// Gate for a test that needs a ClickHouse server: the store URL of `$SIGHTLINE_CLICKHOUSE_URL`
+/// (default [`CLICKHOUSE_DEFAULT_URL`]) when the server at its host and port answers its HTTP
+/// interface's `GET /ping` with `Ok.` within 2 s (no database is touched).
+///
+/// Otherwise `None`, after printing `skipped: a ClickHouse server at URL … is not available`, or
+/// a panic under `CI=true` ([`require_service`]).
+pub fn clickhouse_server() -> Option<String> {
+    let url = std::env::var("SIGHTLINE_CLICKHOUSE_URL")
+        .unwrap_or_else(|_| CLICKHOUSE_DEFAULT_URL.to_string());
+    let up = clickhouse_pings(&url);
+    require_service(
+        up,
+        &format!("a ClickHouse server at {url} (set SIGHTLINE_CLICKHOUSE_URL)"),
+    )
+    .then_some(url)
+}
+
+/// Whether the host and port of the store URL `url` (`clickhouse://[USER[:PASSWORD]@]HOST[:PORT]/DB`,
+/// port 8123 by default) answer `GET /ping` with `Ok.`.
+fn clickhouse_pings(url: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    use std::net::ToSocketAddrs as _;
+    let rest = url.strip_prefix("clickhouse://").unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host_port = if host_port.contains(':') {
+        host_port.to_string()
+    } else {
+        format!("{host_port}:8123")
+    };
+    let timeout = std::time::Duration::from_secs(2);
+    let Some(addr) = host_port.to_socket_addrs().ok().and_then(|mut a| a.next()) else {
+        return false;
+    };
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, timeout) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    let request = format!("GET /ping HTTP/1.0\r\nHost: {host_port}\r\n\r\n");
+    if s.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    // Read until the body has come (the server may keep the connection open), EOF or timeout.
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 512];
+    while answer.len() < 4096 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+        if answer.ends_with(b"\r\n\r\nOk.\n") {
+            break;
+        }
+    }
+    // ClickHouse answers an HTTP/1.0 request in HTTP/1.0.
+    (answer.starts_with(b"HTTP/1.0 200 ") || answer.starts_with(b"HTTP/1.1 200 "))
+        && answer.ends_with(b"\r\n\r\nOk.\n")
+}
+
 /// Gate for a test that runs the program `name` (`"sqlite3"`, `"make"`): true when an executable file
 /// of that name is on `PATH`.
 ///

@@ -68,9 +68,14 @@ impl Server {
                     .await
                     .unwrap();
                 tx.send(l.local_addr().unwrap()).unwrap();
-                causal_ui::serve(l, causal_ui::router(opts), async {
-                    let _ = stopped.await;
-                })
+                causal_ui::serve(
+                    l,
+                    causal_ui::router(opts),
+                    causal_collector::listen::ListenConfig::default(),
+                    async {
+                        let _ = stopped.await;
+                    },
+                )
                 .await
                 .unwrap();
             });

@@ -369,3 +369,97 @@ fn show_json_has_every_part_of_the_task() {
     assert!(full["resources"].is_object(), "{}", full["resources"]);
     assert_eq!(full["events"], plain["events"]);
 }
+
+#[test]
+fn show_joins_a_task_from_two_domains_stores() {
+    // Trace TWO_SERVICES across two administrative domains: `alpha` reports to domain a's
+    // collector, `beta` (called by alpha) to domain b's.
+    let tmp = tempfile::tempdir().unwrap();
+    let part = |name: &str, r: Value| {
+        let f = tmp.path().join(format!("{name}.json"));
+        std::fs::write(
+            &f,
+            serde_json::to_vec(&serde_json::json!({"resourceSpans": [r]})).unwrap(),
+        )
+        .unwrap();
+        let db = tmp.path().join(format!("{name}.db"));
+        run(&["import", f.to_str().unwrap()], &db);
+        db
+    };
+    let a = part(
+        "a",
+        resource(
+            &[("service.name", "alpha")],
+            vec![span(
+                TWO_SERVICES,
+                "1111111111111111",
+                None,
+                "root",
+                2,
+                0,
+                50 * MS,
+            )],
+        ),
+    );
+    let b = part(
+        "b",
+        resource(
+            &[("service.name", "beta")],
+            vec![span(
+                TWO_SERVICES,
+                "2222222222222222",
+                Some("1111111111111111"),
+                "work",
+                1,
+                10 * MS,
+                40 * MS,
+            )],
+        ),
+    );
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let text = run(&["show", TWO_SERVICES, "--db", a_s], &b);
+    assert!(
+        text.contains(&format!("domains: {a_s} 2 events, {b_s} 2 events")),
+        "{text}"
+    );
+    // beta's span starts after alpha's: the one edge from a's events to b's.
+    let boundary: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("domain boundary:"))
+        .collect();
+    assert_eq!(boundary.len(), 1, "{text}");
+    assert!(
+        boundary[0].starts_with(&format!("domain boundary: {a_s} -> {b_s}: ")),
+        "{text}"
+    );
+    assert!(!text.contains("view ends:"), "{text}");
+    assert!(text.contains("root") && text.contains("work"), "{text}");
+    // Domain b alone: its view ends at alpha's span, which only a holds.
+    let out = crate::sightline()
+        .args(["show", TWO_SERVICES, "--format", "json", "--db"])
+        .arg(&b)
+        .arg("--db")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["domains"]["repeated"], 2, "{}", v["domains"]);
+    assert_eq!(v["domains"]["view_ends"].as_array().unwrap().len(), 1);
+    assert_eq!(v["domains"]["crossings"].as_array().unwrap().len(), 0);
+    // Only `show` joins stores.
+    let out = crate::sightline()
+        .args(["tasks", "--db", a_s, "--db", b_s])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("only `sightline show` joins"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
