@@ -5,7 +5,7 @@
 //!
 //! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
 //! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
-//! on (`execve` with several threads, an internal error), the recorder switches to *pass-through*: it keeps serving the
+//! on (an internal error), the recorder switches to *pass-through*: it keeps serving the
 //! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
 //! they exit, so the program is never harmed, and the recording is marked incomplete.
 //!
@@ -198,6 +198,10 @@ struct Recorder {
     newborn: HashMap<i32, (Stopped, WaitKind)>,
     /// Stops to process once the current one is done (newborns released by their fork event).
     deferred: Vec<(Stopped, WaitKind)>,
+    /// Threads recorded under another tid than their own: a process whose thread (not its
+    /// leader) ran `execve` goes on, under the leader's tid, in that thread's stream (live tid
+    /// → recorded stream id; [`Recorder::exec_takes_over`]).
+    renamed: HashMap<i32, i32>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -314,6 +318,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         joined_forks: std::collections::HashSet::new(),
         newborn: HashMap::new(),
         deferred: Vec::new(),
+        renamed: HashMap::new(),
     };
     r.procs.insert(
         root_pid,
@@ -463,10 +468,62 @@ impl Recorder {
                 .take()
                 .unwrap_or_else(|| Running::attached(ev.tid));
             let stopped = running.into_stopped(&ev);
+            if ev.kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
+                self.exec_takes_over(&stopped);
+            }
             self.process_stop(stopped, ev.kind);
             while let Some((t, kind)) = self.deferred.pop() {
                 self.process_stop(t, kind);
             }
+        }
+    }
+
+    /// The recorded stream of live thread `tid`: its own tid, or the tid of the thread whose
+    /// `execve` it continues ([`Recorder::renamed`]).
+    fn stream_id(&self, tid: i32) -> i32 {
+        self.renamed.get(&tid).copied().unwrap_or(tid)
+    }
+
+    /// At `PTRACE_EVENT_EXEC`: when a thread other than the leader ran the `execve`, the kernel
+    /// has killed every other thread (the leader included, which reports no death) and the
+    /// exec'ing thread now has the leader's tid (ptrace(2), "execve(2) under ptrace"; the former
+    /// tid is the event message). Its state moves to the leader's tid, and its records go on in
+    /// its own stream, so replay follows one thread through the call.
+    fn exec_takes_over(&mut self, t: &Stopped) {
+        let tid = t.tid();
+        let Ok(former) = t.event_msg().map(|m| m as i32) else {
+            return;
+        };
+        if former == tid || former <= 0 {
+            return;
+        }
+        let key = self.group_of(former);
+        let Some(mut p) = self.procs.remove(&former) else {
+            return;
+        };
+        if self.debug {
+            eprintln!("[record] thread {former} ran execve: it is now {tid}");
+        }
+        p.thread = None;
+        self.procs.insert(tid, p);
+        let stream = self.stream_id(former);
+        self.renamed.remove(&former);
+        self.renamed.insert(tid, stream);
+        if let Some(g) = self.groups.get_mut(&key) {
+            if g.holder == Some(former) {
+                g.holder = Some(tid);
+            }
+            if g.last == former {
+                g.last = tid;
+            }
+            if g.exiting == Some(former) {
+                g.exiting = None;
+            }
+            g.waiting
+                .retain(|(w, _)| w.tid() != former && w.tid() != tid);
+        }
+        if self.output_inflight == Some(former) {
+            self.output_inflight = Some(tid);
         }
     }
 
@@ -550,7 +607,8 @@ impl Recorder {
             if self.debug {
                 eprintln!("[record] switch {last} -> {tid}");
             }
-            if let Err(e) = self.emit(last, Event::Switch { to: tid, why }) {
+            let to = self.stream_id(tid);
+            if let Err(e) = self.emit(last, Event::Switch { to, why }) {
                 self.stop_recording(format!("internal error: {e}"));
             }
         }
@@ -577,6 +635,7 @@ impl Recorder {
     /// A thread is gone: its process's bookkeeping, and the right to run passes on.
     fn on_death(&mut self, tid: i32, tgid: i32) {
         self.procs.remove(&tid);
+        self.renamed.remove(&tid);
         self.output_done(tid);
         if let Some(g) = self.groups.get_mut(&tgid) {
             if g.holder == Some(tid) {
@@ -713,7 +772,10 @@ impl Recorder {
             let Some(p) = self.procs.get_mut(&h) else {
                 continue;
             };
-            if p.pending.is_some() && g.threaded && !g.waiting.is_empty() {
+            if p.pending.as_ref().is_some_and(|c| !c.is_exec())
+                && g.threaded
+                && !g.waiting.is_empty()
+            {
                 // Two ticks in a call not known to block, while another thread waits: it blocks
                 // after all (an unlisted call, a FIFO open): give the right up as if it may.
                 p.ticks += 1;
@@ -844,6 +906,7 @@ impl Recorder {
     }
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
+        let pid = self.stream_id(pid);
         *self.files.emitted.entry(pid).or_default() += 1;
         // A process's start, new image and end reach the file at once.
         let milestone = match &event {

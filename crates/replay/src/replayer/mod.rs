@@ -527,6 +527,9 @@ impl Replayer<'_> {
                 self.on_death(ev.tid, ev.kind)?;
                 continue;
             }
+            if ev.kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
+                self.exec_takes_over(&ev);
+            }
             let Some(p) = self.procs.get_mut(&ev.tid) else {
                 // A child whose parent's fork event we have not seen yet: wait for it.
                 let t = Running::attached(ev.tid).into_stopped(&ev);
@@ -544,6 +547,37 @@ impl Replayer<'_> {
             self.dispatch(t, ev.kind)?;
             self.unpark()?;
         }
+    }
+
+    /// At `PTRACE_EVENT_EXEC` of a thread that was not its process's leader: the kernel killed
+    /// the other threads and gave the exec'ing one the leader's tid (the event message is its
+    /// former tid), as when recorded, where its records went on in its own stream
+    /// (`recorder::Recorder::exec_takes_over`). Its state moves to the leader's tid.
+    fn exec_takes_over(&mut self, ev: &replay_ptrace::WaitEvent) {
+        let Ok(former) = Running::attached(ev.tid)
+            .into_stopped(ev)
+            .event_msg()
+            .map(|m| m as i32)
+        else {
+            return;
+        };
+        if former == ev.tid || former <= 0 {
+            return;
+        }
+        let Some(mut p) = self.procs.remove(&former) else {
+            return;
+        };
+        if self.debug {
+            eprintln!(
+                "[replay] thread {former} (recorded {}) ran execve: it is now {}",
+                p.rec, ev.tid
+            );
+        }
+        // The old leader's own state (it reports no death) is dropped; its thread handle, if
+        // any, is the one this stop arrives on.
+        p.thread = self.procs.remove(&ev.tid).and_then(|old| old.thread);
+        self.real_of.insert(p.rec, ev.tid);
+        self.procs.insert(ev.tid, p);
     }
 
     /// Handles one stop and resumes or parks the tracee; a stop of a thread that does not have
