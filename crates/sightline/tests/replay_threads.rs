@@ -478,6 +478,43 @@ both_buffers!(
     python_subprocess_run_while_a_thread_runs_unbuffered
 );
 
+/// Regression (issue 11): at an `exit_group` the recorder handed the right to run to a worker
+/// whose sleep had just completed, recorded that call and a switch after the exit ("exit (wait
+/// status 0x700)", "switch to thread N (at its exit)", "clock_nanosleep(...) = 0"), and the
+/// worker then died before its user code saw the call (replay had to forgive those events). Now
+/// nothing of the process follows its exiting thread's exit record.
+fn exit_amid_completed_sleeps(buf: Buf) {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("threads_exit_busy", tmp.path());
+    for _ in 0..3 {
+        let (rec, out) = record_and_replay_3(&[exe.to_str().unwrap()], buf, &[]);
+        assert_eq!(out, "leaving\n");
+        assert_eq!(rec.meta.exit_code, Some(7));
+        let root = rec.meta.root_pid;
+        let exit_at = rec
+            .records
+            .iter()
+            .position(|r| r.pid == root && matches!(r.event, Event::Exit { .. }))
+            .expect("the leader's exit is recorded");
+        let after: Vec<String> = rec.records[exit_at + 1..]
+            .iter()
+            .map(|r| format!("{} {}", r.pid, replay::describe(&r.event)))
+            .collect();
+        assert!(after.is_empty(), "recorded after the exit_group: {after:?}");
+        let groups = replay::format::thread_groups(&rec.records);
+        assert_eq!(groups[&root].len(), 4, "main and three workers");
+    }
+}
+both_buffers!(
+    exit_amid_completed_sleeps,
+    exit_group_while_workers_finish_sleeps_records_nothing_of_them_after,
+    exit_group_while_workers_finish_sleeps_records_nothing_of_them_after_unbuffered
+);
+
 fn getcpu_threads(buf: Buf) {
     if !test_support::privileged("records with ptrace") {
         return;

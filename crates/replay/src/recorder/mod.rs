@@ -202,6 +202,11 @@ struct Recorder {
     /// leader) ran `execve` goes on, under the leader's tid, in that thread's stream (live tid
     /// → recorded stream id; [`Recorder::exec_takes_over`]).
     renamed: HashMap<i32, i32>,
+    /// Processes (tgids) whose holder is exiting with the whole process (`exit_group`, a fatal
+    /// signal): the kernel kills their other threads, so none of them gets the right to run
+    /// again (a thread whose blocking call completed would otherwise have that call recorded,
+    /// then die before its user code saw it; [`Recorder::on_exit`]).
+    dying: std::collections::HashSet<i32>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -319,6 +324,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         newborn: HashMap::new(),
         deferred: Vec::new(),
         renamed: HashMap::new(),
+        dying: std::collections::HashSet::new(),
     };
     r.procs.insert(
         root_pid,
@@ -586,11 +592,21 @@ impl Recorder {
         if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exit) && !member_exit {
             return true;
         }
-        if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() {
+        if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() && !self.is_dying(tid)
+        {
             self.take_right(tgid, tid);
             return true;
         }
         false
+    }
+
+    /// True when thread `tid`'s process is ending as a whole ([`Recorder::dying`]).
+    fn is_dying(&self, tid: i32) -> bool {
+        !self.dying.is_empty()
+            && self
+                .procs
+                .get(&tid)
+                .is_some_and(|p| self.dying.contains(&p.tgid))
     }
 
     /// Gives the right to run in `tgid` to `tid`, recording the switch in the last holder's stream.
@@ -624,7 +640,17 @@ impl Recorder {
             if g.holder.is_some() || g.exiting.is_some() {
                 return;
             }
-            let Some((t, kind)) = g.waiting.pop_front() else {
+            // Threads of a process that is ending as a whole wait until their kill reports them.
+            let next = if self.dying.is_empty() {
+                (!g.waiting.is_empty()).then_some(0)
+            } else {
+                g.waiting.iter().position(|(t, _)| {
+                    self.procs
+                        .get(&t.tid())
+                        .is_none_or(|p| !self.dying.contains(&p.tgid))
+                })
+            };
+            let Some((t, kind)) = next.and_then(|i| g.waiting.remove(i)) else {
                 return;
             };
             self.take_right(tgid, t.tid());
@@ -634,7 +660,9 @@ impl Recorder {
 
     /// A thread is gone: its process's bookkeeping, and the right to run passes on.
     fn on_death(&mut self, tid: i32, tgid: i32) {
-        self.procs.remove(&tid);
+        if self.procs.remove(&tid).is_some_and(|p| p.tgid == tid) {
+            self.dying.remove(&tid);
+        }
         self.renamed.remove(&tid);
         self.output_done(tid);
         if let Some(g) = self.groups.get_mut(&tgid) {

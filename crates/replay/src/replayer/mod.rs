@@ -939,9 +939,11 @@ impl Replayer<'_> {
     /// Accounts for the last events of `rec`, a thread that another thread's exit_group killed,
     /// when replay saw it die before them; true when it did (or nothing was left).
     ///
-    /// While recording, such a thread can be killed in the kernel between a blocking call's
-    /// completion (recorded, since the kernel finished it) and its return to user code; replay
-    /// emulates the call and the thread waits for its turn, where the exit_group kills it first.
+    /// Recorders before the *dying* rule (`recorder::Recorder::on_exit`) could hand the right to
+    /// run, at an exit_group, to a thread whose blocking call had just completed: the call was
+    /// recorded, and the kernel killed the thread before its return to user code. Replay emulates
+    /// the call and the thread waits for its turn, where the exit_group kills it first. Today's
+    /// recorder records nothing of such threads; this allowance stays for recordings made before.
     /// Only events that the thread's user code never saw are accounted for this way (system-call
     /// results, switches, an exit); anything else stays a divergence.
     fn forgive_killed(&mut self, rec: i32) -> bool {
