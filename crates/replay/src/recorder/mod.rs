@@ -358,9 +358,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
+    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either.
+    if let Err(e) = replay_ptrace::trap_own_cpuid()
+        && r.debug
+    {
+        eprintln!("sightline: tracer runs without CPUID faulting: {e}");
+    }
     r.run();
     drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
+    replay_ptrace::untrap_own_cpuid();
     let exit_code = r.root_exit.unwrap_or(0);
     let events = r.w.events;
     let processes = r.counters_processes();

@@ -456,9 +456,16 @@ pub fn replay(
     {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
+    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either.
+    if let Err(e) = replay_ptrace::trap_own_cpuid()
+        && r.debug
+    {
+        eprintln!("sightline: tracer runs without CPUID faulting: {e}");
+    }
     let result = r.run();
     drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
+    replay_ptrace::untrap_own_cpuid();
     if result.is_err() {
         r.kill_all();
     }
