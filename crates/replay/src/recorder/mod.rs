@@ -964,11 +964,21 @@ impl Recorder {
     /// Records the calls the tracee's syscall-buffering handler made since its last stop (before
     /// any other event of this stop, so they keep their place).
     fn drain_sysbuf(&mut self, t: &Stopped) -> Result<(), Error> {
+        let tgid = self.procs.get(&t.tid()).map_or(t.tid(), |p| p.tgid);
+        if !self.sysbuf_live(tgid) {
+            return Ok(());
+        }
         let recs = crate::syscallbuf::drain(t)?;
         if !recs.is_empty() {
             self.emit(t.tid(), Event::Buffered(recs))?;
         }
         Ok(())
+    }
+
+    /// False once process `tgid` started a thread: its syscall buffer was drained and switched
+    /// off at that `clone` and holds nothing more (the handler traps every call).
+    fn sysbuf_live(&self, tgid: i32) -> bool {
+        self.syscallbuf && !self.threaded_procs.contains(&tgid)
     }
 
     fn next_rdv(&mut self, obj: u64) -> Rendezvous {

@@ -91,13 +91,27 @@ impl Recorder {
             if let Some(g) = self.groups.get_mut(&key) {
                 g.threaded = true;
             }
-            if let Err(e) = self.drain_sysbuf(&t) {
+            // (`drain_sysbuf` skips threaded processes, which this one is from now on.)
+            if let Err(e) = crate::syscallbuf::drain(&t).and_then(|recs| {
+                if recs.is_empty() {
+                    Ok(())
+                } else {
+                    self.emit(tid, Event::Buffered(recs))
+                }
+            }) {
                 return Err(Box::new((Some(t), e)));
             }
             crate::syscallbuf::switch_off(&t);
         }
-        // Entering a trapped call, the handler is not mid-append: drain and empty the buffer.
-        if let Err(e) = crate::syscallbuf::drain_and_reset(&t).and_then(|recs| {
+        // Entering a trapped call, the handler is not mid-append: drain and empty the buffer
+        // (not in a process that started a thread: its buffer was drained and switched off
+        // then, and reading its header at every stop cost one process_vm_readv a stop).
+        let drained = if self.sysbuf_live(tgid) {
+            crate::syscallbuf::drain_and_reset(&t)
+        } else {
+            Ok(Vec::new())
+        };
+        if let Err(e) = drained.and_then(|recs| {
             if recs.is_empty() {
                 Ok(())
             } else {
