@@ -359,8 +359,12 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
-    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either.
-    if let Err(e) = replay_ptrace::trap_own_cpuid()
+    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either. Opt-in
+    // while recording (`SIGHTLINE_TRACER_CPUID=1`): the faster stops made the two-sqlite3 WAL
+    // test diverge about 1 run in 2 instead of 1 in 8 (a race in the schedule of processes
+    // joined by a shared file, not found yet; docs/replay-performance.md).
+    if std::env::var_os("SIGHTLINE_TRACER_CPUID").is_some_and(|v| v == "1")
+        && let Err(e) = replay_ptrace::trap_own_cpuid()
         && r.debug
     {
         eprintln!("sightline: tracer runs without CPUID faulting: {e}");
