@@ -521,6 +521,12 @@ extern "C" fn own_tsc_fault(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
             let _ = set_own_tsc(false);
             return; // the RDTSC runs again, now enabled
         }
+        if b[..2] == [0x0f, 0xa2] && OWN_CPUID_TRAPPED.load(Ordering::Relaxed) {
+            OWN_CPUID_TRAPPED.store(false, Ordering::Relaxed);
+            OWN_CPUID_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+            let _ = set_own_cpuid(false);
+            return; // the CPUID runs again, now allowed
+        }
     }
     // Any other fault: put the previous action back and return; the instruction faults again and is
     // handled as it would have been without us (Rust's stack-overflow report, or the default crash).
@@ -553,6 +559,14 @@ extern "C" fn own_tsc_fault(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: 
 /// Errors: `sigaction` or `prctl(PR_SET_TSC)` failing ([`Error::Sys`]); the tracer then simply runs
 /// with its counter enabled.
 pub fn trap_own_rdtsc() -> Result<()> {
+    install_segv_net()?;
+    set_own_tsc(true)?;
+    OWN_TSC_TRAPPED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Installs (once) the SIGSEGV handler behind [`trap_own_rdtsc`] and [`trap_own_cpuid`].
+fn install_segv_net() -> Result<()> {
     if OLD_SEGV_ACTION.load(Ordering::Relaxed).is_null() {
         // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
         let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -573,9 +587,81 @@ pub fn trap_own_rdtsc() -> Result<()> {
         }
         OLD_SEGV_ACTION.store(old, Ordering::Relaxed);
     }
-    set_own_tsc(true)?;
-    OWN_TSC_TRAPPED.store(true, Ordering::Relaxed);
     Ok(())
+}
+
+/// Set while the tracer thread runs with CPUID faulting ([`trap_own_cpuid`]).
+static OWN_CPUID_TRAPPED: AtomicBool = AtomicBool::new(false);
+/// How many times the SIGSEGV safety net had to switch the tracer's CPUID faulting off.
+static OWN_CPUID_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+/// `ARCH_SET_CPUID` (`arch/x86/include/uapi/asm/prctl.h`): argument 0 makes CPUID fault.
+const ARCH_SET_CPUID: libc::c_long = 0x1012;
+
+fn set_own_cpuid(faulting: bool) -> Result<()> {
+    // SAFETY: arch_prctl(ARCH_SET_CPUID) takes only integers and affects only the calling thread.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_SET_CPUID,
+            libc::c_long::from(!faulting),
+        )
+    };
+    if r == -1 {
+        Err(last_err("arch_prctl(ARCH_SET_CPUID)", 0))
+    } else {
+        Ok(())
+    }
+}
+
+fn with_own_cpuid<T>(f: impl FnOnce() -> T) -> T {
+    let trapped = OWN_CPUID_TRAPPED.load(Ordering::Relaxed);
+    if trapped {
+        let _ = set_own_cpuid(false);
+    }
+    let v = f();
+    if trapped {
+        let _ = set_own_cpuid(true);
+    }
+    v
+}
+
+/// Makes CPUID fault in the calling (tracer) thread too, as it does in the tracees
+/// (`ARCH_SET_CPUID`, which the recorder and replayer set in every image they run).
+///
+/// # Why?
+/// CPUID faulting is a per-task bit of the `MSR_MISC_FEATURES_ENABLES` register that the kernel
+/// rewrites at every context switch between a task with it and one without
+/// (`__switch_to_xtra`); in a virtual machine that write is a VM exit. Measured on this VM (a
+/// pipe ping-pong of two processes on one CPU): 3.5 µs a round trip, 20–23 µs with one side
+/// faulting. Every ptrace stop is two such switches (tracee → tracer → tracee). With the tracer
+/// in the same mode the register stays as it is.
+///
+/// The tracer thread must then not execute CPUID itself: [`cpuid`] switches faulting off for its
+/// one instruction. As a safety net, the SIGSEGV handler of [`trap_own_rdtsc`] recognizes a
+/// faulting CPUID in this thread, switches faulting off for good and lets the instruction run
+/// again ([`own_cpuid_fallbacks`] counts it).
+///
+/// Errors: `sigaction` or `arch_prctl(ARCH_SET_CPUID)` failing ([`Error::Sys`]: the machine has
+/// no CPUID faulting, and neither have the tracees); the tracer then runs as before.
+pub fn trap_own_cpuid() -> Result<()> {
+    install_segv_net()?;
+    set_own_cpuid(true)?;
+    OWN_CPUID_TRAPPED.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Undoes [`trap_own_cpuid`] for the calling thread.
+pub fn untrap_own_cpuid() {
+    if OWN_CPUID_TRAPPED.swap(false, Ordering::Relaxed) {
+        let _ = set_own_cpuid(false);
+    }
+}
+
+/// How many times the tracer executed CPUID while [`trap_own_cpuid`] was in effect (each time
+/// faulting was switched off for good). Zero in a healthy recording.
+pub fn own_cpuid_fallbacks() -> u64 {
+    OWN_CPUID_FALLBACKS.load(Ordering::Relaxed)
 }
 
 /// Undoes [`trap_own_rdtsc`] for the calling thread (the SIGSEGV safety net stays; it is inert).
@@ -620,9 +706,10 @@ pub struct CpuidResult {
 
 /// Executes CPUID in the tracer for `leaf`/`subleaf` (the answer the recorder gives a faulting CPUID).
 pub fn cpuid(leaf: u32, subleaf: u32) -> CpuidResult {
-    // SAFETY: CPUID is always available on x86-64 and has no memory effects.
+    // SAFETY: CPUID is always available on x86-64 and has no memory effects; `with_own_cpuid`
+    // lets it run in a thread that has CPUID faulting on.
     #[allow(unused_unsafe)]
-    let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
+    let r = with_own_cpuid(|| unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) });
     CpuidResult {
         eax: r.eax,
         ebx: r.ebx,

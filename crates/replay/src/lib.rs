@@ -24,9 +24,9 @@
 //!   points (a thread computing a whole time slice is interrupted and the point replayed with a
 //!   hardware breakpoint), so spinning threads and signals to computing programs work.
 //!
-//! Scope: programs made of processes with any number of threads. `execve` in a process with
-//! several threads stops the recording ([`recorder::RecordOutcome::incomplete`] says why; the
-//! program keeps running, served in pass-through) and replaying such a recording fails with
+//! Scope: programs made of processes with any number of threads (`execve` from any of them
+//! included). A recording that stopped early ([`recorder::RecordOutcome::incomplete`] says why;
+//! the program keeps running, served in pass-through) fails to replay with
 //! [`Error::Unsupported`]. Go-live comes next; the replayer already re-creates processes, threads,
 //! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
 #![deny(missing_docs)]
@@ -64,7 +64,8 @@ pub enum Error {
     /// The recording is malformed or of another version.
     #[error("bad recording: {0}")]
     Format(String),
-    /// The program did something this version cannot record (`execve` with several threads).
+    /// The recording stopped early (it cannot be written, an internal error), so it cannot be
+    /// replayed.
     #[error("not yet supported: {0}")]
     Unsupported(String),
     /// The command could not be started.

@@ -27,7 +27,7 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Record an unmodified program (and its children) for deterministic replay. Exit status: the
     /// program's, or 2 when the recording is incomplete (recording stopped early and the program
-    /// ran on unrecorded: `execve` from a process with several threads, a write error).
+    /// ran on unrecorded: a write error, an internal error).
     Record(replay::RecordArgs),
     /// Replay a recording deterministically.
     Replay(replay::ReplayArgs),

@@ -49,7 +49,7 @@ fn default_dir() -> PathBuf {
 }
 
 /// Runs `sightline record`: the program's exit code becomes ours, except that an incomplete
-/// recording (e.g. `execve` in a process with several threads, not yet supported) exits 2.
+/// recording (e.g. the recording could not be written) exits 2.
 pub fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let dir = args.output.unwrap_or_else(default_dir);
     if dir.exists() && !dir.is_dir() {

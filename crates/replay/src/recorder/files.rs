@@ -197,6 +197,8 @@ impl Recorder {
             && flags & (libc::O_CREAT | libc::O_TRUNC | libc::O_TMPFILE) == 0;
         let tid = t.tid();
         let meta = std::fs::metadata(format!("/proc/{tid}/fd/{fd}"));
+        // The opener as replay knows it: its recorded stream.
+        let tid = self.stream_id(tid);
         match meta {
             Ok(m) if read_only && m.is_file() => {
                 let seq = self.files.emitted.get(&tid).copied().unwrap_or(0);

@@ -5,7 +5,7 @@
 //!
 //! The loop waits for any tracee's stop, hands it to the matching handler and resumes it. Every
 //! tracee is resumed by the end of each handler; none is ever left stopped. If recording cannot go
-//! on (`execve` with several threads, an internal error), the recorder switches to *pass-through*: it keeps serving the
+//! on (an internal error), the recorder switches to *pass-through*: it keeps serving the
 //! tracees (their trapped system calls run unchanged, trapped instructions are still emulated) until
 //! they exit, so the program is never harmed, and the recording is marked incomplete.
 //!
@@ -193,11 +193,21 @@ struct Recorder {
     /// Parents (tids) whose pending fork made a child that joined their group: the fork's record
     /// says so ([`crate::sched::JOINED`]).
     joined_forks: std::collections::HashSet<i32>,
-    /// First stops of new processes whose parent's fork event was not processed yet: held (they
-    /// may be about to join the parent's group) until it is.
+    /// First stops of new processes and threads whose parent's fork or clone event was not
+    /// processed yet: held (a thread, or a process about to join the parent's group, must wait
+    /// for its turn) until it is.
     newborn: HashMap<i32, (Stopped, WaitKind)>,
     /// Stops to process once the current one is done (newborns released by their fork event).
     deferred: Vec<(Stopped, WaitKind)>,
+    /// Threads recorded under another tid than their own: a process whose thread (not its
+    /// leader) ran `execve` goes on, under the leader's tid, in that thread's stream (live tid
+    /// → recorded stream id; [`Recorder::exec_takes_over`]).
+    renamed: HashMap<i32, i32>,
+    /// Processes (tgids) whose holder is exiting with the whole process (`exit_group`, a fatal
+    /// signal): the kernel kills their other threads, so none of them gets the right to run
+    /// again (a thread whose blocking call completed would otherwise have that call recorded,
+    /// then die before its user code saw it; [`Recorder::on_exit`]).
+    dying: std::collections::HashSet<i32>,
 }
 
 /// `execvp`'s fallback for a file the kernel cannot execute (ENOEXEC: no `#!` line, not ELF): it runs
@@ -314,6 +324,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         joined_forks: std::collections::HashSet::new(),
         newborn: HashMap::new(),
         deferred: Vec::new(),
+        renamed: HashMap::new(),
+        dying: std::collections::HashSet::new(),
     };
     r.procs.insert(
         root_pid,
@@ -347,9 +359,20 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
+    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either. Opt-in
+    // while recording (`SIGHTLINE_TRACER_CPUID=1`): the faster stops made the two-sqlite3 WAL
+    // test diverge about 1 run in 2 instead of 1 in 8 (a race in the schedule of processes
+    // joined by a shared file, not found yet; docs/replay-performance.md).
+    if std::env::var_os("SIGHTLINE_TRACER_CPUID").is_some_and(|v| v == "1")
+        && let Err(e) = replay_ptrace::trap_own_cpuid()
+        && r.debug
+    {
+        eprintln!("sightline: tracer runs without CPUID faulting: {e}");
+    }
     r.run();
     drop(ticker);
     replay_ptrace::untrap_own_rdtsc();
+    replay_ptrace::untrap_own_cpuid();
     let exit_code = r.root_exit.unwrap_or(0);
     let events = r.w.events;
     let processes = r.counters_processes();
@@ -442,12 +465,12 @@ impl Recorder {
             if self.debug {
                 eprintln!("[record] tid {} {:?}", ev.tid, ev.kind);
             }
-            if !self.procs.contains_key(&ev.tid)
-                && self.passthrough.is_none()
-                && is_new_process(ev.tid)
-            {
-                // A forked child before its parent's fork event: it waits for that event, which
-                // decides its group.
+            if !self.procs.contains_key(&ev.tid) && self.passthrough.is_none() {
+                // A forked child or a new thread before its parent's fork or clone event: it
+                // waits for that event, which decides its group. (A new thread let through here
+                // made a group of its own and ran at once, beside the holder: its first reads of
+                // shared memory came before the holder's writes, which replay then reproduced
+                // the other way round; `sh -c` of the futex hand-off bench diverged 1 in 3.)
                 let stopped = Running::attached(ev.tid).into_stopped(&ev);
                 self.newborn.insert(ev.tid, (stopped, ev.kind));
                 continue;
@@ -463,10 +486,62 @@ impl Recorder {
                 .take()
                 .unwrap_or_else(|| Running::attached(ev.tid));
             let stopped = running.into_stopped(&ev);
+            if ev.kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
+                self.exec_takes_over(&stopped);
+            }
             self.process_stop(stopped, ev.kind);
             while let Some((t, kind)) = self.deferred.pop() {
                 self.process_stop(t, kind);
             }
+        }
+    }
+
+    /// The recorded stream of live thread `tid`: its own tid, or the tid of the thread whose
+    /// `execve` it continues ([`Recorder::renamed`]).
+    fn stream_id(&self, tid: i32) -> i32 {
+        self.renamed.get(&tid).copied().unwrap_or(tid)
+    }
+
+    /// At `PTRACE_EVENT_EXEC`: when a thread other than the leader ran the `execve`, the kernel
+    /// has killed every other thread (the leader included, which reports no death) and the
+    /// exec'ing thread now has the leader's tid (ptrace(2), "execve(2) under ptrace"; the former
+    /// tid is the event message). Its state moves to the leader's tid, and its records go on in
+    /// its own stream, so replay follows one thread through the call.
+    fn exec_takes_over(&mut self, t: &Stopped) {
+        let tid = t.tid();
+        let Ok(former) = t.event_msg().map(|m| m as i32) else {
+            return;
+        };
+        if former == tid || former <= 0 {
+            return;
+        }
+        let key = self.group_of(former);
+        let Some(mut p) = self.procs.remove(&former) else {
+            return;
+        };
+        if self.debug {
+            eprintln!("[record] thread {former} ran execve: it is now {tid}");
+        }
+        p.thread = None;
+        self.procs.insert(tid, p);
+        let stream = self.stream_id(former);
+        self.renamed.remove(&former);
+        self.renamed.insert(tid, stream);
+        if let Some(g) = self.groups.get_mut(&key) {
+            if g.holder == Some(former) {
+                g.holder = Some(tid);
+            }
+            if g.last == former {
+                g.last = tid;
+            }
+            if g.exiting == Some(former) {
+                g.exiting = None;
+            }
+            g.waiting
+                .retain(|(w, _)| w.tid() != former && w.tid() != tid);
+        }
+        if self.output_inflight == Some(former) {
+            self.output_inflight = Some(tid);
         }
     }
 
@@ -529,11 +604,21 @@ impl Recorder {
         if kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exit) && !member_exit {
             return true;
         }
-        if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() {
+        if g.holder.is_none() && g.exiting.is_none() && g.waiting.is_empty() && !self.is_dying(tid)
+        {
             self.take_right(tgid, tid);
             return true;
         }
         false
+    }
+
+    /// True when thread `tid`'s process is ending as a whole ([`Recorder::dying`]).
+    fn is_dying(&self, tid: i32) -> bool {
+        !self.dying.is_empty()
+            && self
+                .procs
+                .get(&tid)
+                .is_some_and(|p| self.dying.contains(&p.tgid))
     }
 
     /// Gives the right to run in `tgid` to `tid`, recording the switch in the last holder's stream.
@@ -550,7 +635,8 @@ impl Recorder {
             if self.debug {
                 eprintln!("[record] switch {last} -> {tid}");
             }
-            if let Err(e) = self.emit(last, Event::Switch { to: tid, why }) {
+            let to = self.stream_id(tid);
+            if let Err(e) = self.emit(last, Event::Switch { to, why }) {
                 self.stop_recording(format!("internal error: {e}"));
             }
         }
@@ -566,7 +652,17 @@ impl Recorder {
             if g.holder.is_some() || g.exiting.is_some() {
                 return;
             }
-            let Some((t, kind)) = g.waiting.pop_front() else {
+            // Threads of a process that is ending as a whole wait until their kill reports them.
+            let next = if self.dying.is_empty() {
+                (!g.waiting.is_empty()).then_some(0)
+            } else {
+                g.waiting.iter().position(|(t, _)| {
+                    self.procs
+                        .get(&t.tid())
+                        .is_none_or(|p| !self.dying.contains(&p.tgid))
+                })
+            };
+            let Some((t, kind)) = next.and_then(|i| g.waiting.remove(i)) else {
                 return;
             };
             self.take_right(tgid, t.tid());
@@ -576,7 +672,10 @@ impl Recorder {
 
     /// A thread is gone: its process's bookkeeping, and the right to run passes on.
     fn on_death(&mut self, tid: i32, tgid: i32) {
-        self.procs.remove(&tid);
+        if self.procs.remove(&tid).is_some_and(|p| p.tgid == tid) {
+            self.dying.remove(&tid);
+        }
+        self.renamed.remove(&tid);
         self.output_done(tid);
         if let Some(g) = self.groups.get_mut(&tgid) {
             if g.holder == Some(tid) {
@@ -713,7 +812,10 @@ impl Recorder {
             let Some(p) = self.procs.get_mut(&h) else {
                 continue;
             };
-            if p.pending.is_some() && g.threaded && !g.waiting.is_empty() {
+            if p.pending.as_ref().is_some_and(|c| !c.is_exec())
+                && g.threaded
+                && !g.waiting.is_empty()
+            {
                 // Two ticks in a call not known to block, while another thread waits: it blocks
                 // after all (an unlisted call, a FIFO open): give the right up as if it may.
                 p.ticks += 1;
@@ -844,6 +946,7 @@ impl Recorder {
     }
 
     fn emit(&mut self, pid: i32, event: Event) -> Result<(), Error> {
+        let pid = self.stream_id(pid);
         *self.files.emitted.entry(pid).or_default() += 1;
         // A process's start, new image and end reach the file at once.
         let milestone = match &event {
@@ -866,11 +969,21 @@ impl Recorder {
     /// Records the calls the tracee's syscall-buffering handler made since its last stop (before
     /// any other event of this stop, so they keep their place).
     fn drain_sysbuf(&mut self, t: &Stopped) -> Result<(), Error> {
+        let tgid = self.procs.get(&t.tid()).map_or(t.tid(), |p| p.tgid);
+        if !self.sysbuf_live(tgid) {
+            return Ok(());
+        }
         let recs = crate::syscallbuf::drain(t)?;
         if !recs.is_empty() {
             self.emit(t.tid(), Event::Buffered(recs))?;
         }
         Ok(())
+    }
+
+    /// False once process `tgid` started a thread: its syscall buffer was drained and switched
+    /// off at that `clone` and holds nothing more (the handler traps every call).
+    fn sysbuf_live(&self, tgid: i32) -> bool {
+        self.syscallbuf && !self.threaded_procs.contains(&tgid)
     }
 
     fn next_rdv(&mut self, obj: u64) -> Rendezvous {
@@ -937,17 +1050,6 @@ impl Recorder {
         }
         Ok((t, Resume::Cont, 0))
     }
-}
-
-/// True when `tid` is a process of its own (a fork's child), not a thread of another: its
-/// `/proc/<tid>/status` says `Tgid: <tid>`.
-fn is_new_process(tid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{tid}/status")).is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Tgid:"))
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            == Some(tid)
-    })
 }
 
 /// True for the signals whose default action stops the process (a group-stop): the recorder then

@@ -69,10 +69,33 @@ impl Recorder {
     }
 
     /// `PTRACE_EVENT_EXIT`: the process is exiting.
-    pub(super) fn on_exit(&mut self, t: Stopped) -> StopResult {
+    ///
+    /// When the holder of a scheduled process exits with the whole process (its exit stop's
+    /// call is `exit_group`, or its status says a signal killed it), that process is *dying*:
+    /// the right to run is not handed to its other threads, which the kernel is killing. Before,
+    /// a thread whose blocking call had just completed got the right, its call was recorded, and
+    /// it died before returning to user code: replay needed an allowance for those events
+    /// (`replayer::Replayer::forgive_killed`, kept for recordings made so).
+    pub(super) fn on_exit(&mut self, mut t: Stopped) -> StopResult {
         let tid = t.tid();
         let tgid = self.group_of(tid);
         let killed = self.procs.get(&tid).is_some_and(|p| p.killed);
+        let threaded = self.groups.get(&tgid).is_some_and(|g| g.threaded);
+        if threaded
+            && !killed
+            && self
+                .groups
+                .get(&tgid)
+                .is_some_and(|g| g.holder == Some(tid))
+        {
+            let whole = t
+                .regs()
+                .is_ok_and(|r| r.orig_rax == libc::SYS_exit_group as u64)
+                || t.event_msg().is_ok_and(|s| libc::WIFSIGNALED(s as i32));
+            if whole && let Some(p) = self.procs.get(&tid) {
+                self.dying.insert(p.tgid);
+            }
+        }
         if let Some(g) = self.groups.get_mut(&tgid)
             && g.threaded
         {

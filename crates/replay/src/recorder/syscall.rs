@@ -31,6 +31,12 @@ impl Pending {
         self.nr == libc::SYS_clone && self.args[0] & CLONE_THREAD != 0
     }
 
+    /// True for `execve`/`execveat`: in a process with several threads the kernel kills the
+    /// others while it runs, so it keeps the right to run however long it takes.
+    pub(super) fn is_exec(&self) -> bool {
+        matches!(self.nr, libc::SYS_execve | libc::SYS_execveat)
+    }
+
     /// True when the call may block, so its thread gives up the right to run (`crate::sched`).
     pub(super) fn may_block(&self) -> bool {
         crate::sched::may_block(self.nr, &self.args)
@@ -76,12 +82,6 @@ impl Recorder {
         }
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
         let live = self.procs.values().filter(|p| p.tgid == tgid).count();
-        if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && live > 1 {
-            self.stop_recording(format!(
-                "process {tgid} ran execve with several threads: not yet supported"
-            ));
-            return Ok((t, Resume::Cont, 0));
-        }
         if nr == libc::SYS_clone && args[0] & CLONE_THREAD != 0 && self.threaded_procs.insert(tgid)
         {
             // From the first thread on the process is scheduled, and unbuffered: the handler
@@ -91,13 +91,27 @@ impl Recorder {
             if let Some(g) = self.groups.get_mut(&key) {
                 g.threaded = true;
             }
-            if let Err(e) = self.drain_sysbuf(&t) {
+            // (`drain_sysbuf` skips threaded processes, which this one is from now on.)
+            if let Err(e) = crate::syscallbuf::drain(&t).and_then(|recs| {
+                if recs.is_empty() {
+                    Ok(())
+                } else {
+                    self.emit(tid, Event::Buffered(recs))
+                }
+            }) {
                 return Err(Box::new((Some(t), e)));
             }
             crate::syscallbuf::switch_off(&t);
         }
-        // Entering a trapped call, the handler is not mid-append: drain and empty the buffer.
-        if let Err(e) = crate::syscallbuf::drain_and_reset(&t).and_then(|recs| {
+        // Entering a trapped call, the handler is not mid-append: drain and empty the buffer
+        // (not in a process that started a thread: its buffer was drained and switched off
+        // then, and reading its header at every stop cost one process_vm_readv a stop).
+        let drained = if self.sysbuf_live(tgid) {
+            crate::syscallbuf::drain_and_reset(&t)
+        } else {
+            Ok(Vec::new())
+        };
+        if let Err(e) = drained.and_then(|recs| {
             if recs.is_empty() {
                 Ok(())
             } else {
