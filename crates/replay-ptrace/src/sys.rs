@@ -975,3 +975,114 @@ pub fn process_cpu_ns(pid: i32) -> Option<u64> {
     let r = unsafe { libc::clock_gettime(clock, &raw mut ts) };
     (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
+
+/// `PTRACE_GET_SYSCALL_INFO` (`include/uapi/linux/ptrace.h`, kernel 5.3).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+
+/// Which kind of syscall stop `tid` is in (`PTRACE_GET_SYSCALL_INFO`'s `op`): 1 entry, 2 exit,
+/// 3 seccomp, 0 none.
+pub(crate) fn syscall_stop_op(tid: i32) -> Result<u8> {
+    // struct ptrace_syscall_info is 88 bytes; `op` is its first byte.
+    let mut info = [0u64; 11];
+    ptrace(
+        "ptrace(PTRACE_GET_SYSCALL_INFO)",
+        PTRACE_GET_SYSCALL_INFO,
+        tid,
+        std::mem::size_of_val(&info),
+        info.as_mut_ptr() as usize,
+    )?;
+    Ok(info[0] as u8)
+}
+
+/// A duplicate of fd `fd` of process `pid`, sharing its open file description
+/// (`pidfd_open` + `pidfd_getfd`, kernel 5.6; the caller must be allowed to ptrace `pid`).
+///
+/// Errors: either call fails ([`Error::Sys`]; `EBADF` when `pid` has no such fd).
+pub fn pidfd_getfd(pid: i32, fd: i32) -> Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(last_err("pidfd_open", pid));
+    }
+    // SAFETY: pidfd_open returned a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    // SAFETY: pidfd_getfd takes three integers.
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if got < 0 {
+        return Err(last_err("pidfd_getfd", pid));
+    }
+    // SAFETY: pidfd_getfd returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
+}
+
+/// Lets thread `tid` run on every online CPU again (`sched_setaffinity`), undoing the pinning of
+/// [`crate::spawn`].
+///
+/// Errors: `sched_setaffinity` fails ([`Error::Sys`]).
+pub fn unpin(tid: i32) -> Result<()> {
+    // SAFETY: sysconf takes an integer.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.clamp(1, 1024) as usize;
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in 0..n {
+        // SAFETY: `cpu` < 1024, within cpu_set_t.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    let r = unsafe {
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if r == -1 {
+        return Err(last_err("sched_setaffinity", tid));
+    }
+    Ok(())
+}
+
+/// Sets the file status flags of `fd`'s open file description (`fcntl(F_SETFL)`: only
+/// `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME` and `O_NONBLOCK` can change).
+///
+/// Errors: `fcntl` fails ([`Error::Sys`]).
+pub fn set_status_flags(fd: &OwnedFd, flags: i32) -> Result<()> {
+    // SAFETY: fcntl(F_SETFL) takes integers.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } == -1 {
+        return Err(last_err("fcntl(F_SETFL)", 0));
+    }
+    Ok(())
+}
+
+/// Makes the socket `fd` listen again at the address it was bound to: `SO_REUSEADDR`, `bind`
+/// to `addr` (a `struct sockaddr` as the program passed it), `listen` with `backlog`.
+///
+/// Errors: a call fails ([`Error::Sys`] naming it; `EADDRINUSE` when the address is taken).
+pub fn listen_at(fd: &OwnedFd, addr: &[u8], backlog: i32) -> Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a valid int of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == -1 {
+        return Err(last_err("setsockopt(SO_REUSEADDR)", 0));
+    }
+    // SAFETY: `addr` is a live buffer of the length given; the kernel copies it.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    if r == -1 {
+        return Err(last_err("bind", 0));
+    }
+    // SAFETY: listen takes integers.
+    if unsafe { libc::listen(fd.as_raw_fd(), backlog) } == -1 {
+        return Err(last_err("listen", 0));
+    }
+    Ok(())
+}

@@ -20,9 +20,12 @@
 //! the signature checked at each hit (`signal.rs`); a watchdog turns a point never reached into a
 //! divergence.
 
+mod live;
 mod process;
 mod signal;
 mod syscall;
+
+pub use live::{LiveOutcome, LiveProcess, Plan, Point, go_live, plan};
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -206,6 +209,17 @@ struct Replayer<'o> {
     /// provided files (`crate::files::Provided`), so kept files are not read through overlayfs,
     /// which places large mappings differently (no huge-page alignment).
     files_seen_at: std::path::PathBuf,
+    /// Going live ([`live`]): replayed without a seccomp filter, every process held at its
+    /// frontier.
+    live: Option<Box<live::Live>>,
+    /// Recorded pid of the first process.
+    root_rec: i32,
+}
+
+/// How [`replay_inner`] ended.
+enum Finished {
+    Replayed(ReplayOutcome),
+    Live(LiveOutcome),
 }
 
 /// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
@@ -327,6 +341,19 @@ pub fn replay(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> Result<ReplayOutcome, Error> {
+    match replay_inner(rec, stdout, stderr, None)? {
+        Finished::Replayed(o) => Ok(o),
+        Finished::Live(_) => unreachable!("no go-live plan"),
+    }
+}
+
+/// [`replay`], or with `live` a replay that goes live at that plan ([`live::go_live`]).
+fn replay_inner(
+    rec: &Recording,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    live: Option<live::Plan>,
+) -> Result<Finished, Error> {
     if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
         return Err(Error::Unsupported(format!(
             "this recording stopped early: {why}"
@@ -381,7 +408,10 @@ pub fn replay(
         no_aslr: true,
         stdio_null: true,
         exit_kill: true,
-        filter: crate::syscalls::filter_for_version(rec.meta.version),
+        // A process that goes live must carry no filter: stopped at every call instead.
+        filter: live
+            .is_none()
+            .then(|| crate::syscalls::filter_for_version(rec.meta.version)),
         ignored_signals: rec.meta.ignored_signals.clone(),
         overlays: provided.overlays.clone(),
         binds: provided.binds.clone(),
@@ -427,6 +457,8 @@ pub fn replay(
             .files_at
             .clone()
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
+        live: live.map(|plan| Box::new(live::Live::new(rec, plan, root_pid))),
+        root_rec: root_pid,
     };
     r.real_of.insert(root_pid, root_tid);
     r.procs.insert(
@@ -463,6 +495,18 @@ pub fn replay(
         r.kill_all();
     }
     result?;
+    if r.live_settled() {
+        let out = r.go_live_now();
+        replay_ptrace::untrap_own_rdtsc();
+        if out.is_err() {
+            r.kill_all();
+        }
+        r.stdout.flush().map_err(|source| Error::Io {
+            path: "<stdout>".into(),
+            source,
+        })?;
+        return out.map(Finished::Live);
+    }
     r.stdout.flush().map_err(|source| Error::Io {
         path: "<stdout>".into(),
         source,
@@ -498,14 +542,14 @@ pub fn replay(
         .map(|(p, s)| (*p, std::mem::take(&mut s.syscalls)))
         .collect();
     syscalls.sort_by_key(|(p, _)| *p);
-    Ok(ReplayOutcome {
+    Ok(Finished::Replayed(ReplayOutcome {
         exit_code: r.root_exit.unwrap_or(0),
         events: r.events,
         processes: r.processes,
         syscalls,
         threads: r.threads,
         seek_stops: r.seek_stops,
-    })
+    }))
 }
 
 impl Replayer<'_> {
@@ -543,6 +587,9 @@ impl Replayer<'_> {
             }
             self.dispatch(t, ev.kind)?;
             self.unpark()?;
+            if self.live_settled() {
+                return Ok(());
+            }
         }
     }
 
@@ -573,6 +620,11 @@ impl Replayer<'_> {
         let transfer = self.transfer.take();
         match result {
             Ok(Next::Resume(mut t, how, sig)) => {
+                // Without a filter, only PTRACE_SYSCALL stops the tracee at its next call.
+                let how = match how {
+                    Resume::Cont if self.live.is_some() => Resume::Syscall,
+                    how => how,
+                };
                 self.prefill(&mut t)?;
                 self.arm_sync_point(&mut t)?;
                 match t.resume(how, sig) {
@@ -770,6 +822,7 @@ impl Replayer<'_> {
         use replay_ptrace::PtraceEvent as E;
         match kind {
             WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
+            WaitKind::SyscallStop if self.live.is_some() => self.live_syscall_stop(t),
             WaitKind::SyscallStop => self.syscall_exit(t),
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
             WaitKind::Event(E::Exit) => self.on_exit(t),
@@ -937,6 +990,9 @@ impl Replayer<'_> {
         if let Some(ev) = s.events.pop_front() {
             match &ev {
                 Event::Syscall(e) => {
+                    if let Some(l) = &mut self.live {
+                        l.on_recorded(rec, self.real_of.get(&rec).copied(), e);
+                    }
                     self.progress.complete(&e.rendezvous);
                     s.syscalls.push(e.nr);
                 }

@@ -86,6 +86,11 @@ fn render(nr: i64, args: &[u64; 6]) -> String {
     format!("{}({})", syscalls::name(nr), a.join(", "))
 }
 
+/// [`render`], for go-live's report.
+pub(super) fn render_call(nr: i64, args: &[u64; 6]) -> String {
+    render(nr, args)
+}
+
 /// [`render`] with the call's path argument read from the tracee and shown as a string
 /// (`execve("./build/t")`), for divergence reports.
 fn render_at(t: &Stopped, nr: i64, args: &[u64; 6]) -> String {
@@ -282,6 +287,9 @@ impl Replayer<'_> {
         }
         if syscalls::is_write(nr) && ev.result > 0 {
             self.check_and_output(&t, rec, &ev)?;
+            if let Some(l) = &mut self.live {
+                l.capture_write(&t, &ev);
+            }
         }
         if let Some(fixup) = self.masked_wait(&mut t, rec, &ev)? {
             if let Some(p) = self.procs.get_mut(&tid) {
