@@ -31,10 +31,10 @@ pub mod syscallbuf;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers,
-    ignored_signals, kill, listen_at, own_rdtsc_fallbacks, pidfd_getfd, pin_current_to_cpu,
-    process_cpu_ns, rdtsc, rdtscp, set_status_flags, start_ticks, take_pending_signal, take_tick,
-    tgkill, tkill, trap_own_rdtsc, unpin, untrap_own_rdtsc,
+    CloneArgs, CpuidResult, Regs, Ticker, coarse_monotonic_ns, cpuid, enter_pid_namespace,
+    forward_signal_handlers, ignored_signals, kill, listen_at, own_rdtsc_fallbacks, pidfd_getfd,
+    pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp, set_status_flags, start_ticks,
+    take_pending_signal, take_tick, tgkill, tkill, trap_own_rdtsc, unpin, untrap_own_rdtsc,
 };
 pub use tracee::{
     PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, spawn, wait_any,

@@ -651,6 +651,9 @@ pub(crate) struct ChildPlan {
     pub overlays: Vec<(CString, CString)>,
     /// Bind mounts `(source, target)` made in that namespace before the overlays.
     pub binds: Vec<(CString, CString)>,
+    /// The pid the child gets in the caller's pid namespace for children (`clone3` with
+    /// `set_tid`; see [`enter_pid_namespace`]); `None`: whatever `fork` gives.
+    pub pid: Option<i32>,
 }
 
 /// `fork(2)`s a child that waits until the parent has seized it (`PTRACE_SEIZE` with `opts`), then
@@ -693,7 +696,26 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
 
     // SAFETY: fork is followed in the child only by async-signal-safe raw system calls on data
     // prepared above (no allocation, no locks), ending in execve or _exit.
-    let pid = unsafe { libc::fork() };
+    let pid = match plan.pid {
+        None => unsafe { libc::fork() },
+        Some(want) => {
+            let set_tid = [want];
+            let args = CloneArgs {
+                exit_signal: libc::SIGCHLD as u64,
+                set_tid: set_tid.as_ptr() as u64,
+                set_tid_size: 1,
+                ..CloneArgs::default()
+            };
+            // SAFETY: as fork (no CLONE_VM): `args` and `set_tid` are live for the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_clone3,
+                    &raw const args,
+                    std::mem::size_of::<CloneArgs>(),
+                ) as i32
+            }
+        }
+    };
     if pid == -1 {
         return Err(last_err("fork", 0));
     }
@@ -1085,4 +1107,92 @@ pub fn listen_at(fd: &OwnedFd, addr: &[u8], backlog: i32) -> Result<()> {
         return Err(last_err("listen", 0));
     }
     Ok(())
+}
+
+/// `struct clone_args` (`include/uapi/linux/sched.h`, `CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CloneArgs {
+    /// Flags (without the exit signal).
+    pub flags: u64,
+    /// Where to store a pidfd (`CLONE_PIDFD`).
+    pub pidfd: u64,
+    /// Where to store the child's tid in the child (`CLONE_CHILD_SETTID`).
+    pub child_tid: u64,
+    /// Where to store the child's tid in the parent (`CLONE_PARENT_SETTID`).
+    pub parent_tid: u64,
+    /// Signal to the parent when the child exits.
+    pub exit_signal: u64,
+    /// Lowest byte of the child's stack.
+    pub stack: u64,
+    /// Size of the stack.
+    pub stack_size: u64,
+    /// Thread-local storage (`CLONE_SETTLS`).
+    pub tls: u64,
+    /// Array of pids, innermost namespace first.
+    pub set_tid: u64,
+    /// Elements in `set_tid`.
+    pub set_tid_size: u64,
+    /// Cgroup fd (`CLONE_INTO_CGROUP`).
+    pub cgroup: u64,
+}
+
+impl CloneArgs {
+    /// The struct's bytes, as the kernel reads them.
+    pub fn to_bytes(&self) -> [u8; 88] {
+        let f = [
+            self.flags,
+            self.pidfd,
+            self.child_tid,
+            self.parent_tid,
+            self.exit_signal,
+            self.stack,
+            self.stack_size,
+            self.tls,
+            self.set_tid,
+            self.set_tid_size,
+            self.cgroup,
+        ];
+        let mut out = [0u8; 88];
+        for (i, v) in f.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// Puts this process's future children in a new pid namespace (`unshare(CLONE_NEWPID)`) and
+/// starts its init (pid 1 there): a fork of ours that reaps orphans and dies with us
+/// (`PR_SET_PDEATHSIG`), taking the namespace's processes with it. Children made after this
+/// with [`ChildPlan::pid`] or `clone3`'s `set_tid` get the pids asked for there. Returns the
+/// init's pid (in our namespace). Once per process.
+///
+/// Errors: `unshare` (EPERM without CAP_SYS_ADMIN) or `fork` fails ([`Error::Sys`]).
+pub fn enter_pid_namespace() -> Result<i32> {
+    // SAFETY: unshare takes an integer.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } == -1 {
+        return Err(last_err("unshare(CLONE_NEWPID)", 0));
+    }
+    // SAFETY: the child makes only raw, async-signal-safe calls in a loop and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == -1 {
+        return Err(last_err("fork", 0));
+    }
+    if pid == 0 {
+        // SAFETY: child side: raw calls on local data only.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            let tick = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            loop {
+                let mut status = 0;
+                if libc::waitpid(-1, &raw mut status, libc::WNOHANG | libc::__WALL) <= 0 {
+                    libc::nanosleep(&raw const tick, std::ptr::null_mut());
+                }
+            }
+        }
+    }
+    Ok(pid)
 }

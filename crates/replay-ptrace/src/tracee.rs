@@ -550,6 +550,9 @@ pub struct SpawnSpec {
     /// Bind mounts `(source, target)` made in that namespace before the overlays (replay: the
     /// recording's kept files, seen at a path no overlay covers).
     pub binds: Vec<(String, String)>,
+    /// The pid to start the program with in our pid namespace for children (after
+    /// [`crate::enter_pid_namespace`]); `None`: any.
+    pub pid: Option<i32>,
 }
 
 /// Starts `spec` as a seized tracee and returns it running. The child waits on a pipe until
@@ -593,6 +596,7 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
             .iter()
             .map(|(s, d)| Ok((cstr(s)?, cstr(d)?)))
             .collect::<Result<_>>()?,
+        pid: spec.pid,
     };
     let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
     if spec.filter.is_none() {

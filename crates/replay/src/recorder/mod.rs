@@ -274,6 +274,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         ignored_signals: meta.ignored_signals.clone(),
         overlays: Vec::new(),
         binds: Vec::new(),
+        pid: None,
     };
     let mut w = Writer::create(&opts.dir, meta)?;
     replay_ptrace::forward_signal_handlers()?;

@@ -191,7 +191,7 @@ pub fn plan(rec: &Recording, point: Point) -> Result<Plan, Error> {
         }
     };
     match blocker(rec, &positions, index) {
-        None => Ok(cut_plan(&positions, index)),
+        None => Ok(cut_plan(rec, &positions, index)),
         Some(why) => {
             let nearest = (1..=len)
                 .flat_map(|d| [index.checked_sub(d), Some(index + d)])
@@ -223,12 +223,30 @@ fn name_point(rec: &Recording, e: usize) -> String {
     format!("#{e} ({}:{n})", r.pid)
 }
 
-fn cut_plan(positions: &HashMap<i32, Vec<usize>>, index: usize) -> Plan {
+/// Each process's events before `index`, and after it those that concern no other process
+/// (trapped instructions, buffered calls, syscall-buffer patches): a process goes live at the
+/// entry of its next recorded system call.
+fn cut_plan(rec: &Recording, positions: &HashMap<i32, Vec<usize>>, index: usize) -> Plan {
     Plan {
         index,
         cuts: positions
             .iter()
-            .map(|(pid, pos)| (*pid, pos.partition_point(|&i| i < index)))
+            .map(|(pid, pos)| {
+                let mut cut = pos.partition_point(|&i| i < index);
+                while cut > 0
+                    && cut < pos.len()
+                    && matches!(
+                        rec.records[pos[cut]].event,
+                        Event::Cpuid { .. }
+                            | Event::Rdtsc { .. }
+                            | Event::Buffered(_)
+                            | Event::SyscallbufPatch { .. }
+                    )
+                {
+                    cut += 1;
+                }
+                (*pid, cut)
+            })
             .collect(),
     }
 }
@@ -261,7 +279,7 @@ fn end_plan(rec: &Recording, positions: &HashMap<i32, Vec<usize>>) -> Plan {
 
 /// Why no process can go live at `index` (`None`: it can).
 fn blocker(rec: &Recording, positions: &HashMap<i32, Vec<usize>>, index: usize) -> Option<String> {
-    let plan = cut_plan(positions, index);
+    let plan = cut_plan(rec, positions, index);
     for (pid, pos) in positions {
         let cut = plan.cuts[pid];
         if cut == 0 && *pid != rec.meta.root_pid && rec.meta.root_pid != 0 {
@@ -353,11 +371,24 @@ pub(super) struct Live {
     untrapped: HashMap<i32, (i64, [u64; 6])>,
     /// The first process has entered its `execve` (its set-up calls before it pass).
     started: bool,
+    /// The replay runs in a pid namespace of its own, where every process gets its recorded pid.
+    pids: bool,
+    /// Recorded (= real, in that namespace) pid of a child made by `clone3` in place of its
+    /// parent's fork → the argument registers it must see (the parent's call's).
+    child_args: HashMap<i32, (u64, [u64; 6])>,
+    /// Said in the outcome.
+    notes: Vec<String>,
 }
 
 impl Live {
     /// Go-live state for `plan`, with `root` the first process's recorded pid.
-    pub(super) fn new(rec: &Recording, plan: Plan, root: i32) -> Live {
+    pub(super) fn new(
+        rec: &Recording,
+        plan: Plan,
+        root: i32,
+        pids: bool,
+        note: Option<String>,
+    ) -> Live {
         let stdio: Table = (0..3)
             .map(|k| {
                 (
@@ -379,6 +410,9 @@ impl Live {
             binding: HashMap::new(),
             untrapped: HashMap::new(),
             started: false,
+            pids,
+            child_args: HashMap::new(),
+            notes: note.into_iter().collect(),
         }
     }
 
@@ -588,6 +622,86 @@ const PR_TSC_ENABLE: u64 = 1;
 const ARCH_SET_CPUID: u64 = 0x1012;
 
 impl Replayer<'_> {
+    /// True when the replayed processes have their recorded pids (go-live's pid namespace).
+    pub(super) fn live_pids(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| l.pids)
+    }
+
+    /// `fork`/`vfork`/`clone` of a process (not a thread) in go-live's pid namespace: made as
+    /// `clone3` with `set_tid`, so the child gets its recorded pid. The `clone_args` and the pid
+    /// go below the stack's red zone, restored at the exit stop with the registers.
+    pub(super) fn fork_at_recorded_pid(
+        &mut self,
+        t: &mut Stopped,
+        ev: &crate::format::SyscallEvent,
+    ) -> Result<super::syscall::Fixup, Error> {
+        let mut regs = t.regs()?;
+        let saved = super::syscall::args_of(&regs);
+        let (flags, sp, ptid, ctid, tls) = match ev.nr {
+            libc::SYS_fork => (libc::SIGCHLD as u64, 0, 0, 0, 0),
+            libc::SYS_vfork => (
+                (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as u64,
+                0,
+                0,
+                0,
+                0,
+            ),
+            _ => (saved[0], saved[1], saved[2], saved[3], saved[4]),
+        };
+        let at = (regs.rsp - 128 - 128) & !15;
+        let set_tid = at + 96;
+        let args = replay_ptrace::CloneArgs {
+            flags: flags & !0xff,
+            child_tid: ctid,
+            parent_tid: ptid,
+            exit_signal: flags & 0xff,
+            // clone3 wants the stack's lowest byte and a size; clone, its top.
+            stack: if sp != 0 { sp - 1 } else { 0 },
+            stack_size: u64::from(sp != 0),
+            tls,
+            set_tid,
+            set_tid_size: 1,
+            ..replay_ptrace::CloneArgs::default()
+        };
+        let old = t.read_bytes(RemotePtr::new(at), 100)?;
+        t.write_bytes(RemotePtr::new(at), &args.to_bytes())?;
+        t.write_bytes(RemotePtr::new(set_tid), &(ev.result as i32).to_le_bytes())?;
+        if let Some(l) = &mut self.live {
+            l.child_args
+                .insert(ev.result as i32, (regs.orig_rax, saved));
+        }
+        regs.orig_rax = libc::SYS_clone3 as u64;
+        super::syscall::set_args(&mut regs, [at, 88, 0, 0, 0, 0]);
+        t.set_regs(&regs)?;
+        Ok(super::syscall::Fixup::rewritten(
+            saved,
+            Some((at, old)),
+            ev.result,
+        ))
+    }
+
+    /// At the first stop of a child that `clone3` made in place of a fork: gives it the
+    /// registers the fork left (the parent's arguments).
+    pub(super) fn live_child_first_stop(&mut self, t: &mut Stopped) -> Result<(), Error> {
+        let Some(live) = self.live.as_mut() else {
+            return Ok(());
+        };
+        if live.child_args.is_empty() {
+            return Ok(());
+        }
+        let Some(rec) = self.procs.get(&t.tid()).map(|p| p.rec) else {
+            return Ok(());
+        };
+        let Some((nr, args)) = live.child_args.remove(&rec) else {
+            return Ok(());
+        };
+        let mut regs = t.regs()?;
+        regs.orig_rax = nr;
+        super::syscall::set_args(&mut regs, args);
+        t.set_regs(&regs)?;
+        Ok(())
+    }
+
     /// A syscall stop of a replay without a seccomp filter: an exit stop goes the ordinary way;
     /// at an entry stop, the recording's filter decides (run it, refuse it, or trap it), and a
     /// process at its frontier is held there.
@@ -683,7 +797,7 @@ impl Replayer<'_> {
     /// Rebuilds the kernel state of every process held at its frontier and detaches them all.
     pub(super) fn go_live_now(&mut self) -> Result<LiveOutcome, Error> {
         let mut live = self.live.take().expect("a go-live replay");
-        let mut notes = Vec::new();
+        let mut notes = std::mem::take(&mut live.notes);
         let mut held: Vec<(i32, i32, Stopped)> = Vec::new();
         let mut exiting = Vec::new();
         let tids: Vec<i32> = self.procs.keys().copied().collect();
@@ -733,12 +847,12 @@ impl Replayer<'_> {
                 super::syscall::render_call(r.orig_rax as i64, &a)
             };
             let table = live.fds.remove(&rec).unwrap_or_default();
-            rebuild(&mut t, rec, &table, &mut notes)?;
+            rebuild(&mut t, rec, &table, live.pids, &mut notes)?;
             if let Err(e) = replay_ptrace::unpin(tid) {
                 notes.push(format!("process {tid} stays pinned to one CPU: {e}"));
             }
             t.detach(0)?;
-            if rec != tid {
+            if !live.pids {
                 notes.push(format!(
                     "process {rec} of the recording runs on as pid {tid} (the kernel gave it another pid)"
                 ));
@@ -767,7 +881,13 @@ impl Replayer<'_> {
 }
 
 /// Rebuilds one process's kernel state from its frontier's entry stop (see the module doc).
-fn rebuild(t: &mut Stopped, rec: i32, table: &Table, notes: &mut Vec<String>) -> Result<(), Error> {
+fn rebuild(
+    t: &mut Stopped,
+    rec: i32,
+    table: &Table,
+    pids: bool,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
     use replay_ptrace::syscallbuf::{BASE, MAP_LEN};
     let tid = t.tid();
     if crate::syscallbuf::header(t).is_some() {
@@ -853,7 +973,9 @@ fn rebuild(t: &mut Stopped, rec: i32, table: &Table, notes: &mut Vec<String>) ->
                 };
                 // Our own description, shared (offsets included), taken by the tracee with
                 // pidfd_getfd; else a reopen of it through /proc (a description of its own).
-                if take_ours(t, me as i32, k, fd, dup_flags)? {
+                // In the pid namespace our stdio is held by its init (pid 1 there), a fork of ours.
+                let holder = if pids { 1 } else { me as i32 };
+                if take_ours(t, holder, k, fd, dup_flags)? {
                     reopened.push((d.clone(), fd));
                     continue;
                 }

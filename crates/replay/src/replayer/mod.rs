@@ -399,6 +399,21 @@ fn replay_inner(
             .events
             .push_back(r.event.clone());
     }
+    let root_pid = match rec.meta.root_pid {
+        0 => rec.records.first().map_or(0, |r| r.pid),
+        pid => pid,
+    };
+    let mut pid_note = None;
+    let pid_ns = live.is_some()
+        && match replay_ptrace::enter_pid_namespace() {
+            Ok(_) => true,
+            Err(e) => {
+                pid_note = Some(format!(
+                    "the live processes have other pids than recorded (no pid namespace: {e})"
+                ));
+                false
+            }
+        };
     let spec = SpawnSpec {
         path: rec.meta.path.clone(),
         argv: rec.meta.argv.clone(),
@@ -415,13 +430,11 @@ fn replay_inner(
         ignored_signals: rec.meta.ignored_signals.clone(),
         overlays: provided.overlays.clone(),
         binds: provided.binds.clone(),
+        // Going live: the recorded pids, in a pid namespace of the replay's own.
+        pid: pid_ns.then_some(root_pid),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
-    // format's older recorders): the first record is always the first process's.
-    let root_pid = match rec.meta.root_pid {
-        0 => rec.records.first().map_or(0, |r| r.pid),
-        pid => pid,
-    };
+    // format's older recorders): the first record is always the first process's (above).
     let root = replay_ptrace::spawn(&spec)?;
     let root_tid = root.tid();
     let mut r = Replayer {
@@ -457,7 +470,7 @@ fn replay_inner(
             .files_at
             .clone()
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
-        live: live.map(|plan| Box::new(live::Live::new(rec, plan, root_pid))),
+        live: live.map(|plan| Box::new(live::Live::new(rec, plan, root_pid, pid_ns, pid_note))),
         root_rec: root_pid,
     };
     r.real_of.insert(root_pid, root_tid);
@@ -818,8 +831,11 @@ impl Replayer<'_> {
         ))
     }
 
-    fn on_stop(&mut self, t: Stopped, kind: WaitKind) -> Result<Next, Error> {
+    fn on_stop(&mut self, mut t: Stopped, kind: WaitKind) -> Result<Next, Error> {
         use replay_ptrace::PtraceEvent as E;
+        if self.live.is_some() {
+            self.live_child_first_stop(&mut t)?;
+        }
         match kind {
             WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
             WaitKind::SyscallStop if self.live.is_some() => self.live_syscall_stop(t),
