@@ -697,6 +697,7 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
     // SAFETY: fork is followed in the child only by async-signal-safe raw system calls on data
     // prepared above (no allocation, no locks), ending in execve or _exit.
     let pid = match plan.pid {
+        // SAFETY: see the fork comment above.
         None => unsafe { libc::fork() },
         Some(want) => {
             let set_tid = [want];
