@@ -603,6 +603,9 @@ impl Replayer<'_> {
             if self.live_settled() {
                 return Ok(());
             }
+            if self.debug && self.live.is_some() {
+                self.live_debug();
+            }
         }
     }
 
