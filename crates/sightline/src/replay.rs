@@ -148,7 +148,14 @@ fn go_live(
         } else {
             live.processes
                 .iter()
-                .map(|p| format!("process {} (pid {}, entering {})", p.recorded, p.live, p.at))
+                .map(|p| {
+                    let pid = if live.pid_namespace {
+                        format!("pid {} outside the replay's pid namespace", p.live)
+                    } else {
+                        format!("now pid {}", p.live)
+                    };
+                    format!("process {} ({pid}, entering {})", p.recorded, p.at)
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         }

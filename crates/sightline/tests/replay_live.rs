@@ -211,7 +211,27 @@ fn python_http_server_goes_live_and_serves_a_live_request() {
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
-    let third = get_within(port, "/b.txt", 300);
+    // Replaying 41 processes (a version manager's shim included) takes a while under load: wait
+    // for Sightline to say it went live (or to end, failing), then ask.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut ended = None;
+    while Instant::now() < deadline {
+        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        if err.contains(" live at ") {
+            break;
+        }
+        if let Some(st) = live.try_wait().unwrap() {
+            ended = Some(st);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        ended.is_none(),
+        "sightline ended ({ended:?}) before going live: {}",
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
+    let third = get_within(port, "/b.txt", 120);
     // Ending Sightline ends the live server with it (its pid namespace: docs/replay-go-live.md).
     let _ = live.kill();
     let _ = live.wait();
@@ -225,7 +245,15 @@ fn python_http_server_goes_live_and_serves_a_live_request() {
         stderr.contains("live at the end of the recording"),
         "{stderr}"
     );
-    assert!(get(port, "/b.txt").is_none(), "nothing is left listening");
+    // The namespace's init dies with Sightline, and the kernel then kills what is in it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(port, "/b.txt").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the live server outlived Sightline"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -255,32 +283,46 @@ fn shell_pipeline_goes_live_in_the_middle() {
             _ => None,
         })
         .collect();
-    let n = calls
+    let last_fork = calls
         .iter()
-        .rposition(|e| e.nr == libc::SYS_clone && e.result > 0 && e.result != i64::from(root))
+        .rposition(|e| e.nr == libc::SYS_clone && e.result > 0)
         .expect("the shell forks")
         + 1;
     let forks = calls.iter().filter(|e| e.nr == libc::SYS_clone).count();
     assert_eq!(forks, 3, "one fork per stage");
-    let point = format!("{root}:{n}");
-    let out = sightline()
-        .args(["replay", "--go-live-at", &point])
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "3000\n2999\n2998\n",
-        "stderr: {stderr}"
-    );
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
-    assert!(stderr.contains("entering clone("), "{stderr}");
-    assert!(
-        !stderr.contains("another pid"),
-        "the recorded pids are kept: {stderr}"
-    );
+    // Its first wait: some stage has exited, the others are in the middle of their work (a
+    // regression test: the replay went live only when a death was not the last report).
+    let first_wait = calls
+        .iter()
+        .position(|e| e.nr == libc::SYS_wait4)
+        .expect("the shell waits")
+        + 1;
+    for n in [last_fork, first_wait] {
+        let point = format!("{root}:{n}");
+        let out = sightline()
+            .args(["replay", "--go-live-at", &point])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "3000\n2999\n2998\n",
+            "at {point}; stderr: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "at {point}; stderr: {stderr}");
+        let entering = if n == last_fork { "clone(" } else { "wait4(" };
+        assert!(
+            stderr.contains(&format!("process {root} (pid "))
+                && stderr.contains(&format!("entering {entering}")),
+            "at {point}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("another pid"),
+            "the recorded pids are kept: {stderr}"
+        );
+    }
 }
 
 #[test]

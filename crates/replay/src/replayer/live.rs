@@ -111,6 +111,9 @@ pub struct LiveOutcome {
     pub notes: Vec<String>,
     /// Real pid of the first process when it went live (our child: [`LiveOutcome::wait`]).
     pub root: Option<i32>,
+    /// The processes run in a pid namespace of the replay with their recorded pids
+    /// ([`LiveProcess::live`] is then their pid outside it).
+    pub pid_namespace: bool,
 }
 
 impl LiveOutcome {
@@ -796,7 +799,8 @@ impl Replayer<'_> {
         }
         // Trapped: at the frontier, or replayed as at a seccomp stop.
         let (rec, busy) = match self.procs.get(&tid) {
-            Some(p) => (p.rec, p.pending.is_some()),
+            // Only our own re-issue of an interrupted call is no frontier.
+            Some(p) => (p.rec, p.pending.as_ref().is_some_and(|q| q.restarting)),
             None => (-1, false),
         };
         let index = self.streams.get(&rec).map_or(0, |s| s.index);
@@ -843,7 +847,11 @@ impl Replayer<'_> {
                 )
             })
             .collect();
-        eprintln!("[replay] not at the frontier yet: {}", waiting.join(", "));
+        eprintln!(
+            "[replay] not at the frontier yet: {}; unmapped {:?}",
+            waiting.join(", "),
+            self.unmapped.keys().collect::<Vec<_>>()
+        );
     }
 
     /// Rebuilds the kernel state of every process held at its frontier and detaches them all.
@@ -930,6 +938,7 @@ impl Replayer<'_> {
             processes,
             notes,
             root,
+            pid_namespace: live.pids,
         })
     }
 }
@@ -1151,6 +1160,7 @@ pub fn go_live(
             processes: Vec::new(),
             notes: vec!["every process had exited before the point: nothing went live".into()],
             root: None,
+            pid_namespace: false,
         },
     })
 }

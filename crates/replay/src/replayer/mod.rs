@@ -582,6 +582,10 @@ impl Replayer<'_> {
             }
             if ev.is_death() {
                 self.on_death(ev.tid, ev.kind)?;
+                // The last process not at its frontier may be this one.
+                if self.live_settled() {
+                    return Ok(());
+                }
                 continue;
             }
             let Some(p) = self.procs.get_mut(&ev.tid) else {
