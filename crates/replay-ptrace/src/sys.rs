@@ -1165,7 +1165,7 @@ impl CloneArgs {
 /// Puts this process's future children in a new pid namespace (`unshare(CLONE_NEWPID)`) and
 /// starts its init (pid 1 there): a fork of ours that reaps orphans and dies with us
 /// (`PR_SET_PDEATHSIG`), taking the namespace's processes with it. Children made after this
-/// with [`ChildPlan::pid`] or `clone3`'s `set_tid` get the pids asked for there. Returns the
+/// with [`crate::SpawnSpec::pid`] or `clone3`'s `set_tid` get the pids asked for there. Returns the
 /// init's pid (in our namespace). Once per process.
 ///
 /// Errors: `unshare` (EPERM without CAP_SYS_ADMIN) or `fork` fails ([`Error::Sys`]).
