@@ -171,6 +171,7 @@ pub fn spawn_held(path: &Path, argv: &[String]) -> crate::Result<HeldChild> {
         ignored_signals: Vec::new(),
         overlays: Vec::new(),
         binds: Vec::new(),
+        pid: None,
     };
     let (pid, errors) = crate::sys::fork_seized(&plan, libc::PTRACE_O_EXITKILL as u32)?;
     Ok(HeldChild {

@@ -31,10 +31,11 @@ pub mod syscallbuf;
 mod tracee;
 
 pub use sys::{
-    CpuidResult, FpRegs, Regs, Ticker, coarse_monotonic_ns, cpuid, forward_signal_handlers,
-    get_fpregs, ignored_signals, kill, own_cpuid_fallbacks, own_rdtsc_fallbacks,
-    pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp, start_ticks, take_pending_signal, take_tick,
-    tgkill, tkill, trap_own_cpuid, trap_own_rdtsc, untrap_own_cpuid, untrap_own_rdtsc,
+    CloneArgs, CpuidResult, FpRegs, Regs, Ticker, coarse_monotonic_ns, cpuid, enter_pid_namespace,
+    forward_signal_handlers, get_fpregs, ignored_signals, kill, listen_at, own_cpuid_fallbacks,
+    own_rdtsc_fallbacks, pidfd_getfd, pin_current_to_cpu, process_cpu_ns, rdtsc, rdtscp,
+    set_status_flags, start_ticks, take_pending_signal, take_tick, tgkill, tkill, trap_own_cpuid,
+    trap_own_rdtsc, unpin, untrap_own_cpuid, untrap_own_rdtsc,
 };
 pub use tracee::{
     PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, regs_of, spawn,

@@ -755,6 +755,9 @@ pub(crate) struct ChildPlan {
     pub overlays: Vec<(CString, CString)>,
     /// Bind mounts `(source, target)` made in that namespace before the overlays.
     pub binds: Vec<(CString, CString)>,
+    /// The pid the child gets in the caller's pid namespace for children (`clone3` with
+    /// `set_tid`; see [`enter_pid_namespace`]); `None`: whatever `fork` gives.
+    pub pid: Option<i32>,
 }
 
 /// `fork(2)`s a child that waits until the parent has seized it (`PTRACE_SEIZE` with `opts`), then
@@ -797,7 +800,27 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
 
     // SAFETY: fork is followed in the child only by async-signal-safe raw system calls on data
     // prepared above (no allocation, no locks), ending in execve or _exit.
-    let pid = unsafe { libc::fork() };
+    let pid = match plan.pid {
+        // SAFETY: see the fork comment above.
+        None => unsafe { libc::fork() },
+        Some(want) => {
+            let set_tid = [want];
+            let args = CloneArgs {
+                exit_signal: libc::SIGCHLD as u64,
+                set_tid: set_tid.as_ptr() as u64,
+                set_tid_size: 1,
+                ..CloneArgs::default()
+            };
+            // SAFETY: as fork (no CLONE_VM): `args` and `set_tid` are live for the call.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_clone3,
+                    &raw const args,
+                    std::mem::size_of::<CloneArgs>(),
+                ) as i32
+            }
+        }
+    };
     if pid == -1 {
         return Err(last_err("fork", 0));
     }
@@ -1092,4 +1115,203 @@ pub fn process_cpu_ns(pid: i32) -> Option<u64> {
     // so no RDTSC runs in the tracer.
     let r = unsafe { libc::clock_gettime(clock, &raw mut ts) };
     (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// `PTRACE_GET_SYSCALL_INFO` (`include/uapi/linux/ptrace.h`, kernel 5.3).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+
+/// Which kind of syscall stop `tid` is in (`PTRACE_GET_SYSCALL_INFO`'s `op`): 1 entry, 2 exit,
+/// 3 seccomp, 0 none.
+pub(crate) fn syscall_stop_op(tid: i32) -> Result<u8> {
+    // struct ptrace_syscall_info is 88 bytes; `op` is its first byte.
+    let mut info = [0u64; 11];
+    ptrace(
+        "ptrace(PTRACE_GET_SYSCALL_INFO)",
+        PTRACE_GET_SYSCALL_INFO,
+        tid,
+        std::mem::size_of_val(&info),
+        info.as_mut_ptr() as usize,
+    )?;
+    Ok(info[0] as u8)
+}
+
+/// A duplicate of fd `fd` of process `pid`, sharing its open file description
+/// (`pidfd_open` + `pidfd_getfd`, kernel 5.6; the caller must be allowed to ptrace `pid`).
+///
+/// Errors: either call fails ([`Error::Sys`]; `EBADF` when `pid` has no such fd).
+pub fn pidfd_getfd(pid: i32, fd: i32) -> Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(last_err("pidfd_open", pid));
+    }
+    // SAFETY: pidfd_open returned a fresh descriptor that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    // SAFETY: pidfd_getfd takes three integers.
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if got < 0 {
+        return Err(last_err("pidfd_getfd", pid));
+    }
+    // SAFETY: pidfd_getfd returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
+}
+
+/// Lets thread `tid` run on every online CPU again (`sched_setaffinity`), undoing the pinning of
+/// [`crate::spawn`].
+///
+/// Errors: `sched_setaffinity` fails ([`Error::Sys`]).
+pub fn unpin(tid: i32) -> Result<()> {
+    // SAFETY: sysconf takes an integer.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.clamp(1, 1024) as usize;
+    // SAFETY: a zeroed cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for cpu in 0..n {
+        // SAFETY: `cpu` < 1024, within cpu_set_t.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size given.
+    let r = unsafe {
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &raw const set)
+    };
+    if r == -1 {
+        return Err(last_err("sched_setaffinity", tid));
+    }
+    Ok(())
+}
+
+/// Sets the file status flags of `fd`'s open file description (`fcntl(F_SETFL)`: only
+/// `O_APPEND`, `O_ASYNC`, `O_DIRECT`, `O_NOATIME` and `O_NONBLOCK` can change).
+///
+/// Errors: `fcntl` fails ([`Error::Sys`]).
+pub fn set_status_flags(fd: &OwnedFd, flags: i32) -> Result<()> {
+    // SAFETY: fcntl(F_SETFL) takes integers.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } == -1 {
+        return Err(last_err("fcntl(F_SETFL)", 0));
+    }
+    Ok(())
+}
+
+/// Makes the socket `fd` listen again at the address it was bound to: `SO_REUSEADDR`, `bind`
+/// to `addr` (a `struct sockaddr` as the program passed it), `listen` with `backlog`.
+///
+/// Errors: a call fails ([`Error::Sys`] naming it; `EADDRINUSE` when the address is taken).
+pub fn listen_at(fd: &OwnedFd, addr: &[u8], backlog: i32) -> Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` is a valid int of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&raw const one).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == -1 {
+        return Err(last_err("setsockopt(SO_REUSEADDR)", 0));
+    }
+    // SAFETY: `addr` is a live buffer of the length given; the kernel copies it.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    if r == -1 {
+        return Err(last_err("bind", 0));
+    }
+    // SAFETY: listen takes integers.
+    if unsafe { libc::listen(fd.as_raw_fd(), backlog) } == -1 {
+        return Err(last_err("listen", 0));
+    }
+    Ok(())
+}
+
+/// `struct clone_args` (`include/uapi/linux/sched.h`, `CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CloneArgs {
+    /// Flags (without the exit signal).
+    pub flags: u64,
+    /// Where to store a pidfd (`CLONE_PIDFD`).
+    pub pidfd: u64,
+    /// Where to store the child's tid in the child (`CLONE_CHILD_SETTID`).
+    pub child_tid: u64,
+    /// Where to store the child's tid in the parent (`CLONE_PARENT_SETTID`).
+    pub parent_tid: u64,
+    /// Signal to the parent when the child exits.
+    pub exit_signal: u64,
+    /// Lowest byte of the child's stack.
+    pub stack: u64,
+    /// Size of the stack.
+    pub stack_size: u64,
+    /// Thread-local storage (`CLONE_SETTLS`).
+    pub tls: u64,
+    /// Array of pids, innermost namespace first.
+    pub set_tid: u64,
+    /// Elements in `set_tid`.
+    pub set_tid_size: u64,
+    /// Cgroup fd (`CLONE_INTO_CGROUP`).
+    pub cgroup: u64,
+}
+
+impl CloneArgs {
+    /// The struct's bytes, as the kernel reads them.
+    pub fn to_bytes(&self) -> [u8; 88] {
+        let f = [
+            self.flags,
+            self.pidfd,
+            self.child_tid,
+            self.parent_tid,
+            self.exit_signal,
+            self.stack,
+            self.stack_size,
+            self.tls,
+            self.set_tid,
+            self.set_tid_size,
+            self.cgroup,
+        ];
+        let mut out = [0u8; 88];
+        for (i, v) in f.iter().enumerate() {
+            out[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+}
+
+/// Puts this process's future children in a new pid namespace (`unshare(CLONE_NEWPID)`) and
+/// starts its init (pid 1 there): a fork of ours that reaps orphans and dies with us
+/// (`PR_SET_PDEATHSIG`), taking the namespace's processes with it. Children made after this
+/// with [`crate::SpawnSpec::pid`] or `clone3`'s `set_tid` get the pids asked for there. Returns the
+/// init's pid (in our namespace). Once per process.
+///
+/// Errors: `unshare` (EPERM without CAP_SYS_ADMIN) or `fork` fails ([`Error::Sys`]).
+pub fn enter_pid_namespace() -> Result<i32> {
+    // SAFETY: unshare takes an integer.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } == -1 {
+        return Err(last_err("unshare(CLONE_NEWPID)", 0));
+    }
+    // SAFETY: the child makes only raw, async-signal-safe calls in a loop and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == -1 {
+        return Err(last_err("fork", 0));
+    }
+    if pid == 0 {
+        // SAFETY: child side: raw calls on local data only.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            let tick = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            loop {
+                let mut status = 0;
+                if libc::waitpid(-1, &raw mut status, libc::WNOHANG | libc::__WALL) <= 0 {
+                    libc::nanosleep(&raw const tick, std::ptr::null_mut());
+                }
+            }
+        }
+    }
+    Ok(pid)
 }

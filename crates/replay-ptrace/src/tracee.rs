@@ -426,6 +426,61 @@ impl Stopped {
         Ok(result)
     }
 
+    /// At a syscall stop: true for a syscall-entry stop, false for an exit (or seccomp) stop
+    /// (`PTRACE_GET_SYSCALL_INFO`). Tracers that resume with `PTRACE_SYSCALL` throughout, without
+    /// a seccomp filter, tell the two apart with it.
+    ///
+    /// Errors: the request fails ([`Error::Sys`]).
+    pub fn at_syscall_entry(&self) -> Result<bool> {
+        Ok(sys::syscall_stop_op(self.tid)? == 1)
+    }
+
+    /// At a syscall-entry stop (no seccomp filter): runs system call `nr` with `args` instead of
+    /// the one being entered, then makes the thread enter the original call again, so it is back
+    /// in that call's entry stop with its registers as they were. Returns the substitute's result
+    /// (`-errno` on failure). Go-live uses it to rebuild kernel state from inside the tracee.
+    ///
+    /// Signals that arrive meanwhile are re-raised afterwards with `tgkill`, so none is lost.
+    /// Errors: a ptrace request fails, or the thread dies ([`Error::TraceeDied`]).
+    pub fn call_at_entry(&mut self, nr: i64, args: [u64; 6]) -> Result<i64> {
+        let saved = self.regs()?;
+        let result = self.substitute_syscall(nr, args)?;
+        // At the substitute's exit stop: back before the `syscall` instruction, which enters the
+        // original call again.
+        let mut r = saved;
+        r.rax = saved.orig_rax;
+        r.rip = saved.rip - 2;
+        self.set_regs(&r)?;
+        let mut held = Vec::new();
+        loop {
+            sys::ptrace(
+                "ptrace(PTRACE_SYSCALL)",
+                libc::PTRACE_SYSCALL,
+                self.tid,
+                0,
+                0,
+            )?;
+            let status = sys::waitpid_one(self.tid)?;
+            match decode(self.tid, status).kind {
+                WaitKind::SyscallStop => break,
+                WaitKind::Signal(s) => held.push(s),
+                WaitKind::Exited(_) | WaitKind::Signaled(_) => {
+                    return Err(Error::TraceeDied {
+                        tid: self.tid,
+                        call: "re-entered syscall",
+                    });
+                }
+                WaitKind::Event(_) => {}
+            }
+        }
+        self.regs = None;
+        self.set_regs(&saved)?;
+        for s in held {
+            sys::tkill(self.tid, s)?;
+        }
+        Ok(result)
+    }
+
     /// Runs one system call in the tracee by placing a `syscall` instruction at the current
     /// instruction pointer, then restores code and registers. Returns the raw result (`-errno` on
     /// failure). Only for stops where the tracee is between instructions in user mode (an exec event
@@ -503,8 +558,11 @@ pub struct SpawnSpec {
     /// asks for; Sightline's own exits (errors, Ctrl-C) never take this path because the recorder
     /// keeps serving the tracees until they exit.
     pub exit_kill: bool,
-    /// The seccomp filter to install just before `execve`.
-    pub filter: Filter,
+    /// The seccomp filter to install just before `execve`; `None`: no filter, and the tracee is
+    /// resumed with `PTRACE_SYSCALL` from the start, so its first reports are the syscall stops of
+    /// its own set-up calls before `execve` (go-live: a process that will run on untraced must
+    /// carry no filter).
+    pub filter: Option<Filter>,
     /// Signals the program starts with ignored (`SIG_IGN`), as the user started the recording
     /// (`nohup` ignores SIGHUP); every other disposition is the default.
     pub ignored_signals: Vec<i32>,
@@ -515,6 +573,9 @@ pub struct SpawnSpec {
     /// Bind mounts `(source, target)` made in that namespace before the overlays (replay: the
     /// recording's kept files, seen at a path no overlay covers).
     pub binds: Vec<(String, String)>,
+    /// The pid to start the program with in our pid namespace for children (after
+    /// [`crate::enter_pid_namespace`]); `None`: any.
+    pub pid: Option<i32>,
 }
 
 /// Starts `spec` as a seized tracee and returns it running. The child waits on a pipe until
@@ -543,8 +604,8 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
         no_aslr: spec.no_aslr,
         stdio_null: spec.stdio_null,
         close_fds: true,
-        filter: Some(spec.filter.compile()),
-        hold: false,
+        filter: spec.filter.as_ref().map(Filter::compile),
+        hold: spec.filter.is_none(),
         sh_fallback: false,
         exec_errors: false,
         ignored_signals: spec.ignored_signals.clone(),
@@ -558,8 +619,14 @@ pub fn spawn(spec: &SpawnSpec) -> Result<Running> {
             .iter()
             .map(|(s, d)| Ok((cstr(s)?, cstr(d)?)))
             .collect::<Result<_>>()?,
+        pid: spec.pid,
     };
     let (pid, _) = sys::fork_seized(&plan, seize_options(spec.exit_kill))?;
+    if spec.filter.is_none() {
+        // Held in its SIGSTOP before its set-up calls: discard the signal and stop at every
+        // system call from here on.
+        sys::ptrace("ptrace(PTRACE_SYSCALL)", libc::PTRACE_SYSCALL, pid, 0, 0)?;
+    }
     Ok(Running { tid: pid })
 }
 

@@ -27,8 +27,11 @@
 //! Scope: programs made of processes with any number of threads (`execve` from any of them
 //! included). A recording that stopped early ([`recorder::RecordOutcome::incomplete`] says why;
 //! the program keeps running, served in pass-through) fails to replay with
-//! [`Error::Unsupported`]. Go-live comes next; the replayer already re-creates processes, threads,
-//! fds (real or `/dev/null` stand-ins with the recorded numbers) and memory maps for that.
+//! [`Error::Unsupported`].
+//!
+//! Going live ([`replayer::go_live`], `docs/replay-go-live.md`): replay to a point without a
+//! seccomp filter, rebuild the kernel state there (fds, pipes, listening sockets, the recorded
+//! pids in a pid namespace), restore the syscall buffer's patched sites, and detach.
 #![deny(missing_docs)]
 
 pub mod debugger;

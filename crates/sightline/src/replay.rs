@@ -34,6 +34,15 @@ pub struct ReplayArgs {
     /// Start gdb on the replay, already connected (the recorded executable loaded for symbols).
     #[arg(long, conflicts_with_all = ["info", "dump"])]
     pub gdb: bool,
+    /// Replay to where the recording ends, then let the program run on live: its real files,
+    /// pipes, sockets and our stdin/stdout/stderr (docs/replay-go-live.md). Same as
+    /// `--go-live-at end`.
+    #[arg(long, conflicts_with_all = ["go_live_at", "gdb", "gdbserver"])]
+    pub go_live: bool,
+    /// Replay to POINT, then go live: an event number shown by `--dump` (go live before it),
+    /// `PID:N` (before the N-th system call of recorded process PID, from 1), or `end`.
+    #[arg(long, value_name = "POINT", conflicts_with_all = ["gdb", "gdbserver"])]
+    pub go_live_at: Option<replay::replayer::Point>,
     /// The recording directory.
     pub dir: PathBuf,
     /// With --gdb: more arguments for gdb (after `--`, e.g. `-- -batch -x cmds.gdb`).
@@ -112,6 +121,12 @@ pub fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     if args.gdbserver.is_some() || args.gdb {
         return replay_under_gdb(&args, &rec);
+    }
+    let point = args
+        .go_live_at
+        .or(args.go_live.then_some(replay::replayer::Point::End));
+    if let Some(point) = point {
+        return go_live(&rec, point);
     }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -214,6 +229,51 @@ fn replay_under_gdb(
     }
     let outcome = result.context("replay")?;
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
+}
+
+/// `--go-live`/`--go-live-at`: replays to the point, goes live, reports what went live on stderr,
+/// and waits for the first process to end (its exit code is ours).
+fn go_live(
+    rec: &replay::format::Recording,
+    point: replay::replayer::Point,
+) -> anyhow::Result<ExitCode> {
+    let live = {
+        let stdout = std::io::stdout();
+        let stderr = std::io::stderr();
+        let mut out = stdout.lock();
+        let mut err = stderr.lock();
+        replay::replayer::go_live(rec, point, &mut out, &mut err).context("going live")?
+    };
+    let at = if live.plan.index >= rec.records.len() {
+        "the end of the recording".to_string()
+    } else {
+        format!("event #{}", live.plan.index)
+    };
+    eprintln!(
+        "sightline: replayed {} events, live at {at}: {}",
+        live.events,
+        if live.processes.is_empty() {
+            "no process".to_string()
+        } else {
+            live.processes
+                .iter()
+                .map(|p| {
+                    let pid = if live.pid_namespace {
+                        format!("pid {} outside the replay's pid namespace", p.live)
+                    } else {
+                        format!("now pid {}", p.live)
+                    };
+                    format!("process {} ({pid}, entering {})", p.recorded, p.at)
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    for n in &live.notes {
+        eprintln!("sightline: {n}");
+    }
+    let code = live.wait().context("waiting for the live program")?;
+    Ok(ExitCode::from(code.unwrap_or(0).clamp(0, 255) as u8))
 }
 
 fn print_info(

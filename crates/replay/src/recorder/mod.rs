@@ -280,10 +280,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         no_aslr: true,
         stdio_null: false,
         exit_kill: true,
-        filter: crate::syscalls::filter(),
+        filter: Some(crate::syscalls::filter()),
         ignored_signals: meta.ignored_signals.clone(),
         overlays: Vec::new(),
         binds: Vec::new(),
+        pid: None,
     };
     let mut w = Writer::create(&opts.dir, meta)?;
     replay_ptrace::forward_signal_handlers()?;

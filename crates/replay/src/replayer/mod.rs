@@ -20,9 +20,12 @@
 //! the signature checked at each hit (`signal.rs`); a watchdog turns a point never reached into a
 //! divergence.
 
+mod live;
 mod process;
 mod signal;
 mod syscall;
+
+pub use live::{LiveOutcome, LiveProcess, Plan, Point, go_live, plan};
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -208,8 +211,17 @@ struct Replayer<'o> {
     files_seen_at: std::path::PathBuf,
     /// A debugger driving the replay ([`crate::debugger`]), if any.
     debugger: Option<&'o mut dyn crate::debugger::Debugger>,
+    /// Going live ([`live`]): replayed without a seccomp filter, every process held at its
+    /// frontier.
+    live: Option<Box<live::Live>>,
     /// Recorded pid of the first process.
     root_rec: i32,
+}
+
+/// How [`replay_run`] ended.
+enum Finished {
+    Replayed(ReplayOutcome),
+    Live(LiveOutcome),
 }
 
 /// The opens to redirect to kept files: for every `mmap` record naming a kept file and the open
@@ -419,12 +431,28 @@ impl Write for HighWater<'_> {
     }
 }
 
+/// One replay run of `rec`, driven by `debugger` when there is one.
 fn replay_with<'o>(
     rec: &Recording,
     stdout: &'o mut dyn Write,
     stderr: &'o mut dyn Write,
     debugger: &mut Option<&'o mut dyn crate::debugger::Debugger>,
 ) -> Result<ReplayOutcome, Error> {
+    match replay_run(rec, stdout, stderr, None, debugger)? {
+        Finished::Replayed(o) => Ok(o),
+        Finished::Live(_) => unreachable!("no go-live plan"),
+    }
+}
+
+/// A replay run, or with `live` a replay that goes live at that plan ([`live::go_live`]), driven
+/// by `debugger` when there is one.
+fn replay_run<'o>(
+    rec: &Recording,
+    stdout: &'o mut dyn Write,
+    stderr: &'o mut dyn Write,
+    live: Option<live::Plan>,
+    debugger: &mut Option<&'o mut dyn crate::debugger::Debugger>,
+) -> Result<Finished, Error> {
     if let Some(why) = rec.meta.status.strip_prefix("unsupported: ") {
         return Err(Error::Unsupported(format!(
             "this recording stopped early: {why}"
@@ -470,6 +498,21 @@ fn replay_with<'o>(
             .events
             .push_back(r.event.clone());
     }
+    let root_pid = match rec.meta.root_pid {
+        0 => rec.records.first().map_or(0, |r| r.pid),
+        pid => pid,
+    };
+    let mut pid_note = None;
+    let pid_ns = live.is_some()
+        && match replay_ptrace::enter_pid_namespace() {
+            Ok(_) => true,
+            Err(e) => {
+                pid_note = Some(format!(
+                    "the live processes have other pids than recorded (no pid namespace: {e})"
+                ));
+                false
+            }
+        };
     let spec = SpawnSpec {
         path: rec.meta.path.clone(),
         argv: rec.meta.argv.clone(),
@@ -479,17 +522,18 @@ fn replay_with<'o>(
         no_aslr: true,
         stdio_null: true,
         exit_kill: true,
-        filter: crate::syscalls::filter_for_version(rec.meta.version),
+        // A process that goes live must carry no filter: stopped at every call instead.
+        filter: live
+            .is_none()
+            .then(|| crate::syscalls::filter_for_version(rec.meta.version)),
         ignored_signals: rec.meta.ignored_signals.clone(),
         overlays: provided.overlays.clone(),
         binds: provided.binds.clone(),
+        // Going live: the recorded pids, in a pid namespace of the replay's own.
+        pid: pid_ns.then_some(root_pid),
     };
     // A recording whose recorder was killed before it could update meta.json says root_pid 0 (the
-    // format's older recorders): the first record is always the first process's.
-    let root_pid = match rec.meta.root_pid {
-        0 => rec.records.first().map_or(0, |r| r.pid),
-        pid => pid,
-    };
+    // format's older recorders): the first record is always the first process's (above).
     let root = replay_ptrace::spawn(&spec)?;
     let root_tid = root.tid();
     let mut r = Replayer {
@@ -526,6 +570,7 @@ fn replay_with<'o>(
             .clone()
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
         debugger: debugger.take(),
+        live: live.map(|plan| Box::new(live::Live::new(rec, plan, root_pid, pid_ns, pid_note))),
         root_rec: root_pid,
     };
     r.real_of.insert(root_pid, root_tid);
@@ -571,6 +616,18 @@ fn replay_with<'o>(
         r.kill_all();
     }
     result?;
+    if r.live_settled() {
+        let out = r.go_live_now();
+        replay_ptrace::untrap_own_rdtsc();
+        if out.is_err() {
+            r.kill_all();
+        }
+        r.stdout.flush().map_err(|source| Error::Io {
+            path: "<stdout>".into(),
+            source,
+        })?;
+        return out.map(Finished::Live);
+    }
     r.stdout.flush().map_err(|source| Error::Io {
         path: "<stdout>".into(),
         source,
@@ -606,14 +663,14 @@ fn replay_with<'o>(
         .map(|(p, s)| (*p, std::mem::take(&mut s.syscalls)))
         .collect();
     syscalls.sort_by_key(|(p, _)| *p);
-    Ok(ReplayOutcome {
+    Ok(Finished::Replayed(ReplayOutcome {
         exit_code: r.root_exit.unwrap_or(0),
         events: r.events,
         processes: r.processes,
         syscalls,
         threads: r.threads,
         seek_stops: r.seek_stops,
-    })
+    }))
 }
 
 impl Replayer<'_> {
@@ -638,6 +695,10 @@ impl Replayer<'_> {
                     d.on_exit(ev.kind);
                 }
                 self.on_death(ev.tid, ev.kind)?;
+                // The last process not at its frontier may be this one.
+                if self.live_settled() {
+                    return Ok(());
+                }
                 continue;
             }
             if ev.kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
@@ -659,6 +720,12 @@ impl Replayer<'_> {
             }
             self.dispatch(t, ev.kind)?;
             self.unpark()?;
+            if self.live_settled() {
+                return Ok(());
+            }
+            if self.debug && self.live.is_some() {
+                self.live_debug();
+            }
         }
     }
 
@@ -734,6 +801,11 @@ impl Replayer<'_> {
         let transfer = self.transfer.take();
         match result {
             Ok(Next::Resume(mut t, how, sig)) => {
+                // Without a filter, only PTRACE_SYSCALL stops the tracee at its next call.
+                let how = match how {
+                    Resume::Cont if self.live.is_some() => Resume::Syscall,
+                    how => how,
+                };
                 self.prefill(&mut t)?;
                 self.arm_sync_point(&mut t)?;
                 let how = self.debugger_resume(&mut t, kind, how, sig)?;
@@ -995,10 +1067,14 @@ impl Replayer<'_> {
         ))
     }
 
-    fn on_stop(&mut self, t: Stopped, kind: WaitKind) -> Result<Next, Error> {
+    fn on_stop(&mut self, mut t: Stopped, kind: WaitKind) -> Result<Next, Error> {
         use replay_ptrace::PtraceEvent as E;
+        if self.live.is_some() {
+            self.live_child_first_stop(&mut t)?;
+        }
         match kind {
             WaitKind::Event(E::Seccomp) => self.syscall_entry(t),
+            WaitKind::SyscallStop if self.live.is_some() => self.live_syscall_stop(t),
             WaitKind::SyscallStop => self.syscall_exit(t),
             WaitKind::Event(E::Fork | E::Vfork | E::Clone) => self.on_new_child(t),
             WaitKind::Event(E::Exit) => self.on_exit(t),
@@ -1168,6 +1244,9 @@ impl Replayer<'_> {
         if let Some(ev) = s.events.pop_front() {
             match &ev {
                 Event::Syscall(e) => {
+                    if let Some(l) = &mut self.live {
+                        l.on_recorded(rec, self.real_of.get(&rec).copied(), e);
+                    }
                     self.progress.complete(&e.rendezvous);
                     s.syscalls.push(e.nr);
                 }

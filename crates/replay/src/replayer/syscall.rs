@@ -24,7 +24,7 @@ pub(super) struct Pending {
 }
 
 #[derive(Debug)]
-enum Fixup {
+pub(super) enum Fixup {
     /// Run as is; check fd results; inject the recorded result and writes.
     Real,
     /// Skipped, but its recorded result is a restart code: at the exit stop, restore the system call
@@ -46,6 +46,22 @@ enum Fixup {
     Exec,
 }
 
+impl Fixup {
+    /// A call run with its argument registers rewritten (and maybe scratch memory), restored at
+    /// its exit stop, where it must return `expect`.
+    pub(super) fn rewritten(
+        saved: [u64; 6],
+        scratch: Option<(u64, Vec<u8>)>,
+        expect: i64,
+    ) -> Fixup {
+        Fixup::Rewritten {
+            saved,
+            scratch,
+            expect,
+        }
+    }
+}
+
 const AT_FDCWD: i64 = -100;
 
 /// The recorded child a wait4/waitid reaped (0 when none: WNOHANG with nothing ready).
@@ -63,11 +79,11 @@ fn waited_child(ev: &SyscallEvent) -> i32 {
     }
 }
 
-fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
+pub(super) fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
     [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
 }
 
-fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
+pub(super) fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
     [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = a;
 }
 
@@ -84,6 +100,11 @@ fn render(nr: i64, args: &[u64; 6]) -> String {
         })
         .collect();
     format!("{}({})", syscalls::name(nr), a.join(", "))
+}
+
+/// [`render`], for go-live's report.
+pub(super) fn render_call(nr: i64, args: &[u64; 6]) -> String {
+    render(nr, args)
 }
 
 /// [`render`] with the call's path argument read from the tracee and shown as a string
@@ -282,6 +303,9 @@ impl Replayer<'_> {
         }
         if syscalls::is_write(nr) && ev.result > 0 {
             self.check_and_output(&t, rec, &ev)?;
+            if let Some(l) = &mut self.live {
+                l.capture_write(&t, &ev);
+            }
         }
         if let Some(fixup) = self.masked_wait(&mut t, rec, &ev)? {
             if let Some(p) = self.procs.get_mut(&tid) {
@@ -360,6 +384,7 @@ impl Replayer<'_> {
                 }
             }
             Mode::Real | Mode::SigSuspend => Fixup::Real,
+            Mode::Fork if self.live_pids() => self.fork_at_recorded_pid(&mut t, &ev)?,
             Mode::Fork => Fixup::Fork,
             Mode::Exec => Fixup::Exec,
             Mode::Wait => self.rewrite_wait(&mut t, &ev)?,
@@ -525,6 +550,8 @@ impl Replayer<'_> {
                 format!("a wait for recorded child {child_rec}, which this replay never created"),
             ));
         };
+        // In go-live's pid namespace the tracee's pids are the recorded ones.
+        let child = if self.live_pids() { child_rec } else { child };
         let mut regs = t.regs()?;
         let saved = args_of(&regs);
         let mut a = saved;

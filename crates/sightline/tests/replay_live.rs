@@ -1,0 +1,371 @@
+//! `sightline replay --go-live` and `--go-live-at` on real programs (issue 13,
+//! docs/replay-go-live.md): a recorded program replayed to a point, then running on natively
+//! with its recorded state (sums, files, listening sockets, pipelines).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use replay::format::{Event, Recording};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn sightline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sightline"))
+}
+
+fn start(tools: &[&str]) -> Option<(std::sync::MutexGuard<'static, ()>, tempfile::TempDir)> {
+    if !test_support::privileged("records, replays and goes live with ptrace") {
+        return None;
+    }
+    if !tools.iter().all(|t| test_support::require_tool(t)) {
+        return None;
+    }
+    let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    Some((lock, tempfile::tempdir().unwrap()))
+}
+
+fn guest(name: &str, dir: &Path) -> PathBuf {
+    let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed for {}", src.display());
+    out
+}
+
+/// Ends a recording as a user would: SIGTERM to `sightline record`, which passes it on to the
+/// program (killed in its blocking call: the recording's `end` is that call's entry).
+fn stop_recorder(mut rec: std::process::Child) {
+    let st = Command::new("kill")
+        .args(["-TERM", &rec.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rec.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the recorder did not end");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn read_line(r: &mut impl BufRead) -> String {
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    l
+}
+
+#[test]
+fn running_sum_goes_live_and_continues_from_the_recorded_state() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("running_sum", tmp.path());
+    let log = tmp.path().join("sums.txt");
+    let dir = tmp.path().join("rec");
+    let mut rec = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .arg(&log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = rec.stdin.take().unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n"), (6, "sum 15\n")] {
+        writeln!(input, "{n}").unwrap();
+        assert_eq!(read_line(&mut output), want);
+    }
+    // The recorder writes its chunks within its flush age; then stop it.
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_recorder(rec);
+    drop(input);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "4\n9\n15\n");
+
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut i = live.stdin.take().unwrap();
+        i.write_all(b"10\n20\n").unwrap();
+    }
+    let out = live.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout, "sum 4\nsum 9\nsum 15\nsum 25\nsum 45\nend 45 seccomp 0 tracer 0 rdtsc ok\n",
+        "the recorded sums, then the live ones from the recorded state; stderr: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("live at the end of the recording") && stderr.contains("entering read(0"),
+        "{stderr}"
+    );
+    // The log was a stand-in in replay: reopened at its recorded offset, it goes on after 15.
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "4\n9\n15\n25\n45\n");
+}
+
+/// The Python that `python3` runs (not a version manager's shell shim).
+fn real_python() -> Option<String> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let p = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!p.is_empty()).then_some(p)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.0 GET; the body, or `None` while nothing listens.
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let (head, body) = resp.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.0 200").then(|| body.to_string())
+}
+
+fn get_within(port: u16, path: &str, secs: u64) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Some(b) = get(port, path) {
+            return Some(b);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+#[test]
+fn python_http_server_goes_live_and_serves_a_live_request() {
+    let Some((_g, tmp)) = start(&["python3"]) else {
+        return;
+    };
+    let Some(python) = real_python() else {
+        panic!("python3 does not say where it is");
+    };
+    let www = tmp.path().join("www");
+    std::fs::create_dir(&www).unwrap();
+    std::fs::write(www.join("a.txt"), "first file\n").unwrap();
+    std::fs::write(www.join("b.txt"), "served live after go-live\n").unwrap();
+    let port = free_port();
+    let dir = tmp.path().join("rec");
+    let rec = sightline()
+        .current_dir(&www)
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .args([
+            &python,
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = get_within(port, "/a.txt", 120);
+    let second = get(port, "/a.txt");
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_recorder(rec);
+    assert_eq!(first.as_deref(), Some("first file\n"));
+    assert_eq!(second.as_deref(), Some("first file\n"));
+    assert!(get(port, "/a.txt").is_none(), "the recorded server is gone");
+
+    let stderr_path = tmp.path().join("live.err");
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    // Replaying 41 processes (a version manager's shim included) takes a while under load: wait
+    // for Sightline to say it went live (or to end, failing), then ask.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut ended = None;
+    while Instant::now() < deadline {
+        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        if err.contains(" live at ") {
+            break;
+        }
+        if let Some(st) = live.try_wait().unwrap() {
+            ended = Some(st);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        ended.is_none(),
+        "sightline ended ({ended:?}) before going live: {}",
+        std::fs::read_to_string(&stderr_path).unwrap_or_default()
+    );
+    let third = get_within(port, "/b.txt", 120);
+    // Ending Sightline ends the live server with it (its pid namespace: docs/replay-go-live.md).
+    let _ = live.kill();
+    let _ = live.wait();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert_eq!(
+        third.as_deref(),
+        Some("served live after go-live\n"),
+        "a third, live request to the server gone live; stderr: {stderr}"
+    );
+    assert!(
+        stderr.contains("live at the end of the recording"),
+        "{stderr}"
+    );
+    // The namespace's init dies with Sightline, and the kernel then kills what is in it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(port, "/b.txt").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the live server outlived Sightline"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn shell_pipeline_goes_live_in_the_middle() {
+    let Some((_g, tmp)) = start(&["sh", "seq", "sort", "head"]) else {
+        return;
+    };
+    let dir = tmp.path().join("rec");
+    let out = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .args(["--", "sh", "-c", "seq 1 3000 | sort -rn | head -3"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "3000\n2999\n2998\n");
+    let rec = Recording::open(&dir).unwrap();
+    let root = rec.meta.root_pid;
+    // The shell's last fork (of `head`): `seq` and `sort` already run.
+    let calls: Vec<&replay::format::SyscallEvent> = rec
+        .records
+        .iter()
+        .filter(|r| r.pid == root)
+        .filter_map(|r| match &r.event {
+            Event::Syscall(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let last_fork = calls
+        .iter()
+        .rposition(|e| e.nr == libc::SYS_clone && e.result > 0)
+        .expect("the shell forks")
+        + 1;
+    let forks = calls.iter().filter(|e| e.nr == libc::SYS_clone).count();
+    assert_eq!(forks, 3, "one fork per stage");
+    // Its first wait: some stage has exited, the others are in the middle of their work (a
+    // regression test: the replay went live only when a death was not the last report).
+    let first_wait = calls
+        .iter()
+        .position(|e| e.nr == libc::SYS_wait4)
+        .expect("the shell waits")
+        + 1;
+    for n in [last_fork, first_wait] {
+        let point = format!("{root}:{n}");
+        let out = sightline()
+            .args(["replay", "--go-live-at", &point])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "3000\n2999\n2998\n",
+            "at {point}; stderr: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "at {point}; stderr: {stderr}");
+        let entering = if n == last_fork { "clone(" } else { "wait4(" };
+        assert!(
+            stderr.contains(&format!("process {root} (pid "))
+                && stderr.contains(&format!("entering {entering}")),
+            "at {point}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("another pid"),
+            "the recorded pids are kept: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_point_inside_a_signal_names_the_nearest_one_that_can_go_live() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("running_sum", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut rec = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    writeln!(rec.stdin.as_ref().unwrap(), "1").unwrap();
+    assert_eq!(read_line(&mut output), "sum 1\n");
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_recorder(rec);
+    let r = Recording::open(&dir).unwrap();
+    let signal = r
+        .records
+        .iter()
+        .position(|x| matches!(x.event, Event::Signal { .. }))
+        .expect("the SIGTERM that ended it");
+    let out = sightline()
+        .args(["replay", "--go-live-at", &signal.to_string()])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("going live at event #{signal}"))
+            && stderr.contains("its next event is signal 15")
+            && stderr.contains(&format!("the nearest point that can is #{}", signal - 1)),
+        "{stderr}"
+    );
+}
