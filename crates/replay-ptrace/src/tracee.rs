@@ -396,6 +396,20 @@ impl Stopped {
         r.orig_rax = nr as u64;
         [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9] = args;
         self.set_regs(&r)?;
+        let held = self.run_to_syscall_stop("substituted syscall")?;
+        self.regs = None;
+        let result = self.regs()?.rax as i64;
+        for s in held {
+            sys::tkill(self.tid, s)?;
+        }
+        Ok(result)
+    }
+
+    /// Resumes with `PTRACE_SYSCALL` until the next syscall stop, holding the signals that stop
+    /// the thread meanwhile (returned, for the caller to re-raise).
+    ///
+    /// Errors: a ptrace request fails, or the thread dies during `call` ([`Error::TraceeDied`]).
+    fn run_to_syscall_stop(&mut self, call: &'static str) -> Result<Vec<i32>> {
         let mut held = Vec::new();
         loop {
             sys::ptrace(
@@ -407,23 +421,17 @@ impl Stopped {
             )?;
             let status = sys::waitpid_one(self.tid)?;
             match decode(self.tid, status).kind {
-                WaitKind::SyscallStop => break,
+                WaitKind::SyscallStop => return Ok(held),
                 WaitKind::Signal(s) => held.push(s),
                 WaitKind::Exited(_) | WaitKind::Signaled(_) => {
                     return Err(Error::TraceeDied {
                         tid: self.tid,
-                        call: "substituted syscall",
+                        call,
                     });
                 }
                 WaitKind::Event(_) => {}
             }
         }
-        self.regs = None;
-        let result = self.regs()?.rax as i64;
-        for s in held {
-            sys::tkill(self.tid, s)?;
-        }
-        Ok(result)
     }
 
     /// At a syscall stop: true for a syscall-entry stop, false for an exit (or seccomp) stop
@@ -451,28 +459,7 @@ impl Stopped {
         r.rax = saved.orig_rax;
         r.rip = saved.rip - 2;
         self.set_regs(&r)?;
-        let mut held = Vec::new();
-        loop {
-            sys::ptrace(
-                "ptrace(PTRACE_SYSCALL)",
-                libc::PTRACE_SYSCALL,
-                self.tid,
-                0,
-                0,
-            )?;
-            let status = sys::waitpid_one(self.tid)?;
-            match decode(self.tid, status).kind {
-                WaitKind::SyscallStop => break,
-                WaitKind::Signal(s) => held.push(s),
-                WaitKind::Exited(_) | WaitKind::Signaled(_) => {
-                    return Err(Error::TraceeDied {
-                        tid: self.tid,
-                        call: "re-entered syscall",
-                    });
-                }
-                WaitKind::Event(_) => {}
-            }
-        }
+        let held = self.run_to_syscall_stop("re-entered syscall")?;
         self.regs = None;
         self.set_regs(&saved)?;
         for s in held {
