@@ -42,6 +42,25 @@ fn guest(name: &str, dir: &Path) -> PathBuf {
 
 /// Ends a recording as a user would: SIGTERM to `sightline record`, which passes it on to the
 /// program (killed in its blocking call: the recording's `end` is that call's entry).
+/// `sightline record -o DIR --`, the command's words to follow.
+fn record(dir: &Path) -> Command {
+    let mut c = sightline();
+    c.arg("record").arg("-o").arg(dir).arg("--");
+    c
+}
+
+/// Records `prog ARGS` into `dir` with its stdin and stdout piped to the test (stderr dropped).
+fn record_interactive(dir: &Path, prog: &Path, args: &[&std::ffi::OsStr]) -> std::process::Child {
+    record(dir)
+        .arg(prog)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn stop_recorder(mut rec: std::process::Child) {
     let st = Command::new("kill")
         .args(["-TERM", &rec.id().to_string()])
@@ -69,18 +88,7 @@ fn running_sum_goes_live_and_continues_from_the_recorded_state() {
     let prog = guest("running_sum", tmp.path());
     let log = tmp.path().join("sums.txt");
     let dir = tmp.path().join("rec");
-    let mut rec = sightline()
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .arg("--")
-        .arg(&prog)
-        .arg(&log)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut rec = record_interactive(&dir, &prog, &[log.as_os_str()]);
     let mut input = rec.stdin.take().unwrap();
     let mut output = BufReader::new(rec.stdout.take().unwrap());
     for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n"), (6, "sum 15\n")] {
@@ -175,12 +183,8 @@ fn python_http_server_goes_live_and_serves_a_live_request() {
     std::fs::write(www.join("b.txt"), "served live after go-live\n").unwrap();
     let port = free_port();
     let dir = tmp.path().join("rec");
-    let rec = sightline()
+    let rec = record(&dir)
         .current_dir(&www)
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .arg("--")
         .args([
             &python,
             "-m",
@@ -262,11 +266,8 @@ fn shell_pipeline_goes_live_in_the_middle() {
         return;
     };
     let dir = tmp.path().join("rec");
-    let out = sightline()
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .args(["--", "sh", "-c", "seq 1 3000 | sort -rn | head -3"])
+    let out = record(&dir)
+        .args(["sh", "-c", "seq 1 3000 | sort -rn | head -3"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -332,17 +333,7 @@ fn a_point_inside_a_signal_names_the_nearest_one_that_can_go_live() {
     };
     let prog = guest("running_sum", tmp.path());
     let dir = tmp.path().join("rec");
-    let mut rec = sightline()
-        .arg("record")
-        .arg("-o")
-        .arg(&dir)
-        .arg("--")
-        .arg(&prog)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut rec = record_interactive(&dir, &prog, &[]);
     let mut output = BufReader::new(rec.stdout.take().unwrap());
     writeln!(rec.stdin.as_ref().unwrap(), "1").unwrap();
     assert_eq!(read_line(&mut output), "sum 1\n");
