@@ -53,27 +53,15 @@ fn verbose_listing_shows_stability_and_argument_types() {
     if !test_support::privileged("reads tracefs (mounting it if needed)") {
         return;
     }
-    let out = crate::sightline()
-        .args([
-            "probe",
-            "-l",
-            "-v",
-            "-n",
-            "dtrace:::BEGIN",
-            "-n",
-            "syscall::openat:entry",
-            "-n",
-            "sched:::sched_process_exit",
-        ])
-        .output()
-        .expect("run sightline probe -l -v");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let blocks: Vec<&str> = text.split("\n\n\tProbe Description Attributes\n").collect();
+    let text = verbose_listing(&[
+        "-n",
+        "dtrace:::BEGIN",
+        "-n",
+        "syscall::openat:entry",
+        "-n",
+        "sched:::sched_process_exit",
+    ]);
+    let blocks: Vec<&str> = text.split(ATTRIBUTES).collect();
     assert_eq!(blocks.len(), 4, "three probes with attributes:\n{text}");
     // BEGIN: Stable everywhere, no arguments.
     assert!(
@@ -100,6 +88,24 @@ fn verbose_listing_shows_stability_and_argument_types() {
         "{text}"
     );
     assert!(blocks[3].contains("\t\targs->pid: pid_t\n"), "{text}");
+}
+
+/// The line that opens each probe's attribute block in `-l -v`.
+const ATTRIBUTES: &str = "\n\n\tProbe Description Attributes\n";
+
+/// The standard output of `sightline probe -l -v ARGS`, which must succeed.
+fn verbose_listing(args: &[&str]) -> String {
+    let out = crate::sightline()
+        .args(["probe", "-l", "-v"])
+        .args(args)
+        .output()
+        .expect("run sightline probe -l -v");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `-x amin=` refuses a script whose probes are less stable than asked (DTrace's D_ATTR_MIN).
@@ -152,27 +158,15 @@ fn verbose_listing_of_usdt_and_pid_probes() {
     if !test_support::require_file(python, "the python3.11 binary with USDT probes") {
         return;
     }
-    let out = crate::sightline()
-        .args([
-            "probe",
-            "-l",
-            "-v",
-            "-c",
-            python,
-            "-n",
-            "python$target:::function-entry",
-            "-n",
-            "pid$target:libc.so.6:getpid:entry",
-        ])
-        .output()
-        .expect("run sightline probe -l -v -c");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let blocks: Vec<&str> = text.split("\n\n\tProbe Description Attributes\n").collect();
+    let text = verbose_listing(&[
+        "-c",
+        python,
+        "-n",
+        "python$target:::function-entry",
+        "-n",
+        "pid$target:libc.so.6:getpid:entry",
+    ]);
+    let blocks: Vec<&str> = text.split(ATTRIBUTES).collect();
     assert_eq!(blocks.len(), 3, "two probes:\n{text}");
     for b in &blocks[1..] {
         assert!(
