@@ -265,25 +265,7 @@ impl Analyzer<'_> {
                     return Err(mismatch(self, &r));
                 }
                 let load = mk(TExprKind::Var(target.clone()), v.ty.clone(), lhs.span);
-                let (common, rt) = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
-                    (
-                        v.ty.promoted().unwrap_or(Type::I64),
-                        r.ty.promoted().unwrap_or(Type::I64),
-                    )
-                } else {
-                    let c = usual_arithmetic(&v.ty, &r.ty).unwrap_or(Type::I64);
-                    (c.clone(), c)
-                };
-                let r = convert(r, &rt);
-                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
-                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
-                }
-                let bin = mk(
-                    TExprKind::Binary(bop, Box::new(convert(load, &common)), Box::new(r)),
-                    common,
-                    span,
-                );
-                convert(bin, &v.ty)
+                self.compound_value(bop, load, r, &v.ty, span)?
             }
         };
         Ok(mk(
@@ -291,6 +273,38 @@ impl Analyzer<'_> {
             v.ty.clone(),
             span,
         ))
+    }
+
+    /// The value `old OP r` of a compound assignment `x OP= r` to a location of type `ty`, converted
+    /// back to `ty`: the usual arithmetic conversions (C11 6.5.16.2), or each operand promoted on
+    /// its own for shifts. A constant zero divisor is D_DIV_ZERO.
+    fn compound_value(
+        &mut self,
+        bop: BinaryOp,
+        old: TExpr,
+        r: TExpr,
+        ty: &Type,
+        span: Span,
+    ) -> R<TExpr> {
+        let (common, rt) = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
+            (
+                ty.promoted().unwrap_or(Type::I64),
+                r.ty.promoted().unwrap_or(Type::I64),
+            )
+        } else {
+            let c = usual_arithmetic(ty, &r.ty).unwrap_or(Type::I64);
+            (c.clone(), c)
+        };
+        let r = convert(r, &rt);
+        if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
+            return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
+        }
+        let bin = mk(
+            TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
+            common,
+            span,
+        );
+        Ok(convert(bin, ty))
     }
 
     /// True when `e` is a member (or element of an array member) of a variable of struct type:
@@ -418,26 +432,7 @@ impl Analyzer<'_> {
             None => convert(r, &mty),
             Some(bop) => {
                 let old = self.load(addr, tid, lhs.span)?;
-                let common = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
-                    mty.promoted().unwrap_or(Type::I64)
-                } else {
-                    usual_arithmetic(&mty, &r.ty).unwrap_or(Type::I64)
-                };
-                let rt = if matches!(bop, BinaryOp::Shl | BinaryOp::Shr) {
-                    r.ty.promoted().unwrap_or(Type::I64)
-                } else {
-                    common.clone()
-                };
-                let r = convert(r, &rt);
-                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
-                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
-                }
-                let bin = mk(
-                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
-                    common,
-                    span,
-                );
-                convert(bin, &mty)
+                self.compound_value(bop, old, r, &mty, span)?
             }
         };
         Ok(mk(
@@ -544,27 +539,7 @@ impl Analyzer<'_> {
                     elem.clone(),
                     span,
                 );
-                let shift = matches!(bop, BinaryOp::Shl | BinaryOp::Shr);
-                let common = if shift {
-                    elem.promoted().unwrap_or(Type::I64)
-                } else {
-                    usual_arithmetic(&elem, &r.ty).unwrap_or(Type::I64)
-                };
-                let rt = if shift {
-                    r.ty.promoted().unwrap_or(Type::I64)
-                } else {
-                    common.clone()
-                };
-                let r = convert(r, &rt);
-                if matches!(bop, BinaryOp::Div | BinaryOp::Mod) && const_eval(&r) == Some(0) {
-                    return Err(self.err_at(ErrTag::D_DIV_ZERO, "division by zero", r.span));
-                }
-                let bin = mk(
-                    TExprKind::Binary(bop, Box::new(convert(old, &common)), Box::new(r)),
-                    common,
-                    span,
-                );
-                convert(bin, &elem)
+                self.compound_value(bop, old, r, &elem, span)?
             }
         };
         Ok(mk(
