@@ -136,9 +136,40 @@ pub fn needs_kernel_types(program: &ast::Program) -> bool {
 pub fn needs_user_symbols(program: &ast::Program) -> bool {
     any_node(
         program,
-        &|e| matches!(&e.kind, ExprKind::Call { func, .. } if matches!(func.as_str(), "ustack" | "usym" | "ufunc" | "umod" | "uaddr")),
+        &|e| match &e.kind {
+            ExprKind::Call { func, args, .. } => {
+                matches!(func.as_str(), "ustack" | "usym" | "ufunc" | "umod" | "uaddr")
+                    || (matches!(func.as_str(), "printf" | "printa")
+                        && args.first().is_some_and(|f| {
+                            matches!(&f.kind, ExprKind::Str(s) if has_user_addr_conversion(s))
+                        }))
+            }
+            _ => false,
+        },
         &|_| false,
     )
+}
+
+/// True when printf format `fmt` has a `%A` conversion (a user address printed as
+/// `module`symbol+offset`, DTrace guide "Output Formatting"): flags, width, precision and size
+/// prefixes may stand between the `%` and the `A`; `%%` is a literal percent sign.
+fn has_user_addr_conversion(fmt: &str) -> bool {
+    let mut chars = fmt.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        for d in chars.by_ref() {
+            if d.is_ascii_digit() || "-+ #0.*?lhLzjt@".contains(d) {
+                continue;
+            }
+            if d == 'A' {
+                return true;
+            }
+            break;
+        }
+    }
+    false
 }
 
 /// True when the program reads `ppid` or `vtimestamp`, which the code generator reads from the
@@ -326,5 +357,20 @@ impl<'a> Analyzer<'a> {
             )
             .with_hint(format!("usage: {usage}")),
         )
+    }
+}
+
+#[cfg(test)]
+mod user_addr_tests {
+    use super::has_user_addr_conversion;
+
+    #[test]
+    fn finds_a_user_address_conversion_past_flags_and_width() {
+        assert!(has_user_addr_conversion("%A\n"));
+        assert!(has_user_addr_conversion("pc=%-20A|"));
+        assert!(!has_user_addr_conversion("%a %d %s"));
+        // `%%A` is a percent sign and the letter A.
+        assert!(!has_user_addr_conversion("100%%A"));
+        assert!(has_user_addr_conversion("%%%A"));
     }
 }
