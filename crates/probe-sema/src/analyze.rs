@@ -138,11 +138,13 @@ pub fn needs_user_symbols(program: &ast::Program) -> bool {
         program,
         &|e| match &e.kind {
             ExprKind::Call { func, args, .. } => {
-                matches!(func.as_str(), "ustack" | "usym" | "ufunc" | "umod" | "uaddr")
-                    || (matches!(func.as_str(), "printf" | "printa")
-                        && args.first().is_some_and(|f| {
-                            matches!(&f.kind, ExprKind::Str(s) if has_user_addr_conversion(s))
-                        }))
+                matches!(
+                    func.as_str(),
+                    "ustack" | "usym" | "ufunc" | "umod" | "uaddr"
+                ) || (matches!(func.as_str(), "printf" | "printa")
+                    && args.first().is_some_and(
+                        |f| matches!(&f.kind, ExprKind::Str(s) if has_user_addr_conversion(s)),
+                    ))
             }
             _ => false,
         },

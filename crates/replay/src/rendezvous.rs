@@ -8,7 +8,11 @@
 //! - pipes, FIFOs, sockets and character devices (ttys, `/dev/null`), identified by device and inode;
 //! - Sightline's own stdout and stderr, whatever they are, so that the program's output interleaves
 //!   on replay exactly as it did;
-//! - each process, for its exit and its parent's wait.
+//! - each process, for its exit and its parent's wait;
+//! - each file mapped shared and writable ([`shared_file_object`]), for the mappings of it and the
+//!   ends (exit, `execve`) of the processes that had it mapped: a process that maps the file after
+//!   another stopped using it replays its mapping after that end, so the bytes it starts from
+//!   are the recorded ones whatever the other processes' pace.
 //!
 //! Regular files and directories are not rendezvous objects: their reads are replayed from the
 //! recording, so the order of other processes' writes cannot change what a replayed read returns.
@@ -25,6 +29,12 @@ pub fn fd_object(dev: u64, ino: u64) -> u64 {
 /// The id of a process, by recorded pid.
 pub fn process_object(pid: i32) -> u64 {
     mix(2, pid as u32 as u64)
+}
+
+/// The id of a file mapped shared and writable, by its number in the recording
+/// ([`crate::files::SharedMapping::file`]).
+pub fn shared_file_object(file: u32) -> u64 {
+    mix(3, u64::from(file))
 }
 
 fn mix(tag: u64, v: u64) -> u64 {
@@ -130,6 +140,8 @@ mod tests {
         p.complete(&[a]);
         assert!(p.ready(&[b]));
         assert_ne!(fd_object(1, 2), process_object(1));
+        assert_ne!(shared_file_object(1), process_object(1));
+        assert_ne!(shared_file_object(0), shared_file_object(1));
     }
 
     #[test]

@@ -1884,20 +1884,54 @@ sqlite3 db.sqlite 'select who, count(*) from t group by who; pragma wal_checkpoi
     std::fs::write(tmp.path().join("two.sh"), script).unwrap();
     let (out, rec) = record_and_replay_3_rec(tmp.path(), &["sh", "two.sh"]);
     assert_eq!(String::from_utf8_lossy(&out), "1|30\n2|30\n0|0|0\n");
-    let joins: Vec<i32> = rec
+    // Each writer's mapping of the -shm file is ordered with the other's use of it: the second
+    // to map it joins the first's group when their uses overlapped; when the first had already
+    // exited, the second mapping's rendezvous point on the file comes after the first one's
+    // exit (regression: that mapping and the truncation before it ran in replay while the
+    // first writer still used the file, and it diverged ~1 run in 3).
+    let maps: Vec<(i32, replay::files::SharedMapping)> = rec
         .records
         .iter()
         .filter_map(|r| match &r.event {
             Event::Syscall(e) if e.nr == libc::SYS_mmap => {
-                replay::files::SharedMapping::decode(&e.extra).map(|m| m.join)
+                replay::files::SharedMapping::decode(&e.extra).map(|m| (r.pid, m))
             }
             _ => None,
         })
-        .filter(|&j| j != 0)
         .collect();
+    let (first, second) = (&maps[1], &maps[2]);
+    assert_eq!(maps.len(), 4, "create, two writers, select: {maps:?}");
+    assert_eq!(
+        first.1.file, second.1.file,
+        "both writers map one -shm file"
+    );
+    let obj = replay::rendezvous::shared_file_object(second.1.file);
+    let on_file =
+        |rdv: &[replay::format::Rendezvous]| rdv.iter().find(|x| x.obj == obj).map(|x| x.seq);
+    let second_seq = rec
+        .records
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::Syscall(e)
+                if r.pid == second.0
+                    && e.nr == libc::SYS_mmap
+                    && replay::files::SharedMapping::decode(&e.extra).is_some() =>
+            {
+                on_file(&e.rendezvous)
+            }
+            _ => None,
+        })
+        .expect("the second mapping has a rendezvous point on the file");
+    let first_done = rec.records.iter().find_map(|r| match &r.event {
+        Event::Exit { rendezvous, .. } if r.pid == first.0 => on_file(rendezvous),
+        _ => None,
+    });
     assert!(
-        !joins.is_empty(),
-        "the second writer joins the first's group"
+        second.1.join == first.0 || first_done.is_some_and(|d| d < second_seq),
+        "the second writer ({}) joins the first's ({}) group, or maps the file after the first's end of use: join {}, first's end {first_done:?}, second's mapping {second_seq}",
+        second.0,
+        first.0,
+        second.1.join
     );
 }
 

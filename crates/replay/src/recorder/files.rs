@@ -40,6 +40,12 @@ pub(super) struct MappedFiles {
     /// Threads whose pending `mmap` is a shared file mapping: the file's bytes under it, read at
     /// its seccomp stop (`Err`: why they could not be).
     pub(super) contents: HashMap<i32, std::io::Result<Vec<u8>>>,
+    /// Threads whose pending `mmap` is a shared file mapping: its rendezvous point on the file,
+    /// taken at the seccomp stop with the contents ([`crate::rendezvous::shared_file_object`]).
+    pub(super) pending_rdv: HashMap<i32, crate::format::Rendezvous>,
+    /// Processes (tgid) that have mapped shared files (the files' numbers): their exit or
+    /// `execve` takes a rendezvous point on each (`munmap` runs untrapped).
+    pub(super) mapped_shared: HashMap<i32, std::collections::BTreeSet<u32>>,
     /// Records emitted so far per recorded tid (the stream index of the next one).
     pub(super) emitted: HashMap<i32, u64>,
     /// A file could not be kept (said once).
@@ -108,6 +114,8 @@ impl MappedFiles {
             shared_files: HashMap::new(),
             joins: HashMap::new(),
             contents: HashMap::new(),
+            pending_rdv: HashMap::new(),
+            mapped_shared: HashMap::new(),
             emitted: HashMap::new(),
             warned: false,
             shared_said: std::collections::HashSet::new(),
@@ -469,8 +477,100 @@ impl Recorder {
         .encode()
     }
 
+    /// At the seccomp stop of a shared file mapping whose contents were just read: the mapping's
+    /// rendezvous point on the file, kept for its record.
+    pub(super) fn take_shared_rdv(&mut self, tid: i32, args: &[u64; 6]) {
+        self.files.pending_rdv.remove(&tid);
+        let Ok(meta) = std::fs::metadata(format!("/proc/{tid}/fd/{}", args[4] as i32)) else {
+            return;
+        };
+        let Some(&(file, _)) = self.files.shared_files.get(&(meta.dev(), meta.ino())) else {
+            return;
+        };
+        let rdv = self.next_rdv(crate::rendezvous::shared_file_object(file));
+        self.files.pending_rdv.insert(tid, rdv);
+    }
+
+    /// At the exit of an `mmap`: the rendezvous point its seccomp stop took, if it was a shared
+    /// file mapping; a successful one makes the process a user of the file.
+    pub(super) fn shared_mmap_rdv(
+        &mut self,
+        tid: i32,
+        tgid: i32,
+        extra: &[u8],
+        result: i64,
+    ) -> Option<crate::format::Rendezvous> {
+        let rdv = self.files.pending_rdv.remove(&tid)?;
+        if result >= 0
+            && let Some(m) = crate::files::SharedMapping::decode(extra)
+        {
+            self.files
+                .mapped_shared
+                .entry(tgid)
+                .or_default()
+                .insert(m.file);
+        }
+        Some(rdv)
+    }
+
+    /// At the exit of a trapped call on fd `fd` of process `tgid` (`fcntl` locks, `write`,
+    /// `pwrite64`, `ftruncate`, `fallocate`, reads, `fsync`, ...): a rendezvous point on the file
+    /// when the fd's open is one of a file mapped shared in the recording, so that replay runs
+    /// the call after the other processes' uses of the file that came before it, as recorded.
+    /// sqlite's WAL-index (`-shm`) protocol is made of such calls: the second opener takes the
+    /// file's lock and truncates it once the first has let go; run earlier, the truncation
+    /// changed the memory under the first's mapping. (`close` and `dup2` run untrapped, so a
+    /// reused fd may still name the file here: one ordering point more, never a wrong one.)
+    pub(super) fn shared_fd_rdv(
+        &mut self,
+        tgid: i32,
+        nr: i64,
+        fd: i32,
+    ) -> Option<crate::format::Rendezvous> {
+        const FD_CALLS: [i64; 18] = [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_pread64,
+            libc::SYS_pwrite64,
+            libc::SYS_readv,
+            libc::SYS_writev,
+            libc::SYS_preadv,
+            libc::SYS_pwritev,
+            libc::SYS_preadv2,
+            libc::SYS_pwritev2,
+            libc::SYS_fcntl,
+            libc::SYS_flock,
+            libc::SYS_fsync,
+            libc::SYS_fdatasync,
+            libc::SYS_ftruncate,
+            libc::SYS_fallocate,
+            libc::SYS_fstat,
+            libc::SYS_lseek,
+        ];
+        if self.files.shared_files.is_empty() || !FD_CALLS.contains(&nr) {
+            return None;
+        }
+        let id = self.files.opened_rw.get(&(tgid, fd))?.id;
+        let &(file, _) = self.files.shared_files.get(&id)?;
+        Some(self.next_rdv(crate::rendezvous::shared_file_object(file)))
+    }
+
+    /// At the end of process `tgid`'s use of its shared file mappings (its exit, or a successful
+    /// `execve`): one rendezvous point on each file it had mapped.
+    pub(super) fn shared_files_released(&mut self, tgid: i32) -> Vec<crate::format::Rendezvous> {
+        let files = self.files.mapped_shared.remove(&tgid).unwrap_or_default();
+        files
+            .into_iter()
+            .map(|f| self.next_rdv(crate::rendezvous::shared_file_object(f)))
+            .collect()
+    }
+
     /// A forked child has its parent's fds.
     pub(super) fn inherit_opens(&mut self, parent_tgid: i32, child: i32) {
+        // A forked child keeps its parent's shared mappings (fork(2)).
+        if let Some(files) = self.files.mapped_shared.get(&parent_tgid).cloned() {
+            self.files.mapped_shared.insert(child, files);
+        }
         for map in [&mut self.files.opened, &mut self.files.opened_rw] {
             let copied: Vec<_> = map
                 .iter()

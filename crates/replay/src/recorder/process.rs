@@ -114,14 +114,12 @@ impl Recorder {
             Ok(s) => s as i32,
             Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
-        let rdv = self.next_rdv(process_object(tid));
-        if let Err(e) = self.emit(
-            tid,
-            Event::Exit {
-                status,
-                rendezvous: vec![rdv],
-            },
-        ) {
+        let mut rendezvous = vec![self.next_rdv(process_object(tid))];
+        if self.procs.get(&tid).is_none_or(|p| p.tgid == tid) {
+            // The process's shared file mappings end with it.
+            rendezvous.extend(self.shared_files_released(tid));
+        }
+        if let Err(e) = self.emit(tid, Event::Exit { status, rendezvous }) {
             return Err(Box::new((Some(t), e)));
         }
         Ok((t, replay_ptrace::Resume::Cont, 0))

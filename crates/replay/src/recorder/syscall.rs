@@ -142,6 +142,7 @@ impl Recorder {
             self.files.contents.remove(&tid);
             if let Some(bytes) = self.read_shared_contents(tid, tgid, &args) {
                 self.files.contents.insert(tid, bytes);
+                self.take_shared_rdv(tid, &args);
             }
         }
         if nr == libc::SYS_io_uring_setup {
@@ -319,6 +320,10 @@ impl Recorder {
             extra.extend(self.keep_exec(tid));
         }
         let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+        if matches!(nr, libc::SYS_execve | libc::SYS_execveat) && result == 0 {
+            // The old image's shared mappings are gone.
+            rendezvous.extend(self.shared_files_released(tgid));
+        }
         if matches!(nr, libc::SYS_fork | libc::SYS_vfork | libc::SYS_clone)
             && self.joined_forks.remove(&tid)
         {
@@ -330,10 +335,16 @@ impl Recorder {
                 extra = self.shared_mapping(tid, tgid, &args, result);
             }
             writes.extend(self.shared_contents(tid, &args, result));
+            if let Some(rdv) = self.shared_mmap_rdv(tid, tgid, &extra, result) {
+                rendezvous.push(rdv);
+            }
         } else if nr == libc::SYS_ioctl && result >= 0 {
             self.unmodelled_ioctl(tgid, tid, &args);
         } else {
             self.note_open(t, tgid, nr, &args, result);
+        }
+        if let Some(rdv) = self.shared_fd_rdv(tgid, nr, args[0] as i32) {
+            rendezvous.push(rdv);
         }
         let ev = SyscallEvent {
             nr,
