@@ -9,10 +9,11 @@
 //! - Sightline's own stdout and stderr, whatever they are, so that the program's output interleaves
 //!   on replay exactly as it did;
 //! - each process, for its exit and its parent's wait;
-//! - each file mapped shared and writable ([`shared_file_object`]), for the mappings of it and the
-//!   ends (exit, `execve`) of the processes that had it mapped: a process that maps the file after
-//!   another stopped using it replays its mapping after that end, so the bytes it starts from
-//!   are the recorded ones whatever the other processes' pace.
+//! - each file mapped shared and writable ([`shared_file_object`]), for the mappings of it, the
+//!   trapped calls on fds opened to it (locks, reads, writes, truncation) and the ends (exit,
+//!   `execve`) of the processes that had it mapped: a process that maps or changes the file after
+//!   another stopped using it does so on replay after that use, so the bytes it starts from are
+//!   the recorded ones whatever the other processes' pace.
 //!
 //! Regular files and directories are not rendezvous objects: their reads are replayed from the
 //! recording, so the order of other processes' writes cannot change what a replayed read returns.

@@ -1889,18 +1889,23 @@ sqlite3 db.sqlite 'select who, count(*) from t group by who; pragma wal_checkpoi
     // exited, the second mapping's rendezvous point on the file comes after the first one's
     // exit (regression: that mapping and the truncation before it ran in replay while the
     // first writer still used the file, and it diverged ~1 run in 3).
-    let maps: Vec<(i32, replay::files::SharedMapping)> = rec
+    let maps: Vec<(
+        i32,
+        replay::files::SharedMapping,
+        &[replay::format::Rendezvous],
+    )> = rec
         .records
         .iter()
         .filter_map(|r| match &r.event {
             Event::Syscall(e) if e.nr == libc::SYS_mmap => {
-                replay::files::SharedMapping::decode(&e.extra).map(|m| (r.pid, m))
+                replay::files::SharedMapping::decode(&e.extra)
+                    .map(|m| (r.pid, m, e.rendezvous.as_slice()))
             }
             _ => None,
         })
         .collect();
-    let (first, second) = (&maps[1], &maps[2]);
     assert_eq!(maps.len(), 4, "create, two writers, select: {maps:?}");
+    let (first, second) = (&maps[1], &maps[2]);
     assert_eq!(
         first.1.file, second.1.file,
         "both writers map one -shm file"
@@ -1908,20 +1913,8 @@ sqlite3 db.sqlite 'select who, count(*) from t group by who; pragma wal_checkpoi
     let obj = replay::rendezvous::shared_file_object(second.1.file);
     let on_file =
         |rdv: &[replay::format::Rendezvous]| rdv.iter().find(|x| x.obj == obj).map(|x| x.seq);
-    let second_seq = rec
-        .records
-        .iter()
-        .find_map(|r| match &r.event {
-            Event::Syscall(e)
-                if r.pid == second.0
-                    && e.nr == libc::SYS_mmap
-                    && replay::files::SharedMapping::decode(&e.extra).is_some() =>
-            {
-                on_file(&e.rendezvous)
-            }
-            _ => None,
-        })
-        .expect("the second mapping has a rendezvous point on the file");
+    let second_seq =
+        on_file(second.2).expect("the second mapping has a rendezvous point on the file");
     let first_done = rec.records.iter().find_map(|r| match &r.event {
         Event::Exit { rendezvous, .. } if r.pid == first.0 => on_file(rendezvous),
         _ => None,

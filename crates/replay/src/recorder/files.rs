@@ -41,8 +41,9 @@ pub(super) struct MappedFiles {
     /// its seccomp stop (`Err`: why they could not be).
     pub(super) contents: HashMap<i32, std::io::Result<Vec<u8>>>,
     /// Threads whose pending `mmap` is a shared file mapping: its rendezvous point on the file,
-    /// taken at the seccomp stop with the contents ([`crate::rendezvous::shared_file_object`]).
-    pub(super) pending_rdv: HashMap<i32, crate::format::Rendezvous>,
+    /// taken at the seccomp stop with the contents ([`crate::rendezvous::shared_file_object`]),
+    /// and the file's number.
+    pub(super) pending_rdv: HashMap<i32, (crate::format::Rendezvous, u32)>,
     /// Processes (tgid) that have mapped shared files (the files' numbers): their exit or
     /// `execve` takes a rendezvous point on each (`munmap` runs untrapped).
     pub(super) mapped_shared: HashMap<i32, std::collections::BTreeSet<u32>>,
@@ -455,11 +456,7 @@ impl Recorder {
             return Vec::new();
         }
         let fd = args[4] as i32;
-        let Ok(meta) = std::fs::metadata(format!("/proc/{tid}/fd/{fd}")) else {
-            return Vec::new();
-        };
-        let id = (meta.dev(), meta.ino());
-        let Some(&(file, _)) = self.files.shared_files.get(&id) else {
+        let Some((id, file)) = self.shared_file_of(tid, fd) else {
             return Vec::new();
         };
         let opener = self
@@ -481,14 +478,11 @@ impl Recorder {
     /// rendezvous point on the file, kept for its record.
     pub(super) fn take_shared_rdv(&mut self, tid: i32, args: &[u64; 6]) {
         self.files.pending_rdv.remove(&tid);
-        let Ok(meta) = std::fs::metadata(format!("/proc/{tid}/fd/{}", args[4] as i32)) else {
-            return;
-        };
-        let Some(&(file, _)) = self.files.shared_files.get(&(meta.dev(), meta.ino())) else {
+        let Some((_, file)) = self.shared_file_of(tid, args[4] as i32) else {
             return;
         };
         let rdv = self.next_rdv(crate::rendezvous::shared_file_object(file));
-        self.files.pending_rdv.insert(tid, rdv);
+        self.files.pending_rdv.insert(tid, (rdv, file));
     }
 
     /// At the exit of an `mmap`: the rendezvous point its seccomp stop took, if it was a shared
@@ -497,20 +491,26 @@ impl Recorder {
         &mut self,
         tid: i32,
         tgid: i32,
-        extra: &[u8],
         result: i64,
     ) -> Option<crate::format::Rendezvous> {
-        let rdv = self.files.pending_rdv.remove(&tid)?;
-        if result >= 0
-            && let Some(m) = crate::files::SharedMapping::decode(extra)
-        {
+        let (rdv, file) = self.files.pending_rdv.remove(&tid)?;
+        if result >= 0 {
             self.files
                 .mapped_shared
                 .entry(tgid)
                 .or_default()
-                .insert(m.file);
+                .insert(file);
         }
         Some(rdv)
+    }
+
+    /// The (dev, ino) and recording number of the shared-mapped file that thread `tid`'s fd `fd`
+    /// refers to; `None` when it is not one (or the fd is gone).
+    fn shared_file_of(&self, tid: i32, fd: i32) -> Option<((u64, u64), u32)> {
+        let meta = std::fs::metadata(format!("/proc/{tid}/fd/{fd}")).ok()?;
+        let id = (meta.dev(), meta.ino());
+        let &(file, _) = self.files.shared_files.get(&id)?;
+        Some((id, file))
     }
 
     /// At the exit of a trapped call on fd `fd` of process `tgid` (`fcntl` locks, `write`,

@@ -335,7 +335,7 @@ impl Recorder {
                 extra = self.shared_mapping(tid, tgid, &args, result);
             }
             writes.extend(self.shared_contents(tid, &args, result));
-            if let Some(rdv) = self.shared_mmap_rdv(tid, tgid, &extra, result) {
+            if let Some(rdv) = self.shared_mmap_rdv(tid, tgid, result) {
                 rendezvous.push(rdv);
             }
         } else if nr == libc::SYS_ioctl && result >= 0 {
