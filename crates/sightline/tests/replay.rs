@@ -1063,7 +1063,10 @@ fn cli_replay_within(dir: &Path, secs: u64) -> Option<std::process::Output> {
 /// killed at its first trapped call once its recorded calls are used up; the kernel then often
 /// reports no exit stop (a SIGKILL pending as it exits), and the replay used to wait forever for
 /// the child's recorded exit, the parent parked in its wait4 (a hang). The death now stands for
-/// the exit stop.
+/// the exit stop. The recorder meets the same kernel behaviour: in about one recording of four
+/// children in 20 under load, a child died without an exit stop, its stream ended with no exit,
+/// and every replay of it diverged ("the recorded process had no further events"); the recorder
+/// now records the exit from the death. Ten children make that case likelier in a run.
 #[test]
 fn children_sigkilled_amid_buffered_calls_replay_without_hanging() {
     let Some((_g, tmp)) = start(&[]) else { return };
@@ -1075,7 +1078,7 @@ fn children_sigkilled_amid_buffered_calls_replay_without_hanging() {
 #include <time.h>
 #include <unistd.h>
 int main(void) {
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 10; k++) {
         pid_t p = fork();
         if (p == 0) {
             struct stat st;
@@ -1093,10 +1096,10 @@ int main(void) {
 "#;
     let exe = guest_from_source("kill_busy_children", src, tmp.path());
     let r = record(tmp.path(), tmp.path(), &[exe.to_str().unwrap()]);
-    assert_eq!(
-        String::from_utf8_lossy(&r.stdout),
-        "child 0 signal 9\nchild 1 signal 15\nchild 2 signal 9\nchild 3 signal 9\n"
-    );
+    let expected: String = (0..10)
+        .map(|k| format!("child {k} signal {}\n", if k == 1 { 15 } else { 9 }))
+        .collect();
+    assert_eq!(String::from_utf8_lossy(&r.stdout), expected);
     let rec = Recording::open(&r.dir).unwrap();
     assert!(
         rec.records
@@ -1107,13 +1110,8 @@ int main(void) {
     for round in 0..3 {
         let out = cli_replay_within(&r.dir, 60).unwrap_or_else(|| panic!("replay {round} hung"));
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&r.stdout),
-            "replay {round}"
-        );
-        assert_eq!(
-            out.status.code(),
-            Some(0),
+            (String::from_utf8_lossy(&out.stdout), out.status.code()),
+            (String::from_utf8_lossy(&r.stdout), Some(0)),
             "replay {round}: {}",
             String::from_utf8_lossy(&out.stderr)
         );

@@ -113,6 +113,10 @@ struct Proc {
     /// It vanished while a stop of it was being processed (SIGKILL, often another thread's
     /// exit_group): nothing more of it is recorded.
     killed: bool,
+    /// Its exit stop (`PTRACE_EVENT_EXIT`) was seen.
+    exit_seen: bool,
+    /// A thread group leader that started another thread (it stays set after they end).
+    had_threads: bool,
 }
 
 /// The scheduler state of one process, or of processes that share writable memory
@@ -455,6 +459,7 @@ impl Recorder {
                 }
                 WaitKind::Signaled(sig) => {
                     self.newborn.remove(&ev.tid);
+                    self.exit_without_stop(ev.tid, sig);
                     self.on_death(ev.tid, key);
                     if ev.tid == self.root {
                         self.root_exit = Some(128 + sig);

@@ -36,6 +36,9 @@ impl Recorder {
         }
         if thread {
             self.threads += 1;
+            if let Some(leader) = self.procs.get_mut(&tgid) {
+                leader.had_threads = true;
+            }
             if let Some(g) = self.groups.get_mut(&group) {
                 g.threaded = true;
             }
@@ -79,6 +82,9 @@ impl Recorder {
     pub(super) fn on_exit(&mut self, mut t: Stopped) -> StopResult {
         let tid = t.tid();
         let tgid = self.group_of(tid);
+        if let Some(p) = self.procs.get_mut(&tid) {
+            p.exit_seen = true;
+        }
         let killed = self.procs.get(&tid).is_some_and(|p| p.killed);
         let threaded = self.groups.get(&tgid).is_some_and(|g| g.threaded);
         if threaded
@@ -114,14 +120,46 @@ impl Recorder {
             Ok(s) => s as i32,
             Err(e) => return Err(Box::new((Some(t), e.into()))),
         };
+        if let Err(e) = self.record_exit(tid, status) {
+            return Err(Box::new((Some(t), e)));
+        }
+        Ok((t, replay_ptrace::Resume::Cont, 0))
+    }
+
+    /// Records the exit of `tid` with wait status `status`: a rendezvous point on its process
+    /// object (which its parent's wait follows) and, for a process, the end of its shared file
+    /// mappings.
+    fn record_exit(&mut self, tid: i32, status: i32) -> Result<(), crate::Error> {
         let mut rendezvous = vec![self.next_rdv(process_object(tid))];
         if self.procs.get(&tid).is_none_or(|p| p.tgid == tid) {
             // The process's shared file mappings end with it.
             rendezvous.extend(self.shared_files_released(tid));
         }
-        if let Err(e) = self.emit(tid, Event::Exit { status, rendezvous }) {
-            return Err(Box::new((Some(t), e)));
+        self.emit(tid, Event::Exit { status, rendezvous })
+    }
+
+    /// A single-threaded process killed by signal `sig` whose exit stop never came: the kernel
+    /// does not stop a task at `PTRACE_EVENT_EXIT` while a SIGKILL is pending (seen on 6.18 when
+    /// the SIGKILL arrives as the process makes syscall-buffered calls). Its exit is recorded
+    /// from the death, so the replay kills it where its recorded calls end (before, its stream
+    /// ended without an exit and the replay diverged: "the recorded process had no further
+    /// events"). Threads of a process with several have no exit of their own when killed
+    /// (`replayer::killed_by_group_exit`), so they get none here either.
+    pub(super) fn exit_without_stop(&mut self, tid: i32, sig: i32) {
+        if self.passthrough.is_some() {
+            return;
         }
-        Ok((t, replay_ptrace::Resume::Cont, 0))
+        let Some(p) = self.procs.get(&tid) else {
+            return;
+        };
+        if p.tgid != tid || p.exit_seen || p.had_threads {
+            return;
+        }
+        if self.debug {
+            eprintln!("[record] tid {tid} killed by signal {sig} without an exit stop");
+        }
+        if let Err(e) = self.record_exit(tid, sig & 0x7f) {
+            self.stop_recording(format!("internal error: {e}"));
+        }
     }
 }
