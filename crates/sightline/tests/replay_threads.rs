@@ -873,3 +873,114 @@ fn sigterm_to_the_recorder_ends_a_program_whose_threads_all_compute() {
     assert_eq!(outcome.exit_code, 128 + libc::SIGTERM);
     assert_eq!(outcome.threads, 1);
 }
+
+/// A replay in which no thread can move (the main thread parked at a rendezvous point that can
+/// never be met while it holds the right to run, its worker held for its turn) is reported as
+/// stuck, naming what each thread waits for, instead of waiting for ever (before, `wait_any`
+/// blocked with every tracee stopped: a CI run hung for 900 s). The recording is a real one with
+/// one rendezvous point added that only a later event of the same thread could meet.
+#[test]
+fn a_replay_in_which_no_thread_can_move_is_reported_stuck() {
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let _g = lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = guest("threads_fcntl", tmp.path());
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[exe.to_str().unwrap()],
+        Buf::On,
+        &[],
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "x 0\n", "{}", r.stderr);
+    let root = r.rec.meta.root_pid;
+    let mut records = r.rec.records.clone();
+    // Main's first FIONREAD after it started the worker, which still has events after it.
+    let clone_at = records
+        .iter()
+        .position(|x| {
+            x.pid == root
+                && matches!(&x.event, Event::Syscall(e)
+                    if e.nr == libc::SYS_clone && e.args[0] & libc::CLONE_THREAD as u64 != 0)
+        })
+        .expect("the worker is started");
+    let worker = match &records[clone_at].event {
+        Event::Syscall(e) => e.result as i32,
+        _ => unreachable!(),
+    };
+    let at = (clone_at..records.len())
+        .find(|&i| {
+            records[i].pid == root
+                && matches!(&records[i].event, Event::Syscall(e)
+                    if e.nr == libc::SYS_ioctl && e.args[1] == libc::FIONREAD)
+                && records[i + 1..].iter().any(|x| x.pid == worker)
+        })
+        .expect("a FIONREAD while the worker runs");
+    let exit_at = records
+        .iter()
+        .rposition(|x| x.pid == root && matches!(x.event, Event::Exit { .. }))
+        .expect("main's exit");
+    let fake = 0x5eed_0000_0000_0001;
+    match &mut records[at].event {
+        Event::Syscall(e) => e
+            .rendezvous
+            .push(replay::format::Rendezvous { obj: fake, seq: 1 }),
+        _ => unreachable!(),
+    }
+    match &mut records[exit_at].event {
+        Event::Exit { rendezvous, .. } => {
+            rendezvous.push(replay::format::Rendezvous { obj: fake, seq: 0 })
+        }
+        _ => unreachable!(),
+    }
+    let dir = tmp.path().join("stuck");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(tmp.path().join("rec"))
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut w = replay::format::Writer::create(&dir, r.rec.meta.clone()).unwrap();
+    for x in &records {
+        w.push(x).unwrap();
+    }
+    w.finish().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sightline"))
+        .arg("replay")
+        .arg(&dir)
+        .env("SIGHTLINE_REPLAY_STALL_SECS", "2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the stuck replay was not reported within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no replayed thread has moved for 2 s")
+            && stderr.contains(&format!("thread {root} (tid "))
+            && stderr.contains(&format!("next ioctl(3, {}, ", libc::FIONREAD))
+            && stderr.contains(&format!(
+                "parked at a rendezvous point (object {fake:#x}: event 1 of it, 0 replayed)"
+            ))
+            && stderr.contains(&format!("thread {worker} "))
+            && stderr.contains(&format!(
+                "held for its turn (thread {root} has the right to run)"
+            )),
+        "{stderr}"
+    );
+}

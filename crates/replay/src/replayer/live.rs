@@ -391,7 +391,7 @@ pub(super) struct Live {
     /// The recording's seccomp filter, compiled, never installed.
     prog: Vec<SockFilter>,
     /// Real tids held at their frontier.
-    frontier: HashSet<i32>,
+    pub(super) frontier: HashSet<i32>,
     /// Recorded pid → its fd table.
     fds: HashMap<i32, Table>,
     /// Pipe inode → bytes written to it in the replay and not read yet.

@@ -102,6 +102,18 @@ impl RProc {
     }
 }
 
+/// The scheduler state of thread `tid` (`R` running, `S` asleep, `t` stopped by its tracer, ...:
+/// proc(5), /proc/pid/stat field 3), `?` when it cannot be read.
+fn task_state(tid: i32) -> char {
+    std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.chars().next())
+        })
+        .unwrap_or('?')
+}
+
 /// The recorded threads that another thread's `exit_group` (or a signal) ended: threads of a
 /// process with several threads whose recorded stream has no exit of their own (`exit_group` runs
 /// untrapped, so the kill shows only as that missing exit; a thread that ended by itself has one).
@@ -157,6 +169,18 @@ const TICK_NS: u64 = 1_000_000;
 /// reports that it cannot reach its forced sync point.
 const SEEK_IDLE_TICKS: u32 = 10_000;
 const SEEK_TICKS: u32 = 60_000;
+/// The tick period of a replay without forced sync points: only the stall check needs it (1 s).
+const STALL_TICK_NS: u64 = 1_000_000_000;
+/// How long no tracee may report, none of them running on a CPU, before replay reports that it is
+/// stuck ([`Replayer::stall_check`]): 20 s, or `SIGHTLINE_REPLAY_STALL_SECS`.
+fn stall_limit() -> std::time::Duration {
+    let secs = std::env::var("SIGHTLINE_REPLAY_STALL_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(20);
+    std::time::Duration::from_secs(secs)
+}
 
 /// The replay schedule of one process, or of processes that share writable memory.
 #[derive(Debug, Default)]
@@ -211,6 +235,12 @@ struct Replayer<'o> {
     files_seen_at: std::path::PathBuf,
     /// A debugger driving the replay ([`crate::debugger`]), if any.
     debugger: Option<&'o mut dyn crate::debugger::Debugger>,
+    /// When a tracee last reported a stop or its death.
+    last_report: std::time::Instant,
+    /// [`stall_limit`].
+    stall: std::time::Duration,
+    /// No stall check before this ([`Replayer::stall_check`]).
+    next_stall_check: std::time::Instant,
     /// Going live ([`live`]): replayed without a seccomp filter, every process held at its
     /// frontier.
     live: Option<Box<live::Live>>,
@@ -570,6 +600,9 @@ fn replay_run<'o>(
             .clone()
             .unwrap_or_else(|| rec.dir.join(crate::files::FILES_DIR)),
         debugger: debugger.take(),
+        last_report: std::time::Instant::now(),
+        stall: stall_limit(),
+        next_stall_check: std::time::Instant::now(),
         live: live.map(|plan| Box::new(live::Live::new(rec, plan, root_pid, pid_ns, pid_note))),
         root_rec: root_pid,
     };
@@ -585,13 +618,16 @@ fn replay_run<'o>(
             threaded: false,
         },
     );
-    // The watchdog and run-ahead of forced sync points need ticks; without any, no timer.
+    // The watchdog and run-ahead of forced sync points need ticks; without any, a slow timer
+    // for the stall check alone (none under a debugger, which may keep everything stopped).
     let ticker = if rec
         .records
         .iter()
         .any(|r| matches!(r.event, Event::SyncPoint { .. }))
     {
         Some(replay_ptrace::start_ticks(TICK_NS)?)
+    } else if r.debugger.is_none() {
+        Some(replay_ptrace::start_ticks(STALL_TICK_NS)?)
     } else {
         None
     };
@@ -678,12 +714,14 @@ impl Replayer<'_> {
         loop {
             if replay_ptrace::take_tick() {
                 self.watchdog()?;
+                self.stall_check()?;
             }
             let ev = match replay_ptrace::wait_any() {
                 Ok(Some(ev)) => ev,
                 Ok(None) => continue,
                 Err(_) => return Ok(()), // ECHILD: all replayed processes are gone
             };
+            self.last_report = std::time::Instant::now();
             // A held thread that reports again (the SIGKILL of a group exit woke it).
             if let Some(p) = self.procs.get_mut(&ev.tid) {
                 p.held = None;
@@ -1064,6 +1102,93 @@ impl Replayer<'_> {
             rec,
             self.expected_text(rec),
             format!("thread {rec} did not reach it: {nearest}"),
+        ))
+    }
+
+    /// Reports a replay that cannot go on: no tracee has reported for [`stall_limit`] and none is
+    /// running on a CPU (each is stopped by us, parked at a rendezvous point, held for its
+    /// turn, or asleep in the kernel in a call that nothing left can complete). Without it such
+    /// a replay waited for ever; the error names what each thread waits for. Not used under a
+    /// debugger, whose user may keep the replay stopped. Threads the kernel is killing report
+    /// within milliseconds, well inside the limit.
+    ///
+    /// Errors: [`Error::Divergence`] of the first waiting thread, its `found` listing all of
+    /// them.
+    fn stall_check(&mut self) -> Result<(), Error> {
+        let now = std::time::Instant::now();
+        if self.debugger.is_some()
+            || self.procs.is_empty()
+            || now.duration_since(self.last_report) < self.stall
+            || now < self.next_stall_check
+        {
+            return Ok(());
+        }
+        self.next_stall_check = now + std::time::Duration::from_secs(1);
+        let mut tids: Vec<i32> = self
+            .procs
+            .keys()
+            .chain(self.unmapped.keys())
+            .copied()
+            .collect();
+        tids.sort_unstable();
+        let states: Vec<(i32, char)> = tids.iter().map(|t| (*t, task_state(*t))).collect();
+        // Running, or gone from /proc without our knowing yet: not stuck.
+        if states.iter().any(|(_, st)| matches!(st, 'R' | '?')) {
+            return Ok(());
+        }
+        let mut waits = Vec::new();
+        for (tid, st) in &states {
+            let Some(p) = self.procs.get(tid) else {
+                waits.push(format!(
+                    "tid {tid}: a new child before its parent's fork event"
+                ));
+                continue;
+            };
+            let what = if p.parked.is_some() {
+                let unmet = match self.front(p.rec) {
+                    Some(Event::Syscall(e)) => self.progress.first_unmet(&e.rendezvous),
+                    Some(Event::Exit { rendezvous, .. }) => self.progress.first_unmet(rendezvous),
+                    _ => None,
+                };
+                match unmet {
+                    Some((r, done)) => format!(
+                        "parked at a rendezvous point (object {:#x}: event {} of it, {done} replayed)",
+                        r.obj, r.seq
+                    ),
+                    None => "parked".to_string(),
+                }
+            } else if p.held.is_some() {
+                let holder = self.groups.get(&p.group).map_or(0, |g| g.holder);
+                format!("held for its turn (thread {holder} has the right to run)")
+            } else if self.live.as_ref().is_some_and(|l| l.frontier.contains(tid)) {
+                "at its go-live frontier".to_string()
+            } else if p.thread.is_some() {
+                format!(
+                    "asleep in the kernel (state {st}, {})",
+                    std::fs::read_to_string(format!("/proc/{tid}/syscall"))
+                        .map_or("call unknown".into(), |s| format!("syscall {}", s.trim()))
+                )
+            } else {
+                format!("stopped (state {st})")
+            };
+            waits.push(format!(
+                "thread {} (tid {tid}), next {}: {what}",
+                p.rec,
+                self.front(p.rec).map_or("nothing".into(), describe)
+            ));
+        }
+        let first = tids
+            .iter()
+            .find_map(|t| self.procs.get(t))
+            .map_or(0, |p| p.rec);
+        Err(self.divergence(
+            first,
+            self.expected_text(first),
+            format!(
+                "no replayed thread has moved for {} s: {}",
+                self.stall.as_secs(),
+                waits.join("; ")
+            ),
         ))
     }
 
