@@ -19,9 +19,10 @@ use crate::Error;
 pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this build reads (version 1 lacks the syscall-buffer events, versions
-/// 1 and 2 the thread-schedule events; all three decode with this build).
+/// 1 and 2 the thread-schedule events, versions before 5 the paths of system calls; all decode with
+/// this build).
 pub const OLDEST_VERSION: u32 = 1;
 /// The eight bytes that open `events.slr`.
 pub const STREAM_MAGIC: &[u8; 8] = b"SLREPLAY";
@@ -131,6 +132,10 @@ pub struct SyscallEvent {
     pub data_hash: u64,
     /// Extra data: for a successful `execve`, the 16 AT_RANDOM bytes of the new image.
     pub extra: Vec<u8>,
+    /// The path argument as the program passed it (`crate::syscalls::path_arg`), read at the
+    /// call's entry, without its NUL (at most 4,096 bytes); empty for calls without one and in
+    /// recordings before format version 5. For reports and `--dump`: replay does not need it.
+    pub path: Vec<u8>,
 }
 
 /// One recorded event of one process.
@@ -267,6 +272,8 @@ const K_PATCH: u8 = 6;
 const K_BUFFERED: u8 = 7;
 const K_SWITCH: u8 = 8;
 const K_SYNC: u8 = 9;
+/// A system call with its path argument (format version 5): kind 1's fields, then the path.
+const K_SYSCALL_PATH: u8 = 10;
 
 fn put_u32(b: &mut Vec<u8>, v: u32) {
     b.extend_from_slice(&v.to_le_bytes());
@@ -288,7 +295,11 @@ impl Record {
         put_u32(b, self.pid as u32);
         match &self.event {
             Event::Syscall(s) => {
-                b.push(K_SYSCALL);
+                b.push(if s.path.is_empty() {
+                    K_SYSCALL
+                } else {
+                    K_SYSCALL_PATH
+                });
                 put_u32(b, s.nr as u32);
                 for a in s.args {
                     put_u64(b, a);
@@ -305,6 +316,10 @@ impl Record {
                 }
                 put_u32(b, s.extra.len() as u32);
                 b.extend_from_slice(&s.extra);
+                if !s.path.is_empty() {
+                    put_u32(b, s.path.len() as u32);
+                    b.extend_from_slice(&s.path);
+                }
             }
             Event::Signal { signo, info, sync } => {
                 b.push(K_SIGNAL);
@@ -372,7 +387,7 @@ impl Record {
         let pid = c.u32()? as i32;
         let kind = c.u8()?;
         let event = match kind {
-            K_SYSCALL => {
+            K_SYSCALL | K_SYSCALL_PATH => {
                 let nr = i64::from(c.u32()?);
                 let mut args = [0u64; 6];
                 for a in &mut args {
@@ -394,6 +409,12 @@ impl Record {
                 }
                 let len = c.u32()? as usize;
                 let extra = c.bytes(len)?.to_vec();
+                let path = if kind == K_SYSCALL_PATH {
+                    let len = c.u32()? as usize;
+                    c.bytes(len)?.to_vec()
+                } else {
+                    Vec::new()
+                };
                 Event::Syscall(SyscallEvent {
                     nr,
                     args,
@@ -403,6 +424,7 @@ impl Record {
                     output,
                     data_hash,
                     extra,
+                    path,
                 })
             }
             K_SIGNAL => {
@@ -972,6 +994,21 @@ mod tests {
                     output: 0,
                     data_hash: 0,
                     extra: vec![],
+                    path: vec![],
+                }),
+            },
+            Record {
+                pid: 42,
+                event: Event::Syscall(SyscallEvent {
+                    nr: libc::SYS_openat,
+                    args: [(-100i64) as u64, 0x7fff_1000, 0x80000, 0, 0, 0],
+                    result: -2,
+                    writes: vec![],
+                    rendezvous: vec![],
+                    output: 0,
+                    data_hash: 0,
+                    extra: vec![1, 2],
+                    path: b"/etc/passwd".to_vec(),
                 }),
             },
             Record {
@@ -1118,6 +1155,7 @@ mod tests {
                 output: 0,
                 data_hash: 0,
                 extra: vec![],
+                path: vec![],
             }),
         };
         let recs = vec![
@@ -1275,12 +1313,16 @@ mod tests {
                 raw0 + 1
             )
         );
+        let n = sample().len() as u32;
         let mut b = good.clone();
-        put(&mut b, 28, 8);
+        put(&mut b, 28, n + 1);
         let msg = open_corrupt(dir.path(), &b);
-        assert!(msg.starts_with("chunk 0 at byte 16: record 7: "), "{msg}");
+        assert!(
+            msg.starts_with(&format!("chunk 0 at byte 16: record {n}: ")),
+            "{msg}"
+        );
         let mut b = good.clone();
-        put(&mut b, 28, 6);
+        put(&mut b, 28, n - 1);
         assert_eq!(
             open_corrupt(dir.path(), &b),
             "chunk 0 at byte 16: trailing bytes after its records"

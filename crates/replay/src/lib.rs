@@ -136,23 +136,12 @@ pub fn describe(ev: &format::Event) -> String {
     use format::Event;
     match ev {
         Event::Syscall(s) => {
-            let n = syscalls::spec(s.nr).nargs;
-            let args: Vec<String> = s.args[..n]
-                .iter()
-                .map(|a| {
-                    if *a > 0xffff {
-                        format!("{a:#x}")
-                    } else {
-                        format!("{}", *a as i64)
-                    }
-                })
-                .collect();
-            format!(
-                "{}({}) = {}",
-                syscalls::name(s.nr),
-                args.join(", "),
-                s.result
-            )
+            let path = (!s.path.is_empty()).then_some(s.path.as_slice());
+            let call = syscalls::format_call(s.nr, &s.args, path);
+            match syscalls::errno_name(s.result) {
+                Some(e) => format!("{call} = {} {e}", s.result),
+                None => format!("{call} = {}", s.result),
+            }
         }
         Event::Signal { signo, sync, .. } => {
             format!(

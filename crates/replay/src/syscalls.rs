@@ -506,6 +506,85 @@ fn described(nr: i64) -> Option<Spec> {
     })
 }
 
+/// A call as reports and `--dump` show it: `name(arg, ...)` with the arguments divergence checking
+/// compares (and the path argument, when there is one), numbers in decimal, addresses in hex;
+/// `path`, when given, in place of the path argument's address (quoted); `AT_FDCWD` for the
+/// directory argument of the `*at` calls; `open`/`openat` flags by name (`O_RDONLY|O_CLOEXEC`).
+pub fn format_call(nr: i64, args: &[u64; 6], path: Option<&[u8]>) -> String {
+    let path_at = path.and(path_arg(nr));
+    let n = spec(nr).nargs.max(path_at.map_or(0, |i| i + 1));
+    let dirfd_at = (path_arg(nr) == Some(1)).then_some(0);
+    let flags_at = match nr {
+        libc::SYS_open => Some(1),
+        libc::SYS_openat => Some(2),
+        _ => None,
+    };
+    let a: Vec<String> = (0..n)
+        .map(|k| {
+            let v = args[k];
+            if Some(k) == path_at {
+                format!("{:?}", String::from_utf8_lossy(path.unwrap_or_default()))
+            } else if Some(k) == dirfd_at && v as i32 == libc::AT_FDCWD {
+                "AT_FDCWD".to_string()
+            } else if Some(k) == flags_at {
+                open_flags(v as i32)
+            } else if v > 0xffff {
+                format!("{v:#x}")
+            } else {
+                format!("{}", v as i64)
+            }
+        })
+        .collect();
+    format!("{}({})", name(nr), a.join(", "))
+}
+
+/// `open(2)` flags by name, `O_RDONLY|O_CLOEXEC`; bits without a name as a hex remainder.
+fn open_flags(f: i32) -> String {
+    use libc::*;
+    let mut parts = vec![
+        match f & O_ACCMODE {
+            O_RDONLY => "O_RDONLY",
+            O_WRONLY => "O_WRONLY",
+            O_RDWR => "O_RDWR",
+            _ => "O_ACCMODE",
+        }
+        .to_string(),
+    ];
+    let mut rest = f & !O_ACCMODE;
+    // O_TMPFILE includes O_DIRECTORY's bit: named first, whole.
+    for (bit, name) in [
+        (O_TMPFILE, "O_TMPFILE"),
+        (O_CREAT, "O_CREAT"),
+        (O_EXCL, "O_EXCL"),
+        (O_NOCTTY, "O_NOCTTY"),
+        (O_TRUNC, "O_TRUNC"),
+        (O_APPEND, "O_APPEND"),
+        (O_NONBLOCK, "O_NONBLOCK"),
+        (O_DSYNC, "O_DSYNC"),
+        (O_DIRECT, "O_DIRECT"),
+        (O_LARGEFILE, "O_LARGEFILE"),
+        (O_DIRECTORY, "O_DIRECTORY"),
+        (O_NOFOLLOW, "O_NOFOLLOW"),
+        (O_NOATIME, "O_NOATIME"),
+        (O_CLOEXEC, "O_CLOEXEC"),
+        (O_PATH, "O_PATH"),
+    ] {
+        if rest & bit == bit {
+            parts.push(name.to_string());
+            rest &= !bit;
+        }
+    }
+    // O_SYNC is __O_SYNC | O_DSYNC: its own bit left over after O_DSYNC.
+    if rest & (O_SYNC & !O_DSYNC) != 0 {
+        parts.push("O_SYNC".to_string());
+        rest &= !(O_SYNC & !O_DSYNC);
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    parts.join("|")
+}
+
 /// Name of system call `nr` for reports: the kernel's (`linux_syscalls::name`), or `syscall_<nr>` for
 /// a number the table does not know.
 pub fn name(nr: i64) -> String {

@@ -87,6 +87,7 @@ pub fn recording_graph(rec: &Recording, name: &str) -> TaskGraph {
                         output: 0,
                         data_hash: 0,
                         extra: Vec::new(),
+                        path: Vec::new(),
                     };
                     (
                         format!("{} (buffered)", replay::describe(&RecEvent::Syscall(s))),
@@ -260,6 +261,7 @@ mod tests {
                 output: 0,
                 data_hash: 0,
                 extra: Vec::new(),
+                path: Vec::new(),
             }),
         }
     }

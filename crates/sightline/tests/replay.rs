@@ -484,7 +484,15 @@ fn sigint_to_the_recorder_is_forwarded_and_nothing_is_left_behind() {
 #[test]
 fn info_and_dump_describe_the_recording() {
     let Some((_g, tmp)) = start(&[]) else { return };
-    let r = record(tmp.path(), tmp.path(), &["sh", "-c", "echo a | cat"]);
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[
+            "sh",
+            "-c",
+            "echo a | cat; cat /nonexistent-sightline 2>/dev/null",
+        ],
+    );
     let rec = Recording::open(&r.dir).unwrap();
     let procs = recorded_syscalls(&rec).len();
     assert!(procs >= 3, "sh, echo side and cat: {procs}");
@@ -517,8 +525,19 @@ fn info_and_dump_describe_the_recording() {
         .unwrap();
     let dump = String::from_utf8_lossy(&dump.stdout);
     assert_eq!(dump.lines().count(), rec.records.len());
+    // Paths (recorded at each call's entry), AT_FDCWD, open flags and errno names are decoded.
+    let first = dump.lines().next().unwrap();
     assert!(
-        dump.lines().next().unwrap().contains("execve() = 0"),
+        first.contains("execve(\"") && first.ends_with("/sh\") = 0"),
+        "{dump}"
+    );
+    assert!(dump.contains("execve(\"/usr/bin/cat\") = 0"), "{dump}");
+    assert!(
+        dump.contains("openat(AT_FDCWD, \"/etc/ld.so.cache\", O_RDONLY|"),
+        "{dump}"
+    );
+    assert!(
+        dump.contains("\"/nonexistent-sightline\", O_RDONLY|O_LARGEFILE, 0) = -2 ENOENT"),
         "{dump}"
     );
 }

@@ -11,12 +11,17 @@ use crate::format::{Event, MemWrite, Rendezvous, SyscallEvent};
 use crate::rendezvous::{fd_object, process_object};
 use crate::syscalls::{self, HASH_SEED};
 
+/// The longest path argument recorded (Linux's `PATH_MAX`, its NUL included).
+const PATH_MAX: usize = 4096;
+
 /// A system call between its seccomp stop and its exit stop.
 #[derive(Debug)]
 pub(super) struct Pending {
     nr: i64,
     args: [u64; 6],
     fd: Option<FdInfo>,
+    /// Its path argument, read at entry ([`crate::format::SyscallEvent::path`]).
+    path: Vec<u8>,
 }
 
 impl Pending {
@@ -164,6 +169,11 @@ impl Recorder {
         }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
+        // Read at entry: a successful execve replaces the memory that held it. A path that cannot
+        // be read (a bad pointer: the call fails with EFAULT) stays empty.
+        let path = syscalls::path_arg(nr)
+            .and_then(|i| t.read_cstr(RemotePtr::new(args[i]), PATH_MAX).ok())
+            .unwrap_or_default();
         let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
         if p.releasing.is_none()
             && let Some((sig, info)) = p.held.pop_front()
@@ -192,7 +202,7 @@ impl Recorder {
             }
         }
         p.last_exit_regs = None;
-        p.pending = Some(Pending { nr, args, fd });
+        p.pending = Some(Pending { nr, args, fd, path });
         Ok((t, Resume::Syscall, 0))
     }
 
@@ -266,7 +276,7 @@ impl Recorder {
         let tid = t.tid();
         let regs = t.regs()?;
         let result = regs.rax as i64;
-        let Pending { nr, args, fd } = pending;
+        let Pending { nr, args, fd, path } = pending;
         // restart_syscall continues an interrupted poll/nanosleep/futex wait: what it writes is what
         // the interrupted call would have written.
         let (out_nr, out_args) = match self.procs.get_mut(&tid) {
@@ -355,6 +365,7 @@ impl Recorder {
             output,
             data_hash,
             extra,
+            path,
         };
         self.emit(tid, Event::Syscall(ev))?;
         let regs = t.regs()?;

@@ -88,18 +88,7 @@ pub(super) fn set_args(r: &mut replay_ptrace::Regs, a: [u64; 6]) {
 }
 
 fn render(nr: i64, args: &[u64; 6]) -> String {
-    let n = syscalls::spec(nr).nargs;
-    let a: Vec<String> = args[..n]
-        .iter()
-        .map(|a| {
-            if *a > 0xffff {
-                format!("{a:#x}")
-            } else {
-                format!("{}", *a as i64)
-            }
-        })
-        .collect();
-    format!("{}({})", syscalls::name(nr), a.join(", "))
+    syscalls::format_call(nr, args, None)
 }
 
 /// [`render`], for go-live's report.
@@ -110,27 +99,8 @@ pub(super) fn render_call(nr: i64, args: &[u64; 6]) -> String {
 /// [`render`] with the call's path argument read from the tracee and shown as a string
 /// (`execve("./build/t")`), for divergence reports.
 fn render_at(t: &Stopped, nr: i64, args: &[u64; 6]) -> String {
-    let plain = render(nr, args);
-    let Some(i) = syscalls::path_arg(nr) else {
-        return plain;
-    };
-    let Ok(path) = t.read_cstr(RemotePtr::new(args[i]), 4096) else {
-        return plain;
-    };
-    let quoted = format!("{:?}", String::from_utf8_lossy(&path));
-    let n = syscalls::spec(nr).nargs.max(i + 1);
-    let a: Vec<String> = (0..n)
-        .map(|k| {
-            if k == i {
-                quoted.clone()
-            } else if args[k] > 0xffff {
-                format!("{:#x}", args[k])
-            } else {
-                format!("{}", args[k] as i64)
-            }
-        })
-        .collect();
-    format!("{}({})", syscalls::name(nr), a.join(", "))
+    let path = syscalls::path_arg(nr).and_then(|i| t.read_cstr(RemotePtr::new(args[i]), 4096).ok());
+    syscalls::format_call(nr, args, path.as_deref())
 }
 
 /// A result as a report shows it: the errno name of a failure (`ENOENT`), else the number.
