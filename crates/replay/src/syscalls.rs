@@ -311,6 +311,12 @@ pub fn spec(nr: i64) -> Spec {
     described(nr).unwrap_or(s(6, Mode::Emulate))
 }
 
+/// True when this policy describes system call `nr` (its arguments, replay mode and, through
+/// [`outputs`], what it writes); other trapped calls replay by their recorded result alone.
+pub fn is_described(nr: i64) -> bool {
+    described(nr).is_some()
+}
+
 /// The description of system call `nr` when this policy has one.
 fn described(nr: i64) -> Option<Spec> {
     use Mode::*;
@@ -412,6 +418,11 @@ fn described(nr: i64) -> Option<Spec> {
         SYS_getrandom => s(3, Emulate),
         SYS_uname => s(1, Emulate),
         SYS_sysinfo => s(1, Emulate),
+        SYS_capget => s(2, Emulate),
+        SYS_pkey_alloc => s(2, Emulate),
+        SYS_pkey_free => s(1, Emulate),
+        // Closes fds of the process like `close` (which runs untrapped): for real in replay too.
+        SYS_close_range => s(3, Real),
         SYS_getrusage => s(2, Emulate),
         SYS_times => s(1, Emulate),
         SYS_getpid => s(0, Emulate),
@@ -672,6 +683,19 @@ pub fn outputs(
         SYS_clock_nanosleep => fixed(&mut out, a[3], 16),
         SYS_uname => fixed(&mut out, a[0], 390),
         SYS_sysinfo => fixed(&mut out, a[0], 112),
+        // capget(2): the kernel writes its preferred version into the header when the caller's
+        // is unknown (EINVAL), and one `__user_cap_data_struct` (12 bytes) per 32 capability bits
+        // for versions 2 and 3 (two), one for version 1 (`include/uapi/linux/capability.h`).
+        SYS_capget => {
+            fixed(&mut out, a[0], 8);
+            if ok {
+                let n = match u32_at(mem, a[0]) {
+                    Some(0x1998_0330) => 1,
+                    _ => 2,
+                };
+                fixed(&mut out, a[1], 12 * n);
+            }
+        }
         SYS_getrusage => fixed(&mut out, a[1], 144),
         SYS_times => fixed(&mut out, a[0], 32),
         SYS_getrlimit => fixed(&mut out, a[1], 16),

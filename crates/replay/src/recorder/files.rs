@@ -255,6 +255,19 @@ impl Recorder {
         }
     }
 
+    /// A trapped system call this version has no description of (`syscalls::is_described`): it
+    /// replays by its recorded result alone (what it wrote to memory, or did to the system, is not
+    /// recorded), so its replay may differ. Said once per call, naming the process and thread,
+    /// at record time rather than found at replay.
+    pub(super) fn unmodelled_call(&mut self, tgid: i32, tid: i32, nr: i64, result: i64) {
+        if !crate::syscalls::is_described(nr) && self.unmodelled_calls.insert(nr) {
+            eprintln!(
+                "sightline: {} (process {tgid}, thread {tid}, result {result}) is not modelled: replay gives its recorded result only (what it writes to memory is not recorded), so the replay may differ",
+                crate::syscalls::name(nr)
+            );
+        }
+    }
+
     /// At the exit of a successful `execve`: keep the new image's executable (`/proc/<tid>/exe`),
     /// so replay can provide it if the program built it ([`crate::files::KeptExec`]); empty when
     /// it could not be kept.

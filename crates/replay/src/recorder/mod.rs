@@ -192,6 +192,8 @@ struct Recorder {
     io_uring_said: bool,
     /// Legacy ioctl requests whose outputs are not modelled, said once each.
     unmodelled_ioctls: std::collections::HashSet<u32>,
+    /// System calls without a description, said once each ([`Recorder::unmodelled_call`]).
+    unmodelled_calls: std::collections::HashSet<i64>,
     /// Processes (tgids) that started a thread: their syscall buffering is off from then on.
     threaded_procs: std::collections::HashSet<i32>,
     /// Parents (tids) whose pending fork made a child that joined their group: the fork's record
@@ -325,6 +327,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         files: files::MappedFiles::new(&opts.dir),
         io_uring_said: false,
         unmodelled_ioctls: std::collections::HashSet::new(),
+        unmodelled_calls: std::collections::HashSet::new(),
         threaded_procs: std::collections::HashSet::new(),
         joined_forks: std::collections::HashSet::new(),
         newborn: HashMap::new(),

@@ -351,6 +351,7 @@ impl Recorder {
         } else if nr == libc::SYS_ioctl && result >= 0 {
             self.unmodelled_ioctl(tgid, tid, &args);
         } else {
+            self.unmodelled_call(tgid, tid, nr, result);
             self.note_open(t, tgid, nr, &args, result);
         }
         if let Some(rdv) = self.shared_fd_rdv(tgid, nr, args[0] as i32) {

@@ -479,6 +479,12 @@ impl Live {
         let fd0 = e.args[0] as i32;
         let new = |d: Desc| Rc::new(RefCell::new(d));
         match e.nr {
+            // close_range(first, last, flags): closes them unless only marking them close-on-exec
+            // (CLOSE_RANGE_CLOEXEC, 4).
+            SYS_close_range if r == 0 && e.args[2] & 4 == 0 => {
+                let (first, last) = (e.args[0] as u32, e.args[1] as u32);
+                table.retain(|fd, _| !(first..=last).contains(&(*fd as u32)));
+            }
             SYS_open | SYS_openat | SYS_creat | SYS_openat2 if r >= 0 => {
                 let (path, flags) = self.opening.remove(&rec).unwrap_or_default();
                 table.insert(
