@@ -478,6 +478,18 @@ fn described(nr: i64) -> Option<Spec> {
         SYS_getresuid => s(3, Emulate),
         SYS_getresgid => s(3, Emulate),
         SYS_getgroups => s(2, Emulate),
+        // Credential changes run for real in replay (a failed one is emulated, as any failed
+        // call): `getuid` and the other id reads run untrapped, so they must see what the
+        // program set.
+        SYS_setuid => s(1, Real),
+        SYS_setgid => s(1, Real),
+        SYS_setreuid => s(2, Real),
+        SYS_setregid => s(2, Real),
+        SYS_setresuid => s(3, Real),
+        SYS_setresgid => s(3, Real),
+        SYS_setfsuid => s(1, Real),
+        SYS_setfsgid => s(1, Real),
+        SYS_setgroups => s(2, Real),
         SYS_getxattr => s(4, Emulate),
         SYS_lgetxattr => s(4, Emulate),
         SYS_fgetxattr => s(4, Emulate),

@@ -1580,7 +1580,8 @@ fn fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback() {
 /// Issue 12: a system call the recorder has no description of is named at record time (call,
 /// process, thread), once, not found at replay; `close_range` and `capget`, which Python's
 /// `subprocess` and Java make, are described: `close_range` closes the fds in replay too (an
-/// emulated one left them open there, which the `F_GETFD` after it, a real call, would show).
+/// emulated one left them open there, which the `F_GETFD` after it, a real call, would show), and
+/// so do the credential changes (`getuid`, untrapped, must see the uid a `setresuid` set).
 #[test]
 fn an_unmodelled_system_call_is_named_at_record_time() {
     let Some((_g, tmp)) = start(&["gcc"]) else {
@@ -1592,6 +1593,7 @@ fn an_unmodelled_system_call_is_named_at_record_time() {
 #include <linux/capability.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 int main(void) {
     int a = open("/dev/null", O_RDONLY), b = dup(a);
@@ -1603,6 +1605,15 @@ int main(void) {
     printf("capget %ld, effective %#x %#x\n", g, d[0].effective, d[1].effective);
     for (int i = 0; i < 2; i++)
         printf("ioprio %ld\n", syscall(SYS_ioprio_get, 1, 0));
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        long s = syscall(SYS_setresuid, 65534, 65534, 65534);
+        printf("setresuid %ld, uid %d\n", s, (int)getuid());
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(p, 0, 0);
     return 0;
 }
 "#;
@@ -1616,6 +1627,8 @@ int main(void) {
     );
     // As root, some capability is effective: replay shows it only if capget's output is recorded.
     assert!(!stdout.contains("effective 0 0"), "{stdout}");
+    // getuid runs untrapped: it sees the uid only if setresuid ran for real in replay too.
+    assert!(stdout.ends_with("setresuid 0, uid 65534\n"), "{stdout}");
     let rec = Recording::open(&r.dir).unwrap();
     let pid = rec.meta.root_pid;
     assert_eq!(
