@@ -46,7 +46,7 @@ mod stmts;
 mod string;
 mod strsubr;
 mod vars;
-pub use aggs::llquantize_boundaries;
+pub use aggs::LlqConsts;
 pub use maps::ringbuf_size;
 use maps::*;
 pub use spec::NSPEC_MAX;

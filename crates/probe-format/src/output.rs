@@ -9,7 +9,8 @@
 
 use crate::agg::{
     AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
-    compare_entries, llquantize_bucket_values, quantize_bucket_value,
+    compare_entries, llquantize_labels, llquantize_nbuckets, llquantize_zero_bucket,
+    quantize_bucket_value,
 };
 use crate::printf::{AggArg, FormatError, Piece, format_printa, format_stack};
 use crate::value::{Int, Value};
@@ -365,9 +366,13 @@ pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64, zoom: bool
     s
 }
 
-/// An `llquantize()` table (dt_print_llquantize): row `< factor^low`, then each bucket's lower
-/// bound ([`llquantize_bucket_values`]), then `>= factor^(high+1)`. Shows one zero row around the
-/// nonzero buckets; with no data, the first two rows.
+/// An `llquantize()` table in Oracle DTrace's layout (`dt_print_llquantize`): the rows from one
+/// before the first nonzero bucket to one after the last, labelled by [`llquantize_labels`]
+/// (`abs() < factor^low` for the middle row when a negative row is shown, else `< factor^low`;
+/// `0` when `low` is 0). Ghost bins (buckets no value reaches) are skipped, except that a ghost
+/// at either end of the shown rows takes the label of its nearest labelled neighbour outwards
+/// (within `nsteps / factor` buckets), as Oracle's "ghost-bin" fix does. With no data, the rows
+/// around the first positive bucket.
 pub fn format_llquantize(
     b: &[i64],
     factor: u16,
@@ -378,20 +383,35 @@ pub fn format_llquantize(
     zoom: bool,
 ) -> String {
     let mut s = dist_header();
-    let labels = llquantize_bucket_values(factor, low, high, nsteps);
-    if b.len() != labels.len() || b.len() < 2 {
+    let n = llquantize_nbuckets(factor, low, high, nsteps);
+    if b.len() != n {
         return s;
     }
-    let last = b.len() - 1;
-    let (lo, hi) = shown_range(b, (0, 1));
+    let zero = llquantize_zero_bucket(factor, low, high, nsteps);
+    let (mut lo, mut hi) = match b.iter().position(|&c| c != 0) {
+        Some(first) => (first, b.iter().rposition(|&c| c != 0).unwrap_or(first)),
+        None => (zero + 1, zero + 1),
+    };
     let (total, pos, neg) = totals(b, lo, hi, zoom);
+    lo = lo.saturating_sub(1);
+    hi = (hi + 1).min(n - 1);
+    let mut labels = llquantize_labels(factor, low, high, nsteps, lo < zero);
+    let pad = if low == 0 && nsteps > factor {
+        (nsteps / factor) as usize
+    } else {
+        0
+    };
+    if labels[lo].is_none() {
+        let found = (1..pad).find_map(|d| lo.checked_sub(d).and_then(|j| labels[j].clone()));
+        labels[lo] = found;
+    }
+    if labels[hi].is_none() {
+        let found = (1..pad).find_map(|d| labels.get(hi + d).cloned().flatten());
+        labels[hi] = found;
+    }
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
-        let label = if i == 0 {
-            format!("< {}", labels[0])
-        } else if i == last {
-            format!(">= {}", labels[last])
-        } else {
-            labels[i].to_string()
+        let Some(label) = &labels[i] else {
+            continue;
         };
         let _ = write!(s, "{label:>16} ");
         s.push_str(&quant_line(count, normal, total, pos, neg));
