@@ -25,6 +25,15 @@ pub struct SortOptions {
     /// largest bucket shown instead of to the total (illumos `dt_quantize_total`: the highest
     /// bar is 95% of the 40 columns, `DTRACE_AGGZOOM_MAX`).
     pub zoom: bool,
+    /// `agghist`: `count()` and `sum()` aggregations print as a histogram, one bar per entry
+    /// (illumos `DTRACE_A_TOTAL`; see `output::format_aggregation`).
+    pub hist: bool,
+    /// `aggpack`: `quantize()` and `lquantize()` aggregations print packed, one line per entry
+    /// (illumos `DTRACE_A_MINMAXBIN`).
+    pub pack: bool,
+    /// `aggpack`'s bars in UTF-8 block elements (U+2581..U+2588) rather than ASCII `_x X`
+    /// (illumos `dt_print_packed`: option `encoding`, else the terminal).
+    pub utf8: bool,
 }
 
 /// Compares two keys as DTrace does (`dt_aggregate_keycmp`): integers as unsigned 64-bit values
