@@ -230,8 +230,36 @@ impl Analyzer<'_> {
                     format!("@{}", a.name)
                 };
                 if existing.func != func {
+                    // Oracle's dt_cg_agg_llquantize names the first parameter that differs.
+                    let tag = match (existing.func, func) {
+                        (
+                            AggFunc::Llquantize {
+                                factor: f0,
+                                low: l0,
+                                high: h0,
+                                ..
+                            },
+                            AggFunc::Llquantize {
+                                factor: f1,
+                                low: l1,
+                                high: h1,
+                                ..
+                            },
+                        ) => {
+                            if f0 != f1 {
+                                ErrTag::D_LLQUANT_MATCHFACTOR
+                            } else if l0 != l1 {
+                                ErrTag::D_LLQUANT_MATCHLMAG
+                            } else if h0 != h1 {
+                                ErrTag::D_LLQUANT_MATCHHMAG
+                            } else {
+                                ErrTag::D_LLQUANT_MATCHSTEPS
+                            }
+                        }
+                        _ => ErrTag::D_AGG_REDEF,
+                    };
                     return Err(self.report(
-                        Diagnostic::tagged(ErrTag::D_AGG_REDEF,
+                        Diagnostic::tagged(tag,
                             format!("{disp} is used with {} here but with {} before", describe_agg(&func), describe_agg(&existing.func)),
                             a.func_span,
                         )
