@@ -46,7 +46,7 @@ mod stmts;
 mod string;
 mod strsubr;
 mod vars;
-pub use aggs::llquantize_boundaries;
+pub use aggs::LlqConsts;
 pub use maps::ringbuf_size;
 use maps::*;
 pub use spec::NSPEC_MAX;
@@ -630,6 +630,9 @@ struct ProgGen<'b, 'p> {
     clause_locals: BTreeMap<u32, u32>,
     zero_off: u32,
     sysnames_map: Option<usize>,
+    /// Scratch offset of the program's strtok state (see `strsubr::strtok`), when a clause of
+    /// the program calls `strtok()`.
+    strtok_state: Option<u32>,
     /// Instructions the verifier is expected to walk in this program's string-scanning loops
     /// (each iteration is walked once; see `strsubr`), summed to report an over-budget program
     /// before the kernel does.

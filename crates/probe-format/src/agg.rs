@@ -64,6 +64,9 @@ pub enum AggError {
         high: u16,
         /// Steps per order of magnitude.
         nsteps: u16,
+        /// Which parameter is at fault: 1 factor, 2 low, 3 high, 4 nsteps (the argument number
+        /// of Oracle's `D_LLQUANT_*` errors).
+        arg: u8,
         /// Why it is rejected.
         reason: &'static str,
     },
@@ -138,8 +141,9 @@ impl AggFunc {
     /// Checks the constant parameters as DTrace's compiler does (dt_cc.c).
     ///
     /// `lquantize`: step > 0, limit > base, (limit − base) / step between 1 and 65535 levels.
-    /// `llquantize`: factor ≥ 2, low < high, nsteps ≥ factor, nsteps a multiple of factor,
-    /// factor^(high+1) fits in 63 bits.
+    /// `llquantize` (Oracle's `dt_cg_agg_llquantize`): factor ≥ 2, high ≥ low,
+    /// factor^(high+1) fits in 64 bits, nsteps ≥ 1; nsteps < factor must divide the factor;
+    /// nsteps > factor must be a multiple of it and divide factor^2 (low = 0) or factor^(low+1).
     pub fn validate(&self) -> Result<(), AggError> {
         match *self {
             AggFunc::Lquantize { base, limit, step } => {
@@ -172,32 +176,60 @@ impl AggFunc {
                 high,
                 nsteps,
             } => {
-                let bad = |reason| {
+                let bad = |arg, reason| {
                     Err(AggError::BadLlquantize {
                         factor,
                         low,
                         high,
                         nsteps,
+                        arg,
                         reason,
                     })
                 };
+                let (f, st) = (u128::from(factor), u128::from(nsteps));
                 if factor < 2 {
-                    return bad("factor must be at least 2");
+                    return bad(1, "factor must be at least 2");
                 }
-                if low >= high {
-                    return bad("high must be greater than low");
+                if high < low {
+                    return bad(3, "high must be at least low");
                 }
-                if nsteps < factor {
-                    return bad("nsteps must be at least the factor");
+                let pow = |e: u16| -> Option<u128> {
+                    (0..e).try_fold(1u128, |v, _| {
+                        v.checked_mul(f).filter(|&x| x <= u64::MAX as u128)
+                    })
+                };
+                if pow(high + 1).is_none() {
+                    return bad(3, "factor^(high+1) overflows 64 bits");
                 }
-                if nsteps % factor != 0 {
-                    return bad("nsteps must be a multiple of the factor");
+                if nsteps == 0 {
+                    return bad(4, "nsteps must be a positive integer");
                 }
-                let mut v: i64 = 1;
-                for _ in 0..=high {
-                    match v.checked_mul(i64::from(factor)) {
-                        Some(n) => v = n,
-                        None => return bad("factor^(high+1) overflows 64 bits"),
+                if nsteps < factor && factor % nsteps != 0 {
+                    return bad(
+                        4,
+                        "nsteps must evenly divide the factor when nsteps < factor",
+                    );
+                }
+                if nsteps > factor {
+                    if nsteps % factor != 0 {
+                        return bad(
+                            4,
+                            "nsteps must be a multiple of the factor when nsteps > factor",
+                        );
+                    }
+                    let (cover, what) = if low == 0 {
+                        (
+                            f * f,
+                            "nsteps must evenly divide factor^2 when nsteps > factor and low is 0",
+                        )
+                    } else {
+                        (
+                            pow(low + 1).unwrap_or(1),
+                            "nsteps must evenly divide factor^(low+1) when nsteps > factor",
+                        )
+                    };
+                    if cover % st != 0 {
+                        return bad(4, what);
                     }
                 }
                 Ok(())
@@ -295,94 +327,219 @@ pub fn lquantize_bucket(v: i64, base: i64, limit: i64, step: i64) -> usize {
     }
 }
 
-/// Number of `llquantize()` buckets: 1 (underflow) + Σ over orders low..=high of
-/// (n − n/factor) with n = min(factor^(order+1), nsteps), + 1 (overflow).
+/// The constants of an `llquantize(factor, low, high, nsteps)` layout (Oracle DTrace's
+/// `dt_cg_agg_llquantize_bin`): `per` buckets per order of magnitude (`nsteps − nsteps /
+/// factor`: the first `nsteps / factor` steps of an order lie in the orders below), and `zero`,
+/// the index of the middle bucket (`|v| < factor^low`).
+struct LlqLayout {
+    factor: u128,
+    low: u32,
+    high: u32,
+    steps: u128,
+    /// `nsteps / factor`.
+    sf: u128,
+    per: usize,
+    zero: usize,
+}
+
+impl LlqLayout {
+    fn new(factor: u16, low: u16, high: u16, nsteps: u16) -> LlqLayout {
+        let factor = u128::from(factor.max(2));
+        let steps = u128::from(nsteps.max(1));
+        let (low, high) = (u32::from(low), u32::from(high.max(low)));
+        let sf = steps / factor;
+        let per = (steps - sf) as usize;
+        let zero = 1 + (high - low + 1) as usize * per;
+        LlqLayout {
+            factor,
+            low,
+            high,
+            steps,
+            sf,
+            per,
+            zero,
+        }
+    }
+
+    /// `factor^e`, saturated far above any 64-bit value.
+    fn pow(&self, e: u32) -> u128 {
+        let mut v: u128 = 1;
+        for _ in 0..e {
+            v = v.saturating_mul(self.factor).min(1 << 100);
+        }
+        v
+    }
+
+    /// The smallest `|v|` of order `mag` whose step index (before the shift by `sf`) is at
+    /// least `j`: for order 0 the index is `|v| · steps / factor`, above it `|v| / (factor^(mag+1)
+    /// / steps)`.
+    fn lowest(&self, mag: u32, j: u128) -> u128 {
+        let at_least = if mag == 0 {
+            (j * self.factor).div_ceil(self.steps)
+        } else {
+            j * (self.pow(mag + 1) / self.steps)
+        };
+        at_least.max(self.pow(mag))
+    }
+
+    /// The range of `|v|` (inclusive) of positive bucket `zero + k` (`k` from 1 to the last one
+    /// below the overflow bucket); `None` for a bucket no value reaches (a "ghost bin" of order 0
+    /// with more steps than the factor).
+    fn abs_range(&self, k: usize) -> Option<(u128, u128)> {
+        let k = k - 1;
+        let mag = self.low + (k / self.per) as u32;
+        let j = (k % self.per) as u128 + self.sf;
+        let lo = self.lowest(mag, j);
+        let top = self.pow(mag + 1);
+        let hi = if (k % self.per) + 1 == self.per {
+            top
+        } else {
+            self.lowest(mag, j + 1).min(top)
+        };
+        (lo < hi).then(|| (lo, hi - 1))
+    }
+}
+
+/// Number of `llquantize()` buckets in Oracle DTrace's layout: `2 · (high − low + 1) · (nsteps −
+/// nsteps / factor) + 3` (a negative overflow bucket, the negative orders, the middle bucket,
+/// the positive orders, a positive overflow bucket).
 pub fn llquantize_nbuckets(factor: u16, low: u16, high: u16, nsteps: u16) -> usize {
-    if factor < 2 || nsteps == 0 {
-        return 2;
-    }
-    let factor = i64::from(factor);
-    let nsteps = i64::from(nsteps);
-    let mut this: i64 = 1;
-    for _ in 0..low {
-        this = this.saturating_mul(factor);
-    }
-    this = this.saturating_mul(factor);
-    let mut base: i64 = 1;
-    for _ in low..=high {
-        let nbuckets = this.min(nsteps);
-        base += nbuckets - nbuckets / factor;
-        this = this.saturating_mul(factor);
-    }
-    base as usize + 1
+    2 * LlqLayout::new(factor, low, high, nsteps).zero + 1
 }
 
-/// The `llquantize()` bucket of `v` (DTrace's `dtrace_aggregate_llquantize_bucket`).
+/// The index of the middle `llquantize()` bucket, which holds the values with `|v| <
+/// factor^low` (0 when `low` is 0): DTrace's "underflow" bucket, the "zero" of the sort order.
+pub fn llquantize_zero_bucket(factor: u16, low: u16, high: u16, nsteps: u16) -> usize {
+    LlqLayout::new(factor, low, high, nsteps).zero
+}
+
+/// The `llquantize()` bucket of `v`, as Oracle DTrace's `dt_cg_agg_llquantize_bin` computes it.
 ///
-/// Layout: bucket 0 holds `v < factor^low`. Then for each order of magnitude o = low..=high,
-/// with `this = factor^(o+1)`, `last = factor^o` (for o = low) or the previous `this`, and
-/// `n = min(this, nsteps)` buckets of width `this / n` covering `[last, this)`: `v` in that
-/// range goes to `base + (v − last) / (this / n)`, where `base` starts at 1 and grows by
-/// `n − n/factor` per order (the first `n/factor` buckets of an order would overlap the previous
-/// order and are not allocated). The last bucket ([`llquantize_nbuckets`] − 1) holds
-/// `v ≥ factor^(high+1)`. In BPF this is a loop over at most `high − low + 1` orders with constant
-/// bounds.
+/// Layout (symmetric around the middle bucket `zero` = [`llquantize_zero_bucket`]): bucket
+/// `zero` holds `|v| < factor^low`; for each order of magnitude `mag` from `low` to `high`,
+/// `|v|` in `[factor^mag, factor^(mag+1))` goes to step `i` = `|v| / (factor^(mag+1) / nsteps)`
+/// (order 0: `|v| · nsteps / factor`) minus `nsteps / factor`, and the bucket is `zero ± ((mag −
+/// low) · per + i + 1)` (`per` = nsteps − nsteps / factor), `+` for `v ≥ 0`; `|v| ≥
+/// factor^(high+1)` goes to the last bucket, or bucket 0 for a negative `v`. `|v|` is unsigned,
+/// so `i64::MIN` is `2^63`.
 pub fn llquantize_bucket(v: i64, factor: u16, low: u16, high: u16, nsteps: u16) -> usize {
-    let factor = i64::from(factor.max(2));
-    let nsteps = i64::from(nsteps.max(1));
-    let mut this: i64 = 1;
-    for _ in 0..low {
-        this = this.saturating_mul(factor);
+    let l = LlqLayout::new(factor, low, high, nsteps);
+    let tmp = u128::from(v.unsigned_abs());
+    if tmp < l.pow(l.low) {
+        return l.zero;
     }
-    let mut last = this;
-    if v < last {
-        return 0;
-    }
-    let mut v = v;
-    this = this.saturating_mul(factor);
-    let mut base: i64 = 1;
-    for _ in low..=high {
-        let nbuckets = this.min(nsteps);
-        let next = this.saturating_mul(factor);
-        if next == this {
-            v = this - 1;
+    let mut off = (l.high - l.low + 1) as usize * l.per + 1;
+    for mag in l.low..=l.high {
+        let max = l.pow(mag + 1);
+        if tmp < max {
+            let ind = if mag == 0 {
+                tmp * l.steps / max
+            } else {
+                tmp / (max / l.steps)
+            };
+            off = (mag - l.low) as usize * l.per + (ind - l.sf) as usize + 1;
+            break;
         }
-        if v < this {
-            return (base + (v - last) / (this / nbuckets)) as usize;
-        }
-        base += nbuckets - nbuckets / factor;
-        last = this;
-        this = next;
     }
-    base as usize
+    if v < 0 { l.zero - off } else { l.zero + off }
 }
 
-/// The label of each `llquantize()` bucket, as DTrace prints the rows: bucket 0 is labelled
-/// `factor^low` (printed `< factor^low`), each in-range bucket with its lower bound, the last
-/// with `factor^(high+1)` (printed `>= ...`). Same length as [`llquantize_nbuckets`].
-pub fn llquantize_bucket_values(factor: u16, low: u16, high: u16, nsteps: u16) -> Vec<i64> {
-    let factor = i64::from(factor.max(2));
-    let nsteps = i64::from(nsteps.max(1));
-    let mut value: i64 = 1;
-    for _ in 0..low {
-        value = value.saturating_mul(factor);
-    }
-    let mut out = vec![value];
-    let mut next = value.saturating_mul(factor);
-    let mut step = if next > nsteps { next / nsteps } else { 1 };
-    let mut order = low;
-    while order <= high {
-        out.push(value);
-        value += step;
-        if value != next {
-            continue;
+/// The inclusive range of values each `llquantize()` bucket holds (bucket 0 from `i64::MIN`, the
+/// last up to `i64::MAX`), `None` for a bucket no value can reach: a "ghost bin" of order 0
+/// (with `low` = 0 and more steps than the factor, order 0's steps are fractions of 1), or an
+/// overflow bucket beyond 64 bits. Same length as [`llquantize_nbuckets`].
+pub fn llquantize_ranges(factor: u16, low: u16, high: u16, nsteps: u16) -> Vec<Option<(i64, i64)>> {
+    let l = LlqLayout::new(factor, low, high, nsteps);
+    let n = 2 * l.zero + 1;
+    let clamp = |x: i128| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    let mut out = vec![None; n];
+    let under = l.pow(l.low) as i128 - 1;
+    out[l.zero] = Some((clamp(-under), clamp(under)));
+    for k in 1..l.zero {
+        if let Some((lo, hi)) = l.abs_range(k) {
+            let (lo, hi) = (lo as i128, hi as i128);
+            if lo <= i64::MAX as i128 {
+                out[l.zero + k] = Some((clamp(lo), clamp(hi)));
+            }
+            if -hi <= i64::MAX as i128 && -lo >= i64::MIN as i128 {
+                out[l.zero - k] = Some((clamp(-hi), clamp(-lo)));
+            }
         }
-        next = value.saturating_mul(factor);
-        step = if next > nsteps { next / nsteps } else { 1 };
-        order += 1;
     }
-    out.push(value);
+    let over = l.pow(l.high + 1) as i128;
+    if over <= i64::MAX as i128 {
+        out[n - 1] = Some((over as i64, i64::MAX));
+    }
+    if -over >= i64::MIN as i128 {
+        out[0] = Some((i64::MIN, (-over) as i64));
+    }
     out
+}
+
+/// The value each `llquantize()` bucket is labelled and weighed with (Oracle's
+/// `dt_print_llquantize` labels, `dt_aggregate_llquantizedsum` weights): 0 for the middle
+/// bucket, `±` the smallest `|v|` of each other bucket (`-factor^(high+1)` and `factor^(high+1)`
+/// for the overflow buckets), `None` for a ghost bin (see [`llquantize_ranges`]). As `i128`:
+/// `factor^(high+1)` may pass `i64::MAX`.
+pub fn llquantize_bucket_values(
+    factor: u16,
+    low: u16,
+    high: u16,
+    nsteps: u16,
+) -> Vec<Option<i128>> {
+    let l = LlqLayout::new(factor, low, high, nsteps);
+    let n = 2 * l.zero + 1;
+    let mut out = vec![None; n];
+    out[l.zero] = Some(0);
+    for k in 1..l.zero {
+        if let Some((lo, _)) = l.abs_range(k) {
+            out[l.zero + k] = Some(lo as i128);
+            out[l.zero - k] = Some(-(lo as i128));
+        }
+    }
+    let over = l.pow(l.high + 1) as i128;
+    out[0] = Some(-over);
+    out[n - 1] = Some(over);
+    out
+}
+
+/// The row labels of an `llquantize()` table (Oracle's `dt_print_llquantize`), `None` for a
+/// ghost bin: the middle bucket `0` when `low` is 0, else `< factor^low` when `negatives_shown`
+/// is false and `abs() < factor^low` when it is true; the overflow buckets `<= -factor^(high+1)`
+/// and `>= factor^(high+1)`; the others their value ([`llquantize_bucket_values`]).
+pub fn llquantize_labels(
+    factor: u16,
+    low: u16,
+    high: u16,
+    nsteps: u16,
+    negatives_shown: bool,
+) -> Vec<Option<String>> {
+    let l = LlqLayout::new(factor, low, high, nsteps);
+    let values = llquantize_bucket_values(factor, low, high, nsteps);
+    let n = values.len();
+    let scale = l.pow(l.low);
+    values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let v = (*v)?;
+            Some(if i == l.zero {
+                if scale == 1 {
+                    "0".to_string()
+                } else if negatives_shown {
+                    format!("abs() < {scale}")
+                } else {
+                    format!("< {scale}")
+                }
+            } else if i == 0 {
+                format!("<= {v}")
+            } else if i == n - 1 {
+                format!(">= {v}")
+            } else {
+                v.to_string()
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -473,45 +630,124 @@ mod tests {
         );
     }
 
-    // Guide, "Aggregations" > llquantize(): llquantize(x, 10, 0, 6, 20): values 1..9 one bucket
-    // each, then 10..95 in steps of 5, 100..950 in steps of 50, ...
+    // Oracle DTrace's layout (dt_cg_agg_llquantize_bin), with the rows its tst.llquantneg.r
+    // shows for llquantize(x, 10, 0, 6, 20): 0, then 1..9 (one row each, a ghost bin between
+    // two: order 0 has 20 steps of 1/2), then 10, 15, 20, ... 95, 100, mirrored for negatives.
     #[test]
-    fn llquantize_buckets() {
+    fn llquantize_oracle_layout() {
         let (f, lo, hi, n) = (10, 0, 6, 20);
-        assert_eq!(llquantize_bucket(0, f, lo, hi, n), 0);
-        assert_eq!(llquantize_bucket(1, f, lo, hi, n), 1);
-        assert_eq!(llquantize_bucket(9, f, lo, hi, n), 9);
-        // Order 1: this = 100, 20 buckets of width 5; the first 2 (0..9) are not allocated.
-        assert_eq!(llquantize_bucket(10, f, lo, hi, n), 10);
-        assert_eq!(llquantize_bucket(14, f, lo, hi, n), 10);
-        assert_eq!(llquantize_bucket(15, f, lo, hi, n), 11);
-        assert_eq!(llquantize_bucket(95, f, lo, hi, n), 27);
-        assert_eq!(llquantize_bucket(100, f, lo, hi, n), 28);
-        // 9 (order 0) + 18 per order for orders 1..=6 + underflow + overflow.
-        assert_eq!(llquantize_nbuckets(f, lo, hi, n), 1 + 9 + 18 * 6 + 1);
-        assert_eq!(llquantize_bucket(9_999_999, f, lo, hi, n), 9 + 18 * 6);
-        assert_eq!(llquantize_bucket(10_000_000, f, lo, hi, n), 9 + 18 * 6 + 1);
-        assert_eq!(llquantize_bucket(i64::MAX, f, lo, hi, n), 9 + 18 * 6 + 1);
-        assert!(
-            AggFunc::Llquantize {
-                factor: 10,
-                low: 0,
-                high: 6,
-                nsteps: 15
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            AggFunc::Llquantize {
-                factor: 10,
-                low: 0,
-                high: 6,
-                nsteps: 20
-            }
-            .validate()
-            .is_ok()
-        );
+        let z = llquantize_zero_bucket(f, lo, hi, n);
+        assert_eq!(z, 1 + 7 * 18);
+        assert_eq!(llquantize_nbuckets(f, lo, hi, n), 2 * 7 * 18 + 3);
+        let b = |v| llquantize_bucket(v, f, lo, hi, n);
+        assert_eq!(b(0), z);
+        assert_eq!(b(1), z + 1);
+        assert_eq!(b(2), z + 3);
+        assert_eq!(b(9), z + 17);
+        assert_eq!(b(10), z + 19);
+        assert_eq!(b(14), z + 19);
+        assert_eq!(b(15), z + 20);
+        assert_eq!(b(99), z + 36);
+        assert_eq!(b(100), z + 37);
+        assert_eq!(b(-1), z - 1);
+        assert_eq!(b(-15), z - 20);
+        assert_eq!(b(9_999_999), 2 * z - 1);
+        assert_eq!(b(10_000_000), 2 * z);
+        assert_eq!(b(i64::MAX), 2 * z);
+        assert_eq!(b(-10_000_000), 0);
+        assert_eq!(b(i64::MIN), 0);
+        let labels = llquantize_labels(f, lo, hi, n, false);
+        let l = |i: usize| labels[i].as_deref();
+        assert_eq!(l(z), Some("0"));
+        assert_eq!(l(z + 1), Some("1"));
+        assert_eq!(l(z + 2), None);
+        assert_eq!(l(z + 3), Some("2"));
+        assert_eq!(l(z + 19), Some("10"));
+        assert_eq!(l(z + 20), Some("15"));
+        assert_eq!(l(z - 20), Some("-15"));
+        assert_eq!(l(0), Some("<= -10000000"));
+        assert_eq!(l(2 * z), Some(">= 10000000"));
+        // Every value lies in its bucket's range, ranges ascend and cover i64 without gaps.
+        let ranges = llquantize_ranges(f, lo, hi, n);
+        let mut next = i64::MIN;
+        for r in ranges.iter().flatten() {
+            assert_eq!(r.0, next);
+            next = r.1.wrapping_add(1);
+        }
+        assert_eq!(next, i64::MIN, "the last range ends at i64::MAX");
+        for v in (-200_000i64..200_000)
+            .step_by(7)
+            .chain([i64::MIN, i64::MAX, 0, -1, 1])
+        {
+            let (a, z2) = ranges[b(v)].expect("a reached bucket has a range");
+            assert!(a <= v && v <= z2, "v={v} in {a}..={z2}");
+        }
+    }
+
+    // tst.llquantstep.r (llquantize(i, 3, 3, 5, 27)): "abs() < 27", then 27, 30, ... in steps
+    // of 3, 81, 90, ... in steps of 9, 243, 270, ..., ">= 729"; nsteps below the factor
+    // (llquantize(x, 10, 2, 3, 5)) makes an order's first bucket narrower: 100..199.
+    #[test]
+    fn llquantize_steps_and_labels() {
+        let (f, lo, hi, n) = (3, 3, 5, 27);
+        let z = llquantize_zero_bucket(f, lo, hi, n);
+        assert_eq!(z, 1 + 3 * 18);
+        let b = |v| llquantize_bucket(v, f, lo, hi, n);
+        assert_eq!(b(26), z);
+        assert_eq!(b(-26), z);
+        assert_eq!(b(27), z + 1);
+        assert_eq!(b(30), z + 2);
+        assert_eq!(b(81), z + 19);
+        assert_eq!(b(90), z + 20);
+        assert_eq!(b(728), 2 * z - 1);
+        assert_eq!(b(729), 2 * z);
+        let labels = llquantize_labels(f, lo, hi, n, true);
+        assert_eq!(labels[z].as_deref(), Some("abs() < 27"));
+        assert_eq!(labels[z + 2].as_deref(), Some("30"));
+        assert_eq!(labels[z + 20].as_deref(), Some("90"));
+        assert_eq!(labels[2 * z].as_deref(), Some(">= 729"));
+        let labels = llquantize_labels(f, lo, hi, n, false);
+        assert_eq!(labels[z].as_deref(), Some("< 27"));
+        let r = llquantize_ranges(10, 2, 3, 5);
+        let z = llquantize_zero_bucket(10, 2, 3, 5);
+        assert_eq!(z, 1 + 2 * 5);
+        assert_eq!(r[z], Some((-99, 99)));
+        assert_eq!(r[z + 1], Some((100, 199)));
+        assert_eq!(r[z + 2], Some((200, 399)));
+        assert_eq!(r[z + 6], Some((1000, 1999)));
+        assert_eq!(r[z - 1], Some((-199, -100)));
+        assert_eq!(r[2 * z], Some((10_000, i64::MAX)));
+    }
+
+    // Oracle's dt_cg_agg_llquantize checks, one D_LLQUANT_* argument each.
+    #[test]
+    fn llquantize_parameter_checks() {
+        let arg = |factor, low, high, nsteps| match (AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        })
+        .validate()
+        {
+            Ok(()) => 0,
+            Err(AggError::BadLlquantize { arg, .. }) => arg,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(arg(10, 0, 6, 20), 0);
+        assert_eq!(arg(10, 2, 2, 10), 0, "high may equal low");
+        assert_eq!(arg(3, 3, 5, 27), 0);
+        assert_eq!(arg(10, 2, 3, 5), 0, "nsteps dividing the factor");
+        assert_eq!(arg(1, 0, 6, 20), 1);
+        assert_eq!(arg(10, 3, 2, 10), 3);
+        assert_eq!(arg(10, 0, 19, 10), 3, "10^20 passes 64 bits");
+        assert_eq!(arg(10, 0, 18, 10), 0, "10^19 fits in 64 bits");
+        assert_eq!(arg(10, 0, 6, 0), 4);
+        assert_eq!(arg(10, 0, 6, 3), 4, "3 does not divide 10");
+        assert_eq!(arg(10, 0, 6, 15), 4, "15 is not a multiple of 10");
+        assert_eq!(arg(10, 0, 6, 30), 4, "30 does not divide 10^2");
+        assert_eq!(arg(10, 1, 6, 30), 4, "30 does not divide 10^2");
+        assert_eq!(arg(10, 2, 6, 200), 0, "200 divides 10^3");
         assert_eq!(
             AggFunc::Llquantize {
                 factor: 2,
@@ -522,15 +758,6 @@ mod tests {
             .nwords(),
             llquantize_nbuckets(2, 0, 3, 4)
         );
-        let labels = llquantize_bucket_values(f, lo, hi, n);
-        assert_eq!(labels.len(), llquantize_nbuckets(f, lo, hi, n));
-        assert_eq!(&labels[..12], &[1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15]);
-        assert_eq!(labels[28], 100);
-        assert_eq!(*labels.last().unwrap(), 10_000_000);
-        // Every label's bucket is the bucket itself.
-        for (i, &v) in labels.iter().enumerate().skip(1) {
-            assert_eq!(llquantize_bucket(v, f, lo, hi, n), i);
-        }
     }
 
     // Guide, "Aggregations" > avg(), stddev(); libdtrace dt_stddev.

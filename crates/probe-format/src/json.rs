@@ -8,7 +8,7 @@
 
 use crate::agg::{
     AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
-    llquantize_bucket_values, quantize_bucket_value,
+    llquantize_ranges, quantize_bucket_value,
 };
 use crate::value::Value;
 use serde_json::Value as Json;
@@ -36,8 +36,9 @@ pub struct Bucket {
 /// scalars). quantize: bucket 63 is `[0, 0]`, positive buckets `[2^k, 2^(k+1) − 1]`, negative
 /// ones `[−2^(k+1) + 1, −2^k]`, the extremes reach `i64::MIN`/`i64::MAX`. lquantize: `[null,
 /// base − 1]`, `[base + i·step, base + (i+1)·step − 1]`, `[base + levels·step, null]`.
-/// llquantize: `[null, factor^low − 1]`, each bucket up to the next one's start − 1, then
-/// `[factor^(high+1), null]`.
+/// llquantize (Oracle's symmetric layout): `[null, −factor^(high+1)]`, the negative buckets,
+/// the middle `[−(factor^low − 1), factor^low − 1]`, the positive buckets, `[factor^(high+1),
+/// null]` ([`crate::agg::llquantize_ranges`]).
 pub fn buckets(func: &AggFunc, data: &AggData) -> Vec<Bucket> {
     let Some(counts) = data.buckets() else {
         return Vec::new();
@@ -83,14 +84,14 @@ pub fn buckets(func: &AggFunc, data: &AggData) -> Vec<Bucket> {
                 high,
                 nsteps,
             } => {
-                let labels = llquantize_bucket_values(factor, low, high, nsteps);
-                let last = labels.len() - 1;
-                if i == 0 {
-                    (None, Some(labels[0] - 1))
-                } else if i >= last {
-                    (Some(labels[last]), None)
-                } else {
-                    (Some(labels[i]), Some(labels[i + 1] - 1))
+                let n = counts.len();
+                match llquantize_ranges(factor, low, high, nsteps)
+                    .get(i)
+                    .copied()
+                    .flatten()
+                {
+                    Some((lo, hi)) => ((i != 0).then_some(lo), (i + 1 != n).then_some(hi)),
+                    None => (None, None),
                 }
             }
             _ => (None, None),
@@ -356,7 +357,7 @@ mod tests {
         let got: Vec<_> = buckets(&f, &d).iter().map(|b| (b.min, b.max)).collect();
         assert_eq!(
             got,
-            vec![(None, Some(0)), (Some(20), Some(29)), (Some(1000), None)]
+            vec![(Some(0), Some(0)), (Some(20), Some(29)), (Some(1000), None)]
         );
     }
 

@@ -9,7 +9,8 @@
 
 use crate::agg::{
     AggData, AggFunc, Aggregation, QUANTIZE_NBUCKETS, QUANTIZE_ZERO_BUCKET, SortOptions,
-    compare_entries, llquantize_bucket_values, quantize_bucket_value,
+    compare_entries, llquantize_labels, llquantize_nbuckets, llquantize_zero_bucket,
+    quantize_bucket_value,
 };
 use crate::printf::{AggArg, FormatError, Piece, format_printa, format_stack};
 use crate::value::{Int, Value};
@@ -365,9 +366,13 @@ pub fn format_lquantize(b: &[i64], base: i64, step: i64, normal: u64, zoom: bool
     s
 }
 
-/// An `llquantize()` table (dt_print_llquantize): row `< factor^low`, then each bucket's lower
-/// bound ([`llquantize_bucket_values`]), then `>= factor^(high+1)`. Shows one zero row around the
-/// nonzero buckets; with no data, the first two rows.
+/// An `llquantize()` table in Oracle DTrace's layout (`dt_print_llquantize`): the rows from one
+/// before the first nonzero bucket to one after the last, labelled by [`llquantize_labels`]
+/// (`abs() < factor^low` for the middle row when a negative row is shown, else `< factor^low`;
+/// `0` when `low` is 0). Ghost bins (buckets no value reaches) are skipped, except that a ghost
+/// at either end of the shown rows takes the label of its nearest labelled neighbour outwards
+/// (within `nsteps / factor` buckets), as Oracle's "ghost-bin" fix does. With no data, the rows
+/// around the first positive bucket.
 pub fn format_llquantize(
     b: &[i64],
     factor: u16,
@@ -378,20 +383,35 @@ pub fn format_llquantize(
     zoom: bool,
 ) -> String {
     let mut s = dist_header();
-    let labels = llquantize_bucket_values(factor, low, high, nsteps);
-    if b.len() != labels.len() || b.len() < 2 {
+    let n = llquantize_nbuckets(factor, low, high, nsteps);
+    if b.len() != n {
         return s;
     }
-    let last = b.len() - 1;
-    let (lo, hi) = shown_range(b, (0, 1));
+    let zero = llquantize_zero_bucket(factor, low, high, nsteps);
+    let (mut lo, mut hi) = match b.iter().position(|&c| c != 0) {
+        Some(first) => (first, b.iter().rposition(|&c| c != 0).unwrap_or(first)),
+        None => (zero + 1, zero + 1),
+    };
     let (total, pos, neg) = totals(b, lo, hi, zoom);
+    lo = lo.saturating_sub(1);
+    hi = (hi + 1).min(n - 1);
+    let mut labels = llquantize_labels(factor, low, high, nsteps, lo < zero);
+    let pad = if low == 0 && nsteps > factor {
+        (nsteps / factor) as usize
+    } else {
+        0
+    };
+    if labels[lo].is_none() {
+        let found = (1..pad).find_map(|d| lo.checked_sub(d).and_then(|j| labels[j].clone()));
+        labels[lo] = found;
+    }
+    if labels[hi].is_none() {
+        let found = (1..pad).find_map(|d| labels.get(hi + d).cloned().flatten());
+        labels[hi] = found;
+    }
     for (i, &count) in b.iter().enumerate().take(hi + 1).skip(lo) {
-        let label = if i == 0 {
-            format!("< {}", labels[0])
-        } else if i == last {
-            format!(">= {}", labels[last])
-        } else {
-            labels[i].to_string()
+        let Some(label) = &labels[i] else {
+            continue;
         };
         let _ = write!(s, "{label:>16} ");
         s.push_str(&quant_line(count, normal, total, pos, neg));
@@ -429,8 +449,16 @@ pub fn format_agg_value(func: &AggFunc, data: &AggData, normal: u64, zoom: bool)
 }
 
 /// The entries of one aggregation in DTrace's order and layout (dt_print_aggs per entry): the
-/// keys ([`format_key`]), the value ([`format_agg_value`]), a newline.
+/// keys ([`format_key`]), the value ([`format_agg_value`]), a newline. With `agghist`, a
+/// `count()` or `sum()` aggregation prints as [`format_agghist`]; with `aggpack`, a `quantize()`
+/// or `lquantize()` one as [`format_aggpack`].
 pub fn format_aggregation(agg: &Aggregation, opts: &SortOptions) -> String {
+    if opts.hist && matches!(agg.func, AggFunc::Count | AggFunc::Sum) {
+        return format_agghist(agg, opts);
+    }
+    if opts.pack && matches!(agg.func, AggFunc::Quantize | AggFunc::Lquantize { .. }) {
+        return format_aggpack(agg, opts);
+    }
     let mut s = String::new();
     for e in agg.sorted(opts) {
         for k in &e.keys {
@@ -438,6 +466,213 @@ pub fn format_aggregation(agg: &Aggregation, opts: &SortOptions) -> String {
         }
         s.push_str(&format_agg_value(&agg.func, &e.data, agg.normal, opts.zoom));
         s.push('\n');
+    }
+    s
+}
+
+/// A key as the packed layouts of `agghist` and `aggpack` print it (illumos dt_print_datum's
+/// `packedwidth`): integers as [`format_int_datum`], strings right-aligned in 16 columns after a
+/// space (` %16s`), other keys as [`format_key`].
+fn format_packed_key(v: &Value) -> String {
+    match v {
+        Value::Str(s) => format!(" {s:>16}"),
+        other => format_key(other),
+    }
+}
+
+/// The width of the key columns of a packed layout: each key's packed width (integers 3, 5, 8
+/// or 16 by size, anything else 16) plus one for its space.
+fn packed_key_width(keys: &[Value]) -> usize {
+    keys.iter()
+        .map(|k| match k {
+            Value::Int(i) => match i.bytes {
+                1 => 4,
+                2 => 6,
+                4 => 9,
+                _ => 17,
+            },
+            _ => 17,
+        })
+        .sum()
+}
+
+/// `dt_ndigits`: the columns a bucket value takes in aggpack's header and lines: its digits (as
+/// illumos counts them: one more for each power of ten it exceeds, so 10 and 100 count like 9
+/// and 99), one more for a minus sign, at least 4.
+fn ndigits(v: i64) -> usize {
+    let mut n = 1;
+    let mut val = v;
+    if val < 0 {
+        val = if val == i64::MIN { i64::MAX } else { -val };
+        n += 1;
+    }
+    let mut cmp: i64 = 10;
+    while val > cmp && cmp > 0 {
+        n += 1;
+        cmp = cmp.saturating_mul(10);
+        if cmp == i64::MAX {
+            break;
+        }
+    }
+    n.max(4)
+}
+
+/// `agghist` (illumos dt_print_datum with `DTRACE_A_TOTAL`): a `count()` or `sum()`
+/// aggregation as a histogram. A header `\n{key:>W} ---- Distribution ---- count` (`W` the keys'
+/// packed width, `value` in 16 columns without keys), then per entry in print order its keys
+/// ([`format_packed_key`]), a space and a bar as distribution rows draw them, scaled to the
+/// total of the entries' absolute values (with `aggzoom`, to the largest / 0.95), the value
+/// divided by `normalize()`'s factor.
+pub fn format_agghist(agg: &Aggregation, opts: &SortOptions) -> String {
+    let entries = agg.sorted(opts);
+    let Some(first) = entries.first() else {
+        return String::new();
+    };
+    let vals: Vec<i64> = entries
+        .iter()
+        .map(|e| e.data.scalar(1).unwrap_or(0))
+        .collect();
+    let total = if opts.zoom {
+        (vals.iter())
+            .map(|v| v.unsigned_abs() as f64 / AGGZOOM_MAX)
+            .fold(0.0, f64::max)
+    } else {
+        vals.iter().map(|v| v.unsigned_abs() as f64).sum()
+    };
+    let pos = vals.iter().any(|&v| v > 0);
+    let neg = vals.iter().any(|&v| v < 0);
+    let w = packed_key_width(&first.keys);
+    let mut s = if w == 0 {
+        dist_header()
+    } else {
+        format!("\n{:>w$} {DIST_HEADER:>41} {:<9}\n", "key", "count")
+    };
+    for (e, &v) in entries.iter().zip(&vals) {
+        for k in &e.keys {
+            s.push_str(&format_packed_key(k));
+        }
+        s.push(' ');
+        s.push_str(&quant_line(v, agg.normal, total, pos, neg));
+    }
+    s
+}
+
+/// One bucket of an `aggpack` line (illumos dt_print_packed): a space for 0; a negative count
+/// as `v`/`V` by its share of the line's total (`"vvvvVV"`); a positive one as one of eight
+/// UTF-8 block elements U+2581..U+2588 or, in ASCII, `"__xxxxXX"`, rounded half up.
+fn packed_cell(datum: i64, total: f64, utf8: bool) -> char {
+    if datum == 0 {
+        return ' ';
+    }
+    let share = |levels: usize| -> usize {
+        ((datum.unsigned_abs() as f64 * (levels - 1) as f64) / total + 0.5) as usize
+    };
+    if datum < 0 {
+        return b"vvvvVV"[share(6).min(5)] as char;
+    }
+    if utf8 {
+        return char::from_u32(0x2581 + share(8).min(7) as u32).unwrap_or('?');
+    }
+    b"__xxxxXX"[share(8).min(7)] as char
+}
+
+/// `aggpack` (illumos `dt_print_quantize_packed`, `dt_print_lquantize_packed`): a `quantize()`
+/// or `lquantize()` aggregation one line per entry. quantize shows the buckets from one below
+/// the lowest nonzero bucket of any entry (not below the zero bucket when that is the lowest)
+/// to one above the highest; lquantize shows all its buckets. A header `\n{key:>W} {min} .---.
+/// {max} | count` (one `-` per bucket), then per entry its keys, ` {low} :`, one
+/// [`packed_cell`] per bucket scaled to the entry's total (with `aggzoom`, its largest / 0.95),
+/// `: {high} | {count}` with the entry's count (not normalized). quantize's bounds are the
+/// buckets' values in [`ndigits`] columns after a space; lquantize's `< base` and `>= limit` in
+/// 8, without the space.
+pub fn format_aggpack(agg: &Aggregation, opts: &SortOptions) -> String {
+    let entries = agg.sorted(opts);
+    let Some(first) = entries.first() else {
+        return String::new();
+    };
+    let w = packed_key_width(&first.keys);
+    let key_col = if w > 0 { "key" } else { "" };
+    let buckets: Vec<&[i64]> = (entries.iter())
+        .map(|e| e.data.buckets().unwrap_or(&[]))
+        .collect();
+    let (lo, hi, lo_label, hi_label, lo_w, hi_w) = match agg.func {
+        AggFunc::Lquantize { base, step, .. } => {
+            let n = buckets.iter().map(|b| b.len()).max().unwrap_or(2).max(2);
+            let levels = (n - 2) as i64;
+            (
+                0,
+                n - 1,
+                format!("< {base}"),
+                format!(">= {}", base + levels * step),
+                8,
+                8,
+            )
+        }
+        _ => {
+            let mut min = usize::MAX;
+            let mut max = 0;
+            for b in &buckets {
+                match b.iter().position(|&c| c != 0) {
+                    Some(f) => {
+                        min = min.min(f);
+                        max = max.max(b.iter().rposition(|&c| c != 0).unwrap_or(f));
+                    }
+                    None => {
+                        min = min.min(QUANTIZE_ZERO_BUCKET);
+                        max = max.max(QUANTIZE_ZERO_BUCKET);
+                    }
+                }
+            }
+            if min != 0 && min != QUANTIZE_ZERO_BUCKET {
+                min -= 1;
+            }
+            if max < QUANTIZE_NBUCKETS - 1 {
+                max += 1;
+            }
+            let (lv, hv) = (quantize_bucket_value(min), quantize_bucket_value(max));
+            (
+                min,
+                max,
+                lv.to_string(),
+                hv.to_string(),
+                ndigits(lv),
+                ndigits(hv),
+            )
+        }
+    };
+    let (min_w, max_w) = if matches!(agg.func, AggFunc::Lquantize { .. }) {
+        (7, 8)
+    } else {
+        (lo_w, hi_w)
+    };
+    let mut s = format!(
+        "\n{key_col:>w$} {:>min_w$} .{}. {:<max_w$} | count\n",
+        "min",
+        "-".repeat(hi - lo + 1),
+        "max"
+    );
+    for (e, b) in entries.iter().zip(&buckets) {
+        for k in &e.keys {
+            s.push_str(&format_packed_key(k));
+        }
+        let cells = (lo..=hi).map(|i| b.get(i).copied().unwrap_or(0));
+        let total = if opts.zoom {
+            (cells.clone())
+                .map(|c| c.unsigned_abs() as f64 / AGGZOOM_MAX)
+                .fold(0.0, f64::max)
+        } else {
+            cells.clone().map(|c| c.unsigned_abs() as f64).sum()
+        };
+        let count: i64 = cells.clone().sum();
+        // quantize's lower bound follows a space (" %*lld :"), lquantize's does not ("%8s :").
+        let sep = if matches!(agg.func, AggFunc::Lquantize { .. }) {
+            ""
+        } else {
+            " "
+        };
+        let _ = write!(s, "{sep}{lo_label:>lo_w$} :");
+        s.extend(cells.map(|c| packed_cell(c, total, opts.utf8)));
+        let _ = writeln!(s, ": {hi_label:<hi_w$} | {count}");
     }
     s
 }
@@ -703,5 +938,40 @@ mod flow_tests {
             line(&mut f, 0, 0, PID[0], "bar", "entry"),
             format!("  0 {:<41} ", "   -> bar")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // illumos dt_ndigits: one column per power of ten the value *exceeds* (so 100 takes as
+    // many as 99), a minus sign, at least 4.
+    #[test]
+    fn ndigits_as_illumos_counts() {
+        assert_eq!(ndigits(0), 4);
+        assert_eq!(ndigits(128), 4);
+        assert_eq!(ndigits(9999), 4);
+        assert_eq!(ndigits(10_001), 5);
+        assert_eq!(ndigits(100_000), 5);
+        assert_eq!(ndigits(100_001), 6);
+        assert_eq!(ndigits(-4), 4);
+        assert_eq!(ndigits(-1024), 5);
+        assert_eq!(ndigits(i64::MIN), 20);
+    }
+
+    // dt_print_packed: 8 levels for positive counts, 6 for negative ones, rounded half up.
+    #[test]
+    fn packed_cells() {
+        assert_eq!(packed_cell(0, 10.0, false), ' ');
+        assert_eq!(packed_cell(1, 100.0, false), '_');
+        assert_eq!(packed_cell(10, 10.0, false), 'X');
+        assert_eq!(packed_cell(5, 10.0, false), 'x');
+        assert_eq!(packed_cell(7, 10.0, false), 'x');
+        assert_eq!(packed_cell(8, 10.0, false), 'X');
+        assert_eq!(packed_cell(10, 10.0, true), '\u{2588}');
+        assert_eq!(packed_cell(1, 100.0, true), '\u{2581}');
+        assert_eq!(packed_cell(-10, 10.0, false), 'V');
+        assert_eq!(packed_cell(-1, 10.0, false), 'v');
     }
 }

@@ -17,7 +17,7 @@ const QUANTIZE_GUIDE: &str = "\n  bash                                          
 const LQUANTIZE_GUIDE: &str = "\n  gnome-session                                     \n           value  ------------- Distribution ------------- count    \n              25 |                                         0        \n              26 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@ 9        \n              27 |                                         0        \n\n";
 const LQUANTIZE_RANGE: &str = "\n\n           value  ------------- Distribution ------------- count    \n             < 0 |@@@@@@@@@@                               1        \n               0 |                                         0        \n               2 |@@@@@@@@@@@@@@@@@@@@                     2        \n               4 |                                         0        \n               6 |                                         0        \n               8 |                                         0        \n           >= 10 |@@@@@@@@@@                               1        \n\n";
 const LLQUANTIZE_STEPS: &str = "\n\n           value  ------------- Distribution ------------- count    \n               2 |                                         0        \n               3 |@@@@@@@@@@                               1        \n               4 |                                         0        \n               5 |                                         0        \n               6 |                                         0        \n               7 |                                         0        \n               8 |                                         0        \n               9 |                                         0        \n              10 |@@@@@@@@@@@@@@@@@@@@                     2        \n              15 |                                         0        \n              20 |                                         0        \n              25 |                                         0        \n              30 |                                         0        \n              35 |                                         0        \n              40 |                                         0        \n              45 |                                         0        \n              50 |                                         0        \n              55 |                                         0        \n              60 |                                         0        \n              65 |                                         0        \n              70 |                                         0        \n              75 |                                         0        \n              80 |                                         0        \n              85 |                                         0        \n              90 |                                         0        \n              95 |                                         0        \n             100 |                                         0        \n             150 |@@@@@@@@@@                               1        \n             200 |                                         0        \n\n";
-const LLQUANTIZE_EMPTY: &str = "\n\n           value  ------------- Distribution ------------- count    \n             < 1 |                                         0        \n               1 |                                         0        \n\n";
+const LLQUANTIZE_EMPTY: &str = "\n\n           value  ------------- Distribution ------------- count    \n               0 |                                         0        \n               1 |                                         0        \n               2 |                                         0        \n\n";
 const QUANTIZE_NEGATIVE: &str = "\n\n           value  ------------- Distribution ------------- count    \n               0                                         | 0        \n               1                            @@@@@@@@@@@@@| -1       \n               2                                         | 0        \n               4              @@@@@@@@@@@@@@@@@@@@@@@@@@@| -2       \n               8                                         | 0        \n\n";
 const QUANTIZE_NEGATIVE_VALUES: &str = "\n\n           value  ------------- Distribution ------------- count    \n              -8 |                                         0        \n              -4 |@@@@@@@@@@@@@@@@@@@@@@@@@@@              2        \n              -2 |                                         0        \n              -1 |@@@@@@@@@@@@@                            1        \n               0 |                                         0        \n\n";
 const QUANTIZE_MIXED: &str = "\n\n           value  ------------- Distribution ------------- count    \n               0                     |                     0        \n               1                     |@@@@@@@@@@@@@        2        \n               2              @@@@@@@|                     -1       \n               4                     |                     0        \n\n";
@@ -118,7 +118,70 @@ fn llquantize_log_linear_rows() {
     );
     e.add(vec![], 5, 1);
     e.clear();
+    // Oracle's dt_print_llquantize with no data: the rows around the first positive bucket
+    // (the middle row "0", "1", and the ghost bin after it labelled as the next row, "2").
     assert_eq!(exit_print(&[&e]), LLQUANTIZE_EMPTY);
+}
+
+// Oracle DTrace's symmetric llquantize layout (tst.llquantneg.r): negative values have rows
+// mirrored around the middle row "0"; with factor 10 and 20 steps, order 0's rows are 1..9 with
+// a ghost bin between each two (skipped); a ghost bin at the edge of the shown rows takes the
+// label of its neighbour outwards ("-4" before "-3").
+#[test]
+fn llquantize_negative_values() {
+    let mut a = agg(
+        "",
+        0,
+        AggFunc::Llquantize {
+            factor: 10,
+            low: 0,
+            high: 6,
+            nsteps: 20,
+        },
+    );
+    for v in [-3, 0, 12] {
+        a.add(vec![], v, 1);
+    }
+    let row = |label: &str, count: i64| {
+        let at = if count == 1 { 13 } else { 0 };
+        format!(
+            "{label:>16} |{}{} {count:<9}\n",
+            "@".repeat(at),
+            " ".repeat(40 - at)
+        )
+    };
+    let mut want =
+        String::from("\n\n           value  ------------- Distribution ------------- count    \n");
+    for (label, count) in [("-4", 0), ("-3", 1), ("-2", 0), ("-1", 0), ("0", 1)] {
+        want.push_str(&row(label, count));
+    }
+    for k in 1..=9 {
+        want.push_str(&row(&k.to_string(), 0));
+    }
+    want.push_str(&row("10", 1));
+    want.push_str(&row("15", 0));
+    want.push('\n');
+    assert_eq!(exit_print(&[&a]), want);
+    // With a middle bucket wider than 0 (low = 2), its row reads "abs() < 100" once a negative
+    // row is shown (as the row before a nonzero middle bucket is: tst.llquantstep.r's "-27",
+    // "abs() < 27") and "< 100" otherwise (Oracle's dt_print_llquantize).
+    let f = AggFunc::Llquantize {
+        factor: 10,
+        low: 2,
+        high: 3,
+        nsteps: 10,
+    };
+    let mut b = agg("", 0, f);
+    b.add(vec![], 5, 1);
+    let out = exit_print(&[&b]);
+    assert!(out.contains("            -100 |"), "{out}");
+    assert!(out.contains("     abs() < 100 |"), "{out}");
+    let mut c = agg("", 0, f);
+    c.add(vec![], 150, 1);
+    let out = exit_print(&[&c]);
+    assert!(out.contains("           < 100 |"), "{out}");
+    assert!(out.contains("             100 |"), "{out}");
+    assert!(!out.contains("-100"), "{out}");
 }
 
 // Guide, "Aggregations" > quantize(): negative values have their own buckets (labelled with the

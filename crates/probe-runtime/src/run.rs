@@ -448,17 +448,28 @@ impl<'a> Consumer<'a> {
             .map(|(i, a)| Aggregation::new(a.name.clone(), i as u32, a.func))
             .collect::<Vec<_>>();
         let o = &prog.options;
+        let opt = |name: &str| {
+            (o.other.iter().rev())
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let flag = |name: &str| opt(name).is_some_and(|v| v != "0");
+        // illumos dt_print_packed: UTF-8 bars unless `encoding=ascii` or a terminal known not
+        // to show them (TERM dumb, sun, sun-color; here also no TERM at all).
+        let utf8 = match opt("encoding") {
+            Some(e) => e == "utf8",
+            None => std::env::var("TERM")
+                .is_ok_and(|t| !matches!(t.as_str(), "dumb" | "sun" | "sun-color")),
+        };
         let sort = SortOptions {
             key: o.aggsortkey,
             rev: o.aggsortrev,
             keypos: o.aggsortkeypos.unwrap_or(0) as usize,
             pos: o.aggsortpos.unwrap_or(0) as usize,
-            zoom: o
-                .other
-                .iter()
-                .rev()
-                .find(|(k, _)| k == "aggzoom")
-                .is_some_and(|(_, v)| v != "0"),
+            zoom: flag("aggzoom"),
+            hist: flag("agghist"),
+            pack: flag("aggpack"),
+            utf8,
         };
         let n = aggs.len();
         let usyms = crate::user::UserSymbols::new(cfg.target_pid);

@@ -122,8 +122,12 @@ fn aggregations_match_probe_format_buckets() {
     if !test_support::privileged("loads and test-runs BPF programs") {
         return;
     }
-    let values: [i64; 14] = [
+    let values: [i64; 18] = [
         0,
+        15,
+        -26,
+        -27,
+        500,
         1,
         2,
         3,
@@ -141,7 +145,7 @@ fn aggregations_match_probe_format_buckets() {
     let mut body = String::new();
     for v in values {
         body.push_str(&format!(
-            "@q = quantize({v}ll); @l = lquantize({v}ll, -10, 100, 10); @ll = llquantize({v}ll, 10, 0, 3, 10); @c = count(); @s = sum({v}ll); @mn = min({v}ll); @mx = max({v}ll);\n"
+            "@q = quantize({v}ll); @l = lquantize({v}ll, -10, 100, 10); @ll = llquantize({v}ll, 10, 0, 3, 10); @lg = llquantize({v}ll, 10, 0, 3, 20); @lt = llquantize({v}ll, 3, 3, 5, 27); @c = count(); @s = sum({v}ll); @mn = min({v}ll); @mx = max({v}ll);\n"
         ));
     }
     let (out, _, _) = run(&format!("BEGIN {{ {body} exit(0); }}"));
@@ -164,6 +168,24 @@ fn aggregations_match_probe_format_buckets() {
                 low: 0,
                 high: 3,
                 nsteps: 10,
+            },
+        ),
+        (
+            "lg",
+            AggFunc::Llquantize {
+                factor: 10,
+                low: 0,
+                high: 3,
+                nsteps: 20,
+            },
+        ),
+        (
+            "lt",
+            AggFunc::Llquantize {
+                factor: 3,
+                low: 3,
+                high: 5,
+                nsteps: 27,
             },
         ),
         ("c", AggFunc::Count),

@@ -295,6 +295,8 @@ struct Analyzer<'a> {
     matched: HashMap<ProbeDescPattern, Vec<ProbeInfo>>,
     /// Names of the structs and unions the program defines (a second definition is an error).
     d_types: std::collections::HashSet<String>,
+    /// The clause being checked calls `strtok()` (see [`CheckedClause::strtok`]).
+    clause_strtok: bool,
 }
 
 impl<'a> Analyzer<'a> {
@@ -319,6 +321,7 @@ impl<'a> Analyzer<'a> {
             argref: false,
             matched: HashMap::new(),
             d_types: std::collections::HashSet::new(),
+            clause_strtok: false,
         }
     }
 

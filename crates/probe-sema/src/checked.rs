@@ -72,6 +72,9 @@ pub struct CheckedClause {
     pub body: Vec<TStmt>,
     /// The clause-local (`this->`) variables the clause uses.
     pub clause_locals: Vec<VarId>,
+    /// The clause calls `strtok()`: its probes' programs keep DTrace's strtok state (the rest
+    /// of the string being split) from the clause's first clause to its last in each firing.
+    pub strtok: bool,
     /// The probe descriptions as written, after macro substitution (e.g. `syscall::read:entry`).
     pub descriptions: Vec<String>,
     /// Source span of the clause.
@@ -654,6 +657,12 @@ pub enum Subr {
     /// 1024, or a computed size checked when the probe fires) → `void *`, valid until the clause
     /// ends.
     Alloca,
+    /// `strtok(str, delims)` → `string`: the next token of `str`, a run of characters none of
+    /// which is in `delims`, after skipping characters that are; "" (DTrace's NULL) when only
+    /// delimiters remain. A first argument that is the constant `NULL` ([`TExprKind::Int`] 0)
+    /// continues the string of the previous call in the same probe firing on this CPU
+    /// (DTrace's per-CPU strtok state); with no previous call it faults with "invalid address".
+    Strtok,
     /// `bcopy(src, dest, size)` (a statement): copies `size` bytes (a constant, 1 to 1024) from
     /// kernel or scratch memory at `src` to `dest`, which must lie in memory `alloca()` or
     /// `copyin()` gave this clause ("invalid address" otherwise, as DTrace) → `void`.

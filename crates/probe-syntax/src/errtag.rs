@@ -129,6 +129,18 @@ err_tags! {
     D_TRACEMEM_SIZE => "tracemem()'s size is not a valid integer constant",
     D_STACK_SIZE => "stack()'s or ustack()'s frame count is not a valid integer constant",
     D_LQUANT_MISMATCH => "lquantize() or llquantize() parameters that do not describe buckets",
+    D_LLQUANT_FACTORTYPE => "llquantize()'s factor is not an integer constant",
+    D_LLQUANT_FACTORVAL => "llquantize()'s factor is not from 2 to 65535",
+    D_LLQUANT_LMAGTYPE => "llquantize()'s low magnitude is not an integer constant",
+    D_LLQUANT_LMAGVAL => "llquantize()'s low magnitude is not from 0 to 65535",
+    D_LLQUANT_HMAGTYPE => "llquantize()'s high magnitude is not an integer constant",
+    D_LLQUANT_HMAGVAL => "llquantize()'s high magnitude is out of range, below the low one, or makes factor^(high+1) overflow 64 bits",
+    D_LLQUANT_STEPTYPE => "llquantize()'s steps are not a positive integer constant",
+    D_LLQUANT_MATCHFACTOR => "an llquantize() aggregation used with another factor than before",
+    D_LLQUANT_MATCHLMAG => "an llquantize() aggregation used with another low magnitude than before",
+    D_LLQUANT_MATCHHMAG => "an llquantize() aggregation used with another high magnitude than before",
+    D_LLQUANT_MATCHSTEPS => "an llquantize() aggregation used with other steps than before",
+    D_LLQUANT_STEPVAL => "llquantize()'s steps are above 65535 or do not fit the factor (divide it, or be a multiple of it dividing factor^(low+1))",
     D_QUANT_PROTO => "an aggregating function's parameter is not an integer constant where one is needed",
 }
 

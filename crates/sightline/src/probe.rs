@@ -65,7 +65,7 @@ pub struct ProbeArgs {
     /// Set an option, as `#pragma D option` (d-reference.md § 9 says which are honoured):
     /// aggpack, aggrate, aggsize, aggsortkey, aggsortkeypos, aggsortpos, aggsortrev, agghist,
     /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
-    /// dynvarpolicy, dynvarsize, empty, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
+    /// dynvarpolicy, dynvarsize, empty, encoding, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
     /// switchrate, temporal, ustackframes, verbose, zdefs.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]

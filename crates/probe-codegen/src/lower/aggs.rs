@@ -3,13 +3,50 @@
 
 use super::*;
 
-/// The lower bounds of llquantize's buckets 1.. (ascending): bucket `i + 1` holds values
-/// `>= bounds[i]` (and below the next bound); bucket 0 holds values below `factor^low`. Taken
-/// from probe-format's labels so the BPF side and the printer agree exactly
-/// ([`probe_format::agg::llquantize_bucket`]).
-pub fn llquantize_boundaries(factor: u16, low: u16, high: u16, nsteps: u16) -> Vec<i64> {
-    let v = probe_format::agg::llquantize_bucket_values(factor, low, high, nsteps);
-    v[1..].to_vec()
+/// The constants of an `llquantize(factor, low, high, nsteps)` bucket computation (the layout
+/// of [`probe_format::agg::llquantize_bucket`], Oracle DTrace's): `sf` = nsteps / factor, `per`
+/// = nsteps − sf buckets per order of magnitude, `zero` the middle bucket's index.
+#[derive(Clone, Copy, Debug)]
+pub struct LlqConsts {
+    /// The factor.
+    pub factor: u64,
+    /// Lowest order of magnitude.
+    pub low: u32,
+    /// Highest order of magnitude.
+    pub high: u32,
+    /// Steps per order.
+    pub steps: u64,
+    /// `steps / factor`: the steps of an order that lie in the orders below.
+    pub sf: u64,
+    /// Buckets per order (`steps − sf`).
+    pub per: u64,
+    /// Index of the middle bucket (`1 + (high − low + 1) · per`).
+    pub zero: u64,
+}
+
+impl LlqConsts {
+    /// The constants of validated parameters (see `AggFunc::validate`: factor^(high+1) fits in
+    /// 64 bits).
+    pub fn new(factor: u16, low: u16, high: u16, nsteps: u16) -> LlqConsts {
+        let (factor, steps) = (u64::from(factor.max(2)), u64::from(nsteps.max(1)));
+        let (low, high) = (u32::from(low), u32::from(high.max(low)));
+        let sf = steps / factor;
+        let per = steps - sf;
+        LlqConsts {
+            factor,
+            low,
+            high,
+            steps,
+            sf,
+            per,
+            zero: 1 + u64::from(high - low + 1) * per,
+        }
+    }
+
+    /// `factor^e` (wrapping past 64 bits, which validated parameters never reach).
+    pub fn pow(&self, e: u32) -> u64 {
+        (0..e).fold(1u64, |v, _| v.wrapping_mul(self.factor))
+    }
 }
 
 impl ProgGen<'_, '_> {
@@ -191,20 +228,52 @@ impl ProgGen<'_, '_> {
                 high,
                 nsteps,
             } => {
-                let bounds = llquantize_boundaries(*factor, *low, *high, *nsteps);
-                // Bucket = number of bounds <= v (bounds ascend), by a descending compare chain.
-                let have = a.label();
-                for (i, bnd) in bounds.iter().enumerate().rev() {
-                    let next = a.label();
-                    a.mov_imm(R1, *bnd);
-                    a.jmp(Cond::SLt, R2, R1, next);
-                    a.mov_imm(R0, i as i64 + 1);
-                    a.ja(have);
-                    a.bind(next);
+                // Oracle's dt_cg_agg_llquantize_bin, unrolled over the orders of magnitude
+                // (each a compare with a constant): tmp = |v| (unsigned); the middle bucket for
+                // tmp < factor^low; else the order holding tmp, the step within it, and the
+                // bucket mirrored around the middle for v < 0.
+                let p = LlqConsts::new(*factor, *low, *high, *nsteps);
+                let (have, shift) = (a.label(), a.label());
+                let pos = a.label();
+                a.mov(R3, R2);
+                a.jmp_imm(Cond::SGe, R2, 0, pos);
+                a.alu_imm(Alu::Neg, R3, 0);
+                a.bind(pos);
+                a.mov_imm(R0, p.zero as i64);
+                a.mov_imm(R1, p.pow(p.low) as i64);
+                a.jmp(Cond::Lt, R3, R1, have);
+                let orders: Vec<(u32, Label)> = (p.low..=p.high).map(|m| (m, a.label())).collect();
+                for &(mag, l) in &orders {
+                    a.mov_imm(R1, p.pow(mag + 1) as i64);
+                    a.jmp(Cond::Lt, R3, R1, l);
                 }
-                a.mov_imm(R0, 0);
+                a.mov_imm(R4, (p.high - p.low + 1) as i64 * p.per as i64 + 1);
+                a.ja(shift);
+                for &(mag, l) in &orders {
+                    a.bind(l);
+                    let max = p.pow(mag + 1);
+                    a.mov(R4, R3);
+                    if mag == 0 {
+                        // tmp < factor <= 65535: tmp * steps cannot overflow.
+                        a.alu_imm(Alu::Mul, R4, p.steps as i32);
+                        a.mov_imm(R1, max as i64);
+                    } else {
+                        a.mov_imm(R1, (max / p.steps) as i64);
+                    }
+                    a.alu(Alu::Div, R4, R1);
+                    let off = (mag - p.low) as i64 * p.per as i64 + 1 - p.sf as i64;
+                    a.alu_imm(Alu::Add, R4, off as i32);
+                    a.ja(shift);
+                }
+                a.bind(shift);
+                let plus = a.label();
+                a.jmp_imm(Cond::SGe, R2, 0, plus);
+                a.alu(Alu::Sub, R0, R4);
+                a.ja(have);
+                a.bind(plus);
+                a.alu(Alu::Add, R0, R4);
                 a.bind(have);
-                self.bump_bucket(bounds.len() as u32 + 1, islot);
+                self.bump_bucket(2 * p.zero as u32 + 1, islot);
             }
         }
         self.asm.bind(done);
@@ -270,28 +339,64 @@ impl ProgGen<'_, '_> {
 mod tests {
     use super::*;
 
-    /// The BPF side computes the llquantize bucket as "how many lower bounds are <= v"; that
-    /// must equal probe-format's reference function for every value.
+    /// The BPF code's bucket computation, replayed over 64-bit unsigned arithmetic as the
+    /// instructions do it, equals probe-format's reference function (Oracle's layout).
     #[test]
-    fn llquantize_compare_chain_matches_probe_format() {
+    fn llquantize_bucket_code_matches_probe_format() {
+        fn bpf(v: i64, p: &LlqConsts) -> u64 {
+            let tmp = v.unsigned_abs();
+            if tmp < p.pow(p.low) {
+                return p.zero;
+            }
+            let mut ind = (p.high - p.low + 1) as u64 * p.per + 1;
+            for mag in p.low..=p.high {
+                let max = p.pow(mag + 1);
+                if tmp < max {
+                    let q = if mag == 0 {
+                        tmp * p.steps / max
+                    } else {
+                        tmp / (max / p.steps)
+                    };
+                    let off = (mag - p.low) as i64 * p.per as i64 + 1 - p.sf as i64;
+                    ind = q.wrapping_add(off as u64);
+                    break;
+                }
+            }
+            if v < 0 { p.zero - ind } else { p.zero + ind }
+        }
         for (factor, low, high, nsteps) in [
             (10u16, 0u16, 3u16, 10u16),
+            (10, 0, 6, 20),
             (2, 0, 10, 2),
             (10, 1, 4, 20),
             (4, 2, 6, 8),
+            (3, 3, 5, 27),
+            (10, 2, 3, 5),
+            (10, 7, 10, 10),
+            (2, 0, 62, 2),
         ] {
-            let bounds = llquantize_boundaries(factor, low, high, nsteps);
+            let p = LlqConsts::new(factor, low, high, nsteps);
             assert_eq!(
-                bounds.len() + 1,
-                probe_format::agg::llquantize_nbuckets(factor, low, high, nsteps),
-                "bucket count for {factor},{low},{high},{nsteps}"
+                2 * p.zero as usize + 1,
+                probe_format::agg::llquantize_nbuckets(factor, low, high, nsteps)
             );
-            let mut v: i64 = -5;
-            while v < 200_000 {
-                let ours = bounds.iter().filter(|&&b| v >= b).count();
+            let mut v: i64 = -300_000;
+            while v < 300_000 {
                 let theirs = probe_format::agg::llquantize_bucket(v, factor, low, high, nsteps);
-                assert_eq!(ours, theirs, "v={v} for {factor},{low},{high},{nsteps}");
-                v = if v < 1000 { v + 1 } else { v + 37 };
+                assert_eq!(
+                    bpf(v, &p) as usize,
+                    theirs,
+                    "v={v} for {factor},{low},{high},{nsteps}"
+                );
+                v += if v.abs() < 2000 { 1 } else { 37 };
+            }
+            for v in [i64::MIN, i64::MIN + 1, i64::MAX, 1 << 40, -(1 << 40)] {
+                let theirs = probe_format::agg::llquantize_bucket(v, factor, low, high, nsteps);
+                assert_eq!(
+                    bpf(v, &p) as usize,
+                    theirs,
+                    "v={v} for {factor},{low},{high},{nsteps}"
+                );
             }
         }
     }

@@ -127,6 +127,7 @@ impl Builder<'_> {
             clause_locals: BTreeMap::new(),
             zero_off: 0,
             sysnames_map: None,
+            strtok_state: None,
             loop_cost: 0,
         };
         pg.prologue(&members)?;
@@ -230,6 +231,29 @@ impl ProgGen<'_, '_> {
             .unwrap_or(0);
         let zsize = self.b.agg_value_max.max(8).max(struct_max);
         self.zero_off = self.scratch(zsize, Span::new(0, 0))?;
+        // Clause-local variables live for the whole firing, shared by its clauses (DTrace guide,
+        // "Variables" → "Clause-Local Variables"): slots for the program, zeroed per firing.
+        let locals: std::collections::BTreeSet<u32> = (members.iter())
+            .flat_map(|(ci, _)| self.b.prog.clauses[*ci].clause_locals.iter().map(|v| v.0))
+            .collect();
+        for v in locals {
+            let ty = self.b.prog.var(probe_sema::checked::VarId(v)).ty.clone();
+            let size = value_kind(&ty, self.strsize()).size();
+            let off = self.scratch(size, Span::new(0, 0))?;
+            self.zero(off, size);
+            self.clause_locals.insert(v, off);
+        }
+        // strtok()'s state lives from the first clause to the last of one firing (Oracle's
+        // DMEM_STRTOK, set to "no string" by the probe's prologue): the position word, then
+        // the string (twice strsize wide: a token copy reads up to 2 * strsize - 2 bytes on).
+        if members
+            .iter()
+            .any(|(ci, _)| self.b.prog.clauses[*ci].strtok)
+        {
+            let st = self.scratch(8 + 2 * self.ss8(), Span::new(0, 0))?;
+            self.asm.st_imm(Size::DW, R7, st as i16, -1);
+            self.strtok_state = Some(st);
+        }
         let a = &mut self.asm;
         if let Some(g) = self.b.globals_map {
             a.st_imm(Size::W, R10, SLOT_KEY, 0);
@@ -281,15 +305,6 @@ impl ProgGen<'_, '_> {
         self.pinned = 0;
         let end = self.asm.label();
         self.clause_end = Some(end);
-        // Clause-local variables get scratch slots for the clause.
-        self.clause_locals.clear();
-        for v in &c.clause_locals {
-            let ty = self.b.prog.var(*v).ty.clone();
-            let size = value_kind(&ty, self.strsize()).size();
-            let off = self.scratch(size, c.span)?;
-            self.zero(off, size);
-            self.clause_locals.insert(v.0, off);
-        }
         if self.b.any_exit && !matches!(self.group, GroupKey::End | GroupKey::Error) {
             self.skip_after_exit(end);
         }

@@ -343,6 +343,9 @@ impl ProgGen<'_, '_> {
             TExprKind::Call(Subr::InetNtop, args) if args.len() == 2 => {
                 self.inet(inet::Inet::Ntop, args, off, e.span)?
             }
+            TExprKind::Call(Subr::Strtok, args) if args.len() == 2 => {
+                self.strtok(args, off, e.span)?
+            }
             TExprKind::Call(Subr::Toupper, args) if args.len() == 1 => {
                 self.change_case(&args[0], true, off, e.span)?
             }

@@ -31,6 +31,12 @@
 //! copying `strlen(t)` bytes of `0xff` with a helper) and `t` is zero past its end; the needle's
 //! buffer is only as wide as its longest possible value (`str_cap`), so `strstr(s, "lib")` compares
 //! one word per position.
+//!
+//! `strtok` keeps state between calls (DTrace's per-CPU `dtms_strtok`, Oracle's `DMEM_STRTOK`):
+//! a scratch region the program's prologue reserves when one of its clauses calls it, holding
+//! the position reached (-1: no string yet) and a copy of the string being split. A call
+//! marks its delimiters in a 256-bit table (four scratch words, one bit per byte value, NUL
+//! always set), then finds the token's start and end in one branch-free pass over the copy.
 
 use super::*;
 
@@ -69,7 +75,7 @@ impl ProgGen<'_, '_> {
     }
 
     /// `strsize` rounded up to whole 8-byte words: the bytes a string value occupies in scratch.
-    fn ss8(&self) -> u32 {
+    pub(super) fn ss8(&self) -> u32 {
         (self.strsize() + 7) & !7
     }
 
@@ -704,5 +710,139 @@ impl ProgGen<'_, '_> {
         a.jmp_imm(Cond::Lt, R1, ss as i32, head);
         a.bind(after);
         Ok((s, w))
+    }
+}
+
+impl ProgGen<'_, '_> {
+    /// `strtok(str, delims)` into `off` (Oracle's `dt_cg_subr_strtok` and `bpf/strtok.S`, the
+    /// semantics of illumos `dtrace_dif_subr`): a string first argument is copied into the
+    /// program's strtok state at position 0; the constant NULL continues from the position
+    /// reached, and faults with "invalid address" when no string was given in this firing. The
+    /// token starts at the first byte at or after the position that is not a delimiter and ends
+    /// before the next delimiter or the end of the string; the position moves to that end. When
+    /// only delimiters remain, the result is "" (DTrace's NULL) and the position stays at the
+    /// end of the string.
+    pub(super) fn strtok(&mut self, args: &[TExpr], off: u32, span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let Some(st) = self.strtok_state else {
+            return self.err(span, "internal: strtok() without its state");
+        };
+        let buf = st + 8;
+        // Delimiter bytes before the terminator the loop looks at (the last byte of a string
+        // buffer is always its NUL).
+        let dlen = str_cap(&args[1], ss).saturating_sub(1);
+        self.loop_cost("strtok()", ss - 1, 34, span)?;
+        self.loop_cost("strtok()", dlen, 14, span)?;
+        if matches!(args[0].kind, TExprKind::Int(0)) {
+            let ok = self.asm.label();
+            self.asm.ldx(Size::DW, R0, R7, st as i16);
+            self.asm.jmp_imm(Cond::SGe, R0, 0, ok);
+            self.fault(Fault::BadAddr, None, span)?;
+            self.asm.bind(ok);
+        } else {
+            // Through a buffer of its own: the string may itself be a strtok() result.
+            let s = self.string_buf(&args[0], 0, 0, span)?;
+            let n = self.ss8();
+            self.copy(R7, buf as i32, R7, s as i32, n);
+            self.asm.st_imm(Size::DW, R7, st as i16, 0);
+        }
+        let d = self.string_buf(&args[1], 0, 0, span)?;
+        let table = self.scratch(32, span)?;
+        self.zero(table, 32);
+        self.asm.st_imm(Size::DW, R7, table as i16, 1);
+        if dlen > 0 {
+            // table[c >> 6] |= 1 << (c & 63) for each delimiter byte c (NUL padding sets bit 0,
+            // which is set anyway).
+            let a = &mut self.asm;
+            let head = a.label();
+            a.mov_imm(R1, 0);
+            a.bind(head);
+            a.mov(R2, R7);
+            a.alu_imm(Alu::Add, R2, d as i32);
+            a.alu(Alu::Add, R2, R1);
+            a.ldx(Size::B, R3, R2, 0);
+            a.mov(R4, R3);
+            a.alu_imm(Alu::Rsh, R4, 6);
+            a.alu_imm(Alu::Lsh, R4, 3);
+            a.mov(R2, R7);
+            a.alu_imm(Alu::Add, R2, table as i32);
+            a.alu(Alu::Add, R2, R4);
+            a.alu_imm(Alu::And, R3, 63);
+            a.mov_imm(R5, 1);
+            a.alu(Alu::Lsh, R5, R3);
+            a.ldx(Size::DW, R4, R2, 0);
+            a.alu(Alu::Or, R4, R5);
+            a.stx(Size::DW, R2, 0, R4);
+            a.alu_imm(Alu::Add, R1, 1);
+            a.jmp_imm(Cond::Lt, R1, dlen as i32, head);
+        }
+        // One pass over the copy: `first` = the first non-delimiter at or after the position,
+        // `end` = the first delimiter (NUL included) after `first`.
+        let first = self.scratch(8, span)?;
+        let end = self.scratch(8, span)?;
+        let a = &mut self.asm;
+        a.st_imm(Size::DW, R7, first as i16, -1);
+        a.st_imm(Size::DW, R7, end as i16, -1);
+        let head = a.label();
+        a.mov_imm(R1, 0);
+        a.bind(head);
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, buf as i32);
+        a.alu(Alu::Add, R2, R1);
+        a.ldx(Size::B, R3, R2, 0);
+        a.mov(R4, R3);
+        a.alu_imm(Alu::Rsh, R4, 6);
+        a.alu_imm(Alu::Lsh, R4, 3);
+        a.mov(R2, R7);
+        a.alu_imm(Alu::Add, R2, table as i32);
+        a.alu(Alu::Add, R2, R4);
+        a.ldx(Size::DW, R4, R2, 0);
+        a.alu_imm(Alu::And, R3, 63);
+        a.alu(Alu::Rsh, R4, R3);
+        a.alu_imm(Alu::And, R4, 1); // R4 = the byte is a delimiter
+        // R5 = (i >= position): the sign of position - i - 1.
+        a.ldx(Size::DW, R5, R7, st as i16);
+        a.alu(Alu::Sub, R5, R1);
+        a.alu_imm(Alu::Sub, R5, 1);
+        a.alu_imm(Alu::Rsh, R5, 63);
+        a.mov(R9, R4);
+        a.alu_imm(Alu::Xor, R9, 1);
+        a.alu(Alu::And, R9, R5);
+        a.ldx(Size::DW, R0, R7, first as i16);
+        a.alu_imm(Alu::Rsh, R0, 63);
+        a.alu(Alu::And, R9, R0); // a non-delimiter in range, no start yet
+        self.set_if(first, R9, R1, R5);
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R0, R7, first as i16);
+        a.alu_imm(Alu::Rsh, R0, 63);
+        a.alu_imm(Alu::Xor, R0, 1);
+        a.alu(Alu::And, R4, R0);
+        a.ldx(Size::DW, R0, R7, end as i16);
+        a.alu_imm(Alu::Rsh, R0, 63);
+        a.alu(Alu::And, R4, R0); // a delimiter after the start, no end yet
+        self.set_if(end, R4, R1, R5);
+        let a = &mut self.asm;
+        a.alu_imm(Alu::Add, R1, 1);
+        a.jmp_imm(Cond::Lt, R1, ss as i32 - 1, head);
+
+        self.zero(off, ss);
+        let a = &mut self.asm;
+        let (found, ended, done) = (a.label(), a.label(), a.label());
+        a.ldx(Size::DW, R0, R7, first as i16);
+        a.jmp_imm(Cond::SGe, R0, 0, found);
+        a.st_imm(Size::DW, R7, st as i16, ss as i32 - 1);
+        a.ja(done);
+        a.bind(found);
+        a.ldx(Size::DW, R2, R7, end as i16);
+        a.jmp_imm(Cond::SGe, R2, 0, ended);
+        a.mov_imm(R2, ss as i64 - 1);
+        a.bind(ended);
+        a.stx(Size::DW, R7, st as i16, R2);
+        a.alu(Alu::Sub, R2, R0);
+        a.mov(R1, R0);
+        self.clamp(R2, 0, ss as i32 - 1);
+        self.copy_span(off, buf);
+        self.asm.bind(done);
+        Ok(())
     }
 }

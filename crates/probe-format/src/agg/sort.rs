@@ -25,6 +25,15 @@ pub struct SortOptions {
     /// largest bucket shown instead of to the total (illumos `dt_quantize_total`: the highest
     /// bar is 95% of the 40 columns, `DTRACE_AGGZOOM_MAX`).
     pub zoom: bool,
+    /// `agghist`: `count()` and `sum()` aggregations print as a histogram, one bar per entry
+    /// (illumos `DTRACE_A_TOTAL`; see `output::format_aggregation`).
+    pub hist: bool,
+    /// `aggpack`: `quantize()` and `lquantize()` aggregations print packed, one line per entry
+    /// (illumos `DTRACE_A_MINMAXBIN`).
+    pub pack: bool,
+    /// `aggpack`'s bars in UTF-8 block elements (U+2581..U+2588) rather than ASCII `_x X`
+    /// (illumos `dt_print_packed`: option `encoding`, else the terminal).
+    pub utf8: bool,
 }
 
 /// Compares two keys as DTrace does (`dt_aggregate_keycmp`): integers as unsigned 64-bit values
@@ -76,8 +85,9 @@ pub fn compare_keys(a: &[Value], b: &[Value], keypos: usize) -> Ordering {
 /// Compares two values of the same function as DTrace sorts them (`dt_aggregate_valcmp`):
 /// count/sum/min/max by value; avg by sum / count; stddev by its result; distributions by
 /// Σ bucket value × count (lquantize weighs its underflow bucket with base − 1 and its overflow
-/// bucket with base + levels·step + 1; llquantize its underflow bucket with factor^low − 1), then,
-/// for quantize and lquantize, by the count in the bucket holding zero.
+/// bucket with base + levels·step + 1; llquantize, as Oracle's dt_aggregate_llquantizedsum, each
+/// bucket with its row's value, the middle one with 0), then by the count in the bucket holding
+/// zero (llquantize: the middle bucket).
 pub fn compare_data(func: &AggFunc, a: &AggData, b: &AggData) -> Ordering {
     let weights: Option<Vec<i64>> = match *func {
         AggFunc::Quantize => Some((0..QUANTIZE_NBUCKETS).map(quantize_bucket_value).collect()),
@@ -94,11 +104,27 @@ pub fn compare_data(func: &AggFunc, a: &AggData, b: &AggData) -> Ordering {
             high,
             nsteps,
         } => {
-            let mut w = llquantize_bucket_values(factor, low, high, nsteps);
-            if let Some(first) = w.first_mut() {
-                *first -= 1;
-            }
-            Some(w)
+            // Oracle's dt_aggregate_llquantizedsum: each bucket by its label's value (0 for
+            // the middle bucket, ± factor^(high+1) for the overflow buckets); the "zero" of the
+            // tie-break is the middle bucket.
+            let w = llquantize_bucket_values(factor, low, high, nsteps);
+            let zero = llquantize_zero_bucket(factor, low, high, nsteps);
+            return match (a.buckets(), b.buckets()) {
+                (Some(x), Some(y)) => {
+                    let tot = |v: &[i64]| -> f64 {
+                        v.iter()
+                            .zip(&w)
+                            .map(|(&c, wv)| c as f64 * wv.unwrap_or(0) as f64)
+                            .sum()
+                    };
+                    let z = |v: &[i64]| v.get(zero).copied().unwrap_or(0);
+                    tot(x)
+                        .partial_cmp(&tot(y))
+                        .unwrap_or(Ordering::Equal)
+                        .then(z(x).cmp(&z(y)))
+                }
+                _ => Ordering::Equal,
+            };
         }
         _ => None,
     };

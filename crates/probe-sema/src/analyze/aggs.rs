@@ -64,16 +64,44 @@ impl Analyzer<'_> {
                 if !(5..=6).contains(&n) {
                     return Err(arity(self, "5 or 6 arguments"));
                 }
+                // Oracle's dt_cg_agg_llquantize: a tag per argument and kind of error.
+                use ErrTag::*;
                 let mut v = [0u16; 4];
-                for (i, what) in ["factor", "low", "high", "nsteps"].iter().enumerate() {
-                    let k = konst(self, i + 1, what)?;
-                    v[i] = u16::try_from(k).map_err(|_| {
-                        self.report(Diagnostic::tagged(
-                            ErrTag::D_LQUANT_MISMATCH,
-                            format!("llquantize() {what} must be between 0 and 65535"),
-                            args[i + 1].span,
-                        ))
-                    })?;
+                let params = [
+                    ("factor", D_LLQUANT_FACTORTYPE, D_LLQUANT_FACTORVAL, 2),
+                    ("low", D_LLQUANT_LMAGTYPE, D_LLQUANT_LMAGVAL, 0),
+                    ("high", D_LLQUANT_HMAGTYPE, D_LLQUANT_HMAGVAL, 0),
+                    ("nsteps", D_LLQUANT_STEPTYPE, D_LLQUANT_STEPVAL, 1),
+                ];
+                for (i, (what, type_tag, val_tag, min)) in params.into_iter().enumerate() {
+                    let e = &args[i + 1];
+                    let Some(k) = const_eval(e) else {
+                        return Err(self.report(
+                            Diagnostic::tagged(
+                                type_tag,
+                                format!("llquantize() {what} must be an integer constant"),
+                                e.span,
+                            )
+                            .with_hint(format!("usage: {}", agg_usage(&a.func))),
+                        ));
+                    };
+                    if i == 3 && k <= 0 {
+                        return Err(self.err_at(
+                            type_tag,
+                            "llquantize() nsteps must be a positive integer constant",
+                            e.span,
+                        ));
+                    }
+                    v[i] = match u16::try_from(k) {
+                        Ok(x) if x >= min => x,
+                        _ => {
+                            return Err(self.err_at(
+                                val_tag,
+                                format!("llquantize() {what} must be between {min} and 65535"),
+                                e.span,
+                            ));
+                        }
+                    };
                 }
                 AggFunc::Llquantize {
                     factor: v[0],
@@ -96,6 +124,13 @@ impl Analyzer<'_> {
             }
         };
         if let Err(e) = func.validate() {
+            let tag = match e {
+                AggError::BadLlquantize { arg: 1, .. } => ErrTag::D_LLQUANT_FACTORVAL,
+                AggError::BadLlquantize { arg: 2, .. } => ErrTag::D_LLQUANT_LMAGVAL,
+                AggError::BadLlquantize { arg: 3, .. } => ErrTag::D_LLQUANT_HMAGVAL,
+                AggError::BadLlquantize { .. } => ErrTag::D_LLQUANT_STEPVAL,
+                _ => ErrTag::D_LQUANT_MISMATCH,
+            };
             // The diagnostic's span shows the parameters: only the reason is said.
             let reason = match e {
                 AggError::BadLquantize { reason, .. } | AggError::BadLlquantize { reason, .. } => {
@@ -105,7 +140,7 @@ impl Analyzer<'_> {
             };
             return Err(self.report(
                 Diagnostic::tagged(
-                    ErrTag::D_LQUANT_MISMATCH,
+                    tag,
                     format!("invalid {}() parameters: {reason}", a.func),
                     a.func_span.to(args[n - 1].span),
                 )
@@ -195,8 +230,36 @@ impl Analyzer<'_> {
                     format!("@{}", a.name)
                 };
                 if existing.func != func {
+                    // Oracle's dt_cg_agg_llquantize names the first parameter that differs.
+                    let tag = match (existing.func, func) {
+                        (
+                            AggFunc::Llquantize {
+                                factor: f0,
+                                low: l0,
+                                high: h0,
+                                ..
+                            },
+                            AggFunc::Llquantize {
+                                factor: f1,
+                                low: l1,
+                                high: h1,
+                                ..
+                            },
+                        ) => {
+                            if f0 != f1 {
+                                ErrTag::D_LLQUANT_MATCHFACTOR
+                            } else if l0 != l1 {
+                                ErrTag::D_LLQUANT_MATCHLMAG
+                            } else if h0 != h1 {
+                                ErrTag::D_LLQUANT_MATCHHMAG
+                            } else {
+                                ErrTag::D_LLQUANT_MATCHSTEPS
+                            }
+                        }
+                        _ => ErrTag::D_AGG_REDEF,
+                    };
                     return Err(self.report(
-                        Diagnostic::tagged(ErrTag::D_AGG_REDEF,
+                        Diagnostic::tagged(tag,
                             format!("{disp} is used with {} here but with {} before", describe_agg(&func), describe_agg(&existing.func)),
                             a.func_span,
                         )

@@ -174,6 +174,20 @@ impl Analyzer<'_> {
                     Type::I64,
                 ))
             }
+            "strtok" => {
+                // Oracle's dt_cg_subr_strtok: only the constant NULL (an integer constant 0)
+                // continues the previous string; any other first argument is a string to split.
+                if n != 2 {
+                    return Err(arity(self, "two arguments", "strtok(string, delimiters)"));
+                }
+                let cont = matches!(targs[0].kind, TExprKind::Int(0)) && targs[0].ty.is_integral();
+                if !cont {
+                    need_str(self, &targs[0], "first argument")?;
+                }
+                need_str(self, &targs[1], "second argument")?;
+                self.clause_strtok = true;
+                Ok(call(Subr::Strtok, targs, Type::String))
+            }
             "toupper" | "tolower" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", &format!("{func}(string)")));
@@ -550,5 +564,5 @@ impl Analyzer<'_> {
 /// Subroutines whose string arguments may be given as a `char *` (see [`Analyzer::call`]).
 const STRING_SUBROUTINES: &[&str] = &[
     "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
-    "rindex", "toupper", "tolower", "strtoll",
+    "rindex", "toupper", "tolower", "strtoll", "strtok",
 ];

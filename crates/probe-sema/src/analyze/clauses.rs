@@ -165,6 +165,7 @@ impl Analyzer<'_> {
 
     pub(super) fn clause(&mut self, index: usize, c: &ast::Clause) -> Option<CheckedClause> {
         let matched = self.match_probes(c);
+        self.clause_strtok = false;
         let (probes, descriptions, matched_ok) = match matched {
             Ok((p, d)) => (p, d, true),
             Err(Reported) => (Vec::new(), Vec::new(), false),
@@ -213,6 +214,7 @@ impl Analyzer<'_> {
             predicate,
             body,
             clause_locals: cx.locals,
+            strtok: self.clause_strtok,
             descriptions,
             span: c.span,
         })

@@ -666,6 +666,27 @@ impl Analyzer<'_> {
                     span,
                 ));
             }
+            // `s == NULL`, `s != NULL`: a string value is NULL when it is empty. Strings are
+            // values here, not pointers, and the subroutines' NULL results (strtok(), strstr())
+            // are "" (see docs/d-reference.md, "Strings").
+            if matches!(op, Eq | Ne) {
+                let is_null = |t: &TExpr| matches!(t.kind, TExprKind::Int(0)) && t.ty.is_integral();
+                let (s, null) = if ta.ty == Type::String && is_null(&tb) {
+                    (Some(ta.clone()), tb.span)
+                } else if tb.ty == Type::String && is_null(&ta) {
+                    (Some(tb.clone()), ta.span)
+                } else {
+                    (None, span)
+                };
+                if let Some(s) = s {
+                    let empty = mk(TExprKind::Str(String::new()), Type::String, null);
+                    return Ok(mk(
+                        TExprKind::StrCmp(op, Box::new(s), Box::new(empty)),
+                        Type::INT,
+                        span,
+                    ));
+                }
+            }
             if ta.ty.is_integral() && tb.ty.is_integral() {
                 let common = usual_arithmetic(&ta.ty, &tb.ty).unwrap_or(Type::I64);
                 let (ta, tb) = (convert(ta, &common), convert(tb, &common));

@@ -36,6 +36,7 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "toupper",
     "tolower",
     "strtoll",
+    "strtok",
     "substr",
     "strchr",
     "strrchr",

@@ -67,7 +67,7 @@ fn option_kind(name: &str) -> Option<OptKind> {
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos"
         | "jstackframes" | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
-        "bufpolicy" | "bufresize" | "dynvarpolicy" | "amin" => Text,
+        "bufpolicy" | "bufresize" | "dynvarpolicy" | "amin" | "encoding" => Text,
         _ => return None,
     })
 }
@@ -112,6 +112,7 @@ const OPTION_NAMES: &[&str] = &[
     "grabanon",
     "temporal",
     "amin",
+    "encoding",
 ];
 
 impl Analyzer<'_> {
@@ -229,6 +230,10 @@ impl Analyzer<'_> {
                 // DTrace's buffer policies (guide, "Buffers and Buffering").
                 if name == "bufpolicy" && !["switch", "fill", "ring"].contains(&v) {
                     return bad(self, "switch, fill or ring");
+                }
+                // illumos dt_opt_encoding: how aggpack draws its bars.
+                if name == "encoding" && !["ascii", "utf8"].contains(&v) {
+                    return bad(self, "ascii or utf8");
                 }
                 o.other.push((name.to_string(), v.to_string()));
             }
