@@ -39,7 +39,7 @@ pub use sys::{
 };
 pub use tracee::{
     PtraceEvent, Resume, RunStop, Running, SpawnSpec, Stopped, WaitEvent, WaitKind, regs_of, spawn,
-    wait_any,
+    try_wait_any, wait_any,
 };
 
 use std::fmt;

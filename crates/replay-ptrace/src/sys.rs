@@ -274,6 +274,30 @@ pub(crate) fn waitpid_any() -> Result<Option<(i32, i32)>> {
     }
 }
 
+/// `waitpid(-1, __WALL | WNOHANG)`: a report of any tracee if one is ready, `None` if none is.
+///
+/// Errors: `ECHILD` (no child left) and others as [`Error::Sys`].
+pub(crate) fn waitpid_any_nohang() -> Result<Option<(i32, i32)>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer for the call.
+    let r = unsafe { libc::waitpid(-1, &raw mut status, libc::__WALL | libc::WNOHANG) };
+    if r > 0 {
+        return Ok(Some((r, status)));
+    }
+    if r == 0 {
+        return Ok(None);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EINTR) {
+        return Ok(None);
+    }
+    Err(Error::Sys {
+        call: "waitpid(-1, __WALL | WNOHANG)",
+        tid: -1,
+        source: err,
+    })
+}
+
 /// `waitpid(tid, __WALL)`: waits for one specific thread (used while injecting a system call).
 pub(crate) fn waitpid_one(tid: i32) -> Result<i32> {
     loop {

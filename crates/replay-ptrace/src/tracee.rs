@@ -118,6 +118,14 @@ pub fn wait_any() -> Result<Option<WaitEvent>> {
     Ok(sys::waitpid_any()?.map(|(tid, status)| decode(tid, status)))
 }
 
+/// The next report of any tracee if one is ready now (`waitpid(-1, __WALL | WNOHANG)`), else
+/// `Ok(None)` (also when a signal interrupted the call).
+///
+/// Errors: `ECHILD` when no child is left, as [`Error::Sys`].
+pub fn try_wait_any() -> Result<Option<WaitEvent>> {
+    Ok(sys::waitpid_any_nohang()?.map(|(tid, status)| decode(tid, status)))
+}
+
 /// How to resume a stopped tracee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resume {

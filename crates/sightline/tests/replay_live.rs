@@ -384,3 +384,59 @@ fn a_point_inside_a_signal_names_the_nearest_one_that_can_go_live() {
         "{stderr}"
     );
 }
+
+/// Going live where every recorded process has already exited (`end` of a program that finished)
+/// replays the output, says nothing went live and ends. It used to hang: with no tracee left, the
+/// replayer waited for ever for a report, the init of its pid namespace being a child of it (the
+/// wait never said "no child"); a CI run's go-live of a server that had exited hung 900 s.
+#[test]
+fn going_live_where_every_process_has_exited_ends() {
+    let Some((_g, tmp)) = start(&["sh"]) else {
+        return;
+    };
+    let dir = tmp.path().join("rec");
+    let out = record(&dir)
+        .args(["sh", "-c", "echo one; (echo two)"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
+    for point in ["end", "1"] {
+        let mut child = sightline()
+            .args(["replay", "--go-live-at", point])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("go-live at {point} with every process exited did not end within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if point == "end" {
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "one\ntwo\n",
+                "{stderr}"
+            );
+            assert!(stderr.contains("nothing went live"), "{stderr}");
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+        } else {
+            // Event 1 is before any output: the shell goes live and prints both lines itself.
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "one\ntwo\n",
+                "{stderr}"
+            );
+            assert!(stderr.contains(" live at event #1"), "{stderr}");
+        }
+    }
+}

@@ -737,6 +737,12 @@ impl Replayer<'_> {
                 if self.live_settled() {
                     return Ok(());
                 }
+                // No tracee left. `wait_any` would not say so (ECHILD) when the replay has a
+                // child that is no tracee, the init of its pid namespace when going live: it
+                // blocked for ever (a go-live CI run hung 900 s after every process had died).
+                if self.procs.is_empty() && self.unmapped.is_empty() {
+                    return Ok(());
+                }
                 continue;
             }
             if ev.kind == WaitKind::Event(replay_ptrace::PtraceEvent::Exec) {
@@ -1437,15 +1443,23 @@ impl Replayer<'_> {
         }
         self.procs.clear();
         self.unmapped.clear();
-        loop {
-            match replay_ptrace::wait_any() {
+        // Until each has died (reaped here), or no child is left. Not until ECHILD alone: going
+        // live, the init of the replay's pid namespace is a child that never reports, and the
+        // loop blocked for ever. A tid that never reports (reaped already) ends it at the deadline.
+        let mut left: std::collections::HashSet<i32> = tids.into_iter().collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            match replay_ptrace::try_wait_any() {
                 Ok(Some(ev)) if !ev.is_death() => {
                     let _ = replay_ptrace::tkill(ev.tid, libc::SIGKILL);
                     let _ = Running::attached(ev.tid)
                         .into_stopped(&ev)
                         .resume(Resume::Cont, 0);
                 }
-                Ok(_) => {}
+                Ok(Some(ev)) => {
+                    left.remove(&ev.tid);
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(1)),
                 Err(_) => break,
             }
         }
