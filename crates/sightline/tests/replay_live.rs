@@ -440,3 +440,77 @@ fn going_live_where_every_process_has_exited_ends() {
         }
     }
 }
+
+/// `--go-live` (the end) of a program that `sightline record` ended with SIGTERM between two
+/// short system calls (none interrupted): the program goes live at the entry of its next call
+/// instead of replaying the death. Before, its recorded death was replayed and nothing went live;
+/// the recorded Python server of the test above, killed between two `poll` timeouts, did the
+/// same (seen as a 900 s hang in CI).
+#[test]
+fn a_program_killed_between_two_calls_goes_live_at_the_end() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("busy_getppid", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut rec = record(&dir)
+        .arg(&prog)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    assert_eq!(read_line(&mut output), "ready\n");
+    std::thread::sleep(Duration::from_millis(300));
+    stop_recorder(rec);
+    let r = Recording::open(&dir).unwrap();
+    let root = r.meta.root_pid;
+    let last: Vec<&Event> = r
+        .records
+        .iter()
+        .filter(|x| x.pid == root)
+        .map(|x| &x.event)
+        .collect();
+    assert!(
+        matches!(
+            last.as_slice(),
+            [.., Event::Syscall(e), Event::Signal { signo: libc::SIGTERM, .. }, Event::Exit { .. }]
+                if e.nr == libc::SYS_getppid && e.result > 0
+        ),
+        "the SIGTERM came after a completed getppid: {:?}",
+        &last[last.len().saturating_sub(3)..]
+    );
+    let stderr_path = tmp.path().join("live.err");
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let err = loop {
+        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        if err.contains(" live at ") || Instant::now() > deadline {
+            break err;
+        }
+        if let Some(st) = live.try_wait().unwrap() {
+            panic!("sightline ended ({st}) before going live: {err}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Live, it keeps running: still there a moment later.
+    std::thread::sleep(Duration::from_millis(300));
+    let running = live.try_wait().unwrap().is_none();
+    let _ = live.kill();
+    let _ = live.wait();
+    assert!(
+        err.contains(&format!(
+            "live at the end of the recording: process {root} (pid "
+        )) && err.contains("entering getppid()"),
+        "{err}"
+    );
+    assert!(running, "the live program ended: {err}");
+}

@@ -259,23 +259,37 @@ fn cut_plan(rec: &Recording, positions: &HashMap<i32, Vec<usize>>, index: usize)
     }
 }
 
-/// `end`: each stream's end, or the interrupted call before a fatal signal that ended it.
+/// `end`: each stream's end, or, for a process that a fatal signal from outside the recording
+/// ended (`sightline record` passing on Ctrl-C or SIGTERM, or a `kill` by an unrecorded process),
+/// the point before that signal: the entry of the call it interrupted, or, when it came between
+/// calls (held by the recorder until the next one), after the last call, so the process goes
+/// live at the entry of its next one. Before, such a process replayed its death and nothing went
+/// live (a server killed between two `poll` timeouts).
 fn end_plan(rec: &Recording, positions: &HashMap<i32, Vec<usize>>) -> Plan {
+    let recorded: HashSet<i32> = positions.keys().copied().collect();
     let mut cuts = HashMap::new();
     for (pid, pos) in positions {
         let evs: Vec<&Event> = pos.iter().map(|&i| &rec.records[i].event).collect();
         let mut cut = evs.len();
         if let [
             ..,
-            Event::Syscall(call),
-            Event::Signal { signo, .. },
+            Event::Signal {
+                signo,
+                info,
+                sync: false,
+            },
             Event::Exit { status, .. },
         ] = evs.as_slice()
-            && (syscalls::is_restart(call.result) || call.result == -i64::from(libc::EINTR))
             && libc::WIFSIGNALED(*status)
             && libc::WTERMSIG(*status) == *signo
+            && sent_from_outside(info, &recorded)
         {
-            cut = evs.len() - 3;
+            cut = evs.len() - 2;
+            if let Some(Event::Syscall(call)) = evs.get(cut.wrapping_sub(1))
+                && (syscalls::is_restart(call.result) || call.result == -i64::from(libc::EINTR))
+            {
+                cut -= 1;
+            }
         }
         cuts.insert(*pid, cut);
     }
@@ -283,6 +297,17 @@ fn end_plan(rec: &Recording, positions: &HashMap<i32, Vec<usize>>) -> Plan {
         index: rec.records.len(),
         cuts,
     }
+}
+
+/// True when the `siginfo_t` `info` is of a signal that no recorded process sent: `si_code`
+/// `SI_USER` or `SI_TKILL` (kill, tgkill: `si_pid`, at byte 16 on x86-64 after the padding
+/// that aligns the union, names the sender) from a pid
+/// outside `recorded`. Kernel-generated signals (a timer, SIGPIPE, a child's SIGCHLD) are the
+/// recording's own.
+fn sent_from_outside(info: &[u8; 128], recorded: &HashSet<i32>) -> bool {
+    let code = i32::from_le_bytes(info[8..12].try_into().expect("4"));
+    let pid = i32::from_le_bytes(info[16..20].try_into().expect("4"));
+    (code == libc::SI_USER || code == libc::SI_TKILL) && !recorded.contains(&pid)
 }
 
 /// Why the end of the recording cannot be gone live from: a thread other than its process's
@@ -841,6 +866,14 @@ impl Replayer<'_> {
         }
         live.capture_entry(&t, rec, nr, &args);
         self.syscall_entry(t)
+    }
+
+    /// True when going live and recorded thread `rec` has replayed every event before its
+    /// frontier: what follows in its stream (a signal that ended it, say) is not replayed.
+    pub(super) fn past_cut(&self, rec: i32) -> bool {
+        let Some(live) = &self.live else { return false };
+        let cut = live.plan.cuts.get(&rec).copied().unwrap_or(usize::MAX);
+        self.streams.get(&rec).is_some_and(|s| s.index >= cut)
     }
 
     /// True when every replayed process is held at its frontier, or waits at an exit that comes

@@ -159,6 +159,9 @@ impl Replayer<'_> {
             return Ok(());
         };
         let signo = *signo;
+        if self.past_cut(rec) {
+            return Ok(());
+        }
         let Some(p) = self.procs.get_mut(&tid) else {
             return Ok(());
         };
