@@ -591,9 +591,11 @@ impl Live {
                     d.borrow_mut().offset = r as u64;
                 }
             }
+            // The child's fd table was copied at the fork event ([`Live::inherit_fds`]); a thread
+            // shares its process's.
             SYS_fork | SYS_vfork | SYS_clone if r > 0 => {
                 let copy = table.clone();
-                self.fds.insert(r as i32, copy);
+                self.fds.entry(r as i32).or_insert(copy);
             }
             SYS_pipe | SYS_pipe2 | SYS_socketpair if r == 0 => {
                 if let Some(w) = e.writes.first()
@@ -611,6 +613,16 @@ impl Live {
             }
             _ => {}
         }
+    }
+
+    /// At the fork event of recorded process `parent` that made recorded process `child`: the
+    /// child starts with a copy of the parent's fd table (sharing its open file descriptions).
+    /// Copied here, before the child runs, and not at the fork's syscall exit: the child's
+    /// untrapped `dup2`s before its `execve` could come first, and the copy then undid them (a
+    /// `head` gone live read the replay's stdin instead of its pipe, about one go-live in 40).
+    pub(super) fn inherit_fds(&mut self, parent: i32, child: i32) {
+        let copy = self.fds.get(&parent).cloned().unwrap_or_default();
+        self.fds.insert(child, copy);
     }
 
     /// At a replayed write's entry: keeps the bytes written to a pipe (they are not written in

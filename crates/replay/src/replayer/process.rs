@@ -32,6 +32,10 @@ impl Replayer<'_> {
             }
         };
         self.real_of.insert(child_rec, child);
+        if !thread && let Some(l) = self.live.as_mut() {
+            // Now, before the child can run: its untrapped dup2s before exec change its own copy.
+            l.inherit_fds(self.procs.get(&tid).map_or(-1, |p| p.rec), child_rec);
+        }
         let parent_group = self.procs.get(&tid).map_or(child_rec, |p| p.group);
         let tgid = if thread {
             self.procs.get(&tid).map_or(child_rec, |p| p.tgid)
