@@ -30,8 +30,9 @@ pub const REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"SLCAUSAL");
 pub const FORMAT_VERSION: u32 = 2;
 /// Bytes of activity label kept in a slot (longer labels are cut at a character boundary).
 pub const ACTIVITY_MAX: usize = 80;
-/// Bytes of published baggage kept in a slot (`causal::w3c::published_baggage` makes it fit).
-pub const BAGGAGE_MAX: usize = crate::w3c::PUBLISHED_BAGGAGE_MAX;
+/// Bytes for published baggage in a slot (`causal::w3c::published_baggage` makes it fit: at most
+/// `PUBLISHED_BAGGAGE_MAX`, 255).
+pub const BAGGAGE_MAX: usize = 256;
 /// Size of one [`ThreadSlot`] in bytes.
 pub const SLOT_SIZE: usize = 384;
 
@@ -61,6 +62,11 @@ pub struct ThreadSlot {
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadSlot>() == SLOT_SIZE);
+// Published baggage fits the slot and passes whole through a USDT string argument.
+const _: () = assert!(
+    crate::w3c::PUBLISHED_BAGGAGE_MAX <= BAGGAGE_MAX
+        && crate::w3c::PUBLISHED_BAGGAGE_MAX <= usdt::STR_MAX
+);
 
 /// The process-wide list of slots, exported as `SIGHTLINE_CAUSAL_THREADS`. Layout: 0 `magic` u64,
 /// 8 `version` u32, 12 `slot_size` u32, 16 `head` pointer (first slot or 0).

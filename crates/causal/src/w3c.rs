@@ -267,8 +267,9 @@ pub fn check_baggage(value: &str) -> Option<&str> {
 }
 
 /// Bytes of the published form of baggage ([`published_baggage`]) at most: what a thread's slot
-/// holds and `causal:context` passes (docs/causal-accounting.md).
-pub const PUBLISHED_BAGGAGE_MAX: usize = 256;
+/// holds and `causal:context` passes whole (the USDT string bound, `sightline_usdt::STR_MAX`, and
+/// D's default `strsize` of 256 with its NUL; docs/causal-accounting.md).
+pub const PUBLISHED_BAGGAGE_MAX: usize = 255;
 
 /// Why a baggage item cannot be set ([`with_baggage_item`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
