@@ -130,17 +130,29 @@ fn main() {
     // 1b. Publication for accounting (docs/causal-accounting.md): a context attached, one event,
     // detached; every attach and detach changes the published task, so each pays the slot write
     // and the `causal:context` probe check. The same with publication off, side by side.
+    // With baggage (`client=alice`), each change also writes the published baggage into the
+    // slot (its bytes only when it differs from the slot's; here attach and detach alternate
+    // between it and none, so only the length changes).
     let attached = Context::with_task(_ctx.task_id(), true).with_activity("bench");
-    for (name, on) in [
-        ("causal attach+event+detach, publication on", true),
-        ("causal attach+event+detach, publication off", false),
+    let with_baggage = attached
+        .clone()
+        .with_baggage_item("client", "alice")
+        .expect("a valid baggage item");
+    for (name, on, ctx) in [
+        ("causal attach+event+detach, publication on", true, &attached),
+        ("causal attach+event+detach, publication off", false, &attached),
+        (
+            "causal attach+event+detach, baggage, publication on",
+            true,
+            &with_baggage,
+        ),
     ] {
         causal::publish::set_enabled(on);
         results.push(measure(
             name,
             rounds,
             |_| {
-                let g = attached.clone().attach();
+                let g = ctx.clone().attach();
                 black_box(causal::report("op", []));
                 drop(g);
             },

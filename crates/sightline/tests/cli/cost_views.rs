@@ -253,7 +253,8 @@ fn probe_causal_defines_causal_baggage_in_clauses_and_files() {
         "#!/usr/sbin/dtrace -s\nsyscall::read:return /causal_baggage[\"tier\"] == \"gold\"/ { @g = count(); }\n",
     )
     .unwrap();
-    let clause = "syscall::read:return /causal_task/ { @[causal_baggage[\"client\"]] = sum(arg0); }";
+    let clause =
+        "syscall::read:return /causal_task/ { @[causal_baggage[\"client\"]] = sum(arg0); }";
     let out = crate::sightline()
         .args(["probe", "-e", "--causal"])
         .arg(crate::bin())
