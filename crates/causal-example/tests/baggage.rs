@@ -3,7 +3,7 @@
 //! ends, separate processes reached over HTTP, read a file of known size per request. A D
 //! program compiled by `causal_account::pivot::program` groups the back ends' read bytes by
 //! `causal_baggage["client"]`, a value set in another process: the sums per client and back end
-//! must be exactly the file's size times that client's requests.
+//! must be exactly the file's size times that client's requests (two clients at once, then one).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -114,20 +114,22 @@ fn back_end_reads_grouped_by_the_front_ends_client_baggage() {
             let e = run.join().unwrap().unwrap_err();
             panic!("the D program: {e}\n{src}");
         }
-        // Interleaved: the back ends' threads switch between the clients' tasks.
-        let alice = client(&front, 2, "alice");
-        let bob = client(&front, 1, "bob");
-        let mut alice2 = client(&front, 1, "alice");
+        // Both clients at once, then alice again: the back ends' threads switch between the
+        // clients' tasks, concurrently and in turn.
+        let (mut alice, bob) = std::thread::scope(|c| {
+            let alice = c.spawn(|| client(&front, 2, "alice"));
+            let bob = c.spawn(|| client(&front, 2, "bob"));
+            (alice.join().unwrap(), bob.join().unwrap())
+        });
+        alice.append(&mut client(&front, 1, "alice"));
         stop.store(true, Ordering::Release);
-        let mut alice = alice;
-        alice.append(&mut alice2);
         (run.join().unwrap(), alice, bob)
     });
     front.stop();
     a.stop();
     b.stop();
     let out = out.expect("the D program runs");
-    assert_eq!((alice.len(), bob.len()), (3, 1));
+    assert_eq!((alice.len(), bob.len()), (3, 2));
 
     // Per (pid, client): the D sums.
     let mut by_client: BTreeMap<(u32, String), u64> = BTreeMap::new();
@@ -162,7 +164,7 @@ fn back_end_reads_grouped_by_the_front_ends_client_baggage() {
         );
         assert_eq!(
             by_client.get(&(pid, "bob".into())).copied(),
-            Some(size),
+            Some(2 * size),
             "back end {name}: bob's reads\n{out}"
         );
         assert_eq!(
