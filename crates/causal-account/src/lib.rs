@@ -621,6 +621,7 @@ mod tests {
                 task: 88,
                 activity_key: 9,
                 activity: "restored".into(),
+                baggage: String::new(),
             },
         )]);
         let a = tally(&out, &snap, &samples, &sensors, &energy::Model::default());

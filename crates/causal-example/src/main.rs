@@ -10,8 +10,10 @@
 //!                                          a back end of known cost: per request, CPU_MS of busy
 //!                                          loop and one read of FILE, under activity
 //!                                          `backend NAME` (docs/causal-accounting.md)
-//! causal-example client URL N              N requests to a front end, each a new task; prints
-//!                                          `task ID latency_us=N` per request
+//! causal-example client URL N [NAME]       N requests to a front end, each a new task; prints
+//!                                          `task ID latency_us=N` per request; with NAME the
+//!                                          requests are `/request?client=NAME`, and the front
+//!                                          end puts `client=NAME` in the task's baggage
 //! causal-example hold CPU_MS               attach a new task (activity `held`), print `task ID`,
 //!                                          wait for a line on stdin, then burn CPU_MS of CPU
 //!                                          and print `held cpu_ns=N`
@@ -46,7 +48,7 @@ use tokio::sync::Notify;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: causal-example backend NAME DELAY_MS [CPU_MS [FILE]] | frontend URL_A URL_B | demo | client URL N | hold CPU_MS"
+        "usage: causal-example backend NAME DELAY_MS [CPU_MS [FILE]] | frontend URL_A URL_B | demo | client URL N [NAME] | hold CPU_MS"
     );
     std::process::exit(2);
 }
@@ -71,10 +73,10 @@ fn main() {
                 Arc::new(cost),
             ));
         }
-        Some("client") if args.len() == 3 => {
+        Some("client") if (3..=4).contains(&args.len()) => {
             start_reporter("client");
             let n: usize = args[2].parse().unwrap_or_else(|_| usage());
-            if let Err(e) = client(&args[1], n) {
+            if let Err(e) = client(&args[1], n, args.get(3).map(String::as_str)) {
                 eprintln!("causal-example client: {e:#}");
                 std::process::exit(1);
             }
@@ -245,12 +247,14 @@ fn log_cost(name: &str, cpu_ns: u64, read_bytes: u64) {
     }
 }
 
-/// `client URL N`: N requests to the front end at URL, each its own task.
-fn client(url: &str, n: usize) -> anyhow::Result<()> {
+/// `client URL N [NAME]`: N requests to the front end at URL, each its own task (with NAME,
+/// `GET /request?client=NAME`).
+fn client(url: &str, n: usize, name: Option<&str>) -> anyhow::Result<()> {
+    let query = name.map_or(String::new(), |n| format!("?client={n}"));
     for _ in 0..n {
         let started = std::time::Instant::now();
         let ctx = causal::start_task("client request", [("path", "/request".into())]);
-        let mut req = ureq::get(&format!("{url}/request"));
+        let mut req = ureq::get(&format!("{url}/request{query}"));
         propagation::inject_current(req.headers_mut().context("building GET /request")?);
         let mut resp = req.call().with_context(|| format!("GET {url}/request"))?;
         let mut cur = causal::take_current().context("taking the context after the request")?;
@@ -284,12 +288,19 @@ fn hold(cpu: Duration) {
 fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
     Router::new().route(
         "/request",
-        get(move |headers: HeaderMap| {
+        get(move |headers: HeaderMap, uri: http::Uri| {
             let (a, b) = (a.clone(), b.clone());
             async move {
                 let ctx = propagation::extract(&headers);
+                let client = uri.query().and_then(|q| {
+                    q.split('&')
+                        .find_map(|kv| kv.strip_prefix("client="))
+                        .map(str::to_string)
+                });
                 // The blocking HTTP client runs on its own threads; the context goes with them.
-                let res = tokio::task::spawn_blocking(move || fan_out(ctx, &a, &b)).await;
+                let res =
+                    tokio::task::spawn_blocking(move || fan_out(ctx, client.as_deref(), &a, &b))
+                        .await;
                 match res {
                     Ok(Ok((answer, ctx))) => {
                         let mut out = HeaderMap::new();
@@ -306,8 +317,15 @@ fn frontend_router(a: String, b: String) -> Router<Arc<Notify>> {
     )
 }
 
-/// Calls both back ends in parallel (one thread each) and joins their answers.
-fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> anyhow::Result<(String, Context)> {
+/// Calls both back ends in parallel (one thread each) and joins their answers; with `client`,
+/// the task's baggage gets `client=CLIENT` first, so the back ends (and any tracer of them) see
+/// who the request is for.
+fn fan_out(
+    ctx: Option<Context>,
+    client: Option<&str>,
+    a: &str,
+    b: &str,
+) -> anyhow::Result<(String, Context)> {
     match ctx {
         Some(c) => {
             causal::set_current(Some(c));
@@ -315,6 +333,9 @@ fn fan_out(ctx: Option<Context>, a: &str, b: &str) -> anyhow::Result<(String, Co
         None => {
             causal::start_task("frontend request", []);
         }
+    }
+    if let Some(name) = client {
+        causal::set_baggage_item("client", name).context("setting the client baggage")?;
     }
     causal::event("frontend recv").report();
     let calls: Vec<_> = [("a", a.to_string()), ("b", b.to_string())]

@@ -126,7 +126,7 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
         "{}syscall::read:return,syscall::pread64:return /causal_task && (int64_t)arg0 > 0/ \
          {{ @r[causal_task, pid, causal_activity] = sum(arg0); }}\n\
          END {{ printa(\"P %u %u %s %@u\\n\", @r); }}\n",
-        causal_account::pivot::prelude(&[std::fs::canonicalize(BIN).unwrap()])
+        causal_account::pivot::prelude(&[std::fs::canonicalize(BIN).unwrap()], &[])
     );
     let (ptx, prx) = mpsc::channel();
     let (acct, client_out, held_cpu, pivot) = std::thread::scope(|s| {

@@ -73,6 +73,16 @@ struct Carried {
     tracestate: Option<String>,
     baggage: Option<String>,
     activity: Option<(Box<str>, u64)>,
+    /// The published form of `baggage` (`w3c::published_baggage`) and its FNV-1a key; `None`
+    /// when the baggage has no member.
+    baggage_pub: Option<(Box<str>, u64)>,
+}
+
+/// The published form of `baggage` and its key (`None`: nothing to publish).
+fn baggage_pub(baggage: Option<&str>) -> Option<(Box<str>, u64)> {
+    let p = crate::w3c::published_baggage(baggage?);
+    let key = crate::publish::activity_key(&p);
+    (key != 0).then(|| (p.into_boxed_str(), key))
 }
 
 /// A task and the events its next event follows; cheap to clone (no allocation unless the task
@@ -178,6 +188,7 @@ impl Context {
             None
         } else {
             Some(Arc::new(Carried {
+                baggage_pub: baggage_pub(baggage.as_deref()),
                 tracestate,
                 baggage,
                 activity: None,
@@ -223,6 +234,47 @@ impl Context {
     /// The W3C `baggage` carried along, if any.
     pub fn baggage(&self) -> Option<&str> {
         self.carried.as_ref().and_then(|c| c.baggage.as_deref())
+    }
+
+    /// The value of baggage item `key` (W3C Baggage, percent-decoded), if the carried baggage has
+    /// one.
+    pub fn baggage_item(&self, key: &str) -> Option<String> {
+        crate::w3c::baggage_item(self.baggage()?, key)
+    }
+
+    /// Sets baggage item `key` to `value` (replacing any member of that key): carried with the
+    /// task to every process it reaches (the `baggage` header or `BAGGAGE` variable), kept by
+    /// clones and joins, and published with the thread's task for tracers
+    /// (`causal_baggage[KEY]` in D, docs/causal-accounting.md). Allocates here, never on the
+    /// event path.
+    ///
+    /// # Errors
+    /// [`crate::w3c::BaggageError`] when `key` is not a token or the baggage would exceed 8192
+    /// bytes; the context is then unchanged.
+    pub fn set_baggage_item(
+        &mut self,
+        key: &str,
+        value: &str,
+    ) -> Result<(), crate::w3c::BaggageError> {
+        let list = crate::w3c::with_baggage_item(self.baggage(), key, value)?;
+        let mut c = self.carried.as_deref().cloned().unwrap_or_default();
+        c.baggage_pub = baggage_pub(Some(&list));
+        c.baggage = Some(list);
+        self.carried = Some(Arc::new(c));
+        Ok(())
+    }
+
+    /// [`Context::set_baggage_item`] by value.
+    ///
+    /// # Errors
+    /// As [`Context::set_baggage_item`].
+    pub fn with_baggage_item(
+        mut self,
+        key: &str,
+        value: &str,
+    ) -> Result<Context, crate::w3c::BaggageError> {
+        self.set_baggage_item(key, value)?;
+        Ok(self)
     }
 
     /// The activity label this context's work is charged to (docs/causal-accounting.md), if set.
@@ -419,18 +471,31 @@ fn swap(slot: &RefCell<Option<Context>>, v: Option<Context>) -> Option<Context> 
 fn publish_sampled(cur: &Option<Context>) {
     let sampled = cur.as_ref().filter(|c| c.sampled);
     CURRENT_SAMPLED.set(sampled.is_some());
-    let (task, key, label) = match sampled {
+    let (task, key, label, bag_key, bag) = match sampled {
         Some(c) => {
-            let (label, key) = c
-                .carried
-                .as_ref()
+            let carried = c.carried.as_deref();
+            let (label, key) = carried
                 .and_then(|k| k.activity.as_ref())
                 .map_or(("", 0), |(l, k)| (&**l, *k));
-            (crate::probes::task_key(c.task), key, label)
+            let (bag, bag_key) = carried
+                .and_then(|k| k.baggage_pub.as_ref())
+                .map_or(("", 0), |(b, k)| (&**b, *k));
+            (crate::probes::task_key(c.task), key, label, bag_key, bag)
         }
-        None => (0, 0, ""),
+        None => (0, 0, "", 0, ""),
     };
-    let _ = PUBLISHED.try_with(|p| p.update(thread_tid, task, key, label));
+    let _ = PUBLISHED.try_with(|p| {
+        p.update(
+            thread_tid,
+            crate::publish::Pair {
+                task,
+                key,
+                label,
+                bag_key,
+                bag,
+            },
+        );
+    });
 }
 
 /// The thread's current context; clears `CURRENT_SAMPLED` when destroyed.
@@ -475,6 +540,26 @@ pub fn set_activity(label: &str) {
         }
         publish_sampled(&cur);
     });
+}
+
+/// Sets baggage item `key` of the thread's current context ([`Context::set_baggage_item`]) and
+/// publishes it; does nothing (and succeeds) when the thread has no context.
+///
+/// # Errors
+/// As [`Context::set_baggage_item`]; the context is then unchanged.
+pub fn set_baggage_item(key: &str, value: &str) -> Result<(), crate::w3c::BaggageError> {
+    CURRENT
+        .try_with(|c| {
+            let Ok(mut cur) = c.try_borrow_mut() else {
+                return Ok(());
+            };
+            if let Some(ctx) = cur.as_mut() {
+                ctx.set_baggage_item(key, value)?;
+            }
+            publish_sampled(&cur);
+            Ok(())
+        })
+        .unwrap_or(Ok(()))
 }
 
 /// Replaces the thread's current context, returning the previous one.

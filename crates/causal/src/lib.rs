@@ -51,7 +51,7 @@ pub mod wire;
 
 pub use context::{
     Context, ContextGuard, EventBuilder, Value, current, event, join_current, report, set_activity,
-    set_current, start_task, take_current,
+    set_baggage_item, set_current, start_task, take_current,
 };
 pub use future::InContextExt;
 pub use metadata::{Metadata, MetadataError, OpId, TaskId};

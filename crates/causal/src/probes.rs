@@ -7,8 +7,9 @@
 //! - `op`: the event's OpId;
 //! - `label`: the event's label (copied only while the probe is enabled).
 //!
-//! Probes `context(task: u64, activity_key: u64, activity: &str)` and `thread(tid: u32, slot: u64)`
-//! publish what each thread works for (`crate::publish`, docs/causal-accounting.md).
+//! Probes `context(task: u64, activity_key: u64, activity: &str, baggage: &str)` and
+//! `thread(tid: u32, slot: u64)` publish what each thread works for (`crate::publish`,
+//! docs/causal-accounting.md).
 //!
 //! While no tracer enables the probe, firing costs one 16-bit load and a not-taken branch.
 //!
@@ -23,9 +24,11 @@ usdt::provider! {
     pub mod causal {
         /// One reported event: task (first 8 bytes of the TaskId), event id (OpId), label.
         fn event(task: u64, op: u64, label: &str);
-        /// The task and activity this thread works for changed: task (first 8 bytes of the
-        /// TaskId, 0: none), activity key (FNV-1a 64 of the label, 0: none), activity label.
-        fn context(task: u64, activity_key: u64, activity: &str);
+        /// The task, activity or baggage this thread works with changed: task (first 8 bytes
+        /// of the TaskId, 0: none), activity key (FNV-1a 64 of the label, 0: none), activity
+        /// label, published baggage (`,key=value,...,` as `crate::w3c::published_baggage`
+        /// makes it; "" when none).
+        fn context(task: u64, activity_key: u64, activity: &str, baggage: &str);
         /// A thread's publication slot (`causal::publish::ThreadSlot`), announced once per
         /// thread: tid, slot address.
         fn thread(tid: u32, slot: u64);

@@ -266,6 +266,143 @@ pub fn check_baggage(value: &str) -> Option<&str> {
     v.bytes().all(|b| (0x20..=0x7E).contains(&b)).then_some(v)
 }
 
+/// Bytes of the published form of baggage ([`published_baggage`]) at most: what a thread's slot
+/// holds and `causal:context` passes whole (the USDT string bound, `sightline_usdt::STR_MAX`, and
+/// D's default `strsize` of 256 with its NUL; docs/causal-accounting.md).
+pub const PUBLISHED_BAGGAGE_MAX: usize = 255;
+
+/// Why a baggage item cannot be set ([`with_baggage_item`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaggageError {
+    /// The key is empty or not an HTTP token (W3C Baggage §3.3.1.1: `key = token`).
+    #[error("baggage key {0:?} is not a token (RFC 7230 tchar characters, not empty)")]
+    BadKey(String),
+    /// The list with the item would exceed 8192 bytes (W3C Baggage §3.3.1.1 limits).
+    #[error("baggage would be {0} bytes (at most 8192)")]
+    TooLong(usize),
+}
+
+/// An HTTP token character (RFC 7230 §3.2.6 `tchar`).
+fn tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
+/// A W3C Baggage `baggage-octet` (§3.3.1.1): printable ASCII except space, `"`, `,`, `;`, backslash.
+fn baggage_octet(c: u8) -> bool {
+    matches!(c, 0x21 | 0x23..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E)
+}
+
+/// The members of a baggage list as (key, raw value) with optional whitespace trimmed and
+/// properties (after `;`) dropped; members without `=` are skipped.
+fn baggage_members(list: &str) -> impl Iterator<Item = (&str, &str)> {
+    list.split(',').filter_map(|m| {
+        let m = m.split(';').next().unwrap_or("");
+        let (k, v) = m.split_once('=')?;
+        let (k, v) = (k.trim(), v.trim());
+        (!k.is_empty()).then_some((k, v))
+    })
+}
+
+/// Percent-decodes a baggage value (W3C Baggage §3.3.1.1: values are percent-encoded UTF-8);
+/// an invalid escape is kept as it is.
+fn percent_decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes `v` for a baggage value: every byte that is not a `baggage-octet`, and `%`.
+pub fn percent_encode(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for &c in v.as_bytes() {
+        if baggage_octet(c) && c != b'%' {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
+}
+
+/// The value of the first member of baggage `list` whose key is `key`, percent-decoded; `None`
+/// when there is none.
+pub fn baggage_item(list: &str, key: &str) -> Option<String> {
+    baggage_members(list)
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| percent_decode(v))
+}
+
+/// `list` (absent: empty) with the members of key `key` removed and `key=value` appended, the
+/// value percent-encoded ([`percent_encode`]); other members are kept as they were.
+///
+/// # Errors
+/// [`BaggageError::BadKey`] when `key` is not a token; [`BaggageError::TooLong`] when the result
+/// exceeds 8192 bytes.
+pub fn with_baggage_item(
+    list: Option<&str>,
+    key: &str,
+    value: &str,
+) -> Result<String, BaggageError> {
+    if key.is_empty() || !key.bytes().all(tchar) {
+        return Err(BaggageError::BadKey(key.to_string()));
+    }
+    let mut out = String::new();
+    for m in list.unwrap_or("").split(',') {
+        let k = m.split(['=', ';']).next().unwrap_or("").trim();
+        if m.trim().is_empty() || k == key {
+            continue;
+        }
+        out.push_str(m.trim());
+        out.push(',');
+    }
+    out.push_str(key);
+    out.push('=');
+    out.push_str(&percent_encode(value));
+    if out.len() > 8192 {
+        return Err(BaggageError::TooLong(out.len()));
+    }
+    Ok(out)
+}
+
+/// The form of baggage `list` that the library publishes for tracers (docs/causal-accounting.md):
+/// `,key=value,key=value,` with whitespace and properties dropped and values as carried
+/// (percent-encoded), so that a BPF program finds key `K`'s value after `",K="` up to the next
+/// `,`. Whole members only, at most [`PUBLISHED_BAGGAGE_MAX`] bytes (members that do not fit are
+/// left out, in order). Empty when `list` has no member.
+pub fn published_baggage(list: &str) -> String {
+    let mut out = String::new();
+    for (k, v) in baggage_members(list) {
+        let need = usize::from(out.is_empty()) + k.len() + 1 + v.len() + 1;
+        if out.len() + need > PUBLISHED_BAGGAGE_MAX {
+            continue;
+        }
+        if out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push('=');
+        out.push_str(v);
+        out.push(',');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +467,45 @@ mod tests {
         ));
         let future = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-xyz";
         assert_eq!(TraceParent::parse(future).unwrap().version, 1);
+    }
+
+    #[test]
+    fn baggage_items() {
+        // W3C Baggage §3.3.1.4's example (with properties and whitespace).
+        let l = "key1 = value1;property1;property2, key2 = value2, key3=value3; propertyKey=propertyValue";
+        assert_eq!(baggage_item(l, "key2").as_deref(), Some("value2"));
+        assert_eq!(baggage_item(l, "key3").as_deref(), Some("value3"));
+        assert_eq!(baggage_item(l, "key4"), None);
+        assert_eq!(
+            published_baggage(l),
+            ",key1=value1,key2=value2,key3=value3,"
+        );
+        assert_eq!(
+            baggage_item("serverNode=DF%2028", "serverNode").as_deref(),
+            Some("DF 28")
+        );
+        assert_eq!(baggage_item("k=50%zz", "k").as_deref(), Some("50%zz"));
+        let set = with_baggage_item(Some("a=1;p, client=bob ,b=2"), "client", "ali ce,%").unwrap();
+        assert_eq!(set, "a=1;p,b=2,client=ali%20ce%2C%25");
+        assert_eq!(baggage_item(&set, "client").as_deref(), Some("ali ce,%"));
+        assert_eq!(
+            with_baggage_item(None, "client", "alice").unwrap(),
+            "client=alice"
+        );
+        assert_eq!(
+            with_baggage_item(None, "a b", "x"),
+            Err(BaggageError::BadKey("a b".into()))
+        );
+        assert!(matches!(
+            with_baggage_item(None, "k", &"x".repeat(9000)),
+            Err(BaggageError::TooLong(9002))
+        ));
+        // Whole members only within PUBLISHED_BAGGAGE_MAX: the one that does not fit is left out.
+        let big = format!("a={},b=2", "x".repeat(300));
+        assert_eq!(published_baggage(&big), ",b=2,");
+        let fill = format!("a={},b=22", "x".repeat(PUBLISHED_BAGGAGE_MAX - 4));
+        assert_eq!(published_baggage(&fill).len(), PUBLISHED_BAGGAGE_MAX);
+        assert_eq!(published_baggage(""), "");
     }
 
     #[test]

@@ -51,6 +51,62 @@ fn slot_follows_the_current_context() {
 }
 
 #[test]
+fn baggage_is_published_and_carried_across_processes() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    std::thread::spawn(|| {
+        let tid = gettid();
+        let task = TaskId::from_u64(0x0A0B).unwrap();
+        let _g = Context::with_task(task, true)
+            .with_activity("front")
+            .attach();
+        assert_eq!(mine(tid).unwrap().baggage, "", "no baggage yet");
+        causal::set_baggage_item("client", "alice").unwrap();
+        let st = mine(tid).unwrap();
+        assert_eq!(st.baggage, ",client=alice,");
+        assert_eq!(st.activity, "front", "the activity stays");
+        // Replacing the item republishes; a second item is appended.
+        causal::set_baggage_item("client", "bob smith").unwrap();
+        causal::set_baggage_item("tier", "gold").unwrap();
+        assert_eq!(mine(tid).unwrap().baggage, ",client=bob%20smith,tier=gold,");
+        let cur = causal::current().unwrap();
+        assert_eq!(cur.baggage(), Some("client=bob%20smith,tier=gold"));
+        assert_eq!(cur.baggage_item("client").as_deref(), Some("bob smith"));
+        assert!(causal::set_baggage_item("bad key", "x").is_err());
+        assert_eq!(
+            causal::current().unwrap().baggage(),
+            Some("client=bob%20smith,tier=gold"),
+            "an invalid key leaves the baggage as it was"
+        );
+        // What another process gets: the `baggage` header travels with the task.
+        let mut cur = cur;
+        cur.report("send", []);
+        let mut headers = http::HeaderMap::new();
+        causal::propagation::inject(&cur, &mut headers);
+        assert_eq!(headers["baggage"], "client=bob%20smith,tier=gold");
+        let there = causal::propagation::extract(&headers).expect("a context");
+        assert_eq!(there.task_id(), task);
+        assert_eq!(there.baggage_item("client").as_deref(), Some("bob smith"));
+        // In the other process the received context publishes the same baggage.
+        std::thread::spawn(move || {
+            let tid = gettid();
+            let _g = there.with_activity("back").attach();
+            let st = mine(tid).unwrap();
+            assert_eq!(
+                (st.task, st.activity.as_str(), st.baggage.as_str()),
+                (0x0A0B, "back", ",client=bob%20smith,tier=gold,")
+            );
+        })
+        .join()
+        .unwrap();
+        // A context without baggage clears it.
+        let _h = Context::with_task(task, true).attach();
+        assert_eq!(mine(tid).unwrap().baggage, "");
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn futures_publish_while_polled_and_exited_threads_free_their_slot() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (tx, rx) = mpsc::channel();

@@ -297,6 +297,12 @@ impl Script {
         &self.sources
     }
 
+    /// The sources, in order, to change in place: (name, text). For a front end that rewrites
+    /// the user's text or puts a prelude before it (`sightline probe --causal`).
+    pub fn sources_mut(&mut self) -> &mut Vec<(String, String)> {
+        &mut self.sources
+    }
+
     /// Compiles the program for `target`: parses, checks against the probes the system (and the
     /// target's files) provide, and generates its BPF code. A [`Target::Command`] is created
     /// here, held before it runs its first instruction, and released by [`Program::run`] once

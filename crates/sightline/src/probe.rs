@@ -29,9 +29,10 @@ pub struct ProbeArgs {
     /// A D script file (a `#!` first line is ignored).
     #[arg(short = 's', value_name = "FILE")]
     pub script: Vec<std::path::PathBuf>,
-    /// Define `causal_task` and `causal_activity` (Pivot Tracing: the causal task and activity
-    /// label of the current thread) for the processes of this executable, which links the causal
-    /// library (repeatable; docs/causal-accounting.md).
+    /// Define `causal_task`, `causal_activity` and `causal_baggage["KEY"]` (Pivot Tracing: the
+    /// causal task, activity label and baggage item KEY of the current thread) for the processes
+    /// of this executable, which links the causal library (repeatable;
+    /// docs/causal-accounting.md).
     #[arg(long, value_name = "EXE")]
     pub causal: Vec<std::path::PathBuf>,
     /// Run CMD (held until every probe is attached), set `$target` to its pid, and stop when it exits.
@@ -143,14 +144,6 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // descriptions: compiled and run through the library (sightline-probe), as any program using
     // it would.
     let mut script = Script::default();
-    if !args.causal.is_empty() {
-        let exes: Vec<std::path::PathBuf> = args
-            .causal
-            .iter()
-            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
-            .collect();
-        script = script.add_source("--causal", causal_account::pivot::prelude(&exes));
-    }
     for path in &args.script {
         script = script.add_file(path).map_err(anyhow::Error::new)?;
     }
@@ -165,8 +158,29 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     for d in descriptions(&args) {
         script = script.add_source("-P/-m/-f", d.to_string());
     }
-    if script.sources().len() == usize::from(!args.causal.is_empty()) {
+    if script.sources().is_empty() {
         bail!("no probes specified: use -n 'CLAUSE', -s FILE, -P PROVIDER or -l");
+    }
+    if !args.causal.is_empty() {
+        // Pivot Tracing: `causal_baggage["KEY"]` rewritten, then the prelude defining the
+        // causal_* names goes first.
+        let exes: Vec<std::path::PathBuf> = args
+            .causal
+            .iter()
+            .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+            .collect();
+        let mut keys = Vec::new();
+        for (name, text) in script.sources_mut().iter_mut() {
+            *text = causal_account::pivot::rewrite_baggage(text, &mut keys)
+                .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        }
+        script.sources_mut().insert(
+            0,
+            (
+                "--causal".to_string(),
+                causal_account::pivot::prelude(&exes, &keys),
+            ),
+        );
     }
     for a in &args.args {
         script = script.arg(a.clone());

@@ -243,3 +243,49 @@ fn probe_causal_defines_causal_task_and_causal_activity() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no probes specified"));
 }
+
+#[test]
+fn probe_causal_defines_causal_baggage_in_clauses_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("by-client.d");
+    std::fs::write(
+        &file,
+        "#!/usr/sbin/dtrace -s\nsyscall::read:return /causal_baggage[\"tier\"] == \"gold\"/ { @g = count(); }\n",
+    )
+    .unwrap();
+    let clause =
+        "syscall::read:return /causal_task/ { @[causal_baggage[\"client\"]] = sum(arg0); }";
+    let out = crate::sightline()
+        .args(["probe", "-e", "--causal"])
+        .arg(crate::bin())
+        .arg("-s")
+        .arg(&file)
+        .args(["-n", clause])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without --causal, causal_baggage is an unknown name.
+    let out = crate::sightline()
+        .args(["probe", "-e", "-n", clause])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("causal_baggage"));
+    // The key must be a string constant.
+    let out = crate::sightline()
+        .args(["probe", "-e", "--causal"])
+        .arg(crate::bin())
+        .args(["-n", "BEGIN { k = \"client\"; trace(causal_baggage[k]); }"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("-n: causal_baggage at byte 28: give the key as a string constant"),
+        "{err}"
+    );
+}
