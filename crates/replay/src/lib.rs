@@ -89,6 +89,17 @@ pub enum Error {
     /// handled inside [`replayer::replay_debugged`], never returned by it.
     #[error("the debugger restarts the replay")]
     Restart,
+    /// A debugger asked for the program to go live where it is stopped (`monitor go-live`):
+    /// thread `rec_tid` (recorded tid) had replayed `thread_events` events of its own. The
+    /// debugged replay ends (its processes killed) and the caller goes live before that thread's
+    /// next event ([`replayer::go_live_point`], docs/replay-gdb.md).
+    #[error("the debugger asks to go live (thread {rec_tid}, after {thread_events} of its events)")]
+    GoLive {
+        /// Recorded tid of the thread the debugger stopped at.
+        rec_tid: i32,
+        /// Its events replayed so far.
+        thread_events: usize,
+    },
     /// The replay diverged from the recording.
     #[error("{0}")]
     Divergence(Box<Divergence>),

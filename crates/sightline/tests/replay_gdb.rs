@@ -463,3 +463,75 @@ fn gdbserver_lists_the_threads_of_a_threaded_guest() {
         .unwrap();
     assert_eq!(replayed, recorded);
 }
+
+/// Issue 13: `monitor go-live` in a gdb session on a replay ends the replay where gdb stopped it
+/// and lets the program run on natively: here at the first `fprintf` of `running_sum`, after its
+/// first line was replayed; gone live it writes that line's sum to its log file for real, reads
+/// a new number from our stdin and ends with no tracer and no seccomp filter. The line replayed
+/// before gdb's stop is written once.
+#[test]
+fn monitor_go_live_continues_the_program_natively_from_the_gdb_stop() {
+    let Some((_g, tmp)) = start() else { return };
+    let prog = guest("running_sum", tmp.path());
+    let log = tmp.path().join("sums.log");
+    let dir = tmp.path().join("rec");
+    let mut rec = sightline()
+        .arg("record")
+        .arg("-o")
+        .arg(&dir)
+        .arg("--")
+        .arg(&prog)
+        .arg(&log)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    rec.stdin.take().unwrap().write_all(b"1\n").unwrap();
+    let out = rec.wait_with_output().unwrap();
+    let recorded = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        recorded.starts_with("sum 1\nend 1 seccomp 2 tracer "),
+        "{recorded}"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "1\n");
+    let cmds = tmp.path().join("cmds.gdb");
+    std::fs::write(&cmds, "break fprintf\ncontinue\nmonitor go-live\n").unwrap();
+    let mut child = sightline()
+        .args(["replay", "--gdb"])
+        .arg(&dir)
+        .args(["--", "-nx", "-batch", "-x"])
+        .arg(&cmds)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"5\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the live program did not end within 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(stdout.matches("sum 1\n").count(), 1, "{stdout}");
+    assert!(
+        stdout.contains("sum 6\nend 6 seccomp 0 tracer 0 rdtsc ok\n"),
+        "{stdout}{stderr}"
+    );
+    // gdb prints the monitor command's answer on its stderr.
+    assert!(
+        format!("{stdout}{stderr}").contains("Going live where thread "),
+        "{stdout}{stderr}"
+    );
+    assert!(stderr.contains(" live at event #"), "{stderr}");
+    // Live, the program writes the log from where it was at the stop (offset 0, before its
+    // first line): both sums.
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "1\n6\n");
+}

@@ -154,6 +154,8 @@ pub struct GdbServer {
     warned_write: bool,
     /// The recorded signal about to be delivered at the current stop (Linux number; 0: none).
     delivering: i32,
+    /// `monitor go-live` was asked for ([`Error::GoLive`] once answered).
+    going_live: bool,
     /// A reverse-continue in progress.
     reverse: Option<Reverse>,
     /// A breakpoint the server planted for [`Reverse::Count`] (not gdb's).
@@ -225,6 +227,7 @@ impl GdbServer {
             next_fd: 3,
             pass: HashSet::new(),
             warned_write: false,
+            going_live: false,
             delivering: 0,
             reverse: None,
             internal: None,
@@ -591,6 +594,14 @@ impl GdbServer {
         if text == "QStartNoAckMode" {
             self.conn.acks = false;
         }
+        if self.going_live {
+            // `monitor go-live` was answered: the replay ends here, and the session with it
+            // (the connection closes when the server is dropped).
+            return Err(Error::GoLive {
+                rec_tid: view.rec_tid,
+                thread_events: view.thread_events,
+            });
+        }
         Ok(None)
     }
 
@@ -859,8 +870,17 @@ impl GdbServer {
                 "Events replayed: {}; thread {} has replayed {} of its own.\n",
                 view.events, view.rec_tid, view.thread_events
             ),
+            "go-live" => {
+                self.going_live = true;
+                format!(
+                    "Going live where thread {} is stopped (before its event {}): the replay ends, \
+                     the program continues natively and this session closes.\n",
+                    view.rec_tid, view.thread_events
+                )
+            }
             "help" | "" => {
                 "monitor when: how far the replay is (events of the recording replayed)\n\
+                            monitor go-live: end the replay here and let the program run on natively\n\
                             monitor help: this list\n"
                     .to_owned()
             }
@@ -1332,6 +1352,11 @@ impl Debugger for GdbServer {
     fn on_end(&mut self, error: Option<&Error>) {
         let Some(e) = error else { return };
         if self.detached || !self.started {
+            return;
+        }
+        if matches!(e, Error::GoLive { .. }) {
+            // Said with the monitor command's answer; gdb sees the connection close.
+            self.detached = true;
             return;
         }
         let msg = format!("sightline: the replay cannot go on: {e}\n");

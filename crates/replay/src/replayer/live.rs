@@ -207,6 +207,18 @@ pub fn plan(rec: &Recording, point: Point) -> Result<Plan, Error> {
     }
 }
 
+/// The go-live point of a debugger's `monitor go-live` ([`Error::GoLive`]): before the next
+/// event of recorded thread `rec_tid`, which had replayed `thread_events` of its events (its
+/// position in the recording, as `--dump` numbers events); the end when it had none left.
+pub fn go_live_point(rec: &Recording, rec_tid: i32, thread_events: usize) -> Point {
+    rec.records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.pid == rec_tid)
+        .nth(thread_events)
+        .map_or(Point::End, |(i, _)| Point::Event(i))
+}
+
 /// `#E (PID:N)` for the event E, or `#E` when it is no system call.
 fn name_point(rec: &Recording, e: usize) -> String {
     let Some(r) = rec.records.get(e) else {

@@ -25,7 +25,7 @@ mod process;
 mod signal;
 mod syscall;
 
-pub use live::{LiveOutcome, LiveProcess, Plan, Point, go_live, plan};
+pub use live::{LiveOutcome, LiveProcess, Plan, Point, go_live, go_live_point, plan};
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
