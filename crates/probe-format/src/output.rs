@@ -520,7 +520,7 @@ fn ndigits(v: i64) -> usize {
 /// `agghist` (illumos dt_print_datum with `DTRACE_A_TOTAL`): a `count()` or `sum()`
 /// aggregation as a histogram. A header `\n{key:>W} ---- Distribution ---- count` (`W` the keys'
 /// packed width, `value` in 16 columns without keys), then per entry in print order its keys
-/// ([`format_packed_key`]), a space and a bar as distribution rows draw them, scaled to the
+/// (`format_packed_key`), a space and a bar as distribution rows draw them, scaled to the
 /// total of the entries' absolute values (with `aggzoom`, to the largest / 0.95), the value
 /// divided by `normalize()`'s factor.
 pub fn format_agghist(agg: &Aggregation, opts: &SortOptions) -> String {
@@ -581,9 +581,9 @@ fn packed_cell(datum: i64, total: f64, utf8: bool) -> char {
 /// the lowest nonzero bucket of any entry (not below the zero bucket when that is the lowest)
 /// to one above the highest; lquantize shows all its buckets. A header `\n{key:>W} {min} .---.
 /// {max} | count` (one `-` per bucket), then per entry its keys, ` {low} :`, one
-/// [`packed_cell`] per bucket scaled to the entry's total (with `aggzoom`, its largest / 0.95),
+/// `packed_cell` per bucket scaled to the entry's total (with `aggzoom`, its largest / 0.95),
 /// `: {high} | {count}` with the entry's count (not normalized). quantize's bounds are the
-/// buckets' values in [`ndigits`] columns after a space; lquantize's `< base` and `>= limit` in
+/// buckets' values in `ndigits` columns after a space; lquantize's `< base` and `>= limit` in
 /// 8, without the space.
 pub fn format_aggpack(agg: &Aggregation, opts: &SortOptions) -> String {
     let entries = agg.sorted(opts);
