@@ -81,7 +81,13 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
     for (task, last_parents) in &tasks {
         let reports = &by_task[task];
         assert_eq!(reports.len() as u64, per_thread, "task {task}");
-        assert_eq!(reports[0].label.as_deref(), Some("thread"));
+        // The task's first event from its own queue; the destructor's event comes through the
+        // shared queue and may be drained before it (it did under load).
+        let own: Vec<&&Report> = reports
+            .iter()
+            .filter(|r| r.label.as_deref() != Some("from destructor"))
+            .collect();
+        assert_eq!(own[0].label.as_deref(), Some("thread"));
         // The thread's own events in the order it reported them, each following the one
         // before.
         let ops: Vec<_> = reports
