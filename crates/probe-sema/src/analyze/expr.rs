@@ -637,6 +637,14 @@ impl Analyzer<'_> {
         let ta = self.expr(a, cx);
         let tb = self.expr(b, cx);
         let (ta, tb) = (ta?, tb?);
+        self.binary_typed(op, ta, tb, span)
+    }
+
+    /// [`Self::binary`] once both operands are analyzed. Out of line: `binary` recurses once per
+    /// nesting level, and this part's many temporaries made its frame 12 KB in debug builds (the
+    /// deepest accepted nesting overflowed a 2 MiB thread stack).
+    #[inline(never)]
+    fn binary_typed(&mut self, op: BinaryOp, ta: TExpr, tb: TExpr, span: Span) -> R<TExpr> {
         use BinaryOp::*;
         if op.is_logical() {
             for t in [&ta, &tb] {
@@ -669,23 +677,16 @@ impl Analyzer<'_> {
             // `s == NULL`, `s != NULL`: a string value is NULL when it is empty. Strings are
             // values here, not pointers, and the subroutines' NULL results (strtok(), strstr())
             // are "" (see docs/d-reference.md, "Strings").
-            if matches!(op, Eq | Ne) {
-                let is_null = |t: &TExpr| matches!(t.kind, TExprKind::Int(0)) && t.ty.is_integral();
-                let (s, null) = if ta.ty == Type::String && is_null(&tb) {
-                    (Some(ta.clone()), tb.span)
-                } else if tb.ty == Type::String && is_null(&ta) {
-                    (Some(tb.clone()), ta.span)
-                } else {
-                    (None, span)
-                };
-                if let Some(s) = s {
-                    let empty = mk(TExprKind::Str(String::new()), Type::String, null);
-                    return Ok(mk(
-                        TExprKind::StrCmp(op, Box::new(s), Box::new(empty)),
-                        Type::INT,
-                        span,
-                    ));
-                }
+            if matches!(op, Eq | Ne)
+                && let Some(left) = string_null_side(&ta, &tb)
+            {
+                let (s, null) = if left { (ta, tb.span) } else { (tb, ta.span) };
+                let empty = mk(TExprKind::Str(String::new()), Type::String, null);
+                return Ok(mk(
+                    TExprKind::StrCmp(op, Box::new(s), Box::new(empty)),
+                    Type::INT,
+                    span,
+                ));
             }
             if ta.ty.is_integral() && tb.ty.is_integral() {
                 let common = usual_arithmetic(&ta.ty, &tb.ty).unwrap_or(Type::I64);
@@ -811,6 +812,20 @@ impl Analyzer<'_> {
             ty,
             span,
         ))
+    }
+}
+
+/// For `s == NULL` / `s != NULL` with `s` a string: `Some(true)` when the string is the left
+/// operand and the right one the integer constant 0, `Some(false)` the other way round, `None`
+/// for any other comparison.
+fn string_null_side(ta: &TExpr, tb: &TExpr) -> Option<bool> {
+    let is_null = |t: &TExpr| matches!(t.kind, TExprKind::Int(0)) && t.ty.is_integral();
+    if ta.ty == Type::String && is_null(tb) {
+        Some(true)
+    } else if tb.ty == Type::String && is_null(ta) {
+        Some(false)
+    } else {
+        None
     }
 }
 
