@@ -959,10 +959,15 @@ impl ClickHouseStore {
         let stored = stored_task_id(task_id);
         let shown = display_task_id(&stored).to_string();
         let db = &self.url.database;
+        // Each copy of an event collapsed by its key, as `FINAL` would (the copy of the
+        // largest `keep`, the earliest batch), but on the task's rows only: `FINAL` in 18.16
+        // merges the whole table's parts for one task (1.78 s at 10 M events).
         let rows: Vec<B> = self.rows(
             "loading a task",
             &format!(
-                "SELECT body FROM {db}.events FINAL WHERE task = {} ORDER BY batch, idx",
+                "SELECT argMax(body, keep) AS body, max(keep) AS k, argMax(idx, keep) AS i
+                 FROM {db}.events WHERE task = {} GROUP BY event_id, content_hash
+                 ORDER BY k DESC, i",
                 quote(&stored)
             ),
         )?;

@@ -664,3 +664,46 @@ fn a_version_2_store_is_upgraded_with_its_service_tasks_backfilled() {
     );
     ch.drop_database().unwrap();
 }
+
+/// `show` loads a task's events in arrival order, each copy once, without `FINAL`: events
+/// stored in three batches out of id order, the first batch written again (no duplicate
+/// lookup, so the copies reach the table), and another version of one event, come back as
+/// SQLite returns them.
+#[test]
+fn a_task_loads_in_arrival_order_with_copies_collapsed() {
+    let Some(url) = server("load") else { return };
+    let off = ClickHouseUrl::parse(&format!(
+        "clickhouse://{}:{}/{}?duplicate_lookup=off",
+        url.host, url.port, url.database
+    ))
+    .unwrap();
+    let t0 = 1_700_000_000_000_000_000i64;
+    let mut evs = timed_events(
+        "F00D",
+        "svc",
+        &(0..9).map(|i| Some(t0 + i * 1_000)).collect::<Vec<_>>(),
+    );
+    evs.reverse();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    let mut ch = ClickHouseStore::open(&off).unwrap();
+    let mut changed = evs[4].clone();
+    changed.labels = vec!["another version".into()];
+    let batches = [
+        &evs[..3],
+        &evs[3..6],
+        &evs[6..],
+        &evs[..3],
+        std::slice::from_ref(&changed),
+    ];
+    for (i, b) in batches.iter().enumerate() {
+        lite.insert(b, i as i64).unwrap();
+        ch.insert(b, i as i64).unwrap();
+    }
+    let loaded = ch.load_task("F00D").unwrap();
+    assert_eq!(loaded.len(), 10, "9 events and one more version");
+    assert_eq!(loaded, lite.load_task("F00D").unwrap());
+    assert_eq!(loaded[0].id, "E8");
+    assert_eq!(loaded[9].labels, ["another version"]);
+    ch.drop_database().unwrap();
+}
