@@ -6,11 +6,14 @@
 //! - `events`: one row per stored event (its JSON in `body`, searchable columns beside it), a
 //!   `ReplacingMergeTree` keyed by `(task, event_id, content_hash)`: a copy delivered again (a
 //!   retried batch, a second collector, a second import) collapses into one row, and every read
-//!   uses `FINAL`, so duplicates never show in results.
+//!   collapses the copies (`FINAL`, or a `GROUP BY` of the key over one task's rows), so
+//!   duplicates never show in results.
 //! - `edges`: one row per incoming edge, the same way de-duplicated.
 //! - `task_summaries`: an `AggregatingMergeTree` filled by a materialized view on `events`, with
 //!   per-task states whose merge is idempotent (`uniqExact` of content hashes, `min`, `max`,
 //!   `groupUniqArray`), so `tasks` reads summaries only and duplicates count once.
+//! - `service_operations` and `service_tasks`: the operations and the tasks of each service, by
+//!   materialized views, for the UI's operation list and for `tasks --service`.
 //!
 //! Tested against ClickHouse 18.16 (Debian 12's `clickhouse-server`): the SQL keeps to what that
 //! version has (no TTL clauses, no query parameters, no `LowCardinality`).
