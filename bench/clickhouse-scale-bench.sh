@@ -8,11 +8,13 @@
 #   - a service + time search (`Store::tasks` three times in one process, and `sightline tasks`);
 #   - `sightline show --critical-path` of one task;
 #   - the operations of one service (Jaeger's `/api/services/{service}/operations`, through
-#     `sightline ui`), which reads `service_operations` on ClickHouse (schema version 2).
+#     `sightline ui`), which reads `service_operations` on both (ClickHouse schema version 2,
+#     SQLite schema version 3).
 # Needs a ClickHouse server (scripts/start-clickhouse.sh) at $CH (default 127.0.0.1:8123).
 #
 #   bench/clickhouse-scale-bench.sh                    # 10,000,000 events
 #   EVENTS=1000000 NO_BUILD=1 bench/clickhouse-scale-bench.sh
+#   FILL_IDS=random bench/clickhouse-scale-bench.sh   # task ids hashed, not in time order
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +32,7 @@ UI=
 cleanup() { [ -n "$UI" ] && kill "$UI" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 URL="clickhouse://$CH/sightline_scale"
-echo "machine: $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); $EVENTS events; ClickHouse $(curl -sS "http://$CH/" --data-binary 'SELECT version()')"
+echo "machine: $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); $EVENTS events; task ids ${FILL_IDS:-in time order}; ClickHouse $(curl -sS "http://$CH/" --data-binary 'SELECT version()')"
 
 "$T/examples/collector_bench" fill "$WORK/s.db" "$EVENTS" | sed 's/^/sqlite     /'
 "$T/examples/collector_bench" fill "$URL" "$EVENTS" | sed 's/^/clickhouse /'
@@ -43,7 +45,7 @@ for s in "sqlite --db $WORK/s.db" "clickhouse --store $URL"; do
   read -r label flag store <<<"$s"
   "$T/examples/collector_bench" search "$store" "$SERVICE" "$SINCE" "$UNTIL" 20 | sed "s/^/$label /"
   /usr/bin/time -f "$label sightline tasks --service --since --until: %e s wall, %M KB peak RSS" \
-    "$T/sightline" tasks "$flag" "$store" --service "$SERVICE" --since "$SINCE" --until "$UNTIL" --limit 20 >"$WORK/tasks.txt"
+    "$T/sightline" tasks "$flag" "$store" --service "$SERVICE" --since "$SINCE" --until "$UNTIL" --limit 20 >"$WORK/tasks-$label.txt"
   /usr/bin/time -f "$label sightline show --critical-path of $TASK: %e s wall, %M KB peak RSS" \
     "$T/sightline" show "$TASK" "$flag" "$store" --critical-path >"$WORK/show-$label.txt"
   "$T/sightline" ui --listen 127.0.0.1:0 "$flag" "$store" >"$WORK/ui.txt" 2>/dev/null &
@@ -57,5 +59,6 @@ for s in "sqlite --db $WORK/s.db" "clickhouse --store $URL"; do
   echo "$label   $(tr -d '\n' <"$WORK/ops.json" | head -c 120)"
   kill "$UI"; wait "$UI" 2>/dev/null || true; UI=
 done
+cmp -s "$WORK/tasks-sqlite.txt" "$WORK/tasks-clickhouse.txt" && echo "tasks: the same list from both stores" || echo "tasks: the stores' lists DIFFER"
 cmp -s "$WORK/show-sqlite.txt" "$WORK/show-clickhouse.txt" && echo "show: the same text from both stores" || echo "show: the stores' texts DIFFER"
 curl -sS "http://$CH/" --data-binary "DROP DATABASE IF EXISTS sightline_scale" >/dev/null

@@ -16,7 +16,9 @@
 //!     first) with EVENTS events of OTLP-shaped tasks (10 spans, 20 events each;
 //!     three of 50 services per task; span names op0..op9 per service; http.status_code 200, or
 //!     500 in 1% of tasks, with an error status; a user.id attribute unique per task), first-seen
-//!     times spread evenly over 7 days from T0 = 1,700,000,000 s. Prints the fill rate.
+//!     times spread evenly over 7 days from T0 = 1,700,000,000 s. Prints the fill rate. Task ids
+//!     follow the task's number (and so its time), or with $FILL_IDS=random are a hash of it
+//!     (as trace ids are: a day's tasks spread over the whole key range).
 //! collector_bench search DB SERVICE SINCE_S UNTIL_S LIMIT
 //!     Times `TraceStore::tasks` (DB: a SQLite file or a `clickhouse://` URL) with a service
 //!     and a time range (unix seconds) three times and prints each answer's time and size (the
@@ -256,12 +258,18 @@ fn fill(db: &str, events: u64) {
     let start = Instant::now();
     let mut batch: Vec<Event> = Vec::with_capacity(16_384);
     let mut written = 0u64;
+    let random_ids = std::env::var("FILL_IDS").is_ok_and(|v| v == "random");
     for t in 0..tasks {
-        let task = format!(
-            "{:016X}{:016X}00000000",
-            0x5EA2_C400_0000_0000u64 | t,
-            t + 1
-        );
+        let high = if random_ids {
+            // splitmix64 of the task number: distinct, and spread over the key range.
+            let mut z = t.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        } else {
+            0x5EA2_C400_0000_0000u64 | t
+        };
+        let task = format!("{high:016X}{:016X}00000000", t + 1);
         let t0 = FILL_T0 + t as i64 * step;
         let error = t % 100 == 7;
         let services = [t % 50, (t * 7 + 3) % 50, (t * 13 + 11) % 50];

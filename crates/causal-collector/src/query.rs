@@ -21,7 +21,7 @@ use crate::error::StoreError;
 use crate::store::{Store, TaskFilter, TaskSort, TaskSummary, display_task_id, stored_task_id};
 
 /// SQL for the operation of event row `e` (NULL for span end events and span events).
-const OPERATION: &str = "CASE WHEN e.event_id LIKE '%:start' AND e.label LIKE '% start' \
+pub(crate) const OPERATION: &str = "CASE WHEN e.event_id LIKE '%:start' AND e.label LIKE '% start' \
      THEN substr(e.label, 1, length(e.label) - 6) \
      WHEN e.event_id LIKE '%:end' OR e.event_id LIKE '%:event%' THEN NULL ELSE e.label END";
 
@@ -60,15 +60,14 @@ pub(crate) fn sqlite_services(store: &Store) -> Result<Vec<String>, StoreError> 
         .map_err(sql("reading services"))
 }
 
-/// [`operations`] of the SQLite store.
+/// [`operations`] of the SQLite store, read from `service_operations` (schema version 3),
+/// not from `events`.
 pub(crate) fn sqlite_operations(store: &Store, service: &str) -> Result<Vec<String>, StoreError> {
-    let q = format!(
-        "SELECT DISTINCT op FROM (SELECT {OPERATION} AS op FROM events e WHERE e.agent = ?1)
-         WHERE op IS NOT NULL ORDER BY op"
-    );
     let mut st = store
         .conn()
-        .prepare(&q)
+        .prepare_cached(
+            "SELECT operation FROM service_operations WHERE service = ?1 ORDER BY operation",
+        )
         .map_err(sql("preparing the operation list"))?;
     st.query_map([service], |r| r.get(0))
         .map_err(sql("listing operations"))?

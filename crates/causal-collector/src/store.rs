@@ -14,7 +14,7 @@ use crate::error::StoreError;
 
 /// Schema version written in `meta.schema_version`. Version 1 stores open and are migrated in
 /// place ([`Store::open`]; `docs/collector-store.md`, "Versions").
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Brings a store of schema version `from` (older than [`SCHEMA_VERSION`]) up to date, in one
 /// transaction, and records the new version.
@@ -23,6 +23,8 @@ pub const SCHEMA_VERSION: u32 = 2;
 ///   `[key, text]` (OTLP attribute types): version 1 rows are valid as they are. The search
 ///   tables (`task_services`, `task_operations`, `task_attributes`) and `tasks.errors` are
 ///   filled from the stored events.
+/// - 2 → 3: `service_operations` (the distinct operations of each service, what
+///   [`crate::query::operations`] lists) is filled from the stored events.
 fn migrate(conn: &mut Connection, from: u32) -> Result<(), StoreError> {
     let tx = conn.transaction().map_err(sql("beginning the migration"))?;
     if from < 2 {
@@ -44,6 +46,15 @@ fn migrate(conn: &mut Connection, from: u32) -> Result<(), StoreError> {
                WHERE e.task = tasks.id AND f.value ->> 0 = 'status.code' AND f.value ->> 1 = 'error');"
         ))
         .map_err(sql("migrating the store to version 2"))?;
+    }
+    if from < 3 {
+        tx.execute_batch(&format!(
+            "INSERT OR IGNORE INTO service_operations(service, operation)
+               SELECT DISTINCT agent, op FROM (SELECT e.agent AS agent, {op} AS op FROM events e
+                 WHERE e.agent IS NOT NULL) WHERE op IS NOT NULL;",
+            op = crate::query::OPERATION
+        ))
+        .map_err(sql("migrating the store to version 3"))?;
     }
     tx.execute(
         "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
@@ -93,6 +104,7 @@ CREATE TABLE IF NOT EXISTS task_attributes(key TEXT NOT NULL, value TEXT NOT NUL
 CREATE INDEX IF NOT EXISTS task_services_by_task ON task_services(task);
 CREATE INDEX IF NOT EXISTS task_operations_by_task ON task_operations(task);
 CREATE INDEX IF NOT EXISTS task_attributes_by_task ON task_attributes(task);
+CREATE TABLE IF NOT EXISTS service_operations(service TEXT NOT NULL, operation TEXT NOT NULL, PRIMARY KEY(service, operation)) WITHOUT ROWID;
 ";
 
 /// Indexes over `tasks` columns added by version 2: created after a migration has added them.
@@ -110,6 +122,29 @@ pub const MAX_INDEXED_VALUE: usize = 256;
 fn operation_of(e: &Event) -> Option<&str> {
     e.field("span.name")
         .or_else(|| (!e.id.contains(':')).then(|| e.label()).flatten())
+}
+
+/// The operation an event is listed under for its service (`service_operations`,
+/// [`crate::query::operations`]; the query module's docs): the label, except that a span's
+/// start event (`…:start`, label `<name> start`) names `<name>`, and span end events
+/// (`…:end`) and span events (`…:event…`) name none. The same as `query::OPERATION` computes
+/// from a stored row (SQL `LIKE` is ASCII case-insensitive, and so is this).
+fn listed_operation(e: &Event) -> Option<&str> {
+    let label = e.label()?;
+    let id = e.id.as_bytes();
+    let ends_with = |s: &[u8], suffix: &str| {
+        s.len() >= suffix.len()
+            && s[s.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+    };
+    if ends_with(id, ":start") && ends_with(label.as_bytes(), " start") {
+        // The suffix is ASCII, so the cut is at a character boundary.
+        return Some(&label[..label.len() - " start".len()]);
+    }
+    let has_event = id.windows(6).any(|w| w.eq_ignore_ascii_case(b":event"));
+    if ends_with(id, ":end") || has_event {
+        return None;
+    }
+    Some(label)
 }
 
 /// Whether an event reports an error (`tasks --errors`): OTLP status `error` (`status.code`),
@@ -802,6 +837,8 @@ impl Store {
         // The batch's search rows (operation or attribute, task slot), sorted and deduplicated
         // once the tasks have their row ids.
         let mut ops: Vec<(&str, usize)> = Vec::new();
+        // The batch's (service, operation) pairs (`service_operations`), deduplicated once.
+        let mut service_ops: Vec<(&str, &str)> = Vec::new();
         let mut attrs: Vec<(&str, &str, usize)> = Vec::new();
         for &e in &events {
             let task = e.task.as_str();
@@ -858,6 +895,11 @@ impl Store {
             }
             if let Some(o) = operation_of(e) {
                 ops.push((o, i));
+            }
+            if let (Some(s), Some(o)) = (e.agent.as_deref(), listed_operation(e))
+                && service_ops.last() != Some(&(s, o))
+            {
+                service_ops.push((s, o));
             }
             if is_error(e) {
                 a.errors += 1;
@@ -966,6 +1008,16 @@ impl Store {
                 "INSERT OR IGNORE INTO task_attributes(key, value, task)",
                 &rows,
                 "inserting task attributes",
+            )?;
+            service_ops.sort_unstable();
+            service_ops.dedup();
+            let rows: Vec<[&dyn rusqlite::ToSql; 2]> =
+                service_ops.iter().map(|(s, o)| [s as _, o as _]).collect();
+            insert_rows(
+                &tx,
+                "INSERT OR IGNORE INTO service_operations(service, operation)",
+                &rows,
+                "inserting service operations",
             )?;
             // Rows are inserted ROWS_PER_INSERT at a time with one multi-row INSERT: a
             // statement step costs about as much as binding a row, so this roughly halves the
@@ -1300,6 +1352,18 @@ impl Store {
             )
             .map_err(sql("choosing the tasks to delete"))?;
         if n > 0 {
+            // The (service, operation) pairs of the doomed events: each is removed from
+            // `service_operations` below unless an event of another task still has it.
+            tx.execute_batch(&format!(
+                "CREATE TEMP TABLE IF NOT EXISTS doomed_ops(service TEXT, operation TEXT, PRIMARY KEY(service, operation));
+                 DELETE FROM temp.doomed_ops;
+                 INSERT OR IGNORE INTO temp.doomed_ops(service, operation)
+                   SELECT agent, op FROM (SELECT e.agent AS agent, {op} AS op FROM events e
+                     WHERE e.task IN (SELECT id FROM temp.doomed) AND e.agent IS NOT NULL)
+                   WHERE op IS NOT NULL;",
+                op = crate::query::OPERATION
+            ))
+            .map_err(sql("listing the operations of old tasks"))?;
             tx.execute_batch(
                 "DELETE FROM events WHERE task IN (SELECT id FROM temp.doomed);
                  DELETE FROM task_hosts WHERE task IN (SELECT id FROM temp.doomed);
@@ -1310,6 +1374,18 @@ impl Store {
                  DELETE FROM tasks WHERE id IN (SELECT id FROM temp.doomed);",
             )
             .map_err(sql("deleting old tasks"))?;
+            // A pair stays while an event of a task of the service still names the operation
+            // (the tasks of a service through `task_services`, their events by task).
+            tx.execute_batch(&format!(
+                "DELETE FROM service_operations WHERE (service, operation) IN
+                   (SELECT service, operation FROM temp.doomed_ops)
+                 AND NOT EXISTS (SELECT 1 FROM task_services ts JOIN events e ON e.task = ts.task
+                   WHERE ts.service = service_operations.service AND e.agent = ts.service
+                     AND {op} = service_operations.operation);
+                 DELETE FROM temp.doomed_ops;",
+                op = crate::query::OPERATION
+            ))
+            .map_err(sql("deleting the operations of old tasks"))?;
         }
         tx.execute_batch("DELETE FROM temp.doomed;")
             .map_err(sql("finishing a retention step"))?;
@@ -1601,6 +1677,7 @@ mod tests {
                     !l.contains("task_services")
                         && !l.contains("task_operations")
                         && !l.contains("task_attributes")
+                        && !l.contains("service_operations")
                 })
                 .collect::<Vec<_>>()
                 .join("\n");
@@ -1656,6 +1733,8 @@ mod tests {
             }),
             0
         );
+        // The operations of the service were filled too (by the step to version 3).
+        assert_eq!(crate::query::operations(&s, "svc").unwrap(), ["get"]);
         // X-Trace fields are not attribute-indexed; OTLP span attributes are.
         assert_eq!(
             found(TaskFilter {
@@ -2036,5 +2115,138 @@ mod tests {
             "{} !< {before}",
             s.used_bytes().unwrap()
         );
+    }
+
+    /// The operations of `service` as schema version 2 listed them: from the stored events.
+    fn operations_from_events(s: &Store, service: &str) -> Vec<String> {
+        let q = format!(
+            "SELECT DISTINCT op FROM (SELECT {} AS op FROM events e WHERE e.agent = ?1)
+             WHERE op IS NOT NULL ORDER BY op",
+            crate::query::OPERATION
+        );
+        let mut st = s.conn.prepare(&q).unwrap();
+        st.query_map([service], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    /// Events of two services whose ids and labels take every branch of the operation rule
+    /// (span starts in either case, starts without ` start`, ends, span events, X-Trace
+    /// reports, no label, no agent).
+    fn operation_events() -> Vec<Event> {
+        let cases: [(&str, &str, Option<&str>); 10] = [
+            ("S1:start", "S1", Some("get start")),
+            ("S2:START", "S2", Some("Put START")),
+            ("S3:start", "S3", Some("begin")),
+            ("S3:end", "S3", Some("get end")),
+            ("S4:event0", "S4", Some("retry")),
+            ("S5:Event2:x", "S5", Some("cache")),
+            ("R1", "R1", Some("read")),
+            ("R2:x", "R2", Some("write")),
+            ("R3", "R3", None),
+            ("S6:start", "S6", Some(" start")),
+        ];
+        let mut evs = Vec::new();
+        for (n, (id, _, label)) in cases.iter().enumerate() {
+            for (t, svc) in [("AB01", Some("a")), ("AB02", Some("b")), ("AB03", None)] {
+                let mut e = ev(t, id, 10 + n as i64, label.unwrap_or(""), &[]);
+                if label.is_none() {
+                    e.labels.clear();
+                }
+                e.agent = svc.map(str::to_string);
+                evs.push(e);
+            }
+        }
+        evs
+    }
+
+    /// `service_operations`, written as events are stored, lists what the events give.
+    #[test]
+    fn service_operations_are_the_operations_of_the_stored_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("o.db")).unwrap();
+        let evs = operation_events();
+        // In two batches, the second repeating part of the first.
+        s.insert(&evs[..17], 1).unwrap();
+        s.insert(&evs[10..], 2).unwrap();
+        for svc in ["a", "b", "none"] {
+            let listed = crate::query::operations(&s, svc).unwrap();
+            assert_eq!(listed, operations_from_events(&s, svc), "{svc}");
+        }
+        assert_eq!(
+            crate::query::operations(&s, "a").unwrap(),
+            ["", "Put", "begin", "get", "read", "write"]
+        );
+    }
+
+    /// A version 2 store gets `service_operations` filled from its events when it opens.
+    #[test]
+    fn version_2_store_gets_its_service_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v2.db");
+        {
+            let mut s = Store::open(&path).unwrap();
+            s.insert(&operation_events(), 1).unwrap();
+            s.conn
+                .execute_batch(
+                    "DROP TABLE service_operations;
+                     UPDATE meta SET value = '2' WHERE key = 'schema_version';",
+                )
+                .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let version: String = s
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(version, "3");
+        for svc in ["a", "b"] {
+            let listed = crate::query::operations(&s, svc).unwrap();
+            assert_eq!(listed.len(), 6, "{svc}: {listed:?}");
+            assert_eq!(listed, operations_from_events(&s, svc), "{svc}");
+        }
+    }
+
+    /// Deleting tasks removes the operations no remaining event of the service names, and only
+    /// those.
+    #[test]
+    fn deleted_tasks_take_their_own_operations_along() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("d.db")).unwrap();
+        let mut evs = Vec::new();
+        // Task t (first seen at 100 + t) of service svc: operation "shared", and "only{t}".
+        for t in 0..4i64 {
+            for (i, op) in ["shared".to_string(), format!("only{t}")]
+                .iter()
+                .enumerate()
+            {
+                let mut e = ev(&format!("C{t}"), &format!("0{i}"), 100 + t, op, &[]);
+                e.agent = Some("svc".into());
+                evs.push(e);
+            }
+        }
+        // Another service naming "only0" keeps its own pair when task C0 goes.
+        let mut e = ev("D9", "01", 900, "only0", &[]);
+        e.agent = Some("other".into());
+        evs.push(e);
+        s.insert(&evs, 1).unwrap();
+        assert_eq!(
+            crate::query::operations(&s, "svc").unwrap(),
+            ["only0", "only1", "only2", "only3", "shared"]
+        );
+        assert_eq!(s.delete_oldest_tasks(None, 2).unwrap(), 2);
+        assert_eq!(
+            crate::query::operations(&s, "svc").unwrap(),
+            ["only2", "only3", "shared"]
+        );
+        assert_eq!(crate::query::operations(&s, "other").unwrap(), ["only0"]);
+        assert_eq!(s.delete_oldest_tasks(None, 2).unwrap(), 2);
+        assert!(crate::query::operations(&s, "svc").unwrap().is_empty());
+        assert_eq!(crate::query::operations(&s, "other").unwrap(), ["only0"]);
     }
 }

@@ -435,3 +435,275 @@ fn two_collectors_ingest_otlp_into_one_clickhouse() {
     assert_eq!(ch.load_task(&tasks[0].task_id).unwrap().len(), 9);
     ch.drop_database().unwrap();
 }
+
+/// Events of the time-range test: task `task`'s events at `times` (`None`: without a
+/// timestamp), of service `svc`, ids `E0`, `E1`, …
+fn timed_events(task: &str, svc: &str, times: &[Option<i64>]) -> Vec<causal_analysis::Event> {
+    times
+        .iter()
+        .enumerate()
+        .map(|(i, &ts)| causal_analysis::Event {
+            task: task.into(),
+            id: format!("E{i}"),
+            agent: Some(svc.into()),
+            timestamp_ns: ts,
+            labels: vec![format!("step {i}")],
+            parents: if i > 0 {
+                vec![causal_analysis::Parent::causal(format!("E{}", i - 1))]
+            } else {
+                Vec::new()
+            },
+            ..causal_analysis::Event::default()
+        })
+        .collect()
+}
+
+/// A time-range search prunes ClickHouse's day partitions (`tasks_sql`) and still returns
+/// exactly the SQLite store's tasks, for tasks straddling the range's edges: first seen just
+/// before, at, and just after each end, with events on other days than their first, untimed
+/// tasks (first seen when received), tasks mixing untimed and timed events, events delivered
+/// twice, and times outside what ClickHouse's `DateTime` holds.
+#[test]
+fn time_range_search_matches_sqlite_at_the_edges() {
+    let Some(url) = server("range") else { return };
+    const DAY: i64 = 86_400_000_000_000;
+    const H: i64 = 3_600_000_000_000;
+    let t0: i64 = 1_700_000_000_000_000_000;
+    let since = t0 + 2 * DAY + H;
+    let until = t0 + 3 * DAY + 5 * H;
+    let s = Some;
+    // (task, service, event times, received time of its batch)
+    let tasks: Vec<(&str, &str, Vec<Option<i64>>, i64)> = vec![
+        // First seen 1 ns before `since` (same day), the rest inside: out.
+        (
+            "A1",
+            "svc1",
+            vec![s(since - 1), s(since + H), s(since + 2 * H)],
+            5,
+        ),
+        // At `since`: in.
+        ("A2", "svc1", vec![s(since), s(since + DAY)], 5),
+        // 1 ns before `until`, its last event two days later: in, with all 3 events.
+        (
+            "A3",
+            "svc2",
+            vec![s(until - 1), s(until + DAY), s(until + 2 * DAY)],
+            5,
+        ),
+        // At `until`: out.
+        ("A4", "svc1", vec![s(until), s(until + 1)], 5),
+        // First a day before the range, then events inside: out.
+        ("A5", "svc1", vec![s(since - DAY), s(since + H)], 5),
+        // A week before, with its last event inside: out.
+        ("A6", "svc2", vec![s(since - 7 * DAY), s(since + 3 * H)], 5),
+        // Events stored out of order: the earliest (inside) comes last.
+        ("A7", "svc1", vec![s(until + DAY), s(since + 5)], 5),
+        // No timestamps, received inside: in; received before: out.
+        ("B1", "svc1", vec![None, None], since + 10),
+        ("B2", "svc2", vec![None], since - 10),
+        // Untimed events with one timed event inside (first seen then): in; before: out.
+        ("C1", "svc1", vec![None, s(since + 7), None], t0),
+        ("C2", "svc2", vec![None, s(since - 7)], since + 20),
+        // A timed event in the first day of 1970 (the untimed events' day): out of the range,
+        // in a range over that day.
+        ("D1", "svc1", vec![s(1_000), s(2_000)], since + 30),
+        // Past 2106 (DateTime wraps): out of the range, in an open-ended one.
+        ("D2", "svc2", vec![s(i64::MAX - 10)], since + 40),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    for (task, svc, times, received) in &tasks {
+        let evs = timed_events(task, svc, times);
+        // In two batches each (more than one part and summary row per task).
+        let (a, b) = evs.split_at(evs.len() / 2);
+        for part in [a, b] {
+            lite.insert(part, *received).unwrap();
+            ch.insert(part, *received).unwrap();
+        }
+    }
+    // A8: first seen inside, of service svc1 there and of svc3 only on a later day.
+    let mut a8 = timed_events("A8", "svc1", &[Some(since + 1), Some(until + DAY)]);
+    a8[1].agent = Some("svc3".into());
+    for part in a8.chunks(1) {
+        lite.insert(part, 5).unwrap();
+        ch.insert(part, 5).unwrap();
+    }
+    // A7 delivered again: counted once.
+    let again = timed_events("A7", "svc1", &tasks[6].2);
+    ch.insert(&again, 99).unwrap();
+    let ids = |v: &[causal_collector::TaskSummary]| -> Vec<String> {
+        v.iter().map(|t| t.task_id.clone()).collect()
+    };
+    let range = |since: Option<i64>, until: Option<i64>| TaskFilter {
+        since_ns: since,
+        until_ns: until,
+        ..TaskFilter::default()
+    };
+    let cases: Vec<(TaskFilter, Vec<&str>)> = vec![
+        (
+            range(Some(since), Some(until)),
+            vec!["A2", "A8", "A7", "C1", "B1", "A3"],
+        ),
+        (
+            TaskFilter {
+                service: Some("svc1".into()),
+                ..range(Some(since), Some(until))
+            },
+            vec!["A2", "A8", "A7", "C1", "B1"],
+        ),
+        (
+            TaskFilter {
+                service: Some("svc3".into()),
+                ..range(Some(since), Some(until))
+            },
+            vec!["A8"],
+        ),
+        (
+            TaskFilter {
+                service: Some("svc3".into()),
+                ..range(None, Some(since))
+            },
+            vec![],
+        ),
+        (
+            TaskFilter {
+                limit: Some(2),
+                ..range(Some(since), Some(until))
+            },
+            vec!["B1", "A3"],
+        ),
+        (
+            TaskFilter {
+                sort: TaskSort::Duration,
+                limit: Some(3),
+                ..range(Some(since), Some(until))
+            },
+            vec!["A8", "A7", "A3"],
+        ),
+        (
+            TaskFilter {
+                min_duration_ns: Some(DAY),
+                ..range(Some(since), Some(until))
+            },
+            vec!["A2", "A8", "A7", "A3"],
+        ),
+        (range(Some(0), Some(DAY)), vec!["D1"]),
+        (
+            range(Some(since), None),
+            vec!["A2", "A8", "A7", "C1", "B1", "A3", "A4", "D2"],
+        ),
+        (
+            range(None, Some(since)),
+            vec!["D1", "A6", "A5", "B2", "C2", "A1"],
+        ),
+        // A range past 2106, and an empty one.
+        (range(Some(i64::MAX - 11), Some(i64::MAX)), vec!["D2"]),
+        (range(Some(until), Some(since)), vec![]),
+    ];
+    for (f, want) in &cases {
+        let got = ch.tasks(f).unwrap();
+        assert_eq!(got, lite.tasks(f).unwrap(), "{f:?}");
+        assert_eq!(ids(&got), *want, "{f:?}");
+    }
+    // Whole summaries, not their days in the range: A3's three events over three days.
+    let a3 = ch
+        .tasks(&TaskFilter {
+            task_id: Some("A3".into()),
+            ..range(Some(since), Some(until))
+        })
+        .unwrap();
+    assert_eq!((a3[0].events, a3[0].last_ts_ns), (3, Some(until + 2 * DAY)));
+    let a7 = &ch.tasks(&range(Some(since), Some(until))).unwrap()[2];
+    assert_eq!((a7.task_id.as_str(), a7.events), ("A7", 2));
+    ch.drop_database().unwrap();
+}
+
+#[test]
+fn a_version_2_store_is_upgraded_with_its_service_tasks_backfilled() {
+    let Some(url) = server("upgrade3") else {
+        return;
+    };
+    let Some(file) = data_files().into_iter().next() else {
+        return;
+    };
+    let mut ch = ClickHouseStore::open(&url).unwrap();
+    causal_collector::import::import_file(&mut ch, &file, 1_000).unwrap();
+    let services = query::services(&ch).unwrap();
+    let by_service = |ch: &ClickHouseStore| -> Vec<usize> {
+        services
+            .iter()
+            .map(|s| {
+                ch.tasks(&TaskFilter {
+                    service: Some(s.clone()),
+                    ..TaskFilter::default()
+                })
+                .unwrap()
+                .len()
+            })
+            .collect()
+    };
+    let before = by_service(&ch);
+    assert!(before.iter().all(|&n| n > 0), "{before:?}");
+    // As a version 2 store: no service_tasks, version 2 recorded; a search by service finds
+    // nothing there.
+    let db = &url.database;
+    run_sql(&url, &format!("DROP TABLE {db}.service_tasks_mv"));
+    run_sql(&url, &format!("DROP TABLE {db}.service_tasks"));
+    ch.set_schema_version(2).unwrap();
+    drop(ch);
+    let ch = ClickHouseStore::open(&url).unwrap();
+    assert_eq!(
+        ch.schema_version().unwrap(),
+        Some(causal_collector::clickhouse::CLICKHOUSE_SCHEMA_VERSION)
+    );
+    assert_eq!(
+        by_service(&ch),
+        before,
+        "tasks by service after the upgrade"
+    );
+    ch.drop_database().unwrap();
+}
+
+/// `show` loads a task's events in arrival order, each copy once, without `FINAL`: events
+/// stored in three batches out of id order, the first batch written again (no duplicate
+/// lookup, so the copies reach the table), and another version of one event, come back as
+/// SQLite returns them.
+#[test]
+fn a_task_loads_in_arrival_order_with_copies_collapsed() {
+    let Some(url) = server("load") else { return };
+    let off = ClickHouseUrl::parse(&format!(
+        "clickhouse://{}:{}/{}?duplicate_lookup=off",
+        url.host, url.port, url.database
+    ))
+    .unwrap();
+    let t0 = 1_700_000_000_000_000_000i64;
+    let mut evs = timed_events(
+        "F00D",
+        "svc",
+        &(0..9).map(|i| Some(t0 + i * 1_000)).collect::<Vec<_>>(),
+    );
+    evs.reverse();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Store::open(&dir.path().join("s.db")).unwrap();
+    let mut ch = ClickHouseStore::open(&off).unwrap();
+    let mut changed = evs[4].clone();
+    changed.labels = vec!["another version".into()];
+    let batches = [
+        &evs[..3],
+        &evs[3..6],
+        &evs[6..],
+        &evs[..3],
+        std::slice::from_ref(&changed),
+    ];
+    for (i, b) in batches.iter().enumerate() {
+        lite.insert(b, i as i64).unwrap();
+        ch.insert(b, i as i64).unwrap();
+    }
+    let loaded = ch.load_task("F00D").unwrap();
+    assert_eq!(loaded.len(), 10, "9 events and one more version");
+    assert_eq!(loaded, lite.load_task("F00D").unwrap());
+    assert_eq!(loaded[0].id, "E8");
+    assert_eq!(loaded[9].labels, ["another version"]);
+    ch.drop_database().unwrap();
+}
