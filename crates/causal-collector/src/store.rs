@@ -1424,6 +1424,17 @@ impl Store {
 mod tests {
     use super::*;
 
+    /// The schema version a store's `meta` table holds.
+    fn schema_version(s: &Store) -> String {
+        s.conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     fn ev(task: &str, id: &str, ts: i64, label: &str, parents: &[Parent]) -> Event {
         Event {
             task: task.into(),
@@ -1696,14 +1707,7 @@ mod tests {
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
-        let version: String = s
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let version = schema_version(&s);
         assert_eq!(version, SCHEMA_VERSION.to_string());
         let evs = s.load_task("AB").unwrap();
         assert_eq!(evs.len(), 3);
@@ -2196,14 +2200,7 @@ mod tests {
                 .unwrap();
         }
         let s = Store::open(&path).unwrap();
-        let version: String = s
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let version = schema_version(&s);
         assert_eq!(version, "3");
         for svc in ["a", "b"] {
             let listed = crate::query::operations(&s, svc).unwrap();

@@ -6,61 +6,15 @@
 //! was current before the program started is charged through its slot.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use causal_account::{Config, Resource};
 
-const BIN: &str = env!("CARGO_BIN_EXE_causal-example");
-
-/// A server child and its `host:port`.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(args: &[&str], log: &std::path::Path) -> Server {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .env("SIGHTLINE_CAUSAL_SINK", "off")
-            .env("SIGHTLINE_EXAMPLE_COST_LOG", log)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start a server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("server {args:?} said {line:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-
-    fn stop(mut self) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.write_all(b"GET /shutdown HTTP/1.0\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut sink = Vec::new();
-        let _ = s.read_to_end(&mut sink);
-        assert!(self.child.wait().unwrap().success());
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+mod common;
+use common::{BIN, Server};
 
 /// `cost TASK NAME cpu_ns=N read_bytes=N` lines: (task key, name) -> (cpu ns, bytes).
 fn read_cost_log(path: &std::path::Path) -> BTreeMap<(u64, String), (u64, u64)> {
@@ -91,15 +45,16 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     let (fa, fb) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
     std::fs::write(&fa, vec![7u8; 123_457]).unwrap();
     std::fs::write(&fb, vec![9u8; 1_000_003]).unwrap();
-    let a = Server::start(&["backend", "a", "0", "20", fa.to_str().unwrap()], &log);
-    let b = Server::start(&["backend", "b", "0", "60", fb.to_str().unwrap()], &log);
+    let env = [("SIGHTLINE_EXAMPLE_COST_LOG", log.as_os_str())];
+    let a = Server::start(&["backend", "a", "0", "20", fa.to_str().unwrap()], &env);
+    let b = Server::start(&["backend", "b", "0", "60", fb.to_str().unwrap()], &env);
     let front = Server::start(
         &[
             "frontend",
             &format!("http://{}", a.addr),
             &format!("http://{}", b.addr),
         ],
-        &log,
+        &env,
     );
     // A thread whose task is current before the accounting starts.
     let mut held = Command::new(BIN)
@@ -112,7 +67,7 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     let mut line = String::new();
     held_out.read_line(&mut line).unwrap();
     let held_task = u64::from_str_radix(line.trim().strip_prefix("task ").unwrap(), 16).unwrap();
-    let (apid, bpid, held_pid) = (a.child.id(), b.child.id(), held.id());
+    let (apid, bpid, held_pid) = (a.pid(), b.pid(), held.id());
 
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::channel();

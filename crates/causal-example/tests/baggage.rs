@@ -6,58 +6,12 @@
 //! must be exactly the file's size times that client's requests (two clients at once, then one).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_causal-example");
-
-/// A server child (killed if the test fails) and its `host:port`.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .env("SIGHTLINE_CAUSAL_SINK", "off")
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start a server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("server {args:?} said {line:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-
-    fn stop(mut self) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.write_all(b"GET /shutdown HTTP/1.0\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut sink = Vec::new();
-        let _ = s.read_to_end(&mut sink);
-        assert!(self.child.wait().unwrap().success());
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
+mod common;
+use common::{BIN, Server};
 
 /// Runs `client URL N NAME`; returns the task keys it printed.
 fn client(front: &Server, n: usize, name: &str) -> Vec<u64> {
@@ -89,14 +43,17 @@ fn back_end_reads_grouped_by_the_front_ends_client_baggage() {
     let (size_a, size_b) = (54_321u64, 777_777u64);
     std::fs::write(&fa, vec![1u8; size_a as usize]).unwrap();
     std::fs::write(&fb, vec![2u8; size_b as usize]).unwrap();
-    let a = Server::start(&["backend", "a", "0", "0", fa.to_str().unwrap()]);
-    let b = Server::start(&["backend", "b", "0", "0", fb.to_str().unwrap()]);
-    let front = Server::start(&[
-        "frontend",
-        &format!("http://{}", a.addr),
-        &format!("http://{}", b.addr),
-    ]);
-    let (apid, bpid) = (a.child.id(), b.child.id());
+    let a = Server::start(&["backend", "a", "0", "0", fa.to_str().unwrap()], &[]);
+    let b = Server::start(&["backend", "b", "0", "0", fb.to_str().unwrap()], &[]);
+    let front = Server::start(
+        &[
+            "frontend",
+            &format!("http://{}", a.addr),
+            &format!("http://{}", b.addr),
+        ],
+        &[],
+    );
+    let (apid, bpid) = (a.pid(), b.pid());
 
     let user = "syscall::read:return,syscall::pread64:return /causal_task && (int64_t)arg0 > 0/ \
                 { @r[pid, causal_baggage[\"client\"]] = sum(arg0); @t[pid, causal_task, causal_baggage[\"client\"]] = sum(arg0); }\n\

@@ -227,6 +227,18 @@ pub fn ioctl_output_len(cmd: u64) -> Option<usize> {
     }
 }
 
+/// The longest path argument read from a tracee (Linux's `PATH_MAX`, its NUL included).
+pub const PATH_MAX: usize = 4096;
+
+/// The path argument of system call `nr` ([`path_arg`]) read from the stopped tracee `t`, without
+/// its NUL and at most [`PATH_MAX`] bytes; `None` for a call without one or a pointer that cannot
+/// be read (the call fails with `EFAULT`).
+pub fn read_path(t: &replay_ptrace::Stopped, nr: i64, args: &[u64; 6]) -> Option<Vec<u8>> {
+    let i = path_arg(nr)?;
+    t.read_cstr(replay_ptrace::RemotePtr::new(args[i]), PATH_MAX)
+        .ok()
+}
+
 /// Index of the argument of system call `nr` that is a path (a NUL-terminated string in tracee
 /// memory), for naming it in reports; `None` for calls without one (the first path of calls with
 /// two).

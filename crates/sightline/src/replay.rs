@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use replay::replayer::HighWater;
 
 /// Options of `sightline record`.
 #[derive(Debug, clap::Args)]
@@ -220,8 +221,8 @@ fn replay_under_gdb(
         replay::gdb::GdbServer::new(stream, rec.meta.path.clone(), Box::new(std::io::stderr()));
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
-    let mut out = Counted::new(stdout.lock(), 0);
-    let mut err = Counted::new(stderr.lock(), 0);
+    let mut out = HighWater::new(stdout.lock());
+    let mut err = HighWater::new(stderr.lock());
     let result = replay::replayer::replay_debugged(rec, &mut out, &mut err, &mut server);
     drop(server);
     if let Some(pid) = gdb {
@@ -236,45 +237,12 @@ fn replay_under_gdb(
         // is not written twice) and go live there; gdb has been disconnected (with --gdb, it
         // has ended, so the live program has the terminal to itself).
         let point = replay::replayer::go_live_point(rec, rec_tid, thread_events);
-        let (written_out, written_err) = (out.written, err.written);
+        let (written_out, written_err) = (out.high(), err.high());
         drop((out, err));
         return go_live_skipping(rec, point, written_out, written_err);
     }
     let outcome = result.context("replay")?;
     Ok(ExitCode::from(outcome.exit_code.clamp(0, 255) as u8))
-}
-
-/// A writer that counts the bytes written through it and drops the first `skip` of them (the
-/// output a debugged replay already wrote, which a go-live replay writes again).
-struct Counted<W: std::io::Write> {
-    inner: W,
-    skip: u64,
-    written: u64,
-}
-
-impl<W: std::io::Write> Counted<W> {
-    fn new(inner: W, skip: u64) -> Self {
-        Counted {
-            inner,
-            skip,
-            written: 0,
-        }
-    }
-}
-
-impl<W: std::io::Write> std::io::Write for Counted<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let drop_n = (self.skip.saturating_sub(self.written) as usize).min(buf.len());
-        if drop_n < buf.len() {
-            self.inner.write_all(&buf[drop_n..])?;
-        }
-        self.written += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
 }
 
 /// `--go-live`/`--go-live-at`: replays to the point, goes live, reports what went live on stderr,
@@ -297,8 +265,8 @@ fn go_live_skipping(
     let live = {
         let stdout = std::io::stdout();
         let stderr = std::io::stderr();
-        let mut out = Counted::new(stdout.lock(), skip_out);
-        let mut err = Counted::new(stderr.lock(), skip_err);
+        let mut out = HighWater::past(stdout.lock(), skip_out);
+        let mut err = HighWater::past(stderr.lock(), skip_err);
         replay::replayer::go_live(rec, point, &mut out, &mut err).context("going live")?
     };
     let at = if live.plan.index >= rec.records.len() {

@@ -11,9 +11,6 @@ use crate::format::{Event, MemWrite, Rendezvous, SyscallEvent};
 use crate::rendezvous::{fd_object, process_object};
 use crate::syscalls::{self, HASH_SEED};
 
-/// The longest path argument recorded (Linux's `PATH_MAX`, its NUL included).
-const PATH_MAX: usize = 4096;
-
 /// A system call between its seccomp stop and its exit stop.
 #[derive(Debug)]
 pub(super) struct Pending {
@@ -171,9 +168,7 @@ impl Recorder {
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
         // Read at entry: a successful execve replaces the memory that held it. A path that cannot
         // be read (a bad pointer: the call fails with EFAULT) stays empty.
-        let path = syscalls::path_arg(nr)
-            .and_then(|i| t.read_cstr(RemotePtr::new(args[i]), PATH_MAX).ok())
-            .unwrap_or_default();
+        let path = syscalls::read_path(&t, nr, &args).unwrap_or_default();
         let p = self.procs.get_mut(&tid).expect("stopped tracee has state");
         if p.releasing.is_none()
             && let Some((sig, info)) = p.held.pop_front()

@@ -420,31 +420,56 @@ fn replay_inner<'o>(
 }
 
 /// A writer that lets through only bytes past the furthest position written so far: a replay run
-/// again from the start writes the recorded output again, which must not be printed twice.
-struct HighWater<'w> {
-    inner: &'w mut dyn Write,
+/// again from the start (reverse execution, or a go-live replay after a debugged one) writes the
+/// recorded output again, which must not be printed twice.
+///
+/// Positions are byte offsets into the replayed stream, counted from the start of a run.
+pub struct HighWater<W: Write> {
+    inner: W,
     /// Bytes written in this run.
     pos: u64,
-    /// Bytes written in all runs (the furthest `pos`).
+    /// Bytes written in all runs (the furthest `pos`), or the bytes known written before.
     high: u64,
 }
 
-impl<'w> HighWater<'w> {
-    fn new(inner: &'w mut dyn Write) -> HighWater<'w> {
+impl<W: Write> HighWater<W> {
+    /// A writer to `inner` that has written nothing yet.
+    pub fn new(inner: W) -> HighWater<W> {
+        HighWater::past(inner, 0)
+    }
+
+    /// A writer to `inner` that drops the first `written` bytes of its run: they were written
+    /// to `inner` already (by an earlier replay of the same recording).
+    pub fn past(inner: W, written: u64) -> HighWater<W> {
         HighWater {
             inner,
             pos: 0,
-            high: 0,
+            high: written,
         }
     }
 
     /// A new run starts at position 0.
-    fn rewind(&mut self) {
+    pub fn rewind(&mut self) {
         self.pos = 0;
+    }
+
+    /// The furthest position reached: the bytes that `inner` has received in all runs, plus
+    /// those it was created [`past`](Self::past).
+    pub fn high(&self) -> u64 {
+        self.high
     }
 }
 
-impl Write for HighWater<'_> {
+impl<W: Write> std::fmt::Debug for HighWater<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HighWater")
+            .field("pos", &self.pos)
+            .field("high", &self.high)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write> Write for HighWater<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let end = self.pos + buf.len() as u64;
         if end > self.high {
@@ -1130,13 +1155,7 @@ impl Replayer<'_> {
             return Ok(());
         }
         self.next_stall_check = now + std::time::Duration::from_secs(1);
-        let mut tids: Vec<i32> = self
-            .procs
-            .keys()
-            .chain(self.unmapped.keys())
-            .copied()
-            .collect();
-        tids.sort_unstable();
+        let tids = self.tracee_tids();
         let states: Vec<(i32, char)> = tids.iter().map(|t| (*t, task_state(*t))).collect();
         // Running, or gone from /proc without our knowing yet: not stuck.
         if states.iter().any(|(_, st)| matches!(st, 'R' | '?')) {
@@ -1419,15 +1438,23 @@ impl Replayer<'_> {
         }
     }
 
-    /// Kills the replay's own tracees (after a divergence) and reaps them. A SIGKILLed tracee still
-    /// reports `PTRACE_EVENT_EXIT`, so stops are resumed until every tracee is gone.
-    fn kill_all(&mut self) {
-        let tids: Vec<i32> = self
+    /// The tids of every tracee of the replay, in ascending order: those with replay state and
+    /// those whose first stop came before their parent's fork or clone event.
+    fn tracee_tids(&self) -> Vec<i32> {
+        let mut tids: Vec<i32> = self
             .procs
             .keys()
             .chain(self.unmapped.keys())
             .copied()
             .collect();
+        tids.sort_unstable();
+        tids
+    }
+
+    /// Kills the replay's own tracees (after a divergence) and reaps them. A SIGKILLed tracee still
+    /// reports `PTRACE_EVENT_EXIT`, so stops are resumed until every tracee is gone.
+    fn kill_all(&mut self) {
+        let tids = self.tracee_tids();
         for tid in &tids {
             let _ = replay_ptrace::tkill(*tid, libc::SIGKILL);
             // A tracee held in a stop whose report we already consumed (its PTRACE_EVENT_EXIT stop

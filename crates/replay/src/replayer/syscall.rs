@@ -99,8 +99,7 @@ pub(super) fn render_call(nr: i64, args: &[u64; 6]) -> String {
 /// [`render`] with the call's path argument read from the tracee and shown as a string
 /// (`execve("./build/t")`), for divergence reports.
 fn render_at(t: &Stopped, nr: i64, args: &[u64; 6]) -> String {
-    let path = syscalls::path_arg(nr).and_then(|i| t.read_cstr(RemotePtr::new(args[i]), 4096).ok());
-    syscalls::format_call(nr, args, path.as_deref())
+    syscalls::format_call(nr, args, syscalls::read_path(t, nr, args).as_deref())
 }
 
 /// A result as a report shows it: the errno name of a failure (`ENOENT`), else the number.

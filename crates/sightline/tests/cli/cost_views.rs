@@ -207,15 +207,12 @@ fn account_runs_for_a_duration_and_prints_its_table() {
     assert!(se.contains("accounting reports sent"), "{se}");
 }
 
-#[test]
-fn probe_causal_defines_causal_task_and_causal_activity() {
-    // The sightline binary links the causal library: its causal:context probes exist.
-    let clause =
-        "syscall::read:return /causal_task/ { @[causal_task, causal_activity] = sum(arg0); }";
+/// `sightline probe -e --causal SIGHTLINE ARGS` compiles.
+fn compiles_with_causal<S: AsRef<std::ffi::OsStr>>(args: &[S]) {
     let out = crate::sightline()
         .args(["probe", "-e", "--causal"])
         .arg(crate::bin())
-        .args(["-n", clause])
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -223,17 +220,27 @@ fn probe_causal_defines_causal_task_and_causal_activity() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Without --causal the names are unknown.
+}
+
+/// `sightline probe -e -n CLAUSE` (no `--causal`) fails, naming `name`.
+fn unknown_without_causal(clause: &str, name: &str) {
     let out = crate::sightline()
         .args(["probe", "-e", "-n", clause])
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("causal_task"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(name), "{err}");
+}
+
+#[test]
+fn probe_causal_defines_causal_task_and_causal_activity() {
+    // The sightline binary links the causal library: its causal:context probes exist.
+    let clause =
+        "syscall::read:return /causal_task/ { @[causal_task, causal_activity] = sum(arg0); }";
+    compiles_with_causal(&["-n", clause]);
+    // Without --causal the names are unknown.
+    unknown_without_causal(clause, "causal_task");
     // --causal alone is no program.
     let out = crate::sightline()
         .args(["probe", "--causal"])
@@ -255,26 +262,14 @@ fn probe_causal_defines_causal_baggage_in_clauses_and_files() {
     .unwrap();
     let clause =
         "syscall::read:return /causal_task/ { @[causal_baggage[\"client\"]] = sum(arg0); }";
-    let out = crate::sightline()
-        .args(["probe", "-e", "--causal"])
-        .arg(crate::bin())
-        .arg("-s")
-        .arg(&file)
-        .args(["-n", clause])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compiles_with_causal(&[
+        "-s".as_ref(),
+        file.as_os_str(),
+        "-n".as_ref(),
+        clause.as_ref(),
+    ]);
     // Without --causal, causal_baggage is an unknown name.
-    let out = crate::sightline()
-        .args(["probe", "-e", "-n", clause])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("causal_baggage"));
+    unknown_without_causal(clause, "causal_baggage");
     // The key must be a string constant.
     let out = crate::sightline()
         .args(["probe", "-e", "--causal"])
