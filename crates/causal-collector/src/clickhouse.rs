@@ -224,6 +224,19 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// The day partition of `ns` since the epoch, as the `day` columns compute it.
 const DAY_EXPR: &str = "toDate(toDateTime(intDiv(ts_ns, 1000000000)))";
 
+/// The smallest string greater than every string that starts with `prefix` (its last byte
+/// incremented), for a key range; `None` for an empty prefix or one ending in a byte that is not
+/// ASCII (a task id never holds one: such a lookup scans).
+fn prefix_successor(prefix: &str) -> Option<String> {
+    let mut bytes = prefix.as_bytes().to_vec();
+    let last = bytes.pop()?;
+    if last >= 0x7f {
+        return None;
+    }
+    bytes.push(last + 1);
+    String::from_utf8(bytes).ok()
+}
+
 /// The tables of schema version 1, `{db}` standing for the database.
 fn schema_v1(db: &str) -> Vec<String> {
     [
@@ -925,7 +938,16 @@ impl ClickHouseStore {
         if let Some(t) = exact.first() {
             return Ok(display_task_id(&t.task).to_string());
         }
-        let cond = format!("substring(task, 1, {}) = {}", p.len(), quote(&p));
+        let mut cond = format!("substring(task, 1, {}) = {}", p.len(), quote(&p));
+        // The same prefix as a key range, so that the lookup reads the granules of
+        // `task_summaries` (ordered by task) that can hold it, not the whole task column.
+        if let Some(next) = prefix_successor(&p) {
+            cond = format!(
+                "task >= {} AND task < {} AND {cond}",
+                quote(&p),
+                quote(&next)
+            );
+        }
         let found: Vec<T> = self.rows(
             "looking up a task prefix",
             &format!(
@@ -1037,8 +1059,9 @@ impl ClickHouseStore {
         Ok(v)
     }
 
-    /// Distinct services (agents) of all stored events, sorted, read from `task_summaries`
-    /// (as [`crate::query::services`]).
+    /// Distinct services (agents) of all stored events, sorted (as [`crate::query::services`]),
+    /// read from the first key column of `service_tasks` (schema version 3), not by merging the
+    /// services of every task summary.
     ///
     /// # Errors
     /// [`StoreError::ClickHouse`].
@@ -1050,10 +1073,7 @@ impl ClickHouseStore {
         let db = &self.url.database;
         let rows: Vec<S> = self.rows(
             "listing services",
-            &format!(
-                "SELECT DISTINCT s FROM (SELECT arrayJoin(groupUniqArrayArrayMerge(services)) AS s
-                 FROM {db}.task_summaries) ORDER BY s"
-            ),
+            &format!("SELECT DISTINCT service AS s FROM {db}.service_tasks ORDER BY s"),
         )?;
         Ok(rows.into_iter().map(|r| r.s).collect())
     }
@@ -1139,5 +1159,25 @@ impl ClickHouseStore {
             "dropping the database",
             &format!("DROP DATABASE IF EXISTS {}", self.url.database),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor_bounds_exactly_the_strings_with_the_prefix() {
+        assert_eq!(prefix_successor("AB").as_deref(), Some("AC"));
+        assert_eq!(prefix_successor("A9").as_deref(), Some("A:"));
+        assert_eq!(prefix_successor(""), None);
+        assert_eq!(prefix_successor("A\u{7f}"), None);
+        let next = prefix_successor("3F").unwrap();
+        for id in ["3F", "3F00", "3FFFFFFF"] {
+            assert!(id >= "3F" && id < next.as_str(), "{id}");
+        }
+        for id in ["3E", "3EFF", "40", "3G"] {
+            assert!(!(id >= "3F" && id < next.as_str()), "{id}");
+        }
     }
 }
