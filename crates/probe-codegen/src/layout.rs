@@ -217,14 +217,17 @@ pub enum FieldKind {
         /// Bytes reserved (the string's capacity).
         len: u32,
     },
-    /// A kernel (`user == false`) or user stack: `frames` 8-byte addresses, zero-terminated.
+    /// A kernel (`user == false`) or user stack: `frames` 8-byte addresses, zero-terminated. A
+    /// user stack is preceded by the 8-byte process id (tgid) it was taken in, as DTrace's
+    /// `ustack()` record, so the consumer resolves it in that process's mappings.
     Stack {
         /// User stack?
         user: bool,
         /// Frames reserved.
         frames: u32,
     },
-    /// An address printed as a symbol of this kind.
+    /// An address printed as a symbol of this kind; a user kind (`usym`, `ufunc`, `umod`,
+    /// `uaddr`, `%A`) is followed by the 8-byte process id (tgid) it was taken in.
     Sym(probe_sema_kind::SymKind),
     /// `len` raw bytes (a struct value for `trace()`, `tracemem()`'s memory), printed as DTrace's
     /// hex dump.
@@ -243,8 +246,10 @@ impl FieldKind {
     /// Bytes this field takes (a multiple of 8).
     pub fn size(&self) -> u32 {
         match self {
+            FieldKind::Sym(k) if k.is_user() => 16,
             FieldKind::Int { .. } | FieldKind::Sym(_) => 8,
             FieldKind::Str { len } | FieldKind::Bytes { len } => (len + 7) & !7,
+            FieldKind::Stack { user: true, frames } => 8 * (frames + 1),
             FieldKind::Stack { frames, .. } => 8 * frames,
         }
     }

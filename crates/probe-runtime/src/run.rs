@@ -3,7 +3,8 @@
 //! `dt_consume.c`), through probe-format's text and JSON layouts.
 //!
 //! Order of events: BEGIN runs (by `BPF_PROG_TEST_RUN`) before anything is attached; then every
-//! probe is attached and the `-c` command released; records print as they arrive; tracing stops on
+//! probe is attached, BEGIN's records print and the `-c` command is released; records print as
+//! they arrive; tracing stops on
 //! `exit()`, SIGINT/SIGTERM, or the target's exit; everything is detached; END runs; the remaining
 //! records print; aggregations not yet printed by `printa()` print; drops are reported.
 
@@ -543,7 +544,6 @@ impl<'a> Consumer<'a> {
     /// Runs the whole life cycle and returns why it stopped. `target` is released once attached.
     pub fn run(&mut self, mut target: Option<&mut dyn Target>) -> Result<StopReason, RunError> {
         self.session.run_dtrace(Attach::Begin)?;
-        self.drain()?;
         self.check_exit_flag()?;
         if self.stopped.is_none() {
             match self.attach_progress.as_mut() {
@@ -551,6 +551,10 @@ impl<'a> Consumer<'a> {
                 None => self.session.attach()?,
             }
             self.report_refused()?;
+            // BEGIN's output is consumed once every probe is enabled, as in DTrace (the BEGIN
+            // probe fires in dtrace_state_go after the enablings): whoever reads it knows that
+            // tracing has started.
+            self.drain()?;
             if let Some(t) = target.as_deref_mut() {
                 t.release()?;
             }
@@ -856,13 +860,19 @@ impl<'a> Consumer<'a> {
                     user: *user,
                     frames: Vec::new(),
                 };
+                // A user stack: the process id it was taken in, then its frames.
+                let (pid, first) = if *user {
+                    (u64at(o) as u32, o + 8)
+                } else {
+                    (0, o)
+                };
                 for i in 0..*frames as usize {
-                    let a = u64at(o + 8 * i);
+                    let a = u64at(first + 8 * i);
                     if a == 0 {
                         break;
                     }
                     st.frames.push(if *user {
-                        self.usyms.resolve(a)
+                        self.usyms.resolve(pid, a)
                     } else {
                         ks.resolve(a)
                     });
@@ -870,7 +880,8 @@ impl<'a> Consumer<'a> {
                 Value::Stack(st)
             }
             FieldKind::Sym(SymKind::Usym | SymKind::Umod | SymKind::Uaddr) => {
-                Value::Sym(self.usyms.resolve(u64at(o)))
+                // The address, then the process id it was taken in.
+                Value::Sym(self.usyms.resolve(u64at(o + 8) as u32, u64at(o)))
             }
             FieldKind::Sym(_) => {
                 let a = u64at(o);

@@ -162,15 +162,18 @@ pub fn attach_multi(
     Ok(all)
 }
 
-/// User-address symbolization for the consumer, against the `$target` process (the records do
-/// not carry the pid that produced a user address; with no target, addresses stay numeric).
+/// User-address symbolization for the consumer, in the process each address was taken in (user
+/// stacks and symbols are recorded with their process id, as DTrace records them).
 ///
-/// Aggregation keys are printed after the target has exited, when `/proc/PID/maps` is gone. A
-/// `-c` command's mappings are snapshotted at its entry point ([`snapshot_at_entry`]:
-/// everything the dynamic loader mapped), and a watcher thread re-snapshots the target while it
-/// runs (every 0.5 ms for its first second, then every 10 ms; only after its `execve`, before
-/// which a held command is a copy of sightline) to catch libraries it loads later. A library
-/// mapped and unmapped between two snapshots leaves its addresses numeric.
+/// A process's mappings are read at the first record that names it (and read again when an
+/// address falls outside them, while it runs) and kept after it exits, so aggregation keys
+/// printed at the end still resolve; a process that exited before its first record was read
+/// leaves its addresses numeric. The `$target` process is covered more closely: a `-c`
+/// command's mappings are snapshotted at its entry point ([`snapshot_at_entry`]: everything the
+/// dynamic loader mapped), and a watcher thread re-snapshots it while it runs (every 0.5 ms for
+/// its first second, then every 10 ms; only after its `execve`, before which a held command is a
+/// copy of sightline) to catch libraries it loads later. A library mapped and unmapped between
+/// two snapshots leaves its addresses numeric.
 #[derive(Debug, Default)]
 pub struct UserSymbols {
     pid: Option<u32>,
@@ -179,7 +182,8 @@ pub struct UserSymbols {
 }
 
 impl UserSymbols {
-    /// Symbolization in process `pid` (`$target`), or none; starts the watcher thread.
+    /// Symbolization, with the mappings of process `pid` (`$target`) watched closely when there
+    /// is one (starts the watcher thread).
     pub fn new(pid: Option<u32>) -> UserSymbols {
         let Some(pid) = pid else {
             return UserSymbols::default();
@@ -241,12 +245,15 @@ impl UserSymbols {
         }
     }
 
-    /// The symbol of user address `addr` (or the bare address).
-    pub fn resolve(&mut self, addr: u64) -> Symbol {
-        let Some(pid) = self.pid else {
+    /// The symbol of user address `addr` in process `pid` (or the bare address). A `pid` of 0
+    /// (a record of a kernel thread, which has no user mappings) leaves it numeric.
+    pub fn resolve(&mut self, pid: u32, addr: u64) -> Symbol {
+        if pid == 0 {
             return Symbol::unknown(addr);
-        };
-        self.refresh();
+        }
+        if Some(pid) == self.pid {
+            self.refresh();
+        }
         let s = self
             .inner
             .get_or_insert_with(Symbolizer::new)

@@ -63,6 +63,14 @@ pub enum SymKind {
     Uaddr,
 }
 
+impl SymKind {
+    /// True for the kinds of user addresses (`usym`, `ufunc`, `umod`, `uaddr`), which are
+    /// resolved in the mappings of the process they were taken in.
+    pub fn is_user(self) -> bool {
+        matches!(self, SymKind::Usym | SymKind::Umod | SymKind::Uaddr)
+    }
+}
+
 impl Type {
     /// `int` (4 bytes, signed).
     pub const INT: Type = Type::Int {
@@ -111,6 +119,8 @@ impl Type {
             Type::Int { bytes, .. } => *bytes as u32,
             Type::Ptr(_) | Type::Symbol(_) => 8,
             Type::String => strsize,
+            // A user stack is recorded after the process id it was taken in.
+            Type::Stack { user: true, frames } => 8 * (frames + 1),
             Type::Stack { frames, .. } => 8 * frames,
             Type::Array(t, n) => t.size(strsize) * n,
             Type::Struct { size, .. } => *size,

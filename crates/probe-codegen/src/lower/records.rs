@@ -146,14 +146,27 @@ impl ProgGen<'_, '_> {
             FieldKind::Str { len } if *len < self.strsize() => self.string_small(e, off, *len),
             FieldKind::Str { .. } => self.string(e, off),
             FieldKind::Stack { user, frames } => {
-                self.zero(off, frames * 8);
+                self.zero(off, k.size());
+                // A user stack's process id first (DTrace's ustack record), its frames after.
+                let at = if *user {
+                    self.store_tgid(off);
+                    off + 8
+                } else {
+                    off
+                };
                 let a = &mut self.asm;
                 a.mov(R1, R6);
                 a.mov(R2, R7);
-                a.alu_imm(Alu::Add, R2, off as i32);
+                a.alu_imm(Alu::Add, R2, at as i32);
                 a.mov_imm(R3, (*frames * 8) as i64);
                 a.mov_imm(R4, if *user { 256 } else { 0 });
                 a.call(helper::GET_STACK);
+                Ok(())
+            }
+            FieldKind::Sym(kind) if kind.is_user() => {
+                self.int(e)?;
+                self.asm.stx(Size::DW, R7, off as i16, R0);
+                self.store_tgid(off + 8);
                 Ok(())
             }
             _ => {
@@ -162,6 +175,15 @@ impl ProgGen<'_, '_> {
                 Ok(())
             }
         }
+    }
+
+    /// Writes the current process id (the tgid, upper half of `bpf_get_current_pid_tgid`) as 8
+    /// bytes at scratch offset `off`.
+    fn store_tgid(&mut self, off: u32) {
+        let a = &mut self.asm;
+        a.call(helper::GET_CURRENT_PID_TGID);
+        a.alu_imm(Alu::Rsh, R0, 32);
+        a.stx(Size::DW, R7, off as i16, R0);
     }
 
     /// Calls the memory-reading helper `helper` (its arguments in R1..R3) and raises DTrace's

@@ -215,7 +215,14 @@ impl ProgGen<'_, '_> {
                     self.call_or_fault(helper::PROBE_READ_KERNEL, slot, span)?;
                 }
             }
-            Action::Printf { args, .. } | Action::System { args, .. } => {
+            Action::Printf { format, args } => {
+                // The kinds the layout gave (a `%A` argument is a user address with its pid).
+                let kinds = printf_kinds(format, args, self.strsize());
+                for ((e, k), off) in args.iter().zip(&kinds).zip(&offs) {
+                    self.store_value(e, k, *off)?;
+                }
+            }
+            Action::System { args, .. } => {
                 for (e, off) in args.iter().zip(&offs) {
                     let k = value_kind(&e.ty, self.strsize());
                     self.store_value(e, &k, *off)?;

@@ -274,6 +274,98 @@ fn ustack_is_symbolized() {
     assert!(lines.contains(&"10"), "{out}");
 }
 
+/// `ustack()` of a process that is neither `-c` nor `-p` (system-wide tracing): the record
+/// carries the process id, and the consumer resolves the frames in that process's mappings (read
+/// at the first record that names it). Before, they stayed hex addresses.
+#[test]
+fn ustack_of_any_process_is_symbolized() {
+    if !test_support::privileged("attaches tracepoint programs") {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("slustk.c");
+    // Waits for a line, makes 7 getppid calls from `calls` (called by `main`), says so, and
+    // waits for end of input: alive until the aggregation has been printed. libc's getppid keeps
+    // no frame pointer, so the frame-pointer walk goes from it straight to the return address in
+    // `calls`' frame: `main`.
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <unistd.h>\n\
+         __attribute__((noinline)) void calls(int n) { for (int i = 0; i < n; i++) getppid(); }\n\
+         int main(void) { char b[8]; if (!fgets(b, sizeof b, stdin)) return 1;\n\
+         calls(7);\n\
+         puts(\"done\"); fflush(stdout); while (fgets(b, sizeof b, stdin)) {} return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("slustk");
+    assert!(
+        Command::new("gcc")
+            .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut work = Command::new(&exe)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = work.id();
+    let clauses = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}\n\
+         syscall::getppid:entry /pid == {pid}/ {{ @[ustack()] = count(); }}\n\
+         syscall::getppid:entry /pid == {pid} && ++n == 7/ {{ trace(ustack()); exit(0); }}\n"
+    );
+    let mut tracer = crate::sightline()
+        .args(["probe", "-q", "-n", &clauses])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(tracer.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let mut stdin = work.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    let mut said = String::new();
+    BufReader::new(work.stdout.take().unwrap())
+        .read_line(&mut said)
+        .unwrap();
+    assert_eq!(said.trim(), "done");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = tracer.wait().unwrap();
+    drop(stdin);
+    work.wait().unwrap();
+    assert!(status.success(), "{rest}");
+    let lines: Vec<&str> = rest.lines().map(str::trim).collect();
+    // The traced stack (the 7th call) and the aggregation's one key: each has libc's getppid
+    // innermost and the program's main below it; the key counts all 7 calls.
+    let first = lines
+        .iter()
+        .filter(|l| l.starts_with("libc.so.6`getppid"))
+        .count();
+    assert_eq!(first, 2, "{rest}");
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("slustk`main"))
+            .count()
+            == 2,
+        "{rest}"
+    );
+    assert_eq!(
+        lines.iter().rev().find(|l| !l.is_empty()),
+        Some(&"7"),
+        "{rest}"
+    );
+}
+
 /// libstdc++'s `libstdcxx` USDT probes (in a shared library, no semaphores): a program that throws
 /// and catches five times.
 #[test]
