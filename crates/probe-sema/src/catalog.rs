@@ -231,10 +231,15 @@ pub enum ProbeArgs {
         /// Return probe?
         ret: bool,
     },
-    /// A USDT probe with `args.len()` arguments, each of `size` bytes and a signedness.
+    /// A USDT probe with `args.len()` arguments, each of `size` bytes and a signedness, and, when
+    /// the binary has the probe's `.note.sightline` note (docs/usdt.md, "The typed-argument
+    /// note"), their declared names and types and the provider's stability.
     Usdt {
-        /// One entry per argument.
+        /// One entry per stapsdt note argument.
         args: Vec<UsdtArg>,
+        /// The declared stability attributes `Name/Data/Class` from the typed note (for the
+        /// provider, probe name and arguments), as written; `None` without a typed note.
+        stability: Option<String>,
     },
     /// The dtrace provider's ERROR probe: arg1 = the faulting clause index, arg3 = fault kind,
     /// arg4 = the faulting address (DTrace guide, "dtrace Provider").
@@ -253,13 +258,68 @@ impl ProbeArgs {
     }
 }
 
-/// One USDT argument's size and signedness (from its stapsdt argument spec, e.g. `-4@%eax`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One USDT argument's size and signedness (from its stapsdt argument spec, e.g. `-4@%eax`) and,
+/// when the probe has a typed note, its declared name and Rust type.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsdtArg {
     /// Size in bytes (1, 2, 4 or 8).
     pub size: u8,
     /// Signed?
     pub signed: bool,
+    /// The declared name and type, from the probe's `.note.sightline` note; `None` for probes
+    /// without one (sys/sdt.h programs).
+    pub typed: Option<UsdtArgType>,
+}
+
+/// A USDT argument's declaration in the `.note.sightline` note (docs/usdt.md): `request_path` and
+/// `&str` for the entry `request_path:&str`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsdtArgType {
+    /// The declared name (`request_path`; the length of a `&[u8]` named `head` is `head.len`).
+    pub name: String,
+    /// The Rust type as the `provider!` macro stringified it (`&str`, `u16`, `Json<&Job>`).
+    pub rust_type: String,
+}
+
+impl UsdtArg {
+    /// An argument known only from its stapsdt spec.
+    pub fn untyped(size: u8, signed: bool) -> UsdtArg {
+        UsdtArg {
+            size,
+            signed,
+            typed: None,
+        }
+    }
+
+    /// True when the declared type is a pointer to NUL-terminated text: `&str` (the macro passes
+    /// a bounded NUL-terminated copy), `&CStr` (by any path) and `Json<T>` (the JSON text), passed
+    /// as an unsigned 8-byte value (a spec of another size is not a pointer: not a string).
+    pub fn is_string(&self) -> bool {
+        let Some(t) = &self.typed else { return false };
+        if self.size != 8 || self.signed {
+            return false;
+        }
+        let t = t.rust_type.replace(' ', "");
+        let t = t.trim_start_matches('&');
+        t == "str"
+            || t == "CStr"
+            || t.ends_with("::CStr")
+            || t.starts_with("Json<")
+            || t.contains("::Json<")
+    }
+
+    /// The D type of `args[N]` for this argument: `string` for [`UsdtArg::is_string`] arguments,
+    /// otherwise the integer of the stapsdt size and signedness.
+    pub fn d_type(&self) -> Type {
+        if self.is_string() {
+            Type::String
+        } else {
+            Type::Int {
+                bytes: self.size.clamp(1, 8),
+                signed: self.signed,
+            }
+        }
+    }
 }
 
 /// One field of a tracepoint's record, from a tracefs `format` file (see

@@ -25,7 +25,7 @@ pub use analyze::{
 };
 pub use catalog::{
     Catalog, DtraceProbe, ProbeArgs, ProbeCatalog, ProbeDescPattern, ProbeInfo, ProbeKind,
-    Provider, StaticCatalog, TpField, UsdtArg, field_matches, glob_match,
+    Provider, StaticCatalog, TpField, UsdtArg, UsdtArgType, field_matches, glob_match,
 };
 pub use checked::{
     Action, AggFunc, AggId, Aggregation, Builtin, CheckedClause, CheckedProgram, Options, Subr,

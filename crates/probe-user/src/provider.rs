@@ -333,11 +333,14 @@ impl UserSites {
                     args: p
                         .args
                         .iter()
-                        .map(|a| UsdtArg {
+                        .enumerate()
+                        .map(|(i, a)| UsdtArg {
                             size: a.size,
                             signed: a.signed,
+                            typed: p.typed.get(i).cloned(),
                         })
                         .collect(),
+                    stability: p.stability.clone(),
                 },
                 kind: ProbeKind::Usdt {
                     path: p.path.to_string_lossy().into_owned(),
@@ -457,19 +460,11 @@ mod tests {
             m[0].args,
             ProbeArgs::Usdt {
                 args: vec![
-                    UsdtArg {
-                        size: 8,
-                        signed: false
-                    },
-                    UsdtArg {
-                        size: 8,
-                        signed: false
-                    },
-                    UsdtArg {
-                        size: 4,
-                        signed: true
-                    }
-                ]
+                    UsdtArg::untyped(8, false),
+                    UsdtArg::untyped(8, false),
+                    UsdtArg::untyped(4, true)
+                ],
+                stability: None
             }
         );
         // The `__` spelling matches too.

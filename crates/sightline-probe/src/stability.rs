@@ -7,7 +7,10 @@
 //! are not DTrace's sched or io providers) have no DTrace counterpart: the kernel documents them
 //! as not a stable interface, so their names and data are `Unstable` with the `Common` class
 //! (`Private` module and function, as DTrace's sdt provider). USDT probes not declaring their
-//! stability are `Private/Private/Unknown` (a user-defined provider's default).
+//! stability are `Private/Private/Unknown` (a user-defined provider's default); a
+//! `sightline-usdt` provider's declared attributes (its `.note.sightline` note, docs/usdt.md) are
+//! its provider's, name's and arguments' (module and function stay `Private/Private/Unknown`, as in
+//! the DTrace guide's USDT example).
 //!
 //! ```
 //! use sightline_probe::stability::{Attr, DepClass, Stability};
@@ -241,7 +244,17 @@ pub fn of(info: &ProbeInfo) -> ProbeStability {
     const PRIV: Attr = a(S::Private, S::Private, C::Unknown);
     match &info.kind {
         ProbeKind::Uprobe { .. } => p(a(S::Evolving, S::Evolving, C::Isa), PRIV, PRIV, PRIV, PRIV),
-        ProbeKind::Usdt { .. } => p(PRIV, PRIV, PRIV, PRIV, PRIV),
+        ProbeKind::Usdt { .. } => {
+            // The typed note's declaration; one that does not parse counts as none.
+            let declared = match &info.args {
+                ProbeArgs::Usdt {
+                    stability: Some(s), ..
+                } => s.parse::<Attr>().ok(),
+                _ => None,
+            };
+            let d = declared.unwrap_or(PRIV);
+            p(d, PRIV, PRIV, d, d)
+        }
         _ => match info.provider.as_str() {
             "dtrace" => p(
                 a(S::Stable, S::Stable, C::Common),
@@ -306,12 +319,16 @@ pub fn argument_types(info: &ProbeInfo) -> Vec<String> {
             })
             .collect(),
         ProbeArgs::Profile => vec!["args[0]: uint64_t".into(), "args[1]: uint64_t".into()],
-        ProbeArgs::Usdt { args } => args
+        // A typed note's argument shows its Rust type and name (`args[0]: &str request_path`).
+        ProbeArgs::Usdt { args, .. } => args
             .iter()
             .enumerate()
-            .map(|(i, u)| {
-                let s = if u.signed { "" } else { "u" };
-                format!("args[{i}]: {s}int{}_t", u32::from(u.size) * 8)
+            .map(|(i, u)| match &u.typed {
+                Some(t) => format!("args[{i}]: {} {}", t.rust_type, t.name),
+                None => {
+                    let s = if u.signed { "" } else { "u" };
+                    format!("args[{i}]: {s}int{}_t", u32::from(u.size) * 8)
+                }
             })
             .collect(),
         ProbeArgs::Uprobe { .. } | ProbeArgs::None | ProbeArgs::DtraceError => Vec::new(),
@@ -358,6 +375,63 @@ mod tests {
             name: name.into(),
             args: ProbeArgs::None,
             kind,
+        }
+    }
+
+    /// A USDT probe with a typed note: its declared stability for provider, name and arguments,
+    /// its arguments' Rust types and names; without a note (or with an unparsable stability),
+    /// `Private/Private/Unknown` and C integer types.
+    #[test]
+    fn usdt_typed_note_sets_stability_and_argument_types() {
+        use probe_sema::{UsdtArg, UsdtArgType};
+        let usdt = |stability: Option<&str>, typed: bool| ProbeInfo {
+            provider: "webserver42".into(),
+            module: "usdt-typed".into(),
+            function: "main".into(),
+            name: "request".into(),
+            args: ProbeArgs::Usdt {
+                args: vec![
+                    UsdtArg {
+                        size: 8,
+                        signed: false,
+                        typed: typed.then(|| UsdtArgType {
+                            name: "request_path".into(),
+                            rust_type: "&str".into(),
+                        }),
+                    },
+                    UsdtArg::untyped(2, false),
+                ],
+                stability: stability.map(String::from),
+            },
+            kind: ProbeKind::Usdt {
+                path: "/x/usdt-typed".into(),
+                offset: 0,
+                semaphore: None,
+                arg_specs: vec![],
+                pid: Some(42),
+            },
+        };
+        let declared = usdt(Some("Evolving/Evolving/Common"), true);
+        let st = of(&declared);
+        let evolving = a(S::Evolving, S::Evolving, C::Common);
+        let private = a(S::Private, S::Private, C::Unknown);
+        assert_eq!(
+            (st.provider, st.module, st.function, st.name, st.args),
+            (evolving, private, private, evolving, evolving)
+        );
+        // Module and function are named: the description is as stable as the least of them.
+        assert_eq!(st.description(&declared), private);
+        assert_eq!(
+            argument_types(&declared),
+            ["args[0]: &str request_path", "args[1]: uint16_t"]
+        );
+        for plain in [usdt(None, false), usdt(Some("Solid/Rock/ISA"), false)] {
+            let st = of(&plain);
+            assert_eq!((st.provider, st.name, st.args), (private, private, private));
+            assert_eq!(
+                argument_types(&plain),
+                ["args[0]: uint64_t", "args[1]: uint16_t"]
+            );
         }
     }
 

@@ -106,9 +106,67 @@ impl core::fmt::Debug for Semaphore {
     }
 }
 
+/// True when `s` is a full stability triple `Name/Data/Class` (DTrace guide, "Stability"): the
+/// first two of `Internal`, `Private`, `Obsolete`, `External`, `Unstable`, `Evolving`, `Stable`,
+/// `Standard`, the class one of `Unknown`, `CPU`, `Platform`, `Group`, `ISA`, `Common`, spelled so.
+/// [`provider!`] checks a declared stability with it at compile time.
+#[doc(hidden)]
+pub const fn __valid_stability(s: &str) -> bool {
+    const LEVELS: [&str; 8] = [
+        "Internal", "Private", "Obsolete", "External", "Unstable", "Evolving", "Stable", "Standard",
+    ];
+    const CLASSES: [&str; 6] = ["Unknown", "CPU", "Platform", "Group", "ISA", "Common"];
+    /// True when `b[from..to]` is one of `names`.
+    const fn one_of(b: &[u8], from: usize, to: usize, names: &[&str]) -> bool {
+        let mut k = 0;
+        while k < names.len() {
+            let n = names[k].as_bytes();
+            if n.len() == to - from {
+                let mut i = 0;
+                while i < n.len() && n[i] == b[from + i] {
+                    i += 1;
+                }
+                if i == n.len() {
+                    return true;
+                }
+            }
+            k += 1;
+        }
+        false
+    }
+    let b = s.as_bytes();
+    // The positions of the two slashes.
+    let (mut first, mut second, mut i) = (usize::MAX, usize::MAX, 0);
+    while i < b.len() {
+        if b[i] == b'/' {
+            if first == usize::MAX {
+                first = i;
+            } else if second == usize::MAX {
+                second = i;
+            } else {
+                return false;
+            }
+        }
+        i += 1;
+    }
+    second != usize::MAX
+        && one_of(b, 0, first, &LEVELS)
+        && one_of(b, first + 1, second, &LEVELS)
+        && one_of(b, second + 1, b.len(), &CLASSES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    provider! {
+        /// A provider declaring its stability.
+        mod stable_unit {
+            #![stability = "Evolving/Evolving/Common"]
+            /// One string.
+            fn one(s: &str);
+        }
+    }
 
     provider! {
         /// A provider for unit tests.
@@ -132,6 +190,18 @@ mod tests {
         assert!(unit::none::ARG_SIZES.is_empty());
         assert_eq!(unit::twelve::ARG_SIZES.len(), 12);
         probe!(unit::twelve(1, -2, 3, b"ab", -5, "six", 7, b"", true, 10));
+    }
+
+    #[test]
+    fn stability_is_declared_or_private() {
+        assert_eq!(stable_unit::STABILITY, "Evolving/Evolving/Common");
+        assert_eq!(unit::STABILITY, "Private/Private/Unknown");
+        assert!(__valid_stability("Stable/Evolving/ISA"));
+        assert!(!__valid_stability("Stable/Evolving"));
+        assert!(!__valid_stability("stable/Evolving/ISA"));
+        assert!(!__valid_stability("Stable/Evolving/ISA/"));
+        assert!(!__valid_stability("Stable/Solid/ISA"));
+        assert!(!__valid_stability(""));
     }
 
     #[test]

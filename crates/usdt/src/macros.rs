@@ -72,6 +72,48 @@ macro_rules! provider {
     (
         $(#[$pmeta:meta])*
         $vis:vis mod $provider:ident {
+            #![stability = $stability:literal]
+            $(
+                $(#[$meta:meta])*
+                fn $probe:ident ( $($args:tt)* ) ;
+            )*
+        }
+    ) => {
+        $crate::provider! {
+            @provider [$stability]
+            $(#[$pmeta])*
+            $vis mod $provider {
+                $(
+                    $(#[$meta])*
+                    fn $probe ( $($args)* ) ;
+                )*
+            }
+        }
+    };
+    (
+        $(#[$pmeta:meta])*
+        $vis:vis mod $provider:ident {
+            $(
+                $(#[$meta:meta])*
+                fn $probe:ident ( $($args:tt)* ) ;
+            )*
+        }
+    ) => {
+        $crate::provider! {
+            @provider ["Private/Private/Unknown"]
+            $(#[$pmeta])*
+            $vis mod $provider {
+                $(
+                    $(#[$meta])*
+                    fn $probe ( $($args)* ) ;
+                )*
+            }
+        }
+    };
+    (
+        @provider [$stability:literal]
+        $(#[$pmeta:meta])*
+        $vis:vis mod $provider:ident {
             $(
                 $(#[$meta:meta])*
                 fn $probe:ident ( $($args:tt)* ) ;
@@ -85,6 +127,15 @@ macro_rules! provider {
             use super::*;
             /// The provider name written in this provider's SDT notes.
             pub const PROVIDER: &str = ::core::stringify!($provider);
+
+            /// The provider's declared stability attributes, `Name/Data/Class` (DTrace guide,
+            /// "Stability"), written into each probe's `.note.sightline` note; for the provider,
+            /// probe name and arguments (`Private/Private/Unknown` when not declared).
+            pub const STABILITY: &str = $stability;
+            const _: () = ::core::assert!(
+                $crate::__valid_stability(STABILITY),
+                "provider! stability must be Name/Data/Class, e.g. \"Evolving/Evolving/Common\""
+            );
 
             /// The provider's semaphores, one per probe, on a page of their own: the kernel's
             /// uprobe reference counter then never meets the page mapped twice (docs/usdt.md,
@@ -115,8 +166,9 @@ macro_rules! provider {
             };
             $(
                 $crate::__usdt_probe! {
-                    @head [$provider $probe [$(#[$meta])*]]
+                    @head [$provider $probe [$(#[$meta])*] $stability]
                     @names [] @types [] @stage [] @tmpl [] @pos [] @named [] @sizes [] @decl []
+                    @note []
                     @sep [""]
                     @rest $($args)*
                 }
@@ -134,6 +186,7 @@ macro_rules! __usdt_probe {
         @head $head:tt
         @names [$($nm:tt)*] @types [$($ty:tt)*] @stage [$($st:tt)*] @tmpl [$($tm:tt)*]
         @pos [$($po:tt)*] @named [$($na:tt)*] @sizes [$($sz:tt)*] @decl [$($de:tt)*]
+        @note [$($no:tt)*]
         @sep [$sep:literal]
         @rest $name:ident : & [u8] $(, $($rest:tt)*)?
     ) => {
@@ -147,6 +200,7 @@ macro_rules! __usdt_probe {
             @named [$($na)* $name = in(reg) $name.as_ptr() as usize as u64,]
             @sizes [$($sz)* 8, 8,]
             @decl [$($de)* (::core::stringify!($name), "&[u8]"),]
+            @note [$($no)* $crate::__usdt_note_slice!($name),]
             @sep [" "]
             @rest $($($rest)*)?
         }
@@ -156,6 +210,7 @@ macro_rules! __usdt_probe {
         @head $head:tt
         @names [$($nm:tt)*] @types [$($ty:tt)*] @stage [$($st:tt)*] @tmpl [$($tm:tt)*]
         @pos [$($po:tt)*] @named [$($na:tt)*] @sizes [$($sz:tt)*] @decl [$($de:tt)*]
+        @note [$($no:tt)*]
         @sep [$sep:literal]
         @rest $name:ident : $t:ty $(, $($rest:tt)*)?
     ) => {
@@ -169,15 +224,17 @@ macro_rules! __usdt_probe {
             @named [$($na)* $name = in(reg) $crate::Staged::word(&$name),]
             @sizes [$($sz)* <$t as $crate::Arg>::SPEC,]
             @decl [$($de)* (::core::stringify!($name), ::core::stringify!($t)),]
+            @note [$($no)* $crate::__usdt_note_arg!($name $t),]
             @sep [" "]
             @rest $($($rest)*)?
         }
     };
     // All arguments done: the probe's module.
     (
-        @head [$provider:ident $probe:ident [$($meta:tt)*]]
+        @head [$provider:ident $probe:ident [$($meta:tt)*] $stability:literal]
         @names [$($nm:ident,)*] @types [$([$($ty:tt)*])*] @stage [$($st:tt)*] @tmpl [$($tm:tt)*]
         @pos [$($po:tt)*] @named [$($na:tt)*] @sizes [$($sz:tt)*] @decl [$($de:tt)*]
+        @note [$($no:tt)*]
         @sep [$sep:literal]
         @rest
     ) => {
@@ -227,7 +284,9 @@ macro_rules! __usdt_probe {
             #[allow(clippy::too_many_arguments)]
             pub fn __fire_enabled($($nm: $($ty)*),*) {
                 $($st)*
-                $crate::__usdt_site! { [$provider $probe] [$($tm)*] [$($po)*] [$($na)*] }
+                $crate::__usdt_site! {
+                    [$provider $probe] [$($tm)*] [$($po)*] [$($na)*] [$stability [$($no)*]]
+                }
             }
 
             #[doc(hidden)]

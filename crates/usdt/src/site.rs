@@ -18,6 +18,19 @@
 //! argument's [`Arg::SPEC`](crate::Arg::SPEC) through a `const` operand, and assembler `.if`
 //! directives pick the register-name width matching it, as sys/sdt.h's assembler macros do.
 //!
+//! Next to it, once per probe (not per site), a `.note.sightline` note (owner `sightline`, type 1)
+//! names the probe's arguments and their Rust types and carries the provider's stability, for
+//! tracers that read it (docs/usdt.md, "The typed-argument note"):
+//!
+//! ```text
+//! namesz=10  descsz=N  type=1  "sightline\0"  (padded to 4)
+//! desc: "provider\0"  "name\0"  "Name/Data/Class\0"  "arg:type\0" ...   (note padded to 4)
+//! ```
+//!
+//! Every site carries the note's text, but it is assembled once per object (an `.ifndef` on a
+//! per-probe symbol) in a COMDAT group named after provider and probe, so the linker keeps one
+//! copy per probe however many objects fire it.
+//!
 //! Differences from sys/sdt.h, on purpose:
 //! - The x86-64 site is a 5-byte `nopl 0x0(%rax,%rax,1)` (`0f 1f 44 00 00`), emitted as bytes so the
 //!   assembler cannot shorten it; sys/sdt.h emits a 1-byte `nop`. A uprobe on a 5-byte nop is
@@ -26,6 +39,68 @@
 //!   allocated refers to the section, so without it lld drops the section and the note's base
 //!   address becomes 0.
 //! - Every probe has a semaphore and the site sits behind the semaphore test.
+
+// ---------------------------------------------------------------------------------------------
+// The typed-argument note (every target; only Linux x86-64 and aarch64 sites assemble it)
+// ---------------------------------------------------------------------------------------------
+
+/// The assembler text of one argument entry of the `.note.sightline` note: `.asciz "NAME:TYPE"`,
+/// the type as `stringify!` prints it (`&str`, `Json<&Job>`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __usdt_note_arg {
+    ($name:ident $t:ty) => {
+        ::core::concat!(
+            ".asciz \"",
+            ::core::stringify!($name),
+            ":",
+            ::core::stringify!($t),
+            "\"\n",
+        )
+    };
+}
+
+/// The entries of a `&[u8]` argument (two note arguments): `NAME:&[u8]` (the data pointer) and
+/// `NAME.len:usize` (the length in bytes).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __usdt_note_slice {
+    ($name:ident) => {
+        ::core::concat!(
+            ".asciz \"",
+            ::core::stringify!($name),
+            ":&[u8]\"\n.asciz \"",
+            ::core::stringify!($name),
+            ".len:usize\"\n",
+        )
+    };
+}
+
+/// The assembler text of a probe's `.note.sightline` note (see the module docs), emitted once per
+/// object file and kept once per linked file (COMDAT group `.note.sightline.PROVIDER.PROBE`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __usdt_typed_note {
+    ($provider:ident $probe:ident $stability:literal [$($no:tt)*]) => {
+        ::core::concat!(
+            ".ifndef .Lsightline_usdt_note.", ::core::stringify!($provider), ".", ::core::stringify!($probe), "\n",
+            ".pushsection .note.sightline, \"G\", \"note\", .note.sightline.",
+            ::core::stringify!($provider), ".", ::core::stringify!($probe), ", comdat\n",
+            ".balign 4\n",
+            ".Lsightline_usdt_note.", ::core::stringify!($provider), ".", ::core::stringify!($probe), ":\n",
+            ".4byte 982f-981f, 984f-983f, 1\n",
+            "981: .asciz \"sightline\"\n",
+            "982: .balign 4\n",
+            "983: .asciz \"", ::core::stringify!($provider), "\"\n",
+            ".asciz \"", ::core::stringify!($probe), "\"\n",
+            ".asciz \"", $stability, "\"\n",
+            $($no)*
+            "984: .balign 4\n",
+            ".popsection\n",
+            ".endif\n",
+        )
+    };
+}
 
 // ---------------------------------------------------------------------------------------------
 // x86-64 Linux
@@ -94,7 +169,7 @@ macro_rules! __usdt_spec_slice {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __usdt_site {
-    ([$provider:ident $probe:ident] [$($tm:tt)*] [$($po:tt)*] [$($na:tt)*]) => {
+    ([$provider:ident $probe:ident] [$($tm:tt)*] [$($po:tt)*] [$($na:tt)*] [$stability:literal [$($no:tt)*]]) => {
         // SAFETY: the template executes only a nop (`nopl 0x0(%rax,%rax,1)`); everything else is
         // assembler data in sections of their own (`.note.stapsdt`, `.stapsdt.base`), restored by
         // `.popsection`. The operands are plain integer inputs and the address of the semaphore
@@ -126,6 +201,7 @@ macro_rules! __usdt_site {
                     ".size _.stapsdt.base, 1\n",
                     ".popsection\n",
                     ".endif\n",
+                    $crate::__usdt_typed_note!($provider $probe $stability [$($no)*]),
                 ),
                 const ::core::mem::offset_of!(super::Semaphores, $probe),
                 $($po)*
@@ -204,7 +280,7 @@ macro_rules! __usdt_spec_slice {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __usdt_site {
-    ([$provider:ident $probe:ident] [$($tm:tt)*] [$($po:tt)*] [$($na:tt)*]) => {
+    ([$provider:ident $probe:ident] [$($tm:tt)*] [$($po:tt)*] [$($na:tt)*] [$stability:literal [$($no:tt)*]]) => {
         // SAFETY: the template executes only a `nop`; everything else is assembler data in sections
         // of their own, restored by `.popsection`. The operands are integer inputs and the address
         // of the semaphore static; nothing is written, the stack and flags are untouched. Pointer
@@ -235,6 +311,7 @@ macro_rules! __usdt_site {
                     ".size _.stapsdt.base, 1\n",
                     ".popsection\n",
                     ".endif\n",
+                    $crate::__usdt_typed_note!($provider $probe $stability [$($no)*]),
                 ),
                 const ::core::mem::offset_of!(super::Semaphores, $probe),
                 $($po)*
@@ -286,7 +363,7 @@ macro_rules! __usdt_spec_slice {
 #[macro_export]
 macro_rules! __usdt_site {
     ([$provider:ident $probe:ident] [$($tm:tt)*] [$($po:tt)*]
-     [$($name:ident = in(reg) $e:expr,)*]) => {
+     [$($name:ident = in(reg) $e:expr,)*] [$($note:tt)*]) => {
         $( let _ = &$name; )*
     };
 }

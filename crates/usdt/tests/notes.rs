@@ -210,3 +210,74 @@ fn semaphores_are_the_declared_fields_on_their_own_page() {
         "the semaphores' file page is mapped by {holders} segments"
     );
 }
+
+/// (name, ARGS) of every declared probe of the demo.
+fn declared_args() -> Vec<(&'static str, &'static [(&'static str, &'static str)])> {
+    vec![
+        (demo::tick::NAME, demo::tick::ARGS),
+        (demo::unsigned::NAME, demo::unsigned::ARGS),
+        (demo::signed::NAME, demo::signed::ARGS),
+        (demo::flags::NAME, demo::flags::ARGS),
+        (demo::text::NAME, demo::text::ARGS),
+        (demo::bytes::NAME, demo::bytes::ARGS),
+        (demo::json::NAME, demo::json::ARGS),
+        (demo::empty::NAME, demo::empty::ARGS),
+        (demo::iteration__done::NAME, demo::iteration__done::ARGS),
+    ]
+}
+
+/// `.note.sightline` (docs/usdt.md, "The typed-argument note"): one note per probe however many
+/// sites it has, owner `sightline`, type 1, with provider, name, stability and one `name:type`
+/// entry per note argument (a `&[u8]` is two: `NAME:&[u8]` and `NAME.len:usize`).
+#[test]
+fn typed_notes_name_every_note_argument() {
+    let data = std::fs::read(common::demo_bin()).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let sec = obj
+        .section_by_name(".note.sightline")
+        .expect(".note.sightline section")
+        .data()
+        .unwrap();
+    let u32_at = |o: usize| u32::from_le_bytes(sec[o..o + 4].try_into().unwrap()) as usize;
+    let pad4 = |n: usize| (n + 3) & !3;
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    let mut off = 0;
+    while off + 12 <= sec.len() {
+        let (namesz, descsz, ty) = (u32_at(off), u32_at(off + 4), u32_at(off + 8));
+        assert_eq!(
+            (&sec[off + 12..off + 12 + namesz], ty),
+            (&b"sightline\0"[..], 1)
+        );
+        let desc = &sec[off + 12 + pad4(namesz)..off + 12 + pad4(namesz) + descsz];
+        assert_eq!(desc.last(), Some(&0), "NUL-terminated");
+        let strs: Vec<String> = desc[..desc.len() - 1]
+            .split(|&b| b == 0)
+            .map(|s| String::from_utf8(s.to_vec()).unwrap())
+            .collect();
+        assert_eq!(strs[0], demo::PROVIDER);
+        assert_eq!(strs[2], "Private/Private/Unknown");
+        notes.push((strs[1].clone(), strs[3..].to_vec()));
+        off += 12 + pad4(namesz) + pad4(descsz);
+    }
+    notes.sort();
+    let mut expected: Vec<(String, Vec<String>)> = declared_args()
+        .into_iter()
+        .map(|(name, args)| {
+            let entries = args
+                .iter()
+                .flat_map(|(n, t)| match *t {
+                    "&[u8]" => vec![format!("{n}:&[u8]"), format!("{n}.len:usize")],
+                    _ => vec![format!("{n}:{t}")],
+                })
+                .collect();
+            (name.to_string(), entries)
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(notes, expected);
+    // Each probe's entries are as many as its stapsdt note arguments.
+    for ((name, sizes), (_, args)) in declared().iter().zip(declared_args()) {
+        let (_, entries) = notes.iter().find(|(n, _)| n == name).unwrap();
+        assert_eq!(entries.len(), sizes.len(), "{name} {args:?}");
+    }
+}

@@ -199,6 +199,26 @@ impl ProgGen<'_, '_> {
                 };
                 self.string(&read, off)?;
             }
+            // A typed USDT string argument (`&str`, `&CStr`, `Json<T>` in the probe's
+            // `.note.sightline` note, docs/usdt.md): one note argument holding the address of
+            // NUL-terminated text in the process (sightline-usdt passes a `&str` as a bounded
+            // NUL-terminated copy, no length), read as `copyinstr(argN)` reads it, at most strsize.
+            TExprKind::ProbeArg(n) => {
+                let ptr = TExpr {
+                    kind: TExprKind::ProbeArg(*n),
+                    ty: Type::Int {
+                        bytes: 8,
+                        signed: false,
+                    },
+                    span: e.span,
+                };
+                let read = TExpr {
+                    kind: TExprKind::Call(Subr::Copyinstr, vec![ptr]),
+                    ty: Type::String,
+                    span: e.span,
+                };
+                self.string(&read, off)?;
+            }
             TExprKind::Call(Subr::Copyinstr, args) => {
                 let addr = self.slot(e.span)?;
                 let len = self.slot(e.span)?;

@@ -981,11 +981,8 @@ impl Analyzer<'_> {
                     }
                     Type::I64
                 }
-                ProbeArgs::Usdt { args } => match args.get(n as usize) {
-                    Some(a) => Type::Int {
-                        bytes: a.size.clamp(1, 8),
-                        signed: a.signed,
-                    },
+                ProbeArgs::Usdt { args, .. } => match args.get(n as usize) {
+                    Some(a) => a.d_type(),
                     None => {
                         return Err(self.err_at(
                             ErrTag::D_ARGS_IDX,

@@ -5,7 +5,7 @@
 
 use probe_sema::argspec::ArgSpec;
 use probe_sema::{
-    DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg,
+    DtraceProbe, ProbeArgs, ProbeInfo, ProbeKind, StaticCatalog, TpField, UsdtArg, UsdtArgType,
     parse_tracepoint_format,
 };
 
@@ -202,25 +202,50 @@ pub fn catalog() -> StaticCatalog {
         "function__entry",
         ProbeArgs::Usdt {
             args: vec![
-                UsdtArg {
-                    size: 8,
-                    signed: false,
-                },
-                UsdtArg {
-                    size: 8,
-                    signed: false,
-                },
-                UsdtArg {
-                    size: 4,
-                    signed: true,
-                },
+                UsdtArg::untyped(8, false),
+                UsdtArg::untyped(8, false),
+                UsdtArg::untyped(4, true),
             ],
+            stability: None,
         },
         ProbeKind::Usdt {
             path: "/usr/bin/python3.11".into(),
             offset: 0x1000,
             semaphore: Some(0x2000),
             arg_specs: ["8@%rbx", "8@%rbp", "-4@%eax"]
+                .map(|t| ArgSpec::parse(t).unwrap())
+                .to_vec(),
+            pid: None,
+        },
+    ));
+    // A sightline-usdt probe with a `.note.sightline` note (docs/usdt.md): `request(request_path:
+    // &str, status: u16, delta: i64)`.
+    let typed = |size: u8, signed: bool, name: &str, ty: &str| UsdtArg {
+        size,
+        signed,
+        typed: Some(UsdtArgType {
+            name: name.into(),
+            rust_type: ty.into(),
+        }),
+    };
+    probes.push(probe(
+        "webserver",
+        "/srv/webserver",
+        "serve",
+        "request",
+        ProbeArgs::Usdt {
+            args: vec![
+                typed(8, false, "request_path", "&str"),
+                typed(2, false, "status", "u16"),
+                typed(8, true, "delta", "i64"),
+            ],
+            stability: Some("Evolving/Evolving/Common".into()),
+        },
+        ProbeKind::Usdt {
+            path: "/srv/webserver".into(),
+            offset: 0x1100,
+            semaphore: Some(0x3000),
+            arg_specs: ["8@%rax", "2@%cx", "-8@%rdx"]
                 .map(|t| ArgSpec::parse(t).unwrap())
                 .to_vec(),
             pid: None,

@@ -91,6 +91,76 @@ fn verbose_listing_shows_stability_and_argument_types() {
 }
 
 /// The line that opens each probe's attribute block in `-l -v`.
+/// `-l -v` of a sightline-usdt program (crates/usdt/examples/usdt-typed.rs) shows each argument's
+/// Rust type and name from its `.note.sightline` note (docs/usdt.md) and the provider's declared
+/// stability as the arguments' attributes (the description stays Private/Private/Unknown: module
+/// and function are the binary and a Rust function, as in DTrace's USDT guidance); the provider
+/// declaring none keeps the default.
+#[test]
+fn verbose_listing_of_typed_usdt_arguments() {
+    if !test_support::privileged("creates a held command to list its probes") {
+        return;
+    }
+    let Some(bin) = crate::usdt_typed() else {
+        return;
+    };
+    let text = verbose_listing(&[
+        "-c",
+        bin.to_str().unwrap(),
+        "-n",
+        "webserver$target:::request",
+        "-n",
+        "webserver$target:::upload",
+        "-n",
+        "plain$target:::tick",
+    ]);
+    let private = "\t\tIdentifier Names: Private\n\t\tData Semantics:   Private\n\t\tDependency Class: Unknown\n";
+    let evolving = "\t\tIdentifier Names: Evolving\n\t\tData Semantics:   Evolving\n\t\tDependency Class: Common\n";
+    let block = |args: &str, types: &[&str]| {
+        let mut b = format!("{private}\n\tArgument Attributes\n{args}\n\tArgument Types\n");
+        for t in types {
+            b.push_str(&format!("\t\t{t}\n"));
+        }
+        b
+    };
+    let blocks: Vec<&str> = text.split(ATTRIBUTES).collect();
+    assert_eq!(blocks.len(), 4, "three probes:\n{text}");
+    // Each block runs to the next probe's ID line (or the end).
+    let body = |b: &str| b.split("\n\n").take(3).collect::<Vec<_>>().join("\n\n") + "\n";
+    assert_eq!(
+        body(blocks[1]),
+        block(
+            evolving,
+            &["args[0]: &str request_path", "args[1]: u16 status"]
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        body(blocks[2]),
+        block(
+            evolving,
+            &[
+                "args[0]: &str file_name",
+                "args[1]: &[u8] head",
+                "args[2]: usize head.len",
+                "args[3]: i64 delta"
+            ]
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        body(blocks[3]),
+        block(private, &["args[0]: u64 i"]),
+        "{text}"
+    );
+    for (b, name) in blocks[..3].iter().zip(["request", "upload", "tick"]) {
+        assert!(
+            b.trim_end().ends_with(&format!(" {name}")),
+            "{name}: {text}"
+        );
+    }
+}
+
 const ATTRIBUTES: &str = "\n\n\tProbe Description Attributes\n";
 
 /// The standard output of `sightline probe -l -v ARGS`, which must succeed.

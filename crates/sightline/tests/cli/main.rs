@@ -28,6 +28,19 @@ pub fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_sightline"))
 }
 
+/// The `usdt-typed` example of sightline-usdt (typed USDT arguments, crates/usdt/examples), which
+/// Cargo builds beside this binary when the workspace's binaries are built (`cargo test
+/// --workspace`, or `cargo build -p sightline-usdt --bins`); `None`, after saying so, when it
+/// has not been, since no crate here runs a nested cargo.
+pub fn usdt_typed() -> Option<std::path::PathBuf> {
+    let bin = bin().with_file_name("usdt-typed");
+    test_support::require_file(
+        &bin,
+        "the usdt-typed example (cargo build -p sightline-usdt --bins)",
+    )
+    .then_some(bin)
+}
+
 /// A `sightline` command (no arguments yet).
 pub fn sightline() -> Command {
     Command::new(bin())

@@ -552,6 +552,49 @@ fn semaphore_set_while_tracing_a_running_process_and_restored() {
     );
 }
 
+/// `args[N]` of sightline-usdt probes typed by their `.note.sightline` note (docs/usdt.md): a
+/// `&str` is a D `string` without `copyinstr` (compared, measured, used as a key), integers keep
+/// their width and sign; the values are those crates/usdt/examples/usdt-typed.rs fires in
+/// iteration `i`: `request("/index.html", 200 + i)`, `upload("report.pdf", b"%PDF-1", -i - 1)`,
+/// `tick(i)`.
+#[test]
+fn typed_usdt_arguments_are_usable_in_d() {
+    if !test_support::privileged("attaches USDT probes") {
+        return;
+    }
+    let Some(bin) = crate::usdt_typed() else {
+        return;
+    };
+    let (out, _) = probe(&[
+        "-q",
+        "-c",
+        &format!("{} --iterations 3", bin.display()),
+        "-n",
+        r#"webserver$target:::request { printf("%s %d\n", args[0], args[1]); }"#,
+        "-n",
+        r#"webserver$target:::upload { printf("%s %d %d %d %d\n", args[0], strlen(args[0]), args[0] == "report.pdf", args[2], args[3]); @n[args[0]] = count(); }"#,
+        "-n",
+        r#"plain$target:::tick { printf("tick %d\n", args[0]); }"#,
+    ]);
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("fired"))
+        .collect();
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        expected.push(format!("/index.html {}", 200 + i));
+        expected.push(format!("report.pdf 10 1 6 {}", -i - 1));
+        expected.push(format!("tick {i}"));
+    }
+    expected.push("report.pdf 3".into());
+    let got: Vec<String> = lines
+        .iter()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(got, expected, "{out}");
+    assert!(out.contains("fired 3 iterations"), "{out}");
+}
+
 /// `-l`: a binary's USDT probes (path as a macro argument) and a running process's.
 #[test]
 fn lists_usdt_probes_of_a_binary_and_a_process() {

@@ -1,0 +1,4 @@
+webserver:::request
+{
+	trace(copyinstr(args[0]));
+}
