@@ -110,7 +110,10 @@ impl RingBuf {
         Ok(n > 0)
     }
 
-    /// Hands every committed record to `f` (in order) and frees their space. Returns how many.
+    /// Hands every record committed when it starts to `f` (in order) and frees their space.
+    /// Returns how many. One pass up to the producer position read at the start: records that
+    /// arrive meanwhile wait for the next call, so a producer faster than `f` cannot keep the
+    /// consumer here for ever (it returns to check for `exit()`, a full `fill` buffer, signals).
     pub fn consume(&mut self, mut f: impl FnMut(&[u8])) -> usize {
         // SAFETY: both positions are naturally aligned u64s at the start of pages we mapped; the
         // kernel updates them concurrently, hence atomics.
@@ -122,36 +125,31 @@ impl RingBuf {
         let mask = self.data_size - 1;
         let mut n = 0;
         let mut cons = cons_pos.load(Ordering::Acquire);
-        loop {
-            let prod = prod_pos.load(Ordering::Acquire);
-            if cons >= prod {
-                break;
-            }
-            while cons < prod {
-                // SAFETY: `cons & mask` < data_size, so the 4-byte header lies in the mapping and is
-                // 8-aligned; the producer writes it with smp_store_release.
-                let hdr = unsafe { &*(data.add((cons & mask) as usize) as *const AtomicU32) };
-                let len = hdr.load(Ordering::Acquire);
-                if len & BUSY_BIT != 0 {
-                    cons_pos.store(cons, Ordering::Release);
-                    return n;
-                }
-                let size = (len & !(BUSY_BIT | DISCARD_BIT)) as u64;
-                if len & DISCARD_BIT == 0 {
-                    // SAFETY: a committed record of `size` bytes follows its header; the data area is
-                    // mapped twice, so [off + 8, off + 8 + size) is readable even when it wraps.
-                    let rec = unsafe {
-                        std::slice::from_raw_parts(
-                            data.add((cons & mask) as usize + HDR_SZ as usize),
-                            size as usize,
-                        )
-                    };
-                    f(rec);
-                    n += 1;
-                }
-                cons += (size + HDR_SZ + 7) & !7;
+        let prod = prod_pos.load(Ordering::Acquire);
+        while cons < prod {
+            // SAFETY: `cons & mask` < data_size, so the 4-byte header lies in the mapping and is
+            // 8-aligned; the producer writes it with smp_store_release.
+            let hdr = unsafe { &*(data.add((cons & mask) as usize) as *const AtomicU32) };
+            let len = hdr.load(Ordering::Acquire);
+            if len & BUSY_BIT != 0 {
                 cons_pos.store(cons, Ordering::Release);
+                return n;
             }
+            let size = (len & !(BUSY_BIT | DISCARD_BIT)) as u64;
+            if len & DISCARD_BIT == 0 {
+                // SAFETY: a committed record of `size` bytes follows its header; the data area is
+                // mapped twice, so [off + 8, off + 8 + size) is readable even when it wraps.
+                let rec = unsafe {
+                    std::slice::from_raw_parts(
+                        data.add((cons & mask) as usize + HDR_SZ as usize),
+                        size as usize,
+                    )
+                };
+                f(rec);
+                n += 1;
+            }
+            cons += (size + HDR_SZ + 7) & !7;
+            cons_pos.store(cons, Ordering::Release);
         }
         n
     }
