@@ -365,25 +365,35 @@ pub fn probes(elf: &ElfFile) -> Result<Vec<UsdtProbe>, UsdtError> {
 mod tests {
     use super::*;
 
-    fn note(pc: u64, base: u64, sem: u64, strs: &[&str]) -> Vec<u8> {
+    /// An ELF note: `owner` (NUL-terminated, padded to 4 bytes), type `ntype`, then `words` as
+    /// 8-byte little-endian values and `strs` as NUL-terminated strings, padded to 4 bytes.
+    fn elf_note(owner: &str, ntype: u32, words: &[u64], strs: &[&str]) -> Vec<u8> {
         let mut desc = Vec::new();
-        desc.extend_from_slice(&pc.to_le_bytes());
-        desc.extend_from_slice(&base.to_le_bytes());
-        desc.extend_from_slice(&sem.to_le_bytes());
+        for w in words {
+            desc.extend_from_slice(&w.to_le_bytes());
+        }
         for s in strs {
             desc.extend_from_slice(s.as_bytes());
             desc.push(0);
         }
         let mut n = Vec::new();
-        n.extend_from_slice(&8u32.to_le_bytes());
+        n.extend_from_slice(&(owner.len() as u32 + 1).to_le_bytes());
         n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-        n.extend_from_slice(&NT_STAPSDT.to_le_bytes());
-        n.extend_from_slice(b"stapsdt\0");
+        n.extend_from_slice(&ntype.to_le_bytes());
+        n.extend_from_slice(owner.as_bytes());
+        n.push(0);
+        while n.len() % 4 != 0 {
+            n.push(0);
+        }
         n.extend_from_slice(&desc);
         while n.len() % 4 != 0 {
             n.push(0);
         }
         n
+    }
+
+    fn note(pc: u64, base: u64, sem: u64, strs: &[&str]) -> Vec<u8> {
+        elf_note("stapsdt", NT_STAPSDT, &[pc, base, sem], strs)
     }
 
     #[test]
@@ -409,21 +419,7 @@ mod tests {
 
     /// A `.note.sightline` note with `strs` as its descriptor's strings.
     fn typed_note(strs: &[&str]) -> Vec<u8> {
-        let mut desc = Vec::new();
-        for s in strs {
-            desc.extend_from_slice(s.as_bytes());
-            desc.push(0);
-        }
-        let mut n = Vec::new();
-        n.extend_from_slice(&10u32.to_le_bytes());
-        n.extend_from_slice(&(desc.len() as u32).to_le_bytes());
-        n.extend_from_slice(&NT_SIGHTLINE_USDT.to_le_bytes());
-        n.extend_from_slice(b"sightline\0\0\0");
-        n.extend_from_slice(&desc);
-        while n.len() % 4 != 0 {
-            n.push(0);
-        }
-        n
+        elf_note("sightline", NT_SIGHTLINE_USDT, &[], strs)
     }
 
     #[test]
