@@ -18,7 +18,7 @@
 //! narrower or differently-signed type is then "truncate to the target width, re-extend by the
 //! target's signedness"; a cast to a wider type of the same value is a no-op.
 
-use crate::catalog::ProbeInfo;
+use crate::catalog::{ProbeDescPattern, ProbeInfo};
 use crate::types::{SymKind, Type};
 pub use probe_format::agg::AggFunc;
 use probe_syntax::Span;
@@ -77,6 +77,9 @@ pub struct CheckedClause {
     pub strtok: bool,
     /// The probe descriptions as written, after macro substitution (e.g. `syscall::read:entry`).
     pub descriptions: Vec<String>,
+    /// The same descriptions as patterns (one per entry of `descriptions`): which fields the
+    /// script wrote (an empty field was left out), as DTrace's `-x amin` check reads them.
+    pub patterns: Vec<ProbeDescPattern>,
     /// Source span of the clause.
     pub span: Span,
 }

@@ -48,6 +48,7 @@ err_tags! {
     D_CG_EXPR => "an action (a function with no value) used inside an expression",
     D_PDESC_ZERO => "a probe description matches no probe",
     D_PDESC_INVAL => "a probe description is not valid",
+    D_ATTR_MIN => "a probe description is less stable than the `-x amin` minimum",
     D_PRED_SCALAR => "a predicate is not of scalar (integer or pointer) type",
     D_FUNC_UNDEF => "a function or action name is not defined",
     D_FUNC_IDKIND => "a name is used as a kind of function it is not (e.g. an aggregating function in an expression)",

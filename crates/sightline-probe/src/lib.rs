@@ -437,14 +437,24 @@ fn check_amin(checked: &CheckedProgram, map: &SourceMap) -> Result<(), Error> {
     })?;
     let mut diags = Vec::new();
     for c in &checked.clauses {
-        if let Some(info) = c
-            .probes
+        // Each description as written against each probe it matched (DTrace checks the
+        // description, not the probe: `syscall:::entry` does not name the Private functions).
+        let low = c
+            .patterns
             .iter()
-            .find(|i| !stability::of(i).description(i).at_least(min))
-        {
-            let attr = stability::of(info).description(info);
-            let desc = c.descriptions.join(",");
-            diags.push(probe_syntax::Diagnostic::error(
+            .zip(&c.descriptions)
+            .find_map(|(pat, desc)| {
+                c.probes
+                    .iter()
+                    .filter(|i| pat.matches_probe(i))
+                    .find_map(|i| {
+                        let attr = stability::of(i).written(pat);
+                        (!attr.at_least(min)).then_some((desc, attr, i))
+                    })
+            });
+        if let Some((desc, attr, info)) = low {
+            diags.push(probe_syntax::Diagnostic::tagged(
+                probe_syntax::ErrTag::D_ATTR_MIN,
                 format!(
                     "attributes for probe description {desc} ({attr}, probe {}) are less than the predefined minimum ({min}, -x amin)",
                     info.full_name()

@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use probe_sema::{ProbeArgs, ProbeInfo, ProbeKind};
+use probe_sema::{ProbeArgs, ProbeDescPattern, ProbeInfo, ProbeKind};
 
 /// A stability level, least stable first (DTrace's `dtrace_stability_t` order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -221,6 +221,37 @@ impl ProbeStability {
         a
     }
 }
+
+impl ProbeStability {
+    /// The attributes of a probe description as the script wrote it, which `-x amin` compares
+    /// (dt_cc.c and dt_probe_info in DTrace): the provider's, lowered by the module's, function's
+    /// and name's for each of those fields written out in full. A field left empty or written
+    /// as a glob adds nothing. A description whose provider is left empty or written as a glob
+    /// (`BEGIN`, `sys*:::entry`) is DTrace's default, `Unstable/Unstable/Common` for every field.
+    pub fn written(&self, pattern: &ProbeDescPattern) -> Attr {
+        fn spelled(field: &str) -> bool {
+            !field.is_empty() && !field.contains(['*', '?', '[', '\\'])
+        }
+        if !spelled(&pattern.provider) {
+            return DEFAULT_PROVIDER;
+        }
+        let mut a = self.provider;
+        for (field, attr) in [
+            (&pattern.module, self.module),
+            (&pattern.function, self.function),
+            (&pattern.name, self.name),
+        ] {
+            if spelled(field) {
+                a = a.min(attr);
+            }
+        }
+        a
+    }
+}
+
+/// DTrace's attributes for a description whose provider is not named (`_dtrace_prvdesc`).
+const DEFAULT_PROVIDER: Attr =
+    Attr::new(Stability::Unstable, Stability::Unstable, DepClass::Common);
 
 use DepClass as C;
 use Stability as S;

@@ -262,7 +262,7 @@ fn the_stream_and_snapshots_on_demand() {
 
 #[test]
 fn amin_refuses_a_clause_with_less_stable_probes() {
-    let e = Script::new("BEGIN { exit(0); }\nsyscall::read:entry { trace(arg0); }")
+    let e = Script::new("dtrace:::BEGIN { exit(0); }\nsyscall::read:entry { trace(arg0); }")
         .option_value("amin", "Evolving/Evolving/Common")
         .compile(Target::System)
         .unwrap_err();
@@ -271,16 +271,36 @@ fn amin_refuses_a_clause_with_less_stable_probes() {
     };
     assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
     assert_eq!(diagnostics[0].line, 2, "the read clause, not BEGIN");
+    assert_eq!(diagnostics[0].code.as_deref(), Some("D_ATTR_MIN"));
     assert!(
         diagnostics[0].message.contains("(Private/Private/ISA"),
         "{}",
         diagnostics[0].message
     );
     assert!(
-        Script::new("BEGIN { exit(0); }")
+        Script::new("dtrace:::BEGIN { exit(0); }")
             .option_value("amin", "Stable")
             .compile(Target::System)
             .is_ok()
+    );
+    // DTrace compares the description as written: fields left empty or globbed add nothing, so
+    // `syscall:::entry` and `syscall::read*:entry` are Evolving although every syscall probe's
+    // function is Private.
+    for ok in ["syscall:::entry", "syscall::read*:entry"] {
+        let r = Script::new(format!("{ok} {{ trace(arg0); }}"))
+            .option_value("amin", "Evolving/Evolving/Common")
+            .compile(Target::System);
+        assert!(r.is_ok(), "{ok}: {:?}", r.err());
+    }
+    // No provider named: DTrace's default, Unstable/Unstable/Common, below Evolving.
+    let e = Script::new("BEGIN { exit(0); }")
+        .option_value("amin", "Evolving")
+        .compile(Target::System)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("description BEGIN (Unstable/Unstable/Common"),
+        "{e}"
     );
     let e = Script::new("BEGIN { exit(0); }")
         .option_value("amin", "Solid")

@@ -17,6 +17,9 @@ pub const PROBE_FIELD_LIMITS: [(&str, usize); 4] = [
     ("name", 64),
 ];
 
+/// A clause's matched probes, and each description as written with its pattern.
+type Matched = (Vec<ProbeInfo>, Vec<(String, ProbeDescPattern)>);
+
 impl Analyzer<'_> {
     fn substitute_macros(&mut self, field: &ast::PatField) -> R<String> {
         let text = &field.text;
@@ -73,7 +76,7 @@ impl Analyzer<'_> {
         Ok(out)
     }
 
-    pub(super) fn match_probes(&mut self, c: &ast::Clause) -> R<(Vec<ProbeInfo>, Vec<String>)> {
+    pub(super) fn match_probes(&mut self, c: &ast::Clause) -> R<Matched> {
         let mut probes: Vec<ProbeInfo> = Vec::new();
         // Full names already in `probes`: `syscall:::entry` matches hundreds, and a linear search
         // per probe made matching quadratic (most of the start-up time).
@@ -155,7 +158,7 @@ impl Analyzer<'_> {
                     probes.push(p);
                 }
             }
-            descs.push(text);
+            descs.push((text, pat));
         }
         if failed {
             return Err(Reported);
@@ -215,7 +218,8 @@ impl Analyzer<'_> {
             body,
             clause_locals: cx.locals,
             strtok: self.clause_strtok,
-            descriptions,
+            descriptions: descriptions.iter().map(|(t, _)| t.clone()).collect(),
+            patterns: descriptions.into_iter().map(|(_, p)| p).collect(),
             span: c.span,
         })
     }

@@ -205,7 +205,7 @@ fn amin_refuses_less_stable_probes() {
             "-x",
             "amin=Stable/Stable/Common",
             "-n",
-            "BEGIN { exit(0); }",
+            "dtrace:::BEGIN { exit(0); }",
         ])
         .output()
         .expect("run sightline probe");

@@ -595,6 +595,50 @@ fn typed_usdt_arguments_are_usable_in_d() {
     assert!(out.contains("fired 3 iterations"), "{out}");
 }
 
+/// `-x amin` against a `sightline-usdt` provider's declared stability: `webserver` declares
+/// Evolving/Evolving/Common, so `webserver$target:::request` passes `amin=Evolving` (its module
+/// and function are Private, but the description leaves them out, as DTrace compares it), and
+/// `plain`, which declares nothing (Private), is refused with the attributes in the message.
+#[test]
+fn amin_uses_a_usdt_providers_declared_stability() {
+    if !test_support::privileged("creates a command to match its USDT probes") {
+        return;
+    }
+    let Some(bin) = crate::usdt_typed() else {
+        return;
+    };
+    let cmd = format!("{} --iterations 1", bin.display());
+    let (out, _) = probe(&[
+        "-q",
+        "-x",
+        "amin=Evolving",
+        "-c",
+        &cmd,
+        "-n",
+        r#"webserver$target:::request { printf("%s\n", args[0]); }"#,
+    ]);
+    assert!(out.lines().any(|l| l == "/index.html"), "{out}");
+    let refused = crate::sightline()
+        .args([
+            "probe",
+            "-q",
+            "-x",
+            "amin=Evolving",
+            "-c",
+            &cmd,
+            "-n",
+            r#"plain$target:::tick { trace(args[0]); }"#,
+        ])
+        .output()
+        .expect("run sightline");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("(Private/Private/Unknown, probe plain"),
+        "{err}"
+    );
+}
+
 /// `-l`: a binary's USDT probes (path as a macro argument) and a running process's.
 #[test]
 fn lists_usdt_probes_of_a_binary_and_a_process() {
