@@ -34,6 +34,20 @@ fn read_cost_log(path: &std::path::Path) -> BTreeMap<(u64, String), (u64, u64)> 
     m
 }
 
+/// The machine's steal time so far (`/proc/stat`'s `cpu` line, 8th value, USER_HZ = 100), ns:
+/// time the host ran something else on a vCPU. Wall-clock pieces of the accounting include it,
+/// a thread's CPU clock does not (docs/causal-accounting.md).
+fn steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let cpu = stat.lines().next().expect("the cpu line");
+    let steal: u64 = cpu
+        .split_whitespace()
+        .nth(8)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no steal value in {cpu:?}"));
+    steal * 10_000_000
+}
+
 #[test]
 fn accounting_charges_known_back_end_costs_to_their_tasks() {
     if !test_support::privileged("loads the accounting BPF program (sched_switch, syscalls, USDT)")
@@ -69,6 +83,7 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
     let held_task = u64::from_str_radix(line.trim().strip_prefix("task ").unwrap(), 16).unwrap();
     let (apid, bpid, held_pid) = (a.pid(), b.pid(), held.id());
 
+    let steal_before = steal_ns();
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::channel();
     let cfg = Config {
@@ -121,6 +136,8 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
         )
     });
     let acct = acct.expect("accounting runs");
+    let steal = steal_ns() - steal_before;
+    eprintln!("steal during the run: {} ms", steal / 1_000_000);
     assert!(client_out.status.success(), "{client_out:?}");
     front.stop();
     a.stop();
@@ -160,12 +177,13 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
                 .cloned()
                 .unwrap_or_else(|| panic!("task {t:x} not charged in back end {name}"));
             let ratio = cpu as f64 / cpu_measured as f64;
+            let high = 1.1 + steal as f64 / cpu_measured as f64;
             eprintln!(
-                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns ({ratio:.3}), {bytes} bytes"
+                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns ({ratio:.3}, allowed up to {high:.3}), {bytes} bytes"
             );
             assert!(
-                (0.9..=1.1).contains(&ratio),
-                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns"
+                (0.9..=high).contains(&ratio),
+                "task {t:x} back end {name}: charged {cpu} ns, measured {cpu_measured} ns, steal {steal} ns"
             );
             assert_eq!(bytes, size, "task {t:x} back end {name}: read bytes");
             assert_eq!(activity, format!("backend {name}"));
@@ -177,10 +195,13 @@ fn accounting_charges_known_back_end_costs_to_their_tasks() {
         .cloned()
         .expect("the held task is charged");
     let ratio = cpu as f64 / held_cpu as f64;
-    eprintln!("held: charged {cpu} ns, measured {held_cpu} ns ({ratio:.3})");
+    let high = 1.1 + steal as f64 / held_cpu as f64;
+    eprintln!(
+        "held: charged {cpu} ns, measured {held_cpu} ns ({ratio:.3}, allowed up to {high:.3})"
+    );
     assert!(
-        (0.9..=1.1).contains(&ratio),
-        "held: charged {cpu} ns, measured {held_cpu} ns"
+        (0.9..=high).contains(&ratio),
+        "held: charged {cpu} ns, measured {held_cpu} ns, steal {steal} ns"
     );
     assert_eq!(activity, "held");
     assert!(acct.intervals >= 1);
