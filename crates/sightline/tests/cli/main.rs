@@ -12,6 +12,7 @@
 
 mod causal;
 mod causal_views;
+mod clickhouse;
 mod cost_views;
 mod listing;
 mod probe;
