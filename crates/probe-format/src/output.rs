@@ -207,8 +207,10 @@ pub fn format_trace(v: &Value, quiet: bool) -> String {
         Value::Int(i) => format_trace_int(i, quiet),
         Value::Str(s) if quiet => s.clone(),
         Value::Str(s) => format!("  {s:<33}"),
-        Value::Sym(s) => format!("  {:<50}", s.without_offset()),
-        Value::Usym { sym, .. } => format!("  {:<50}", sym.without_offset()),
+        // `sym()`/`usym()` values come with offset 0 and `mod()`/`umod()` as their module
+        // (the runtime's key normalization), so only `uaddr()` shows an offset (dt_print_uaddr).
+        Value::Sym(s) => format!("  {:<50}", s.with_offset()),
+        Value::Usym { sym, .. } => format!("  {:<50}", sym.with_offset()),
         Value::Stack(st) => format_stack(st, STACK_INDENT),
         Value::Bytes(b) => format_bytes_dump(b),
     }

@@ -1023,7 +1023,8 @@ impl<'a> Consumer<'a> {
             }
             match &a.action {
                 RecordAction::Trace | RecordAction::Stack => {
-                    let v = self.decode(&a.fields[0], bytes);
+                    // `trace(sym(x))` prints the symbol, `trace(mod(x))` the module, as keys.
+                    let v = agg_key(&a.fields[0].kind, self.decode(&a.fields[0], bytes));
                     let raw = rawbytes(self.prog)
                         .then(|| raw_record_bytes(&v, self.prog.options.strsize as usize))
                         .flatten();
@@ -1305,10 +1306,11 @@ impl<'a> Consumer<'a> {
     }
 }
 
-/// What an aggregation key field aggregates by: `func()`/`sym()`/`ufunc()`/`usym()` keys by their
-/// symbol, `mod()`/`umod()` keys by their module (DTrace merges the kernel's per-address keys in
-/// user space, libdtrace `dt_aggregate.c`); other keys (`uaddr()` too) as decoded. Keys that become
-/// equal are merged by [`Aggregation::merge_equal_keys`].
+/// What an aggregation key field (or a `trace()` value) stands for: `func()`/`sym()`/`ufunc()`/
+/// `usym()` their symbol (offset 0), `mod()`/`umod()` their module (DTrace merges the kernel's
+/// per-address keys in user space, libdtrace `dt_aggregate.c`); other values (`uaddr()` too, which
+/// prints ``object`symbol+0xoff``) as decoded. Keys that become equal are merged by
+/// [`Aggregation::merge_equal_keys`].
 fn agg_key(kind: &FieldKind, v: Value) -> Value {
     match (kind, v) {
         (FieldKind::Sym(SymKind::Sym | SymKind::Usym), Value::Sym(s)) => {
