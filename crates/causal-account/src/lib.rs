@@ -18,6 +18,7 @@
 pub mod energy;
 pub mod pivot;
 pub mod program;
+pub mod reports;
 pub mod snapshot;
 
 use std::collections::BTreeMap;

@@ -59,7 +59,11 @@ export async function render(task, params) {
     P.problems.length ? el('h4', {}, 'Problems') : null,
     P.problems.map((p) => el('p', {class: 'problem'}, p)));
   const cpList = el('ol', {class: 'cp', id: 'cp-list'});
-  side.append(detail, el('h4', {}, `Critical path: ${critical.length} steps, ${P.critical_path ? fmtDur(P.critical_path.total_ns) : '-'}`), cpList, info);
+  const costBox = el('div', {class: 'info', id: 'cost'});
+  side.append(detail, el('h4', {}, `Critical path: ${critical.length} steps, ${P.critical_path ? fmtDur(P.critical_path.total_ns) : '-'}`), cpList, costBox, info);
+  // Where the task's time and energy went (`sightline account` reports; docs/ui-api.md "Cost").
+  api(`/api/ui/task/${encodeURIComponent(task)}/cost${skew}`).then((C) => costTable(costBox, C))
+    .catch((e) => costBox.append(el('p', {class: 'problem'}, `cost: ${e.message}`)));
   mount(
     el('div', {class: 'trace-head'},
       el('h2', {}, P.title || '(untitled)'),
@@ -451,6 +455,27 @@ export async function render(task, params) {
 }
 
 /** `s` shortened with … to fit `w` px. */
+/** The cost panel: one row per reporting thread and activity, each resource's share of the task. */
+function costTable(box, C) {
+  box.dataset.rows = C.rows.length;
+  if (!C.rows.length) {
+    box.append(el('h4', {}, 'Cost'), el('p', {class: 'muted'}, 'No accounting reports (run `sightline account` while the task runs).'));
+    return;
+  }
+  const t = C.total;
+  const pct = (v, of) => (of > 0 ? `${Math.round((100 * v) / of)}%` : '-');
+  const net = (r) => r.net_tx_bytes + r.net_rx_bytes;
+  const energy = (uj) => (uj >= 1e6 ? `${(uj / 1e6).toFixed(3)} J` : `${(uj / 1e3).toFixed(3)} mJ`);
+  box.append(
+    el('h4', {}, `Cost: CPU ${fmtDur(t.cpu_ns)} · read ${t.read_bytes} B · net ${net(t)} B · energy ${energy(t.energy_uj)}`),
+    el('table', {class: 'cost', id: 'cost-table'},
+      el('thead', {}, el('tr', {}, ['activity', 'host pid/tid', 'CPU', '%', 'read B', 'net B', 'energy'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, C.rows.map((r) => el('tr', {},
+        el('td', {}, r.activity || '-'), el('td', {}, `${r.host || '-'} ${r.pid}/${r.tid}`),
+        el('td', {}, fmtDur(r.cpu_ns)), el('td', {}, pct(r.cpu_ns, t.cpu_ns)),
+        el('td', {}, r.read_bytes), el('td', {}, net(r)), el('td', {}, energy(r.energy_uj)))))));
+}
+
 function clip(ctx, s, w) {
   if (w <= 8) return '';
   if (ctx.measureText(s).width <= w) return s;

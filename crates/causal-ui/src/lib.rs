@@ -342,6 +342,7 @@ pub fn router(opts: UiOptions) -> Router {
         .route("/api/ui/task/{task}", get(ui_task))
         .route("/api/ui/task/{task}/item/{item}", get(ui_item))
         .route("/api/ui/task/{task}/dag", get(ui_dag))
+        .route("/api/ui/task/{task}/cost", get(ui_cost))
         .route("/api/ui/compare", get(ui_compare))
         .route("/api/services", get(jaeger_services))
         .route("/api/services/{service}/operations", get(jaeger_operations))
@@ -563,6 +564,59 @@ async fn ui_dag(
 ) -> Result<Response, ApiError> {
     let l = load(&st, task, adjust(&p)).await?;
     payload(l, &headers, |l| &l.dag, dag_payload).await
+}
+
+/// The task's accounting reports (docs/ui-api.md, "Cost"): one row per reporting thread and
+/// activity, largest CPU first, with the task's totals; empty rows when nothing accounted it.
+async fn ui_cost(
+    State(st): State<AppState>,
+    Path(task): Path<String>,
+    Query(p): Params,
+) -> Result<Response, ApiError> {
+    let l = load(&st, task, adjust(&p)).await?;
+    Ok(axum::Json(cost_payload(&l.graph.events)).into_response())
+}
+
+/// `{"resources": [names], "total": {...}, "rows": [{activity, host, pid, tid, cpu_ns, ...,
+/// energy_uj}]}` of [`causal_account::reports::cost_rows`].
+fn cost_payload(events: &[causal_analysis::Event]) -> Value {
+    use causal_account::Resource;
+    let mut rows = causal_account::reports::cost_rows(events);
+    rows.sort_by(|a, b| {
+        b.get(Resource::Cpu)
+            .cmp(&a.get(Resource::Cpu))
+            .then_with(|| a.activity.cmp(&b.activity))
+            .then_with(|| (&a.host, &a.pid, &a.tid).cmp(&(&b.host, &b.pid, &b.tid)))
+    });
+    let mut total = serde_json::Map::new();
+    for r in Resource::ALL {
+        let t: u64 = rows.iter().map(|x| x.get(r)).sum();
+        total.insert(r.field().into(), t.into());
+    }
+    total.insert(
+        "energy_uj".into(),
+        rows.iter().map(|x| x.energy_uj).sum::<u64>().into(),
+    );
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|x| {
+            let mut o = serde_json::Map::new();
+            o.insert("activity".into(), x.activity.clone().into());
+            o.insert("host".into(), x.host.clone().into());
+            o.insert("pid".into(), x.pid.clone().into());
+            o.insert("tid".into(), x.tid.clone().into());
+            for r in Resource::ALL {
+                o.insert(r.field().into(), x.get(r).into());
+            }
+            o.insert("energy_uj".into(), x.energy_uj.into());
+            Value::Object(o)
+        })
+        .collect();
+    serde_json::json!({
+        "resources": Resource::ALL.iter().map(|r| r.field()).collect::<Vec<_>>(),
+        "total": total,
+        "rows": rows,
+    })
 }
 
 async fn ui_compare(State(st): State<AppState>, Query(p): Params) -> Result<Response, ApiError> {

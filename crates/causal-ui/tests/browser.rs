@@ -24,6 +24,8 @@ const BIG_EVENTS: usize = 100_000;
 /// A task whose span name and attributes are HTML.
 const XSS_TASK: &str = "DEADBEEFCAFE0001";
 const XSS_NAME: &str = "<img src=x onerror=alert(1)>";
+/// A task with a span and three accounting reports (`sightline account`'s label and fields).
+const COST_TASK: &str = "C057C057C057C057";
 
 /// 100,000 events on 16 lanes (4 hosts × 2 processes × 2 threads), 10 µs apart: each lane a
 /// chain, and every 50th event also waits for an event of another lane (a join).
@@ -108,6 +110,114 @@ fn xss_task() -> Vec<Event> {
             vec![],
         ),
     ]
+}
+
+/// A span of [`COST_TASK`] and its accounting reports: back end b 61 ms of CPU and 1,000,003
+/// bytes read, back end a 20 ms and 123,457 bytes (two threads of 10 ms each), energy 3 and 1 mJ.
+fn cost_task() -> Vec<Event> {
+    let ev = |id: &str, label: &str, ts: i64, fields: Vec<(&str, String)>| Event {
+        task: COST_TASK.into(),
+        id: id.into(),
+        agent: Some("shop".into()),
+        host: Some("h1".into()),
+        timestamp_ns: Some(ts),
+        labels: vec![label.into()],
+        fields: fields.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        parents: if id.ends_with(":start") {
+            vec![]
+        } else {
+            vec![Parent::causal("00000000000000C1:start")]
+        },
+        ..Event::default()
+    };
+    let report = |id: &str, activity: &str, tid: u32, cpu: u64, read: u64, uj: u64| {
+        ev(
+            id,
+            "sightline account",
+            5_000,
+            vec![
+                ("activity", activity.to_string()),
+                ("account.pid", "4242".to_string()),
+                ("account.tid", tid.to_string()),
+                ("cpu_ns", cpu.to_string()),
+                ("read_bytes", read.to_string()),
+                ("net_tx_bytes", "100".to_string()),
+                ("energy_uj", uj.to_string()),
+            ],
+        )
+    };
+    vec![
+        ev(
+            "00000000000000C1:start",
+            "checkout start",
+            1_000,
+            vec![("span.name", "checkout".into())],
+        ),
+        ev("00000000000000C1:end", "checkout end", 90_000_000, vec![]),
+        report("R1", "backend a", 11, 10_000_000, 123_457, 500),
+        report("R2", "backend b", 12, 61_000_000, 1_000_003, 3_000),
+        report("R3", "backend a", 13, 10_000_000, 0, 500),
+    ]
+}
+
+/// The cost panel of a task with accounting reports: its rows, largest CPU first, with each
+/// row's share of the task's CPU; and a task without reports says so.
+async fn cost_panel(c: &Client, base: &str) {
+    c.goto(&format!("{base}/trace/{COST_TASK}")).await.unwrap();
+    ready(c, "trace").await;
+    wait_js(c, "!!document.querySelector('#cost-table')").await;
+    let rows = js(
+        c,
+        "[...document.querySelectorAll('#cost-table tbody tr')].map((r) => [...r.cells].map((d) => d.textContent))",
+    )
+    .await;
+    assert_eq!(
+        rows,
+        json!([
+            [
+                "backend b",
+                "h1 4242/12",
+                "61.000ms",
+                "75%",
+                "1000003",
+                "100",
+                "3.000 mJ"
+            ],
+            [
+                "backend a",
+                "h1 4242/11",
+                "10.000ms",
+                "12%",
+                "123457",
+                "100",
+                "0.500 mJ"
+            ],
+            [
+                "backend a",
+                "h1 4242/13",
+                "10.000ms",
+                "12%",
+                "0",
+                "100",
+                "0.500 mJ"
+            ]
+        ])
+    );
+    assert_eq!(
+        js(c, "document.querySelector('#cost h4').textContent").await,
+        "Cost: CPU 81.000ms · read 1123460 B · net 300 B · energy 4.000 mJ"
+    );
+    shot(c, "cost").await;
+    c.goto(&format!("{base}/trace/{XSS_TASK}")).await.unwrap();
+    ready(c, "trace").await;
+    wait_js(c, "document.querySelector('#cost').dataset.rows === '0'").await;
+    assert!(
+        js(c, "document.querySelector('#cost').textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .contains("No accounting reports")
+    );
 }
 
 /// chromedriver on a free loopback port; killed when dropped.
@@ -213,8 +323,8 @@ async fn search_open_and_inspect(c: &Client, base: &str) {
     ready(c, "search").await;
     assert_eq!(
         js(c, "document.querySelectorAll('.hit').length").await,
-        15,
-        "recent tasks"
+        16,
+        "recent tasks: 13 of ../shared/data, the big, the HTML and the cost task"
     );
     c.find(Locator::Id("f-service"))
         .await
@@ -637,6 +747,7 @@ fn store(dir: &Path) -> Option<PathBuf> {
     let mut s = Store::open(&db).unwrap();
     s.insert(&big_task(), 2).unwrap();
     s.insert(&xss_task(), 3).unwrap();
+    s.insert(&cost_task(), 4).unwrap();
     Some(db)
 }
 
@@ -675,6 +786,7 @@ fn the_page_in_headless_chromium() {
         dag_of_hdfs(&c, &base).await;
         compare_two(&c, &base).await;
         html_is_text(&c, &base).await;
+        cost_panel(&c, &base).await;
         big_task_renders(&c, &base).await;
         c.close().await.unwrap();
     });

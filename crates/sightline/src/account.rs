@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
+use causal_account::reports::{CostRow, cost_rows};
 use causal_account::{Accounting, Resource};
 use causal_analysis::Event;
 use causal_collector::{TaskFilter, TraceStore};
@@ -171,49 +172,6 @@ fn fmt_uj(uj: f64) -> String {
     } else {
         format!("{:.3}mJ", uj / 1e3)
     }
-}
-
-/// One accounting report read back from the store.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct CostRow {
-    pub activity: String,
-    pub host: String,
-    pub pid: String,
-    pub tid: String,
-    pub by_resource: BTreeMap<Resource, u64>,
-    pub energy_uj: u64,
-}
-
-impl CostRow {
-    fn get(&self, r: Resource) -> u64 {
-        self.by_resource.get(&r).copied().unwrap_or(0)
-    }
-}
-
-/// The accounting reports among a task's events.
-pub(crate) fn cost_rows(events: &[Event]) -> Vec<CostRow> {
-    events
-        .iter()
-        .filter(|e| e.labels.iter().any(|l| l == causal_account::REPORT_LABEL))
-        .map(|e| {
-            let f = |k: &str| {
-                e.fields
-                    .iter()
-                    .find(|(n, _)| n == k)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
-            let n = |k: &str| f(k).parse::<u64>().unwrap_or(0);
-            CostRow {
-                activity: f("activity"),
-                host: e.host.clone().unwrap_or_default(),
-                pid: f("account.pid"),
-                tid: f("account.tid"),
-                by_resource: Resource::ALL.iter().map(|&r| (r, n(r.field()))).collect(),
-                energy_uj: n("energy_uj"),
-            }
-        })
-        .collect()
 }
 
 /// A task's total CPU ns from its accounting reports (`tasks --sort cost`).
