@@ -31,18 +31,58 @@ pub struct UiArgs {
     /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Show a replay recording (`sightline record -o DIR`) instead of a store: its graph (as
+    /// `show --recording` draws it: threads as lanes, system calls as events, rendezvous points
+    /// as edges; docs/recording-graph.md) is put in a temporary store, removed at exit, and the
+    /// URL of its task view is printed.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["db", "store"])]
+    pub recording: Option<PathBuf>,
     #[command(flatten)]
     pub db: DbArg,
 }
 
+/// The task id a recording is shown under: FNV-1a 64 of its directory as given, 16 hex digits
+/// (a store task id, stable for one directory).
+fn recording_task_id(dir: &std::path::Path) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir.as_os_str().as_encoded_bytes() {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016X}")
+}
+
+/// A temporary SQLite store holding the graph of the recording `dir`, and its task id.
+fn recording_store(dir: &std::path::Path) -> anyhow::Result<(tempfile::TempDir, PathBuf, String)> {
+    let rec = ::replay::format::Recording::open(dir)
+        .with_context(|| format!("cannot open the recording {}", dir.display()))?;
+    let g = crate::recording_graph::recording_graph(&rec, &dir.display().to_string());
+    let task = recording_task_id(dir);
+    let mut events = g.events;
+    for e in &mut events {
+        e.task = task.clone();
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("sightline-ui-recording")
+        .tempdir()
+        .context("creating a temporary store for the recording")?;
+    let db = tmp.path().join("recording.db");
+    let mut store = causal_collector::Store::open(&db)?;
+    store.insert(&events, 0)?;
+    Ok((tmp, db, task))
+}
+
 /// Binds the UI on `addr` for the store `store` and prints its URL (`https://` with TLS in
-/// `listen`); the returned future serves it with the limits and TLS of `listen`.
+/// `listen`); the returned future serves it with the limits and TLS of `listen`, returned with
+/// that URL.
 async fn start(
     addr: SocketAddr,
     store: &StoreSpec,
     cors_origin: Option<String>,
     listen: ListenConfig,
-) -> anyhow::Result<impl Future<Output = Result<(), causal_ui::UiError>> + use<>> {
+) -> anyhow::Result<(
+    impl Future<Output = Result<(), causal_ui::UiError>> + use<>,
+    String,
+)> {
     let listener = causal_ui::bind(addr).await?;
     let bound = listener
         .local_addr()
@@ -58,13 +98,12 @@ async fn start(
     };
     let mut out = std::io::stdout().lock();
     // A ClickHouse URL is shown without its credentials.
-    writeln!(out, "sightline ui: {scheme}://{bound}/ (store {store})")?;
+    let base = format!("{scheme}://{bound}/");
+    writeln!(out, "sightline ui: {base} (store {store})")?;
     out.flush()?;
-    Ok(causal_ui::serve(
-        listener,
-        router,
-        listen,
-        std::future::pending(),
+    Ok((
+        causal_ui::serve(listener, router, listen, std::future::pending()),
+        base,
     ))
 }
 
@@ -76,12 +115,22 @@ pub async fn spawn_for_collector(
     store: &StoreSpec,
     listen: ListenConfig,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), causal_ui::UiError>>> {
-    Ok(tokio::spawn(start(addr, store, None, listen).await?))
+    Ok(tokio::spawn(start(addr, store, None, listen).await?.0))
 }
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
 pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    let store = args.db.spec()?;
+    // Kept until the UI stops: the temporary store of `--recording`.
+    let mut _recording = None;
+    let store = match &args.recording {
+        Some(dir) => {
+            let (tmp, db, task) = recording_store(dir)?;
+            _recording = Some((tmp, task));
+            StoreSpec::Sqlite(db)
+        }
+        None => args.db.spec()?,
+    };
+    let recording_task = _recording.as_ref().map(|(_, t)| t.clone());
     if let StoreSpec::Sqlite(db) = &store
         && !db.exists()
     {
@@ -110,7 +159,10 @@ pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
         );
     }
     rt.block_on(async move {
-        let serve = start(args.listen, &store, args.cors_origin, listen).await?;
+        let (serve, base) = start(args.listen, &store, args.cors_origin, listen).await?;
+        if let (Some(task), Some(dir)) = (&recording_task, &args.recording) {
+            println!("recording {}: {base}trace/{task}", dir.display());
+        }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("installing the SIGTERM handler")?;
         tokio::select! {

@@ -117,3 +117,66 @@ fn show_recording_of_a_missing_directory_names_it() {
         "{err}"
     );
 }
+
+/// `sightline ui --recording DIR`: the recording's graph served as a task of the web UI, its
+/// URL printed; the task payload has the graph's events and one lane per process of the
+/// pipeline, as `show --recording` draws it.
+#[test]
+fn ui_serves_a_recording_as_a_task() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    if !test_support::privileged("records with ptrace") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let doc = show_recording("seq 5 | sort -r | head -2", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut ui = crate::Collecting::start(
+        sightline()
+            .args(["ui", "--listen", "127.0.0.1:0", "--recording"])
+            .arg(&dir),
+    );
+    let mut second = String::new();
+    ui.stdout.read_line(&mut second).unwrap();
+    let url = second
+        .trim()
+        .strip_prefix(&format!("recording {}: ", dir.display()))
+        .unwrap_or_else(|| panic!("second line: {second:?} (first {:?})", ui.first))
+        .to_string();
+    let rest = url.strip_prefix("http://").unwrap();
+    let (addr, path) = rest.split_once('/').unwrap();
+    let task = path.strip_prefix("trace/").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /api/ui/task/{task} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut resp = Vec::new();
+    BufReader::new(&mut s).read_to_end(&mut resp).unwrap();
+    let resp = String::from_utf8(resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200"), "{head}");
+    let p: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(p["task"], task);
+    assert_eq!(
+        p["events"].as_u64().unwrap() as usize,
+        doc["events"].as_array().unwrap().len()
+    );
+    let strings = p["strings"].as_array().unwrap();
+    let processes: BTreeSet<&str> = p["lanes"]["process"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| strings[i.as_u64().unwrap() as usize].as_str().unwrap())
+        .collect();
+    assert_eq!(processes.len(), 4, "sh, seq, sort, head: {processes:?}");
+    let store_dir = ui
+        .first
+        .split("(store ")
+        .nth(1)
+        .and_then(|s| s.strip_suffix(")\n"))
+        .map(|db| std::path::PathBuf::from(db).parent().unwrap().to_path_buf())
+        .unwrap_or_else(|| panic!("first line: {:?}", ui.first));
+    assert!(store_dir.exists());
+    assert!(ui.sigterm().success());
+    assert!(
+        !store_dir.exists(),
+        "the temporary store is removed at exit"
+    );
+}
