@@ -44,11 +44,8 @@ pub struct UiArgs {
 /// The task id a recording is shown under: FNV-1a 64 of its directory as given, 16 hex digits
 /// (a store task id, stable for one directory).
 fn recording_task_id(dir: &std::path::Path) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in dir.as_os_str().as_encoded_bytes() {
-        h = (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016X}")
+    use ::replay::syscalls::{HASH_SEED, hash};
+    format!("{:016X}", hash(HASH_SEED, dir.as_os_str().as_encoded_bytes()))
 }
 
 /// A temporary SQLite store holding the graph of the recording `dir`, and its task id.
