@@ -45,7 +45,10 @@ pub struct UiArgs {
 /// (a store task id, stable for one directory).
 fn recording_task_id(dir: &std::path::Path) -> String {
     use ::replay::syscalls::{HASH_SEED, hash};
-    format!("{:016X}", hash(HASH_SEED, dir.as_os_str().as_encoded_bytes()))
+    format!(
+        "{:016X}",
+        hash(HASH_SEED, dir.as_os_str().as_encoded_bytes())
+    )
 }
 
 /// A temporary SQLite store holding the graph of the recording `dir`, and its task id.
