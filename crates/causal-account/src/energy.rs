@@ -103,6 +103,22 @@ fn read_u64(p: &Path) -> Result<u64, AccountError> {
 /// # Errors
 /// [`AccountError::Energy`] when the file cannot be read or has no `cpu` line.
 pub fn busy_ns(proc_stat: &Path) -> Result<u64, AccountError> {
+    // user nice system idle iowait irq softirq steal
+    cpu_line_ns(proc_stat, &[0, 1, 2, 5, 6, 7])
+}
+
+/// Steal time of the whole machine so far, ns: the 8th value of `/proc/stat`'s `cpu` line (time
+/// the hypervisor ran something else on a vCPU; 0 on bare metal).
+///
+/// # Errors
+/// As [`busy_ns`].
+pub fn steal_ns(proc_stat: &Path) -> Result<u64, AccountError> {
+    cpu_line_ns(proc_stat, &[7])
+}
+
+/// The sum of the values at `fields` (0-based after the `cpu` label) of `/proc/stat`'s `cpu`
+/// line, ns.
+fn cpu_line_ns(proc_stat: &Path, fields: &[usize]) -> Result<u64, AccountError> {
     let t = std::fs::read_to_string(proc_stat).map_err(|e| AccountError::Energy {
         what: format!("reading {}: {e}", proc_stat.display()),
     })?;
@@ -117,9 +133,8 @@ pub fn busy_ns(proc_stat: &Path) -> Result<u64, AccountError> {
         .skip(1)
         .filter_map(|v| v.parse().ok())
         .collect();
-    // user nice system idle iowait irq softirq steal
-    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
-    Ok(busy.saturating_mul(1_000_000_000 / USER_HZ))
+    let ticks: u64 = fields.iter().filter_map(|&i| f.get(i)).sum();
+    Ok(ticks.saturating_mul(1_000_000_000 / USER_HZ))
 }
 
 /// The tick of `/proc/stat` (USER_HZ, 100 on every Linux architecture: proc(5)).

@@ -59,3 +59,26 @@ pub fn cost_rows(events: &[Event]) -> Vec<CostRow> {
         })
         .collect()
 }
+
+/// Sorts `rows` as the cost views list them: largest CPU first, then by activity, host, process
+/// and thread.
+pub fn sort_by_cpu(rows: &mut [CostRow]) {
+    rows.sort_by(|a, b| {
+        b.get(Resource::Cpu)
+            .cmp(&a.get(Resource::Cpu))
+            .then_with(|| a.activity.cmp(&b.activity))
+            .then_with(|| (&a.host, &a.pid, &a.tid).cmp(&(&b.host, &b.pid, &b.tid)))
+    });
+}
+
+/// The rows' totals: each resource and the energy summed (activity, host, pid and tid empty).
+pub fn totals(rows: &[CostRow]) -> CostRow {
+    let mut t = CostRow::default();
+    for r in rows {
+        for (res, v) in &r.by_resource {
+            *t.by_resource.entry(*res).or_default() += v;
+        }
+        t.energy_uj += r.energy_uj;
+    }
+    t
+}

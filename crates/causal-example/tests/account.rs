@@ -34,18 +34,11 @@ fn read_cost_log(path: &std::path::Path) -> BTreeMap<(u64, String), (u64, u64)> 
     m
 }
 
-/// The machine's steal time so far (`/proc/stat`'s `cpu` line, 8th value, USER_HZ = 100), ns:
-/// time the host ran something else on a vCPU. Wall-clock pieces of the accounting include it,
-/// a thread's CPU clock does not (docs/causal-accounting.md).
+/// The machine's steal time so far, ns: time the host ran something else on a vCPU.
+/// Wall-clock pieces of the accounting include it, a thread's CPU clock does not
+/// (docs/causal-accounting.md).
 fn steal_ns() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
-    let cpu = stat.lines().next().expect("the cpu line");
-    let steal: u64 = cpu
-        .split_whitespace()
-        .nth(8)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no steal value in {cpu:?}"));
-    steal * 10_000_000
+    causal_account::energy::steal_ns(std::path::Path::new("/proc/stat")).expect("read /proc/stat")
 }
 
 #[test]

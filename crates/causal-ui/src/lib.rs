@@ -581,22 +581,15 @@ async fn ui_cost(
 /// energy_uj}]}` of [`causal_account::reports::cost_rows`].
 fn cost_payload(events: &[causal_analysis::Event]) -> Value {
     use causal_account::Resource;
-    let mut rows = causal_account::reports::cost_rows(events);
-    rows.sort_by(|a, b| {
-        b.get(Resource::Cpu)
-            .cmp(&a.get(Resource::Cpu))
-            .then_with(|| a.activity.cmp(&b.activity))
-            .then_with(|| (&a.host, &a.pid, &a.tid).cmp(&(&b.host, &b.pid, &b.tid)))
-    });
+    use causal_account::reports;
+    let mut rows = reports::cost_rows(events);
+    reports::sort_by_cpu(&mut rows);
+    let totals = reports::totals(&rows);
     let mut total = serde_json::Map::new();
     for r in Resource::ALL {
-        let t: u64 = rows.iter().map(|x| x.get(r)).sum();
-        total.insert(r.field().into(), t.into());
+        total.insert(r.field().into(), totals.get(r).into());
     }
-    total.insert(
-        "energy_uj".into(),
-        rows.iter().map(|x| x.energy_uj).sum::<u64>().into(),
-    );
+    total.insert("energy_uj".into(), totals.energy_uj.into());
     let rows: Vec<Value> = rows
         .iter()
         .map(|x| {

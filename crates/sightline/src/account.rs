@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
-use causal_account::reports::{CostRow, cost_rows};
+use causal_account::reports::{self, CostRow, cost_rows};
 use causal_account::{Accounting, Resource};
 use causal_analysis::Event;
 use causal_collector::{TaskFilter, TraceStore};
@@ -182,13 +182,15 @@ pub(crate) fn task_cpu_ns(events: &[Event]) -> u64 {
 /// `show TASK --cost`: per activity, per host/process/thread, each resource with its share of
 /// the task's total.
 pub(crate) fn render_task_cost(events: &[Event]) -> String {
-    let rows = cost_rows(events);
+    let mut rows = cost_rows(events);
     if rows.is_empty() {
         return "cost: no accounting reports for this task (run `sightline account` while it runs)\n"
             .into();
     }
-    let total = |r: Resource| rows.iter().map(|x| x.get(r)).sum::<u64>();
-    let total_e: u64 = rows.iter().map(|x| x.energy_uj).sum();
+    reports::sort_by_cpu(&mut rows);
+    let totals = reports::totals(&rows);
+    let total = |r: Resource| totals.get(r);
+    let total_e = totals.energy_uj;
     let share = |v: u64, t: u64| {
         if t == 0 {
             "-".to_string()
@@ -211,14 +213,8 @@ pub(crate) fn render_task_cost(events: &[Event]) -> String {
         "{:<20} {:<16} {:>8} {:>8} {:>12} {:>5} {:>10} {:>5} {:>10} {:>5} {:>12} {:>5}\n",
         "ACTIVITY", "HOST", "PID", "TID", "CPU", "%", "READ", "%", "NET", "%", "ENERGY", "%"
     ));
-    let mut sorted = rows.clone();
-    sorted.sort_by(|a, b| {
-        b.get(Resource::Cpu)
-            .cmp(&a.get(Resource::Cpu))
-            .then_with(|| a.activity.cmp(&b.activity))
-    });
     let net_total = total(Resource::NetTxBytes) + total(Resource::NetRxBytes);
-    for r in &sorted {
+    for r in &rows {
         let net = r.get(Resource::NetTxBytes) + r.get(Resource::NetRxBytes);
         out.push_str(&format!(
             "{:<20} {:<16} {:>8} {:>8} {:>12} {:>5} {:>10} {:>5} {:>10} {:>5} {:>12} {:>5}\n",

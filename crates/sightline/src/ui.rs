@@ -120,17 +120,13 @@ pub async fn spawn_for_collector(
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
 pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
-    // Kept until the UI stops: the temporary store of `--recording`.
-    let mut _recording = None;
-    let store = match &args.recording {
-        Some(dir) => {
-            let (tmp, db, task) = recording_store(dir)?;
-            _recording = Some((tmp, task));
-            StoreSpec::Sqlite(db)
-        }
+    // Kept until the UI stops: the temporary store of `--recording`, removed when dropped.
+    let recording = args.recording.as_deref().map(recording_store).transpose()?;
+    let store = match &recording {
+        Some((_, db, _)) => StoreSpec::Sqlite(db.clone()),
         None => args.db.spec()?,
     };
-    let recording_task = _recording.as_ref().map(|(_, t)| t.clone());
+    let recording_task = recording.as_ref().map(|(_, _, task)| task.clone());
     if let StoreSpec::Sqlite(db) = &store
         && !db.exists()
     {

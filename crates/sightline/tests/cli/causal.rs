@@ -400,17 +400,8 @@ fn collect_limited(db: &Path, fds: u64, extra: &[&str]) -> (Collecting, std::pro
         Command::new("prlimit")
             .arg(format!("--nofile={fds}:{fds}"))
             .arg(crate::bin())
-            .args([
-                "collect",
-                "--xtrace-port",
-                "0",
-                "--otlp-port",
-                "0",
-                "--no-otlp-grpc",
-                "--no-zipkin",
-                "--no-udp",
-                "--db",
-            ])
+            .args(crate::COLLECT_OTLP_HTTP_ONLY)
+            .arg("--db")
             .arg(db)
             .args(extra)
             .stderr(Stdio::piped()),

@@ -56,18 +56,11 @@ fn post(http: &str, body: &str) -> Option<u16> {
 }
 
 fn collect(store: &str) -> Collecting {
-    Collecting::start(crate::sightline().args([
-        "collect",
-        "--store",
-        store,
-        "--xtrace-port",
-        "0",
-        "--otlp-port",
-        "0",
-        "--no-otlp-grpc",
-        "--no-zipkin",
-        "--no-udp",
-    ]))
+    Collecting::start(
+        crate::sightline()
+            .args(crate::COLLECT_OTLP_HTTP_ONLY)
+            .args(["--store", store]),
+    )
 }
 
 /// `sightline tasks --store STORE`: (task id, events) per row.

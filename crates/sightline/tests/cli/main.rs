@@ -71,6 +71,19 @@ pub const COLLECT_ANY_PORTS: &[&str] = &[
     "0",
 ];
 
+/// `collect` with X-Trace TCP on an ephemeral loopback port and OTLP/HTTP the only other
+/// listener (ephemeral too); the store flag follows.
+pub const COLLECT_OTLP_HTTP_ONLY: &[&str] = &[
+    "collect",
+    "--xtrace-port",
+    "0",
+    "--otlp-port",
+    "0",
+    "--no-otlp-grpc",
+    "--no-zipkin",
+    "--no-udp",
+];
+
 /// A started `sightline collect`: the child, its first stdout line (the addresses it bound)
 /// and the rest of its stdout.
 #[derive(Debug)]
