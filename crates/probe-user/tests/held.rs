@@ -140,3 +140,43 @@ fn killed_tracer_takes_the_held_command_with_it() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!file.exists(), "the held command ran after its tracer died");
 }
+
+/// Regression (a CI run hung in two library tests): held commands created at the same time by
+/// several threads each inherited the others' hand-off pipes and waited for each other forever.
+/// Every one of them must be held, released and run to its exit status.
+#[test]
+fn commands_held_by_concurrent_threads_each_run() {
+    if !test_support::privileged("ptrace-holding a child") {
+        return;
+    }
+    const THREADS: usize = 4;
+    const ROUNDS: usize = 25;
+    let start = std::sync::Arc::new(std::sync::Barrier::new(THREADS));
+    let (done, finished) = std::sync::mpsc::channel();
+    for t in 0..THREADS {
+        let (start, done) = (start.clone(), done.clone());
+        std::thread::spawn(move || {
+            for round in 0..ROUNDS {
+                start.wait();
+                let code = (t * ROUNDS + round) % 100;
+                let argv = vec!["sh".into(), "-c".into(), format!("exit {code}")];
+                let mut held = HeldCommand::spawn(std::path::Path::new("/bin/sh"), &argv).unwrap();
+                held.release().unwrap();
+                let status = loop {
+                    if let Some(s) = held.try_wait().unwrap() {
+                        break s;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                };
+                done.send((code, status)).unwrap();
+            }
+        });
+    }
+    drop(done);
+    for _ in 0..THREADS * ROUNDS {
+        let (code, status) = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("held commands created concurrently are stuck");
+        assert_eq!(status, code as i32);
+    }
+}

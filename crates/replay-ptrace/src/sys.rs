@@ -789,7 +789,16 @@ pub(crate) struct ChildPlan {
 /// [`ChildPlan::exec_errors`], the read end of the exec-error pipe (end of file once the exec
 /// succeeded; the errno as 4 native-endian bytes when it failed). A held child ([`ChildPlan::hold`])
 /// has been waited for in its SIGSTOP stop when this returns.
+///
+/// Concurrent calls (threads of one process) are serialized from the pipes' creation until the
+/// parent has closed its write ends: otherwise a child forked by one call inherits the other's
+/// write ends and, held before its exec, keeps the other child waiting for the seize hand-off
+/// and the other's exec-error pipe from reaching end of file: two held children deadlocked.
 pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<OwnedFd>)> {
+    static FORKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// The byte written to release the child after the seize.
+    const HANDOFF: u8 = b'g';
+    let forking = FORKING.lock().unwrap_or_else(|e| e.into_inner());
     let pipe = || -> Result<(OwnedFd, OwnedFd)> {
         let mut fds = [0i32; 2];
         // SAFETY: `fds` is a valid 2-element out-array.
@@ -853,7 +862,9 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
         // `sh_argv`, `envp`, `prog` or static strings, all alive in this copy of the address space.
         unsafe {
             let mut b = 0u8;
-            // Wait for the parent's PTRACE_SEIZE (it closes the write end or writes a byte).
+            // Wait for the parent's PTRACE_SEIZE: it writes a byte (end of file if it failed and
+            // gave up). A byte, not the end of file alone, because another fork of this process
+            // (std::process::Command's) may hold a copy of the write end until its exec.
             libc::close(wr.as_raw_fd());
             libc::read(rd.as_raw_fd(), (&raw mut b).cast(), 1);
             // Rust's runtime ignores SIGPIPE and ignored dispositions survive execve: give the
@@ -963,9 +974,18 @@ pub(crate) fn fork_seized(plan: &ChildPlan, opts: u32) -> Result<(i32, Option<Ow
         let _ = waitpid_one(pid);
         return Err(e);
     }
-    drop(wr); // releases the child
+    // SAFETY: write(2) of one byte from a live temporary array to our pipe's write end.
+    let woke = unsafe { libc::write(wr.as_raw_fd(), [HANDOFF].as_ptr().cast(), 1) };
+    if woke != 1 {
+        let e = last_err("write(fork hand-off pipe)", pid);
+        let _ = kill(pid, libc::SIGKILL);
+        let _ = waitpid_one(pid);
+        return Err(e);
+    }
+    drop(wr);
     // Our copy of the error pipe's write end closes here, so a successful exec leaves it at EOF.
     let errors = errors.map(|(r, _)| r);
+    drop(forking);
     if plan.hold {
         let status = waitpid_one(pid)?;
         if !libc::WIFSTOPPED(status) || libc::WSTOPSIG(status) != libc::SIGSTOP {
