@@ -314,6 +314,12 @@ pub enum RecordAction {
     Stop,
     /// `trace(expr)`: one field.
     Trace,
+    /// `print(ptr)`: two fields, the address (8 bytes) and the pointee's first bytes; the
+    /// consumer prints them member by member as `ty` says (`probe_format::print`).
+    Print {
+        /// The pointee's type as `print()` shows it.
+        ty: Box<probe_format::print::PrintType>,
+    },
     /// `stack()`/`ustack()` as a statement: one stack field.
     Stack,
     /// `exit(status)`: one int field.

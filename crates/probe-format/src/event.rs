@@ -71,7 +71,7 @@ impl Record {
             match it {
                 RecordItem::Trace(v) => out.push(v),
                 RecordItem::Printf { args, .. } => out.extend(args.iter()),
-                RecordItem::Exit(_) => {}
+                RecordItem::Print { .. } | RecordItem::Exit(_) => {}
             }
         }
         out
@@ -115,12 +115,14 @@ impl Record {
         serde_json::from_value(serde_json::Value::Array(seq))
     }
 
-    /// The text the record's `printf()`s produced, concatenated.
+    /// The text the record's `printf()`s and `print()`s produced, concatenated.
     pub fn text(&self) -> String {
         self.data
             .iter()
             .filter_map(|it| match it {
-                RecordItem::Printf { text, .. } => Some(text.as_str()),
+                RecordItem::Printf { text, .. } | RecordItem::Print { text, .. } => {
+                    Some(text.as_str())
+                }
                 _ => None,
             })
             .collect()
@@ -431,6 +433,12 @@ enum ItemRepr {
         text: String,
         args: Vec<Value>,
     },
+    Print {
+        #[serde(rename = "type")]
+        type_name: String,
+        address: u64,
+        text: String,
+    },
     Exit {
         status: i32,
     },
@@ -445,6 +453,15 @@ impl Serialize for RecordItem {
                 text: text.clone(),
                 args: args.clone(),
             },
+            RecordItem::Print {
+                type_name,
+                address,
+                text,
+            } => ItemRepr::Print {
+                type_name: type_name.clone(),
+                address: *address,
+                text: text.clone(),
+            },
             RecordItem::Exit(status) => ItemRepr::Exit { status: *status },
         }
         .serialize(s)
@@ -456,6 +473,15 @@ impl<'de> Deserialize<'de> for RecordItem {
         Ok(match ItemRepr::deserialize(d)? {
             ItemRepr::Trace { value } => RecordItem::Trace(value),
             ItemRepr::Printf { format, text, args } => RecordItem::Printf { format, text, args },
+            ItemRepr::Print {
+                type_name,
+                address,
+                text,
+            } => RecordItem::Print {
+                type_name,
+                address,
+                text,
+            },
             ItemRepr::Exit { status } => RecordItem::Exit(status),
         })
     }

@@ -153,6 +153,16 @@ pub enum RecordItem {
         /// The arguments as recorded.
         args: Vec<Value>,
     },
+    /// `print(ptr)`: the pointee's type, the address and the printed text
+    /// ([`crate::print::format_print`]).
+    Print {
+        /// The C name of the pointee's type (`struct task_struct`).
+        type_name: String,
+        /// The pointer's value.
+        address: u64,
+        /// The output text, one line per value, each ending in a newline.
+        text: String,
+    },
     /// `exit(status)`.
     Exit(i32),
 }
@@ -160,7 +170,7 @@ pub enum RecordItem {
 /// A probe record as one JSON object:
 /// `{"type": "record", "cpu", "probe": {"id", "provider", "module", "function", "name"},
 /// "timestamp_ns", "data": [{"action": "trace", "value"} | {"action": "printf", "format", "text",
-/// "args"} | {"action": "exit", "status"}]}`. `timestamp_ns` is the BPF `bpf_ktime_get_ns()` time
+/// "args"} | {"action": "print", "type", "address", "text"} | {"action": "exit", "status"}]}`. `timestamp_ns` is the BPF `bpf_ktime_get_ns()` time
 /// of the firing (CLOCK_MONOTONIC, ns), `null` when not recorded.
 pub fn record_json(
     cpu: u32,

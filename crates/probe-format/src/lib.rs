@@ -30,6 +30,7 @@ pub mod civil;
 pub mod event;
 pub mod json;
 pub mod output;
+pub mod print;
 pub mod printf;
 pub mod value;
 

@@ -1078,6 +1078,23 @@ impl<'a> Consumer<'a> {
                         self.stopped_pids.insert(i.as_i64() as u32);
                     }
                 }
+                RecordAction::Print { ty } => {
+                    let address = match self.decode(&a.fields[0], bytes) {
+                        Value::Int(i) => i.bits,
+                        _ => 0,
+                    };
+                    let data = match self.decode(&a.fields[1], bytes) {
+                        Value::Bytes(b) => b,
+                        _ => Vec::new(),
+                    };
+                    let s = probe_format::print::format_print(address, ty, &data);
+                    text.push_str(&s);
+                    items.push(RecordItem::Print {
+                        type_name: ty.name.clone(),
+                        address,
+                        text: s,
+                    });
+                }
                 RecordAction::Exit => {
                     let v = self.decode(&a.fields[0], bytes);
                     let status = if let Value::Int(i) = v {

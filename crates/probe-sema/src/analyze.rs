@@ -295,6 +295,8 @@ struct Analyzer<'a> {
     matched: HashMap<ProbeDescPattern, Vec<ProbeInfo>>,
     /// Names of the structs and unions the program defines (a second definition is an error).
     d_types: std::collections::HashSet<String>,
+    /// Enums the program names (`enum eh { ... }`): their type ids in the type table.
+    d_enums: HashMap<String, u32>,
     /// The clause being checked calls `strtok()` (see [`CheckedClause::strtok`]).
     clause_strtok: bool,
 }
@@ -321,6 +323,7 @@ impl<'a> Analyzer<'a> {
             argref: false,
             matched: HashMap::new(),
             d_types: std::collections::HashSet::new(),
+            d_enums: HashMap::new(),
             clause_strtok: false,
         }
     }

@@ -113,17 +113,26 @@ pub enum BtfType {
         size: u32,
         /// Signed?
         signed: bool,
+        /// Enumerators: name and value, in declaration order.
+        values: Vec<(String, i64)>,
     },
     /// A forward declaration (`struct foo;` with no body here).
     Fwd {
         /// Name.
         name: String,
     },
-    /// `typedef`, `const`, `volatile`, `restrict`, type tags: all stand for `ty`.
+    /// A `typedef`: stands for `ty`.
     Alias {
-        /// Typedef name (empty for qualifiers).
+        /// Typedef name.
         name: String,
         /// The aliased type id.
+        ty: u32,
+    },
+    /// `const`, `volatile`, `restrict` or a type tag (`word` empty) on `ty`: stands for `ty`.
+    Qualified {
+        /// The qualifier as C spells it (empty for a type tag).
+        word: &'static str,
+        /// The qualified type id.
         ty: u32,
     },
     /// A floating-point type of `size` bytes (D cannot compute with it).
@@ -241,20 +250,27 @@ impl Btf {
                         members,
                     }
                 }
-                kind::ENUM => {
-                    off += 8 * vlen;
-                    BtfType::Enum {
-                        name,
-                        size: size_or_type,
-                        signed: kind_flag,
+                kind::ENUM | kind::ENUM64 => {
+                    let wide = k == kind::ENUM64;
+                    let mut values = Vec::with_capacity(vlen);
+                    for _ in 0..vlen {
+                        let v_name = cstr(strings, u32_at(b, off)?);
+                        let lo = u32_at(b, off + 4)?;
+                        let v = if wide {
+                            (u64::from(u32_at(b, off + 8)?) << 32 | u64::from(lo)) as i64
+                        } else if kind_flag {
+                            i64::from(lo as i32)
+                        } else {
+                            i64::from(lo)
+                        };
+                        off += if wide { 12 } else { 8 };
+                        values.push((v_name, v));
                     }
-                }
-                kind::ENUM64 => {
-                    off += 12 * vlen;
                     BtfType::Enum {
                         name,
                         size: size_or_type,
                         signed: kind_flag,
+                        values,
                     }
                 }
                 kind::FWD => BtfType::Fwd { name },
@@ -262,10 +278,17 @@ impl Btf {
                     name,
                     ty: size_or_type,
                 },
-                kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => BtfType::Alias {
-                    name: String::new(),
-                    ty: size_or_type,
-                },
+                kind::VOLATILE | kind::CONST | kind::RESTRICT | kind::TYPE_TAG => {
+                    BtfType::Qualified {
+                        word: match k {
+                            kind::CONST => "const",
+                            kind::VOLATILE => "volatile",
+                            kind::RESTRICT => "restrict",
+                            _ => "",
+                        },
+                        ty: size_or_type,
+                    }
+                }
                 kind::FUNC => {
                     funcs.entry(name).or_insert(id);
                     BtfType::Void
@@ -331,7 +354,7 @@ impl Btf {
     pub fn resolve(&self, mut id: u32) -> u32 {
         for _ in 0..64 {
             match self.get(id) {
-                BtfType::Alias { ty, .. } => id = *ty,
+                BtfType::Alias { ty, .. } | BtfType::Qualified { ty, .. } => id = *ty,
                 BtfType::Fwd { name } => match self.structs.get(name) {
                     Some(&s) => return s,
                     None => return id,
@@ -482,6 +505,111 @@ impl Btf {
         )
     }
 
+    /// The C name of type `id` as DTrace prints it (`ctf_type_name`): `int`, `char [5]`,
+    /// `struct page *`, `const char *`, `enum eh`; an anonymous struct or union is `struct` or
+    /// `union`; a name D gave an anonymous type of its own (`<anon N>`) counts as anonymous.
+    pub fn c_name(&self, id: u32) -> String {
+        self.c_name_depth(id, 0)
+    }
+
+    fn c_name_depth(&self, id: u32, depth: u32) -> String {
+        if depth > 32 {
+            return "?".into();
+        }
+        let tagged = |kw: &str, name: &str| {
+            if name.is_empty() || name.starts_with("<anon") {
+                kw.to_string()
+            } else {
+                format!("{kw} {name}")
+            }
+        };
+        let pointerish = |inner: String, suffix: &str| {
+            if inner.ends_with('*') {
+                format!("{inner}{suffix}")
+            } else {
+                format!("{inner} {suffix}")
+            }
+        };
+        match self.get(id) {
+            BtfType::Void => "void".into(),
+            BtfType::Int { name, .. } | BtfType::Alias { name, .. } => name.clone(),
+            BtfType::Float { size } => match size {
+                4 => "float".into(),
+                8 => "double".into(),
+                _ => "long double".into(),
+            },
+            BtfType::Ptr(to) => pointerish(self.c_name_depth(*to, depth + 1), "*"),
+            BtfType::Array { elem, len } => {
+                pointerish(self.c_name_depth(*elem, depth + 1), &format!("[{len}]"))
+            }
+            BtfType::Struct { name, union, .. } => {
+                tagged(if *union { "union" } else { "struct" }, name)
+            }
+            BtfType::Enum { name, .. } => tagged("enum", name),
+            BtfType::Fwd { name } => tagged("struct", name),
+            BtfType::Qualified { word, ty } => {
+                let inner = self.c_name_depth(*ty, depth + 1);
+                if word.is_empty() {
+                    inner
+                } else if inner.ends_with('*') {
+                    format!("{inner} {word}")
+                } else {
+                    format!("{word} {inner}")
+                }
+            }
+        }
+    }
+
+    /// The description `print()` prints a value of type `id` with
+    /// ([`probe_format::print::PrintType`]): names, sizes, members, enumerators, nested to
+    /// [`probe_format::print::MAX_DEPTH`] levels (deeper values are `Deep`).
+    pub fn print_type(&self, id: u32) -> probe_format::print::PrintType {
+        self.print_type_depth(id, 0)
+    }
+
+    fn print_type_depth(&self, id: u32, depth: usize) -> probe_format::print::PrintType {
+        use probe_format::print::{MAX_DEPTH, PrintKind, PrintMember, PrintType};
+        let name = self.c_name(id);
+        let rid = self.resolve(id);
+        let size = self.size_of(rid);
+        if depth >= MAX_DEPTH {
+            return PrintType {
+                name,
+                size,
+                kind: PrintKind::Deep,
+            };
+        }
+        let kind = match self.get(rid) {
+            BtfType::Int { signed, bool_, .. } => PrintKind::Int {
+                signed: *signed && !*bool_,
+                char_: name == "char",
+            },
+            BtfType::Enum { signed, values, .. } => PrintKind::Enum {
+                signed: *signed,
+                values: values.clone(),
+            },
+            BtfType::Ptr(_) => PrintKind::Pointer,
+            BtfType::Array { elem, len } => PrintKind::Array {
+                elem: Box::new(self.print_type_depth(*elem, depth + 1)),
+                len: *len,
+            },
+            BtfType::Struct { union, members, .. } => PrintKind::Record {
+                union: *union,
+                members: members
+                    .iter()
+                    .map(|m| PrintMember {
+                        name: m.name.clone(),
+                        bit_offset: m.bit_offset,
+                        bit_size: m.bitfield_size,
+                        ty: self.print_type_depth(m.ty, depth + 1),
+                    })
+                    .collect(),
+            },
+            _ => PrintKind::Opaque,
+        };
+        PrintType { name, size, kind }
+    }
+
     /// The D type of a value of BTF type `id`: integers and enums as integers, pointers as
     /// pointers (to [`Type::Struct`] for structs and unions), structs as [`Type::Struct`],
     /// arrays of char as `string`, other arrays as arrays, anything else `void`.
@@ -529,7 +657,10 @@ impl Btf {
                     Type::Array(Box::new(self.d_type(*elem)), *len)
                 }
             }
-            BtfType::Void | BtfType::Float { .. } | BtfType::Alias { .. } => Type::Void,
+            BtfType::Void
+            | BtfType::Float { .. }
+            | BtfType::Alias { .. }
+            | BtfType::Qualified { .. } => Type::Void,
         }
     }
 }

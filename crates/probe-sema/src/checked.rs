@@ -144,6 +144,10 @@ pub struct Aggregation {
     pub span: Span,
 }
 
+/// The most bytes one `print()` records, whatever `printsize` says (a record's fields are
+/// addressed with 16-bit offsets in BPF).
+pub const PRINT_RECORD_MAX: u32 = 16384;
+
 /// Options (DTrace guide, "Options and Tunables"); sizes in bytes, rates in nanoseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -161,6 +165,9 @@ pub struct Options {
     pub nspec: Option<u64>,
     /// `specsize`: speculation buffer size in bytes.
     pub specsize: Option<u64>,
+    /// `printsize`: the most bytes of a value `print()` records and prints (Oracle DTrace's
+    /// option; default 8192, a multiple of 8 up to 65536).
+    pub printsize: u64,
     /// `stackframes`: frames of `stack()` without argument (default 20).
     pub stackframes: u32,
     /// `ustackframes`: frames of `ustack()` without argument (default 20).
@@ -195,6 +202,7 @@ impl Default for Options {
             strsize: 256,
             nspec: None,
             specsize: None,
+            printsize: u64::from(probe_format::print::DEFAULT_PRINTSIZE),
             stackframes: 20,
             ustackframes: 20,
             aggsortkey: false,
@@ -290,6 +298,16 @@ pub enum Action {
     Commit(TExpr),
     /// `discard(id)`: drop speculation `id`.
     Discard(TExpr),
+    /// `print(ptr)`: record the address and the first `size` bytes of `*ptr`, printed member by
+    /// member as `ty` describes them (`probe_format::print`).
+    Print {
+        /// The pointer.
+        addr: TExpr,
+        /// The pointee's type as `print()` shows it.
+        ty: Box<probe_format::print::PrintType>,
+        /// Bytes recorded: the type's size, at most `printsize` and [`PRINT_RECORD_MAX`].
+        size: u32,
+    },
     /// `printm`, `tracemem(addr, size)`: record `size` bytes at `addr`.
     Tracemem {
         /// Address.
@@ -421,6 +439,16 @@ pub enum TExprKind {
         target: VarAccess,
         /// Byte offset of the member in the struct.
         offset: u32,
+        /// The value stored.
+        value: Box<TExpr>,
+    },
+    /// `*p = value`, `p->m = value`, `p->arr[i] = value` through a pointer into scratch memory
+    /// (`alloca()`, `copyin()`): stores `value` (converted to `ty`, an integer or pointer type)
+    /// at the address `addr` (a `uint64_t`). An address outside the clause's scratch memory is
+    /// DTrace's "invalid address" fault. Its value is `value`.
+    StorePtr {
+        /// The address written.
+        addr: Box<TExpr>,
         /// The value stored.
         value: Box<TExpr>,
     },

@@ -185,6 +185,9 @@ fn action(p: &CheckedProgram, a: &Action) -> String {
         Action::Commit(e) => format!("commit {}", expr(p, e)),
         Action::Discard(e) => format!("discard {}", expr(p, e)),
         Action::Tracemem { addr, size } => format!("tracemem {} {size}", expr(p, addr)),
+        Action::Print { addr, ty, size } => {
+            format!("print {} ({}) {size}", expr(p, addr), ty.name)
+        }
         Action::Raise(e) => format!("raise {}", expr(p, e)),
         Action::Stop => "stop".into(),
         Action::Copyout { buf, addr, size } => {
@@ -262,6 +265,9 @@ pub fn expr(p: &CheckedProgram, e: &TExpr) -> String {
         TExprKind::Deref(x) => format!("(* {})", expr(p, x)),
         TExprKind::ArrayElem(x, i) => format!("(elem {} {i})", expr(p, x)),
         TExprKind::VarAddr(va) => format!("(& {})", access(p, va)),
+        TExprKind::StorePtr { addr, value } => {
+            format!("(store-ptr {} {})", expr(p, addr), expr(p, value))
+        }
         TExprKind::StoreMember {
             target,
             offset,

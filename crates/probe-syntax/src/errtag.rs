@@ -91,6 +91,7 @@ err_tags! {
     D_IDENT_UNDEF => "a variable or other identifier is not defined",
     D_PROTO_LEN => "a function, array or aggregation given the wrong number of arguments or keys",
     D_PROTO_ARG => "a function argument or array key has the wrong type",
+    D_PRINT_SIZE => "print() of a pointer to a type of size 0",
     D_ARGS_MULTI => "args[] has different types at the probes of one clause",
     D_ARGS_NONE => "the probe has no typed args[]",
     D_ARGS_TYPE => "args used in a way its type does not allow",

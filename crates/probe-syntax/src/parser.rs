@@ -90,6 +90,20 @@ const KERNEL_TYPEDEFS: &[(&str, u8, bool)] = &[
     ("poolid_t", 4, true),
     ("boolean_t", 4, true),
     ("bool", 1, false),
+    ("__u8", 1, false),
+    ("__u16", 2, false),
+    ("__u32", 4, false),
+    ("__u64", 8, false),
+    ("__s8", 1, true),
+    ("__s16", 2, true),
+    ("__s32", 4, true),
+    ("__s64", 8, true),
+    ("__be16", 2, false),
+    ("__be32", 4, false),
+    ("__be64", 8, false),
+    ("__le16", 2, false),
+    ("__le32", 4, false),
+    ("__le64", 8, false),
     ("u_char", 1, false),
     ("u_short", 2, false),
     ("u_int", 4, false),
@@ -189,6 +203,9 @@ struct Parser<'s> {
     pending_types: Vec<TypeDef>,
     /// Anonymous structs and unions named so far (for their made-up tags).
     anon_types: u32,
+    /// Statements after the first of a comma expression statement (`a = 1, b = 2;`), which
+    /// the caller of [`Parser::statement`] places after it.
+    comma_rest: Vec<Stmt>,
 }
 
 /// Deepest nesting of expressions/statements accepted (far beyond any real script).
@@ -210,6 +227,7 @@ impl<'s> Parser<'s> {
             typedefs: std::collections::HashMap::new(),
             pending_types: Vec::new(),
             anon_types: 0,
+            comma_rest: Vec::new(),
         }
     }
 
@@ -864,8 +882,14 @@ impl<'s> Parser<'s> {
                 return out;
             }
             match self.statement() {
-                Ok(s) => out.push(s),
-                Err(Reported) => self.recover_statement(),
+                Ok(s) => {
+                    out.push(s);
+                    out.append(&mut self.comma_rest);
+                }
+                Err(Reported) => {
+                    self.comma_rest.clear();
+                    self.recover_statement()
+                }
             }
         }
         out
@@ -941,7 +965,23 @@ impl<'s> Parser<'s> {
         } else {
             StmtKind::Expr(self.expression()?)
         };
+        // D's comma operator at statement level (dt_grammar.y `expression ',' assignment`):
+        // `a = 1, b = 2;` evaluates each in turn, so it is the statements `a = 1; b = 2;`.
+        let mut rest = Vec::new();
+        while matches!(kind, StmtKind::Expr(_)) && self.is_punct(",") {
+            self.bump();
+            let at = self.tok.span;
+            let e = self.expression()?;
+            rest.push((e, at));
+        }
         let end = self.statement_terminator()?;
+        self.comma_rest.clear();
+        for (e, at) in rest {
+            self.comma_rest.push(Stmt {
+                kind: StmtKind::Expr(e),
+                span: at.to(end),
+            });
+        }
         Ok(Stmt {
             kind,
             span: start.to(end),
@@ -1011,7 +1051,10 @@ impl<'s> Parser<'s> {
             self.expect_punct("}", "at the end of the block")?;
             Ok(body)
         } else {
-            Ok(vec![self.statement()?])
+            let first = self.statement();
+            let mut body = vec![first?];
+            body.append(&mut self.comma_rest);
+            Ok(body)
         }
     }
 
@@ -1097,7 +1140,8 @@ impl<'s> Parser<'s> {
 
     // ----- expressions -----
 
-    /// expression := assignment-expression (D has no comma operator outside argument lists)
+    /// expression := assignment-expression (a comma expression is split into statements by
+    /// [`Parser::statement`]; elsewhere a comma separates arguments)
     fn expression(&mut self) -> PResult<Expr> {
         self.expr_bp(0)
     }

@@ -170,6 +170,7 @@ impl ProgGen<'_, '_> {
                 offset,
                 value,
             } => self.store_member(target, *offset, value, &e.ty, e.span)?,
+            TExprKind::StorePtr { addr, value } => self.store_ptr(addr, value, &e.ty, e.span)?,
             TExprKind::ElemLoad {
                 target,
                 index,
@@ -391,6 +392,48 @@ impl ProgGen<'_, '_> {
         a.ldx(Size::DW, R3, R10, src);
         self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
         self.asm.mov_imm(R0, 0);
+        Ok(())
+    }
+
+    /// `*p = value` through a pointer into the clause's scratch memory (what `alloca()` and
+    /// `copyin()` return): the address is turned into an offset from the scratch memory's
+    /// start, checked against the memory pinned so far (DTrace's "invalid address" fault when
+    /// outside), and the value stored at that offset of the map value. R0 = the value.
+    fn store_ptr(&mut self, addr: &TExpr, value: &TExpr, ty: &Type, span: Span) -> Res<()> {
+        let size = ty.size(self.strsize()).clamp(1, 8);
+        let aslot = self.slot(span)?;
+        let vslot = self.slot(span)?;
+        self.int(addr)?;
+        self.asm.stx(Size::DW, R10, aslot, R0);
+        self.int(value)?;
+        self.asm.stx(Size::DW, R10, vslot, R0);
+        let limit = self.pinned;
+        if limit < size {
+            // No scratch memory in this clause: every such store faults.
+            self.fault(Fault::BadAddr, Some(aslot), span)?;
+            self.asm.ldx(Size::DW, R0, R10, vslot);
+            return Ok(());
+        }
+        self.scratch_address(0, span)?;
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R1, R10, aslot);
+        a.alu(Alu::Sub, R1, R0);
+        let ok = a.label();
+        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
+        self.fault(Fault::BadAddr, Some(aslot), span)?;
+        let a = &mut self.asm;
+        a.bind(ok);
+        // Bounded again after the reload, for the verifier (as bcopy()).
+        a.mov(R2, R1);
+        a.alu_imm(Alu::And, R2, 0x7fff);
+        let fits = a.label();
+        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
+        a.mov_imm(R2, 0);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu(Alu::Add, R1, R2);
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.stx(Size::from_bytes(size), R1, 0, R0);
         Ok(())
     }
 

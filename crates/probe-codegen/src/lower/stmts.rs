@@ -56,6 +56,16 @@ impl ProgGen<'_, '_> {
             Action::Tracemem { size, .. } => {
                 (RecordAction::Trace, vec![FieldKind::Bytes { len: *size }])
             }
+            Action::Print { ty, size, .. } => (
+                RecordAction::Print { ty: ty.clone() },
+                vec![
+                    FieldKind::Int {
+                        bytes: 8,
+                        signed: false,
+                    },
+                    FieldKind::Bytes { len: *size },
+                ],
+            ),
             Action::Printf { format, args } => (
                 RecordAction::Printf {
                     format: format.clone(),
@@ -214,6 +224,20 @@ impl ProgGen<'_, '_> {
                     a.ldx(Size::DW, R3, R10, slot);
                     self.call_or_fault(helper::PROBE_READ_KERNEL, slot, span)?;
                 }
+            }
+            Action::Print { addr, size, .. } => {
+                // The address, then the pointee's bytes (probe_read_kernel zeroes them when the
+                // read faults; the fault is reported as DTrace's ERROR).
+                let slot = self.slot(span)?;
+                self.int(addr)?;
+                self.asm.stx(Size::DW, R10, slot, R0);
+                self.asm.stx(Size::DW, R7, offs[0] as i16, R0);
+                let a = &mut self.asm;
+                a.mov(R1, R7);
+                a.alu_imm(Alu::Add, R1, offs[1] as i32);
+                a.mov_imm(R2, i64::from(*size));
+                a.ldx(Size::DW, R3, R10, slot);
+                self.call_or_fault(helper::PROBE_READ_KERNEL, slot, span)?;
             }
             Action::Printf { format, args } => {
                 // The kinds the layout gave (a `%A` argument is a user address with its pid).

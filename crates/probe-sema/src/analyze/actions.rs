@@ -186,6 +186,48 @@ impl Analyzer<'_> {
                     _ => Action::Discard(id),
                 })
             }
+            "print" => {
+                if n != 1 {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_LEN,
+                        format!("print( ) prototype mismatch: {n} args passed, 1 expected"),
+                        func_span.to(span),
+                    ));
+                }
+                let t = self.expr(&args[0], cx)?;
+                let Type::Ptr(to) = &t.ty else {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!(
+                            "print( ) argument #1 is incompatible with prototype:\n\tprototype: void *\n\t argument: {}",
+                            t.ty
+                        ),
+                        t.span,
+                    ));
+                };
+                let ty = self.print_type_of(to);
+                if ty.size == 0 {
+                    return Err(self.err_at(
+                        ErrTag::D_PRINT_SIZE,
+                        format!(
+                            "print( ) argument #1 reference has type '{}' with size 0; cannot print( ) it.",
+                            ty.name
+                        ),
+                        t.span,
+                    ));
+                }
+                let cap = self
+                    .options
+                    .printsize
+                    .min(u64::from(crate::checked::PRINT_RECORD_MAX))
+                    as u32;
+                let size = ty.size.min(cap);
+                Ok(Action::Print {
+                    addr: convert(t, &Type::U64),
+                    ty: Box::new(ty),
+                    size,
+                })
+            }
             "tracemem" => {
                 if n != 2 {
                     return Err(arity(self, "two arguments", "tracemem(address, size)"));
@@ -524,5 +566,71 @@ fn format_error_span(fmt: &str, literal: Span, e: &printf::FormatError) -> Span 
             end: literal.start + 1 + end,
         },
         _ => literal,
+    }
+}
+
+impl Analyzer<'_> {
+    /// What `print()` shows for a value of D type `ty`: a BTF type (kernel or the program's own)
+    /// described from the type table, anything else from the D type alone.
+    fn print_type_of(&self, ty: &Type) -> probe_format::print::PrintType {
+        use probe_format::print::{PrintKind, PrintType};
+        if let (&Type::Struct { id, .. }, Some(btf)) = (ty, self.btf.as_ref()) {
+            return btf.print_type(id);
+        }
+        let name = ty.to_string();
+        match ty {
+            Type::Int { bytes, signed } => PrintType {
+                kind: PrintKind::Int {
+                    signed: *signed,
+                    char_: name == "char",
+                },
+                size: u32::from(*bytes),
+                name,
+            },
+            Type::Ptr(_) | Type::Symbol(_) => PrintType {
+                name,
+                size: 8,
+                kind: PrintKind::Pointer,
+            },
+            Type::Array(elem, len) => {
+                let elem = self.print_type_of(elem);
+                PrintType {
+                    name,
+                    size: elem.size.saturating_mul(*len),
+                    kind: PrintKind::Array {
+                        elem: Box::new(elem),
+                        len: *len,
+                    },
+                }
+            }
+            Type::String => {
+                let strsize = self.options.strsize;
+                PrintType {
+                    name: format!("char [{strsize}]"),
+                    size: strsize,
+                    kind: PrintKind::Array {
+                        elem: Box::new(PrintType {
+                            name: "char".into(),
+                            size: 1,
+                            kind: PrintKind::Int {
+                                signed: true,
+                                char_: true,
+                            },
+                        }),
+                        len: strsize,
+                    },
+                }
+            }
+            Type::Struct { size, .. } => PrintType {
+                name,
+                size: *size,
+                kind: PrintKind::Opaque,
+            },
+            Type::Stack { .. } | Type::Void => PrintType {
+                name,
+                size: 0,
+                kind: PrintKind::Opaque,
+            },
+        }
     }
 }

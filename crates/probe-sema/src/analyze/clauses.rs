@@ -307,6 +307,7 @@ impl Analyzer<'_> {
                     Action::Trace(_)
                     | Action::Printf { .. }
                     | Action::Printa { .. }
+                    | Action::Print { .. }
                     | Action::Tracemem { .. } => {
                         if let Some(c) = commit {
                             self.report(
@@ -544,6 +545,7 @@ impl Analyzer<'_> {
                             | TExprKind::IncDec { .. }
                             | TExprKind::Call(..)
                             | TExprKind::StoreMember { .. }
+                            | TExprKind::StorePtr { .. }
                             | TExprKind::ElemStore { .. }
                             | TExprKind::CopyStruct { .. }
                     );
@@ -601,7 +603,9 @@ fn nearest_probes(pat: &ProbeDescPattern, names: &[String]) -> Vec<String> {
 /// is the store and a subtraction).
 fn stores_member(t: &TExpr) -> bool {
     match &t.kind {
-        TExprKind::StoreMember { .. } | TExprKind::ElemStore { .. } => true,
+        TExprKind::StoreMember { .. }
+        | TExprKind::StorePtr { .. }
+        | TExprKind::ElemStore { .. } => true,
         TExprKind::Cast(x) => stores_member(x),
         TExprKind::Binary(_, a, _) => stores_member(a),
         _ => false,

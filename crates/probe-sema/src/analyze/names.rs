@@ -15,6 +15,7 @@ pub(super) const ACTIONS: &[&str] = &[
     "commit",
     "discard",
     "tracemem",
+    "print",
     "system",
     "raise",
     "stop",

@@ -63,7 +63,7 @@ fn option_kind(name: &str) -> Option<OptKind> {
         "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes"
         | "defaultargs" | "argref" | "zdefs" | "aggzoom" | "aggpack" | "agghist" | "nolibs"
         | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
-        "bufsize" | "aggsize" | "dynvarsize" | "specsize" => Size,
+        "bufsize" | "aggsize" | "dynvarsize" | "specsize" | "printsize" => Size,
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos"
         | "jstackframes" | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
@@ -88,6 +88,7 @@ const OPTION_NAMES: &[&str] = &[
     "aggsize",
     "dynvarsize",
     "specsize",
+    "printsize",
     "strsize",
     "nspec",
     "stackframes",
@@ -184,6 +185,15 @@ impl Analyzer<'_> {
                     "bufsize" => o.bufsize = Some(v),
                     "aggsize" => o.aggsize = Some(v),
                     "dynvarsize" => o.dynvarsize = Some(v),
+                    // Oracle's dt_opt_printsize: out of 1..=65536 means the default; rounded up
+                    // to a multiple of 8.
+                    "printsize" => {
+                        o.printsize = if (1..=65536).contains(&v) {
+                            v.div_ceil(8) * 8
+                        } else {
+                            u64::from(probe_format::print::DEFAULT_PRINTSIZE)
+                        }
+                    }
                     _ => o.specsize = Some(v),
                 }
             }

@@ -16,7 +16,7 @@ impl Analyzer<'_> {
             ast::TypeDefKind::Struct { union, members } => {
                 self.struct_definition(t, *union, members)
             }
-            ast::TypeDefKind::Enum(consts) => self.enum_definition(consts),
+            ast::TypeDefKind::Enum(consts) => self.enum_definition(&t.name, consts),
         }
     }
 
@@ -60,7 +60,13 @@ impl Analyzer<'_> {
 
     /// The type id of a member declared `ty name[array]`.
     fn member_type(&mut self, ty: &ast::TypeName, array: Option<u64>, name: &str) -> R<u32> {
+        let d_enum = ty
+            .text
+            .strip_prefix("enum ")
+            .map(|n| n.trim_end_matches(['*', ' ']))
+            .and_then(|n| self.d_enums.get(n).copied());
         let mut id = match &ty.base {
+            BaseType::Int { .. } if d_enum.is_some() => d_enum.unwrap_or_default(),
             BaseType::Int { bytes, signed } => self.btf_mut().push(BtfType::Int {
                 name: ty.text.clone(),
                 size: *bytes as u32,
@@ -130,8 +136,23 @@ impl Analyzer<'_> {
     }
 
     /// `enum { A, B = 5, C }`: each name an `int` constant (the previous value plus one, from 0),
-    /// kept as an inline of its value.
-    fn enum_definition(&mut self, consts: &[ast::EnumConst]) {
+    /// kept as an inline of its value. A named enum also becomes a 4-byte enum type of the table,
+    /// so members declared `enum NAME` print their enumerators' names (`print()`).
+    fn enum_definition(&mut self, name: &str, consts: &[ast::EnumConst]) {
+        let mut values: Vec<(String, i64)> = Vec::new();
+        self.enum_constants(consts, &mut values);
+        if !name.is_empty() && !name.starts_with('<') {
+            let id = self.btf_mut().push(BtfType::Enum {
+                name: name.to_string(),
+                size: 4,
+                signed: true,
+                values,
+            });
+            self.d_enums.insert(name.to_string(), id);
+        }
+    }
+
+    fn enum_constants(&mut self, consts: &[ast::EnumConst], values: &mut Vec<(String, i64)>) {
         let mut next: i128 = 0;
         for c in consts {
             if self.inlines.contains_key(&c.name)
@@ -196,6 +217,7 @@ impl Analyzer<'_> {
                 span: c.span,
             };
             self.inlines.insert(c.name.clone(), (Type::INT, lit));
+            values.push((c.name.clone(), next as i64));
             next += 1;
             if next > i32::MAX as i128 {
                 next = i32::MIN as i128;

@@ -166,6 +166,9 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(t) = self.assign_through_pointer(op, lhs, rhs, span, cx)? {
+            return Ok(t);
+        }
         if let ExprKind::Index(base, idx) = &lhs.kind
             && let Some((target, index, elem, len, at)) = self.member_elem_parts(base, idx, cx)?
         {
@@ -1058,6 +1061,105 @@ fn const_eval_ast(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Int(_) => true,
         ExprKind::Unary(_, x) => const_eval_ast(x),
+        _ => false,
+    }
+}
+
+impl Analyzer<'_> {
+    /// `*p = v`, `p->m = v`, `p->m.n[i] = v` (and `op=`): a store through a pointer, allowed into
+    /// scratch memory (`alloca()`, `copyin()`; checked at run time). `None` when `lhs` is not
+    /// such a place (a variable, an associative array, a member of a struct variable).
+    fn assign_through_pointer(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Option<TExpr>> {
+        let through = match &lhs.kind {
+            ExprKind::Unary(UnaryOp::Deref, _) => true,
+            ExprKind::Member {
+                arrow: true, base, ..
+            } => !matches!(&base.kind, ExprKind::Ident(n) if n == "args"),
+            ExprKind::Member { arrow: false, .. } => {
+                !self.struct_var_root(lhs) && pointer_rooted(lhs)
+            }
+            ExprKind::Index(base, _) => {
+                matches!(base.kind, ExprKind::Member { .. }) && !self.struct_var_root(lhs)
+            }
+            _ => false,
+        };
+        if !through {
+            return Ok(None);
+        }
+        let (addr, ty) = match &lhs.kind {
+            ExprKind::Unary(UnaryOp::Deref, x) => {
+                let p = self.expr(x, cx)?;
+                match &p.ty {
+                    Type::Ptr(inner) => {
+                        let inner = (**inner).clone();
+                        (convert(p, &Type::U64), inner)
+                    }
+                    _ => {
+                        return Err(self.err_at(
+                            ErrTag::D_DEREF_NONPTR,
+                            format!("cannot dereference a value of type `{}`", p.ty),
+                            x.span,
+                        ));
+                    }
+                }
+            }
+            _ => match self.place(lhs, cx)? {
+                Some((addr, tid)) => {
+                    let ty = self.btf.as_ref().map_or(Type::Void, |b| b.d_type(tid));
+                    (addr, ty)
+                }
+                None => return Ok(None),
+            },
+        };
+        if !matches!(ty, Type::Int { .. } | Type::Ptr(_)) {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!("a value of type `{ty}` cannot be assigned through a pointer"),
+                lhs.span,
+            ));
+        }
+        // `p->m op= v` is `p->m = p->m op v`.
+        let value = match op {
+            None => self.expr(rhs, cx)?,
+            Some(op) => {
+                let e = Expr {
+                    kind: ExprKind::Binary(op, Box::new(lhs.clone()), Box::new(rhs.clone())),
+                    span,
+                };
+                self.expr(&e, cx)?
+            }
+        };
+        if !(value.ty.is_int() || matches!(value.ty, Type::Ptr(_))) {
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!("a value of type `{}` cannot be stored as `{ty}`", value.ty),
+                rhs.span,
+            ));
+        }
+        let value = convert(value, &ty);
+        Ok(Some(mk(
+            TExprKind::StorePtr {
+                addr: Box::new(addr),
+                value: Box::new(value),
+            },
+            ty,
+            span,
+        )))
+    }
+}
+
+/// True when the chain of `.` members of `e` starts at a `->` or a `*` (`p->a.b`, `(*p).a`).
+fn pointer_rooted(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Member { arrow: true, .. } | ExprKind::Unary(UnaryOp::Deref, _) => true,
+        ExprKind::Member { base, .. } | ExprKind::Index(base, _) => pointer_rooted(base),
         _ => false,
     }
 }
