@@ -314,6 +314,9 @@ pub enum RecordAction {
     Stop,
     /// `trace(expr)`: one field.
     Trace,
+    /// `setopt(name[, value])`: three fields, the name and value strings and a 1-byte flag
+    /// (1: a value was given); the consumer sets the option when it reads the record.
+    Setopt,
     /// `print(ptr)`: two fields, the address (8 bytes) and the pointee's first bytes; the
     /// consumer prints them member by member as `ty` says (`probe_format::print`).
     Print {

@@ -392,6 +392,8 @@ pub struct Consumer<'a> {
     /// end of the run: the difference is errors whose record was dropped).
     errors_seen: BTreeMap<usize, u64>,
     sort: SortOptions,
+    /// Option `printsize` as it stands (`setopt()` changes it): bytes `print()` shows.
+    printsize: usize,
     /// Speculative records waiting for their commit or discard.
     specs: SpecStore,
     /// Processes `stop()` stopped, resumed (SIGCONT) when the consumer is dropped.
@@ -491,6 +493,7 @@ impl<'a> Consumer<'a> {
             reported: BTreeMap::new(),
             errors_seen: BTreeMap::new(),
             sort,
+            printsize: prog.options.printsize as usize,
             specs: SpecStore::new(prog.options.specsize.unwrap_or(SPECSIZE_DEFAULT)),
             attach_progress: None,
             events: None,
@@ -782,6 +785,59 @@ impl<'a> Consumer<'a> {
     fn report_refused(&mut self) -> Result<(), RunError> {
         if let Some(w) = refused_warning(self.session.refused_probes()) {
             writeln!(self.err, "{w}")?;
+        }
+        Ok(())
+    }
+
+    /// `setopt(name, value)` as the consumer reads it (Oracle's `dtrace_setopt` at run time):
+    /// the options the consumer applies while printing change from here on; options fixed when
+    /// the program loaded are refused. `Err` holds DTrace's reason.
+    fn setopt(&mut self, name: &str, value: Option<&str>) -> Result<(), &'static str> {
+        const INVALID: &str = "Invalid value for specified option";
+        let flag = |v: Option<&str>| match v {
+            None | Some("1" | "yes" | "set" | "true" | "on") => Ok(true),
+            Some("0" | "no" | "unset" | "false" | "off") => Ok(false),
+            Some(_) => Err(INVALID),
+        };
+        let count = |v: Option<&str>| {
+            v.and_then(probe_sema::analyze::parse_size)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or(INVALID)
+        };
+        match name {
+            "quiet" => self.cfg.quiet = flag(value)? || self.events.is_some(),
+            "aggsortkey" => self.sort.key = flag(value)?,
+            "aggsortrev" => self.sort.rev = flag(value)?,
+            "aggzoom" => self.sort.zoom = flag(value)?,
+            "agghist" => self.sort.hist = flag(value)?,
+            "aggpack" => self.sort.pack = flag(value)?,
+            "aggsortpos" => self.sort.pos = count(value)?,
+            "aggsortkeypos" => self.sort.keypos = count(value)?,
+            "printsize" => {
+                // Oracle's dt_opt_printsize: out of 1..=65536 means the default; a multiple of 8.
+                let default = u64::from(probe_format::print::DEFAULT_PRINTSIZE);
+                let v = match (value, value.and_then(probe_sema::analyze::parse_size)) {
+                    (None, _) => default,
+                    (Some(_), Some(n @ 1..=65536)) => n.div_ceil(8) * 8,
+                    (Some(_), Some(_)) => default,
+                    (Some(_), None) => return Err(INVALID),
+                };
+                self.printsize = v as usize;
+            }
+            // Rates the consumer polls at: checked, kept as loaded.
+            "switchrate" | "aggrate" | "statusrate" | "cleanrate" => {
+                value
+                    .and_then(probe_sema::analyze::parse_rate)
+                    .ok_or(INVALID)?;
+            }
+            "bufsize" | "aggsize" | "dynvarsize" | "specsize" | "strsize" | "nspec"
+            | "stackframes" | "ustackframes" | "bufpolicy" | "bufresize" | "dynvarpolicy"
+            | "destructive" | "flowindent" | "rawbytes" | "defaultargs" | "argref" | "zdefs"
+            | "cpu" | "jstackframes" | "jstackstrsize" | "amin" | "encoding" | "stackindent"
+            | "temporal" | "grabanon" | "nolibs" | "verbose" | "empty" => {
+                return Err("Operation illegal when tracing is active");
+            }
+            _ => return Err("Invalid option name"),
         }
         Ok(())
     }
@@ -1087,13 +1143,44 @@ impl<'a> Consumer<'a> {
                         Value::Bytes(b) => b,
                         _ => Vec::new(),
                     };
-                    let s = probe_format::print::format_print(address, ty, &data);
+                    let shown = &data[..data.len().min(self.printsize)];
+                    let s = probe_format::print::format_print(address, ty, shown);
                     text.push_str(&s);
                     items.push(RecordItem::Print {
                         type_name: ty.name.clone(),
                         address,
                         text: s,
                     });
+                }
+                RecordAction::Setopt => {
+                    let text = |v: Value| match v {
+                        Value::Str(s) => s,
+                        _ => String::new(),
+                    };
+                    let name = text(self.decode(&a.fields[0], bytes));
+                    let given =
+                        matches!(self.decode(&a.fields[2], bytes), Value::Int(i) if i.bits != 0);
+                    let value = given.then(|| text(self.decode(&a.fields[1], bytes)));
+                    if let Err(why) = self.setopt(&name, value.as_deref()) {
+                        let msg = format!(
+                            "error in clause {} for probe ID {} ({}:{}:{}:{}): couldn't set option \"{name}\" to \"{}\": {why}",
+                            desc.clause + 1,
+                            probe.id,
+                            probe.provider,
+                            probe.module,
+                            probe.function,
+                            probe.name,
+                            value.as_deref().unwrap_or("1"),
+                        );
+                        if self.cfg.json {
+                            self.event(Event::Error(ProbeError {
+                                probe: probe.clone(),
+                                message: msg,
+                            }))?;
+                        } else {
+                            writeln!(self.err, "sightline: {msg}")?;
+                        }
+                    }
                 }
                 RecordAction::Exit => {
                     let v = self.decode(&a.fields[0], bytes);

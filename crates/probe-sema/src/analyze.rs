@@ -37,6 +37,7 @@ mod expr;
 mod member;
 mod names;
 mod options;
+pub use options::{parse_rate, parse_size};
 mod typedefs;
 mod vars;
 

@@ -305,8 +305,17 @@ pub enum Action {
         addr: TExpr,
         /// The pointee's type as `print()` shows it.
         ty: Box<probe_format::print::PrintType>,
-        /// Bytes recorded: the type's size, at most `printsize` and [`PRINT_RECORD_MAX`].
+        /// Bytes recorded: the type's size, at most [`PRINT_RECORD_MAX`] (the consumer prints at
+        /// most `printsize` of them, an option `setopt()` may change).
         size: u32,
+    },
+    /// `setopt(name[, value])`: the consumer sets a run-time option when it reads the record
+    /// (Oracle DTrace's action; load-time options are refused then, with a message).
+    Setopt {
+        /// The option's name (a string).
+        name: TExpr,
+        /// Its value (a string), when given.
+        value: Option<TExpr>,
     },
     /// `printm`, `tracemem(addr, size)`: record `size` bytes at `addr`.
     Tracemem {

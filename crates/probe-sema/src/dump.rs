@@ -185,6 +185,10 @@ fn action(p: &CheckedProgram, a: &Action) -> String {
         Action::Commit(e) => format!("commit {}", expr(p, e)),
         Action::Discard(e) => format!("discard {}", expr(p, e)),
         Action::Tracemem { addr, size } => format!("tracemem {} {size}", expr(p, addr)),
+        Action::Setopt { name, value } => match value {
+            Some(v) => format!("setopt {} {}", expr(p, name), expr(p, v)),
+            None => format!("setopt {}", expr(p, name)),
+        },
         Action::Print { addr, ty, size } => {
             format!("print {} ({}) {size}", expr(p, addr), ty.name)
         }

@@ -56,6 +56,17 @@ impl ProgGen<'_, '_> {
             Action::Tracemem { size, .. } => {
                 (RecordAction::Trace, vec![FieldKind::Bytes { len: *size }])
             }
+            Action::Setopt { .. } => (
+                RecordAction::Setopt,
+                vec![
+                    FieldKind::Str { len: ss },
+                    FieldKind::Str { len: ss },
+                    FieldKind::Int {
+                        bytes: 1,
+                        signed: false,
+                    },
+                ],
+            ),
             Action::Print { ty, size, .. } => (
                 RecordAction::Print { ty: ty.clone() },
                 vec![
@@ -244,6 +255,22 @@ impl ProgGen<'_, '_> {
                 let kinds = printf_kinds(format, args, self.strsize());
                 for ((e, k), off) in args.iter().zip(&kinds).zip(&offs) {
                     self.store_value(e, k, *off)?;
+                }
+            }
+            Action::Setopt { name, value } => {
+                let k = FieldKind::Str {
+                    len: self.strsize(),
+                };
+                self.store_value(name, &k, offs[0])?;
+                match value {
+                    Some(v) => {
+                        self.store_value(v, &k, offs[1])?;
+                        self.asm.st_imm(Size::DW, R7, offs[2] as i16, 1);
+                    }
+                    None => {
+                        self.zero(offs[1], self.strsize().div_ceil(8) * 8);
+                        self.asm.st_imm(Size::DW, R7, offs[2] as i16, 0);
+                    }
                 }
             }
             Action::System { args, .. } => {

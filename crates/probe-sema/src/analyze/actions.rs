@@ -216,16 +216,42 @@ impl Analyzer<'_> {
                         t.span,
                     ));
                 }
-                let cap = self
-                    .options
-                    .printsize
-                    .min(u64::from(crate::checked::PRINT_RECORD_MAX))
-                    as u32;
-                let size = ty.size.min(cap);
+                let size = ty.size.min(crate::checked::PRINT_RECORD_MAX);
                 Ok(Action::Print {
                     addr: convert(t, &Type::U64),
                     ty: Box::new(ty),
                     size,
+                })
+            }
+            "setopt" => {
+                if n == 0 || n > 2 {
+                    let bound = if n == 0 { "at least 1" } else { "at most 2" };
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_LEN,
+                        format!("setopt( ) prototype mismatch: {n} args passed, {bound} expected"),
+                        func_span.to(span),
+                    ));
+                }
+                let mut strs = Vec::new();
+                for (i, a) in args.iter().enumerate() {
+                    let t = self.expr(a, cx)?;
+                    if !t.ty.is_string() {
+                        return Err(self.err_at(
+                            ErrTag::D_PROTO_ARG,
+                            format!(
+                                "setopt( ) argument #{} is incompatible with prototype:\n\tprototype: char *\n\t argument: {}",
+                                i + 1,
+                                t.ty
+                            ),
+                            t.span,
+                        ));
+                    }
+                    strs.push(t);
+                }
+                let mut strs = strs.into_iter();
+                Ok(Action::Setopt {
+                    name: strs.next().expect("one argument"),
+                    value: strs.next(),
                 })
             }
             "tracemem" => {

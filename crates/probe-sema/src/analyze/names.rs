@@ -16,6 +16,7 @@ pub(super) const ACTIONS: &[&str] = &[
     "discard",
     "tracemem",
     "print",
+    "setopt",
     "system",
     "raise",
     "stop",

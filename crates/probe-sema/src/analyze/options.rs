@@ -15,7 +15,7 @@ pub const STRSIZE_MAX: u32 = 4096;
 pub const STACKFRAMES_MAX: u32 = 127;
 
 /// Parses an option size (`4m`, `512k`, `1g`, plain bytes).
-fn parse_size(v: &str) -> Option<u64> {
+pub fn parse_size(v: &str) -> Option<u64> {
     let v = v.trim();
     let (num, mult) = match v.chars().last()?.to_ascii_lowercase() {
         'k' => (&v[..v.len() - 1], 1u64 << 10),
@@ -30,7 +30,7 @@ fn parse_size(v: &str) -> Option<u64> {
 /// Parses an option rate into a period in ns: `10hz`, `100ms`, `1s`, `500us`, `50ns`, suffixes in
 /// any case; a bare number is nanoseconds (DTrace's dt_options.c `dt_opt_rate`: the multiplier
 /// defaults to 1 and `hz` alone converts a frequency).
-fn parse_rate(v: &str) -> Option<u64> {
+pub fn parse_rate(v: &str) -> Option<u64> {
     let v = v.trim();
     let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
