@@ -49,6 +49,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod cpp;
 mod schema;
 pub mod stability;
 mod target;
@@ -116,6 +117,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `-C`: the C preprocessor could not run or failed on a script.
+    #[error(transparent)]
+    Cpp(#[from] cpp::CppError),
     /// The program's created command is traced by another thread: [`Program::run_to`] needs
     /// [`Script::compile_here`] for a command, [`Program::run`] needs [`Script::compile`].
     #[error(
@@ -247,6 +251,28 @@ impl Script {
         } else {
             text
         };
+        self.script_name.get_or_insert(name.clone());
+        Ok(self.add_source(name, text))
+    }
+
+    /// Adds the D script in file `path` run through the C preprocessor (`dtrace -C`;
+    /// [`cpp::preprocess`]), its lines kept where they were.
+    ///
+    /// # Errors
+    /// [`Error::Read`] when the file cannot be read, [`Error::Cpp`] when `cpp` cannot run or
+    /// fails.
+    pub fn add_file_preprocessed(
+        mut self,
+        path: impl AsRef<Path>,
+        opts: &cpp::Cpp,
+    ) -> Result<Script, Error> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: name.clone(),
+            source,
+        })?;
+        let text = cpp::preprocess(&name, &text, opts)?;
         self.script_name.get_or_insert(name.clone());
         Ok(self.add_source(name, text))
     }

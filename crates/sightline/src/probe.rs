@@ -93,6 +93,22 @@ pub struct ProbeArgs {
     /// probe's stability attributes and argument types (dtrace -l -v).
     #[arg(short = 'v')]
     pub verbose: bool,
+    /// Run the C preprocessor (`cpp`) over each `-s` script first (dtrace -C): `#include`,
+    /// `#define`, `#if`; with `-I`, `-D`, `-U`, `-H`.
+    #[arg(short = 'C')]
+    pub cpp: bool,
+    /// With -C: a directory searched for `#include` files (repeatable).
+    #[arg(short = 'I', value_name = "DIR")]
+    pub include: Vec<String>,
+    /// With -C: define a macro, `NAME` or `NAME=VALUE` (repeatable).
+    #[arg(short = 'D', value_name = "NAME[=VALUE]")]
+    pub define: Vec<String>,
+    /// With -C: undefine a macro (repeatable).
+    #[arg(short = 'U', value_name = "NAME")]
+    pub undefine: Vec<String>,
+    /// With -C: print the name of each file `#include`d, on stderr.
+    #[arg(short = 'H')]
+    pub show_includes: bool,
     /// Strict JSON Lines on stdout (records, aggregations, drops, errors); messages on stderr.
     #[arg(long)]
     pub json: bool,
@@ -144,8 +160,26 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // descriptions: compiled and run through the library (sightline-probe), as any program using
     // it would.
     let mut script = Script::default();
+    let cpp = probe_lib::cpp::Cpp {
+        includes: args.include.clone(),
+        defines: args.define.clone(),
+        undefs: args.undefine.clone(),
+        show_includes: args.show_includes,
+        program: None,
+    };
     for path in &args.script {
-        script = script.add_file(path).map_err(anyhow::Error::new)?;
+        script = if args.cpp {
+            match script.add_file_preprocessed(path, &cpp) {
+                Ok(s) => s,
+                Err(probe_lib::Error::Cpp(e)) => {
+                    eprintln!("sightline: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+                Err(e) => return Err(anyhow::Error::new(e)),
+            }
+        } else {
+            script.add_file(path).map_err(anyhow::Error::new)?
+        };
     }
     for (i, c) in args.clauses.iter().enumerate() {
         let name = if args.clauses.len() == 1 {
