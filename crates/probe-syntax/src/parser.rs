@@ -540,7 +540,7 @@ impl<'s> Parser<'s> {
             _ => {
                 self.diags.push(
                     Diagnostic::tagged(ErrTag::D_PRAGCTL_INVAL, "preprocessor directives are not supported", tok.span)
-                        .with_hint("DTrace runs the C preprocessor only with -C; Sightline has no preprocessor"),
+                        .with_hint("run the C preprocessor over the script with -C, as dtrace -C"),
                 );
                 None
             }
