@@ -148,6 +148,8 @@ pub struct Btf {
     types: Vec<BtfType>,
     structs: HashMap<String, u32>,
     funcs: HashMap<String, u32>,
+    /// Kernel variables (`VAR` records): name → type id.
+    vars: HashMap<String, u32>,
 }
 
 fn u32_at(b: &[u8], off: usize) -> Result<u32, BtfError> {
@@ -190,6 +192,7 @@ impl Btf {
         let mut types = vec![BtfType::Void];
         let mut structs = HashMap::new();
         let mut funcs = HashMap::new();
+        let mut vars = HashMap::new();
         let mut off = types_start;
         while off < types_end {
             let id = types.len() as u32;
@@ -299,6 +302,7 @@ impl Btf {
                 }
                 kind::VAR => {
                     off += 4;
+                    vars.entry(name).or_insert(size_or_type);
                     BtfType::Void
                 }
                 kind::DATASEC => {
@@ -321,6 +325,7 @@ impl Btf {
             types,
             structs,
             funcs,
+            vars,
         })
     }
 
@@ -348,6 +353,12 @@ impl Btf {
     /// (`bpf_iter_num_new`); the first one when several share the name.
     pub fn func_id(&self, name: &str) -> Option<u32> {
         self.funcs.get(name).copied()
+    }
+
+    /// The type id of the kernel variable `name` (BTF `VAR`: `max_pfn`, `jiffies`), if BTF
+    /// describes it.
+    pub fn var_type(&self, name: &str) -> Option<u32> {
+        self.vars.get(name).copied()
     }
 
     /// Follows typedefs and qualifiers to the underlying type id (at most 64 steps).

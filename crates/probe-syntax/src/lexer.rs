@@ -246,12 +246,35 @@ impl<'s> Lexer<'s> {
                     damaged,
                 };
             };
-            let tok = if c.is_ascii_alphabetic() || c == '_' {
+            let ident_at = |text: &str, at: usize| {
+                text[at..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            };
+            let tok = if c.is_ascii_alphabetic()
+                || c == '_'
+                || (c == '`' && ident_at(self.text, self.pos + 1))
+            {
+                if c == '`' {
+                    self.pos += 1;
+                }
                 while self
                     .peek_char()
                     .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
                 {
                     self.pos += 1;
+                }
+                // DTrace's scoping operator: `` `symbol `` and `` module`symbol `` (kernel
+                // symbols), `` D`type `` (a type of the D program): one identifier.
+                if c != '`' && self.peek_char() == Some('`') && ident_at(self.text, self.pos + 1) {
+                    self.pos += 1;
+                    while self
+                        .peek_char()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        self.pos += 1;
+                    }
                 }
                 Tok::Ident(self.text[start..self.pos].to_string())
             } else if c.is_ascii_digit() {

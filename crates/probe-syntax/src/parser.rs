@@ -539,8 +539,12 @@ impl<'s> Parser<'s> {
             }
             _ => {
                 self.diags.push(
-                    Diagnostic::tagged(ErrTag::D_PRAGCTL_INVAL, "preprocessor directives are not supported", tok.span)
-                        .with_hint("run the C preprocessor over the script with -C, as dtrace -C"),
+                    Diagnostic::tagged(
+                        ErrTag::D_PRAGCTL_INVAL,
+                        "preprocessor directives are not supported",
+                        tok.span,
+                    )
+                    .with_hint("run the C preprocessor over the script with -C, as dtrace -C"),
                 );
                 None
             }
@@ -1543,6 +1547,12 @@ impl<'s> Parser<'s> {
                     String::new()
                 }
             );
+            // `struct D`s`, `struct vmlinux`task_struct`: the scope names where the type is
+            // defined; types are looked up by name alone.
+            let name = match name.rsplit_once('`') {
+                Some((_, n)) => n.to_string(),
+                None => name,
+            };
             return Ok(TypeName {
                 base: BaseType::Struct(name),
                 pointer,

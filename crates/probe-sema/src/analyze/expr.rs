@@ -314,6 +314,19 @@ impl Analyzer<'_> {
     }
 
     fn ident(&mut self, name: &str, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if name.contains('`') {
+            // A kernel variable's value: the bytes at its address, with its BTF type.
+            let (addr, ty) = self.kernel_symbol(name, span)?;
+            if matches!(ty, Type::Void | Type::Struct { .. } | Type::Array(..)) {
+                return Err(self.err_at(
+                    ErrTag::D_TYPE_ERR,
+                    format!("kernel symbol `{name}` of type `{ty}` cannot be used as a value"),
+                    span,
+                ));
+            }
+            let p = mk(TExprKind::Int(addr), Type::Ptr(Box::new(ty.clone())), span);
+            return Ok(mk(TExprKind::Deref(Box::new(p)), ty, span));
+        }
         if self.inlines.contains_key(name) {
             return self.expand_inline(name, span, cx);
         }
@@ -544,6 +557,14 @@ impl Analyzer<'_> {
     }
 
     fn unary(&mut self, op: UnaryOp, x: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if op == UnaryOp::AddrOf
+            && let ExprKind::Ident(name) = &x.kind
+            && name.contains('`')
+        {
+            // `&`sym`: the kernel symbol's address, a pointer to its type.
+            let (addr, ty) = self.kernel_symbol(name, x.span)?;
+            return Ok(mk(TExprKind::Int(addr), Type::Ptr(Box::new(ty)), span));
+        }
         let t = self.expr(x, cx)?;
         self.unary_typed(op, t, span)
     }
@@ -859,4 +880,77 @@ mod tests {
         assert_eq!(parse_int_arg("-5"), Some(-5));
         assert_eq!(parse_int_arg("bash"), None);
     }
+}
+
+impl Analyzer<'_> {
+    /// The address (from `/proc/kallsyms`) and D type (from the BTF `VAR` of that name; `int`
+    /// when BTF has none, as for a function) of the kernel symbol written `` `sym `` or
+    /// `` module`sym `` (`vmlinux` is the kernel itself). Errors: `D_IDENT_UNDEF` for a symbol
+    /// the kernel does not have; `D_TYPE_ERR` when the kernel hides addresses (not root).
+    fn kernel_symbol(&mut self, written: &str, span: Span) -> R<(u64, Type)> {
+        let (module, name) = match written.split_once('`') {
+            Some(("", n)) | Some(("vmlinux", n)) => (None, n),
+            Some((m, n)) => (Some(m), n),
+            None => (None, written),
+        };
+        let addr = match kallsyms_address(module, name) {
+            Ok(Some(a)) => a,
+            Ok(None) => {
+                return Err(self.report(
+                    Diagnostic::tagged(
+                        ErrTag::D_IDENT_UNDEF,
+                        format!("failed to resolve {written}: Unknown symbol name"),
+                        span,
+                    )
+                    .with_hint(
+                        "kernel symbols come from /proc/kallsyms, which lists variables only when the kernel has CONFIG_KALLSYMS_ALL",
+                    ),
+                ));
+            }
+            Err(why) => {
+                return Err(self.err_at(
+                    ErrTag::D_TYPE_ERR,
+                    format!("cannot resolve kernel symbol {written}: {why}"),
+                    span,
+                ));
+            }
+        };
+        let ty = match self
+            .btf
+            .as_ref()
+            .and_then(|b| b.var_type(name).map(|t| (b, t)))
+        {
+            Some((b, t)) => b.d_type(t),
+            None => Type::INT,
+        };
+        Ok((addr, ty))
+    }
+}
+
+/// The address of `name` (in `module`, or the kernel itself when `None`) in `/proc/kallsyms`.
+/// `Err` when the file cannot be read or lists zero addresses (`kptr_restrict`, not root).
+fn kallsyms_address(module: Option<&str>, name: &str) -> Result<Option<u64>, String> {
+    let text = std::fs::read_to_string("/proc/kallsyms")
+        .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(addr), Some(_kind), Some(sym)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if sym != name {
+            continue;
+        }
+        let owner = f
+            .next()
+            .map(|m| m.trim_start_matches('[').trim_end_matches(']'));
+        if owner != module {
+            continue;
+        }
+        let a = u64::from_str_radix(addr, 16).map_err(|e| e.to_string())?;
+        if a == 0 {
+            return Err("/proc/kallsyms hides addresses (run as root)".into());
+        }
+        return Ok(Some(a));
+    }
+    Ok(None)
 }
