@@ -850,38 +850,6 @@ fn string_null_side(ta: &TExpr, tb: &TExpr) -> Option<bool> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn int_literal_ladder() {
-        let lit = |value, u, l| ast::IntLit {
-            value,
-            unsigned_suffix: u,
-            long_suffix: l,
-            decimal: true,
-            char_lit: false,
-        };
-        assert_eq!(int_lit_type(&lit(1, false, false)), Type::INT);
-        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::UINT);
-        assert_eq!(int_lit_type(&lit(5_000_000_000, false, false)), Type::I64);
-        assert_eq!(int_lit_type(&lit(u64::MAX, false, false)), Type::U64);
-        assert_eq!(int_lit_type(&lit(1, true, false)), Type::UINT);
-        assert_eq!(int_lit_type(&lit(1, false, true)), Type::I64);
-        assert_eq!(int_lit_type(&lit(1, true, true)), Type::U64);
-    }
-
-    #[test]
-    fn macro_int_args() {
-        assert_eq!(parse_int_arg("42"), Some(42));
-        assert_eq!(parse_int_arg("0x10"), Some(16));
-        assert_eq!(parse_int_arg("010"), Some(8));
-        assert_eq!(parse_int_arg("-5"), Some(-5));
-        assert_eq!(parse_int_arg("bash"), None);
-    }
-}
-
 impl Analyzer<'_> {
     /// The address (from `/proc/kallsyms`) and D type (from the BTF `VAR` of that name; `int`
     /// when BTF has none, as for a function) of the kernel symbol written `` `sym `` or
@@ -953,4 +921,36 @@ fn kallsyms_address(module: Option<&str>, name: &str) -> Result<Option<u64>, Str
         return Ok(Some(a));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_literal_ladder() {
+        let lit = |value, u, l| ast::IntLit {
+            value,
+            unsigned_suffix: u,
+            long_suffix: l,
+            decimal: true,
+            char_lit: false,
+        };
+        assert_eq!(int_lit_type(&lit(1, false, false)), Type::INT);
+        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::UINT);
+        assert_eq!(int_lit_type(&lit(5_000_000_000, false, false)), Type::I64);
+        assert_eq!(int_lit_type(&lit(u64::MAX, false, false)), Type::U64);
+        assert_eq!(int_lit_type(&lit(1, true, false)), Type::UINT);
+        assert_eq!(int_lit_type(&lit(1, false, true)), Type::I64);
+        assert_eq!(int_lit_type(&lit(1, true, true)), Type::U64);
+    }
+
+    #[test]
+    fn macro_int_args() {
+        assert_eq!(parse_int_arg("42"), Some(42));
+        assert_eq!(parse_int_arg("0x10"), Some(16));
+        assert_eq!(parse_int_arg("010"), Some(8));
+        assert_eq!(parse_int_arg("-5"), Some(-5));
+        assert_eq!(parse_int_arg("bash"), None);
+    }
 }
