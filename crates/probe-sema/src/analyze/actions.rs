@@ -22,6 +22,13 @@ impl Analyzer<'_> {
                 if n != 1 {
                     return Err(arity(self, "one argument", "trace(expression)"));
                 }
+                if is_action_call(&args[0]) {
+                    return Err(self.err_at(
+                        ErrTag::D_TRACE_VOID,
+                        "trace( ) may not be applied to a void expression",
+                        args[0].span,
+                    ));
+                }
                 let t = self.expr(&args[0], cx)?;
                 // A struct variable is recorded as its bytes (DTrace prints them as a hex dump).
                 let struct_var =
@@ -52,7 +59,16 @@ impl Analyzer<'_> {
                 let format = self.format_string(&args[0], func)?;
                 let mut targs = Vec::new();
                 let mut failed = false;
-                for a in &args[1..] {
+                for (i, a) in args[1..].iter().enumerate() {
+                    if is_action_call(a) {
+                        self.err_at(
+                            ErrTag::D_PRINTF_ARG_TYPE,
+                            format!("{func}( ) argument #{} is incompatible with its conversion: the argument is void (an action has no value)", i + 2),
+                            a.span,
+                        );
+                        failed = true;
+                        continue;
+                    }
                     match self.expr(a, cx) {
                         Ok(t) => targs.push(t),
                         Err(Reported) => failed = true,
@@ -134,6 +150,13 @@ impl Analyzer<'_> {
             "exit" => {
                 if n != 1 {
                     return Err(arity(self, "one argument", "exit(status)"));
+                }
+                if is_action_call(&args[0]) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "exit( ) argument #1 is incompatible with prototype:\n\tprototype: int\n\t argument: void",
+                        args[0].span,
+                    ));
                 }
                 let t = self.int_expr(&args[0], cx, "exit() status")?;
                 Ok(Action::Exit(convert(t, &Type::INT)))
@@ -593,6 +616,11 @@ fn format_error_span(fmt: &str, literal: Span, e: &printf::FormatError) -> Span 
         },
         _ => literal,
     }
+}
+
+/// True when `e` is a call of an action (`trace()`, `printf()`, `exit()`, ...): a void value.
+fn is_action_call(e: &Expr) -> bool {
+    matches!(&e.kind, ExprKind::Call { func, .. } if super::names::ACTIONS.contains(&func.as_str()))
 }
 
 impl Analyzer<'_> {
