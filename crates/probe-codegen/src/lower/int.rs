@@ -641,8 +641,11 @@ impl ProgGen<'_, '_> {
             self.fault(Fault::DivZero, None, span)?;
             self.asm.bind(ok);
         }
+        // 64-bit arithmetic, not cut to the operands' C width: DTrace computes in 64-bit
+        // registers and narrows a value only where it is stored, recorded or cast (Oracle's
+        // dt_cg_arithmetic_op: `(i + 3 * i) * i` of an int `i` keeps its high bits until then).
+        let _ = ty;
         self.asm.alu(alu, R0, R1);
-        self.normalize(R0, ty);
         Ok(())
     }
 

@@ -298,6 +298,8 @@ impl ProgGen<'_, '_> {
         }
         let vslot = self.slot(e.span)?;
         self.int(value)?;
+        // A value is narrowed to its variable's type where it is stored (arithmetic is 64-bit).
+        self.normalize(R0, &e.ty);
         self.asm.stx(Size::DW, R10, vslot, R0);
         self.var_write_int(va, vslot, e.span)?;
         self.asm.ldx(Size::DW, R0, R10, vslot);
