@@ -249,6 +249,11 @@ impl Analyzer<'_> {
                 Ok(mk(TExprKind::Int(size as u64), Type::U64, span))
             }
             ExprKind::SizeofExpr(x) => {
+                // A string constant's size is its length and the NUL, as in C and DTrace
+                // (`sizeof ("hi")` is 3); a string variable's is `strsize`.
+                if let ExprKind::Str(lit) = &x.kind {
+                    return Ok(mk(TExprKind::Int(lit.len() as u64 + 1), Type::U64, span));
+                }
                 let t = self.expr(x, cx)?;
                 Ok(mk(TExprKind::Int(t.ty.size(self.options.strsize) as u64), Type::U64, span))
             }
