@@ -2331,4 +2331,51 @@ mod tests {
         assert!(crate::query::operations(&s, "svc").unwrap().is_empty());
         assert_eq!(crate::query::operations(&s, "other").unwrap(), ["only0"]);
     }
+
+    #[test]
+    fn versions_of_one_id_in_a_batch_are_each_kept_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(&dir.path().join("s.db")).unwrap();
+        // Three versions of event A in one batch, each repeated, and B twice.
+        let batch = vec![
+            ev("T1", "A", 1, "one", &[]),
+            ev("T1", "A", 2, "two", &[]),
+            ev("T1", "B", 5, "b", &[]),
+            ev("T1", "A", 1, "one", &[]),
+            ev("T1", "A", 3, "three", &[]),
+            ev("T1", "A", 2, "two", &[]),
+            ev("T1", "A", 3, "three", &[]),
+            ev("T1", "B", 5, "b", &[]),
+        ];
+        let st = s.insert(&batch, 0).unwrap();
+        assert_eq!((st.events, st.duplicates, st.conflicts), (4, 4, 2));
+        // The same batch again: every event is stored already.
+        let st = s.insert(&batch, 0).unwrap();
+        assert_eq!((st.events, st.duplicates, st.conflicts), (0, 8, 0));
+        let ts: Vec<Option<i64>> = s
+            .load_task("T1")
+            .unwrap()
+            .iter()
+            .map(|e| e.timestamp_ns)
+            .collect();
+        assert_eq!(ts, [Some(1), Some(2), Some(5), Some(3)]);
+    }
+
+    #[test]
+    fn rows_sorted_by_text_rank_match_a_plain_sort() {
+        let items = [
+            ("step 10", 3),
+            ("step 2", 1),
+            ("a", 9),
+            ("step 10", 1),
+            ("step 2", 1),
+            ("", 4),
+        ];
+        let got = sorted_by_text(&items, |&(t, i)| (t, i));
+        let mut want: Vec<(&str, i64)> = items.to_vec();
+        want.sort_unstable();
+        want.dedup();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), 5);
+    }
 }
