@@ -73,6 +73,7 @@ err_tags! {
     D_DEREF_NONPTR => "unary `*` applied to a value that is not a pointer",
     D_DEREF_VOID => "unary `*` applied to a `void *`",
     D_ADDROF_LVAL => "unary `&` applied to something that has no address",
+    D_ADDROF_VAR => "unary `&` applied to a D variable (variables cannot be pointed at)",
     D_CAST_INVAL => "a cast between types D cannot convert",
     D_PRAGERR => "a `#pragma D error` directive: the program stops with its message",
     D_PRAGMA_INVAL => "an unknown D pragma, or invalid arguments to a known one (a class of `depends_on`, attributes)",

@@ -570,6 +570,25 @@ impl Analyzer<'_> {
             let (addr, ty) = self.kernel_symbol(name, x.span)?;
             return Ok(mk(TExprKind::Int(addr), Type::Ptr(Box::new(ty)), span));
         }
+        if op == UnaryOp::AddrOf
+            && matches!(
+                &x.kind,
+                ExprKind::Ident(_)
+                    | ExprKind::SelfVar(_)
+                    | ExprKind::ThisVar(_)
+                    | ExprKind::AggRef(_)
+            )
+            || op == UnaryOp::AddrOf
+                && matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. }
+                    if matches!(b.kind, ExprKind::Ident(_) | ExprKind::SelfVar(_) | ExprKind::ThisVar(_)))
+        {
+            // D variables live in maps the program cannot point into (DTrace's D_ADDROF_VAR).
+            return Err(self.err_at(
+                ErrTag::D_ADDROF_VAR,
+                "cannot take address of dynamic variable",
+                span,
+            ));
+        }
         let t = self.expr(x, cx)?;
         self.unary_typed(op, t, span)
     }
