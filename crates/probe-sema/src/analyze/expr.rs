@@ -570,18 +570,22 @@ impl Analyzer<'_> {
             let (addr, ty) = self.kernel_symbol(name, x.span)?;
             return Ok(mk(TExprKind::Int(addr), Type::Ptr(Box::new(ty)), span));
         }
-        if op == UnaryOp::AddrOf
-            && matches!(
-                &x.kind,
+        let variable = |e: &Expr| {
+            matches!(
+                e.kind,
                 ExprKind::Ident(_)
                     | ExprKind::SelfVar(_)
                     | ExprKind::ThisVar(_)
                     | ExprKind::AggRef(_)
             )
-            || op == UnaryOp::AddrOf
-                && matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. }
-                    if matches!(b.kind, ExprKind::Ident(_) | ExprKind::SelfVar(_) | ExprKind::ThisVar(_)))
-        {
+        };
+        let of_variable = variable(x)
+            || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));
+        if op == UnaryOp::AddrOf && of_variable {
+            if !matches!(x.kind, ExprKind::AggRef(_)) {
+                // An undefined name is reported as such first.
+                self.expr(x, cx)?;
+            }
             // D variables live in maps the program cannot point into (DTrace's D_ADDROF_VAR).
             return Err(self.err_at(
                 ErrTag::D_ADDROF_VAR,
