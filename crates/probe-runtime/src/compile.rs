@@ -33,7 +33,7 @@ pub enum CompileError {
     #[error("the D program has syntax errors")]
     Syntax(Vec<Diagnostic>),
     /// The sources parse but hold no probe clause.
-    #[error("no probes specified: the program has no probe clauses")]
+    #[error("no probes specified: the program has no probe clauses (D_EMPTY)")]
     NoClauses,
     /// The analysis rejected the program: every diagnostic (errors and warnings).
     #[error("the D program has errors")]
@@ -89,7 +89,8 @@ pub struct Compiled {
 ///
 /// # Errors
 /// [`CompileError::Syntax`] with every diagnostic when any is an error;
-/// [`CompileError::NoClauses`] when the sources hold no probe clause.
+/// [`CompileError::NoClauses`] when the sources hold nothing (declarations without a clause
+/// are refused by [`compile`], after their own errors).
 pub fn parse(sources: &SourceMap) -> Result<Program, CompileError> {
     let mut program = Program::default();
     let mut diags = Vec::new();
@@ -101,7 +102,9 @@ pub fn parse(sources: &SourceMap) -> Result<Program, CompileError> {
     if diags.iter().any(|d| d.is_error()) {
         return Err(CompileError::Syntax(diags));
     }
-    if program.clauses().next().is_none() {
+    // Declarations without clauses are checked by `compile` first (their errors are the
+    // user's real mistake); a program with nothing at all is refused here.
+    if program.items.is_empty() {
         return Err(CompileError::NoClauses);
     }
     Ok(program)
@@ -146,6 +149,9 @@ pub fn compile(
         kernel_types,
     };
     let checked = probe_sema::analyze(program, catalog, &sema_opts).map_err(CompileError::Sema)?;
+    if program.clauses().next().is_none() {
+        return Err(CompileError::NoClauses);
+    }
     let o = &checked.options;
     let cg = CodegenOptions {
         ncpus: os::possible_cpus() as u32,
