@@ -369,25 +369,8 @@ impl ProgGen<'_, '_> {
                 format!("bcopy() destination must be scratch memory: no alloca() or copyin() of {size} bytes or more comes before it in this clause"),
             );
         }
-        // The scratch memory's own address, as an integer, then dest's offset in it.
-        self.scratch_address(0, span)?;
+        self.scratch_place(dst, size, limit, span)?;
         let a = &mut self.asm;
-        a.ldx(Size::DW, R1, R10, dst);
-        a.alu(Alu::Sub, R1, R0);
-        let ok = a.label();
-        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
-        self.fault(Fault::BadAddr, Some(dst), span)?;
-        let a = &mut self.asm;
-        a.bind(ok);
-        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
-        a.mov(R2, R1);
-        a.alu_imm(Alu::And, R2, 0x7fff);
-        let fits = a.label();
-        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
-        a.mov_imm(R2, 0);
-        a.bind(fits);
-        a.mov(R1, R7);
-        a.alu(Alu::Add, R1, R2);
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, src);
         self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
@@ -414,16 +397,29 @@ impl ProgGen<'_, '_> {
             self.asm.ldx(Size::DW, R0, R10, vslot);
             return Ok(());
         }
+        self.scratch_place(aslot, size, limit, span)?;
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R0, R10, vslot);
+        a.stx(Size::from_bytes(size), R1, 0, R0);
+        Ok(())
+    }
+
+    /// R1 = a map-value pointer to the `size` bytes at the address in stack slot `slot`, which
+    /// must lie in the first `limit` bytes of the clause's scratch memory (`alloca()`/`copyin()`
+    /// memory); another address is DTrace's "invalid address" fault. Used by `bcopy()` and
+    /// stores through pointers.
+    fn scratch_place(&mut self, slot: i16, size: u32, limit: u32, span: Span) -> Res<()> {
+        // The scratch memory's own address, as an integer, then the address's offset in it.
         self.scratch_address(0, span)?;
         let a = &mut self.asm;
-        a.ldx(Size::DW, R1, R10, aslot);
+        a.ldx(Size::DW, R1, R10, slot);
         a.alu(Alu::Sub, R1, R0);
         let ok = a.label();
         a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
-        self.fault(Fault::BadAddr, Some(aslot), span)?;
+        self.fault(Fault::BadAddr, Some(slot), span)?;
         let a = &mut self.asm;
         a.bind(ok);
-        // Bounded again after the reload, for the verifier (as bcopy()).
+        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
         a.mov(R2, R1);
         a.alu_imm(Alu::And, R2, 0x7fff);
         let fits = a.label();
@@ -432,8 +428,6 @@ impl ProgGen<'_, '_> {
         a.bind(fits);
         a.mov(R1, R7);
         a.alu(Alu::Add, R1, R2);
-        a.ldx(Size::DW, R0, R10, vslot);
-        a.stx(Size::from_bytes(size), R1, 0, R0);
         Ok(())
     }
 
@@ -644,7 +638,6 @@ impl ProgGen<'_, '_> {
         // 64-bit arithmetic, not cut to the operands' C width: DTrace computes in 64-bit
         // registers and narrows a value only where it is stored, recorded or cast (Oracle's
         // dt_cg_arithmetic_op: `(i + 3 * i) * i` of an int `i` keeps its high bits until then).
-        let _ = ty;
         self.asm.alu(alu, R0, R1);
         Ok(())
     }
