@@ -87,12 +87,7 @@ pub fn preprocess(name: &str, text: &str, opts: &Cpp) -> Result<String, CppError
         source,
     };
     let mut child = cmd.spawn().map_err(spawn_err)?;
-    let input = if text.starts_with("#!") {
-        let end = text.find('\n').unwrap_or(text.len());
-        format!("{}{}", " ".repeat(end), &text[end..])
-    } else {
-        text.to_string()
-    };
+    let input = blank_shebang(text).into_owned();
     let mut stdin = child.stdin.take().expect("stdin is piped");
     // A writer thread: cpp may fill its output pipe before it has read all of a large input.
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
@@ -162,6 +157,17 @@ fn line_marker(l: &str) -> Option<(usize, &str)> {
     let n: usize = num.parse().ok()?;
     let file = rest.strip_prefix('"')?.split('"').next()?;
     Some((n, file))
+}
+
+/// `text` with a `#!` first line (an interpreter line, as `#!/usr/sbin/dtrace -s`) replaced by
+/// spaces, so that the compiler and cpp skip it and line and column numbers stay those of the
+/// file; any other text unchanged.
+pub(crate) fn blank_shebang(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.starts_with("#!") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let end = text.find('\n').unwrap_or(text.len());
+    std::borrow::Cow::Owned(format!("{}{}", " ".repeat(end), &text[end..]))
 }
 
 #[cfg(test)]

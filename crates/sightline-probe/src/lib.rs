@@ -219,6 +219,18 @@ pub struct Script {
     report_last: usize,
 }
 
+/// The name (its path as given) and text of the D script file `path`.
+///
+/// # Errors
+/// [`Error::Read`] when the file cannot be read.
+fn read_script(path: &Path) -> Result<(String, String), Error> {
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((name, text)),
+        Err(source) => Err(Error::Read { path: name, source }),
+    }
+}
+
 impl Script {
     /// A program of one source, named `-n` in diagnostics (as `sightline probe -n`).
     pub fn new(source: impl Into<String>) -> Script {
@@ -239,18 +251,8 @@ impl Script {
     /// # Errors
     /// [`Error::Read`] when the file cannot be read.
     pub fn add_file(mut self, path: impl AsRef<Path>) -> Result<Script, Error> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: name.clone(),
-            source,
-        })?;
-        let text = if text.starts_with("#!") {
-            let end = text.find('\n').unwrap_or(text.len());
-            format!("{}{}", " ".repeat(end), &text[end..])
-        } else {
-            text
-        };
+        let (name, text) = read_script(path.as_ref())?;
+        let text = cpp::blank_shebang(&text).into_owned();
         self.script_name.get_or_insert(name.clone());
         Ok(self.add_source(name, text))
     }
@@ -266,12 +268,7 @@ impl Script {
         path: impl AsRef<Path>,
         opts: &cpp::Cpp,
     ) -> Result<Script, Error> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: name.clone(),
-            source,
-        })?;
+        let (name, text) = read_script(path.as_ref())?;
         let text = cpp::preprocess(&name, &text, opts)?;
         self.script_name.get_or_insert(name.clone());
         Ok(self.add_source(name, text))

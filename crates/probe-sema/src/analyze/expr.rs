@@ -889,7 +889,15 @@ impl Analyzer<'_> {
             Some((m, n)) => (Some(m), n),
             None => (None, written),
         };
-        let addr = match kallsyms_address(module, name) {
+        let kallsyms = self.kallsyms.get_or_insert_with(|| {
+            std::fs::read_to_string("/proc/kallsyms")
+                .map_err(|e| format!("reading /proc/kallsyms: {e}"))
+        });
+        let found = match kallsyms {
+            Ok(text) => kallsyms_address(text, module, name),
+            Err(why) => Err(why.clone()),
+        };
+        let addr = match found {
             Ok(Some(a)) => a,
             Ok(None) => {
                 return Err(self.report(
@@ -923,11 +931,10 @@ impl Analyzer<'_> {
     }
 }
 
-/// The address of `name` (in `module`, or the kernel itself when `None`) in `/proc/kallsyms`.
-/// `Err` when the file cannot be read or lists zero addresses (`kptr_restrict`, not root).
-fn kallsyms_address(module: Option<&str>, name: &str) -> Result<Option<u64>, String> {
-    let text = std::fs::read_to_string("/proc/kallsyms")
-        .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+/// The address of `name` (in `module`, or the kernel itself when `None`) in `text`, the
+/// contents of `/proc/kallsyms` (`ADDRESS KIND NAME [MODULE]` lines). `Err` when the file
+/// lists zero addresses (`kptr_restrict`, not root).
+fn kallsyms_address(text: &str, module: Option<&str>, name: &str) -> Result<Option<u64>, String> {
     for line in text.lines() {
         let mut f = line.split_whitespace();
         let (Some(addr), Some(_kind), Some(sym)) = (f.next(), f.next(), f.next()) else {
@@ -954,6 +961,22 @@ fn kallsyms_address(module: Option<&str>, name: &str) -> Result<Option<u64>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kallsyms_lines_resolve_by_module_and_hidden_addresses_are_an_error() {
+        let text = "ffffffff81000000 T _stext\nffffffffc0a01230 t init_fn\t[ext4]\n\
+                    ffffffff81001230 T init_fn\n";
+        assert_eq!(
+            kallsyms_address(text, None, "init_fn"),
+            Ok(Some(0xffff_ffff_8100_1230))
+        );
+        assert_eq!(
+            kallsyms_address(text, Some("ext4"), "init_fn"),
+            Ok(Some(0xffff_ffff_c0a0_1230))
+        );
+        assert_eq!(kallsyms_address(text, Some("xfs"), "init_fn"), Ok(None));
+        assert!(kallsyms_address("0000000000000000 T _stext\n", None, "_stext").is_err());
+    }
 
     #[test]
     fn int_literal_ladder() {

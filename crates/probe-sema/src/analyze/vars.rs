@@ -166,7 +166,10 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
-        if let Some(t) = self.assign_through_pointer(op, lhs, rhs, span, cx)? {
+        let lvalue = self.classify_lvalue(lhs);
+        if lvalue == Lvalue::ThroughPointer
+            && let Some(t) = self.assign_through_pointer(op, lhs, rhs, span, cx)?
+        {
             return Ok(t);
         }
         if let ExprKind::Index(base, idx) = &lhs.kind
@@ -174,9 +177,7 @@ impl Analyzer<'_> {
         {
             return self.assign_elem(op, target, index, elem, (len, at), rhs, span, cx);
         }
-        if let ExprKind::Member { arrow: false, .. } | ExprKind::Index(..) = &lhs.kind
-            && self.struct_var_root(lhs)
-        {
+        if lvalue == Lvalue::StructMember {
             return self.assign_member(op, lhs, rhs, span, cx);
         }
         if let ExprKind::Index(base, idx) = &lhs.kind
@@ -1066,9 +1067,32 @@ fn const_eval_ast(e: &Expr) -> bool {
 }
 
 impl Analyzer<'_> {
-    /// `*p = v`, `p->m = v`, `p->m.n[i] = v` (and `op=`): a store through a pointer, allowed into
-    /// scratch memory (`alloca()`, `copyin()`; checked at run time). `None` when `lhs` is not
-    /// such a place (a variable, an associative array, a member of a struct variable).
+    /// What the left side of an assignment names (see [`Lvalue`]).
+    fn classify_lvalue(&mut self, lhs: &Expr) -> Lvalue {
+        if self.struct_var_root(lhs) {
+            return Lvalue::StructMember;
+        }
+        let through = match &lhs.kind {
+            ExprKind::Unary(UnaryOp::Deref, _) => true,
+            ExprKind::Member {
+                arrow: true, base, ..
+            } => !matches!(&base.kind, ExprKind::Ident(n) if n == "args"),
+            ExprKind::Member { arrow: false, .. } => pointer_rooted(lhs),
+            ExprKind::Index(base, _) => matches!(base.kind, ExprKind::Member { .. }),
+            _ => false,
+        };
+        if through {
+            Lvalue::ThroughPointer
+        } else {
+            Lvalue::Other
+        }
+    }
+
+    /// `*p = v`, `p->m = v`, `p->m.n[i] = v` (and `op=`), whose left side
+    /// [`Analyzer::classify_lvalue`] found to be [`Lvalue::ThroughPointer`]: a store through a
+    /// pointer, allowed into scratch memory (`alloca()`, `copyin()`; checked at run time).
+    /// `None` when no address can be formed for it (the caller
+    /// goes on with the other kinds of place).
     fn assign_through_pointer(
         &mut self,
         op: Option<BinaryOp>,
@@ -1077,22 +1101,6 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<Option<TExpr>> {
-        let through = match &lhs.kind {
-            ExprKind::Unary(UnaryOp::Deref, _) => true,
-            ExprKind::Member {
-                arrow: true, base, ..
-            } => !matches!(&base.kind, ExprKind::Ident(n) if n == "args"),
-            ExprKind::Member { arrow: false, .. } => {
-                !self.struct_var_root(lhs) && pointer_rooted(lhs)
-            }
-            ExprKind::Index(base, _) => {
-                matches!(base.kind, ExprKind::Member { .. }) && !self.struct_var_root(lhs)
-            }
-            _ => false,
-        };
-        if !through {
-            return Ok(None);
-        }
         let (addr, ty) = match &lhs.kind {
             ExprKind::Unary(UnaryOp::Deref, x) => {
                 let p = self.expr(x, cx)?;
@@ -1153,6 +1161,20 @@ impl Analyzer<'_> {
             span,
         )))
     }
+}
+
+/// What the left side of an assignment names, classified once by
+/// [`Analyzer::classify_lvalue`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Lvalue {
+    /// A member, or an element of an array member, of a variable of struct type: `v.a`,
+    /// `self->s.b[2]`.
+    StructMember,
+    /// A place in memory reached through a pointer: `*p`, `p->m`, `p->m.n[i]`, `(*p).a`
+    /// (allowed into `alloca()` and `copyin()` scratch memory).
+    ThroughPointer,
+    /// A variable, an associative array element or an element of an array variable.
+    Other,
 }
 
 /// True when the chain of `.` members of `e` starts at a `->` or a `*` (`p->a.b`, `(*p).a`).
