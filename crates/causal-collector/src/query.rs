@@ -245,6 +245,10 @@ pub struct ViewEnd {
     pub child: String,
     /// The missing parent's event id.
     pub parent: String,
+    /// The collector of the domain that holds the parent, when the child's report names it
+    /// (its `EdgeDestination` key: the task's metadata named that collector when it crossed
+    /// into the child's domain; X-Trace's Destination option).
+    pub domain: Option<String>,
 }
 
 /// What joining one task from several stores (administrative domains, X-Trace's design point)
@@ -270,9 +274,11 @@ impl DomainJoin {
     /// The lines `show` prints above a joined task: `domains: A 12 events, B 9 events`, one
     /// `domain boundary: A -> B: PARENT -> CHILD` per crossing and one `view ends: CHILD (in B)
     /// follows PARENT, in none of the stores given` per missing parent, at most
-    /// [`DOMAIN_LINES`] of each, then a count of the rest. Empty for a single store.
+    /// [`DOMAIN_LINES`] of each, then a count of the rest; a view end whose child names its
+    /// parent's domain says which collector holds it and how to join its store (`--peer`).
+    /// Empty for a single store, unless a view end names a domain.
     pub fn lines(&self) -> Vec<String> {
-        if self.parts.len() < 2 {
+        if !self.names_another_domain() {
             return Vec::new();
         }
         let name = |i: usize| self.parts[i].store.as_str();
@@ -308,12 +314,20 @@ impl DomainJoin {
             ));
         }
         for v in self.view_ends.iter().take(DOMAIN_LINES) {
-            out.push(format!(
-                "view ends: {} (in {}) follows {}, in none of the stores given",
-                v.child,
-                name(v.store),
-                v.parent
-            ));
+            out.push(match &v.domain {
+                Some(d) => format!(
+                    "view ends: {} (in {}) follows {}, reported to {d}: join its store with --peer {d}=STORE",
+                    v.child,
+                    name(v.store),
+                    v.parent
+                ),
+                None => format!(
+                    "view ends: {} (in {}) follows {}, in none of the stores given",
+                    v.child,
+                    name(v.store),
+                    v.parent
+                ),
+            });
         }
         if self.view_ends.len() > DOMAIN_LINES {
             out.push(format!(
@@ -322,6 +336,68 @@ impl DomainJoin {
             ));
         }
         out
+    }
+}
+
+impl DomainJoin {
+    /// Whether the task spans more than this one store's domain, as far as the join can tell:
+    /// several stores were joined, or an edge leaves for a domain its child names.
+    pub fn names_another_domain(&self) -> bool {
+        self.parts.len() > 1 || self.view_ends.iter().any(|v| v.domain.is_some())
+    }
+}
+
+/// A peer: another administrative domain's store, joined by [`load_graph_with_peers`] when a
+/// task's view ends at an edge into that domain.
+pub struct Peer<'a> {
+    /// The domain's collector as the reports name it (`EdgeDestination`, e.g.
+    /// `tcp://collector.a:7831`).
+    pub destination: String,
+    /// The store, named as given (a path, a ClickHouse URL without credentials).
+    pub name: String,
+    /// The store.
+    pub store: &'a dyn TraceStore,
+}
+
+/// [`load_graph_joined`] over `stores`, then over each peer whose destination a view end
+/// names (`EdgeDestination`), until no view end names a peer not yet joined: the task followed
+/// across the domains whose stores this side knows (at most one more join per peer).
+///
+/// # Errors
+/// The backends' [`StoreError`].
+pub fn load_graph_with_peers(
+    stores: &[(String, &dyn TraceStore)],
+    peers: &[Peer<'_>],
+    task: &str,
+    adjust: bool,
+) -> Result<(TaskGraph, SkewAdjustment, DomainJoin), StoreError> {
+    let mut all = stores.to_vec();
+    let mut joined = vec![false; peers.len()];
+    loop {
+        let (g, skew, join) = load_graph_joined(&all, task, adjust)?;
+        let mut more = false;
+        for v in &join.view_ends {
+            let Some(d) = &v.domain else { continue };
+            for (i, p) in peers.iter().enumerate() {
+                if !joined[i] && p.destination == *d {
+                    joined[i] = true;
+                    all.push((p.name.clone(), p.store));
+                    more = true;
+                }
+            }
+        }
+        if !more {
+            return Ok((g, skew, join));
+        }
+    }
+}
+
+impl std::fmt::Debug for Peer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("destination", &self.destination)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -408,6 +484,11 @@ pub fn load_graph_joined(
                     store: to,
                     child: e.id.clone(),
                     parent: p.id.clone(),
+                    domain: e
+                        .fields
+                        .iter()
+                        .find(|(k, _)| k == "EdgeDestination")
+                        .map(|(_, v)| v.clone()),
                 }),
             }
         }
@@ -497,6 +578,65 @@ mod tests {
     }
 
     #[test]
+    fn a_view_end_naming_a_peers_collector_joins_the_peers_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Store::open(&dir.path().join("a.db")).unwrap();
+        let mut b = Store::open(&dir.path().join("b.db")).unwrap();
+        let mut c = Store::open(&dir.path().join("c.db")).unwrap();
+        a.insert(&[dev("01", "a", 10, &[]), dev("02", "a", 20, &["01"])], 1)
+            .unwrap();
+        // Domain b's first event names a's collector: the task came from there.
+        let mut first = dev("03", "b", 30, &["02"]);
+        first
+            .fields
+            .push(("EdgeDestination".into(), "tcp://a:7831".into()));
+        b.insert(&[first, dev("04", "b", 40, &["03"])], 1).unwrap();
+        c.insert(&[dev("01", "x", 10, &[])], 1).unwrap();
+        let home = [("b.db".to_string(), &b as &dyn TraceStore)];
+        // Alone, b's view ends at 03 and says which collector holds 02.
+        let (g, _, join) = load_graph_with_peers(&home, &[], "DDDD", true).unwrap();
+        assert_eq!(g.events.len(), 2);
+        assert_eq!(join.view_ends[0].domain.as_deref(), Some("tcp://a:7831"));
+        assert!(join.names_another_domain());
+        assert_eq!(
+            join.lines()[1],
+            "view ends: 03 (in b.db) follows 02, reported to tcp://a:7831: join its store with --peer tcp://a:7831=STORE"
+        );
+        // With a's store as the peer for that collector (and another peer no event names),
+        // the task is whole: a's events joined, one boundary, no view end.
+        let peers = [
+            Peer {
+                destination: "tcp://c:7831".into(),
+                name: "c.db".into(),
+                store: &c,
+            },
+            Peer {
+                destination: "tcp://a:7831".into(),
+                name: "a.db".into(),
+                store: &a,
+            },
+        ];
+        let (g, _, join) = load_graph_with_peers(&home, &peers, "DDDD", true).unwrap();
+        assert_eq!(g.events.len(), 4);
+        let stores: Vec<&str> = join.parts.iter().map(|p| p.store.as_str()).collect();
+        assert_eq!(
+            stores,
+            ["b.db", "a.db"],
+            "c.db is not joined: no edge names it"
+        );
+        assert!(join.view_ends.is_empty(), "{:?}", join.view_ends);
+        assert_eq!(
+            join.crossings,
+            [DomainCrossing {
+                from: 1,
+                parent: "02".into(),
+                to: 0,
+                child: "03".into()
+            }]
+        );
+    }
+
+    #[test]
     fn a_task_joined_from_two_domains_stores_marks_where_each_view_ends() {
         let dir = tempfile::tempdir().unwrap();
         let mut a = Store::open(&dir.path().join("a.db")).unwrap();
@@ -558,7 +698,8 @@ mod tests {
             [ViewEnd {
                 store: 1,
                 child: "05".into(),
-                parent: "99".into()
+                parent: "99".into(),
+                domain: None,
             }]
         );
         let lines = join.lines();

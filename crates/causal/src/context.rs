@@ -793,6 +793,12 @@ fn emit(
     fields: Fields,
 ) -> Option<OpId> {
     let op = OpId::new(crate::ids::random_nonzero_u64());
+    let mut fields = fields;
+    if let Some(own) = crate::reporter::domain_options()
+        && !ctx.options.as_ref().is_some_and(|o| Arc::ptr_eq(o, own))
+    {
+        enter_domain(ctx, own, &mut fields);
+    }
     let parents = std::mem::replace(&mut ctx.parents, Parents::one(op));
     crate::probes::event_fired(ctx.task, op, &label);
     let ev = RawEvent {
@@ -808,6 +814,35 @@ fn emit(
     };
     crate::reporter::submit(ev);
     Some(op)
+}
+
+/// Makes `ctx`'s options name this process's domain (`own`, the options block of
+/// [`crate::reporter::Config::destination`]) before an event is reported through it. When the
+/// options named another domain's collector (the task came from there), the event gets an
+/// `EdgeDestination` key naming it: the store that holds the event's parent. Other options are
+/// kept. Runs only where the options are not `own` itself (a task that came in from outside, or
+/// one with more options than the destination).
+#[cold]
+fn enter_domain(ctx: &mut Context, own: &Arc<[u8]>, fields: &mut Fields) {
+    let options = ctx.options.as_deref().unwrap_or(&[]);
+    let own_dest = crate::metadata::destination_in(own);
+    let came_from = crate::metadata::destination_in(options);
+    if came_from.is_some() && came_from != own_dest {
+        fields.push(
+            "EdgeDestination",
+            Value::Str(Cow::Owned(came_from.unwrap_or_default().to_string())),
+        );
+    }
+    let only_destination =
+        options.is_empty() || options.len() == 2 + options[1] as usize && came_from.is_some();
+    if only_destination {
+        ctx.options = Some(own.clone());
+    } else if came_from != own_dest
+        && let Some(d) = own_dest
+        && let Ok(block) = crate::metadata::options_with_destination(options, d)
+    {
+        ctx.options = Some(Arc::from(block));
+    }
 }
 
 /// Reports an event through the thread's current context: its edges go to the current context's

@@ -22,12 +22,29 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SIGHTLINE_CAUSAL_SINK` | `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH`, or `off` | `tcp://127.0.0.1:7831` |
+//! | `SIGHTLINE_CAUSAL_SINK` | `tcp://HOST:PORT`, `tls://HOST:PORT`, `udp://HOST:PORT`, `file:PATH`, or `off` | the destination, else `tcp://127.0.0.1:7831` |
+//! | `SIGHTLINE_CAUSAL_DESTINATION` | this administrative domain's collector (`tcp://`, `tls://` or `udp://` URI), named in the metadata of every event reported here | none |
+//! | `SIGHTLINE_CAUSAL_FOLLOW_DESTINATION` | `1`: send a report whose metadata names another domain's collector there | `0` |
+//! | `SIGHTLINE_CAUSAL_TLS_CA` | PEM file of the certificate authorities a `tls://` collector's certificate must chain to | `/etc/ssl/certs/ca-certificates.crt` |
 //! | `SIGHTLINE_CAUSAL_FORMAT` | `text` (X-Trace Report 1.0) or `binary` (native) | `text` |
 //! | `SIGHTLINE_CAUSAL_SAMPLE` | probability in [0, 1] that a new task is sampled | `1` |
 //! | `SIGHTLINE_CAUSAL_AGENT` | `Agent` of events that name none | program name |
 //! | `SIGHTLINE_CAUSAL_QUEUE` | each reporting thread's queue capacity, in events, 16 to 1048576 | `4096` |
 //! | `SIGHTLINE_CAUSAL_FLUSH_MS` | batching interval, ms | `20` |
+//!
+//! # Administrative domains
+//! X-Trace follows a task across administrative domains, each with its own collector. A process
+//! given its domain's collector ([`Config::destination`]) names it in the metadata of every event
+//! it reports (X-Trace's Destination option, [`crate::metadata::DESTINATION_OPTION`]), so the
+//! metadata it propagates tells the next hop where this hop's reports are. Where an event follows
+//! metadata that names another domain's collector (the task crossed into this domain), its
+//! report carries that collector in the `EdgeDestination` key: where the store holding its parent
+//! is, for `sightline show` to say where this domain's view ends. Reports go to the sink, which
+//! defaults to the destination; with [`Config::follow_destination`] a report whose metadata names
+//! another collector (a process with no destination of its own, working for a task from another
+//! domain) goes to that collector instead, at most [`MAX_ROUTES`] of them (the rest go to the
+//! sink). Off by default: metadata from outside would otherwise choose where this process
+//! connects. See `docs/causal-metadata.md`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -43,7 +60,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 
 use crate::context::RawEvent;
-use crate::metadata::Metadata;
+use crate::metadata::{Metadata, destination_in};
 use crate::report::Report;
 use crate::wire::{DEFAULT_PORT, WireFormat, encode_frame};
 
@@ -55,6 +72,15 @@ pub type Callback = Arc<dyn Fn(&Report) + Send + Sync>;
 pub enum Sink {
     /// TCP to a collector, each report framed with a 4-byte big-endian length.
     Tcp(SocketAddr),
+    /// TLS over TCP to a collector (`sightline collect --xtrace-tls`), framed as over TCP. The
+    /// collector's certificate must be valid for `host` and chain to a certificate authority of
+    /// [`Config::tls_ca`].
+    Tls {
+        /// The collector's address.
+        addr: SocketAddr,
+        /// The name its certificate must be valid for (the URI's host).
+        host: String,
+    },
     /// UDP, one report per datagram, no length prefix.
     Udp(SocketAddr),
     /// Frames (as over TCP) appended to a file.
@@ -71,6 +97,7 @@ impl std::fmt::Debug for Sink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Sink::Tcp(a) => write!(f, "tcp://{a}"),
+            Sink::Tls { addr, host } => write!(f, "tls://{host} ({addr})"),
             Sink::Udp(a) => write!(f, "udp://{a}"),
             Sink::File(p) => write!(f, "file:{}", p.display()),
             Sink::Callback(_) => f.write_str("callback"),
@@ -101,7 +128,8 @@ pub enum ConfigError {
 }
 
 impl Sink {
-    /// Parses `tcp://HOST:PORT`, `udp://HOST:PORT`, `file:PATH` (or `file://PATH`) or `off`
+    /// Parses `tcp://HOST:PORT`, `tls://HOST:PORT`, `udp://HOST:PORT`, `file:PATH` (or
+    /// `file://PATH`) or `off`
     /// (`:PORT` defaults to 7831). A host name is resolved here, which may block on DNS: when the
     /// reporter starts from the environment, that happens on the thread of the first event unless
     /// [`init_from_env`] or [`init`] ran earlier.
@@ -134,6 +162,22 @@ impl Sink {
             Ok(Sink::Off)
         } else if let Some(rest) = s.strip_prefix("tcp://") {
             Ok(Sink::Tcp(addr(rest)?))
+        } else if let Some(rest) = s.strip_prefix("tls://") {
+            let host = match rest.rsplit_once(':') {
+                Some((h, p)) if p.parse::<u16>().is_ok() => h,
+                _ => rest,
+            };
+            let host = host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string();
+            if rustls::pki_types::ServerName::try_from(host.as_str()).is_err() {
+                return Err(bad("tls://HOST:PORT with a host name or address"));
+            }
+            Ok(Sink::Tls {
+                addr: addr(rest)?,
+                host,
+            })
         } else if let Some(rest) = s.strip_prefix("udp://") {
             Ok(Sink::Udp(addr(rest)?))
         } else if let Some(rest) = s
@@ -145,7 +189,9 @@ impl Sink {
             }
             Ok(Sink::File(PathBuf::from(rest)))
         } else {
-            Err(bad("tcp://HOST:PORT, udp://HOST:PORT, file:PATH or off"))
+            Err(bad(
+                "tcp://HOST:PORT, tls://HOST:PORT, udp://HOST:PORT, file:PATH or off",
+            ))
         }
     }
 }
@@ -168,6 +214,17 @@ pub struct Config {
     /// How long the reporter thread sleeps between batches when the queue is not filling up;
     /// raised to [`MIN_FLUSH_INTERVAL`] when shorter.
     pub flush_interval: Duration,
+    /// This administrative domain's collector, as a sink URI (`tcp://`, `tls://` or `udp://`,
+    /// at most [`crate::metadata::MAX_DESTINATION_LEN`] bytes): named in the metadata of every
+    /// event reported here (see the module docs, "Administrative domains"). `None`: events carry
+    /// on whatever Destination their task's metadata brought.
+    pub destination: Option<String>,
+    /// Send each report whose metadata names another domain's collector to that collector
+    /// rather than to the sink (X-Trace's "where reports should be sent").
+    pub follow_destination: bool,
+    /// PEM file of the certificate authorities that `tls://` collectors' certificates must chain
+    /// to; `None`: `/etc/ssl/certs/ca-certificates.crt` (the system's bundle on Debian).
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -181,6 +238,9 @@ impl Default for Config {
             agent: program_name(),
             queue_capacity: 4096,
             flush_interval: Duration::from_millis(20),
+            destination: None,
+            follow_destination: false,
+            tls_ca: None,
         }
     }
 }
@@ -205,8 +265,40 @@ impl Config {
     pub fn from_env() -> Result<Config, ConfigError> {
         let mut c = Config::default();
         let var = |name: &'static str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        if let Some(v) = var("SIGHTLINE_CAUSAL_DESTINATION") {
+            let bad = |why| ConfigError::BadValue {
+                var: "SIGHTLINE_CAUSAL_DESTINATION",
+                value: v.clone(),
+                why,
+            };
+            let v = v.trim();
+            if v.len() > crate::metadata::MAX_DESTINATION_LEN {
+                return Err(bad("a URI of at most 253 bytes"));
+            }
+            match Sink::parse(v) {
+                Ok(sink @ (Sink::Tcp(_) | Sink::Tls { .. } | Sink::Udp(_))) => c.sink = sink,
+                _ => return Err(bad("tcp://HOST:PORT, tls://HOST:PORT or udp://HOST:PORT")),
+            }
+            c.destination = Some(v.to_string());
+        }
         if let Some(v) = var("SIGHTLINE_CAUSAL_SINK") {
             c.sink = Sink::parse(&v)?;
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_FOLLOW_DESTINATION") {
+            c.follow_destination = match v.trim() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => {
+                    return Err(ConfigError::BadValue {
+                        var: "SIGHTLINE_CAUSAL_FOLLOW_DESTINATION",
+                        value: v.clone(),
+                        why: "1 or 0",
+                    });
+                }
+            };
+        }
+        if let Some(v) = var("SIGHTLINE_CAUSAL_TLS_CA") {
+            c.tls_ca = Some(PathBuf::from(v.trim()));
         }
         if let Some(v) = var("SIGHTLINE_CAUSAL_FORMAT") {
             c.format = WireFormat::parse(&v).ok_or(ConfigError::BadValue {
@@ -314,6 +406,9 @@ struct Shared {
     threads: Mutex<HashMap<u32, String>>,
     /// The configuration it started with (a forked child restarts with it).
     config: Config,
+    /// The options block naming [`Config::destination`] (shared by every context of a task
+    /// started here); `None` without a destination.
+    domain_options: Option<Arc<[u8]>>,
 }
 
 /// The shortest batching interval: 1 ms, as `SIGHTLINE_CAUSAL_FLUSH_MS` requires.
@@ -437,6 +532,19 @@ fn effective(mut config: Config) -> Config {
 
 fn start(config: Config) -> Result<(), ConfigError> {
     let config = effective(config);
+    let domain_options = match &config.destination {
+        Some(d) => match crate::metadata::options_with_destination(&[], d) {
+            Ok(block) => Some(Arc::from(block)),
+            Err(_) => {
+                return Err(ConfigError::BadValue {
+                    var: "SIGHTLINE_CAUSAL_DESTINATION",
+                    value: d.clone(),
+                    why: "a URI of at most 253 bytes",
+                });
+            }
+        },
+        None => None,
+    };
     let cap = config.queue_capacity;
     let rate = config.sample_rate;
     let sample_threshold = if rate >= 1.0 {
@@ -472,6 +580,7 @@ fn start(config: Config) -> Result<(), ConfigError> {
         flush_cv: Condvar::new(),
         stopping: AtomicBool::new(false),
         threads: Mutex::new(HashMap::new()),
+        domain_options,
         config,
     }));
     let _ = tx.send(shared);
@@ -535,6 +644,13 @@ fn shared_slow() -> &'static Shared {
 }
 
 /// Head sampling for a new task: true with the configured probability.
+/// The options block naming this process's administrative domain's collector
+/// ([`Config::destination`]), `None` without one.
+#[inline]
+pub(crate) fn domain_options() -> Option<&'static Arc<[u8]>> {
+    shared().domain_options.as_ref()
+}
+
 pub(crate) fn sample_new_task() -> bool {
     let t = shared().sample_threshold;
     t == u64::MAX || crate::ids::random_u64() < t
@@ -740,10 +856,21 @@ fn wall_offset_ns() -> i128 {
     wall as i128 - mono as i128
 }
 
+/// A connection to one sink, opened on first use and reopened after a failure (TCP and TLS at
+/// most once a second).
 enum Conn {
     Tcp {
         addr: SocketAddr,
         stream: Option<TcpStream>,
+        retry_at: Option<Instant>,
+    },
+    Tls {
+        addr: SocketAddr,
+        host: rustls::pki_types::ServerName<'static>,
+        /// `Err`: why no TLS client could be configured (said once on stderr; every report to
+        /// this sink is counted dropped).
+        config: Result<Arc<rustls::ClientConfig>, String>,
+        stream: Option<Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>>,
         retry_at: Option<Instant>,
     },
     Udp {
@@ -756,6 +883,209 @@ enum Conn {
     },
     Callback(Callback),
     Off,
+}
+
+/// The most collectors a reporter sends to besides its sink ([`Config::follow_destination`]);
+/// reports naming further ones go to the sink.
+pub const MAX_ROUTES: usize = 8;
+
+/// The system's certificate authorities on Debian, for `tls://` sinks without
+/// [`Config::tls_ca`].
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// A TLS client configuration trusting the certificate authorities in the PEM file `ca`.
+fn tls_client_config(ca: &std::path::Path) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca).map_err(|e| format!("{}: {e}", ca.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{}: {e}", ca.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", ca.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{}: no certificates", ca.display()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+impl Conn {
+    /// The (not yet opened) connection to `sink`; `tls_ca` as [`Config::tls_ca`].
+    fn new(sink: &Sink, tls_ca: Option<&std::path::Path>) -> Conn {
+        match sink {
+            Sink::Tcp(addr) => Conn::Tcp {
+                addr: *addr,
+                stream: None,
+                retry_at: None,
+            },
+            Sink::Tls { addr, host } => {
+                let ca = tls_ca.unwrap_or(std::path::Path::new(SYSTEM_CA_BUNDLE));
+                let config = tls_client_config(ca);
+                if let Err(why) = &config {
+                    eprintln!("causal: no TLS to {host}: {why}; its reports are dropped");
+                }
+                Conn::Tls {
+                    addr: *addr,
+                    host: rustls::pki_types::ServerName::try_from(host.clone())
+                        .unwrap_or_else(|_| rustls::pki_types::ServerName::from(addr.ip())),
+                    config,
+                    stream: None,
+                    retry_at: None,
+                }
+            }
+            Sink::Udp(addr) => Conn::Udp {
+                addr: *addr,
+                socket: None,
+            },
+            Sink::File(path) => Conn::File {
+                path: path.clone(),
+                file: None,
+            },
+            Sink::Callback(f) => Conn::Callback(f.clone()),
+            Sink::Off => Conn::Off,
+        }
+    }
+
+    /// Writes `reports` (encoded with `format`, through `buf`); returns how many were written.
+    fn send(&mut self, buf: &mut Vec<u8>, reports: &[Report], format: WireFormat) -> u64 {
+        let n = reports.len() as u64;
+        match self {
+            Conn::Off => n,
+            Conn::Callback(f) => {
+                // A panicking callback costs its report, counted, not the reporter thread (which
+                // would leave every later event to fill the queue and every flush to time out).
+                let mut ok = 0;
+                for r in reports {
+                    let call = std::panic::AssertUnwindSafe(|| f(r));
+                    if std::panic::catch_unwind(call).is_ok() {
+                        ok += 1;
+                    }
+                }
+                ok
+            }
+            Conn::Tcp {
+                addr,
+                stream,
+                retry_at,
+            } => {
+                let framed = encode_frames(buf, reports, format);
+                if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
+                    match connect(addr) {
+                        Ok(s) => {
+                            *stream = Some(s);
+                            *retry_at = None;
+                        }
+                        Err(_) => *retry_at = Some(Instant::now() + Duration::from_secs(1)),
+                    }
+                }
+                match stream {
+                    Some(s) => match s.write_all(buf) {
+                        Ok(()) => framed,
+                        Err(_) => {
+                            *stream = None;
+                            *retry_at = Some(Instant::now() + Duration::from_secs(1));
+                            0
+                        }
+                    },
+                    None => 0,
+                }
+            }
+            Conn::Tls {
+                addr,
+                host,
+                config,
+                stream,
+                retry_at,
+            } => {
+                let Ok(config) = config else { return 0 };
+                let framed = encode_frames(buf, reports, format);
+                if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
+                    let opened = connect(addr).ok().and_then(|tcp| {
+                        let tls =
+                            rustls::ClientConnection::new(config.clone(), host.clone()).ok()?;
+                        Some(Box::new(rustls::StreamOwned::new(tls, tcp)))
+                    });
+                    match opened {
+                        Some(s) => {
+                            *stream = Some(s);
+                            *retry_at = None;
+                        }
+                        None => *retry_at = Some(Instant::now() + Duration::from_secs(1)),
+                    }
+                }
+                match stream {
+                    // The handshake runs in the first write; a certificate the authorities do
+                    // not vouch for fails it, and the connection is retried a second later.
+                    Some(s) => match s.write_all(buf).and_then(|()| s.flush()) {
+                        Ok(()) => framed,
+                        Err(_) => {
+                            *stream = None;
+                            *retry_at = Some(Instant::now() + Duration::from_secs(1));
+                            0
+                        }
+                    },
+                    None => 0,
+                }
+            }
+            Conn::Udp { addr, socket } => {
+                if socket.is_none() {
+                    let bind: SocketAddr = if addr.is_ipv4() {
+                        ([0, 0, 0, 0], 0).into()
+                    } else {
+                        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                    };
+                    *socket = UdpSocket::bind(bind).ok();
+                }
+                let mut sent = 0;
+                if let Some(sock) = socket {
+                    for r in reports {
+                        buf.clear();
+                        format.encode(r, buf);
+                        if buf.len() <= 65_507 && sock.send_to(buf, *addr).is_ok() {
+                            sent += 1;
+                        }
+                    }
+                }
+                sent
+            }
+            Conn::File { path, file } => {
+                if file.is_none() {
+                    *file = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&*path)
+                        .ok();
+                }
+                let framed = encode_frames(buf, reports, format);
+                match file {
+                    Some(f) => match f.write_all(buf) {
+                        Ok(()) => framed,
+                        Err(_) => {
+                            *file = None;
+                            0
+                        }
+                    },
+                    None => 0,
+                }
+            }
+        }
+    }
+}
+
+/// A TCP connection to a collector, with the reporter's timeouts.
+fn connect(addr: &SocketAddr) -> std::io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(addr, Duration::from_secs(1))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let _ = s.set_nodelay(true);
+    Ok(s)
 }
 
 impl Shared {
@@ -775,6 +1105,10 @@ struct Worker {
     reports: Vec<Report>,
     /// The thread queues taken so far.
     queues: Vec<QueueEnd>,
+    /// With [`Config::follow_destination`]: the other domains' collectors reports were sent
+    /// to, by the Destination their metadata names (`None`: the URI does not parse as a sink;
+    /// such reports go to the sink).
+    routes: Vec<(Box<str>, Option<Conn>)>,
 }
 
 /// Most events turned into reports per batch.
@@ -782,23 +1116,7 @@ const BATCH: usize = 1024;
 
 impl Worker {
     fn new(config: Config, shared: &'static Shared) -> Worker {
-        let conn = match &config.sink {
-            Sink::Tcp(addr) => Conn::Tcp {
-                addr: *addr,
-                stream: None,
-                retry_at: None,
-            },
-            Sink::Udp(addr) => Conn::Udp {
-                addr: *addr,
-                socket: None,
-            },
-            Sink::File(path) => Conn::File {
-                path: path.clone(),
-                file: None,
-            },
-            Sink::Callback(f) => Conn::Callback(f.clone()),
-            Sink::Off => Conn::Off,
-        };
+        let conn = Conn::new(&config.sink, config.tls_ca.as_deref());
         Worker {
             config,
             shared,
@@ -807,6 +1125,7 @@ impl Worker {
             buf: Vec::with_capacity(64 << 10),
             reports: Vec::new(),
             queues: Vec::new(),
+            routes: Vec::new(),
         }
     }
 
@@ -950,96 +1269,69 @@ impl Worker {
     fn send_batch(&mut self) {
         let n = self.reports.len() as u64;
         let format = self.config.format;
-        let ok: u64 = match &mut self.conn {
-            Conn::Off => n,
-            Conn::Callback(f) => {
-                // A panicking callback costs its report, counted, not the reporter thread (which
-                // would leave every later event to fill the queue and every flush to time out).
-                let mut ok = 0;
-                for r in &self.reports {
-                    let call = std::panic::AssertUnwindSafe(|| f(r));
-                    if std::panic::catch_unwind(call).is_ok() {
-                        ok += 1;
-                    }
-                }
-                ok
-            }
-            Conn::Tcp {
-                addr,
-                stream,
-                retry_at,
-            } => {
-                let framed = encode_frames(&mut self.buf, &self.reports, format);
-                if stream.is_none() && retry_at.is_none_or(|t| Instant::now() >= t) {
-                    match TcpStream::connect_timeout(addr, Duration::from_secs(1)) {
-                        Ok(s) => {
-                            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                            let _ = s.set_nodelay(true);
-                            *stream = Some(s);
-                            *retry_at = None;
-                        }
-                        Err(_) => *retry_at = Some(Instant::now() + Duration::from_secs(1)),
-                    }
-                }
-                match stream {
-                    Some(s) => match s.write_all(&self.buf) {
-                        Ok(()) => framed,
-                        Err(_) => {
-                            *stream = None;
-                            *retry_at = Some(Instant::now() + Duration::from_secs(1));
-                            0
-                        }
-                    },
-                    None => 0,
-                }
-            }
-            Conn::Udp { addr, socket } => {
-                if socket.is_none() {
-                    let bind: SocketAddr = if addr.is_ipv4() {
-                        ([0, 0, 0, 0], 0).into()
-                    } else {
-                        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-                    };
-                    *socket = UdpSocket::bind(bind).ok();
-                }
-                let mut sent = 0;
-                if let Some(sock) = socket {
-                    for r in &self.reports {
-                        self.buf.clear();
-                        format.encode(r, &mut self.buf);
-                        if self.buf.len() <= 65_507 && sock.send_to(&self.buf, *addr).is_ok() {
-                            sent += 1;
-                        }
-                    }
-                }
-                sent
-            }
-            Conn::File { path, file } => {
-                if file.is_none() {
-                    *file = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&*path)
-                        .ok();
-                }
-                let framed = encode_frames(&mut self.buf, &self.reports, format);
-                match file {
-                    Some(f) => match f.write_all(&self.buf) {
-                        Ok(()) => framed,
-                        Err(_) => {
-                            *file = None;
-                            0
-                        }
-                    },
-                    None => 0,
-                }
-            }
+        let ok = if self.config.follow_destination {
+            self.send_routed()
+        } else {
+            self.conn.send(&mut self.buf, &self.reports, format)
         };
         self.shared.sent.fetch_add(ok, Ordering::Relaxed);
         self.shared
             .dropped_sink
             .fetch_add(n - ok, Ordering::Relaxed);
         self.reports.clear();
+    }
+
+    /// Sends the batch with [`Config::follow_destination`]: each report to the collector its
+    /// metadata's Destination names, when that is not this process's own destination and is
+    /// one of the first [`MAX_ROUTES`] seen; the rest to the sink. Reports keep their order per
+    /// collector. Returns how many were written.
+    fn send_routed(&mut self) -> u64 {
+        let format = self.config.format;
+        let own = self.config.destination.as_deref();
+        // The route of each report: `None` for the sink, else an index into `routes`.
+        let mut route_of = Vec::with_capacity(self.reports.len());
+        for r in &self.reports {
+            let dest = destination_in(r.metadata.options_bytes()).filter(|d| Some(*d) != own);
+            let route = dest.and_then(|d| {
+                if let Some(i) = self.routes.iter().position(|(u, _)| &**u == d) {
+                    return Some(i);
+                }
+                if self.routes.len() >= MAX_ROUTES {
+                    return None;
+                }
+                let conn = Sink::parse(d)
+                    .ok()
+                    .filter(|s| matches!(s, Sink::Tcp(_) | Sink::Tls { .. } | Sink::Udp(_)))
+                    .map(|s| Conn::new(&s, self.config.tls_ca.as_deref()));
+                self.routes.push((d.into(), conn));
+                Some(self.routes.len() - 1)
+            });
+            route_of.push(route.filter(|&i| self.routes[i].1.is_some()));
+        }
+        let mut ok = 0;
+        let mut group = Vec::new();
+        for target in std::iter::once(None).chain((0..self.routes.len()).map(Some)) {
+            group.clear();
+            group.extend(
+                self.reports
+                    .iter()
+                    .zip(&route_of)
+                    .filter(|(_, r)| **r == target)
+                    .map(|(rep, _)| rep.clone()),
+            );
+            if group.is_empty() {
+                continue;
+            }
+            let conn = match target {
+                None => &mut self.conn,
+                Some(i) => self.routes[i]
+                    .1
+                    .as_mut()
+                    .expect("routes kept have a connection"),
+            };
+            ok += conn.send(&mut self.buf, &group, format);
+        }
+        ok
     }
 }
 
@@ -1116,6 +1408,33 @@ mod tests {
     }
 
     #[test]
+    fn a_tls_client_needs_a_readable_file_of_certificates() {
+        let dir = std::env::temp_dir().join(format!("causal-tls-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.pem");
+        let e = tls_client_config(&missing).unwrap_err();
+        assert!(e.contains("missing.pem"), "{e}");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = tls_client_config(&empty).unwrap_err();
+        assert!(e.contains("no certificates"), "{e}");
+        // A TLS sink whose authorities cannot be read drops its reports, counted by the caller.
+        let mut conn = Conn::new(
+            &Sink::Tls {
+                addr: ([127, 0, 0, 1], 9).into(),
+                host: "localhost".into(),
+            },
+            Some(&missing),
+        );
+        let r = Report::new(Metadata::new(
+            crate::TaskId::from_u64(1).unwrap(),
+            crate::OpId::new(2),
+        ));
+        assert_eq!(conn.send(&mut Vec::new(), &[r], WireFormat::Text), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn sink_parsing() {
         assert!(
             matches!(Sink::parse("tcp://127.0.0.1:9000").unwrap(), Sink::Tcp(a) if a.port() == 9000)
@@ -1127,6 +1446,12 @@ mod tests {
             matches!(Sink::parse("file:/tmp/x.frames").unwrap(), Sink::File(p) if p == std::path::Path::new("/tmp/x.frames"))
         );
         assert!(matches!(Sink::parse("off").unwrap(), Sink::Off));
+        assert!(
+            matches!(Sink::parse("tls://localhost:7832").unwrap(), Sink::Tls { addr, host } if addr.port() == 7832 && host == "localhost")
+        );
+        assert!(
+            matches!(Sink::parse("tls://[::1]:7832").unwrap(), Sink::Tls { addr, host } if addr.is_ipv6() && host == "::1")
+        );
         assert!(matches!(
             Sink::parse("http://x"),
             Err(ConfigError::BadValue {

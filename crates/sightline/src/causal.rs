@@ -287,6 +287,14 @@ fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {s:?}: must be above zero and fit in 64 bits"))
 }
 
+/// `--peer DEST=STORE` (split at the first `=`: a collector URI has none, a store URL may).
+fn parse_peer(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .filter(|(d, st)| !d.is_empty() && !st.is_empty())
+        .map(|(d, st)| (d.to_string(), st.to_string()))
+        .ok_or_else(|| format!("expected DEST=STORE (a collector URI = a store), got {s:?}"))
+}
+
 /// `--attr KEY=VALUE`.
 fn parse_attr(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
@@ -378,6 +386,12 @@ pub struct ShowArgs {
     /// event kinds whose counts differ. Prints the comparison instead of the graph.
     #[arg(long, value_name = "TASK")]
     pub compare: Option<String>,
+    /// Another administrative domain's store, joined when the task's view ends at an edge into
+    /// that domain: DEST is its collector as the reports name it (`EdgeDestination`, X-Trace's
+    /// Destination option, e.g. `tcp://collector.a:7831`), STORE a SQLite file or a
+    /// `clickhouse://` URL. Repeatable.
+    #[arg(long, value_name = "DEST=STORE", value_parser = parse_peer, conflicts_with = "compare")]
+    pub peer: Vec<(String, String)>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -809,7 +823,7 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
         return render_graph(&args, &g, &SkewAdjustment::default());
     }
     let specs = args.db.specs()?;
-    if specs.len() > 1 {
+    if specs.len() > 1 || args.compare.is_none() {
         return show_joined(&args, &specs);
     }
     let store = open_existing(&specs[0])?;
@@ -836,7 +850,9 @@ pub fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 /// `sightline show --db A --db B …`: the task joined from every store (administrative
 /// domains), each event once, with the stores' shares, the edges between stores and the edges
 /// whose parent no store holds (`domain boundary:`, `view ends:` lines in text, `domains` in
-/// JSON).
+/// JSON); then from each `--peer` store whose collector a view end names. One store and no
+/// peer is the plain view, with `view ends:` lines only where an edge leaves for another
+/// domain's collector.
 fn show_joined(args: &ShowArgs, specs: &[StoreSpec]) -> anyhow::Result<ExitCode> {
     if args.compare.is_some() {
         bail!("--compare reads one store; give one --db or --store");
@@ -853,9 +869,32 @@ fn show_joined(args: &ShowArgs, specs: &[StoreSpec]) -> anyhow::Result<ExitCode>
         .map(ToString::to_string)
         .zip(dyns.iter().copied())
         .collect();
-    let (g, skew, join) =
-        causal_collector::query::load_graph_joined(&named, &task, !args.no_skew_adjust)?;
-    render_graph_with(args, &g, &skew, Some(&join))
+    let peer_specs = args
+        .peer
+        .iter()
+        .map(|(dest, store)| Ok((dest.clone(), StoreSpec::parse(store)?)))
+        .collect::<anyhow::Result<Vec<(String, StoreSpec)>>>()?;
+    let peer_stores = peer_specs
+        .iter()
+        .map(|(_, spec)| open_existing(spec))
+        .collect::<anyhow::Result<Vec<AnyStore>>>()?;
+    let peers: Vec<causal_collector::query::Peer<'_>> = peer_specs
+        .iter()
+        .zip(&peer_stores)
+        .map(|((dest, spec), store)| causal_collector::query::Peer {
+            destination: dest.clone(),
+            name: spec.to_string(),
+            store: store as &dyn TraceStore,
+        })
+        .collect();
+    let (g, skew, join) = causal_collector::query::load_graph_with_peers(
+        &named,
+        &peers,
+        &task,
+        !args.no_skew_adjust,
+    )?;
+    let domains = join.names_another_domain().then_some(&join);
+    render_graph_with(args, &g, &skew, domains)
 }
 
 /// Prints `g` in `args.format`, with the critical path and accounting `args` asks for.

@@ -371,6 +371,98 @@ fn show_json_has_every_part_of_the_task() {
 }
 
 #[test]
+fn show_follows_a_task_into_the_peer_store_its_edge_destination_names() {
+    use crate::cost_views::report;
+    let task = "5151515151515151";
+    let tmp = tempfile::tempdir().unwrap();
+    let store = |name: &str, reports: &[String]| {
+        let f = tmp.path().join(format!("{name}.json"));
+        let json = format!(r#"[{{"id":"{task}","reports":[{}]}}]"#, reports.join(","));
+        std::fs::write(&f, json).unwrap();
+        let db = tmp.path().join(format!("{name}.db"));
+        run(&["import", f.to_str().unwrap()], &db);
+        db
+    };
+    // Domain a: the request and its call out. Domain b: the call's handling, whose first event
+    // names a's collector (the library's EdgeDestination, from the metadata's Destination).
+    let a = store(
+        "a",
+        &[
+            report(task, "00000000000000A1", None, "request", "ha", &[]),
+            report(
+                task,
+                "00000000000000A2",
+                Some("00000000000000A1"),
+                "call b",
+                "ha",
+                &[],
+            ),
+        ],
+    );
+    let b = store(
+        "b",
+        &[
+            report(
+                task,
+                "00000000000000B1",
+                Some("00000000000000A2"),
+                "handle",
+                "hb",
+                &[("EdgeDestination", "tcp://collector.a:7831")],
+            ),
+            report(
+                task,
+                "00000000000000B2",
+                Some("00000000000000B1"),
+                "reply",
+                "hb",
+                &[],
+            ),
+        ],
+    );
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let alone = run(&["show", task], &b);
+    assert!(
+        alone.contains(&format!(
+            "view ends: 00000000000000B1 (in {b_s}) follows 00000000000000A2, reported to tcp://collector.a:7831: join its store with --peer tcp://collector.a:7831=STORE"
+        )),
+        "{alone}"
+    );
+    let peer = format!("tcp://collector.a:7831={a_s}");
+    let whole = run(&["show", task, "--peer", &peer], &b);
+    assert!(
+        whole.contains(&format!("domains: {b_s} 2 events, {a_s} 2 events")),
+        "{whole}"
+    );
+    assert!(
+        whole.contains(&format!(
+            "domain boundary: {a_s} -> {b_s}: 00000000000000A2 -> 00000000000000B1"
+        )),
+        "{whole}"
+    );
+    assert!(!whole.contains("view ends"), "{whole}");
+    let v: Value = serde_json::from_str(&run(
+        &["show", task, "--peer", &peer, "--format", "json"],
+        &b,
+    ))
+    .unwrap();
+    assert_eq!(v["events"].as_array().unwrap().len(), 4);
+    assert_eq!(v["domains"]["view_ends"].as_array().unwrap().len(), 0);
+    // A peer for another collector is not joined, and the view still ends at B1.
+    let other = format!("tcp://collector.c:7831={a_s}");
+    let v: Value = serde_json::from_str(&run(
+        &["show", task, "--peer", &other, "--format", "json"],
+        &b,
+    ))
+    .unwrap();
+    assert_eq!(v["events"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["domains"]["view_ends"][0]["domain"],
+        "tcp://collector.a:7831"
+    );
+}
+
+#[test]
 fn show_joins_a_task_from_two_domains_stores() {
     // Trace TWO_SERVICES across two administrative domains: `alpha` reports to domain a's
     // collector, `beta` (called by alpha) to domain b's.

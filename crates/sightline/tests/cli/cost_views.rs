@@ -4,8 +4,9 @@
 
 use crate::run;
 
-/// One X-Trace report of task `task` (16 hex digits), event `op`, with `fields`.
-fn report(
+/// One X-Trace report of task `task` (16 hex digits), event `op`, with `fields`, in the JSON
+/// export form `sightline import` reads.
+pub(crate) fn report(
     task: &str,
     op: &str,
     edge: Option<&str>,
