@@ -292,9 +292,10 @@ pub struct Config {
     /// X-Trace TCP listener (`None`: off). Default `127.0.0.1:7831`.
     pub xtrace_tcp: Option<SocketAddr>,
     /// Serve the X-Trace TCP listener over TLS too (the certificate of [`ListenConfig::tls`],
-    /// no ALPN; length-prefixed frames inside the TLS stream). Off by default, and without
-    /// [`ListenConfig::tls`]: the `causal` library's reporter sends plain TCP, so a collector
-    /// with TLS for OTLP keeps taking its reports unless this is asked for.
+    /// no ALPN; length-prefixed frames inside the TLS stream; the `causal` library's `tls://`
+    /// sink speaks it). Off by default, and without [`ListenConfig::tls`]: reporters that send
+    /// plain TCP (`tcp://`, the library's default) keep reaching a collector with TLS for OTLP
+    /// unless this is asked for.
     pub xtrace_tls: bool,
     /// X-Trace UDP socket (`None`: off). Default `127.0.0.1:7831`.
     pub xtrace_udp: Option<SocketAddr>,

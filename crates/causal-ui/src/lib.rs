@@ -66,6 +66,11 @@ pub struct UiOptions {
     pub store: StoreSpec,
     /// Send `Access-Control-Allow-Origin: <this>` on every response (CORS); `None`: no CORS.
     pub cors_origin: Option<String>,
+    /// Other administrative domains' stores, each under its collector as reports name it
+    /// (`EdgeDestination`): a task view joins a peer's store where the task's view ends at an
+    /// edge into that domain (`causal_collector::query::load_graph_with_peers`;
+    /// docs/collector-store.md, "Several stores"). Opened per task view.
+    pub peers: Vec<(String, StoreSpec)>,
 }
 
 /// The page's files, embedded in the binary: (URL path under `/assets/`, content type, bytes).
@@ -273,6 +278,22 @@ async fn with_store<T: Send + 'static>(
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
+/// A peer's store (see [`UiOptions::peers`]), opened for one task view.
+fn open_peer(spec: &StoreSpec) -> Result<Box<dyn TraceStore>, ApiError> {
+    Ok(match spec {
+        StoreSpec::Sqlite(db) => {
+            if !db.exists() {
+                return Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("no peer store at {}", db.display()),
+                ));
+            }
+            Box::new(Store::open(db)?)
+        }
+        StoreSpec::ClickHouse(url) => Box::new(ClickHouseStore::open(url)?),
+    })
+}
+
 /// Task `task` (id as `tasks` prints it, or a unique prefix) rebuilt, from the cache if there.
 async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, ApiError> {
     let (shown, events) = with_store(st, move |s| {
@@ -291,8 +312,28 @@ async fn load(st: &AppState, task: String, adjust: bool) -> Result<Arc<Loaded>, 
             return Ok(l);
         }
     }
+    let home = st.opts.store.to_string();
+    let peer_specs = st.opts.peers.clone();
     let loaded = with_store(st, move |s| {
-        let (graph, skew) = query::load_graph(s, &shown, adjust)?;
+        let (graph, skew) = if peer_specs.is_empty() {
+            query::load_graph(s, &shown, adjust)?
+        } else {
+            let opened = peer_specs
+                .iter()
+                .map(|(_, spec)| open_peer(spec))
+                .collect::<Result<Vec<_>, ApiError>>()?;
+            let peers: Vec<query::Peer<'_>> = peer_specs
+                .iter()
+                .zip(&opened)
+                .map(|((dest, spec), store)| query::Peer {
+                    destination: dest.clone(),
+                    name: spec.to_string(),
+                    store: store.as_ref(),
+                })
+                .collect();
+            let (g, skew, _) = query::load_graph_with_peers(&[(home, s)], &peers, &shown, adjust)?;
+            (g, skew)
+        };
         let title = query::task_summary(s, &shown)?.and_then(|h| h.title);
         let cp = CriticalPath::compute(&graph);
         let view = TaskView::build(&graph, cp.as_ref());

@@ -467,3 +467,51 @@ fn get_only_no_cors_by_default_and_the_page_is_embedded() {
         "{h:?}"
     );
 }
+
+#[test]
+fn a_task_view_joins_the_peer_store_its_edge_destination_names() {
+    use causal_analysis::{Event, Parent};
+    let dir = tempfile::tempdir().unwrap();
+    let ev = |id: &str, ts: i64, parents: &[&str], fields: &[(&str, &str)]| Event {
+        task: "6161616161616161".into(),
+        id: id.into(),
+        agent: Some("svc".into()),
+        host: Some("h1".into()),
+        timestamp_ns: Some(ts),
+        labels: vec![format!("step {id}")],
+        parents: parents.iter().map(|p| Parent::causal(*p)).collect(),
+        fields: fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Event::default()
+    };
+    let (a_db, b_db) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    let mut a = causal_collector::Store::open(&a_db).unwrap();
+    a.insert(&[ev("A1", 10, &[], &[]), ev("A2", 20, &["A1"], &[])], 1)
+        .unwrap();
+    let mut b = causal_collector::Store::open(&b_db).unwrap();
+    b.insert(
+        &[
+            ev("B1", 30, &["A2"], &[("EdgeDestination", "tcp://a:7831")]),
+            ev("B2", 40, &["B1"], &[]),
+        ],
+        1,
+    )
+    .unwrap();
+    drop((a, b));
+    let b_spec = causal_collector::StoreSpec::Sqlite(b_db.clone());
+    let alone = Server::start_store(b_spec.clone(), None);
+    let p = get_json(&format!("{}/api/ui/task/6161616161616161", alone.base));
+    assert_eq!(p["events"], 2);
+    drop(alone);
+    let peers = vec![(
+        "tcp://a:7831".to_string(),
+        causal_collector::StoreSpec::Sqlite(a_db),
+    )];
+    let joined = Server::start_with_peers(b_spec, None, peers);
+    let p = get_json(&format!("{}/api/ui/task/6161616161616161", joined.base));
+    assert_eq!(p["events"], 4, "{p}");
+    let ids = strs(&p["items"]["id"]);
+    assert_eq!(ids, ["A1", "A2", "B1", "B2"]);
+}

@@ -108,6 +108,12 @@ pub struct CollectArgs {
     /// Also serve the web UI (as `sightline ui`), on ADDR:PORT if given.
     #[arg(long, value_name = "ADDR:PORT", num_args = 0..=1, default_missing_value = crate::ui::DEFAULT_LISTEN)]
     pub ui: Option<SocketAddr>,
+    /// The collector's peers: another administrative domain's store, joined into the UI's task
+    /// views where a task's view ends at an edge into that domain (as `show --peer`; needs
+    /// --ui). DEST is its collector as reports name it (`EdgeDestination`), STORE a SQLite file
+    /// or a `clickhouse://` URL. Repeatable.
+    #[arg(long, value_name = "DEST=STORE", value_parser = parse_peer, requires = "ui")]
+    pub peer: Vec<(String, String)>,
     /// OTLP/gRPC port (the traces Export service, gzip accepted; 0: any free port).
     #[arg(long, value_name = "PORT", default_value_t = 4317)]
     pub otlp_grpc_port: u16,
@@ -288,7 +294,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// `--peer DEST=STORE` (split at the first `=`: a collector URI has none, a store URL may).
-fn parse_peer(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_peer(s: &str) -> Result<(String, String), String> {
     s.split_once('=')
         .filter(|(d, st)| !d.is_empty() && !st.is_empty())
         .map(|(d, st)| (d.to_string(), st.to_string()))
@@ -408,6 +414,7 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
     let spec = args.db.spec()?;
     let shown_store = spec.to_string();
     let ui_store = spec.clone();
+    let ui_peers = crate::ui::peer_specs(&args.peer)?;
     let clickhouse = match spec {
         StoreSpec::ClickHouse(u) => {
             if args.max_store_size.is_some() {
@@ -502,7 +509,9 @@ pub fn collect(args: CollectArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
         drop(out);
         let ui = match args.ui {
-            Some(addr) => Some(crate::ui::spawn_for_collector(addr, &ui_store, ui_listen).await?),
+            Some(addr) => Some(
+                crate::ui::spawn_for_collector(addr, &ui_store, ui_peers, ui_listen).await?,
+            ),
             None => None,
         };
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -37,6 +37,11 @@ pub struct UiArgs {
     /// URL of its task view is printed.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["db", "store"])]
     pub recording: Option<PathBuf>,
+    /// Another administrative domain's store, joined into a task view where the task's view
+    /// ends at an edge into that domain (as `show --peer`): DEST is its collector as the reports
+    /// name it (`EdgeDestination`), STORE a SQLite file or a `clickhouse://` URL. Repeatable.
+    #[arg(long, value_name = "DEST=STORE", value_parser = crate::causal::parse_peer)]
+    pub peer: Vec<(String, String)>,
     #[command(flatten)]
     pub db: DbArg,
 }
@@ -77,6 +82,7 @@ fn recording_store(dir: &std::path::Path) -> anyhow::Result<(tempfile::TempDir, 
 async fn start(
     addr: SocketAddr,
     store: &StoreSpec,
+    peers: Vec<(String, StoreSpec)>,
     cors_origin: Option<String>,
     listen: ListenConfig,
 ) -> anyhow::Result<(
@@ -90,6 +96,7 @@ async fn start(
     let router = causal_ui::router(causal_ui::UiOptions {
         store: store.clone(),
         cors_origin,
+        peers,
     });
     let scheme = if listen.tls.is_some() {
         "https"
@@ -113,9 +120,23 @@ async fn start(
 pub async fn spawn_for_collector(
     addr: SocketAddr,
     store: &StoreSpec,
+    peers: Vec<(String, StoreSpec)>,
     listen: ListenConfig,
 ) -> anyhow::Result<tokio::task::JoinHandle<Result<(), causal_ui::UiError>>> {
-    Ok(tokio::spawn(start(addr, store, None, listen).await?.0))
+    Ok(tokio::spawn(
+        start(addr, store, peers, None, listen).await?.0,
+    ))
+}
+
+/// The `--peer DEST=STORE` values with their stores parsed.
+///
+/// # Errors
+/// A STORE that is not a store URL or path (`StoreSpec::parse`).
+pub(crate) fn peer_specs(peers: &[(String, String)]) -> anyhow::Result<Vec<(String, StoreSpec)>> {
+    peers
+        .iter()
+        .map(|(dest, store)| Ok((dest.clone(), StoreSpec::parse(store)?)))
+        .collect()
 }
 
 /// Runs `sightline ui`: serves until SIGINT or SIGTERM.
@@ -154,8 +175,9 @@ pub fn run(args: UiArgs) -> anyhow::Result<ExitCode> {
             args.listen
         );
     }
+    let peers = peer_specs(&args.peer)?;
     rt.block_on(async move {
-        let (serve, base) = start(args.listen, &store, args.cors_origin, listen).await?;
+        let (serve, base) = start(args.listen, &store, peers, args.cors_origin, listen).await?;
         if let (Some(task), Some(dir)) = (&recording_task, &args.recording) {
             println!("recording {}: {base}trace/{task}", dir.display());
         }

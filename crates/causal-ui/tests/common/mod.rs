@@ -51,9 +51,19 @@ impl Server {
 
     /// A server of the store `store` (SQLite or ClickHouse).
     pub fn start_store(store: causal_collector::StoreSpec, cors_origin: Option<&str>) -> Server {
+        Server::start_with_peers(store, cors_origin, Vec::new())
+    }
+
+    /// A server of the store `store` with the peers `peers` (collector URI, store).
+    pub fn start_with_peers(
+        store: causal_collector::StoreSpec,
+        cors_origin: Option<&str>,
+        peers: Vec<(String, causal_collector::StoreSpec)>,
+    ) -> Server {
         let opts = causal_ui::UiOptions {
             store,
             cors_origin: cors_origin.map(str::to_string),
+            peers,
         };
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
