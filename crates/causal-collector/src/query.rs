@@ -376,13 +376,23 @@ pub fn load_graph_with_peers(
     loop {
         let (g, skew, join) = load_graph_joined(&all, task, adjust)?;
         let mut more = false;
+        if join.view_ends.is_empty() || joined.iter().all(|&j| j) {
+            return Ok((g, skew, join));
+        }
+        let by_id: std::collections::HashMap<&str, &causal_analysis::Event> =
+            g.events.iter().map(|e| (e.id.as_str(), e)).collect();
+        // Every collector a view end's child names (a join can bring parents from several).
         for v in &join.view_ends {
-            let Some(d) = &v.domain else { continue };
-            for (i, p) in peers.iter().enumerate() {
-                if !joined[i] && p.destination == *d {
-                    joined[i] = true;
-                    all.push((p.name.clone(), p.store));
-                    more = true;
+            let Some(child) = by_id.get(v.child.as_str()) else {
+                continue;
+            };
+            for (_, d) in child.fields.iter().filter(|(k, _)| k == "EdgeDestination") {
+                for (i, p) in peers.iter().enumerate() {
+                    if !joined[i] && p.destination == *d {
+                        joined[i] = true;
+                        all.push((p.name.clone(), p.store));
+                        more = true;
+                    }
                 }
             }
         }

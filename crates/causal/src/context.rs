@@ -76,6 +76,10 @@ struct Carried {
     /// The published form of `baggage` (`w3c::published_baggage`) and its FNV-1a key; `None`
     /// when the baggage has no member.
     baggage_pub: Option<(Box<str>, u64)>,
+    /// Other domains' collectors whose events a join brought in as parents (an answer from
+    /// another domain): the next event reports them as `EdgeDestination`s, then they are
+    /// cleared.
+    edge_destinations: Vec<Box<str>>,
 }
 
 /// The published form of `baggage` and its key (`None`: nothing to publish).
@@ -192,6 +196,7 @@ impl Context {
                 tracestate,
                 baggage,
                 activity: None,
+                edge_destinations: Vec::new(),
             }))
         };
     }
@@ -365,6 +370,17 @@ impl Context {
         self.sampled |= other.sampled;
         if self.carried.is_none() {
             self.carried.clone_from(&other.carried);
+        }
+        // In a domain, parents joined from another domain's event are marked for the next
+        // event's report, as `enter_domain` marks the first event after received metadata.
+        if let Some(own) = crate::reporter::domain_options() {
+            let theirs = crate::metadata::destination_in(other.options_bytes());
+            if let Some(d) = theirs.filter(|d| Some(*d) != crate::metadata::destination_in(own)) {
+                let c = Arc::make_mut(self.carried.get_or_insert_with(Arc::default));
+                if !c.edge_destinations.iter().any(|e| &**e == d) {
+                    c.edge_destinations.push(d.into());
+                }
+            }
         }
     }
 
@@ -799,6 +815,13 @@ fn emit(
     {
         enter_domain(ctx, own, &mut fields);
     }
+    if ctx
+        .carried
+        .as_ref()
+        .is_some_and(|c| !c.edge_destinations.is_empty())
+    {
+        take_edge_destinations(ctx, &mut fields);
+    }
     let parents = std::mem::replace(&mut ctx.parents, Parents::one(op));
     crate::probes::event_fired(ctx.task, op, &label);
     let ev = RawEvent {
@@ -814,6 +837,27 @@ fn emit(
     };
     crate::reporter::submit(ev);
     Some(op)
+}
+
+/// Reports the collectors of the other domains whose events `ctx` joined (see
+/// [`Context::join_in`]) as `EdgeDestination` keys of the event being reported, and forgets them.
+#[cold]
+fn take_edge_destinations(ctx: &mut Context, fields: &mut Fields) {
+    let Some(carried) = ctx.carried.as_mut() else {
+        return;
+    };
+    let c = Arc::make_mut(carried);
+    for d in std::mem::take(&mut c.edge_destinations) {
+        if !fields
+            .iter()
+            .any(|(k, v)| *k == "EdgeDestination" && matches!(v, Value::Str(s) if **s == *d))
+        {
+            fields.push("EdgeDestination", Value::Str(Cow::Owned(d.into())));
+        }
+    }
+    if *c == Carried::default() {
+        ctx.carried = None;
+    }
 }
 
 /// Makes `ctx`'s options name this process's domain (`own`, the options block of

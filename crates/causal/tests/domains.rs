@@ -59,9 +59,16 @@ fn events_name_their_domain_and_the_first_after_a_crossing_names_the_one_before(
         "other options carried"
     );
 
+    // An answer from domain A joined into the local task: the next event names A.
+    let answer_opts = options_with_destination(&[], UPSTREAM).unwrap();
+    let answer = Metadata::with_options(local.task_id(), OpId::new(0x99), &answer_opts).unwrap();
+    local.join_in(&Context::from_metadata(&answer));
+    local.report("answered", []);
+    local.report("after", []);
+
     assert!(causal::flush(Duration::from_secs(5)));
     let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 4);
+    assert_eq!(seen.len(), 6);
     for r in seen.iter() {
         assert_eq!(
             destination_in(r.metadata.options_bytes()),
@@ -80,6 +87,13 @@ fn events_name_their_domain_and_the_first_after_a_crossing_names_the_one_before(
     assert_eq!(edge_destination(by_label("arrived")), Some(UPSTREAM));
     assert_eq!(edge_destination(by_label("worked")), None);
     assert_eq!(by_label("arrived").edges, [OpId::new(0x77)]);
+    assert_eq!(edge_destination(by_label("answered")), Some(UPSTREAM));
+    assert_eq!(
+        by_label("answered").edges.len(),
+        2,
+        "the local step and the answer"
+    );
+    assert_eq!(edge_destination(by_label("after")), None);
     assert_eq!(
         &by_label("arrived").metadata.options_bytes()[..3],
         &[0xCE, 1, 5]
