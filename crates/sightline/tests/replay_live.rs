@@ -523,3 +523,80 @@ fn a_program_killed_between_two_calls_goes_live_at_the_end() {
     );
     assert!(running, "the live program ended: {err}");
 }
+
+#[test]
+fn epoll_interests_inotify_watches_and_timer_settings_are_rebuilt_at_go_live() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("epoll_sum", tmp.path());
+    let watched = tmp.path().join("watched");
+    std::fs::create_dir(&watched).unwrap();
+    let dir = tmp.path().join("rec");
+    let mut rec = record_interactive(&dir, &prog, &[watched.as_os_str()]);
+    let mut input = rec.stdin.take().unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    assert_eq!(read_line(&mut output), "ready wd 1\n");
+    for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n")] {
+        writeln!(input, "{n}").unwrap();
+        assert_eq!(read_line(&mut output), want);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_recorder(rec);
+    drop(input);
+
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut i = live.stdin.take().unwrap();
+    let mut o = BufReader::new(live.stdout.take().unwrap());
+    // The recorded output first, then the live program waits in epoll_wait.
+    for want in ["ready wd 1\n", "sum 4\n", "sum 9\n"] {
+        assert_eq!(read_line(&mut o), want);
+    }
+    // Live input through the rebuilt epoll set (stdin, data 0x5eed); a created file through
+    // the rebuilt inotify watch (wd 1) and its registration in the set (data 0x1d07).
+    let guard = std::thread::spawn(move || {
+        writeln!(i, "10").unwrap();
+        writeln!(i, "touch").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        drop(i);
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = o.read_to_string(&mut rest);
+        let _ = tx.send(rest);
+    });
+    let rest = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = live.kill();
+            panic!("the live program did not end (its epoll set not rebuilt?)");
+        }
+    };
+    guard.join().unwrap();
+    let st = live.wait().unwrap();
+    let mut stderr = String::new();
+    live.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(
+        rest, "sum 19\ninotify wd 1 created made\nend 19 timer interval 1000\n",
+        "stderr: {stderr}"
+    );
+    assert_eq!(st.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("entering epoll_wait"), "{stderr}");
+    assert!(
+        stderr.contains("timerfd 5 restarts its recorded setting from now (first expiry in 1000 s, then every 1000 s)"),
+        "{stderr}"
+    );
+    assert!(watched.join("made").exists());
+}

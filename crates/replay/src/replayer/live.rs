@@ -412,6 +412,14 @@ pub(super) struct Desc {
     bound: Option<Vec<u8>>,
     /// The backlog a socket listens with.
     backlog: Option<i32>,
+    /// An epoll instance's interest list, in registration order: (fd, its description when
+    /// registered, the `struct epoll_event`'s 12 bytes). `epoll_ctl` is emulated in replay.
+    interests: Vec<(i32, std::rc::Weak<RefCell<Desc>>, [u8; 12])>,
+    /// A timerfd's last `timerfd_settime`: its flags and `struct itimerspec` (32 bytes).
+    /// Emulated in replay.
+    timer: Option<(i32, [u8; 32])>,
+    /// An inotify instance's watches: (watch descriptor, absolute path, mask). Emulated.
+    watches: Vec<(i32, String, u32)>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -424,6 +432,12 @@ enum Kind {
     Socket,
     /// An accepted or connected socket: a connection of the recording's time.
     Connection,
+    /// An epoll instance (real in replay, its interest list emulated).
+    Epoll,
+    /// A timerfd (real in replay, its setting emulated).
+    Timer,
+    /// An inotify instance (real in replay, its watches emulated).
+    Inotify,
     /// Anything else (pipes, eventfds...): real in replay, nothing to redo.
     #[default]
     Other,
@@ -452,6 +466,10 @@ pub(super) struct Live {
     opening: HashMap<i32, (String, i32)>,
     /// Recorded pid → the address of the `bind` it is entering.
     binding: HashMap<i32, Vec<u8>>,
+    /// Recorded pid → what the emulated setting call it is entering passed in memory: an
+    /// `epoll_ctl`'s `struct epoll_event`, a `timerfd_settime`'s `struct itimerspec`, an
+    /// `inotify_add_watch`'s path (absolute).
+    setting: HashMap<i32, Vec<u8>>,
     /// Real tid → an untrapped fd call (`close`, `dup*`) awaiting its exit stop.
     untrapped: HashMap<i32, (i64, [u64; 6])>,
     /// The first process has entered its `execve` (its set-up calls before it pass).
@@ -494,6 +512,7 @@ impl Live {
             pipe_debt: HashMap::new(),
             opening: HashMap::new(),
             binding: HashMap::new(),
+            setting: HashMap::new(),
             untrapped: HashMap::new(),
             started: false,
             pids,
@@ -542,6 +561,63 @@ impl Live {
                         ..Desc::default()
                     }),
                 );
+            }
+            SYS_epoll_create | SYS_epoll_create1 | SYS_timerfd_create | SYS_inotify_init
+            | SYS_inotify_init1
+                if r >= 0 =>
+            {
+                let kind = match e.nr {
+                    SYS_timerfd_create => Kind::Timer,
+                    SYS_inotify_init | SYS_inotify_init1 => Kind::Inotify,
+                    _ => Kind::Epoll,
+                };
+                table.insert(
+                    r as i32,
+                    new(Desc {
+                        kind,
+                        ..Desc::default()
+                    }),
+                );
+            }
+            SYS_epoll_ctl if r == 0 => {
+                let event = self.setting.remove(&rec);
+                let target = e.args[2] as i32;
+                let described = table.get(&target).map(Rc::downgrade);
+                if let Some(d) = table.get(&fd0) {
+                    let mut d = d.borrow_mut();
+                    d.interests.retain(|(fd, _, _)| *fd != target);
+                    let op = e.args[1] as i32;
+                    if op != EPOLL_CTL_DEL
+                        && let (Some(ev), Some(desc)) = (event, described)
+                        && let Ok(ev) = <[u8; 12]>::try_from(&ev[..])
+                    {
+                        d.interests.push((target, desc, ev));
+                    }
+                }
+            }
+            SYS_timerfd_settime if r == 0 => {
+                let spec = self.setting.remove(&rec);
+                if let (Some(d), Some(spec)) = (table.get(&fd0), spec)
+                    && let Ok(spec) = <[u8; 32]>::try_from(&spec[..])
+                {
+                    d.borrow_mut().timer = Some((e.args[1] as i32, spec));
+                }
+            }
+            SYS_inotify_add_watch if r >= 0 => {
+                let path = self.setting.remove(&rec);
+                if let (Some(d), Some(path)) = (table.get(&fd0), path) {
+                    let mut d = d.borrow_mut();
+                    d.watches.retain(|(wd, _, _)| *wd != r as i32);
+                    let path = String::from_utf8_lossy(&path).into_owned();
+                    d.watches.push((r as i32, path, e.args[2] as u32));
+                }
+            }
+            SYS_inotify_rm_watch if r == 0 => {
+                if let Some(d) = table.get(&fd0) {
+                    d.borrow_mut()
+                        .watches
+                        .retain(|(wd, _, _)| *wd != e.args[1] as i32);
+                }
             }
             SYS_accept | SYS_accept4 if r >= 0 => {
                 table.insert(
@@ -700,6 +776,31 @@ impl Live {
                 if let Ok(a) = t.read_bytes(RemotePtr::new(args[1]), (args[2] as usize).min(128)) {
                     self.binding.insert(rec, a);
                 }
+            }
+            // x86-64's `struct epoll_event` is packed: 4 bytes of events, 8 of data.
+            libc::SYS_epoll_ctl if args[1] as i32 != libc::EPOLL_CTL_DEL => {
+                if let Ok(ev) = t.read_bytes(RemotePtr::new(args[3]), 12) {
+                    self.setting.insert(rec, ev);
+                }
+            }
+            libc::SYS_timerfd_settime => {
+                if let Ok(spec) = t.read_bytes(RemotePtr::new(args[2]), 32) {
+                    self.setting.insert(rec, spec);
+                }
+            }
+            libc::SYS_inotify_add_watch => {
+                let Ok(p) = t.read_cstr(RemotePtr::new(args[1]), 4096) else {
+                    return;
+                };
+                let p = String::from_utf8_lossy(&p).into_owned();
+                let abs = if p.starts_with('/') {
+                    p
+                } else {
+                    std::fs::read_link(format!("/proc/{}/cwd", t.tid()))
+                        .map(|b| b.join(&p).display().to_string())
+                        .unwrap_or(p)
+                };
+                self.setting.insert(rec, abs.into_bytes());
             }
             _ => {}
         }
@@ -1076,6 +1177,9 @@ fn rebuild(
     fds.sort_unstable();
     // Stand-ins already reopened, by description: a second fd of it becomes a dup of the first.
     let mut reopened: Vec<(Rc<RefCell<Desc>>, i32)> = Vec::new();
+    // Epoll instances, registered again once every other fd is rebuilt (a reopened stand-in
+    // is a new description: registered before, it would be dropped from the set).
+    let mut epolls: Vec<(i32, Desc)> = Vec::new();
     let me = std::process::id();
     for fd in fds {
         let Some(d) = table.get(&fd) else { continue };
@@ -1175,6 +1279,57 @@ fn rebuild(
                     ));
                 }
             }
+            Kind::Epoll => epolls.push((fd, desc.clone())),
+            Kind::Timer => {
+                if let Some((flags, spec)) = desc.timer {
+                    t.write_bytes(RemotePtr::new(page), &spec)?;
+                    let r = t.call_at_entry(
+                        libc::SYS_timerfd_settime,
+                        [fd as u64, flags as u64, page, 0, 0, 0],
+                    )?;
+                    if r < 0 {
+                        notes.push(format!(
+                            "process {rec}: timerfd {fd} is not set again (errno {})",
+                            -r
+                        ));
+                    } else if flags & libc::TFD_TIMER_ABSTIME == 0 && spec[16..] != [0; 16] {
+                        let secs = |b: &[u8]| {
+                            let s = i64::from_le_bytes(b[..8].try_into().expect("8"));
+                            let ns = i64::from_le_bytes(b[8..16].try_into().expect("8"));
+                            s as f64 + ns as f64 / 1e9
+                        };
+                        notes.push(format!(
+                            "process {rec}: timerfd {fd} restarts its recorded setting from now (first expiry in {} s, then every {} s)",
+                            secs(&spec[16..]),
+                            secs(&spec[..16])
+                        ));
+                    }
+                }
+            }
+            Kind::Inotify => {
+                for (wd, path, mask) in &desc.watches {
+                    let mut bytes = path.as_bytes().to_vec();
+                    bytes.push(0);
+                    if bytes.len() > 4096 {
+                        continue;
+                    }
+                    t.write_bytes(RemotePtr::new(page), &bytes)?;
+                    let got = t.call_at_entry(
+                        libc::SYS_inotify_add_watch,
+                        [fd as u64, page, u64::from(*mask), 0, 0, 0],
+                    )?;
+                    if got != i64::from(*wd) {
+                        notes.push(format!(
+                            "process {rec}: inotify fd {fd}: the watch of {path} is {} now, not {wd}",
+                            if got < 0 {
+                                format!("refused (errno {})", -got)
+                            } else {
+                                format!("descriptor {got}")
+                            }
+                        ));
+                    }
+                }
+            }
             Kind::Connection => {
                 // A connection of the recording's time: it reads as closed from now on.
                 let r = t.call_at_entry(
@@ -1206,6 +1361,37 @@ fn rebuild(
             && let Err(e) = replay_ptrace::set_status_flags(&f, fl)
         {
             notes.push(format!("process {rec}: fd {fd}'s status flags: {e}"));
+        }
+    }
+    for (fd, desc) in epolls {
+        for (target, described, event) in &desc.interests {
+            // Only a registration whose fd still names the description it was made for (a
+            // closed fd left the set; its number may name another file now).
+            let same = match (table.get(target), described.upgrade()) {
+                (Some(now), Some(then)) => Rc::ptr_eq(now, &then),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            t.write_bytes(RemotePtr::new(page), event)?;
+            let r = t.call_at_entry(
+                libc::SYS_epoll_ctl,
+                [
+                    fd as u64,
+                    libc::EPOLL_CTL_ADD as u64,
+                    *target as u64,
+                    page,
+                    0,
+                    0,
+                ],
+            )?;
+            if r < 0 {
+                notes.push(format!(
+                    "process {rec}: epoll fd {fd}: fd {target} is not in its set again (errno {})",
+                    -r
+                ));
+            }
         }
     }
     t.call_at_entry(libc::SYS_munmap, [page, 4096, 0, 0, 0, 0])?;
