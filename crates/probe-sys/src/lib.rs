@@ -142,6 +142,10 @@ pub enum BpfCmd {
     MapGetNextKey = 4,
     /// `BPF_PROG_LOAD`.
     ProgLoad = 5,
+    /// `BPF_OBJ_PIN` (Linux 4.4): a map, program or link given a path under bpffs.
+    ObjPin = 6,
+    /// `BPF_OBJ_GET` (Linux 4.4): a descriptor of the object pinned at a path.
+    ObjGet = 7,
     /// `BPF_PROG_TEST_RUN` (Linux 4.12; raw tracepoints 5.10).
     ProgTestRun = 10,
     /// `BPF_RAW_TRACEPOINT_OPEN` (Linux 4.17).
@@ -162,6 +166,8 @@ impl BpfCmd {
             BpfCmd::MapDeleteElem => "bpf(BPF_MAP_DELETE_ELEM)",
             BpfCmd::MapGetNextKey => "bpf(BPF_MAP_GET_NEXT_KEY)",
             BpfCmd::ProgLoad => "bpf(BPF_PROG_LOAD)",
+            BpfCmd::ObjPin => "bpf(BPF_OBJ_PIN)",
+            BpfCmd::ObjGet => "bpf(BPF_OBJ_GET)",
             BpfCmd::ProgTestRun => "bpf(BPF_PROG_TEST_RUN)",
             BpfCmd::RawTracepointOpen => "bpf(BPF_RAW_TRACEPOINT_OPEN)",
             BpfCmd::MapUpdateBatch => "bpf(BPF_MAP_UPDATE_BATCH)",
