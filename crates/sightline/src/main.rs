@@ -3,6 +3,7 @@
 
 mod account;
 mod causal;
+mod anon;
 mod probe;
 mod progress;
 mod recording_graph;
