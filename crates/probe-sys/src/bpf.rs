@@ -282,6 +282,46 @@ pub fn obj_get(path: &CStr) -> SysResult<OwnedFd> {
     bpf(BpfCmd::ObjGet, &mut attr).map(owned_fd)
 }
 
+/// The kernel's id of the map, program or link `fd` (`bpf(BPF_OBJ_GET_INFO_BY_FD)`: the
+/// `id` word, at offset 4 of `bpf_map_info`, `bpf_prog_info` and `bpf_link_info` alike).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming `bpf(BPF_OBJ_GET_INFO_BY_FD)`.
+pub fn obj_id(fd: RawFd) -> SysResult<u32> {
+    // info: bpf_fd @0, info_len @4, info @8.
+    let mut info = [0u8; 8];
+    let mut attr = BpfAttr::default();
+    attr.set_u32(0, fd as u32)
+        .set_u32(4, info.len() as u32)
+        .set_u64(8, info.as_mut_ptr() as u64);
+    bpf(BpfCmd::ObjGetInfoByFd, &mut attr)?;
+    Ok(u32::from_le_bytes(info[4..8].try_into().expect("4 bytes")))
+}
+
+/// Whether a program (`link == false`) or link (`true`) of kernel id `id` exists
+/// (`bpf(BPF_PROG_GET_FD_BY_ID)`, `bpf(BPF_LINK_GET_FD_BY_ID)`; ENOENT: it does not).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming the call (EPERM without CAP_SYS_ADMIN).
+pub fn object_exists(id: u32, link: bool) -> SysResult<bool> {
+    // prog_id / link_id @0, next_id @4, open_flags @8.
+    let mut attr = BpfAttr::default();
+    attr.set_u32(0, id);
+    let cmd = if link {
+        BpfCmd::LinkGetFdById
+    } else {
+        BpfCmd::ProgGetFdById
+    };
+    match bpf(cmd, &mut attr) {
+        Ok(fd) => {
+            drop(owned_fd(fd));
+            Ok(true)
+        }
+        Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// `bpf(BPF_PROG_TEST_RUN)` of a raw-tracepoint program with `ctx` as its `u64` arguments, on the
 /// calling thread (so `pid`, `tid`, `execname` are ours). Returns the program's return value.
 /// Raw-tracepoint test runs exist since Linux 5.10 (`bpf_prog_test_run_raw_tp`).
