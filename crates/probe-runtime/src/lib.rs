@@ -15,8 +15,8 @@
 
 pub mod catalog;
 pub mod compile;
-pub mod ringbuf;
 pub mod pin;
+pub mod ringbuf;
 pub mod run;
 pub mod session;
 pub mod spec;

@@ -296,7 +296,8 @@ fn write_text_map(path: &Path, text: &str) -> Result<(), RuntimeError> {
     let mut chunk = vec![0u8; MANIFEST_CHUNK];
     for i in 0..n {
         chunk.fill(0);
-        let part = &bytes[(i * MANIFEST_CHUNK).min(bytes.len())..((i + 1) * MANIFEST_CHUNK).min(bytes.len())];
+        let part = &bytes
+            [(i * MANIFEST_CHUNK).min(bytes.len())..((i + 1) * MANIFEST_CHUNK).min(bytes.len())];
         chunk[..part.len()].copy_from_slice(part);
         bpf::map_update(&map, &(i as u32).to_le_bytes(), &chunk)?;
     }
@@ -450,7 +451,9 @@ mod tests {
     fn a_manifest_round_trips_and_checks_its_layout() {
         let l = layout("BEGIN { @n = count(); @s[1] = sum(2); trace(1); }");
         let pinned = PinnedObjects {
-            maps: (0..l.maps.len()).map(|i| Some(format!("map-{i}"))).collect(),
+            maps: (0..l.maps.len())
+                .map(|i| Some(format!("map-{i}")))
+                .collect(),
             programs: vec![Some("prog-0".into())],
             links: vec![],
         };

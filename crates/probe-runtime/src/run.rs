@@ -551,7 +551,9 @@ impl<'a> Consumer<'a> {
         self.session.set_pinnable_attachments(true);
         self.session.attach()?;
         self.report_refused()?;
-        let pinned = self.session.pin(dir, crate::session::PinScope::Everything)?;
+        let pinned = self
+            .session
+            .pin(dir, crate::session::PinScope::Everything)?;
         let m = crate::pin::Manifest::new(
             crate::pin::PinKind::Anonymous,
             script,

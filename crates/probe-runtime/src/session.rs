@@ -215,7 +215,6 @@ pub enum PinScope {
     Buffers,
 }
 
-
 /// One aggregation entry as the kernel holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AggEntry {
@@ -775,7 +774,8 @@ impl Session {
 
     /// Whether map `i` of the layout is open (a session from pins may lack some).
     pub fn has_map(&self, i: usize) -> bool {
-        self.maps.get(i).is_some_and(Option::is_some) || (i == self.layout.ringbuf && self.ring.is_some())
+        self.maps.get(i).is_some_and(Option::is_some)
+            || (i == self.layout.ringbuf && self.ring.is_some())
     }
 
     /// Reads the per-CPU counters.

@@ -45,10 +45,8 @@ pub fn install(
             eprintln!(
                 "sightline: wrote {} (enable it with `systemctl enable {}`)",
                 path.display(),
-                path.file_name().map_or_else(
-                    || "sightline-anon.service".into(),
-                    |n| n.to_string_lossy()
-                )
+                path.file_name()
+                    .map_or_else(|| "sightline-anon.service".into(), |n| n.to_string_lossy())
             );
         }
     }
@@ -105,10 +103,9 @@ fn recompile(m: &Manifest, dir: &Path) -> anyhow::Result<probe_runtime::compile:
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("{}: parsing the pinned script again", dir.display()))?;
     let catalog = probe_runtime::catalog::system(probe_user::provider::UserSites::new());
-    let compiled =
-        probe_runtime::compile::compile(&program, &catalog, &m.script.compile_options())
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .with_context(|| format!("{}: compiling the pinned script again", dir.display()))?;
+    let compiled = probe_runtime::compile::compile(&program, &catalog, &m.script.compile_options())
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("{}: compiling the pinned script again", dir.display()))?;
     m.check_layout(&compiled.layout).map_err(|why| {
         anyhow::anyhow!(
             "{}: the pinned program cannot be read by this sightline: {why}",

@@ -2,8 +2,8 @@
 //! crates; each subcommand's options and glue live in their own module (`probe`, `replay`, `causal`).
 
 mod account;
-mod causal;
 mod anon;
+mod causal;
 mod probe;
 mod progress;
 mod recording_graph;
