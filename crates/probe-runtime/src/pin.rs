@@ -124,6 +124,10 @@ pub struct Manifest {
     pub kind: PinKind,
     /// The pid of the sightline that pinned it.
     pub pid: u32,
+    /// That process's start time (`/proc/PID/stat` field 22, clock ticks after boot), which
+    /// tells it from a later process given the same pid.
+    #[serde(default)]
+    pub start_time: Option<u64>,
     /// The Sightline version that wrote it.
     pub sightline: String,
     /// The script's compile inputs.
@@ -163,6 +167,7 @@ impl Manifest {
             format: FORMAT,
             kind,
             pid: std::process::id(),
+            start_time: start_time(std::process::id()),
             sightline: env!("CARGO_PKG_VERSION").to_string(),
             script,
             maps: layout
@@ -372,8 +377,31 @@ pub fn remove_dir(dir: &Path) -> Result<(), RuntimeError> {
     std::fs::remove_dir(dir).map_err(err(format!("removing {}", dir.display())))
 }
 
+/// The start time of process `pid` (`/proc/PID/stat` field 22, `starttime`: clock ticks after
+/// boot; proc(5)); `None` when it is gone.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces: field 3
+    // (state) is the first of them.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Whether the run that pinned `dir` for `pid` is gone: no live process `pid`, or one that
+/// started at another time than the manifest says (the pid was reused).
+fn run_is_dead(pid: u32, dir: &Path) -> bool {
+    if !probe_sys::os::process_alive(pid) {
+        return true;
+    }
+    match Manifest::read(dir).ok().and_then(|m| m.start_time) {
+        Some(t) => start_time(pid) != Some(t),
+        None => false,
+    }
+}
+
 /// The `run-PID` directories under [`ROOT`] whose process is gone, oldest pid first: the runs
-/// that died (`kill -9`) without removing their buffers.
+/// that died (`kill -9`) without removing their buffers. A live process that reuses the pid
+/// of a dead run is told apart by its start time.
 pub fn dead_runs() -> Vec<(u32, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(ROOT) else {
         return Vec::new();
@@ -383,7 +411,7 @@ pub fn dead_runs() -> Vec<(u32, PathBuf)> {
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
             let pid: u32 = name.strip_prefix(RUN_PREFIX)?.parse().ok()?;
-            (!probe_sys::os::process_alive(pid)).then(|| (pid, e.path()))
+            run_is_dead(pid, &e.path()).then(|| (pid, e.path()))
         })
         .collect();
     out.sort();
@@ -477,6 +505,19 @@ mod tests {
         let other = layout("BEGIN { @n = count(); @s[1] = sum(2); @t[\"a\"] = max(1); trace(1); }");
         let why = back.check_layout(&other).unwrap_err();
         assert!(why.contains("maps") || why.contains("map "), "{why}");
+    }
+
+    #[test]
+    fn this_process_has_a_start_time_and_a_dead_pid_none() {
+        let t = start_time(std::process::id()).expect("our own stat");
+        assert!(t > 0);
+        assert_eq!(
+            start_time(std::process::id()),
+            Some(t),
+            "it does not change"
+        );
+        // pid_max is at most 2^22: this pid cannot exist.
+        assert_eq!(start_time(1 << 23), None);
     }
 
     #[test]

@@ -155,28 +155,16 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
     assert!(text(&none.stderr).contains("no anonymous enabling is installed"));
 }
 
-#[test]
-fn recover_prints_what_a_killed_ring_run_had_buffered_and_removes_it() {
-    if !test_support::privileged("pins BPF maps under /sys/fs/bpf") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let bin = getpid_workload(dir.path(), "pm_getpid");
-    let mut child = crate::sightline()
-        .args([
-            "probe",
-            "-q",
-            "-x",
-            "bufpolicy=ring",
-            "-n",
-            "syscall::getpid:entry /execname == \"pm_getpid\"/ { @c = count(); printf(\"n=%d\\n\", ++n); }",
-        ])
+/// Starts `sightline probe -q -x bufpolicy=ring -n CLAUSE` and waits until its postmortem
+/// directory (which appears once every probe is attached) is there.
+fn ring_run(clause: &str) -> (std::process::Child, PathBuf) {
+    let child = crate::sightline()
+        .args(["probe", "-q", "-x", "bufpolicy=ring", "-n", clause])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let run = PathBuf::from(format!("/sys/fs/bpf/sightline/run-{}", child.id()));
-    // The directory appears once every probe is attached.
     let t = Instant::now();
     while !run.join("layout").exists() {
         assert!(
@@ -186,6 +174,19 @@ fn recover_prints_what_a_killed_ring_run_had_buffered_and_removes_it() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    (child, run)
+}
+
+/// One test for both: a ring run removes dead runs' directories, which --recover reads.
+#[test]
+fn recover_prints_what_a_killed_ring_run_had_buffered_and_a_new_run_removes_stale_ones() {
+    if !test_support::privileged("pins BPF maps under /sys/fs/bpf") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = getpid_workload(dir.path(), "pm_getpid");
+    let clause = "syscall::getpid:entry /execname == \"pm_getpid\"/ { @c = count(); printf(\"n=%d\\n\", ++n); }";
+    let (mut child, run) = ring_run(clause);
     getpids(&bin, 4);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -198,4 +199,22 @@ fn recover_prints_what_a_killed_ring_run_had_buffered_and_removes_it() {
         "{stdout}"
     );
     assert!(!run.exists(), "--recover removes what it printed");
+    // A run that ends normally removes its own directory.
+    let (child, run) = ring_run("tick-10ms { @ = count(); } tick-300ms { exit(0); }");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!run.exists(), "{} outlived its run", run.display());
+    // A killed one is removed by the next ring-policy run, which says so.
+    let (mut child, run) = ring_run(clause);
+    let pid = child.id();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = probe(&["-q", "-x", "bufpolicy=ring", "-n", "BEGIN { exit(0); }"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!("removed the buffers pinned by dead run {pid} ")),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!run.exists());
 }
