@@ -436,6 +436,13 @@ pub fn boot_unit(exe: &Path, args: &[String]) -> String {
     };
     let mut cmd = vec![quote(&exe.to_string_lossy()), "probe".into(), "-A".into()];
     cmd.extend(args.iter().map(|a| quote(a)));
+    // The binary and the scripts must be mounted before the unit runs.
+    let mut paths = vec![quote(&exe.to_string_lossy())];
+    paths.extend(
+        args.windows(2)
+            .filter(|w| w[0] == "-s")
+            .map(|w| quote(&w[1])),
+    );
     format!(
         "# Written by `sightline probe -A --boot-unit`: installs Sightline's anonymous enabling at\n\
          # boot; claim its records with `sightline probe -a` (docs/probe-pinning.md).\n\
@@ -444,6 +451,7 @@ pub fn boot_unit(exe: &Path, args: &[String]) -> String {
          DefaultDependencies=no\n\
          Before=sysinit.target\n\
          After=sys-fs-bpf.mount sys-kernel-tracing.mount\n\
+         RequiresMountsFor={}\n\
          \n\
          [Service]\n\
          Type=oneshot\n\
@@ -451,6 +459,7 @@ pub fn boot_unit(exe: &Path, args: &[String]) -> String {
          \n\
          [Install]\n\
          WantedBy=sysinit.target\n",
+        paths.join(" "),
         cmd.join(" ")
     )
 }
@@ -535,5 +544,9 @@ mod tests {
             "{u}"
         );
         assert!(u.contains("\nWantedBy=sysinit.target\n"), "{u}");
+        assert!(
+            u.contains("\nRequiresMountsFor=/usr/local/bin/sightline /etc/sightline/anon.d\n"),
+            "{u}"
+        );
     }
 }

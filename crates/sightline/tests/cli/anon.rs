@@ -118,6 +118,19 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
         "{u}"
     );
     assert!(u.contains("\nDefaultDependencies=no\n") && u.contains("\nBefore=sysinit.target\n"));
+    // systemd's own checker accepts it (the binary and the script exist, the syntax is right).
+    if test_support::require_tool("systemd-analyze") {
+        let v = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&unit)
+            .output()
+            .unwrap();
+        assert!(
+            v.status.success(),
+            "systemd-analyze verify: {}",
+            text(&v.stderr)
+        );
+    }
     // A second -A is refused while one is installed.
     let again = probe(&["-A", "-s", script.to_str().unwrap()]);
     assert!(!again.status.success());
