@@ -70,7 +70,7 @@ pub enum RuntimeError {
     /// An attachment that has no BPF link cannot be pinned (`-A`): it would end with this
     /// process.
     #[error(
-        "{0}: this attachment cannot outlive sightline (it is not a BPF link: a perf-event uprobe or a USDT semaphore set by sightline), so it cannot be pinned for anonymous tracing"
+        "{0}: this attachment is not a BPF link (a perf event attached by PERF_EVENT_IOC_SET_BPF, a perf-event uprobe where the kernel has no uprobe_multi, or a USDT semaphore sightline sets), so it would end with sightline and cannot be pinned for anonymous tracing"
     )]
     Unpinnable(String),
     /// Pinning or reading a pinned run's directory failed.
@@ -1095,6 +1095,100 @@ mod tests {
             "{}",
             chain(&e)
         );
+    }
+
+    /// A session of one `tick-1ms` program on a hooked kernel (no maps: nothing to pin but
+    /// the program and its attachment).
+    fn tick_session() -> Session {
+        Session {
+            layout: Layout::default(),
+            maps: Vec::new(),
+            progs: vec![Loaded {
+                fd: std::fs::File::open("/dev/null").unwrap().into(),
+                attach: Attach::Profile {
+                    period_ns: 1_000_000,
+                    every_cpu: false,
+                },
+                what: "clause 1 (profile:::tick-1ms)".into(),
+            }],
+            links: Vec::new(),
+            user_links: Vec::new(),
+            refused: Vec::new(),
+            ring: None,
+            ncpus: 1,
+            link_perf_events: false,
+            perf_events: Vec::new(),
+            unpinnable: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_perf_event_attached_without_a_link_is_refused_by_pin_and_a_linked_one_is_pinned() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let c2 = calls.clone();
+        let _g = override_syscall(move |call| {
+            let name = match &*call {
+                Syscall::Bpf {
+                    cmd: BpfCmd::ObjPin,
+                    attr,
+                } => {
+                    // SAFETY: obj_pin's pathname is the caller's live NUL-terminated CString.
+                    let p = unsafe { std::ffi::CStr::from_ptr(attr.u64(0) as *const libc::c_char) };
+                    format!("pin {}", p.to_str().unwrap())
+                }
+                other => other.call().to_string(),
+            };
+            c2.borrow_mut().push(name);
+            Ok(match &*call {
+                Syscall::PerfEventOpen { .. }
+                | Syscall::Bpf {
+                    cmd: BpfCmd::LinkCreate,
+                    ..
+                } => some_fd(),
+                _ => 0,
+            })
+        });
+        let dir = std::path::Path::new("/sys/fs/bpf/t");
+        // PERF_EVENT_IOC_SET_BPF: the program lives as long as this process's descriptor.
+        let mut s = tick_session();
+        s.attach().unwrap();
+        let e = s.pin(dir, PinScope::Everything).unwrap_err();
+        assert!(
+            matches!(&e, RuntimeError::Unpinnable(w) if w == "clause 1 (profile:::tick-1ms)"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("cannot be pinned"), "{e}");
+        assert_eq!(
+            *calls.borrow(),
+            [
+                "perf_event_open",
+                "ioctl(PERF_EVENT_IOC_SET_BPF)",
+                "ioctl(PERF_EVENT_IOC_ENABLE)"
+            ],
+            "nothing was pinned"
+        );
+        calls.borrow_mut().clear();
+        // Through a BPF link: pinned with the program.
+        let mut s = tick_session();
+        s.set_pinnable_attachments(true);
+        s.attach().unwrap();
+        let pinned = s.pin(dir, PinScope::Everything).unwrap();
+        assert_eq!(pinned.programs, [Some("prog-0".to_string())]);
+        assert_eq!(pinned.links, ["link-0"]);
+        assert_eq!(
+            *calls.borrow(),
+            [
+                "perf_event_open",
+                "bpf(BPF_LINK_CREATE)",
+                "ioctl(PERF_EVENT_IOC_ENABLE)",
+                "pin /sys/fs/bpf/t/prog-0",
+                "pin /sys/fs/bpf/t/link-0"
+            ]
+        );
+        // The buffers of a postmortem have no programs or links.
+        let b = s.pin(dir, PinScope::Buffers).unwrap();
+        assert!(b.programs.iter().all(Option::is_none) && b.links.is_empty());
     }
 
     #[test]
