@@ -32,9 +32,19 @@ fn getpid_workload(dir: &Path, name: &str) -> PathBuf {
     out
 }
 
-/// Runs the workload: `n` getpid(2) calls.
+/// Runs the workload: `n` getpid(2) calls, on CPU 0 (`taskset`), so that the kernel ring, read
+/// CPU after CPU, holds its records in the order they were made.
 fn getpids(bin: &Path, n: u32) {
-    let st = Command::new(bin).arg(n.to_string()).status().unwrap();
+    let st = if test_support::require_tool("taskset") {
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(bin)
+            .arg(n.to_string())
+            .status()
+    } else {
+        Command::new(bin).arg(n.to_string()).status()
+    }
+    .unwrap();
     assert!(st.success());
 }
 
