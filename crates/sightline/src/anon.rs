@@ -115,17 +115,21 @@ fn recompile(m: &Manifest, dir: &Path) -> anyhow::Result<probe_runtime::compile:
     Ok(compiled)
 }
 
-/// Prints a pinned directory's buffers (END first when `run_end`); the caller removes it.
+/// Prints a pinned directory's buffers (END after them when `run_end`); the caller removes it.
+/// `ready` runs once the script compiled again and the pinned objects are open, before a
+/// byte is read (the claim detaches the probes there: nothing is lost when it cannot read).
 fn print_pinned(
     dir: &Path,
     m: &Manifest,
     opts: ClaimOptions,
     run_end: bool,
     out: &mut dyn Write,
+    ready: &mut dyn FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let compiled = recompile(m, dir)?;
     let session = Session::open_pinned(compiled.layout, dir, &m.pinned())
         .with_context(|| format!("opening the objects pinned in {}", dir.display()))?;
+    ready()?;
     let n = compiled.checked.clauses.len();
     let cfg = RunConfig {
         quiet: opts.quiet || opts.json || compiled.checked.options.quiet,
@@ -153,14 +157,17 @@ pub fn claim(opts: ClaimOptions, keep: bool, out: &mut dyn Write) -> anyhow::Res
         );
     }
     let m = Manifest::read(&dir)?;
-    if !keep {
-        // The probes stop first, so the buffers stand still while they print.
-        for l in &m.links {
-            let p = dir.join(l);
-            std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+    let mut detach = || -> anyhow::Result<()> {
+        if !keep {
+            // The probes stop first, so the buffers stand still while they print.
+            for l in &m.links {
+                let p = dir.join(l);
+                std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+            }
         }
-    }
-    print_pinned(&dir, &m, opts, !keep, out)?;
+        Ok(())
+    };
+    print_pinned(&dir, &m, opts, !keep, out, &mut detach)?;
     out.flush()?;
     if !keep {
         pin::remove_dir(&dir)?;
@@ -169,7 +176,9 @@ pub fn claim(opts: ClaimOptions, keep: bool, out: &mut dyn Write) -> anyhow::Res
 }
 
 /// `--recover`: prints the buffers of each ring-policy run that died (its `run-PID` directory
-/// outlived its process), then removes them. Fails when there is none.
+/// outlived its process), then removes them. Fails when there is none, or when one cannot be
+/// read (another Sightline version, say): that one is kept, for the next ring-policy run to
+/// remove.
 pub fn recover(opts: ClaimOptions, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     let dead = pin::dead_runs();
     if dead.is_empty() {
@@ -179,6 +188,7 @@ pub fn recover(opts: ClaimOptions, out: &mut dyn Write) -> anyhow::Result<ExitCo
         );
         return Ok(ExitCode::FAILURE);
     }
+    let mut failed = false;
     for (pid, dir) in dead {
         if !opts.quiet && !opts.json {
             eprintln!(
@@ -188,12 +198,21 @@ pub fn recover(opts: ClaimOptions, out: &mut dyn Write) -> anyhow::Result<ExitCo
         }
         let r = Manifest::read(&dir)
             .map_err(anyhow::Error::new)
-            .and_then(|m| print_pinned(&dir, &m, opts, false, out));
+            .and_then(|m| print_pinned(&dir, &m, opts, false, out, &mut || Ok(())));
         out.flush()?;
-        pin::remove_dir(&dir)?;
-        r?;
+        match r {
+            Ok(()) => pin::remove_dir(&dir)?,
+            Err(e) => {
+                eprintln!("sightline: --recover: {e:#}");
+                failed = true;
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Removes the `run-PID` directories of dead runs, saying so on stderr (a new ring-policy run

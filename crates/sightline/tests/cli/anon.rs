@@ -84,6 +84,21 @@ fn all_gone(links: &[u32], progs: &[u32]) -> bool {
     false
 }
 
+/// Removes the anonymous enabling if a failed test left it (its probes stay attached otherwise).
+struct AnonCleanup;
+
+impl Drop for AnonCleanup {
+    fn drop(&mut self) {
+        let dir = Path::new("/sys/fs/bpf/sightline/anon");
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
 #[test]
 fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_counts() {
     if !test_support::privileged("pins BPF programs under /sys/fs/bpf") {
@@ -101,6 +116,7 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
          END { printf(\"claimed\\n\"); }\n",
     )
     .unwrap();
+    let _cleanup = AnonCleanup;
     let unit = dir.path().join("sightline-anon.service");
     let anon = Path::new("/sys/fs/bpf/sightline/anon");
     let out = probe(&[
