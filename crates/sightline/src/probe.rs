@@ -20,7 +20,7 @@ use sightline_probe::{self as probe_lib, PrintOptions, Script, Target};
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall"
+    after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall\n  sightline probe -A -s /etc/sightline/anon.d --boot-unit /etc/systemd/system/sightline-anon.service   (later: sightline probe -a)"
 )]
 pub struct ProbeArgs {
     /// A probe clause or probe description, as in `dtrace -n` (repeatable).
