@@ -68,7 +68,7 @@ pub struct ProbeArgs {
     /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, encoding, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
-    /// switchrate, temporal, ustackframes, verbose, zdefs.
+    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Compile only: check the program and generate its BPF code, then exit without loading or
@@ -114,7 +114,7 @@ pub struct ProbeArgs {
     pub json: bool,
     /// Anonymous tracing (dtrace -A): compile, load and attach the program system-wide, pin
     /// every map, program and link under /sys/fs/bpf/sightline/anon/ with the layout
-    /// (layout.json), and exit; the probes keep firing, records kept in the kernel
+    /// (JSON in the pinned map `layout`), and exit; the probes keep firing, records kept in the kernel
     /// (`bufpolicy=ring` is implied). Claim it with `-a` (docs/probe-pinning.md).
     #[arg(short = 'A', conflicts_with_all = ["command", "pid", "claim", "recover", "list"])]
     pub anonymous: bool,
