@@ -113,6 +113,7 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
          syscall::getpid:entry /execname == \"anon_getpid\"/ { @calls = count(); }\n\
          syscall::getpid:entry /execname == \"anon_getpid\" && ++n <= 2/ { printf(\"call %d\\n\", n); }\n\
          tick-1ms /execname == \"no such command\"/ { @never = count(); }\n\
+         sched:::sched_process_exec /execname == \"anon_getpid\"/ { @execs = count(); }\n\
          END { printf(\"claimed\\n\"); }\n",
     )
     .unwrap();
@@ -128,9 +129,10 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
     ]);
     assert!(out.status.success(), "-A: {}", text(&out.stderr));
     // The installing process has exited; its enabling is pinned: a raw tracepoint link and
-    // the tick's perf-event link, and the programs BEGIN, getpid, tick, END.
+    // the tick's and the tracepoint's perf-event links, and the programs BEGIN, getpid, tick,
+    // sched_process_exec, END.
     let (links, progs) = pinned_ids(anon);
-    assert_eq!((links.len(), progs.len()), (2, 4), "{:?}", (links, progs));
+    assert_eq!((links.len(), progs.len()), (3, 5), "{:?}", (links, progs));
     // The unit re-installs the same script at boot.
     let u = std::fs::read_to_string(&unit).unwrap();
     let exe = crate::bin().canonicalize().unwrap();
@@ -168,12 +170,13 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
     for n in [5, 7, 11] {
         getpids(&bin, n);
     }
-    // -x keepanon prints and leaves it tracing (END does not run).
+    // -x keepanon prints and leaves it tracing (END does not run). @calls: 5 + 7 + 11 getpid
+    // calls; @execs: 3 execs (a tracepoint through a pinned perf-event link).
     let kept = probe(&["-q", "-a", "-x", "keepanon"]);
     assert!(kept.status.success(), "{}", text(&kept.stderr));
     assert_eq!(
         text(&kept.stdout),
-        "installed\ncall 1\ncall 2\n\n               23\n"
+        "installed\ncall 1\ncall 2\n\n               23\n                3\n"
     );
     assert!(anon.join("link-0").exists());
     getpids(&bin, 4);
@@ -182,7 +185,7 @@ fn an_anonymous_enabling_outlives_its_installer_and_the_claim_prints_exact_count
     // BEGIN's record was read by the first claim; the kernel ring's records are kept.
     assert_eq!(
         text(&claimed.stdout),
-        "call 1\ncall 2\nclaimed\n\n               27\n"
+        "call 1\ncall 2\nclaimed\n\n               27\n                4\n"
     );
     assert!(!anon.exists(), "the claim removes the pinned directory");
     assert!(
