@@ -9,11 +9,13 @@
 //! created, programs loaded and attached, records and aggregations read), [`ringbuf`] (the
 //! mmap'd ring-buffer consumer), [`run`] ([`run::Consumer`]: the dtrace(1M)-style life cycle and
 //! printing through probe-format), [`spec`] (speculative records held until their commit or
-//! discard), [`user`] (uprobe attachment, the held command's entry snapshot, user-space symbols).
+//! discard), [`user`] (uprobe attachment, the held command's entry snapshot, user-space symbols), [`pin`] (objects pinned under bpffs: anonymous
+//! enablings and postmortem run directories, with their JSON manifest).
 #![deny(missing_docs)]
 
 pub mod catalog;
 pub mod compile;
+pub mod pin;
 pub mod ringbuf;
 pub mod run;
 pub mod session;

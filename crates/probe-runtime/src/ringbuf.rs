@@ -26,10 +26,15 @@ pub struct RingBuf {
     data_size: u64,
     page: usize,
     epoll: OwnedFd,
-    _map: OwnedFd,
+    map: OwnedFd,
 }
 
 impl RingBuf {
+    /// The ring buffer map's descriptor (to pin it).
+    pub fn map_fd(&self) -> &OwnedFd {
+        &self.map
+    }
+
     /// Maps the ring buffer `map` whose data area is `data_size` bytes (the map's `max_entries`).
     pub fn new(map: OwnedFd, data_size: u32) -> Result<RingBuf, SyscallError> {
         // SAFETY: sysconf has no memory-safety preconditions.
@@ -90,7 +95,7 @@ impl RingBuf {
             data_size: data_size as u64,
             page,
             epoll,
-            _map: map,
+            map,
         })
     }
 

@@ -46,6 +46,10 @@ pub struct RunConfig {
     /// rather than in their CPU's turn: the flight recorder's crash report (the `-c`/`-p`
     /// target died of a core-dumping signal) comes after the records that led to it.
     pub ring_last_clauses: Vec<usize>,
+    /// Postmortem (`--recover`): under `bufpolicy=ring`, pin the kernel ring, the stats and the
+    /// aggregation maps under [`crate::pin::run_dir`] of this process once attached, with a
+    /// manifest of these compile inputs, and remove them at the end of the run. `None`: no pins.
+    pub postmortem: Option<crate::pin::ScriptInputs>,
 }
 
 /// Requests another thread makes to a running [`Consumer`], seen at its next wake-up (at most
@@ -294,6 +298,18 @@ impl Kallsyms {
     }
 }
 
+/// An error and its causes joined with ": " (as anyhow's `{:#}`), for warnings.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cur = c.source();
+    }
+    out
+}
+
 /// Runs a `system()` command with `/bin/sh -c` (stdin closed, stderr inherited) and returns what
 /// it printed on stdout.
 fn run_system(cmd: &str) -> std::io::Result<String> {
@@ -443,6 +459,18 @@ impl<'a> Consumer<'a> {
         err: &'a mut dyn Write,
     ) -> Result<Consumer<'a>, RunError> {
         let session = Session::load(layout, cfg.verbose)?;
+        Ok(Consumer::from_session(prog, session, cfg, out, err))
+    }
+
+    /// A consumer of `session`, loaded or opened from pins
+    /// ([`Session::open_pinned`]), for `prog`, the checked program of its layout.
+    pub fn from_session(
+        prog: &'a CheckedProgram,
+        session: Session,
+        cfg: RunConfig,
+        out: &'a mut dyn Write,
+        err: &'a mut dyn Write,
+    ) -> Consumer<'a> {
         let aggs = session
             .layout
             .aggs
@@ -476,7 +504,7 @@ impl<'a> Consumer<'a> {
         };
         let n = aggs.len();
         let usyms = crate::user::UserSymbols::new(cfg.target_pid);
-        Ok(Consumer {
+        Consumer {
             prog,
             session,
             cfg,
@@ -502,7 +530,136 @@ impl<'a> Consumer<'a> {
             late: Vec::new(),
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
-        })
+        }
+    }
+
+    /// Installs the program as an anonymous enabling in `dir` (DTrace's `-A`; created by
+    /// [`crate::pin::create_dir`]): runs BEGIN (its records stay in the ring buffer for the
+    /// claim), attaches every probe through BPF links, pins every map, program and link in
+    /// `dir` and writes the manifest of `script`, the compile inputs. Once this consumer is
+    /// dropped the probes keep firing until the claim ([`Consumer::claim`]) removes the pins.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unpinnable`] for an attachment without a BPF link; the errors of
+    /// attaching and pinning. The caller removes `dir` on error.
+    pub fn install_anonymous(
+        &mut self,
+        dir: &std::path::Path,
+        script: crate::pin::ScriptInputs,
+    ) -> Result<crate::pin::Manifest, RunError> {
+        self.session.run_dtrace(Attach::Begin)?;
+        self.session.set_pinnable_attachments(true);
+        self.session.attach()?;
+        self.report_refused()?;
+        let pinned = self
+            .session
+            .pin(dir, crate::session::PinScope::Everything)?;
+        let m = crate::pin::Manifest::new(
+            crate::pin::PinKind::Anonymous,
+            script,
+            &self.session.layout,
+            &pinned,
+        );
+        m.write(dir)?;
+        Ok(m)
+    }
+
+    /// Prints what a pinned program buffered, as a run prints at its end (DTrace's `-a`
+    /// claiming an anonymous state; `--recover` of a dead run): the ring buffer's records
+    /// (BEGIN's), the kernel ring's, each CPU's oldest first; with `run_end`, END runs (its
+    /// program is pinned); then the aggregations not yet printed, and the drops. The caller
+    /// removes the pins (which detaches an anonymous enabling's probes) before `run_end`
+    /// matters: END runs after the probes stop, as in a run.
+    ///
+    /// # Errors
+    /// [`RunError`] when reading a map or writing fails.
+    pub fn claim(&mut self, run_end: bool) -> Result<(), RunError> {
+        self.drain()?;
+        self.print_buffers()?;
+        if run_end {
+            // END's records print at once: the held buffer is gone.
+            self.session.run_dtrace(Attach::End)?;
+            self.drain()?;
+        }
+        self.stopped = Some(StopReason::Interrupted);
+        self.print_aggregations_at_exit()?;
+        self.report_drops()?;
+        self.report_lost_errors()?;
+        self.out.flush()?;
+        Ok(())
+    }
+
+    /// Pins this run's buffers for a postmortem ([`RunConfig::postmortem`]); a failure is a
+    /// warning (the run goes on without).
+    fn pin_postmortem(&mut self) -> Result<Option<std::path::PathBuf>, RunError> {
+        let Some(script) = self.cfg.postmortem.clone() else {
+            return Ok(None);
+        };
+        if self.session.layout.kernel_ring.is_none() {
+            return Ok(None);
+        }
+        let dir = crate::pin::run_dir(std::process::id());
+        let r = crate::pin::create_dir(&dir).and_then(|()| {
+            let pinned = self.session.pin(&dir, crate::session::PinScope::Buffers)?;
+            crate::pin::Manifest::new(
+                crate::pin::PinKind::Run,
+                script,
+                &self.session.layout,
+                &pinned,
+            )
+            .write(&dir)
+        });
+        match r {
+            Ok(()) => Ok(Some(dir)),
+            Err(e) => {
+                let _ = crate::pin::remove_dir(&dir);
+                writeln!(
+                    self.err,
+                    "sightline: warning: the ring's buffers are not pinned for --recover: {}",
+                    chain(&e)
+                )?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The held (`ring`/`fill`) buffer's records, then the kernel ring's, then the late ones
+    /// (the flight recorder's report).
+    fn print_buffers(&mut self) -> Result<(), RunError> {
+        if let Some(h) = self.held.take() {
+            let (recs, drops) = h.into_records();
+            for rec in recs {
+                self.record(rec)?;
+            }
+            for (cpu, n) in drops {
+                self.drop_line(DropKind::Principal, Some(cpu), n)?;
+            }
+        }
+        // bufpolicy=ring kept in the kernel: the probes' records, read from its maps.
+        let mut ring: Vec<HeldRecord> = Vec::new();
+        self.session.consume_kernel_ring(|r| {
+            ring.push((
+                r.record,
+                r.cpu,
+                r.probe_key,
+                r.mask,
+                r.timestamp,
+                r.bytes.to_vec(),
+            ))
+        })?;
+        let last = &self.cfg.ring_last_clauses;
+        let layout = &self.session.layout;
+        let (late, early): (Vec<HeldRecord>, Vec<HeldRecord>) = ring.into_iter().partition(|r| {
+            layout
+                .records
+                .get(r.0 as usize)
+                .is_some_and(|d| last.contains(&d.clause))
+        });
+        let held_late = std::mem::take(&mut self.late);
+        for rec in early.into_iter().chain(late).chain(held_late) {
+            self.record(rec)?;
+        }
+        Ok(())
     }
 
     /// Has [`Consumer::run`] call `f(done, total)` as the probes attach (units of
@@ -546,6 +703,21 @@ impl<'a> Consumer<'a> {
 
     /// Runs the whole life cycle and returns why it stopped. `target` is released once attached.
     pub fn run(&mut self, mut target: Option<&mut dyn Target>) -> Result<StopReason, RunError> {
+        let mut pinned = None;
+        let r = self.run_pinned(target.take(), &mut pinned);
+        // A failed run removes its postmortem pins too: only a dead one leaves them.
+        if let Some(dir) = pinned {
+            let _ = crate::pin::remove_dir(&dir);
+        }
+        r
+    }
+
+    /// [`Consumer::run`], with `pinned` set to the postmortem directory while it exists.
+    fn run_pinned(
+        &mut self,
+        mut target: Option<&mut dyn Target>,
+        pinned: &mut Option<std::path::PathBuf>,
+    ) -> Result<StopReason, RunError> {
         self.session.run_dtrace(Attach::Begin)?;
         self.check_exit_flag()?;
         if self.stopped.is_none() {
@@ -554,6 +726,7 @@ impl<'a> Consumer<'a> {
                 None => self.session.attach()?,
             }
             self.report_refused()?;
+            *pinned = self.pin_postmortem()?;
             // BEGIN's output is consumed once every probe is enabled, as in DTrace (the BEGIN
             // probe fires in dtrace_state_go after the enablings): whoever reads it knows that
             // tracing has started.
@@ -631,38 +804,10 @@ impl<'a> Consumer<'a> {
         }
         // A ring or fill buffer prints now, each CPU's records oldest to youngest (DTrace's
         // consumer reads one CPU's buffer after the other).
-        if let Some(h) = self.held.take() {
-            let (recs, drops) = h.into_records();
-            for rec in recs {
-                self.record(rec)?;
-            }
-            for (cpu, n) in drops {
-                self.drop_line(DropKind::Principal, Some(cpu), n)?;
-            }
-        }
-        // bufpolicy=ring kept in the kernel: the probes' records, read from its maps.
-        let mut ring: Vec<HeldRecord> = Vec::new();
-        self.session.consume_kernel_ring(|r| {
-            ring.push((
-                r.record,
-                r.cpu,
-                r.probe_key,
-                r.mask,
-                r.timestamp,
-                r.bytes.to_vec(),
-            ))
-        })?;
-        let last = &self.cfg.ring_last_clauses;
-        let layout = &self.session.layout;
-        let (late, early): (Vec<HeldRecord>, Vec<HeldRecord>) = ring.into_iter().partition(|r| {
-            layout
-                .records
-                .get(r.0 as usize)
-                .is_some_and(|d| last.contains(&d.clause))
-        });
-        let held_late = std::mem::take(&mut self.late);
-        for rec in early.into_iter().chain(late).chain(held_late) {
-            self.record(rec)?;
+        self.print_buffers()?;
+        // The buffers are printed: nothing is left to recover.
+        if let Some(dir) = pinned.take() {
+            let _ = crate::pin::remove_dir(&dir);
         }
         // END runs after everything is detached; its records print normally.
         self.session.run_dtrace(Attach::End)?;

@@ -67,6 +67,21 @@ pub enum RuntimeError {
         #[source]
         source: SyscallError,
     },
+    /// An attachment that has no BPF link cannot be pinned (`-A`): it would end with this
+    /// process.
+    #[error(
+        "{0}: this attachment is not a BPF link (a perf event attached by PERF_EVENT_IOC_SET_BPF, a perf-event uprobe where the kernel has no uprobe_multi, or a USDT semaphore sightline sets), so it would end with sightline and cannot be pinned for anonymous tracing"
+    )]
+    Unpinnable(String),
+    /// Pinning or reading a pinned run's directory failed.
+    #[error("{what}")]
+    Pin {
+        /// What was done, with the path.
+        what: String,
+        /// The file-system error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A uprobe/USDT probe needs the user-space attacher, which this session lacks.
     #[error("{0}: uprobes and USDT probes are attached by probe-user, not available here")]
     Unsupported(String),
@@ -97,15 +112,27 @@ impl RuntimeError {
 }
 
 /// Opens a perf event of `kind` for every process on `cpu`, runs `p` on it and enables it.
-fn attach_perf(p: &Loaded, kind: PerfKind<'_>, cpu: u32) -> Result<OwnedFd, RuntimeError> {
+/// With `link`, through a BPF link (`BPF_LINK_CREATE`, which can be pinned): returns the link
+/// and the event; otherwise with `PERF_EVENT_IOC_SET_BPF`: the event alone.
+fn attach_perf(
+    p: &Loaded,
+    kind: PerfKind<'_>,
+    cpu: u32,
+    link: bool,
+) -> Result<(OwnedFd, Option<OwnedFd>), RuntimeError> {
     let err = |source| RuntimeError::Attach {
         probe: p.what.clone(),
         source,
     };
     let ev = perf::perf_event_open(kind, Scope::Cpu(cpu)).map_err(err)?;
+    if link {
+        let l = bpf::link_create_perf_event(p.fd.as_raw_fd(), ev.as_raw_fd(), 0).map_err(err)?;
+        perf::enable(&ev).map_err(err)?;
+        return Ok((l, Some(ev)));
+    }
     perf::set_bpf(&ev, p.fd.as_raw_fd()).map_err(err)?;
     perf::enable(&ev).map_err(err)?;
-    Ok(ev)
+    Ok((ev, None))
 }
 
 /// One ring-buffer record with its header decoded (layout: [`probe_codegen::layout::RecordDesc`]).
@@ -153,8 +180,39 @@ pub struct Session {
     user_links: Vec<probe_user::attach::UserAttachment>,
     /// Probes whose uprobe site the kernel refused at attach (see [`Session::refused_probes`]).
     refused: Vec<String>,
-    ring: RingBuf,
+    /// The ring buffer (`None` in a session opened from pins without it: a postmortem run
+    /// directory holds only the kernel ring, the stats and the aggregations).
+    ring: Option<RingBuf>,
     ncpus: usize,
+    /// Attach perf events through BPF links (`BPF_LINK_CREATE`) so that they can be pinned
+    /// ([`Session::set_pinnable_attachments`]).
+    link_perf_events: bool,
+    /// Perf events held open beside their BPF links (the link holds the event too).
+    perf_events: Vec<OwnedFd>,
+    /// Attachments that are not BPF links (perf events with `PERF_EVENT_IOC_SET_BPF`,
+    /// perf-event uprobes): they end with this process and cannot be pinned.
+    unpinnable: Vec<String>,
+}
+
+/// What [`Session::pin`] pinned, by file name inside its directory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinnedObjects {
+    /// Per map of [`Layout::maps`], the file it is pinned as (`map-I`), `None` when not pinned.
+    pub maps: Vec<Option<String>>,
+    /// Per program of [`Layout::programs`], its file (`prog-I`), `None` when not pinned.
+    pub programs: Vec<Option<String>>,
+    /// The attachments' BPF links (`link-I`).
+    pub links: Vec<String>,
+}
+
+/// Which objects [`Session::pin`] pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinScope {
+    /// Every map, program and attachment: an anonymous enabling that keeps tracing.
+    Everything,
+    /// What a postmortem needs to print a run's buffers: the kernel ring and its heads, the
+    /// stats and the aggregation maps (their size is bounded by `bufsize` and `aggsize`).
+    Buffers,
 }
 
 /// One aggregation entry as the kernel holds it.
@@ -278,9 +336,159 @@ impl Session {
             links: Vec::new(),
             user_links: Vec::new(),
             refused: Vec::new(),
-            ring,
+            ring: Some(ring),
             ncpus,
+            link_perf_events: false,
+            perf_events: Vec::new(),
+            unpinnable: Vec::new(),
         })
+    }
+
+    /// Opens the objects a [`Session::pin`] left in `dir` (`BPF_OBJ_GET`), for `layout`, the
+    /// same program compiled again: the maps and programs `pinned` names (the others stay
+    /// absent: reading them is a bug of the caller). Nothing is attached by this session; the
+    /// pinned links stay attached until their files are removed.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Sys`] naming `bpf(BPF_OBJ_GET)` when a pinned object is missing, or
+    /// `mmap` when the ring buffer cannot be mapped.
+    pub fn open_pinned(
+        layout: Layout,
+        dir: &std::path::Path,
+        pinned: &PinnedObjects,
+    ) -> Result<Session, RuntimeError> {
+        let get = |file: &str| {
+            let path = std::ffi::CString::new(dir.join(file).into_os_string().into_encoded_bytes())
+                .map_err(|_| {
+                    SyscallError::new("bpf(BPF_OBJ_GET)", std::io::ErrorKind::InvalidInput.into())
+                })?;
+            bpf::obj_get(&path)
+        };
+        let mut maps = Vec::with_capacity(layout.maps.len());
+        for i in 0..layout.maps.len() {
+            maps.push(match pinned.maps.get(i).and_then(|f| f.as_deref()) {
+                Some(f) => Some(get(f)?),
+                None => None,
+            });
+        }
+        let mut progs = Vec::new();
+        for (i, p) in layout.programs.iter().enumerate() {
+            if let Some(f) = pinned.programs.get(i).and_then(|f| f.as_deref()) {
+                progs.push(Loaded {
+                    fd: get(f)?,
+                    attach: p.attach.clone(),
+                    what: describe_program(&layout, p),
+                });
+            }
+        }
+        let ring = match maps[layout.ringbuf].take() {
+            Some(fd) => Some(RingBuf::new(fd, layout.maps[layout.ringbuf].max_entries)?),
+            None => None,
+        };
+        Ok(Session {
+            layout,
+            maps,
+            progs,
+            links: Vec::new(),
+            user_links: Vec::new(),
+            refused: Vec::new(),
+            ring,
+            ncpus: os::possible_cpus(),
+            link_perf_events: false,
+            perf_events: Vec::new(),
+            unpinnable: Vec::new(),
+        })
+    }
+
+    /// Attaches tracepoints and profile probes through BPF links (`BPF_LINK_CREATE` of the perf
+    /// event, Linux 5.15) instead of `PERF_EVENT_IOC_SET_BPF`, so that [`Session::pin`] can pin
+    /// them. Call before [`Session::attach`].
+    pub fn set_pinnable_attachments(&mut self, yes: bool) {
+        self.link_perf_events = yes;
+    }
+
+    /// Pins this session's objects in `dir` (which must exist on bpffs): per `scope`, each map
+    /// as `map-I` (`I` its index in [`Layout::maps`]), each program as `prog-I` and each
+    /// attachment's BPF link as `link-I`. Pinned objects outlive this process until their files
+    /// are removed; a pinned link keeps its probe attached.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unpinnable`] when [`PinScope::Everything`] meets an attachment without a
+    /// BPF link (a perf-event uprobe, a USDT semaphore, a perf event attached without
+    /// [`Session::set_pinnable_attachments`]); [`RuntimeError::Sys`] naming `bpf(BPF_OBJ_PIN)`.
+    pub fn pin(
+        &self,
+        dir: &std::path::Path,
+        scope: PinScope,
+    ) -> Result<PinnedObjects, RuntimeError> {
+        use probe_codegen::layout::MapRole;
+        let everything = scope == PinScope::Everything;
+        if everything {
+            let mut refused = self.unpinnable.clone();
+            for (u, what) in self.user_links.iter().zip(self.user_link_names()) {
+                if u.pinnable_links().is_none() {
+                    refused.push(what);
+                }
+            }
+            if let Some(first) = refused.first() {
+                return Err(RuntimeError::Unpinnable(first.clone()));
+            }
+        }
+        let pin = |fd: &OwnedFd, file: &str| -> Result<String, RuntimeError> {
+            let path = std::ffi::CString::new(dir.join(file).into_os_string().into_encoded_bytes())
+                .map_err(|_| {
+                    SyscallError::new("bpf(BPF_OBJ_PIN)", std::io::ErrorKind::InvalidInput.into())
+                })?;
+            bpf::obj_pin(fd.as_raw_fd(), &path)?;
+            Ok(file.to_string())
+        };
+        let ring_maps = self
+            .layout
+            .kernel_ring
+            .map(|r| [r.map, r.head])
+            .unwrap_or([usize::MAX; 2]);
+        let mut out = PinnedObjects::default();
+        for (i, spec) in self.layout.maps.iter().enumerate() {
+            let wanted = everything
+                || i == self.layout.stats
+                || ring_maps.contains(&i)
+                || matches!(spec.role, MapRole::Aggregations(_));
+            let fd = if i == self.layout.ringbuf {
+                self.ring.as_ref().map(RingBuf::map_fd)
+            } else {
+                self.maps[i].as_ref()
+            };
+            out.maps.push(match fd {
+                Some(fd) if wanted => Some(pin(fd, &format!("map-{i}"))?),
+                _ => None,
+            });
+        }
+        for (i, p) in self.progs.iter().enumerate() {
+            out.programs.push(if everything {
+                Some(pin(&p.fd, &format!("prog-{i}"))?)
+            } else {
+                None
+            });
+        }
+        if everything {
+            let user = self
+                .user_links
+                .iter()
+                .flat_map(|u| u.pinnable_links().unwrap_or_default());
+            for (i, fd) in self.links.iter().chain(user).enumerate() {
+                out.links.push(pin(fd, &format!("link-{i}"))?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The description of each user attachment's program, in `user_links` order.
+    fn user_link_names(&self) -> Vec<String> {
+        self.progs
+            .iter()
+            .filter(|p| matches!(p.attach, Attach::Uprobe { .. } | Attach::UprobeMulti { .. }))
+            .map(|p| p.what.clone())
+            .collect()
     }
 
     /// Runs the BEGIN (or END) programs once, on this thread, via `BPF_PROG_TEST_RUN`.
@@ -360,8 +568,13 @@ impl Session {
                             dir: catalog::TRACEFS.into(),
                         }
                     })?;
-                    let ev = attach_perf(p, PerfKind::Tracepoint { id }, 0)?;
-                    self.links.push(ev);
+                    let (fd, ev) =
+                        attach_perf(p, PerfKind::Tracepoint { id }, 0, self.link_perf_events)?;
+                    self.links.push(fd);
+                    match ev {
+                        Some(ev) => self.perf_events.push(ev),
+                        None => self.unpinnable.push(p.what.clone()),
+                    }
                 }
                 Attach::Profile {
                     period_ns,
@@ -376,7 +589,12 @@ impl Session {
                         let kind = PerfKind::CpuClock {
                             period_ns: *period_ns,
                         };
-                        self.links.push(attach_perf(p, kind, cpu as u32)?);
+                        let (fd, ev) = attach_perf(p, kind, cpu as u32, self.link_perf_events)?;
+                        self.links.push(fd);
+                        match ev {
+                            Some(ev) => self.perf_events.push(ev),
+                            None => self.unpinnable.push(p.what.clone()),
+                        }
                     }
                 }
                 Attach::Uprobe {
@@ -450,20 +668,31 @@ impl Session {
     /// Detaches every probe (closes the link and perf-event fds). Maps stay readable.
     pub fn detach(&mut self) {
         self.links.clear();
+        self.perf_events.clear();
+        self.unpinnable.clear();
         // Uprobe links wait for RCU grace periods when closed: close them concurrently.
         probe_user::attach::detach_all(std::mem::take(&mut self.user_links));
     }
 
     /// Waits up to `timeout_ms` for records.
     pub fn wait(&self, timeout_ms: i32) -> Result<bool, RuntimeError> {
-        Ok(self.ring.wait(timeout_ms)?)
+        match &self.ring {
+            Some(r) => Ok(r.wait(timeout_ms)?),
+            None => {
+                std::thread::sleep(std::time::Duration::from_millis(timeout_ms.max(0) as u64));
+                Ok(false)
+            }
+        }
     }
 
     /// Hands every pending record to `f`; returns how many. `f` returns `false` to stop after the
     /// current record (e.g. on `exit()`); the rest stays queued.
     pub fn consume(&mut self, mut f: impl FnMut(RawRecord<'_>) -> bool) -> usize {
         let mut stop = false;
-        self.ring.consume(|rec| {
+        let Some(ring) = self.ring.as_mut() else {
+            return 0;
+        };
+        ring.consume(|rec| {
             if stop || rec.len() < RECORD_HEADER {
                 return;
             }
@@ -541,6 +770,12 @@ impl Session {
 
     fn map(&self, i: usize) -> &OwnedFd {
         self.maps[i].as_ref().expect("map fd kept")
+    }
+
+    /// Whether map `i` of the layout is open (a session from pins may lack some).
+    pub fn has_map(&self, i: usize) -> bool {
+        self.maps.get(i).is_some_and(Option::is_some)
+            || (i == self.layout.ringbuf && self.ring.is_some())
     }
 
     /// Reads the per-CPU counters.
@@ -860,6 +1095,100 @@ mod tests {
             "{}",
             chain(&e)
         );
+    }
+
+    /// A session of one `tick-1ms` program on a hooked kernel (no maps: nothing to pin but
+    /// the program and its attachment).
+    fn tick_session() -> Session {
+        Session {
+            layout: Layout::default(),
+            maps: Vec::new(),
+            progs: vec![Loaded {
+                fd: std::fs::File::open("/dev/null").unwrap().into(),
+                attach: Attach::Profile {
+                    period_ns: 1_000_000,
+                    every_cpu: false,
+                },
+                what: "clause 1 (profile:::tick-1ms)".into(),
+            }],
+            links: Vec::new(),
+            user_links: Vec::new(),
+            refused: Vec::new(),
+            ring: None,
+            ncpus: 1,
+            link_perf_events: false,
+            perf_events: Vec::new(),
+            unpinnable: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_perf_event_attached_without_a_link_is_refused_by_pin_and_a_linked_one_is_pinned() {
+        use probe_sys::{BpfCmd, Syscall, override_syscall};
+        let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let c2 = calls.clone();
+        let _g = override_syscall(move |call| {
+            let name = match &*call {
+                Syscall::Bpf {
+                    cmd: BpfCmd::ObjPin,
+                    attr,
+                } => {
+                    // SAFETY: obj_pin's pathname is the caller's live NUL-terminated CString.
+                    let p = unsafe { std::ffi::CStr::from_ptr(attr.u64(0) as *const libc::c_char) };
+                    format!("pin {}", p.to_str().unwrap())
+                }
+                other => other.call().to_string(),
+            };
+            c2.borrow_mut().push(name);
+            Ok(match &*call {
+                Syscall::PerfEventOpen { .. }
+                | Syscall::Bpf {
+                    cmd: BpfCmd::LinkCreate,
+                    ..
+                } => some_fd(),
+                _ => 0,
+            })
+        });
+        let dir = std::path::Path::new("/sys/fs/bpf/t");
+        // PERF_EVENT_IOC_SET_BPF: the program lives as long as this process's descriptor.
+        let mut s = tick_session();
+        s.attach().unwrap();
+        let e = s.pin(dir, PinScope::Everything).unwrap_err();
+        assert!(
+            matches!(&e, RuntimeError::Unpinnable(w) if w == "clause 1 (profile:::tick-1ms)"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("cannot be pinned"), "{e}");
+        assert_eq!(
+            *calls.borrow(),
+            [
+                "perf_event_open",
+                "ioctl(PERF_EVENT_IOC_SET_BPF)",
+                "ioctl(PERF_EVENT_IOC_ENABLE)"
+            ],
+            "nothing was pinned"
+        );
+        calls.borrow_mut().clear();
+        // Through a BPF link: pinned with the program.
+        let mut s = tick_session();
+        s.set_pinnable_attachments(true);
+        s.attach().unwrap();
+        let pinned = s.pin(dir, PinScope::Everything).unwrap();
+        assert_eq!(pinned.programs, [Some("prog-0".to_string())]);
+        assert_eq!(pinned.links, ["link-0"]);
+        assert_eq!(
+            *calls.borrow(),
+            [
+                "perf_event_open",
+                "bpf(BPF_LINK_CREATE)",
+                "ioctl(PERF_EVENT_IOC_ENABLE)",
+                "pin /sys/fs/bpf/t/prog-0",
+                "pin /sys/fs/bpf/t/link-0"
+            ]
+        );
+        // The buffers of a postmortem have no programs or links.
+        let b = s.pin(dir, PinScope::Buffers).unwrap();
+        assert!(b.programs.iter().all(Option::is_none) && b.links.is_empty());
     }
 
     #[test]

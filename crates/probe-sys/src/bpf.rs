@@ -255,6 +255,73 @@ pub fn raw_tracepoint_open(name: &CStr, prog: &OwnedFd) -> SysResult<OwnedFd> {
     bpf(BpfCmd::RawTracepointOpen, &mut attr).map(owned_fd)
 }
 
+/// `bpf(BPF_OBJ_PIN)` (Linux 4.4): gives the map, program or link `fd` the path `path` in a bpf
+/// file system (bpffs, usually mounted at `/sys/fs/bpf`). The pinned file holds a reference:
+/// the object (and, for a link, its attachment) outlives every descriptor until the file is
+/// removed (`unlink(2)`).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming `bpf(BPF_OBJ_PIN)` (EEXIST when the path exists,
+/// EPERM when its directory is not on bpffs, EINVAL when `fd` is not a BPF object).
+pub fn obj_pin(fd: RawFd, path: &CStr) -> SysResult<()> {
+    // obj: pathname @0, bpf_fd @8, file_flags @12.
+    let mut attr = BpfAttr::default();
+    attr.set_u64(0, path.as_ptr() as u64).set_u32(8, fd as u32);
+    bpf(BpfCmd::ObjPin, &mut attr).map(|_| ())
+}
+
+/// `bpf(BPF_OBJ_GET)` (Linux 4.4): a new descriptor of the object pinned at `path` (read-write).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming `bpf(BPF_OBJ_GET)` (ENOENT when nothing is pinned
+/// there).
+pub fn obj_get(path: &CStr) -> SysResult<OwnedFd> {
+    // obj: pathname @0, bpf_fd @8 (0), file_flags @12 (0: read-write).
+    let mut attr = BpfAttr::default();
+    attr.set_u64(0, path.as_ptr() as u64);
+    bpf(BpfCmd::ObjGet, &mut attr).map(owned_fd)
+}
+
+/// The kernel's id of the map, program or link `fd` (`bpf(BPF_OBJ_GET_INFO_BY_FD)`: the
+/// `id` word, at offset 4 of `bpf_map_info`, `bpf_prog_info` and `bpf_link_info` alike).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming `bpf(BPF_OBJ_GET_INFO_BY_FD)`.
+pub fn obj_id(fd: RawFd) -> SysResult<u32> {
+    // info: bpf_fd @0, info_len @4, info @8.
+    let mut info = [0u8; 8];
+    let mut attr = BpfAttr::default();
+    attr.set_u32(0, fd as u32)
+        .set_u32(4, info.len() as u32)
+        .set_u64(8, info.as_mut_ptr() as u64);
+    bpf(BpfCmd::ObjGetInfoByFd, &mut attr)?;
+    Ok(u32::from_le_bytes(info[4..8].try_into().expect("4 bytes")))
+}
+
+/// Whether a program (`link == false`) or link (`true`) of kernel id `id` exists
+/// (`bpf(BPF_PROG_GET_FD_BY_ID)`, `bpf(BPF_LINK_GET_FD_BY_ID)`; ENOENT: it does not).
+///
+/// # Errors
+/// [`SyscallError`](crate::SyscallError) naming the call (EPERM without CAP_SYS_ADMIN).
+pub fn object_exists(id: u32, link: bool) -> SysResult<bool> {
+    // prog_id / link_id @0, next_id @4, open_flags @8.
+    let mut attr = BpfAttr::default();
+    attr.set_u32(0, id);
+    let cmd = if link {
+        BpfCmd::LinkGetFdById
+    } else {
+        BpfCmd::ProgGetFdById
+    };
+    match bpf(cmd, &mut attr) {
+        Ok(fd) => {
+            drop(owned_fd(fd));
+            Ok(true)
+        }
+        Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// `bpf(BPF_PROG_TEST_RUN)` of a raw-tracepoint program with `ctx` as its `u64` arguments, on the
 /// calling thread (so `pid`, `tid`, `execname` are ours). Returns the program's return value.
 /// Raw-tracepoint test runs exist since Linux 5.10 (`bpf_prog_test_run_raw_tp`).
@@ -472,6 +539,38 @@ mod tests {
         assert!(!map_lookup(&map, &0u32.to_le_bytes(), &mut v).unwrap());
         let e = map_delete(&map, &0u32.to_le_bytes()).unwrap_err();
         assert_eq!(e.call, "bpf(BPF_MAP_DELETE_ELEM)");
+    }
+
+    #[test]
+    fn pin_and_get_pass_the_path_and_the_descriptor() {
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let s2 = seen.clone();
+        let _g = override_syscall(move |call| match call {
+            Syscall::Bpf { cmd, attr } if matches!(cmd, BpfCmd::ObjPin | BpfCmd::ObjGet) => {
+                // SAFETY: the wrapper's pathname points at the caller's live NUL-terminated
+                // `CStr` for the whole call.
+                let path = unsafe { CStr::from_ptr(attr.u64(0) as *const libc::c_char) };
+                s2.borrow_mut()
+                    .push((*cmd, path.to_str().unwrap().to_string(), attr.u32(8)));
+                if *cmd == BpfCmd::ObjGet {
+                    Ok(some_fd())
+                } else {
+                    Err(io::Error::from_raw_os_error(libc::EEXIST))
+                }
+            }
+            other => panic!("unexpected call {}", other.call()),
+        });
+        let e = obj_pin(7, c"/sys/fs/bpf/x/map-0").unwrap_err();
+        assert_eq!(e.call, "bpf(BPF_OBJ_PIN)");
+        assert_eq!(e.errno(), Some(libc::EEXIST));
+        assert!(obj_get(c"/sys/fs/bpf/x/map-1").is_ok());
+        assert_eq!(
+            *seen.borrow(),
+            vec![
+                (BpfCmd::ObjPin, "/sys/fs/bpf/x/map-0".to_string(), 7),
+                (BpfCmd::ObjGet, "/sys/fs/bpf/x/map-1".to_string(), 0)
+            ]
+        );
     }
 
     #[test]

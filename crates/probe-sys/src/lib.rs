@@ -142,14 +142,24 @@ pub enum BpfCmd {
     MapGetNextKey = 4,
     /// `BPF_PROG_LOAD`.
     ProgLoad = 5,
+    /// `BPF_OBJ_PIN` (Linux 4.4): a map, program or link given a path under bpffs.
+    ObjPin = 6,
+    /// `BPF_OBJ_GET` (Linux 4.4): a descriptor of the object pinned at a path.
+    ObjGet = 7,
     /// `BPF_PROG_TEST_RUN` (Linux 4.12; raw tracepoints 5.10).
     ProgTestRun = 10,
+    /// `BPF_PROG_GET_FD_BY_ID` (Linux 4.13).
+    ProgGetFdById = 13,
+    /// `BPF_OBJ_GET_INFO_BY_FD` (Linux 4.13).
+    ObjGetInfoByFd = 15,
     /// `BPF_RAW_TRACEPOINT_OPEN` (Linux 4.17).
     RawTracepointOpen = 17,
     /// `BPF_MAP_UPDATE_BATCH` (Linux 5.6).
     MapUpdateBatch = 26,
     /// `BPF_LINK_CREATE` (Linux 5.7; perf events 5.15, uprobe_multi 6.6).
     LinkCreate = 28,
+    /// `BPF_LINK_GET_FD_BY_ID` (Linux 5.8).
+    LinkGetFdById = 30,
 }
 
 impl BpfCmd {
@@ -162,7 +172,12 @@ impl BpfCmd {
             BpfCmd::MapDeleteElem => "bpf(BPF_MAP_DELETE_ELEM)",
             BpfCmd::MapGetNextKey => "bpf(BPF_MAP_GET_NEXT_KEY)",
             BpfCmd::ProgLoad => "bpf(BPF_PROG_LOAD)",
+            BpfCmd::ObjPin => "bpf(BPF_OBJ_PIN)",
+            BpfCmd::ObjGet => "bpf(BPF_OBJ_GET)",
             BpfCmd::ProgTestRun => "bpf(BPF_PROG_TEST_RUN)",
+            BpfCmd::ProgGetFdById => "bpf(BPF_PROG_GET_FD_BY_ID)",
+            BpfCmd::ObjGetInfoByFd => "bpf(BPF_OBJ_GET_INFO_BY_FD)",
+            BpfCmd::LinkGetFdById => "bpf(BPF_LINK_GET_FD_BY_ID)",
             BpfCmd::RawTracepointOpen => "bpf(BPF_RAW_TRACEPOINT_OPEN)",
             BpfCmd::MapUpdateBatch => "bpf(BPF_MAP_UPDATE_BATCH)",
             BpfCmd::LinkCreate => "bpf(BPF_LINK_CREATE)",

@@ -44,6 +44,32 @@ pub fn mount_tracefs(dir: &str) -> SysResult<()> {
     mount_fs(dir, c"tracefs", "mount(tracefs)")
 }
 
+/// Where Sightline pins BPF objects: the usual bpf file system mount point.
+pub const BPFFS: &str = "/sys/fs/bpf";
+
+/// True when `/proc/self/mounts` lists a bpf file system at `dir`.
+pub fn bpffs_mounted(dir: &str) -> bool {
+    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|m| {
+        m.lines().any(|l| {
+            let mut f = l.split_whitespace();
+            let (_, at, fstype) = (f.next(), f.next(), f.next());
+            at == Some(dir) && fstype == Some("bpf")
+        })
+    })
+}
+
+/// Mounts the bpf file system at `dir` (`mount("nodev", dir, "bpf")`) unless one is mounted
+/// there already, as Sightline mounts tracefs.
+///
+/// # Errors
+/// [`SyscallError`] naming `mount(bpf)` (EPERM without CAP_SYS_ADMIN, ENOENT without `dir`).
+pub fn ensure_bpffs(dir: &str) -> SysResult<()> {
+    if bpffs_mounted(dir) {
+        return Ok(());
+    }
+    mount_fs(dir, c"bpf", "mount(bpf)")
+}
+
 /// The kernel's lockdown file, `none [integrity] confidentiality` (the bracketed mode is in
 /// effect; Linux 5.4 `security/lockdown/lockdown.c`).
 pub const LOCKDOWN_FILE: &str = "/sys/kernel/security/lockdown";

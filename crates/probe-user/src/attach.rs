@@ -102,6 +102,14 @@ impl UserAttachment {
         }
     }
 
+    /// The BPF links (uprobe_multi), which can be pinned under bpffs, when they are all of this
+    /// attachment: `None` when it also holds perf-event uprobes or semaphores (these live only
+    /// as long as this process's descriptors and state).
+    pub fn pinnable_links(&self) -> Option<&[OwnedFd]> {
+        (self.perf.is_empty() && self.semaphores.is_none() && self.setter.is_none())
+            .then_some(&self.links[..])
+    }
+
     /// True when the semaphore is set at the executable's entry point.
     pub fn has_entry_setter(&self) -> bool {
         self.setter.is_some()

@@ -315,6 +315,26 @@ impl Script {
         self
     }
 
+    /// What compiling this script takes, for a pinned program's manifest
+    /// ([`probe_runtime::pin::Manifest`]): sources, `$0`, macro arguments, options, `-Z`, the
+    /// [`Script::report_last`] clauses, and `target_pid` (`$target`, `None` system-wide).
+    pub fn inputs(&self, target_pid: Option<u32>) -> probe_runtime::pin::ScriptInputs {
+        probe_runtime::pin::ScriptInputs {
+            sources: (self.sources.iter())
+                .map(|(name, text)| probe_runtime::pin::Source {
+                    name: name.clone(),
+                    text: text.clone(),
+                })
+                .collect(),
+            script_name: self.script_name.clone(),
+            macro_args: self.macro_args.clone(),
+            options: self.options.clone(),
+            allow_zero_matches: self.zero_matches,
+            target_pid,
+            ring_bypass_last: self.report_last,
+        }
+    }
+
     /// The sources, in order: (name, text).
     pub fn sources(&self) -> &[(String, String)] {
         &self.sources
@@ -426,6 +446,7 @@ impl Script {
             warnings,
             target_pid: prepared.pid,
             report_last: self.report_last,
+            postmortem: None,
             skipped: {
                 let s = sites.skipped();
                 s.describe().map(|why| (s.total(), why))
@@ -518,6 +539,8 @@ pub struct Program {
     target_pid: Option<u32>,
     /// [`Script::report_last`].
     report_last: usize,
+    /// [`Program::set_postmortem`].
+    postmortem: Option<probe_runtime::pin::ScriptInputs>,
     skipped: Option<(usize, String)>,
     /// The target, when this thread owns it.
     local: Option<Local>,
@@ -595,6 +618,14 @@ impl Program {
         self.target_pid
     }
 
+    /// Postmortem: when the program runs under `bufpolicy=ring`, its kernel ring, stats and
+    /// aggregation maps are pinned under `/sys/fs/bpf/sightline/run-PID/` while it runs, with a
+    /// manifest of `inputs` ([`Script::inputs`]), so that `sightline probe --recover` prints
+    /// them if this process dies; a run that ends removes them (docs/probe-pinning.md).
+    pub fn set_postmortem(&mut self, inputs: probe_runtime::pin::ScriptInputs) {
+        self.postmortem = Some(inputs);
+    }
+
     /// A copy of everything but the target (what the worker thread hands back).
     fn clone_view(&self) -> Program {
         Program {
@@ -605,6 +636,7 @@ impl Program {
             warnings: self.warnings.clone(),
             target_pid: self.target_pid,
             report_last: self.report_last,
+            postmortem: self.postmortem.clone(),
             skipped: self.skipped.clone(),
             local: None,
             worker: None,
@@ -724,6 +756,7 @@ impl Program {
                 let n = self.checked.clauses.len();
                 (n.saturating_sub(self.report_last)..n).collect()
             },
+            postmortem: self.postmortem.clone(),
         }
     }
 

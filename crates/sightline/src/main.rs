@@ -2,6 +2,7 @@
 //! crates; each subcommand's options and glue live in their own module (`probe`, `replay`, `causal`).
 
 mod account;
+mod anon;
 mod causal;
 mod probe;
 mod progress;

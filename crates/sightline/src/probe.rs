@@ -20,7 +20,7 @@ use sightline_probe::{self as probe_lib, PrintOptions, Script, Target};
 /// Options of `sightline probe` (as dtrace(1M)).
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall"
+    after_help = "Examples:\n  sightline probe -n 'syscall:::entry { @[execname] = count(); } tick-5s { exit(0); }'\n  sightline probe -c 'gzip -k file' -n 'syscall:::entry /pid == $target/ { @[probefunc] = count(); }'\n  sightline probe -l -P syscall\n  sightline probe -A -s /etc/sightline/anon.d --boot-unit /etc/systemd/system/sightline-anon.service   (later: sightline probe -a)"
 )]
 pub struct ProbeArgs {
     /// A probe clause or probe description, as in `dtrace -n` (repeatable).
@@ -68,7 +68,7 @@ pub struct ProbeArgs {
     /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, encoding, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
-    /// switchrate, temporal, ustackframes, verbose, zdefs.
+    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon.
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Compile only: check the program and generate its BPF code, then exit without loading or
@@ -112,6 +112,25 @@ pub struct ProbeArgs {
     /// Strict JSON Lines on stdout (records, aggregations, drops, errors); messages on stderr.
     #[arg(long)]
     pub json: bool,
+    /// Anonymous tracing (dtrace -A): compile, load and attach the program system-wide, pin
+    /// every map, program and link under /sys/fs/bpf/sightline/anon/ with the layout
+    /// (JSON in the pinned map `layout`), and exit; the probes keep firing, records kept in the kernel
+    /// (`bufpolicy=ring` is implied). Claim it with `-a` (docs/probe-pinning.md).
+    #[arg(short = 'A', conflicts_with_all = ["command", "pid", "claim", "recover", "list"])]
+    pub anonymous: bool,
+    /// Claim the anonymous enabling (dtrace -a): stop its probes, print its buffered records,
+    /// run END, print its aggregations as the script would at exit, and remove it (keep it,
+    /// still tracing, with `-x keepanon`).
+    #[arg(short = 'a', conflicts_with_all = ["command", "pid", "recover", "list"])]
+    pub claim: bool,
+    /// With -A: write a systemd unit (sightline-anon.service; `-` prints it) that installs the
+    /// same enabling at boot, before sysinit.target, without default dependencies.
+    #[arg(long, value_name = "PATH", requires = "anonymous")]
+    pub boot_unit: Option<std::path::PathBuf>,
+    /// Postmortem: print what ring-policy runs that died (`kill -9`) had buffered, from
+    /// /sys/fs/bpf/sightline/run-PID/, then remove it.
+    #[arg(long, conflicts_with_all = ["command", "pid", "list"])]
+    pub recover: bool,
     /// Macro arguments `$1`..`$9`.
     #[arg(value_name = "ARG")]
     pub args: Vec<String>,
@@ -155,6 +174,27 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     }
     if args.list {
         return list(&args);
+    }
+    if args.claim || args.recover {
+        let opts = crate::anon::ClaimOptions {
+            quiet: args.quiet,
+            json: args.json,
+            verbose: args.verbose,
+        };
+        let mut out: Box<dyn Write> = match &args.output {
+            Some(p) => Box::new(std::io::BufWriter::new(
+                std::fs::File::create(p).with_context(|| format!("-o {}", p.display()))?,
+            )),
+            None => Box::new(std::io::LineWriter::new(std::io::stdout())),
+        };
+        if args.recover {
+            return crate::anon::recover(opts, &mut *out);
+        }
+        let keep = args.options.iter().any(|o| o == crate::anon::KEEPANON);
+        return crate::anon::claim(opts, keep, &mut *out);
+    }
+    if args.options.iter().any(|o| o == crate::anon::KEEPANON) {
+        bail!("-x keepanon: only with -a (claiming the anonymous enabling)");
     }
     // Sources: the --causal prelude, each -s file, then each -n clause, then -P/-m/-f
     // descriptions: compiled and run through the library (sightline-probe), as any program using
@@ -240,6 +280,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             .add_source(FLIGHT_RECORDER_FILE, FLIGHT_RECORDER)
             .report_last(FLIGHT_RECORDER_CLAUSES);
     }
+    if args.anonymous {
+        // Records stay in the kernel's ring until the claim (DTrace's anonymous state has
+        // its buffers in the kernel too).
+        script = script.option_value("bufpolicy", "ring");
+    }
     if args.quiet {
         script = script.option("quiet");
     }
@@ -310,6 +355,22 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if args.compile_only {
         // The -c command, still held, is killed when `program` drops: it never runs.
         return Ok(ExitCode::SUCCESS);
+    }
+    if args.anonymous {
+        let argv: Vec<String> = std::env::args().collect();
+        return crate::anon::install(
+            &program,
+            script.inputs(None),
+            args.verbose,
+            args.boot_unit.as_deref(),
+            &crate::anon::unit_args(&argv),
+        );
+    }
+    if probe_runtime::run::BufPolicy::of(&checked) == Some(probe_runtime::run::BufPolicy::Ring) {
+        // Postmortem: the ring's buffers are pinned while the run lives; stale ones of dead
+        // runs go first.
+        crate::anon::remove_dead_runs();
+        program.set_postmortem(script.inputs(target_pid));
     }
     // dtrace(1M): -q (or `#pragma D option quiet`) suppresses notices such as "matched N probes".
     let notices = !(checked.options.quiet || args.json);

@@ -10,6 +10,7 @@
 //! without other tests' children). Tests that need only a library stay in
 //! that library's crate.
 
+mod anon;
 mod causal;
 mod causal_views;
 mod clickhouse;
