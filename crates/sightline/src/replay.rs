@@ -283,12 +283,22 @@ fn go_live_skipping(
             live.processes
                 .iter()
                 .map(|p| {
-                    let pid = if live.pid_namespace {
-                        format!("pid {} outside the replay's pid namespace", p.live)
+                    let id = if p.process == p.recorded {
+                        "pid"
                     } else {
-                        format!("now pid {}", p.live)
+                        "tid"
                     };
-                    format!("process {} ({pid}, entering {})", p.recorded, p.at)
+                    let pid = if live.pid_namespace {
+                        format!("{id} {} outside the replay's pid namespace", p.live)
+                    } else {
+                        format!("now {id} {}", p.live)
+                    };
+                    let who = if p.process == p.recorded {
+                        format!("process {}", p.recorded)
+                    } else {
+                        format!("thread {} of process {}", p.recorded, p.process)
+                    };
+                    format!("{who} ({pid}, entering {})", p.at)
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

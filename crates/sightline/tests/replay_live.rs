@@ -31,7 +31,7 @@ fn guest(name: &str, dir: &Path) -> PathBuf {
     let src = test_support::workspace_root().join(format!("crates/replay/tests/guests/{name}.c"));
     let out = dir.join(name);
     let st = Command::new("gcc")
-        .args(["-O1", "-o"])
+        .args(["-O1", "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
@@ -599,4 +599,122 @@ fn epoll_interests_inotify_watches_and_timer_settings_are_rebuilt_at_go_live() {
         "{stderr}"
     );
     assert!(watched.join("made").exists());
+}
+
+#[test]
+fn both_threads_of_a_threaded_program_go_live_at_the_end() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("thread_sum", tmp.path());
+    let dir = tmp.path().join("rec");
+    let mut rec = record_interactive(&dir, &prog, &[]);
+    let mut input = rec.stdin.take().unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n")] {
+        writeln!(input, "{n}").unwrap();
+        assert_eq!(read_line(&mut output), want);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // Main blocks in read, the worker in its condition variable's futex wait.
+    stop_recorder(rec);
+    drop(input);
+
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    live.stdin.take().unwrap().write_all(b"10\n20\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(live.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the live threads did not end")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The worker sums the live numbers from the recorded 9; the join needs the kernel to clear
+    // the worker's tid at its exit (its clone's CLONE_CHILD_CLEARTID, live).
+    assert_eq!(
+        stdout, "sum 4\nsum 9\nsum 19\nsum 39\nend 39 threads joined; seccomp 0/0 tracer 0/0\n",
+        "stderr: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("entering read(0"), "{stderr}");
+    assert!(
+        stderr.contains("thread ")
+            && stderr.contains(" of process ")
+            && stderr.contains("entering futex("),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_python_program_with_a_worker_thread_goes_live() {
+    let Some((_g, tmp)) = start(&["python3"]) else {
+        return;
+    };
+    let Some(python) = real_python() else {
+        panic!("python3 does not say where it is");
+    };
+    // The main thread reads numbers and queues them; a worker thread sums them (queue.Queue:
+    // a lock and a condition, futexes under the GIL's own).
+    let script = tmp.path().join("q.py");
+    std::fs::write(
+        &script,
+        "import sys, threading, queue\n\
+         q = queue.Queue()\n\
+         total = 0\n\
+         def work():\n    global total\n    while True:\n        n = q.get()\n        \
+         if n is None:\n            break\n        total += n\n        print('sum', total, flush=True)\n\
+         t = threading.Thread(target=work)\n\
+         t.start()\n\
+         for line in sys.stdin:\n    q.put(int(line))\n\
+         q.put(None)\n\
+         t.join()\n\
+         print('end', total, threading.active_count(), flush=True)\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("rec");
+    let mut rec = record_interactive(&dir, Path::new(&python), &[script.as_os_str()]);
+    let mut input = rec.stdin.take().unwrap();
+    let mut output = BufReader::new(rec.stdout.take().unwrap());
+    for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n")] {
+        writeln!(input, "{n}").unwrap();
+        assert_eq!(read_line(&mut output), want);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    stop_recorder(rec);
+    drop(input);
+    let mut live = sightline()
+        .args(["replay", "--go-live"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    live.stdin.take().unwrap().write_all(b"10\n20\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(live.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the live python did not end")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stdout, "sum 4\nsum 9\nsum 19\nsum 39\nend 39 1\n",
+        "stderr: {stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains(" of process "), "{stderr}");
 }

@@ -87,11 +87,13 @@ pub struct Plan {
     pub cuts: HashMap<i32, usize>,
 }
 
-/// One process that went live.
+/// One thread that went live (a process's first thread stands for the process).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveProcess {
-    /// Its recorded pid.
+    /// Its recorded tid (the pid, for a process's first thread).
     pub recorded: i32,
+    /// The recorded pid of its process (= [`LiveProcess::recorded`] for a first thread).
+    pub process: i32,
     /// Its pid now (the kernel gave it another one unless the two are equal).
     pub live: i32,
     /// The system call it was entering, which it now makes for real.
@@ -322,23 +324,67 @@ fn sent_from_outside(info: &[u8; 128], recorded: &HashSet<i32>) -> bool {
     (code == libc::SI_USER || code == libc::SI_TKILL) && !recorded.contains(&pid)
 }
 
-/// Why the end of the recording cannot be gone live from: a thread other than its process's
-/// first is still alive there.
+/// Why the end of the recording cannot be gone live from (see [`threads_blocker`]).
 fn end_blocker(rec: &Recording, plan: &Plan) -> Option<String> {
-    let exited: HashSet<i32> = rec
-        .records
-        .iter()
-        .filter(|r| matches!(r.event, Event::Exit { .. }))
-        .map(|r| r.pid)
-        .collect();
+    let mut positions: HashMap<i32, Vec<usize>> = HashMap::new();
+    for (i, r) in rec.records.iter().enumerate() {
+        positions.entry(r.pid).or_default().push(i);
+    }
+    threads_blocker(rec, &positions, plan)
+}
+
+/// Why the threads of some process cannot all go live at `plan`'s cuts (`None`: they can).
+///
+/// Replay runs a process's threads one at a time, each when the recording gave it the right to
+/// run. A thread can be held at its frontier without running out of turn only when the right
+/// left it at that very call: its last event before the cut is a switch at a blocking call (the
+/// call it blocked in when recorded is then its frontier, or, when its stream ends there, the
+/// call it was still blocked in). At most one thread of a process, the one holding the right at
+/// the point, may be elsewhere: it runs on to its next system call while the others are held.
+fn threads_blocker(
+    rec: &Recording,
+    positions: &HashMap<i32, Vec<usize>>,
+    plan: &Plan,
+) -> Option<String> {
     for (tgid, threads) in crate::format::thread_groups(&rec.records) {
-        let cut_alive = |t: &i32| {
-            let total = rec.records.iter().filter(|r| r.pid == *t).count();
-            !exited.contains(t) || plan.cuts.get(t).is_some_and(|&c| c < total)
-        };
-        if let Some(t) = threads.iter().skip(1).find(|t| cut_alive(t)) {
+        if threads.len() < 2 {
+            continue;
+        }
+        let mut running = Vec::new();
+        for t in &threads {
+            let Some(pos) = positions.get(t) else {
+                continue;
+            };
+            let cut = plan.cuts.get(t).copied().unwrap_or(0);
+            let alive = cut > 0
+                && !pos[..cut]
+                    .iter()
+                    .any(|&i| matches!(rec.records[i].event, Event::Exit { .. }))
+                && pos
+                    .get(cut)
+                    .is_none_or(|&i| !matches!(rec.records[i].event, Event::Exit { .. }));
+            if !alive {
+                continue;
+            }
+            let blocked = matches!(
+                rec.records[pos[cut - 1]].event,
+                Event::Switch {
+                    why: crate::format::SwitchPoint::BlockingCall,
+                    ..
+                }
+            );
+            if !blocked {
+                running.push(*t);
+            }
+        }
+        if running.len() > 1 {
             return Some(format!(
-                "process {tgid} still has thread {t} there (live threads are not supported yet)"
+                "process {tgid} has threads {} running there, not blocked in a system call (threads go live where at most one of a process runs)",
+                running
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }
@@ -348,10 +394,9 @@ fn end_blocker(rec: &Recording, plan: &Plan) -> Option<String> {
 /// Why no process can go live at `index` (`None`: it can).
 fn blocker(rec: &Recording, positions: &HashMap<i32, Vec<usize>>, index: usize) -> Option<String> {
     let plan = cut_plan(rec, positions, index);
-    let leaders: HashMap<i32, i32> = crate::format::thread_groups(&rec.records)
-        .into_iter()
-        .flat_map(|(tgid, threads)| threads.into_iter().map(move |t| (t, tgid)))
-        .collect();
+    if let Some(why) = threads_blocker(rec, positions, &plan) {
+        return Some(why);
+    }
     for (pid, pos) in positions {
         let cut = plan.cuts[pid];
         if cut == 0 && *pid != rec.meta.root_pid && rec.meta.root_pid != 0 {
@@ -362,13 +407,6 @@ fn blocker(rec: &Recording, positions: &HashMap<i32, Vec<usize>>, index: usize) 
             .any(|&i| matches!(rec.records[i].event, Event::Exit { .. }));
         if done || cut == pos.len() {
             continue;
-        }
-        if let Some(leader) = leaders.get(pid)
-            && leader != pid
-        {
-            return Some(format!(
-                "process {leader} has several threads there (thread {pid} runs): threads that end before the point are fine, live ones are not supported yet"
-            ));
         }
         match &rec.records[pos[cut]].event {
             Event::Exit { .. } => {}
@@ -452,8 +490,10 @@ pub(super) struct Live {
     prog: Vec<SockFilter>,
     /// Real tids held at their frontier.
     pub(super) frontier: HashSet<i32>,
-    /// Recorded pid → its fd table.
+    /// Recorded pid of a process (its first thread) → its fd table, shared by its threads.
     fds: HashMap<i32, Table>,
+    /// Recorded tid of a thread → the recorded pid of its process (absent: itself).
+    group_of: HashMap<i32, i32>,
     /// Pipe inode → bytes written to it in the replay and not read yet.
     pipes: HashMap<u64, VecDeque<u8>>,
     /// Pipe inode → bytes replayed reads took that no write captured yet had put there. Replay
@@ -508,6 +548,10 @@ impl Live {
             prog: crate::syscalls::filter_for_version(rec.meta.version).compile(),
             frontier: HashSet::new(),
             fds: HashMap::from([(root, stdio)]),
+            group_of: crate::format::thread_groups(&rec.records)
+                .into_iter()
+                .flat_map(|(tgid, threads)| threads.into_iter().map(move |t| (t, tgid)))
+                .collect(),
             pipes: HashMap::new(),
             pipe_debt: HashMap::new(),
             opening: HashMap::new(),
@@ -531,7 +575,8 @@ impl Live {
     ) {
         use libc::*;
         let r = e.result;
-        let table = self.fds.entry(rec).or_default();
+        let group = self.group(rec);
+        let table = self.fds.entry(group).or_default();
         let fd0 = e.args[0] as i32;
         let new = |d: Desc| Rc::new(RefCell::new(d));
         match e.nr {
@@ -681,7 +726,9 @@ impl Live {
             }
             // The child's fd table was copied at the fork event ([`Live::inherit_fds`]); a thread
             // shares its process's.
-            SYS_fork | SYS_vfork | SYS_clone if r > 0 => {
+            SYS_fork | SYS_vfork | SYS_clone
+                if r > 0 && (e.nr != SYS_clone || e.args[0] & crate::sched::CLONE_THREAD == 0) =>
+            {
                 let copy = table.clone();
                 self.fds.entry(r as i32).or_insert(copy);
             }
@@ -709,8 +756,17 @@ impl Live {
     /// untrapped `dup2`s before its `execve` could come first, and the copy then undid them (a
     /// `head` gone live read the replay's stdin instead of its pipe, about one go-live in 40).
     pub(super) fn inherit_fds(&mut self, parent: i32, child: i32) {
-        let copy = self.fds.get(&parent).cloned().unwrap_or_default();
+        let copy = self
+            .fds
+            .get(&self.group(parent))
+            .cloned()
+            .unwrap_or_default();
         self.fds.insert(child, copy);
+    }
+
+    /// The recorded pid of the process of recorded thread `rec` (whose fd table it uses).
+    fn group(&self, rec: i32) -> i32 {
+        self.group_of.get(&rec).copied().unwrap_or(rec)
     }
 
     /// At a replayed write's entry: keeps the bytes written to a pipe (they are not written in
@@ -927,7 +983,8 @@ impl Replayer<'_> {
             if let Some((nr, args)) = live.untrapped.remove(&tid) {
                 let r = t.regs()?.rax as i64;
                 let rec = self.procs.get(&tid).map_or(-1, |p| p.rec);
-                let table = live.fds.entry(rec).or_default();
+                let group = live.group(rec);
+                let table = live.fds.entry(group).or_default();
                 match nr {
                     libc::SYS_close if r == 0 => {
                         table.remove(&(args[0] as i32));
@@ -1096,8 +1153,9 @@ impl Replayer<'_> {
                 let a = [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9];
                 super::syscall::render_call(r.orig_rax as i64, &a)
             };
-            let table = live.fds.remove(&rec).unwrap_or_default();
-            rebuild(&mut t, rec, &table, live.pids, &mut notes)?;
+            // The fd table once per process (its threads share it), from its first thread held.
+            let table = live.fds.remove(&live.group(rec));
+            rebuild(&mut t, rec, table.as_ref(), live.pids, &mut notes)?;
             if let Err(e) = replay_ptrace::unpin(tid) {
                 notes.push(format!("process {tid} stays pinned to one CPU: {e}"));
             }
@@ -1112,6 +1170,7 @@ impl Replayer<'_> {
             }
             processes.push(LiveProcess {
                 recorded: rec,
+                process: live.group(rec),
                 live: tid,
                 at,
             });
@@ -1131,11 +1190,13 @@ impl Replayer<'_> {
     }
 }
 
-/// Rebuilds one process's kernel state from its frontier's entry stop (see the module doc).
+/// Rebuilds the kernel state of one thread from its frontier's entry stop (see the module doc):
+/// its own (RDTSC and CPUID faulting, debug registers), its process's syscall buffer, and, with
+/// `table` (given for one thread of each process), its process's file descriptors.
 fn rebuild(
     t: &mut Stopped,
     rec: i32,
-    table: &Table,
+    table: Option<&Table>,
     pids: bool,
     notes: &mut Vec<String>,
 ) -> Result<(), Error> {
@@ -1148,6 +1209,9 @@ fn rebuild(
     t.call_at_entry(libc::SYS_prctl, [PR_SET_TSC, PR_TSC_ENABLE, 0, 0, 0, 0])?;
     let _ = t.call_at_entry(libc::SYS_arch_prctl, [ARCH_SET_CPUID, 1, 0, 0, 0, 0]);
     t.set_breakpoint(None)?;
+    let Some(table) = table else {
+        return Ok(());
+    };
     // A scratch page for paths and socketpair's fds.
     let page = t.call_at_entry(
         libc::SYS_mmap,

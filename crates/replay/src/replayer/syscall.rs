@@ -209,6 +209,15 @@ impl Replayer<'_> {
                 if self.transfer.is_none() {
                     return Err(self.divergence(rec, self.expected_text(rec), render(nr, &args)));
                 }
+                // Going live with the switch the thread's last event before its frontier: this
+                // entry is the frontier (the call it blocked in when recorded runs live), held
+                // there while the right to run passes on as recorded.
+                if self.past_cut(rec)
+                    && let Some(live) = self.live.as_mut()
+                {
+                    live.frontier.insert(tid);
+                    return Ok(Next::Hold(t, WaitKind::SyscallStop));
+                }
             }
             let killed_here = match self.front(rec) {
                 None => true,
