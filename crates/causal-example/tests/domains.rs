@@ -4,61 +4,27 @@
 //! alone. Each store holds its domain's part; the edges that cross name the other domain's
 //! collector (`EdgeDestination`), and joining the peer's store by that name gives the whole task.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::ffi::OsStr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::Command;
+
+use common::Server;
 
 use causal_collector::query::{Peer, load_graph_with_peers};
 use causal_collector::{Collector, Config, Store, TraceStore};
 
-/// A server of the example system, started with `destination` as its domain's collector.
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(args: &[&str], destination: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_causal-example"))
-            .args(args)
-            .env_remove("SIGHTLINE_CAUSAL_SINK")
-            .env("SIGHTLINE_CAUSAL_DESTINATION", destination)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("{args:?} said {line:?}"))
-            .to_string();
-        Server { child, addr }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// `GET /shutdown`, then waits for a clean exit (its reporter flushes at exit).
-    fn stop(mut self) {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.write_all(b"GET /shutdown HTTP/1.0\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let _ = s.read_to_end(&mut Vec::new());
-        assert!(self.child.wait().unwrap().success());
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// A server of the example system reporting to its domain's collector `destination` (an empty
+/// `SIGHTLINE_CAUSAL_SINK` is unset: the sink defaults to the destination).
+fn server(args: &[&str], destination: &str) -> Server {
+    Server::start(
+        args,
+        &[
+            ("SIGHTLINE_CAUSAL_SINK", OsStr::new("")),
+            ("SIGHTLINE_CAUSAL_DESTINATION", OsStr::new(destination)),
+        ],
+    )
 }
 
 #[test]
@@ -84,11 +50,12 @@ fn each_domain_stores_its_part_and_the_peer_named_by_its_edges_completes_the_tas
     let dest_a = format!("tcp://{}", ca.addrs().xtrace_tcp.unwrap());
     let dest_b = format!("tcp://{}", cb.addrs().xtrace_tcp.unwrap());
 
-    let back_a = Server::start(&["backend", "a", "5"], &dest_b);
-    let back_b = Server::start(&["backend", "b", "10"], &dest_b);
-    let front = Server::start(&["frontend", &back_a.url(), &back_b.url()], &dest_a);
-    let client = Command::new(env!("CARGO_BIN_EXE_causal-example"))
-        .args(["client", &front.url(), "1"])
+    let back_a = server(&["backend", "a", "5"], &dest_b);
+    let back_b = server(&["backend", "b", "10"], &dest_b);
+    let url = |s: &Server| format!("http://{}", s.addr);
+    let front = server(&["frontend", &url(&back_a), &url(&back_b)], &dest_a);
+    let client = Command::new(common::BIN)
+        .args(["client", &url(&front), "1"])
         .env_remove("SIGHTLINE_CAUSAL_SINK")
         .env("SIGHTLINE_CAUSAL_DESTINATION", &dest_a)
         .output()

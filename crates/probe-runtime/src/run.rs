@@ -299,7 +299,7 @@ impl Kallsyms {
 }
 
 /// An error and its causes joined with ": " (as anyhow's `{:#}`), for warnings.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -1018,17 +1018,7 @@ mod tests {
         assert!(lockdown_reason_of(None).contains("is not readable"));
     }
 
-    /// The error and its causes joined with ": ", as anyhow's `{:#}` prints them.
-    fn chain(e: &dyn std::error::Error) -> String {
-        let mut out = e.to_string();
-        let mut cur = e.source();
-        while let Some(c) = cur {
-            out.push_str(": ");
-            out.push_str(&c.to_string());
-            cur = c.source();
-        }
-        out
-    }
+    use crate::run::chain;
 
     /// The layout of `src` (kernel providers only), compiled by the library's driver.
     fn layout(src: &str) -> Layout {

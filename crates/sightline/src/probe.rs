@@ -181,12 +181,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
             json: args.json,
             verbose: args.verbose,
         };
-        let mut out: Box<dyn Write> = match &args.output {
-            Some(p) => Box::new(std::io::BufWriter::new(
-                std::fs::File::create(p).with_context(|| format!("-o {}", p.display()))?,
-            )),
-            None => Box::new(std::io::LineWriter::new(std::io::stdout())),
-        };
+        let mut out = output(args.output.as_deref())?;
         if args.recover {
             return crate::anon::recover(opts, &mut *out);
         }
@@ -379,12 +374,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         verbose: args.verbose,
     };
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("-o {}", p.display()))?,
-        )),
-        None => Box::new(std::io::LineWriter::new(std::io::stdout())),
-    };
+    let mut out = output(args.output.as_deref())?;
     let mut err = std::io::stderr();
     sys::install_interrupt_handler().context("installing the SIGINT handler")?;
     let skipped = program.skipped_sites();
@@ -720,6 +710,19 @@ fn pattern(d: &str) -> ProbeDescPattern {
         f.insert(0, "");
     }
     ProbeDescPattern::new(f[0], f[1], f[2], f[3])
+}
+
+/// Where records go: the file of `-o PATH` (created, buffered), else stdout, line by line.
+///
+/// # Errors
+/// The file cannot be created (named with `-o`).
+fn output(path: Option<&std::path::Path>) -> anyhow::Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("-o {}", p.display()))?,
+        )),
+        None => Box::new(std::io::LineWriter::new(std::io::stdout())),
+    })
 }
 
 #[cfg(test)]

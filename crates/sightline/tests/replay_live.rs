@@ -601,14 +601,16 @@ fn epoll_interests_inotify_watches_and_timer_settings_are_rebuilt_at_go_live() {
     assert!(watched.join("made").exists());
 }
 
-#[test]
-fn both_threads_of_a_threaded_program_go_live_at_the_end() {
-    let Some((_g, tmp)) = start(&["gcc"]) else {
-        return;
-    };
-    let prog = guest("thread_sum", tmp.path());
-    let dir = tmp.path().join("rec");
-    let mut rec = record_interactive(&dir, &prog, &[]);
+/// Records `prog ARGS` fed 4 and 5 (each answered by its running sum), stopped by SIGTERM while
+/// it waits for more; then `replay --go-live` fed 10 and 20: that run's output, within `secs`.
+fn sum_then_go_live(
+    tmp: &Path,
+    prog: &Path,
+    args: &[&std::ffi::OsStr],
+    secs: u64,
+) -> std::process::Output {
+    let dir = tmp.join("rec");
+    let mut rec = record_interactive(&dir, prog, args);
     let mut input = rec.stdin.take().unwrap();
     let mut output = BufReader::new(rec.stdout.take().unwrap());
     for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n")] {
@@ -616,10 +618,8 @@ fn both_threads_of_a_threaded_program_go_live_at_the_end() {
         assert_eq!(read_line(&mut output), want);
     }
     std::thread::sleep(Duration::from_millis(1500));
-    // Main blocks in read, the worker in its condition variable's futex wait.
     stop_recorder(rec);
     drop(input);
-
     let mut live = sightline()
         .args(["replay", "--go-live"])
         .arg(&dir)
@@ -633,10 +633,19 @@ fn both_threads_of_a_threaded_program_go_live_at_the_end() {
     std::thread::spawn(move || {
         let _ = tx.send(live.wait_with_output());
     });
-    let out = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the live threads did not end")
-        .unwrap();
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the live program did not end")
+        .unwrap()
+}
+
+#[test]
+fn both_threads_of_a_threaded_program_go_live_at_the_end() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("thread_sum", tmp.path());
+    // Main blocks in read, the worker in its condition variable's futex wait.
+    let out = sum_then_go_live(tmp.path(), &prog, &[], 60);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // The worker sums the live numbers from the recorded 9; the join needs the kernel to clear
@@ -681,34 +690,7 @@ fn a_python_program_with_a_worker_thread_goes_live() {
          print('end', total, threading.active_count(), flush=True)\n",
     )
     .unwrap();
-    let dir = tmp.path().join("rec");
-    let mut rec = record_interactive(&dir, Path::new(&python), &[script.as_os_str()]);
-    let mut input = rec.stdin.take().unwrap();
-    let mut output = BufReader::new(rec.stdout.take().unwrap());
-    for (n, want) in [(4, "sum 4\n"), (5, "sum 9\n")] {
-        writeln!(input, "{n}").unwrap();
-        assert_eq!(read_line(&mut output), want);
-    }
-    std::thread::sleep(Duration::from_millis(1500));
-    stop_recorder(rec);
-    drop(input);
-    let mut live = sightline()
-        .args(["replay", "--go-live"])
-        .arg(&dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    live.stdin.take().unwrap().write_all(b"10\n20\n").unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(live.wait_with_output());
-    });
-    let out = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("the live python did not end")
-        .unwrap();
+    let out = sum_then_go_live(tmp.path(), Path::new(&python), &[script.as_os_str()], 120);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(

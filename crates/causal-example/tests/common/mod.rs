@@ -1,5 +1,7 @@
 //! Starting and stopping the example system's servers in tests.
 
+#![allow(dead_code, reason = "each test binary uses a part of this module")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
