@@ -40,6 +40,7 @@ mod options;
 pub use options::{parse_rate, parse_size};
 mod typedefs;
 mod vars;
+mod xlate;
 
 pub use clauses::PROBE_FIELD_LIMITS;
 pub use options::{STACKFRAMES_MAX, STRSIZE_MAX};
@@ -71,6 +72,7 @@ pub fn analyze(
             ast::Item::Inline(d) => a.inline_definition(d),
             ast::Item::Depends(d) => a.depends_on(d),
             ast::Item::Type(t) => a.type_definition(t),
+            ast::Item::Translator(t) => a.translator_definition(t),
             _ => {}
         }
     }
@@ -209,7 +211,7 @@ fn any_node(
         let w = |x: &Expr| walk(x, expr, ty);
         match &e.kind {
             ExprKind::Member { base, .. } => w(base),
-            ExprKind::Cast(t, x) => ty(t) || w(x),
+            ExprKind::Cast(t, x) | ExprKind::Xlate(t, x) => ty(t) || w(x),
             ExprKind::SizeofType(t) | ExprKind::Offsetof(t, _) => ty(t),
             ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => w(x),
             ExprKind::IncDec { expr: x, .. } => w(x),
@@ -255,6 +257,9 @@ fn any_node(
                 .iter()
                 .any(|c| c.value.as_ref().is_some_and(|v| walk(v, expr, ty))),
         },
+        ast::Item::Translator(t) => {
+            ty(&t.output) || ty(&t.input) || t.members.iter().any(|m| walk(&m.value, expr, ty))
+        }
         ast::Item::Option(_) | ast::Item::Depends(_) => false,
     })
 }
@@ -300,6 +305,8 @@ struct Analyzer<'a> {
     d_enums: HashMap<String, u32>,
     /// The clause being checked calls `strtok()` (see [`CheckedClause::strtok`]).
     clause_strtok: bool,
+    /// The program's translators, in definition order.
+    translators: Vec<xlate::Translator>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -326,6 +333,7 @@ impl<'a> Analyzer<'a> {
             d_types: std::collections::HashSet::new(),
             d_enums: HashMap::new(),
             clause_strtok: false,
+            translators: Vec::new(),
         }
     }
 

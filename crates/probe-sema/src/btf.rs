@@ -504,6 +504,20 @@ impl Btf {
         id
     }
 
+    /// Declares struct `name` without a definition (a forward declaration, BTF `FWD`), unless a
+    /// struct of that name exists: the name then resolves to it until a definition replaces it.
+    /// Returns the type id the name refers to.
+    pub fn declare_forward(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.struct_id(name) {
+            return id;
+        }
+        let id = self.push(BtfType::Fwd {
+            name: name.to_string(),
+        });
+        self.structs.insert(name.to_string(), id);
+        id
+    }
+
     /// True when `id` is a 1-byte integer (`char`, `unsigned char`, `u8`): arrays of it are strings.
     pub fn is_char(&self, id: u32) -> bool {
         matches!(

@@ -76,6 +76,21 @@ pub fn program(p: &Program) -> String {
             Item::Inline(d) => {
                 let _ = writeln!(out, "(inline {} {} {})", d.ty.text, d.name, expr(&d.value));
             }
+            Item::Translator(t) => {
+                let ms: Vec<String> = t
+                    .members
+                    .iter()
+                    .map(|m| format!("({} {})", m.name, expr(&m.value)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "(translator {} ({} {}) {})",
+                    t.output.text,
+                    t.input.text,
+                    t.param,
+                    ms.join(" ")
+                );
+            }
             Item::Clause(c) => {
                 let probes: Vec<String> = c
                     .probes
@@ -194,6 +209,7 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::SizeofExpr(x) => format!("(sizeof {})", expr(x)),
         ExprKind::Stringof(x) => format!("(stringof {})", expr(x)),
         ExprKind::Offsetof(t, m) => format!("(offsetof {} {m})", t.text),
+        ExprKind::Xlate(t, x) => format!("(xlate {} {})", t.text, expr(x)),
         ExprKind::Call { func, args, .. } => {
             let mut s = format!("(call {func}");
             for a in args {

@@ -145,6 +145,13 @@ err_tags! {
     D_LLQUANT_MATCHSTEPS => "an llquantize() aggregation used with other steps than before",
     D_LLQUANT_STEPVAL => "llquantize()'s steps are above 65535 or do not fit the factor (divide it, or be a multiple of it dividing factor^(low+1))",
     D_QUANT_PROTO => "an aggregating function's parameter is not an integer constant where one is needed",
+    D_XLATE_SOU => "a translator whose output type is not a struct or union, or is not defined",
+    D_XLATE_MEMB => "a translator defines a member its output type does not have",
+    D_XLATE_INCOMPAT => "a translator member's value has a type the member cannot be assigned",
+    D_XLATE_REDECL => "a second translator between the same input and output types",
+    D_XLATE_NONE => "`xlate` with no translator from the value's type to the requested type",
+    D_XLATE_NOCONV => "a member of a translated value that its translator does not define",
+    D_OP_INCOMPLETE => "`->` or `.` applied to a struct or union that is only declared (a forward declaration)",
 }
 
 impl std::fmt::Display for ErrTag {

@@ -335,6 +335,10 @@ impl<'s> Parser<'s> {
                     Ok(d) => items.push(Item::Inline(d)),
                     Err(Reported) => self.recover_statement(),
                 },
+                Tok::Ident(w) if w == "translator" => match self.translator_definition() {
+                    Ok(d) => items.push(Item::Translator(d)),
+                    Err(Reported) => self.recover_statement(),
+                },
                 Tok::Ident(w)
                     if self.is_type(w)
                         || ((w == "self" || w == "this") && self.next_is_type_word()) =>
@@ -660,6 +664,58 @@ impl<'s> Parser<'s> {
             ty,
             name,
             value,
+            span: start.to(end),
+        })
+    }
+
+    /// translator-definition := `translator` type-name `<` type-name IDENT `>`
+    ///   `{` (IDENT `=` expression `;`)* `}` `;`   (guide, "Translators")
+    fn translator_definition(&mut self) -> PResult<TranslatorDef> {
+        let start = self.bump().span;
+        let output = self.type_name()?;
+        self.expect_punct("<", "before the translator's input type")?;
+        let input = self.type_name()?;
+        let (param, param_span) = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+            _ => {
+                return Err(self.error_here(format!(
+                    "expected a name for the translator's input, found {}",
+                    self.tok.tok.describe()
+                )));
+            }
+        };
+        self.bump();
+        self.expect_punct(">", "after the translator's input")?;
+        self.expect_punct("{", "to start the translator's members")?;
+        let mut members = Vec::new();
+        while !self.is_punct("}") {
+            let (name, name_span) = match &self.tok.tok {
+                Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                _ => {
+                    return Err(self.error_here(format!(
+                        "expected a member name in the translator, found {}",
+                        self.tok.tok.describe()
+                    )));
+                }
+            };
+            self.bump();
+            self.expect_punct("=", "after the translator member's name")?;
+            let value = self.nested(|p| p.expression())?;
+            self.expect_punct(";", "after the translator member's value")?;
+            members.push(TranslatorMember {
+                name,
+                name_span,
+                value,
+            });
+        }
+        self.bump();
+        let end = self.expect_punct(";", "after the translator definition")?;
+        Ok(TranslatorDef {
+            output,
+            input,
+            param,
+            param_span,
+            members,
             span: start.to(end),
         })
     }
@@ -1323,6 +1379,20 @@ impl<'s> Parser<'s> {
                     span: start.to(end),
                 })
             }
+            Tok::Ident(w) if w == "xlate" => {
+                self.bump();
+                self.expect_punct("<", "after `xlate`")?;
+                let ty = self.type_name()?;
+                self.expect_punct(">", "after the type in `xlate`")?;
+                self.expect_punct("(", "before the value to translate")?;
+                let e = self.nested(|p| p.expression())?;
+                let end = self.expect_punct(")", "after the value to translate")?;
+                let x = Expr {
+                    kind: ExprKind::Xlate(ty, Box::new(e)),
+                    span: start.to(end),
+                };
+                self.postfix_on(x)
+            }
             Tok::Ident(w) if w == "stringof" => {
                 self.bump();
                 let e = self.unary_expression()?;
@@ -1339,7 +1409,12 @@ impl<'s> Parser<'s> {
     /// postfix-expression := primary-expression { `[` argument-list `]` | `(` argument-list `)`
     ///   | `->` IDENT | `.` IDENT | `++` | `--` }
     fn postfix_expression(&mut self) -> PResult<Expr> {
-        let mut e = self.primary_expression()?;
+        let e = self.primary_expression()?;
+        self.postfix_on(e)
+    }
+
+    /// The postfix operators that follow `e` (see [`Parser::postfix_expression`]).
+    fn postfix_on(&mut self, mut e: Expr) -> PResult<Expr> {
         let mut chain = 0u32;
         loop {
             chain += 1;

@@ -219,6 +219,12 @@ impl Analyzer<'_> {
                 let (a, b) = (convert(a, &ty), convert(b, &ty));
                 Ok(mk(TExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)), ty, span))
             }
+            ExprKind::Cast(tn, x) if matches!(&x.kind, ExprKind::Xlate(t, _) if t.pointer > 0) => Err(self.err_at(
+                ErrTag::D_CAST_INVAL,
+                format!("invalid cast expression: \"pointer to translated data\" to \"{}\"", tn.text),
+                span,
+            )),
+            ExprKind::Xlate(tn, x) => self.xlate_value(tn, x, span, cx),
             ExprKind::Cast(tn, x) => {
                 let target = self.type_of_name(tn)?;
                 let x = self.expr(x, cx)?;

@@ -14,6 +14,11 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(x) = self.peel_xlate_inline(base)
+            && let ExprKind::Xlate(tn, input) = &x.kind
+        {
+            return self.xlate_member(tn, input, field, field_span, arrow, span, cx);
+        }
         let is_args = matches!(&base.kind, ExprKind::Ident(n) if n == "args");
         if !is_args {
             if self.btf.is_some() {
@@ -156,6 +161,13 @@ impl Analyzer<'_> {
                     ));
                 };
                 let (id, name) = (*id, name.clone());
+                if let crate::btf::BtfType::Fwd { .. } = btf.get(btf.resolve(id)) {
+                    return Err(self.err_at(
+                        ErrTag::D_OP_INCOMPLETE,
+                        format!("operator -> cannot be applied to a forward declaration: no struct {name} definition is available"),
+                        base.span,
+                    ));
+                }
                 let addr = convert(b, &Type::U64);
                 self.member_place(&btf, addr, id, &name, field, *field_span)
                     .map(Some)

@@ -51,7 +51,7 @@ impl Analyzer<'_> {
 
     /// The kernel type table, made writable (a copy the first time a program defines a type;
     /// an empty table without kernel types).
-    fn btf_mut(&mut self) -> &mut Btf {
+    pub(super) fn btf_mut(&mut self) -> &mut Btf {
         std::sync::Arc::make_mut(
             self.btf
                 .get_or_insert_with(|| std::sync::Arc::new(Btf::default())),
