@@ -22,6 +22,8 @@
 #   runtest.sh's extract_options); `@@nosort` likewise.
 # - `err.D_TAG.*.d`: passes when sightline exits non-zero and its stderr names `[D_TAG]`.
 #   `drp.TAG.*.d`: passes when stderr names `[TAG]`.
+# - `err.*.d` without a tag (an error when the program runs): passes when sightline exits
+#   non-zero and its stdout matches the expected results as below.
 # - Other tests: `tst.*` (and tests with `@@trigger: none`) run; any other test without a trigger
 #   is compiled only (`-e`), as runtest.sh does. The test passes when sightline exits 0 and, if
 #   there is an expected-results file (`NAME.x86_64.r`, else `NAME.r`), its stdout equals the
@@ -158,7 +160,9 @@ while IFS= read -r test; do
         [[ -e $rfile ]] || rfile=$base.r
         if ((rc == 124 || rc == 137)); then
             verdict=FAIL why="timed out"
-        elif ((rc != 0)); then
+        elif [[ $name == err.* ]] && ((rc == 0)); then
+            verdict=FAIL why="exit status 0, expected an error"
+        elif [[ $name != err.* ]] && ((rc != 0)); then
             verdict=FAIL why="exit status $rc: $(grep -m1 -v '^ *$' "$WORK/err" | cut -c1-120)"
         elif [[ -e $rfile ]]; then
             sortcmd=sort
