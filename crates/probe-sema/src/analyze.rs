@@ -30,6 +30,7 @@ use std::collections::HashMap;
 
 mod actions;
 mod aggs;
+mod bitfields;
 mod calls;
 mod clauses;
 mod decls;

@@ -472,11 +472,33 @@ impl Btf {
     /// all at 0), the size rounded up to the widest alignment. The name then refers to this
     /// definition (it shadows a kernel type of that name). Returns its id.
     pub fn define_struct(&mut self, name: &str, union: bool, members: &[(String, u32)]) -> u32 {
+        let fields: Vec<(String, u32, u32)> =
+            members.iter().map(|(n, t)| (n.clone(), *t, 0)).collect();
+        self.define_struct_bits(name, union, &fields)
+    }
+
+    /// [`Btf::define_struct`] with bit-fields: each member is (name, type id, width in bits, 0
+    /// for a member that is not a bit-field). A struct with a bit-field is laid out as DTrace's
+    /// CTF library lays out the types D declares (`ctf_add_member`): a bit-field's storage is
+    /// an integer of its width rounded up to 1, 2, 4 or 8 bytes, aligned to that size; each
+    /// member starts at the first byte after the previous member's last bit, rounded up to its
+    /// alignment; the struct ends at its last member's storage (no padding after it). So
+    /// `struct { int a : 1; int b : 3; }` is 2 bytes, `a` at byte 0 and `b` at byte 1.
+    pub fn define_struct_bits(
+        &mut self,
+        name: &str,
+        union: bool,
+        members: &[(String, u32, u32)],
+    ) -> u32 {
+        if members.iter().any(|m| m.2 != 0) {
+            return self.define_struct_ctf(name, union, members);
+        }
+        let members: Vec<(String, u32)> = members.iter().map(|(n, t, _)| (n.clone(), *t)).collect();
         let mut off = 0u32;
         let mut size = 0u32;
         let mut align = 1u32;
         let mut out = Vec::with_capacity(members.len());
-        for (mname, ty) in members {
+        for (mname, ty) in &members {
             let (msize, malign) = (self.size_of(*ty), self.align_of(*ty));
             align = align.max(malign);
             let at = if union {
@@ -494,6 +516,45 @@ impl Btf {
             size = size.max(off);
         }
         let size = size.div_ceil(align) * align;
+        let id = self.push(BtfType::Struct {
+            name: name.to_string(),
+            size,
+            union,
+            members: out,
+        });
+        self.structs.insert(name.to_string(), id);
+        id
+    }
+
+    /// The CTF layout of [`Btf::define_struct_bits`] (a struct or union with bit-fields).
+    fn define_struct_ctf(&mut self, name: &str, union: bool, members: &[(String, u32, u32)]) -> u32 {
+        let mut end_bits = 0u32;
+        let mut size = 0u32;
+        let mut out = Vec::with_capacity(members.len());
+        for (mname, ty, bits) in members {
+            let (msize, malign) = if *bits != 0 {
+                let s = bits.div_ceil(8).next_power_of_two();
+                (s, s)
+            } else {
+                (self.size_of(*ty), self.align_of(*ty).max(1))
+            };
+            let at = if union {
+                0
+            } else {
+                end_bits.div_ceil(8).div_ceil(malign) * malign
+            };
+            out.push(BtfMember {
+                name: mname.clone(),
+                ty: *ty,
+                bit_offset: at.saturating_mul(8),
+                bitfield_size: *bits,
+            });
+            if !union {
+                let width = if *bits != 0 { *bits } else { msize.saturating_mul(8) };
+                end_bits = at.saturating_mul(8).saturating_add(width);
+            }
+            size = size.max(at.saturating_add(msize));
+        }
         let id = self.push(BtfType::Struct {
             name: name.to_string(),
             size,

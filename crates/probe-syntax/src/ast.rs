@@ -127,6 +127,9 @@ pub struct MemberDecl {
     pub name: String,
     /// `name[N]`: an array of N elements.
     pub array: Option<u64>,
+    /// `name : WIDTH`: a bit-field of WIDTH bits (a constant expression, checked by sema).
+    /// An unnamed bit-field (`int : 3;`) has an empty `name`.
+    pub bits: Option<Expr>,
     /// The declarator.
     pub span: Span,
 }

@@ -152,6 +152,12 @@ err_tags! {
     D_XLATE_NONE => "`xlate` with no translator from the value's type to the requested type",
     D_XLATE_NOCONV => "a member of a translated value that its translator does not define",
     D_OP_INCOMPLETE => "`->` or `.` applied to a struct or union that is only declared (a forward declaration)",
+    D_DECL_BFCONST => "a bit-field width that is not a positive integer constant",
+    D_DECL_BFTYPE => "a bit-field of a type that is not an integer",
+    D_DECL_BFSIZE => "a bit-field wider than its type",
+    D_SIZEOF_BITFIELD => "sizeof applied to a bit-field member",
+    D_OFFSETOF_BITFIELD => "offsetof() of a bit-field member",
+    D_ADDROF_BITFIELD => "unary `&` applied to a bit-field member",
 }
 
 impl std::fmt::Display for ErrTag {

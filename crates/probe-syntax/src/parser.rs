@@ -1759,6 +1759,8 @@ impl Parser<'_> {
             loop {
                 let (mname, mspan) = match &self.tok.tok {
                     Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                    // An unnamed bit-field: `int : 3;`.
+                    Tok::Punct(":") => (String::new(), self.tok.span),
                     _ => {
                         let found = self.tok.tok.describe();
                         return Err(
@@ -1766,7 +1768,9 @@ impl Parser<'_> {
                         );
                     }
                 };
-                self.bump();
+                if !mname.is_empty() {
+                    self.bump();
+                }
                 let mut array = None;
                 if self.eat_punct("[") {
                     let n = match &self.tok.tok {
@@ -1782,21 +1786,15 @@ impl Parser<'_> {
                     self.expect_punct("]", "after the array size")?;
                     array = Some(n);
                 }
-                if self.is_punct(":") {
-                    self.diags.push(
-                        Diagnostic::tagged(
-                            ErrTag::D_SYNTAX,
-                            "bit-field members are not supported",
-                            self.tok.span,
-                        )
-                        .with_hint("declare the member as a whole integer"),
-                    );
-                    return Err(Reported);
+                let mut bits = None;
+                if array.is_none() && self.eat_punct(":") {
+                    bits = Some(self.nested(|p| p.expr_bp(bp::LOG_OR))?);
                 }
                 members.push(MemberDecl {
                     ty: ty.clone(),
                     name: mname,
                     array,
+                    bits,
                     span: mspan.to(self.after_prev()),
                 });
                 if !self.eat_punct(",") {

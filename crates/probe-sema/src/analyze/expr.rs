@@ -260,6 +260,9 @@ impl Analyzer<'_> {
                 if let ExprKind::Str(lit) = &x.kind {
                     return Ok(mk(TExprKind::Int(lit.len() as u64 + 1), Type::U64, span));
                 }
+                if self.bitfield_place(x, cx)?.is_some() {
+                    return Err(self.err_at(ErrTag::D_SIZEOF_BITFIELD, "cannot apply sizeof to a bit-field", span));
+                }
                 let t = self.expr(x, cx)?;
                 Ok(mk(TExprKind::Int(t.ty.size(self.options.strsize) as u64), Type::U64, span))
             }
@@ -277,6 +280,9 @@ impl Analyzer<'_> {
                 let Some(id) = btf.struct_id(name) else {
                     return Err(self.err_at(ErrTag::D_TYPE_ERR, format!("the kernel has no type `{}`", tn.text), tn.span));
                 };
+                if btf.member(id, member).is_some_and(|(m, _)| m.bitfield_size != 0) {
+                    return Err(self.err_at(ErrTag::D_OFFSETOF_BITFIELD, format!("cannot take offset of a bit-field: {member}"), span));
+                }
                 let (addr, _) = self.member_place(&btf, mk(TExprKind::Int(0), Type::U64, tn.span), id, name, member, span)?;
                 let off = const_eval(&addr).unwrap_or(0) as u64;
                 Ok(mk(TExprKind::Int(off), Type::U64, span))
@@ -585,6 +591,9 @@ impl Analyzer<'_> {
                     | ExprKind::AggRef(_)
             )
         };
+        if op == UnaryOp::AddrOf && self.bitfield_place(x, cx)?.is_some() {
+            return Err(self.err_at(ErrTag::D_ADDROF_BITFIELD, "cannot take address of bit-field", span));
+        }
         let of_variable = variable(x)
             || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));
         if op == UnaryOp::AddrOf && of_variable {

@@ -31,6 +31,9 @@ impl Analyzer<'_> {
                     },
                     span,
                 };
+                if let Some(p) = self.bitfield_place(&whole, cx)? {
+                    return Ok(self.bitfield_load(&p, span));
+                }
                 if let Some((addr, tid)) = self.place(&whole, cx)? {
                     return self.load(addr, tid, span);
                 }

@@ -30,9 +30,9 @@ impl Analyzer<'_> {
             );
             return;
         }
-        let mut fields: Vec<(String, u32)> = Vec::new();
+        let mut fields: Vec<(String, u32, u32)> = Vec::new();
         for m in members {
-            if fields.iter().any(|(n, _)| *n == m.name) {
+            if !m.name.is_empty() && fields.iter().any(|(n, _, _)| *n == m.name) {
                 self.err_at(
                     ErrTag::D_DECL_IDRED,
                     format!("member `{}` is declared twice in {kw} {}", m.name, t.name),
@@ -43,10 +43,61 @@ impl Analyzer<'_> {
             let Ok(id) = self.member_type(&m.ty, m.array, &m.name) else {
                 return;
             };
-            fields.push((m.name.clone(), id));
+            let bits = match &m.bits {
+                None => 0,
+                Some(w) => match self.bit_field_width(m, w, id) {
+                    Ok(Some(b)) => b,
+                    // `int : 0;` ends the storage unit; DTrace (and its CTF layout) ignore it.
+                    Ok(None) => continue,
+                    Err(_) => return,
+                },
+            };
+            fields.push((m.name.clone(), id, bits));
         }
         let btf = self.btf_mut();
-        btf.define_struct(&t.name, union, &fields);
+        btf.define_struct_bits(&t.name, union, &fields);
+    }
+
+    /// The width of bit-field member `m` (`TYPE name : w`) of type id `id`, checked as DTrace's
+    /// dt_decl_member does: a positive integer constant (`D_DECL_BFCONST`), an integer base type
+    /// (`D_DECL_BFTYPE`), no wider than the base type (`D_DECL_BFSIZE`). `None` for an unnamed
+    /// zero-width bit-field.
+    fn bit_field_width(&mut self, m: &ast::MemberDecl, w: &Expr, id: u32) -> R<Option<u32>> {
+        let mut cx = ClauseCx {
+            prepass: false,
+            probes: Vec::new(),
+            locals: Vec::new(),
+            in_predicate: false,
+        };
+        let t = self.expr(w, &mut cx)?;
+        let k = const_eval(&t).filter(|_| t.ty.is_int());
+        if m.name.is_empty() && k == Some(0) {
+            return Ok(None);
+        }
+        let shown = if m.name.is_empty() { "(anon)" } else { m.name.as_str() };
+        let Some(k) = k.filter(|k| *k > 0) else {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFCONST,
+                "positive integral constant expression expected as bit-field size",
+                w.span,
+            ));
+        };
+        let base = self.btf.as_ref().map(|b| (b.d_type(id), b.size_of(id)));
+        let Some((Type::Int { .. }, bytes)) = base else {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFTYPE,
+                format!("invalid type for bit-field: {shown}"),
+                m.ty.span,
+            ));
+        };
+        if k > bytes as i128 * 8 {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFSIZE,
+                format!("bit-field too big for type: {shown}"),
+                w.span,
+            ));
+        }
+        Ok(Some(k as u32))
     }
 
     /// The kernel type table, made writable (a copy the first time a program defines a type;

@@ -166,6 +166,9 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(p) = self.bitfield_place(lhs, cx)? {
+            return self.bitfield_store(p, op, rhs, lhs.span, span, cx);
+        }
         if let Some(t) = self.assign_through_pointer(op, lhs, rhs, span, cx)? {
             return Ok(t);
         }
@@ -281,7 +284,7 @@ impl Analyzer<'_> {
     /// The value `old OP r` of a compound assignment `x OP= r` to a location of type `ty`, converted
     /// back to `ty`: the usual arithmetic conversions (C11 6.5.16.2), or each operand promoted on
     /// its own for shifts. A constant zero divisor is D_DIV_ZERO.
-    fn compound_value(
+    pub(super) fn compound_value(
         &mut self,
         bop: BinaryOp,
         old: TExpr,
