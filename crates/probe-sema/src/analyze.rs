@@ -38,6 +38,7 @@ mod expr;
 mod member;
 mod names;
 mod options;
+mod procfs;
 pub use options::{parse_rate, parse_size};
 mod typedefs;
 mod vars;
@@ -67,6 +68,9 @@ pub fn analyze(
 ) -> Result<CheckedProgram, Vec<Diagnostic>> {
     let mut a = Analyzer::new(catalog, opts);
     a.options(program);
+    if procfs::needs_procfs(program) {
+        a.load_procfs();
+    }
     for item in &program.items {
         match item {
             ast::Item::Decl(d) => a.declaration(d),
@@ -125,7 +129,7 @@ pub fn needs_kernel_types(program: &ast::Program) -> bool {
     any_node(
         program,
         &|e| match &e.kind {
-            ExprKind::Ident(n) => n == "curthread",
+            ExprKind::Ident(n) => n == "curthread" || procfs::NAMES.contains(&n.as_str()),
             ExprKind::Member { base, arrow, .. } => {
                 !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args")
             }

@@ -151,6 +151,7 @@ err_tags! {
     D_XLATE_REDECL => "a second translator between the same input and output types",
     D_XLATE_NONE => "`xlate` with no translator from the value's type to the requested type",
     D_XLATE_NOCONV => "a member of a translated value that its translator does not define",
+    D_CG_DYN => "a statement whose value is a translated struct (`xlate < T * > (e);`)",
     D_OP_INCOMPLETE => "`->` or `.` applied to a struct or union that is only declared (a forward declaration)",
     D_DECL_BFCONST => "a bit-field width that is not a positive integer constant",
     D_DECL_BFTYPE => "a bit-field of a type that is not an integer",

@@ -208,6 +208,16 @@ struct Parser<'s> {
     comma_rest: Vec<Stmt>,
 }
 
+/// The type names of Sightline's built-in D library (probe-sema's `procfs.d`): DTrace's
+/// process model types, `typedef struct psinfo psinfo_t;` and `typedef struct lwpsinfo
+/// lwpsinfo_t;`, known to every program as DTrace's `procfs.d` library makes them.
+fn builtin_typedefs() -> std::collections::HashMap<String, (BaseType, u8)> {
+    [("psinfo_t", "psinfo"), ("lwpsinfo_t", "lwpsinfo")]
+        .into_iter()
+        .map(|(t, s)| (t.to_string(), (BaseType::Struct(s.to_string()), 0)))
+        .collect()
+}
+
 /// Deepest nesting of expressions/statements accepted (far beyond any real script).
 const MAX_DEPTH: u32 = 100;
 
@@ -224,7 +234,7 @@ impl<'s> Parser<'s> {
             diags,
             no_slash: false,
             depth: 0,
-            typedefs: std::collections::HashMap::new(),
+            typedefs: builtin_typedefs(),
             pending_types: Vec::new(),
             anon_types: 0,
             comma_rest: Vec::new(),

@@ -500,6 +500,11 @@ impl Analyzer<'_> {
             }
             StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
             StmtKind::Expr(e) => {
+                if let Some(x) = self.peel_xlate_inline(e)
+                    && let ExprKind::Xlate(tn, input) = &x.kind
+                {
+                    return Err(self.xlate_statement(tn, input, cx));
+                }
                 if let ExprKind::Ternary(c, a, b) = &e.kind {
                     // DTrace folds a conditional whose condition is a constant, so the arm that
                     // stays is the statement: the toolkit's `OPT_x ? printf(...) : 1;` may put an

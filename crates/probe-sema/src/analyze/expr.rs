@@ -205,7 +205,10 @@ impl Analyzer<'_> {
                 }
                 let a = self.expr(a, cx)?;
                 let b = self.expr(b, cx)?;
-                let ty = if a.ty.is_integral() && b.ty.is_integral() {
+                let ty = if matches!(a.ty, Type::Ptr(_)) && a.ty == b.ty {
+                    // Two pointers of one type keep it (`p != NULL ? p : (T *)-1`).
+                    a.ty.clone()
+                } else if a.ty.is_integral() && b.ty.is_integral() {
                     usual_arithmetic(&a.ty, &b.ty).unwrap_or(Type::I64)
                 } else if a.ty == b.ty {
                     a.ty.clone()
@@ -225,6 +228,11 @@ impl Analyzer<'_> {
                 span,
             )),
             ExprKind::Xlate(tn, x) => self.xlate_value(tn, x, span, cx),
+            ExprKind::Cast(tn, _) if matches!(tn.base, BaseType::Struct(_)) && tn.pointer == 0 => Err(self.err_at(
+                ErrTag::D_CAST_INVAL,
+                format!("invalid cast expression: a value cannot be cast to `{}`", tn.text),
+                span,
+            )),
             ExprKind::Cast(tn, x) => {
                 let target = self.type_of_name(tn)?;
                 let x = self.expr(x, cx)?;

@@ -237,8 +237,9 @@ impl Analyzer<'_> {
                         .with_hint("a computed subscript works on integer or pointer elements: v.arr[i]"),
                     ));
                 }
+                // A flexible array member (`struct upid numbers[]`, length 0) takes any index.
                 if let Some(k) = const_eval(&i)
-                    && (k < 0 || k >= len as i128)
+                    && (k < 0 || (len > 0 && k >= len as i128))
                 {
                     return Err(self.err_at(
                         ErrTag::D_ARR_BADREF,

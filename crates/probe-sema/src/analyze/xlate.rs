@@ -449,6 +449,24 @@ impl Analyzer<'_> {
         Err(self.err_at(ErrTag::D_OP_SOU, what, span))
     }
 
+    /// `xlate < ... > (e);` as a statement: DTrace's code generator refuses a clause-level
+    /// expression of a translated (dynamic) type, `D_CG_DYN`, once the translation is found.
+    pub(super) fn xlate_statement(
+        &mut self,
+        tn: &ast::TypeName,
+        input: &Expr,
+        cx: &mut ClauseCx,
+    ) -> Reported {
+        if let Err(r) = self.xlate_lookup(tn, input, cx) {
+            return r;
+        }
+        self.err_at(
+            ErrTag::D_CG_DYN,
+            "expression cannot evaluate to result of dynamic type",
+            input.span,
+        )
+    }
+
     /// The statements that stand for statement `s` when it assigns a translated struct,
     /// `v = xlate < struct out > (e);`: one member store `v.m = xlate < ... > (e).m` per member
     /// the translator defines, `v.m = 0` for the other integer and pointer members (a
