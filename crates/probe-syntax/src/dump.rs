@@ -51,9 +51,10 @@ pub fn program(p: &Program) -> String {
                 TypeDefKind::Struct { union, members } => {
                     let ms: Vec<String> = members
                         .iter()
-                        .map(|m| match m.array {
-                            Some(n) => format!("({} {}[{n}])", m.ty.text, m.name),
-                            None => format!("({} {})", m.ty.text, m.name),
+                        .map(|m| match (m.array, &m.bits) {
+                            (Some(n), _) => format!("({} {}[{n}])", m.ty.text, m.name),
+                            (None, Some(w)) => format!("({} {} : {})", m.ty.text, m.name, expr(w)),
+                            (None, None) => format!("({} {})", m.ty.text, m.name),
                         })
                         .collect();
                     let kw = if *union { "union" } else { "struct" };
