@@ -456,7 +456,13 @@ impl Analyzer<'_> {
             )
             .with_label(fmt_expr.span, "format")
             .with_code(if args.len() < slots.len() {
-                ErrTag::D_PRINTF_ARG_PROTO
+                // A missing `*` width or precision is DTrace's D_PRINTF_DYN_PROTO.
+                match slots[args.len()] {
+                    printf::ArgSlot::Width { .. } | printf::ArgSlot::Precision { .. } => {
+                        ErrTag::D_PRINTF_DYN_PROTO
+                    }
+                    _ => ErrTag::D_PRINTF_ARG_PROTO,
+                }
             } else {
                 ErrTag::D_PRINTF_ARG_EXTRA
             })
@@ -578,14 +584,17 @@ impl Analyzer<'_> {
     }
 }
 
-/// The diagnostic for a format that does not parse; a width or precision over the limit gets a hint.
+/// The diagnostic for a format that does not parse: `D_SYNTAX`, as DTrace's dt_printf_create
+/// reports a malformed conversion; a width or precision over the limit (Sightline's own bound)
+/// is `D_PRINTF_ARG_FMT` with a hint.
 fn format_diagnostic(message: String, at: Span, e: &printf::FormatError) -> Diagnostic {
-    let d = Diagnostic::tagged(ErrTag::D_PRINTF_ARG_FMT, message, at);
     match e {
-        printf::FormatError::CountTooLarge { limit, .. } => d.with_hint(format!(
-            "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
-        )),
-        _ => d,
+        printf::FormatError::CountTooLarge { limit, .. } => {
+            Diagnostic::tagged(ErrTag::D_PRINTF_ARG_FMT, message, at).with_hint(format!(
+                "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
+            ))
+        }
+        _ => Diagnostic::tagged(ErrTag::D_SYNTAX, message, at),
     }
 }
 
