@@ -351,7 +351,9 @@ impl<'s> Parser<'s> {
                 },
                 Tok::Ident(w)
                     if self.is_type(w)
-                        || ((w == "self" || w == "this") && self.next_is_type_word()) =>
+                        || ((w == "self" || w == "this")
+                            && (self.next_is_type_word()
+                                || matches!(peek_after(&self.lexer), Tok::Ident(n) if n == "self" || n == "this"))) =>
                 {
                     match self.declaration() {
                         Ok(ds) => items.extend(ds.into_iter().map(Item::Decl)),
@@ -396,8 +398,9 @@ impl<'s> Parser<'s> {
         self.bump();
         self.expect_punct(";", "after the typedef")?;
         if self.typedefs.contains_key(&name) {
+            // DTrace's dt_decl.c: "typedef redeclared" is D_DECL_IDRED.
             self.diags.push(Diagnostic::tagged(
-                ErrTag::D_DECL_TYPERED,
+                ErrTag::D_DECL_IDRED,
                 format!("type `{name}` is already defined"),
                 span,
             ));
@@ -581,6 +584,14 @@ impl<'s> Parser<'s> {
         } else {
             DeclScope::Global
         };
+        if scope != DeclScope::Global && (self.is_ident("self") || self.is_ident("this")) {
+            self.diags.push(Diagnostic::tagged(
+                ErrTag::D_DECL_CLASS,
+                "more than one storage class specified",
+                self.tok.span,
+            ));
+            return Err(Reported);
+        }
         let defined = self.pending_types.len();
         let ty = self.type_name()?;
         if scope == DeclScope::Global && self.pending_types.len() > defined && self.is_punct(";") {
@@ -592,6 +603,16 @@ impl<'s> Parser<'s> {
         loop {
             let name = match &self.tok.tok {
                 Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                // A second type after the first (`struct a { ... } struct b { ... };`, a
+                // definition missing its `;`): DTrace's "invalid type combination".
+                Tok::Ident(n) if self.is_type(n) => {
+                    self.diags.push(Diagnostic::tagged(
+                        ErrTag::D_DECL_COMBO,
+                        format!("invalid type combination: `{}` followed by `{n}`", ty.text),
+                        self.tok.span,
+                    ));
+                    return Err(Reported);
+                }
                 _ => {
                     return Err(self.error_here(format!(
                         "expected a variable name, found {}",
@@ -617,6 +638,20 @@ impl<'s> Parser<'s> {
                 }
                 self.expect_punct("]", "after the array dimension")?;
                 array = Some(lit.value);
+            } else if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Punct("]")) {
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_DECL_ARRNULL,
+                    format!("array declaration requires array dimension or tuple signature: {name}"),
+                    self.tok.span,
+                ));
+                return Err(Reported);
+            } else if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Punct("-")) {
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_DECL_ARRSUB,
+                    "positive integral constant expression or tuple signature expected as array declaration subscript",
+                    self.tok.span,
+                ));
+                return Err(Reported);
             } else if self.eat_punct("[") {
                 loop {
                     keys.push(self.type_name()?);
@@ -1677,6 +1712,21 @@ impl<'s> Parser<'s> {
             words.push(w.clone());
             self.bump();
         }
+        if !words.is_empty()
+            && matches!(&self.tok.tok, Tok::Ident(w) if matches!(w.as_str(), "struct" | "union" | "enum"))
+        {
+            // `long struct s`, `unsigned union u`: DTrace's dt_decl.c checks.
+            let has = |w: &str| words.iter().any(|x| x == w);
+            let (tag, msg) = if has("long") {
+                (ErrTag::D_DECL_LONGINT, "invalid type declaration: long and long long may only be used with integer or floating-point type")
+            } else if has("signed") || has("unsigned") {
+                (ErrTag::D_DECL_SIGNINT, "invalid type declaration: signed and unsigned may only be used with integer type")
+            } else {
+                (ErrTag::D_DECL_COMBO, "invalid type combination")
+            };
+            self.diags.push(Diagnostic::tagged(tag, msg, self.tok.span));
+            return Err(Reported);
+        }
         if words.is_empty() {
             let found = self.tok.tok.describe();
             return Err(self.error_here(format!("expected a type name, found {found}")));
@@ -1697,7 +1747,18 @@ impl<'s> Parser<'s> {
             }
         );
         let Some(base) = base_type(&words) else {
-            self.diags.push(Diagnostic::error(
+            // The finer tags of DTrace's dt_decl.c for the combinations it refuses.
+            let has = |w: &str| words.iter().any(|x| x == w);
+            let attr = has("short") || has("long") || has("signed") || has("unsigned");
+            let tag = if has("void") && attr {
+                ErrTag::D_DECL_VOIDATTR
+            } else if has("char") && (has("short") || has("long")) {
+                ErrTag::D_DECL_CHARATTR
+            } else {
+                ErrTag::D_DECL_COMBO
+            };
+            self.diags.push(Diagnostic::tagged(
+                tag,
                 format!("invalid type `{}`", words.join(" ")),
                 span,
             ));
