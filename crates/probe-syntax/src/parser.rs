@@ -1787,6 +1787,10 @@ impl Parser<'_> {
                 return Err(r);
             }
         };
+        if members.is_empty() {
+            // C's grammar (and D's) needs at least one member.
+            return Err(self.error_here("syntax error near `}`: a struct or union needs a member"));
+        }
         let end = self.bump().span;
         self.pending_types.push(TypeDef {
             name: name.to_string(),
@@ -1937,6 +1941,9 @@ impl Parser<'_> {
     fn enumerators(&mut self) -> PResult<Vec<EnumConst>> {
         {
             let mut consts = Vec::new();
+            if self.is_punct("}") {
+                return Err(self.error_here("syntax error near `}`: an enum needs an enumerator"));
+            }
             while !self.is_punct("}") {
                 let (cname, cspan) = match &self.tok.tok {
                     Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),

@@ -33,9 +33,10 @@ impl Analyzer<'_> {
         let mut fields: Vec<(String, u32, u32)> = Vec::new();
         for m in members {
             if !m.name.is_empty() && fields.iter().any(|(n, _, _)| *n == m.name) {
+                // DTrace's CTF library refuses it: "failed to define member", D_UNKNOWN.
                 self.err_at(
-                    ErrTag::D_DECL_IDRED,
-                    format!("member `{}` is declared twice in {kw} {}", m.name, t.name),
+                    ErrTag::D_UNKNOWN,
+                    format!("failed to define member '{}' of {kw} {}: Duplicate member or variable name", m.name, t.name),
                     m.span,
                 );
                 return;
