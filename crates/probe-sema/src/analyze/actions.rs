@@ -165,7 +165,11 @@ impl Analyzer<'_> {
                 if n != 1 {
                     return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
                 }
-                let id = self.agg_ref(&args[0])?;
+                let id = if func == "clear" {
+                    self.agg_ref(&args[0])?
+                } else {
+                    self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?
+                };
                 Ok(if func == "clear" {
                     Action::Clear(id)
                 } else {
@@ -180,7 +184,7 @@ impl Analyzer<'_> {
                         "trunc(@a) or trunc(@a, n)",
                     ));
                 }
-                let agg = self.agg_ref(&args[0])?;
+                let agg = self.agg_ref_tagged(&args[0], ErrTag::D_TRUNC_AGGARG)?;
                 let keep = match args.get(1) {
                     Some(k) => Some(convert(self.int_expr(k, cx, "trunc() count")?, &Type::I64)),
                     None => None,
@@ -191,7 +195,7 @@ impl Analyzer<'_> {
                 if n != 2 {
                     return Err(arity(self, "two arguments", "normalize(@a, n)"));
                 }
-                let agg = self.agg_ref(&args[0])?;
+                let agg = self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?;
                 let f = self.int_expr(&args[1], cx, "normalize() factor")?;
                 Ok(Action::Normalize {
                     agg,
@@ -476,6 +480,22 @@ impl Analyzer<'_> {
         let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
         let mut out = Vec::new();
         for (i, (slot, arg)) in slots.iter().zip(args).enumerate() {
+            if let ArgSlot::Width { conv } | ArgSlot::Precision { conv } = *slot
+                && !arg.ty.is_integral()
+            {
+                // DTrace's dt_printf_validate: a `*` argument must be an integer.
+                let which = if matches!(slot, ArgSlot::Width { .. }) { "*" } else { ".*" };
+                return Err(self.err_at(
+                    ErrTag::D_PRINTF_DYN_TYPE,
+                    format!(
+                        "{func}( ) argument #{} is incompatible with conversion #{} prototype: \"{which}\" needs an integer, not `{}`",
+                        i + 2,
+                        conv + 1,
+                        arg.ty
+                    ),
+                    arg.span,
+                ));
+            }
             let (kind, name) = match *slot {
                 ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
                     (ArgKind::Int, format!("*{}", convs[conv].name))
