@@ -166,6 +166,7 @@ err_tags! {
     D_NORMALIZE_AGGARG => "normalize() or denormalize() given something that is not an aggregation",
     D_TRUNC_AGGARG => "trunc() given something that is not an aggregation",
     D_USTACK_FRAMES => "ustack()'s frame count is not a valid integer constant",
+    D_PRINTA_PROTO => "printa() given a format and no aggregation",
     D_CG_DYN => "a statement whose value is a translated struct (`xlate < T * > (e);`)",
     D_OP_INCOMPLETE => "`->` or `.` applied to a struct or union that is only declared (a forward declaration)",
     D_DECL_BFCONST => "a bit-field width that is not a positive integer constant",

@@ -102,6 +102,14 @@ impl Analyzer<'_> {
                     ExprKind::Str(_) => (Some(self.format_string(&args[0], func)?), &args[1..]),
                     _ => (None, args),
                 };
+                if rest.is_empty() && format.is_some() {
+                    // A format and no aggregation: DTrace's printa( ) prototype mismatch.
+                    return Err(self.err_at(
+                        ErrTag::D_PRINTA_PROTO,
+                        "printa( ) prototype mismatch: 1 args passed, 2 expected",
+                        span,
+                    ));
+                }
                 if rest.is_empty() {
                     return Err(arity(
                         self,

@@ -166,6 +166,9 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Index(base, idx) = &lhs.kind {
+            self.xlate_index_bounds(base, idx, cx)?;
+        }
         if let Some(p) = self.bitfield_place(lhs, cx)? {
             return self.bitfield_store(p, op, rhs, lhs.span, span, cx);
         }
@@ -778,6 +781,7 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        self.xlate_index_bounds(base, idx, cx)?;
         if let Some(e) = self.member_elem(base, idx, span, cx)? {
             return Ok(e);
         }

@@ -429,6 +429,41 @@ impl Analyzer<'_> {
         Ok(TExpr { span, ..t })
     }
 
+    /// `xlate < T > (e).m[k]` (or `->m[k]`) with a constant `k` outside the array member `m`
+    /// of T: DTrace's `D_ARR_BOUNDS`, checked against the member's declared length.
+    pub(super) fn xlate_index_bounds(&mut self, base: &Expr, idx: &[Expr], cx: &mut ClauseCx) -> R<()> {
+        let ExprKind::Member { base: b, field, .. } = &base.kind else {
+            return Ok(());
+        };
+        let Some(x) = self.peel_xlate_inline(b) else {
+            return Ok(());
+        };
+        let ExprKind::Xlate(tn, _) = &x.kind else {
+            return Ok(());
+        };
+        let (Ok((_, out_id, _)), [k], Some(btf)) = (self.xlate_output(tn), idx, self.btf.clone()) else {
+            return Ok(());
+        };
+        let Some((m, _)) = btf.member(out_id, field) else {
+            return Ok(());
+        };
+        let BtfType::Array { len, .. } = btf.get(btf.resolve(m.ty)) else {
+            return Ok(());
+        };
+        let len = *len;
+        let quiet = std::mem::replace(&mut self.quiet, true);
+        let kv = self.expr(k, cx).ok().as_ref().and_then(const_eval);
+        self.quiet = quiet;
+        match kv {
+            Some(v) if v < 0 || v >= i128::from(len) => Err(self.err_at(
+                ErrTag::D_ARR_BOUNDS,
+                format!("index outside array bounds: {v}, max is {len}"),
+                k.span,
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// `xlate < ... > (e)` used as a value by itself (not `.member`, `->member` or the right
     /// side of a struct assignment): the translation is checked, then refused.
     pub(super) fn xlate_value(
