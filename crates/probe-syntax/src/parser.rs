@@ -352,8 +352,7 @@ impl<'s> Parser<'s> {
                 Tok::Ident(w)
                     if self.is_type(w)
                         || ((w == "self" || w == "this")
-                            && (self.next_is_type_word()
-                                || matches!(peek_after(&self.lexer), Tok::Ident(n) if n == "self" || n == "this"))) =>
+                            && matches!(peek_after(&self.lexer), Tok::Ident(_))) =>
                 {
                     match self.declaration() {
                         Ok(ds) => items.extend(ds.into_iter().map(Item::Decl)),
@@ -410,9 +409,6 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-    fn next_is_type_word(&self) -> bool {
-        matches!(peek_after(&self.lexer), Tok::Ident(w) if self.is_type(&w))
-    }
 
     /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
     fn directive(&mut self) -> Option<Item> {
@@ -593,7 +589,23 @@ impl<'s> Parser<'s> {
             return Err(Reported);
         }
         let defined = self.pending_types.len();
-        let ty = self.type_name()?;
+        let implicit_int = scope != DeclScope::Global
+            && matches!(&self.tok.tok, Tok::Ident(n) if !self.is_type(n) && !is_reserved(n));
+        let ty = if implicit_int {
+            // `self x;`: a declaration without a type declares an `int`, as in DTrace (and
+            // C's implicit int).
+            TypeName {
+                base: BaseType::Int {
+                    bytes: 4,
+                    signed: true,
+                },
+                pointer: 0,
+                text: "int".into(),
+                span: self.after_prev(),
+            }
+        } else {
+            self.type_name()?
+        };
         if scope == DeclScope::Global && self.pending_types.len() > defined && self.is_punct(";") {
             // `struct s { ... };` or `enum e { ... };`: a definition and no variable.
             self.bump();
