@@ -228,7 +228,16 @@ impl Analyzer<'_> {
                 let Ok(t) = self.expr(v, &mut cx) else {
                     continue;
                 };
-                match const_eval(&t) {
+                // A negated literal is its negative value (DTrace folds constants in 64 bits:
+                // `-2147483648` is INT_MIN, though `2147483648` alone is an unsigned int).
+                let folded = match &v.kind {
+                    ExprKind::Unary(UnaryOp::Neg, x) => match &x.kind {
+                        ExprKind::Int(lit) => Some(-(lit.value as i128)),
+                        _ => const_eval(&t),
+                    },
+                    _ => const_eval(&t),
+                };
+                match folded {
                     Some(k)
                         if t.ty.is_int() && (i32::MIN as i128..=i32::MAX as i128).contains(&k) =>
                     {
