@@ -207,6 +207,18 @@ impl Analyzer<'_> {
     fn enum_constants(&mut self, consts: &[ast::EnumConst], values: &mut Vec<(String, i64)>) {
         let mut next: i128 = 0;
         for c in consts {
+            if values.iter().any(|(n, _)| *n == c.name) {
+                // Twice in one enum: DTrace's CTF library refuses the enumerator (D_UNKNOWN).
+                self.err_at(
+                    ErrTag::D_UNKNOWN,
+                    format!(
+                        "failed to define enumerator '{}': Duplicate member or variable name",
+                        c.name
+                    ),
+                    c.span,
+                );
+                continue;
+            }
             if self.inlines.contains_key(&c.name)
                 || Builtin::from_name(&c.name).is_some()
                 || self.globals.contains_key(&c.name)
