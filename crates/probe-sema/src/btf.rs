@@ -527,7 +527,12 @@ impl Btf {
     }
 
     /// The CTF layout of [`Btf::define_struct_bits`] (a struct or union with bit-fields).
-    fn define_struct_ctf(&mut self, name: &str, union: bool, members: &[(String, u32, u32)]) -> u32 {
+    fn define_struct_ctf(
+        &mut self,
+        name: &str,
+        union: bool,
+        members: &[(String, u32, u32)],
+    ) -> u32 {
         let mut end_bits = 0u32;
         let mut size = 0u32;
         let mut out = Vec::with_capacity(members.len());
@@ -550,7 +555,11 @@ impl Btf {
                 bitfield_size: *bits,
             });
             if !union {
-                let width = if *bits != 0 { *bits } else { msize.saturating_mul(8) };
+                let width = if *bits != 0 {
+                    *bits
+                } else {
+                    msize.saturating_mul(8)
+                };
                 end_bits = at.saturating_mul(8).saturating_add(width);
             }
             size = size.max(at.saturating_add(msize));

@@ -409,7 +409,6 @@ impl<'s> Parser<'s> {
         Ok(())
     }
 
-
     /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
     fn directive(&mut self) -> Option<Item> {
         let tok = self.bump();
@@ -653,7 +652,9 @@ impl<'s> Parser<'s> {
             } else if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Punct("]")) {
                 self.diags.push(Diagnostic::tagged(
                     ErrTag::D_DECL_ARRNULL,
-                    format!("array declaration requires array dimension or tuple signature: {name}"),
+                    format!(
+                        "array declaration requires array dimension or tuple signature: {name}"
+                    ),
                     self.tok.span,
                 ));
                 return Err(Reported);
@@ -1730,9 +1731,15 @@ impl<'s> Parser<'s> {
             // `long struct s`, `unsigned union u`: DTrace's dt_decl.c checks.
             let has = |w: &str| words.iter().any(|x| x == w);
             let (tag, msg) = if has("long") {
-                (ErrTag::D_DECL_LONGINT, "invalid type declaration: long and long long may only be used with integer or floating-point type")
+                (
+                    ErrTag::D_DECL_LONGINT,
+                    "invalid type declaration: long and long long may only be used with integer or floating-point type",
+                )
             } else if has("signed") || has("unsigned") {
-                (ErrTag::D_DECL_SIGNINT, "invalid type declaration: signed and unsigned may only be used with integer type")
+                (
+                    ErrTag::D_DECL_SIGNINT,
+                    "invalid type declaration: signed and unsigned may only be used with integer type",
+                )
             } else {
                 (ErrTag::D_DECL_COMBO, "invalid type combination")
             };

@@ -492,7 +492,11 @@ impl Analyzer<'_> {
                 && !arg.ty.is_integral()
             {
                 // DTrace's dt_printf_validate: a `*` argument must be an integer.
-                let which = if matches!(slot, ArgSlot::Width { .. }) { "*" } else { ".*" };
+                let which = if matches!(slot, ArgSlot::Width { .. }) {
+                    "*"
+                } else {
+                    ".*"
+                };
                 return Err(self.err_at(
                     ErrTag::D_PRINTF_DYN_TYPE,
                     format!(
@@ -617,11 +621,14 @@ impl Analyzer<'_> {
 /// is `D_PRINTF_ARG_FMT` with a hint.
 fn format_diagnostic(message: String, at: Span, e: &printf::FormatError) -> Diagnostic {
     match e {
-        printf::FormatError::CountTooLarge { limit, .. } => {
-            Diagnostic::tagged(ErrTag::D_PRINTF_ARG_FMT, message, at).with_hint(format!(
-                "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
-            ))
-        }
+        printf::FormatError::CountTooLarge { limit, .. } => Diagnostic::tagged(
+            ErrTag::D_PRINTF_ARG_FMT,
+            message,
+            at,
+        )
+        .with_hint(format!(
+            "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
+        )),
         _ => Diagnostic::tagged(ErrTag::D_SYNTAX, message, at),
     }
 }

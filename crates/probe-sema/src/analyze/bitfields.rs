@@ -53,7 +53,9 @@ impl Analyzer<'_> {
         let Some(btf) = self.btf.clone() else {
             return Ok(None);
         };
-        if matches!(&base.kind, ExprKind::Ident(n) if n == "args") || self.peel_xlate_inline(base).is_some() {
+        if matches!(&base.kind, ExprKind::Ident(n) if n == "args")
+            || self.peel_xlate_inline(base).is_some()
+        {
             return Ok(None);
         }
         // The struct's address and type id, without reporting anything: the usual member path
@@ -109,7 +111,12 @@ impl Analyzer<'_> {
 
     /// The address (`uint64_t`) and BTF id of the struct `base` names: `base` a pointer to it
     /// (`arrow`), or a struct variable or a struct place in memory.
-    fn struct_place(&mut self, base: &Expr, arrow: bool, cx: &mut ClauseCx) -> Option<(TExpr, u32)> {
+    fn struct_place(
+        &mut self,
+        base: &Expr,
+        arrow: bool,
+        cx: &mut ClauseCx,
+    ) -> Option<(TExpr, u32)> {
         let btf = self.btf.clone()?;
         if arrow {
             let b = self.expr(base, cx).ok()?;
@@ -149,7 +156,11 @@ impl Analyzer<'_> {
             TExprKind::Binary(
                 BinaryOp::Shl,
                 Box::new(convert(w, &wide)),
-                Box::new(mk(TExprKind::Int((64 - p.shift - p.bits) as u64), wide.clone(), span)),
+                Box::new(mk(
+                    TExprKind::Int((64 - p.shift - p.bits) as u64),
+                    wide.clone(),
+                    span,
+                )),
             ),
             wide.clone(),
             span,
@@ -209,9 +220,18 @@ impl Analyzer<'_> {
             Type::Ptr(Box::new(word.clone())),
             span,
         );
-        let old = convert(mk(TExprKind::Deref(Box::new(ptr)), word.clone(), span), &Type::U64);
+        let old = convert(
+            mk(TExprKind::Deref(Box::new(ptr)), word.clone(), span),
+            &Type::U64,
+        );
         let int = |v: u64| mk(TExprKind::Int(v), Type::U64, span);
-        let bin = |op, a: TExpr, b: TExpr| mk(TExprKind::Binary(op, Box::new(a), Box::new(b)), Type::U64, span);
+        let bin = |op, a: TExpr, b: TExpr| {
+            mk(
+                TExprKind::Binary(op, Box::new(a), Box::new(b)),
+                Type::U64,
+                span,
+            )
+        };
         let kept = bin(BinaryOp::BitAnd, old, int(!p.mask()));
         let placed = bin(
             BinaryOp::BitAnd,

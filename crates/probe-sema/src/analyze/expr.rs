@@ -600,7 +600,11 @@ impl Analyzer<'_> {
             )
         };
         if op == UnaryOp::AddrOf && self.bitfield_place(x, cx)?.is_some() {
-            return Err(self.err_at(ErrTag::D_ADDROF_BITFIELD, "cannot take address of bit-field", span));
+            return Err(self.err_at(
+                ErrTag::D_ADDROF_BITFIELD,
+                "cannot take address of bit-field",
+                span,
+            ));
         }
         let of_variable = variable(x)
             || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));

@@ -75,7 +75,11 @@ impl Analyzer<'_> {
         if m.name.is_empty() && k == Some(0) {
             return Ok(None);
         }
-        let shown = if m.name.is_empty() { "(anon)" } else { m.name.as_str() };
+        let shown = if m.name.is_empty() {
+            "(anon)"
+        } else {
+            m.name.as_str()
+        };
         let Some(k) = k.filter(|k| *k > 0) else {
             return Err(self.err_at(
                 ErrTag::D_DECL_BFCONST,

@@ -61,9 +61,7 @@ pub(super) fn map_expr(e: &Expr, f: &dyn Fn(&Expr) -> Option<Expr>) -> Expr {
             func_span: *func_span,
             args: args.iter().map(|a| map_expr(a, f)).collect(),
         },
-        ExprKind::Index(b, k) => {
-            ExprKind::Index(m(b), k.iter().map(|a| map_expr(a, f)).collect())
-        }
+        ExprKind::Index(b, k) => ExprKind::Index(m(b), k.iter().map(|a| map_expr(a, f)).collect()),
         ExprKind::Member {
             base,
             field,
@@ -365,14 +363,20 @@ impl Analyzer<'_> {
         if ptr && !arrow {
             return Err(self.err_at(
                 ErrTag::D_OP_SOU,
-                format!("operator `.` needs a structure; `{}` is a pointer: use `->`", tn.text),
+                format!(
+                    "operator `.` needs a structure; `{}` is a pointer: use `->`",
+                    tn.text
+                ),
                 span,
             ));
         }
         if !ptr && arrow {
             return Err(self.err_at(
                 ErrTag::D_OP_PTR,
-                format!("operator `->` needs a pointer; `{}` is a structure: use `.`", tn.text),
+                format!(
+                    "operator `->` needs a pointer; `{}` is a structure: use `.`",
+                    tn.text
+                ),
                 span,
             ));
         }
@@ -431,7 +435,12 @@ impl Analyzer<'_> {
 
     /// `xlate < T > (e).m[k]` (or `->m[k]`) with a constant `k` outside the array member `m`
     /// of T: DTrace's `D_ARR_BOUNDS`, checked against the member's declared length.
-    pub(super) fn xlate_index_bounds(&mut self, base: &Expr, idx: &[Expr], cx: &mut ClauseCx) -> R<()> {
+    pub(super) fn xlate_index_bounds(
+        &mut self,
+        base: &Expr,
+        idx: &[Expr],
+        cx: &mut ClauseCx,
+    ) -> R<()> {
         let ExprKind::Member { base: b, field, .. } = &base.kind else {
             return Ok(());
         };
@@ -441,7 +450,8 @@ impl Analyzer<'_> {
         let ExprKind::Xlate(tn, _) = &x.kind else {
             return Ok(());
         };
-        let (Ok((_, out_id, _)), [k], Some(btf)) = (self.xlate_output(tn), idx, self.btf.clone()) else {
+        let (Ok((_, out_id, _)), [k], Some(btf)) = (self.xlate_output(tn), idx, self.btf.clone())
+        else {
             return Ok(());
         };
         let Some((m, _)) = btf.member(out_id, field) else {
@@ -507,7 +517,11 @@ impl Analyzer<'_> {
     /// the translator defines, `v.m = 0` for the other integer and pointer members (a
     /// translated struct's untranslated members are zero). `None` for any other statement, or
     /// when the translation is wrong (the statement is then typed as it is, which reports it).
-    pub(super) fn expand_xlate_assignment(&mut self, s: &Stmt, cx: &mut ClauseCx) -> Option<Vec<Stmt>> {
+    pub(super) fn expand_xlate_assignment(
+        &mut self,
+        s: &Stmt,
+        cx: &mut ClauseCx,
+    ) -> Option<Vec<Stmt>> {
         let StmtKind::Expr(e) = &s.kind else {
             return None;
         };
