@@ -105,7 +105,7 @@ err_tags! {
     D_PRINTF_ARG_EXTRA => "more arguments than the format's conversions",
     D_PRINTF_ARG_FMT => "a format that is not a string constant, or a width or precision above the limit (a malformed conversion is D_SYNTAX, as in DTrace)",
     D_DECL_IDRED => "an identifier declared twice, or a built-in redeclared",
-    D_DECL_TYPERED => "a struct, union, enum or typedef defined twice",
+    D_DECL_TYPERED => "a struct, union or enum defined twice",
     D_DECL_LOCASSC => "a clause-local associative array",
     D_DECL_VOIDOBJ => "a variable, member or inline declared `void`",
     D_DECL_INCOMPLETE => "a member or variable of a struct or union type that is not (yet) defined",
