@@ -312,6 +312,9 @@ struct Analyzer<'a> {
     clause_strtok: bool,
     /// The program's translators, in definition order.
     translators: Vec<xlate::Translator>,
+    /// Names of the bit-field members of the type table, computed at the first member access
+    /// (so an access to any other name is not typed twice); see `bitfields.rs`.
+    bitfield_names: Option<(usize, std::collections::HashSet<String>)>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -339,6 +342,7 @@ impl<'a> Analyzer<'a> {
             d_enums: HashMap::new(),
             clause_strtok: false,
             translators: Vec::new(),
+            bitfield_names: None,
         }
     }
 

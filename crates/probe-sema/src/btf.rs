@@ -409,6 +409,20 @@ impl Btf {
         Some(bits / 8)
     }
 
+    /// The names of all bit-field members of all structs and unions of the table (one pass over
+    /// it): a member access whose name is not among them needs no bit-field handling.
+    pub fn bitfield_member_names(&self) -> std::collections::HashSet<String> {
+        let mut out = std::collections::HashSet::new();
+        for t in &self.types {
+            if let BtfType::Struct { members, .. } = t {
+                for m in members.iter().filter(|m| m.bitfield_size != 0) {
+                    out.insert(m.name.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Names of the members of struct/union `id` (anonymous members flattened), for suggestions.
     pub fn member_names(&self, id: u32) -> Vec<String> {
         let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else {

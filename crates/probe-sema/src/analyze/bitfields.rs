@@ -58,6 +58,23 @@ impl Analyzer<'_> {
         {
             return Ok(None);
         }
+        // Only a name some struct has as a bit-field can be one: other accesses skip typing
+        // their base here (it would be typed again by the usual path, at every level of an
+        // `a->b->c` chain). The set is rebuilt when the program's definitions grew the table.
+        if self
+            .bitfield_names
+            .as_ref()
+            .is_none_or(|(n, _)| *n != btf.len())
+        {
+            self.bitfield_names = Some((btf.len(), btf.bitfield_member_names()));
+        }
+        if !self
+            .bitfield_names
+            .as_ref()
+            .is_some_and(|(_, names)| names.contains(field))
+        {
+            return Ok(None);
+        }
         // The struct's address and type id, without reporting anything: the usual member path
         // reports the errors when this is not a bit-field.
         let quiet = std::mem::replace(&mut self.quiet, true);
