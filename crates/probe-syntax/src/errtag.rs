@@ -167,6 +167,8 @@ err_tags! {
     D_TRUNC_AGGARG => "trunc() given something that is not an aggregation",
     D_USTACK_FRAMES => "ustack()'s frame count is not a valid integer constant",
     D_PRINTA_PROTO => "printa() given a format and no aggregation",
+    D_LQUANT_BASETYPE => "lquantize()'s base is not an integer constant",
+    D_LQUANT_LIMTYPE => "lquantize()'s limit is not an integer constant",
     D_CG_DYN => "a statement whose value is a translated struct (`xlate < T * > (e);`)",
     D_OP_INCOMPLETE => "`->` or `.` applied to a struct or union that is only declared (a forward declaration)",
     D_DECL_BFCONST => "a bit-field width that is not a positive integer constant",

@@ -56,14 +56,22 @@ impl Analyzer<'_> {
                     return Err(arity(self, "3 to 5 arguments"));
                 }
                 // Oracle's dt_cg_agg_lquantize: base and limit are 32-bit values
-                // (D_LQUANT_BASEVAL, D_LQUANT_LIMVAL); the step a positive constant
-                // (D_LQUANT_STEPTYPE).
-                if n >= 4 && const_eval(&args[3]).is_none_or(|k| k <= 0) {
-                    return Err(self.err_at(
-                        ErrTag::D_LQUANT_STEPTYPE,
-                        "lquantize( ) argument #4 must be a non-zero positive integer constant",
-                        args[3].span,
-                    ));
+                // (D_LQUANT_BASEVAL, D_LQUANT_LIMVAL), the limit above the base, then the
+                // step a positive constant (D_LQUANT_STEPTYPE).
+                for (i, tag, what) in [
+                    (1, ErrTag::D_LQUANT_BASETYPE, "base"),
+                    (2, ErrTag::D_LQUANT_LIMTYPE, "limit"),
+                ] {
+                    if const_eval(&args[i]).is_none() {
+                        return Err(self.err_at(
+                            tag,
+                            format!(
+                                "lquantize( ) {what} (argument #{}) must be an integer constant",
+                                i + 1
+                            ),
+                            args[i].span,
+                        ));
+                    }
                 }
                 let base = konst(self, 1, "base")?;
                 let limit = konst(self, 2, "limit")?;
@@ -80,6 +88,14 @@ impl Analyzer<'_> {
                         ErrTag::D_LQUANT_LIMVAL,
                         format!("lquantize( ) limit ({limit}) must be a 32-bit quantity"),
                         args[2].span,
+                    ));
+                }
+                // A limit not above the base is reported first (D_LQUANT_MISMATCH, below).
+                if n >= 4 && limit > base && const_eval(&args[3]).is_none_or(|k| k <= 0) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_STEPTYPE,
+                        "lquantize( ) argument #4 must be a non-zero positive integer constant",
+                        args[3].span,
                     ));
                 }
                 let step = if n >= 4 { konst(self, 3, "step")? } else { 1 };
