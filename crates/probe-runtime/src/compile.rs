@@ -33,7 +33,7 @@ pub enum CompileError {
     #[error("the D program has syntax errors")]
     Syntax(Vec<Diagnostic>),
     /// The sources parse but hold no probe clause.
-    #[error("no probes specified: the program has no probe clauses (D_EMPTY)")]
+    #[error("no probes specified: the program has no probe clauses [D_EMPTY]")]
     NoClauses,
     /// The analysis rejected the program: every diagnostic (errors and warnings).
     #[error("the D program has errors")]

@@ -30,6 +30,7 @@ use std::collections::HashMap;
 
 mod actions;
 mod aggs;
+mod bitfields;
 mod calls;
 mod clauses;
 mod decls;
@@ -37,9 +38,11 @@ mod expr;
 mod member;
 mod names;
 mod options;
+mod procfs;
 pub use options::{parse_rate, parse_size};
 mod typedefs;
 mod vars;
+mod xlate;
 
 pub use clauses::PROBE_FIELD_LIMITS;
 pub use options::{STACKFRAMES_MAX, STRSIZE_MAX};
@@ -65,12 +68,16 @@ pub fn analyze(
 ) -> Result<CheckedProgram, Vec<Diagnostic>> {
     let mut a = Analyzer::new(catalog, opts);
     a.options(program);
+    if procfs::needs_procfs(program) {
+        a.load_procfs();
+    }
     for item in &program.items {
         match item {
             ast::Item::Decl(d) => a.declaration(d),
             ast::Item::Inline(d) => a.inline_definition(d),
             ast::Item::Depends(d) => a.depends_on(d),
             ast::Item::Type(t) => a.type_definition(t),
+            ast::Item::Translator(t) => a.translator_definition(t),
             _ => {}
         }
     }
@@ -122,7 +129,7 @@ pub fn needs_kernel_types(program: &ast::Program) -> bool {
     any_node(
         program,
         &|e| match &e.kind {
-            ExprKind::Ident(n) => n == "curthread",
+            ExprKind::Ident(n) => n == "curthread" || procfs::NAMES.contains(&n.as_str()),
             ExprKind::Member { base, arrow, .. } => {
                 !*arrow || !matches!(&base.kind, ExprKind::Ident(n) if n == "args")
             }
@@ -209,7 +216,7 @@ fn any_node(
         let w = |x: &Expr| walk(x, expr, ty);
         match &e.kind {
             ExprKind::Member { base, .. } => w(base),
-            ExprKind::Cast(t, x) => ty(t) || w(x),
+            ExprKind::Cast(t, x) | ExprKind::Xlate(t, x) => ty(t) || w(x),
             ExprKind::SizeofType(t) | ExprKind::Offsetof(t, _) => ty(t),
             ExprKind::Unary(_, x) | ExprKind::SizeofExpr(x) | ExprKind::Stringof(x) => w(x),
             ExprKind::IncDec { expr: x, .. } => w(x),
@@ -255,6 +262,9 @@ fn any_node(
                 .iter()
                 .any(|c| c.value.as_ref().is_some_and(|v| walk(v, expr, ty))),
         },
+        ast::Item::Translator(t) => {
+            ty(&t.output) || ty(&t.input) || t.members.iter().any(|m| walk(&m.value, expr, ty))
+        }
         ast::Item::Option(_) | ast::Item::Depends(_) => false,
     })
 }
@@ -303,6 +313,11 @@ struct Analyzer<'a> {
     /// The text of `/proc/kallsyms` (or why it could not be read), read at the first kernel
     /// symbol the program names and kept for the others.
     kallsyms: Option<Result<String, String>>,
+    /// The program's translators, in definition order.
+    translators: Vec<xlate::Translator>,
+    /// Names of the bit-field members of the type table, computed at the first member access
+    /// (so an access to any other name is not typed twice); see `bitfields.rs`.
+    bitfield_names: Option<(usize, std::collections::HashSet<String>)>,
 }
 
 impl<'a> Analyzer<'a> {
@@ -330,6 +345,8 @@ impl<'a> Analyzer<'a> {
             d_enums: HashMap::new(),
             clause_strtok: false,
             kallsyms: None,
+            translators: Vec::new(),
+            bitfield_names: None,
         }
     }
 

@@ -409,6 +409,20 @@ impl Btf {
         Some(bits / 8)
     }
 
+    /// The names of all bit-field members of all structs and unions of the table (one pass over
+    /// it): a member access whose name is not among them needs no bit-field handling.
+    pub fn bitfield_member_names(&self) -> std::collections::HashSet<String> {
+        let mut out = std::collections::HashSet::new();
+        for t in &self.types {
+            if let BtfType::Struct { members, .. } = t {
+                for m in members.iter().filter(|m| m.bitfield_size != 0) {
+                    out.insert(m.name.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Names of the members of struct/union `id` (anonymous members flattened), for suggestions.
     pub fn member_names(&self, id: u32) -> Vec<String> {
         let BtfType::Struct { members, .. } = self.get(self.resolve(id)) else {
@@ -472,11 +486,33 @@ impl Btf {
     /// all at 0), the size rounded up to the widest alignment. The name then refers to this
     /// definition (it shadows a kernel type of that name). Returns its id.
     pub fn define_struct(&mut self, name: &str, union: bool, members: &[(String, u32)]) -> u32 {
+        let fields: Vec<(String, u32, u32)> =
+            members.iter().map(|(n, t)| (n.clone(), *t, 0)).collect();
+        self.define_struct_bits(name, union, &fields)
+    }
+
+    /// [`Btf::define_struct`] with bit-fields: each member is (name, type id, width in bits, 0
+    /// for a member that is not a bit-field). A struct with a bit-field is laid out as DTrace's
+    /// CTF library lays out the types D declares (`ctf_add_member`): a bit-field's storage is
+    /// an integer of its width rounded up to 1, 2, 4 or 8 bytes, aligned to that size; each
+    /// member starts at the first byte after the previous member's last bit, rounded up to its
+    /// alignment; the struct ends at its last member's storage (no padding after it). So
+    /// `struct { int a : 1; int b : 3; }` is 2 bytes, `a` at byte 0 and `b` at byte 1.
+    pub fn define_struct_bits(
+        &mut self,
+        name: &str,
+        union: bool,
+        members: &[(String, u32, u32)],
+    ) -> u32 {
+        if members.iter().any(|m| m.2 != 0) {
+            return self.define_struct_ctf(name, union, members);
+        }
+        let members: Vec<(String, u32)> = members.iter().map(|(n, t, _)| (n.clone(), *t)).collect();
         let mut off = 0u32;
         let mut size = 0u32;
         let mut align = 1u32;
         let mut out = Vec::with_capacity(members.len());
-        for (mname, ty) in members {
+        for (mname, ty) in &members {
             let (msize, malign) = (self.size_of(*ty), self.align_of(*ty));
             align = align.max(malign);
             let at = if union {
@@ -499,6 +535,68 @@ impl Btf {
             size,
             union,
             members: out,
+        });
+        self.structs.insert(name.to_string(), id);
+        id
+    }
+
+    /// The CTF layout of [`Btf::define_struct_bits`] (a struct or union with bit-fields).
+    fn define_struct_ctf(
+        &mut self,
+        name: &str,
+        union: bool,
+        members: &[(String, u32, u32)],
+    ) -> u32 {
+        let mut end_bits = 0u32;
+        let mut size = 0u32;
+        let mut out = Vec::with_capacity(members.len());
+        for (mname, ty, bits) in members {
+            let (msize, malign) = if *bits != 0 {
+                let s = bits.div_ceil(8).next_power_of_two();
+                (s, s)
+            } else {
+                (self.size_of(*ty), self.align_of(*ty).max(1))
+            };
+            let at = if union {
+                0
+            } else {
+                end_bits.div_ceil(8).div_ceil(malign) * malign
+            };
+            out.push(BtfMember {
+                name: mname.clone(),
+                ty: *ty,
+                bit_offset: at.saturating_mul(8),
+                bitfield_size: *bits,
+            });
+            if !union {
+                let width = if *bits != 0 {
+                    *bits
+                } else {
+                    msize.saturating_mul(8)
+                };
+                end_bits = at.saturating_mul(8).saturating_add(width);
+            }
+            size = size.max(at.saturating_add(msize));
+        }
+        let id = self.push(BtfType::Struct {
+            name: name.to_string(),
+            size,
+            union,
+            members: out,
+        });
+        self.structs.insert(name.to_string(), id);
+        id
+    }
+
+    /// Declares struct `name` without a definition (a forward declaration, BTF `FWD`), unless a
+    /// struct of that name exists: the name then resolves to it until a definition replaces it.
+    /// Returns the type id the name refers to.
+    pub fn declare_forward(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.struct_id(name) {
+            return id;
+        }
+        let id = self.push(BtfType::Fwd {
+            name: name.to_string(),
         });
         self.structs.insert(name.to_string(), id);
         id

@@ -189,7 +189,6 @@ fn member_errors() {
     let out = run(
         "BEGIN {
 	a = curthread->pdi;
-	b = curthread->flags;
 	c = curthread->se;
 	d = pid->x;
 	e = ((struct nosuch *)arg0)->x;
@@ -206,29 +205,26 @@ t.d:2:17: error[D_TYPE_MEMBER]: struct task_struct has no member `pdi`
    2 | 	a = curthread->pdi;
      | 	               ^~~
 hint: did you mean `pid`?
-t.d:3:17: error[D_TYPE_MEMBER]: `flags` is a bitfield member, which D cannot read yet
-   3 | 	b = curthread->flags;
-     | 	               ^~~~~
-t.d:4:6: error[D_OP_SOU]: a `struct sched_entity` cannot be used as a value
-   4 | 	c = curthread->se;
+t.d:3:6: error[D_OP_SOU]: a `struct sched_entity` cannot be used as a value
+   3 | 	c = curthread->se;
      | 	    ^~~~~~~~~~~~~
 hint: read one of its members with `.member`
-t.d:5:6: error[D_OP_PTR]: operator `->` needs a pointer to a structure, not `int`
-   5 | 	d = pid->x;
+t.d:4:6: error[D_OP_PTR]: operator `->` needs a pointer to a structure, not `int`
+   4 | 	d = pid->x;
      | 	    ^~~
 hint: cast an address: ((struct task_struct *)addr)->pid
-t.d:6:8: error[D_TYPE_ERR]: the kernel has no type `struct nosuch *`
-   6 | 	e = ((struct nosuch *)arg0)->x;
+t.d:5:8: error[D_TYPE_ERR]: the kernel has no type `struct nosuch *`
+   5 | 	e = ((struct nosuch *)arg0)->x;
      | 	      ^~~~~~~~~~~~~~~
-t.d:7:6: error[D_OP_ARRFUN]: an array of type `uint32_t[4]` cannot be used as a value
-   7 | 	f = curthread->se.nr;
+t.d:6:6: error[D_OP_ARRFUN]: an array of type `uint32_t[4]` cannot be used as a value
+   6 | 	f = curthread->se.nr;
      | 	    ^~~~~~~~~~~~~~~~
 hint: read an element: a[i]
-t.d:8:10: error[D_OP_SOU]: cannot dereference a `struct task_struct *`
-   8 | 	g = 1 + *curthread;
+t.d:7:10: error[D_OP_SOU]: cannot dereference a `struct task_struct *`
+   7 | 	g = 1 + *curthread;
      | 	        ^~~~~~~~~~
-t.d:9:23: error[D_ARR_BADREF]: subscript 9 is out of range for an array of 4
-   9 | 	h = curthread->se.nr[9];
+t.d:8:23: error[D_ARR_BADREF]: subscript 9 is out of range for an array of 4
+   8 | 	h = curthread->se.nr[9];
      | 	                     ^
 "
     );
@@ -325,4 +321,18 @@ fn running_kernel_btf() {
         out.starts_with("clause 0 dtrace:::BEGIN\n  printf"),
         "{out}"
     );
+}
+
+#[test]
+fn bitfield_members_read_their_bits() {
+    // `unsigned int flags:3` at bit 896 (byte 112): a byte is loaded and its low 3 bits kept,
+    // zero-extended (shift left by 64 - 3, logical shift right by 64 - 3).
+    let out = run("BEGIN { b = curthread->flags; }", Some(kernel()));
+    assert!(
+        out.contains("(+ (cast curthread:struct:task_struct*):u64 112:u64):u64):u8*):u8"),
+        "{out}"
+    );
+    assert!(out.contains("(<< (cast "), "{out}");
+    assert!(out.contains("61:u64):u64 61:u64):u64"), "{out}");
+    assert!(out.contains("var b#0 Global: uint32_t"), "{out}");
 }

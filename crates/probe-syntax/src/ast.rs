@@ -58,6 +58,37 @@ pub enum Item {
     /// or inside a declaration, typedef or another definition; it comes before the items that
     /// use it.
     Type(TypeDef),
+    /// `translator OUTPUT < INPUT NAME > { member = expr; ... };` (guide, "Translators"): how
+    /// `xlate < OUTPUT > (e)` turns a value of type INPUT into a struct or union OUTPUT.
+    Translator(TranslatorDef),
+}
+
+/// A translator definition: `translator OUTPUT < INPUT PARAM > { MEMBER = EXPR; ... };`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranslatorDef {
+    /// The output type (a struct or union, checked by sema).
+    pub output: TypeName,
+    /// The input type.
+    pub input: TypeName,
+    /// The name that stands for the input value in the member expressions.
+    pub param: String,
+    /// Where `param` is written.
+    pub param_span: Span,
+    /// The member definitions, in order.
+    pub members: Vec<TranslatorMember>,
+    /// From the keyword to the closing `}`.
+    pub span: Span,
+}
+
+/// One member definition of a translator: `MEMBER = EXPR;`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TranslatorMember {
+    /// The member of the output type it defines.
+    pub name: String,
+    /// Where the name is written.
+    pub name_span: Span,
+    /// The expression (of the input parameter and globals) that gives its value.
+    pub value: Expr,
 }
 
 /// `struct NAME { members };`, `union NAME { ... };` or `enum [NAME] { A, B = 5, ... };`.
@@ -96,6 +127,9 @@ pub struct MemberDecl {
     pub name: String,
     /// `name[N]`: an array of N elements.
     pub array: Option<u64>,
+    /// `name : WIDTH`: a bit-field of WIDTH bits (a constant expression, checked by sema).
+    /// An unnamed bit-field (`int : 3;`) has an empty `name`.
+    pub bits: Option<Expr>,
     /// The declarator.
     pub span: Span,
 }
@@ -358,6 +392,10 @@ pub enum ExprKind {
     SizeofExpr(Box<Expr>),
     /// `stringof expr` / `stringof(expr)`.
     Stringof(Box<Expr>),
+    /// `xlate < TYPE > (expr)` (guide, "Translators"): `expr` translated to the struct or union
+    /// TYPE by the program's translator for expr's type; `xlate < TYPE * > (expr)` is a pointer
+    /// to the translated value (used with `->`).
+    Xlate(TypeName, Box<Expr>),
     /// `offsetof(struct T, member)`: the member's byte offset (guide, "Structs and Unions" →
     /// "Member Sizes and Offsets").
     Offsetof(TypeName, String),

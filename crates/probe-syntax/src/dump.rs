@@ -51,9 +51,10 @@ pub fn program(p: &Program) -> String {
                 TypeDefKind::Struct { union, members } => {
                     let ms: Vec<String> = members
                         .iter()
-                        .map(|m| match m.array {
-                            Some(n) => format!("({} {}[{n}])", m.ty.text, m.name),
-                            None => format!("({} {})", m.ty.text, m.name),
+                        .map(|m| match (m.array, &m.bits) {
+                            (Some(n), _) => format!("({} {}[{n}])", m.ty.text, m.name),
+                            (None, Some(w)) => format!("({} {} : {})", m.ty.text, m.name, expr(w)),
+                            (None, None) => format!("({} {})", m.ty.text, m.name),
                         })
                         .collect();
                     let kw = if *union { "union" } else { "struct" };
@@ -75,6 +76,21 @@ pub fn program(p: &Program) -> String {
             }
             Item::Inline(d) => {
                 let _ = writeln!(out, "(inline {} {} {})", d.ty.text, d.name, expr(&d.value));
+            }
+            Item::Translator(t) => {
+                let ms: Vec<String> = t
+                    .members
+                    .iter()
+                    .map(|m| format!("({} {})", m.name, expr(&m.value)))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "(translator {} ({} {}) {})",
+                    t.output.text,
+                    t.input.text,
+                    t.param,
+                    ms.join(" ")
+                );
             }
             Item::Clause(c) => {
                 let probes: Vec<String> = c
@@ -194,6 +210,7 @@ pub fn expr(e: &Expr) -> String {
         ExprKind::SizeofExpr(x) => format!("(sizeof {})", expr(x)),
         ExprKind::Stringof(x) => format!("(stringof {})", expr(x)),
         ExprKind::Offsetof(t, m) => format!("(offsetof {} {m})", t.text),
+        ExprKind::Xlate(t, x) => format!("(xlate {} {})", t.text, expr(x)),
         ExprKind::Call { func, args, .. } => {
             let mut s = format!("(call {func}");
             for a in args {

@@ -208,6 +208,16 @@ struct Parser<'s> {
     comma_rest: Vec<Stmt>,
 }
 
+/// The type names of Sightline's built-in D library (probe-sema's `procfs.d`): DTrace's
+/// process model types, `typedef struct psinfo psinfo_t;` and `typedef struct lwpsinfo
+/// lwpsinfo_t;`, known to every program as DTrace's `procfs.d` library makes them.
+fn builtin_typedefs() -> std::collections::HashMap<String, (BaseType, u8)> {
+    [("psinfo_t", "psinfo"), ("lwpsinfo_t", "lwpsinfo")]
+        .into_iter()
+        .map(|(t, s)| (t.to_string(), (BaseType::Struct(s.to_string()), 0)))
+        .collect()
+}
+
 /// Deepest nesting of expressions/statements accepted (far beyond any real script).
 const MAX_DEPTH: u32 = 100;
 
@@ -224,7 +234,7 @@ impl<'s> Parser<'s> {
             diags,
             no_slash: false,
             depth: 0,
-            typedefs: std::collections::HashMap::new(),
+            typedefs: builtin_typedefs(),
             pending_types: Vec::new(),
             anon_types: 0,
             comma_rest: Vec::new(),
@@ -335,9 +345,14 @@ impl<'s> Parser<'s> {
                     Ok(d) => items.push(Item::Inline(d)),
                     Err(Reported) => self.recover_statement(),
                 },
+                Tok::Ident(w) if w == "translator" => match self.translator_definition() {
+                    Ok(d) => items.push(Item::Translator(d)),
+                    Err(Reported) => self.recover_statement(),
+                },
                 Tok::Ident(w)
                     if self.is_type(w)
-                        || ((w == "self" || w == "this") && self.next_is_type_word()) =>
+                        || ((w == "self" || w == "this")
+                            && matches!(peek_after(&self.lexer), Tok::Ident(_))) =>
                 {
                     match self.declaration() {
                         Ok(ds) => items.extend(ds.into_iter().map(Item::Decl)),
@@ -382,8 +397,9 @@ impl<'s> Parser<'s> {
         self.bump();
         self.expect_punct(";", "after the typedef")?;
         if self.typedefs.contains_key(&name) {
+            // DTrace's dt_decl.c: "typedef redeclared" is D_DECL_IDRED.
             self.diags.push(Diagnostic::tagged(
-                ErrTag::D_DECL_TYPERED,
+                ErrTag::D_DECL_IDRED,
                 format!("type `{name}` is already defined"),
                 span,
             ));
@@ -391,10 +407,6 @@ impl<'s> Parser<'s> {
         }
         self.typedefs.insert(name, (ty.base, ty.pointer));
         Ok(())
-    }
-
-    fn next_is_type_word(&self) -> bool {
-        matches!(peek_after(&self.lexer), Tok::Ident(w) if self.is_type(&w))
     }
 
     /// directive := `#pragma D option NAME[=VALUE]` | other pragmas (ignored with a warning)
@@ -567,8 +579,32 @@ impl<'s> Parser<'s> {
         } else {
             DeclScope::Global
         };
+        if scope != DeclScope::Global && (self.is_ident("self") || self.is_ident("this")) {
+            self.diags.push(Diagnostic::tagged(
+                ErrTag::D_DECL_CLASS,
+                "more than one storage class specified",
+                self.tok.span,
+            ));
+            return Err(Reported);
+        }
         let defined = self.pending_types.len();
-        let ty = self.type_name()?;
+        let implicit_int = scope != DeclScope::Global
+            && matches!(&self.tok.tok, Tok::Ident(n) if !self.is_type(n) && !is_reserved(n));
+        let ty = if implicit_int {
+            // `self x;`: a declaration without a type declares an `int`, as in DTrace (and
+            // C's implicit int).
+            TypeName {
+                base: BaseType::Int {
+                    bytes: 4,
+                    signed: true,
+                },
+                pointer: 0,
+                text: "int".into(),
+                span: self.after_prev(),
+            }
+        } else {
+            self.type_name()?
+        };
         if scope == DeclScope::Global && self.pending_types.len() > defined && self.is_punct(";") {
             // `struct s { ... };` or `enum e { ... };`: a definition and no variable.
             self.bump();
@@ -578,6 +614,16 @@ impl<'s> Parser<'s> {
         loop {
             let name = match &self.tok.tok {
                 Tok::Ident(n) if !is_reserved(n) => n.clone(),
+                // A second type after the first (`struct a { ... } struct b { ... };`, a
+                // definition missing its `;`): DTrace's "invalid type combination".
+                Tok::Ident(n) if self.is_type(n) => {
+                    self.diags.push(Diagnostic::tagged(
+                        ErrTag::D_DECL_COMBO,
+                        format!("invalid type combination: `{}` followed by `{n}`", ty.text),
+                        self.tok.span,
+                    ));
+                    return Err(Reported);
+                }
                 _ => {
                     return Err(self.error_here(format!(
                         "expected a variable name, found {}",
@@ -603,6 +649,22 @@ impl<'s> Parser<'s> {
                 }
                 self.expect_punct("]", "after the array dimension")?;
                 array = Some(lit.value);
+            } else if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Punct("]")) {
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_DECL_ARRNULL,
+                    format!(
+                        "array declaration requires array dimension or tuple signature: {name}"
+                    ),
+                    self.tok.span,
+                ));
+                return Err(Reported);
+            } else if self.is_punct("[") && matches!(peek_after(&self.lexer), Tok::Punct("-")) {
+                self.diags.push(Diagnostic::tagged(
+                    ErrTag::D_DECL_ARRSUB,
+                    "positive integral constant expression or tuple signature expected as array declaration subscript",
+                    self.tok.span,
+                ));
+                return Err(Reported);
             } else if self.eat_punct("[") {
                 loop {
                     keys.push(self.type_name()?);
@@ -660,6 +722,58 @@ impl<'s> Parser<'s> {
             ty,
             name,
             value,
+            span: start.to(end),
+        })
+    }
+
+    /// translator-definition := `translator` type-name `<` type-name IDENT `>`
+    ///   `{` (IDENT `=` expression `;`)* `}` `;`   (guide, "Translators")
+    fn translator_definition(&mut self) -> PResult<TranslatorDef> {
+        let start = self.bump().span;
+        let output = self.type_name()?;
+        self.expect_punct("<", "before the translator's input type")?;
+        let input = self.type_name()?;
+        let (param, param_span) = match &self.tok.tok {
+            Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+            _ => {
+                return Err(self.error_here(format!(
+                    "expected a name for the translator's input, found {}",
+                    self.tok.tok.describe()
+                )));
+            }
+        };
+        self.bump();
+        self.expect_punct(">", "after the translator's input")?;
+        self.expect_punct("{", "to start the translator's members")?;
+        let mut members = Vec::new();
+        while !self.is_punct("}") {
+            let (name, name_span) = match &self.tok.tok {
+                Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                _ => {
+                    return Err(self.error_here(format!(
+                        "expected a member name in the translator, found {}",
+                        self.tok.tok.describe()
+                    )));
+                }
+            };
+            self.bump();
+            self.expect_punct("=", "after the translator member's name")?;
+            let value = self.nested(|p| p.expression())?;
+            self.expect_punct(";", "after the translator member's value")?;
+            members.push(TranslatorMember {
+                name,
+                name_span,
+                value,
+            });
+        }
+        self.bump();
+        let end = self.expect_punct(";", "after the translator definition")?;
+        Ok(TranslatorDef {
+            output,
+            input,
+            param,
+            param_span,
+            members,
             span: start.to(end),
         })
     }
@@ -1323,6 +1437,20 @@ impl<'s> Parser<'s> {
                     span: start.to(end),
                 })
             }
+            Tok::Ident(w) if w == "xlate" => {
+                self.bump();
+                self.expect_punct("<", "after `xlate`")?;
+                let ty = self.type_name()?;
+                self.expect_punct(">", "after the type in `xlate`")?;
+                self.expect_punct("(", "before the value to translate")?;
+                let e = self.nested(|p| p.expression())?;
+                let end = self.expect_punct(")", "after the value to translate")?;
+                let x = Expr {
+                    kind: ExprKind::Xlate(ty, Box::new(e)),
+                    span: start.to(end),
+                };
+                self.postfix_on(x)
+            }
             Tok::Ident(w) if w == "stringof" => {
                 self.bump();
                 let e = self.unary_expression()?;
@@ -1339,7 +1467,12 @@ impl<'s> Parser<'s> {
     /// postfix-expression := primary-expression { `[` argument-list `]` | `(` argument-list `)`
     ///   | `->` IDENT | `.` IDENT | `++` | `--` }
     fn postfix_expression(&mut self) -> PResult<Expr> {
-        let mut e = self.primary_expression()?;
+        let e = self.primary_expression()?;
+        self.postfix_on(e)
+    }
+
+    /// The postfix operators that follow `e` (see [`Parser::postfix_expression`]).
+    fn postfix_on(&mut self, mut e: Expr) -> PResult<Expr> {
         let mut chain = 0u32;
         loop {
             chain += 1;
@@ -1592,6 +1725,27 @@ impl<'s> Parser<'s> {
             words.push(w.clone());
             self.bump();
         }
+        if !words.is_empty()
+            && matches!(&self.tok.tok, Tok::Ident(w) if matches!(w.as_str(), "struct" | "union" | "enum"))
+        {
+            // `long struct s`, `unsigned union u`: DTrace's dt_decl.c checks.
+            let has = |w: &str| words.iter().any(|x| x == w);
+            let (tag, msg) = if has("long") {
+                (
+                    ErrTag::D_DECL_LONGINT,
+                    "invalid type declaration: long and long long may only be used with integer or floating-point type",
+                )
+            } else if has("signed") || has("unsigned") {
+                (
+                    ErrTag::D_DECL_SIGNINT,
+                    "invalid type declaration: signed and unsigned may only be used with integer type",
+                )
+            } else {
+                (ErrTag::D_DECL_COMBO, "invalid type combination")
+            };
+            self.diags.push(Diagnostic::tagged(tag, msg, self.tok.span));
+            return Err(Reported);
+        }
         if words.is_empty() {
             let found = self.tok.tok.describe();
             return Err(self.error_here(format!("expected a type name, found {found}")));
@@ -1612,7 +1766,18 @@ impl<'s> Parser<'s> {
             }
         );
         let Some(base) = base_type(&words) else {
-            self.diags.push(Diagnostic::error(
+            // The finer tags of DTrace's dt_decl.c for the combinations it refuses.
+            let has = |w: &str| words.iter().any(|x| x == w);
+            let attr = has("short") || has("long") || has("signed") || has("unsigned");
+            let tag = if has("void") && attr {
+                ErrTag::D_DECL_VOIDATTR
+            } else if has("char") && (has("short") || has("long")) {
+                ErrTag::D_DECL_CHARATTR
+            } else {
+                ErrTag::D_DECL_COMBO
+            };
+            self.diags.push(Diagnostic::tagged(
+                tag,
                 format!("invalid type `{}`", words.join(" ")),
                 span,
             ));
@@ -1641,6 +1806,10 @@ impl Parser<'_> {
                 return Err(r);
             }
         };
+        if members.is_empty() {
+            // C's grammar (and D's) needs at least one member.
+            return Err(self.error_here("syntax error near `}`: a struct or union needs a member"));
+        }
         let end = self.bump().span;
         self.pending_types.push(TypeDef {
             name: name.to_string(),
@@ -1684,6 +1853,8 @@ impl Parser<'_> {
             loop {
                 let (mname, mspan) = match &self.tok.tok {
                     Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),
+                    // An unnamed bit-field: `int : 3;`.
+                    Tok::Punct(":") => (String::new(), self.tok.span),
                     _ => {
                         let found = self.tok.tok.describe();
                         return Err(
@@ -1691,7 +1862,9 @@ impl Parser<'_> {
                         );
                     }
                 };
-                self.bump();
+                if !mname.is_empty() {
+                    self.bump();
+                }
                 let mut array = None;
                 if self.eat_punct("[") {
                     let n = match &self.tok.tok {
@@ -1707,21 +1880,15 @@ impl Parser<'_> {
                     self.expect_punct("]", "after the array size")?;
                     array = Some(n);
                 }
-                if self.is_punct(":") {
-                    self.diags.push(
-                        Diagnostic::tagged(
-                            ErrTag::D_SYNTAX,
-                            "bit-field members are not supported",
-                            self.tok.span,
-                        )
-                        .with_hint("declare the member as a whole integer"),
-                    );
-                    return Err(Reported);
+                let mut bits = None;
+                if array.is_none() && self.eat_punct(":") {
+                    bits = Some(self.nested(|p| p.expr_bp(bp::LOG_OR))?);
                 }
                 members.push(MemberDecl {
                     ty: ty.clone(),
                     name: mname,
                     array,
+                    bits,
                     span: mspan.to(self.after_prev()),
                 });
                 if !self.eat_punct(",") {
@@ -1793,6 +1960,9 @@ impl Parser<'_> {
     fn enumerators(&mut self) -> PResult<Vec<EnumConst>> {
         {
             let mut consts = Vec::new();
+            if self.is_punct("}") {
+                return Err(self.error_here("syntax error near `}`: an enum needs an enumerator"));
+            }
             while !self.is_punct("}") {
                 let (cname, cspan) = match &self.tok.tok {
                     Tok::Ident(n) if !is_reserved(n) => (n.clone(), self.tok.span),

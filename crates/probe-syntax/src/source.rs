@@ -76,6 +76,12 @@ impl SourceFile {
         SourceFile::with_base(name.into(), text.into(), 0)
     }
 
+    /// A file whose spans start at global offset `base`, outside any [`SourceMap`] (a built-in
+    /// library parsed on its own; its spans must not overlap the program's files).
+    pub fn at(name: impl Into<String>, text: impl Into<String>, base: u32) -> SourceFile {
+        SourceFile::with_base(name.into(), text.into(), base)
+    }
+
     fn with_base(name: String, text: String, base: u32) -> SourceFile {
         let mut line_starts = vec![0u32];
         for (i, b) in text.bytes().enumerate() {

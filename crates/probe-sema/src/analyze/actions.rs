@@ -102,6 +102,14 @@ impl Analyzer<'_> {
                     ExprKind::Str(_) => (Some(self.format_string(&args[0], func)?), &args[1..]),
                     _ => (None, args),
                 };
+                if rest.is_empty() && format.is_some() {
+                    // A format and no aggregation: DTrace's printa( ) prototype mismatch.
+                    return Err(self.err_at(
+                        ErrTag::D_PRINTA_PROTO,
+                        "printa( ) prototype mismatch: 1 args passed, 2 expected",
+                        span,
+                    ));
+                }
                 if rest.is_empty() {
                     return Err(arity(
                         self,
@@ -165,7 +173,11 @@ impl Analyzer<'_> {
                 if n != 1 {
                     return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
                 }
-                let id = self.agg_ref(&args[0])?;
+                let id = if func == "clear" {
+                    self.agg_ref(&args[0])?
+                } else {
+                    self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?
+                };
                 Ok(if func == "clear" {
                     Action::Clear(id)
                 } else {
@@ -180,7 +192,7 @@ impl Analyzer<'_> {
                         "trunc(@a) or trunc(@a, n)",
                     ));
                 }
-                let agg = self.agg_ref(&args[0])?;
+                let agg = self.agg_ref_tagged(&args[0], ErrTag::D_TRUNC_AGGARG)?;
                 let keep = match args.get(1) {
                     Some(k) => Some(convert(self.int_expr(k, cx, "trunc() count")?, &Type::I64)),
                     None => None,
@@ -191,7 +203,7 @@ impl Analyzer<'_> {
                 if n != 2 {
                     return Err(arity(self, "two arguments", "normalize(@a, n)"));
                 }
-                let agg = self.agg_ref(&args[0])?;
+                let agg = self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?;
                 let f = self.int_expr(&args[1], cx, "normalize() factor")?;
                 Ok(Action::Normalize {
                     agg,
@@ -456,7 +468,13 @@ impl Analyzer<'_> {
             )
             .with_label(fmt_expr.span, "format")
             .with_code(if args.len() < slots.len() {
-                ErrTag::D_PRINTF_ARG_PROTO
+                // A missing `*` width or precision is DTrace's D_PRINTF_DYN_PROTO.
+                match slots[args.len()] {
+                    printf::ArgSlot::Width { .. } | printf::ArgSlot::Precision { .. } => {
+                        ErrTag::D_PRINTF_DYN_PROTO
+                    }
+                    _ => ErrTag::D_PRINTF_ARG_PROTO,
+                }
             } else {
                 ErrTag::D_PRINTF_ARG_EXTRA
             })
@@ -470,6 +488,26 @@ impl Analyzer<'_> {
         let convs: Vec<&printf::Conversion> = printf::conversions(&pieces).collect();
         let mut out = Vec::new();
         for (i, (slot, arg)) in slots.iter().zip(args).enumerate() {
+            if let ArgSlot::Width { conv } | ArgSlot::Precision { conv } = *slot
+                && !arg.ty.is_integral()
+            {
+                // DTrace's dt_printf_validate: a `*` argument must be an integer.
+                let which = if matches!(slot, ArgSlot::Width { .. }) {
+                    "*"
+                } else {
+                    ".*"
+                };
+                return Err(self.err_at(
+                    ErrTag::D_PRINTF_DYN_TYPE,
+                    format!(
+                        "{func}( ) argument #{} is incompatible with conversion #{} prototype: \"{which}\" needs an integer, not `{}`",
+                        i + 2,
+                        conv + 1,
+                        arg.ty
+                    ),
+                    arg.span,
+                ));
+            }
             let (kind, name) = match *slot {
                 ArgSlot::Width { conv } | ArgSlot::Precision { conv } => {
                     (ArgKind::Int, format!("*{}", convs[conv].name))
@@ -578,14 +616,20 @@ impl Analyzer<'_> {
     }
 }
 
-/// The diagnostic for a format that does not parse; a width or precision over the limit gets a hint.
+/// The diagnostic for a format that does not parse: `D_SYNTAX`, as DTrace's dt_printf_create
+/// reports a malformed conversion; a width or precision over the limit (Sightline's own bound)
+/// is `D_PRINTF_ARG_FMT` with a hint.
 fn format_diagnostic(message: String, at: Span, e: &printf::FormatError) -> Diagnostic {
-    let d = Diagnostic::tagged(ErrTag::D_PRINTF_ARG_FMT, message, at);
     match e {
-        printf::FormatError::CountTooLarge { limit, .. } => d.with_hint(format!(
+        printf::FormatError::CountTooLarge { limit, .. } => Diagnostic::tagged(
+            ErrTag::D_PRINTF_ARG_FMT,
+            message,
+            at,
+        )
+        .with_hint(format!(
             "widths and precisions are at most {limit} characters (a `*` value above it is clamped)"
         )),
-        _ => d,
+        _ => Diagnostic::tagged(ErrTag::D_SYNTAX, message, at),
     }
 }
 

@@ -55,8 +55,49 @@ impl Analyzer<'_> {
                 if !(3..=5).contains(&n) {
                     return Err(arity(self, "3 to 5 arguments"));
                 }
+                // Oracle's dt_cg_agg_lquantize: base and limit are 32-bit values
+                // (D_LQUANT_BASEVAL, D_LQUANT_LIMVAL), the limit above the base, then the
+                // step a positive constant (D_LQUANT_STEPTYPE).
+                for (i, tag, what) in [
+                    (1, ErrTag::D_LQUANT_BASETYPE, "base"),
+                    (2, ErrTag::D_LQUANT_LIMTYPE, "limit"),
+                ] {
+                    if const_eval(&args[i]).is_none() {
+                        return Err(self.err_at(
+                            tag,
+                            format!(
+                                "lquantize( ) {what} (argument #{}) must be an integer constant",
+                                i + 1
+                            ),
+                            args[i].span,
+                        ));
+                    }
+                }
                 let base = konst(self, 1, "base")?;
                 let limit = konst(self, 2, "limit")?;
+                let int32 = |v: i64| (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&v);
+                if !int32(base) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_BASEVAL,
+                        format!("lquantize( ) base ({base}) must be a 32-bit quantity"),
+                        args[1].span,
+                    ));
+                }
+                if !int32(limit) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_LIMVAL,
+                        format!("lquantize( ) limit ({limit}) must be a 32-bit quantity"),
+                        args[2].span,
+                    ));
+                }
+                // A limit not above the base is reported first (D_LQUANT_MISMATCH, below).
+                if n >= 4 && limit > base && const_eval(&args[3]).is_none_or(|k| k <= 0) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_STEPTYPE,
+                        "lquantize( ) argument #4 must be a non-zero positive integer constant",
+                        args[3].span,
+                    ));
+                }
                 let step = if n >= 4 { konst(self, 3, "step")? } else { 1 };
                 AggFunc::Lquantize { base, limit, step }
             }
@@ -338,6 +379,15 @@ impl Analyzer<'_> {
             )
             .with_label(first, "first used here"),
         ))
+    }
+
+    /// [`Self::agg_ref`] where an argument that is no aggregation has tag `tag` (DTrace's
+    /// D_NORMALIZE_AGGARG for normalize()/denormalize(), D_TRUNC_AGGARG for trunc()).
+    pub(super) fn agg_ref_tagged(&mut self, e: &Expr, tag: ErrTag) -> R<AggId> {
+        if matches!(e.kind, ExprKind::AggRef(_)) {
+            return self.agg_ref(e);
+        }
+        Err(self.err_at(tag, "expected an aggregation such as `@a`", e.span))
     }
 
     pub(super) fn agg_ref(&mut self, e: &Expr) -> R<AggId> {

@@ -501,7 +501,12 @@ impl Analyzer<'_> {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,
                         _ => return Err(self.err_at(
-                            ErrTag::D_STACK_SIZE,
+                            // Oracle's dt_cg: ustack()'s frames are D_USTACK_FRAMES.
+                            if user {
+                                ErrTag::D_USTACK_FRAMES
+                            } else {
+                                ErrTag::D_STACK_SIZE
+                            },
                             format!(
                                 "{func}() frame count must be an integer constant from 1 to 1024"
                             ),

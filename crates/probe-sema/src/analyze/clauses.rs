@@ -422,6 +422,16 @@ impl Analyzer<'_> {
 
     pub(super) fn prepass_stmts(&mut self, stmts: &[Stmt], cx: &ClauseCx) {
         for s in stmts {
+            let mut cx2 = ClauseCx {
+                probes: cx.probes.clone(),
+                locals: Vec::new(),
+                prepass: cx.prepass,
+                in_predicate: false,
+            };
+            if let Some(expanded) = self.expand_xlate_assignment(s, &mut cx2) {
+                self.prepass_stmts(&expanded, cx);
+                continue;
+            }
             match &s.kind {
                 StmtKind::Expr(e) => {
                     let mut cx2 = ClauseCx {
@@ -457,6 +467,10 @@ impl Analyzer<'_> {
     fn stmts(&mut self, stmts: &[Stmt], cx: &mut ClauseCx) -> Vec<TStmt> {
         let mut out = Vec::new();
         for s in stmts {
+            if let Some(expanded) = self.expand_xlate_assignment(s, cx) {
+                out.extend(self.stmts(&expanded, cx));
+                continue;
+            }
             if let Ok(Some(t)) = self.stmt(s, cx) {
                 out.push(t);
             }
@@ -486,6 +500,11 @@ impl Analyzer<'_> {
             }
             StmtKind::Aggregate(a) => self.aggregate(a, s.span, cx)?,
             StmtKind::Expr(e) => {
+                if let Some(x) = self.peel_xlate_inline(e)
+                    && let ExprKind::Xlate(tn, input) = &x.kind
+                {
+                    return Err(self.xlate_statement(tn, input, cx));
+                }
                 if let ExprKind::Ternary(c, a, b) = &e.kind {
                     // DTrace folds a conditional whose condition is a constant, so the arm that
                     // stays is the statement: the toolkit's `OPT_x ? printf(...) : 1;` may put an

@@ -82,7 +82,13 @@ impl Analyzer<'_> {
     }
 
     pub(super) fn inline_definition(&mut self, d: &ast::InlineDef) {
-        let Ok(ty) = self.type_of_name(&d.ty) else {
+        // A struct type is a value type only for a translation (`inline psinfo_t p = xlate<...>`).
+        let ty = if matches!(d.value.kind, ExprKind::Xlate(..)) {
+            self.value_type_of_name(&d.ty)
+        } else {
+            self.type_of_name(&d.ty)
+        };
+        let Ok(ty) = ty else {
             return;
         };
         if matches!(ty, Type::Void) {

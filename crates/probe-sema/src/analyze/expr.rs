@@ -205,7 +205,10 @@ impl Analyzer<'_> {
                 }
                 let a = self.expr(a, cx)?;
                 let b = self.expr(b, cx)?;
-                let ty = if a.ty.is_integral() && b.ty.is_integral() {
+                let ty = if matches!(a.ty, Type::Ptr(_)) && a.ty == b.ty {
+                    // Two pointers of one type keep it (`p != NULL ? p : (T *)-1`).
+                    a.ty.clone()
+                } else if a.ty.is_integral() && b.ty.is_integral() {
                     usual_arithmetic(&a.ty, &b.ty).unwrap_or(Type::I64)
                 } else if a.ty == b.ty {
                     a.ty.clone()
@@ -219,6 +222,17 @@ impl Analyzer<'_> {
                 let (a, b) = (convert(a, &ty), convert(b, &ty));
                 Ok(mk(TExprKind::Ternary(Box::new(c), Box::new(a), Box::new(b)), ty, span))
             }
+            ExprKind::Cast(tn, x) if matches!(&x.kind, ExprKind::Xlate(t, _) if t.pointer > 0) => Err(self.err_at(
+                ErrTag::D_CAST_INVAL,
+                format!("invalid cast expression: \"pointer to translated data\" to \"{}\"", tn.text),
+                span,
+            )),
+            ExprKind::Xlate(tn, x) => self.xlate_value(tn, x, span, cx),
+            ExprKind::Cast(tn, _) if matches!(tn.base, BaseType::Struct(_)) && tn.pointer == 0 => Err(self.err_at(
+                ErrTag::D_CAST_INVAL,
+                format!("invalid cast expression: a value cannot be cast to `{}`", tn.text),
+                span,
+            )),
             ExprKind::Cast(tn, x) => {
                 let target = self.type_of_name(tn)?;
                 let x = self.expr(x, cx)?;
@@ -254,6 +268,9 @@ impl Analyzer<'_> {
                 if let ExprKind::Str(lit) = &x.kind {
                     return Ok(mk(TExprKind::Int(lit.len() as u64 + 1), Type::U64, span));
                 }
+                if self.bitfield_place(x, cx)?.is_some() {
+                    return Err(self.err_at(ErrTag::D_SIZEOF_BITFIELD, "cannot apply sizeof to a bit-field", span));
+                }
                 let t = self.expr(x, cx)?;
                 Ok(mk(TExprKind::Int(t.ty.size(self.options.strsize) as u64), Type::U64, span))
             }
@@ -271,6 +288,9 @@ impl Analyzer<'_> {
                 let Some(id) = btf.struct_id(name) else {
                     return Err(self.err_at(ErrTag::D_TYPE_ERR, format!("the kernel has no type `{}`", tn.text), tn.span));
                 };
+                if btf.member(id, member).is_some_and(|(m, _)| m.bitfield_size != 0) {
+                    return Err(self.err_at(ErrTag::D_OFFSETOF_BITFIELD, format!("cannot take offset of a bit-field: {member}"), span));
+                }
                 let (addr, _) = self.member_place(&btf, mk(TExprKind::Int(0), Type::U64, tn.span), id, name, member, span)?;
                 let off = const_eval(&addr).unwrap_or(0) as u64;
                 Ok(mk(TExprKind::Int(off), Type::U64, span))
@@ -579,6 +599,13 @@ impl Analyzer<'_> {
                     | ExprKind::AggRef(_)
             )
         };
+        if op == UnaryOp::AddrOf && self.bitfield_place(x, cx)?.is_some() {
+            return Err(self.err_at(
+                ErrTag::D_ADDROF_BITFIELD,
+                "cannot take address of bit-field",
+                span,
+            ));
+        }
         let of_variable = variable(x)
             || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));
         if op == UnaryOp::AddrOf && of_variable {

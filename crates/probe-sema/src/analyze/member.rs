@@ -14,6 +14,11 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(x) = self.peel_xlate_inline(base)
+            && let ExprKind::Xlate(tn, input) = &x.kind
+        {
+            return self.xlate_member(tn, input, field, field_span, arrow, span, cx);
+        }
         let is_args = matches!(&base.kind, ExprKind::Ident(n) if n == "args");
         if !is_args {
             if self.btf.is_some() {
@@ -26,6 +31,9 @@ impl Analyzer<'_> {
                     },
                     span,
                 };
+                if let Some(p) = self.bitfield_place(&whole, cx)? {
+                    return Ok(self.bitfield_load(&p, span));
+                }
                 if let Some((addr, tid)) = self.place(&whole, cx)? {
                     return self.load(addr, tid, span);
                 }
@@ -156,6 +164,13 @@ impl Analyzer<'_> {
                     ));
                 };
                 let (id, name) = (*id, name.clone());
+                if let crate::btf::BtfType::Fwd { .. } = btf.get(btf.resolve(id)) {
+                    return Err(self.err_at(
+                        ErrTag::D_OP_INCOMPLETE,
+                        format!("operator -> cannot be applied to a forward declaration: no struct {name} definition is available"),
+                        base.span,
+                    ));
+                }
                 let addr = convert(b, &Type::U64);
                 self.member_place(&btf, addr, id, &name, field, *field_span)
                     .map(Some)
@@ -222,8 +237,9 @@ impl Analyzer<'_> {
                         .with_hint("a computed subscript works on integer or pointer elements: v.arr[i]"),
                     ));
                 }
+                // A flexible array member (`struct upid numbers[]`, length 0) takes any index.
                 if let Some(k) = const_eval(&i)
-                    && (k < 0 || k >= len as i128)
+                    && (k < 0 || (len > 0 && k >= len as i128))
                 {
                     return Err(self.err_at(
                         ErrTag::D_ARR_BADREF,

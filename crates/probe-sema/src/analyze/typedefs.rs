@@ -30,12 +30,13 @@ impl Analyzer<'_> {
             );
             return;
         }
-        let mut fields: Vec<(String, u32)> = Vec::new();
+        let mut fields: Vec<(String, u32, u32)> = Vec::new();
         for m in members {
-            if fields.iter().any(|(n, _)| *n == m.name) {
+            if !m.name.is_empty() && fields.iter().any(|(n, _, _)| *n == m.name) {
+                // DTrace's CTF library refuses it: "failed to define member", D_UNKNOWN.
                 self.err_at(
-                    ErrTag::D_DECL_IDRED,
-                    format!("member `{}` is declared twice in {kw} {}", m.name, t.name),
+                    ErrTag::D_UNKNOWN,
+                    format!("failed to define member '{}' of {kw} {}: Duplicate member or variable name", m.name, t.name),
                     m.span,
                 );
                 return;
@@ -43,15 +44,70 @@ impl Analyzer<'_> {
             let Ok(id) = self.member_type(&m.ty, m.array, &m.name) else {
                 return;
             };
-            fields.push((m.name.clone(), id));
+            let bits = match &m.bits {
+                None => 0,
+                Some(w) => match self.bit_field_width(m, w, id) {
+                    Ok(Some(b)) => b,
+                    // `int : 0;` ends the storage unit; DTrace (and its CTF layout) ignore it.
+                    Ok(None) => continue,
+                    Err(_) => return,
+                },
+            };
+            fields.push((m.name.clone(), id, bits));
         }
         let btf = self.btf_mut();
-        btf.define_struct(&t.name, union, &fields);
+        btf.define_struct_bits(&t.name, union, &fields);
+    }
+
+    /// The width of bit-field member `m` (`TYPE name : w`) of type id `id`, checked as DTrace's
+    /// dt_decl_member does: a positive integer constant (`D_DECL_BFCONST`), an integer base type
+    /// (`D_DECL_BFTYPE`), no wider than the base type (`D_DECL_BFSIZE`). `None` for an unnamed
+    /// zero-width bit-field.
+    fn bit_field_width(&mut self, m: &ast::MemberDecl, w: &Expr, id: u32) -> R<Option<u32>> {
+        let mut cx = ClauseCx {
+            prepass: false,
+            probes: Vec::new(),
+            locals: Vec::new(),
+            in_predicate: false,
+        };
+        let t = self.expr(w, &mut cx)?;
+        let k = const_eval(&t).filter(|_| t.ty.is_int());
+        if m.name.is_empty() && k == Some(0) {
+            return Ok(None);
+        }
+        let shown = if m.name.is_empty() {
+            "(anon)"
+        } else {
+            m.name.as_str()
+        };
+        let Some(k) = k.filter(|k| *k > 0) else {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFCONST,
+                "positive integral constant expression expected as bit-field size",
+                w.span,
+            ));
+        };
+        let base = self.btf.as_ref().map(|b| (b.d_type(id), b.size_of(id)));
+        let Some((Type::Int { .. }, bytes)) = base else {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFTYPE,
+                format!("invalid type for bit-field: {shown}"),
+                m.ty.span,
+            ));
+        };
+        if k > bytes as i128 * 8 {
+            return Err(self.err_at(
+                ErrTag::D_DECL_BFSIZE,
+                format!("bit-field too big for type: {shown}"),
+                w.span,
+            ));
+        }
+        Ok(Some(k as u32))
     }
 
     /// The kernel type table, made writable (a copy the first time a program defines a type;
     /// an empty table without kernel types).
-    fn btf_mut(&mut self) -> &mut Btf {
+    pub(super) fn btf_mut(&mut self) -> &mut Btf {
         std::sync::Arc::make_mut(
             self.btf
                 .get_or_insert_with(|| std::sync::Arc::new(Btf::default())),
@@ -155,6 +211,18 @@ impl Analyzer<'_> {
     fn enum_constants(&mut self, consts: &[ast::EnumConst], values: &mut Vec<(String, i64)>) {
         let mut next: i128 = 0;
         for c in consts {
+            if values.iter().any(|(n, _)| *n == c.name) {
+                // Twice in one enum: DTrace's CTF library refuses the enumerator (D_UNKNOWN).
+                self.err_at(
+                    ErrTag::D_UNKNOWN,
+                    format!(
+                        "failed to define enumerator '{}': Duplicate member or variable name",
+                        c.name
+                    ),
+                    c.span,
+                );
+                continue;
+            }
             if self.inlines.contains_key(&c.name)
                 || Builtin::from_name(&c.name).is_some()
                 || self.globals.contains_key(&c.name)
@@ -176,7 +244,16 @@ impl Analyzer<'_> {
                 let Ok(t) = self.expr(v, &mut cx) else {
                     continue;
                 };
-                match const_eval(&t) {
+                // A negated literal is its negative value (DTrace folds constants in 64 bits:
+                // `-2147483648` is INT_MIN, though `2147483648` alone is an unsigned int).
+                let folded = match &v.kind {
+                    ExprKind::Unary(UnaryOp::Neg, x) => match &x.kind {
+                        ExprKind::Int(lit) => Some(-(lit.value as i128)),
+                        _ => const_eval(&t),
+                    },
+                    _ => const_eval(&t),
+                };
+                match folded {
                     Some(k)
                         if t.ty.is_int() && (i32::MIN as i128..=i32::MAX as i128).contains(&k) =>
                     {

@@ -166,6 +166,12 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let ExprKind::Index(base, idx) = &lhs.kind {
+            self.xlate_index_bounds(base, idx, cx)?;
+        }
+        if let Some(p) = self.bitfield_place(lhs, cx)? {
+            return self.bitfield_store(p, op, rhs, lhs.span, span, cx);
+        }
         let lvalue = self.classify_lvalue(lhs);
         if lvalue == Lvalue::ThroughPointer
             && let Some(t) = self.assign_through_pointer(op, lhs, rhs, span, cx)?
@@ -282,7 +288,7 @@ impl Analyzer<'_> {
     /// The value `old OP r` of a compound assignment `x OP= r` to a location of type `ty`, converted
     /// back to `ty`: the usual arithmetic conversions (C11 6.5.16.2), or each operand promoted on
     /// its own for shifts. A constant zero divisor is D_DIV_ZERO.
-    fn compound_value(
+    pub(super) fn compound_value(
         &mut self,
         bop: BinaryOp,
         old: TExpr,
@@ -776,6 +782,7 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        self.xlate_index_bounds(base, idx, cx)?;
         if let Some(e) = self.member_elem(base, idx, span, cx)? {
             return Ok(e);
         }

@@ -1,3 +1,3 @@
-struct bits { int a : 3; };
+struct bits { int a : ; };
 struct s { int a; int };
 enum { 1 };
