@@ -420,6 +420,18 @@ impl Asm {
     pub fn exit(&mut self) {
         self.push(JMP | 0x90, R0, R0, 0, 0);
     }
+    /// The longest distance, in instructions, of a jump to a label bound so far (a BPF jump
+    /// reaches at most ±32767: [`Asm::finish`] panics beyond, so callers check this first).
+    pub fn longest_jump(&self) -> u64 {
+        self.fixups
+            .iter()
+            .filter_map(|&(at, l)| {
+                self.labels[l.0].map(|t| (t as i64 - at as i64 - 1).unsigned_abs())
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Resolves labels and returns the instructions. Panics on an unbound label or a jump farther
     /// than ±32767 instructions (code generator bugs, not user errors).
     pub fn finish(mut self) -> (Vec<Insn>, Vec<MapRef>) {

@@ -295,6 +295,14 @@ pub struct ActionRec {
     pub fields: Vec<Field>,
 }
 
+/// The bit of a record's action mask (the `u64` at record offset 16) that says the action at
+/// index `i` of its clause ran. The mask has 64 bits: actions from index 63 on share bit 63, so
+/// in a clause of more than 63 actions those print together when any of them ran
+/// (docs/probe-internals.md).
+pub fn action_bit(i: usize) -> u64 {
+    1u64 << i.min(63)
+}
+
 /// The action a record carries out in user space.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordAction {

@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use probe_codegen::layout::{Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat};
+use probe_codegen::layout::{
+    Attach, Fault, Field, FieldKind, Layout, RecordAction, Stat, action_bit,
+};
 use probe_format::agg::{AggData, AggEntry as FEntry, Aggregation, SortOptions};
 use probe_format::event::{AggregationSnapshot, Drops, Event, ProbeError, Record};
 use probe_format::json::{DropKind, ProbeRef, RecordItem};
@@ -886,7 +888,7 @@ impl<'a> Consumer<'a> {
                     .iter()
                     .enumerate()
                     .filter(|(_, a)| a.action == RecordAction::Exit)
-                    .fold(0u64, |m, (i, _)| m | (1 << i))
+                    .fold(0u64, |m, (i, _)| m | action_bit(i))
             })
             .collect();
         self.session.consume(|r: RawRecord<'_>| {
@@ -1100,7 +1102,7 @@ impl<'a> Consumer<'a> {
             .iter()
             .enumerate()
             .find(|(_, a)| a.action == RecordAction::Speculate)?;
-        if mask & (1 << i) == 0 {
+        if mask & action_bit(i) == 0 {
             return None;
         }
         let word = |f: &Field| {
@@ -1219,7 +1221,7 @@ impl<'a> Consumer<'a> {
             ));
         }
         for (i, a) in desc.actions.iter().enumerate() {
-            if mask & (1 << i) == 0 {
+            if mask & action_bit(i) == 0 {
                 continue;
             }
             match &a.action {

@@ -166,6 +166,19 @@ impl Builder<'_> {
                     ),
                 });
             }
+            let jump = pg.asm.longest_jump();
+            if jump > i16::MAX as u64 {
+                return Err(CodegenError {
+                    clause: *ci,
+                    span: clause.span,
+                    message: format!(
+                        "this clause compiles to a jump over {jump} BPF instructions, farther than a BPF jump reaches (32767)"
+                    ),
+                    hint: Some(
+                        "split the clause into several clauses for the same probe (they run in order), or spread the work over different probes".into(),
+                    ),
+                });
+            }
             let processed = pg.asm.len() as u64 + pg.loop_cost;
             if processed > MAX_PROCESSED_INSNS {
                 return Err(CodegenError {
@@ -184,6 +197,18 @@ impl Builder<'_> {
         pg.asm.bind(out);
         pg.asm.mov_imm(R0, 0);
         pg.asm.exit();
+        if pg.asm.longest_jump() > i16::MAX as u64
+            && let Some((ci, _)) = members.last()
+        {
+            return Err(CodegenError {
+                clause: *ci,
+                span: pg.b.prog.clauses[*ci].span,
+                message: "the clauses of this probe compile to a program whose jumps reach farther than a BPF jump can (32767 instructions)".into(),
+                hint: Some(
+                    "spread the clauses over different probes, or make them smaller".into(),
+                ),
+            });
+        }
         let scratch_size = (pg.scratch_max.max(8) + 7) & !7;
         let asm = std::mem::take(&mut pg.asm);
         drop(pg);
@@ -421,10 +446,11 @@ impl ProgGen<'_, '_> {
         let a = &mut self.asm;
         let skip = a.label();
         a.ldx(Size::DW, R1, R7, (base + 16) as i16);
-        if section < 31 {
-            a.alu_imm(Alu::And, R1, 1 << section);
+        let bit = crate::layout::action_bit(section);
+        if bit < 1 << 31 {
+            a.alu_imm(Alu::And, R1, bit as i32);
         } else {
-            a.mov_imm(R2, 1i64 << section.min(63));
+            a.mov_imm(R2, bit as i64);
             a.alu(Alu::And, R1, R2);
         }
         a.jmp_imm(Cond::Eq, R1, 0, skip);

@@ -130,10 +130,11 @@ impl ProgGen<'_, '_> {
         // mask |= 1 << i
         let a = &mut self.asm;
         a.ldx(Size::DW, R1, R7, (base + 16) as i16);
-        if i < 31 {
-            a.alu_imm(Alu::Or, R1, 1 << i);
+        let bit = crate::layout::action_bit(i);
+        if bit < 1 << 31 {
+            a.alu_imm(Alu::Or, R1, bit as i32);
         } else {
-            a.mov_imm(R2, 1i64 << i.min(63));
+            a.mov_imm(R2, bit as i64);
             a.alu(Alu::Or, R1, R2);
         }
         a.stx(Size::DW, R7, (base + 16) as i16, R1);
