@@ -68,7 +68,9 @@ pub struct ProbeArgs {
     /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, encoding, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
-    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon.
+    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon; and,
+    /// system-wide, postmortem (print the ring, then the crash, when a process the predicates
+    /// select dies of a core-dumping signal).
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Compile only: check the program and generate its BPF code, then exit without loading or
