@@ -1108,3 +1108,47 @@ fn whole_libc_probes_leave_python_startup_intact() {
     assert!(hits > 100_000, "{hits} hits\n{out}");
     assert!(err.contains("syscall instructions"), "{err}");
 }
+
+/// Issue 15, item 3: a system-wide USDT probe by path counts the calls of a python process
+/// started after the attach (the kernel's reference counter sets the `function__return`
+/// semaphore when the new process maps the file). The count of 0 seen once came from running
+/// `python3.11` from PATH: here that is pyenv's shim, another binary than /usr/bin/python3.11.
+#[test]
+fn system_wide_usdt_counts_a_python_started_after_attach() {
+    if !test_support::privileged("attaches USDT probes system-wide")
+        || !Path::new("/usr/bin/python3.11").exists()
+    {
+        return;
+    }
+    use std::io::BufRead;
+    let mut child = crate::sightline()
+        .args([
+            "probe",
+            "-q",
+            "-n",
+            "BEGIN { printf(\"ready\\n\"); }",
+            "-n",
+            "python:/usr/bin/python3.11::function__return /copyinstr(arg1) == \"sl_ten\"/ { @ = count(); }",
+            "-n",
+            "proc:::exit /execname == \"python3.11\"/ { exit(0); }",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // BEGIN's output is read once every probe is attached.
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let st = Command::new("/usr/bin/python3.11")
+        .args(["-c", "def sl_ten(): pass\nfor i in range(10): sl_ten()\n"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    let counts: Vec<&str> = rest
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(counts, ["10"], "{rest:?}");
+}
