@@ -1121,6 +1121,16 @@ fn system_wide_usdt_counts_a_python_started_after_attach() {
         return;
     }
     use std::io::BufRead;
+    // A copy of the interpreter: a probe by path holds the semaphore of every process of its
+    // file, which would disturb the tests that check /usr/bin/python3.11's semaphore.
+    let dir = tempfile::tempdir().unwrap();
+    let python = dir.path().join("python3.11");
+    std::fs::copy("/usr/bin/python3.11", &python).unwrap();
+    let usdt = format!(
+        "python:{0}::function__return /copyinstr(arg1) == \"sl_ten\"/ {{ @ = count(); }} \
+         python:{0}::function__return /copyinstr(arg1) == \"sl_done\"/ {{ exit(0); }}",
+        python.display()
+    );
     let mut child = crate::sightline()
         .args([
             "probe",
@@ -1128,9 +1138,7 @@ fn system_wide_usdt_counts_a_python_started_after_attach() {
             "-n",
             "BEGIN { printf(\"ready\\n\"); }",
             "-n",
-            "python:/usr/bin/python3.11::function__return /copyinstr(arg1) == \"sl_ten\"/ { @ = count(); }",
-            "-n",
-            "proc:::exit /execname == \"python3.11\"/ { exit(0); }",
+            &usdt,
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -1138,8 +1146,11 @@ fn system_wide_usdt_counts_a_python_started_after_attach() {
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     // BEGIN's output is read once every probe is attached.
     assert_eq!(lines.next().unwrap().unwrap(), "ready");
-    let st = Command::new("/usr/bin/python3.11")
-        .args(["-c", "def sl_ten(): pass\nfor i in range(10): sl_ten()\n"])
+    let st = Command::new(&python)
+        .args([
+            "-c",
+            "def sl_ten(): pass\ndef sl_done(): pass\nfor i in range(10): sl_ten()\nsl_done()\n",
+        ])
         .status()
         .unwrap();
     assert!(st.success());
