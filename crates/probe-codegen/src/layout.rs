@@ -85,10 +85,13 @@ pub enum Stat {
     /// stops even when the record itself was dropped (issue 22: "control never drops"). 0 until
     /// then; a CPU's last `exit()` wins.
     ExitStatus = 5,
+    /// `bufpolicy=fill` in the kernel ([`KernelRing::fill`]): 1 once a record found this
+    /// CPU's buffer full (DTrace marks the buffer filled; its consumer then stops tracing).
+    BufferFull = 6,
 }
 
 /// Number of [`Stat`] slots.
-pub const STAT_COUNT: u32 = 6;
+pub const STAT_COUNT: u32 = 7;
 
 /// The bit of a [`Stat::ExitStatus`] word that says `exit()` ran (its low 32 bits are the status).
 pub const EXIT_FLAG: u64 = 1 << 32;
@@ -520,6 +523,14 @@ pub struct KernelRing {
     pub slot_size: u32,
     /// Slots per CPU.
     pub slots: u32,
+    /// DTrace's `fill` policy instead of `ring`: a CPU's slots are written once, in order;
+    /// a record that finds no free slot is dropped (counted in [`Stat::RecordDrops`]) and
+    /// sets [`Stat::BufferFull`], and END's records go into the slots too.
+    pub fill: bool,
+    /// Slots a probe-fired program may use per CPU: [`KernelRing::slots`] under `ring`;
+    /// under `fill`, the slots minus END's reserve (one per END clause that records), so END
+    /// always finds room (DTrace's "fill Policy and END Probes").
+    pub probe_slots: u32,
 }
 
 /// How `argN` is read at a probe (`arg0..arg9` are `int64_t` in D): the probe kinds differ.

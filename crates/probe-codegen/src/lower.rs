@@ -89,6 +89,10 @@ pub struct CodegenOptions {
     /// records to the ring buffer all the same (and do not size the slots): the flight
     /// recorder's crash report, which the consumer prints after the ring.
     pub ring_bypass_last: usize,
+    /// With [`CodegenOptions::kernel_ring`], DTrace's `fill` policy instead of `ring`: the
+    /// slots fill once and are never overwritten, END's records go into them too, with room
+    /// kept for them ([`crate::layout::KernelRing::probe_slots`]).
+    pub kernel_fill: bool,
 }
 
 impl Default for CodegenOptions {
@@ -105,6 +109,7 @@ impl Default for CodegenOptions {
             kfuncs: None,
             kernel_ring: None,
             ring_bypass_last: 0,
+            kernel_fill: false,
         }
     }
 }
@@ -461,30 +466,68 @@ pub fn compile(prog: &CheckedProgram, opts: &CodegenOptions) -> Res<Layout> {
         None,
     )?;
     let bypass_from = prog.clauses.len().saturating_sub(opts.ring_bypass_last);
+    // Under fill, END's records share the slots (DTrace's END reserve, below).
+    let in_ring = |attach: &Attach| match attach {
+        Attach::Begin | Attach::Error => false,
+        Attach::End => opts.kernel_fill,
+        _ => true,
+    };
     let largest = plain
         .records
         .iter()
-        .filter(|r| {
-            r.clause < bypass_from
-                && !matches!(
-                    plain.programs[r.program].attach,
-                    Attach::Begin | Attach::End | Attach::Error
-                )
-        })
+        .filter(|r| r.clause < bypass_from && in_ring(&plain.programs[r.program].attach))
         .map(|r| r.size)
         .max();
     let Some(largest) = largest else {
         return Ok(plain);
     };
     let slot_size = largest.div_ceil(8) * 8;
-    let slots = (bytes / slot_size as u64).clamp(1, (u32::MAX / opts.ncpus.max(1)) as u64) as u32;
-    compile_with(prog, opts, Some((slot_size, slots)))
+    // Keys and the slot counts in instructions' immediates stay below 2^31.
+    let slots =
+        (bytes / slot_size as u64).clamp(1, (i32::MAX as u32 / opts.ncpus.max(1)) as u64) as u32;
+    // DTrace's fill policy keeps room for END's records apart from the probes' ("fill Policy
+    // and END Probes"): each END clause that records sends one record per firing (its own or
+    // the error record of its fault), one slot each.
+    let end_reserve = if opts.kernel_fill {
+        let mut clauses: Vec<usize> = plain
+            .records
+            .iter()
+            .filter(|r| r.clause < bypass_from && plain.programs[r.program].attach == Attach::End)
+            .map(|r| r.clause)
+            .collect();
+        clauses.sort_unstable();
+        clauses.dedup();
+        clauses.len() as u32
+    } else {
+        0
+    };
+    if end_reserve > slots {
+        // DTrace refuses to start: "END enablings exceed size of principal buffer".
+        let clause = plain
+            .records
+            .iter()
+            .find(|r| plain.programs[r.program].attach == Attach::End)
+            .map_or(0, |r| r.clause);
+        return Err(CodegenError {
+            clause,
+            span: prog.clauses.get(clause).map(|c| c.span).unwrap_or_default(),
+            message: format!(
+                "END enablings exceed size of principal buffer ({end_reserve} END records of \
+                 {slot_size} bytes, bufsize {bytes} bytes)"
+            ),
+            hint: Some(format!(
+                "raise bufsize to at least {} bytes",
+                u64::from(end_reserve) * u64::from(slot_size)
+            )),
+        });
+    }
+    compile_with(prog, opts, Some((slot_size, slots, slots - end_reserve)))
 }
 
 fn compile_with(
     prog: &CheckedProgram,
     opts: &CodegenOptions,
-    ring: Option<(u32, u32)>,
+    ring: Option<(u32, u32, u32)>,
 ) -> Res<Layout> {
     let strsize = prog.options.strsize.clamp(8, 4096);
     let mut b = Builder {
@@ -503,7 +546,7 @@ fn compile_with(
         probe_index: std::collections::HashMap::new(),
     };
     b.build_maps()?;
-    if let Some((slot_size, slots)) = ring {
+    if let Some((slot_size, slots, probe_slots)) = ring {
         let map = b.add_map(MapSpec {
             name: "sl_ring".into(),
             kind: MapKind::Array,
@@ -527,6 +570,8 @@ fn compile_with(
             head,
             slot_size,
             slots,
+            fill: opts.kernel_fill,
+            probe_slots,
         };
         b.ring = Some(r);
         b.layout.kernel_ring = Some(r);

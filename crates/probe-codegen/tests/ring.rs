@@ -21,6 +21,7 @@ fn catalog() -> StaticCatalog {
     StaticCatalog {
         probes: vec![
             probe("dtrace", "BEGIN", ProbeKind::Dtrace(DtraceProbe::Begin)),
+            probe("dtrace", "END", ProbeKind::Dtrace(DtraceProbe::End)),
             probe(
                 "profile",
                 "tick-1s",
@@ -110,4 +111,56 @@ fn bypassed_last_clauses_do_not_size_the_slots() {
             .any(|i| i.code == 0x85 && i.imm == probe_codegen::insn::helper::RINGBUF_OUTPUT)
     });
     assert!(to_ringbuf);
+}
+
+fn build_fill(text: &str, bytes: u64) -> Result<Layout, probe_codegen::CodegenError> {
+    let file = SourceFile::new("f.d", text);
+    let (program, _) = parse(&file);
+    let checked = analyze(&program, &catalog(), &SemaOptions::default()).unwrap();
+    let opts = CodegenOptions {
+        ncpus: 2,
+        kernel_ring: Some(bytes),
+        kernel_fill: true,
+        ..CodegenOptions::default()
+    };
+    compile(&checked, &opts)
+}
+
+#[test]
+fn fill_keeps_one_slot_per_recording_end_clause() {
+    // END's string record (288 bytes) sizes the slots under fill; two END clauses that record
+    // keep two slots apart, the third records nothing.
+    let l = build_fill(
+        "tick-1s { printf(\"%d\", 1); } END { printf(\"%s\", execname); } END { trace(2); } END { n = 1; }",
+        16384,
+    )
+    .unwrap();
+    let r = l.kernel_ring.expect("a kernel ring");
+    assert!(r.fill);
+    assert_eq!((r.slot_size, r.slots), (288, 16384 / 288));
+    assert_eq!(r.probe_slots, 16384 / 288 - 2);
+    // Under ring, END keeps the ring buffer: the probe record alone sizes the slots.
+    let ring = build(
+        "tick-1s { printf(\"%d\", 1); } END { printf(\"%s\", execname); }",
+        Some(16384),
+    );
+    let r = ring.kernel_ring.expect("a kernel ring");
+    assert!(!r.fill);
+    assert_eq!((r.slot_size, r.probe_slots), (40, 16384 / 40));
+}
+
+#[test]
+fn fill_refuses_an_end_reserve_larger_than_the_buffer() {
+    let e = build_fill(
+        "tick-1s { trace(1); } END { trace(2); } END { trace(3); }",
+        40,
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .starts_with("END enablings exceed size of principal buffer"),
+        "{}",
+        e.message
+    );
+    assert!(build_fill("tick-1s { trace(1); } END { trace(2); }", 40).is_ok());
 }

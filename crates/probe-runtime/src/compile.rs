@@ -155,8 +155,9 @@ pub fn compile(
     let o = &checked.options;
     let cg = CodegenOptions {
         ncpus: os::possible_cpus() as u32,
-        // A ring or fill buffer is held by the consumer (`bufsize` bounds it there): the
-        // kernel's ring buffer keeps at least DTrace's default 4 MiB, so bursts reach it whole.
+        // Under ring or fill, `bufsize` sizes the kernel's slots (`sl_ring`); the ring buffer,
+        // which then carries BEGIN's and ERROR's records (and the records of a program whose
+        // probes record nothing), keeps at least DTrace's default 4 MiB.
         bufsize: match crate::run::BufPolicy::of(&checked) {
             Some(_) => o.bufsize.map(|b| b.max(crate::run::BUFSIZE_DEFAULT)),
             None => o.bufsize,
@@ -169,12 +170,10 @@ pub fn compile(
         probe_id: Some(crate::run::probe_display_id),
         kfuncs,
         ring_bypass_last: opts.ring_bypass_last,
-        kernel_ring: match crate::run::BufPolicy::of(&checked) {
-            Some(crate::run::BufPolicy::Ring) => {
-                Some(o.bufsize.unwrap_or(crate::run::BUFSIZE_DEFAULT))
-            }
-            _ => None,
-        },
+        // Both policies keep the probes' records in the kernel's slots (`sl_ring`).
+        kernel_ring: crate::run::BufPolicy::of(&checked)
+            .map(|_| o.bufsize.unwrap_or(crate::run::BUFSIZE_DEFAULT)),
+        kernel_fill: crate::run::BufPolicy::of(&checked) == Some(crate::run::BufPolicy::Fill),
     };
     let layout = probe_codegen::compile(&checked, &cg)?;
     Ok(Compiled { checked, layout })

@@ -651,11 +651,11 @@ impl<'a> Consumer<'a> {
         })?;
         let last = &self.cfg.ring_last_clauses;
         let layout = &self.session.layout;
+        // The flight recorder's clauses and (under fill) END's records come after the probes'.
         let (late, early): (Vec<HeldRecord>, Vec<HeldRecord>) = ring.into_iter().partition(|r| {
-            layout
-                .records
-                .get(r.0 as usize)
-                .is_some_and(|d| last.contains(&d.clause))
+            layout.records.get(r.0 as usize).is_some_and(|d| {
+                last.contains(&d.clause) || layout.programs[d.program].attach == Attach::End
+            })
         });
         let held_late = std::mem::take(&mut self.late);
         for rec in early.into_iter().chain(late).chain(held_late) {
@@ -804,16 +804,27 @@ impl<'a> Consumer<'a> {
         } else {
             self.drain()?;
         }
-        // A ring or fill buffer prints now, each CPU's records oldest to youngest (DTrace's
-        // consumer reads one CPU's buffer after the other).
-        self.print_buffers()?;
-        // The buffers are printed: nothing is left to recover.
+        if self.session.layout.kernel_ring.is_some_and(|r| r.fill) {
+            // bufpolicy=fill: END's records go into the fill buffer (into the room kept for
+            // them), so END runs first; the buffers print after, END's records last.
+            self.session.run_dtrace(Attach::End)?;
+            self.drain()?;
+            self.print_buffers()?;
+        } else {
+            // A ring or fill buffer prints now, each CPU's records oldest to youngest (DTrace's
+            // consumer reads one CPU's buffer after the other).
+            self.print_buffers()?;
+            // The buffers are printed: nothing is left to recover.
+            if let Some(dir) = pinned.take() {
+                let _ = crate::pin::remove_dir(&dir);
+            }
+            // END runs after everything is detached; its records print normally.
+            self.session.run_dtrace(Attach::End)?;
+            self.drain()?;
+        }
         if let Some(dir) = pinned.take() {
             let _ = crate::pin::remove_dir(&dir);
         }
-        // END runs after everything is detached; its records print normally.
-        self.session.run_dtrace(Attach::End)?;
-        self.drain()?;
         self.stopped = Some(reason);
         self.print_aggregations_at_exit()?;
         self.report_drops()?;
@@ -868,6 +879,9 @@ impl<'a> Consumer<'a> {
             // The exit record may have been output since the last drain: print what precedes it.
             self.drain()?;
             self.stopped.get_or_insert(StopReason::Exit(status));
+        } else if !self.session.full_buffers()?.is_empty() {
+            // bufpolicy=fill: a CPU's buffer filled; DTrace stops tracing (END still runs).
+            self.stopped.get_or_insert(StopReason::BufferFull);
         }
         Ok(())
     }

@@ -814,6 +814,29 @@ impl Session {
             .map(|w| w as u32 as i32))
     }
 
+    /// The CPUs whose kernel fill buffer is full ([`Stat::BufferFull`], `bufpolicy=fill`):
+    /// a probe found no free slot there. Empty without a fill buffer, or while none filled. One
+    /// `BPF_MAP_LOOKUP_ELEM`.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when the lookup fails.
+    pub fn full_buffers(&self) -> Result<Vec<u32>, RuntimeError> {
+        if !self.layout.kernel_ring.is_some_and(|r| r.fill) {
+            return Ok(Vec::new());
+        }
+        let m = self.map(self.layout.stats);
+        let mut buf = vec![0u8; 8 * self.ncpus];
+        if !bpf::map_lookup(m, &(Stat::BufferFull as u32).to_le_bytes(), &mut buf)? {
+            return Ok(Vec::new());
+        }
+        Ok(buf
+            .chunks_exact(8)
+            .enumerate()
+            .filter(|(_, w)| u64::from_le_bytes((*w).try_into().expect("8 bytes")) != 0)
+            .map(|(cpu, _)| cpu as u32)
+            .collect())
+    }
+
     /// Reads aggregation `id`: every key (its own, without the number that tells the aggregations
     /// sharing its map apart: `AggDesc::own_key`) with its per-CPU value words
     /// (`words[cpu][slot]`). An unkeyed aggregation that never fired has no entry (DTrace prints

@@ -68,7 +68,9 @@ pub struct ProbeArgs {
     /// aggzoom, amin, argref, bufpolicy, bufresize, bufsize, cleanrate, cpu, defaultargs, destructive,
     /// dynvarpolicy, dynvarsize, empty, encoding, flowindent, grabanon, jstackframes, jstackstrsize, nolibs,
     /// nspec, quiet, rawbytes, specsize, stackframes, stackindent, statusrate, strsize,
-    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon.
+    /// switchrate, temporal, ustackframes, verbose, zdefs; and, with -a only, keepanon; and,
+    /// system-wide, postmortem (print the ring, then the crash, when a process the predicates
+    /// select dies of a core-dumping signal).
     #[arg(short = 'x', value_name = "OPT[=VAL]")]
     pub options: Vec<String>,
     /// Compile only: check the program and generate its BPF code, then exit without loading or
@@ -143,6 +145,30 @@ const FLIGHT_RECORDER: &str = include_str!("flight_recorder.d");
 const FLIGHT_RECORDER_FILE: &str = "<flight recorder>";
 /// How many clauses [`FLIGHT_RECORDER`] holds.
 const FLIGHT_RECORDER_CLAUSES: usize = 2;
+
+/// `-x postmortem`'s clauses: [`FLIGHT_RECORDER`]'s for any process `PM_PREDICATE` (replaced
+/// by [`postmortem_predicate`]) selects, each ending the run with `exit(0)`.
+const POSTMORTEM_RECORDER: &str = include_str!("postmortem.d");
+/// The `-x` name of the system-wide crash report (docs/d-reference.md, "postmortem").
+const POSTMORTEM: &str = "postmortem";
+
+/// The processes `-x postmortem` reports the crash of: the user's clauses' predicates (their
+/// source text, each in parentheses) joined with `||`; `1` (every process) when a clause has no
+/// predicate. A predicate naming what `signal:::signal_deliver` lacks fails to compile there.
+fn postmortem_predicate(program: &probe_syntax::ast::Program, map: &SourceMap) -> String {
+    let mut parts = Vec::new();
+    for c in program.clauses() {
+        match &c.predicate {
+            Some(p) => parts.push(format!("({})", map.slice(p.span))),
+            None => return "1".into(),
+        }
+    }
+    if parts.is_empty() {
+        "1".into()
+    } else {
+        parts.join(" || ")
+    }
+}
 
 /// True when the program runs under `bufpolicy=ring`: the last `bufpolicy` of its pragmas and
 /// then the `-x` options (the analysis applies them in that order).
@@ -254,7 +280,14 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     for a in &args.args {
         script = script.arg(a.clone());
     }
-    for o in &args.options {
+    // `-x postmortem` is the CLI's (the crash report below), not an option of the program.
+    let postmortem = args.options.iter().any(|o| o == POSTMORTEM);
+    if postmortem && (args.command.is_some() || args.pid.is_some() || args.anonymous) {
+        bail!(
+            "-x postmortem: system-wide only (with -c or -p, -x bufpolicy=ring is the target's flight recorder)"
+        );
+    }
+    for o in args.options.iter().filter(|o| *o != POSTMORTEM) {
         script = match o.split_once('=') {
             Some((k, v)) => script.option_value(k, v),
             None => script.option(o.clone()),
@@ -273,6 +306,23 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     if flight_recorder {
         script = script
             .add_source(FLIGHT_RECORDER_FILE, FLIGHT_RECORDER)
+            .report_last(FLIGHT_RECORDER_CLAUSES);
+    }
+    if postmortem {
+        let mut m = SourceMap::new();
+        for (name, text) in script.sources() {
+            m.add(name.clone(), text.clone());
+        }
+        // A program that does not parse is reported by the compile below.
+        let predicate = probe_runtime::compile::parse(&m)
+            .map(|p| postmortem_predicate(&p, &m))
+            .unwrap_or_else(|_| "1".into());
+        script = script
+            .option_value("bufpolicy", "ring")
+            .add_source(
+                FLIGHT_RECORDER_FILE,
+                POSTMORTEM_RECORDER.replace("PM_PREDICATE", &predicate),
+            )
             .report_last(FLIGHT_RECORDER_CLAUSES);
     }
     if args.anonymous {

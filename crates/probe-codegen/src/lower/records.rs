@@ -52,15 +52,16 @@ impl ProgGen<'_, '_> {
 
     /// Sends `size` bytes at scratch `base` to the ring buffer; a full buffer counts a drop.
     /// Under the kernel ring ([`KernelRing`]), a probe-fired program's record goes into this
-    /// CPU's next ring slot instead.
+    /// CPU's next ring slot instead; under its fill policy, END's records too.
     pub(super) fn submit(&mut self, base: u32, size: u32) {
         let bypass_from = (self.b.prog.clauses.len()).saturating_sub(self.b.opts.ring_bypass_last);
         if let Some(ring) = self.b.ring
             && self.clause < bypass_from
-            && !matches!(
-                self.group,
-                GroupKey::Begin | GroupKey::End | GroupKey::Error
-            )
+            && match self.group {
+                GroupKey::Begin | GroupKey::Error => false,
+                GroupKey::End => ring.fill,
+                _ => true,
+            }
         {
             self.ring_store(ring, base, size);
             return;
@@ -80,10 +81,19 @@ impl ProgGen<'_, '_> {
 
     /// Copies `size` bytes at scratch `base` into slot `head % slots` of this CPU's ring and
     /// counts the record in its head (one CPU's programs do not run concurrently but for a
-    /// perf-event program interrupting another; such a pair may share a slot).
+    /// perf-event program interrupting another; such a pair may share a slot). Under the fill
+    /// policy ([`KernelRing::fill`]) the slot is `head` itself while `head` is below the
+    /// program's limit (END: every slot; the others: [`KernelRing::probe_slots`]); at the
+    /// limit the record is dropped, counted, and the CPU's [`Stat::BufferFull`] set.
     fn ring_store(&mut self, ring: KernelRing, base: u32, size: u32) {
+        let limit = match (ring.fill, &self.group) {
+            (false, _) => None,
+            (true, GroupKey::End) => Some(ring.slots),
+            (true, _) => Some(ring.probe_slots),
+        };
         let a = &mut self.asm;
         let done = a.label();
+        let full = a.label();
         a.call(helper::GET_SMP_PROCESSOR_ID);
         a.alu_imm(Alu::Mul, R0, ring.slots as i32);
         a.stx(Size::W, R10, SLOT_RING, R0);
@@ -91,10 +101,15 @@ impl ProgGen<'_, '_> {
         lookup_slot_key(a, ring.head);
         a.jmp_imm(Cond::Eq, R0, 0, done);
         a.ldx(Size::DW, R1, R0, 0);
+        if let Some(limit) = limit {
+            a.jmp_imm(Cond::Ge, R1, limit as i32, full);
+        }
         a.mov(R2, R1);
         a.alu_imm(Alu::Add, R2, 1);
         a.stx(Size::DW, R0, 0, R2);
-        a.alu_imm(Alu::Mod, R1, ring.slots as i32);
+        if limit.is_none() {
+            a.alu_imm(Alu::Mod, R1, ring.slots as i32);
+        }
         a.ldx(Size::W, R2, R10, SLOT_RING);
         a.alu(Alu::Add, R1, R2);
         a.stx(Size::W, R10, SLOT_RING, R1);
@@ -108,7 +123,19 @@ impl ProgGen<'_, '_> {
         a.mov(R3, R7);
         a.alu_imm(Alu::Add, R3, base as i32);
         a.call(helper::PROBE_READ_KERNEL);
-        a.bind(done);
+        if limit.is_some() {
+            self.asm.ja(done);
+            self.asm.bind(full);
+            self.stat_inc(Stat::RecordDrops);
+            let a = &mut self.asm;
+            a.st_imm(Size::W, R10, SLOT_KEY, Stat::BufferFull as i32);
+            lookup_slot_key(a, self.b.layout.stats);
+            a.jmp_imm(Cond::Eq, R0, 0, done);
+            a.st_imm(Size::DW, R0, 0, 1);
+        } else {
+            self.asm.bind(full);
+        }
+        self.asm.bind(done);
     }
 
     /// The next action's field offsets (absolute scratch offsets), marking it executed.

@@ -260,3 +260,66 @@ fn recover_prints_what_a_killed_ring_run_had_buffered_and_a_new_run_removes_stal
     );
     assert!(!run.exists());
 }
+
+/// `-x postmortem` (issue 15): system-wide under the ring policy, a process the predicate
+/// selects, started by nobody but the test, dies of SIGSEGV: sightline prints the ring's
+/// records, then the signal, the fault address (segv_guest writes through 0x10) and the
+/// thread's user stack (three frames in the guest at least), and stops by itself.
+#[test]
+fn postmortem_dumps_the_ring_when_any_selected_process_crashes() {
+    if !test_support::privileged("attaches BPF programs system-wide") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let src = test_support::workspace_root().join("tests/probe/workloads/segv_guest.c");
+    let guest = dir.path().join("segv_guest");
+    let st = Command::new("gcc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .arg(&guest)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(st.success());
+    let child = crate::sightline()
+        .args([
+            "probe",
+            "-q",
+            "-x",
+            "postmortem",
+            "-n",
+            "syscall::getpid:entry /execname == \"segv_guest\"/ { printf(\"getpid %d\\n\", n++); }",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Attached once its ring is pinned for --recover.
+    let pinned = Path::new("/sys/fs/bpf/sightline").join(format!("run-{}", child.id()));
+    let t0 = Instant::now();
+    while !pinned.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "sightline never attached"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let st = Command::new(&guest).arg("4").status().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(11),
+        "the guest dies of SIGSEGV"
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let (ring, report) = stdout
+        .split_once("\nsightline: pid ")
+        .unwrap_or_else(|| panic!("no crash report in:\n{stdout}"));
+    assert_eq!(ring, "getpid 0\ngetpid 1\ngetpid 2\ngetpid 3\n");
+    let re = regex::Regex::new(
+        r"\A\d+ \(segv_guest\) died of signal 11 \(SIGSEGV\), fault address 0x10, in thread \d+:\n\n(?: +\S+\n){3,}",
+    )
+    .unwrap();
+    assert!(re.is_match(report), "{report}");
+    assert!(!pinned.exists(), "the run removes its pins");
+}

@@ -1108,3 +1108,58 @@ fn whole_libc_probes_leave_python_startup_intact() {
     assert!(hits > 100_000, "{hits} hits\n{out}");
     assert!(err.contains("syscall instructions"), "{err}");
 }
+
+/// Issue 15, item 3: a system-wide USDT probe by path counts the calls of a python process
+/// started after the attach (the kernel's reference counter sets the `function__return`
+/// semaphore when the new process maps the file). The count of 0 seen once came from running
+/// `python3.11` from PATH: here that is pyenv's shim, another binary than /usr/bin/python3.11.
+#[test]
+fn system_wide_usdt_counts_a_python_started_after_attach() {
+    if !test_support::privileged("attaches USDT probes system-wide")
+        || !Path::new("/usr/bin/python3.11").exists()
+    {
+        return;
+    }
+    use std::io::BufRead;
+    // A copy of the interpreter: a probe by path holds the semaphore of every process of its
+    // file, which would disturb the tests that check /usr/bin/python3.11's semaphore.
+    let dir = tempfile::tempdir().unwrap();
+    let python = dir.path().join("python3.11");
+    std::fs::copy("/usr/bin/python3.11", &python).unwrap();
+    let usdt = format!(
+        "python:{0}::function__return /copyinstr(arg1) == \"sl_ten\"/ {{ @ = count(); }} \
+         python:{0}::function__return /copyinstr(arg1) == \"sl_done\"/ {{ exit(0); }}",
+        python.display()
+    );
+    let mut child = crate::sightline()
+        .args([
+            "probe",
+            "-q",
+            "-n",
+            "BEGIN { printf(\"ready\\n\"); }",
+            "-n",
+            &usdt,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // BEGIN's output is read once every probe is attached.
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let st = Command::new(&python)
+        .args([
+            "-c",
+            "def sl_ten(): pass\ndef sl_done(): pass\nfor i in range(10): sl_ten()\nsl_done()\n",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(child.wait().unwrap().success());
+    let counts: Vec<&str> = rest
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(counts, ["10"], "{rest:?}");
+}
