@@ -248,6 +248,13 @@ impl Analyzer<'_> {
         };
         let value = match op {
             None => {
+                // DTrace (dt_node_is_argcompat): a pointer variable takes pointers, and an integer
+                // one integers; only the constant 0 (a null pointer) crosses over.
+                let is_ptr = |t: &Type| matches!(t, Type::Ptr(_));
+                let null = matches!(r.kind, TExprKind::Int(0));
+                if is_ptr(&v.ty) != is_ptr(&r.ty) && !null && v.ty != r.ty {
+                    return Err(mismatch(self, &r));
+                }
                 if (v.ty.is_integral() && r.ty.is_integral())
                     || v.ty == r.ty
                     || (matches!(v.ty, Type::Symbol(_)) && r.ty.is_integral())
