@@ -5,6 +5,7 @@
 #   bench/collector-bench.sh            # defaults: 2,000,000 and 4,000,000 events, 2 connections
 #   EVENTS=1000000 CONNS=4 FORMAT=text bench/collector-bench.sh
 #   NO_BUILD=1 FORMAT=text bench/collector-bench.sh   # binaries already built
+#   CLICKHOUSE=127.0.0.1:8123 bench/collector-bench.sh # also ClickHouse (issue 20), see below
 #
 # For each run: `sightline collect` (release build, loopback, ephemeral port, fresh store) and the
 # load generator (crates/causal-collector/examples/collector_bench.rs) sending length-prefixed
@@ -16,6 +17,13 @@
 # decoding): the ceiling of the store itself; the ratio shows what ingest costs on top.
 # The "decode" line times the text decoder alone, and the parse within it (see collector_bench.rs).
 # Target (issue 6): >= 200,000 events/s with bounded memory, on this 2-core machine.
+# With CLICKHOUSE=HOST:PORT (a server started by scripts/start-clickhouse.sh), the same load then
+# goes into `collect --store clickhouse://HOST:PORT/DB` (a fresh database), side by side with the
+# SQLite run of the same size: events/s and the collector's peak RSS of each; then two collectors
+# (two processes, each its own listener and generator, distinct tasks) into one ClickHouse
+# database at once, their combined rate, and the stored events counted back from ClickHouse
+# (`events FINAL`, so a duplicate would not count twice). CH_EVENTS sets that size (default
+# EVENTS / 4: ClickHouse 18.16 ingests far slower than SQLite here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,6 +91,70 @@ run $((EVENTS * 2))
 # The text decoder alone: the collector's decode_payload (causal::Report::decode, then the
 # conversion to an event) and Report::decode alone, on the same reports.
 "$GEN" decode 300000
+
+# --- ClickHouse (issue 20) -----------------------------------------------------------------------
+# ch_run K N DB: K collectors into clickhouse://$CLICKHOUSE/DB at once, N/K events each.
+ch_query() { curl -sf "http://$CLICKHOUSE/" --data-binary "$1"; }
+ch_run() {
+  local k=$1 n=$2 db=$3 per=$(($2 / $1)) pids=() addrs=() i
+  ch_query "DROP DATABASE IF EXISTS $db" >/dev/null
+  for i in $(seq "$k"); do
+    /usr/bin/time -f "%e %U %S %M" -o "$WORK/chtime-$db-$i" \
+      "$BIN" collect --xtrace-port 0 --no-udp --no-otlp --store "clickhouse://$CLICKHOUSE/$db" \
+      >"$WORK/chout-$db-$i" 2>"$WORK/cherr-$db-$i" &
+    pids+=($!)
+  done
+  for i in $(seq "$k"); do
+    local out=$WORK/chout-$db-$i
+    for _ in $(seq 200); do grep -q "X-Trace TCP" "$out" 2>/dev/null && break; sleep 0.1; done
+    addrs+=("$(sed -n 's/.*X-Trace TCP \([0-9.]*:[0-9]*\).*/\1/p' "$out" | head -1)")
+    [ -n "${addrs[-1]}" ] || { echo "collector $i did not start"; cat "$WORK/cherr-$db-$i"; exit 1; }
+  done
+  local t0 t1 gens=()
+  t0=$(date +%s.%N)
+  for i in $(seq "$k"); do
+    "$GEN" load "${addrs[$((i - 1))]}" "$per" "$CONNS" "$FORMAT" 0 $(((i - 1) * CONNS)) >/dev/null &
+    gens+=($!)
+  done
+  wait "${gens[@]}"
+  for p in "${pids[@]}"; do
+    kill -TERM "$(cat "/proc/$p/task/$p/children" | awk '{print $1}')"
+  done
+  wait "${pids[@]}"
+  t1=$(date +%s.%N)
+  local stored=0 rss=0 s r
+  for i in $(seq "$k"); do
+    s=$(sed -n 's/.*stopped; \([0-9]*\) events stored.*/\1/p' "$WORK/chout-$db-$i")
+    stored=$((stored + ${s:-0}))
+    read -r _ _ _ r <"$WORK/chtime-$db-$i"
+    rss=$((rss > r ? rss : r))
+  done
+  local counted
+  counted=$(ch_query "SELECT count() FROM $db.events FINAL")
+  [ "$counted" = "$n" ] || { echo "ClickHouse holds $counted of $n events (collectors said $stored)"; exit 1; }
+  awk -v k="$k" -v n="$n" -v a="$t0" -v b="$t1" -v rss="$rss" 'BEGIN {
+    printf "clickhouse, %d collector(s): %d events stored and counted back in %.2fs wall = %.0f events/s; peak RSS of a collector %.0f MiB\n", k, n, b - a, n / (b - a), rss / 1024
+  }' | tee "$WORK/chresult-$k"
+  echo "$n $t0 $t1 $rss" >"$WORK/chfig-$k"
+  ch_query "DROP DATABASE IF EXISTS $db" >/dev/null
+}
+
+if [ -n "${CLICKHOUSE:-}" ]; then
+  CH_EVENTS=${CH_EVENTS:-$((EVENTS / 4))}
+  ch_query "SELECT version()" >/dev/null || { echo "no ClickHouse at $CLICKHOUSE (scripts/start-clickhouse.sh)"; exit 1; }
+  echo "--- ClickHouse $(ch_query 'SELECT version()') at $CLICKHOUSE, $CH_EVENTS events, side by side with SQLite"
+  BIG=0 run "$CH_EVENTS"
+  ch_run 1 "$CH_EVENTS" sightline_bench_one
+  ch_run 2 "$CH_EVENTS" sightline_bench_two
+  read -r _ sa sb _ _ _ sp <"$WORK/fig-$CH_EVENTS"
+  read -r _ c1a c1b c1p <"$WORK/chfig-1"
+  read -r _ c2a c2b c2p <"$WORK/chfig-2"
+  awk -v n="$CH_EVENTS" -v sa="$sa" -v sb="$sb" -v sp="$sp" -v c1a="$c1a" -v c1b="$c1b" -v c1p="$c1p" -v c2a="$c2a" -v c2b="$c2b" 'BEGIN {
+    s = n / (sb - sa); c1 = n / (c1b - c1a); c2 = n / (c2b - c2a)
+    printf "ingest rate, ClickHouse / SQLite: %.2fx (%.0f vs %.0f events/s); peak RSS %.0f vs %.0f MiB\n", c1 / s, c1, s, c1p / 1024, sp / 1024
+    printf "two collectors into one ClickHouse / one collector: %.2fx (%.0f vs %.0f events/s)\n", c2 / c1, c2, c1
+  }'
+fi
 
 read -r _ a1 b1 _ _ w1 p1 <"$WORK/fig-$EVENTS"
 read -r _ a2 b2 _ _ w2 p2 <"$WORK/fig-$((EVENTS * 2))"

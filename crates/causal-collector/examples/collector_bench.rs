@@ -1,11 +1,13 @@
 //! Load generator and analysis timer for `bench/collector-bench.sh`.
 //!
 //! ```text
-//! collector_bench load ADDR EVENTS CONNS FORMAT BIG
+//! collector_bench load ADDR EVENTS CONNS FORMAT BIG [FIRST]
 //!     Sends EVENTS X-Trace reports over CONNS TCP connections to ADDR (length-prefixed frames,
 //!     FORMAT text or binary) as fast as the collector takes them. Connection 0 first sends one
 //!     task of BIG events; then every connection sends tasks of 1,000 events. In a task, event i
-//!     has parent i-1, and every tenth event also has parent i-5 (a join).
+//!     has parent i-1, and every tenth event also has parent i-5 (a join). FIRST (default 0)
+//!     numbers the connections from FIRST, so that several generators loading several
+//!     collectors of one store send distinct tasks.
 //! collector_bench baseline DB EVENTS
 //!     The store alone: the same events (already decoded) inserted straight into a new store DB
 //!     in transactions of 16,384, timing only the inserts. The ceiling the collector approaches.
@@ -71,13 +73,14 @@ fn report(task: u64, i: u64, conn: usize, t0: u64) -> Report {
     r
 }
 
-fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64) {
+fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64, first: usize) {
     let t0 = 1_700_000_000_000_000_000u64;
     let start = Instant::now();
     let per = events / conns as u64;
     let handles: Vec<_> = (0..conns)
-        .map(|c| {
+        .map(|k| {
             let addr = addr.to_string();
+            let c = first + k;
             std::thread::spawn(move || {
                 let mut s = TcpStream::connect(&addr).expect("connect to the collector");
                 let mut buf = Vec::with_capacity(1 << 20);
@@ -93,7 +96,7 @@ fn load(addr: &str, events: u64, conns: usize, format: WireFormat, big: u64) {
                         }
                     }
                 };
-                if c == 0 && big > 0 {
+                if k == 0 && big > 0 {
                     emit(task, big, &mut sent, &mut buf);
                     task += 1;
                 }
@@ -582,7 +585,7 @@ fn otlp(protocol: &str, addr: &str, requests: u64, spans: u64) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
-        Some("load") if args.len() == 7 => {
+        Some("load") if args.len() == 7 || args.len() == 8 => {
             let format = WireFormat::parse(&args[5]).expect("format: text or binary");
             load(
                 &args[2],
@@ -590,6 +593,7 @@ fn main() {
                 args[4].parse().expect("CONNS"),
                 format,
                 args[6].parse().expect("BIG"),
+                args.get(7).map_or(0, |f| f.parse().expect("FIRST")),
             );
         }
         Some("analyze") if args.len() == 3 => analyze(&args[2]),
@@ -612,7 +616,7 @@ fn main() {
         ),
         _ => {
             eprintln!(
-                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG | baseline DB EVENTS | analyze DB | decode EVENTS | fill DB EVENTS | bigtask DB EVENTS | search DB SERVICE SINCE_S UNTIL_S LIMIT | otlp http|grpc ADDR REQUESTS SPANS"
+                "usage: collector_bench load ADDR EVENTS CONNS text|binary BIG [FIRST] | baseline DB EVENTS | analyze DB | decode EVENTS | fill DB EVENTS | bigtask DB EVENTS | search DB SERVICE SINCE_S UNTIL_S LIMIT | otlp http|grpc ADDR REQUESTS SPANS"
             );
             std::process::exit(2);
         }

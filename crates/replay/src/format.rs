@@ -19,7 +19,7 @@ use crate::Error;
 pub use replay_ptrace::syscallbuf::Buffered;
 
 /// Version of the recording format written by this build. Readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format version this build reads (version 1 lacks the syscall-buffer events, versions
 /// 1 and 2 the thread-schedule events, versions before 5 the paths of system calls; all decode with
 /// this build).

@@ -228,7 +228,8 @@ pub fn may_block(nr: i64, args: &[u64; 6]) -> bool {
         | SYS_connect | SYS_poll | SYS_ppoll | SYS_select | SYS_pselect6 | SYS_epoll_wait
         | SYS_epoll_pwait | SYS_nanosleep | SYS_clock_nanosleep | SYS_wait4 | SYS_waitid
         | SYS_pause | SYS_rt_sigsuspend | SYS_rt_sigtimedwait | SYS_write | SYS_writev
-        | SYS_sendto | SYS_sendmsg | SYS_sched_yield | SYS_flock | SYS_restart_syscall => true,
+        | SYS_sendto | SYS_sendmsg | SYS_sendfile | SYS_sched_yield | SYS_flock
+        | SYS_restart_syscall => true,
         _ => false,
     }
 }

@@ -7,7 +7,7 @@
 //! maps, signal dispositions, closing fds; not `futex` and `sched_yield`, which the thread scheduler
 //! must see, `crate::sched`); [`REFUSED`] lists the calls that fail with ENOSYS in both,
 //! so programs fall back to simpler ones (rseq, clone3, io_uring, and the fd-to-fd copies whose data
-//! never passes through tracee memory).
+//! never passes through tracee memory, except `sendfile`, recorded from format version 6).
 //!
 //! Numbers and structure sizes are x86-64's (`arch/x86/entry/syscalls/syscall_64.tbl`, the man pages
 //! of each call).
@@ -128,7 +128,11 @@ pub const ALLOWED: &[i64] = &[
 
 /// System calls refused with ENOSYS in recording and replay (programs fall back): `rseq` (glibc runs
 /// without it), `clone3` (glibc falls back to `clone`, whose flags we can check), io_uring, and
-/// `sendfile`/`copy_file_range`/`splice`/`tee`/`vmsplice`, whose data bypasses tracee memory.
+/// `copy_file_range`/`splice`/`tee`/`vmsplice`, whose data bypasses tracee memory. `sendfile` was
+/// refused too before format version 6 (servers such as nginx do not fall back from it): it is now
+/// trapped and recorded by its result and offset (see [`outputs`]), except that the recorder
+/// refuses it itself when its output fd is Sightline's stdout or stderr, whose bytes replay
+/// writes again from the program's memory.
 pub const REFUSED: &[i64] = &[
     libc::SYS_rseq,
     libc::SYS_clone3,
@@ -162,6 +166,10 @@ pub fn filter_for_version(version: u32) -> Filter {
     for &nr in REFUSED {
         if version >= 4 && nr == libc::SYS_io_uring_setup {
             // Trapped: the recorder makes it fail with ENOSYS itself and says "io_uring disabled".
+            continue;
+        }
+        if version >= 6 && nr == libc::SYS_sendfile {
+            // Trapped and recorded (see `REFUSED`).
             continue;
         }
         f.rule(nr, Action::Errno(libc::ENOSYS as u16));
@@ -348,6 +356,8 @@ fn described(nr: i64) -> Option<Spec> {
         SYS_sendto => fd(6, Emulate),
         SYS_recvmsg => fd(3, Emulate),
         SYS_sendmsg => fd(3, Emulate),
+        // Its fd argument is the output one (arg 0), as for the write family: its rendezvous.
+        SYS_sendfile => fd(4, Emulate),
         SYS_open => newfd(3, Open),
         SYS_openat => newfd(4, Open),
         SYS_creat => newfd(2, Open),
@@ -668,6 +678,8 @@ pub fn outputs(
         }
         SYS_listxattr | SYS_llistxattr | SYS_flistxattr if ok => fixed(&mut out, a[1], r),
         SYS_readlinkat if ok => fixed(&mut out, a[2], r),
+        // The file offset it was given (`off_t *`), advanced by the bytes sent.
+        SYS_sendfile if ok => fixed(&mut out, a[2], 8),
         SYS_getcwd if ok => fixed(&mut out, a[0], r),
         SYS_readv | SYS_preadv | SYS_preadv2 if ok => {
             scatter(&mut out, mem, a[1], a[2] as usize, r)
@@ -920,6 +932,52 @@ pub fn is_shared_writable_file_mapping(args: &[u64; 6]) -> bool {
         && prot & libc::PROT_WRITE != 0
 }
 
+/// The fds a successful `recvmsg` received in `SCM_RIGHTS` control messages, from its recorded
+/// memory writes (`writes`: address and bytes after the call): the `msghdr` at `args[1]` gives the
+/// control buffer and the length the kernel filled in; each `cmsghdr` (`cmsg_len:u64`,
+/// `cmsg_level:i32`, `cmsg_type:i32`, then data, aligned to 8: cmsg(3)) at `SOL_SOCKET` /
+/// `SCM_RIGHTS` holds `(cmsg_len - 16) / 4` fd numbers. The kernel installed them in the
+/// receiver's fd table; replay, which emulates the call, must make fds at those numbers.
+pub fn received_fds(args: &[u64; 6], writes: &[(u64, &[u8])]) -> Vec<i32> {
+    let at = |addr: u64, len: usize| {
+        writes
+            .iter()
+            .find(|(a, d)| *a == addr && d.len() >= len)
+            .map(|(_, d)| *d)
+    };
+    let u64_at = |b: &[u8], o: usize| {
+        b.get(o..o + 8)
+            .map_or(0, |s| u64::from_le_bytes(s.try_into().expect("8")))
+    };
+    let Some(hdr) = at(args[1], 56) else {
+        return Vec::new();
+    };
+    let (control, controllen) = (u64_at(hdr, 32), u64_at(hdr, 40) as usize);
+    let Some(buf) = at(control, 0) else {
+        return Vec::new();
+    };
+    let buf = &buf[..controllen.min(buf.len())];
+    let mut fds = Vec::new();
+    let mut o = 0;
+    while o + 16 <= buf.len() {
+        let len = u64_at(buf, o) as usize;
+        let level = i32::from_le_bytes(buf[o + 8..o + 12].try_into().expect("4"));
+        let kind = i32::from_le_bytes(buf[o + 12..o + 16].try_into().expect("4"));
+        if len < 16 || o + len > buf.len() {
+            break;
+        }
+        if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
+            fds.extend(
+                buf[o + 16..o + len]
+                    .chunks_exact(4)
+                    .map(|c| i32::from_le_bytes(c.try_into().expect("4"))),
+            );
+        }
+        o += (len + 7) & !7;
+    }
+    fds
+}
+
 /// True for the write family (calls whose data [`inputs`] describes).
 pub fn is_write(nr: i64) -> bool {
     use libc::*;
@@ -951,6 +1009,56 @@ pub const HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sendfile_is_trapped_from_version_6_and_refused_before() {
+        assert_eq!(filter().action_for(libc::SYS_sendfile), Action::Trace);
+        assert_eq!(
+            filter_for_version(5).action_for(libc::SYS_sendfile),
+            Action::Errno(libc::ENOSYS as u16)
+        );
+        // Its offset argument is written back; without one nothing is.
+        let none = |_: u64, _: usize| None;
+        assert_eq!(
+            outputs(libc::SYS_sendfile, &[4, 3, 0x1000, 10, 0, 0], 10, &mut {
+                none
+            }),
+            vec![(0x1000, 8)]
+        );
+        assert!(outputs(libc::SYS_sendfile, &[4, 3, 0, 10, 0, 0], 10, &mut { none }).is_empty());
+    }
+
+    #[test]
+    fn received_fds_are_read_from_scm_rights_messages() {
+        // A msghdr whose control buffer at 0x2000 holds a credentials message (level SOL_SOCKET,
+        // type SCM_CREDENTIALS, 12 bytes of data, padded to 32) and then SCM_RIGHTS with fds 7 and 9.
+        let mut hdr = [0u8; 56];
+        hdr[32..40].copy_from_slice(&0x2000u64.to_le_bytes());
+        let mut control = Vec::new();
+        let cmsg = |c: &mut Vec<u8>, kind: i32, data: &[u8]| {
+            c.extend_from_slice(&(16 + data.len() as u64).to_le_bytes());
+            c.extend_from_slice(&libc::SOL_SOCKET.to_le_bytes());
+            c.extend_from_slice(&kind.to_le_bytes());
+            c.extend_from_slice(data);
+            while !c.len().is_multiple_of(8) {
+                c.push(0);
+            }
+        };
+        cmsg(&mut control, libc::SCM_CREDENTIALS, &[1; 12]);
+        let fds: Vec<u8> = [7i32, 9].iter().flat_map(|f| f.to_le_bytes()).collect();
+        cmsg(&mut control, libc::SCM_RIGHTS, &fds);
+        control.extend_from_slice(&[0xff; 24]); // beyond the length the kernel filled in
+        let filled = (control.len() - 24) as u64;
+        hdr[40..48].copy_from_slice(&filled.to_le_bytes());
+        let args = [5, 0x1000, 0, 0, 0, 0];
+        let writes = [(0x1000u64, &hdr[..]), (0x2000u64, &control[..])];
+        assert_eq!(received_fds(&args, &writes), vec![7, 9]);
+        // No control buffer recorded, or none filled in: no fds.
+        assert!(received_fds(&args, &writes[..1]).is_empty());
+        hdr[40..48].copy_from_slice(&0u64.to_le_bytes());
+        let writes = [(0x1000u64, &hdr[..]), (0x2000u64, &control[..])];
+        assert!(received_fds(&args, &writes).is_empty());
+    }
 
     #[test]
     fn allowed_and_refused_calls_are_not_trapped_and_the_rest_is() {

@@ -1577,6 +1577,73 @@ fn fs_ioc_getversion_a_linux_aio_read_and_io_uring_with_a_fallback() {
     replay_3_printing(&rec, stdout.as_bytes());
 }
 
+/// Issue 12: `sendfile`, which nginx serves static files with (it does not fall back from
+/// ENOSYS), is recorded: its results, the offset it advances, and the file position it moves when
+/// given no offset; into the recording's own stdout it is refused once, and the program's fallback
+/// replays.
+#[test]
+fn sendfile_into_a_socket_is_recorded_and_into_stdout_refused() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("sendfile", tmp.path());
+    let data = tmp.path().join("page.html");
+    std::fs::write(&data, b"0123456789abcdefghijklmnop\n").unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[prog.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.code, 0, "{stdout}{stderr}");
+    assert_eq!(
+        stdout,
+        "sent 10 then 6, offset 14, file position 6, received 16: 456789abcd012345\n\
+         sendfile to stdout: Function not implemented; writing instead\n0123456\n",
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("sendfile into the recording's stdout")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    // Replay reads nothing from the file: rewritten, it still replays the recorded bytes.
+    std::fs::write(&data, b"ZZZZZZZZZZZZZZZZZZZZZZZZZZ\n").unwrap();
+    let rec = Recording::open(&r.dir).unwrap();
+    replay_3_printing(&rec, stdout.as_bytes());
+}
+
+/// An fd received in an `SCM_RIGHTS` message (nginx's master passes its workers' channels so):
+/// replay stands in for it at the recorded number, with the recorded close-on-exec flag (the
+/// child's `fcntl(F_GETFD)` runs for real), so the fds opened after it get the recorded numbers.
+#[test]
+fn an_fd_received_over_a_unix_socket_replays_at_its_number() {
+    let Some((_g, tmp)) = start(&["gcc"]) else {
+        return;
+    };
+    let prog = guest("pass_fd", tmp.path());
+    let data = tmp.path().join("passed.txt");
+    std::fs::write(&data, b"0123456789abc\n").unwrap();
+    let r = record(
+        tmp.path(),
+        tmp.path(),
+        &[prog.to_str().unwrap(), data.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&r.stdout).into_owned();
+    assert_eq!(r.code, 0, "{stdout}{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        stdout.contains(
+            "child got fd 3 (close-on-exec 1) and byte x, read 10: 0123456789; next fd 5\n"
+        ),
+        "{stdout}"
+    );
+    let rec = Recording::open(&r.dir).unwrap();
+    replay_3_printing(&rec, stdout.as_bytes());
+}
+
 /// Issue 12: a system call the recorder has no description of is named at record time (call,
 /// process, thread), once, not found at replay; `close_range` and `capget`, which Python's
 /// `subprocess` and Java make, are described: `close_range` closes the fds in replay too (an

@@ -190,6 +190,8 @@ struct Recorder {
     files: files::MappedFiles,
     /// "io_uring disabled" was said.
     io_uring_said: bool,
+    /// "sendfile to the recording's output refused" was said.
+    sendfile_said: bool,
     /// Legacy ioctl requests whose outputs are not modelled, said once each.
     unmodelled_ioctls: std::collections::HashSet<u32>,
     /// System calls without a description, said once each ([`Recorder::unmodelled_call`]).
@@ -326,6 +328,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         slice_ns: crate::sched::time_slice_ns(),
         files: files::MappedFiles::new(&opts.dir),
         io_uring_said: false,
+        sendfile_said: false,
         unmodelled_ioctls: std::collections::HashSet::new(),
         unmodelled_calls: std::collections::HashSet::new(),
         threaded_procs: std::collections::HashSet::new(),

@@ -166,6 +166,24 @@ impl Recorder {
         }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
+        if nr == libc::SYS_sendfile && fd.is_some_and(|f| f.out != 0) {
+            // Into Sightline's stdout or stderr: replay writes those bytes again from the
+            // program's memory, and these never pass through it. Refused (skipped, ENOSYS), as
+            // before format version 6; programs fall back to read and write. Said once.
+            if !self.sendfile_said {
+                self.sendfile_said = true;
+                let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
+                eprintln!(
+                    "sightline: sendfile into the recording's stdout or stderr returns ENOSYS (process {tgid}, thread {tid}); programs fall back to read and write"
+                );
+            }
+            let mut r = regs;
+            r.orig_rax = u64::MAX;
+            r.rax = (-i64::from(libc::ENOSYS)) as u64;
+            if let Err(e) = t.set_regs(&r) {
+                return Err(Box::new((Some(t), e.into())));
+            }
+        }
         // Read at entry: a successful execve replaces the memory that held it. A path that cannot
         // be read (a bad pointer: the call fails with EFAULT) stays empty.
         let path = syscalls::read_path(&t, nr, &args).unwrap_or_default();

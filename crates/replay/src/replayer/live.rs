@@ -724,6 +724,20 @@ impl Live {
                     d.borrow_mut().offset = r as u64;
                 }
             }
+            // Advances the output file's offset, and the input's when no offset was passed.
+            // (Bytes it put into a pipe are not in the pipe model: they never passed through the
+            // program's memory.)
+            SYS_sendfile if r > 0 => {
+                let advanced = [Some(fd0), (e.args[2] == 0).then_some(e.args[1] as i32)];
+                for fd in advanced.into_iter().flatten() {
+                    if let Some(d) = table.get(&fd) {
+                        let mut d = d.borrow_mut();
+                        if d.kind == Kind::File {
+                            d.offset += r as u64;
+                        }
+                    }
+                }
+            }
             // The child's fd table was copied at the fork event ([`Live::inherit_fds`]); a thread
             // shares its process's.
             SYS_fork | SYS_vfork | SYS_clone

@@ -63,6 +63,8 @@ impl Fixup {
 }
 
 const AT_FDCWD: i64 = -100;
+/// `recvmsg`'s flag that makes received fds close-on-exec (`include/linux/socket.h`).
+const MSG_CMSG_CLOEXEC: u64 = 0x4000_0000;
 
 /// The recorded child a wait4/waitid reaped (0 when none: WNOHANG with nothing ready).
 fn waited_child(ev: &SyscallEvent) -> i32 {
@@ -344,6 +346,20 @@ impl Replayer<'_> {
             }
             m => m,
         };
+        if mode == Mode::Emulate
+            && nr == libc::SYS_recvmsg
+            && ev.result >= 0
+            && let Some(fixup) = self.receive_fds(&mut t, rec, &ev)?
+        {
+            if let Some(p) = self.procs.get_mut(&tid) {
+                p.pending = Some(Pending {
+                    ev,
+                    fixup,
+                    restarting: false,
+                });
+            }
+            return Ok(Next::Resume(t, Resume::Syscall, 0));
+        }
         let fixup = match mode {
             Mode::Emulate => return self.emulate(t, rec, ev),
             Mode::Real
@@ -756,6 +772,50 @@ impl Replayer<'_> {
     /// fd, which is the recorded one when the replay is faithful (checked at exit). The path is
     /// written over the program's own path buffer when it fits, else just below the stack's red
     /// zone; either way the bytes are restored at the exit stop.
+    /// A `recvmsg` that received an fd (`SCM_RIGHTS`, as nginx's master passes its workers'
+    /// channels, or a socket handed to another process): emulated, it would install none, and the
+    /// fd numbers after it would differ from the recording. The call runs instead as
+    /// `dup3(socket, fd)`, a stand-in at the recorded number (a duplicate of the socket the message
+    /// came on; whatever the program does with it is emulated like any socket), with the
+    /// recorded result and memory put in place at its exit. Returns `None` when it received none.
+    ///
+    /// Errors: more than one fd in the message (replay stands in for one per message), reported
+    /// as a divergence; a ptrace request fails.
+    fn receive_fds(
+        &mut self,
+        t: &mut Stopped,
+        rec: i32,
+        ev: &SyscallEvent,
+    ) -> Result<Option<Fixup>, Error> {
+        let writes: Vec<(u64, &[u8])> = ev.writes.iter().map(|w| (w.addr, &w.data[..])).collect();
+        let fds = syscalls::received_fds(&ev.args, &writes);
+        match fds[..] {
+            [] => Ok(None),
+            [fd] => {
+                let mut regs = t.regs()?;
+                let saved = args_of(&regs);
+                let cloexec = if ev.args[2] & MSG_CMSG_CLOEXEC != 0 {
+                    libc::O_CLOEXEC
+                } else {
+                    0
+                };
+                regs.orig_rax = libc::SYS_dup3 as u64;
+                set_args(&mut regs, [ev.args[0], fd as u64, cloexec as u64, 0, 0, 0]);
+                t.set_regs(&regs)?;
+                Ok(Some(Fixup::rewritten(saved, None, i64::from(fd))))
+            }
+            _ => Err(self.divergence(
+                rec,
+                describe(&Event::Syscall(ev.clone())),
+                format!(
+                    "{} received {} fds in one message (SCM_RIGHTS {fds:?}); replay stands in for one fd per message",
+                    render(ev.nr, &ev.args),
+                    fds.len()
+                ),
+            )),
+        }
+    }
+
     fn stand_in(
         &mut self,
         t: &mut Stopped,
