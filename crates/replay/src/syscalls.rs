@@ -564,6 +564,11 @@ pub fn format_call(nr: i64, args: &[u64; 6], path: Option<&[u8]>) -> String {
         libc::SYS_openat => Some(2),
         _ => None,
     };
+    let (prot_at, map_flags_at) = match nr {
+        libc::SYS_mmap => (Some(2), Some(3)),
+        libc::SYS_mprotect | libc::SYS_pkey_mprotect => (Some(2), None),
+        _ => (None, None),
+    };
     let a: Vec<String> = (0..n)
         .map(|k| {
             let v = args[k];
@@ -573,6 +578,10 @@ pub fn format_call(nr: i64, args: &[u64; 6], path: Option<&[u8]>) -> String {
                 "AT_FDCWD".to_string()
             } else if Some(k) == flags_at {
                 open_flags(v as i32)
+            } else if Some(k) == prot_at {
+                prot_flags(v as i32)
+            } else if Some(k) == map_flags_at {
+                map_flags(v as i32)
             } else if v > 0xffff {
                 format!("{v:#x}")
             } else {
@@ -581,6 +590,62 @@ pub fn format_call(nr: i64, args: &[u64; 6], path: Option<&[u8]>) -> String {
         })
         .collect();
     format!("{}({})", name(nr), a.join(", "))
+}
+
+/// The names of the bits of `v` that `names` lists, joined by `|`, with bits without a name as a
+/// hex remainder; `zero` when `v` is 0.
+fn bit_names(v: i32, names: &[(i32, &str)], zero: &str) -> String {
+    if v == 0 {
+        return zero.to_string();
+    }
+    let mut rest = v;
+    let mut parts: Vec<String> = Vec::new();
+    for &(bit, name) in names {
+        if bit != 0 && rest & bit == bit {
+            parts.push(name.to_string());
+            rest &= !bit;
+        }
+    }
+    if rest != 0 {
+        parts.push(format!("{rest:#x}"));
+    }
+    parts.join("|")
+}
+
+/// `mmap(2)`/`mprotect(2)` protection by name, `PROT_READ|PROT_WRITE`, or `PROT_NONE`.
+fn prot_flags(p: i32) -> String {
+    use libc::*;
+    let names = [
+        (PROT_READ, "PROT_READ"),
+        (PROT_WRITE, "PROT_WRITE"),
+        (PROT_EXEC, "PROT_EXEC"),
+    ];
+    bit_names(p, &names, "PROT_NONE")
+}
+
+/// `mmap(2)` flags by name, `MAP_PRIVATE|MAP_ANONYMOUS`; bits without a name as a hex remainder.
+fn map_flags(f: i32) -> String {
+    use libc::*;
+    // MAP_SHARED_VALIDATE (3) holds both sharing bits: named first, whole.
+    let names = [
+        (MAP_SHARED_VALIDATE, "MAP_SHARED_VALIDATE"),
+        (MAP_SHARED, "MAP_SHARED"),
+        (MAP_PRIVATE, "MAP_PRIVATE"),
+        (MAP_FIXED_NOREPLACE, "MAP_FIXED_NOREPLACE"),
+        (MAP_FIXED, "MAP_FIXED"),
+        (MAP_ANONYMOUS, "MAP_ANONYMOUS"),
+        (MAP_GROWSDOWN, "MAP_GROWSDOWN"),
+        (MAP_DENYWRITE, "MAP_DENYWRITE"),
+        (MAP_EXECUTABLE, "MAP_EXECUTABLE"),
+        (MAP_LOCKED, "MAP_LOCKED"),
+        (MAP_NORESERVE, "MAP_NORESERVE"),
+        (MAP_POPULATE, "MAP_POPULATE"),
+        (MAP_NONBLOCK, "MAP_NONBLOCK"),
+        (MAP_STACK, "MAP_STACK"),
+        (MAP_HUGETLB, "MAP_HUGETLB"),
+        (MAP_SYNC, "MAP_SYNC"),
+    ];
+    bit_names(f, &names, "0")
 }
 
 /// `open(2)` flags by name, `O_RDONLY|O_CLOEXEC`; bits without a name as a hex remainder.
@@ -1009,6 +1074,29 @@ pub const HASH_SEED: u64 = 0xcbf2_9ce4_8422_2325;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mmap_and_mprotect_flags_are_named() {
+        let mmap = [0, 37647, 1, 2, 3, 0];
+        assert_eq!(
+            format_call(libc::SYS_mmap, &mmap, None),
+            "mmap(0, 37647, PROT_READ, MAP_PRIVATE, 3, 0)"
+        );
+        let fixed = [0x7fff_f7df_a000, 0x1000, 5, 0x812, 3, 0x26000];
+        assert_eq!(
+            format_call(libc::SYS_mmap, &fixed, None),
+            "mmap(0x7ffff7dfa000, 4096, PROT_READ|PROT_EXEC, MAP_PRIVATE|MAP_FIXED|MAP_DENYWRITE, 3, 0x26000)"
+        );
+        let odd = [0, 4096, 0, 0x100003, 0xffff_ffff, 0];
+        assert_eq!(
+            format_call(libc::SYS_mmap, &odd, None),
+            "mmap(0, 4096, PROT_NONE, MAP_SHARED_VALIDATE|MAP_FIXED_NOREPLACE, 0xffffffff, 0)"
+        );
+        assert_eq!(
+            format_call(libc::SYS_mprotect, &[0x1000, 4096, 3, 0, 0, 0], None),
+            "mprotect(4096, 4096, PROT_READ|PROT_WRITE)"
+        );
+    }
 
     #[test]
     fn sendfile_is_trapped_from_version_6_and_refused_before() {
