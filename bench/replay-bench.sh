@@ -223,6 +223,8 @@ server_bench() {
     local d=$W/nginx port=$((20000 + RANDOM % 20000)) secs=${SERVER_SECS:-5}
     mkdir -p "$d/html" "$d/tmp" "$d/logs"
     head -c 3000 /dev/urandom | base64 > "$d/html/index.html"
+    # The workers run as nginx's default user (nobody): the page must be readable to them.
+    chmod a+rx "$W" "$d" "$d/html" && chmod a+r "$d/html/index.html"
     cat > "$d/nginx.conf" <<EOF
 worker_processes 2;
 pid $d/nginx.pid;
