@@ -1279,6 +1279,8 @@ fn a_script_without_shebang_runs_under_bin_sh_and_replays() {
 }
 
 nosyscallbuf! {
+    sendfile_into_a_socket_is_recorded_and_into_stdout_refused_nosyscallbuf => sendfile_into_a_socket_is_recorded_and_into_stdout_refused,
+    an_fd_received_over_a_unix_socket_replays_at_its_number_nosyscallbuf => an_fd_received_over_a_unix_socket_replays_at_its_number,
     an_unmodelled_system_call_is_named_at_record_time_nosyscallbuf => an_unmodelled_system_call_is_named_at_record_time,
     sqlite3_wal_database_replays_nosyscallbuf => sqlite3_wal_database_replays,
     sqlite3_wal_database_with_mmap_size_replays_nosyscallbuf => sqlite3_wal_database_with_mmap_size_replays,

@@ -370,11 +370,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
     {
         eprintln!("sightline: tracer runs with its TSC enabled: {e}");
     }
-    // Same CPUID faulting as the tracees: no MSR write (a VM exit) on each switch either. Opt-in
-    // while recording (`SIGHTLINE_TRACER_CPUID=1`): the faster stops made the two-sqlite3 WAL
-    // test diverge about 1 run in 2 instead of 1 in 8 (a race in the schedule of processes
-    // joined by a shared file, not found yet; docs/replay-performance.md).
-    if std::env::var_os("SIGHTLINE_TRACER_CPUID").is_some_and(|v| v == "1")
+    // Same CPUID faulting as the tracees: no MSR write (a VM exit, ~9 us here) on each switch
+    // either (docs/replay-performance.md). `SIGHTLINE_TRACER_CPUID=0` turns it off. (It was
+    // opt-in until the race in the schedule of processes joined by a shared file, which the
+    // faster stops exposed, was fixed by rendezvous points on shared-mapped files.)
+    if std::env::var_os("SIGHTLINE_TRACER_CPUID").is_none_or(|v| v != "0")
         && let Err(e) = replay_ptrace::trap_own_cpuid()
         && r.debug
     {

@@ -1,5 +1,6 @@
 /* A thread that makes trapped calls while the main thread makes calls on a pipe shared with a
- * child (each such call is a rendezvous point on the pipe). */
+ * child (each such call is a rendezvous point on the pipe). The worker's calls all come after
+ * main's pipe calls (it waits for `go`), however fast or slow the recording's stops are. */
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <pthread.h>
@@ -7,8 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static volatile int go;
+
 static void *worker(void *arg) {
     (void)arg;
+    while (!go)
+        ;
     for (int i = 0; i < 200; i++)
         getppid();
     return 0;
@@ -32,6 +37,7 @@ int main(void) {
         ioctl(p[0], FIONREAD, &n);
         flags |= fcntl(p[0], F_GETFL);
     }
+    go = 1;
     pthread_join(t, 0);
     char b = 0;
     read(p[0], &b, 1);
