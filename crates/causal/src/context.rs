@@ -422,7 +422,7 @@ impl Context {
         if !self.sampled {
             return None;
         }
-        emit(self, label.into(), None, Fields::collect(fields))
+        emit_iter(self, label.into(), fields)
     }
 
     /// An event builder reporting through this explicit context.
@@ -629,7 +629,7 @@ where
     let sampled = crate::reporter::sample_new_task();
     let mut ctx = Context::new_task(sampled);
     if sampled {
-        emit(&mut ctx, label.into(), None, Fields::collect(fields));
+        emit_iter(&mut ctx, label.into(), fields);
     }
     set_current(Some(ctx.clone()));
     ctx
@@ -719,7 +719,7 @@ impl Fields {
         f
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn collect<I: IntoIterator<Item = (&'static str, Value)>>(it: I) -> Fields {
         let mut f = Fields::new();
         for kv in it {
@@ -778,10 +778,141 @@ impl RawEvent {
     }
 }
 
+/// A key/value's value that holds no owned string: what a compact event carries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SmallValue {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+impl SmallValue {
+    /// `v` as a small value, or `v` back when it holds an owned string.
+    #[inline(always)]
+    fn of(v: Value) -> Result<SmallValue, Value> {
+        Ok(match v {
+            Value::U64(x) => SmallValue::U64(x),
+            Value::I64(x) => SmallValue::I64(x),
+            Value::F64(x) => SmallValue::F64(x),
+            Value::Bool(x) => SmallValue::Bool(x),
+            Value::Str(Cow::Borrowed(x)) => SmallValue::Str(x),
+            v @ Value::Str(Cow::Owned(_)) => return Err(v),
+        })
+    }
+
+    fn value(self) -> Value {
+        match self {
+            SmallValue::U64(x) => Value::U64(x),
+            SmallValue::I64(x) => Value::I64(x),
+            SmallValue::F64(x) => Value::F64(x),
+            SmallValue::Bool(x) => Value::Bool(x),
+            SmallValue::Str(x) => Value::Str(Cow::Borrowed(x)),
+        }
+    }
+}
+
+/// One key/value of a compact event.
+pub(crate) type SmallKv = (&'static str, SmallValue);
+
+/// The key/values of a compact event: at most two, none with an owned string.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SmallFields {
+    Zero,
+    One(SmallKv),
+    Two(SmallKv, SmallKv),
+}
+
+impl SmallFields {
+    /// Adds `kv`; `Err` (with the key/values so far unchanged) when there are two already.
+    #[inline(always)]
+    fn push(&mut self, kv: SmallKv) -> Result<(), ()> {
+        *self = match *self {
+            SmallFields::Zero => SmallFields::One(kv),
+            SmallFields::One(a) => SmallFields::Two(a, kv),
+            SmallFields::Two(..) => return Err(()),
+        };
+        Ok(())
+    }
+
+    pub(crate) fn into_fields(self) -> Fields {
+        let mut f = Fields::new();
+        let (a, b) = match self {
+            SmallFields::Zero => (None, None),
+            SmallFields::One(a) => (Some(a), None),
+            SmallFields::Two(a, b) => (Some(a), Some(b)),
+        };
+        for (k, v) in a.into_iter().chain(b) {
+            f.push(k, v.value());
+        }
+        f
+    }
+
+    /// `fields` as small ones when there are at most two and none holds an owned string.
+    #[inline(always)]
+    fn of(fields: &Fields) -> Option<SmallFields> {
+        if fields.len > 2 || !fields.spill.is_empty() {
+            return None;
+        }
+        let mut small = SmallFields::Zero;
+        for (k, v) in &fields.inline[..fields.len as usize] {
+            let v = match v {
+                Value::U64(x) => SmallValue::U64(*x),
+                Value::I64(x) => SmallValue::I64(*x),
+                Value::F64(x) => SmallValue::F64(*x),
+                Value::Bool(x) => SmallValue::Bool(*x),
+                Value::Str(Cow::Borrowed(x)) => SmallValue::Str(x),
+                Value::Str(Cow::Owned(_)) => return None,
+            };
+            small.push((k, v)).ok()?;
+        }
+        Some(small)
+    }
+}
+
+/// The common event in the compact form queued on a thread's ring: an 8-byte TaskId, at most one
+/// 8-byte non-zero parent, a static label, no agent, no options, at most two key/values without
+/// owned strings (everything else is a [`RawEvent`]). Two cache lines, so that queuing it is a
+/// handful of 16-byte moves rather than a `memcpy` call; the thread id is the ring's.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub(crate) struct CompactEvent {
+    pub(crate) task: u64,
+    pub(crate) op: u64,
+    /// The parent's value; 0 for none.
+    pub(crate) parent: u64,
+    pub(crate) hrt_ns: u64,
+    pub(crate) label: &'static str,
+    pub(crate) fields: SmallFields,
+}
+
+impl CompactEvent {
+    /// The general form of this event, reported by thread `tid`.
+    pub(crate) fn into_raw(self, tid: u32) -> RawEvent {
+        RawEvent {
+            // An 8-byte TaskId read back (`TaskId::as_u64`): never zero, so never an error.
+            task: TaskId::from_u64(self.task).unwrap_or_else(|_| TaskId::random()),
+            op: OpId::new(self.op),
+            parents: if self.parent == 0 {
+                Parents::EMPTY
+            } else {
+                Parents::one(OpId::new(self.parent))
+            },
+            options: None,
+            label: Cow::Borrowed(self.label),
+            agent: None,
+            fields: self.fields.into_fields(),
+            hrt_ns: self.hrt_ns,
+            tid,
+        }
+    }
+}
+
 /// This thread's kernel tid, looked up once per thread (and the thread's name registered with
 /// the reporter then).
 #[inline]
-fn thread_tid() -> u32 {
+pub(crate) fn thread_tid() -> u32 {
     TID.try_with(|t| {
         let v = t.get();
         if v != 0 {
@@ -800,8 +931,106 @@ pub(crate) fn forget_tid_after_fork() {
     let _ = TID.try_with(|t| t.set(0));
 }
 
-/// Reports one event through `ctx` (sampled checked by callers) and makes it `ctx`'s only parent.
+/// Reports one event through `ctx` (sampled checked by callers) with the key/values of `it`,
+/// gathered straight into a compact event's while they fit one.
 #[inline(always)]
+fn emit_iter<I>(ctx: &mut Context, label: Cow<'static, str>, it: I) -> Option<OpId>
+where
+    I: IntoIterator<Item = (&'static str, Value)>,
+{
+    let mut it = it.into_iter();
+    let mut small = SmallFields::Zero;
+    while let Some((k, v)) = it.next() {
+        match SmallValue::of(v) {
+            Ok(sv) => {
+                if small.push((k, sv)).is_err() {
+                    return emit_iter_rest(ctx, label, small, (k, sv.value()), it);
+                }
+            }
+            Err(v) => return emit_iter_rest(ctx, label, small, (k, v), it),
+        }
+    }
+    emit_small(ctx, label, None, small)
+}
+
+/// [`emit_iter`] once the key/values do not fit a compact event: `small`, then `kv`, then the
+/// rest of `it`.
+#[cold]
+#[inline(never)]
+fn emit_iter_rest<I>(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    small: SmallFields,
+    kv: (&'static str, Value),
+    it: I,
+) -> Option<OpId>
+where
+    I: Iterator<Item = (&'static str, Value)>,
+{
+    let mut f = small.into_fields();
+    f.push(kv.0, kv.1);
+    for (k, v) in it {
+        f.push(k, v);
+    }
+    emit(ctx, label, None, f)
+}
+
+/// Reports one event with `fields` (sampled checked by callers): compact when they fit.
+#[inline(always)]
+fn emit_fields(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: Fields,
+) -> Option<OpId> {
+    match SmallFields::of(&fields) {
+        Some(small) => emit_small(ctx, label, agent, small),
+        None => emit(ctx, label, agent, fields),
+    }
+}
+
+/// Reports one event with small key/values (sampled checked by callers): queued as a
+/// [`CompactEvent`] when the rest of it fits one too (see there), else through [`emit`]. Both
+/// make the same report.
+#[inline(always)]
+fn emit_small(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: SmallFields,
+) -> Option<OpId> {
+    let parent = match ctx.parents.as_slice() {
+        [] => Some(0),
+        [p] if p.len() == 8 && !p.is_zero() => Some(p.value()),
+        _ => None,
+    };
+    if let (Cow::Borrowed(l), None, None, Some(task), Some(parent)) =
+        (&label, agent, &ctx.options, ctx.task.as_u64(), parent)
+        && crate::reporter::domain_options().is_none()
+        && ctx
+            .carried
+            .as_ref()
+            .is_none_or(|c| c.edge_destinations.is_empty())
+    {
+        let op = OpId::new(crate::ids::random_nonzero_u64());
+        ctx.parents = Parents::one(op);
+        crate::probes::event_fired(ctx.task, op, l);
+        crate::reporter::submit_compact(CompactEvent {
+            task,
+            op: op.value(),
+            parent,
+            hrt_ns: crate::sys::monotonic_ns(),
+            label: l,
+            fields,
+        });
+        return Some(op);
+    }
+    emit(ctx, label, agent, fields.into_fields())
+}
+
+/// Reports one event through `ctx` (sampled checked by callers) as a [`RawEvent`] and makes it
+/// `ctx`'s only parent.
+#[inline(never)]
 fn emit(
     ctx: &mut Context,
     label: Cow<'static, str>,
@@ -915,7 +1144,7 @@ where
             return None;
         };
         match cur.as_mut() {
-            Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
+            Some(ctx) if ctx.sampled => emit_iter(ctx, label.into(), fields),
             _ => None,
         }
     })
@@ -932,7 +1161,7 @@ pub(crate) fn report_fields(label: Cow<'static, str>, fields: Fields) -> Option<
             return None;
         };
         match cur.as_mut() {
-            Some(ctx) if ctx.sampled => emit(ctx, label, None, fields),
+            Some(ctx) if ctx.sampled => emit_fields(ctx, label, None, fields),
             _ => None,
         }
     })
@@ -1008,7 +1237,7 @@ impl EventBuilder<'_> {
                 if !ctx.sampled {
                     return None;
                 }
-                emit(ctx, label, agent, fields)
+                emit_fields(ctx, label, agent, fields)
             }
             Target::Current => CURRENT
                 .try_with(|c| {
@@ -1018,7 +1247,7 @@ impl EventBuilder<'_> {
                         .ok()
                         .and_then(Option::as_mut)
                     {
-                        Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
+                        Some(ctx) if ctx.sampled => emit_fields(ctx, label, agent, fields),
                         _ => None,
                     }
                 })
@@ -1052,6 +1281,10 @@ mod tests {
         );
         assert!(ev <= 336, "RawEvent is {ev} bytes (376 before)");
         assert!(cx <= 88, "Context is {cx} bytes (120 before)");
+        // The common event is queued compact: two cache lines, the ring's mark included.
+        assert_eq!(std::mem::size_of::<SmallFields>(), 80);
+        assert_eq!(std::mem::size_of::<CompactEvent>(), 128);
+        assert_eq!(std::mem::size_of::<crate::reporter::Queued>(), 128);
     }
 
     #[test]
