@@ -25,7 +25,7 @@ const INLINE_PARENTS: usize = 4;
 
 /// The event ids the next event of a context follows.
 #[derive(Clone)]
-enum Parents {
+pub(crate) enum Parents {
     Inline {
         len: u8,
         ids: [OpId; INLINE_PARENTS],
@@ -45,7 +45,7 @@ impl Parents {
         Parents::Inline { len: 1, ids }
     }
 
-    fn as_slice(&self) -> &[OpId] {
+    pub(crate) fn as_slice(&self) -> &[OpId] {
         match self {
             Parents::Inline { len, ids } => &ids[..*len as usize],
             Parents::Many(v) => v,
@@ -382,6 +382,11 @@ impl Context {
                 }
             }
         }
+    }
+
+    /// The parents, as kept (a copy; shared when more than 4).
+    pub(crate) fn parent_ids(&self) -> Parents {
+        self.parents.clone()
     }
 
     /// Removes `ids` from the parents (events superseded by a later event on the same path).
@@ -851,7 +856,7 @@ impl SmallFields {
 
     /// `fields` as small ones when there are at most two and none holds an owned string.
     #[inline(always)]
-    fn of(fields: &Fields) -> Option<SmallFields> {
+    pub(crate) fn of(fields: &Fields) -> Option<SmallFields> {
         if fields.len > 2 || !fields.spill.is_empty() {
             return None;
         }
@@ -1165,6 +1170,31 @@ pub(crate) fn report_fields(label: Cow<'static, str>, fields: Fields) -> Option<
             _ => None,
         }
     })
+}
+
+/// [`report_fields`] with small key/values (the layer's `span: exit`): nothing to convert.
+pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Option<OpId> {
+    if !CURRENT_SAMPLED.get() {
+        return None;
+    }
+    CURRENT.with(|c| {
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return None;
+        };
+        match cur.as_mut() {
+            Some(ctx) if ctx.sampled => emit_small(ctx, label, None, fields),
+            _ => None,
+        }
+    })
+}
+
+/// Runs `f` on the thread's current context, borrowed (no clone); `None` when it is busy or
+/// destroyed.
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Context>) -> R) -> Option<R> {
+    CURRENT
+        .try_with(|c| c.try_borrow().ok().map(|c| f(c.as_ref())))
+        .ok()
+        .flatten()
 }
 
 /// Whether the thread's current context is a sampled task's: one thread-local load.

@@ -30,7 +30,7 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context as LayerCx, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::context::{self, Context, Fields, Value};
+use crate::context::{self, Context, Fields, Parents, SmallFields, SmallValue, Value};
 
 /// The layer (see the module docs).
 #[derive(Debug, Clone)]
@@ -62,25 +62,32 @@ fn enter_fields() -> Fields {
     Fields::starting_with("span", Value::from("enter"))
 }
 
-/// Per-span state kept in the registry's extensions.
+/// Per-span state kept in the registry's extensions: kept small, since it is boxed into them
+/// at each span's creation.
 struct SpanState {
     ctx: Option<Context>,
-    /// The context the span was created from, to tell on exit whether the context being restored
-    /// moved on meanwhile (concurrent siblings: join) or not (sequential: replace).
-    created_from: Option<Context>,
+    /// The parents of the context the span was created from (`None`: created without one), to
+    /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
+    /// join) or not (sequential: replace).
+    created_from: Option<Parents>,
     /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
     /// already entered span in `saved_more`.
     saved: Option<Option<Context>>,
     saved_more: Vec<Option<Context>>,
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
-    contributed: Option<Context>,
+    contributed: Option<Parents>,
     /// `span: enter` and the fields recorded before the first entry, reported with it (then
-    /// `span: enter` and the fields recorded since). Up to 4 inline;
-    /// integers and booleans are kept as values (formatted by the reporter thread, as `Debug`
-    /// would), so a span with such fields allocates nothing here. Floats and other types are
-    /// formatted with `Debug` at once.
-    fields: Fields,
+    /// `span: enter` and the fields recorded since; `None`: no field recorded since). Up to 4
+    /// inline; integers and booleans are kept as values (formatted by the reporter thread, as
+    /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
+    /// are formatted with `Debug` at once.
+    fields: Option<Fields>,
+}
+
+/// `span: enter` or `span: exit` alone, as a compact event's key/values.
+fn span_mark(what: &'static str) -> SmallFields {
+    SmallFields::One(("span", SmallValue::Str(what)))
 }
 
 struct FieldCollector {
@@ -154,14 +161,14 @@ where
         };
         let mut fc = FieldCollector::with(enter_fields());
         attrs.record(&mut fc);
-        let created_from = ctx.clone();
+        let created_from = ctx.as_ref().map(Context::parent_ids);
         span.extensions_mut().insert(SpanState {
             ctx,
             created_from,
             saved: None,
             saved_more: Vec::new(),
             contributed: None,
-            fields: fc.fields,
+            fields: Some(fc.fields),
         });
     }
 
@@ -170,8 +177,9 @@ where
         let mut fc = FieldCollector::new();
         values.record(&mut fc);
         if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
+            let fields = st.fields.get_or_insert_with(enter_fields);
             for (k, v) in fc.fields.into_pairs() {
-                st.fields.push(k, v);
+                fields.push(k, v);
             }
         }
     }
@@ -210,48 +218,54 @@ where
             None => st.saved = Some(prev),
             Some(_) => st.saved_more.push(prev),
         }
-        let fields = std::mem::replace(&mut st.fields, enter_fields());
+        let fields = st.fields.take();
         drop(ext);
-        context::report_fields(Cow::Borrowed(name), fields);
+        let label = Cow::Borrowed(name);
+        match fields {
+            None => context::report_small(label, span_mark("enter")),
+            Some(f) => match SmallFields::of(&f) {
+                Some(small) => context::report_small(label, small),
+                None => context::report_fields(label, f),
+            },
+        };
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
         let Some(span) = cx.span(id) else { return };
-        context::report_fields(
-            Cow::Borrowed(span.name()),
-            Fields::starting_with("span", Value::from("exit")),
-        );
+        context::report_small(Cow::Borrowed(span.name()), span_mark("exit"));
         let mut ext = span.extensions_mut();
         let Some(st) = ext.get_mut::<SpanState>() else {
             return;
         };
-        let mine = context::take_current();
         let mut restored = match st.saved_more.pop() {
             Some(prev) => prev,
             None => st.saved.take().flatten(),
         };
-        if let (Some(r), Some(m)) = (restored.as_mut(), mine.as_ref())
-            && r.task_id() == m.task_id()
-        {
-            if let Some(c) = &st.contributed {
-                r.remove_parents(c.parents());
+        // The span's context is read in place and moved out by the one swap that restores
+        // the thread's: one publication of the thread's task, one clone of the context.
+        let _ = context::with_current(|mine| {
+            if let (Some(r), Some(m)) = (restored.as_mut(), mine)
+                && r.task_id() == m.task_id()
+            {
+                if let Some(c) = &st.contributed {
+                    r.remove_parents(c.as_slice());
+                }
+                let unchanged = st
+                    .created_from
+                    .as_ref()
+                    .is_some_and(|c| c.as_slice() == r.parents());
+                if r.parents().is_empty() || unchanged {
+                    // Nothing else happened on the restored path since this span began:
+                    // continue from the span's last event.
+                    *r = m.clone();
+                } else {
+                    // A sibling ran meanwhile: both paths lead to the parent's next event.
+                    r.join_in(m);
+                }
+                st.contributed = Some(m.parent_ids());
             }
-            let unchanged = st
-                .created_from
-                .as_ref()
-                .is_some_and(|c| c.parents() == r.parents());
-            if r.parents().is_empty() || unchanged {
-                // Nothing else happened on the restored path since this span began: continue
-                // from the span's last event.
-                *r = m.clone();
-            } else {
-                // A sibling ran meanwhile: both paths lead to the parent's next event.
-                r.join_in(m);
-            }
-            st.contributed = Some(m.clone());
-        }
-        st.ctx = mine;
-        context::set_current(restored);
+        });
+        st.ctx = context::set_current(restored);
     }
 
     fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {

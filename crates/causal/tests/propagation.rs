@@ -636,3 +636,71 @@ fn detach_returns_the_context_with_its_new_events() {
         .only()
         .check(&reports);
 }
+
+#[test]
+fn tracing_layer_reports_recorded_fields_with_the_next_entry() {
+    use tracing_subscriber::prelude::*;
+    let m = mock::install();
+    let subscriber = tracing_subscriber::registry().with(causal::layer::CausalLayer::new());
+    let task = tracing::subscriber::with_default(subscriber, || {
+        let root = tracing::info_span!("root");
+        let _r = root.enter();
+        let task = causal::current().unwrap().task_id();
+        // Five key/values at the first entry (past a compact event's two, past 4 inline), one
+        // recorded before it; an owned string recorded between entries; none at the third.
+        let s = tracing::info_span!(
+            "work",
+            n = 1u64,
+            later = tracing::field::Empty,
+            name = "x",
+            flag = true,
+            again = tracing::field::Empty
+        );
+        s.record("later", 2u64);
+        s.in_scope(|| {});
+        s.record("again", format!("y{}", 1).as_str());
+        s.in_scope(|| {});
+        s.in_scope(|| {});
+        task
+    });
+    let reports = m.wait_for(task, 8, WAIT);
+    let seen: Vec<(String, Vec<(String, String)>)> = reports
+        .iter()
+        .map(|r| (r.label.clone().unwrap_or_default(), r.fields.clone()))
+        .collect();
+    let kv = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let enter = kv(&[("span", "enter")]);
+    let exit = kv(&[("span", "exit")]);
+    assert_eq!(
+        seen,
+        [
+            ("root".to_string(), enter.clone()),
+            (
+                "work".into(),
+                kv(&[
+                    ("span", "enter"),
+                    ("n", "1"),
+                    ("name", "x"),
+                    ("flag", "true"),
+                    ("later", "2")
+                ])
+            ),
+            ("work".into(), exit.clone()),
+            ("work".into(), kv(&[("span", "enter"), ("again", "y1")])),
+            ("work".into(), exit.clone()),
+            ("work".into(), enter.clone()),
+            ("work".into(), exit.clone()),
+            ("root".into(), exit.clone()),
+        ]
+    );
+    // One chain: each event follows the one before.
+    for w in reports.windows(2) {
+        assert_eq!(w[1].edges, [w[0].metadata.op_id()]);
+    }
+    causal::set_current(None);
+}
