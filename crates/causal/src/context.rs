@@ -479,10 +479,35 @@ impl Drop for ContextGuard {
 fn swap(slot: &RefCell<Option<Context>>, v: Option<Context>) -> Option<Context> {
     match slot.try_borrow_mut() {
         Ok(mut cur) => {
-            publish_sampled(&v);
+            if !same_publication(&cur, &v) {
+                publish_sampled(&v);
+            }
             std::mem::replace(&mut *cur, v)
         }
         Err(_) => None,
+    }
+}
+
+/// Whether `a` and `b` publish the same (sampled flag, task, activity, baggage): the same task
+/// with the same sampling decision and the same carried values (one `Arc`: activity and baggage
+/// live there). Then a swap between them (a `tracing` span's entry and exit, which keep the
+/// task) skips the publication: the thread's published state already says that. (With the
+/// publication turned off and on again meanwhile, `crate::publish::set_enabled`, the slot
+/// catches up at the thread's next change of task.)
+#[inline]
+fn same_publication(a: &Option<Context>, b: &Option<Context>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.sampled == b.sampled
+                && a.task == b.task
+                && match (&a.carried, &b.carried) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+                    _ => false,
+                }
+        }
+        _ => false,
     }
 }
 
@@ -767,7 +792,8 @@ pub(crate) struct RawEvent {
     pub(crate) label: Cow<'static, str>,
     pub(crate) agent: Option<&'static str>,
     pub(crate) fields: Fields,
-    pub(crate) hrt_ns: u64,
+    /// When it happened, as `crate::clock::stamp` read it (the reporter makes it ns).
+    pub(crate) stamp: u64,
     pub(crate) tid: u32,
 }
 
@@ -887,7 +913,8 @@ pub(crate) struct CompactEvent {
     pub(crate) op: u64,
     /// The parent's value; 0 for none.
     pub(crate) parent: u64,
-    pub(crate) hrt_ns: u64,
+    /// When it happened, as `crate::clock::stamp` read it (the reporter makes it ns).
+    pub(crate) stamp: u64,
     pub(crate) label: &'static str,
     pub(crate) fields: SmallFields,
 }
@@ -908,7 +935,7 @@ impl CompactEvent {
             label: Cow::Borrowed(self.label),
             agent: None,
             fields: self.fields.into_fields(),
-            hrt_ns: self.hrt_ns,
+            stamp: self.stamp,
             tid,
         }
     }
@@ -1024,7 +1051,7 @@ fn emit_small(
             task,
             op: op.value(),
             parent,
-            hrt_ns: crate::sys::monotonic_ns(),
+            stamp: crate::clock::stamp(),
             label: l,
             fields,
         });
@@ -1066,7 +1093,7 @@ fn emit(
         label,
         agent,
         fields,
-        hrt_ns: crate::sys::monotonic_ns(),
+        stamp: crate::clock::stamp(),
         tid: thread_tid(),
     };
     crate::reporter::submit(ev);

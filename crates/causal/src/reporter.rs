@@ -1149,6 +1149,8 @@ struct Worker {
     config: Config,
     shared: &'static Shared,
     info: ProcessInfo,
+    /// Turns event stamps into `CLOCK_MONOTONIC` ns.
+    clock: crate::clock::Converter,
     conn: Conn,
     buf: Vec<u8>,
     reports: Vec<Report>,
@@ -1170,6 +1172,7 @@ impl Worker {
             config,
             shared,
             info: ProcessInfo::now(),
+            clock: crate::clock::Converter::new(),
             conn,
             buf: Vec::with_capacity(64 << 10),
             reports: Vec::new(),
@@ -1217,6 +1220,8 @@ impl Worker {
     /// Takes the queues of new threads, then turns every queued event into a report (sending
     /// full batches); frees the queues of exited threads once drained. Returns the count.
     fn drain(&mut self) -> usize {
+        // A calibration pair later than (nearly) every stamp about to be converted.
+        self.clock.refresh();
         {
             let mut new = self
                 .shared
@@ -1322,8 +1327,9 @@ impl Worker {
             .unwrap_or_else(|e| e.into_inner())
             .get(&ev.tid)
             .cloned();
-        r.hrt_ns = Some(ev.hrt_ns);
-        r.timestamp_ns = u64::try_from(ev.hrt_ns as i128 + self.info.wall_offset_ns).ok();
+        let hrt_ns = self.clock.to_ns(ev.stamp);
+        r.hrt_ns = Some(hrt_ns);
+        r.timestamp_ns = u64::try_from(hrt_ns as i128 + self.info.wall_offset_ns).ok();
         r.fields = ev
             .fields
             .iter()

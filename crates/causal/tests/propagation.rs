@@ -14,12 +14,20 @@ const WAIT: Duration = Duration::from_secs(10);
 #[test]
 fn events_chain_through_the_current_context() {
     let m = mock::install();
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let t0 = wall();
     let ctx = causal::start_task("request", [("path", "/a".into())]);
     let e1 = causal::report("parse", [("bytes", 120u32.into()), ("ok", true.into())]);
     let e2 = causal::event("respond")
         .agent("http")
         .kv("status", 200u16)
         .report();
+    let t1 = wall();
     assert!(e1.is_some() && e2.is_some() && e1 != e2);
     let reports = m.wait_for(ctx.task_id(), 3, WAIT);
     expect_task()
@@ -60,6 +68,20 @@ fn events_chain_through_the_current_context() {
     assert!(ts > 1_600_000_000_000_000_000, "wall clock in ns: {ts}");
     assert!(hrt > 0 && hrt < ts);
     assert_eq!(r.metadata.op_id(), e1.unwrap());
+    // Each event's wall time (its HRT, from its stamp, plus the reporter's offset) lies between
+    // clock reads before and after (slack: the offset is re-read each second), and HRTs follow
+    // the events' order, compact ("request", "parse") and not ("respond", with an agent) alike.
+    let slack = 5_000_000;
+    for r in &reports {
+        let ts = r.timestamp_ns.unwrap();
+        assert!(
+            ts + slack >= t0 && ts <= t1 + slack,
+            "{:?}: {t0} <= {ts} <= {t1}",
+            r.label
+        );
+    }
+    let hrts: Vec<u64> = reports.iter().map(|r| r.hrt_ns.unwrap()).collect();
+    assert!(hrts.windows(2).all(|w| w[0] <= w[1]), "{hrts:?}");
     causal::set_current(None);
 }
 
