@@ -1215,11 +1215,23 @@ pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Opt
     })
 }
 
-/// Runs `f` on the thread's current context, borrowed (no clone); `None` when it is busy or
-/// destroyed.
-pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Context>) -> R) -> Option<R> {
+/// Makes `restored` the thread's current context after `f` has adjusted it with the current
+/// one in view (the layer's span exit), returning the context it replaces: one thread-local
+/// access and one swap. When the thread's context is busy or destroyed, `f` does not run and
+/// `restored` is dropped, as [`set_current`] would.
+pub(crate) fn restore_current(
+    mut restored: Option<Context>,
+    f: impl FnOnce(&mut Option<Context>, Option<&Context>),
+) -> Option<Context> {
     CURRENT
-        .try_with(|c| c.try_borrow().ok().map(|c| f(c.as_ref())))
+        .try_with(|c| {
+            let mut cur = c.try_borrow_mut().ok()?;
+            f(&mut restored, cur.as_ref());
+            if !same_publication(&cur, &restored) {
+                publish_sampled(&restored);
+            }
+            std::mem::replace(&mut *cur, restored)
+        })
         .ok()
         .flatten()
 }

@@ -237,21 +237,21 @@ where
         let Some(st) = ext.get_mut::<SpanState>() else {
             return;
         };
-        let mut restored = match st.saved_more.pop() {
+        let restored = match st.saved_more.pop() {
             Some(prev) => prev,
             None => st.saved.take().flatten(),
         };
         // The span's context is read in place and moved out by the one swap that restores
-        // the thread's: one publication of the thread's task, one clone of the context.
-        let _ = context::with_current(|mine| {
+        // the thread's: one thread-local access, one clone of the context.
+        let (contributed, created_from) = (&mut st.contributed, &st.created_from);
+        st.ctx = context::restore_current(restored, |restored, mine| {
             if let (Some(r), Some(m)) = (restored.as_mut(), mine)
                 && r.task_id() == m.task_id()
             {
-                if let Some(c) = &st.contributed {
+                if let Some(c) = contributed.as_ref() {
                     r.remove_parents(c.as_slice());
                 }
-                let unchanged = st
-                    .created_from
+                let unchanged = created_from
                     .as_ref()
                     .is_some_and(|c| c.as_slice() == r.parents());
                 if r.parents().is_empty() || unchanged {
@@ -262,10 +262,9 @@ where
                     // A sibling ran meanwhile: both paths lead to the parent's next event.
                     r.join_in(m);
                 }
-                st.contributed = Some(m.parent_ids());
+                *contributed = Some(m.parent_ids());
             }
         });
-        st.ctx = context::set_current(restored);
     }
 
     fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {
