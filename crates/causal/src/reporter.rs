@@ -4,8 +4,10 @@
 //! # Never block the program
 //! Each reporting thread has its own fixed-size queue to the reporter thread: a single-producer
 //! single-consumer ring (`rtrb`), made at the thread's first event with room for `queue_capacity`
-//! events (virtual memory: a page is touched when the ring first reaches it). Queuing an event
-//! copies it into the ring's next slot and publishes it with one release store: no atomic
+//! events (virtual memory: a page is touched when the ring first reaches it), and a second ring
+//! of as many slots for events that do not fit the compact form (`crate::context::CompactEvent`,
+//! 128 bytes; the others leave a mark in the first ring, so the thread's order is kept). Queuing
+//! an event copies it into the ring's next slot and publishes it with one release store: no atomic
 //! read-modify-write and no cache line written by other reporting threads. When a thread's ring is
 //! full the event is dropped and counted ([`Stats::dropped_queue_full`]). Events reported where the
 //! thread's ring is gone (thread-local destructors at thread exit) go through one shared
