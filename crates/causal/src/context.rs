@@ -742,13 +742,6 @@ impl Fields {
         }
     }
 
-    /// Key/values starting with `k = v`.
-    pub(crate) fn starting_with(k: &'static str, v: Value) -> Fields {
-        let mut f = Fields::new();
-        f.push(k, v);
-        f
-    }
-
     #[cfg(test)]
     pub(crate) fn collect<I: IntoIterator<Item = (&'static str, Value)>>(it: I) -> Fields {
         let mut f = Fields::new();
@@ -822,7 +815,7 @@ pub(crate) enum SmallValue {
 impl SmallValue {
     /// `v` as a small value, or `v` back when it holds an owned string.
     #[inline(always)]
-    fn of(v: Value) -> Result<SmallValue, Value> {
+    pub(crate) fn of(v: Value) -> Result<SmallValue, Value> {
         Ok(match v {
             Value::U64(x) => SmallValue::U64(x),
             Value::I64(x) => SmallValue::I64(x),
@@ -833,7 +826,7 @@ impl SmallValue {
         })
     }
 
-    fn value(self) -> Value {
+    pub(crate) fn value(self) -> Value {
         match self {
             SmallValue::U64(x) => Value::U64(x),
             SmallValue::I64(x) => Value::I64(x),
@@ -858,7 +851,7 @@ pub(crate) enum SmallFields {
 impl SmallFields {
     /// Adds `kv`; `Err` (with the key/values so far unchanged) when there are two already.
     #[inline(always)]
-    fn push(&mut self, kv: SmallKv) -> Result<(), ()> {
+    pub(crate) fn push(&mut self, kv: SmallKv) -> Result<(), ()> {
         *self = match *self {
             SmallFields::Zero => SmallFields::One(kv),
             SmallFields::One(a) => SmallFields::Two(a, kv),

@@ -58,8 +58,52 @@ impl CausalLayer {
 }
 
 /// The key/values an entry reports before the span's own: `span: enter`.
-fn enter_fields() -> Fields {
-    Fields::starting_with("span", Value::from("enter"))
+fn enter_fields() -> Gathered {
+    Gathered::Small(span_mark("enter"))
+}
+
+/// Key/values gathered from a span or an event: in a compact event's form while they fit one
+/// (nothing else to build or convert), else in the general form.
+enum Gathered {
+    Small(SmallFields),
+    Full(Fields),
+}
+
+impl Gathered {
+    fn push(&mut self, k: &'static str, v: Value) {
+        match self {
+            Gathered::Small(small) => {
+                let v = match SmallValue::of(v) {
+                    Ok(sv) => match small.push((k, sv)) {
+                        Ok(()) => return,
+                        Err(()) => sv.value(),
+                    },
+                    Err(v) => v,
+                };
+                let mut f = small.into_fields();
+                f.push(k, v);
+                *self = Gathered::Full(f);
+            }
+            Gathered::Full(f) => f.push(k, v),
+        }
+    }
+
+    /// The key/values by value, in order.
+    fn into_pairs(self) -> impl Iterator<Item = (&'static str, Value)> {
+        match self {
+            Gathered::Small(s) => s.into_fields(),
+            Gathered::Full(f) => f,
+        }
+        .into_pairs()
+    }
+
+    /// Reports an event labelled `label` with these key/values through the thread's context.
+    fn report(self, label: Cow<'static, str>) {
+        match self {
+            Gathered::Small(s) => context::report_small(label, s),
+            Gathered::Full(f) => context::report_fields(label, f),
+        };
+    }
 }
 
 /// Per-span state kept in the registry's extensions: kept small, since it is boxed into them
@@ -82,7 +126,7 @@ struct SpanState {
     /// inline; integers and booleans are kept as values (formatted by the reporter thread, as
     /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
     /// are formatted with `Debug` at once.
-    fields: Option<Fields>,
+    fields: Option<Gathered>,
 }
 
 /// `span: enter` or `span: exit` alone, as a compact event's key/values.
@@ -91,18 +135,18 @@ fn span_mark(what: &'static str) -> SmallFields {
 }
 
 struct FieldCollector {
-    fields: Fields,
+    fields: Gathered,
     message: Option<String>,
 }
 
 impl FieldCollector {
     fn new() -> FieldCollector {
-        FieldCollector::with(Fields::new())
+        FieldCollector::with(Gathered::Small(SmallFields::Zero))
     }
 
     /// A collector whose fields start with `fields` (the `span` or `level` key/value reported
     /// first), so that the event's fields need no second gathering.
-    fn with(fields: Fields) -> FieldCollector {
+    fn with(fields: Gathered) -> FieldCollector {
         FieldCollector {
             fields,
             message: None,
@@ -220,14 +264,9 @@ where
         }
         let fields = st.fields.take();
         drop(ext);
-        let label = Cow::Borrowed(name);
-        match fields {
-            None => context::report_small(label, span_mark("enter")),
-            Some(f) => match SmallFields::of(&f) {
-                Some(small) => context::report_small(label, small),
-                None => context::report_fields(label, f),
-            },
-        };
+        fields
+            .unwrap_or_else(enter_fields)
+            .report(Cow::Borrowed(name));
     }
 
     fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
@@ -273,12 +312,15 @@ where
             return;
         }
         let level = event.metadata().level().as_str();
-        let mut fc = FieldCollector::with(Fields::starting_with("level", Value::from(level)));
+        let mut fc = FieldCollector::with(Gathered::Small(SmallFields::One((
+            "level",
+            SmallValue::Str(level),
+        ))));
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        context::report_fields(label, fc.fields);
+        fc.fields.report(label);
     }
 }
