@@ -1210,16 +1210,20 @@ pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Opt
 
 /// Makes `restored` the thread's current context after `f` has adjusted it with the current
 /// one in view (the layer's span exit), returning the context it replaces: one thread-local
-/// access and one swap. When the thread's context is busy or destroyed, `f` does not run and
-/// `restored` is dropped, as [`set_current`] would.
+/// access and one swap. When `f` returns true, `restored` would become a copy of the current
+/// context: the current one stays instead (no swap), `restored` is dropped, and a clone of the
+/// current one is returned. When the thread's context is busy or destroyed, `f` does not run
+/// and `restored` is dropped, as [`set_current`] would.
 pub(crate) fn restore_current(
     mut restored: Option<Context>,
-    f: impl FnOnce(&mut Option<Context>, Option<&Context>),
+    f: impl FnOnce(&mut Option<Context>, Option<&Context>) -> bool,
 ) -> Option<Context> {
     CURRENT
         .try_with(|c| {
             let mut cur = c.try_borrow_mut().ok()?;
-            f(&mut restored, cur.as_ref());
+            if f(&mut restored, cur.as_ref()) {
+                return cur.clone();
+            }
             if !same_publication(&cur, &restored) {
                 publish_sampled(&restored);
             }

@@ -284,25 +284,27 @@ where
         // the thread's: one thread-local access, one clone of the context.
         let (contributed, created_from) = (&mut st.contributed, &st.created_from);
         st.ctx = context::restore_current(restored, |restored, mine| {
-            if let (Some(r), Some(m)) = (restored.as_mut(), mine)
-                && r.task_id() == m.task_id()
-            {
-                if let Some(c) = contributed.as_ref() {
-                    r.remove_parents(c.as_slice());
-                }
-                let unchanged = created_from
-                    .as_ref()
-                    .is_some_and(|c| c.as_slice() == r.parents());
-                if r.parents().is_empty() || unchanged {
-                    // Nothing else happened on the restored path since this span began:
-                    // continue from the span's last event.
-                    *r = m.clone();
-                } else {
-                    // A sibling ran meanwhile: both paths lead to the parent's next event.
-                    r.join_in(m);
-                }
-                *contributed = Some(m.parent_ids());
+            let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
+                return false;
+            };
+            if r.task_id() != m.task_id() {
+                return false;
             }
+            if let Some(c) = contributed.as_ref() {
+                r.remove_parents(c.as_slice());
+            }
+            let unchanged = created_from
+                .as_ref()
+                .is_some_and(|c| c.as_slice() == r.parents());
+            *contributed = Some(m.parent_ids());
+            if r.parents().is_empty() || unchanged {
+                // Nothing else happened on the restored path since this span began: continue
+                // from the span's last event (the thread's context stays the span's).
+                return true;
+            }
+            // A sibling ran meanwhile: both paths lead to the parent's next event.
+            r.join_in(m);
+            false
         });
     }
 
