@@ -963,18 +963,30 @@ fn emit_iter<I>(ctx: &mut Context, label: Cow<'static, str>, it: I) -> Option<Op
 where
     I: IntoIterator<Item = (&'static str, Value)>,
 {
+    // Unrolled for the two key/values a compact event holds: each lands in its place.
     let mut it = it.into_iter();
-    let mut small = SmallFields::Zero;
-    while let Some((k, v)) = it.next() {
-        match SmallValue::of(v) {
-            Ok(sv) => {
-                if small.push((k, sv)).is_err() {
-                    return emit_iter_rest(ctx, label, small, (k, sv.value()), it);
-                }
-            }
-            Err(v) => return emit_iter_rest(ctx, label, small, (k, v), it),
-        }
-    }
+    let small = match it.next() {
+        None => SmallFields::Zero,
+        Some((k1, v1)) => match SmallValue::of(v1) {
+            Err(v1) => return emit_iter_rest(ctx, label, SmallFields::Zero, (k1, v1), it),
+            Ok(s1) => match it.next() {
+                None => SmallFields::One((k1, s1)),
+                Some((k2, v2)) => match SmallValue::of(v2) {
+                    Err(v2) => {
+                        let one = SmallFields::One((k1, s1));
+                        return emit_iter_rest(ctx, label, one, (k2, v2), it);
+                    }
+                    Ok(s2) => match it.next() {
+                        None => SmallFields::Two((k1, s1), (k2, s2)),
+                        Some(kv) => {
+                            let two = SmallFields::Two((k1, s1), (k2, s2));
+                            return emit_iter_rest(ctx, label, two, kv, it);
+                        }
+                    },
+                },
+            },
+        },
+    };
     emit_small(ctx, label, None, small)
 }
 

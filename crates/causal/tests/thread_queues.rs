@@ -51,15 +51,16 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
                 ON_EXIT.with(|_| {});
                 let ctx = causal::start_task("thread", [("t", t.into())]);
                 for i in 0..PER_THREAD {
-                    // Compact events, and two kinds that take the thread's ring of full events
-                    // (three key/values; an owned string), interleaved.
-                    match i % 3 {
+                    // Compact events, and kinds that take the thread's ring of full events
+                    // (three key/values; an owned string second or first), interleaved.
+                    match i % 4 {
                         0 => causal::report("op", [("i", i.into())]),
                         1 => causal::report(
                             "op",
                             [("i", i.into()), ("a", 1u8.into()), ("b", "b".into())],
                         ),
-                        _ => causal::report("op", [("i", i.into()), ("s", format!("s{i}").into())]),
+                        2 => causal::report("op", [("i", i.into()), ("s", format!("s{i}").into())]),
+                        _ => causal::report("op", [("s", format!("s{i}").into()), ("i", i.into())]),
                     };
                     if i % 500 == 0 {
                         // Let the reporter drain meanwhile: the queue holds 4096 events.
@@ -107,10 +108,11 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
         assert_eq!(ops.len() as u64, PER_THREAD);
         for (i, r) in ops.iter().enumerate() {
             assert_eq!(r.field("i"), Some(i.to_string().as_str()));
-            let want: &[(&str, String)] = match i % 3 {
+            let want: &[(&str, String)] = match i % 4 {
                 0 => &[("i", i.to_string())],
                 1 => &[("i", i.to_string()), ("a", "1".into()), ("b", "b".into())],
-                _ => &[("i", i.to_string()), ("s", format!("s{i}"))],
+                2 => &[("i", i.to_string()), ("s", format!("s{i}"))],
+                _ => &[("s", format!("s{i}")), ("i", i.to_string())],
             };
             let got: Vec<(&str, String)> = r
                 .fields
