@@ -22,6 +22,7 @@
 //!   disabled with [`CausalLayer::start_tasks`].
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 
 use tracing::field::{Field, Visit};
@@ -33,9 +34,25 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::context::{self, Context, Fields, Parents, SmallFields, SmallValue, Value};
 
 /// The layer (see the module docs).
-#[derive(Debug, Clone)]
+///
+/// It keeps each span's state in a table of its own, keyed by span id (not in the Registry's
+/// extensions): creating, entering and exiting a span then take no Registry lookup and no
+/// extension lock, and the state's one box is all a span allocates (see docs/causal-cost.md,
+/// session 7). A span's entry is removed when it closes. A clone is a new layer with an empty
+/// table: span ids belong to the subscriber a layer is installed in.
+#[derive(Debug)]
 pub struct CausalLayer {
     start_tasks: bool,
+    spans: SpanTable,
+}
+
+impl Clone for CausalLayer {
+    fn clone(&self) -> CausalLayer {
+        CausalLayer {
+            start_tasks: self.start_tasks,
+            spans: SpanTable::new(),
+        }
+    }
 }
 
 impl Default for CausalLayer {
@@ -47,7 +64,10 @@ impl Default for CausalLayer {
 impl CausalLayer {
     /// A layer that starts a task at a root span entered without a context.
     pub fn new() -> CausalLayer {
-        CausalLayer { start_tasks: true }
+        CausalLayer {
+            start_tasks: true,
+            spans: SpanTable::new(),
+        }
     }
 
     /// Whether a root span entered with no current context starts a new task (default true).
@@ -106,9 +126,97 @@ impl Gathered {
     }
 }
 
-/// Per-span state kept in the registry's extensions: kept small, since it is boxed into them
-/// at each span's creation.
+/// The span states of one layer, by span id: shards of a map each behind its own lock, so that
+/// threads working on different spans rarely meet. States are boxed: a map entry then moves a
+/// pointer, not the state. Entries are removed when their span closes
+/// (`on_close`); a shard's map keeps its capacity, so a steady number of live spans allocates
+/// nothing.
+struct SpanTable {
+    shards: Box<[std::sync::Mutex<Shard>]>,
+}
+
+/// One shard: span id to its state.
+type Shard = HashMap<u64, Box<SpanState>, IdHash>;
+
+/// Shards of the table: a power of two.
+const SHARDS: usize = 64;
+
+/// Live spans each shard has room for before its map grows.
+const SHARD_CAPACITY: usize = 8;
+
+impl fmt::Debug for SpanTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpanTable").finish_non_exhaustive()
+    }
+}
+
+impl SpanTable {
+    fn new() -> SpanTable {
+        SpanTable {
+            // Room for a few live spans per shard from the start: a program's first spans
+            // then allocate no map either.
+            shards: (0..SHARDS)
+                .map(|_| {
+                    std::sync::Mutex::new(HashMap::with_capacity_and_hasher(
+                        SHARD_CAPACITY,
+                        IdHash::default(),
+                    ))
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `f` on span `id`'s state under its shard's lock; `None` when the span has none.
+    #[inline]
+    fn with<R>(&self, id: &Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
+        let key = id.into_u64();
+        let mut shard = self.shard(key);
+        shard.get_mut(&key).map(|st| f(st))
+    }
+
+    #[inline]
+    fn shard(&self, key: u64) -> std::sync::MutexGuard<'_, Shard> {
+        // Fibonacci hashing: the top bits of the product spread consecutive ids over shards.
+        let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.ilog2())) as usize;
+        // A panic under the lock leaves the map as consistent as any other state of it.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, id: &Id, st: Box<SpanState>) {
+        let key = id.into_u64();
+        self.shard(key).insert(key, st);
+    }
+
+    fn remove(&self, id: &Id) -> Option<Box<SpanState>> {
+        let key = id.into_u64();
+        self.shard(key).remove(&key)
+    }
+}
+
+/// Hashes a span id (already unique per live span) with one multiplication.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Per-span state, in the layer's table.
 struct SpanState {
+    /// The span's name, for its enter and exit events.
+    name: &'static str,
     ctx: Option<Context>,
     /// The parents of the context the span was created from (`None`: created without one), to
     /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
@@ -192,21 +300,17 @@ impl<S> Layer<S> for CausalLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _cx: LayerCx<'_, S>) {
         let ctx = match attrs.parent() {
-            Some(p) => cx.span(p).and_then(|p| {
-                p.extensions()
-                    .get::<SpanState>()
-                    .and_then(|s| s.ctx.clone())
-            }),
+            Some(p) => self.spans.with(p, |s| s.ctx.clone()).flatten(),
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
         let mut fc = FieldCollector::with(enter_fields());
         attrs.record(&mut fc);
         let created_from = ctx.as_ref().map(Context::parent_ids);
-        span.extensions_mut().insert(SpanState {
+        let st = Box::new(SpanState {
+            name: attrs.metadata().name(),
             ctx,
             created_from,
             saved: None,
@@ -214,98 +318,95 @@ where
             contributed: None,
             fields: Some(fc.fields),
         });
+        self.spans.insert(id, st);
     }
 
-    fn on_record(&self, id: &Id, values: &Record<'_>, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
+    fn on_record(&self, id: &Id, values: &Record<'_>, _cx: LayerCx<'_, S>) {
         let mut fc = FieldCollector::new();
         values.record(&mut fc);
-        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
+        self.spans.with(id, |st| {
             let fields = st.fields.get_or_insert_with(enter_fields);
             for (k, v) in fc.fields.into_pairs() {
                 fields.push(k, v);
             }
-        }
+        });
     }
 
-    fn on_follows_from(&self, id: &Id, follows: &Id, cx: LayerCx<'_, S>) {
-        let other = cx.span(follows).and_then(|s| {
-            s.extensions()
-                .get::<SpanState>()
-                .and_then(|s| s.ctx.clone())
-        });
-        let (Some(span), Some(other)) = (cx.span(id), other) else {
+    fn on_follows_from(&self, id: &Id, follows: &Id, _cx: LayerCx<'_, S>) {
+        // One shard's lock at a time: never two held together.
+        let Some(other) = self.spans.with(follows, |s| s.ctx.clone()).flatten() else {
             return;
         };
-        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
-            match st.ctx.as_mut() {
-                Some(c) => c.join_in(&other),
-                None => st.ctx = Some(other),
-            }
-        }
+        self.spans.with(id, |st| match st.ctx.as_mut() {
+            Some(c) => c.join_in(&other),
+            None => st.ctx = Some(other),
+        });
     }
 
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
-        let name = span.name();
-        let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else {
+        let start_tasks = self.start_tasks;
+        let Some((name, fields)) = self.spans.with(id, |st| {
+            let mut ctx = st.ctx.take();
+            // Whether the span is a root is asked of the Registry only here (rarely): the
+            // first entry of a span without a context.
+            if ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none()) {
+                let sampled = crate::reporter::sample_new_task();
+                ctx = Some(Context::new_task(sampled));
+            }
+            let prev = context::set_current(ctx);
+            match st.saved {
+                None => st.saved = Some(prev),
+                Some(_) => st.saved_more.push(prev),
+            }
+            (st.name, st.fields.take())
+        }) else {
             return;
         };
-        let mut ctx = st.ctx.take();
-        if ctx.is_none() && self.start_tasks && span.parent().is_none() {
-            let sampled = crate::reporter::sample_new_task();
-            ctx = Some(Context::new_task(sampled));
-        }
-        let prev = context::set_current(ctx);
-        match st.saved {
-            None => st.saved = Some(prev),
-            Some(_) => st.saved_more.push(prev),
-        }
-        let fields = st.fields.take();
-        drop(ext);
         fields
             .unwrap_or_else(enter_fields)
             .report(Cow::Borrowed(name));
     }
 
-    fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
-        context::report_small(Cow::Borrowed(span.name()), span_mark("exit"));
-        let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else {
-            return;
-        };
-        let restored = match st.saved_more.pop() {
-            Some(prev) => prev,
-            None => st.saved.take().flatten(),
-        };
-        // The span's context is read in place and moved out by the one swap that restores
-        // the thread's: one thread-local access, one clone of the context.
-        let (contributed, created_from) = (&mut st.contributed, &st.created_from);
-        st.ctx = context::restore_current(restored, |restored, mine| {
-            let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
-                return false;
+    fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
+        self.spans.with(id, |st| {
+            context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
+            let restored = match st.saved_more.pop() {
+                Some(prev) => prev,
+                None => st.saved.take().flatten(),
             };
-            if r.task_id() != m.task_id() {
-                return false;
-            }
-            if let Some(c) = contributed.as_ref() {
-                r.remove_parents(c.as_slice());
-            }
-            let unchanged = created_from
-                .as_ref()
-                .is_some_and(|c| c.as_slice() == r.parents());
-            *contributed = Some(m.parent_ids());
-            if r.parents().is_empty() || unchanged {
-                // Nothing else happened on the restored path since this span began: continue
-                // from the span's last event (the thread's context stays the span's).
-                return true;
-            }
-            // A sibling ran meanwhile: both paths lead to the parent's next event.
-            r.join_in(m);
-            false
+            // The span's context is read in place; the thread's is restored in the same
+            // thread-local access (no swap at all after a sequential span).
+            let (contributed, created_from) = (&mut st.contributed, &st.created_from);
+            st.ctx = context::restore_current(restored, |restored, mine| {
+                let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
+                    return false;
+                };
+                if r.task_id() != m.task_id() {
+                    return false;
+                }
+                if let Some(c) = contributed.as_ref() {
+                    r.remove_parents(c.as_slice());
+                }
+                let unchanged = created_from
+                    .as_ref()
+                    .is_some_and(|c| c.as_slice() == r.parents());
+                *contributed = Some(m.parent_ids());
+                if r.parents().is_empty() || unchanged {
+                    // Nothing else happened on the restored path since this span began:
+                    // continue from the span's last event (the thread's context stays the
+                    // span's).
+                    return true;
+                }
+                // A sibling ran meanwhile: both paths lead to the parent's next event.
+                r.join_in(m);
+                false
+            });
         });
+    }
+
+    fn on_close(&self, id: Id, _cx: LayerCx<'_, S>) {
+        // Dropped outside the shard's lock.
+        drop(self.spans.remove(&id));
     }
 
     fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {

@@ -726,3 +726,44 @@ fn tracing_layer_reports_recorded_fields_with_the_next_entry() {
     }
     causal::set_current(None);
 }
+
+#[test]
+fn tracing_layer_clones_keep_their_own_spans() {
+    use tracing_subscriber::prelude::*;
+    let m = mock::install();
+    // Two subscribers with clones of one layer: their span ids start at the same value, and
+    // each layer must keep its own subscriber's spans.
+    let layer = causal::layer::CausalLayer::new();
+    let a = tracing::Dispatch::new(tracing_subscriber::registry().with(layer.clone()));
+    let b = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let in_a = tracing::dispatcher::with_default(&a, || tracing::info_span!("in a", n = 1u64));
+    let in_b = tracing::dispatcher::with_default(&b, || tracing::info_span!("in b", n = 2u64));
+    assert_eq!(in_a.id(), in_b.id(), "the same id in both registries");
+    causal::set_current(None);
+    let task_of = |span: &tracing::Span| {
+        let _g = span.enter();
+        causal::current().unwrap().task_id()
+    };
+    let (task_a, task_b) = (task_of(&in_a), task_of(&in_b));
+    assert_ne!(task_a, task_b);
+    for (task, label, n) in [(task_a, "in a", "1"), (task_b, "in b", "2")] {
+        let reports = m.wait_for(task, 2, WAIT);
+        expect_task()
+            .event(
+                expect::event()
+                    .label(label)
+                    .no_parents()
+                    .field("span", "enter")
+                    .field("n", n),
+            )
+            .event(
+                expect::event()
+                    .label(label)
+                    .parents([label])
+                    .field("span", "exit"),
+            )
+            .only()
+            .check(&reports);
+    }
+    assert!(causal::current().is_none());
+}
