@@ -117,12 +117,13 @@ impl Gathered {
         .into_pairs()
     }
 
-    /// Reports an event labelled `label` with these key/values through the thread's context.
-    fn report(self, label: Cow<'static, str>) {
+    /// Reports an event labelled `label` with these key/values through the thread's context;
+    /// its OpId, `None` when nothing was reported (no context, or an unsampled one).
+    fn report(self, label: Cow<'static, str>) -> Option<crate::OpId> {
         match self {
             Gathered::Small(s) => context::report_small(label, s),
             Gathered::Full(f) => context::report_fields(label, f),
-        };
+        }
     }
 }
 
@@ -345,7 +346,7 @@ where
 
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
         let start_tasks = self.start_tasks;
-        let Some((name, fields)) = self.spans.with(id, |st| {
+        self.spans.with(id, |st| {
             let mut ctx = st.ctx.take();
             // Whether the span is a root is asked of the Registry only here (rarely): the
             // first entry of a span without a context.
@@ -358,13 +359,23 @@ where
                 None => st.saved = Some(prev),
                 Some(_) => st.saved_more.push(prev),
             }
-            (st.name, st.fields.take())
-        }) else {
-            return;
-        };
-        fields
-            .unwrap_or_else(enter_fields)
-            .report(Cow::Borrowed(name));
+            // Reported under the shard's lock (nothing in it calls back into the layer), so
+            // that the pending fields are read in place: a compact event's two key/values
+            // copied out, the general form moved out only when present.
+            let label = Cow::Borrowed(st.name);
+            match &st.fields {
+                None => context::report_small(label, span_mark("enter")),
+                Some(Gathered::Small(small)) => {
+                    let small = *small;
+                    st.fields = None;
+                    context::report_small(label, small)
+                }
+                Some(Gathered::Full(_)) => match st.fields.take() {
+                    Some(f) => f.report(label),
+                    None => None,
+                },
+            };
+        });
     }
 
     fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
@@ -424,6 +435,6 @@ where
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        fc.fields.report(label);
+        let _ = fc.fields.report(label);
     }
 }
