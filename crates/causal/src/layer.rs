@@ -90,6 +90,21 @@ enum Gathered {
 }
 
 impl Gathered {
+    /// Adds a key/value that holds no owned string (integers and booleans from a visitor).
+    #[inline]
+    fn push_small(&mut self, k: &'static str, v: SmallValue) {
+        match self {
+            Gathered::Small(small) => {
+                if small.push((k, v)).is_err() {
+                    let mut f = small.into_fields();
+                    f.push(k, v.value());
+                    *self = Gathered::Full(f);
+                }
+            }
+            Gathered::Full(f) => f.push(k, v.value()),
+        }
+    }
+
     fn push(&mut self, k: &'static str, v: Value) {
         match self {
             Gathered::Small(small) => {
@@ -285,15 +300,16 @@ impl Visit for FieldCollector {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.value(field, Value::U64(value));
+        self.fields.push_small(field.name(), SmallValue::U64(value));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.value(field, Value::I64(value));
+        self.fields.push_small(field.name(), SmallValue::I64(value));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.value(field, Value::Bool(value));
+        self.fields
+            .push_small(field.name(), SmallValue::Bool(value));
     }
 }
 
