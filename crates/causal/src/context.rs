@@ -499,13 +499,7 @@ fn same_publication(a: &Option<Context>, b: &Option<Context>) -> bool {
     match (a, b) {
         (None, None) => true,
         (Some(a), Some(b)) => {
-            a.sampled == b.sampled
-                && a.task == b.task
-                && match (&a.carried, &b.carried) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => Arc::ptr_eq(x, y),
-                    _ => false,
-                }
+            a.sampled == b.sampled && a.task == b.task && same_arc(&a.carried, &b.carried)
         }
         _ => false,
     }
@@ -1243,6 +1237,34 @@ pub(crate) fn restore_current(
         })
         .ok()
         .flatten()
+}
+
+/// Whether `ctx` is the thread's current context as it stands: the same task, sampling decision
+/// and parents, and the same options and carried values (by identity: the same `Arc`s).
+#[inline]
+pub(crate) fn is_current(ctx: &Context) -> bool {
+    CURRENT
+        .try_with(|c| {
+            c.try_borrow().is_ok_and(|cur| {
+                cur.as_ref().is_some_and(|cur| {
+                    cur.task == ctx.task
+                        && cur.sampled == ctx.sampled
+                        && cur.parents.as_slice() == ctx.parents.as_slice()
+                        && same_arc(&cur.options, &ctx.options)
+                        && same_arc(&cur.carried, &ctx.carried)
+                })
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Both `None`, or the same `Arc`.
+fn same_arc<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+        _ => false,
+    }
 }
 
 /// Whether the thread's current context is a sampled task's: one thread-local load.

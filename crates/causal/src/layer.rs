@@ -240,7 +240,7 @@ struct SpanState {
     created_from: Option<Parents>,
     /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
     /// already entered span in `saved_more`.
-    saved: Option<Option<Context>>,
+    saved: Saved,
     saved_more: Vec<Option<Context>>,
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
@@ -251,6 +251,18 @@ struct SpanState {
     /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
     /// are formatted with `Debug` at once.
     fields: Option<Gathered>,
+}
+
+/// The thread context a span's first (outermost) entry saved, to restore at its exit.
+enum Saved {
+    /// Not entered.
+    Not,
+    /// The thread's context at the entry.
+    Prev(Option<Context>),
+    /// The thread's context at the entry was the span's own (the span entered where it was
+    /// created, nothing reported between): the thread's context stayed, and the span's copy is
+    /// kept here (no swap, no clone).
+    Kept(Context),
 }
 
 /// `span: enter` or `span: exit` alone, as a compact event's key/values.
@@ -330,7 +342,7 @@ where
             name: attrs.metadata().name(),
             ctx,
             created_from,
-            saved: None,
+            saved: Saved::Not,
             saved_more: Vec::new(),
             contributed: None,
             fields: Some(fc.fields),
@@ -370,10 +382,10 @@ where
                 let sampled = crate::reporter::sample_new_task();
                 ctx = Some(Context::new_task(sampled));
             }
-            let prev = context::set_current(ctx);
-            match st.saved {
-                None => st.saved = Some(prev),
-                Some(_) => st.saved_more.push(prev),
+            match (&st.saved, ctx) {
+                (Saved::Not, Some(c)) if context::is_current(&c) => st.saved = Saved::Kept(c),
+                (Saved::Not, ctx) => st.saved = Saved::Prev(context::set_current(ctx)),
+                (_, ctx) => st.saved_more.push(context::set_current(ctx)),
             }
             // Reported under the shard's lock (nothing in it calls back into the layer), so
             // that the pending fields are read in place: a compact event's two key/values
@@ -399,7 +411,11 @@ where
             context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
             let restored = match st.saved_more.pop() {
                 Some(prev) => prev,
-                None => st.saved.take().flatten(),
+                None => match std::mem::replace(&mut st.saved, Saved::Not) {
+                    Saved::Not => None,
+                    Saved::Prev(prev) => prev,
+                    Saved::Kept(c) => Some(c),
+                },
             };
             // The span's context is read in place; the thread's is restored in the same
             // thread-local access (no swap at all after a sequential span).
