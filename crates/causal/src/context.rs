@@ -846,11 +846,11 @@ impl SmallFields {
     /// Adds `kv`; `Err` (with the key/values so far unchanged) when there are two already.
     #[inline(always)]
     pub(crate) fn push(&mut self, kv: SmallKv) -> Result<(), ()> {
-        *self = match *self {
-            SmallFields::Zero => SmallFields::One(kv),
-            SmallFields::One(a) => SmallFields::Two(a, kv),
+        match self {
+            SmallFields::Zero => *self = SmallFields::One(kv),
+            SmallFields::One(a) => *self = SmallFields::Two(*a, kv),
             SmallFields::Two(..) => return Err(()),
-        };
+        }
         Ok(())
     }
 
