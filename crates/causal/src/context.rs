@@ -45,6 +45,7 @@ impl Parents {
         Parents::Inline { len: 1, ids }
     }
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[OpId] {
         match self {
             Parents::Inline { len, ids } => &ids[..*len as usize],
@@ -211,12 +212,14 @@ impl Context {
     }
 
     /// The TaskId.
+    #[inline]
     pub fn task_id(&self) -> TaskId {
         self.task
     }
 
     /// The events the next event will follow (empty before a task's first event; several after a
     /// join).
+    #[inline]
     pub fn parents(&self) -> &[OpId] {
         self.parents.as_slice()
     }
@@ -385,6 +388,7 @@ impl Context {
     }
 
     /// The parents, as kept (a copy; shared when more than 4).
+    #[inline]
     pub(crate) fn parent_ids(&self) -> Parents {
         self.parents.clone()
     }
