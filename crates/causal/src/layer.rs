@@ -338,15 +338,20 @@ where
         let mut fc = FieldCollector::with(enter_fields());
         attrs.record(&mut fc);
         let created_from = ctx.as_ref().map(Context::parent_ids);
-        let st = Box::new(SpanState {
-            name: attrs.metadata().name(),
-            ctx,
-            created_from,
-            saved: Saved::Not,
-            saved_more: Vec::new(),
-            contributed: None,
-            fields: Some(fc.fields),
-        });
+        // Allocated first and written in place (`Box::new` built the ~560-byte state on the
+        // stack and copied it).
+        let st = Box::write(
+            Box::new_uninit(),
+            SpanState {
+                name: attrs.metadata().name(),
+                ctx,
+                created_from,
+                saved: Saved::Not,
+                saved_more: Vec::new(),
+                contributed: None,
+                fields: Some(fc.fields),
+            },
+        );
         self.spans.insert(id, st);
     }
 
