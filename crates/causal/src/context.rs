@@ -1048,7 +1048,15 @@ fn emit_small(
             .is_none_or(|c| c.edge_destinations.is_empty())
     {
         let op = OpId::new(crate::ids::random_nonzero_u64());
-        ctx.parents = Parents::one(op);
+        // The event becomes the only parent: written in place (the other inline slots are
+        // never read past `len`).
+        match &mut ctx.parents {
+            Parents::Inline { len, ids } => {
+                *len = 1;
+                ids[0] = op;
+            }
+            p => *p = Parents::one(op),
+        }
         crate::probes::event_fired(ctx.task, op, l);
         crate::reporter::submit_compact(CompactEvent {
             task,
