@@ -10,7 +10,10 @@
 //! The `tracing` + `CausalLayer` row reports two events per span (enter, exit); the layer's own
 //! cost is that row less the plain Registry span and two label-only events (issue 19's target).
 //!
-//! Usage: causal-compare [ROUNDS]   (default 30 rounds of 10,000 operations per case)
+//! Usage: causal-compare [ROUNDS [FILTER]]   (default 30 rounds of 10,000 operations per case;
+//! with FILTER, only the cases whose name contains it run, and no ratios are printed: for
+//! `valgrind --tool=callgrind`, whose instructions per case are then those of `measure` divided
+//! by (ROUNDS + 1) x 10,000, the warm-up round included)
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -63,8 +66,26 @@ struct Result {
     allocs_per_op: f64,
 }
 
-/// Runs `op` in `rounds` timed rounds of ROUND calls, calling `between` untimed after each.
-fn measure(name: &'static str, rounds: u32, mut op: impl FnMut(u64), mut between: impl FnMut()) -> Result {
+/// The cases to run: those whose name contains the second argument, if any.
+fn selected(name: &str) -> bool {
+    static FILTER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    FILTER
+        .get_or_init(|| std::env::args().nth(2))
+        .as_deref()
+        .is_none_or(|f| name.contains(f))
+}
+
+/// Runs `op` in `rounds` timed rounds of ROUND calls, calling `between` untimed after each;
+/// `None` (nothing run) when the case is not selected.
+fn measure(
+    name: &'static str,
+    rounds: u32,
+    mut op: impl FnMut(u64),
+    mut between: impl FnMut(),
+) -> Option<Result> {
+    if !selected(name) {
+        return None;
+    }
     // Warm-up round.
     for i in 0..ROUND {
         op(i);
@@ -84,12 +105,12 @@ fn measure(name: &'static str, rounds: u32, mut op: impl FnMut(u64), mut between
         between();
     }
     per_op.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Result {
+    Some(Result {
         name,
         ns: per_op[per_op.len() / 2],
         best: per_op[0],
         allocs_per_op: total_allocs as f64 / (rounds as u64 * ROUND) as f64,
-    }
+    })
 }
 
 fn main() {
@@ -238,11 +259,12 @@ fn main() {
     ));
     let _ = provider.shutdown();
 
+    let results: Vec<Result> = results.into_iter().flatten().collect();
     let causal_drops = causal::dropped();
     let causal_queued = causal::stats().queued;
     println!("{} rounds x {} operations per case; ns per operation on the calling thread", rounds, ROUND);
     println!("{:<48} {:>10} {:>10} {:>12} {:>14}", "case", "median ns", "best ns", "allocs/op", "vs causal");
-    let base = results[0].ns;
+    let base = results.first().map_or(1.0, |r| r.ns);
     for r in &results {
         println!(
             "{:<48} {:>10.1} {:>10.1} {:>12.3} {:>13.2}x",
@@ -258,6 +280,10 @@ fn main() {
     // Registry span beyond its two events (enter with the span's field, exit: taken as two
     // label-only events).
     // Cases by name, not position: the publication cases were inserted after the first two.
+    if std::env::args().nth(2).is_some() {
+        println!("cases filtered: no ratios");
+        return;
+    }
     let case = |prefix: &str| {
         results
             .iter()

@@ -25,7 +25,7 @@ const INLINE_PARENTS: usize = 4;
 
 /// The event ids the next event of a context follows.
 #[derive(Clone)]
-enum Parents {
+pub(crate) enum Parents {
     Inline {
         len: u8,
         ids: [OpId; INLINE_PARENTS],
@@ -45,7 +45,8 @@ impl Parents {
         Parents::Inline { len: 1, ids }
     }
 
-    fn as_slice(&self) -> &[OpId] {
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[OpId] {
         match self {
             Parents::Inline { len, ids } => &ids[..*len as usize],
             Parents::Many(v) => v,
@@ -211,12 +212,14 @@ impl Context {
     }
 
     /// The TaskId.
+    #[inline]
     pub fn task_id(&self) -> TaskId {
         self.task
     }
 
     /// The events the next event will follow (empty before a task's first event; several after a
     /// join).
+    #[inline]
     pub fn parents(&self) -> &[OpId] {
         self.parents.as_slice()
     }
@@ -384,6 +387,12 @@ impl Context {
         }
     }
 
+    /// The parents, as kept (a copy; shared when more than 4).
+    #[inline]
+    pub(crate) fn parent_ids(&self) -> Parents {
+        self.parents.clone()
+    }
+
     /// Removes `ids` from the parents (events superseded by a later event on the same path).
     pub(crate) fn remove_parents(&mut self, ids: &[OpId]) {
         if ids.is_empty() || !self.parents().iter().any(|p| ids.contains(p)) {
@@ -422,7 +431,7 @@ impl Context {
         if !self.sampled {
             return None;
         }
-        emit(self, label.into(), None, Fields::collect(fields))
+        emit_iter(self, label.into(), fields)
     }
 
     /// An event builder reporting through this explicit context.
@@ -474,10 +483,29 @@ impl Drop for ContextGuard {
 fn swap(slot: &RefCell<Option<Context>>, v: Option<Context>) -> Option<Context> {
     match slot.try_borrow_mut() {
         Ok(mut cur) => {
-            publish_sampled(&v);
+            if !same_publication(&cur, &v) {
+                publish_sampled(&v);
+            }
             std::mem::replace(&mut *cur, v)
         }
         Err(_) => None,
+    }
+}
+
+/// Whether `a` and `b` publish the same (sampled flag, task, activity, baggage): the same task
+/// with the same sampling decision and the same carried values (one `Arc`: activity and baggage
+/// live there). Then a swap between them (a `tracing` span's entry and exit, which keep the
+/// task) skips the publication: the thread's published state already says that. (With the
+/// publication turned off and on again meanwhile, `crate::publish::set_enabled`, the slot
+/// catches up at the thread's next change of task.)
+#[inline]
+fn same_publication(a: &Option<Context>, b: &Option<Context>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.sampled == b.sampled && a.task == b.task && same_arc(&a.carried, &b.carried)
+        }
+        _ => false,
     }
 }
 
@@ -629,7 +657,7 @@ where
     let sampled = crate::reporter::sample_new_task();
     let mut ctx = Context::new_task(sampled);
     if sampled {
-        emit(&mut ctx, label.into(), None, Fields::collect(fields));
+        emit_iter(&mut ctx, label.into(), fields);
     }
     set_current(Some(ctx.clone()));
     ctx
@@ -712,14 +740,7 @@ impl Fields {
         }
     }
 
-    /// Key/values starting with `k = v`.
-    pub(crate) fn starting_with(k: &'static str, v: Value) -> Fields {
-        let mut f = Fields::new();
-        f.push(k, v);
-        f
-    }
-
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn collect<I: IntoIterator<Item = (&'static str, Value)>>(it: I) -> Fields {
         let mut f = Fields::new();
         for kv in it {
@@ -762,7 +783,8 @@ pub(crate) struct RawEvent {
     pub(crate) label: Cow<'static, str>,
     pub(crate) agent: Option<&'static str>,
     pub(crate) fields: Fields,
-    pub(crate) hrt_ns: u64,
+    /// When it happened, as `crate::clock::stamp` read it (the reporter makes it ns).
+    pub(crate) stamp: u64,
     pub(crate) tid: u32,
 }
 
@@ -778,10 +800,142 @@ impl RawEvent {
     }
 }
 
+/// A key/value's value that holds no owned string: what a compact event carries.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SmallValue {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Bool(bool),
+    Str(&'static str),
+}
+
+impl SmallValue {
+    /// `v` as a small value, or `v` back when it holds an owned string.
+    #[inline(always)]
+    pub(crate) fn of(v: Value) -> Result<SmallValue, Value> {
+        Ok(match v {
+            Value::U64(x) => SmallValue::U64(x),
+            Value::I64(x) => SmallValue::I64(x),
+            Value::F64(x) => SmallValue::F64(x),
+            Value::Bool(x) => SmallValue::Bool(x),
+            Value::Str(Cow::Borrowed(x)) => SmallValue::Str(x),
+            v @ Value::Str(Cow::Owned(_)) => return Err(v),
+        })
+    }
+
+    pub(crate) fn value(self) -> Value {
+        match self {
+            SmallValue::U64(x) => Value::U64(x),
+            SmallValue::I64(x) => Value::I64(x),
+            SmallValue::F64(x) => Value::F64(x),
+            SmallValue::Bool(x) => Value::Bool(x),
+            SmallValue::Str(x) => Value::Str(Cow::Borrowed(x)),
+        }
+    }
+}
+
+/// One key/value of a compact event.
+pub(crate) type SmallKv = (&'static str, SmallValue);
+
+/// The key/values of a compact event: at most two, none with an owned string.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SmallFields {
+    Zero,
+    One(SmallKv),
+    Two(SmallKv, SmallKv),
+}
+
+impl SmallFields {
+    /// Adds `kv`; `Err` (with the key/values so far unchanged) when there are two already.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, kv: SmallKv) -> Result<(), ()> {
+        match self {
+            SmallFields::Zero => *self = SmallFields::One(kv),
+            SmallFields::One(a) => *self = SmallFields::Two(*a, kv),
+            SmallFields::Two(..) => return Err(()),
+        }
+        Ok(())
+    }
+
+    pub(crate) fn into_fields(self) -> Fields {
+        let mut f = Fields::new();
+        let (a, b) = match self {
+            SmallFields::Zero => (None, None),
+            SmallFields::One(a) => (Some(a), None),
+            SmallFields::Two(a, b) => (Some(a), Some(b)),
+        };
+        for (k, v) in a.into_iter().chain(b) {
+            f.push(k, v.value());
+        }
+        f
+    }
+
+    /// `fields` as small ones when there are at most two and none holds an owned string.
+    #[inline(always)]
+    pub(crate) fn of(fields: &Fields) -> Option<SmallFields> {
+        if fields.len > 2 || !fields.spill.is_empty() {
+            return None;
+        }
+        let mut small = SmallFields::Zero;
+        for (k, v) in &fields.inline[..fields.len as usize] {
+            let v = match v {
+                Value::U64(x) => SmallValue::U64(*x),
+                Value::I64(x) => SmallValue::I64(*x),
+                Value::F64(x) => SmallValue::F64(*x),
+                Value::Bool(x) => SmallValue::Bool(*x),
+                Value::Str(Cow::Borrowed(x)) => SmallValue::Str(x),
+                Value::Str(Cow::Owned(_)) => return None,
+            };
+            small.push((k, v)).ok()?;
+        }
+        Some(small)
+    }
+}
+
+/// The common event in the compact form queued on a thread's ring: an 8-byte TaskId, at most one
+/// 8-byte non-zero parent, a static label, no agent, no options, at most two key/values without
+/// owned strings (everything else is a [`RawEvent`]). Two cache lines, so that queuing it is a
+/// handful of 16-byte moves rather than a `memcpy` call; the thread id is the ring's.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub(crate) struct CompactEvent {
+    pub(crate) task: u64,
+    pub(crate) op: u64,
+    /// The parent's value; 0 for none.
+    pub(crate) parent: u64,
+    /// When it happened, as `crate::clock::stamp` read it (the reporter makes it ns).
+    pub(crate) stamp: u64,
+    pub(crate) label: &'static str,
+    pub(crate) fields: SmallFields,
+}
+
+impl CompactEvent {
+    /// The general form of this event, reported by thread `tid`.
+    pub(crate) fn into_raw(self, tid: u32) -> RawEvent {
+        RawEvent {
+            // An 8-byte TaskId read back (`TaskId::as_u64`): never zero, so never an error.
+            task: TaskId::from_u64(self.task).unwrap_or_else(|_| TaskId::random()),
+            op: OpId::new(self.op),
+            parents: if self.parent == 0 {
+                Parents::EMPTY
+            } else {
+                Parents::one(OpId::new(self.parent))
+            },
+            options: None,
+            label: Cow::Borrowed(self.label),
+            agent: None,
+            fields: self.fields.into_fields(),
+            stamp: self.stamp,
+            tid,
+        }
+    }
+}
+
 /// This thread's kernel tid, looked up once per thread (and the thread's name registered with
 /// the reporter then).
 #[inline]
-fn thread_tid() -> u32 {
+pub(crate) fn thread_tid() -> u32 {
     TID.try_with(|t| {
         let v = t.get();
         if v != 0 {
@@ -800,8 +954,126 @@ pub(crate) fn forget_tid_after_fork() {
     let _ = TID.try_with(|t| t.set(0));
 }
 
-/// Reports one event through `ctx` (sampled checked by callers) and makes it `ctx`'s only parent.
+/// Reports one event through `ctx` (sampled checked by callers) with the key/values of `it`,
+/// gathered straight into a compact event's while they fit one.
 #[inline(always)]
+fn emit_iter<I>(ctx: &mut Context, label: Cow<'static, str>, it: I) -> Option<OpId>
+where
+    I: IntoIterator<Item = (&'static str, Value)>,
+{
+    // Unrolled for the two key/values a compact event holds: each lands in its place.
+    let mut it = it.into_iter();
+    let small = match it.next() {
+        None => SmallFields::Zero,
+        Some((k1, v1)) => match SmallValue::of(v1) {
+            Err(v1) => return emit_iter_rest(ctx, label, SmallFields::Zero, (k1, v1), it),
+            Ok(s1) => match it.next() {
+                None => SmallFields::One((k1, s1)),
+                Some((k2, v2)) => match SmallValue::of(v2) {
+                    Err(v2) => {
+                        let one = SmallFields::One((k1, s1));
+                        return emit_iter_rest(ctx, label, one, (k2, v2), it);
+                    }
+                    Ok(s2) => match it.next() {
+                        None => SmallFields::Two((k1, s1), (k2, s2)),
+                        Some(kv) => {
+                            let two = SmallFields::Two((k1, s1), (k2, s2));
+                            return emit_iter_rest(ctx, label, two, kv, it);
+                        }
+                    },
+                },
+            },
+        },
+    };
+    emit_small(ctx, label, None, small)
+}
+
+/// [`emit_iter`] once the key/values do not fit a compact event: `small`, then `kv`, then the
+/// rest of `it`.
+#[cold]
+#[inline(never)]
+fn emit_iter_rest<I>(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    small: SmallFields,
+    kv: (&'static str, Value),
+    it: I,
+) -> Option<OpId>
+where
+    I: Iterator<Item = (&'static str, Value)>,
+{
+    let mut f = small.into_fields();
+    f.push(kv.0, kv.1);
+    for (k, v) in it {
+        f.push(k, v);
+    }
+    emit(ctx, label, None, f)
+}
+
+/// Reports one event with `fields` (sampled checked by callers): compact when they fit.
+#[inline(always)]
+fn emit_fields(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: Fields,
+) -> Option<OpId> {
+    match SmallFields::of(&fields) {
+        Some(small) => emit_small(ctx, label, agent, small),
+        None => emit(ctx, label, agent, fields),
+    }
+}
+
+/// Reports one event with small key/values (sampled checked by callers): queued as a
+/// [`CompactEvent`] when the rest of it fits one too (see there), else through [`emit`]. Both
+/// make the same report.
+#[inline(always)]
+fn emit_small(
+    ctx: &mut Context,
+    label: Cow<'static, str>,
+    agent: Option<&'static str>,
+    fields: SmallFields,
+) -> Option<OpId> {
+    let parent = match ctx.parents.as_slice() {
+        [] => Some(0),
+        [p] if p.len() == 8 && !p.is_zero() => Some(p.value()),
+        _ => None,
+    };
+    if let (Cow::Borrowed(l), None, None, Some(task), Some(parent)) =
+        (&label, agent, &ctx.options, ctx.task.as_u64(), parent)
+        && crate::reporter::domain_options().is_none()
+        && ctx
+            .carried
+            .as_ref()
+            .is_none_or(|c| c.edge_destinations.is_empty())
+    {
+        let op = OpId::new(crate::ids::random_nonzero_u64());
+        // The event becomes the only parent: written in place (the other inline slots are
+        // never read past `len`).
+        match &mut ctx.parents {
+            Parents::Inline { len, ids } => {
+                *len = 1;
+                ids[0] = op;
+            }
+            p => *p = Parents::one(op),
+        }
+        crate::probes::event_fired(ctx.task, op, l);
+        crate::reporter::submit_compact(CompactEvent {
+            task,
+            op: op.value(),
+            parent,
+            stamp: crate::clock::stamp(),
+            label: l,
+            fields,
+        });
+        return Some(op);
+    }
+    emit(ctx, label, agent, fields.into_fields())
+}
+
+/// Reports one event through `ctx` (sampled checked by callers) as a [`RawEvent`] and makes it
+/// `ctx`'s only parent.
+#[inline(never)]
 fn emit(
     ctx: &mut Context,
     label: Cow<'static, str>,
@@ -832,7 +1104,7 @@ fn emit(
         label,
         agent,
         fields,
-        hrt_ns: crate::sys::monotonic_ns(),
+        stamp: crate::clock::stamp(),
         tid: thread_tid(),
     };
     crate::reporter::submit(ev);
@@ -915,7 +1187,7 @@ where
             return None;
         };
         match cur.as_mut() {
-            Some(ctx) if ctx.sampled => emit(ctx, label.into(), None, Fields::collect(fields)),
+            Some(ctx) if ctx.sampled => emit_iter(ctx, label.into(), fields),
             _ => None,
         }
     })
@@ -932,10 +1204,79 @@ pub(crate) fn report_fields(label: Cow<'static, str>, fields: Fields) -> Option<
             return None;
         };
         match cur.as_mut() {
-            Some(ctx) if ctx.sampled => emit(ctx, label, None, fields),
+            Some(ctx) if ctx.sampled => emit_fields(ctx, label, None, fields),
             _ => None,
         }
     })
+}
+
+/// [`report_fields`] with small key/values (the layer's `span: exit`): nothing to convert.
+pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Option<OpId> {
+    if !CURRENT_SAMPLED.get() {
+        return None;
+    }
+    CURRENT.with(|c| {
+        let Ok(mut cur) = c.try_borrow_mut() else {
+            return None;
+        };
+        match cur.as_mut() {
+            Some(ctx) if ctx.sampled => emit_small(ctx, label, None, fields),
+            _ => None,
+        }
+    })
+}
+
+/// Makes `restored` the thread's current context after `f` has adjusted it with the current
+/// one in view (the layer's span exit), returning the context it replaces: one thread-local
+/// access and one swap. When `f` returns true, `restored` would become a copy of the current
+/// context: the current one stays instead (no swap), `restored` is dropped, and a clone of the
+/// current one is returned. When the thread's context is busy or destroyed, `f` does not run
+/// and `restored` is dropped, as [`set_current`] would.
+pub(crate) fn restore_current(
+    mut restored: Option<Context>,
+    f: impl FnOnce(&mut Option<Context>, Option<&Context>) -> bool,
+) -> Option<Context> {
+    CURRENT
+        .try_with(|c| {
+            let mut cur = c.try_borrow_mut().ok()?;
+            if f(&mut restored, cur.as_ref()) {
+                return cur.clone();
+            }
+            if !same_publication(&cur, &restored) {
+                publish_sampled(&restored);
+            }
+            std::mem::replace(&mut *cur, restored)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Whether `ctx` is the thread's current context as it stands: the same task, sampling decision
+/// and parents, and the same options and carried values (by identity: the same `Arc`s).
+#[inline]
+pub(crate) fn is_current(ctx: &Context) -> bool {
+    CURRENT
+        .try_with(|c| {
+            c.try_borrow().is_ok_and(|cur| {
+                cur.as_ref().is_some_and(|cur| {
+                    cur.task == ctx.task
+                        && cur.sampled == ctx.sampled
+                        && cur.parents.as_slice() == ctx.parents.as_slice()
+                        && same_arc(&cur.options, &ctx.options)
+                        && same_arc(&cur.carried, &ctx.carried)
+                })
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Both `None`, or the same `Arc`.
+fn same_arc<T: ?Sized>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => Arc::ptr_eq(x, y),
+        _ => false,
+    }
 }
 
 /// Whether the thread's current context is a sampled task's: one thread-local load.
@@ -1008,7 +1349,7 @@ impl EventBuilder<'_> {
                 if !ctx.sampled {
                     return None;
                 }
-                emit(ctx, label, agent, fields)
+                emit_fields(ctx, label, agent, fields)
             }
             Target::Current => CURRENT
                 .try_with(|c| {
@@ -1018,7 +1359,7 @@ impl EventBuilder<'_> {
                         .ok()
                         .and_then(Option::as_mut)
                     {
-                        Some(ctx) if ctx.sampled => emit(ctx, label, agent, fields),
+                        Some(ctx) if ctx.sampled => emit_fields(ctx, label, agent, fields),
                         _ => None,
                     }
                 })
@@ -1052,6 +1393,10 @@ mod tests {
         );
         assert!(ev <= 336, "RawEvent is {ev} bytes (376 before)");
         assert!(cx <= 88, "Context is {cx} bytes (120 before)");
+        // The common event is queued compact: two cache lines, the ring's mark included.
+        assert_eq!(std::mem::size_of::<SmallFields>(), 80);
+        assert_eq!(std::mem::size_of::<CompactEvent>(), 128);
+        assert_eq!(std::mem::size_of::<crate::reporter::Queued>(), 128);
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //!   disabled with [`CausalLayer::start_tasks`].
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 
 use tracing::field::{Field, Visit};
@@ -30,12 +31,28 @@ use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context as LayerCx, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::context::{self, Context, Fields, Value};
+use crate::context::{self, Context, Fields, Parents, SmallFields, SmallValue, Value};
 
 /// The layer (see the module docs).
-#[derive(Debug, Clone)]
+///
+/// It keeps each span's state in a table of its own, keyed by span id (not in the Registry's
+/// extensions): creating, entering and exiting a span then take no Registry lookup and no
+/// extension lock, and the state's one box is all a span allocates (see docs/causal-cost.md,
+/// session 7). A span's entry is removed when it closes. A clone is a new layer with an empty
+/// table: span ids belong to the subscriber a layer is installed in.
+#[derive(Debug)]
 pub struct CausalLayer {
     start_tasks: bool,
+    spans: SpanTable,
+}
+
+impl Clone for CausalLayer {
+    fn clone(&self) -> CausalLayer {
+        CausalLayer {
+            start_tasks: self.start_tasks,
+            spans: SpanTable::new(),
+        }
+    }
 }
 
 impl Default for CausalLayer {
@@ -47,7 +64,10 @@ impl Default for CausalLayer {
 impl CausalLayer {
     /// A layer that starts a task at a root span entered without a context.
     pub fn new() -> CausalLayer {
-        CausalLayer { start_tasks: true }
+        CausalLayer {
+            start_tasks: true,
+            spans: SpanTable::new(),
+        }
     }
 
     /// Whether a root span entered with no current context starts a new task (default true).
@@ -58,44 +78,211 @@ impl CausalLayer {
 }
 
 /// The key/values an entry reports before the span's own: `span: enter`.
-fn enter_fields() -> Fields {
-    Fields::starting_with("span", Value::from("enter"))
+fn enter_fields() -> Gathered {
+    Gathered::Small(span_mark("enter"))
 }
 
-/// Per-span state kept in the registry's extensions.
+/// Key/values gathered from a span or an event: in a compact event's form while they fit one
+/// (nothing else to build or convert), else in the general form.
+enum Gathered {
+    Small(SmallFields),
+    Full(Fields),
+}
+
+impl Gathered {
+    /// Adds a key/value that holds no owned string (integers and booleans from a visitor).
+    #[inline]
+    fn push_small(&mut self, k: &'static str, v: SmallValue) {
+        match self {
+            Gathered::Small(small) => {
+                if small.push((k, v)).is_err() {
+                    let mut f = small.into_fields();
+                    f.push(k, v.value());
+                    *self = Gathered::Full(f);
+                }
+            }
+            Gathered::Full(f) => f.push(k, v.value()),
+        }
+    }
+
+    fn push(&mut self, k: &'static str, v: Value) {
+        match self {
+            Gathered::Small(small) => {
+                let v = match SmallValue::of(v) {
+                    Ok(sv) => match small.push((k, sv)) {
+                        Ok(()) => return,
+                        Err(()) => sv.value(),
+                    },
+                    Err(v) => v,
+                };
+                let mut f = small.into_fields();
+                f.push(k, v);
+                *self = Gathered::Full(f);
+            }
+            Gathered::Full(f) => f.push(k, v),
+        }
+    }
+
+    /// The key/values by value, in order.
+    fn into_pairs(self) -> impl Iterator<Item = (&'static str, Value)> {
+        match self {
+            Gathered::Small(s) => s.into_fields(),
+            Gathered::Full(f) => f,
+        }
+        .into_pairs()
+    }
+
+    /// Reports an event labelled `label` with these key/values through the thread's context;
+    /// its OpId, `None` when nothing was reported (no context, or an unsampled one).
+    fn report(self, label: Cow<'static, str>) -> Option<crate::OpId> {
+        match self {
+            Gathered::Small(s) => context::report_small(label, s),
+            Gathered::Full(f) => context::report_fields(label, f),
+        }
+    }
+}
+
+/// The span states of one layer, by span id: shards of a map each behind its own lock, so that
+/// threads working on different spans rarely meet. States are boxed: a map entry then moves a
+/// pointer, not the state. Entries are removed when their span closes
+/// (`on_close`); a shard's map keeps its capacity, so a steady number of live spans allocates
+/// nothing.
+struct SpanTable {
+    shards: Box<[std::sync::Mutex<Shard>]>,
+}
+
+/// One shard: span id to its state.
+type Shard = HashMap<u64, Box<SpanState>, IdHash>;
+
+/// Shards of the table: a power of two.
+const SHARDS: usize = 64;
+
+/// Live spans each shard has room for before its map grows.
+const SHARD_CAPACITY: usize = 8;
+
+impl fmt::Debug for SpanTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpanTable").finish_non_exhaustive()
+    }
+}
+
+impl SpanTable {
+    fn new() -> SpanTable {
+        SpanTable {
+            // Room for a few live spans per shard from the start: a program's first spans
+            // then allocate no map either.
+            shards: (0..SHARDS)
+                .map(|_| {
+                    std::sync::Mutex::new(HashMap::with_capacity_and_hasher(
+                        SHARD_CAPACITY,
+                        IdHash::default(),
+                    ))
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `f` on span `id`'s state under its shard's lock; `None` when the span has none.
+    #[inline]
+    fn with<R>(&self, id: &Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
+        let key = id.into_u64();
+        let mut shard = self.shard(key);
+        shard.get_mut(&key).map(|st| f(st))
+    }
+
+    #[inline]
+    fn shard(&self, key: u64) -> std::sync::MutexGuard<'_, Shard> {
+        // Fibonacci hashing: the top bits of the product spread consecutive ids over shards.
+        let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.ilog2())) as usize;
+        // A panic under the lock leaves the map as consistent as any other state of it.
+        self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, id: &Id, st: Box<SpanState>) {
+        let key = id.into_u64();
+        self.shard(key).insert(key, st);
+    }
+
+    fn remove(&self, id: &Id) -> Option<Box<SpanState>> {
+        let key = id.into_u64();
+        self.shard(key).remove(&key)
+    }
+}
+
+/// Hashes a span id (already unique per live span) with one multiplication.
+#[derive(Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (v ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type IdHash = std::hash::BuildHasherDefault<IdHasher>;
+
+/// Per-span state, in the layer's table.
 struct SpanState {
+    /// The span's name, for its enter and exit events.
+    name: &'static str,
     ctx: Option<Context>,
-    /// The context the span was created from, to tell on exit whether the context being restored
-    /// moved on meanwhile (concurrent siblings: join) or not (sequential: replace).
-    created_from: Option<Context>,
+    /// The parents of the context the span was created from (`None`: created without one), to
+    /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
+    /// join) or not (sequential: replace).
+    created_from: Option<Parents>,
     /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
     /// already entered span in `saved_more`.
-    saved: Option<Option<Context>>,
+    saved: Saved,
     saved_more: Vec<Option<Context>>,
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
-    contributed: Option<Context>,
+    contributed: Option<Parents>,
     /// `span: enter` and the fields recorded before the first entry, reported with it (then
-    /// `span: enter` and the fields recorded since). Up to 4 inline;
-    /// integers and booleans are kept as values (formatted by the reporter thread, as `Debug`
-    /// would), so a span with such fields allocates nothing here. Floats and other types are
-    /// formatted with `Debug` at once.
-    fields: Fields,
+    /// `span: enter` and the fields recorded since; `None`: no field recorded since). Up to 4
+    /// inline; integers and booleans are kept as values (formatted by the reporter thread, as
+    /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
+    /// are formatted with `Debug` at once.
+    fields: Option<Gathered>,
+}
+
+/// The thread context a span's first (outermost) entry saved, to restore at its exit.
+enum Saved {
+    /// Not entered.
+    Not,
+    /// The thread's context at the entry.
+    Prev(Option<Context>),
+    /// The thread's context at the entry was the span's own (the span entered where it was
+    /// created, nothing reported between): the thread's context stayed, and the span's copy is
+    /// kept here (no swap, no clone).
+    Kept(Context),
+}
+
+/// `span: enter` or `span: exit` alone, as a compact event's key/values.
+fn span_mark(what: &'static str) -> SmallFields {
+    SmallFields::One(("span", SmallValue::Str(what)))
 }
 
 struct FieldCollector {
-    fields: Fields,
+    fields: Gathered,
     message: Option<String>,
 }
 
 impl FieldCollector {
     fn new() -> FieldCollector {
-        FieldCollector::with(Fields::new())
+        FieldCollector::with(Gathered::Small(SmallFields::Zero))
     }
 
     /// A collector whose fields start with `fields` (the `span` or `level` key/value reported
     /// first), so that the event's fields need no second gathering.
-    fn with(fields: Fields) -> FieldCollector {
+    fn with(fields: Gathered) -> FieldCollector {
         FieldCollector {
             fields,
             message: None,
@@ -125,15 +312,16 @@ impl Visit for FieldCollector {
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.value(field, Value::U64(value));
+        self.fields.push_small(field.name(), SmallValue::U64(value));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.value(field, Value::I64(value));
+        self.fields.push_small(field.name(), SmallValue::I64(value));
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.value(field, Value::Bool(value));
+        self.fields
+            .push_small(field.name(), SmallValue::Bool(value));
     }
 }
 
@@ -141,117 +329,132 @@ impl<S> Layer<S> for CausalLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _cx: LayerCx<'_, S>) {
         let ctx = match attrs.parent() {
-            Some(p) => cx.span(p).and_then(|p| {
-                p.extensions()
-                    .get::<SpanState>()
-                    .and_then(|s| s.ctx.clone())
-            }),
+            Some(p) => self.spans.with(p, |s| s.ctx.clone()).flatten(),
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
         let mut fc = FieldCollector::with(enter_fields());
         attrs.record(&mut fc);
-        let created_from = ctx.clone();
-        span.extensions_mut().insert(SpanState {
-            ctx,
-            created_from,
-            saved: None,
-            saved_more: Vec::new(),
-            contributed: None,
-            fields: fc.fields,
-        });
+        let created_from = ctx.as_ref().map(Context::parent_ids);
+        // Allocated first and written in place (`Box::new` built the ~560-byte state on the
+        // stack and copied it).
+        let st = Box::write(
+            Box::new_uninit(),
+            SpanState {
+                name: attrs.metadata().name(),
+                ctx,
+                created_from,
+                saved: Saved::Not,
+                saved_more: Vec::new(),
+                contributed: None,
+                fields: Some(fc.fields),
+            },
+        );
+        self.spans.insert(id, st);
     }
 
-    fn on_record(&self, id: &Id, values: &Record<'_>, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
+    fn on_record(&self, id: &Id, values: &Record<'_>, _cx: LayerCx<'_, S>) {
         let mut fc = FieldCollector::new();
         values.record(&mut fc);
-        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
+        self.spans.with(id, |st| {
+            let fields = st.fields.get_or_insert_with(enter_fields);
             for (k, v) in fc.fields.into_pairs() {
-                st.fields.push(k, v);
+                fields.push(k, v);
             }
-        }
+        });
     }
 
-    fn on_follows_from(&self, id: &Id, follows: &Id, cx: LayerCx<'_, S>) {
-        let other = cx.span(follows).and_then(|s| {
-            s.extensions()
-                .get::<SpanState>()
-                .and_then(|s| s.ctx.clone())
-        });
-        let (Some(span), Some(other)) = (cx.span(id), other) else {
+    fn on_follows_from(&self, id: &Id, follows: &Id, _cx: LayerCx<'_, S>) {
+        // One shard's lock at a time: never two held together.
+        let Some(other) = self.spans.with(follows, |s| s.ctx.clone()).flatten() else {
             return;
         };
-        if let Some(st) = span.extensions_mut().get_mut::<SpanState>() {
-            match st.ctx.as_mut() {
-                Some(c) => c.join_in(&other),
-                None => st.ctx = Some(other),
-            }
-        }
+        self.spans.with(id, |st| match st.ctx.as_mut() {
+            Some(c) => c.join_in(&other),
+            None => st.ctx = Some(other),
+        });
     }
 
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
-        let name = span.name();
-        let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else {
-            return;
-        };
-        let mut ctx = st.ctx.take();
-        if ctx.is_none() && self.start_tasks && span.parent().is_none() {
-            let sampled = crate::reporter::sample_new_task();
-            ctx = Some(Context::new_task(sampled));
-        }
-        let prev = context::set_current(ctx);
-        match st.saved {
-            None => st.saved = Some(prev),
-            Some(_) => st.saved_more.push(prev),
-        }
-        let fields = std::mem::replace(&mut st.fields, enter_fields());
-        drop(ext);
-        context::report_fields(Cow::Borrowed(name), fields);
+        let start_tasks = self.start_tasks;
+        self.spans.with(id, |st| {
+            let mut ctx = st.ctx.take();
+            // Whether the span is a root is asked of the Registry only here (rarely): the
+            // first entry of a span without a context.
+            if ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none()) {
+                let sampled = crate::reporter::sample_new_task();
+                ctx = Some(Context::new_task(sampled));
+            }
+            match (&st.saved, ctx) {
+                (Saved::Not, Some(c)) if context::is_current(&c) => st.saved = Saved::Kept(c),
+                (Saved::Not, ctx) => st.saved = Saved::Prev(context::set_current(ctx)),
+                (_, ctx) => st.saved_more.push(context::set_current(ctx)),
+            }
+            // Reported under the shard's lock (nothing in it calls back into the layer), so
+            // that the pending fields are read in place: a compact event's two key/values
+            // copied out, the general form moved out only when present.
+            let label = Cow::Borrowed(st.name);
+            match &st.fields {
+                None => context::report_small(label, span_mark("enter")),
+                Some(Gathered::Small(small)) => {
+                    let small = *small;
+                    st.fields = None;
+                    context::report_small(label, small)
+                }
+                Some(Gathered::Full(_)) => match st.fields.take() {
+                    Some(f) => f.report(label),
+                    None => None,
+                },
+            };
+        });
     }
 
-    fn on_exit(&self, id: &Id, cx: LayerCx<'_, S>) {
-        let Some(span) = cx.span(id) else { return };
-        context::report_fields(
-            Cow::Borrowed(span.name()),
-            Fields::starting_with("span", Value::from("exit")),
-        );
-        let mut ext = span.extensions_mut();
-        let Some(st) = ext.get_mut::<SpanState>() else {
-            return;
-        };
-        let mine = context::take_current();
-        let mut restored = match st.saved_more.pop() {
-            Some(prev) => prev,
-            None => st.saved.take().flatten(),
-        };
-        if let (Some(r), Some(m)) = (restored.as_mut(), mine.as_ref())
-            && r.task_id() == m.task_id()
-        {
-            if let Some(c) = &st.contributed {
-                r.remove_parents(c.parents());
-            }
-            let unchanged = st
-                .created_from
-                .as_ref()
-                .is_some_and(|c| c.parents() == r.parents());
-            if r.parents().is_empty() || unchanged {
-                // Nothing else happened on the restored path since this span began: continue
-                // from the span's last event.
-                *r = m.clone();
-            } else {
+    fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
+        self.spans.with(id, |st| {
+            context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
+            let restored = match st.saved_more.pop() {
+                Some(prev) => prev,
+                None => match std::mem::replace(&mut st.saved, Saved::Not) {
+                    Saved::Not => None,
+                    Saved::Prev(prev) => prev,
+                    Saved::Kept(c) => Some(c),
+                },
+            };
+            // The span's context is read in place; the thread's is restored in the same
+            // thread-local access (no swap at all after a sequential span).
+            let (contributed, created_from) = (&mut st.contributed, &st.created_from);
+            st.ctx = context::restore_current(restored, |restored, mine| {
+                let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
+                    return false;
+                };
+                if r.task_id() != m.task_id() {
+                    return false;
+                }
+                if let Some(c) = contributed.as_ref() {
+                    r.remove_parents(c.as_slice());
+                }
+                let unchanged = created_from
+                    .as_ref()
+                    .is_some_and(|c| c.as_slice() == r.parents());
+                *contributed = Some(m.parent_ids());
+                if r.parents().is_empty() || unchanged {
+                    // Nothing else happened on the restored path since this span began:
+                    // continue from the span's last event (the thread's context stays the
+                    // span's).
+                    return true;
+                }
                 // A sibling ran meanwhile: both paths lead to the parent's next event.
                 r.join_in(m);
-            }
-            st.contributed = Some(m.clone());
-        }
-        st.ctx = mine;
-        context::set_current(restored);
+                false
+            });
+        });
+    }
+
+    fn on_close(&self, id: Id, _cx: LayerCx<'_, S>) {
+        // Dropped outside the shard's lock.
+        drop(self.spans.remove(&id));
     }
 
     fn on_event(&self, event: &Event<'_>, _cx: LayerCx<'_, S>) {
@@ -260,12 +463,15 @@ where
             return;
         }
         let level = event.metadata().level().as_str();
-        let mut fc = FieldCollector::with(Fields::starting_with("level", Value::from(level)));
+        let mut fc = FieldCollector::with(Gathered::Small(SmallFields::One((
+            "level",
+            SmallValue::Str(level),
+        ))));
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        context::report_fields(label, fc.fields);
+        let _ = fc.fields.report(label);
     }
 }

@@ -33,6 +33,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod clock;
 mod context;
 pub mod future;
 mod ids;

@@ -178,6 +178,17 @@ impl TaskId {
         self.len as usize
     }
 
+    /// The value of an 8-byte TaskId (its bytes big-endian, as [`TaskId::from_u64`] takes it);
+    /// `None` for the other lengths.
+    #[inline]
+    pub(crate) fn as_u64(&self) -> Option<u64> {
+        (self.len == 8).then(|| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&self.bytes[..8]);
+            u64::from_be_bytes(b)
+        })
+    }
+
     /// Always false: a TaskId has at least 4 bytes. Present for API symmetry with `len`.
     pub fn is_empty(&self) -> bool {
         false

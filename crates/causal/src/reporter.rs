@@ -4,8 +4,10 @@
 //! # Never block the program
 //! Each reporting thread has its own fixed-size queue to the reporter thread: a single-producer
 //! single-consumer ring (`rtrb`), made at the thread's first event with room for `queue_capacity`
-//! events (virtual memory: a page is touched when the ring first reaches it). Queuing an event
-//! copies it into the ring's next slot and publishes it with one release store: no atomic
+//! events (virtual memory: a page is touched when the ring first reaches it), and a second ring
+//! of as many slots for events that do not fit the compact form (`crate::context::CompactEvent`,
+//! 128 bytes; the others leave a mark in the first ring, so the thread's order is kept). Queuing
+//! an event copies it into the ring's next slot and publishes it with one release store: no atomic
 //! read-modify-write and no cache line written by other reporting threads. When a thread's ring is
 //! full the event is dropped and counted ([`Stats::dropped_queue_full`]). Events reported where the
 //! thread's ring is gone (thread-local destructors at thread exit) go through one shared
@@ -59,7 +61,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 
-use crate::context::RawEvent;
+use crate::context::{CompactEvent, RawEvent};
 use crate::metadata::{Metadata, destination_in};
 use crate::report::Report;
 use crate::wire::{DEFAULT_PORT, WireFormat, encode_frame};
@@ -431,17 +433,32 @@ struct QueueCounts {
     dropped_queue_full: AtomicU64,
 }
 
+/// One slot of a thread's ring: a compact event, or a mark that the thread's next event is the
+/// next one of its ring of full events. Two cache lines (the mark takes a niche of the event).
+pub(crate) enum Queued {
+    Compact(CompactEvent),
+    Full,
+}
+
 /// The reporter thread's end of one thread queue.
 struct QueueEnd {
-    consumer: rtrb::Consumer<RawEvent>,
+    consumer: rtrb::Consumer<Queued>,
+    /// Events that do not fit the compact form, in the order of their marks in `consumer`.
+    full: rtrb::Consumer<RawEvent>,
+    /// The thread's kernel tid (compact events do not carry it).
+    tid: u32,
     counts: Arc<QueueCounts>,
 }
 
-/// A reporting thread's end of its queue.
+/// A reporting thread's end of its queue: a ring of compact events and marks, and a ring of the
+/// full events the marks stand for. Every full event has a mark, pushed after it and popped
+/// after it, so the full ring never holds more events than the other ring: both have
+/// `queue_capacity` slots, and a full event finds room whenever its mark does.
 struct ThreadQueue {
     /// The reporter it was made for (a forked child has another one).
     shared: &'static Shared,
-    producer: rtrb::Producer<RawEvent>,
+    producer: rtrb::Producer<Queued>,
+    full: rtrb::Producer<RawEvent>,
     counts: Arc<QueueCounts>,
     /// This thread's copies of `counts`.
     queued: u64,
@@ -656,17 +673,45 @@ pub(crate) fn sample_new_task() -> bool {
     t == u64::MAX || crate::ids::random_u64() < t
 }
 
+/// Queues one compact event on this thread's queue, or counts it dropped when that is full.
+#[inline(always)]
+pub(crate) fn submit_compact(ev: CompactEvent) {
+    let s = shared();
+    // `try_with`: in a thread-local destructor at thread exit the queue may be gone; the event
+    // then takes the shared queue, as it does when the queue is busy (which nothing that runs
+    // under the borrow can cause: it is only a guard against a panic).
+    let done = QUEUE
+        .try_with(|q| {
+            let Ok(mut q) = q.try_borrow_mut() else {
+                return false;
+            };
+            let q = local_queue(&mut q, s);
+            let pushed = q.producer.push(Queued::Compact(ev)).is_ok();
+            q.counted(s, pushed);
+            true
+        })
+        .unwrap_or(false);
+    if !done {
+        submit_shared(s, ev.into_raw(crate::context::thread_tid()));
+    }
+}
+
 /// Queues one event on this thread's queue, or counts it dropped when that is full.
 #[inline(always)]
 pub(crate) fn submit(ev: RawEvent) {
     let s = shared();
     let mut ev = Some(ev);
-    // `try_with`: in a thread-local destructor at thread exit the queue may be gone; the event
-    // then takes the shared queue, as it does when the queue is busy (which nothing that runs
-    // under the borrow can cause: it is only a guard against a panic).
+    // `try_with`: as in `submit_compact`.
     let _ = QUEUE.try_with(|q| {
         if let Ok(mut q) = q.try_borrow_mut() {
-            push_local(&mut q, s, &mut ev);
+            let q = local_queue(&mut q, s);
+            let Some(ev) = ev.take() else { return };
+            // Room for the mark means room for the event (see `ThreadQueue`); the mark's push
+            // then cannot fail, only this thread pushes.
+            let pushed = q.producer.slots() > 0
+                && q.full.push(ev).is_ok()
+                && q.producer.push(Queued::Full).is_ok();
+            q.counted(s, pushed);
         }
     });
     if let Some(ev) = ev {
@@ -674,32 +719,34 @@ pub(crate) fn submit(ev: RawEvent) {
     }
 }
 
-/// Pushes `ev` (taking it) onto the thread's queue `slot`, making the queue first when the
-/// thread has none for reporter `s`.
+/// The thread's queue `slot` for reporter `s`, made first when the thread has none for it.
 #[inline(always)]
-fn push_local(slot: &mut Option<ThreadQueue>, s: &'static Shared, ev: &mut Option<RawEvent>) {
+fn local_queue<'a>(slot: &'a mut Option<ThreadQueue>, s: &'static Shared) -> &'a mut ThreadQueue {
     if !slot.as_ref().is_some_and(|q| std::ptr::eq(q.shared, s)) {
         *slot = Some(new_thread_queue(s));
     }
-    let (Some(q), Some(ev)) = (slot.as_mut(), ev.take()) else {
-        return;
-    };
-    match q.producer.push(ev) {
-        Ok(()) => {
-            q.queued += 1;
-            q.counts.queued.store(q.queued, Ordering::Relaxed);
+    slot.get_or_insert_with(|| new_thread_queue(s))
+}
+
+impl ThreadQueue {
+    /// Counts one event queued (`pushed`) or dropped on a full queue, waking the reporter when
+    /// the queue is half full or full.
+    #[inline(always)]
+    fn counted(&mut self, s: &'static Shared, pushed: bool) {
+        if pushed {
+            self.queued += 1;
+            self.counts.queued.store(self.queued, Ordering::Relaxed);
             // Reading the ring's fill level loads the reporter's end of it (a cross-core miss):
             // only every `len_check_mask + 1` events, at most an eighth of the capacity, so
             // half full cannot be missed before full.
-            if q.queued & s.len_check_mask == 0 && q.producer.slots() < s.queue_capacity / 2 {
+            if self.queued & s.len_check_mask == 0 && self.producer.slots() < s.queue_capacity / 2 {
                 s.wake();
             }
-        }
-        Err(_) => {
-            q.dropped_queue_full += 1;
-            q.counts
+        } else {
+            self.dropped_queue_full += 1;
+            self.counts
                 .dropped_queue_full
-                .store(q.dropped_queue_full, Ordering::Relaxed);
+                .store(self.dropped_queue_full, Ordering::Relaxed);
             s.wake();
         }
     }
@@ -709,6 +756,7 @@ fn push_local(slot: &mut Option<ThreadQueue>, s: &'static Shared, ev: &mut Optio
 #[cold]
 fn new_thread_queue(s: &'static Shared) -> ThreadQueue {
     let (producer, consumer) = rtrb::RingBuffer::new(s.queue_capacity);
+    let (full, full_consumer) = rtrb::RingBuffer::new(s.queue_capacity);
     let counts = Arc::new(QueueCounts::default());
     s.queue_counts
         .lock()
@@ -719,11 +767,14 @@ fn new_thread_queue(s: &'static Shared) -> ThreadQueue {
         .unwrap_or_else(|e| e.into_inner())
         .push(QueueEnd {
             consumer,
+            full: full_consumer,
+            tid: crate::context::thread_tid(),
             counts: counts.clone(),
         });
     ThreadQueue {
         shared: s,
         producer,
+        full,
         counts,
         queued: 0,
         dropped_queue_full: 0,
@@ -1100,6 +1151,8 @@ struct Worker {
     config: Config,
     shared: &'static Shared,
     info: ProcessInfo,
+    /// Turns event stamps into `CLOCK_MONOTONIC` ns.
+    clock: crate::clock::Converter,
     conn: Conn,
     buf: Vec<u8>,
     reports: Vec<Report>,
@@ -1121,6 +1174,7 @@ impl Worker {
             config,
             shared,
             info: ProcessInfo::now(),
+            clock: crate::clock::Converter::new(),
             conn,
             buf: Vec::with_capacity(64 << 10),
             reports: Vec::new(),
@@ -1168,6 +1222,8 @@ impl Worker {
     /// Takes the queues of new threads, then turns every queued event into a report (sending
     /// full batches); frees the queues of exited threads once drained. Returns the count.
     fn drain(&mut self) -> usize {
+        // A calibration pair later than (nearly) every stamp about to be converted.
+        self.clock.refresh();
         {
             let mut new = self
                 .shared
@@ -1181,7 +1237,24 @@ impl Worker {
         queues.retain_mut(|q| {
             // Whether the thread had exited before this drain: then nothing more can come.
             let exited = q.consumer.is_abandoned();
-            while let Ok(ev) = q.consumer.pop() {
+            loop {
+                let ev = match q.consumer.peek() {
+                    Err(_) => break,
+                    // The full event first, then its mark (see `ThreadQueue`).
+                    Ok(Queued::Full) => {
+                        let ev = q.full.pop();
+                        let _ = q.consumer.pop();
+                        match ev {
+                            Ok(ev) => ev,
+                            // Never: a mark is pushed after its event.
+                            Err(_) => continue,
+                        }
+                    }
+                    Ok(Queued::Compact(_)) => match q.consumer.pop() {
+                        Ok(Queued::Compact(c)) => c.into_raw(q.tid),
+                        _ => continue,
+                    },
+                };
                 self.push_report(ev);
                 drained += 1;
             }
@@ -1256,8 +1329,9 @@ impl Worker {
             .unwrap_or_else(|e| e.into_inner())
             .get(&ev.tid)
             .cloned();
-        r.hrt_ns = Some(ev.hrt_ns);
-        r.timestamp_ns = u64::try_from(ev.hrt_ns as i128 + self.info.wall_offset_ns).ok();
+        let hrt_ns = self.clock.to_ns(ev.stamp);
+        r.hrt_ns = Some(hrt_ns);
+        r.timestamp_ns = u64::try_from(hrt_ns as i128 + self.info.wall_offset_ns).ok();
         r.fields = ev
             .fields
             .iter()

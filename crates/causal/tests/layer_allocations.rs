@@ -9,7 +9,7 @@ mod counting_alloc;
 use counting_alloc::allocs;
 
 #[test]
-fn span_with_integer_and_bool_fields_allocates_only_its_registry_extension() {
+fn span_with_integer_and_bool_fields_allocates_only_its_state() {
     static ENTERS: std::sync::Mutex<Vec<Vec<(String, String)>>> = std::sync::Mutex::new(Vec::new());
     let sink = causal::Sink::Callback(std::sync::Arc::new(|r: &causal::Report| {
         if r.field("span") == Some("enter") {
@@ -40,8 +40,8 @@ fn span_with_integer_and_bool_fields_allocates_only_its_registry_extension() {
             span(i);
         }
         let per_span = (allocs() - before) as f64 / 1000.0;
-        // One Box for the span's state in the registry's extensions (a type-erased map: unavoidable);
-        // before, also a Vec of fields and one String per field.
+        // One Box for the span's state in the layer's table (before, in the Registry's
+        // extensions; earlier also a Vec of fields and one String per field).
         assert!(per_span <= 1.0, "{per_span} allocations per span");
     });
     // The spans did report: an enter and an exit event each.

@@ -14,12 +14,20 @@ const WAIT: Duration = Duration::from_secs(10);
 #[test]
 fn events_chain_through_the_current_context() {
     let m = mock::install();
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let t0 = wall();
     let ctx = causal::start_task("request", [("path", "/a".into())]);
     let e1 = causal::report("parse", [("bytes", 120u32.into()), ("ok", true.into())]);
     let e2 = causal::event("respond")
         .agent("http")
         .kv("status", 200u16)
         .report();
+    let t1 = wall();
     assert!(e1.is_some() && e2.is_some() && e1 != e2);
     let reports = m.wait_for(ctx.task_id(), 3, WAIT);
     expect_task()
@@ -60,6 +68,20 @@ fn events_chain_through_the_current_context() {
     assert!(ts > 1_600_000_000_000_000_000, "wall clock in ns: {ts}");
     assert!(hrt > 0 && hrt < ts);
     assert_eq!(r.metadata.op_id(), e1.unwrap());
+    // Each event's wall time (its HRT, from its stamp, plus the reporter's offset) lies between
+    // clock reads before and after (slack: the offset is re-read each second), and HRTs follow
+    // the events' order, compact ("request", "parse") and not ("respond", with an agent) alike.
+    let slack = 5_000_000;
+    for r in &reports {
+        let ts = r.timestamp_ns.unwrap();
+        assert!(
+            ts + slack >= t0 && ts <= t1 + slack,
+            "{:?}: {t0} <= {ts} <= {t1}",
+            r.label
+        );
+    }
+    let hrts: Vec<u64> = reports.iter().map(|r| r.hrt_ns.unwrap()).collect();
+    assert!(hrts.windows(2).all(|w| w[0] <= w[1]), "{hrts:?}");
     causal::set_current(None);
 }
 
@@ -635,4 +657,113 @@ fn detach_returns_the_context_with_its_new_events() {
         .event(expect::event().label("second").parents(["first"]))
         .only()
         .check(&reports);
+}
+
+#[test]
+fn tracing_layer_reports_recorded_fields_with_the_next_entry() {
+    use tracing_subscriber::prelude::*;
+    let m = mock::install();
+    let subscriber = tracing_subscriber::registry().with(causal::layer::CausalLayer::new());
+    let task = tracing::subscriber::with_default(subscriber, || {
+        let root = tracing::info_span!("root");
+        let _r = root.enter();
+        let task = causal::current().unwrap().task_id();
+        // Five key/values at the first entry (past a compact event's two, past 4 inline), one
+        // recorded before it; an owned string recorded between entries; none at the third.
+        let s = tracing::info_span!(
+            "work",
+            n = 1u64,
+            later = tracing::field::Empty,
+            name = "x",
+            flag = true,
+            again = tracing::field::Empty
+        );
+        s.record("later", 2u64);
+        s.in_scope(|| {});
+        s.record("again", format!("y{}", 1).as_str());
+        s.in_scope(|| {});
+        s.in_scope(|| {});
+        task
+    });
+    let reports = m.wait_for(task, 8, WAIT);
+    let seen: Vec<(String, Vec<(String, String)>)> = reports
+        .iter()
+        .map(|r| (r.label.clone().unwrap_or_default(), r.fields.clone()))
+        .collect();
+    let kv = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let enter = kv(&[("span", "enter")]);
+    let exit = kv(&[("span", "exit")]);
+    assert_eq!(
+        seen,
+        [
+            ("root".to_string(), enter.clone()),
+            (
+                "work".into(),
+                kv(&[
+                    ("span", "enter"),
+                    ("n", "1"),
+                    ("name", "x"),
+                    ("flag", "true"),
+                    ("later", "2")
+                ])
+            ),
+            ("work".into(), exit.clone()),
+            ("work".into(), kv(&[("span", "enter"), ("again", "y1")])),
+            ("work".into(), exit.clone()),
+            ("work".into(), enter.clone()),
+            ("work".into(), exit.clone()),
+            ("root".into(), exit.clone()),
+        ]
+    );
+    // One chain: each event follows the one before.
+    for w in reports.windows(2) {
+        assert_eq!(w[1].edges, [w[0].metadata.op_id()]);
+    }
+    causal::set_current(None);
+}
+
+#[test]
+fn tracing_layer_clones_keep_their_own_spans() {
+    use tracing_subscriber::prelude::*;
+    let m = mock::install();
+    // Two subscribers with clones of one layer: their span ids start at the same value, and
+    // each layer must keep its own subscriber's spans.
+    let layer = causal::layer::CausalLayer::new();
+    let a = tracing::Dispatch::new(tracing_subscriber::registry().with(layer.clone()));
+    let b = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let in_a = tracing::dispatcher::with_default(&a, || tracing::info_span!("in a", n = 1u64));
+    let in_b = tracing::dispatcher::with_default(&b, || tracing::info_span!("in b", n = 2u64));
+    assert_eq!(in_a.id(), in_b.id(), "the same id in both registries");
+    causal::set_current(None);
+    let task_of = |span: &tracing::Span| {
+        let _g = span.enter();
+        causal::current().unwrap().task_id()
+    };
+    let (task_a, task_b) = (task_of(&in_a), task_of(&in_b));
+    assert_ne!(task_a, task_b);
+    for (task, label, n) in [(task_a, "in a", "1"), (task_b, "in b", "2")] {
+        let reports = m.wait_for(task, 2, WAIT);
+        expect_task()
+            .event(
+                expect::event()
+                    .label(label)
+                    .no_parents()
+                    .field("span", "enter")
+                    .field("n", n),
+            )
+            .event(
+                expect::event()
+                    .label(label)
+                    .parents([label])
+                    .field("span", "exit"),
+            )
+            .only()
+            .check(&reports);
+    }
+    assert!(causal::current().is_none());
 }

@@ -51,7 +51,17 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
                 ON_EXIT.with(|_| {});
                 let ctx = causal::start_task("thread", [("t", t.into())]);
                 for i in 0..PER_THREAD {
-                    causal::report("op", [("i", i.into())]);
+                    // Compact events, and kinds that take the thread's ring of full events
+                    // (three key/values; an owned string second or first), interleaved.
+                    match i % 4 {
+                        0 => causal::report("op", [("i", i.into())]),
+                        1 => causal::report(
+                            "op",
+                            [("i", i.into()), ("a", 1u8.into()), ("b", "b".into())],
+                        ),
+                        2 => causal::report("op", [("i", i.into()), ("s", format!("s{i}").into())]),
+                        _ => causal::report("op", [("s", format!("s{i}").into()), ("i", i.into())]),
+                    };
                     if i % 500 == 0 {
                         // Let the reporter drain meanwhile: the queue holds 4096 events.
                         std::thread::yield_now();
@@ -88,6 +98,7 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
             .filter(|r| r.label.as_deref() != Some("from destructor"))
             .collect();
         assert_eq!(own[0].label.as_deref(), Some("thread"));
+        assert!(own[0].thread_id.is_some_and(|t| t > 0), "{:?}", own[0]);
         // The thread's own events in the order it reported them, each following the one
         // before.
         let ops: Vec<_> = reports
@@ -97,6 +108,20 @@ fn thread_queues_keep_each_threads_order_and_lose_nothing_at_thread_exit() {
         assert_eq!(ops.len() as u64, PER_THREAD);
         for (i, r) in ops.iter().enumerate() {
             assert_eq!(r.field("i"), Some(i.to_string().as_str()));
+            let want: &[(&str, String)] = match i % 4 {
+                0 => &[("i", i.to_string())],
+                1 => &[("i", i.to_string()), ("a", "1".into()), ("b", "b".into())],
+                2 => &[("i", i.to_string()), ("s", format!("s{i}"))],
+                _ => &[("s", format!("s{i}")), ("i", i.to_string())],
+            };
+            let got: Vec<(&str, String)> = r
+                .fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
+            assert_eq!(got, want, "event {i} of task {task}");
+            // Compact events take the thread id from their ring, full ones carry it.
+            assert_eq!(r.thread_id, own[0].thread_id, "event {i} of task {task}");
         }
         for pair in ops.windows(2) {
             assert_eq!(pair[1].edges, [pair[0].metadata.op_id()]);
