@@ -5,7 +5,8 @@
 # Target (issue 19): accounting adds <= 3% to request latency, median and p99.
 #
 # Usage: bench/account-bench.sh [ROUNDS] [REQUESTS_PER_ROUND]   (default 6 rounds of 40)
-# PROFILE=debug uses debug builds (default release). Needs root (BPF). Figures:
+# PROFILE=debug uses debug builds (default release); CARGO_TARGET_DIR is honoured (e.g. the other
+# benches' target/bench-build). Needs root (BPF). Figures:
 # docs/causal-accounting.md ("Cost and limits").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,7 +16,7 @@ n="${2:-40}"
 profile="${PROFILE:-release}"
 flag=(); [ "$profile" = release ] && flag=(--release)
 cargo build "${flag[@]}" --quiet --manifest-path "$root/Cargo.toml" -p sightline -p causal-example
-bin="$root/target/$profile"
+bin="${CARGO_TARGET_DIR:-$root/target}/$profile"
 ex="$bin/causal-example"
 tmp="$(mktemp -d)"
 pids=()
