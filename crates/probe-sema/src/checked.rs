@@ -75,6 +75,10 @@ pub struct CheckedClause {
     /// The clause calls `strtok()`: its probes' programs keep DTrace's strtok state (the rest
     /// of the string being split) from the clause's first clause to its last in each firing.
     pub strtok: bool,
+    /// The clause calls `alloca()` or `copyin()`, whose scratch memory is reached through
+    /// pointers: loads through pointers are then checked against each clause's scratch memory
+    /// (DTrace's "invalid address" outside what the clause allocated).
+    pub scratch_memory: bool,
     /// The probe descriptions as written, after macro substitution (e.g. `syscall::read:entry`).
     pub descriptions: Vec<String>,
     /// The same descriptions as patterns (one per entry of `descriptions`): which fields the
@@ -165,6 +169,9 @@ pub struct Options {
     pub nspec: Option<u64>,
     /// `specsize`: speculation buffer size in bytes.
     pub specsize: Option<u64>,
+    /// `scratchsize`: the bytes of `alloca()` memory one clause may take (DTrace's
+    /// `DTRACEOPT_SCRATCHSIZE`); unset, sightline's own bound per allocation applies.
+    pub scratchsize: Option<u64>,
     /// `printsize`: the most bytes of a value `print()` records and prints (Oracle DTrace's
     /// option; default 8192, a multiple of 8 up to 65536).
     pub printsize: u64,
@@ -202,6 +209,7 @@ impl Default for Options {
             strsize: 256,
             nspec: None,
             specsize: None,
+            scratchsize: None,
             printsize: u64::from(probe_format::print::DEFAULT_PRINTSIZE),
             stackframes: 20,
             ustackframes: 20,

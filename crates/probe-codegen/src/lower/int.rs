@@ -259,7 +259,7 @@ impl ProgGen<'_, '_> {
         // size bytes, then at least one zero byte (the last 8-byte word is zeroed first).
         let alloc = (size + 8) & !7;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         let a = &mut self.asm;
         a.st_imm(Size::DW, R7, (off + alloc - 8) as i16, 0);
         a.mov(R1, R7);
@@ -284,7 +284,7 @@ impl ProgGen<'_, '_> {
         self.asm.bind(ok);
         let alloc = COPYIN_MAX + 8;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         let a = &mut self.asm;
         // The NUL after the copied bytes: at off + size, 0 <= size <= COPYIN_MAX (the check
         // above bounds the reloaded spill for the verifier; the mask keeps it so on any kernel).
@@ -305,37 +305,57 @@ impl ProgGen<'_, '_> {
         self.scratch_address(off, span)
     }
 
+    /// The scratch memory from `off` to the current end is kept until the clause ends (an
+    /// `alloca()` or `copyin()` buffer), and pointers may reach it.
+    fn pin(&mut self, off: u32) {
+        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin_lo.get_or_insert(off);
+    }
+
     /// `alloca(size)`: R0 = the address of `size` zeroed bytes of scratch memory, kept until the
-    /// clause ends (pinned, as copyin()'s buffers). A computed size above [`COPYIN_MAX`] faults
-    /// with `out of scratch space` (DTrace's `DTRACEFLT_NOSCRATCH`); its buffer is always
-    /// [`COPYIN_MAX`] bytes.
+    /// clause ends (pinned, as copyin()'s buffers); `alloca(0)` is the address the next
+    /// allocation gets. A computed size above [`COPYIN_MAX`], or beyond what `-x scratchsize`
+    /// leaves to the clause, faults with `out of scratch space` (DTrace's
+    /// `DTRACEFLT_NOSCRATCH`); a computed size's buffer is always [`COPYIN_MAX`] bytes.
     fn alloca(&mut self, size_e: &TExpr, span: Span) -> Res<()> {
         let mut inner = size_e;
         while let TExprKind::Cast(i) = &inner.kind {
             inner = i;
         }
+        let left = self
+            .b
+            .scratch_size
+            .map(|s| s.saturating_sub(self.scratch_used));
         let size = match inner.kind {
-            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) if (0..=COPYIN_MAX as u64).contains(&v) => {
+                let v = v as u32;
+                if left.is_some_and(|l| v > l) {
+                    self.fault_always(Fault::NoScratch, None, span)?;
+                }
+                v
+            }
             TExprKind::Int(v) => {
                 return self.err(
                     span,
-                    format!("alloca() size {v} is out of range: sightline allocates 1 to {COPYIN_MAX} bytes"),
+                    format!("alloca() size {v} is out of range: sightline allocates 0 to {COPYIN_MAX} bytes"),
                 );
             }
             _ => {
+                let cap = left.unwrap_or(COPYIN_MAX).min(COPYIN_MAX);
                 let slot = self.slot(span)?;
                 self.int(size_e)?;
                 self.asm.stx(Size::DW, R10, slot, R0);
                 let ok = self.asm.label();
-                self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+                self.asm.jmp_imm(Cond::Le, R0, cap as i32, ok);
                 self.fault(Fault::NoScratch, Some(slot), span)?;
                 self.asm.bind(ok);
                 COPYIN_MAX
             }
         };
+        self.scratch_used = self.scratch_used.saturating_add(size);
         let alloc = (size + 7) & !7;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         self.zero(off, alloc);
         self.scratch_address(off, span)
     }
@@ -362,14 +382,13 @@ impl ProgGen<'_, '_> {
         self.asm.stx(Size::DW, R10, src, R0);
         self.int(&args[1])?;
         self.asm.stx(Size::DW, R10, dst, R0);
-        let limit = self.pinned;
-        if limit < size {
+        if self.pin_lo.is_none() {
             return self.err(
                 span,
-                format!("bcopy() destination must be scratch memory: no alloca() or copyin() of {size} bytes or more comes before it in this clause"),
+                "bcopy() destination must be scratch memory: no alloca() or copyin() comes before it in this clause",
             );
         }
-        self.scratch_place(dst, size, limit, span)?;
+        self.scratch_place(dst, size, span)?;
         let a = &mut self.asm;
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, src);
@@ -390,44 +409,93 @@ impl ProgGen<'_, '_> {
         self.asm.stx(Size::DW, R10, aslot, R0);
         self.int(value)?;
         self.asm.stx(Size::DW, R10, vslot, R0);
-        let limit = self.pinned;
-        if limit < size {
-            // No scratch memory in this clause: every such store faults.
-            self.fault(Fault::BadAddr, Some(aslot), span)?;
-            self.asm.ldx(Size::DW, R0, R10, vslot);
-            return Ok(());
-        }
-        self.scratch_place(aslot, size, limit, span)?;
+        self.scratch_place(aslot, size, span)?;
         let a = &mut self.asm;
         a.ldx(Size::DW, R0, R10, vslot);
         a.stx(Size::from_bytes(size), R1, 0, R0);
         Ok(())
     }
 
+    /// A fault known at compile time. It is still emitted behind a branch: the kernel's
+    /// verifier rejects instructions that no jump reaches (`check_cfg`), so the code after it
+    /// must stay reachable in the program's shape; the branch is never taken.
+    fn fault_always(&mut self, fault: Fault, addr_slot: Option<i16>, span: Span) -> Res<()> {
+        let skip = self.asm.label();
+        self.asm.mov_imm(R0, 1);
+        self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+        self.fault(fault, addr_slot, span)?;
+        self.asm.bind(skip);
+        Ok(())
+    }
+
+    /// The clause's `alloca()`/`copyin()` memory so far, as scratch offsets `(lo, hi)` (`None`
+    /// before the first), when `size` bytes fit in it.
+    fn pinned_region(&self, size: u32) -> Option<(u32, u32)> {
+        self.pin_lo
+            .filter(|lo| self.pinned >= lo + size)
+            .map(|lo| (lo, self.pinned))
+    }
+
     /// R1 = a map-value pointer to the `size` bytes at the address in stack slot `slot`, which
-    /// must lie in the first `limit` bytes of the clause's scratch memory (`alloca()`/`copyin()`
-    /// memory); another address is DTrace's "invalid address" fault. Used by `bcopy()` and
-    /// stores through pointers.
-    fn scratch_place(&mut self, slot: i16, size: u32, limit: u32, span: Span) -> Res<()> {
-        // The scratch memory's own address, as an integer, then the address's offset in it.
-        self.scratch_address(0, span)?;
+    /// must lie in the clause's `alloca()`/`copyin()` memory so far (scratch offsets from the
+    /// first such buffer to the end of the last); another address is DTrace's "invalid
+    /// address" fault. Used by `bcopy()` and stores through pointers.
+    fn scratch_place(&mut self, slot: i16, size: u32, span: Span) -> Res<()> {
+        let Some((lo, hi)) = self.pinned_region(size) else {
+            // No scratch memory of that size in this clause: every such access faults.
+            self.fault_always(Fault::BadAddr, Some(slot), span)?;
+            self.asm.mov(R1, R7);
+            return Ok(());
+        };
+        let room = hi - lo - size;
+        // The address's offset from the clause's first buffer.
+        self.scratch_address(lo, span)?;
         let a = &mut self.asm;
         a.ldx(Size::DW, R1, R10, slot);
         a.alu(Alu::Sub, R1, R0);
         let ok = a.label();
-        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
+        a.jmp_imm(Cond::Le, R1, room as i32, ok);
         self.fault(Fault::BadAddr, Some(slot), span)?;
         let a = &mut self.asm;
         a.bind(ok);
-        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
+        // R1 (0 ..= room) is re-checked after the reload for the verifier.
         a.mov(R2, R1);
         a.alu_imm(Alu::And, R2, 0x7fff);
         let fits = a.label();
-        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
+        a.jmp_imm(Cond::Le, R2, room as i32, fits);
         a.mov_imm(R2, 0);
         a.bind(fits);
         a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, lo as i32);
         a.alu(Alu::Add, R1, R2);
+        Ok(())
+    }
+
+    /// Before a load of `size` bytes from the address in stack slot `slot`, in a program
+    /// whose clauses take `alloca()`/`copyin()` memory: an address in the scratch memory (or
+    /// within [`SCRATCH_SPAN`] bytes below it) must lie in the running clause's buffers, or it
+    /// is DTrace's "invalid address" fault (Oracle checks loads through pointers to `alloca()`
+    /// memory against the clause's allocation: reading below it, beyond its top or in a
+    /// later clause faults). Other addresses are left to the load itself.
+    fn scratch_load_check(&mut self, slot: i16, size: u32, span: Span) -> Res<()> {
+        if !self.b.scratch_pointers {
+            return Ok(());
+        }
+        self.scratch_address(0, span)?;
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R1, R10, slot);
+        a.alu(Alu::Sub, R1, R0);
+        a.mov(R2, R1);
+        a.alu_imm(Alu::Add, R2, SCRATCH_SPAN as i32);
+        let fine = a.label();
+        a.jmp_imm(Cond::Ge, R2, 2 * SCRATCH_SPAN as i32, fine);
+        if let Some((lo, hi)) = self.pinned_region(size) {
+            let a = &mut self.asm;
+            a.alu_imm(Alu::Sub, R1, lo as i32);
+            a.jmp_imm(Cond::Le, R1, (hi - lo - size) as i32, fine);
+        }
+        self.fault(Fault::BadAddr, Some(slot), span)?;
+        self.asm.bind(fine);
         Ok(())
     }
 
@@ -509,13 +577,14 @@ impl ProgGen<'_, '_> {
         let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
         let addr = self.slot(span)?;
         let val = self.slot(span)?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        self.scratch_load_check(addr, size, span)?;
         let a = &mut self.asm;
-        a.stx(Size::DW, R10, addr, R0);
         a.st_imm(Size::DW, R10, val, 0);
         a.mov(R1, R10);
         a.alu_imm(Alu::Add, R1, val as i32);
         a.mov_imm(R2, size as i64);
-        a.mov(R3, R0);
+        a.ldx(Size::DW, R3, R10, addr);
         self.call_or_fault(helper::PROBE_READ_KERNEL, addr, span)?;
         self.asm.ldx(Size::DW, R0, R10, val);
         self.normalize(R0, ty);

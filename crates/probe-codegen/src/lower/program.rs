@@ -120,6 +120,8 @@ impl Builder<'_> {
             scratch_next: 0,
             scratch_max: 0,
             pinned: 0,
+            pin_lo: None,
+            scratch_used: 0,
             clause: 0,
             clause_span: Span::new(0, 0),
             clause_end: None,
@@ -328,6 +330,8 @@ impl ProgGen<'_, '_> {
         self.stack_next = SLOT_FIRST;
         let scratch_mark = self.scratch_next;
         self.pinned = 0;
+        self.pin_lo = None;
+        self.scratch_used = 0;
         let end = self.asm.label();
         self.clause_end = Some(end);
         if self.b.any_exit && !matches!(self.group, GroupKey::End | GroupKey::Error) {
@@ -377,6 +381,7 @@ impl ProgGen<'_, '_> {
         self.asm.bind(end);
         self.scratch_next = scratch_mark;
         self.pinned = 0;
+        self.pin_lo = None;
         Ok(())
     }
 

@@ -95,6 +95,7 @@ impl Analyzer<'_> {
                 Ok(call(Subr::Copyinstr, v, Type::String))
             }
             "copyin" => {
+                self.clause_scratch = true;
                 if n != 2 {
                     return Err(arity(self, "two arguments", "copyin(address, size)"));
                 }
@@ -389,17 +390,18 @@ impl Analyzer<'_> {
                 Ok(call(s, v, ty))
             }
             "alloca" => {
+                self.clause_scratch = true;
                 if n != 1 {
                     return Err(arity(self, "one argument", "alloca(size)"));
                 }
                 need_int(self, &targs[0], "size")?;
                 if let Some(k) = const_eval(&targs[0])
-                    && !(1..=1024).contains(&(k as i64))
+                    && !(0..=1024).contains(&(k as i64))
                 {
                     return Err(self.err_at(
                         ErrTag::D_PROTO_ARG,
                         format!(
-                            "alloca() size {} is out of range: sightline allocates 1 to 1024 bytes",
+                            "alloca() size {} is out of range: sightline allocates 0 to 1024 bytes",
                             k as i64
                         ),
                         targs[0].span,

@@ -169,6 +169,7 @@ impl Analyzer<'_> {
     pub(super) fn clause(&mut self, index: usize, c: &ast::Clause) -> Option<CheckedClause> {
         let matched = self.match_probes(c);
         self.clause_strtok = false;
+        self.clause_scratch = false;
         let (probes, descriptions, matched_ok) = match matched {
             Ok((p, d)) => (p, d, true),
             Err(Reported) => (Vec::new(), Vec::new(), false),
@@ -218,6 +219,7 @@ impl Analyzer<'_> {
             body,
             clause_locals: cx.locals,
             strtok: self.clause_strtok,
+            scratch_memory: self.clause_scratch,
             descriptions: descriptions.iter().map(|(t, _)| t.clone()).collect(),
             patterns: descriptions.into_iter().map(|(_, p)| p).collect(),
             span: c.span,

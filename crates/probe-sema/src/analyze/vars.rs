@@ -1092,7 +1092,9 @@ impl Analyzer<'_> {
                 arrow: true, base, ..
             } => !matches!(&base.kind, ExprKind::Ident(n) if n == "args"),
             ExprKind::Member { arrow: false, .. } => pointer_rooted(lhs),
-            ExprKind::Index(base, _) => matches!(base.kind, ExprKind::Member { .. }),
+            ExprKind::Index(base, _) => {
+                matches!(base.kind, ExprKind::Member { .. }) || self.scalar_pointer_var(base)
+            }
             _ => false,
         };
         if through {
@@ -1115,6 +1117,17 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<Option<TExpr>> {
+        // `p[i] = v` with a pointer variable `p` is `*(p + i) = v` (guide, "Pointers and
+        // Arrays"); the subscript is scaled by the element size as in a load.
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && self.scalar_pointer_var(base)
+        {
+            let load = self.index(base, idx, lhs.span, cx)?;
+            let TExprKind::Deref(addr) = load.kind else {
+                return Ok(None);
+            };
+            return self.store_through(op, lhs, rhs, convert(*addr, &Type::U64), load.ty, span, cx);
+        }
         let (addr, ty) = match &lhs.kind {
             ExprKind::Unary(UnaryOp::Deref, x) => {
                 let p = self.expr(x, cx)?;
@@ -1140,6 +1153,37 @@ impl Analyzer<'_> {
                 None => return Ok(None),
             },
         };
+        self.store_through(op, lhs, rhs, addr, ty, span, cx)
+    }
+
+    /// True when `e` names a scalar (not associative) variable of pointer type: a global, a
+    /// thread-local or a clause-local one (`p`, `self->p`, `this->p`).
+    fn scalar_pointer_var(&mut self, e: &Expr) -> bool {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && matches!(v.ty, Type::Ptr(_))
+        })
+    }
+
+    /// The store of `rhs` (or `place op rhs`) as a `ty` at the address `addr` (`uint64_t`),
+    /// whose place is written `lhs`: a [`TExprKind::StorePtr`].
+    #[allow(clippy::too_many_arguments)]
+    fn store_through(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        addr: TExpr,
+        ty: Type,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Option<TExpr>> {
         if !matches!(ty, Type::Int { .. } | Type::Ptr(_)) {
             return Err(self.err_at(
                 ErrTag::D_OP_INCOMPAT,
