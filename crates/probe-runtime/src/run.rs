@@ -52,6 +52,9 @@ pub struct RunConfig {
     /// aggregation maps under [`crate::pin::run_dir`] of this process once attached, with a
     /// manifest of these compile inputs, and remove them at the end of the run. `None`: no pins.
     pub postmortem: Option<crate::pin::ScriptInputs>,
+    /// Oracle dtrace's testing mode (its `_DTRACE_TESTING` environment variable, cmd/dtrace.c):
+    /// probe lines and their heading leave out the CPU and ID columns, which vary between runs.
+    pub testing: bool,
 }
 
 /// Requests another thread makes to a running [`Consumer`], seen at its next wake-up (at most
@@ -1212,7 +1215,11 @@ impl<'a> Consumer<'a> {
             // dtrace(1M)'s `chew` prints the flow heading and line start even under `quiet`;
             // only the newline ending the record follows `quiet`.
             if !self.header_done {
-                text.push_str(probe_format::output::FLOW_HEADER);
+                text.push_str(if self.cfg.testing {
+                    probe_format::output::FLOW_HEADER_TESTING
+                } else {
+                    probe_format::output::FLOW_HEADER
+                });
                 self.header_done = true;
             }
             let parts = [
@@ -1221,18 +1228,25 @@ impl<'a> Consumer<'a> {
                 &probe.function,
                 &probe.name,
             ];
-            text.push_str(&flow.prefix(cpu, desc.clause as u32, parts));
+            text.push_str(&if self.cfg.testing {
+                flow.prefix_testing(cpu, desc.clause as u32, parts)
+            } else {
+                flow.prefix(cpu, desc.clause as u32, parts)
+            });
         } else if !self.cfg.quiet && !self.cfg.json {
             if !self.header_done {
-                text.push_str(probe_format::output::TRACE_HEADER);
+                text.push_str(if self.cfg.testing {
+                    probe_format::output::TRACE_HEADER_TESTING
+                } else {
+                    probe_format::output::TRACE_HEADER
+                });
                 self.header_done = true;
             }
-            text.push_str(&probe_format::output::probe_prefix(
-                cpu,
-                probe.id,
-                &probe.function,
-                &probe.name,
-            ));
+            text.push_str(&if self.cfg.testing {
+                probe_format::output::probe_prefix_testing(&probe.function, &probe.name)
+            } else {
+                probe_format::output::probe_prefix(cpu, probe.id, &probe.function, &probe.name)
+            });
         }
         for (i, a) in desc.actions.iter().enumerate() {
             if mask & action_bit(i) == 0 {

@@ -423,6 +423,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         quiet: !notices,
         json: args.json,
         verbose: args.verbose,
+        // Oracle dtrace's testing mode, set by its test harness (runtest.sh exports it).
+        testing: std::env::var_os("_DTRACE_TESTING").is_some(),
     };
     let mut out = output(args.output.as_deref())?;
     let mut err = std::io::stderr();
