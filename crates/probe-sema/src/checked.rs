@@ -712,7 +712,12 @@ pub enum Subr {
     /// (DTrace's per-CPU strtok state); with no previous call it faults with "invalid address".
     Strtok,
     /// `bcopy(src, dest, size)` (a statement): copies `size` bytes (a constant, 1 to 1024) from
-    /// kernel or scratch memory at `src` to `dest`, which must lie in memory `alloca()` or
+    /// kernel or scratch memory at `src` (or from a `string`'s bytes) to `dest`, which must lie in memory `alloca()` or
     /// `copyin()` gave this clause ("invalid address" otherwise, as DTrace) → `void`.
     Bcopy,
+    /// `copyinto(uaddr, size, dest)` (a statement): copies `size` bytes (a constant, 0 to 1024)
+    /// from user memory at `uaddr` (the current process's) to `dest`, which must lie in memory
+    /// `alloca()` or `copyin()` gave this clause; a bad user address or a `dest` outside that
+    /// memory faults with "invalid address" (Oracle DTrace's `copyinto`) → `void`.
+    Copyinto,
 }

@@ -365,34 +365,62 @@ impl ProgGen<'_, '_> {
     /// `copyin()` buffers, offsets below `pinned`); another `dest` faults with `invalid address`
     /// (illumos `dtrace_dif_subr` DIF_SUBR_BCOPY: `dtrace_inscratch` or BADADDR), as does a bad
     /// `src`.
-    fn bcopy(&mut self, args: &[TExpr], span: Span) -> Res<()> {
-        let size = match args[2].kind {
-            TExprKind::Int(v) => v as u32,
-            _ => match &args[2].kind {
-                TExprKind::Cast(i) => match i.kind {
-                    TExprKind::Int(v) => v as u32,
-                    _ => return self.err(span, "internal: bcopy() size"),
-                },
-                _ => return self.err(span, "internal: bcopy() size"),
-            },
+    ///
+    /// `copyinto(uaddr, size, dest)` is the same copy from user memory (`read` is
+    /// `probe_read_user`; its arguments come in that order).
+    fn bcopy(&mut self, args: &[TExpr], span: Span, read: i32) -> Res<()> {
+        let (src_e, dst_e, size_e) = if read == helper::PROBE_READ_USER {
+            (&args[0], &args[2], &args[1])
+        } else {
+            (&args[0], &args[1], &args[2])
         };
+        let mut inner = size_e;
+        while let TExprKind::Cast(i) = &inner.kind {
+            inner = i;
+        }
+        let TExprKind::Int(size) = inner.kind else {
+            return self.err(span, "internal: bcopy()/copyinto() size");
+        };
+        let size = size as u32;
         let src = self.slot(span)?;
         let dst = self.slot(span)?;
-        self.int(&args[0])?;
-        self.asm.stx(Size::DW, R10, src, R0);
-        self.int(&args[1])?;
-        self.asm.stx(Size::DW, R10, dst, R0);
+        let size_slot = self.slot(span)?;
+        // Arguments are evaluated left to right (Oracle's tst.copyinto_arg_order).
+        for e in args {
+            if e.ty == probe_sema::types::Type::String {
+                // A string source: its bytes, in scratch memory past the clause's buffers
+                // (at least `size` of them, so the copy stays in the scratch memory).
+                let at = self.scratch(self.strsize().max(size), span)?;
+                self.string(e, at)?;
+                self.scratch_address(at, span)?;
+            } else {
+                self.int(e)?;
+            }
+            let slot = if std::ptr::eq(e, src_e) {
+                src
+            } else if std::ptr::eq(e, dst_e) {
+                dst
+            } else {
+                size_slot
+            };
+            self.asm.stx(Size::DW, R10, slot, R0);
+        }
         if self.pin_lo.is_none() {
+            let name = if read == helper::PROBE_READ_USER {
+                "copyinto"
+            } else {
+                "bcopy"
+            };
             return self.err(
                 span,
-                "bcopy() destination must be scratch memory: no alloca() or copyin() comes before it in this clause",
+                format!("{name}() destination must be scratch memory: no alloca() or copyin() comes before it in this clause"),
             );
         }
         self.scratch_place(dst, size, span)?;
         let a = &mut self.asm;
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, src);
-        self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
+        self.call_or_fault(read, src, span)?;
         self.asm.mov_imm(R0, 0);
         Ok(())
     }
@@ -746,7 +774,8 @@ impl ProgGen<'_, '_> {
             Subr::Copyin => self.copyin(args, e.span)?,
             Subr::Uregs => self.uregs(&args[0], e.span)?,
             Subr::Alloca => self.alloca(&args[0], e.span)?,
-            Subr::Bcopy => self.bcopy(args, e.span)?,
+            Subr::Bcopy => self.bcopy(args, e.span, helper::PROBE_READ_KERNEL)?,
+            Subr::Copyinto => self.bcopy(args, e.span, helper::PROBE_READ_USER)?,
             Subr::Speculation => self.speculation(e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {

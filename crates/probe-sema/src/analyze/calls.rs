@@ -415,8 +415,9 @@ impl Analyzer<'_> {
                     return Err(arity(self, "three arguments", "bcopy(src, dest, size)"));
                 }
                 let pointer = |t: &TExpr| t.ty.is_integral() || matches!(t.ty, Type::Ptr(_));
+                // A string source copies the string's bytes (D strings are char arrays).
                 for (t, what) in targs.iter().zip(["source", "destination"]) {
-                    if !pointer(t) {
+                    if !(pointer(t) || (what == "source" && t.ty == Type::String)) {
                         return Err(self.err_at(
                             ErrTag::D_PROTO_ARG,
                             format!("bcopy() {what} must be a pointer, not `{}`", t.ty),
@@ -435,8 +436,50 @@ impl Analyzer<'_> {
                         ));
                     }
                 }
-                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                let v = targs
+                    .into_iter()
+                    .map(|t| {
+                        if t.ty == Type::String {
+                            t
+                        } else {
+                            convert(t, &Type::U64)
+                        }
+                    })
+                    .collect();
                 Ok(call(Subr::Bcopy, v, Type::Void))
+            }
+            "copyinto" => {
+                if n != 3 {
+                    return Err(arity(
+                        self,
+                        "three arguments",
+                        "copyinto(uaddr, size, dest)",
+                    ));
+                }
+                need_int(self, &targs[0], "address")?;
+                need_int(self, &targs[1], "size")?;
+                if !matches!(targs[2].ty, Type::Ptr(_)) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!(
+                            "copyinto() destination must be a pointer to alloca() memory, not `{}`",
+                            targs[2].ty
+                        ),
+                        targs[2].span,
+                    ));
+                }
+                match const_eval(&targs[1]) {
+                    Some(k) if (0..=1024).contains(&(k as i64)) => {}
+                    _ => {
+                        return Err(self.err_at(
+                            ErrTag::D_PROTO_ARG,
+                            "copyinto() size must be an integer constant from 0 to 1024",
+                            targs[1].span,
+                        ));
+                    }
+                }
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Copyinto, v, Type::Void))
             }
             "inet_ntoa" | "inet_ntoa6" | "inet_ntop" => {
                 let (want, usage, addr_at): (&[usize], &str, usize) = match func {

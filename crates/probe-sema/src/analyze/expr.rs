@@ -606,8 +606,11 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        // `&p[i]` with a pointer variable `p` is `p + i`, not the address of a variable.
+        let pointer_elem = matches!(&x.kind, ExprKind::Index(b, _) if self.scalar_pointer_var(b));
         let of_variable = variable(x)
-            || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));
+            || (!pointer_elem
+                && matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b)));
         if op == UnaryOp::AddrOf && of_variable {
             if !matches!(x.kind, ExprKind::AggRef(_)) {
                 // An undefined name is reported as such first.
@@ -691,6 +694,14 @@ impl Analyzer<'_> {
                     .with_hint("cast an address to a pointer type first: *(int *)addr"),
                 )),
             },
+            // `&*p`, `&p[i]`: the address the load would read, as a pointer to its type.
+            UnaryOp::AddrOf if matches!(t.kind, TExprKind::Deref(_)) => {
+                let ty = Type::Ptr(Box::new(t.ty.clone()));
+                let TExprKind::Deref(addr) = t.kind else {
+                    unreachable!()
+                };
+                Ok(convert(*addr, &ty))
+            }
             UnaryOp::AddrOf => Err(self.report(
                 Diagnostic::tagged(
                     ErrTag::D_ADDROF_LVAL,

@@ -71,6 +71,7 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "inet_ntop",
     "alloca",
     "bcopy",
+    "copyinto",
 ];
 /// Aggregating functions.
 pub(super) const AGG_FUNCS: &[&str] = &[

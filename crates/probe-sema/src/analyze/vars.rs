@@ -1158,7 +1158,7 @@ impl Analyzer<'_> {
 
     /// True when `e` names a scalar (not associative) variable of pointer type: a global, a
     /// thread-local or a clause-local one (`p`, `self->p`, `this->p`).
-    fn scalar_pointer_var(&mut self, e: &Expr) -> bool {
+    pub(super) fn scalar_pointer_var(&mut self, e: &Expr) -> bool {
         let (scope, name) = match &e.kind {
             ExprKind::Ident(n) => (VarScope::Global, n),
             ExprKind::SelfVar(n) => (VarScope::Thread, n),
