@@ -77,6 +77,14 @@ impl Analyzer<'_> {
                 )))
             }
         };
+        if LOCK_SUBROUTINES.contains(&func) {
+            if n != 1 {
+                let usage = format!("{func}(lock)");
+                return Err(arity(self, "one argument", &usage));
+            }
+            let lock = targs.pop().expect("one argument");
+            return self.lock_subroutine(func, lock, span);
+        }
         let call = |s: Subr, args: Vec<TExpr>, ty: Type| mk(TExprKind::Call(s, args), ty, span);
         match func {
             "copyinstr" => {
@@ -616,3 +624,94 @@ const STRING_SUBROUTINES: &[&str] = &[
     "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
     "rindex", "toupper", "tolower", "strtoll", "strtok",
 ];
+
+/// Oracle DTrace's lock subroutines (dt_open.c prototypes): `mutex_owned`, `mutex_owner`,
+/// `mutex_type_adaptive`, `mutex_type_spin` take a `struct mutex *`; `rw_read_held`,
+/// `rw_write_held`, `rw_iswriter` a `rwlock_t *`.
+const LOCK_SUBROUTINES: &[&str] = &[
+    "mutex_owned",
+    "mutex_owner",
+    "mutex_type_adaptive",
+    "mutex_type_spin",
+    "rw_read_held",
+    "rw_write_held",
+    "rw_iswriter",
+];
+
+/// The flag bits in the low bits of `struct mutex`'s `owner` word (Linux
+/// kernel/locking/mutex.h `MUTEX_FLAGS`); the rest is the owning task.
+const MUTEX_FLAGS: i64 = 0x07;
+/// `struct qrwlock`'s `cnts` (include/asm-generic/qrwlock.h): `_QW_LOCKED`, a writer holds it.
+const QW_LOCKED: i64 = 0xff;
+/// `_QW_WMASK`: a writer holds it or waits; the bits above count readers.
+const QW_WMASK: i64 = 0x1ff;
+
+impl Analyzer<'_> {
+    /// One of [`LOCK_SUBROUTINES`] of `lock` (a pointer or an integer address), as Linux keeps
+    /// locks (Oracle DTrace's semantics): `mutex_owned(m)` is whether `m->owner` (less its flag
+    /// bits) is the current task, `mutex_owner(m)` that task (`struct task_struct *`, NULL when
+    /// free), `mutex_type_adaptive(m)` 1 and `mutex_type_spin(m)` 0 (Linux mutexes are
+    /// adaptive); `rw_write_held(l)`, `rw_iswriter(l)` and `rw_read_held(l)` are non-zero when
+    /// a writer holds the lock, a writer holds it or waits, and readers hold it (the lock's
+    /// `cnts` word). Another argument type is `D_PROTO_ARG`.
+    fn lock_subroutine(&mut self, func: &str, lock: TExpr, span: Span) -> R<TExpr> {
+        if !(lock.ty.is_integral() || matches!(lock.ty, Type::Ptr(_))) {
+            return Err(self.err_at(
+                ErrTag::D_PROTO_ARG,
+                format!("{func}() takes a pointer to a lock, not `{}`", lock.ty),
+                lock.span,
+            ));
+        }
+        let int = |v: i64| mk(TExprKind::Int(v as u64), Type::I64, span);
+        match func {
+            "mutex_type_adaptive" => return Ok(mk(TExprKind::Int(1), Type::INT, span)),
+            "mutex_type_spin" => return Ok(mk(TExprKind::Int(0), Type::INT, span)),
+            _ => {}
+        }
+        let word = |this: &mut Self, off: u32, ty: Type| -> R<TExpr> {
+            let addr = this.binary_typed(
+                BinaryOp::Add,
+                convert(lock.clone(), &Type::U64),
+                mk(TExprKind::Int(u64::from(off)), Type::U64, span),
+                span,
+            )?;
+            let ptr = convert(addr, &Type::Ptr(Box::new(ty.clone())));
+            Ok(mk(TExprKind::Deref(Box::new(ptr)), ty, span))
+        };
+        if func.starts_with("mutex_") {
+            let btf = self.btf.as_ref();
+            let Some(off) = btf.and_then(|b| b.member_offset("mutex", &["owner"])) else {
+                return Err(self.err_at(
+                    ErrTag::D_PROTO_ARG,
+                    format!("{func}(): the kernel's BTF has no `struct mutex` with an `owner`"),
+                    span,
+                ));
+            };
+            let owner = word(self, off, Type::U64)?;
+            let task = self.binary_typed(BinaryOp::BitAnd, owner, int(!MUTEX_FLAGS), span)?;
+            if func == "mutex_owner" {
+                let ty = self
+                    .btf
+                    .as_ref()
+                    .and_then(|b| b.struct_id("task_struct").map(|id| b.d_type(id)))
+                    .unwrap_or(Type::Void);
+                return Ok(convert(task, &Type::Ptr(Box::new(ty))));
+            }
+            let me = mk(
+                TExprKind::Builtin(Builtin::Curthread),
+                Type::Ptr(Box::new(Type::Void)),
+                span,
+            );
+            return self.binary_typed(BinaryOp::Eq, task, convert(me, &Type::U64), span);
+        }
+        // rwlock_t's first member is its arch lock, whose first word is `cnts`.
+        let cnts = word(self, 0, Type::UINT)?;
+        let mask = match func {
+            "rw_write_held" => QW_LOCKED,
+            "rw_iswriter" => QW_WMASK,
+            _ => !QW_WMASK & 0xffff_ffff,
+        };
+        let bits = self.binary_typed(BinaryOp::BitAnd, cnts, int(mask), span)?;
+        Ok(convert(bits, &Type::INT))
+    }
+}

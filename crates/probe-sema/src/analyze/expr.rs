@@ -731,7 +731,13 @@ impl Analyzer<'_> {
     /// nesting level, and this part's many temporaries made its frame 12 KB in debug builds (the
     /// deepest accepted nesting overflowed a 2 MiB thread stack).
     #[inline(never)]
-    fn binary_typed(&mut self, op: BinaryOp, ta: TExpr, tb: TExpr, span: Span) -> R<TExpr> {
+    pub(super) fn binary_typed(
+        &mut self,
+        op: BinaryOp,
+        ta: TExpr,
+        tb: TExpr,
+        span: Span,
+    ) -> R<TExpr> {
         use BinaryOp::*;
         if op.is_logical() {
             for t in [&ta, &tb] {
