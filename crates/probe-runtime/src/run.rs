@@ -424,6 +424,8 @@ pub struct Consumer<'a> {
     /// Records of [`RunConfig::ring_last_clauses`] that came through the ring buffer, printed
     /// after the kernel ring at exit.
     late: Vec<HeldRecord>,
+    /// The record just handled was a fault that ran the ERROR clauses (see `drain`).
+    error_ran: bool,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
     /// Event mode: every event goes here instead of a JSON line ([`Consumer::set_event_sink`]).
@@ -533,6 +535,7 @@ impl<'a> Consumer<'a> {
             cur_clause: None,
             stopped_pids: std::collections::BTreeSet::new(),
             late: Vec::new(),
+            error_ran: false,
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         }
@@ -893,6 +896,71 @@ impl<'a> Consumer<'a> {
     fn drain(&mut self) -> Result<(), RunError> {
         // Keep the target's mappings while it runs, for user symbols printed after it exits.
         self.usyms.refresh();
+        let recs = self.take_pending();
+        if let Some(h) = self.held.as_mut() {
+            for rec in recs {
+                let layout = &self.session.layout;
+                if layout
+                    .records
+                    .get(rec.0 as usize)
+                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
+                {
+                    self.late.push(rec);
+                    continue;
+                }
+                if !h.push(rec) && self.stopped.is_none() {
+                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
+                    self.stopped = Some(StopReason::BufferFull);
+                }
+            }
+            return Ok(());
+        }
+        // DTrace's ERROR probe fires inside the faulting probe, so its clauses' records come
+        // right after the fault's and before the rest of that firing's (an `exit()` there is
+        // the first). Here ERROR runs when the consumer reads the fault: its records, found
+        // behind those already read, are moved up to follow the fault.
+        // An `exit()` of those ERROR clauses stops the clauses that would have run after it on
+        // that CPU (DTrace's activity check), so that CPU's records behind the fault go.
+        let mut queue: std::collections::VecDeque<HeldRecord> = recs.into();
+        while let Some(rec) = queue.pop_front() {
+            let cpu = rec.1;
+            self.record(rec)?;
+            if std::mem::take(&mut self.error_ran) {
+                let pending = self.take_pending();
+                let layout = &self.session.layout;
+                let attach = |r: &HeldRecord| {
+                    layout
+                        .records
+                        .get(r.0 as usize)
+                        .map(|d| &layout.programs[d.program].attach)
+                };
+                let (errors, rest): (Vec<HeldRecord>, Vec<HeldRecord>) = pending
+                    .into_iter()
+                    .partition(|r| matches!(attach(r), Some(Attach::Error)));
+                let exits = errors.iter().any(|r| {
+                    layout.records.get(r.0 as usize).is_some_and(|d| {
+                        d.actions.iter().enumerate().any(|(i, a)| {
+                            a.action == RecordAction::Exit && r.3 & action_bit(i) != 0
+                        })
+                    })
+                });
+                if exits {
+                    queue.retain(|r| {
+                        r.1 != cpu || matches!(attach(r), Some(Attach::End | Attach::Error))
+                    });
+                }
+                for e in errors.into_iter().rev() {
+                    queue.push_front(e);
+                }
+                queue.extend(rest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies out the ring buffer's pending records, up to and including the first whose
+    /// `exit()` ran (the rest stays queued).
+    fn take_pending(&mut self) -> Vec<HeldRecord> {
         let mut recs: Vec<HeldRecord> = Vec::new();
         // Copy out first: printing needs &mut self (aggregation reads happen while printing).
         let exits: Vec<u64> = self
@@ -920,28 +988,7 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
-        if let Some(h) = self.held.as_mut() {
-            for rec in recs {
-                let layout = &self.session.layout;
-                if layout
-                    .records
-                    .get(rec.0 as usize)
-                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
-                {
-                    self.late.push(rec);
-                    continue;
-                }
-                if !h.push(rec) && self.stopped.is_none() {
-                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
-                    self.stopped = Some(StopReason::BufferFull);
-                }
-            }
-            return Ok(());
-        }
-        for rec in recs {
-            self.record(rec)?;
-        }
-        Ok(())
+        recs
     }
 
     /// Warns about matched probes left unattached because the kernel refused their uprobe site
@@ -1206,6 +1253,7 @@ impl<'a> Consumer<'a> {
             if self.session.has_error_clauses() {
                 self.session
                     .run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
+                self.error_ran = true;
             }
             return Ok(());
         }
