@@ -1251,8 +1251,17 @@ impl<'a> Consumer<'a> {
                 writeln!(self.err, "sightline: {msg}")?;
             }
             if self.session.has_error_clauses() {
-                self.session
-                    .run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
+                // DTrace's ERROR arguments: arg1 the faulting probe's id, arg2 the clause (its
+                // position in the program), arg4 the DTRACEFLT_* number, arg5 the address.
+                let code = Fault::from_u64(fault.bits).map_or(0, Fault::dtrace_code);
+                self.session.run_error([
+                    0,
+                    u64::from(probe.id),
+                    desc.clause as u64,
+                    0,
+                    code,
+                    addr.bits,
+                ])?;
                 self.error_ran = true;
             }
             return Ok(());
