@@ -694,10 +694,11 @@ pub enum Subr {
     /// RFC 5952 notation: lower-case hex groups without leading zeros, the longest run of two or
     /// more zero groups (the first of equal ones) as `::`; an IPv4-mapped (`::ffff:a.b.c.d`) or
     /// IPv4-compatible (`::a.b.c.d`, not `::` or `::1`) address prints as the dotted quad, as
-    /// Oracle DTrace prints it → `string`. The optional constant `strict` is accepted and
-    /// changes nothing.
+    /// Oracle DTrace prints it, unless the optional constant `strict` is non-zero: then with its
+    /// `::ffff:` or `::` prefix → `string`. Its arguments: the address, then `strict` as an `int`
+    /// constant 0 or 1.
     InetNtoa6,
-    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), `inet_ntoa6` for
+    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), strict `inet_ntoa6` for
     /// `AF_INET6` (10, Linux's value); another family faults with "illegal operation" →
     /// `string`.
     InetNtop,

@@ -514,19 +514,29 @@ impl Analyzer<'_> {
                 if func == "inet_ntop" {
                     need_int(self, &targs[0], "address family")?;
                 }
-                if func == "inet_ntoa6" && n == 2 && const_eval(&targs[1]).is_none() {
-                    return Err(self.err_at(
-                        ErrTag::D_PROTO_ARG,
-                        "inet_ntoa6()'s second argument (strict) must be an integer constant",
-                        targs[1].span,
-                    ));
-                }
+                let strict = match targs.get(1).filter(|_| func == "inet_ntoa6") {
+                    None => 0,
+                    Some(t) => match const_eval(t) {
+                        Some(k) => u64::from(k != 0),
+                        None => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                "inet_ntoa6()'s second argument (strict) must be an integer constant",
+                                t.span,
+                            ));
+                        }
+                    },
+                };
                 let mut it = targs.into_iter();
                 let v = match func {
                     "inet_ntop" => {
                         let af = convert(it.next().expect("af"), &Type::I64);
                         vec![af, convert(it.next().expect("addr"), &Type::U64)]
                     }
+                    "inet_ntoa6" => vec![
+                        convert(it.next().expect("addr"), &Type::U64),
+                        mk(TExprKind::Int(strict), Type::INT, span),
+                    ],
                     _ => vec![convert(it.next().expect("addr"), &Type::U64)],
                 };
                 let s = match func {
