@@ -295,10 +295,15 @@ impl Analyzer<'_> {
                 }
                 let addr = self.int_expr(&args[0], cx, "tracemem() address")?;
                 let size = self.int_expr(&args[1], cx, "tracemem() size")?;
-                let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
+                // Oracle's dt_cg: "tracemem( ) argument #2 must be a non-zero positive integer
+                // constant".
+                let Some(sz) = const_eval(&size)
+                    .and_then(|v| u32::try_from(v).ok())
+                    .filter(|&v| v > 0)
+                else {
                     return Err(self.err_at(
                         ErrTag::D_TRACEMEM_SIZE,
-                        "tracemem() size must be a non-negative integer constant",
+                        "tracemem() size must be a positive integer constant",
                         size.span,
                     ));
                 };

@@ -560,6 +560,16 @@ impl Analyzer<'_> {
                         &format!("{func}([frames])"),
                     ));
                 }
+                // ustack()'s second argument, the string space for its frames (Oracle's
+                // dt_cg: an integer constant, else D_PROTO_ARG); sightline symbolizes in the
+                // consumer and needs no such space.
+                if let Some(t) = targs.get(1).filter(|t| const_eval(t).is_none()) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "ustack()'s second argument (string space) must be an integer constant",
+                        t.span,
+                    ));
+                }
                 let frames = match targs.first() {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,
