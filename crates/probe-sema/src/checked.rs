@@ -721,4 +721,8 @@ pub enum Subr {
     /// `alloca()` or `copyin()` gave this clause; a bad user address or a `dest` outside that
     /// memory faults with "invalid address" (Oracle DTrace's `copyinto`) → `void`.
     Copyinto,
+    /// `s[i]` of a `string` `s` (Oracle DTrace: strings are `char` arrays): the character at
+    /// index `i` (`uint64_t`) → `char`; an index at or past `strsize` faults with "invalid
+    /// address".
+    StrChar,
 }

@@ -777,6 +777,7 @@ impl ProgGen<'_, '_> {
             Subr::Bcopy => self.bcopy(args, e.span, helper::PROBE_READ_KERNEL)?,
             Subr::Copyinto => self.bcopy(args, e.span, helper::PROBE_READ_USER)?,
             Subr::Speculation => self.speculation(e.span)?,
+            Subr::StrChar => self.str_char(args, e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {
                     Search::Index
@@ -794,6 +795,36 @@ impl ProgGen<'_, '_> {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// `s[i]`: R0 = the character at index `i` of the string `args[0]` (sign-extended as a
+    /// `char`); an index at or past `strsize` faults with "invalid address" (the fault's value
+    /// is the index).
+    fn str_char(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let off = self.scratch(ss, span)?;
+        self.string(&args[0], off)?;
+        let slot = self.slot(span)?;
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, slot, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Lt, R0, ss as i32, ok);
+        self.fault(Fault::BadAddr, Some(slot), span)?;
+        self.asm.bind(ok);
+        let a = &mut self.asm;
+        // The index is below strsize; the mask and the compare bound it for the verifier.
+        a.ldx(Size::DW, R0, R10, slot);
+        a.alu_imm(Alu::And, R0, 0x1fff);
+        let fits = a.label();
+        a.jmp_imm(Cond::Lt, R0, ss as i32, fits);
+        a.mov_imm(R0, 0);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.alu(Alu::Add, R1, R0);
+        a.ldx(Size::B, R0, R1, 0);
+        self.normalize(R0, &Type::CHAR);
         Ok(())
     }
 

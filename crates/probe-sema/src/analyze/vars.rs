@@ -815,6 +815,10 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        if idx.len() == 1 && self.scalar_string_var(base) {
+            let s = self.expr(base, cx)?;
+            return self.string_char(s, &idx[0], span, cx);
+        }
         if let ExprKind::SelfVar(n) = &base.kind {
             // `self->a[k]`, a thread-local associative array.
             if self
@@ -909,6 +913,7 @@ impl Analyzer<'_> {
                 }
                 Ok(mk(TExprKind::ArrayElem(Box::new(b), k as u32), *elem, span))
             }
+            Type::String if idx.len() == 1 => self.string_char(b, &idx[0], span, cx),
             // `p[i]` is `*(p + i)` (guide, "Pointers and Arrays" → "Pointer and Array Relationship").
             Type::Ptr(inner) if inner.is_integral() => {
                 if idx.len() != 1 {
@@ -1154,6 +1159,38 @@ impl Analyzer<'_> {
             },
         };
         self.store_through(op, lhs, rhs, addr, ty, span, cx)
+    }
+
+    /// True when `e` names a scalar `string` variable (`s`, `self->s`, `this->s`) and no
+    /// associative array of that name exists: `s[i]` is then a character of it.
+    fn scalar_string_var(&mut self, e: &Expr) -> bool {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        if matches!(e.kind, ExprKind::SelfVar(_))
+            && self
+                .lookup(VarScope::Global, &thread_assoc_name(name))
+                .is_some()
+        {
+            return false;
+        }
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && v.ty == Type::String
+        })
+    }
+
+    /// `s[i]` of the string `s`: its character at `i` ([`Subr::StrChar`]).
+    fn string_char(&mut self, s: TExpr, idx: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let i = self.int_expr(idx, cx, "a string subscript")?;
+        Ok(mk(
+            TExprKind::Call(Subr::StrChar, vec![s, convert(i, &Type::U64)]),
+            Type::CHAR,
+            span,
+        ))
     }
 
     /// True when `e` names a scalar (not associative) variable of pointer type: a global, a
