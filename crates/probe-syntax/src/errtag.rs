@@ -161,6 +161,7 @@ err_tags! {
     D_DECL_CLASS => "more than one storage class (`self this int x;`)",
     D_PRINTF_DYN_TYPE => "a `*` width or precision argument that is not an integer",
     D_LQUANT_STEPTYPE => "lquantize()'s step is not a positive integer constant",
+    D_LQUANT_STEPVAL => "lquantize()'s step is not a 16-bit quantity",
     D_LQUANT_BASEVAL => "lquantize()'s base does not fit in 32 bits",
     D_LQUANT_LIMVAL => "lquantize()'s limit does not fit in 32 bits",
     D_NORMALIZE_AGGARG => "normalize() or denormalize() given something that is not an aggregation",

@@ -99,6 +99,13 @@ impl Analyzer<'_> {
                     ));
                 }
                 let step = if n >= 4 { konst(self, 3, "step")? } else { 1 };
+                if limit > base && step > i64::from(u16::MAX) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_STEPVAL,
+                        "lquantize( ) argument #4 must be a 16-bit quantity",
+                        args[3].span,
+                    ));
+                }
                 AggFunc::Lquantize { base, limit, step }
             }
             "llquantize" => {

@@ -5,8 +5,8 @@ use super::*;
 use probe_syntax::ErrTag;
 
 /// The type of an integer constant: the first of int, unsigned int, long, unsigned long that holds
-/// it, skipping the signed ones for a `u` suffix and the 4-byte ones for an `l` suffix (DTrace's
-/// dt_node_int ladder; DTrace does not distinguish decimal from hex here).
+/// it, skipping the signed ones for a `u` suffix, the 4-byte ones for an `l` suffix and the
+/// unsigned ones for a decimal constant without `u` (C99; Oracle's dt_node_int ladder).
 fn int_lit_type(lit: &ast::IntLit) -> Type {
     if lit.char_lit {
         return Type::INT;
@@ -20,6 +20,11 @@ fn int_lit_type(lit: &ast::IntLit) -> Type {
     ];
     for (bytes, signed, limit) in ladder {
         if lit.unsigned_suffix && signed {
+            continue;
+        }
+        // C99 (and Oracle's dt_node_int): a decimal constant without `u` takes only the signed
+        // types, `2147483648` is a `long`; hex and octal ones may be unsigned.
+        if lit.decimal && !lit.unsigned_suffix && !signed {
             continue;
         }
         if lit.long_suffix && bytes == 4 {
