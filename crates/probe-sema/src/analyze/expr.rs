@@ -1036,8 +1036,15 @@ mod tests {
             decimal: true,
             char_lit: false,
         };
+        let hex = |value| ast::IntLit {
+            decimal: false,
+            ..lit(value, false, false)
+        };
         assert_eq!(int_lit_type(&lit(1, false, false)), Type::INT);
-        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::UINT);
+        // C99: a decimal constant skips the unsigned types, a hex one does not.
+        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::I64);
+        assert_eq!(int_lit_type(&hex(3_000_000_000)), Type::UINT);
+        assert_eq!(int_lit_type(&lit(3_000_000_000, true, false)), Type::UINT);
         assert_eq!(int_lit_type(&lit(5_000_000_000, false, false)), Type::I64);
         assert_eq!(int_lit_type(&lit(u64::MAX, false, false)), Type::U64);
         assert_eq!(int_lit_type(&lit(1, true, false)), Type::UINT);
