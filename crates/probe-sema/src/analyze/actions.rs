@@ -174,7 +174,7 @@ impl Analyzer<'_> {
                     return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
                 }
                 let id = if func == "clear" {
-                    self.agg_ref(&args[0])?
+                    self.agg_ref_tagged(&args[0], ErrTag::D_CLEAR_AGGARG)?
                 } else {
                     self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?
                 };
@@ -193,6 +193,16 @@ impl Analyzer<'_> {
                     ));
                 }
                 let agg = self.agg_ref_tagged(&args[0], ErrTag::D_TRUNC_AGGARG)?;
+                if let Some(k) = args
+                    .get(1)
+                    .filter(|k| matches!(k.kind, ExprKind::AggRef(_)))
+                {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "trunc()'s count must be an integer, not an aggregation",
+                        k.span,
+                    ));
+                }
                 let keep = match args.get(1) {
                     Some(k) => Some(convert(self.int_expr(k, cx, "trunc() count")?, &Type::I64)),
                     None => None,
@@ -668,7 +678,7 @@ fn format_error_span(fmt: &str, literal: Span, e: &printf::FormatError) -> Span 
 }
 
 /// True when `e` is a call of an action (`trace()`, `printf()`, `exit()`, ...): a void value.
-fn is_action_call(e: &Expr) -> bool {
+pub(super) fn is_action_call(e: &Expr) -> bool {
     matches!(&e.kind, ExprKind::Call { func, .. } if super::names::ACTIONS.contains(&func.as_str()))
 }
 

@@ -532,6 +532,22 @@ impl Analyzer<'_> {
                     args,
                 } = &e.kind
                 {
+                    if AGG_FUNCS.contains(&func.as_str()) {
+                        // Oracle's dt_parser: an aggregating function outside an aggregation
+                        // assignment, as a statement, is D_CG_EXPR.
+                        return Err(self.report(
+                            Diagnostic::tagged(
+                                ErrTag::D_CG_EXPR,
+                                format!(
+                                    "`{func}()` is an aggregating function and is no statement"
+                                ),
+                                *func_span,
+                            )
+                            .with_hint(format!(
+                                "assign it to an aggregation: @name[keys] = {func}(...);"
+                            )),
+                        ));
+                    }
                     if ACTIONS.contains(&func.as_str()) {
                         let act = self.action(func, *func_span, args, e.span, cx)?;
                         return Ok(Some(TStmt::Action(act, s.span)));
@@ -557,6 +573,24 @@ impl Analyzer<'_> {
                         let t = self.expr(e, cx)?;
                         return Ok(Some(TStmt::Action(Action::Trace(t), s.span)));
                     }
+                }
+                if let ExprKind::AggRef(name) = &e.kind {
+                    // Oracle's dt_parser: `@a;` names an aggregation without a function
+                    // (D_AGG_NULL), or an unknown one (D_IDENT_UNDEF).
+                    let known = self.agg_names.contains_key(name);
+                    return Err(self.err_at(
+                        if known {
+                            ErrTag::D_AGG_NULL
+                        } else {
+                            ErrTag::D_IDENT_UNDEF
+                        },
+                        if known {
+                            format!("`@{name};` applies no aggregating function")
+                        } else {
+                            format!("unknown aggregation `@{name}`")
+                        },
+                        e.span,
+                    ));
                 }
                 let t = self.expr(e, cx)?;
                 let effect = stores_member(&t)

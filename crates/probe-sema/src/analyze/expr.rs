@@ -203,6 +203,18 @@ impl Analyzer<'_> {
                 }
                 Ok(mk(TExprKind::IncDec { target, increment: *increment, prefix: *prefix }, ty, span))
             }
+            ExprKind::Ternary(c, a, b) if actions::is_action_call(a) || actions::is_action_call(b) => {
+                // Oracle's dt_parser: an action's own arguments are checked first (its
+                // D_PROTO_LEN), then a void operand of `?:` is D_OP_ACT.
+                for x in [a, b] {
+                    if let ExprKind::Call { func, func_span, args } = &x.kind
+                        && actions::is_action_call(x)
+                    {
+                        self.action(func, *func_span, args, x.span, cx)?;
+                    }
+                }
+                Err(self.err_at(ErrTag::D_OP_ACT, "an action has no value and cannot be an operand of `?:`", span))
+            }
             ExprKind::Ternary(c, a, b) => {
                 let c = self.expr(c, cx)?;
                 if !c.ty.is_integral() {
@@ -587,6 +599,19 @@ impl Analyzer<'_> {
     }
 
     fn unary(&mut self, op: UnaryOp, x: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if matches!(op, UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot)
+            && actions::is_action_call(x)
+        {
+            // Oracle's dt_parser: an arithmetic operator's void operand is D_OP_ARITH.
+            return Err(self.err_at(
+                ErrTag::D_OP_ARITH,
+                format!(
+                    "operator `{}` needs an arithmetic operand, not an action",
+                    op.as_str()
+                ),
+                span,
+            ));
+        }
         if op == UnaryOp::AddrOf
             && let ExprKind::Ident(name) = &x.kind
             && name.contains('`')
@@ -726,6 +751,20 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(x) = [a, b]
+            .into_iter()
+            .find(|x| matches!(x.kind, ExprKind::AggRef(_)))
+        {
+            // Oracle's dt_parser: an aggregation as an operand is D_OP_INCOMPAT.
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "operator `{}` cannot take an aggregation as an operand",
+                    op.as_str()
+                ),
+                x.span,
+            ));
+        }
         let ta = self.expr(a, cx);
         let tb = self.expr(b, cx);
         let (ta, tb) = (ta?, tb?);
@@ -747,8 +786,9 @@ impl Analyzer<'_> {
         if op.is_logical() {
             for t in [&ta, &tb] {
                 if !t.ty.is_integral() {
+                    // Oracle's dt_parser: the operands of `&&`, `||`, `^^` must be scalars.
                     return Err(self.err_at(
-                        ErrTag::D_OP_ARITH,
+                        ErrTag::D_OP_SCALAR,
                         format!(
                             "operator `{}` needs integer or pointer operands, not `{}`",
                             op.as_str(),
