@@ -170,6 +170,7 @@ err_tags! {
     D_CLEAR_AGGARG => "clear() given something that is not an aggregation",
     D_TRUNC_AGGARG => "trunc() given something that is not an aggregation",
     D_USTACK_FRAMES => "ustack()'s frame count is not a valid integer constant",
+    D_USTACK_STRSIZE => "ustack()'s string space is negative",
     D_PRINTA_PROTO => "printa() given a format and no aggregation",
     D_LQUANT_BASETYPE => "lquantize()'s base is not an integer constant",
     D_LQUANT_LIMTYPE => "lquantize()'s limit is not an integer constant",

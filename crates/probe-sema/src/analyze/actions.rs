@@ -69,6 +69,16 @@ impl Analyzer<'_> {
                         failed = true;
                         continue;
                     }
+                    if matches!(a.kind, ExprKind::AggRef(_)) {
+                        // Oracle's dt_printf_validate: an aggregation fits no conversion.
+                        self.err_at(
+                            ErrTag::D_PRINTF_ARG_TYPE,
+                            format!("{func}( ) argument #{} is incompatible with its conversion: an aggregation has no value (print it with printa())", i + 2),
+                            a.span,
+                        );
+                        failed = true;
+                        continue;
+                    }
                     match self.expr(a, cx) {
                         Ok(t) => targs.push(t),
                         Err(Reported) => failed = true,

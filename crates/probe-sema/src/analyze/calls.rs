@@ -570,6 +570,23 @@ impl Analyzer<'_> {
                         t.span,
                     ));
                 }
+                if let Some(t) = targs.get(1)
+                    && const_eval(t).is_some_and(|v| v < 0)
+                {
+                    return Err(self.err_at(
+                        ErrTag::D_USTACK_STRSIZE,
+                        "ustack()'s string space must not be negative",
+                        t.span,
+                    ));
+                }
+                if let Some(t) = targs.first().filter(|t| !t.ty.is_integral()) {
+                    // Oracle's dt_cg: a frame count that is not an integer is D_PROTO_ARG.
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!("{func}()'s frame count must be an integer, not `{}`", t.ty),
+                        t.span,
+                    ));
+                }
                 let frames = match targs.first() {
                     Some(t) => match const_eval(t) {
                         Some(v) if (1..=1024).contains(&v) => v as u32,

@@ -384,9 +384,10 @@ impl Analyzer<'_> {
             return Ok(mk(TExprKind::Builtin(b), ty, span));
         }
         if name == "args" {
+            // Oracle's dt_parser: `args` without a subscript is D_IDENT_BADREF.
             return Err(self.report(
                 Diagnostic::tagged(
-                    ErrTag::D_ARGS_TYPE,
+                    ErrTag::D_IDENT_BADREF,
                     "`args` must be used as `args[N]` or `args->field`",
                     span,
                 )

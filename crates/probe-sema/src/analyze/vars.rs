@@ -1029,8 +1029,10 @@ impl Analyzer<'_> {
                     ));
                 }
                 ProbeArgs::None | ProbeArgs::Profile | ProbeArgs::DtraceError => {
+                    // Oracle's dt_cc: every index is out of range for a probe without
+                    // arguments (D_ARGS_IDX).
                     return Err(self.err_at(
-                        ErrTag::D_ARGS_NONE,
+                        ErrTag::D_ARGS_IDX,
                         format!("probe {} has no typed arguments (args[])", p.full_name()),
                         span,
                     ));
