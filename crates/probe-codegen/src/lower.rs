@@ -201,8 +201,14 @@ const SLOT_KEY: i16 = -8;
 const SLOT_NR: i16 = -16;
 /// Stack slot holding the key of a kernel-ring slot ([`crate::layout::KernelRing`]).
 const SLOT_RING: i16 = -24;
+/// Stack slot holding the scratch memory's address as a plain integer (set by the prologue:
+/// a map-value pointer may not take part in arbitrary arithmetic, so it is spilled and read
+/// back by a helper once per firing; `ProgGen::scratch_address`).
+const SLOT_SCRATCH_BASE: i16 = -32;
+/// The spill slot the prologue reads [`SLOT_SCRATCH_BASE`] from.
+const SLOT_SCRATCH_SPILL: i16 = -40;
 /// First free stack slot.
-const SLOT_FIRST: i16 = -32;
+const SLOT_FIRST: i16 = -48;
 /// Capacity of the `probefunc` table entries for syscall programs.
 const SYSNAME_LEN: u32 = 64;
 /// Largest `copyin()` size in bytes. The size must be a compile-time constant: each copyin() gets

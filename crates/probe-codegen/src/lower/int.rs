@@ -115,7 +115,7 @@ impl ProgGen<'_, '_> {
                 UnaryOp::Plus => self.int(inner)?,
                 UnaryOp::Deref => {
                     self.int(inner)?;
-                    self.deref(&e.ty, e.span)?;
+                    self.deref(&e.ty, !var_address(inner), e.span)?;
                 }
                 UnaryOp::AddrOf => {
                     return self.err(e.span, "the & operator is not supported by sightline");
@@ -123,7 +123,7 @@ impl ProgGen<'_, '_> {
             },
             TExprKind::Deref(inner) => {
                 self.int(inner)?;
-                self.deref(&e.ty, e.span)?;
+                self.deref(&e.ty, !var_address(inner), e.span)?;
             }
             TExprKind::Binary(op, l, r) => self.binary(*op, l, r, &e.ty, e.span)?,
             TExprKind::StrCmp(op, l, r) => {
@@ -527,23 +527,12 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    /// R0 = the address of scratch offset `off` as a plain integer: a map-value pointer may not
-    /// take part in arbitrary arithmetic, so it is spilled and read back by a helper.
-    fn scratch_address(&mut self, off: u32, span: Span) -> Res<()> {
-        let spill = self.slot(span)?;
-        let val = self.slot(span)?;
+    /// R0 = the address of scratch offset `off` as a plain integer (from the prologue's
+    /// [`SLOT_SCRATCH_BASE`]).
+    fn scratch_address(&mut self, off: u32, _span: Span) -> Res<()> {
         let a = &mut self.asm;
-        a.mov(R1, R7);
-        a.alu_imm(Alu::Add, R1, off as i32);
-        a.stx(Size::DW, R10, spill, R1);
-        a.st_imm(Size::DW, R10, val, 0);
-        a.mov(R1, R10);
-        a.alu_imm(Alu::Add, R1, val as i32);
-        a.mov_imm(R2, 8);
-        a.mov(R3, R10);
-        a.alu_imm(Alu::Add, R3, spill as i32);
-        a.call(helper::PROBE_READ_KERNEL);
-        a.ldx(Size::DW, R0, R10, val);
+        a.ldx(Size::DW, R0, R10, SLOT_SCRATCH_BASE);
+        a.alu_imm(Alu::Add, R0, off as i32);
         Ok(())
     }
 
@@ -600,13 +589,17 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`.
-    fn deref(&mut self, ty: &Type, span: Span) -> Res<()> {
+    /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`. With `check`, an
+    /// address in scratch memory is checked first ([`Self::scratch_load_check`]); without, R0
+    /// is a D variable's own storage (a map-value pointer, which takes no such arithmetic).
+    fn deref(&mut self, ty: &Type, check: bool, span: Span) -> Res<()> {
         let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
         let addr = self.slot(span)?;
         let val = self.slot(span)?;
         self.asm.stx(Size::DW, R10, addr, R0);
-        self.scratch_load_check(addr, size, span)?;
+        if check {
+            self.scratch_load_check(addr, size, span)?;
+        }
         let a = &mut self.asm;
         a.st_imm(Size::DW, R10, val, 0);
         a.mov(R1, R10);
@@ -853,5 +846,16 @@ impl ProgGen<'_, '_> {
         a.bind(lt);
         a.mov_imm(R0, -1);
         a.bind(done);
+    }
+}
+
+/// True when the address `e` is a D variable's own storage (a [`TExprKind::VarAddr`] plus
+/// offsets, through casts): a member of a struct-typed variable.
+fn var_address(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::VarAddr(_) => true,
+        TExprKind::Cast(x) => var_address(x),
+        TExprKind::Binary(BinaryOp::Add, a, b) => var_address(a) || var_address(b),
+        _ => false,
     }
 }
