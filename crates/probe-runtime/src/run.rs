@@ -426,6 +426,8 @@ pub struct Consumer<'a> {
     late: Vec<HeldRecord>,
     /// The record just handled was a fault that ran the ERROR clauses (see `drain`).
     error_ran: bool,
+    /// The status of an `exit()` of an END clause, which sets the run's exit status.
+    end_exit: Option<i32>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
     /// Event mode: every event goes here instead of a JSON line ([`Consumer::set_event_sink`]).
@@ -536,6 +538,7 @@ impl<'a> Consumer<'a> {
             stopped_pids: std::collections::BTreeSet::new(),
             late: Vec::new(),
             error_ran: false,
+            end_exit: None,
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         }
@@ -831,6 +834,9 @@ impl<'a> Consumer<'a> {
         if let Some(dir) = pinned.take() {
             let _ = crate::pin::remove_dir(&dir);
         }
+        // dtrace(1M) takes the status of the last exit() it reads: an END clause's, which runs
+        // last, decides (Oracle's actions/exit/tst.end-exit).
+        let reason = self.end_exit.map_or(reason, StopReason::Exit);
         self.stopped = Some(reason);
         self.print_aggregations_at_exit()?;
         self.report_drops()?;
@@ -1423,6 +1429,12 @@ impl<'a> Consumer<'a> {
                     };
                     items.push(RecordItem::Exit(status));
                     self.stopped.get_or_insert(StopReason::Exit(status));
+                    if matches!(
+                        self.session.layout.programs[desc.program].attach,
+                        Attach::End
+                    ) {
+                        self.end_exit = Some(status);
+                    }
                 }
                 RecordAction::Printa { format, aggs } => {
                     for &ag in aggs {
