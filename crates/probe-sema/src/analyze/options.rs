@@ -208,8 +208,9 @@ impl Analyzer<'_> {
                 };
                 match name {
                     "strsize" => {
-                        if v == 0 || v > STRSIZE_MAX {
-                            return bad(self, &format!("a size from 1 to {STRSIZE_MAX}"));
+                        // Oracle's dt_opt_strsize: at least the empty string's 2 bytes.
+                        if v < 2 || v > STRSIZE_MAX {
+                            return bad(self, &format!("a size from 2 to {STRSIZE_MAX}"));
                         }
                         o.strsize = v;
                     }
