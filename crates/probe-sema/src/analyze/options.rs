@@ -209,7 +209,7 @@ impl Analyzer<'_> {
                 match name {
                     "strsize" => {
                         // Oracle's dt_opt_strsize: at least the empty string's 2 bytes.
-                        if v < 2 || v > STRSIZE_MAX {
+                        if !(2..=STRSIZE_MAX).contains(&v) {
                             return bad(self, &format!("a size from 2 to {STRSIZE_MAX}"));
                         }
                         o.strsize = v;
