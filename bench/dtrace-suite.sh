@@ -30,6 +30,8 @@
 #   part of that file before a `-- @@stderr --` line, after runtest.sh's normalization: the
 #   test's `.r.p` postprocessor (when executable), hex numbers replaced by `{ptr}`, and both
 #   sides sorted (unless `@@nosort`).
+# - As runtest.sh, the runs have `_DTRACE_TESTING` in their environment: dtrace's testing mode,
+#   which `sightline probe` honours too (probe lines without the CPU and ID columns).
 set -uo pipefail
 
 if [[ $# -lt 1 || ! -d $1 ]]; then
@@ -46,6 +48,7 @@ fi
 SIGHTLINE=$(realpath "$SIGHTLINE" 2> /dev/null || echo "$SIGHTLINE")
 [[ -x $SIGHTLINE ]] || { echo "no sightline binary at $SIGHTLINE (cargo build -p sightline)" >&2; exit 2; }
 TIMEOUT=${TIMEOUT:-10}
+export _DTRACE_TESTING=t
 OUT=${OUT:-}
 VERBOSE=${VERBOSE:-}
 # runtest.sh runs from the top of the checkout (test/unittest/... paths, -Iinclude).

@@ -408,6 +408,19 @@ impl Fault {
             _ => None,
         }
     }
+    /// The fault's number as DTrace gives it to ERROR clauses in `arg4` (Oracle's
+    /// include/dtrace/faults_defines.h `DTRACEFLT_*`: BADADDR 1, ILLOP 3, DIVZERO 4, NOSCRATCH 5,
+    /// BADINDEX 11), which differs from the bit this enum records.
+    pub fn dtrace_code(self) -> u64 {
+        match self {
+            Fault::BadAddr => 1,
+            Fault::IllOp => 3,
+            Fault::DivZero => 4,
+            Fault::NoScratch => 5,
+            Fault::BadIndex => 11,
+        }
+    }
+
     /// DTrace's wording ("invalid address (0x0)", "divide-by-zero").
     pub fn describe(self, addr: u64) -> String {
         match self {

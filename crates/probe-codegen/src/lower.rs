@@ -201,13 +201,23 @@ const SLOT_KEY: i16 = -8;
 const SLOT_NR: i16 = -16;
 /// Stack slot holding the key of a kernel-ring slot ([`crate::layout::KernelRing`]).
 const SLOT_RING: i16 = -24;
+/// Stack slot holding the scratch memory's address as a plain integer (set by the prologue:
+/// a map-value pointer may not take part in arbitrary arithmetic, so it is spilled and read
+/// back by a helper once per firing; `ProgGen::scratch_address`).
+const SLOT_SCRATCH_BASE: i16 = -32;
+/// The spill slot the prologue reads [`SLOT_SCRATCH_BASE`] from.
+const SLOT_SCRATCH_SPILL: i16 = -40;
 /// First free stack slot.
-const SLOT_FIRST: i16 = -32;
+const SLOT_FIRST: i16 = -48;
 /// Capacity of the `probefunc` table entries for syscall programs.
 const SYSNAME_LEN: u32 = 64;
 /// Largest `copyin()` size in bytes. The size must be a compile-time constant: each copyin() gets
 /// its own buffer in the per-CPU scratch map (32000 bytes per clause in all), kept for the clause.
 pub const COPYIN_MAX: u32 = 1024;
+/// Addresses from this many bytes below the scratch memory to this many above its start count
+/// as scratch addresses in the checks of loads through pointers (the scratch memory of a program
+/// is at most 32000 bytes).
+const SCRATCH_SPAN: u32 = 32768;
 /// Quantize buckets (DTrace's `DTRACE_QUANTIZE_NBUCKETS`: 63 negative, zero, 63 positive).
 const QUANTIZE_BUCKETS: u32 = probe_format::agg::QUANTIZE_NBUCKETS as u32;
 /// The zero bucket's index.
@@ -437,6 +447,12 @@ struct Builder<'p> {
     /// this CPU's [`Stat::ExitStatus`] slot and does nothing once `exit()` ran (DTrace's
     /// activity check before each clause: clauses after `exit()` record nothing).
     any_exit: bool,
+    /// Some clause calls `alloca()` or `copyin()`: loads through pointers then check an address
+    /// in scratch memory against the running clause's buffers (see `ProgGen::deref`).
+    scratch_pointers: bool,
+    /// `-x scratchsize`: the bytes of `alloca()` memory a clause may take (DTrace's
+    /// `DTRACEOPT_SCRATCHSIZE`); more faults with "out of scratch space".
+    scratch_size: Option<u32>,
 }
 
 /// True when `body` calls `exit()` (in any branch).
@@ -543,6 +559,11 @@ fn compile_with(
         chill_map: None,
         ring: None,
         any_exit: prog.clauses.iter().any(|c| calls_exit(&c.body)),
+        scratch_pointers: prog.clauses.iter().any(|c| c.scratch_memory),
+        scratch_size: prog
+            .options
+            .scratchsize
+            .map(|v| v.min(u64::from(u32::MAX)) as u32),
         probe_index: std::collections::HashMap::new(),
     };
     b.build_maps()?;
@@ -668,6 +689,11 @@ struct ProgGen<'b, 'p> {
     /// End of the scratch memory that must outlive its statement (copyin() buffers: DTrace keeps
     /// them for the whole clause); statements never release scratch below it. Reset per clause.
     pinned: u32,
+    /// Start of the clause's first `alloca()`/`copyin()` buffer: with `pinned` it bounds the
+    /// memory that pointers into scratch may reach (`None` before the clause's first one).
+    pin_lo: Option<u32>,
+    /// Bytes the clause's `alloca()` calls asked for (unrounded), against `-x scratchsize`.
+    scratch_used: u32,
     clause: usize,
     clause_span: Span,
     clause_end: Option<Label>,

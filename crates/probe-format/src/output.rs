@@ -32,6 +32,20 @@ pub fn probe_prefix(cpu: u32, probe_id: u32, function: &str, name: &str) -> Stri
     )
 }
 
+/// [`TRACE_HEADER`] in Oracle dtrace's testing mode (`_DTRACE_TESTING` in its environment,
+/// set by its test harness `runtest.sh`; cmd/dtrace.c `chew`): `%32s`, without the CPU and ID
+/// columns, which vary from run to run.
+pub const TRACE_HEADER_TESTING: &str = "                   FUNCTION:NAME\n";
+
+/// [`probe_prefix`] in testing mode (see [`TRACE_HEADER_TESTING`]): `%32s ` with
+/// `FUNCTION:NAME` only.
+pub fn probe_prefix_testing(function: &str, name: &str) -> String {
+    format!("{:>32} ", format!("{function}:{name}"))
+}
+
+/// [`FLOW_HEADER`] in testing mode (see [`TRACE_HEADER_TESTING`]): `%-41s` of `FUNCTION`.
+pub const FLOW_HEADER_TESTING: &str = "FUNCTION                                 \n";
+
 /// What ends a probe's output: a newline in non-quiet mode, nothing in quiet mode.
 pub fn end_of_record(quiet: bool) -> &'static str {
     if quiet { "" } else { "\n" }
@@ -107,6 +121,19 @@ impl FlowIndent {
     /// probe is told apart by it rather than by its id, which user-space probes may share).
     /// The records' data follows on the same line, then [`end_of_record`].
     pub fn prefix(&mut self, cpu: u32, clause: u32, desc: [&str; 4]) -> String {
+        let label = self.label(cpu, clause, desc);
+        format!("{cpu:>3} {label:<41} ")
+    }
+
+    /// [`FlowIndent::prefix`] in testing mode (see [`TRACE_HEADER_TESTING`]): `%-41s `, without
+    /// the CPU column (the indent is still kept per CPU).
+    pub fn prefix_testing(&mut self, cpu: u32, clause: u32, desc: [&str; 4]) -> String {
+        let label = self.label(cpu, clause, desc);
+        format!("{label:<41} ")
+    }
+
+    /// The indented arrow and function of a record's line (see [`FlowIndent::prefix`]).
+    fn label(&mut self, cpu: u32, clause: u32, desc: [&str; 4]) -> String {
         let [provider, module, function, name] = desc;
         let probe = format!("{provider}:{module}:{function}:{name}");
         let st = self.cpus.entry(cpu).or_default();
@@ -134,7 +161,7 @@ impl FlowIndent {
             st.indent += 2;
         }
         st.last = Some((probe, clause));
-        format!("{cpu:>3} {label:<41} ")
+        label
     }
 }
 
@@ -846,6 +873,12 @@ mod flow_tests {
     fn header_is_cpu_and_a_41_column_function() {
         assert_eq!(FLOW_HEADER, format!("{:>3} {:<41}\n", "CPU", "FUNCTION"));
         assert_eq!(FLOW_HEADER.len(), 3 + 1 + 41 + 1);
+        assert_eq!(FLOW_HEADER_TESTING, format!("{:<41}\n", "FUNCTION"));
+        assert_eq!(TRACE_HEADER_TESTING, format!("{:>32}\n", "FUNCTION:NAME"));
+        assert_eq!(
+            probe_prefix_testing("", "BEGIN"),
+            format!("{:>32} ", ":BEGIN")
+        );
     }
 
     #[test]

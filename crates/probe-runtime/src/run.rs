@@ -52,6 +52,9 @@ pub struct RunConfig {
     /// aggregation maps under [`crate::pin::run_dir`] of this process once attached, with a
     /// manifest of these compile inputs, and remove them at the end of the run. `None`: no pins.
     pub postmortem: Option<crate::pin::ScriptInputs>,
+    /// Oracle dtrace's testing mode (its `_DTRACE_TESTING` environment variable, cmd/dtrace.c):
+    /// probe lines and their heading leave out the CPU and ID columns, which vary between runs.
+    pub testing: bool,
 }
 
 /// Requests another thread makes to a running [`Consumer`], seen at its next wake-up (at most
@@ -421,6 +424,10 @@ pub struct Consumer<'a> {
     /// Records of [`RunConfig::ring_last_clauses`] that came through the ring buffer, printed
     /// after the kernel ring at exit.
     late: Vec<HeldRecord>,
+    /// The record just handled was a fault that ran the ERROR clauses (see `drain`).
+    error_ran: bool,
+    /// The status of an `exit()` of an END clause, which sets the run's exit status.
+    end_exit: Option<i32>,
     /// Told `(done, total)` while the probes attach ([`Consumer::set_attach_progress`]).
     attach_progress: Option<Box<dyn FnMut(usize, usize) + 'a>>,
     /// Event mode: every event goes here instead of a JSON line ([`Consumer::set_event_sink`]).
@@ -530,6 +537,8 @@ impl<'a> Consumer<'a> {
             cur_clause: None,
             stopped_pids: std::collections::BTreeSet::new(),
             late: Vec::new(),
+            error_ran: false,
+            end_exit: None,
             held: BufPolicy::of(prog)
                 .map(|p| HeldBuffer::new(p, prog.options.bufsize.unwrap_or(BUFSIZE_DEFAULT))),
         }
@@ -825,6 +834,9 @@ impl<'a> Consumer<'a> {
         if let Some(dir) = pinned.take() {
             let _ = crate::pin::remove_dir(&dir);
         }
+        // dtrace(1M) takes the status of the last exit() it reads: an END clause's, which runs
+        // last, decides (Oracle's actions/exit/tst.end-exit).
+        let reason = self.end_exit.map_or(reason, StopReason::Exit);
         self.stopped = Some(reason);
         self.print_aggregations_at_exit()?;
         self.report_drops()?;
@@ -890,6 +902,71 @@ impl<'a> Consumer<'a> {
     fn drain(&mut self) -> Result<(), RunError> {
         // Keep the target's mappings while it runs, for user symbols printed after it exits.
         self.usyms.refresh();
+        let recs = self.take_pending();
+        if let Some(h) = self.held.as_mut() {
+            for rec in recs {
+                let layout = &self.session.layout;
+                if layout
+                    .records
+                    .get(rec.0 as usize)
+                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
+                {
+                    self.late.push(rec);
+                    continue;
+                }
+                if !h.push(rec) && self.stopped.is_none() {
+                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
+                    self.stopped = Some(StopReason::BufferFull);
+                }
+            }
+            return Ok(());
+        }
+        // DTrace's ERROR probe fires inside the faulting probe, so its clauses' records come
+        // right after the fault's and before the rest of that firing's (an `exit()` there is
+        // the first). Here ERROR runs when the consumer reads the fault: its records, found
+        // behind those already read, are moved up to follow the fault.
+        // An `exit()` of those ERROR clauses stops the clauses that would have run after it on
+        // that CPU (DTrace's activity check), so that CPU's records behind the fault go.
+        let mut queue: std::collections::VecDeque<HeldRecord> = recs.into();
+        while let Some(rec) = queue.pop_front() {
+            let cpu = rec.1;
+            self.record(rec)?;
+            if std::mem::take(&mut self.error_ran) {
+                let pending = self.take_pending();
+                let layout = &self.session.layout;
+                let attach = |r: &HeldRecord| {
+                    layout
+                        .records
+                        .get(r.0 as usize)
+                        .map(|d| &layout.programs[d.program].attach)
+                };
+                let (errors, rest): (Vec<HeldRecord>, Vec<HeldRecord>) = pending
+                    .into_iter()
+                    .partition(|r| matches!(attach(r), Some(Attach::Error)));
+                let exits = errors.iter().any(|r| {
+                    layout.records.get(r.0 as usize).is_some_and(|d| {
+                        d.actions.iter().enumerate().any(|(i, a)| {
+                            a.action == RecordAction::Exit && r.3 & action_bit(i) != 0
+                        })
+                    })
+                });
+                if exits {
+                    queue.retain(|r| {
+                        r.1 != cpu || matches!(attach(r), Some(Attach::End | Attach::Error))
+                    });
+                }
+                for e in errors.into_iter().rev() {
+                    queue.push_front(e);
+                }
+                queue.extend(rest);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies out the ring buffer's pending records, up to and including the first whose
+    /// `exit()` ran (the rest stays queued).
+    fn take_pending(&mut self) -> Vec<HeldRecord> {
         let mut recs: Vec<HeldRecord> = Vec::new();
         // Copy out first: printing needs &mut self (aggregation reads happen while printing).
         let exits: Vec<u64> = self
@@ -917,28 +994,7 @@ impl<'a> Consumer<'a> {
             // Stop consuming after a record whose exit() ran.
             exits.get(r.record as usize).is_none_or(|m| r.mask & m == 0)
         });
-        if let Some(h) = self.held.as_mut() {
-            for rec in recs {
-                let layout = &self.session.layout;
-                if layout
-                    .records
-                    .get(rec.0 as usize)
-                    .is_some_and(|d| self.cfg.ring_last_clauses.contains(&d.clause))
-                {
-                    self.late.push(rec);
-                    continue;
-                }
-                if !h.push(rec) && self.stopped.is_none() {
-                    // bufpolicy=fill: tracing stops when the buffer is full (END still runs).
-                    self.stopped = Some(StopReason::BufferFull);
-                }
-            }
-            return Ok(());
-        }
-        for rec in recs {
-            self.record(rec)?;
-        }
-        Ok(())
+        recs
     }
 
     /// Warns about matched probes left unattached because the kernel refused their uprobe site
@@ -1201,8 +1257,18 @@ impl<'a> Consumer<'a> {
                 writeln!(self.err, "sightline: {msg}")?;
             }
             if self.session.has_error_clauses() {
-                self.session
-                    .run_error([0, desc.clause as u64 + 1, 0, 0, fault.bits, addr.bits])?;
+                // DTrace's ERROR arguments: arg1 the faulting probe's id, arg2 the clause (its
+                // position in the program), arg4 the DTRACEFLT_* number, arg5 the address.
+                let code = Fault::from_u64(fault.bits).map_or(0, Fault::dtrace_code);
+                self.session.run_error([
+                    0,
+                    u64::from(probe.id),
+                    desc.clause as u64,
+                    0,
+                    code,
+                    addr.bits,
+                ])?;
+                self.error_ran = true;
             }
             return Ok(());
         }
@@ -1212,7 +1278,11 @@ impl<'a> Consumer<'a> {
             // dtrace(1M)'s `chew` prints the flow heading and line start even under `quiet`;
             // only the newline ending the record follows `quiet`.
             if !self.header_done {
-                text.push_str(probe_format::output::FLOW_HEADER);
+                text.push_str(if self.cfg.testing {
+                    probe_format::output::FLOW_HEADER_TESTING
+                } else {
+                    probe_format::output::FLOW_HEADER
+                });
                 self.header_done = true;
             }
             let parts = [
@@ -1221,18 +1291,25 @@ impl<'a> Consumer<'a> {
                 &probe.function,
                 &probe.name,
             ];
-            text.push_str(&flow.prefix(cpu, desc.clause as u32, parts));
+            text.push_str(&if self.cfg.testing {
+                flow.prefix_testing(cpu, desc.clause as u32, parts)
+            } else {
+                flow.prefix(cpu, desc.clause as u32, parts)
+            });
         } else if !self.cfg.quiet && !self.cfg.json {
             if !self.header_done {
-                text.push_str(probe_format::output::TRACE_HEADER);
+                text.push_str(if self.cfg.testing {
+                    probe_format::output::TRACE_HEADER_TESTING
+                } else {
+                    probe_format::output::TRACE_HEADER
+                });
                 self.header_done = true;
             }
-            text.push_str(&probe_format::output::probe_prefix(
-                cpu,
-                probe.id,
-                &probe.function,
-                &probe.name,
-            ));
+            text.push_str(&if self.cfg.testing {
+                probe_format::output::probe_prefix_testing(&probe.function, &probe.name)
+            } else {
+                probe_format::output::probe_prefix(cpu, probe.id, &probe.function, &probe.name)
+            });
         }
         for (i, a) in desc.actions.iter().enumerate() {
             if mask & action_bit(i) == 0 {
@@ -1352,6 +1429,12 @@ impl<'a> Consumer<'a> {
                     };
                     items.push(RecordItem::Exit(status));
                     self.stopped.get_or_insert(StopReason::Exit(status));
+                    if matches!(
+                        self.session.layout.programs[desc.program].attach,
+                        Attach::End
+                    ) {
+                        self.end_exit = Some(status);
+                    }
                 }
                 RecordAction::Printa { format, aggs } => {
                     for &ag in aggs {

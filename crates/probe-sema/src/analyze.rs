@@ -310,6 +310,9 @@ struct Analyzer<'a> {
     d_enums: HashMap<String, u32>,
     /// The clause being checked calls `strtok()` (see [`CheckedClause::strtok`]).
     clause_strtok: bool,
+    /// The clause being checked calls `alloca()` or `copyin()` (see
+    /// [`CheckedClause::scratch_memory`]).
+    clause_scratch: bool,
     /// The text of `/proc/kallsyms` (or why it could not be read), read at the first kernel
     /// symbol the program names and kept for the others.
     kallsyms: Option<Result<String, String>>,
@@ -344,6 +347,7 @@ impl<'a> Analyzer<'a> {
             d_types: std::collections::HashSet::new(),
             d_enums: HashMap::new(),
             clause_strtok: false,
+            clause_scratch: false,
             kallsyms: None,
             translators: Vec::new(),
             bitfield_names: None,

@@ -75,6 +75,10 @@ pub struct CheckedClause {
     /// The clause calls `strtok()`: its probes' programs keep DTrace's strtok state (the rest
     /// of the string being split) from the clause's first clause to its last in each firing.
     pub strtok: bool,
+    /// The clause calls `alloca()` or `copyin()`, whose scratch memory is reached through
+    /// pointers: loads through pointers are then checked against each clause's scratch memory
+    /// (DTrace's "invalid address" outside what the clause allocated).
+    pub scratch_memory: bool,
     /// The probe descriptions as written, after macro substitution (e.g. `syscall::read:entry`).
     pub descriptions: Vec<String>,
     /// The same descriptions as patterns (one per entry of `descriptions`): which fields the
@@ -165,6 +169,9 @@ pub struct Options {
     pub nspec: Option<u64>,
     /// `specsize`: speculation buffer size in bytes.
     pub specsize: Option<u64>,
+    /// `scratchsize`: the bytes of `alloca()` memory one clause may take (DTrace's
+    /// `DTRACEOPT_SCRATCHSIZE`); unset, sightline's own bound per allocation applies.
+    pub scratchsize: Option<u64>,
     /// `printsize`: the most bytes of a value `print()` records and prints (Oracle DTrace's
     /// option; default 8192, a multiple of 8 up to 65536).
     pub printsize: u64,
@@ -202,6 +209,7 @@ impl Default for Options {
             strsize: 256,
             nspec: None,
             specsize: None,
+            scratchsize: None,
             printsize: u64::from(probe_format::print::DEFAULT_PRINTSIZE),
             stackframes: 20,
             ustackframes: 20,
@@ -686,10 +694,11 @@ pub enum Subr {
     /// RFC 5952 notation: lower-case hex groups without leading zeros, the longest run of two or
     /// more zero groups (the first of equal ones) as `::`; an IPv4-mapped (`::ffff:a.b.c.d`) or
     /// IPv4-compatible (`::a.b.c.d`, not `::` or `::1`) address prints as the dotted quad, as
-    /// Oracle DTrace prints it → `string`. The optional constant `strict` is accepted and
-    /// changes nothing.
+    /// Oracle DTrace prints it, unless the optional constant `strict` is non-zero: then with its
+    /// `::ffff:` or `::` prefix → `string`. Its arguments: the address, then `strict` as an `int`
+    /// constant 0 or 1.
     InetNtoa6,
-    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), `inet_ntoa6` for
+    /// `inet_ntop(af, addr)`: `inet_ntoa` for `af` = `AF_INET` (2), strict `inet_ntoa6` for
     /// `AF_INET6` (10, Linux's value); another family faults with "illegal operation" →
     /// `string`.
     InetNtop,
@@ -704,7 +713,16 @@ pub enum Subr {
     /// (DTrace's per-CPU strtok state); with no previous call it faults with "invalid address".
     Strtok,
     /// `bcopy(src, dest, size)` (a statement): copies `size` bytes (a constant, 1 to 1024) from
-    /// kernel or scratch memory at `src` to `dest`, which must lie in memory `alloca()` or
+    /// kernel or scratch memory at `src` (or from a `string`'s bytes) to `dest`, which must lie in memory `alloca()` or
     /// `copyin()` gave this clause ("invalid address" otherwise, as DTrace) → `void`.
     Bcopy,
+    /// `copyinto(uaddr, size, dest)` (a statement): copies `size` bytes (a constant, 0 to 1024)
+    /// from user memory at `uaddr` (the current process's) to `dest`, which must lie in memory
+    /// `alloca()` or `copyin()` gave this clause; a bad user address or a `dest` outside that
+    /// memory faults with "invalid address" (Oracle DTrace's `copyinto`) → `void`.
+    Copyinto,
+    /// `s[i]` of a `string` `s` (Oracle DTrace: strings are `char` arrays): the character at
+    /// index `i` (`uint64_t`) → `char`; an index at or past `strsize` faults with "invalid
+    /// address".
+    StrChar,
 }

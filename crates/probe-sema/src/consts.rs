@@ -231,13 +231,32 @@ pub fn uregs_word(index: i64) -> Option<u32> {
 /// Address families `inet_ntop()` takes (Linux's values, `include/linux/socket.h`).
 pub const ADDRESS_FAMILIES: &[(&str, i64)] = &[("AF_INET", 2), ("AF_INET6", 10)];
 
-/// The value of a named constant (`ENOENT` → 2, `SIGKILL` → 9, `R_PC` → 37, `AF_INET` → 2),
-/// typed `int` by the caller.
+/// DTrace's fault numbers, as ERROR clauses get them in `arg4` (Oracle's
+/// include/dtrace/faults_defines.h).
+pub const FAULTS: &[(&str, i64)] = &[
+    ("DTRACEFLT_UNKNOWN", 0),
+    ("DTRACEFLT_BADADDR", 1),
+    ("DTRACEFLT_BADALIGN", 2),
+    ("DTRACEFLT_ILLOP", 3),
+    ("DTRACEFLT_DIVZERO", 4),
+    ("DTRACEFLT_NOSCRATCH", 5),
+    ("DTRACEFLT_KPRIV", 6),
+    ("DTRACEFLT_UPRIV", 7),
+    ("DTRACEFLT_TUPOFLOW", 8),
+    ("DTRACEFLT_BADSTACK", 9),
+    ("DTRACEFLT_BADSIZE", 10),
+    ("DTRACEFLT_BADINDEX", 11),
+    ("DTRACEFLT_LIBRARY", 1000),
+];
+
+/// The value of a named constant (`ENOENT` → 2, `SIGKILL` → 9, `R_PC` → 37, `AF_INET` → 2,
+/// `DTRACEFLT_DIVZERO` → 4), typed `int` by the caller.
 pub fn named_constant(name: &str) -> Option<i64> {
     if !name.starts_with('E')
         && !name.starts_with("SIG")
         && !name.starts_with("R_")
         && !name.starts_with("AF_")
+        && !name.starts_with("DTRACEFLT_")
     {
         return None;
     }
@@ -246,6 +265,7 @@ pub fn named_constant(name: &str) -> Option<i64> {
         .chain(SIGNALS)
         .chain(UREGS)
         .chain(ADDRESS_FAMILIES)
+        .chain(FAULTS)
         .find(|(n, _)| *n == name)
         .map(|&(_, v)| v)
 }

@@ -81,6 +81,7 @@ impl std::fmt::Debug for OptionsDiff<'_> {
             strsize,
             nspec,
             specsize,
+            scratchsize,
             stackframes,
             ustackframes,
             aggsortkey,

@@ -80,6 +80,8 @@ const KERNEL_TYPEDEFS: &[(&str, u8, bool)] = &[
     ("socklen_t", 4, false),
     ("in_port_t", 2, false),
     ("in_addr_t", 4, false),
+    // Oracle's ip.d: `typedef __be32 ipaddr_t` (an IPv4 address in network byte order).
+    ("ipaddr_t", 4, false),
     ("major_t", 4, false),
     ("minor_t", 4, false),
     ("hrtime_t", 8, true),
@@ -172,6 +174,7 @@ fn is_reserved(s: &str) -> bool {
                 | "union"
                 | "enum"
                 | "typedef"
+                | "extern"
                 | "inline"
                 | "translator"
                 | "xlate"
@@ -341,6 +344,11 @@ impl<'s> Parser<'s> {
                         self.recover_statement();
                     }
                 }
+                Tok::Ident(w) if w == "extern" => {
+                    if self.extern_declaration().is_err() {
+                        self.recover_statement();
+                    }
+                }
                 Tok::Ident(w) if w == "inline" => match self.inline_definition() {
                     Ok(d) => items.push(Item::Inline(d)),
                     Err(Reported) => self.recover_statement(),
@@ -372,6 +380,40 @@ impl<'s> Parser<'s> {
                     items.push(Item::Clause(c));
                 }
             }
+        }
+    }
+
+    /// `extern declaration ;` (the guide, "Variables" → "External Variables"; C declarations
+    /// of kernel symbols, function prototypes and arrays included): accepted and left out of the
+    /// tree. A backquoted symbol (`` `name ``) takes its type from the kernel's BTF instead. The
+    /// declaration must end with `;` before any `{` or `}` and keep its brackets balanced.
+    fn extern_declaration(&mut self) -> PResult<()> {
+        let start = self.bump().span;
+        let mut open: Vec<&'static str> = Vec::new();
+        loop {
+            match &self.tok.tok {
+                Tok::Punct(";") if open.is_empty() => {
+                    self.bump();
+                    return Ok(());
+                }
+                Tok::Punct(p @ ("(" | "[")) => {
+                    open.push(if *p == "(" { ")" } else { "]" });
+                }
+                Tok::Punct(p @ (")" | "]")) if open.pop() != Some(*p) => {
+                    return Err(
+                        self.error_here(format!("unbalanced `{p}` in the extern declaration"))
+                    );
+                }
+                Tok::Eof | Tok::Directive(_) | Tok::Punct("{" | "}") => {
+                    self.diags.push(Diagnostic::error(
+                        "expected `;` to end the extern declaration",
+                        start.to(self.tok.span),
+                    ));
+                    return Err(Reported);
+                }
+                _ => {}
+            }
+            self.bump();
         }
     }
 

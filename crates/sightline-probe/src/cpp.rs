@@ -24,6 +24,38 @@ pub struct Cpp {
     pub show_includes: bool,
     /// The preprocessor to run (default `cpp`, found on `PATH`).
     pub program: Option<String>,
+    /// `-x stdc=MODE`: the C dialect cpp follows.
+    pub stdc: Stdc,
+}
+
+/// The C dialect of the preprocessor (dtrace's `-x stdc` option, Oracle libdtrace
+/// `dt_opt_stdc` and `dt_preproc`): `a` (the default) runs cpp as ISO C99 (`-std=c99`), `s`
+/// as a K&R preprocessor (`-traditional-cpp`: no `__STDC__`), `c` and `t` with cpp's own
+/// defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stdc {
+    /// `a`: ISO C plus K&R compatibility (`-std=c99`).
+    #[default]
+    A,
+    /// `c`: strictly conforming ISO C.
+    C,
+    /// `s`: K&R C only (`-traditional-cpp`).
+    S,
+    /// `t`: ISO C plus K&R compatibility warnings.
+    T,
+}
+
+impl Stdc {
+    /// The mode named `value` (`a`, `c`, `s` or `t`), or `None`.
+    pub fn parse(value: &str) -> Option<Stdc> {
+        Some(match value {
+            "a" => Stdc::A,
+            "c" => Stdc::C,
+            "s" => Stdc::S,
+            "t" => Stdc::T,
+            _ => return None,
+        })
+    }
 }
 
 /// Why preprocessing failed.
@@ -58,13 +90,30 @@ pub enum CppError {
 pub fn preprocess(name: &str, text: &str, opts: &Cpp) -> Result<String, CppError> {
     let program = opts.program.clone().unwrap_or_else(|| "cpp".to_string());
     let mut cmd = Command::new(&program);
+    // Oracle libdtrace's predefined macros (dt_open.c: `__linux`, `__unix`, `__SVR4`,
+    // `__SUNW_D`, `__SUNW_D_64`, `__` + the system name; `__GNUC__` undefined, so that system
+    // headers leave out what only GCC understands) and `__SUNW_D_VERSION` (dt_cc.c).
     cmd.args([
         "-x",
         "c",
+        "-D__linux",
+        "-D__unix",
+        "-D__SVR4",
         "-D__SUNW_D=1",
+        "-U__GNUC__",
         "-D__SUNW_D_64",
+        "-D__Linux",
         "-D__SUNW_D_VERSION=0x01010000",
     ]);
+    match opts.stdc {
+        Stdc::A => {
+            cmd.arg("-std=c99");
+        }
+        Stdc::S => {
+            cmd.arg("-traditional-cpp");
+        }
+        Stdc::C | Stdc::T => {}
+    }
     for d in &opts.defines {
         cmd.arg(format!("-D{d}"));
     }
@@ -125,12 +174,15 @@ fn relay(out: &str) -> String {
             line = marker.0;
             continue;
         }
+        // cpp's first markers say line 0 (`# 0 "<stdin>"`); a K&R cpp (`-traditional-cpp`)
+        // may put blank lines there: they count as line 1.
         let at = if main {
             last_main = line;
             line
         } else {
             last_main
-        };
+        }
+        .max(1);
         if lines.len() < at {
             lines.resize(at, String::new());
         }

@@ -599,6 +599,9 @@ pub struct PrintOptions {
     pub json: bool,
     /// Full verifier logs on rejection.
     pub verbose: bool,
+    /// Oracle dtrace's testing mode: probe lines without the CPU and ID columns
+    /// ([`RunConfig::testing`]).
+    pub testing: bool,
 }
 
 impl Program {
@@ -757,6 +760,7 @@ impl Program {
                 (n.saturating_sub(self.report_last)..n).collect()
             },
             postmortem: self.postmortem.clone(),
+            testing: p.testing,
         }
     }
 

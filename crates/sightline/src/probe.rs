@@ -221,15 +221,38 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     // descriptions: compiled and run through the library (sightline-probe), as any program using
     // it would.
     let mut script = Script::default();
-    let cpp = probe_lib::cpp::Cpp {
+    // The preprocessor's `-x` options (Oracle libdtrace dt_options.c): `cpp` is -C, `define=`
+    // and `undef=` are -D and -U, `stdc=` the dialect. They act before compiling, so they are
+    // not options of the program.
+    let mut cpp = probe_lib::cpp::Cpp {
         includes: args.include.clone(),
         defines: args.define.clone(),
         undefs: args.undefine.clone(),
         show_includes: args.show_includes,
         program: None,
+        stdc: probe_lib::cpp::Stdc::default(),
     };
+    let mut run_cpp = args.cpp;
+    let mut options = Vec::new();
+    for o in &args.options {
+        match o.split_once('=') {
+            _ if o == "cpp" => run_cpp = true,
+            Some(("define", v)) => cpp.defines.push(v.to_string()),
+            Some(("undef", v)) => cpp.undefs.push(v.to_string()),
+            Some(("stdc", v)) => {
+                let Some(m) = probe_lib::cpp::Stdc::parse(v) else {
+                    eprintln!(
+                        "sightline: error[D_PRAGMA_OPTSET]: -x stdc={v}: the value must be a, c, s or t"
+                    );
+                    return Ok(ExitCode::from(2));
+                };
+                cpp.stdc = m;
+            }
+            _ => options.push(o.clone()),
+        }
+    }
     for path in &args.script {
-        script = if args.cpp {
+        script = if run_cpp {
             match script.add_file_preprocessed(path, &cpp) {
                 Ok(s) => s,
                 Err(probe_lib::Error::Cpp(e)) => {
@@ -281,13 +304,13 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         script = script.arg(a.clone());
     }
     // `-x postmortem` is the CLI's (the crash report below), not an option of the program.
-    let postmortem = args.options.iter().any(|o| o == POSTMORTEM);
+    let postmortem = options.iter().any(|o| o == POSTMORTEM);
     if postmortem && (args.command.is_some() || args.pid.is_some() || args.anonymous) {
         bail!(
             "-x postmortem: system-wide only (with -c or -p, -x bufpolicy=ring is the target's flight recorder)"
         );
     }
-    for o in args.options.iter().filter(|o| *o != POSTMORTEM) {
+    for o in options.iter().filter(|o| *o != POSTMORTEM) {
         script = match o.split_once('=') {
             Some((k, v)) => script.option_value(k, v),
             None => script.option(o.clone()),
@@ -423,6 +446,8 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         quiet: !notices,
         json: args.json,
         verbose: args.verbose,
+        // Oracle dtrace's testing mode, set by its test harness (runtest.sh exports it).
+        testing: std::env::var_os("_DTRACE_TESTING").is_some(),
     };
     let mut out = output(args.output.as_deref())?;
     let mut err = std::io::stderr();

@@ -29,6 +29,7 @@
 //! | `BACKGROUND_EXIT n` | instead, wait for the `BACKGROUND` process (up to `TIMEOUT`) and require exit status `n`: the target was not harmed |
 //! | `OUTFILE_EXPECT` block | the file `{tmp}/out.txt` (for `-o`) must hold exactly this |
 //! | `AS_NOBODY` | run `sightline` as uid/gid 65534 with no capabilities (a copy of the binary in a world-readable directory, through `setpriv`) |
+//! | `ENV NAME=VALUE` | set this variable in `sightline`'s environment (one line each) |
 //! | `XFAIL reason` | the case is expected to fail for `reason` (see below) |
 //!
 //! Placeholders in `PROG`, `ARGS` and `STRACE`: `{bin:NAME}` is `tests/probe/workloads/NAME.c`
@@ -85,6 +86,8 @@ struct Case {
     background_exit: Option<i32>,
     outfile_expect: Option<String>,
     as_nobody: bool,
+    /// `ENV NAME=VALUE` lines: variables set in `sightline`'s environment.
+    env: Vec<(String, String)>,
     xfail: Option<String>,
 }
 
@@ -203,6 +206,14 @@ fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, String> {
             }
             "BACKGROUND" => case.background = Some(value.trim().to_string()),
             "AS_NOBODY" => case.as_nobody = true,
+            "ENV" => {
+                let Some((k, v)) = value.trim().split_once('=') else {
+                    return Err(format!(
+                        "{file}:{lineno}: ENV needs NAME=VALUE, got {value:?}"
+                    ));
+                };
+                case.env.push((k.to_string(), v.to_string()));
+            }
             "BACKGROUND_EXIT" => {
                 case.background_exit = Some(
                     value
@@ -630,6 +641,7 @@ fn build_command(case: &Case, ctx: &Ctx<'_>, tdir: &Path) -> Result<Command, Str
         Command::new(ctx.bin)
     };
     clean_env(&mut cmd);
+    cmd.envs(case.env.iter().map(|(k, v)| (k, v)));
     cmd.current_dir(tdir).arg("probe");
     if let Some(p) = &case.prog {
         std::fs::write(tdir.join("prog.d"), substitute(p, ctx, tdir)?)

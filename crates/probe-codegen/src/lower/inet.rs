@@ -54,7 +54,11 @@ impl ProgGen<'_, '_> {
         let done = self.asm.label();
         match kind {
             Inet::V4 => self.inet_v4(raw, tmp, addr, span)?,
-            Inet::V6 => self.inet_v6(raw, tmp, addr, done, span)?,
+            Inet::V6 => {
+                let strict =
+                    matches!(args.get(1).map(|a| &a.kind), Some(TExprKind::Int(k)) if *k != 0);
+                self.inet_v6(raw, tmp, addr, done, strict, span)?
+            }
             Inet::Ntop => {
                 let (v4, v6) = (self.asm.label(), self.asm.label());
                 self.asm.ldx(Size::DW, R0, R10, af);
@@ -65,7 +69,9 @@ impl ProgGen<'_, '_> {
                 self.inet_v4(raw, tmp, addr, span)?;
                 self.asm.ja(done);
                 self.asm.bind(v6);
-                self.inet_v6(raw, tmp, addr, done, span)?;
+                // inet_ntop() keeps the IPv6 prefix of an embedded IPv4 address (Oracle's
+                // tst.inet_ntop: `::127.0.0.1`, `::ffff:127.0.0.1`).
+                self.inet_v6(raw, tmp, addr, done, true, span)?;
             }
         }
         self.asm.bind(done);
@@ -101,8 +107,17 @@ impl ProgGen<'_, '_> {
     }
 
     /// An IPv6 address: 16 bytes read; an IPv4-mapped or -compatible one as its dotted quad
-    /// (then a jump to `done`), any other in RFC 5952 notation.
-    fn inet_v6(&mut self, raw: u32, tmp: u32, addr: i16, done: Label, span: Span) -> Res<()> {
+    /// (then a jump to `done`), after `::ffff:` or `::` when `strict`; any other in RFC 5952
+    /// notation.
+    fn inet_v6(
+        &mut self,
+        raw: u32,
+        tmp: u32,
+        addr: i16,
+        done: Label,
+        strict: bool,
+        span: Span,
+    ) -> Res<()> {
         self.inet_read(raw, 16, addr, span)?;
         // `start` holds the run's first group once it is known (the stack slots survive the
         // helper-free formatting; R5 is the cursor throughout).
@@ -114,18 +129,26 @@ impl ProgGen<'_, '_> {
         a.mov_imm(R5, 0);
         // IPv4-mapped: 10 zero bytes, then 0xffff; IPv4-compatible: 12 zero bytes and a last
         // word that is neither 0 (`::`) nor 1 (`::1`).
-        let (not_v4, quad) = (a.label(), a.label());
+        let (not_v4, quad, mapped) = (a.label(), a.label(), a.label());
         a.ldx(Size::DW, R0, R7, raw as i16);
         a.jmp_imm(Cond::Ne, R0, 0, not_v4);
         a.ldx(Size::H, R0, R7, (raw + 8) as i16);
         a.jmp_imm(Cond::Ne, R0, 0, not_v4);
         a.ldx(Size::H, R0, R7, (raw + 10) as i16);
-        a.jmp_imm(Cond::Eq, R0, 0xffff, quad);
+        a.jmp_imm(Cond::Eq, R0, 0xffff, mapped);
         a.jmp_imm(Cond::Ne, R0, 0, not_v4);
         a.ldx(Size::W, R0, R7, (raw + 12) as i16);
         a.jmp_imm(Cond::Eq, R0, 0, not_v4);
         // Bytes 00 00 00 01 read as a little-endian word.
         a.jmp_imm(Cond::Eq, R0, 0x0100_0000, not_v4);
+        if strict {
+            put_text(a, tmp, b"::");
+            a.ja(quad);
+        }
+        a.bind(mapped);
+        if strict {
+            put_text(a, tmp, b"::ffff:");
+        }
         a.bind(quad);
         dotted_quad(a, raw + 12, tmp);
         a.ja(done);
@@ -240,6 +263,15 @@ fn put_at_cursor(a: &mut Asm, tmp: u32) {
     a.mov(R1, R7);
     a.alu_imm(Alu::Add, R1, tmp as i32);
     a.alu(Alu::Add, R1, R5);
+}
+
+/// `text` at the cursor, which moves past it.
+fn put_text(a: &mut Asm, tmp: u32, text: &[u8]) {
+    for &c in text {
+        put_at_cursor(a, tmp);
+        a.st_imm(Size::B, R1, 0, i32::from(c));
+        a.alu_imm(Alu::Add, R5, 1);
+    }
 }
 
 /// R0 = group `i` of the IPv6 address in scratch `raw` (bytes 2i, 2i + 1, network order).

@@ -115,7 +115,7 @@ impl ProgGen<'_, '_> {
                 UnaryOp::Plus => self.int(inner)?,
                 UnaryOp::Deref => {
                     self.int(inner)?;
-                    self.deref(&e.ty, e.span)?;
+                    self.deref(&e.ty, !var_address(inner), e.span)?;
                 }
                 UnaryOp::AddrOf => {
                     return self.err(e.span, "the & operator is not supported by sightline");
@@ -123,7 +123,7 @@ impl ProgGen<'_, '_> {
             },
             TExprKind::Deref(inner) => {
                 self.int(inner)?;
-                self.deref(&e.ty, e.span)?;
+                self.deref(&e.ty, !var_address(inner), e.span)?;
             }
             TExprKind::Binary(op, l, r) => self.binary(*op, l, r, &e.ty, e.span)?,
             TExprKind::StrCmp(op, l, r) => {
@@ -259,7 +259,7 @@ impl ProgGen<'_, '_> {
         // size bytes, then at least one zero byte (the last 8-byte word is zeroed first).
         let alloc = (size + 8) & !7;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         let a = &mut self.asm;
         a.st_imm(Size::DW, R7, (off + alloc - 8) as i16, 0);
         a.mov(R1, R7);
@@ -284,7 +284,7 @@ impl ProgGen<'_, '_> {
         self.asm.bind(ok);
         let alloc = COPYIN_MAX + 8;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         let a = &mut self.asm;
         // The NUL after the copied bytes: at off + size, 0 <= size <= COPYIN_MAX (the check
         // above bounds the reloaded spill for the verifier; the mask keeps it so on any kernel).
@@ -305,37 +305,57 @@ impl ProgGen<'_, '_> {
         self.scratch_address(off, span)
     }
 
+    /// The scratch memory from `off` to the current end is kept until the clause ends (an
+    /// `alloca()` or `copyin()` buffer), and pointers may reach it.
+    fn pin(&mut self, off: u32) {
+        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin_lo.get_or_insert(off);
+    }
+
     /// `alloca(size)`: R0 = the address of `size` zeroed bytes of scratch memory, kept until the
-    /// clause ends (pinned, as copyin()'s buffers). A computed size above [`COPYIN_MAX`] faults
-    /// with `out of scratch space` (DTrace's `DTRACEFLT_NOSCRATCH`); its buffer is always
-    /// [`COPYIN_MAX`] bytes.
+    /// clause ends (pinned, as copyin()'s buffers); `alloca(0)` is the address the next
+    /// allocation gets. A computed size above [`COPYIN_MAX`], or beyond what `-x scratchsize`
+    /// leaves to the clause, faults with `out of scratch space` (DTrace's
+    /// `DTRACEFLT_NOSCRATCH`); a computed size's buffer is always [`COPYIN_MAX`] bytes.
     fn alloca(&mut self, size_e: &TExpr, span: Span) -> Res<()> {
         let mut inner = size_e;
         while let TExprKind::Cast(i) = &inner.kind {
             inner = i;
         }
+        let left = self
+            .b
+            .scratch_size
+            .map(|s| s.saturating_sub(self.scratch_used));
         let size = match inner.kind {
-            TExprKind::Int(v) if (1..=COPYIN_MAX as u64).contains(&v) => v as u32,
+            TExprKind::Int(v) if (0..=COPYIN_MAX as u64).contains(&v) => {
+                let v = v as u32;
+                if left.is_some_and(|l| v > l) {
+                    self.fault_always(Fault::NoScratch, None, span)?;
+                }
+                v
+            }
             TExprKind::Int(v) => {
                 return self.err(
                     span,
-                    format!("alloca() size {v} is out of range: sightline allocates 1 to {COPYIN_MAX} bytes"),
+                    format!("alloca() size {v} is out of range: sightline allocates 0 to {COPYIN_MAX} bytes"),
                 );
             }
             _ => {
+                let cap = left.unwrap_or(COPYIN_MAX).min(COPYIN_MAX);
                 let slot = self.slot(span)?;
                 self.int(size_e)?;
                 self.asm.stx(Size::DW, R10, slot, R0);
                 let ok = self.asm.label();
-                self.asm.jmp_imm(Cond::Le, R0, COPYIN_MAX as i32, ok);
+                self.asm.jmp_imm(Cond::Le, R0, cap as i32, ok);
                 self.fault(Fault::NoScratch, Some(slot), span)?;
                 self.asm.bind(ok);
                 COPYIN_MAX
             }
         };
+        self.scratch_used = self.scratch_used.saturating_add(size);
         let alloc = (size + 7) & !7;
         let off = self.scratch(alloc, span)?;
-        self.pinned = self.pinned.max(self.scratch_next);
+        self.pin(off);
         self.zero(off, alloc);
         self.scratch_address(off, span)
     }
@@ -345,35 +365,62 @@ impl ProgGen<'_, '_> {
     /// `copyin()` buffers, offsets below `pinned`); another `dest` faults with `invalid address`
     /// (illumos `dtrace_dif_subr` DIF_SUBR_BCOPY: `dtrace_inscratch` or BADADDR), as does a bad
     /// `src`.
-    fn bcopy(&mut self, args: &[TExpr], span: Span) -> Res<()> {
-        let size = match args[2].kind {
-            TExprKind::Int(v) => v as u32,
-            _ => match &args[2].kind {
-                TExprKind::Cast(i) => match i.kind {
-                    TExprKind::Int(v) => v as u32,
-                    _ => return self.err(span, "internal: bcopy() size"),
-                },
-                _ => return self.err(span, "internal: bcopy() size"),
-            },
+    ///
+    /// `copyinto(uaddr, size, dest)` is the same copy from user memory (`read` is
+    /// `probe_read_user`; its arguments come in that order).
+    fn bcopy(&mut self, args: &[TExpr], span: Span, read: i32) -> Res<()> {
+        let (src_e, dst_e, size_e) = if read == helper::PROBE_READ_USER {
+            (&args[0], &args[2], &args[1])
+        } else {
+            (&args[0], &args[1], &args[2])
         };
+        let mut inner = size_e;
+        while let TExprKind::Cast(i) = &inner.kind {
+            inner = i;
+        }
+        let TExprKind::Int(size) = inner.kind else {
+            return self.err(span, "internal: bcopy()/copyinto() size");
+        };
+        let size = size as u32;
         let src = self.slot(span)?;
         let dst = self.slot(span)?;
-        self.int(&args[0])?;
-        self.asm.stx(Size::DW, R10, src, R0);
-        self.int(&args[1])?;
-        self.asm.stx(Size::DW, R10, dst, R0);
-        let limit = self.pinned;
-        if limit < size {
+        let size_slot = self.slot(span)?;
+        // Arguments are evaluated left to right (Oracle's tst.copyinto_arg_order).
+        for e in args {
+            if e.ty == probe_sema::types::Type::String {
+                // A string source: its bytes, in scratch memory past the clause's buffers
+                // (at least `size` of them, so the copy stays in the scratch memory).
+                let at = self.scratch(self.strsize().max(size), span)?;
+                self.string(e, at)?;
+                self.scratch_address(at, span)?;
+            } else {
+                self.int(e)?;
+            }
+            let slot = if std::ptr::eq(e, src_e) {
+                src
+            } else if std::ptr::eq(e, dst_e) {
+                dst
+            } else {
+                size_slot
+            };
+            self.asm.stx(Size::DW, R10, slot, R0);
+        }
+        if self.pin_lo.is_none() {
+            let name = if read == helper::PROBE_READ_USER {
+                "copyinto"
+            } else {
+                "bcopy"
+            };
             return self.err(
                 span,
-                format!("bcopy() destination must be scratch memory: no alloca() or copyin() of {size} bytes or more comes before it in this clause"),
+                format!("{name}() destination must be scratch memory: no alloca() or copyin() comes before it in this clause"),
             );
         }
-        self.scratch_place(dst, size, limit, span)?;
+        self.scratch_place(dst, size, span)?;
         let a = &mut self.asm;
         a.mov_imm(R2, size as i64);
         a.ldx(Size::DW, R3, R10, src);
-        self.call_or_fault(helper::PROBE_READ_KERNEL, src, span)?;
+        self.call_or_fault(read, src, span)?;
         self.asm.mov_imm(R0, 0);
         Ok(())
     }
@@ -390,64 +437,102 @@ impl ProgGen<'_, '_> {
         self.asm.stx(Size::DW, R10, aslot, R0);
         self.int(value)?;
         self.asm.stx(Size::DW, R10, vslot, R0);
-        let limit = self.pinned;
-        if limit < size {
-            // No scratch memory in this clause: every such store faults.
-            self.fault(Fault::BadAddr, Some(aslot), span)?;
-            self.asm.ldx(Size::DW, R0, R10, vslot);
-            return Ok(());
-        }
-        self.scratch_place(aslot, size, limit, span)?;
+        self.scratch_place(aslot, size, span)?;
         let a = &mut self.asm;
         a.ldx(Size::DW, R0, R10, vslot);
         a.stx(Size::from_bytes(size), R1, 0, R0);
         Ok(())
     }
 
+    /// A fault known at compile time. It is still emitted behind a branch: the kernel's
+    /// verifier rejects instructions that no jump reaches (`check_cfg`), so the code after it
+    /// must stay reachable in the program's shape; the branch is never taken.
+    fn fault_always(&mut self, fault: Fault, addr_slot: Option<i16>, span: Span) -> Res<()> {
+        let skip = self.asm.label();
+        self.asm.mov_imm(R0, 1);
+        self.asm.jmp_imm(Cond::Eq, R0, 0, skip);
+        self.fault(fault, addr_slot, span)?;
+        self.asm.bind(skip);
+        Ok(())
+    }
+
+    /// The clause's `alloca()`/`copyin()` memory so far, as scratch offsets `(lo, hi)` (`None`
+    /// before the first), when `size` bytes fit in it.
+    fn pinned_region(&self, size: u32) -> Option<(u32, u32)> {
+        self.pin_lo
+            .filter(|lo| self.pinned >= lo + size)
+            .map(|lo| (lo, self.pinned))
+    }
+
     /// R1 = a map-value pointer to the `size` bytes at the address in stack slot `slot`, which
-    /// must lie in the first `limit` bytes of the clause's scratch memory (`alloca()`/`copyin()`
-    /// memory); another address is DTrace's "invalid address" fault. Used by `bcopy()` and
-    /// stores through pointers.
-    fn scratch_place(&mut self, slot: i16, size: u32, limit: u32, span: Span) -> Res<()> {
-        // The scratch memory's own address, as an integer, then the address's offset in it.
-        self.scratch_address(0, span)?;
+    /// must lie in the clause's `alloca()`/`copyin()` memory so far (scratch offsets from the
+    /// first such buffer to the end of the last); another address is DTrace's "invalid
+    /// address" fault. Used by `bcopy()` and stores through pointers.
+    fn scratch_place(&mut self, slot: i16, size: u32, span: Span) -> Res<()> {
+        let Some((lo, hi)) = self.pinned_region(size) else {
+            // No scratch memory of that size in this clause: every such access faults.
+            self.fault_always(Fault::BadAddr, Some(slot), span)?;
+            self.asm.mov(R1, R7);
+            return Ok(());
+        };
+        let room = hi - lo - size;
+        // The address's offset from the clause's first buffer.
+        self.scratch_address(lo, span)?;
         let a = &mut self.asm;
         a.ldx(Size::DW, R1, R10, slot);
         a.alu(Alu::Sub, R1, R0);
         let ok = a.label();
-        a.jmp_imm(Cond::Le, R1, (limit - size) as i32, ok);
+        a.jmp_imm(Cond::Le, R1, room as i32, ok);
         self.fault(Fault::BadAddr, Some(slot), span)?;
         let a = &mut self.asm;
         a.bind(ok);
-        // R1 (0 ..= limit - size) is re-checked after the reload for the verifier.
+        // R1 (0 ..= room) is re-checked after the reload for the verifier.
         a.mov(R2, R1);
         a.alu_imm(Alu::And, R2, 0x7fff);
         let fits = a.label();
-        a.jmp_imm(Cond::Le, R2, (limit - size) as i32, fits);
+        a.jmp_imm(Cond::Le, R2, room as i32, fits);
         a.mov_imm(R2, 0);
         a.bind(fits);
         a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, lo as i32);
         a.alu(Alu::Add, R1, R2);
         Ok(())
     }
 
-    /// R0 = the address of scratch offset `off` as a plain integer: a map-value pointer may not
-    /// take part in arbitrary arithmetic, so it is spilled and read back by a helper.
-    fn scratch_address(&mut self, off: u32, span: Span) -> Res<()> {
-        let spill = self.slot(span)?;
-        let val = self.slot(span)?;
+    /// Before a load of `size` bytes from the address in stack slot `slot`, in a program
+    /// whose clauses take `alloca()`/`copyin()` memory: an address in the scratch memory (or
+    /// within [`SCRATCH_SPAN`] bytes below it) must lie in the running clause's buffers, or it
+    /// is DTrace's "invalid address" fault (Oracle checks loads through pointers to `alloca()`
+    /// memory against the clause's allocation: reading below it, beyond its top or in a
+    /// later clause faults). Other addresses are left to the load itself.
+    fn scratch_load_check(&mut self, slot: i16, size: u32, span: Span) -> Res<()> {
+        if !self.b.scratch_pointers {
+            return Ok(());
+        }
+        self.scratch_address(0, span)?;
         let a = &mut self.asm;
-        a.mov(R1, R7);
-        a.alu_imm(Alu::Add, R1, off as i32);
-        a.stx(Size::DW, R10, spill, R1);
-        a.st_imm(Size::DW, R10, val, 0);
-        a.mov(R1, R10);
-        a.alu_imm(Alu::Add, R1, val as i32);
-        a.mov_imm(R2, 8);
-        a.mov(R3, R10);
-        a.alu_imm(Alu::Add, R3, spill as i32);
-        a.call(helper::PROBE_READ_KERNEL);
-        a.ldx(Size::DW, R0, R10, val);
+        a.ldx(Size::DW, R1, R10, slot);
+        a.alu(Alu::Sub, R1, R0);
+        a.mov(R2, R1);
+        a.alu_imm(Alu::Add, R2, SCRATCH_SPAN as i32);
+        let fine = a.label();
+        a.jmp_imm(Cond::Ge, R2, 2 * SCRATCH_SPAN as i32, fine);
+        if let Some((lo, hi)) = self.pinned_region(size) {
+            let a = &mut self.asm;
+            a.alu_imm(Alu::Sub, R1, lo as i32);
+            a.jmp_imm(Cond::Le, R1, (hi - lo - size) as i32, fine);
+        }
+        self.fault(Fault::BadAddr, Some(slot), span)?;
+        self.asm.bind(fine);
+        Ok(())
+    }
+
+    /// R0 = the address of scratch offset `off` as a plain integer (from the prologue's
+    /// [`SLOT_SCRATCH_BASE`]).
+    fn scratch_address(&mut self, off: u32, _span: Span) -> Res<()> {
+        let a = &mut self.asm;
+        a.ldx(Size::DW, R0, R10, SLOT_SCRATCH_BASE);
+        a.alu_imm(Alu::Add, R0, off as i32);
         Ok(())
     }
 
@@ -504,18 +589,23 @@ impl ProgGen<'_, '_> {
         Ok(())
     }
 
-    /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`.
-    fn deref(&mut self, ty: &Type, span: Span) -> Res<()> {
+    /// R0 = *(ty *)R0 from kernel memory; a fault reports `invalid address`. With `check`, an
+    /// address in scratch memory is checked first ([`Self::scratch_load_check`]); without, R0
+    /// is a D variable's own storage (a map-value pointer, which takes no such arithmetic).
+    fn deref(&mut self, ty: &Type, check: bool, span: Span) -> Res<()> {
         let size = ty.as_int().map(|(b, _)| b as u32).unwrap_or(8);
         let addr = self.slot(span)?;
         let val = self.slot(span)?;
+        self.asm.stx(Size::DW, R10, addr, R0);
+        if check {
+            self.scratch_load_check(addr, size, span)?;
+        }
         let a = &mut self.asm;
-        a.stx(Size::DW, R10, addr, R0);
         a.st_imm(Size::DW, R10, val, 0);
         a.mov(R1, R10);
         a.alu_imm(Alu::Add, R1, val as i32);
         a.mov_imm(R2, size as i64);
-        a.mov(R3, R0);
+        a.ldx(Size::DW, R3, R10, addr);
         self.call_or_fault(helper::PROBE_READ_KERNEL, addr, span)?;
         self.asm.ldx(Size::DW, R0, R10, val);
         self.normalize(R0, ty);
@@ -677,8 +767,10 @@ impl ProgGen<'_, '_> {
             Subr::Copyin => self.copyin(args, e.span)?,
             Subr::Uregs => self.uregs(&args[0], e.span)?,
             Subr::Alloca => self.alloca(&args[0], e.span)?,
-            Subr::Bcopy => self.bcopy(args, e.span)?,
+            Subr::Bcopy => self.bcopy(args, e.span, helper::PROBE_READ_KERNEL)?,
+            Subr::Copyinto => self.bcopy(args, e.span, helper::PROBE_READ_USER)?,
             Subr::Speculation => self.speculation(e.span)?,
+            Subr::StrChar => self.str_char(args, e.span)?,
             Subr::Index | Subr::Rindex if args.len() >= 2 => {
                 let kind = if subr == Subr::Index {
                     Search::Index
@@ -696,6 +788,36 @@ impl ProgGen<'_, '_> {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// `s[i]`: R0 = the character at index `i` of the string `args[0]` (sign-extended as a
+    /// `char`); an index at or past `strsize` faults with "invalid address" (the fault's value
+    /// is the index).
+    fn str_char(&mut self, args: &[TExpr], span: Span) -> Res<()> {
+        let ss = self.strsize();
+        let off = self.scratch(ss, span)?;
+        self.string(&args[0], off)?;
+        let slot = self.slot(span)?;
+        self.int(&args[1])?;
+        self.asm.stx(Size::DW, R10, slot, R0);
+        let ok = self.asm.label();
+        self.asm.jmp_imm(Cond::Lt, R0, ss as i32, ok);
+        self.fault(Fault::BadAddr, Some(slot), span)?;
+        self.asm.bind(ok);
+        let a = &mut self.asm;
+        // The index is below strsize; the mask and the compare bound it for the verifier.
+        a.ldx(Size::DW, R0, R10, slot);
+        a.alu_imm(Alu::And, R0, 0x1fff);
+        let fits = a.label();
+        a.jmp_imm(Cond::Lt, R0, ss as i32, fits);
+        a.mov_imm(R0, 0);
+        a.bind(fits);
+        a.mov(R1, R7);
+        a.alu_imm(Alu::Add, R1, off as i32);
+        a.alu(Alu::Add, R1, R0);
+        a.ldx(Size::B, R0, R1, 0);
+        self.normalize(R0, &Type::CHAR);
         Ok(())
     }
 
@@ -724,5 +846,16 @@ impl ProgGen<'_, '_> {
         a.bind(lt);
         a.mov_imm(R0, -1);
         a.bind(done);
+    }
+}
+
+/// True when the address `e` is a D variable's own storage (a [`TExprKind::VarAddr`] plus
+/// offsets, through casts): a member of a struct-typed variable.
+fn var_address(e: &TExpr) -> bool {
+    match &e.kind {
+        TExprKind::VarAddr(_) => true,
+        TExprKind::Cast(x) => var_address(x),
+        TExprKind::Binary(BinaryOp::Add, a, b) => var_address(a) || var_address(b),
+        _ => false,
     }
 }

@@ -120,6 +120,8 @@ impl Builder<'_> {
             scratch_next: 0,
             scratch_max: 0,
             pinned: 0,
+            pin_lo: None,
+            scratch_used: 0,
             clause: 0,
             clause_span: Span::new(0, 0),
             clause_end: None,
@@ -247,6 +249,15 @@ impl ProgGen<'_, '_> {
         a.call(helper::GET_SMP_PROCESSOR_ID);
         a.stx(Size::W, R10, SLOT_KEY, R0);
         self.lookup_or_return(self.scratch_map, R7);
+        let a = &mut self.asm;
+        a.stx(Size::DW, R10, SLOT_SCRATCH_SPILL, R7);
+        a.st_imm(Size::DW, R10, SLOT_SCRATCH_BASE, 0);
+        a.mov(R1, R10);
+        a.alu_imm(Alu::Add, R1, SLOT_SCRATCH_BASE as i32);
+        a.mov_imm(R2, 8);
+        a.mov(R3, R10);
+        a.alu_imm(Alu::Add, R3, SLOT_SCRATCH_SPILL as i32);
+        a.call(helper::PROBE_READ_KERNEL);
         // A zeroed region, never written, used to create aggregation entries.
         // Also the zeroes a struct-typed variable that does not exist yet reads as.
         let struct_max = (self.b.prog.variables.iter())
@@ -328,6 +339,8 @@ impl ProgGen<'_, '_> {
         self.stack_next = SLOT_FIRST;
         let scratch_mark = self.scratch_next;
         self.pinned = 0;
+        self.pin_lo = None;
+        self.scratch_used = 0;
         let end = self.asm.label();
         self.clause_end = Some(end);
         if self.b.any_exit && !matches!(self.group, GroupKey::End | GroupKey::Error) {
@@ -377,6 +390,7 @@ impl ProgGen<'_, '_> {
         self.asm.bind(end);
         self.scratch_next = scratch_mark;
         self.pinned = 0;
+        self.pin_lo = None;
         Ok(())
     }
 

@@ -95,7 +95,9 @@ impl ProgGen<'_, '_> {
 
     /// `speculate(id)`, `commit(id)`, `discard(id)`: writes the id to the record field at
     /// `offs[0]` and the token (see the module documentation) to `offs[1]`. A `speculate()`
-    /// whose token is 0 (id 0, or a speculation not active) ends the clause there.
+    /// whose token is 0 (id 0, an id above `nspec`, or a speculation not active) ends the
+    /// clause there (Oracle's dt_cg_act_speculate: no speculation buffer, exit); `commit()` and
+    /// `discard()` of an id above `nspec` fault with "illegal operation".
     pub(super) fn spec_action(
         &mut self,
         which: SpecAction,
@@ -114,7 +116,11 @@ impl ProgGen<'_, '_> {
         let (out, valid) = (a.label(), a.label());
         a.jmp_imm(Cond::Eq, R0, 0, out);
         a.jmp_imm(Cond::Le, R0, nspec as i32, valid);
-        self.fault(Fault::IllOp, Some(idslot), span)?;
+        if which == SpecAction::Speculate {
+            a.ja(out);
+        } else {
+            self.fault(Fault::IllOp, Some(idslot), span)?;
+        }
         let a = &mut self.asm;
         a.bind(valid);
         a.stx(Size::W, R10, SLOT_KEY, R0);

@@ -69,6 +69,16 @@ impl Analyzer<'_> {
                         failed = true;
                         continue;
                     }
+                    if matches!(a.kind, ExprKind::AggRef(_)) {
+                        // Oracle's dt_printf_validate: an aggregation fits no conversion.
+                        self.err_at(
+                            ErrTag::D_PRINTF_ARG_TYPE,
+                            format!("{func}( ) argument #{} is incompatible with its conversion: an aggregation has no value (print it with printa())", i + 2),
+                            a.span,
+                        );
+                        failed = true;
+                        continue;
+                    }
                     match self.expr(a, cx) {
                         Ok(t) => targs.push(t),
                         Err(Reported) => failed = true,
@@ -174,7 +184,7 @@ impl Analyzer<'_> {
                     return Err(arity(self, "one aggregation", &format!("{func}(@a)")));
                 }
                 let id = if func == "clear" {
-                    self.agg_ref(&args[0])?
+                    self.agg_ref_tagged(&args[0], ErrTag::D_CLEAR_AGGARG)?
                 } else {
                     self.agg_ref_tagged(&args[0], ErrTag::D_NORMALIZE_AGGARG)?
                 };
@@ -193,6 +203,16 @@ impl Analyzer<'_> {
                     ));
                 }
                 let agg = self.agg_ref_tagged(&args[0], ErrTag::D_TRUNC_AGGARG)?;
+                if let Some(k) = args
+                    .get(1)
+                    .filter(|k| matches!(k.kind, ExprKind::AggRef(_)))
+                {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "trunc()'s count must be an integer, not an aggregation",
+                        k.span,
+                    ));
+                }
                 let keep = match args.get(1) {
                     Some(k) => Some(convert(self.int_expr(k, cx, "trunc() count")?, &Type::I64)),
                     None => None,
@@ -295,10 +315,15 @@ impl Analyzer<'_> {
                 }
                 let addr = self.int_expr(&args[0], cx, "tracemem() address")?;
                 let size = self.int_expr(&args[1], cx, "tracemem() size")?;
-                let Some(sz) = const_eval(&size).and_then(|v| u32::try_from(v).ok()) else {
+                // Oracle's dt_cg: "tracemem( ) argument #2 must be a non-zero positive integer
+                // constant".
+                let Some(sz) = const_eval(&size)
+                    .and_then(|v| u32::try_from(v).ok())
+                    .filter(|&v| v > 0)
+                else {
                     return Err(self.err_at(
                         ErrTag::D_TRACEMEM_SIZE,
-                        "tracemem() size must be a non-negative integer constant",
+                        "tracemem() size must be a positive integer constant",
                         size.span,
                     ));
                 };
@@ -663,7 +688,7 @@ fn format_error_span(fmt: &str, literal: Span, e: &printf::FormatError) -> Span 
 }
 
 /// True when `e` is a call of an action (`trace()`, `printf()`, `exit()`, ...): a void value.
-fn is_action_call(e: &Expr) -> bool {
+pub(super) fn is_action_call(e: &Expr) -> bool {
     matches!(&e.kind, ExprKind::Call { func, .. } if super::names::ACTIONS.contains(&func.as_str()))
 }
 

@@ -99,6 +99,13 @@ impl Analyzer<'_> {
                     ));
                 }
                 let step = if n >= 4 { konst(self, 3, "step")? } else { 1 };
+                if limit > base && step > i64::from(u16::MAX) {
+                    return Err(self.err_at(
+                        ErrTag::D_LQUANT_STEPVAL,
+                        "lquantize( ) argument #4 must be a 16-bit quantity",
+                        args[3].span,
+                    ));
+                }
                 AggFunc::Lquantize { base, limit, step }
             }
             "llquantize" => {
@@ -151,6 +158,23 @@ impl Analyzer<'_> {
                     nsteps: v[3],
                 }
             }
+            other
+                if !(SUBROUTINES.contains(&other)
+                    || ACTIONS.contains(&other)
+                    || self.inlines.contains_key(other)) =>
+            {
+                // Oracle's dt_parser: a function D does not know at all is D_FUNC_UNDEF.
+                let mut d = Diagnostic::tagged(
+                    ErrTag::D_FUNC_UNDEF,
+                    format!("`{other}` is not a function"),
+                    a.func_span,
+                );
+                let sugg = nearest(other, AGG_FUNCS.iter().copied(), 2);
+                d = d.with_hint(did_you_mean(&sugg).unwrap_or_else(|| {
+                    "aggregating functions are count, sum, avg, min, max, stddev, quantize, lquantize, llquantize".into()
+                }));
+                return Err(self.report(d));
+            }
             other => {
                 let mut d = Diagnostic::tagged(
                     ErrTag::D_AGG_FUNC,
@@ -200,6 +224,16 @@ impl Analyzer<'_> {
         let mut keys = Vec::new();
         let mut failed = false;
         for k in &a.keys {
+            if matches!(k.kind, ExprKind::AggRef(_)) || super::actions::is_action_call(k) {
+                // Oracle's dt_parser: an aggregation is not a key (D_KEY_TYPE).
+                self.err_at(
+                    ErrTag::D_KEY_TYPE,
+                    "an aggregation or an action cannot be an aggregation key",
+                    k.span,
+                );
+                failed = true;
+                continue;
+            }
             match self.expr(k, cx) {
                 Ok(t) => {
                     if matches!(t.ty, Type::Void | Type::Array(..) | Type::Struct { .. }) {

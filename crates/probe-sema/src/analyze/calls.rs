@@ -77,6 +77,14 @@ impl Analyzer<'_> {
                 )))
             }
         };
+        if LOCK_SUBROUTINES.contains(&func) {
+            if n != 1 {
+                let usage = format!("{func}(lock)");
+                return Err(arity(self, "one argument", &usage));
+            }
+            let lock = targs.pop().expect("one argument");
+            return self.lock_subroutine(func, lock, span);
+        }
         let call = |s: Subr, args: Vec<TExpr>, ty: Type| mk(TExprKind::Call(s, args), ty, span);
         match func {
             "copyinstr" => {
@@ -95,6 +103,7 @@ impl Analyzer<'_> {
                 Ok(call(Subr::Copyinstr, v, Type::String))
             }
             "copyin" => {
+                self.clause_scratch = true;
                 if n != 2 {
                     return Err(arity(self, "two arguments", "copyin(address, size)"));
                 }
@@ -389,17 +398,18 @@ impl Analyzer<'_> {
                 Ok(call(s, v, ty))
             }
             "alloca" => {
+                self.clause_scratch = true;
                 if n != 1 {
                     return Err(arity(self, "one argument", "alloca(size)"));
                 }
                 need_int(self, &targs[0], "size")?;
                 if let Some(k) = const_eval(&targs[0])
-                    && !(1..=1024).contains(&(k as i64))
+                    && !(0..=1024).contains(&(k as i64))
                 {
                     return Err(self.err_at(
                         ErrTag::D_PROTO_ARG,
                         format!(
-                            "alloca() size {} is out of range: sightline allocates 1 to 1024 bytes",
+                            "alloca() size {} is out of range: sightline allocates 0 to 1024 bytes",
                             k as i64
                         ),
                         targs[0].span,
@@ -413,8 +423,9 @@ impl Analyzer<'_> {
                     return Err(arity(self, "three arguments", "bcopy(src, dest, size)"));
                 }
                 let pointer = |t: &TExpr| t.ty.is_integral() || matches!(t.ty, Type::Ptr(_));
+                // A string source copies the string's bytes (D strings are char arrays).
                 for (t, what) in targs.iter().zip(["source", "destination"]) {
-                    if !pointer(t) {
+                    if !(pointer(t) || (what == "source" && t.ty == Type::String)) {
                         return Err(self.err_at(
                             ErrTag::D_PROTO_ARG,
                             format!("bcopy() {what} must be a pointer, not `{}`", t.ty),
@@ -433,8 +444,50 @@ impl Analyzer<'_> {
                         ));
                     }
                 }
-                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                let v = targs
+                    .into_iter()
+                    .map(|t| {
+                        if t.ty == Type::String {
+                            t
+                        } else {
+                            convert(t, &Type::U64)
+                        }
+                    })
+                    .collect();
                 Ok(call(Subr::Bcopy, v, Type::Void))
+            }
+            "copyinto" => {
+                if n != 3 {
+                    return Err(arity(
+                        self,
+                        "three arguments",
+                        "copyinto(uaddr, size, dest)",
+                    ));
+                }
+                need_int(self, &targs[0], "address")?;
+                need_int(self, &targs[1], "size")?;
+                if !matches!(targs[2].ty, Type::Ptr(_)) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!(
+                            "copyinto() destination must be a pointer to alloca() memory, not `{}`",
+                            targs[2].ty
+                        ),
+                        targs[2].span,
+                    ));
+                }
+                match const_eval(&targs[1]) {
+                    Some(k) if (0..=1024).contains(&(k as i64)) => {}
+                    _ => {
+                        return Err(self.err_at(
+                            ErrTag::D_PROTO_ARG,
+                            "copyinto() size must be an integer constant from 0 to 1024",
+                            targs[1].span,
+                        ));
+                    }
+                }
+                let v = targs.into_iter().map(|t| convert(t, &Type::U64)).collect();
+                Ok(call(Subr::Copyinto, v, Type::Void))
             }
             "inet_ntoa" | "inet_ntoa6" | "inet_ntop" => {
                 let (want, usage, addr_at): (&[usize], &str, usize) = match func {
@@ -461,19 +514,29 @@ impl Analyzer<'_> {
                 if func == "inet_ntop" {
                     need_int(self, &targs[0], "address family")?;
                 }
-                if func == "inet_ntoa6" && n == 2 && const_eval(&targs[1]).is_none() {
-                    return Err(self.err_at(
-                        ErrTag::D_PROTO_ARG,
-                        "inet_ntoa6()'s second argument (strict) must be an integer constant",
-                        targs[1].span,
-                    ));
-                }
+                let strict = match targs.get(1).filter(|_| func == "inet_ntoa6") {
+                    None => 0,
+                    Some(t) => match const_eval(t) {
+                        Some(k) => u64::from(k != 0),
+                        None => {
+                            return Err(self.err_at(
+                                ErrTag::D_PROTO_ARG,
+                                "inet_ntoa6()'s second argument (strict) must be an integer constant",
+                                t.span,
+                            ));
+                        }
+                    },
+                };
                 let mut it = targs.into_iter();
                 let v = match func {
                     "inet_ntop" => {
                         let af = convert(it.next().expect("af"), &Type::I64);
                         vec![af, convert(it.next().expect("addr"), &Type::U64)]
                     }
+                    "inet_ntoa6" => vec![
+                        convert(it.next().expect("addr"), &Type::U64),
+                        mk(TExprKind::Int(strict), Type::INT, span),
+                    ],
                     _ => vec![convert(it.next().expect("addr"), &Type::U64)],
                 };
                 let s = match func {
@@ -495,6 +558,33 @@ impl Analyzer<'_> {
                             "at most one argument"
                         },
                         &format!("{func}([frames])"),
+                    ));
+                }
+                // ustack()'s second argument, the string space for its frames (Oracle's
+                // dt_cg: an integer constant, else D_PROTO_ARG); sightline symbolizes in the
+                // consumer and needs no such space.
+                if let Some(t) = targs.get(1).filter(|t| const_eval(t).is_none()) {
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        "ustack()'s second argument (string space) must be an integer constant",
+                        t.span,
+                    ));
+                }
+                if let Some(t) = targs.get(1)
+                    && const_eval(t).is_some_and(|v| v < 0)
+                {
+                    return Err(self.err_at(
+                        ErrTag::D_USTACK_STRSIZE,
+                        "ustack()'s string space must not be negative",
+                        t.span,
+                    ));
+                }
+                if let Some(t) = targs.first().filter(|t| !t.ty.is_integral()) {
+                    // Oracle's dt_cg: a frame count that is not an integer is D_PROTO_ARG.
+                    return Err(self.err_at(
+                        ErrTag::D_PROTO_ARG,
+                        format!("{func}()'s frame count must be an integer, not `{}`", t.ty),
+                        t.span,
                     ));
                 }
                 let frames = match targs.first() {
@@ -571,3 +661,94 @@ const STRING_SUBROUTINES: &[&str] = &[
     "strlen", "strjoin", "basename", "dirname", "substr", "strchr", "strrchr", "strstr", "index",
     "rindex", "toupper", "tolower", "strtoll", "strtok",
 ];
+
+/// Oracle DTrace's lock subroutines (dt_open.c prototypes): `mutex_owned`, `mutex_owner`,
+/// `mutex_type_adaptive`, `mutex_type_spin` take a `struct mutex *`; `rw_read_held`,
+/// `rw_write_held`, `rw_iswriter` a `rwlock_t *`.
+const LOCK_SUBROUTINES: &[&str] = &[
+    "mutex_owned",
+    "mutex_owner",
+    "mutex_type_adaptive",
+    "mutex_type_spin",
+    "rw_read_held",
+    "rw_write_held",
+    "rw_iswriter",
+];
+
+/// The flag bits in the low bits of `struct mutex`'s `owner` word (Linux
+/// kernel/locking/mutex.h `MUTEX_FLAGS`); the rest is the owning task.
+const MUTEX_FLAGS: i64 = 0x07;
+/// `struct qrwlock`'s `cnts` (include/asm-generic/qrwlock.h): `_QW_LOCKED`, a writer holds it.
+const QW_LOCKED: i64 = 0xff;
+/// `_QW_WMASK`: a writer holds it or waits; the bits above count readers.
+const QW_WMASK: i64 = 0x1ff;
+
+impl Analyzer<'_> {
+    /// One of [`LOCK_SUBROUTINES`] of `lock` (a pointer or an integer address), as Linux keeps
+    /// locks (Oracle DTrace's semantics): `mutex_owned(m)` is whether `m->owner` (less its flag
+    /// bits) is the current task, `mutex_owner(m)` that task (`struct task_struct *`, NULL when
+    /// free), `mutex_type_adaptive(m)` 1 and `mutex_type_spin(m)` 0 (Linux mutexes are
+    /// adaptive); `rw_write_held(l)`, `rw_iswriter(l)` and `rw_read_held(l)` are non-zero when
+    /// a writer holds the lock, a writer holds it or waits, and readers hold it (the lock's
+    /// `cnts` word). Another argument type is `D_PROTO_ARG`.
+    fn lock_subroutine(&mut self, func: &str, lock: TExpr, span: Span) -> R<TExpr> {
+        if !(lock.ty.is_integral() || matches!(lock.ty, Type::Ptr(_))) {
+            return Err(self.err_at(
+                ErrTag::D_PROTO_ARG,
+                format!("{func}() takes a pointer to a lock, not `{}`", lock.ty),
+                lock.span,
+            ));
+        }
+        let int = |v: i64| mk(TExprKind::Int(v as u64), Type::I64, span);
+        match func {
+            "mutex_type_adaptive" => return Ok(mk(TExprKind::Int(1), Type::INT, span)),
+            "mutex_type_spin" => return Ok(mk(TExprKind::Int(0), Type::INT, span)),
+            _ => {}
+        }
+        let word = |this: &mut Self, off: u32, ty: Type| -> R<TExpr> {
+            let addr = this.binary_typed(
+                BinaryOp::Add,
+                convert(lock.clone(), &Type::U64),
+                mk(TExprKind::Int(u64::from(off)), Type::U64, span),
+                span,
+            )?;
+            let ptr = convert(addr, &Type::Ptr(Box::new(ty.clone())));
+            Ok(mk(TExprKind::Deref(Box::new(ptr)), ty, span))
+        };
+        if func.starts_with("mutex_") {
+            let btf = self.btf.as_ref();
+            let Some(off) = btf.and_then(|b| b.member_offset("mutex", &["owner"])) else {
+                return Err(self.err_at(
+                    ErrTag::D_PROTO_ARG,
+                    format!("{func}(): the kernel's BTF has no `struct mutex` with an `owner`"),
+                    span,
+                ));
+            };
+            let owner = word(self, off, Type::U64)?;
+            let task = self.binary_typed(BinaryOp::BitAnd, owner, int(!MUTEX_FLAGS), span)?;
+            if func == "mutex_owner" {
+                let ty = self
+                    .btf
+                    .as_ref()
+                    .and_then(|b| b.struct_id("task_struct").map(|id| b.d_type(id)))
+                    .unwrap_or(Type::Void);
+                return Ok(convert(task, &Type::Ptr(Box::new(ty))));
+            }
+            let me = mk(
+                TExprKind::Builtin(Builtin::Curthread),
+                Type::Ptr(Box::new(Type::Void)),
+                span,
+            );
+            return self.binary_typed(BinaryOp::Eq, task, convert(me, &Type::U64), span);
+        }
+        // rwlock_t's first member is its arch lock, whose first word is `cnts`.
+        let cnts = word(self, 0, Type::UINT)?;
+        let mask = match func {
+            "rw_write_held" => QW_LOCKED,
+            "rw_iswriter" => QW_WMASK,
+            _ => !QW_WMASK & 0xffff_ffff,
+        };
+        let bits = self.binary_typed(BinaryOp::BitAnd, cnts, int(mask), span)?;
+        Ok(convert(bits, &Type::INT))
+    }
+}

@@ -169,6 +169,7 @@ impl Analyzer<'_> {
     pub(super) fn clause(&mut self, index: usize, c: &ast::Clause) -> Option<CheckedClause> {
         let matched = self.match_probes(c);
         self.clause_strtok = false;
+        self.clause_scratch = false;
         let (probes, descriptions, matched_ok) = match matched {
             Ok((p, d)) => (p, d, true),
             Err(Reported) => (Vec::new(), Vec::new(), false),
@@ -218,6 +219,7 @@ impl Analyzer<'_> {
             body,
             clause_locals: cx.locals,
             strtok: self.clause_strtok,
+            scratch_memory: self.clause_scratch,
             descriptions: descriptions.iter().map(|(t, _)| t.clone()).collect(),
             patterns: descriptions.into_iter().map(|(_, p)| p).collect(),
             span: c.span,
@@ -530,6 +532,22 @@ impl Analyzer<'_> {
                     args,
                 } = &e.kind
                 {
+                    if AGG_FUNCS.contains(&func.as_str()) {
+                        // Oracle's dt_parser: an aggregating function outside an aggregation
+                        // assignment, as a statement, is D_CG_EXPR.
+                        return Err(self.report(
+                            Diagnostic::tagged(
+                                ErrTag::D_CG_EXPR,
+                                format!(
+                                    "`{func}()` is an aggregating function and is no statement"
+                                ),
+                                *func_span,
+                            )
+                            .with_hint(format!(
+                                "assign it to an aggregation: @name[keys] = {func}(...);"
+                            )),
+                        ));
+                    }
                     if ACTIONS.contains(&func.as_str()) {
                         let act = self.action(func, *func_span, args, e.span, cx)?;
                         return Ok(Some(TStmt::Action(act, s.span)));
@@ -555,6 +573,24 @@ impl Analyzer<'_> {
                         let t = self.expr(e, cx)?;
                         return Ok(Some(TStmt::Action(Action::Trace(t), s.span)));
                     }
+                }
+                if let ExprKind::AggRef(name) = &e.kind {
+                    // Oracle's dt_parser: `@a;` names an aggregation without a function
+                    // (D_AGG_NULL), or an unknown one (D_IDENT_UNDEF).
+                    let known = self.agg_names.contains_key(name);
+                    return Err(self.err_at(
+                        if known {
+                            ErrTag::D_AGG_NULL
+                        } else {
+                            ErrTag::D_IDENT_UNDEF
+                        },
+                        if known {
+                            format!("`@{name};` applies no aggregating function")
+                        } else {
+                            format!("unknown aggregation `@{name}`")
+                        },
+                        e.span,
+                    ));
                 }
                 let t = self.expr(e, cx)?;
                 let effect = stores_member(&t)

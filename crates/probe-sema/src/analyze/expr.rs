@@ -5,8 +5,8 @@ use super::*;
 use probe_syntax::ErrTag;
 
 /// The type of an integer constant: the first of int, unsigned int, long, unsigned long that holds
-/// it, skipping the signed ones for a `u` suffix and the 4-byte ones for an `l` suffix (DTrace's
-/// dt_node_int ladder; DTrace does not distinguish decimal from hex here).
+/// it, skipping the signed ones for a `u` suffix, the 4-byte ones for an `l` suffix and the
+/// unsigned ones for a decimal constant without `u` (C99; Oracle's dt_node_int ladder).
 fn int_lit_type(lit: &ast::IntLit) -> Type {
     if lit.char_lit {
         return Type::INT;
@@ -20,6 +20,11 @@ fn int_lit_type(lit: &ast::IntLit) -> Type {
     ];
     for (bytes, signed, limit) in ladder {
         if lit.unsigned_suffix && signed {
+            continue;
+        }
+        // C99 (and Oracle's dt_node_int): a decimal constant without `u` takes only the signed
+        // types, `2147483648` is a `long`; hex and octal ones may be unsigned.
+        if lit.decimal && !lit.unsigned_suffix && !signed {
             continue;
         }
         if lit.long_suffix && bytes == 4 {
@@ -198,6 +203,18 @@ impl Analyzer<'_> {
                 }
                 Ok(mk(TExprKind::IncDec { target, increment: *increment, prefix: *prefix }, ty, span))
             }
+            ExprKind::Ternary(c, a, b) if actions::is_action_call(a) || actions::is_action_call(b) => {
+                // Oracle's dt_parser: an action's own arguments are checked first (its
+                // D_PROTO_LEN), then a void operand of `?:` is D_OP_ACT.
+                for x in [a, b] {
+                    if let ExprKind::Call { func, func_span, args } = &x.kind
+                        && actions::is_action_call(x)
+                    {
+                        self.action(func, *func_span, args, x.span, cx)?;
+                    }
+                }
+                Err(self.err_at(ErrTag::D_OP_ACT, "an action has no value and cannot be an operand of `?:`", span))
+            }
             ExprKind::Ternary(c, a, b) => {
                 let c = self.expr(c, cx)?;
                 if !c.ty.is_integral() {
@@ -367,9 +384,10 @@ impl Analyzer<'_> {
             return Ok(mk(TExprKind::Builtin(b), ty, span));
         }
         if name == "args" {
+            // Oracle's dt_parser: `args` without a subscript is D_IDENT_BADREF.
             return Err(self.report(
                 Diagnostic::tagged(
-                    ErrTag::D_ARGS_TYPE,
+                    ErrTag::D_IDENT_BADREF,
                     "`args` must be used as `args[N]` or `args->field`",
                     span,
                 )
@@ -582,6 +600,19 @@ impl Analyzer<'_> {
     }
 
     fn unary(&mut self, op: UnaryOp, x: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        if matches!(op, UnaryOp::Neg | UnaryOp::Plus | UnaryOp::BitNot)
+            && actions::is_action_call(x)
+        {
+            // Oracle's dt_parser: an arithmetic operator's void operand is D_OP_ARITH.
+            return Err(self.err_at(
+                ErrTag::D_OP_ARITH,
+                format!(
+                    "operator `{}` needs an arithmetic operand, not an action",
+                    op.as_str()
+                ),
+                span,
+            ));
+        }
         if op == UnaryOp::AddrOf
             && let ExprKind::Ident(name) = &x.kind
             && name.contains('`')
@@ -606,8 +637,11 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        // `&p[i]` with a pointer variable `p` is `p + i`, not the address of a variable.
+        let pointer_elem = matches!(&x.kind, ExprKind::Index(b, _) if self.scalar_pointer_var(b));
         let of_variable = variable(x)
-            || matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b));
+            || (!pointer_elem
+                && matches!(&x.kind, ExprKind::Index(b, _) | ExprKind::Member { base: b, arrow: false, .. } if variable(b)));
         if op == UnaryOp::AddrOf && of_variable {
             if !matches!(x.kind, ExprKind::AggRef(_)) {
                 // An undefined name is reported as such first.
@@ -691,6 +725,14 @@ impl Analyzer<'_> {
                     .with_hint("cast an address to a pointer type first: *(int *)addr"),
                 )),
             },
+            // `&*p`, `&p[i]`: the address the load would read, as a pointer to its type.
+            UnaryOp::AddrOf if matches!(t.kind, TExprKind::Deref(_)) => {
+                let ty = Type::Ptr(Box::new(t.ty.clone()));
+                let TExprKind::Deref(addr) = t.kind else {
+                    unreachable!()
+                };
+                Ok(convert(*addr, &ty))
+            }
             UnaryOp::AddrOf => Err(self.report(
                 Diagnostic::tagged(
                     ErrTag::D_ADDROF_LVAL,
@@ -710,6 +752,20 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<TExpr> {
+        if let Some(x) = [a, b]
+            .into_iter()
+            .find(|x| matches!(x.kind, ExprKind::AggRef(_)))
+        {
+            // Oracle's dt_parser: an aggregation as an operand is D_OP_INCOMPAT.
+            return Err(self.err_at(
+                ErrTag::D_OP_INCOMPAT,
+                format!(
+                    "operator `{}` cannot take an aggregation as an operand",
+                    op.as_str()
+                ),
+                x.span,
+            ));
+        }
         let ta = self.expr(a, cx);
         let tb = self.expr(b, cx);
         let (ta, tb) = (ta?, tb?);
@@ -720,13 +776,20 @@ impl Analyzer<'_> {
     /// nesting level, and this part's many temporaries made its frame 12 KB in debug builds (the
     /// deepest accepted nesting overflowed a 2 MiB thread stack).
     #[inline(never)]
-    fn binary_typed(&mut self, op: BinaryOp, ta: TExpr, tb: TExpr, span: Span) -> R<TExpr> {
+    pub(super) fn binary_typed(
+        &mut self,
+        op: BinaryOp,
+        ta: TExpr,
+        tb: TExpr,
+        span: Span,
+    ) -> R<TExpr> {
         use BinaryOp::*;
         if op.is_logical() {
             for t in [&ta, &tb] {
                 if !t.ty.is_integral() {
+                    // Oracle's dt_parser: the operands of `&&`, `||`, `^^` must be scalars.
                     return Err(self.err_at(
-                        ErrTag::D_OP_ARITH,
+                        ErrTag::D_OP_SCALAR,
                         format!(
                             "operator `{}` needs integer or pointer operands, not `{}`",
                             op.as_str(),
@@ -1014,8 +1077,15 @@ mod tests {
             decimal: true,
             char_lit: false,
         };
+        let hex = |value| ast::IntLit {
+            decimal: false,
+            ..lit(value, false, false)
+        };
         assert_eq!(int_lit_type(&lit(1, false, false)), Type::INT);
-        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::UINT);
+        // C99: a decimal constant skips the unsigned types, a hex one does not.
+        assert_eq!(int_lit_type(&lit(3_000_000_000, false, false)), Type::I64);
+        assert_eq!(int_lit_type(&hex(3_000_000_000)), Type::UINT);
+        assert_eq!(int_lit_type(&lit(3_000_000_000, true, false)), Type::UINT);
         assert_eq!(int_lit_type(&lit(5_000_000_000, false, false)), Type::I64);
         assert_eq!(int_lit_type(&lit(u64::MAX, false, false)), Type::U64);
         assert_eq!(int_lit_type(&lit(1, true, false)), Type::UINT);

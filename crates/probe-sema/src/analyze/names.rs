@@ -71,6 +71,14 @@ pub(super) const SUBROUTINES: &[&str] = &[
     "inet_ntop",
     "alloca",
     "bcopy",
+    "copyinto",
+    "mutex_owned",
+    "mutex_owner",
+    "mutex_type_adaptive",
+    "mutex_type_spin",
+    "rw_read_held",
+    "rw_write_held",
+    "rw_iswriter",
 ];
 /// Aggregating functions.
 pub(super) const AGG_FUNCS: &[&str] = &[

@@ -63,7 +63,7 @@ fn option_kind(name: &str) -> Option<OptKind> {
         "quiet" | "aggsortkey" | "aggsortrev" | "destructive" | "flowindent" | "rawbytes"
         | "defaultargs" | "argref" | "zdefs" | "aggzoom" | "aggpack" | "agghist" | "nolibs"
         | "verbose" | "empty" | "grabanon" | "temporal" => Bool,
-        "bufsize" | "aggsize" | "dynvarsize" | "specsize" | "printsize" => Size,
+        "bufsize" | "aggsize" | "dynvarsize" | "specsize" | "printsize" | "scratchsize" => Size,
         "strsize" | "nspec" | "stackframes" | "ustackframes" | "aggsortpos" | "aggsortkeypos"
         | "jstackframes" | "jstackstrsize" | "cpu" | "stackindent" => Count,
         "switchrate" | "aggrate" | "statusrate" | "cleanrate" => Rate,
@@ -89,6 +89,7 @@ const OPTION_NAMES: &[&str] = &[
     "dynvarsize",
     "specsize",
     "printsize",
+    "scratchsize",
     "strsize",
     "nspec",
     "stackframes",
@@ -194,6 +195,7 @@ impl Analyzer<'_> {
                             u64::from(probe_format::print::DEFAULT_PRINTSIZE)
                         }
                     }
+                    "scratchsize" => o.scratchsize = Some(v),
                     _ => o.specsize = Some(v),
                 }
             }
@@ -206,8 +208,9 @@ impl Analyzer<'_> {
                 };
                 match name {
                     "strsize" => {
-                        if v == 0 || v > STRSIZE_MAX {
-                            return bad(self, &format!("a size from 1 to {STRSIZE_MAX}"));
+                        // Oracle's dt_opt_strsize: at least the empty string's 2 bytes.
+                        if !(2..=STRSIZE_MAX).contains(&v) {
+                            return bad(self, &format!("a size from 2 to {STRSIZE_MAX}"));
                         }
                         o.strsize = v;
                     }

@@ -815,6 +815,10 @@ impl Analyzer<'_> {
                 span,
             ));
         }
+        if idx.len() == 1 && self.scalar_string_var(base) {
+            let s = self.expr(base, cx)?;
+            return self.string_char(s, &idx[0], span, cx);
+        }
         if let ExprKind::SelfVar(n) = &base.kind {
             // `self->a[k]`, a thread-local associative array.
             if self
@@ -909,6 +913,7 @@ impl Analyzer<'_> {
                 }
                 Ok(mk(TExprKind::ArrayElem(Box::new(b), k as u32), *elem, span))
             }
+            Type::String if idx.len() == 1 => self.string_char(b, &idx[0], span, cx),
             // `p[i]` is `*(p + i)` (guide, "Pointers and Arrays" → "Pointer and Array Relationship").
             Type::Ptr(inner) if inner.is_integral() => {
                 if idx.len() != 1 {
@@ -1024,8 +1029,10 @@ impl Analyzer<'_> {
                     ));
                 }
                 ProbeArgs::None | ProbeArgs::Profile | ProbeArgs::DtraceError => {
+                    // Oracle's dt_cc: every index is out of range for a probe without
+                    // arguments (D_ARGS_IDX).
                     return Err(self.err_at(
-                        ErrTag::D_ARGS_NONE,
+                        ErrTag::D_ARGS_IDX,
                         format!("probe {} has no typed arguments (args[])", p.full_name()),
                         span,
                     ));
@@ -1092,7 +1099,9 @@ impl Analyzer<'_> {
                 arrow: true, base, ..
             } => !matches!(&base.kind, ExprKind::Ident(n) if n == "args"),
             ExprKind::Member { arrow: false, .. } => pointer_rooted(lhs),
-            ExprKind::Index(base, _) => matches!(base.kind, ExprKind::Member { .. }),
+            ExprKind::Index(base, _) => {
+                matches!(base.kind, ExprKind::Member { .. }) || self.scalar_pointer_var(base)
+            }
             _ => false,
         };
         if through {
@@ -1115,6 +1124,17 @@ impl Analyzer<'_> {
         span: Span,
         cx: &mut ClauseCx,
     ) -> R<Option<TExpr>> {
+        // `p[i] = v` with a pointer variable `p` is `*(p + i) = v` (guide, "Pointers and
+        // Arrays"); the subscript is scaled by the element size as in a load.
+        if let ExprKind::Index(base, idx) = &lhs.kind
+            && self.scalar_pointer_var(base)
+        {
+            let load = self.index(base, idx, lhs.span, cx)?;
+            let TExprKind::Deref(addr) = load.kind else {
+                return Ok(None);
+            };
+            return self.store_through(op, lhs, rhs, convert(*addr, &Type::U64), load.ty, span, cx);
+        }
         let (addr, ty) = match &lhs.kind {
             ExprKind::Unary(UnaryOp::Deref, x) => {
                 let p = self.expr(x, cx)?;
@@ -1140,6 +1160,69 @@ impl Analyzer<'_> {
                 None => return Ok(None),
             },
         };
+        self.store_through(op, lhs, rhs, addr, ty, span, cx)
+    }
+
+    /// True when `e` names a scalar `string` variable (`s`, `self->s`, `this->s`) and no
+    /// associative array of that name exists: `s[i]` is then a character of it.
+    fn scalar_string_var(&mut self, e: &Expr) -> bool {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        if matches!(e.kind, ExprKind::SelfVar(_))
+            && self
+                .lookup(VarScope::Global, &thread_assoc_name(name))
+                .is_some()
+        {
+            return false;
+        }
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && v.ty == Type::String
+        })
+    }
+
+    /// `s[i]` of the string `s`: its character at `i` ([`Subr::StrChar`]).
+    fn string_char(&mut self, s: TExpr, idx: &Expr, span: Span, cx: &mut ClauseCx) -> R<TExpr> {
+        let i = self.int_expr(idx, cx, "a string subscript")?;
+        Ok(mk(
+            TExprKind::Call(Subr::StrChar, vec![s, convert(i, &Type::U64)]),
+            Type::CHAR,
+            span,
+        ))
+    }
+
+    /// True when `e` names a scalar (not associative) variable of pointer type: a global, a
+    /// thread-local or a clause-local one (`p`, `self->p`, `this->p`).
+    pub(super) fn scalar_pointer_var(&mut self, e: &Expr) -> bool {
+        let (scope, name) = match &e.kind {
+            ExprKind::Ident(n) => (VarScope::Global, n),
+            ExprKind::SelfVar(n) => (VarScope::Thread, n),
+            ExprKind::ThisVar(n) => (VarScope::Clause, n),
+            _ => return false,
+        };
+        self.lookup(scope, name).is_some_and(|id| {
+            let v = &self.vars[id.0 as usize];
+            !v.is_assoc() && matches!(v.ty, Type::Ptr(_))
+        })
+    }
+
+    /// The store of `rhs` (or `place op rhs`) as a `ty` at the address `addr` (`uint64_t`),
+    /// whose place is written `lhs`: a [`TExprKind::StorePtr`].
+    #[allow(clippy::too_many_arguments)]
+    fn store_through(
+        &mut self,
+        op: Option<BinaryOp>,
+        lhs: &Expr,
+        rhs: &Expr,
+        addr: TExpr,
+        ty: Type,
+        span: Span,
+        cx: &mut ClauseCx,
+    ) -> R<Option<TExpr>> {
         if !matches!(ty, Type::Int { .. } | Type::Ptr(_)) {
             return Err(self.err_at(
                 ErrTag::D_OP_INCOMPAT,

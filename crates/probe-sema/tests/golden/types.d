@@ -2,7 +2,7 @@
 BEGIN
 {
 	c = (char)1;
-	u = 3000000000;
+	u = 3000000000u;
 	x = c + c;
 	y = u + 1;
 	z = timestamp - 1;
