@@ -100,7 +100,7 @@ ch_run() {
   ch_query "DROP DATABASE IF EXISTS $db" >/dev/null
   for i in $(seq "$k"); do
     /usr/bin/time -f "%e %U %S %M" -o "$WORK/chtime-$db-$i" \
-      "$BIN" collect --xtrace-port 0 --no-udp --no-otlp --store "clickhouse://$CLICKHOUSE/$db" \
+      "$BIN" collect --xtrace-port 0 --no-udp --no-otlp --no-otlp-grpc --no-zipkin --store "clickhouse://$CLICKHOUSE/$db" \
       >"$WORK/chout-$db-$i" 2>"$WORK/cherr-$db-$i" &
     pids+=($!)
   done
@@ -108,7 +108,10 @@ ch_run() {
     local out=$WORK/chout-$db-$i
     for _ in $(seq 200); do grep -q "X-Trace TCP" "$out" 2>/dev/null && break; sleep 0.1; done
     addrs+=("$(sed -n 's/.*X-Trace TCP \([0-9.]*:[0-9]*\).*/\1/p' "$out" | head -1)")
-    [ -n "${addrs[-1]}" ] || { echo "collector $i did not start"; cat "$WORK/cherr-$db-$i"; exit 1; }
+    [ -n "${addrs[-1]}" ] || {
+      echo "collector $i did not start"; cat "$WORK/cherr-$db-$i"
+      pkill -P "$(echo "${pids[@]}" | tr ' ' ',')" 2>/dev/null; exit 1
+    }
   done
   local t0 t1 gens=()
   t0=$(date +%s.%N)
