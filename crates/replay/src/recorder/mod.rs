@@ -188,10 +188,9 @@ struct Recorder {
     slice_ns: u64,
     /// Mapped files kept in the recording (`files.rs`).
     files: files::MappedFiles,
-    /// "io_uring disabled" was said.
-    io_uring_said: bool,
-    /// "sendfile to the recording's output refused" was said.
-    sendfile_said: bool,
+    /// The system calls whose refusal ("io_uring disabled", `sendfile` into our own output) was
+    /// said ([`Recorder::syscall_entry`]).
+    refusals_said: std::collections::HashSet<i64>,
     /// Legacy ioctl requests whose outputs are not modelled, said once each.
     unmodelled_ioctls: std::collections::HashSet<u32>,
     /// System calls without a description, said once each ([`Recorder::unmodelled_call`]).
@@ -327,8 +326,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordOutcome, Error> {
         sync_points: 0,
         slice_ns: crate::sched::time_slice_ns(),
         files: files::MappedFiles::new(&opts.dir),
-        io_uring_said: false,
-        sendfile_said: false,
+        refusals_said: std::collections::HashSet::new(),
         unmodelled_ioctls: std::collections::HashSet::new(),
         unmodelled_calls: std::collections::HashSet::new(),
         threaded_procs: std::collections::HashSet::new(),

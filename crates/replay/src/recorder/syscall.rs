@@ -147,34 +147,28 @@ impl Recorder {
                 self.take_shared_rdv(tid, &args);
             }
         }
-        if nr == libc::SYS_io_uring_setup {
-            // Refused (its rings are memory the kernel and the program share): skipped, it
-            // returns ENOSYS and programs fall back. Said once.
-            if !self.io_uring_said {
-                self.io_uring_said = true;
-                let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
-                eprintln!(
-                    "sightline: io_uring disabled: io_uring_setup returns ENOSYS (process {tgid}, thread {tid}); programs fall back to ordinary system calls"
-                );
-            }
-            let mut r = regs;
-            r.orig_rax = u64::MAX;
-            r.rax = (-i64::from(libc::ENOSYS)) as u64;
-            if let Err(e) = t.set_regs(&r) {
-                return Err(Box::new((Some(t), e.into())));
-            }
-        }
         let spec = syscalls::spec(nr);
         let fd = spec.fd_arg.map(|i| self.fd_info(tid, args[i] as i32));
-        if nr == libc::SYS_sendfile && fd.is_some_and(|f| f.out != 0) {
-            // Into Sightline's stdout or stderr: replay writes those bytes again from the
-            // program's memory, and these never pass through it. Refused (skipped, ENOSYS), as
-            // before format version 6; programs fall back to read and write. Said once.
-            if !self.sendfile_said {
-                self.sendfile_said = true;
+        // Refused here (skipped: it returns ENOSYS and programs fall back), said once each:
+        // io_uring (its rings are memory the kernel and the program share), and `sendfile` into
+        // Sightline's stdout or stderr (replay writes those bytes again from the program's
+        // memory, and these never pass through it; elsewhere it is recorded from version 6).
+        let refusal = match nr {
+            libc::SYS_io_uring_setup => Some((
+                "io_uring disabled: io_uring_setup returns ENOSYS",
+                "ordinary system calls",
+            )),
+            libc::SYS_sendfile if fd.is_some_and(|f| f.out != 0) => Some((
+                "sendfile into the recording's stdout or stderr returns ENOSYS",
+                "read and write",
+            )),
+            _ => None,
+        };
+        if let Some((what, fallback)) = refusal {
+            if self.refusals_said.insert(nr) {
                 let tgid = self.procs.get(&tid).map_or(tid, |p| p.tgid);
                 eprintln!(
-                    "sightline: sendfile into the recording's stdout or stderr returns ENOSYS (process {tgid}, thread {tid}); programs fall back to read and write"
+                    "sightline: {what} (process {tgid}, thread {tid}); programs fall back to {fallback}"
                 );
             }
             let mut r = regs;

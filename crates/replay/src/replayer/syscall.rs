@@ -288,14 +288,7 @@ impl Replayer<'_> {
             }
         }
         if let Some(fixup) = self.masked_wait(&mut t, rec, &ev)? {
-            if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending {
-                    ev,
-                    fixup,
-                    restarting: false,
-                });
-            }
-            return Ok(Next::Resume(t, Resume::Syscall, 0));
+            return Ok(self.run_to_exit(t, ev, fixup));
         }
         let spec = syscalls::spec(nr);
         let failed = ev.result < 0 && !syscalls::is_restart(ev.result);
@@ -351,14 +344,7 @@ impl Replayer<'_> {
             && ev.result >= 0
             && let Some(fixup) = self.receive_fds(&mut t, rec, &ev)?
         {
-            if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending {
-                    ev,
-                    fixup,
-                    restarting: false,
-                });
-            }
-            return Ok(Next::Resume(t, Resume::Syscall, 0));
+            return Ok(self.run_to_exit(t, ev, fixup));
         }
         let fixup = match mode {
             Mode::Emulate => return self.emulate(t, rec, ev),
@@ -393,14 +379,19 @@ impl Replayer<'_> {
             }
             Mode::Fcntl | Mode::Ioctl => unreachable!("resolved above"),
         };
-        if let Some(p) = self.procs.get_mut(&tid) {
+        Ok(self.run_to_exit(t, ev, fixup))
+    }
+
+    /// Lets the call at `t`'s seccomp stop run to its exit stop, where `fixup` completes `ev`.
+    fn run_to_exit(&mut self, t: Stopped, ev: SyscallEvent, fixup: Fixup) -> Next {
+        if let Some(p) = self.procs.get_mut(&t.tid()) {
             p.pending = Some(Pending {
                 ev,
                 fixup,
                 restarting: false,
             });
         }
-        Ok(Next::Resume(t, Resume::Syscall, 0))
+        Next::Resume(t, Resume::Syscall, 0)
     }
 
     /// `pselect6`, `ppoll` and `epoll_pwait` with a signal mask, interrupted by a signal when
@@ -520,14 +511,7 @@ impl Replayer<'_> {
             } else {
                 Fixup::Emulated
             };
-            if let Some(p) = self.procs.get_mut(&tid) {
-                p.pending = Some(Pending {
-                    ev,
-                    fixup,
-                    restarting: false,
-                });
-            }
-            return Ok(Next::Resume(t, Resume::Syscall, 0));
+            return Ok(self.run_to_exit(t, ev, fixup));
         }
         self.complete(rec);
         self.after_syscall(t)
