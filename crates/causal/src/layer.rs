@@ -142,23 +142,67 @@ impl Gathered {
     }
 }
 
-/// The span states of one layer, by span id: shards of a map each behind its own lock, so that
-/// threads working on different spans rarely meet. States are boxed: a map entry then moves a
-/// pointer, not the state. Entries are removed when their span closes
-/// (`on_close`); a shard's map keeps its capacity, so a steady number of live spans allocates
-/// nothing.
+/// The span states of one layer, by span id: shards each behind its own lock, so that threads
+/// working on different spans rarely meet. States are boxed: an entry then moves a pointer, not
+/// the state. Entries are removed when their span closes (`on_close`); a shard keeps its
+/// capacity, so a steady number of live spans allocates nothing.
 struct SpanTable {
     shards: Box<[std::sync::Mutex<Shard>]>,
 }
 
-/// One shard: span id to its state.
-type Shard = HashMap<u64, Box<SpanState>, IdHash>;
+/// One shard: span id to its state. The first [`FEW`] live spans sit in a short list scanned
+/// in order (an id compared per entry: cheaper than a hash map's probe for the one or few live
+/// spans a shard holds most of the time, see docs/causal-cost.md, session 8); the rest in a map.
+struct Shard {
+    few: Vec<(u64, Box<SpanState>)>,
+    many: HashMap<u64, Box<SpanState>, IdHash>,
+}
 
 /// Shards of the table: a power of two.
 const SHARDS: usize = 64;
 
-/// Live spans each shard has room for before its map grows.
-const SHARD_CAPACITY: usize = 8;
+/// Live spans a shard keeps in its list (room for them from the start) before using its map.
+const FEW: usize = 8;
+
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            few: Vec::with_capacity(FEW),
+            many: HashMap::default(),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, key: u64) -> Option<&mut SpanState> {
+        match self.few.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, st)) => Some(st),
+            None if self.many.is_empty() => None,
+            None => self.many.get_mut(&key).map(|st| &mut **st),
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u64, st: Box<SpanState>) {
+        // An id is live once: a span's entry is removed when it closes, before the Registry
+        // can hand its id out again. A repeated id replaces the old entry all the same.
+        if let Some(e) = self.few.iter_mut().find(|(k, _)| *k == key) {
+            e.1 = st;
+        } else if self.few.len() < FEW && (self.many.is_empty() || !self.many.contains_key(&key)) {
+            self.few.push((key, st));
+        } else {
+            self.many.insert(key, st);
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, key: u64) -> Option<Box<SpanState>> {
+        match self.few.iter().position(|(k, _)| *k == key) {
+            Some(i) => Some(self.few.swap_remove(i).1),
+            None if self.many.is_empty() => None,
+            None => self.many.remove(&key),
+        }
+    }
+}
 
 impl fmt::Debug for SpanTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -170,14 +214,9 @@ impl SpanTable {
     fn new() -> SpanTable {
         SpanTable {
             // Room for a few live spans per shard from the start: a program's first spans
-            // then allocate no map either.
+            // then allocate nothing for the table either.
             shards: (0..SHARDS)
-                .map(|_| {
-                    std::sync::Mutex::new(HashMap::with_capacity_and_hasher(
-                        SHARD_CAPACITY,
-                        IdHash::default(),
-                    ))
-                })
+                .map(|_| std::sync::Mutex::new(Shard::new()))
                 .collect(),
         }
     }
@@ -187,14 +226,14 @@ impl SpanTable {
     fn with<R>(&self, id: &Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
         let key = id.into_u64();
         let mut shard = self.shard(key);
-        shard.get_mut(&key).map(|st| f(st))
+        shard.get_mut(key).map(f)
     }
 
     #[inline]
     fn shard(&self, key: u64) -> std::sync::MutexGuard<'_, Shard> {
         // Fibonacci hashing: the top bits of the product spread consecutive ids over shards.
         let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.ilog2())) as usize;
-        // A panic under the lock leaves the map as consistent as any other state of it.
+        // A panic under the lock leaves the shard as consistent as any other state of it.
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -205,7 +244,7 @@ impl SpanTable {
 
     fn remove(&self, id: &Id) -> Option<Box<SpanState>> {
         let key = id.into_u64();
-        self.shard(key).remove(&key)
+        self.shard(key).remove(key)
     }
 }
 
@@ -473,5 +512,62 @@ where
             None => Cow::Borrowed(event.metadata().name()),
         };
         let _ = fc.fields.report(label);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(name: &'static str) -> Box<SpanState> {
+        Box::new(SpanState {
+            name,
+            ctx: None,
+            created_from: None,
+            saved: Saved::Not,
+            saved_more: Vec::new(),
+            contributed: None,
+            fields: None,
+        })
+    }
+
+    const NAMES: [&str; 20] = [
+        "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13",
+        "s14", "s15", "s16", "s17", "s18", "s19",
+    ];
+
+    #[test]
+    fn a_shard_finds_every_live_span_past_its_list() {
+        let mut shard = Shard::new();
+        // Ids far apart, as the Registry's are; more than the list holds.
+        let id = |i: usize| (i as u64 + 1) << 20;
+        for (i, name) in NAMES.iter().enumerate() {
+            shard.insert(id(i), state(name));
+        }
+        assert_eq!(shard.few.len(), FEW);
+        assert_eq!(shard.many.len(), NAMES.len() - FEW);
+        for (i, name) in NAMES.iter().enumerate() {
+            assert_eq!(shard.get_mut(id(i)).map(|s| s.name), Some(*name));
+        }
+        assert!(shard.get_mut(id(NAMES.len())).is_none());
+        // Remove from the list's middle, from the map, then insert again: the freed place in
+        // the list is used, and nothing is found twice or lost.
+        assert_eq!(shard.remove(id(3)).map(|s| s.name), Some("s3"));
+        assert_eq!(shard.remove(id(15)).map(|s| s.name), Some("s15"));
+        assert!(shard.remove(id(3)).is_none());
+        assert!(shard.get_mut(id(3)).is_none());
+        shard.insert(id(3), state("again"));
+        assert_eq!(shard.few.len(), FEW);
+        assert_eq!(shard.get_mut(id(3)).map(|s| s.name), Some("again"));
+        // An id inserted again while live replaces its state, in the list or in the map.
+        shard.insert(id(0), state("new0"));
+        shard.insert(id(12), state("new12"));
+        assert_eq!(shard.get_mut(id(0)).map(|s| s.name), Some("new0"));
+        assert_eq!(shard.get_mut(id(12)).map(|s| s.name), Some("new12"));
+        assert_eq!(shard.few.len() + shard.many.len(), NAMES.len() - 1);
+        for i in (0..NAMES.len()).filter(|&i| i != 15) {
+            assert!(shard.remove(id(i)).is_some(), "{i}");
+        }
+        assert!(shard.few.is_empty() && shard.many.is_empty());
     }
 }
