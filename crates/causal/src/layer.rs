@@ -309,19 +309,17 @@ fn span_mark(what: &'static str) -> SmallFields {
     SmallFields::One(("span", SmallValue::Str(what)))
 }
 
-struct FieldCollector {
-    fields: Gathered,
+/// Gathers a span's or an event's fields into `fields`, which is borrowed: a span's are
+/// gathered straight into its state (not moved there afterwards).
+struct FieldCollector<'a> {
+    fields: &'a mut Gathered,
     message: Option<String>,
 }
 
-impl FieldCollector {
-    fn new() -> FieldCollector {
-        FieldCollector::with(Gathered::Small(SmallFields::Zero))
-    }
-
-    /// A collector whose fields start with `fields` (the `span` or `level` key/value reported
-    /// first), so that the event's fields need no second gathering.
-    fn with(fields: Gathered) -> FieldCollector {
+impl FieldCollector<'_> {
+    /// A collector whose fields start with those in `fields` (the `span` or `level` key/value
+    /// reported first), so that the event's fields need no second gathering.
+    fn with(fields: &mut Gathered) -> FieldCollector<'_> {
         FieldCollector {
             fields,
             message: None,
@@ -333,7 +331,7 @@ impl FieldCollector {
     }
 }
 
-impl Visit for FieldCollector {
+impl Visit for FieldCollector<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == "message" {
             self.message = Some(format!("{value:?}"));
@@ -374,12 +372,10 @@ where
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
-        let mut fc = FieldCollector::with(enter_fields());
-        attrs.record(&mut fc);
         let created_from = ctx.as_ref().map(Context::parent_ids);
         // Allocated first and written in place (`Box::new` built the ~560-byte state on the
-        // stack and copied it).
-        let st = Box::write(
+        // stack and copied it); the fields are then gathered in place too.
+        let mut st = Box::write(
             Box::new_uninit(),
             SpanState {
                 name: attrs.metadata().name(),
@@ -388,18 +384,21 @@ where
                 saved: Saved::Not,
                 saved_more: Vec::new(),
                 contributed: None,
-                fields: Some(fc.fields),
+                fields: Some(enter_fields()),
             },
         );
+        if let Some(fields) = st.fields.as_mut() {
+            attrs.record(&mut FieldCollector::with(fields));
+        }
         self.spans.insert(id, st);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _cx: LayerCx<'_, S>) {
-        let mut fc = FieldCollector::new();
-        values.record(&mut fc);
+        let mut gathered = Gathered::Small(SmallFields::Zero);
+        values.record(&mut FieldCollector::with(&mut gathered));
         self.spans.with(id, |st| {
             let fields = st.fields.get_or_insert_with(enter_fields);
-            for (k, v) in fc.fields.into_pairs() {
+            for (k, v) in gathered.into_pairs() {
                 fields.push(k, v);
             }
         });
@@ -502,16 +501,14 @@ where
             return;
         }
         let level = event.metadata().level().as_str();
-        let mut fc = FieldCollector::with(Gathered::Small(SmallFields::One((
-            "level",
-            SmallValue::Str(level),
-        ))));
+        let mut gathered = Gathered::Small(SmallFields::One(("level", SmallValue::Str(level))));
+        let mut fc = FieldCollector::with(&mut gathered);
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        let _ = fc.fields.report(label);
+        let _ = gathered.report(label);
     }
 }
 
