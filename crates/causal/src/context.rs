@@ -1231,24 +1231,28 @@ pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Opt
 /// access and one swap. When `f` returns true, `restored` would become a copy of the current
 /// context: the current one stays instead (no swap), `restored` is dropped, and a clone of the
 /// current one is returned. When the thread's context is busy or destroyed, `f` does not run
-/// and `restored` is dropped, as [`set_current`] would.
+/// and `restored` is dropped, as [`set_current`] would. `restored` is the caller's (the span
+/// state's own place, read and adjusted there, not moved in and out of this call) and is left
+/// `None` in every case.
 pub(crate) fn restore_current(
-    mut restored: Option<Context>,
+    restored: &mut Option<Context>,
     f: impl FnOnce(&mut Option<Context>, Option<&Context>) -> bool,
 ) -> Option<Context> {
-    CURRENT
+    let replaced = CURRENT
         .try_with(|c| {
             let mut cur = c.try_borrow_mut().ok()?;
-            if f(&mut restored, cur.as_ref()) {
+            if f(restored, cur.as_ref()) {
                 return cur.clone();
             }
-            if !same_publication(&cur, &restored) {
-                publish_sampled(&restored);
+            if !same_publication(&cur, restored) {
+                publish_sampled(restored);
             }
-            std::mem::replace(&mut *cur, restored)
+            std::mem::replace(&mut *cur, restored.take())
         })
         .ok()
-        .flatten()
+        .flatten();
+    *restored = None;
+    replaced
 }
 
 /// Whether `ctx` is the thread's current context as it stands: the same task, sampling decision

@@ -277,9 +277,14 @@ struct SpanState {
     /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
     /// join) or not (sequential: replace).
     created_from: Option<Parents>,
-    /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
-    /// already entered span in `saved_more`.
-    saved: Saved,
+    /// Whether the span is entered (its outermost entry not exited yet).
+    entered: bool,
+    /// The thread context saved at the outermost entry, to restore at its exit (`None` when not
+    /// entered). When the span entered where it was created (the thread's context was the
+    /// span's own, nothing reported between), the thread's context stayed, and the span's copy
+    /// is kept here (no swap, no clone). Read and adjusted in place at the exit.
+    saved: Option<Context>,
+    /// The thread contexts saved at re-entries of an already entered span (innermost last).
     saved_more: Vec<Option<Context>>,
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
@@ -290,18 +295,6 @@ struct SpanState {
     /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
     /// are formatted with `Debug` at once.
     fields: Option<Gathered>,
-}
-
-/// The thread context a span's first (outermost) entry saved, to restore at its exit.
-enum Saved {
-    /// Not entered.
-    Not,
-    /// The thread's context at the entry.
-    Prev(Option<Context>),
-    /// The thread's context at the entry was the span's own (the span entered where it was
-    /// created, nothing reported between): the thread's context stayed, and the span's copy is
-    /// kept here (no swap, no clone).
-    Kept(Context),
 }
 
 /// `span: enter` or `span: exit` alone, as a compact event's key/values.
@@ -381,7 +374,8 @@ where
                 name: attrs.metadata().name(),
                 ctx,
                 created_from,
-                saved: Saved::Not,
+                entered: false,
+                saved: None,
                 saved_more: Vec::new(),
                 contributed: None,
                 fields: Some(enter_fields()),
@@ -425,11 +419,12 @@ where
                 let sampled = crate::reporter::sample_new_task();
                 ctx = Some(Context::new_task(sampled));
             }
-            match (&st.saved, ctx) {
-                (Saved::Not, Some(c)) if context::is_current(&c) => st.saved = Saved::Kept(c),
-                (Saved::Not, ctx) => st.saved = Saved::Prev(context::set_current(ctx)),
-                (_, ctx) => st.saved_more.push(context::set_current(ctx)),
+            match (st.entered, ctx) {
+                (false, Some(c)) if context::is_current(&c) => st.saved = Some(c),
+                (false, ctx) => st.saved = context::set_current(ctx),
+                (true, ctx) => st.saved_more.push(context::set_current(ctx)),
             }
+            st.entered = true;
             // Reported under the shard's lock (nothing in it calls back into the layer), so
             // that the pending fields are read in place: a compact event's two key/values
             // copied out, the general form moved out only when present.
@@ -452,18 +447,31 @@ where
     fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
         self.spans.with(id, |st| {
             context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
-            let restored = match st.saved_more.pop() {
-                Some(prev) => prev,
-                None => match std::mem::replace(&mut st.saved, Saved::Not) {
-                    Saved::Not => None,
-                    Saved::Prev(prev) => prev,
-                    Saved::Kept(c) => Some(c),
-                },
+            let SpanState {
+                ctx,
+                entered,
+                saved,
+                saved_more,
+                contributed,
+                created_from,
+                ..
+            } = st;
+            // The context to restore is read and adjusted where it was saved (a re-entry's
+            // popped first).
+            let mut popped;
+            let restored = match saved_more.pop() {
+                Some(prev) => {
+                    popped = prev;
+                    &mut popped
+                }
+                None => {
+                    *entered = false;
+                    saved
+                }
             };
             // The span's context is read in place; the thread's is restored in the same
             // thread-local access (no swap at all after a sequential span).
-            let (contributed, created_from) = (&mut st.contributed, &st.created_from);
-            st.ctx = context::restore_current(restored, |restored, mine| {
+            *ctx = context::restore_current(restored, |restored, mine| {
                 let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
                     return false;
                 };
@@ -521,7 +529,8 @@ mod tests {
             name,
             ctx: None,
             created_from: None,
-            saved: Saved::Not,
+            entered: false,
+            saved: None,
             saved_more: Vec::new(),
             contributed: None,
             fields: None,
