@@ -412,17 +412,20 @@ where
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
         let start_tasks = self.start_tasks;
         self.spans.with(id, |st| {
-            let mut ctx = st.ctx.take();
             // Whether the span is a root is asked of the Registry only here (rarely): the
             // first entry of a span without a context.
-            if ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none()) {
+            if st.ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none())
+            {
                 let sampled = crate::reporter::sample_new_task();
-                ctx = Some(Context::new_task(sampled));
+                st.ctx = Some(Context::new_task(sampled));
             }
-            match (st.entered, ctx) {
-                (false, Some(c)) if context::is_current(&c) => st.saved = Some(c),
-                (false, ctx) => st.saved = context::set_current(ctx),
-                (true, ctx) => st.saved_more.push(context::set_current(ctx)),
+            // The span's context is compared in place and moved once.
+            if st.entered {
+                st.saved_more.push(context::set_current(st.ctx.take()));
+            } else if st.ctx.as_ref().is_some_and(context::is_current) {
+                st.saved = st.ctx.take();
+            } else {
+                st.saved = context::set_current(st.ctx.take());
             }
             st.entered = true;
             // Reported under the shard's lock (nothing in it calls back into the layer), so
