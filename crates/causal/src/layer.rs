@@ -237,11 +237,13 @@ impl SpanTable {
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[inline]
     fn insert(&self, id: &Id, st: Box<SpanState>) {
         let key = id.into_u64();
         self.shard(key).insert(key, st);
     }
 
+    #[inline]
     fn remove(&self, id: &Id) -> Option<Box<SpanState>> {
         let key = id.into_u64();
         self.shard(key).remove(key)
