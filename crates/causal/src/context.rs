@@ -204,6 +204,7 @@ impl Context {
 
     /// The thread's current context, cloned (capture it to move work elsewhere). `None` also in a
     /// thread-local destructor that runs after this thread's context was destroyed.
+    #[inline]
     pub fn current() -> Option<Context> {
         CURRENT
             .try_with(|c| c.try_borrow().ok().and_then(|c| c.clone()))
