@@ -91,17 +91,29 @@ enum Gathered {
 
 impl Gathered {
     /// Adds a key/value that holds no owned string (integers and booleans from a visitor).
-    #[inline]
+    /// Inlined into the visitor: the compact form's push is a few moves; the general form is
+    /// reached out of line.
+    #[inline(always)]
     fn push_small(&mut self, k: &'static str, v: SmallValue) {
+        if let Gathered::Small(small) = self
+            && small.push((k, v)).is_ok()
+        {
+            return;
+        }
+        self.push_general(k, v.value());
+    }
+
+    /// Adds a key/value in the general form (converting a full compact form first).
+    #[cold]
+    #[inline(never)]
+    fn push_general(&mut self, k: &'static str, v: Value) {
         match self {
             Gathered::Small(small) => {
-                if small.push((k, v)).is_err() {
-                    let mut f = small.into_fields();
-                    f.push(k, v.value());
-                    *self = Gathered::Full(f);
-                }
+                let mut f = small.into_fields();
+                f.push(k, v);
+                *self = Gathered::Full(f);
             }
-            Gathered::Full(f) => f.push(k, v.value()),
+            Gathered::Full(f) => f.push(k, v),
         }
     }
 
