@@ -293,6 +293,11 @@ struct SpanState {
     created_from: Option<Parents>,
     /// Whether the span is entered (its outermost entry not exited yet).
     entered: bool,
+    /// True after a sequential exit that kept the saved context (see `context::Restore::Kept`):
+    /// the span's context is then `saved` with `contributed` as its parents, put together
+    /// ([`SpanState::ctx_mut`]) only when it is used (a next entry, a child, `follows_from`);
+    /// `ctx` is `None` meanwhile. Most spans close without that: no clone at their exit.
+    ctx_in_saved: bool,
     /// The thread context saved at the outermost entry, to restore at its exit (`None` when not
     /// entered). When the span entered where it was created (the thread's context was the
     /// span's own, nothing reported between), the thread's context stayed, and the span's copy
@@ -309,6 +314,22 @@ struct SpanState {
     /// `Debug` would), so a span with such fields allocates nothing here. Floats and other types
     /// are formatted with `Debug` at once.
     fields: Option<Gathered>,
+}
+
+impl SpanState {
+    /// The span's context, put together first when a sequential exit left it in `saved`
+    /// (`ctx_in_saved`).
+    #[inline]
+    fn ctx_mut(&mut self) -> &mut Option<Context> {
+        if self.ctx_in_saved {
+            self.ctx_in_saved = false;
+            self.ctx = self.saved.take();
+            if let (Some(c), Some(p)) = (self.ctx.as_mut(), self.contributed.as_ref()) {
+                c.set_parents(p.clone());
+            }
+        }
+        &mut self.ctx
+    }
 }
 
 /// `span: enter` or `span: exit` alone, as a compact event's key/values.
@@ -375,7 +396,7 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _cx: LayerCx<'_, S>) {
         let ctx = match attrs.parent() {
-            Some(p) => self.spans.with(p, |s| s.ctx.clone()).flatten(),
+            Some(p) => self.spans.with(p, |s| s.ctx_mut().clone()).flatten(),
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
@@ -389,6 +410,7 @@ where
                 ctx,
                 created_from,
                 entered: false,
+                ctx_in_saved: false,
                 saved: None,
                 saved_more: Vec::new(),
                 contributed: None,
@@ -414,10 +436,10 @@ where
 
     fn on_follows_from(&self, id: &Id, follows: &Id, _cx: LayerCx<'_, S>) {
         // One shard's lock at a time: never two held together.
-        let Some(other) = self.spans.with(follows, |s| s.ctx.clone()).flatten() else {
+        let Some(other) = self.spans.with(follows, |s| s.ctx_mut().clone()).flatten() else {
             return;
         };
-        self.spans.with(id, |st| match st.ctx.as_mut() {
+        self.spans.with(id, |st| match st.ctx_mut() {
             Some(c) => c.join_in(&other),
             None => st.ctx = Some(other),
         });
@@ -426,6 +448,7 @@ where
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
         let start_tasks = self.start_tasks;
         self.spans.with(id, |st| {
+            st.ctx_mut();
             // Whether the span is a root is asked of the Registry only here (rarely): the
             // first entry of a span without a context.
             if st.ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none())
@@ -464,9 +487,12 @@ where
     fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
         self.spans.with(id, |st| {
             context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
+            // (Only an exit without an entry finds the span's context still in `saved`.)
+            st.ctx_mut();
             let SpanState {
                 ctx,
                 entered,
+                ctx_in_saved,
                 saved,
                 saved_more,
                 contributed,
@@ -476,19 +502,19 @@ where
             // The context to restore is read and adjusted where it was saved (a re-entry's
             // popped first).
             let mut popped;
-            let restored = match saved_more.pop() {
+            let (restored, outermost) = match saved_more.pop() {
                 Some(prev) => {
                     popped = prev;
-                    &mut popped
+                    (&mut popped, false)
                 }
                 None => {
                     *entered = false;
-                    saved
+                    (saved, true)
                 }
             };
             // The span's context is read in place; the thread's is restored in the same
             // thread-local access (no swap at all after a sequential span).
-            *ctx = context::restore_current(restored, |restored, mine| {
+            let done = context::restore_current(restored, |restored, mine| {
                 let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
                     return false;
                 };
@@ -512,6 +538,18 @@ where
                 r.join_in(m);
                 false
             });
+            match done {
+                context::Restore::Replaced(c) | context::Restore::Cloned(c) => *ctx = c,
+                // The span's context is the restored one with its last event as parents: left
+                // where it is, put together if it is used again.
+                context::Restore::Kept if outermost => *ctx_in_saved = true,
+                context::Restore::Kept => {
+                    *ctx = restored.take();
+                    if let (Some(c), Some(p)) = (ctx.as_mut(), contributed.as_ref()) {
+                        c.set_parents(p.clone());
+                    }
+                }
+            }
         });
     }
 
@@ -547,6 +585,7 @@ mod tests {
             ctx: None,
             created_from: None,
             entered: false,
+            ctx_in_saved: false,
             saved: None,
             saved_more: Vec::new(),
             contributed: None,
