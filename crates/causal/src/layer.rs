@@ -473,7 +473,9 @@ where
                 None => context::report_small(label, span_mark("enter")),
                 Some(Gathered::Small(small)) => {
                     let small = *small;
-                    st.fields = None;
+                    // A compact form owns nothing: forgotten rather than dropped (the drop
+                    // glue of the general form is a call).
+                    std::mem::forget(st.fields.take());
                     context::report_small(label, small)
                 }
                 Some(Gathered::Full(_)) => match st.fields.take() {
