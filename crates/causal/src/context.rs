@@ -1255,6 +1255,7 @@ pub(crate) enum Restore {
 /// is busy or destroyed, `f` does not run and `restored` is dropped, as [`set_current`] would.
 /// `restored` is the caller's (the span state's own place, read and adjusted there, not moved
 /// in and out of this call) and is left `None` unless the result is [`Restore::Kept`].
+#[inline]
 pub(crate) fn restore_current(
     restored: &mut Option<Context>,
     f: impl FnOnce(&mut Option<Context>, Option<&Context>) -> bool,
