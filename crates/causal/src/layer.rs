@@ -286,6 +286,8 @@ type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 struct SpanState {
     /// The span's name, for its enter and exit events.
     name: &'static str,
+    /// The span's own context (taken while it is entered: the thread's then; see
+    /// `ctx_in_saved`).
     ctx: Option<Context>,
     /// The parents of the context the span was created from (`None`: created without one), to
     /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
@@ -299,7 +301,7 @@ struct SpanState {
     /// `ctx` is `None` meanwhile. Most spans close without that: no clone at their exit.
     ctx_in_saved: bool,
     /// The thread context saved at the outermost entry, to restore at its exit (`None` when not
-    /// entered). When the span entered where it was created (the thread's context was the
+    /// entered, unless `ctx_in_saved`). When the span entered where it was created (the thread's context was the
     /// span's own, nothing reported between), the thread's context stayed, and the span's copy
     /// is kept here (no swap, no clone). Read and adjusted in place at the exit.
     saved: Option<Context>,
