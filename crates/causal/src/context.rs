@@ -204,6 +204,7 @@ impl Context {
 
     /// The thread's current context, cloned (capture it to move work elsewhere). `None` also in a
     /// thread-local destructor that runs after this thread's context was destroyed.
+    #[inline]
     pub fn current() -> Option<Context> {
         CURRENT
             .try_with(|c| c.try_borrow().ok().and_then(|c| c.clone()))
@@ -391,6 +392,12 @@ impl Context {
     #[inline]
     pub(crate) fn parent_ids(&self) -> Parents {
         self.parents.clone()
+    }
+
+    /// Replaces the parents (the layer's copy of a context that differs only in them).
+    #[inline]
+    pub(crate) fn set_parents(&mut self, parents: Parents) {
+        self.parents = parents;
     }
 
     /// Removes `ids` from the parents (events superseded by a later event on the same path).
@@ -1226,29 +1233,61 @@ pub(crate) fn report_small(label: Cow<'static, str>, fields: SmallFields) -> Opt
     })
 }
 
+/// What [`restore_current`] did with the thread's context.
+pub(crate) enum Restore {
+    /// `restored` became the thread's context; this is the one it replaced (`None` also when
+    /// the thread's context was busy or destroyed and `restored` was dropped).
+    Replaced(Option<Context>),
+    /// `f` returned true: the thread's context stays, and `restored`, left in place, equals
+    /// it but for its parents (the same task, sampling, options and carried values): with the
+    /// parents `f` saw as the current ones it is a copy of the current context.
+    Kept,
+    /// `f` returned true: the thread's context stays; `restored` (dropped) differed from it in
+    /// more than its parents, so this is a clone of it.
+    Cloned(Option<Context>),
+}
+
 /// Makes `restored` the thread's current context after `f` has adjusted it with the current
-/// one in view (the layer's span exit), returning the context it replaces: one thread-local
-/// access and one swap. When `f` returns true, `restored` would become a copy of the current
-/// context: the current one stays instead (no swap), `restored` is dropped, and a clone of the
-/// current one is returned. When the thread's context is busy or destroyed, `f` does not run
-/// and `restored` is dropped, as [`set_current`] would.
+/// one in view (the layer's span exit): one thread-local access and at most one swap (see
+/// [`Restore`]). When `f` returns true, `restored` would become a copy of the current context:
+/// the current one stays instead (no swap), and `restored` is either kept as the caller's copy
+/// of it (only the parents differ: no clone) or dropped for a clone. When the thread's context
+/// is busy or destroyed, `f` does not run and `restored` is dropped, as [`set_current`] would.
+/// `restored` is the caller's (the span state's own place, read and adjusted there, not moved
+/// in and out of this call) and is left `None` unless the result is [`Restore::Kept`].
+#[inline]
 pub(crate) fn restore_current(
-    mut restored: Option<Context>,
+    restored: &mut Option<Context>,
     f: impl FnOnce(&mut Option<Context>, Option<&Context>) -> bool,
-) -> Option<Context> {
-    CURRENT
+) -> Restore {
+    let done = CURRENT
         .try_with(|c| {
-            let mut cur = c.try_borrow_mut().ok()?;
-            if f(&mut restored, cur.as_ref()) {
-                return cur.clone();
+            let Ok(mut cur) = c.try_borrow_mut() else {
+                return Restore::Replaced(None);
+            };
+            if f(restored, cur.as_ref()) {
+                return match (restored.as_ref(), cur.as_ref()) {
+                    (Some(r), Some(c))
+                        if r.task == c.task
+                            && r.sampled == c.sampled
+                            && same_arc(&r.options, &c.options)
+                            && same_arc(&r.carried, &c.carried) =>
+                    {
+                        Restore::Kept
+                    }
+                    _ => Restore::Cloned(cur.clone()),
+                };
             }
-            if !same_publication(&cur, &restored) {
-                publish_sampled(&restored);
+            if !same_publication(&cur, restored) {
+                publish_sampled(restored);
             }
-            std::mem::replace(&mut *cur, restored)
+            Restore::Replaced(std::mem::replace(&mut *cur, restored.take()))
         })
-        .ok()
-        .flatten()
+        .unwrap_or(Restore::Replaced(None));
+    if !matches!(done, Restore::Kept) {
+        *restored = None;
+    }
+    done
 }
 
 /// Whether `ctx` is the thread's current context as it stands: the same task, sampling decision

@@ -91,17 +91,29 @@ enum Gathered {
 
 impl Gathered {
     /// Adds a key/value that holds no owned string (integers and booleans from a visitor).
-    #[inline]
+    /// Inlined into the visitor: the compact form's push is a few moves; the general form is
+    /// reached out of line.
+    #[inline(always)]
     fn push_small(&mut self, k: &'static str, v: SmallValue) {
+        if let Gathered::Small(small) = self
+            && small.push((k, v)).is_ok()
+        {
+            return;
+        }
+        self.push_general(k, v.value());
+    }
+
+    /// Adds a key/value in the general form (converting a full compact form first).
+    #[cold]
+    #[inline(never)]
+    fn push_general(&mut self, k: &'static str, v: Value) {
         match self {
             Gathered::Small(small) => {
-                if small.push((k, v)).is_err() {
-                    let mut f = small.into_fields();
-                    f.push(k, v.value());
-                    *self = Gathered::Full(f);
-                }
+                let mut f = small.into_fields();
+                f.push(k, v);
+                *self = Gathered::Full(f);
             }
-            Gathered::Full(f) => f.push(k, v.value()),
+            Gathered::Full(f) => f.push(k, v),
         }
     }
 
@@ -142,23 +154,67 @@ impl Gathered {
     }
 }
 
-/// The span states of one layer, by span id: shards of a map each behind its own lock, so that
-/// threads working on different spans rarely meet. States are boxed: a map entry then moves a
-/// pointer, not the state. Entries are removed when their span closes
-/// (`on_close`); a shard's map keeps its capacity, so a steady number of live spans allocates
-/// nothing.
+/// The span states of one layer, by span id: shards each behind its own lock, so that threads
+/// working on different spans rarely meet. States are boxed: an entry then moves a pointer, not
+/// the state. Entries are removed when their span closes (`on_close`); a shard keeps its
+/// capacity, so a steady number of live spans allocates nothing.
 struct SpanTable {
     shards: Box<[std::sync::Mutex<Shard>]>,
 }
 
-/// One shard: span id to its state.
-type Shard = HashMap<u64, Box<SpanState>, IdHash>;
+/// One shard: span id to its state. The first [`FEW`] live spans sit in a short list scanned
+/// in order (an id compared per entry: cheaper than a hash map's probe for the one or few live
+/// spans a shard holds most of the time, see docs/causal-cost.md, session 8); the rest in a map.
+struct Shard {
+    few: Vec<(u64, Box<SpanState>)>,
+    many: HashMap<u64, Box<SpanState>, IdHash>,
+}
 
 /// Shards of the table: a power of two.
 const SHARDS: usize = 64;
 
-/// Live spans each shard has room for before its map grows.
-const SHARD_CAPACITY: usize = 8;
+/// Live spans a shard keeps in its list (room for them from the start) before using its map.
+const FEW: usize = 8;
+
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            few: Vec::with_capacity(FEW),
+            many: HashMap::default(),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, key: u64) -> Option<&mut SpanState> {
+        match self.few.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, st)) => Some(st),
+            None if self.many.is_empty() => None,
+            None => self.many.get_mut(&key).map(|st| &mut **st),
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, key: u64, st: Box<SpanState>) {
+        // An id is live once: a span's entry is removed when it closes, before the Registry
+        // can hand its id out again. A repeated id replaces the old entry all the same.
+        if let Some(e) = self.few.iter_mut().find(|(k, _)| *k == key) {
+            e.1 = st;
+        } else if self.few.len() < FEW && (self.many.is_empty() || !self.many.contains_key(&key)) {
+            self.few.push((key, st));
+        } else {
+            self.many.insert(key, st);
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, key: u64) -> Option<Box<SpanState>> {
+        match self.few.iter().position(|(k, _)| *k == key) {
+            Some(i) => Some(self.few.swap_remove(i).1),
+            None if self.many.is_empty() => None,
+            None => self.many.remove(&key),
+        }
+    }
+}
 
 impl fmt::Debug for SpanTable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -170,14 +226,9 @@ impl SpanTable {
     fn new() -> SpanTable {
         SpanTable {
             // Room for a few live spans per shard from the start: a program's first spans
-            // then allocate no map either.
+            // then allocate nothing for the table either.
             shards: (0..SHARDS)
-                .map(|_| {
-                    std::sync::Mutex::new(HashMap::with_capacity_and_hasher(
-                        SHARD_CAPACITY,
-                        IdHash::default(),
-                    ))
-                })
+                .map(|_| std::sync::Mutex::new(Shard::new()))
                 .collect(),
         }
     }
@@ -187,25 +238,27 @@ impl SpanTable {
     fn with<R>(&self, id: &Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
         let key = id.into_u64();
         let mut shard = self.shard(key);
-        shard.get_mut(&key).map(|st| f(st))
+        shard.get_mut(key).map(f)
     }
 
     #[inline]
     fn shard(&self, key: u64) -> std::sync::MutexGuard<'_, Shard> {
         // Fibonacci hashing: the top bits of the product spread consecutive ids over shards.
         let i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SHARDS.ilog2())) as usize;
-        // A panic under the lock leaves the map as consistent as any other state of it.
+        // A panic under the lock leaves the shard as consistent as any other state of it.
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[inline]
     fn insert(&self, id: &Id, st: Box<SpanState>) {
         let key = id.into_u64();
         self.shard(key).insert(key, st);
     }
 
+    #[inline]
     fn remove(&self, id: &Id) -> Option<Box<SpanState>> {
         let key = id.into_u64();
-        self.shard(key).remove(&key)
+        self.shard(key).remove(key)
     }
 }
 
@@ -233,14 +286,26 @@ type IdHash = std::hash::BuildHasherDefault<IdHasher>;
 struct SpanState {
     /// The span's name, for its enter and exit events.
     name: &'static str,
+    /// The span's own context (taken while it is entered: the thread's then; see
+    /// `ctx_in_saved`).
     ctx: Option<Context>,
     /// The parents of the context the span was created from (`None`: created without one), to
     /// tell on exit whether the context being restored moved on meanwhile (concurrent siblings:
     /// join) or not (sequential: replace).
     created_from: Option<Parents>,
-    /// Thread contexts saved at each entry: the first inline (no allocation), re-entries of an
-    /// already entered span in `saved_more`.
-    saved: Saved,
+    /// Whether the span is entered (its outermost entry not exited yet).
+    entered: bool,
+    /// True after a sequential exit that kept the saved context (see `context::Restore::Kept`):
+    /// the span's context is then `saved` with `contributed` as its parents, put together
+    /// ([`SpanState::ctx_mut`]) only when it is used (a next entry, a child, `follows_from`);
+    /// `ctx` is `None` meanwhile. Most spans close without that: no clone at their exit.
+    ctx_in_saved: bool,
+    /// The thread context saved at the outermost entry, to restore at its exit (`None` when not
+    /// entered, unless `ctx_in_saved`). When the span entered where it was created (the thread's context was the
+    /// span's own, nothing reported between), the thread's context stayed, and the span's copy
+    /// is kept here (no swap, no clone). Read and adjusted in place at the exit.
+    saved: Option<Context>,
+    /// The thread contexts saved at re-entries of an already entered span (innermost last).
     saved_more: Vec<Option<Context>>,
     /// The span's last event(s) joined into the restored context at its previous exit; superseded
     /// by the span's next exit, so removed from the restored context then.
@@ -253,16 +318,20 @@ struct SpanState {
     fields: Option<Gathered>,
 }
 
-/// The thread context a span's first (outermost) entry saved, to restore at its exit.
-enum Saved {
-    /// Not entered.
-    Not,
-    /// The thread's context at the entry.
-    Prev(Option<Context>),
-    /// The thread's context at the entry was the span's own (the span entered where it was
-    /// created, nothing reported between): the thread's context stayed, and the span's copy is
-    /// kept here (no swap, no clone).
-    Kept(Context),
+impl SpanState {
+    /// The span's context, put together first when a sequential exit left it in `saved`
+    /// (`ctx_in_saved`).
+    #[inline]
+    fn ctx_mut(&mut self) -> &mut Option<Context> {
+        if self.ctx_in_saved {
+            self.ctx_in_saved = false;
+            self.ctx = self.saved.take();
+            if let (Some(c), Some(p)) = (self.ctx.as_mut(), self.contributed.as_ref()) {
+                c.set_parents(p.clone());
+            }
+        }
+        &mut self.ctx
+    }
 }
 
 /// `span: enter` or `span: exit` alone, as a compact event's key/values.
@@ -270,19 +339,17 @@ fn span_mark(what: &'static str) -> SmallFields {
     SmallFields::One(("span", SmallValue::Str(what)))
 }
 
-struct FieldCollector {
-    fields: Gathered,
+/// Gathers a span's or an event's fields into `fields`, which is borrowed: a span's are
+/// gathered straight into its state (not moved there afterwards).
+struct FieldCollector<'a> {
+    fields: &'a mut Gathered,
     message: Option<String>,
 }
 
-impl FieldCollector {
-    fn new() -> FieldCollector {
-        FieldCollector::with(Gathered::Small(SmallFields::Zero))
-    }
-
-    /// A collector whose fields start with `fields` (the `span` or `level` key/value reported
-    /// first), so that the event's fields need no second gathering.
-    fn with(fields: Gathered) -> FieldCollector {
+impl FieldCollector<'_> {
+    /// A collector whose fields start with those in `fields` (the `span` or `level` key/value
+    /// reported first), so that the event's fields need no second gathering.
+    fn with(fields: &mut Gathered) -> FieldCollector<'_> {
         FieldCollector {
             fields,
             message: None,
@@ -294,7 +361,7 @@ impl FieldCollector {
     }
 }
 
-impl Visit for FieldCollector {
+impl Visit for FieldCollector<'_> {
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         if field.name() == "message" {
             self.message = Some(format!("{value:?}"));
@@ -331,36 +398,39 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _cx: LayerCx<'_, S>) {
         let ctx = match attrs.parent() {
-            Some(p) => self.spans.with(p, |s| s.ctx.clone()).flatten(),
+            Some(p) => self.spans.with(p, |s| s.ctx_mut().clone()).flatten(),
             None if attrs.is_contextual() => Context::current(),
             None => None,
         };
-        let mut fc = FieldCollector::with(enter_fields());
-        attrs.record(&mut fc);
         let created_from = ctx.as_ref().map(Context::parent_ids);
         // Allocated first and written in place (`Box::new` built the ~560-byte state on the
-        // stack and copied it).
-        let st = Box::write(
+        // stack and copied it); the fields are then gathered in place too.
+        let mut st = Box::write(
             Box::new_uninit(),
             SpanState {
                 name: attrs.metadata().name(),
                 ctx,
                 created_from,
-                saved: Saved::Not,
+                entered: false,
+                ctx_in_saved: false,
+                saved: None,
                 saved_more: Vec::new(),
                 contributed: None,
-                fields: Some(fc.fields),
+                fields: Some(enter_fields()),
             },
         );
+        if let Some(fields) = st.fields.as_mut() {
+            attrs.record(&mut FieldCollector::with(fields));
+        }
         self.spans.insert(id, st);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _cx: LayerCx<'_, S>) {
-        let mut fc = FieldCollector::new();
-        values.record(&mut fc);
+        let mut gathered = Gathered::Small(SmallFields::Zero);
+        values.record(&mut FieldCollector::with(&mut gathered));
         self.spans.with(id, |st| {
             let fields = st.fields.get_or_insert_with(enter_fields);
-            for (k, v) in fc.fields.into_pairs() {
+            for (k, v) in gathered.into_pairs() {
                 fields.push(k, v);
             }
         });
@@ -368,10 +438,10 @@ where
 
     fn on_follows_from(&self, id: &Id, follows: &Id, _cx: LayerCx<'_, S>) {
         // One shard's lock at a time: never two held together.
-        let Some(other) = self.spans.with(follows, |s| s.ctx.clone()).flatten() else {
+        let Some(other) = self.spans.with(follows, |s| s.ctx_mut().clone()).flatten() else {
             return;
         };
-        self.spans.with(id, |st| match st.ctx.as_mut() {
+        self.spans.with(id, |st| match st.ctx_mut() {
             Some(c) => c.join_in(&other),
             None => st.ctx = Some(other),
         });
@@ -380,18 +450,23 @@ where
     fn on_enter(&self, id: &Id, cx: LayerCx<'_, S>) {
         let start_tasks = self.start_tasks;
         self.spans.with(id, |st| {
-            let mut ctx = st.ctx.take();
+            st.ctx_mut();
             // Whether the span is a root is asked of the Registry only here (rarely): the
             // first entry of a span without a context.
-            if ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none()) {
+            if st.ctx.is_none() && start_tasks && cx.span(id).is_some_and(|s| s.parent().is_none())
+            {
                 let sampled = crate::reporter::sample_new_task();
-                ctx = Some(Context::new_task(sampled));
+                st.ctx = Some(Context::new_task(sampled));
             }
-            match (&st.saved, ctx) {
-                (Saved::Not, Some(c)) if context::is_current(&c) => st.saved = Saved::Kept(c),
-                (Saved::Not, ctx) => st.saved = Saved::Prev(context::set_current(ctx)),
-                (_, ctx) => st.saved_more.push(context::set_current(ctx)),
+            // The span's context is compared in place and moved once.
+            if st.entered {
+                st.saved_more.push(context::set_current(st.ctx.take()));
+            } else if st.ctx.as_ref().is_some_and(context::is_current) {
+                st.saved = st.ctx.take();
+            } else {
+                st.saved = context::set_current(st.ctx.take());
             }
+            st.entered = true;
             // Reported under the shard's lock (nothing in it calls back into the layer), so
             // that the pending fields are read in place: a compact event's two key/values
             // copied out, the general form moved out only when present.
@@ -400,7 +475,9 @@ where
                 None => context::report_small(label, span_mark("enter")),
                 Some(Gathered::Small(small)) => {
                     let small = *small;
-                    st.fields = None;
+                    // A compact form owns nothing: forgotten rather than dropped (the drop
+                    // glue of the general form is a call).
+                    std::mem::forget(st.fields.take());
                     context::report_small(label, small)
                 }
                 Some(Gathered::Full(_)) => match st.fields.take() {
@@ -414,18 +491,34 @@ where
     fn on_exit(&self, id: &Id, _cx: LayerCx<'_, S>) {
         self.spans.with(id, |st| {
             context::report_small(Cow::Borrowed(st.name), span_mark("exit"));
-            let restored = match st.saved_more.pop() {
-                Some(prev) => prev,
-                None => match std::mem::replace(&mut st.saved, Saved::Not) {
-                    Saved::Not => None,
-                    Saved::Prev(prev) => prev,
-                    Saved::Kept(c) => Some(c),
-                },
+            // (Only an exit without an entry finds the span's context still in `saved`.)
+            st.ctx_mut();
+            let SpanState {
+                ctx,
+                entered,
+                ctx_in_saved,
+                saved,
+                saved_more,
+                contributed,
+                created_from,
+                ..
+            } = st;
+            // The context to restore is read and adjusted where it was saved (a re-entry's
+            // popped first).
+            let mut popped;
+            let (restored, outermost) = match saved_more.pop() {
+                Some(prev) => {
+                    popped = prev;
+                    (&mut popped, false)
+                }
+                None => {
+                    *entered = false;
+                    (saved, true)
+                }
             };
             // The span's context is read in place; the thread's is restored in the same
             // thread-local access (no swap at all after a sequential span).
-            let (contributed, created_from) = (&mut st.contributed, &st.created_from);
-            st.ctx = context::restore_current(restored, |restored, mine| {
+            let done = context::restore_current(restored, |restored, mine| {
                 let (Some(r), Some(m)) = (restored.as_mut(), mine) else {
                     return false;
                 };
@@ -449,6 +542,18 @@ where
                 r.join_in(m);
                 false
             });
+            match done {
+                context::Restore::Replaced(c) | context::Restore::Cloned(c) => *ctx = c,
+                // The span's context is the restored one with its last event as parents: left
+                // where it is, put together if it is used again.
+                context::Restore::Kept if outermost => *ctx_in_saved = true,
+                context::Restore::Kept => {
+                    *ctx = restored.take();
+                    if let (Some(c), Some(p)) = (ctx.as_mut(), contributed.as_ref()) {
+                        c.set_parents(p.clone());
+                    }
+                }
+            }
         });
     }
 
@@ -463,15 +568,72 @@ where
             return;
         }
         let level = event.metadata().level().as_str();
-        let mut fc = FieldCollector::with(Gathered::Small(SmallFields::One((
-            "level",
-            SmallValue::Str(level),
-        ))));
+        let mut gathered = Gathered::Small(SmallFields::One(("level", SmallValue::Str(level))));
+        let mut fc = FieldCollector::with(&mut gathered);
         event.record(&mut fc);
         let label: Cow<'static, str> = match fc.message {
             Some(m) => Cow::Owned(m),
             None => Cow::Borrowed(event.metadata().name()),
         };
-        let _ = fc.fields.report(label);
+        let _ = gathered.report(label);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(name: &'static str) -> Box<SpanState> {
+        Box::new(SpanState {
+            name,
+            ctx: None,
+            created_from: None,
+            entered: false,
+            ctx_in_saved: false,
+            saved: None,
+            saved_more: Vec::new(),
+            contributed: None,
+            fields: None,
+        })
+    }
+
+    const NAMES: [&str; 20] = [
+        "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13",
+        "s14", "s15", "s16", "s17", "s18", "s19",
+    ];
+
+    #[test]
+    fn a_shard_finds_every_live_span_past_its_list() {
+        let mut shard = Shard::new();
+        // Ids far apart, as the Registry's are; more than the list holds.
+        let id = |i: usize| (i as u64 + 1) << 20;
+        for (i, name) in NAMES.iter().enumerate() {
+            shard.insert(id(i), state(name));
+        }
+        assert_eq!(shard.few.len(), FEW);
+        assert_eq!(shard.many.len(), NAMES.len() - FEW);
+        for (i, name) in NAMES.iter().enumerate() {
+            assert_eq!(shard.get_mut(id(i)).map(|s| s.name), Some(*name));
+        }
+        assert!(shard.get_mut(id(NAMES.len())).is_none());
+        // Remove from the list's middle, from the map, then insert again: the freed place in
+        // the list is used, and nothing is found twice or lost.
+        assert_eq!(shard.remove(id(3)).map(|s| s.name), Some("s3"));
+        assert_eq!(shard.remove(id(15)).map(|s| s.name), Some("s15"));
+        assert!(shard.remove(id(3)).is_none());
+        assert!(shard.get_mut(id(3)).is_none());
+        shard.insert(id(3), state("again"));
+        assert_eq!(shard.few.len(), FEW);
+        assert_eq!(shard.get_mut(id(3)).map(|s| s.name), Some("again"));
+        // An id inserted again while live replaces its state, in the list or in the map.
+        shard.insert(id(0), state("new0"));
+        shard.insert(id(12), state("new12"));
+        assert_eq!(shard.get_mut(id(0)).map(|s| s.name), Some("new0"));
+        assert_eq!(shard.get_mut(id(12)).map(|s| s.name), Some("new12"));
+        assert_eq!(shard.few.len() + shard.many.len(), NAMES.len() - 1);
+        for i in (0..NAMES.len()).filter(|&i| i != 15) {
+            assert!(shard.remove(id(i)).is_some(), "{i}");
+        }
+        assert!(shard.few.is_empty() && shard.many.is_empty());
     }
 }

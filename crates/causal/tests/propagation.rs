@@ -767,3 +767,64 @@ fn tracing_layer_clones_keep_their_own_spans() {
     }
     assert!(causal::current().is_none());
 }
+
+/// A span used again after a sequential exit (its context then kept as the restored one with
+/// the span's exit as parents, put together only when used): a child created with it as
+/// explicit parent, its re-entry elsewhere, and its re-entry right where it exited all continue
+/// from its exit event.
+#[test]
+fn tracing_layer_spans_used_after_a_sequential_exit_continue_from_their_exit() {
+    use tracing_subscriber::prelude::*;
+    let m = mock::install();
+    let subscriber = tracing_subscriber::registry().with(causal::layer::CausalLayer::new());
+    let task = tracing::subscriber::with_default(subscriber, || {
+        let root = tracing::info_span!("root");
+        let _r = root.enter();
+        let task = causal::current().unwrap().task_id();
+        let a = tracing::info_span!("a");
+        a.in_scope(|| tracing::info!("one"));
+        tracing::info!("between");
+        let child = tracing::info_span!(parent: &a, "child");
+        child.in_scope(|| {});
+        a.in_scope(|| tracing::info!("two"));
+        let b = tracing::info_span!("b");
+        b.in_scope(|| {});
+        b.in_scope(|| tracing::info!("three"));
+        task
+    });
+    let reports = m.wait_for(task, 16, WAIT);
+    let find = |label: &str, span: Option<&str>, nth: usize| {
+        reports
+            .iter()
+            .filter(|r| r.label.as_deref() == Some(label) && r.field("span") == span)
+            .nth(nth)
+            .unwrap_or_else(|| panic!("{label} {span:?} #{nth} in {reports:#?}"))
+    };
+    let op = |r: &causal::Report| r.metadata.op_id();
+    let a_exit = find("a", Some("exit"), 0);
+    assert_eq!(a_exit.edges, [op(find("one", None, 0))]);
+    assert_eq!(find("between", None, 0).edges, [op(a_exit)]);
+    // The child starts from `a`'s context as `a` left it: `a`'s exit, not the thread's event.
+    let child_enter = find("child", Some("enter"), 0);
+    assert_eq!(child_enter.edges, [op(a_exit)]);
+    // `a` entered again (the thread's context had moved on): from its own exit.
+    let a_again = find("a", Some("enter"), 1);
+    assert_eq!(a_again.edges, [op(a_exit)]);
+    assert_eq!(find("two", None, 0).edges, [op(a_again)]);
+    // `b` entered again right where it exited: from its exit, and the thread's context
+    // continues from there.
+    let b_exit = find("b", Some("exit"), 0);
+    assert_eq!(find("b", Some("enter"), 1).edges, [op(b_exit)]);
+    let three = find("three", None, 0);
+    assert_eq!(three.edges, [op(find("b", Some("enter"), 1))]);
+    let b_exit2 = find("b", Some("exit"), 1);
+    assert_eq!(b_exit2.edges, [op(three)]);
+    // The root's exit follows `b`'s last exit (among the paths joined before it).
+    let root_exit = find("root", Some("exit"), 0);
+    assert!(
+        root_exit.edges.contains(&op(b_exit2)),
+        "{:?} lacks b's exit",
+        root_exit.edges
+    );
+    causal::set_current(None);
+}
