@@ -51,6 +51,26 @@ const STANDARD_SIGNALS_END: i32 = 32;
 
 use crate::sched::CLONE_THREAD;
 
+/// The call whose outputs a system call's exit records: `restart_syscall` continues an
+/// interrupted poll/nanosleep/futex wait, so what it writes is what the interrupted call would have
+/// written (its number and arguments, kept in `restart_of` when it returned
+/// `-ERESTART_RESTARTBLOCK`, 516). A restart that is itself interrupted (a second signal) keeps
+/// them for the next restart.
+pub(super) fn restarted_call(
+    restart_of: &mut Option<(i64, [u64; 6])>,
+    nr: i64,
+    args: [u64; 6],
+    result: i64,
+) -> (i64, [u64; 6]) {
+    let call = if nr == libc::SYS_restart_syscall {
+        restart_of.take().unwrap_or((nr, args))
+    } else {
+        (nr, args)
+    };
+    *restart_of = (result == -516).then_some(call);
+    call
+}
+
 pub(super) fn args_of(r: &replay_ptrace::Regs) -> [u64; 6] {
     [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9]
 }
@@ -284,14 +304,8 @@ impl Recorder {
         let regs = t.regs()?;
         let result = regs.rax as i64;
         let Pending { nr, args, fd, path } = pending;
-        // restart_syscall continues an interrupted poll/nanosleep/futex wait: what it writes is what
-        // the interrupted call would have written.
         let (out_nr, out_args) = match self.procs.get_mut(&tid) {
-            Some(p) if nr == libc::SYS_restart_syscall => p.restart_of.take().unwrap_or((nr, args)),
-            Some(p) => {
-                p.restart_of = (result == -516).then_some((nr, args));
-                (nr, args)
-            }
+            Some(p) => restarted_call(&mut p.restart_of, nr, args, result),
             None => (nr, args),
         };
         let mut read = |addr: u64, len: usize| t.read_bytes(RemotePtr::new(addr), len).ok();
@@ -415,5 +429,42 @@ impl Recorder {
             }
             Err(_) => FdInfo { obj: None, out: 0 },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restarted_call;
+
+    #[test]
+    fn a_restart_interrupted_again_still_records_the_first_calls_outputs() {
+        let poll = [0x7fff_0000, 4, u64::MAX, 0, 0, 0];
+        let mut kept = None;
+        // poll, interrupted by a signal without a handler: the kernel restarts it.
+        assert_eq!(
+            restarted_call(&mut kept, libc::SYS_poll, poll, -516),
+            (libc::SYS_poll, poll)
+        );
+        // Its restart is interrupted too (a second SIGCHLD), then completes with one fd ready:
+        // both restarts write what poll writes.
+        let none = [0; 6];
+        let restart = libc::SYS_restart_syscall;
+        assert_eq!(
+            restarted_call(&mut kept, restart, none, -516),
+            (libc::SYS_poll, poll)
+        );
+        assert_eq!(
+            restarted_call(&mut kept, restart, none, 1),
+            (libc::SYS_poll, poll)
+        );
+        // Done: the next call is its own, and a stray restart records nothing of poll's.
+        assert_eq!(kept, None);
+        assert_eq!(restarted_call(&mut kept, restart, none, 0), (restart, none));
+        let read = [3, 0x1000, 64, 0, 0, 0];
+        assert_eq!(
+            restarted_call(&mut kept, libc::SYS_read, read, 5),
+            (libc::SYS_read, read)
+        );
+        assert_eq!(kept, None);
     }
 }
