@@ -66,12 +66,15 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            // A closed stdout (`sightline ... | head`) is not an error (as ripgrep does).
-            if err
-                .chain()
-                .filter_map(|e| e.downcast_ref::<std::io::Error>())
-                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
-            {
+            // A closed stdout (`sightline ... | head`) is not an error (as ripgrep does), whether
+            // the write failed in our code or inside serde_json's writer (`--format json`).
+            let pipe = std::io::ErrorKind::BrokenPipe;
+            if err.chain().any(|e| {
+                e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == pipe)
+                    || e.downcast_ref::<serde_json::Error>()
+                        .is_some_and(|e| e.io_error_kind() == Some(pipe))
+            }) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("sightline: {}", render_error(&err));

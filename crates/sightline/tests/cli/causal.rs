@@ -245,6 +245,43 @@ fn collect_over_loopback_then_sigterm_loses_nothing() {
 /// Regression: `sightline tasks`/`show` with a mistyped `--db` created an empty store file there
 /// and answered as if the store were empty.
 #[test]
+fn show_into_a_closed_pipe_is_not_an_error_in_any_format() {
+    let Some(f) = test_support::shared_data("xtrace/hdfs_download.json") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("pipe.db");
+    run(&["import", f.to_str().unwrap()], &db);
+    for format in ["text", "dot", "json"] {
+        // `| head -1`: the reader takes one line and closes the pipe; the 839-event task's
+        // output is far larger than the pipe's buffer, so the writer meets the closed end.
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sightline"))
+            .args(["show", "57C1", "--format", format, "--db"])
+            .arg(&db)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(!first.is_empty(), "{format}: no first line");
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned()
+            ),
+            (Some(0), String::new()),
+            "{format}"
+        );
+    }
+}
+
+#[test]
 fn reading_commands_do_not_create_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("typo.db");
