@@ -357,16 +357,22 @@ impl Analyzer<'_> {
         let ExprKind::Index(base, _) = &e.kind else {
             return false;
         };
-        let (scope, name) = match &base.kind {
+        self.scalar_var_type(base)
+            .is_some_and(|ty| matches!(ty, Type::Array(..)))
+    }
+
+    /// The type of the scalar (not associative) variable `e` names, a global, a thread-local or a
+    /// clause-local one (`x`, `self->x`, `this->x`); `None` for any other expression.
+    fn scalar_var_type(&mut self, e: &Expr) -> Option<&Type> {
+        let (scope, name) = match &e.kind {
             ExprKind::Ident(n) => (VarScope::Global, n),
             ExprKind::SelfVar(n) => (VarScope::Thread, n),
             ExprKind::ThisVar(n) => (VarScope::Clause, n),
-            _ => return false,
+            _ => return None,
         };
-        self.lookup(scope, name).is_some_and(|id| {
-            let v = &self.vars[id.0 as usize];
-            !v.is_assoc() && matches!(v.ty, Type::Array(..))
-        })
+        let id = self.lookup(scope, name)?;
+        let v = &self.vars[id.0 as usize];
+        (!v.is_assoc()).then_some(&v.ty)
     }
 
     /// The variable `e` names (`x`, `self->x`, `this->x`, `a[...]`) when it has struct type:
@@ -1198,16 +1204,8 @@ impl Analyzer<'_> {
     /// True when `e` names a scalar (not associative) variable of pointer type: a global, a
     /// thread-local or a clause-local one (`p`, `self->p`, `this->p`).
     pub(super) fn scalar_pointer_var(&mut self, e: &Expr) -> bool {
-        let (scope, name) = match &e.kind {
-            ExprKind::Ident(n) => (VarScope::Global, n),
-            ExprKind::SelfVar(n) => (VarScope::Thread, n),
-            ExprKind::ThisVar(n) => (VarScope::Clause, n),
-            _ => return false,
-        };
-        self.lookup(scope, name).is_some_and(|id| {
-            let v = &self.vars[id.0 as usize];
-            !v.is_assoc() && matches!(v.ty, Type::Ptr(_))
-        })
+        self.scalar_var_type(e)
+            .is_some_and(|ty| matches!(ty, Type::Ptr(_)))
     }
 
     /// The store of `rhs` (or `place op rhs`) as a `ty` at the address `addr` (`uint64_t`),
